@@ -1,0 +1,79 @@
+"""xlikert: exact next-token PMFs of language models on Likert instruments.
+
+The pipeline, one module or package per stage::
+
+    design -> collect -> constraint -> consensus -> construct -> report
+
+>>> import xlikert as xl
+>>> ds = xl.open_results("results.nc")            # doctest: +SKIP
+>>> xl.failure_rate(ds)                           # doctest: +SKIP
+>>> dec = xl.decompose(ds.pmf)                    # doctest: +SKIP
+>>> xl.summary_table(dec)                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import accessor as _accessor  # noqa: F401  (registers the .likert accessor)
+from ._version import __version__
+from .consensus import consensus, dissension, entropy, tastle_consensus
+from .constraint import failure_rate, item_pmf_from_tokens, renormalize
+from .construct import (
+    comonotone_contrast,
+    composite,
+    contrast,
+    decompose,
+    grand_mixture,
+    marginal_slice,
+    summarize,
+    summary_table,
+    trend,
+)
+from .errors import (
+    CollectionError,
+    ConfigError,
+    DesignError,
+    InvalidPMFError,
+    XlikertError,
+)
+from .io import open_decomposition, open_results, to_netcdf
+
+_SUBPACKAGES = {"design", "collect", "report", "sampling", "plot", "datasets"}
+
+
+def __getattr__(name: str) -> Any:
+    # Heavy layers (torch, matplotlib) load on first use: ``xl.collect``, ``xl.plot``.
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'xlikert' has no attribute {name!r}")
+
+
+__all__ = [
+    "CollectionError",
+    "ConfigError",
+    "DesignError",
+    "InvalidPMFError",
+    "XlikertError",
+    "__version__",
+    "comonotone_contrast",
+    "composite",
+    "consensus",
+    "contrast",
+    "decompose",
+    "dissension",
+    "entropy",
+    "failure_rate",
+    "grand_mixture",
+    "item_pmf_from_tokens",
+    "marginal_slice",
+    "open_decomposition",
+    "open_results",
+    "renormalize",
+    "summarize",
+    "summary_table",
+    "tastle_consensus",
+    "to_netcdf",
+    "trend",
+]

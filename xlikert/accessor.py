@@ -1,0 +1,1 @@
+"""PLACEHOLDER: the .likert accessor; replace this whole file."""

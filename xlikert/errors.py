@@ -1,0 +1,37 @@
+"""Exceptions raised by xlikert.
+
+Every error a user can trigger with bad input is a :class:`XlikertError`, which
+is a :class:`ValueError`, so ``except ValueError`` keeps working. The message
+always names what is wrong and, where it applies, the offending coordinates,
+file, item or field.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CollectionError",
+    "ConfigError",
+    "DesignError",
+    "InvalidPMFError",
+    "XlikertError",
+]
+
+
+class XlikertError(ValueError):
+    """Base class of every input error raised by xlikert."""
+
+
+class InvalidPMFError(XlikertError):
+    """A PMF is negative, NaN, not normalised, or on a malformed score axis."""
+
+
+class DesignError(XlikertError):
+    """The experimental design is not usable (not fully crossed, too few levels, ...)."""
+
+
+class ConfigError(XlikertError):
+    """An instrument or experiment file is malformed; the message names file and field."""
+
+
+class CollectionError(XlikertError):
+    """Collection cannot proceed (unknown model, checksum mismatch, no digit tokens, ...)."""

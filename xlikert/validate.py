@@ -1,0 +1,192 @@
+"""Input checks shared by every layer.
+
+Each check raises a subclass of :class:`~xlikert.errors.XlikertError` whose
+message names the problem and the offending coordinates. Checks that need the
+values (NaN, sign, normalisation) are skipped for Dask-backed input so that it
+stays lazy; call :func:`check_pmf` with ``compute=True`` to force them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+
+import numpy as np
+import xarray as xr
+
+from .errors import DesignError, InvalidPMFError
+
+__all__ = [
+    "PMF_ATOL",
+    "check_fully_crossed",
+    "check_item_dim",
+    "check_levels",
+    "check_pmf",
+    "check_score_axis",
+    "describe_cells",
+    "is_lazy",
+]
+
+#: Absolute tolerance on ``|sum(pmf) - 1|`` accepted by :func:`check_pmf`.
+PMF_ATOL = 1e-6
+
+
+def is_lazy(obj: xr.DataArray) -> bool:
+    """True when ``obj`` is backed by a Dask array."""
+    return obj.chunks is not None
+
+
+def describe_cells(mask: xr.DataArray, max_show: int = 5) -> str:
+    """Format the coordinates where boolean ``mask`` is True, e.g. ``model='a', item='3'``.
+
+    Examples
+    --------
+    >>> m = xr.DataArray([False, True], dims="model", coords={"model": ["a", "b"]})
+    >>> describe_cells(m)
+    "model='b'"
+    """
+    mask = mask.compute() if is_lazy(mask) else mask
+    idx = np.argwhere(np.asarray(mask.values))
+    cells = []
+    for row in idx[:max_show]:
+        parts = []
+        for dim, i in zip(mask.dims, row, strict=True):
+            val = mask[dim].values[i] if dim in mask.coords else i
+            val = val.item() if hasattr(val, "item") else val
+            parts.append(f"{dim}={val!r}")
+        cells.append(", ".join(parts) if parts else "(scalar)")
+    more = len(idx) - max_show
+    text = "; ".join(f"[{c}]" if len(idx) > 1 else c for c in cells)
+    if more > 0:
+        text += f"; ... and {more} more"
+    return text
+
+
+def check_score_axis(pmf: xr.DataArray, score_dim: Hashable = "score") -> np.ndarray:
+    """Check that ``score_dim`` exists and its coordinate holds consecutive integers.
+
+    Returns the integer score values.
+    """
+    if score_dim not in pmf.dims:
+        raise InvalidPMFError(
+            f"PMF has no score dimension {score_dim!r}; its dims are {tuple(pmf.dims)}. "
+            "Pass score_dim=... to name it."
+        )
+    if pmf.sizes[score_dim] == 0:
+        raise InvalidPMFError(f"score dimension {score_dim!r} has length 0")
+    if score_dim not in pmf.coords:
+        raise InvalidPMFError(
+            f"score dimension {score_dim!r} has no coordinate; assign the scale values, "
+            f"e.g. pmf.assign_coords({score_dim}=range(1, 8))"
+        )
+    values = np.asarray(pmf[score_dim].values)
+    as_float = values.astype(float)
+    if not np.all(np.isfinite(as_float)) or not np.all(as_float == np.round(as_float)):
+        raise InvalidPMFError(
+            f"score coordinate {score_dim!r} must hold integers, got {values.tolist()}"
+        )
+    ints = as_float.astype(np.int64)
+    if ints.size > 1 and not np.all(np.diff(ints) == 1):
+        raise InvalidPMFError(
+            f"score coordinate {score_dim!r} must be consecutive increasing integers "
+            f"(e.g. 1..7), got {ints.tolist()}"
+        )
+    return ints
+
+
+def check_pmf(
+    pmf: xr.DataArray,
+    score_dim: Hashable = "score",
+    *,
+    atol: float = PMF_ATOL,
+    compute: bool = False,
+) -> xr.DataArray:
+    """Validate a PMF DataArray and return it unchanged.
+
+    Checks the score axis (:func:`check_score_axis`), then, unless ``pmf`` is
+    Dask-backed and ``compute`` is False, that no mass is NaN or negative and
+    that every PMF sums to 1 within ``atol``.
+
+    Raises
+    ------
+    InvalidPMFError
+        Naming the problem and the offending coordinates.
+
+    Examples
+    --------
+    >>> pmf = xr.DataArray([[0.5, 0.5], [0.2, 0.7]], dims=("item", "score"),
+    ...                    coords={"item": ["a", "b"], "score": [1, 2]})
+    >>> check_pmf(pmf)
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.InvalidPMFError: PMF does not sum to 1 (tolerance 1e-06) at item='b' (sum 0.9)
+    """
+    if not isinstance(pmf, xr.DataArray):
+        raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
+    check_score_axis(pmf, score_dim)
+    if is_lazy(pmf) and not compute:
+        return pmf
+    values = pmf.compute() if is_lazy(pmf) else pmf
+    nan = values.isnull()
+    if bool(nan.any()):
+        raise InvalidPMFError(
+            f"PMF holds NaN mass at {describe_cells(nan.any(score_dim))} "
+            "(a missing cell? every condition and item needs a PMF)"
+        )
+    neg = values < 0
+    if bool(neg.any()):
+        raise InvalidPMFError(f"PMF holds negative mass at {describe_cells(neg.any(score_dim))}")
+    total = values.sum(score_dim)
+    bad = abs(total - 1.0) > atol
+    if bool(bad.any()):
+        first = float(total.where(bad).stack(_c=[...]).dropna("_c")[0]) if total.ndim else float(total)
+        raise InvalidPMFError(
+            f"PMF does not sum to 1 (tolerance {atol:g}) at {describe_cells(bad)} "
+            f"(sum {first:.6g})"
+        )
+    return pmf
+
+
+def check_item_dim(pmf: xr.DataArray, item_dim: Hashable = "item") -> None:
+    """Check that ``item_dim`` exists and is not empty."""
+    if item_dim not in pmf.dims:
+        raise InvalidPMFError(
+            f"PMF has no item dimension {item_dim!r}; its dims are {tuple(pmf.dims)}"
+        )
+    if pmf.sizes[item_dim] == 0:
+        raise InvalidPMFError(f"item dimension {item_dim!r} has length 0: no items to score")
+
+
+def check_levels(obj: xr.DataArray, dims: Iterable[Hashable], min_levels: int = 2) -> None:
+    """Check that every factor in ``dims`` exists and has at least ``min_levels`` levels."""
+    for dim in dims:
+        if dim not in obj.dims:
+            raise DesignError(f"factor {dim!r} is not a dimension; dims are {tuple(obj.dims)}")
+        n = obj.sizes[dim]
+        if n < min_levels:
+            levels = obj[dim].values.tolist() if dim in obj.coords else list(range(n))
+            raise DesignError(
+                f"factor {dim!r} has {n} level(s) {levels}; an effect needs at least "
+                f"{min_levels}"
+            )
+
+
+def check_fully_crossed(
+    pmf: xr.DataArray, factors: Sequence[Hashable], score_dim: Hashable = "score"
+) -> None:
+    """Check that every cell of the cross of ``factors`` holds data (no NaN blocks).
+
+    A cell is missing when all its mass is NaN, as happens after
+    ``xr.combine_by_coords`` or ``reindex`` of an incomplete design. Dask input
+    is not inspected.
+    """
+    if is_lazy(pmf):
+        return
+    missing = pmf.isnull().all(score_dim)
+    other = [d for d in missing.dims if d not in factors]
+    if other:
+        missing = missing.any(other)
+    if bool(missing.any()):
+        raise DesignError(
+            "design is not fully crossed: missing cells at "
+            f"{describe_cells(missing)}; every combination of {list(factors)} needs data"
+        )
