@@ -1,0 +1,252 @@
+"""Sampling-cost formulas against brute force and against simulation.
+
+Simulation is used here, and only here, to check the analytic formulas.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xlikert import sampling
+from xlikert.datasets import synthetic_pmf
+from xlikert.errors import DesignError, InvalidPMFError, XlikertError
+
+
+def _draw_composites(pmf: xr.DataArray, size: tuple[int, ...], rng) -> np.ndarray:
+    """Simulated composite answers: shape (*factors, *size), items drawn independently."""
+    p = pmf.transpose(..., "item", "score").values
+    cdf = np.cumsum(p, axis=-1)
+    scores = pmf["score"].values
+    cond_shape = p.shape[:-2]
+    n_items = p.shape[-2]
+    u = rng.random((*cond_shape, *size, n_items))
+    cdf_b = cdf.reshape(*cond_shape, *(1,) * len(size), n_items, -1)
+    idx = (u[..., None] > cdf_b).sum(-1).clip(max=len(scores) - 1)
+    return scores[idx].sum(-1)
+
+
+def test_composite_moments_brute_force():
+    pmf = synthetic_pmf({"m": 2}, n_items=3, scale=(1, 4), seed=3)
+    mom = sampling.composite_moments(pmf)
+    for i in range(2):
+        p = pmf.isel(m=i).values
+        mean = var = 0.0
+        mean2 = 0.0
+        for combo in itertools.product(range(4), repeat=3):
+            w = np.prod([p[k, combo[k]] for k in range(3)])
+            s = sum(c + 1 for c in combo)
+            mean += w * s
+            mean2 += w * s * s
+        var = mean2 - mean**2
+        assert mom["mean"].values[i] == pytest.approx(mean, rel=1e-12)
+        assert mom["var"].values[i] == pytest.approx(var, rel=1e-10)
+
+
+def test_standard_error_matches_simulation():
+    rng = np.random.default_rng(1)
+    pmf = synthetic_pmf({"model": 2, "target": 2}, n_items=5, seed=2)
+    n, reps = 20, 3000
+    draws = _draw_composites(pmf, (reps, n), rng)  # (model, target, reps, n)
+    sim_se = draws.mean(-1).std(-1, ddof=1)
+    se = sampling.standard_error(pmf, n=n).sel(n=n).values
+    # SD of a sample SD from `reps` replications is about se / sqrt(2 reps)
+    tol = 4 * se / np.sqrt(2 * reps)
+    assert np.all(np.abs(sim_se - se) < tol)
+
+
+def test_standard_error_of_mean_over_dim_matches_simulation():
+    rng = np.random.default_rng(5)
+    pmf = synthetic_pmf({"model": 2, "target": 3}, n_items=4, seed=4)
+    n, reps = 10, 3000
+    draws = _draw_composites(pmf, (reps, n), rng)  # (model, target, reps, n)
+    est = draws.mean(-1).mean(1)  # model-level score averaged over targets
+    sim_se = est.std(-1, ddof=1)
+    se = sampling.standard_error(pmf, n=n, dim="target").sel(n=n).values
+    assert np.all(np.abs(sim_se - se) < 4 * se / np.sqrt(2 * reps))
+
+
+def test_standard_error_scaling_and_errors():
+    pmf = synthetic_pmf({"model": 2}, n_items=3)
+    se = sampling.standard_error(pmf, n=[1, 100])
+    np.testing.assert_allclose(se.sel(n=1) / se.sel(n=100), 10.0)
+    np.testing.assert_allclose(se.sel(n=1) ** 2, sampling.composite_moments(pmf)["var"])
+    with pytest.raises(XlikertError, match="positive integers"):
+        sampling.standard_error(pmf, n=0)
+    with pytest.raises(DesignError, match="target"):
+        sampling.standard_error(pmf, n=10, dim="target")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(2, 4), min_size=1, max_size=3),
+    seed=st.integers(0, 10_000),
+)
+def test_effects_against_explicit_coefficients(sizes, seed):
+    rng = np.random.default_rng(seed)
+    names = [f"f{i}" for i in range(len(sizes))]
+    mu = xr.DataArray(rng.normal(size=sizes), dims=names)
+    var = xr.DataArray(rng.gamma(2.0, size=sizes), dims=names)
+    dims_sizes = dict(zip(names, sizes, strict=True))
+    recon = xr.zeros_like(mu) + float(mu.mean())
+    for r in range(1, len(names) + 1):
+        for term in itertools.combinations(names, r):
+            e = sampling.effect_means(mu, term)
+            v = sampling.effect_variances(var, term)
+            for lv in itertools.product(*(range(dims_sizes[f]) for f in term)):
+                levels = dict(zip(term, lv, strict=True))
+                alpha = sampling.effect_coefficients(dims_sizes, term, levels)
+                # sum to zero over every factor in the term
+                for f in term:
+                    assert np.allclose(alpha.sum(axis=names.index(f)), 0.0)
+                sel = dict(zip(term, lv, strict=True))
+                assert float(e.isel(sel)) == pytest.approx(
+                    float((alpha * mu.values).sum()), abs=1e-12
+                )
+                assert float(v.isel(sel)) == pytest.approx(
+                    float((alpha**2 * var.values).sum()), rel=1e-10, abs=1e-14
+                )
+            recon = recon + e
+    # ANOVA identity: grand mean plus every effect rebuilds every cell mean
+    np.testing.assert_allclose(recon.transpose(*names).values, mu.values, atol=1e-12)
+
+
+def test_main_effect_is_marginal_minus_grand():
+    pmf = synthetic_pmf({"model": 3, "target": 4}, n_items=4, seed=9)
+    mean = sampling.composite_moments(pmf)["mean"]
+    df = sampling.flip_probability(pmf, n=[10])
+    got = df[df.term == "target"].set_index("level")["E"]
+    want = (mean.mean("model") - mean.mean()).to_pandas()
+    np.testing.assert_allclose(got.loc[want.index].values, want.values, atol=1e-12)
+
+
+def test_flip_probability_matches_simulation():
+    rng = np.random.default_rng(11)
+    pmf = synthetic_pmf({"model": 2, "target": 3}, n_items=4, seed=12, concentration=0.8)
+    n, reps = 10, 4000
+    df = sampling.flip_probability(pmf, n=[n])
+    draws = _draw_composites(pmf, (reps, n), rng)  # (model, target, reps, n)
+    est_cells = xr.DataArray(
+        draws.mean(-1),
+        dims=("model", "target", "rep"),
+        coords={"model": pmf.model, "target": pmf.target},
+    )
+    checked = 0
+    for term in [("model",), ("target",), ("model", "target")]:
+        est = sampling.effect_means(
+            est_cells, term, factors=("model", "target")
+        )  # linear, so applies per replication
+        exact = df[df.term == ":".join(term)]
+        stacked = est.stack(_p=list(term))
+        for j, idx in enumerate(stacked["_p"].values):
+            idx = idx if isinstance(idx, tuple) else (idx,)
+            row = exact[exact.level == " × ".join(idx)].iloc[0]
+            sims = stacked.isel(_p=j).values
+            emp = float(np.mean(np.sign(sims) != np.sign(row.E)))
+            p = row.p_flip
+            # Monte Carlo error of `reps` replications, plus a small allowance for the
+            # normal approximation at N = 10
+            tol = 4 * np.sqrt(max(p * (1 - p), 1e-4) / reps) + 0.01
+            assert abs(emp - p) < tol, (term, idx, emp, p)
+            checked += 1
+    assert checked == 2 + 3 + 6
+
+
+def test_flip_table_bins_and_shares():
+    pmf = synthetic_pmf({"model": 3, "target": 3}, n_items=6, seed=1)
+    df = sampling.flip_probability(pmf, n=[10, 100])
+    tab = sampling.flip_table(df, bins=[0, 1, 3, np.inf])
+    assert list(tab.columns) == ["Params (%)", "N=10", "N=100"]
+    assert tab["Params (%)"].sum() == pytest.approx(100.0)
+    one = df[df.n == 10]
+    small = one[one.E.abs() < 1]
+    if len(small):
+        assert tab.loc["[0, 1)", "N=10"] == pytest.approx(small.p_flip.mean())
+    # more samples never raise the mean flip probability
+    ok = tab.dropna()
+    assert np.all(ok["N=100"].values <= ok["N=10"].values + 1e-15)
+
+
+def test_flip_probability_zero_effect_and_errors():
+    pmf = synthetic_pmf({"model": 2}, n_items=2, seed=0)
+    same = xr.concat([pmf.isel(model=0)] * 2, dim="model").assign_coords(model=["a", "b"])
+    df = sampling.flip_probability(same, n=[10])
+    np.testing.assert_allclose(df.p_flip, 0.5)
+    with pytest.raises(DesignError, match="at least one factor"):
+        sampling.flip_probability(pmf.isel(model=0), n=[10])
+    with pytest.raises(DesignError, match="nope"):
+        sampling.flip_probability(pmf, factors=["nope"])
+
+
+def _decoding_grid(pmf: xr.DataArray, temps, top_ps) -> xr.DataArray:
+    """Temperature-scaled then nucleus-truncated PMFs (brute-force construction)."""
+    out = np.empty((*pmf.shape[:-1], len(temps), len(top_ps), pmf.sizes["score"]))
+    flat = pmf.values.reshape(-1, pmf.sizes["score"])
+    res = out.reshape(-1, len(temps), len(top_ps), pmf.sizes["score"])
+    for r, p in enumerate(flat):
+        for i, t in enumerate(temps):
+            q = p ** (1.0 / t)
+            q = q / q.sum()
+            for j, tp in enumerate(top_ps):
+                order = np.argsort(-q, kind="stable")
+                cum = np.cumsum(q[order])
+                keep = order[: int(np.searchsorted(cum, tp - 1e-12) + 1)]
+                z = np.zeros_like(q)
+                z[keep] = q[keep]
+                res[r, i, j] = z / z.sum()
+    dims = (*pmf.dims[:-1], "temperature", "top_p", "score")
+    coords = {d: pmf[d] for d in pmf.dims}
+    coords.update(temperature=list(temps), top_p=list(top_ps))
+    return xr.DataArray(out, dims=dims, coords=coords)
+
+
+def test_decoding_bias_brute_force_and_table():
+    pmf = synthetic_pmf({"model": 2, "target": 2}, n_items=3, seed=7)
+    grid = _decoding_grid(pmf, [0.5, 1.0, 1.3], [0.8, 1.0])
+    ds = xr.Dataset({"pmf": pmf, "decoding_pmf": grid})
+    bias = sampling.decoding_bias(ds)
+    assert set(bias.dims) == {"model", "target", "temperature", "top_p"}
+    assert float(abs(bias.sel(temperature=1.0, top_p=1.0)).max()) < 1e-12
+    y = pmf.score.values
+    for m, t, ti, pi in itertools.product(range(2), range(2), range(3), range(2)):
+        g = grid.isel(model=m, target=t, temperature=ti, top_p=pi).values
+        native = pmf.isel(model=m, target=t).values
+        want = float((g * y).sum() - (native * y).sum())
+        assert float(bias.isel(model=m, target=t, temperature=ti, top_p=pi)) == pytest.approx(want)
+    cns = xr.DataArray(
+        [[0.9, 0.8], [0.7, 0.6]],
+        dims=("model", "target"),
+        coords={"model": pmf.model, "target": pmf.target},
+    )
+    tab, stats = sampling.decoding_bias_table(bias, consensus=cns)
+    a = abs(bias.sel(model="model0"))
+    assert tab.loc["model0", "M|Bias|"] == pytest.approx(float(a.mean()))
+    assert tab.loc["model0", "SD_Bias"] == pytest.approx(float(bias.sel(model="model0").std()))
+    per = abs(bias).mean(["temperature", "top_p"]).transpose("model", "target").values.ravel()
+    assert stats["r"] == pytest.approx(np.corrcoef(cns.values.ravel(), per)[0, 1])
+    assert stats["n"] == 4
+
+
+def test_decoding_bias_needs_grid():
+    ds = xr.Dataset({"pmf": synthetic_pmf({"model": 2}, n_items=2)})
+    with pytest.raises(InvalidPMFError, match="decoding_pmf"):
+        sampling.decoding_bias(ds)
+
+
+def test_se_table_sorted_by_consensus():
+    pmf = synthetic_pmf({"model": 3, "target": 2}, n_items=3)
+    cns = xr.DataArray(
+        [[0.5, 0.5], [0.9, 0.9], [0.7, 0.7]],
+        dims=("model", "target"),
+        coords={"model": pmf.model, "target": pmf.target},
+    )
+    tab = sampling.sampling_se_table(pmf, n=[10, 1_000_000], consensus=cns)
+    assert list(tab.index) == ["model1", "model2", "model0"]
+    assert list(tab.columns) == ["Cns", "N=10", "N=10^6"]
+    se = sampling.standard_error(pmf, n=10).sel(n=10).mean("target")
+    assert tab.loc["model0", "N=10"] == pytest.approx(float(se.sel(model="model0")))
