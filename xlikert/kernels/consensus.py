@@ -1,0 +1,493 @@
+"""Kernels of the Consensus layer: Multivariate Consensus with certified bounds.
+
+The Multivariate Consensus of ``K`` conditionally independent items
+(paper eq. consensus-multivariate) is ``1 + E[f(D)]`` with
+
+* ``D = sum_k (Y_k - mu_k)^2`` the squared distance to the centroid and
+* ``f(D) = log2(1 - sqrt(D) / c)``, ``c = d_max = sqrt(K) * (y_max - y_min)``.
+
+The expectation runs over ``n^K`` response vectors; it is bounded instead of
+enumerated. Write ``d_k = m_k + e_k`` where ``m_k`` is the smallest squared
+distance item ``k`` can reach, so ``D = M0 + sum_k e_k`` with ``M0 = sum_k m_k``.
+On a grid of step ``h`` each ``e_k`` splits exactly into a grid index and a
+residual ``r in [0, h)``. Convolving the items on the grid while carrying, per
+grid cell ``j``, the mass ``A_j``, the first moment ``B_j`` and the second
+moment ``C_j`` of the summed residual ``rho`` gives, per cell,
+
+* a **monotone bound**: every outcome of the cell has ``D`` in
+  ``[x_j, b_j]`` with ``x_j = M0 + j h`` and ``b_j = min(x_j + rho_max, D_max)``,
+  and ``f`` is decreasing, so its contribution lies in ``A_j [f(b_j), f(x_j)]``;
+* a **Taylor bound** about the cell mean ``x_j + B_j / A_j``: the linear term
+  vanishes and the remainder is ``1/2 f''(xi) Var_j`` with ``f''`` decreasing on
+  ``(0, c^2)``, so ``f''(b_j) <= f''(xi) <= f''(x_j)``.
+
+The intersection of both intervals is certified. Cells whose residuals are all
+zero are exact. Shifting by ``M0`` keeps the ``sqrt`` singularity at ``D = 0``
+harmless: an outcome near it is an exact atom (every ``e_k = 0``), any other
+outcome is at least ``~1/4`` away. The ``log`` singularity at ``D = c^2`` is
+never reached: ``D_max = sum_k max_k d_k < c^2`` and ``f(D_max)`` is computed
+from the complement ``c^2 - D_max`` without cancellation. ``h`` shrinks until
+the bounds are ``2 * tol`` apart (or the grid would exceed ``max_cells``);
+bounds from every pass are intersected. A small rigorous floating-point slack
+widens the final bounds.
+
+Every kernel has a plain-numpy twin (suffix ``_numpy``) that follows the same
+steps; tests compare them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import guvectorize, njit
+
+__all__ = [
+    "DEFAULT_MAX_CELLS",
+    "consensus_bounds",
+    "consensus_bounds_numpy",
+    "consensus_core",
+    "consensus_core_numpy",
+]
+
+#: Largest grid (cells) a refinement pass may allocate (3 float64 arrays of it, twice).
+DEFAULT_MAX_CELLS = 1 << 22
+
+_LN2 = math.log(2.0)
+_EPS = float(np.finfo(np.float64).eps)
+_MAX_PASSES = 64
+#: Taylor bounds are used only where ``c - sqrt(D) > _TAYLOR_GUARD * c``.
+_TAYLOR_GUARD = 1e-6
+
+
+# --------------------------------------------------------------------------- numba
+
+
+@njit(cache=True)
+def _f(x, c, fbot):
+    """``log2(1 - sqrt(x) / c)``, never below ``fbot = f(D_max)``."""
+    s = math.sqrt(x) / c
+    if s >= 1.0:
+        return fbot
+    v = math.log1p(-s) / _LN2
+    return v if v > fbot else fbot
+
+
+@njit(cache=True)
+def _fpx(x, c, cs_min):
+    """``|f'(x)| * x``: sensitivity of ``f`` to a relative perturbation of ``x``."""
+    s = math.sqrt(x)
+    cs = c - s
+    if cs < cs_min:
+        cs = cs_min
+    return s / (2.0 * _LN2 * cs)
+
+
+@njit(cache=True)
+def _f2(x, c):
+    """``f''(x)``, decreasing on ``(0, c^2)``; ``x > 0`` and ``sqrt(x) < c``."""
+    s = math.sqrt(x)
+    cs = c - s
+    return (c - 2.0 * s) / (4.0 * _LN2 * s * s * s * cs * cs)
+
+
+@njit(cache=True)
+def _item_terms(p, y):
+    """Normalise the PMFs and return the per-item squared-distance terms.
+
+    Returns ``e`` (K, n) excess squared distance over the item minimum (NaN off
+    the support), ``emax`` (K,), ``M0``, ``D_max`` and ``G_min = c^2 - D_max``.
+    """
+    K, n = p.shape
+    ymin = y[0]
+    ymax = y[n - 1]
+    rng = ymax - ymin
+    e = np.full((K, n), np.nan)
+    emax = np.zeros(K)
+    q = np.empty((K, n))
+    m0 = 0.0
+    dmax = 0.0
+    gmin = 0.0
+    for k in range(K):
+        tot = 0.0
+        for i in range(n):
+            tot += p[k, i]
+        mu = 0.0
+        u = 0.0
+        v = 0.0
+        for i in range(n):
+            q[k, i] = p[k, i] / tot
+            mu += y[i] * q[k, i]
+            u += (y[i] - ymin) * q[k, i]
+            v += (ymax - y[i]) * q[k, i]
+        mk = np.inf
+        dk = 0.0
+        gk = np.inf
+        for i in range(n):
+            if q[k, i] > 0.0:
+                diff = y[i] - mu
+                dd = diff * diff
+                # R - |y - mu| without cancellation, then R^2 - d = (R - |.|)(R + |.|)
+                if diff >= 0.0:
+                    comp = (ymax - y[i]) + u
+                else:
+                    comp = (y[i] - ymin) + v
+                g = comp * (rng + abs(diff))
+                e[k, i] = dd
+                mk = min(mk, dd)
+                dk = max(dk, dd)
+                gk = min(gk, g)
+        for i in range(n):
+            if q[k, i] > 0.0:
+                e[k, i] = e[k, i] - mk
+                emax[k] = max(emax[k], e[k, i])
+        m0 += mk
+        dmax += dk
+        gmin += gk
+    return q, e, emax, m0, dmax, gmin
+
+
+@njit(cache=True)
+def _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, max_cells):
+    """One grid pass: certified ``(lower, upper)`` of ``E[f(D)]``; NaN if too large."""
+    K, n = q.shape
+    length = 1
+    rho_max = 0.0
+    for k in range(K):
+        top = 0
+        rtop = 0.0
+        for i in range(n):
+            if q[k, i] > 0.0:
+                idx = math.floor(e[k, i] / h)
+                r = e[k, i] - idx * h
+                if r < 0.0:
+                    r = 0.0
+                top = max(top, idx)
+                rtop = max(rtop, r)
+        length += top
+        rho_max += rtop
+        if length > max_cells:
+            return np.nan, np.nan
+    a = np.zeros(length)
+    b = np.zeros(length)
+    cc = np.zeros(length)
+    a2 = np.zeros(length)
+    b2 = np.zeros(length)
+    c2 = np.zeros(length)
+    a[0] = 1.0
+    cur = 1
+    for k in range(K):
+        a2[:] = 0.0
+        b2[:] = 0.0
+        c2[:] = 0.0
+        new = cur
+        for i in range(n):
+            w = q[k, i]
+            if w > 0.0:
+                idx = int(math.floor(e[k, i] / h))
+                r = e[k, i] - idx * h
+                if r < 0.0:
+                    r = 0.0
+                wr = w * r
+                wr2 = wr * r
+                for j in range(cur):
+                    aj = a[j]
+                    bj = b[j]
+                    a2[j + idx] += aj * w
+                    b2[j + idx] += bj * w + aj * wr
+                    c2[j + idx] += cc[j] * w + 2.0 * bj * wr + aj * wr2
+                new = max(new, cur + idx)
+        cur = new
+        a, a2 = a2, a
+        b, b2 = b2, b
+        cc, c2 = c2, cc
+    gamma = (4.0 * K + 32.0) * _EPS
+    lo_sum = 0.0
+    hi_sum = 0.0
+    abs_sum = 0.0
+    slack = 0.0
+    for j in range(cur):
+        aj = a[j]
+        if aj <= 0.0:
+            continue
+        x = m0 + j * h
+        if x > dmax:
+            x = dmax
+        bnd = x + rho_max
+        if bnd > dmax:
+            bnd = dmax
+        fx = _f(x, c, fbot)
+        if cc[j] == 0.0:
+            # every outcome of the cell sits exactly at D = x
+            lo = aj * fx
+            hi = lo
+            extra = 0.0
+        else:
+            fb = fbot if bnd >= dmax else _f(bnd, c, fbot)
+            lo = aj * fb
+            hi = aj * fx
+            extra = 0.0
+            sb = math.sqrt(bnd)
+            if x > 0.0 and c - sb > _TAYLOR_GUARD * c:
+                mean = x + b[j] / aj
+                if mean < x:
+                    mean = x
+                if mean > bnd:
+                    mean = bnd
+                var = cc[j] - b[j] * b[j] / aj
+                dv = 4.0 * gamma * cc[j]
+                v_hi = max(var, 0.0) + dv
+                v_lo = max(var - dv, 0.0)
+                f2x = _f2(x, c)
+                f2b = _f2(bnd, c)
+                fm = aj * _f(mean, c, fbot)
+                t_lo = fm + 0.5 * (f2b * v_hi if f2b < 0.0 else f2b * v_lo)
+                t_hi = fm + 0.5 * (f2x * v_lo if f2x < 0.0 else f2x * v_hi)
+                if t_lo > lo:
+                    lo = t_lo
+                if t_hi < hi:
+                    hi = t_hi
+                # relative error of f'' (c - s is >= 1e-6 c, so well conditioned)
+                rel2 = gamma + 8.0 * _EPS * c / (c - sb)
+                extra = 0.5 * (abs(f2x) + abs(f2b)) * v_hi * rel2
+        slack += gamma * (abs(lo) + abs(hi) + 2.0 * aj * _fpx(bnd, c, cs_min)) + extra
+        lo_sum += lo
+        hi_sum += hi
+        abs_sum += abs(lo) + abs(hi)
+    slack += (cur + 8.0) * _EPS * abs_sum
+    return lo_sum - slack, hi_sum + slack
+
+
+@njit(cache=True)
+def consensus_core(p, y, tol, max_cells):
+    """Multivariate Consensus of one condition: ``(value, lower, upper)``.
+
+    Parameters
+    ----------
+    p : ndarray, shape (K, n)
+        Item PMFs (normalised here; zeros allowed).
+    y : ndarray, shape (n,)
+        Consecutive scale values.
+    tol : float
+        Target half-width of the certified interval.
+    max_cells : int
+        Largest grid a pass may use; when reached, the tightest bounds so far
+        are returned and their half-width may exceed ``tol``.
+    """
+    K, n = p.shape
+    for k in range(K):
+        for i in range(n):
+            if not (p[k, i] >= 0.0):  # NaN or negative
+                return np.nan, np.nan, np.nan
+    if n < 2 or K == 0:
+        return np.nan, np.nan, np.nan
+    rng = y[n - 1] - y[0]
+    c = math.sqrt(K) * rng
+    q, e, emax, m0, dmax, gmin = _item_terms(p, y)
+    if gmin <= 0.0:
+        # only when mass underflows next to a point mass at the opposite extreme
+        return -np.inf, -np.inf, -np.inf
+    sdmax = math.sqrt(dmax)
+    cs_min = gmin / (c + sdmax)
+    # f(D_max) from the complement c^2 - D_max = G_min; a few ulps low, never above 0
+    fbot = math.log(gmin / (c * (c + sdmax))) / _LN2
+    fbot = min(fbot - 16.0 * _EPS * (1.0 + abs(fbot)), 0.0)
+    espan = 0.0
+    for k in range(K):
+        espan = max(espan, emax[k])
+    lower = -np.inf
+    upper = np.inf
+    if espan == 0.0:
+        lo, hi = _grid_pass(q, e, 1.0, m0, dmax, c, fbot, cs_min, max_cells)
+        lower = (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo)
+        upper = (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi)
+        return 0.5 * (lower + upper), lower, upper
+    h = espan / 8.0
+    for _ in range(_MAX_PASSES):
+        lo, hi = _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, max_cells)
+        if np.isnan(lo):
+            break
+        # round outward: 1 + x is rounded to nearest
+        lower = max(lower, (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo))
+        upper = min(upper, (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi))
+        width = upper - lower
+        if width <= 2.0 * tol:
+            break
+        factor = 0.9 * (1.4 * tol / width) ** (1.0 / 3.0)
+        h *= min(max(factor, 1.0 / 64.0), 0.7)
+    if lower > upper:  # rounding only; both are certified, so they agree to ~eps
+        mid = 0.5 * (lower + upper)
+        lower = mid
+        upper = mid
+    return 0.5 * (lower + upper), lower, upper
+
+
+@guvectorize(
+    ["void(float64[:, :], float64[:], float64, int64, float64[:], float64[:], float64[:])"],
+    "(k,n),(n),(),()->(),(),()",
+    cache=True,
+)
+def consensus_bounds(p, y, tol, max_cells, value, lower, upper):
+    """Gufunc over leading dims of :func:`consensus_core`: ``(k,n),(n),(),()->(),(),()``."""
+    v, lo, hi = consensus_core(p, y, tol, max_cells)
+    value[0] = v
+    lower[0] = lo
+    upper[0] = hi
+
+
+# --------------------------------------------------------------------------- numpy twin
+
+
+def _f_numpy(x, c, fbot):
+    s = np.sqrt(x) / c
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.log1p(-np.minimum(s, 1.0)) / _LN2
+    return np.where(s >= 1.0, fbot, np.maximum(v, fbot))
+
+
+def _f2_numpy(x, c):
+    s = np.sqrt(x)
+    cs = c - s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (c - 2.0 * s) / (4.0 * _LN2 * s**3 * cs**2)
+
+
+def _item_terms_numpy(p, y):
+    ymin, ymax = y[0], y[-1]
+    rng = ymax - ymin
+    q = p / p.sum(axis=1, keepdims=True)
+    mu = (y * q).sum(axis=1, keepdims=True)
+    u = ((y - ymin) * q).sum(axis=1, keepdims=True)
+    v = ((ymax - y) * q).sum(axis=1, keepdims=True)
+    diff = y - mu
+    dd = diff * diff
+    comp = np.where(diff >= 0.0, (ymax - y) + u, (y - ymin) + v)
+    g = comp * (rng + np.abs(diff))
+    sup = q > 0.0
+    mk = np.where(sup, dd, np.inf).min(axis=1)
+    dk = np.where(sup, dd, -np.inf).max(axis=1)
+    gk = np.where(sup, g, np.inf).min(axis=1)
+    e = np.where(sup, dd - mk[:, None], np.nan)
+    emax = np.where(sup, e, 0.0).max(axis=1)
+    return q, e, emax, float(mk.sum()), float(dk.sum()), float(gk.sum())
+
+
+def _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, max_cells):
+    K = q.shape[0]
+    sup = q > 0.0
+    with np.errstate(invalid="ignore"):
+        idx = np.where(sup, np.floor(np.where(sup, e, 0.0) / h), 0).astype(np.int64)
+    r = np.where(sup, np.maximum(np.where(sup, e, 0.0) - idx * h, 0.0), 0.0)
+    length = 1 + int(idx.max(axis=1).sum())
+    if length > max_cells:
+        return np.nan, np.nan
+    rho_max = float(r.max(axis=1).sum())
+    a = np.zeros(length)
+    b = np.zeros(length)
+    cc = np.zeros(length)
+    a[0] = 1.0
+    cur = 1
+    for k in range(K):
+        a2 = np.zeros(length)
+        b2 = np.zeros(length)
+        c2 = np.zeros(length)
+        new = cur
+        for i in np.flatnonzero(sup[k]):
+            w, j0, rk = q[k, i], idx[k, i], r[k, i]
+            wr = w * rk
+            sl = slice(j0, j0 + cur)
+            a2[sl] += a[:cur] * w
+            b2[sl] += b[:cur] * w + a[:cur] * wr
+            c2[sl] += cc[:cur] * w + 2.0 * b[:cur] * wr + a[:cur] * (wr * rk)
+            new = max(new, cur + j0)
+        cur = new
+        a, b, cc = a2, b2, c2
+    a, b, cc = a[:cur], b[:cur], cc[:cur]
+    gamma = (4.0 * K + 32.0) * _EPS
+    keep = a > 0.0
+    a, b, cc = a[keep], b[keep], cc[keep]
+    j = np.flatnonzero(keep)
+    x = np.minimum(m0 + j * h, dmax)
+    bnd = np.minimum(x + rho_max, dmax)
+    fx = _f_numpy(x, c, fbot)
+    fb = np.where(bnd >= dmax, fbot, _f_numpy(bnd, c, fbot))
+    exact = cc == 0.0
+    lo = np.where(exact, a * fx, a * fb)
+    hi = a * fx
+    sb = np.sqrt(bnd)
+    taylor = ~exact & (x > 0.0) & (c - sb > _TAYLOR_GUARD * c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.clip(x + b / a, x, bnd)
+        var = cc - b * b / a
+        dv = 4.0 * gamma * cc
+        v_hi = np.maximum(var, 0.0) + dv
+        v_lo = np.maximum(var - dv, 0.0)
+        f2x = _f2_numpy(x, c)
+        f2b = _f2_numpy(bnd, c)
+        fm = a * _f_numpy(mean, c, fbot)
+        t_lo = fm + 0.5 * np.where(f2b < 0.0, f2b * v_hi, f2b * v_lo)
+        t_hi = fm + 0.5 * np.where(f2x < 0.0, f2x * v_lo, f2x * v_hi)
+        rel2 = gamma + 8.0 * _EPS * c / (c - sb)
+        extra = np.where(taylor, 0.5 * (np.abs(f2x) + np.abs(f2b)) * v_hi * rel2, 0.0)
+    lo = np.where(taylor, np.maximum(lo, t_lo), lo)
+    hi = np.where(taylor, np.minimum(hi, t_hi), hi)
+    s = np.sqrt(bnd)
+    fpx = s / (2.0 * _LN2 * np.maximum(c - s, cs_min))
+    slack = float(np.sum(gamma * (np.abs(lo) + np.abs(hi) + 2.0 * a * fpx) + extra))
+    slack += (cur + 8.0) * _EPS * float(np.sum(np.abs(lo) + np.abs(hi)))
+    return float(lo.sum()) - slack, float(hi.sum()) + slack
+
+
+def consensus_core_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
+    """Plain-numpy twin of :func:`consensus_core`: ``(value, lower, upper)``."""
+    p = np.asarray(p, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    K, n = p.shape
+    if not np.all(p >= 0.0) or n < 2 or K == 0:
+        return np.nan, np.nan, np.nan
+    c = math.sqrt(K) * (y[-1] - y[0])
+    q, e, emax, m0, dmax, gmin = _item_terms_numpy(p, y)
+    if gmin <= 0.0:
+        return -np.inf, -np.inf, -np.inf
+    sdmax = math.sqrt(dmax)
+    cs_min = gmin / (c + sdmax)
+    # f(D_max) from the complement c^2 - D_max = G_min; a few ulps low, never above 0
+    fbot = math.log(gmin / (c * (c + sdmax))) / _LN2
+    fbot = min(fbot - 16.0 * _EPS * (1.0 + abs(fbot)), 0.0)
+    espan = float(emax.max())
+    if espan == 0.0:
+        lo, hi = _grid_pass_numpy(q, e, 1.0, m0, dmax, c, fbot, cs_min, max_cells)
+        lower = (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo)
+        upper = (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi)
+        return 0.5 * (lower + upper), lower, upper
+    lower, upper = -np.inf, np.inf
+    h = espan / 8.0
+    for _ in range(_MAX_PASSES):
+        lo, hi = _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, max_cells)
+        if np.isnan(lo):
+            break
+        # round outward: 1 + x is rounded to nearest
+        lower = max(lower, (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo))
+        upper = min(upper, (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi))
+        width = upper - lower
+        if width <= 2.0 * tol:
+            break
+        factor = 0.9 * (1.4 * tol / width) ** (1.0 / 3.0)
+        h *= min(max(factor, 1.0 / 64.0), 0.7)
+    if lower > upper:
+        lower = upper = 0.5 * (lower + upper)
+    return 0.5 * (lower + upper), lower, upper
+
+
+def consensus_bounds_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
+    """Plain-numpy twin of :func:`consensus_bounds`: loops over the leading dims.
+
+    Returns ``(value, lower, upper)`` arrays of shape ``p.shape[:-2]``.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    lead = p.shape[:-2]
+    tol_b = np.broadcast_to(np.asarray(tol, dtype=np.float64), lead)
+    out = np.empty((3, *lead))
+    for ix in np.ndindex(*lead):
+        out[(slice(None), *ix)] = consensus_core_numpy(p[ix], y, float(tol_b[ix]), max_cells)
+    return out[0], out[1], out[2]
