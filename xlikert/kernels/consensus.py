@@ -128,10 +128,7 @@ def _item_terms(p, y):
                 diff = y[i] - mu
                 dd = diff * diff
                 # R - |y - mu| without cancellation, then R^2 - d = (R - |.|)(R + |.|)
-                if diff >= 0.0:
-                    comp = (ymax - y[i]) + u
-                else:
-                    comp = (y[i] - ymin) + v
+                comp = (ymax - y[i]) + u if diff >= 0.0 else (y[i] - ymin) + v
                 g = comp * (rng + abs(diff))
                 e[k, i] = dd
                 mk = min(mk, dd)
@@ -184,7 +181,7 @@ def _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, max_cells):
         for i in range(n):
             w = q[k, i]
             if w > 0.0:
-                idx = int(math.floor(e[k, i] / h))
+                idx = math.floor(e[k, i] / h)
                 r = e[k, i] - idx * h
                 if r < 0.0:
                     r = 0.0
