@@ -1,0 +1,570 @@
+"""Figures of the paper, from xlikert's results (matplotlib).
+
+Every function takes already computed xarray/pandas objects (so it works on
+any design), draws into ``ax`` (or a new figure) and returns the
+:class:`matplotlib.figure.Figure`. Factor names come from the data: ``model``
+and ``target`` are used where they exist, otherwise the first factors in dim
+order. Colours are the Okabe-Ito palette (colour-blind safe); continuous maps
+are ``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
+
+============================  =================================================
+function                      figure
+============================  =================================================
+:func:`failure_rate`          failure rate per (condition, item), by model
+:func:`consensus`             Multivariate Consensus per model x target
+:func:`composite_pmfs`        composite PMFs faceted by model, targets as hues
+:func:`effect_distributions`  main-effect PMFs of one factor, with E and SD
+:func:`interaction_heatmap`   two-factor interaction E (and SD), in-group cells
+:func:`human_vs_llm`          human samples vs LLM composites (mean +- SD)
+:func:`standard_error`        SE of the N-sample estimator vs N
+:func:`decoding_bias`         decoding bias vs temperature and vs top-p
+:func:`flip_probability`      sign-flip probability vs exact effect size
+============================  =================================================
+
+Examples
+--------
+>>> import matplotlib
+>>> matplotlib.use("Agg")
+>>> from xlikert import plot, sampling
+>>> from xlikert.datasets import synthetic_pmf
+>>> fig = plot.flip_probability(sampling.flip_probability(synthetic_pmf(n_items=3)))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .errors import DesignError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "OKABE_ITO",
+    "composite_pmfs",
+    "consensus",
+    "decoding_bias",
+    "effect_distributions",
+    "failure_rate",
+    "flip_probability",
+    "human_vs_llm",
+    "interaction_heatmap",
+    "standard_error",
+]
+
+#: Okabe & Ito (2008) colour-blind-safe qualitative palette (black last).
+OKABE_ITO = (
+    "#E69F00",
+    "#56B4E9",
+    "#009E73",
+    "#0072B2",
+    "#D55E00",
+    "#CC79A7",
+    "#F0E442",
+    "#000000",
+)
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_NON_FACTOR = {"item", "score", "rank", "temperature", "top_p", "n", "effect"}
+
+
+# --------------------------------------------------------------------------- helpers
+def _plt():
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _colors(n: int) -> list[str]:
+    return [OKABE_ITO[i % len(OKABE_ITO)] for i in range(n)]
+
+
+def _factors(obj: xr.DataArray) -> list[Hashable]:
+    return [d for d in obj.dims if d not in _NON_FACTOR]
+
+
+def _pick(factors: Sequence[Hashable], want: Hashable | None, preferred: str, exclude=()) -> Any:
+    """``want`` if given (checked), else ``preferred`` if present, else the first free factor."""
+    if want is not None:
+        if want not in factors:
+            raise DesignError(f"{want!r} is not a factor; factors are {list(factors)}")
+        return want
+    if preferred in factors and preferred not in exclude:
+        return preferred
+    free = [f for f in factors if f not in exclude]
+    return free[0] if free else None
+
+
+def _labels(obj: xr.DataArray, dim: Hashable) -> list[str]:
+    return (
+        [str(v) for v in obj[dim].values]
+        if dim in obj.coords
+        else [str(i) for i in range(obj.sizes[dim])]
+    )
+
+
+def _title(name: Hashable | None) -> str:
+    return "" if name is None else str(name).replace("_", " ").capitalize()
+
+
+def _new_ax(ax: Axes | None, figsize=(6.4, 3.6)) -> tuple[Figure, Axes]:
+    if ax is not None:
+        return ax.figure, ax
+    fig, ax = _plt().subplots(figsize=figsize, layout="constrained")
+    return fig, ax
+
+
+def _rotate(ax: Axes, labels: Sequence[str]) -> None:
+    if max((len(s) for s in labels), default=0) * len(labels) > 40:
+        for t in ax.get_xticklabels():
+            t.set_rotation(30)
+            t.set_horizontalalignment("right")
+
+
+def _collapse_note(dims: Sequence[Hashable]) -> str:
+    return f" (mean over {', '.join(map(str, dims))})" if dims else ""
+
+
+# --------------------------------------------------------------------------- constraint
+def failure_rate(
+    fr: xr.DataArray, by: Hashable | None = None, ax: Axes | None = None, floor: float = 1e-16
+) -> Figure:
+    """Failure rate of every (condition, item), one jittered strip per level of ``by``.
+
+    Log scale; exact zeros (and values below ``floor``) are drawn at ``floor``
+    and counted in the label. A model-size coordinate on ``by`` (``model_size``)
+    colours the points (cividis). The median of each strip is a black bar.
+
+    Parameters
+    ----------
+    fr
+        Failure rates ``(*factors, item)`` (``xl.failure_rate(ds)``).
+    by
+        The factor on the x axis (default ``model`` or the first factor).
+    """
+    plt = _plt()
+    fig, ax = _new_ax(ax)
+    factors = _factors(fr)
+    by = _pick(factors, by, "model")
+    size = None
+    if by is not None and f"{by}_size" in fr.coords:
+        size = np.asarray(fr.coords[f"{by}_size"].values, dtype=float)
+    groups = [fr.sel({by: lv}) for lv in fr[by].values] if by is not None else [fr]
+    labels = _labels(fr, by) if by is not None else ["all"]
+    rng = np.random.default_rng(0)  # jitter only: a drawing aid, not a result
+    cmap = plt.get_cmap("cividis")
+    norm = plt.Normalize(np.nanmin(size), np.nanmax(size)) if size is not None else None
+    n_floor = 0
+    for i, g in enumerate(groups):
+        v = np.asarray(g.values, dtype=float).ravel()
+        n_floor += int(np.sum(v < floor))
+        v = np.maximum(v, floor)
+        x = i + rng.uniform(-0.28, 0.28, v.size)
+        color = cmap(norm(size[i])) if size is not None else OKABE_ITO[3]
+        ax.scatter(x, v, s=14, alpha=0.65, color=color, edgecolors="none")
+        ax.hlines(np.median(v), i - 0.35, i + 0.35, color="black", lw=2)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(labels)), labels)
+    _rotate(ax, labels)
+    ax.set_xlabel(_title(by))
+    ylabel = "Failure rate (1 − valid mass)"
+    if n_floor:
+        ylabel += f"\n{n_floor} values < {floor:g} drawn at {floor:g}"
+    ax.set_ylabel(ylabel)
+    if size is not None:
+        sm = plt.cm.ScalarMappable(cmap=cmap, norm=norm)
+        fig.colorbar(sm, ax=ax, label=f"{_title(by)} size")
+    ax.set_title("Constraint: failure rate per condition and item (bar: median)")
+    return fig
+
+
+# --------------------------------------------------------------------------- consensus
+def consensus(
+    cns: xr.DataArray,
+    x: Hashable | None = None,
+    hue: Hashable | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Multivariate Consensus as grouped bars: ``x`` groups, ``hue`` bars.
+
+    Further factors are averaged and their range (min to max) is drawn as an
+    error bar. Parameters ``x`` / ``hue`` default to ``model`` / ``target``
+    where present.
+    """
+    fig, ax = _new_ax(ax)
+    factors = _factors(cns)
+    x = _pick(factors, x, "model")
+    hue = _pick(factors, hue, "target", exclude=[x]) if len(factors) > 1 else None
+    rest = [f for f in factors if f not in (x, hue)]
+    mean = cns.mean(rest) if rest else cns
+    lo = cns.min(rest) if rest else None
+    hi = cns.max(rest) if rest else None
+    xl = _labels(cns, x) if x is not None else ["all"]
+    hl = _labels(cns, hue) if hue is not None else [None]
+    width = 0.8 / len(hl)
+    for j, (h, c) in enumerate(zip(hl, _colors(len(hl)), strict=True)):
+        sel = {hue: cns[hue].values[j]} if hue is not None else {}
+        vals = np.atleast_1d(mean.sel(sel).values) if sel else np.atleast_1d(mean.values)
+        pos = np.arange(len(xl)) - 0.4 + width * (j + 0.5)
+        yerr = None
+        if rest:
+            lv = np.atleast_1d(lo.sel(sel).values if sel else lo.values)
+            hv = np.atleast_1d(hi.sel(sel).values if sel else hi.values)
+            yerr = np.vstack([vals - lv, hv - vals])
+        ax.bar(pos, vals, width, color=c, label=h, yerr=yerr, capsize=2, edgecolor="white")
+    ax.set_xticks(range(len(xl)), xl)
+    _rotate(ax, xl)
+    ax.set_ylim(0, 1.0)
+    ax.set_ylabel("Consensus (Cns)")
+    ax.set_xlabel(_title(x))
+    if hue is not None:
+        ax.legend(
+            title=_title(hue),
+            loc="lower left",
+            fontsize="small",
+            ncols=min(len(hl), 4),
+            framealpha=0.9,
+        )
+    note = f"; bars: range over {', '.join(map(str, rest))}" if rest else ""
+    ax.set_title(
+        "Consensus: 1 = full agreement, 0 = polarised" + _collapse_note(rest) + note,
+        fontsize="medium",
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------- construct
+def composite_pmfs(
+    comp: xr.DataArray,
+    facet: Hashable | None = None,
+    hue: Hashable | None = None,
+    score_dim: Hashable = "score",
+    col_wrap: int = 3,
+    xlabel: str = "Composite score",
+) -> Figure:
+    """Composite PMFs: one panel per level of ``facet``, one line per level of ``hue``.
+
+    Other factors are mixed (uniform mixture = ``.mean(dim)``, the paper's
+    marginal PMF). The expected score of each curve is a dashed tick.
+    """
+    plt = _plt()
+    factors = [f for f in _factors(comp) if f != score_dim]
+    facet = _pick(factors, facet, "model")
+    hue = _pick(factors, hue, "target", exclude=[facet]) if len(factors) > 1 else None
+    rest = [f for f in factors if f not in (facet, hue)]
+    mix = comp.mean(rest) if rest else comp
+    panels = _labels(comp, facet) if facet is not None else ["all"]
+    ncols = min(col_wrap, len(panels))
+    nrows = int(np.ceil(len(panels) / ncols))
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(3.3 * ncols + 1.5, 2.4 * nrows + 0.6),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
+    )
+    y = np.asarray(comp[score_dim].values, dtype=float)
+    hl = _labels(comp, hue) if hue is not None else [None]
+    cols = _colors(len(hl))
+    support = (mix > 1e-6 * float(mix.max())).any([d for d in mix.dims if d != score_dim])
+    ys = y[np.asarray(support.values)]
+    lo, hi = (ys.min(), ys.max()) if ys.size else (y.min(), y.max())
+    pad = max(2.0, 0.05 * (hi - lo))
+    for i, name in enumerate(panels):
+        ax = axes.flat[i]
+        sub = mix.isel({facet: i}) if facet is not None else mix
+        for j, h in enumerate(hl):
+            p = sub.isel({hue: j}) if hue is not None else sub
+            v = np.asarray(p.transpose(score_dim).values, dtype=float)
+            ax.plot(y, v, color=cols[j], lw=1.4, label=h)
+            ax.fill_between(y, v, color=cols[j], alpha=0.18, lw=0)
+            m = float((v * y).sum())
+            ax.axvline(m, color=cols[j], ls="--", lw=0.8)
+        ax.set_title(name, fontsize="medium")
+        ax.set_xlim(lo - pad, hi + pad)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    fig.supxlabel(xlabel + " (dashed: expected score)")
+    fig.supylabel("Probability")
+    if hue is not None:
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, title=_title(hue), loc="outside right center")
+    if rest:
+        fig.suptitle("Mixed over " + ", ".join(map(str, rest)), fontsize="small")
+    return fig
+
+
+def effect_distributions(
+    effect_pmf: xr.DataArray,
+    summary: xr.Dataset | None = None,
+    effect_dim: Hashable = "effect",
+    col_wrap: int = 4,
+) -> Figure:
+    """PMFs of the main effects of one factor (``dec[factor].pmf``), one panel per level.
+
+    Each panel marks ``E`` (solid) and ``E +- SD`` (shaded) and, with
+    ``summary`` (a Dataset with ``E``, ``SD``, ``SNR``, ``dPD`` over the same
+    level dim), titles the panel with them. Zero is a dotted line.
+    """
+    plt = _plt()
+    levels_dims = [d for d in effect_pmf.dims if d != effect_dim]
+    if len(levels_dims) != 1:
+        raise DesignError(
+            f"effect_distributions needs the PMFs of one factor, dims (level, {effect_dim!r}); "
+            f"got {tuple(effect_pmf.dims)}"
+        )
+    dim = levels_dims[0]
+    names = _labels(effect_pmf, dim)
+    ncols = min(col_wrap, len(names))
+    nrows = int(np.ceil(len(names) / ncols))
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(3.0 * ncols + 0.5, 2.3 * nrows + 0.5),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
+    )
+    x = np.asarray(effect_pmf[effect_dim].values, dtype=float)
+    keep = np.asarray((effect_pmf > 1e-6 * float(effect_pmf.max())).any(dim).values)
+    xs = x[keep] if keep.any() else x
+    for i, name in enumerate(names):
+        ax = axes.flat[i]
+        v = np.asarray(effect_pmf.isel({dim: i}).values, dtype=float)
+        e = float((v * x).sum())
+        sd = float(np.sqrt(max((v * x**2).sum() - e**2, 0.0)))
+        ax.axvspan(e - sd, e + sd, color=OKABE_ITO[1], alpha=0.2, lw=0)
+        ax.plot(x, v, color="black", lw=1.2)
+        ax.fill_between(x, v, color="0.55", alpha=0.5, lw=0)
+        ax.axvline(e, color=OKABE_ITO[4], lw=1.4)
+        ax.axvline(0, color="0.3", ls=":", lw=0.9)
+        title = name
+        if summary is not None and "SNR" in summary:
+            s = summary.isel({dim: i})
+            title += f"\nE={float(s.E):+.2f}  SNR={float(s.SNR):.2f}  dPD={float(s.dPD):.2f}"
+        ax.set_title(title, fontsize="small")
+        ax.set_xlim(xs.min() - 1, xs.max() + 1)
+    for ax in axes.flat[len(names) :]:
+        ax.set_visible(False)
+    fig.supxlabel(f"Main effect of {dim} (composite-score points; line: E, band: E ± SD)")
+    fig.supylabel("Probability")
+    return fig
+
+
+def interaction_heatmap(
+    E: xr.DataArray,
+    SD: xr.DataArray | None = None,
+    row: Hashable | None = None,
+    col: Hashable | None = None,
+    ingroup: xr.DataArray | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Heatmap of a two-factor interaction's ``E`` with the value (and SD) in each cell.
+
+    Diverging ``RdBu_r`` centred at 0 with symmetric limits. ``ingroup`` (a
+    boolean array over the same two dims) outlines cells, e.g. a model rated
+    on its own country of origin.
+    """
+    plt = _plt()
+    factors = list(E.dims)
+    if len(factors) != 2:
+        raise DesignError(f"interaction_heatmap needs a 2-D effect, got dims {tuple(E.dims)}")
+    row = _pick(factors, row, "target")
+    col = _pick(factors, col, "model", exclude=[row])
+    data = E.transpose(row, col)
+    nr, nc = data.shape
+    fig, ax = _new_ax(ax, figsize=(1.15 * nc + 2.6, 0.75 * nr + 1.8))
+    lim = float(np.nanmax(np.abs(data.values))) or 1.0
+    im = ax.imshow(data.values, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
+    sd = SD.transpose(row, col).values if SD is not None else None
+    for i in range(nr):
+        for j in range(nc):
+            v = float(data.values[i, j])
+            txt = f"{v:+.2f}" + (f"\n±{sd[i, j]:.2f}" if sd is not None else "")
+            color = "white" if abs(v) > 0.6 * lim else "black"
+            ax.text(j, i, txt, ha="center", va="center", color=color, fontsize="small")
+    if ingroup is not None:
+        g = ingroup.transpose(row, col).values
+        for i, j in zip(*np.nonzero(g), strict=True):
+            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2.5, ec="black"))
+    cl, rl = _labels(data, col), _labels(data, row)
+    ax.set_xticks(range(nc), cl)
+    ax.set_yticks(range(nr), rl)
+    _rotate(ax, cl)
+    ax.set_xlabel(_title(col))
+    ax.set_ylabel(_title(row))
+    fig.colorbar(im, ax=ax, label="Interaction E (composite-score points)")
+    t = f"{_title(col)} × {_title(row)} interaction"
+    if SD is not None:
+        t += " (E ± SD)"
+    if ingroup is not None:
+        t += "; outlined: in-group"
+    ax.set_title(t, fontsize="medium")
+    return fig
+
+
+def human_vs_llm(
+    table: pd.DataFrame, ax: Axes | None = None, ylabel: str = "Composite score"
+) -> Figure:
+    """Human samples vs LLM composites: expected score with ``±1 SD`` bars.
+
+    ``table`` has columns ``group`` (``Human`` / ``LLM``), ``label``, ``mean``
+    and ``sd`` (see :func:`xlikert.report.tables.human_vs_llm`). Human SDs are
+    population spread across respondents; LLM SDs are the dispersion of one
+    model's PMF -- not commensurable, as the paper notes.
+    """
+    fig, ax = _new_ax(ax, figsize=(7.0, 3.8))
+    xs, labels, pos = [], [], 0
+    groups = list(dict.fromkeys(table["group"]))
+    styles = {g: (c, m) for g, c, m in zip(groups, ["#000000", *OKABE_ITO], _MARKERS, strict=False)}
+    for g in groups:
+        sub = table[table["group"] == g]
+        x = np.arange(pos, pos + len(sub))
+        color, marker = styles[g]
+        ax.errorbar(
+            x,
+            sub["mean"],
+            yerr=sub["sd"],
+            fmt=marker,
+            color=color,
+            capsize=4,
+            ms=6,
+            label=g,
+            lw=1.3,
+        )
+        xs.extend(x)
+        labels.extend(sub["label"].astype(str))
+        pos += len(sub) + 1  # a gap between groups
+    ax.set_xticks(xs, labels)
+    for t in ax.get_xticklabels():
+        t.set_rotation(35)
+        t.set_horizontalalignment("right")
+    ax.set_ylabel(ylabel + "\n(point: E, bar: ±1 SD)")
+    ax.legend(loc="best")
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+# --------------------------------------------------------------------------- sampling cost
+def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None = None) -> Figure:
+    """SE of the N-sample estimator vs N (log-log), one line per level of ``by``.
+
+    ``se`` is :func:`xlikert.sampling.standard_error` output ``(*factors, n)``.
+    Lines are the mean over the other conditions; the band spans their min to
+    max.
+    """
+    fig, ax = _new_ax(ax)
+    factors = _factors(se)
+    by = _pick(factors, by, "model") if factors else None
+    rest = [f for f in factors if f != by]
+    n = np.asarray(se["n"].values, dtype=float)
+    lv = _labels(se, by) if by is not None else ["all"]
+    for j, (name, c) in enumerate(zip(lv, _colors(len(lv)), strict=True)):
+        s = se.isel({by: j}) if by is not None else se
+        mean = s.mean(rest) if rest else s
+        ax.plot(n, mean.values, color=c, marker=_MARKERS[j % len(_MARKERS)], label=name, lw=1.4)
+        if rest:
+            ax.fill_between(n, s.min(rest).values, s.max(rest).values, color=c, alpha=0.15, lw=0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("Samples per condition N")
+    ax.set_ylabel("SE (composite-score points)")
+    ax.grid(True, which="major", alpha=0.3)
+    if by is not None:
+        ax.legend(title=_title(by), fontsize="small")
+    note = f"; band: range over {', '.join(map(str, rest))}" if rest else ""
+    ax.set_title("Sampling noise decays as 1/√N" + note, fontsize="medium")
+    return fig
+
+
+def decoding_bias(
+    bias: xr.DataArray, by: Hashable | None = None, consensus: xr.DataArray | None = None
+) -> Figure:
+    """Decoding bias vs temperature (left) and vs top-p (right), one line per level of ``by``.
+
+    Each line is the mean bias over the other decoding parameter and the other
+    conditions; the band spans min to max over those. With ``consensus``, the
+    legend shows each level's mean Consensus.
+    """
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
+    factors = _factors(bias)
+    by = _pick(factors, by, "model") if factors else None
+    rest = [f for f in factors if f != by]
+    lv = _labels(bias, by) if by is not None else ["all"]
+    for ax, param, other in zip(
+        axes, ("temperature", "top_p"), ("top_p", "temperature"), strict=True
+    ):
+        x = np.asarray(bias[param].values, dtype=float)
+        for j, (name, c) in enumerate(zip(lv, _colors(len(lv)), strict=True)):
+            b = bias.isel({by: j}) if by is not None else bias
+            red = [other, *rest]
+            label = name
+            if consensus is not None and by is not None:
+                label += f" (Cns {float(consensus.isel({by: j}).mean()):.2f})"
+            ax.plot(
+                x,
+                b.mean(red).values,
+                color=c,
+                marker=_MARKERS[j % len(_MARKERS)],
+                label=label,
+                lw=1.4,
+            )
+            ax.fill_between(x, b.min(red).values, b.max(red).values, color=c, alpha=0.12, lw=0)
+        ax.axhline(0, color="0.3", lw=0.8, ls=":")
+        ax.set_xlabel("Temperature" if param == "temperature" else "top-p")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("Bias of E[composite]\n(composite-score points)")
+    if by is not None:
+        handles, labels = axes[1].get_legend_handles_labels()
+        fig.legend(handles, labels, title=_title(by), fontsize="small", loc="outside right upper")
+    fig.suptitle(
+        "Decoding bias vs native (T = 1, top-p = 1); line: mean, band: range", fontsize="medium"
+    )
+    return fig
+
+
+def flip_probability(flips: pd.DataFrame, ax: Axes | None = None, log_x: bool = True) -> Figure:
+    """Sign-flip probability vs exact ``|E|``, one colour and marker per budget N.
+
+    ``flips`` is :func:`xlikert.sampling.flip_probability` output. Main effects
+    are filled markers, interactions hollow.
+    """
+    fig, ax = _new_ax(ax)
+    budgets = sorted(flips["n"].unique())
+    for j, (nv, c) in enumerate(zip(budgets, _colors(len(budgets)), strict=True)):
+        sub = flips[flips["n"] == nv]
+        x = sub["E"].abs().to_numpy()
+        m = _MARKERS[j % len(_MARKERS)]
+        main = (sub["order"] == 1).to_numpy()
+        ax.scatter(
+            x[main], sub["p_flip"].to_numpy()[main], color=c, marker=m, s=22, label=f"N = {nv}"
+        )
+        ax.scatter(
+            x[~main],
+            sub["p_flip"].to_numpy()[~main],
+            facecolors="none",
+            edgecolors=c,
+            marker=m,
+            s=22,
+        )
+    if log_x:
+        pos = flips["E"].abs()
+        pos = pos[pos > 0]
+        if len(pos):
+            ax.set_xscale("symlog", linthresh=max(float(pos.min()), 1e-3))
+    ax.set_ylim(-0.02, 0.52)
+    ax.set_xlabel("|E exact| (composite-score points)")
+    ax.set_ylabel("P(sign flip)")
+    ax.grid(alpha=0.3)
+    ax.legend(title="filled: main effect\nhollow: interaction", fontsize="small")
+    ax.set_title("Sign flips of a sampling study (normal approximation)", fontsize="medium")
+    return fig
