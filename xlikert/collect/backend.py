@@ -1,0 +1,547 @@
+"""Transformers backend: exact next-token PMFs, one forward pass per (condition, item).
+
+Protocol (paper §3 "Constraint", DESIGN.md §5):
+
+* chat models: the tokenizer's chat template with the generation prompt; the
+  templated text is tokenised with ``add_special_tokens=False`` (the template
+  already holds BOS where the model wants it, as in ``apply_chat_template``), and
+  a doubled leading BOS is removed;
+* models without a chat template (base models) get the plain format
+  :data:`PLAIN_FORMAT`, tokenised with the tokenizer's special tokens (BOS);
+* left padding with explicit position ids, ``logits_to_keep=1``;
+* log-softmax over the FULL vocabulary in float64, then gather the valid tokens
+  (:mod:`xlikert.collect.tokens`);
+* the system-prompt prefix shared by a group of prompts is run once and its KV
+  cache reused for every item (checked against an uncached pass at run time).
+
+Everything heavy is imported inside functions so that importing this module
+stays cheap; torch and transformers load with the first model.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._version import __version__
+from ..errors import CollectionError
+from .tokens import ValidTokens, find_valid_tokens
+from .zoo import ZOO, cache_dir, resolve_gguf, sha256_file
+
+__all__ = [
+    "DECODING_TIE_RULE",
+    "PLAIN_FORMAT",
+    "LoadedModel",
+    "decoding_grid",
+    "load_model",
+    "score_logits",
+]
+
+#: Prompt format for models without a chat template (base models).
+PLAIN_FORMAT = "{system}\n\n{user}\nAnswer:"
+
+#: How the nucleus is formed; stored in the results' attrs.
+DECODING_TIE_RULE = (
+    "probabilities p_T = softmax(logits / T) over the full vocabulary (float64); the nucleus "
+    "for top_p < 1 is every token whose p_T is >= the p_T of the token at which the cumulative "
+    "mass, in descending order, first reaches top_p (tokens tied with it are all kept, so the "
+    "result does not depend on sort order); top_p = 1 keeps every token; the item PMF is the "
+    "valid tokens' mass inside the nucleus renormalised, decoding_valid_mass is that mass over "
+    "the nucleus mass (NaN PMF where no valid token is in the nucleus)"
+)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    msg = str(exc).lower()
+    return isinstance(exc, (RuntimeError, MemoryError)) and (
+        "out of memory" in msg or "can't allocate memory" in msg or isinstance(exc, MemoryError)
+    )
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to score prompts, with its provenance."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+    valid: ValidTokens
+    prompt_format: str  # "chat" or "plain"
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def device(self):
+        return self.model.device
+
+    def __repr__(self) -> str:
+        return (
+            f"<LoadedModel {self.name!r} source={self.provenance.get('source')!r} "
+            f"format={self.prompt_format} valid_tokens={len(self.valid.ids)} "
+            f"device={self.provenance.get('device')} dtype={self.provenance.get('dtype')}>"
+        )
+
+    # ------------------------------------------------------------------ prompts
+    def render(self, system: str, user: str) -> str:
+        """The exact text sent to the model for one (system, user) pair."""
+        if self.prompt_format == "plain":
+            return PLAIN_FORMAT.format(system=system, user=user)
+        msgs = [{"role": "user", "content": user}]
+        if system:
+            msgs.insert(0, {"role": "system", "content": system})
+        try:
+            return self.tokenizer.apply_chat_template(
+                msgs, tokenize=False, add_generation_prompt=True
+            )
+        except Exception as exc:  # template without a system role
+            if not system:
+                raise CollectionError(f"model {self.name!r}: chat template failed: {exc}") from exc
+            merged = [{"role": "user", "content": f"{system}\n\n{user}"}]
+            self.provenance["system_merged_into_user"] = "true"
+            return self.tokenizer.apply_chat_template(
+                merged, tokenize=False, add_generation_prompt=True
+            )
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of a rendered prompt (no duplicated BOS)."""
+        tok = self.tokenizer
+        ids = list(tok(text, add_special_tokens=self.prompt_format == "plain")["input_ids"])
+        bos = tok.bos_token_id
+        if bos is not None and len(ids) >= 2 and ids[0] == bos and ids[1] == bos:
+            ids = ids[1:]
+        if not ids:
+            raise CollectionError(f"model {self.name!r}: prompt {text!r} encodes to no tokens")
+        return ids
+
+
+# ---------------------------------------------------------------------------- loading
+def _torch_dtype(dtype: str | None, device: str):
+    import torch
+
+    if dtype in (None, "auto"):
+        if device.startswith("cuda") and torch.cuda.is_available():
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
+    if dtype not in table:
+        raise CollectionError(f"unknown dtype {dtype!r}; choose one of {sorted(table)} or 'auto'")
+    return table[dtype]
+
+
+def _default_device(device: str | None) -> str:
+    import torch
+
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise CollectionError(f"device {device!r} requested but CUDA is not available")
+    return device
+
+
+def _load_gguf(gguf_path: Path, sha: str, label: str, torch_dtype):
+    """Dequantise a GGUF file once (float32) and cache it as safetensors keyed by sha256."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    target = cache_dir() / "models" / f"{label}-{sha[:16]}"
+    marker = target / "xlikert-complete.json"
+    if not marker.is_file():
+        from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+        folder, fname = str(gguf_path.parent), gguf_path.name
+        config = AutoConfig.from_pretrained(folder, gguf_file=fname)
+        # from_config + load_gguf_checkpoint: transformers' GGUF path without accelerate.
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        state = load_gguf_checkpoint(str(gguf_path), return_tensors=True, model_to_load=model)
+        result = model.load_state_dict(state["tensors"], strict=False)
+        missing = [k for k in result.missing_keys if "lm_head" not in k]
+        if missing or (
+            "lm_head.weight" in result.missing_keys
+            and not getattr(model.config, "tie_word_embeddings", False)
+        ):
+            raise CollectionError(
+                f"GGUF file {gguf_path} lacks weights {result.missing_keys[:5]} for "
+                f"{type(model).__name__}"
+            )
+        model.tie_weights()
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+        tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "xlikert-complete.json").write_text(
+            json.dumps({"gguf": str(gguf_path), "sha256": sha, "xlikert": __version__})
+        )
+        shutil.rmtree(target, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, target)
+        del model
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=torch_dtype)
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    return model, tokenizer
+
+
+def load_model(
+    spec: dict[str, Any] | str,
+    scale: range | list[int],
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    device_map: str | None = None,
+    trust_remote_code: bool = False,
+) -> LoadedModel:
+    """Load a model for collection.
+
+    Parameters
+    ----------
+    spec
+        A built-in zoo name, a Hugging Face id, a local directory or ``.gguf`` file,
+        or a dict with ``name``, ``source`` and optional ``revision``, ``dtype``,
+        ``device``, ``device_map``, ``gguf_file``, ``trust_remote_code``,
+        ``prompt_format`` (``"chat"``/``"plain"``).
+    scale
+        Scale values whose valid tokens are looked up.
+    device, dtype, device_map
+        Defaults for keys missing from ``spec``; ``dtype="auto"`` is float32 on
+        CPU and bf16 (else fp16) on CUDA; softmax is always float64.
+    trust_remote_code
+        Off unless asked.
+
+    Examples
+    --------
+    >>> lm = load_model("smollm2-135m-instruct", range(1, 8))  # doctest: +SKIP
+    >>> lm.prompt_format  # doctest: +SKIP
+    'chat'
+    """
+    import transformers
+
+    if isinstance(spec, str):
+        spec = {"name": spec, "source": spec}
+    spec = dict(spec)
+    source = str(spec.get("source") or spec.get("name"))
+    name = str(spec.get("name") or source)
+    device = _default_device(spec.get("device", device))
+    dev_map = spec.get("device_map", device_map)
+    torch_dtype = _torch_dtype(spec.get("dtype", dtype), device)
+    trc = bool(spec.get("trust_remote_code", trust_remote_code))
+    prov: dict[str, Any] = {"source": source, "revision": "", "sha256": ""}
+    t0 = time.perf_counter()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        lm = _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale)
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+    lm.provenance["load_seconds"] = round(time.perf_counter() - t0, 2)
+    return lm
+
+
+def _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale) -> LoadedModel:
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_file = spec.get("gguf_file")
+    path = Path(source).expanduser()
+    if source in ZOO:
+        zm = ZOO[source]
+        gguf = resolve_gguf(source)
+        model, tokenizer = _load_gguf(gguf, zm.sha256, source, torch_dtype)
+        prov.update(revision=zm.package_version, sha256=zm.sha256, upstream=zm.hf_id)
+        prov["gguf_file"] = zm.filename
+        prov["tokenizer_name"] = f"{zm.hf_id} (from GGUF)"
+    elif path.suffix == ".gguf" or gguf_file:
+        gguf = path / gguf_file if gguf_file else path
+        if not gguf.is_file():
+            raise CollectionError(f"model {name!r}: GGUF file {gguf} does not exist")
+        sha = sha256_file(gguf)
+        if spec.get("sha256") and spec["sha256"] != sha:
+            raise CollectionError(
+                f"checksum mismatch for model {name!r}: {gguf} has sha256 {sha}, "
+                f"expected {spec['sha256']}"
+            )
+        model, tokenizer = _load_gguf(gguf, sha, gguf.stem, torch_dtype)
+        prov.update(sha256=sha, gguf_file=gguf.name)
+    else:
+        looks_local = path.exists() or source.startswith((".", "/", "~"))
+        if looks_local and not path.is_dir():
+            raise CollectionError(
+                f"unknown model {source!r}: not a built-in ({', '.join(ZOO)}), and no such "
+                "local directory"
+            )
+        if not looks_local and source.count("/") != 1:
+            raise CollectionError(
+                f"unknown model {source!r}; built-in models are {', '.join(ZOO)}, or give a "
+                "Hugging Face id (owner/name) or a local directory"
+            )
+        kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trc}
+        if spec.get("revision"):
+            kwargs["revision"] = spec["revision"]
+        if dev_map:
+            kwargs["device_map"] = dev_map
+        try:
+            model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+            tokenizer = AutoTokenizer.from_pretrained(
+                source, trust_remote_code=trc, revision=spec.get("revision")
+            )
+        except OSError as exc:
+            raise CollectionError(f"cannot load model {name!r} from {source!r}: {exc}") from exc
+        prov["revision"] = str(
+            spec.get("revision") or getattr(model.config, "_commit_hash", None) or ""
+        )
+        if path.is_dir():
+            weights = sorted(
+                p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".pt")
+            )
+            if weights:
+                import hashlib
+
+                h = hashlib.sha256()
+                for w in weights:
+                    h.update(f"{w.name}:{sha256_file(w)}\n".encode())
+                prov["sha256"] = h.hexdigest()
+                prov["sha256_of"] = "sha256 of '<file>:<sha256>' lines of the weight files"
+    if not dev_map:
+        model.to(device)
+    model.eval()
+
+    fmt = spec.get("prompt_format") or ("chat" if tokenizer.chat_template else "plain")
+    if fmt not in ("chat", "plain"):
+        raise CollectionError(
+            f"model {name!r}: prompt_format must be 'chat' or 'plain', got {fmt!r}"
+        )
+    if fmt == "chat" and not tokenizer.chat_template:
+        raise CollectionError(
+            f"model {name!r}: prompt_format='chat' but the tokenizer has no chat template"
+        )
+    valid = find_valid_tokens(tokenizer, scale)
+    if max(valid.ids) >= model.get_output_embeddings().weight.shape[0]:
+        raise CollectionError(f"model {name!r}: valid token ids exceed the model's vocabulary")
+    prov.update(
+        tokenizer=f"{type(tokenizer).__name__}:"
+        + str(prov.pop("tokenizer_name", None) or getattr(tokenizer, "name_or_path", "")),
+        dtype=str(torch_dtype).replace("torch.", ""),
+        device=str((dev_map and f"device_map={dev_map}") or model.device),
+        prompt_format=fmt,
+        prompt_template=PLAIN_FORMAT
+        if fmt == "plain"
+        else "chat template, add_generation_prompt=True",
+        architecture=type(model).__name__,
+        transformers=transformers.__version__,
+        torch=torch.__version__,
+    )
+    return LoadedModel(name, model, tokenizer, valid, fmt, prov)
+
+
+# ---------------------------------------------------------------------------- scoring
+def score_logits(
+    logits,
+    valid: ValidTokens,
+    *,
+    top_k: int = 20,
+    temperatures=(0.1, 0.5, 1.0, 1.3),
+    top_ps=(0.8, 0.9, 1.0),
+) -> dict[str, np.ndarray]:
+    """Map last-position logits ``(batch, vocab)`` to item PMFs and the decoding grid.
+
+    All arithmetic is in float64 over the full vocabulary.
+
+    Returns
+    -------
+    dict
+        ``pmf (B, S)``, ``valid_mass (B,)``, ``topk_id (B, k)``, ``topk_logprob (B, k)``,
+        ``decoding_pmf (B, T, P, S)``, ``decoding_valid_mass (B, T, P)``.
+
+    Examples
+    --------
+    >>> out = score_logits(torch.randn(2, 50), vt)  # doctest: +SKIP
+    >>> out["pmf"].sum(-1)  # doctest: +SKIP
+    array([1., 1.])
+    """
+    import torch
+
+    z = logits.to(torch.float64)
+    ids = torch.as_tensor(valid.ids, device=z.device)
+    s_index = torch.as_tensor(
+        [valid.scale.index(s) for s in valid.scores], device=z.device, dtype=torch.long
+    )
+    n_s = len(valid.scale)
+    logp = torch.log_softmax(z, dim=-1)
+    pv = logp[:, ids].exp()
+    vm = pv.sum(-1)
+    pmf = torch.zeros(z.shape[0], n_s, dtype=torch.float64, device=z.device)
+    pmf.index_add_(1, s_index, pv)
+    pmf = pmf / vm[:, None]
+    k = min(top_k, z.shape[-1])
+    tk = logp.topk(k, dim=-1)
+    dpmf, dvm = decoding_grid(z, ids, s_index, n_s, temperatures, top_ps)
+    return {
+        "pmf": pmf.cpu().numpy(),
+        "valid_mass": vm.cpu().numpy(),
+        "topk_id": tk.indices.cpu().numpy(),
+        "topk_logprob": tk.values.cpu().numpy(),
+        "decoding_pmf": dpmf.cpu().numpy(),
+        "decoding_valid_mass": dvm.cpu().numpy(),
+    }
+
+
+def decoding_grid(z, ids, s_index, n_scores, temperatures, top_ps):
+    """Item PMF and valid mass a sampler would see for every (temperature, top_p).
+
+    See :data:`DECODING_TIE_RULE`. ``z`` are float64 logits ``(B, V)``.
+    """
+    import torch
+
+    B = z.shape[0]
+    out = torch.full(
+        (B, len(temperatures), len(top_ps), n_scores),
+        float("nan"),
+        dtype=torch.float64,
+        device=z.device,
+    )
+    outm = torch.zeros((B, len(temperatures), len(top_ps)), dtype=torch.float64, device=z.device)
+    for ti, temp in enumerate(temperatures):
+        if not temp > 0:
+            raise CollectionError(f"temperature must be > 0, got {temp}")
+        p = torch.softmax(z / float(temp), dim=-1)
+        pv = p[:, ids]
+        need_sort = any(tp < 1 for tp in top_ps)
+        if need_sort:
+            sp = p.sort(dim=-1, descending=True).values
+            csum = sp.cumsum(-1)
+        for pi, top_p in enumerate(top_ps):
+            if not 0 < top_p <= 1:
+                raise CollectionError(f"top_p must be in (0, 1], got {top_p}")
+            if top_p >= 1:
+                keep_v = torch.ones_like(pv, dtype=torch.bool)
+                znuc = p.sum(-1)
+            else:
+                target = torch.full((B, 1), float(top_p), dtype=torch.float64, device=z.device)
+                kidx = torch.searchsorted(csum, target).clamp(max=p.shape[-1] - 1)
+                thr = sp.gather(1, kidx)  # (B, 1)
+                znuc = torch.where(p >= thr, p, torch.zeros_like(p)).sum(-1)
+                keep_v = pv >= thr
+            mass = torch.where(keep_v, pv, torch.zeros_like(pv))
+            m = mass.sum(-1)
+            outm[:, ti, pi] = m / znuc
+            agg = torch.zeros(B, n_scores, dtype=torch.float64, device=z.device)
+            agg.index_add_(1, s_index, mass)
+            ok = m > 0
+            out[ok, ti, pi] = agg[ok] / m[ok, None]
+    return out, outm
+
+
+class Scorer:
+    """Runs batches of prompts through a :class:`LoadedModel` with a cached prefix."""
+
+    def __init__(self, lm: LoadedModel, *, prefix_cache: bool = True):
+        self.lm = lm
+        self.prefix_cache = prefix_cache
+        self._checked = False
+        params = inspect.signature(lm.model.forward).parameters
+        self._keep = "logits_to_keep" in params
+
+    @property
+    def input_device(self):
+        return self.lm.model.get_input_embeddings().weight.device
+
+    def prefix_state(self, prefix: list[int]):
+        """Run ``prefix`` once; returns its KV cache (or None when caching is off/empty)."""
+        import torch
+
+        if not self.prefix_cache or not prefix:
+            return None
+        ids = torch.tensor([prefix], device=self.input_device)
+        with torch.inference_mode():
+            out = self.lm.model(input_ids=ids, use_cache=True, **self._kw())
+        return out.past_key_values
+
+    def _kw(self) -> dict:
+        return {"logits_to_keep": 1} if self._keep else {}
+
+    def forward(self, prefix: list[int], cache, suffixes: list[list[int]]):
+        """Last-position logits ``(B, V)`` of ``prefix + suffix`` for each suffix."""
+        import torch
+
+        dev = self.input_device
+        B = len(suffixes)
+        L = max(len(s) for s in suffixes)
+        pad = self.lm.tokenizer.pad_token_id
+        pad = 0 if pad is None else pad
+        ids = torch.full((B, L), pad, dtype=torch.long)
+        att = torch.zeros((B, L), dtype=torch.long)
+        for r, s in enumerate(suffixes):
+            ids[r, L - len(s) :] = torch.tensor(s)
+            att[r, L - len(s) :] = 1
+        ids, att = ids.to(dev), att.to(dev)
+        with torch.inference_mode():
+            if cache is not None:
+                P = len(prefix)
+                pos = P + (att.cumsum(-1) - 1).clamp(min=0)
+                full_att = torch.cat([torch.ones((B, P), dtype=att.dtype, device=dev), att], 1)
+                past = copy.deepcopy(cache)
+                if B > 1:
+                    past.batch_repeat_interleave(B)
+                out = self.lm.model(
+                    input_ids=ids,
+                    attention_mask=full_att,
+                    position_ids=pos,
+                    past_key_values=past,
+                    use_cache=True,
+                    **self._kw(),
+                )
+            else:
+                if prefix:
+                    pre = torch.tensor(prefix, device=dev).expand(B, -1)
+                    ids = torch.cat([pre, ids], 1)
+                    att = torch.cat([torch.ones_like(pre), att], 1)
+                pos = (att.cumsum(-1) - 1).clamp(min=0)
+                out = self.lm.model(
+                    input_ids=ids,
+                    attention_mask=att,
+                    position_ids=pos,
+                    use_cache=False,
+                    **self._kw(),
+                )
+        return out.logits[:, -1, :]
+
+    def check_prefix_cache(self, prefix, cache, suffix, atol: float = 1e-4) -> float:
+        """Max |p_cached - p_uncached| over the vocabulary for one prompt; disables caching
+        (with a warning) when it exceeds ``atol``."""
+        import torch
+
+        a = torch.softmax(self.forward(prefix, cache, [suffix]).double(), -1)
+        b = torch.softmax(self.forward(prefix, None, [suffix]).double(), -1)
+        diff = float((a - b).abs().max())
+        if diff > atol:
+            warnings.warn(
+                f"model {self.lm.name!r}: prefix-cached and uncached probabilities differ by "
+                f"{diff:.2e}; prefix caching disabled for this model",
+                stacklevel=2,
+            )
+            self.prefix_cache = False
+        self.lm.provenance["prefix_cache_check_max_abs_diff"] = diff
+        self._checked = True
+        return diff

@@ -1,0 +1,112 @@
+"""Combine the shard files of a ``--shard i/n`` run into one results file."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import xarray as xr
+
+from .._version import __version__
+from ..errors import CollectionError
+from ..validate import describe_cells
+
+__all__ = ["merge_shards"]
+
+_PER_CELL = (
+    "pmf",
+    "valid_mass",
+    "prompt",
+    "topk_token",
+    "topk_logprob",
+    "decoding_pmf",
+    "decoding_valid_mass",
+)
+
+
+def merge_shards(
+    paths: Sequence[str | os.PathLike], output: str | os.PathLike | None = None
+) -> xr.Dataset:
+    """Merge shard files (each with a ``computed`` mask) into one complete Dataset.
+
+    Raises
+    ------
+    CollectionError
+        When the shards come from different runs, overlap (a cell computed twice),
+        or leave cells missing; the message names files and cells.
+
+    Examples
+    --------
+    >>> ds = merge_shards(["part1.nc", "part2.nc"], "results.nc")  # doctest: +SKIP
+    """
+    if not paths:
+        raise CollectionError("merge needs at least one shard file")
+    parts = []
+    for p in paths:
+        try:
+            parts.append(xr.open_dataset(p).load())
+        except (OSError, ValueError) as exc:
+            raise CollectionError(f"cannot read shard {p}: {exc}") from exc
+    for p, ds in zip(paths, parts, strict=True):
+        if "computed" not in ds:
+            raise CollectionError(
+                f"{p} is not a shard file (no 'computed' variable; run with --shard i/n)"
+            )
+    base = parts[0]
+    for p, ds in zip(paths[1:], parts[1:], strict=True):
+        if ds.sizes != base.sizes or any(
+            not np.array_equal(ds[d].values, base[d].values) for d in base.dims if d in base.coords
+        ):
+            raise CollectionError(
+                f"shard {p} has different dims/coords from {paths[0]}: different runs?"
+            )
+        if ds.attrs.get("shard", "").split("/")[-1] != base.attrs.get("shard", "").split("/")[-1]:
+            raise CollectionError(
+                f"shard {p} ({ds.attrs.get('shard')}) and {paths[0]} ({base.attrs.get('shard')}) split the work differently"
+            )
+    count = sum(ds["computed"].astype(int) for ds in parts)
+    if bool((count > 1).any()):
+        who = [
+            str(p)
+            for p, ds in zip(paths, parts, strict=True)
+            if bool((ds["computed"] & (count > 1)).any())
+        ]
+        raise CollectionError(
+            f"shards overlap: cells computed more than once at {describe_cells(count > 1)} "
+            f"(files {who})"
+        )
+    if bool((count == 0).any()):
+        raise CollectionError(
+            f"shards are incomplete: missing cells at {describe_cells(count == 0)}; "
+            "run the missing shard(s) and merge again"
+        )
+    out = base.drop_vars("computed").copy()
+    for ds in parts[1:]:
+        mask = ds["computed"]
+        for v in _PER_CELL:
+            out[v] = xr.where(mask, ds[v], out[v], keep_attrs=True).transpose(*base[v].dims)
+    for c in [c for c in out.coords if str(c).startswith("model_")]:
+        vals = []
+        for mi in range(out.sizes["model"]):
+            got = [
+                str(ds[c].values[mi])
+                for ds in parts
+                if str(ds[c].values[mi]) not in ("", "[]", "{}")
+            ]
+            vals.append(got[0] if got else "")
+        out.coords[c] = ("model", vals)
+    out.attrs.pop("shard", None)
+    out.attrs["merged_from"] = json.dumps([os.fspath(p) for p in paths])
+    out.attrs["history"] = "\n".join(
+        [
+            *(ds.attrs.get("history", "") for ds in parts),
+            f"xlikert {__version__} merge of {len(parts)} shards",
+        ]
+    )
+    if output is not None:
+        from .runner import write_atomic
+
+        write_atomic(out, output)
+    return out
