@@ -1,38 +1,791 @@
-"""PLACEHOLDER: being written; replace this whole file."""
+"""Construct layer: composite scores and the exact distributional ANOVA.
 
-def comonotone_contrast(*args, **kwargs):
-    raise NotImplementedError('construct.comonotone_contrast is not written yet')
+Everything here works on PMF DataArrays with named dims (paper appendix
+"The Construct Layer"):
+
+* :func:`composite` convolves item PMFs into composite-score PMFs
+  ``S_lambda`` (eq. item-wise-convolution);
+* :func:`grand_mixture` and :func:`marginal_slice` are uniform mixtures
+  (``.mean(dim)``) over factors (eqs. grand-mixture, marginal-slice-U);
+* :func:`comonotone_contrast` is the R-term shared-quantile contrast
+  (Def. comonotone-contrast, eq. comonotone-contrast-pmf);
+* :func:`decompose` builds the grand mixture and every main effect and
+  interaction as a blocked comonotone Möbius contrast (eqs. main-effect-pmf,
+  blocked-slice, interaction-block, interaction-global);
+* :func:`contrast` and :func:`trend` are the pairwise blocked contrasts and the
+  per-unit trend (appendix "Trend Effects");
+* :func:`summarize` / :func:`summary_table` give E, SD, SNR, dPD.
+
+The hot loops live in :mod:`xlikert.kernels` (numba, with plain-numpy twins);
+pass ``engine="numpy"`` to any function here to run the twins instead.
+Dask-backed input stays lazy: the kernels run through
+``xr.apply_ufunc(..., dask="parallelized")`` with the core dims (``item``,
+``score``, blocks, terms) in one chunk and the design dims chunked freely.
+
+Effect coordinate
+-----------------
+Every effect PMF lives on an integer coordinate ``effect`` (score units). For
+in-memory input it is the tightest range of consecutive integers that holds
+all nonzero mass of any cell of that term; for Dask input (where trimming
+would force a compute) it is the full attainable range
+``±(R/2)(s_max - s_min)`` with ``R = 2^|U|`` terms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Sequence
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from . import kernels
+from ._version import __version__
+from .errors import DesignError, InvalidPMFError, XlikertError
+from .validate import (
+    check_fully_crossed,
+    check_item_dim,
+    check_levels,
+    check_pmf,
+    check_score_axis,
+    is_lazy,
+)
+
+__all__ = [
+    "SNR_RTOL",
+    "comonotone_contrast",
+    "composite",
+    "contrast",
+    "decompose",
+    "grand_mixture",
+    "marginal_slice",
+    "summarize",
+    "summary_table",
+    "trend",
+]
+
+#: An effect with ``SD <= SNR_RTOL * max(1, max|support|)`` counts as deterministic
+#: (paper: SNR = +inf if E != 0, 0 if E == 0); ``|E|`` below the same bound counts as 0.
+SNR_RTOL = 1e-9
+
+_TERM = "_term"
+_BLOCK = "_block"
+_GRID = "_grid"
 
 
-def composite(*args, **kwargs):
-    raise NotImplementedError('construct.composite is not written yet')
+# --------------------------------------------------------------------------- helpers
+def _as_pmf(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
+    if isinstance(obj, xr.Dataset):
+        if "pmf" not in obj.data_vars:
+            raise InvalidPMFError(
+                f"Dataset has no 'pmf' variable (variables: {list(obj.data_vars)}); "
+                "pass the PMF DataArray itself"
+            )
+        return obj["pmf"]
+    if not isinstance(obj, xr.DataArray):
+        raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(obj).__name__}")
+    return obj
 
 
-def contrast(*args, **kwargs):
-    raise NotImplementedError('construct.contrast is not written yet')
+def _factor_dims(
+    pmf: xr.DataArray,
+    factors: Hashable | Sequence[Hashable] | None,
+    exclude: Iterable[Hashable],
+) -> list[Hashable]:
+    exclude = set(exclude)
+    if factors is None:
+        return [d for d in pmf.dims if d not in exclude]
+    if isinstance(factors, str) or not isinstance(factors, Iterable):
+        factors = [factors]
+    factors = list(factors)
+    for f in factors:
+        if f not in pmf.dims:
+            raise DesignError(f"factor {f!r} is not a dimension; dims are {tuple(pmf.dims)}")
+        if f in exclude:
+            raise DesignError(f"{f!r} is a core dimension (item/score), not a factor")
+    # keep the array's dim order
+    return [d for d in pmf.dims if d in factors]
 
 
-def decompose(*args, **kwargs):
-    raise NotImplementedError('construct.decompose is not written yet')
+def _to_composite(
+    pmf: xr.DataArray | xr.Dataset, item_dim: Hashable, score_dim: Hashable, engine: str | None
+) -> xr.DataArray:
+    """Compose item-level PMFs, or validate composite PMFs."""
+    pmf = _as_pmf(pmf)
+    if item_dim is not None and item_dim in pmf.dims:
+        return composite(pmf, item_dim=item_dim, score_dim=score_dim, engine=engine)
+    check_pmf(pmf, score_dim)
+    return pmf
 
 
-def grand_mixture(*args, **kwargs):
-    raise NotImplementedError('construct.grand_mixture is not written yet')
+def _single_chunk(obj: xr.DataArray, dims: Iterable[Hashable]) -> xr.DataArray:
+    if is_lazy(obj):
+        return obj.chunk({d: -1 for d in dims if d in obj.dims})
+    return obj
 
 
-def marginal_slice(*args, **kwargs):
-    raise NotImplementedError('construct.marginal_slice is not written yet')
+def _trim(out: xr.DataArray, dim: Hashable) -> xr.DataArray:
+    """Drop leading/trailing positions of ``dim`` that hold zero mass in every cell."""
+    if is_lazy(out) or out.sizes[dim] == 0:
+        return out
+    other = [d for d in out.dims if d != dim]
+    nonzero = np.asarray((out != 0).any(other).values) if other else np.asarray(out.values != 0)
+    idx = np.flatnonzero(nonzero)
+    if idx.size == 0:
+        return out
+    return out.isel({dim: slice(int(idx[0]), int(idx[-1]) + 1)})
 
 
-def summarize(*args, **kwargs):
-    raise NotImplementedError('construct.summarize is not written yet')
+def _blocked_contrast(
+    stacked: xr.DataArray,
+    alpha: Sequence[float],
+    block_dims: Sequence[Hashable],
+    score_dim: Hashable,
+    effect_dim: Hashable,
+    engine: str | None,
+    trim: bool = True,
+) -> xr.DataArray:
+    """Comonotone contrast along ``_term``, mixed uniformly over ``block_dims``.
+
+    ``stacked`` holds the R term PMFs along ``_term`` on the integer score axis
+    ``score_dim``; ``alpha`` are integer-valued coefficients.
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    y = check_score_axis(stacked, score_dim).astype(np.float64)
+    pos, neg = alpha[alpha > 0].sum(), alpha[alpha < 0].sum()
+    zlo = pos * y[0] + neg * y[-1]
+    zhi = pos * y[-1] + neg * y[0]
+    values = np.arange(round(float(zlo)), round(float(zhi)) + 1)
+    grid = xr.DataArray(values.astype(np.float64), dims=_GRID)
+    if block_dims:
+        x = stacked.stack({_BLOCK: list(block_dims)}, create_index=False)
+    else:
+        x = stacked.expand_dims(_BLOCK)
+    x = _single_chunk(x, [_BLOCK, _TERM, score_dim])
+    support = xr.DataArray(y, dims=score_dim)
+    coef = xr.DataArray(alpha, dims=_TERM)
+    kernel = kernels.get_kernel("blocked_comonotone_contrast", engine)
+    out = xr.apply_ufunc(
+        kernel,
+        x,
+        support,
+        coef,
+        grid,
+        input_core_dims=[[_BLOCK, _TERM, score_dim], [score_dim], [_TERM], [_GRID]],
+        output_core_dims=[[_GRID]],
+        dask="parallelized",
+        output_dtypes=[np.float64],
+        keep_attrs=False,
+    )
+    out = out.rename({_GRID: effect_dim}).assign_coords({effect_dim: values})
+    # drop leftovers of stacked / vectorised-indexed coords along removed dims
+    out = out.drop_vars([c for c in out.coords if c not in out.dims and _BLOCK in stacked[c].dims])
+    return _trim(out, effect_dim) if trim else out
 
 
-def summary_table(*args, **kwargs):
-    raise NotImplementedError('construct.summary_table is not written yet')
+def _moments(p: xr.DataArray, dim: Hashable) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
+    if dim not in p.dims:
+        raise InvalidPMFError(f"PMF has no dimension {dim!r}; its dims are {tuple(p.dims)}")
+    if dim not in p.coords or not np.issubdtype(p[dim].dtype, np.number):
+        raise InvalidPMFError(f"dimension {dim!r} needs a numeric coordinate (the support values)")
+    z = p[dim].astype(np.float64)
+    mean = p.dot(z, dim=dim)
+    var = (p * (z - mean) ** 2).sum(dim)
+    sd = np.sqrt(var.clip(min=0.0))
+    return z, mean, sd
 
 
-def trend(*args, **kwargs):
-    raise NotImplementedError('construct.trend is not written yet')
+# --------------------------------------------------------------------------- composite
+def composite(
+    pmf: xr.DataArray | xr.Dataset,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+    *,
+    engine: str | None = None,
+) -> xr.DataArray:
+    """Composite-score PMF: exact convolution of all item PMFs.
+
+    Parameters
+    ----------
+    pmf
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``; ``score_dim``
+        holds consecutive integers ``y_min..y_max``. A Dataset is read through
+        its ``pmf`` variable.
+    item_dim, score_dim
+        Names of the item and score dims.
+    engine
+        ``"numba"`` (default) or ``"numpy"`` (the plain-numpy twin).
+
+    Returns
+    -------
+    xr.DataArray
+        ``(*factors, score_dim)`` on the integer coordinate
+        ``K*y_min..K*y_max``; attrs kept. Dask input stays lazy.
+
+    Raises
+    ------
+    InvalidPMFError
+        Negative/NaN mass, PMFs not summing to 1 (``validate.PMF_ATOL``), a
+        malformed score axis, or an empty item dim.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2}, n_items=3, scale=(1, 5))
+    >>> s = xl.composite(pmf)
+    >>> s.sizes["score"], int(s.score[0]), int(s.score[-1])
+    (13, 3, 15)
+    >>> bool(abs(s.sum("score") - 1).max() < 1e-12)
+    True
+    """
+    pmf = _as_pmf(pmf)
+    if not isinstance(pmf, xr.DataArray):
+        raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
+    check_item_dim(pmf, item_dim)
+    check_pmf(pmf, score_dim)
+    y = check_score_axis(pmf, score_dim)
+    k = pmf.sizes[item_dim]
+    n = y.size
+    m = k * (n - 1) + 1
+    grid = xr.DataArray(np.zeros(m), dims=_GRID)
+    data = _single_chunk(pmf.astype(np.float64, copy=False), [item_dim, score_dim])
+    out = xr.apply_ufunc(
+        kernels.get_kernel("convolve_items", engine),
+        data,
+        grid,
+        input_core_dims=[[item_dim, score_dim], [_GRID]],
+        output_core_dims=[[_GRID]],
+        dask="parallelized",
+        output_dtypes=[np.float64],
+        keep_attrs=True,
+    )
+    out = out.rename({_GRID: score_dim}).assign_coords(
+        {score_dim: np.arange(k * int(y[0]), k * int(y[-1]) + 1)}
+    )
+    out.name = pmf.name
+    return out
 
 
+# --------------------------------------------------------------------------- mixtures
+def grand_mixture(
+    pmf: xr.DataArray | xr.Dataset,
+    factors: Hashable | Sequence[Hashable] | None = None,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+) -> xr.DataArray:
+    """Grand mixture ``P_{S_0}``: uniform mixture over the factor dims (eq. grand-mixture).
+
+    Works on composite PMFs ``(*factors, score)`` and on item PMFs (then per item).
+
+    Parameters
+    ----------
+    pmf
+        PMFs with factor dims.
+    factors
+        Dims to mix over; default every dim except ``item_dim`` and ``score_dim``.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> s = xl.composite(xl.datasets.synthetic_pmf({"model": 2, "target": 3}, n_items=2))
+    >>> xl.grand_mixture(s).dims
+    ('score',)
+    """
+    pmf = _as_pmf(pmf)
+    dims = _factor_dims(pmf, factors, [item_dim, score_dim])
+    return pmf.mean(dims, keep_attrs=True)
+
+
+def marginal_slice(
+    pmf: xr.DataArray | xr.Dataset,
+    dims: Hashable | Sequence[Hashable],
+    factors: Hashable | Sequence[Hashable] | None = None,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+) -> xr.DataArray:
+    """Marginal slice ``P_{M_U(lambda_U)}``: uniform mixture over all other factors.
+
+    Paper eq. marginal-slice-U (``dims`` = U).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> s = xl.composite(xl.datasets.synthetic_pmf({"model": 2, "target": 3}, n_items=2))
+    >>> xl.marginal_slice(s, "target").dims
+    ('target', 'score')
+    """
+    pmf = _as_pmf(pmf)
+    keep = _factor_dims(pmf, dims, [item_dim, score_dim])
+    allf = _factor_dims(pmf, factors, [item_dim, score_dim])
+    for d in keep:
+        if d not in allf:
+            raise DesignError(f"{d!r} is not one of the factors {allf}")
+    return pmf.mean([d for d in allf if d not in keep], keep_attrs=True)
+
+
+# --------------------------------------------------------------------------- contrasts
+def comonotone_contrast(
+    pmf: xr.DataArray,
+    alpha: Sequence[float],
+    term_dim: Hashable = "term",
+    score_dim: Hashable = "score",
+    block_dims: Sequence[Hashable] = (),
+    effect_dim: Hashable = "effect",
+    *,
+    engine: str | None = None,
+) -> xr.DataArray:
+    """PMF of the comonotone contrast ``sum_r alpha_r F_r^{-1}(U)``.
+
+    Paper Def. comonotone-contrast, eq. comonotone-contrast-pmf: the ``R``
+    PMFs along ``term_dim`` share one quantile ``U``; the result is exact.
+    With ``block_dims`` the contrast is formed within every block (cell of
+    ``block_dims``) and the block PMFs are mixed uniformly (eq. interaction-global).
+
+    Parameters
+    ----------
+    pmf
+        PMFs with a ``term_dim`` of length R, on an integer ``score_dim``.
+    alpha
+        R integer-valued coefficients, so that the result lives on integers.
+    term_dim, score_dim, block_dims, effect_dim
+        Dimension names; the output replaces ``term_dim``, ``score_dim`` and
+        ``block_dims`` by ``effect_dim`` (tightest integer range with mass).
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, xlikert as xl
+    >>> p = xr.DataArray([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]], dims=("term", "score"),
+    ...                  coords={"score": [1, 2, 3]})
+    >>> xl.comonotone_contrast(p, [1, -1]).to_series().to_dict()   # paired difference
+    {-1: 1.0}
+    """
+    pmf = _as_pmf(pmf)
+    if term_dim not in pmf.dims:
+        raise XlikertError(f"PMF has no term dimension {term_dim!r}; dims are {tuple(pmf.dims)}")
+    alpha = np.asarray(alpha, dtype=np.float64).ravel()
+    if alpha.size != pmf.sizes[term_dim]:
+        raise XlikertError(
+            f"alpha has {alpha.size} coefficients but {term_dim!r} has {pmf.sizes[term_dim]} terms"
+        )
+    if not np.all(np.isfinite(alpha)) or not np.all(alpha == np.round(alpha)):
+        raise XlikertError(f"alpha must hold integers (the output grid is integer), got {alpha}")
+    check_pmf(pmf, score_dim)
+    for d in block_dims:
+        if d not in pmf.dims:
+            raise DesignError(f"block dim {d!r} is not a dimension; dims are {tuple(pmf.dims)}")
+    x = pmf.rename({term_dim: _TERM})
+    return _blocked_contrast(x, alpha, list(block_dims), score_dim, effect_dim, engine)
+
+
+def _mobius_terms(
+    s: xr.DataArray, subset: Sequence[Hashable], cache: dict[frozenset, xr.DataArray]
+) -> tuple[xr.DataArray, list[int]]:
+    """Stack the blocked slices ``M_{V|lambda_-U}`` for all ``V ⊆ U`` along ``_term``."""
+    terms, alpha = [], []
+    u = len(subset)
+    for k in range(u + 1):
+        for v in combinations(subset, k):
+            avg = frozenset(d for d in subset if d not in v)
+            if avg not in cache:
+                cache[avg] = s.mean([d for d in s.dims if d in avg]) if avg else s
+            terms.append(cache[avg])
+            alpha.append((-1) ** (u - k))
+    stacked = xr.concat(terms, dim=_TERM, coords="minimal", compat="override", join="override")
+    return stacked.transpose(_TERM, *s.dims), alpha
+
+
+def decompose(
+    pmf: xr.DataArray | xr.Dataset,
+    factors: Hashable | Sequence[Hashable] | None = None,
+    max_order: int | None = None,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+    *,
+    engine: str | None = None,
+    progress: bool | None = None,
+) -> xr.DataTree:
+    """Exact distributional ANOVA: grand mixture, main effects and interactions.
+
+    For every non-empty factor subset ``U`` (``|U| <= max_order``) and level
+    vector ``lambda_U``, the effect PMF is the uniform mixture over blocks
+    ``lambda_-U`` of the comonotone Möbius contrast
+    ``sum_{V ⊆ U} (-1)^{|U|-|V|} M_{V|lambda_-U}(lambda_V)`` (paper eqs.
+    blocked-slice, interaction-block, interaction-global; ``|U| = 1`` is the
+    main effect of eq. main-effect-pmf). Its mean is the classical
+    ANOVA/Hoeffding component ``mu_U(lambda_U)`` of the mean surface.
+
+    Parameters
+    ----------
+    pmf
+        Item PMFs ``(*factors, item, score)`` (composed first) or composite
+        PMFs ``(*factors, score)``.
+    factors
+        Factor dims; default every dim except ``item_dim`` and ``score_dim``.
+        Other dims are carried along as batch dims.
+    max_order
+        Highest interaction order; default all (``len(factors)``).
+    engine
+        ``"numba"`` (default) or ``"numpy"``.
+    progress
+        Show a tqdm bar over the subsets; default: only for large designs.
+
+    Returns
+    -------
+    xr.DataTree
+        Child ``grand`` with ``pmf`` (``score``), ``E``, ``SD``; one child per
+        subset named ``"a:b"`` (factor names in dim order) with ``pmf``
+        (``*U, effect``), ``E``, ``SD``, ``SNR``, ``dPD`` (``*U``). Root attrs
+        keep the input attrs plus provenance (``xlikert_version``,
+        ``decompose_factors``, ``decompose_max_order``).
+
+    Raises
+    ------
+    DesignError
+        Missing cells, a factor with fewer than two levels, bad ``max_order``.
+    InvalidPMFError
+        Invalid PMFs.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 3, "target": 2}, n_items=4)
+    >>> dec = xl.decompose(pmf)
+    >>> sorted(dec.children)
+    ['grand', 'model', 'model:target', 'target']
+    >>> dec["model:target"].E.dims
+    ('model', 'target')
+    >>> float(abs(dec["model"].E.sum("model")))  < 1e-9
+    True
+    """
+    pmf = _as_pmf(pmf)
+    s = _to_composite(pmf, item_dim, score_dim, engine)
+    fac = _factor_dims(s, factors, [item_dim, score_dim])
+    if not fac:
+        raise DesignError(f"no factor dims to decompose over; dims are {tuple(s.dims)}")
+    order = len(fac) if max_order is None else int(max_order)
+    if not 1 <= order <= len(fac):
+        raise DesignError(f"max_order must be between 1 and {len(fac)}, got {max_order!r}")
+    check_fully_crossed(s, fac, score_dim)
+    check_levels(s, fac, min_levels=2)
+    batch = [d for d in s.dims if d not in fac and d != score_dim]
+    s = s.transpose(*fac, *batch, score_dim)
+
+    subsets = [u for k in range(1, order + 1) for u in combinations(fac, k)]
+    n_cells = math.prod(s.sizes[d] for d in fac)
+    if progress is None:
+        progress = n_cells * s.sizes[score_dim] * len(subsets) > 5e6
+    from tqdm.auto import tqdm
+
+    grand = s.mean(fac)
+    _, e0, sd0 = _moments(grand, score_dim)
+    nodes: dict[str, xr.Dataset] = {
+        "grand": xr.Dataset({"pmf": grand.variable, "E": e0, "SD": sd0}, coords=grand.coords)
+    }
+    cache: dict[frozenset, xr.DataArray] = {}
+    for u in tqdm(subsets, desc="decompose", disable=not progress):
+        stacked, alpha = _mobius_terms(s, u, cache)
+        block = [d for d in fac if d not in u]
+        eff = _blocked_contrast(stacked, alpha, block, score_dim, "effect", engine)
+        eff = eff.transpose(*u, *batch, "effect")
+        ds = summarize(eff, "effect")
+        ds["pmf"] = eff
+        nodes[":".join(map(str, u))] = ds[["pmf", "E", "SD", "SNR", "dPD"]]
+    attrs = dict(pmf.attrs)
+    attrs.update(
+        xlikert_version=__version__,
+        decompose_factors=[str(f) for f in fac],
+        decompose_max_order=order,
+        decompose_score_dim=str(score_dim),
+        decompose_n_items=int(pmf.sizes[item_dim]) if item_dim in pmf.dims else None,
+    )
+    tree = xr.DataTree.from_dict(nodes, name=None)
+    tree.attrs = attrs
+    return tree
+
+
+def contrast(
+    pmf: xr.DataArray | xr.Dataset,
+    dim: Hashable,
+    a: Any = None,
+    b: Any = None,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+    *,
+    engine: str | None = None,
+) -> xr.DataArray:
+    """Blocked paired contrast ``S(a, lambda_-c) ⊖ S(b, lambda_-c)``, mixed over blocks.
+
+    The paper's pairwise country-contrast table (appendix tab:country-contrasts):
+    within every block ``lambda_-c`` of the other dims, the comonotone paired
+    difference of level ``a`` and level ``b`` of ``dim``; the block PMFs are
+    mixed uniformly. Its mean is the difference of the two marginal means.
+
+    Parameters
+    ----------
+    pmf
+        Item PMFs (composed first) or composite PMFs.
+    dim
+        The factor to contrast.
+    a, b
+        Two levels of ``dim``. Both omitted: every pair ``i < j`` (in level
+        order) along a new dim ``pair`` labelled like ``"USA − China"``.
+
+    Returns
+    -------
+    xr.DataArray
+        PMF over the integer coordinate ``effect`` (plus ``pair``); use
+        :func:`summarize` for E, SD, SNR, dPD.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": ["USA", "China", "France"]},
+    ...                                 n_items=3)
+    >>> c = xl.contrast(pmf, "target")
+    >>> c.pair.values.tolist()
+    ['USA − China', 'USA − France', 'China − France']
+    >>> xl.summarize(c).E.dims
+    ('pair',)
+    """
+    pmf = _as_pmf(pmf)
+    s = _to_composite(pmf, item_dim, score_dim, engine)
+    check_levels(s, [dim], min_levels=2)
+    others = [d for d in s.dims if d not in (dim, score_dim)]
+    check_fully_crossed(s, [d for d in s.dims if d != score_dim], score_dim)
+    labels = s[dim].values.tolist() if dim in s.coords else list(range(s.sizes[dim]))
+    if (a is None) != (b is None):
+        raise XlikertError("give both levels a and b, or neither (for all pairs)")
+    if a is not None:
+        for lev in (a, b):
+            if lev not in labels:
+                raise DesignError(f"level {lev!r} is not in {dim!r}; levels are {labels}")
+        if a == b:
+            raise DesignError(f"contrast of level {a!r} with itself")
+        ia, ib = labels.index(a), labels.index(b)
+        terms = s.isel({dim: [ia, ib]}).rename({dim: _TERM}).drop_vars(_TERM, errors="ignore")
+        out = _blocked_contrast(terms, [1, -1], others, score_dim, "effect", engine)
+        out.attrs = {"contrast": f"{a} − {b}", "dim": str(dim)}
+        out.name = "pmf"
+        return out
+    pairs = list(combinations(range(len(labels)), 2))
+    ia = xr.DataArray([p[0] for p in pairs], dims="pair")
+    ib = xr.DataArray([p[1] for p in pairs], dims="pair")
+    terms = xr.concat(
+        [s.isel({dim: ia}).drop_vars(dim), s.isel({dim: ib}).drop_vars(dim)],
+        dim=_TERM,
+    ).transpose("pair", *others, _TERM, score_dim)
+    out = _blocked_contrast(terms, [1, -1], others, score_dim, "effect", engine)
+    out = out.assign_coords(pair=[f"{labels[i]} − {labels[j]}" for i, j in pairs])
+    out.attrs = {"dim": str(dim)}
+    out.name = "pmf"
+    return out
+
+
+def _trend_values(s: xr.DataArray, dim: Hashable, values: Any) -> np.ndarray:
+    if values is None:
+        if dim in s.coords and np.issubdtype(s[dim].dtype, np.number):
+            v = s[dim].values
+        else:
+            cands = [
+                c
+                for c in s.coords
+                if c != dim and s[c].dims == (dim,) and np.issubdtype(s[c].dtype, np.number)
+            ]
+            if len(cands) != 1:
+                raise DesignError(
+                    f"factor {dim!r} has no numeric coordinate to order it by "
+                    f"(numeric coords along it: {cands}); pass values=<coord name or numbers>"
+                )
+            v = s[cands[0]].values
+    elif isinstance(values, str):
+        if values not in s.coords or s[values].dims != (dim,):
+            raise DesignError(f"values={values!r} is not a 1-D coordinate along {dim!r}")
+        v = s[values].values
+    else:
+        v = np.asarray(values)
+    v = np.asarray(v, dtype=np.float64)
+    if v.shape != (s.sizes[dim],):
+        raise DesignError(f"need one value per level of {dim!r} ({s.sizes[dim]}), got {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise DesignError(f"trend values of {dim!r} must be finite, got {v.tolist()}")
+    if np.unique(v).size != v.size:
+        raise DesignError(f"trend values of {dim!r} must be distinct, got {v.tolist()}")
+    return v
+
+
+def _scatter_trend(d: np.ndarray, inv: np.ndarray, weights: np.ndarray, n_out: int) -> np.ndarray:
+    """Mix local-difference PMFs ``d`` (..., step, effect) onto the slope grid."""
+    batch = d.shape[:-2]
+    flat = (d * weights[:, None]).reshape(-1, inv.size)
+    out = np.zeros((flat.shape[0], n_out))
+    for row in range(flat.shape[0]):
+        out[row] = np.bincount(inv, weights=flat[row], minlength=n_out)
+    return out.reshape(*batch, n_out)
+
+
+def trend(
+    pmf: xr.DataArray | xr.Dataset,
+    dim: Hashable,
+    values: Any = None,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+    *,
+    engine: str | None = None,
+) -> xr.DataArray:
+    """Per-unit trend ``gamma_c`` over an ordered numeric factor (appendix "Trend Effects").
+
+    Levels are sorted by their numeric values ``v_1 < ... < v_L`` (uneven spacing
+    allowed). For each adjacent pair the paired local difference
+    ``S(v_{l+1}, lambda_-c) ⊖ S(v_l, lambda_-c)`` is mixed over blocks
+    (eqs. local-diff-block, local-diff), rescaled by ``1/delta_l``
+    (eq. scaled-local-contrast) and the local slopes are mixed with weights
+    ``delta_l / (v_L - v_1)`` (eq. trend-mixture). ``E[gamma_c]`` is the secant
+    slope of the marginal means (Prop. trend-expectation).
+
+    Parameters
+    ----------
+    pmf
+        Item PMFs (composed first) or composite PMFs.
+    dim
+        The ordered factor.
+    values
+        Numbers per level, or the name of a numeric coordinate along ``dim``.
+        Default: ``dim``'s own coordinate if numeric, else the only numeric
+        non-index coordinate along it (e.g. ``model_size``).
+
+    Returns
+    -------
+    xr.DataArray
+        PMF on the float coordinate ``slope`` (support points ``z / delta_l``;
+        equal floating-point values are merged exactly).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 3, "target": 2}, n_items=3)
+    >>> pmf = pmf.assign_coords(model_size=("model", [1.0, 4.0, 12.0]))
+    >>> g = xl.trend(pmf, "model")
+    >>> g.dims, bool(abs(g.sum() - 1) < 1e-12)
+    (('slope',), True)
+    """
+    pmf = _as_pmf(pmf)
+    s = _to_composite(pmf, item_dim, score_dim, engine)
+    check_levels(s, [dim], min_levels=2)
+    v = _trend_values(s, dim, values)
+    order = np.argsort(v, kind="stable")
+    v = v[order]
+    delta = np.diff(v)
+    weights = delta / (v[-1] - v[0])
+    others = [d for d in s.dims if d not in (dim, score_dim)]
+    check_fully_crossed(s, [d for d in s.dims if d != score_dim], score_dim)
+    s = s.drop_vars([c for c in s.coords if dim in s[c].dims])
+    hi = xr.DataArray(order[1:], dims="_step")
+    lo = xr.DataArray(order[:-1], dims="_step")
+    terms = xr.concat([s.isel({dim: hi}), s.isel({dim: lo})], dim=_TERM).transpose(
+        "_step", *others, _TERM, score_dim
+    )
+    d = _blocked_contrast(terms, [1, -1], others, score_dim, "effect", engine, trim=False)
+    z = d["effect"].values.astype(np.float64)
+    slopes = z[None, :] / delta[:, None]
+    support, inv = np.unique(slopes.ravel(), return_inverse=True)
+    out = xr.apply_ufunc(
+        _scatter_trend,
+        d.drop_vars("effect"),
+        kwargs={"inv": inv.ravel(), "weights": weights, "n_out": support.size},
+        input_core_dims=[["_step", "effect"]],
+        output_core_dims=[["slope"]],
+        dask="parallelized",
+        output_dtypes=[np.float64],
+        dask_gufunc_kwargs={"output_sizes": {"slope": support.size}},
+    )
+    out = _trim(out.assign_coords(slope=support), "slope")
+    out.attrs = {"dim": str(dim), "values": v.tolist()}
+    out.name = "pmf"
+    return out
+
+
+# --------------------------------------------------------------------------- summaries
+def summarize(x: xr.DataArray | xr.Dataset, dim: Hashable = "effect") -> xr.Dataset:
+    """E, SD, SNR and dPD of PMFs along ``dim`` (paper eqs. effect-size, sd-effect, snr, dpd).
+
+    ``SNR = |E| / SD``; where ``SD <= SNR_RTOL * max(1, max|z|)`` the effect is
+    deterministic and SNR is ``+inf`` if ``|E|`` exceeds the same bound, else 0.
+    ``dPD = max(P(Z > 0), P(Z < 0))``.
+
+    Parameters
+    ----------
+    x
+        PMFs along ``dim`` with a numeric coordinate (``effect``, ``score``, ``slope``, ...).
+
+    Examples
+    --------
+    >>> import xarray as xr, xlikert as xl
+    >>> p = xr.DataArray([0.99, 0.01], dims="effect", coords={"effect": [1, 100]})
+    >>> s = xl.summarize(p)
+    >>> round(float(s.E), 2), round(float(s.SD), 2), round(float(s.SNR), 2), float(s.dPD)
+    (1.99, 9.85, 0.2, 1.0)
+    """
+    p = _as_pmf(x)
+    z, mean, sd = _moments(p, dim)
+    scale = max(1.0, float(np.max(np.abs(z.values)))) if z.size else 1.0
+    tol = SNR_RTOL * scale
+    det = sd <= tol
+    snr = xr.where(det, xr.where(abs(mean) > tol, np.inf, 0.0), abs(mean) / sd.where(~det, 1.0))
+    pos = p.where(z > 0, 0.0).sum(dim)
+    neg = p.where(z < 0, 0.0).sum(dim)
+    dpd = np.maximum(pos, neg)
+    ds = xr.Dataset({"E": mean, "SD": sd, "SNR": snr, "dPD": dpd})
+    ds["E"].attrs = {"long_name": "expected effect", "formula": "sum_z z P(z)"}
+    ds["SD"].attrs = {"long_name": "predictive standard deviation"}
+    ds["SNR"].attrs = {
+        "long_name": "signal-to-noise ratio |E|/SD",
+        "convention": f"SD <= {SNR_RTOL:g}*max(1,max|z|): +inf if E != 0 else 0",
+    }
+    ds["dPD"].attrs = {"long_name": "discrete probability of direction max(P(>0), P(<0))"}
+    return ds
+
+
+def summary_table(dec: xr.DataTree) -> pd.DataFrame:
+    """Tidy table of a :func:`decompose` tree: columns term, level, E, SD, SNR, dPD.
+
+    The grand mean row comes first (``term="grand"``, ``level="grand mean"``),
+    then every effect in tree order; multi-factor levels are joined with
+    ``" × "`` (e.g. ``"Aya-32B × China"``). Batch dims, if any, become extra columns.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> dec = xl.decompose(xl.datasets.synthetic_pmf({"model": 2, "target": 2}, n_items=2))
+    >>> xl.summary_table(dec).columns.tolist()
+    ['term', 'level', 'E', 'SD', 'SNR', 'dPD']
+    >>> xl.summary_table(dec).term.unique().tolist()
+    ['grand', 'model', 'target', 'model:target']
+    """
+    if not isinstance(dec, xr.DataTree):
+        raise TypeError(f"expected the DataTree of xl.decompose, got {type(dec).__name__}")
+    cols = ["E", "SD", "SNR", "dPD"]
+    frames = []
+    g = dec["grand"].to_dataset()
+    gdf = g[["E", "SD"]].to_dataframe().reset_index() if g["E"].ndim else None
+    if gdf is None:
+        gdf = pd.DataFrame({"E": [float(g["E"])], "SD": [float(g["SD"])]})
+    gdf.insert(0, "level", "grand mean")
+    gdf.insert(0, "term", "grand")
+    gdf["SNR"] = np.nan
+    gdf["dPD"] = np.nan
+    frames.append(gdf)
+    for name, node in dec.children.items():
+        if name == "grand":
+            continue
+        ds = node.to_dataset()[cols]
+        factors = str(name).split(":")
+        df = ds.to_dataframe().reset_index()
+        df.insert(0, "level", df[factors].astype(str).agg(" × ".join, axis=1))
+        df.insert(0, "term", str(name))
+        frames.append(df.drop(columns=factors))
+    out = pd.concat(frames, ignore_index=True)
+    extra = [c for c in out.columns if c not in ["term", "level", *cols]]
+    return out[["term", "level", *cols, *extra]]

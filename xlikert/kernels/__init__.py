@@ -1,1 +1,99 @@
-"""PLACEHOLDER"""
+"""Numba kernels and their plain-numpy twins.
+
+Each ``kernels/<topic>.py`` holds a ``@guvectorize`` kernel on numpy arrays and
+its plain-numpy twin (same name, suffix ``_numpy``) with the same signature
+and broadcasting rules. The xarray layer (:mod:`xlikert.construct`) picks one
+of them through :func:`get_kernel`, so tests and benchmarks can run both side
+by side:
+
+>>> from xlikert import kernels
+>>> kernels.get_engine()
+'numba'
+>>> with kernels.use_engine("numpy"):
+...     kernels.get_engine()
+'numpy'
+
+Kernels
+-------
+convolve_items
+    ``(k, n), (m) -> (m)``: exact convolution of ``k`` item PMFs on a common
+    integer grid of ``n`` scores; ``m = k (n - 1) + 1``.
+blocked_comonotone_contrast
+    ``(b, r, n), (n), (r), (m) -> (m)``: the comonotone (shared-quantile)
+    linear contrast of ``r`` PMFs (paper eq. comonotone-contrast-pmf), computed
+    in each of ``b`` blocks and mixed uniformly over the blocks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+from .comonotone import (
+    BREAKPOINT_TOL,
+    blocked_comonotone_contrast,
+    blocked_comonotone_contrast_numpy,
+)
+from .convolution import convolve_items, convolve_items_numpy
+
+__all__ = [
+    "BREAKPOINT_TOL",
+    "ENGINES",
+    "blocked_comonotone_contrast",
+    "blocked_comonotone_contrast_numpy",
+    "convolve_items",
+    "convolve_items_numpy",
+    "get_engine",
+    "get_kernel",
+    "set_engine",
+    "use_engine",
+]
+
+Engine = Literal["numba", "numpy"]
+ENGINES: tuple[str, ...] = ("numba", "numpy")
+_KERNELS: dict[str, dict[str, Callable]] = {
+    "numba": {
+        "convolve_items": convolve_items,
+        "blocked_comonotone_contrast": blocked_comonotone_contrast,
+    },
+    "numpy": {
+        "convolve_items": convolve_items_numpy,
+        "blocked_comonotone_contrast": blocked_comonotone_contrast_numpy,
+    },
+}
+_engine: list[str] = ["numba"]
+
+
+def _check(engine: str) -> str:
+    if engine not in ENGINES:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"unknown kernel engine {engine!r}; choose one of {ENGINES}")
+    return engine
+
+
+def get_engine() -> str:
+    """The engine used when a function gets ``engine=None`` (default ``"numba"``)."""
+    return _engine[0]
+
+
+def set_engine(engine: Engine) -> None:
+    """Set the default engine: ``"numba"`` (compiled kernels) or ``"numpy"`` (twins)."""
+    _engine[0] = _check(engine)
+
+
+@contextlib.contextmanager
+def use_engine(engine: Engine) -> Iterator[None]:
+    """Context manager that switches the default engine temporarily."""
+    old = _engine[0]
+    _engine[0] = _check(engine)
+    try:
+        yield
+    finally:
+        _engine[0] = old
+
+
+def get_kernel(name: str, engine: str | None = None) -> Callable:
+    """Return kernel ``name`` for ``engine`` (``None``: the current default)."""
+    return _KERNELS[_check(engine or _engine[0])][name]
