@@ -223,13 +223,7 @@ def consensus(
     ax.set_ylabel("Consensus (Cns)")
     ax.set_xlabel(_title(x))
     if hue is not None:
-        ax.legend(
-            title=_title(hue),
-            loc="lower left",
-            fontsize="small",
-            ncols=min(len(hl), 4),
-            framealpha=0.9,
-        )
+        ax.legend(title=_title(hue), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     note = f"; bars: range over {', '.join(map(str, rest))}" if rest else ""
     ax.set_title(
         "Consensus: 1 = full agreement, 0 = polarised" + _collapse_note(rest) + note,

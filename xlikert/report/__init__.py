@@ -1,1 +1,461 @@
-"""PLACEHOLDER"""
+"""The HTML/Markdown report: every table and figure of the paper, for any design.
+
+>>> import xlikert as xl
+>>> html = xl.report.write_report("results.nc", "report/")   # doctest: +SKIP
+
+The report follows the pipeline (constraint -> consensus -> construct ->
+sampling cost). Factor names come from the file: ``model`` and ``target`` are
+used where they exist, otherwise the first and second factors in dim order.
+Sections that need data the file does not hold (a decoding grid, a second
+factor, a human baseline for the instrument) say so instead of appearing.
+
+Heavy imports (matplotlib) happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import re
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..data import human_baseline, load_demo_results, synthetic_results
+from ..errors import DesignError, InvalidPMFError
+from . import tables
+
+__all__ = ["load_demo_results", "synthetic_results", "tables", "write_report"]
+
+_NON_FACTOR = {"item", "score", "rank", "temperature", "top_p"}
+_SE_BUDGETS = (10, 100, 1000, 1_000_000)
+_FLIP_BUDGETS = (10, 100, 1000)
+
+
+@dataclass
+class _Section:
+    title: str
+    blocks: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, html, markdown)
+
+    def text(self, md: str) -> None:
+        self.blocks.append(("text", "<p>" + _md_inline(md) + "</p>", md))
+
+    def table(self, df: pd.DataFrame, out: Path, name: str, caption: str, digits=2, index=True):
+        frag = tables.export(df, out / "tables", name, caption=caption, digits=digits, index=index)
+        links = " · ".join(
+            f'<a href="tables/{name}.{ext}">{ext}</a>' for ext in ("csv", "tex", "md")
+        )
+        self.blocks.append(
+            (
+                "table",
+                f'<figure class="table"><figcaption>{_html.escape(caption)} '
+                f'<span class="dl">[{links}]</span></figcaption>{frag["html"]}</figure>',
+                f"*{caption}*\n\n{frag['markdown']}",
+            )
+        )
+
+    def figure(self, fig, out: Path, name: str, caption: str) -> None:
+        import matplotlib.pyplot as plt
+
+        (out / "figures").mkdir(parents=True, exist_ok=True)
+        fig.savefig(out / "figures" / f"{name}.png", dpi=130, bbox_inches="tight")
+        plt.close(fig)
+        self.blocks.append(
+            (
+                "figure",
+                f'<figure><img src="figures/{name}.png" alt="{_html.escape(caption)}">'
+                f"<figcaption>{_html.escape(caption)}</figcaption></figure>",
+                f"![{caption}](figures/{name}.png)\n\n*{caption}*",
+            )
+        )
+
+
+def _md_inline(text: str) -> str:
+    t = _html.escape(text)
+    t = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", t)
+    t = re.sub(r"`(.+?)`", r"<code>\1</code>", t)
+    return t
+
+
+def _factors(ds: xr.Dataset) -> list[Hashable]:
+    return [d for d in ds["pmf"].dims if d not in _NON_FACTOR]
+
+
+def _as_array(obj, prefer=("consensus", "Cns", "cns", "entropy")) -> xr.DataArray:
+    """Engine results may come as a Dataset (value and bounds); take the value."""
+    if isinstance(obj, xr.Dataset):
+        for name in prefer:
+            if name in obj:
+                return obj[name]
+        return obj[next(iter(obj.data_vars))]
+    return obj
+
+
+def _origin_map(ds: xr.Dataset, by: Hashable, given: Mapping[str, str] | None):
+    if given is not None:
+        return {str(k): str(v) for k, v in given.items()}
+    coord = "country_of_origin"
+    if by is not None and coord in ds.coords and ds[coord].dims == (by,):
+        return {str(k): str(v) for k, v in zip(ds[by].values, ds[coord].values, strict=True)}
+    return None
+
+
+def _baseline_for(ds: xr.Dataset) -> pd.DataFrame | None:
+    name = str(ds.attrs.get("instrument", ""))
+    if not name:
+        return None
+    if isinstance(ds.attrs.get("instrument"), str):
+        key = name.split()[0].split("/")[-1].removesuffix(".toml")
+    else:  # pragma: no cover
+        return None
+    try:
+        base = human_baseline(key)
+    except KeyError:
+        return None
+    scores = ds["pmf"]["score"].values
+    # the baseline is on the 17-item, 1..7 composite
+    if ds.sizes.get("item") != 17 or scores.min() != 1 or scores.max() != 7:
+        return None
+    return base
+
+
+def write_report(
+    results: str | Path | xr.Dataset,
+    out_dir: str | Path,
+    *,
+    country_of_origin: Mapping[str, str] | None = None,
+    tol: float = 1e-4,
+    title: str | None = None,
+) -> Path:
+    """Write ``index.html``, ``report.md``, ``figures/*.png`` and ``tables/*`` into ``out_dir``.
+
+    Parameters
+    ----------
+    results
+        A results file (netCDF) or Dataset with ``pmf`` ``(*factors, item,
+        score)``; optional ``valid_mass``, ``decoding_pmf``.
+    out_dir
+        Output folder (created).
+    country_of_origin
+        Level of the first factor (e.g. model) -> level of the second (e.g.
+        target) it originates from; marks in-group cells. Default: a
+        ``country_of_origin`` coordinate on the first factor, if any.
+    tol
+        Certified tolerance of Multivariate Consensus.
+    title
+        Report title (default from the file's attrs).
+
+    Returns
+    -------
+    pathlib.Path
+        The path of ``index.html``.
+
+    Examples
+    --------
+    >>> from xlikert.data import synthetic_results
+    >>> path = write_report(synthetic_results(n_items=3), "report/")   # doctest: +SKIP
+    """
+    import matplotlib
+
+    if matplotlib.get_backend().lower() not in {"agg", "pdf", "svg", "cairo", "pgf", "ps"}:
+        matplotlib.use("Agg")
+
+    import xlikert as xl
+
+    from .. import plot, sampling
+
+    source = str(results) if not isinstance(results, xr.Dataset) else "(in-memory Dataset)"
+    ds = xl.open_results(results) if not isinstance(results, xr.Dataset) else results
+    if "pmf" not in ds:
+        raise InvalidPMFError(f"results {source} hold no 'pmf' variable; variables: {list(ds)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pmf = ds["pmf"]
+    factors = _factors(ds)
+    if not factors:
+        raise DesignError(f"results {source} have no factor dims: pmf dims are {pmf.dims}")
+    by = "model" if "model" in factors else factors[0]
+    second = (
+        "target"
+        if ("target" in factors and by != "target")
+        else next((f for f in factors if f != by), None)
+    )
+    origin = _origin_map(ds, by, country_of_origin)
+    sections: list[_Section] = []
+
+    # ---------------------------------------------------------------- design
+    s = _Section("Design")
+    lv = "; ".join(
+        f"**{f}** ({pmf.sizes[f]}): "
+        + ", ".join(map(str, pmf[f].values[:12]))
+        + (" …" if pmf.sizes[f] > 12 else "")
+        for f in factors
+    )
+    s.text(
+        f"Results: `{source}`. {int(np.prod([pmf.sizes[f] for f in factors]))} conditions × "
+        f"{pmf.sizes.get('item', 1)} items on scores {int(pmf.score.min())}..{int(pmf.score.max())}; "
+        f"{pmf.size // pmf.sizes['score']} exact item PMFs."
+    )
+    s.text("Factors: " + lv)
+    if ds.attrs.get("synthetic"):
+        s.text("**SYNTHETIC DATA**: these results are random PMFs, no model was run.")
+    sections.append(s)
+
+    # ---------------------------------------------------------------- constraint
+    s = _Section("Constraint: failure rate")
+    if "valid_mass" in ds:
+        fr = xl.failure_rate(ds)
+        s.figure(
+            plot.failure_rate(fr, by=by),
+            out,
+            "failure_rate",
+            f"Failure rate (probability outside the valid answers) per condition and item, by {by}.",
+        )
+        s.table(
+            tables.failure_summary(fr, by),
+            out,
+            "failure_rate",
+            f"Failure rate by {by}: mean, SD and max over conditions and items.",
+            digits=4,
+        )
+    else:
+        s.text("The results hold no `valid_mass`: the failure rate cannot be reported.")
+    sections.append(s)
+
+    # ---------------------------------------------------------------- consensus
+    s = _Section("Consensus")
+    cns = _as_array(xl.consensus(pmf, item_dim="item", tol=tol))
+    ent = _as_array(xl.entropy(pmf, item_dim="item"), prefer=("entropy",))
+    s.figure(
+        plot.consensus(cns, x=by, hue=second),
+        out,
+        "consensus",
+        f"Multivariate Consensus per condition (certified to ±{tol:g}).",
+    )
+    s.table(
+        tables.consensus_entropy(cns, ent),
+        out,
+        "consensus_entropy",
+        "Multivariate Consensus and joint Shannon entropy (bits) per condition.",
+        digits=3,
+        index=False,
+    )
+    sections.append(s)
+
+    # ---------------------------------------------------------------- construct
+    s = _Section("Construct: composite scores and distributional ANOVA")
+    comp = xl.composite(pmf)
+    s.figure(
+        plot.composite_pmfs(comp, facet=by, hue=second),
+        out,
+        "composite_pmfs",
+        f"Exact composite-score PMFs by {by}" + (f", {second} as colour." if second else "."),
+    )
+    base = _baseline_for(ds)
+    if base is not None:
+        cond = {}
+        if second is not None and "USA" in [str(v) for v in pmf[second].values]:
+            cond = {second: "USA"}
+        hv = tables.human_vs_llm(pmf, base, by=by, condition=cond)
+        where = f" at {second} = USA" if cond else ""
+        s.table(
+            hv,
+            out,
+            "human_vs_llm",
+            f"Human samples (Shimp & Sharma 1987) vs each {by}'s composite{where}: E and SD.",
+            index=False,
+        )
+        s.figure(
+            plot.human_vs_llm(hv),
+            out,
+            "human_vs_llm",
+            f"Human samples vs LLMs{where}. Human SD: spread across respondents; "
+            "LLM SD: dispersion of one model's PMF (not commensurable).",
+        )
+    dec = xl.decompose(pmf)
+    summ = xl.summary_table(dec)
+    s.table(
+        tables.paper_layout(summ),
+        out,
+        "effects",
+        "Grand mean, main effects and interactions of the composite score (E, SD, SNR, dPD).",
+        index=False,
+    )
+    for f in factors:
+        if f in dec.children and pmf.sizes[f] >= 2:
+            node = dec[str(f)].dataset
+            s.figure(
+                plot.effect_distributions(node["pmf"], node),
+                out,
+                f"main_effect_{f}",
+                f"Main-effect distributions of {f}.",
+            )
+    if second is not None:
+        try:
+            node = tables._pair_node(dec, by, second)
+        except DesignError:
+            node = None
+        if node is not None:
+            ingroup = None
+            if origin:
+                ingroup = xr.DataArray(
+                    [
+                        [origin.get(str(m)) == str(t) for t in node[second].values]
+                        for m in node[by].values
+                    ],
+                    dims=(by, second),
+                    coords={by: node[by], second: node[second]},
+                )
+            s.figure(
+                plot.interaction_heatmap(
+                    node["E"], node["SD"], row=second, col=by, ingroup=ingroup
+                ),
+                out,
+                f"interaction_{by}_{second}",
+                f"{by} × {second} interaction (E ± SD).",
+            )
+            avf = tables.aggregate_vs_factorial(dec, row=second, col=by, country_of_origin=origin)
+            s.table(
+                avf,
+                out,
+                "aggregate_vs_factorial",
+                f"Aggregate ({second} main effect, panel A) vs factorial ({by} × {second} "
+                "interaction, panel B). reversal: sign opposite to the aggregate; "
+                "ingroup: the model's own country.",
+                index=False,
+            )
+        rows = []
+        levels = [str(v) for v in pmf[second].values]
+        if len(levels) <= 8:
+            for a, b in tables.pairs(levels):
+                c = xl.summarize(xl.contrast(comp, second, a, b))
+                rows.append(
+                    {
+                        "Contrast": f"{a} − {b}",
+                        **{k: float(c[k]) for k in ("E", "SD", "SNR", "dPD")},
+                    }
+                )
+            s.table(
+                pd.DataFrame(rows),
+                out,
+                f"contrasts_{second}",
+                f"Pairwise contrasts between levels of {second}.",
+                index=False,
+            )
+    sections.append(s)
+
+    # ---------------------------------------------------------------- sampling cost
+    s = _Section("The cost of generative sampling")
+    s.text(
+        "What a study that sampled N answers per condition would have paid, computed "
+        "analytically from the exact PMFs (no simulation): SE = SD(S)/√N per condition; sign "
+        "flips of every factorial parameter under the normal approximation with exact mean "
+        "and variance."
+    )
+    se = sampling.standard_error(pmf, n=_SE_BUDGETS)
+    s.table(
+        sampling.sampling_se_table(pmf, n=_SE_BUDGETS, by=by, consensus=cns),
+        out,
+        "sampling_se",
+        f"SE of the N-sample composite estimator, mean over the conditions "
+        f"of each {by}, sorted by Consensus.",
+        digits=3,
+    )
+    s.figure(
+        plot.standard_error(se, by=by),
+        out,
+        "sampling_se",
+        "Standard error of the sampling estimator vs N.",
+    )
+    se_c = se.sel(n=_SE_BUDGETS[0])
+    r = sampling.correlation(cns, se_c)
+    if np.isfinite(r["r"]):
+        s.text(
+            f"Correlation of SE with Consensus across the {r['n']} conditions: "
+            f"r = {r['r']:.2f} (p = {r['p']:.2g})."
+        )
+    flips = sampling.flip_probability(pmf, n=_FLIP_BUDGETS)
+    s.table(
+        sampling.flip_table(flips),
+        out,
+        "flip_by_effect_size",
+        "Mean sign-flip probability by exact |E| and budget N.",
+        digits=3,
+    )
+    s.figure(
+        plot.flip_probability(flips),
+        out,
+        "flip_probability",
+        "Sign-flip probability vs exact effect size.",
+    )
+    if "decoding_pmf" in ds:
+        bias = sampling.decoding_bias(ds)
+        tab, st = sampling.decoding_bias_table(bias, by=by, consensus=cns)
+        s.table(
+            tab,
+            out,
+            "decoding_bias",
+            "Decoding bias of the expected composite over the temperature × top-p grid.",
+        )
+        s.figure(
+            plot.decoding_bias(bias, by=by, consensus=cns),
+            out,
+            "decoding_bias",
+            "Decoding bias vs temperature and top-p.",
+        )
+        if np.isfinite(st.get("r", np.nan)):
+            s.text(
+                f"Correlation of mean |bias| with Consensus across the {st['n']} conditions: "
+                f"r = {st['r']:.2f} (p = {st['p']:.2g})."
+            )
+    else:
+        s.text(
+            "No `decoding_pmf` (temperature × top-p grid) in the results: decoding bias "
+            "is not reported. Collect with a decoding grid to add it."
+        )
+    sections.append(s)
+
+    ttl = title or str(ds.attrs.get("title") or f"xlikert report: {ds.attrs.get('instrument', '')}")
+    return _render(out, ttl, sections)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{border-bottom:2px solid #0072B2}h2{margin-top:2em;color:#0072B2}
+nav ul{columns:2}figure{margin:1.2em 0}img{max-width:100%;height:auto}
+figcaption{font-size:.92em;color:#444;margin:.3em 0}
+table.tbl{border-collapse:collapse;font-size:.88em;margin:.4em 0}
+.tbl th,.tbl td{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right}
+.tbl th{background:#f2f6fa}.tbl td:first-child,.tbl th:first-child{text-align:left}
+.dl{font-size:.85em}code{background:#f4f4f4;padding:0 .2em}
+"""
+
+
+def _render(out: Path, title: str, sections: list[_Section]) -> Path:
+    from .._version import __version__
+
+    toc = "".join(
+        f'<li><a href="#s{i}">{_html.escape(sec.title)}</a></li>' for i, sec in enumerate(sections)
+    )
+    body = []
+    md = [f"# {title}", ""]
+    for i, sec in enumerate(sections):
+        body.append(f'<h2 id="s{i}">{_html.escape(sec.title)}</h2>')
+        md += [f"## {sec.title}", ""]
+        for _kind, h, m in sec.blocks:
+            body.append(h)
+            md += [m, ""]
+    foot = f"Generated by xlikert {__version__}."
+    page = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_html.escape(title)}'
+        f"</title><style>{_CSS}</style></head><body><h1>{_html.escape(title)}</h1>"
+        f"<nav><ul>{toc}</ul></nav>{''.join(body)}<hr><p><small>{foot}</small></p></body></html>"
+    )
+    (out / "report.md").write_text("\n".join([*md, foot, ""]), encoding="utf-8")
+    path = out / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,48 @@
+"""``xlikert report RESULTS.nc -o DIR``: the HTML and Markdown report of a results file."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("report")
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default="xlikert-report",
+    show_default=True,
+    help="Output folder (index.html, report.md, figures/, tables/).",
+)
+@click.option(
+    "--origin",
+    "origins",
+    multiple=True,
+    metavar="LEVEL=ORIGIN",
+    help="Country of origin of a level of the first factor, e.g. --origin Qwen3=China "
+    "(repeatable); marks in-group cells. Default: a country_of_origin coordinate in the file.",
+)
+@click.option(
+    "--tol",
+    type=float,
+    default=1e-4,
+    show_default=True,
+    help="Certified tolerance of Multivariate Consensus.",
+)
+def report(results: str, out_dir: str, origins: tuple[str, ...], tol: float) -> None:
+    """Write every table and figure of the analysis of RESULTS (netCDF) into a report."""
+    from ..errors import ConfigError
+    from . import write_report
+
+    mapping = None
+    if origins:
+        mapping = {}
+        for item in origins:
+            if "=" not in item:
+                raise ConfigError(f"--origin expects LEVEL=ORIGIN, got {item!r}")
+            k, v = item.split("=", 1)
+            mapping[k.strip()] = v.strip()
+    path = write_report(results, out_dir, country_of_origin=mapping, tol=tol)
+    click.echo(f"Report written to {path}")
