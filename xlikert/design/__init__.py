@@ -1,1 +1,47 @@
-"""PLACEHOLDER"""
+"""Experiment design: instruments, lexicons, framings and fully crossed prompt designs.
+
+The first stage of the pipeline (``design -> collect -> ...``). An instrument
+file holds the items, the scale, a lexicon and system-prompt framings; an
+experiment file crosses factors (lexicon, framing and free factors, plus the
+models) and :meth:`Experiment.build_prompts` renders every prompt. File
+formats: ``xlikert/design/README.md``.
+
+>>> from xlikert.design import load_experiment
+>>> exp = load_experiment("demo")
+>>> exp.factors
+{'target': ['USA', 'China', 'Canada', 'France']}
+>>> ds = exp.build_prompts()
+>>> ds.user.shape
+(4, 17)
+"""
+
+from __future__ import annotations
+
+from .experiment import (
+    Experiment,
+    Factor,
+    builtin_experiments,
+    experiment_from_dict,
+    load_experiment,
+    prompts_to_frame,
+)
+from .instrument import Instrument, Item, builtin_instruments, load_instrument, scale_fields
+from .scoring import reflect_reverse_keyed, subscale_composites
+from .template import Template
+
+__all__ = [
+    "Experiment",
+    "Factor",
+    "Instrument",
+    "Item",
+    "Template",
+    "builtin_experiments",
+    "builtin_instruments",
+    "experiment_from_dict",
+    "load_experiment",
+    "load_instrument",
+    "prompts_to_frame",
+    "reflect_reverse_keyed",
+    "scale_fields",
+    "subscale_composites",
+]
