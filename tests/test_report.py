@@ -1,0 +1,150 @@
+"""The report: any design, tables in the paper's layout, netCDF from another process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from click.testing import CliRunner
+
+import xlikert as xl
+from xlikert import sampling
+from xlikert.cli import main
+from xlikert.data import human_baseline, load_demo_results, synthetic_results
+from xlikert.datasets import synthetic_pmf
+from xlikert.report import tables, write_report
+
+
+def _results_from(pmf: xr.DataArray) -> xr.Dataset:
+    rng = np.random.default_rng(0)
+    valid = xr.DataArray(
+        1 - 10 ** rng.uniform(-9, -2, pmf.isel(score=0).shape), dims=pmf.isel(score=0).dims
+    )
+    return xr.Dataset({"pmf": pmf, "valid_mass": valid})
+
+
+def _assert_report(path, must_have=()):
+    html = path.read_text(encoding="utf-8")
+    out = path.parent
+    assert (out / "report.md").is_file()
+    for s in ("Constraint", "Consensus", "Construct", "cost of generative sampling", *must_have):
+        assert s in html, s
+    for img in [p for p in html.split('src="')[1:]]:
+        assert (out / img.split('"')[0]).is_file()
+    for ext in ("csv", "tex", "md"):
+        assert (out / "tables" / f"effects.{ext}").is_file()
+    return html
+
+
+def test_report_paper_design(tmp_path):
+    ds = synthetic_results(n_items=17, seed=3)
+    path = write_report(ds, tmp_path / "r")
+    html = _assert_report(path, ["Human samples", "aggregate", "Decoding bias", "SYNTHETIC"])
+    assert (tmp_path / "r" / "figures" / "interaction_model_target.png").is_file()
+    avf = pd.read_csv(tmp_path / "r" / "tables" / "aggregate_vs_factorial.csv")
+    b = avf[avf.panel == "B"]
+    assert b.ingroup.sum() == 5  # each model has exactly one own-country target
+    assert "human_vs_llm.png" in html
+    # Panel B E equals the engine's interaction E; reversal flags agree with signs
+    dec = xl.decompose(ds.pmf)
+    e = dec["model:target"].E
+    main_e = dec["target"].E
+    for _, row in b.iterrows():
+        model = row.model.split(" (")[0]
+        want = float(e.sel(model=model, target=row.target))
+        assert pytest.approx(want, abs=1e-9) == row.E
+        assert row.reversal == (want * float(main_e.sel(target=row.target)) < 0)
+
+
+def test_report_no_target_factor(tmp_path):
+    pmf = synthetic_pmf({"framing": 3, "persona": ["a", "b"]}, n_items=3, seed=1)
+    path = write_report(_results_from(pmf), tmp_path / "r")
+    html = _assert_report(path, ["framing", "persona", "No <code>decoding_pmf</code>"])
+    assert "Human samples" not in html  # no instrument -> no human baseline
+    assert (tmp_path / "r" / "figures" / "interaction_framing_persona.png").is_file()
+
+
+@pytest.mark.parametrize("factors", [{"model": 3}, {"a": 2, "b": 2, "c": 2}])
+def test_report_one_and_three_factors(tmp_path, factors):
+    pmf = synthetic_pmf(factors, n_items=3, seed=2)
+    _assert_report(write_report(_results_from(pmf), tmp_path / "r"))
+
+
+def test_report_from_file_written_by_another_process(tmp_path):
+    nc = tmp_path / "results.nc"
+    code = textwrap.dedent(
+        f"""
+        import xlikert as xl
+        from xlikert.data import synthetic_results
+        xl.to_netcdf(synthetic_results(n_items=4, seed=5), {str(nc)!r})
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    res = CliRunner().invoke(
+        main, ["report", str(nc), "-o", str(tmp_path / "out"), "--origin", "Qwen3-Next-80B=China"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "Report written" in res.output
+    _assert_report(tmp_path / "out" / "index.html")
+    avf = pd.read_csv(tmp_path / "out" / "tables" / "aggregate_vs_factorial.csv")
+    assert avf.ingroup.sum() == 1  # only the mapping given on the command line
+
+
+def test_cli_rejects_bad_origin(tmp_path):
+    nc = tmp_path / "r.nc"
+    xl.to_netcdf(_results_from(synthetic_pmf({"model": 2}, n_items=2)), nc)
+    res = CliRunner().invoke(main, ["report", str(nc), "--origin", "nope"])
+    assert res.exit_code != 0
+    assert "LEVEL=ORIGIN" in str(res.exception)
+
+
+def test_paper_layout_grand_first_and_exports(tmp_path):
+    pmf = synthetic_pmf({"model": 2, "target": 2}, n_items=3)
+    df = tables.paper_layout(xl.summary_table(xl.decompose(pmf)))
+    assert df["Parameter"].iloc[0].startswith("μ∅")
+    assert list(df.columns[-4:]) == ["E", "SD", "SNR", "dPD"]
+    frag = tables.export(df, tmp_path, "t", caption="c", index=False)
+    assert "\\begin{tabular}" in (tmp_path / "t.tex").read_text()
+    assert frag["markdown"].count("\n") == len(df) + 1
+    back = pd.read_csv(tmp_path / "t.csv")
+    np.testing.assert_allclose(back["E"].values, df["E"].values)
+
+
+def test_flip_effects_match_engine():
+    pmf = synthetic_pmf({"model": 3, "target": 2}, n_items=3, seed=4)
+    dec = xl.decompose(pmf)
+    flips = sampling.flip_probability(pmf, n=[10])
+    for term in ("model", "target", "model:target"):
+        got = flips[flips.term == term]["E"].to_numpy()
+        want = dec[term].E.values.ravel()
+        np.testing.assert_allclose(got, want, atol=1e-9)
+
+
+def test_human_vs_llm_table_is_exact_mixture():
+    pmf = synthetic_pmf({"model": 2, "target": ["USA", "China"], "frame": 2}, n_items=17)
+    hv = tables.human_vs_llm(pmf, human_baseline(), by="model", condition={"target": "USA"})
+    assert list(hv.group[:6]) == ["Human"] * 6
+    comp = xl.composite(pmf.sel(target="USA")).mean("frame")  # mixture PMF over frame
+    y = comp.score
+    e = (comp * y).sum("score")
+    sd = np.sqrt((comp * y**2).sum("score") - e**2)
+    llm = hv[hv.group == "LLM"].set_index("label")
+    for m in pmf.model.values:
+        assert llm.loc[m, "mean"] == pytest.approx(float(e.sel(model=m)))
+        assert llm.loc[m, "sd"] == pytest.approx(float(sd.sel(model=m)))
+
+
+def test_load_demo_results_labels_synthetic(capsys):
+    ds = load_demo_results()
+    assert "pmf" in ds
+    msg = capsys.readouterr().out
+    assert ("SYNTHETIC" in msg) == bool(ds.attrs.get("synthetic"))
