@@ -40,6 +40,7 @@ __all__ = [
 
 #: Breakpoints of the merged CDFs closer than this are merged (see module doc).
 BREAKPOINT_TOL = 1e-12
+_CHUNK_ELEMENTS = 2_000_000
 
 
 @guvectorize(
@@ -142,11 +143,34 @@ def blocked_comonotone_contrast_numpy(
     support = np.broadcast_to(support, (*batch, n)).reshape(-1, n)
     alpha = np.broadcast_to(alpha, (*batch, nr)).reshape(-1, nr)
     g0 = np.broadcast_to(grid[..., 0], batch).reshape(-1)
-    q = pmf.shape[0]  # rows = batch x blocks
-    nbatch = q // nb if nb else 0
-    sup = np.repeat(support, nb, axis=0)
-    alp = np.repeat(alpha, nb, axis=0)
-    g0 = np.repeat(g0, nb)
+    nbatch = int(np.prod(batch, dtype=np.int64))
+    out = np.empty((nbatch, m))
+    # bound the working memory: about _CHUNK_ELEMENTS searchsorted queries per chunk
+    per_entry = max(1, nb * nr * (nr * n + 1))
+    step = max(1, _CHUNK_ELEMENTS // per_entry)
+    for first in range(0, nbatch, step):
+        last = min(nbatch, first + step)
+        rows = slice(first * nb, last * nb)
+        out[first:last] = (
+            _contrast_rows(
+                pmf[rows],
+                np.repeat(support[first:last], nb, axis=0),
+                np.repeat(alpha[first:last], nb, axis=0),
+                np.repeat(g0[first:last], nb),
+                m,
+            )
+            .reshape(last - first, nb, m)
+            .sum(axis=1)
+            / nb
+        )
+    return out.reshape(*batch, m)
+
+
+def _contrast_rows(
+    pmf: np.ndarray, sup: np.ndarray, alp: np.ndarray, g0: np.ndarray, m: int
+) -> np.ndarray:
+    """Comonotone contrast of each row ``(r, n)`` of ``pmf`` (q, r, n) -> (q, m)."""
+    q, nr, n = pmf.shape
 
     cdf = np.cumsum(pmf, axis=-1)
     cdf /= cdf[..., -1:]
@@ -157,12 +181,16 @@ def blocked_comonotone_contrast_numpy(
     is_start = np.concatenate([np.ones((q, 1), bool), gap], axis=1)
     is_end = np.concatenate([gap, np.ones((q, 1), bool)], axis=1)
     cluster = np.cumsum(is_start, axis=1) - 1
-    # quantile index of each cluster start: #{j : cdf_r[j] < lo}, clamped to n - 1
-    offset = 2.0 * np.arange(q * nr).reshape(q, nr, 1)
-    flat = (cdf + offset).ravel()
-    queries = bp[:, None, :] + offset
-    j = np.searchsorted(flat, queries.ravel(), side="left").reshape(q, nr, total)
-    j = np.minimum(j - n * np.arange(q * nr).reshape(q, nr, 1), n - 1)
+    # quantile index at every breakpoint: #{j : cdf_r[j] < u}, clamped to n - 1.
+    # Exact batched count: stable-sort breakpoints (first) together with cdf_r,
+    # so ties put the breakpoint before equal CDF values.
+    keys = np.concatenate([np.broadcast_to(bp[:, None, :], (q, nr, total)), cdf], axis=-1)
+    order = np.argsort(keys, axis=-1, kind="stable")
+    is_cdf = order >= total
+    counts = np.cumsum(is_cdf, axis=-1)
+    j = np.empty_like(counts)
+    np.put_along_axis(j, order, counts, axis=-1)
+    j = np.minimum(j[..., :total], n - 1)
     values = np.take_along_axis(sup, j.reshape(q, -1), axis=-1).reshape(q, nr, total)
     z = np.einsum("qr,qrt->qt", alp, values)
     prev_hi = np.concatenate([np.zeros((q, 1)), bp[:, :-1]], axis=1)
@@ -173,6 +201,4 @@ def blocked_comonotone_contrast_numpy(
     g0 = np.broadcast_to(g0[:, None], z.shape)
     idx = np.floor(z[starts] - g0[starts] + 0.5).astype(np.int64)
     rows = np.broadcast_to(np.arange(q)[:, None], z.shape)[starts]
-    out = np.bincount(rows * m + idx, weights=mass, minlength=q * m).reshape(q, m)
-    out = out.reshape(nbatch, nb, m).sum(axis=1) / nb
-    return out.reshape(*batch, m)
+    return np.bincount(rows * m + idx, weights=mass, minlength=q * m).reshape(q, m)
