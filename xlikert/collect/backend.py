@@ -7,7 +7,8 @@ Protocol (paper §3 "Constraint", DESIGN.md §5):
   already holds BOS where the model wants it, as in ``apply_chat_template``), and
   a doubled leading BOS is removed;
 * models without a chat template (base models) get the plain format
-  :data:`PLAIN_FORMAT`, tokenised with the tokenizer's special tokens (BOS);
+  :data:`PLAIN_FORMAT`, preceded by the BOS token when the tokenizer adds one;
+  the stored ``prompt`` is always the exact text, tokenised without added tokens;
 * left padding with explicit position ids, ``logits_to_keep=1``;
 * log-softmax over the FULL vocabulary in float64, then gather the valid tokens
   (:mod:`xlikert.collect.tokens`);
@@ -97,7 +98,7 @@ class LoadedModel:
     def render(self, system: str, user: str) -> str:
         """The exact text sent to the model for one (system, user) pair."""
         if self.prompt_format == "plain":
-            return PLAIN_FORMAT.format(system=system, user=user)
+            return self._plain_bos() + PLAIN_FORMAT.format(system=system, user=user)
         msgs = [{"role": "user", "content": user}]
         if system:
             msgs.insert(0, {"role": "system", "content": system})
@@ -114,10 +115,18 @@ class LoadedModel:
                 merged, tokenize=False, add_generation_prompt=True
             )
 
+    def _plain_bos(self) -> str:
+        # The plain format starts with BOS exactly when the tokenizer itself adds one.
+        tok = self.tokenizer
+        if tok.bos_token is None:
+            return ""
+        ids = tok("x", add_special_tokens=True)["input_ids"]
+        return tok.bos_token if ids and ids[0] == tok.bos_token_id else ""
+
     def encode(self, text: str) -> list[int]:
         """Token ids of a rendered prompt (no duplicated BOS)."""
         tok = self.tokenizer
-        ids = list(tok(text, add_special_tokens=self.prompt_format == "plain")["input_ids"])
+        ids = list(tok(text, add_special_tokens=False)["input_ids"])
         bos = tok.bos_token_id
         if bos is not None and len(ids) >= 2 and ids[0] == bos and ids[1] == bos:
             ids = ids[1:]

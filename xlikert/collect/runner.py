@@ -218,11 +218,22 @@ def _compute_unit(scorer, cells, plan, batch_size, options, state) -> dict[str, 
     while n > P and all(e[P] == first[P] for e in encoded):
         P += 1
     prefix = first[:P]
-    cache = scorer.prefix_state(prefix)
-    if cache is not None and not scorer._checked:
-        scorer.check_prefix_cache(prefix, cache, encoded[0][P:])
-        if not scorer.prefix_cache:
-            cache = None
+    from .backend import _is_oom
+
+    try:
+        cache = scorer.prefix_state(prefix)
+        if cache is not None and not scorer._checked:
+            scorer.check_prefix_cache(prefix, cache, encoded[0][P:])
+            if not scorer.prefix_cache:
+                cache = None
+    except Exception as exc:
+        if not _is_oom(exc):
+            raise
+        raise CollectionError(
+            f"model {lm.name!r} runs out of memory even on a batch of 1 prompt "
+            f"(shared prefix of {P} tokens); use a smaller dtype, device_map='auto', "
+            "or a bigger device"
+        ) from exc
     # Sort by length (fewer pads); the order is fixed, so reruns batch identically.
     order = sorted(range(len(cells)), key=lambda r: (len(encoded[r]), r))
     results: list[dict[str, np.ndarray] | None] = [None] * len(cells)
@@ -240,8 +251,6 @@ def _compute_unit(scorer, cells, plan, batch_size, options, state) -> dict[str, 
                 top_ps=options["top_ps"],
             )
         except Exception as exc:
-            from .backend import _is_oom
-
             if not _is_oom(exc):
                 raise
             if bs == 1:

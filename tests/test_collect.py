@@ -1,0 +1,342 @@
+"""Collection mechanics on a tiny random-weight model built in process."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import torch
+from test_collect_support import EXTRA, build_tokenizer, save_tiny, tiny_prompts
+
+from xlikert.collect import collect, find_valid_tokens, merge_shards
+from xlikert.errors import CollectionError
+
+HERE = Path(__file__).parent
+VALID_RE = re.compile(r"^[ ▁Ġ]?[1-7]$")
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def tiny_spec(tiny_dir):
+    return [{"name": "tiny", "source": str(tiny_dir)}]
+
+
+@pytest.fixture(scope="module")
+def base(tiny_spec) -> xr.Dataset:
+    return collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
+
+
+def independent(model_dir: Path, text: str) -> np.ndarray:
+    """Full-vocabulary probabilities of the next token, written plainly."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
+    with torch.no_grad():
+        logits = model(ids).logits[0, -1].double()
+    return torch.softmax(logits, -1).numpy()
+
+
+def test_valid_tokens_surface_forms():
+    tok = build_tokenizer()
+    vt = find_valid_tokens(tok, range(1, 8))
+    surf = set(vt.surfaces)
+    assert {"1", "7", "▁1", "▁3", "Ġ5", " 6", "Ġ7"} <= surf
+    assert not surf & {"seven", "17", "7.", "▁seven", "8", "0"}
+    for s, y in zip(vt.surfaces, vt.scores, strict=True):
+        assert s.lstrip(" ▁Ġ") == str(y)
+    assert vt.ids == tuple(tok.convert_tokens_to_ids(list(vt.surfaces)))
+
+
+def test_pmf_sums_and_valid_mass_match_independent_pass(base, tiny_dir):
+    assert base.pmf.dims == ("model", "target", "item", "score")
+    np.testing.assert_allclose(base.pmf.sum("score"), 1.0, atol=1e-12)
+    assert "reverse_keyed" in base.coords and base.attrs["instrument"] == "tiny"
+    tok = build_tokenizer()
+    vocab = tok.get_vocab()
+    valid = {i: int(t.lstrip(" ▁Ġ")) for t, i in vocab.items() if VALID_RE.match(t)}
+    assert len(valid) == 7 + len([e for e in EXTRA if VALID_RE.match(e)])
+    for target in ("USA", "Chad"):
+        for item in ("1", "5"):
+            cell = base.sel(model="tiny", target=target, item=item)
+            text = str(cell.prompt.values)
+            assert text.startswith("<s><|system|>") and text.endswith("<|assistant|>")
+            assert not text.startswith("<s><s>")
+            p = independent(tiny_dir, text)
+            vm = sum(p[i] for i in valid)
+            np.testing.assert_allclose(float(cell.valid_mass), vm, rtol=1e-6)
+            pmf = np.zeros(7)
+            for i, y in valid.items():
+                pmf[y - 1] += p[i]
+            np.testing.assert_allclose(cell.pmf.values, pmf / vm, atol=1e-6)
+            top = np.argsort(-p)[:5]
+            np.testing.assert_allclose(np.exp(cell.topk_logprob.values[:5]), p[top], rtol=1e-5)
+            assert list(cell.topk_token.values[:5]) == tok.convert_ids_to_tokens(top.tolist())
+
+
+def test_batched_equals_unbatched_and_cached_equals_uncached(base, tiny_spec):
+    one = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=1, prefix_cache=False)
+    cached = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=1, prefix_cache=True)
+    for v in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "topk_logprob"):
+        np.testing.assert_allclose(base[v], one[v], atol=1e-5, rtol=0, err_msg=v)
+        np.testing.assert_allclose(cached[v], one[v], atol=1e-5, rtol=0, err_msg=v)
+    assert (base.prompt == one.prompt).all()
+    # prompts whose system text differs by condition: several prefix groups
+    multi = tiny_prompts(systems=3)
+    a = collect(multi, tiny_spec, progress=False, batch_size=3)
+    b = collect(multi, tiny_spec, progress=False, batch_size=1, prefix_cache=False)
+    np.testing.assert_allclose(a.pmf, b.pmf, atol=1e-5, rtol=0)
+
+
+def test_decoding_grid(base, tiny_dir):
+    native = base.decoding_pmf.sel(temperature=1.0, top_p=1.0)
+    np.testing.assert_allclose(native, base.pmf, atol=1e-12)
+    np.testing.assert_allclose(
+        base.decoding_valid_mass.sel(temperature=1.0, top_p=1.0), base.valid_mass, atol=1e-12
+    )
+    # an independent nucleus computation for one prompt and every grid point
+    cell = base.sel(model="tiny", target="France", item="2")
+    tok = build_tokenizer()
+    valid = {i: int(t.lstrip(" ▁Ġ")) for t, i in tok.get_vocab().items() if VALID_RE.match(t)}
+    p1 = independent(tiny_dir, str(cell.prompt.values))
+    logits = np.log(p1)
+    truncated = False
+    for temp in base.temperature.values:
+        q = np.exp(logits / temp - np.max(logits / temp))
+        q /= q.sum()
+        order = np.argsort(-q, kind="stable")
+        for top_p in base.top_p.values:
+            keep = np.zeros(q.size, bool)
+            mass = 0.0
+            for j in order:  # greedy: add tokens until the mass reaches top_p
+                keep[j] = True
+                mass += q[j]
+                if mass >= top_p:
+                    break
+            truncated |= not keep.all()
+            vm = sum(q[i] for i in valid if keep[i]) / q[keep].sum()
+            got = cell.decoding_valid_mass.sel(temperature=temp, top_p=top_p)
+            np.testing.assert_allclose(float(got), vm, atol=1e-6)
+            if vm > 0:
+                pmf = np.zeros(7)
+                for i, y in valid.items():
+                    pmf[y - 1] += q[i] * keep[i]
+                got_pmf = cell.decoding_pmf.sel(temperature=temp, top_p=top_p).values
+                np.testing.assert_allclose(got_pmf, pmf / pmf.sum(), atol=1e-6)
+    assert truncated  # the grid really truncated something
+
+
+def test_resume_after_sigkill_equals_clean_run(tiny_dir, tmp_path):
+    clean = tmp_path / "clean.nc"
+    killed = tmp_path / "killed.nc"
+    child = HERE / "test_collect_resume_child.py"
+    env = dict(os.environ, PYTHONPATH=f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    subprocess.run([sys.executable, child, tiny_dir, clean, "0"], check=True, env=env)
+    proc = subprocess.Popen([sys.executable, child, tiny_dir, killed, "0.5"], env=env)
+    partial = tmp_path / "killed.nc.partial"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(partial.glob("m*-u*.npz"))) < 3:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    n_done = len(list(partial.glob("m*-u*.npz")))
+    assert 3 <= n_done < 16  # 2 models x 8 units; really interrupted
+    assert not killed.exists()  # nothing looks complete
+    subprocess.run([sys.executable, child, tiny_dir, killed, "0"], check=True, env=env)
+    assert not partial.exists()
+    a, b = xr.open_dataset(clean), xr.open_dataset(killed)
+    for key in ("date_created", "history", "collection_seconds_last_session"):
+        a.attrs.pop(key), b.attrs.pop(key)
+    drop = ["model_provenance"]  # holds load times
+    xr.testing.assert_identical(a.drop_vars(drop).load(), b.drop_vars(drop).load())
+    # a finished run is not recomputed
+    mtime = killed.stat().st_mtime_ns
+    out = subprocess.run([sys.executable, child, tiny_dir, killed, "0"], env=env, timeout=120)
+    assert out.returncode == 0 and killed.stat().st_mtime_ns == mtime
+
+
+def test_shards_and_merge(tiny_spec, tmp_path, base):
+    kw = {"progress": False, "batch_size": 4, "chunk_size": 4}
+    full = collect(tiny_prompts(), tiny_spec, **kw)
+    p1, p2 = tmp_path / "s1.nc", tmp_path / "s2.nc"
+    s1 = collect(tiny_prompts(), tiny_spec, p1, shard="1/2", **kw)
+    collect(tiny_prompts(), tiny_spec, p2, shard="2/2", **kw)
+    assert 0 < int(s1.computed.sum()) < s1.computed.size
+    merged = merge_shards([p1, p2], tmp_path / "all.nc")
+    np.testing.assert_array_equal(merged.pmf, full.pmf)
+    assert "computed" not in merged and (merged.prompt == full.prompt).all()
+    with pytest.raises(CollectionError, match="overlap"):
+        merge_shards([p1, p1])
+    with pytest.raises(CollectionError, match="missing cells"):
+        merge_shards([p1])
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+
+    res = CliRunner().invoke(main, ["merge", str(p1), "-o", str(tmp_path / "x.nc")])
+    assert res.exit_code != 0 and "missing cells" in res.output
+    assert not (tmp_path / "x.nc").exists()
+    res = CliRunner().invoke(main, ["merge", str(p1), str(p2), "-o", str(tmp_path / "y.nc")])
+    assert res.exit_code == 0, res.output
+
+
+def test_provenance_recorded(base, tiny_dir):
+    assert base.model_source.item() == str(tiny_dir)
+    assert len(base.model_sha256.item()) == 64
+    assert base.model_dtype.item() == "float32" and base.model_device.item() == "cpu"
+    assert base.model_prompt_format.item() == "chat"
+    recs = json.loads(base.model_valid_tokens.item())
+    assert {r["token"] for r in recs} >= {"▁3", "Ġ5", " 6"}
+    assert base.attrs["xlikert_version"]
+    text = json.dumps(dict(base.attrs)) + " ".join(base.model_provenance.values)
+    assert "token=" not in text.lower() and "hf_" not in text
+
+
+def test_plain_format_for_model_without_chat_template(tmp_path):
+    d = save_tiny(tmp_path / "base", chat=False)
+    ds = collect(tiny_prompts(1, 2), [{"name": "b", "source": str(d)}], progress=False)
+    text = str(ds.prompt.values.ravel()[0])
+    from xlikert.collect.backend import PLAIN_FORMAT
+
+    user = "Americans should buy American goods."
+    assert text == PLAIN_FORMAT.format(system="Rate 1-7. Respond with ONLY the digit.", user=user)
+    assert ds.model_prompt_format.item() == "plain"
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_unknown_model_lists_builtins(tiny_spec):
+    with pytest.raises(CollectionError, match=r"smollm2-135m-instruct.*gemma-3-270m"):
+        collect(tiny_prompts(1, 1), ["no-such-model"], progress=False)
+
+
+def test_checksum_mismatch(monkeypatch, tmp_path):
+    import dataclasses
+
+    from xlikert.collect import zoo
+
+    bad = dataclasses.replace(zoo.ZOO["smollm2-135m-instruct"], sha256="0" * 64)
+    monkeypatch.setitem(zoo.ZOO, "smollm2-135m-instruct", bad)
+    monkeypatch.setenv("XLIKERT_CACHE", str(tmp_path))
+    with pytest.raises(CollectionError, match=r"checksum mismatch.*expected 0000"):
+        zoo.resolve_gguf("smollm2-135m-instruct")
+
+
+def test_chunked_assembly_checksum_leaves_nothing(monkeypatch, tmp_path):
+    import dataclasses
+
+    from xlikert.collect import zoo
+
+    # a chunked model whose chunks are two copies of a small file
+    small = Path(__file__)
+    fake = dataclasses.replace(
+        zoo.ZOO["qwen2.5-coder-0.5b-instruct"],
+        name="fake",
+        sha256="f" * 64,
+        chunks=(("tests", small.name), ("tests", small.name)),
+    )
+    monkeypatch.setattr(zoo, "_chunk_paths", lambda m: [small, small])
+    monkeypatch.setitem(zoo.ZOO, "fake", fake)
+    monkeypatch.setenv("XLIKERT_CACHE", str(tmp_path))
+    with pytest.raises(CollectionError, match="checksum mismatch"):
+        zoo.resolve_gguf("fake")
+    assert list((tmp_path / "gguf").iterdir()) == []
+
+
+def test_oom_backs_off(monkeypatch, tiny_spec, base):
+    from xlikert.collect import backend
+
+    real = backend.Scorer.forward
+    calls = []
+
+    def flaky(self, prefix, cache, suffixes):
+        calls.append(len(suffixes))
+        if len(suffixes) > 1:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, prefix, cache, suffixes)
+
+    monkeypatch.setattr(backend.Scorer, "forward", flaky)
+    ds = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
+    assert 4 in calls and 2 in calls and calls[-1] == 1
+    np.testing.assert_allclose(ds.pmf, base.pmf, atol=1e-5)
+    assert json.loads(ds.model_provenance.item())["oom_backoffs"] == 2
+
+    def always(self, prefix, cache, suffixes):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(backend.Scorer, "forward", always)
+    with pytest.raises(CollectionError, match="out of memory even on a batch of 1"):
+        collect(tiny_prompts(1, 1), tiny_spec, progress=False)
+
+
+def test_tokenizer_without_digits(tmp_path):
+    d = save_tiny(tmp_path / "nodigits", digits=False)
+    with pytest.raises(CollectionError, match=r"no single-token surface form for scale value"):
+        collect(tiny_prompts(1, 1), [{"name": "x", "source": str(d)}], progress=False)
+    with pytest.raises(CollectionError, match=r"\[1, 2, 3, 4, 5, 6, 7\]"):
+        find_valid_tokens(build_tokenizer(digits=False), range(1, 8))
+
+
+def test_unwritable_output(tiny_spec, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(CollectionError, match="cannot write output"):
+        collect(tiny_prompts(1, 1), tiny_spec, blocker / "out.nc", progress=False)
+    # the final write fails half-way: no file left looking complete
+    out = tmp_path / "out.nc"
+
+    def broken(self, path, *a, **k):
+        Path(path).write_bytes(b"CDF\x01 half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", broken)
+    with pytest.raises(CollectionError, match="No space left"):
+        collect(tiny_prompts(1, 1), tiny_spec, out, progress=False)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    assert (tmp_path / "out.nc.partial").is_dir()  # finished units kept for the rerun
+    monkeypatch.undo()
+    ds = collect(tiny_prompts(1, 1), tiny_spec, out, progress=False)
+    assert out.exists() and not (tmp_path / "out.nc.partial").exists()
+    assert ds.valid_mass.notnull().all()
+
+
+def test_existing_output_from_other_config(tiny_spec, tmp_path):
+    out = tmp_path / "r.nc"
+    collect(tiny_prompts(1, 2), tiny_spec, out, progress=False)
+    with pytest.raises(CollectionError, match="different run configuration"):
+        collect(tiny_prompts(2, 2), tiny_spec, out, progress=False)
+    ds = collect(tiny_prompts(2, 2), tiny_spec, out, progress=False, overwrite=True)
+    assert ds.sizes["target"] == 2
+
+
+def test_bad_arguments(tiny_spec):
+    with pytest.raises(CollectionError, match="shard"):
+        collect(tiny_prompts(1, 1), tiny_spec, shard="3/2", progress=False)
+    with pytest.raises(CollectionError, match="lacks variable 'system'"):
+        collect(tiny_prompts(1, 1).drop_vars("system"), tiny_spec, progress=False)
+    with pytest.raises(CollectionError, match="unique"):
+        collect(tiny_prompts(1, 1), tiny_spec * 2, progress=False)
+
+
+def test_import_is_light():
+    code = "import sys, xlikert, xlikert.collect, xlikert.collect.cli; print('torch' in sys.modules or 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,114 @@
+"""A tiny random-weight Llama with an in-process tokenizer, for collection tests.
+
+The tokenizer splits text into single characters, plus added whole tokens: the
+chat markers and several surface forms of the scale digits (``"▁3"``, ``"Ġ5"``,
+``" 6"``) next to distractors that must never count as valid (``"seven"``,
+``"17"``, ``"7."``).
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{{ eos_token }}"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+EXTRA = ["▁1", "▁3", "Ġ5", " 6", "Ġ7", "seven", "17", "7.", "▁seven"]
+SPECIAL = ["<pad>", "<unk>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>"]
+
+
+def build_tokenizer(digits: bool = True, chat: bool = True):
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [c for c in string.printable if c not in "\x0b\x0c\r"]
+    if not digits:
+        chars = [c for c in chars if not c.isdigit()]
+    extra = EXTRA if digits else ["seven"]
+    vocab = {t: i for i, t in enumerate(SPECIAL + chars + extra)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        additional_special_tokens=SPECIAL[4:],
+    )
+    if chat:
+        tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+def build_model(vocab_size: int, seed: int = 0, scale: float = 8.0):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+    )
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():  # sharper than uniform, so top-p truncation bites
+        model.lm_head.weight.mul_(scale)
+    return model.eval()
+
+
+def save_tiny(path: Path, digits: bool = True, chat: bool = True, seed: int = 0) -> Path:
+    tok = build_tokenizer(digits=digits, chat=chat)
+    model = build_model(len(tok), seed=seed)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+SYSTEM = "Rate 1-7. Respond with ONLY the digit."
+ITEMS = [
+    "{P} should buy {A} goods.",
+    "Imports hurt {P}.",
+    "A real {A} buys {A}.",
+    "Only buy what {P} cannot make.",
+    "Foreign goods are fine.",
+]
+LEX = {
+    "USA": ("Americans", "American"),
+    "France": ("the French", "French"),
+    "Chad": ("Chadians", "Chadian"),
+}
+
+
+def tiny_prompts(n_targets: int = 3, n_items: int = 5, systems: int = 1) -> xr.Dataset:
+    targets = list(LEX)[:n_targets]
+    items = ITEMS[:n_items]
+    user = [[t.format(P=LEX[g][0], A=LEX[g][1]) for t in items] for g in targets]
+    ds = xr.Dataset(
+        {"user": (("target", "item"), np.array(user, dtype=str))},
+        coords={
+            "target": targets,
+            "item": [str(i + 1) for i in range(len(items))],
+            "reverse_keyed": ("item", np.arange(len(items)) == len(items) - 1),
+        },
+        attrs={"instrument": "tiny", "scale_min": 1, "scale_max": 7},
+    )
+    if systems == 1:
+        ds["system"] = xr.DataArray(SYSTEM)
+    else:
+        ds["system"] = ("target", [f"{SYSTEM} ({g})" for g in targets])
+    return ds
