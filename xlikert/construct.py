@@ -115,6 +115,9 @@ def _to_composite(
 ) -> xr.DataArray:
     """Compose item-level PMFs, or validate composite PMFs."""
     pmf = _as_pmf(pmf)
+    check_score_axis(pmf, score_dim)
+    # whole missing cells are a design problem: report them as such first
+    check_fully_crossed(pmf, [d for d in pmf.dims if d not in (item_dim, score_dim)], score_dim)
     if item_dim is not None and item_dim in pmf.dims:
         return composite(pmf, item_dim=item_dim, score_dim=score_dim, engine=engine)
     check_pmf(pmf, score_dim)
