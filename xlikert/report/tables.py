@@ -269,8 +269,8 @@ def to_markdown(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
 
     Examples
     --------
-    >>> print(to_markdown(pd.DataFrame({"E": [1.234]}, index=["a"])))
-    |   | E |
+    >>> print(to_markdown(pd.DataFrame({"E": [1.234]}, index=pd.Index(["a"], name="x"))))
+    | x | E |
     |---|---|
     | a | 1.23 |
     """
