@@ -418,10 +418,13 @@ def experiment_from_dict(
     # --- factors --------------------------------------------------------------
     specs: list[Factor] = []
     raw_factors = p.get(table, "factors", dict, "top level", default={}) or {}
+    failed: list[str] = []
     for fname, spec in raw_factors.items():
         f = _parse_factor(p, inst, fname, spec)
         if f is not None:
             specs.append(f)
+        else:
+            failed.append(fname)
     framing_factors = [f for f in specs if f.kind == "framing"]
     if len(framing_factors) > 1:
         p.add(
@@ -473,7 +476,10 @@ def experiment_from_dict(
     for key in constants:
         owner[key] = "[constants]"
     for f in specs:
-        for key in f.fields:
+        declared = f.fields
+        if f.kind == "lexicon":  # an inline level lacking a lexicon field is reported per level
+            declared = tuple(dict.fromkeys((*f.fields, *inst.lexicon_fields)))
+        for key in declared:
             if key in RESERVED:
                 p.add(f"factor {f.name!r}", f"field {key!r} is reserved")
             elif key in owner:
@@ -490,6 +496,8 @@ def experiment_from_dict(
             return
         for ph in t.fields:
             src = owner.get(ph)
+            if src is None and failed:
+                continue  # may belong to a factor that failed to parse (reported above)
             if src is None:
                 known = sorted(owner)
                 p.add(
@@ -512,11 +520,13 @@ def experiment_from_dict(
         p.add("[experiment], field 'user'", "the user template must contain {item} (the item text)")
     user_templates: list[Template] = []
     if user_t is not None:
+        owner["item"] = "the item text"  # {item} is only valid in the user template
+        check(user_t, "[experiment], field 'user'")
+        del owner["item"]
         for it in items:
             item_t = inst.templates.get(f"item:{it.id}") or Template.parse(it.template)
-            t = user_t.splice("item", item_t)
-            check(t, f"instrument {inst.path}: item {it.id!r}, field 'template'")
-            user_templates.append(t)
+            check(item_t, f"instrument {inst.path}: item {it.id!r}, field 'template'")
+            user_templates.append(user_t.splice("item", item_t))
     system_templates: dict[str, Template] = {}
     if framing_factors:
         f = framing_factors[0]
