@@ -74,13 +74,17 @@ def _f(x, c, fbot):
 
 
 @njit(cache=True)
-def _fpx(x, c, cs_min):
-    """``|f'(x)| * x``: sensitivity of ``f`` to a relative perturbation of ``x``."""
+def _afpx(a, x, c, cs_min):
+    """``a |f'(x)| x``: sensitivity of ``a f(x)`` to a relative perturbation of ``x``.
+
+    Divides ``a`` by ``c - sqrt(x)`` first: both are tiny together near the
+    ``log`` singularity, and their ratio does not overflow.
+    """
     s = math.sqrt(x)
     cs = c - s
     if cs < cs_min:
         cs = cs_min
-    return s / (2.0 * _LN2 * cs)
+    return (a / cs) * (s / (2.0 * _LN2))
 
 
 @njit(cache=True)
@@ -247,7 +251,7 @@ def _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, max_cells):
                 # relative error of f'' (c - s is >= 1e-6 c, so well conditioned)
                 rel2 = gamma + 8.0 * _EPS * c / (c - sb)
                 extra = 0.5 * (abs(f2x) + abs(f2b)) * v_hi * rel2
-        slack += gamma * (abs(lo) + abs(hi) + 2.0 * aj * _fpx(bnd, c, cs_min)) + extra
+        slack += gamma * (abs(lo) + abs(hi) + 2.0 * _afpx(aj, bnd, c, cs_min)) + extra
         lo_sum += lo
         hi_sum += hi
         abs_sum += abs(lo) + abs(hi)
@@ -429,8 +433,8 @@ def _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, max_cells):
     lo = np.where(taylor, np.maximum(lo, t_lo), lo)
     hi = np.where(taylor, np.minimum(hi, t_hi), hi)
     s = np.sqrt(bnd)
-    fpx = s / (2.0 * _LN2 * np.maximum(c - s, cs_min))
-    slack = float(np.sum(gamma * (np.abs(lo) + np.abs(hi) + 2.0 * a * fpx) + extra))
+    afpx = (a / np.maximum(c - s, cs_min)) * (s / (2.0 * _LN2))
+    slack = float(np.sum(gamma * (np.abs(lo) + np.abs(hi) + 2.0 * afpx) + extra))
     slack += (cur + 8.0) * _EPS * float(np.sum(np.abs(lo) + np.abs(hi)))
     return float(lo.sum()) - slack, float(hi.sum()) + slack
 
