@@ -12,14 +12,16 @@ Examples
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import xarray as xr
 
-from . import consensus as _consensus
-from . import constraint as _constraint
-from . import construct as _construct
-from . import io as _io
+# by module path: ``xlikert.consensus`` the attribute is the function, not the module
+_consensus = importlib.import_module("xlikert.consensus")
+_constraint = importlib.import_module("xlikert.constraint")
+_construct = importlib.import_module("xlikert.construct")
+_io = importlib.import_module("xlikert.io")
 
 __all__ = ["LikertDataArrayAccessor", "LikertDatasetAccessor"]
 

@@ -1,0 +1,108 @@
+"""netCDF round trips: bit-exact data, attrs preserved, atomic writes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import make_pmf
+
+import xlikert as xl
+from xlikert.errors import ConfigError
+
+
+def assert_bit_exact(a: xr.Dataset, b: xr.Dataset) -> None:
+    xr.testing.assert_identical(a, b)
+    for name in a.variables:
+        va, vb = np.asarray(a[name].values), np.asarray(b[name].values)
+        if va.dtype.kind == "f":
+            assert va.tobytes() == vb.astype(va.dtype).tobytes(), name
+        else:
+            assert va.tolist() == vb.tolist(), name
+        assert a[name].attrs == b[name].attrs
+
+
+def results_dataset() -> xr.Dataset:
+    pmf = make_pmf([2, 3], n_items=3, n_scores=7, zeros=0.2, seed=1)
+    pmf = pmf.assign_coords(f0=["Aya-32B", "Qwen3 Next-80B"], f1=["USA", "China", "Côte d'Ivoire"])
+    ds = pmf.to_dataset()
+    ds["valid_mass"] = xr.full_like(pmf.isel(score=0, drop=True), 0.97)
+    ds["prompt"] = xr.DataArray(
+        np.array([[["p"] * 3] * 3] * 2, dtype=object), dims=("f0", "f1", "item")
+    )
+    ds.attrs = {
+        "instrument": "CETSCALE",
+        "scale": [1, 7],
+        "revisions": {"Aya-32B": "abc", "Qwen3 Next-80B": None},
+        "trust_remote_code": False,
+        "note": None,
+        "surface_forms": ["1", "2", "▁3"],
+        "mixed": [1, "a"],
+        "temperature": 0.7,
+    }
+    ds["pmf"].attrs = {"renormalised": True, "units": "probability"}
+    return ds
+
+
+def test_results_round_trip(tmp_path):
+    ds = results_dataset()
+    path = xl.to_netcdf(ds, tmp_path / "results.nc")
+    back = xl.open_results(path)
+    assert_bit_exact(ds.drop_vars("prompt"), back.drop_vars("prompt"))
+    assert back["prompt"].values.tolist() == ds["prompt"].values.tolist()
+    assert back.attrs["revisions"] == {"Aya-32B": "abc", "Qwen3 Next-80B": None}
+    assert back.attrs["trust_remote_code"] is False
+    assert back.attrs["note"] is None
+    assert list(back.attrs["surface_forms"]) == ["1", "2", "▁3"]
+    assert back.attrs["mixed"] == [1, "a"]
+    assert back["pmf"].attrs["renormalised"] is True
+    # loaded into memory, file closed: the path can be replaced at once
+    xl.to_netcdf(back, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["results.nc"]
+
+
+def test_dataarray_round_trip(tmp_path):
+    pmf = make_pmf([2], n_items=2)
+    xl.to_netcdf(pmf, tmp_path / "a.nc")
+    back = xl.open_results(tmp_path / "a.nc")
+    xr.testing.assert_identical(back["pmf"], pmf)
+
+
+def test_decomposition_round_trip_with_inf_and_string_coords(tmp_path):
+    pmf = make_pmf([3, 2], n_items=2, n_scores=4, seed=3)
+    pmf = pmf.assign_coords(f0=["Aya-32B", "Gemma 3-27B", "Llama"], f1=["USA", "China"])
+    dec = xl.decompose(pmf)
+    snr = dec["f0"].ds["SNR"].copy()
+    snr[0] = np.inf
+    dec["f0"] = dec["f0"].to_dataset().assign(SNR=snr)
+    path = xl.to_netcdf(dec, tmp_path / "dec.nc")
+    back = xl.open_decomposition(path)
+    xr.testing.assert_identical(dec, back)
+    assert back.attrs["decompose_factors"] == ["f0", "f1"]
+    assert np.isinf(back["f0"].SNR.values[0])
+    for node in dec.subtree:
+        assert_bit_exact(node.to_dataset(inherit=False), back[node.path].to_dataset(inherit=False))
+    assert xl.summary_table(back).equals(xl.summary_table(dec))
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
+    ds = results_dataset()
+    path = tmp_path / "r.nc"
+    xl.to_netcdf(ds, path)
+    before = path.read_bytes()
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        xl.to_netcdf(ds, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["r.nc"]
+
+
+def test_io_errors_name_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such netCDF file"):
+        xl.open_results(tmp_path / "missing.nc")
+    with pytest.raises(ConfigError, match="does not exist"):
+        xl.to_netcdf(make_pmf([2]), tmp_path / "nodir" / "x.nc")
