@@ -208,8 +208,8 @@ def subscale_composites(
     >>> pmf = synthetic_pmf({"model": 2}, n_items=4, scale=(1, 5))
     >>> pmf = pmf.assign_coords(subscale=("item", ["E", "E", "A", "A"]),
     ...                         reverse_keyed=("item", [False, True, False, False]))
-    >>> comp = subscale_composites(pmf)                 # doctest: +SKIP
-    >>> dict(comp.sizes)                                # doctest: +SKIP
+    >>> comp = subscale_composites(pmf)
+    >>> dict(comp.sizes)
     {'model': 2, 'subscale': 2, 'score': 9}
     """
     from .. import composite
