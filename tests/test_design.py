@@ -574,3 +574,13 @@ def test_n_prompts_is_product_of_levels(tmp_path):
     ds = exp.build_prompts()
     assert ds.user.size == math.prod(len(v) for v in levels.values()) * 2
     assert len(set(ds.user.values.ravel().tolist())) == ds.user.size
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+def test_every_example_renders(path):
+    exp = load_experiment(path)
+    ds = exp.build_prompts()
+    assert ds.user.size == exp.n_prompts > 0
+    assert exp.models and all(m["name"] and m["source"] for m in exp.models)
+    for text in ds.user.values.ravel().tolist() + ds.system.values.ravel().tolist():
+        assert not PLACEHOLDER.search(text)

@@ -243,7 +243,8 @@ class Experiment:
         lines.append(f"System      {self.system_source}")
         lines.append(f"Factors     {len(self.factor_specs)}")
         for f in self.factor_specs:
-            lines.append(f"  {f.name} ({f.kind}, {len(f.levels)} levels): {', '.join(f.levels)}")
+            n = len(f.levels)
+            lines.append(f"  {f.name} ({f.kind}, {n} level{'s' * (n != 1)}): {', '.join(f.levels)}")
         if self.models:
             lines.append(f"Models      {len(self.models)} (crossed at collection)")
             for m in self.models:
