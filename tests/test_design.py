@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from xlikert.design import (
     Template,
@@ -584,3 +586,40 @@ def test_every_example_renders(path):
     assert exp.models and all(m["name"] and m["source"] for m in exp.models)
     for text in ds.user.values.ravel().tolist() + ds.system.values.ravel().tolist():
         assert not PLACEHOLDER.search(text)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 3), min_size=0, max_size=3),
+    n_items=st.integers(1, 4),
+)
+def test_design_size_is_product_of_levels_times_items(sizes, n_items):
+    names = ["fa", "fb", "fc"][: len(sizes)]
+    factors = {
+        n: {"levels": [f"{n}{k}" for k in range(s)]} for n, s in zip(names, sizes, strict=True)
+    }
+    user = "".join("{" + n + "}|" for n in names) + "{item}"
+    exp = experiment_from_dict(
+        {
+            "experiment": {
+                "instrument": "mini_ipip",
+                "user": user,
+                "items": list(range(1, n_items + 1)),
+            },
+            "factors": factors,
+        }
+    )
+    ds = exp.build_prompts()
+    assert ds.user.dims == (*names, "item")
+    assert ds.user.size == math.prod(sizes) * n_items == exp.n_prompts
+    assert len(set(ds.user.values.ravel().tolist())) == ds.user.size  # every cell distinct
+    for n in names:
+        assert ds[n].values.tolist() == factors[n]["levels"]
+
+
+def test_instrument_sha256_is_the_file_hash():
+    import hashlib
+
+    cet = load_instrument("cetscale")
+    assert cet.sha256 == hashlib.sha256(Path(cet.path).read_bytes()).hexdigest()
+    assert load_experiment("demo").build_prompts().attrs["instrument_sha256"] == cet.sha256
