@@ -189,18 +189,6 @@ def _blocked_contrast(
     return _trim(out, effect_dim) if trim else out
 
 
-def _moments(p: xr.DataArray, dim: Hashable) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
-    if dim not in p.dims:
-        raise InvalidPMFError(f"PMF has no dimension {dim!r}; its dims are {tuple(p.dims)}")
-    if dim not in p.coords or not np.issubdtype(p[dim].dtype, np.number):
-        raise InvalidPMFError(f"dimension {dim!r} needs a numeric coordinate (the support values)")
-    z = p[dim].astype(np.float64)
-    mean = p.dot(z, dim=dim)
-    var = (p * (z - mean) ** 2).sum(dim)
-    sd = np.sqrt(var.clip(min=0.0))
-    return z, mean, sd
-
-
 # --------------------------------------------------------------------------- composite
 def composite(
     pmf: xr.DataArray | xr.Dataset,
@@ -396,8 +384,11 @@ def _mobius_terms(
                 cache[avg] = s.mean([d for d in s.dims if d in avg]) if avg else s
             terms.append(cache[avg])
             alpha.append((-1) ** (u - k))
-    stacked = xr.concat(terms, dim=_TERM, coords="minimal", compat="override", join="override")
-    return stacked.transpose(_TERM, *s.dims), alpha
+    # broadcast at the Variable level (no alignment: all terms share s's coords)
+    sizes = dict(s.sizes)
+    variables = [t.variable.set_dims(sizes).transpose(*s.dims) for t in terms]
+    stacked = xr.DataArray(xr.Variable.concat(variables, dim=_TERM), coords=s.coords)
+    return stacked, alpha
 
 
 def decompose(
@@ -483,9 +474,11 @@ def decompose(
     from tqdm.auto import tqdm
 
     grand = s.mean(fac)
-    _, e0, sd0 = _moments(grand, score_dim)
+    g = summarize(grand, score_dim)
     nodes: dict[str, xr.Dataset] = {
-        "grand": xr.Dataset({"pmf": grand.variable, "E": e0, "SD": sd0}, coords=grand.coords)
+        "grand": xr.Dataset(
+            {"pmf": grand.variable, "E": g["E"], "SD": g["SD"]}, coords=grand.coords
+        )
     }
     cache: dict[frozenset, xr.DataArray] = {}
     for u in tqdm(subsets, desc="decompose", disable=not progress):
@@ -711,6 +704,21 @@ def trend(
 
 
 # --------------------------------------------------------------------------- summaries
+def _summary_numpy(
+    p: np.ndarray, z: np.ndarray, tol: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """E, SD, SNR, dPD of PMFs ``p`` (..., n) on support ``z`` (n)."""
+    p = np.asarray(p, dtype=np.float64)
+    mean = p @ z
+    var = np.einsum("...n,...n->...", p, (z - mean[..., None]) ** 2)
+    sd = np.sqrt(np.clip(var, 0.0, None))
+    det = sd <= tol
+    with np.errstate(divide="ignore", invalid="ignore"):
+        snr = np.where(det, np.where(np.abs(mean) > tol, np.inf, 0.0), np.abs(mean) / sd)
+    dpd = np.maximum(p[..., z > 0].sum(-1), p[..., z < 0].sum(-1))
+    return mean, sd, snr, dpd
+
+
 def summarize(x: xr.DataArray | xr.Dataset, dim: Hashable = "effect") -> xr.Dataset:
     """E, SD, SNR and dPD of PMFs along ``dim`` (paper eqs. effect-size, sd-effect, snr, dpd).
 
@@ -732,15 +740,23 @@ def summarize(x: xr.DataArray | xr.Dataset, dim: Hashable = "effect") -> xr.Data
     (1.99, 9.85, 0.2, 1.0)
     """
     p = _as_pmf(x)
-    z, mean, sd = _moments(p, dim)
-    scale = max(1.0, float(np.max(np.abs(z.values)))) if z.size else 1.0
-    tol = SNR_RTOL * scale
-    det = sd <= tol
-    snr = xr.where(det, xr.where(abs(mean) > tol, np.inf, 0.0), abs(mean) / sd.where(~det, 1.0))
-    pos = p.where(z > 0, 0.0).sum(dim)
-    neg = p.where(z < 0, 0.0).sum(dim)
-    dpd = np.maximum(pos, neg)
-    ds = xr.Dataset({"E": mean, "SD": sd, "SNR": snr, "dPD": dpd})
+    if dim not in p.dims:
+        raise InvalidPMFError(f"PMF has no dimension {dim!r}; its dims are {tuple(p.dims)}")
+    if dim not in p.coords or not np.issubdtype(p[dim].dtype, np.number):
+        raise InvalidPMFError(f"dimension {dim!r} needs a numeric coordinate (the support values)")
+    z = np.asarray(p[dim].values, dtype=np.float64)
+    tol = SNR_RTOL * max(1.0, float(np.max(np.abs(z)))) if z.size else SNR_RTOL
+    outs = xr.apply_ufunc(
+        _summary_numpy,
+        p,
+        kwargs={"z": z, "tol": tol},
+        input_core_dims=[[dim]],
+        output_core_dims=[[], [], [], []],
+        dask="parallelized",
+        output_dtypes=[np.float64] * 4,
+        keep_attrs=False,
+    )
+    ds = xr.Dataset(dict(zip(["E", "SD", "SNR", "dPD"], outs, strict=True)))
     ds["E"].attrs = {"long_name": "expected effect", "formula": "sum_z z P(z)"}
     ds["SD"].attrs = {"long_name": "predictive standard deviation"}
     ds["SNR"].attrs = {
@@ -770,25 +786,35 @@ def summary_table(dec: xr.DataTree) -> pd.DataFrame:
     if not isinstance(dec, xr.DataTree):
         raise TypeError(f"expected the DataTree of xl.decompose, got {type(dec).__name__}")
     cols = ["E", "SD", "SNR", "dPD"]
-    frames = []
     g = dec["grand"].to_dataset()
-    gdf = g[["E", "SD"]].to_dataframe().reset_index() if g["E"].ndim else None
-    if gdf is None:
+    if g["E"].ndim:
+        gdf = g[["E", "SD"]].to_dataframe().reset_index()
+    else:
         gdf = pd.DataFrame({"E": [float(g["E"])], "SD": [float(g["SD"])]})
     gdf.insert(0, "level", "grand mean")
     gdf.insert(0, "term", "grand")
     gdf["SNR"] = np.nan
     gdf["dPD"] = np.nan
-    frames.append(gdf)
+    frames = [gdf]
     for name, node in dec.children.items():
         if name == "grand":
             continue
-        ds = node.to_dataset()[cols]
+        ds = node.to_dataset()
         factors = str(name).split(":")
-        df = ds.to_dataframe().reset_index()
-        df.insert(0, "level", df[factors].astype(str).agg(" × ".join, axis=1))
-        df.insert(0, "term", str(name))
-        frames.append(df.drop(columns=factors))
+        batch = [d for d in ds["E"].dims if d not in factors]
+        e = ds["E"].transpose(*factors, *batch)
+        shape = e.shape
+        labels = [np.asarray(ds[f].values).astype(str) for f in factors]
+        grids = np.meshgrid(*labels, *[np.arange(ds.sizes[b]) for b in batch], indexing="ij")
+        level = grids[0].ravel()
+        for lab in grids[1 : len(factors)]:
+            level = np.char.add(np.char.add(level, " × "), lab.ravel())
+        data = {"term": np.full(level.size, str(name), dtype=object), "level": level.astype(object)}
+        for c in cols:
+            data[c] = ds[c].transpose(*factors, *batch).values.reshape(-1)
+        for b, grid in zip(batch, grids[len(factors) :], strict=True):
+            data[b] = np.asarray(ds[b].values)[grid.ravel()] if b in ds.coords else grid.ravel()
+        frames.append(pd.DataFrame(data, index=pd.RangeIndex(int(np.prod(shape)))))
     out = pd.concat(frames, ignore_index=True)
     extra = [c for c in out.columns if c not in ["term", "level", *cols]]
     return out[["term", "level", *cols, *extra]]
