@@ -95,8 +95,9 @@ def _tastle_numpy(p: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _entropy_numpy(p: np.ndarray) -> np.ndarray:
-    """Shannon entropy in bits over the last axis (``0 log 0 = 0``)."""
+    """Shannon entropy in bits over the last axis (``0 log 0 = 0``), after normalising."""
     p = np.asarray(p, dtype=np.float64)
+    p = p / p.sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         term = np.where(p > 0.0, -p * np.log2(p), 0.0)
     return term.sum(axis=-1)
