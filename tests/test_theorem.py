@@ -53,7 +53,7 @@ design = st.fixed_dictionaries(
 ).filter(lambda d: np.prod(d["levels"]) <= 36)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(design)
 def test_effect_means_are_hoeffding_components(d):
     pmf = make_pmf(**d)
