@@ -74,17 +74,21 @@ def _f(x, c, fbot):
 
 
 @njit(cache=True)
-def _afpx(a, x, c, cs_min):
-    """``a |f'(x)| x``: sensitivity of ``a f(x)`` to a relative perturbation of ``x``.
+def _sensitivity(a, x, c, cs_min, gamma, mu_err):
+    """Round-off allowance for ``a f(D)``, ``D in [.., x]``, with ``D`` and ``mu`` perturbed.
 
-    Divides ``a`` by ``c - sqrt(x)`` first: both are tiny together near the
-    ``log`` singularity, and their ratio does not overflow.
+    A relative error ``gamma`` of ``D`` moves ``f`` by ``|f'(x)| x gamma =
+    s gamma / (2 ln2 (c - s))``; an error of the item means
+    (``mu_err``: the 2-norm of the centroid error) moves ``sqrt(D) = ||y - mu||``
+    by at most ``mu_err`` (triangle inequality), hence ``f``
+    by ``mu_err / (ln2 (c - s))``. ``a`` is divided by ``c - s`` first: both are
+    tiny together near the ``log`` singularity, and their ratio does not overflow.
     """
     s = math.sqrt(x)
     cs = c - s
     if cs < cs_min:
         cs = cs_min
-    return (a / cs) * (s / (2.0 * _LN2))
+    return (a / cs) * (s * gamma / (2.0 * _LN2) + mu_err / _LN2)
 
 
 @njit(cache=True)
@@ -149,7 +153,7 @@ def _item_terms(p, y):
 
 
 @njit(cache=True)
-def _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, max_cells):
+def _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells):
     """One grid pass: certified ``(lower, upper)`` of ``E[f(D)]``; NaN if too large."""
     K, n = q.shape
     length = 1
@@ -251,7 +255,8 @@ def _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, max_cells):
                 # relative error of f'' (c - s is >= 1e-6 c, so well conditioned)
                 rel2 = gamma + 8.0 * _EPS * c / (c - sb)
                 extra = 0.5 * (abs(f2x) + abs(f2b)) * v_hi * rel2
-        slack += gamma * (abs(lo) + abs(hi) + 2.0 * _afpx(aj, bnd, c, cs_min)) + extra
+        slack += gamma * (abs(lo) + abs(hi)) + extra
+        slack += _sensitivity(aj, bnd, c, cs_min, 2.0 * gamma, mu_err)
         lo_sum += lo
         hi_sum += hi
         abs_sum += abs(lo) + abs(hi)
@@ -308,19 +313,21 @@ def consensus_core(p, y, tol, max_cells):
     # f(D_max) from the complement c^2 - D_max = G_min; a few ulps low, never above 0
     fbot = math.log(gmin / (c * (c + sdmax))) / _LN2
     fbot = min(fbot - 16.0 * _EPS * (1.0 + abs(fbot)), 0.0)
+    # round-off of the centroid (each mean a sum of n products), in the 2-norm
+    mu_err = 4.0 * (n + 4.0) * _EPS * max(abs(y[0]), abs(y[n - 1])) * math.sqrt(K)
     espan = 0.0
     for k in range(K):
         espan = max(espan, emax[k])
     lower = -np.inf
     upper = np.inf
     if espan == 0.0:
-        lo, hi = _grid_pass(q, e, 1.0, m0, dmax, c, fbot, cs_min, max_cells)
+        lo, hi = _grid_pass(q, e, 1.0, m0, dmax, c, fbot, cs_min, mu_err, max_cells)
         lower = (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo)
         upper = (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi)
         return 0.5 * (lower + upper), lower, upper
     h = espan / 8.0
     for _ in range(_MAX_PASSES):
-        lo, hi = _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, max_cells)
+        lo, hi = _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells)
         if np.isnan(lo):
             break
         # round outward: 1 + x is rounded to nearest
@@ -396,7 +403,7 @@ def _item_terms_numpy(p, y):
     return q, e, emax, float(mk.sum()), float(dk.sum()), float(gk.sum())
 
 
-def _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, max_cells):
+def _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells):
     K = q.shape[0]
     sup = q > 0.0
     with np.errstate(invalid="ignore"):
@@ -456,8 +463,8 @@ def _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, max_cells):
     lo = np.where(taylor, np.maximum(lo, t_lo), lo)
     hi = np.where(taylor, np.minimum(hi, t_hi), hi)
     s = np.sqrt(bnd)
-    afpx = (a / np.maximum(c - s, cs_min)) * (s / (2.0 * _LN2))
-    slack = float(np.sum(gamma * (np.abs(lo) + np.abs(hi) + 2.0 * afpx) + extra))
+    sens = (a / np.maximum(c - s, cs_min)) * (s * 2.0 * gamma / (2.0 * _LN2) + mu_err / _LN2)
+    slack = float(np.sum(gamma * (np.abs(lo) + np.abs(hi)) + extra + sens))
     slack += (cur + 8.0) * _EPS * float(np.sum(np.abs(lo) + np.abs(hi)))
     return float(lo.sum()) - slack, float(hi.sum()) + slack
 
@@ -486,16 +493,18 @@ def consensus_core_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
     # f(D_max) from the complement c^2 - D_max = G_min; a few ulps low, never above 0
     fbot = math.log(gmin / (c * (c + sdmax))) / _LN2
     fbot = min(fbot - 16.0 * _EPS * (1.0 + abs(fbot)), 0.0)
+    # round-off of the centroid (each mean a sum of n products), in the 2-norm
+    mu_err = 4.0 * (n + 4.0) * _EPS * max(abs(y[0]), abs(y[n - 1])) * math.sqrt(K)
     espan = float(emax.max())
     if espan == 0.0:
-        lo, hi = _grid_pass_numpy(q, e, 1.0, m0, dmax, c, fbot, cs_min, max_cells)
+        lo, hi = _grid_pass_numpy(q, e, 1.0, m0, dmax, c, fbot, cs_min, mu_err, max_cells)
         lower = (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo)
         upper = (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi)
         return 0.5 * (lower + upper), lower, upper
     lower, upper = -np.inf, np.inf
     h = espan / 8.0
     for _ in range(_MAX_PASSES):
-        lo, hi = _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, max_cells)
+        lo, hi = _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells)
         if np.isnan(lo):
             break
         # round outward: 1 + x is rounded to nearest
