@@ -27,11 +27,7 @@ import xarray as xr
 
 from . import kernels
 from .errors import InvalidPMFError, XlikertError
-from .kernels.consensus import (
-    DEFAULT_MAX_CELLS,
-    consensus_bounds,
-    consensus_bounds_numpy,
-)
+from .kernels.consensus import DEFAULT_MAX_CELLS
 from .validate import check_item_dim, check_pmf, check_score_axis, describe_cells, is_lazy
 
 __all__ = ["consensus", "dissension", "entropy", "tastle_consensus"]
@@ -39,9 +35,6 @@ __all__ = ["consensus", "dissension", "entropy", "tastle_consensus"]
 #: Smallest ``tol`` accepted by :func:`consensus`: the rigorous allowance for
 #: float64 round-off that widens the bounds reaches ~1e-11 on the finest grids.
 MIN_TOL = 1e-10
-
-_KERNELS = {"numba": consensus_bounds, "numpy": consensus_bounds_numpy}
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -256,10 +249,7 @@ def consensus(
     tol = _check_tol(tol)
     if not (isinstance(max_cells, int | np.integer) and max_cells >= 1):
         raise XlikertError(f"max_cells must be a positive integer, got {max_cells!r}")
-    engine = engine or kernels.get_engine()
-    if engine not in _KERNELS:
-        raise XlikertError(f"unknown kernel engine {engine!r}; choose one of {tuple(_KERNELS)}")
-    kernel = _KERNELS[engine]
+    kernel = kernels.get_kernel("consensus_bounds", engine)
     pmf, y = _prepare(pmf, item_dim, score_dim)
     value, lower, upper = xr.apply_ufunc(
         _bounds_numpy,

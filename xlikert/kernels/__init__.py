@@ -22,6 +22,10 @@ blocked_comonotone_contrast
     ``(b, r, n), (n), (r), (m) -> (m)``: the comonotone (shared-quantile)
     linear contrast of ``r`` PMFs (paper eq. comonotone-contrast-pmf), computed
     in each of ``b`` blocks and mixed uniformly over the blocks.
+consensus_bounds
+    ``(k, n), (n), (), () -> (), (), ()``: Multivariate Consensus of ``k``
+    independent items with certified lower and upper bounds (see
+    :mod:`xlikert.kernels.consensus`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from .comonotone import (
     blocked_comonotone_contrast,
     blocked_comonotone_contrast_numpy,
 )
+from .consensus import consensus_bounds, consensus_bounds_numpy
 from .convolution import convolve_items, convolve_items_numpy
 
 __all__ = [
@@ -42,6 +47,8 @@ __all__ = [
     "ENGINES",
     "blocked_comonotone_contrast",
     "blocked_comonotone_contrast_numpy",
+    "consensus_bounds",
+    "consensus_bounds_numpy",
     "convolve_items",
     "convolve_items_numpy",
     "get_engine",
@@ -56,10 +63,12 @@ _KERNELS: dict[str, dict[str, Callable]] = {
     "numba": {
         "convolve_items": convolve_items,
         "blocked_comonotone_contrast": blocked_comonotone_contrast,
+        "consensus_bounds": consensus_bounds,
     },
     "numpy": {
         "convolve_items": convolve_items_numpy,
         "blocked_comonotone_contrast": blocked_comonotone_contrast_numpy,
+        "consensus_bounds": consensus_bounds_numpy,
     },
 }
 _engine: list[str] = ["numba"]
