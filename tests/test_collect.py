@@ -165,8 +165,7 @@ def test_resume_after_sigkill_equals_clean_run(tiny_dir, tmp_path):
     a, b = xr.open_dataset(clean), xr.open_dataset(killed)
     for key in ("date_created", "history", "collection_seconds_last_session"):
         a.attrs.pop(key), b.attrs.pop(key)
-    drop = ["model_provenance"]  # holds load times
-    xr.testing.assert_identical(a.drop_vars(drop).load(), b.drop_vars(drop).load())
+    xr.testing.assert_identical(a.load(), b.load())
     # a finished run is not recomputed
     mtime = killed.stat().st_mtime_ns
     out = subprocess.run([sys.executable, child, tiny_dir, killed, "0"], env=env, timeout=120)
@@ -198,15 +197,20 @@ def test_shards_and_merge(tiny_spec, tmp_path, base):
     assert res.exit_code == 0, res.output
 
 
-def test_provenance_recorded(base, tiny_dir):
-    assert base.model_source.item() == str(tiny_dir)
-    assert len(base.model_sha256.item()) == 64
-    assert base.model_dtype.item() == "float32" and base.model_device.item() == "cpu"
-    assert base.model_prompt_format.item() == "chat"
-    recs = json.loads(base.model_valid_tokens.item())
-    assert {r["token"] for r in recs} >= {"▁3", "Ġ5", " 6"}
-    assert base.attrs["xlikert_version"]
-    text = json.dumps(dict(base.attrs)) + " ".join(base.model_provenance.values)
+def test_provenance_recorded(base, tiny_dir, tmp_path):
+    from xlikert.collect.runner import write_atomic
+    from xlikert.io import open_results
+
+    write_atomic(base, tmp_path / "r.nc")
+    ds = open_results(tmp_path / "r.nc")
+    info = ds.attrs["models"]["tiny"]
+    assert info["source"] == str(tiny_dir)
+    assert len(info["sha256"]) == 64
+    assert info["dtype"] == "float32" and info["device"] == "cpu"
+    assert info["prompt_format"] == "chat" and info["tokenizer"].endswith(str(tiny_dir))
+    assert {r["token"] for r in info["valid_tokens"]} >= {"▁3", "Ġ5", " 6"}
+    assert ds.attrs["xlikert_version"] and ds.attrs["date_created"]
+    text = json.dumps(ds.attrs, default=str)
     assert "token=" not in text.lower() and "hf_" not in text
 
 
@@ -218,7 +222,7 @@ def test_plain_format_for_model_without_chat_template(tmp_path):
 
     user = "Americans should buy American goods."
     assert text == PLAIN_FORMAT.format(system="Rate 1-7. Respond with ONLY the digit.", user=user)
-    assert ds.model_prompt_format.item() == "plain"
+    assert ds.attrs["models"]["b"]["prompt_format"] == "plain"
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -276,7 +280,7 @@ def test_oom_backs_off(monkeypatch, tiny_spec, base):
     ds = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
     assert 4 in calls and 2 in calls and calls[-1] == 1
     np.testing.assert_allclose(ds.pmf, base.pmf, atol=1e-5)
-    assert json.loads(ds.model_provenance.item())["oom_backoffs"] == 2
+    assert ds.attrs["models"]["tiny"]["oom_backoffs"] == 2
 
     def always(self, prefix, cache, suffixes):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")

