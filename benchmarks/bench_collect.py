@@ -91,6 +91,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 target (17 prompts)")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--batch-size", default="auto", help="xlikert batch size (default auto)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "collect.json"))
     args = ap.parse_args()
 
@@ -142,9 +143,10 @@ def main() -> None:
     def run(**kw):
         return collect(
             prompts, [{"name": "m", "source": args.model}], progress=False,
-            loader=lambda *a, **k: lm, **kw,
+            loader=lambda *a, **k: lm, batch_size=bs, **kw,
         )  # fmt: skip
 
+    bs = args.batch_size if args.batch_size == "auto" else int(args.batch_size)
     run()  # warm-up
     t0 = time.perf_counter()
     ds = run()

@@ -436,27 +436,32 @@ def decoding_grid(z, ids, s_index, n_scores, temperatures, top_ps):
         device=z.device,
     )
     outm = torch.zeros((B, len(temperatures), len(top_ps)), dtype=torch.float64, device=z.device)
+    # p_T is a monotone function of the logits, so one descending sort serves every T.
+    need_sort = any(tp < 1 for tp in top_ps)
+    if need_sort:
+        zs = z.sort(dim=-1, descending=True).values
+    zv = z[:, ids]
     for ti, temp in enumerate(temperatures):
         if not temp > 0:
             raise CollectionError(f"temperature must be > 0, got {temp}")
-        p = torch.softmax(z / float(temp), dim=-1)
-        pv = p[:, ids]
-        need_sort = any(tp < 1 for tp in top_ps)
+        lse = torch.logsumexp(z / float(temp), dim=-1, keepdim=True)
+        pv = torch.exp(zv / float(temp) - lse)
         if need_sort:
-            sp = p.sort(dim=-1, descending=True).values
+            sp = torch.exp(zs / float(temp) - lse)
             csum = sp.cumsum(-1)
         for pi, top_p in enumerate(top_ps):
             if not 0 < top_p <= 1:
                 raise CollectionError(f"top_p must be in (0, 1], got {top_p}")
             if top_p >= 1:
                 keep_v = torch.ones_like(pv, dtype=torch.bool)
-                znuc = p.sum(-1)
+                znuc = torch.ones(B, dtype=torch.float64, device=z.device)
             else:
                 target = torch.full((B, 1), float(top_p), dtype=torch.float64, device=z.device)
-                kidx = torch.searchsorted(csum, target).clamp(max=p.shape[-1] - 1)
-                thr = sp.gather(1, kidx)  # (B, 1)
-                znuc = torch.where(p >= thr, p, torch.zeros_like(p)).sum(-1)
-                keep_v = pv >= thr
+                kidx = torch.searchsorted(csum, target).clamp(max=zs.shape[-1] - 1)
+                thr = zs.gather(1, kidx)  # logit of the last admitted token, (B, 1)
+                # every token tied with it is admitted: the nucleus is {t : z_t >= thr}
+                znuc = torch.where(zs >= thr, sp, torch.zeros_like(sp)).sum(-1)
+                keep_v = zv >= thr
             mass = torch.where(keep_v, pv, torch.zeros_like(pv))
             m = mass.sum(-1)
             outm[:, ti, pi] = m / znuc
@@ -541,13 +546,16 @@ class Scorer:
                 )
         return out.logits[:, -1, :]
 
-    def check_prefix_cache(self, prefix, cache, suffix, atol: float = 1e-4) -> float:
-        """Max |p_cached - p_uncached| over the vocabulary for one prompt; disables caching
-        (with a warning) when it exceeds ``atol``."""
+    def check_prefix_cache(self, prefix, cached_logits, suffix, atol: float = 1e-4) -> float:
+        """Compare one prompt's cached-prefix logits with an uncached pass.
+
+        Disables caching (with a warning) when any probability differs by more than
+        ``atol``. Returns the max absolute difference.
+        """
         import torch
 
-        a = torch.softmax(self.forward(prefix, cache, [suffix]).double(), -1)
-        b = torch.softmax(self.forward(prefix, None, [suffix]).double(), -1)
+        a = torch.softmax(cached_logits.double(), -1)
+        b = torch.softmax(self.forward(prefix, None, [suffix])[0].double(), -1)
         diff = float((a - b).abs().max())
         if diff > atol:
             warnings.warn(

@@ -202,10 +202,6 @@ def _compute_unit(scorer, cells, plan, batch_size, options, state) -> dict[str, 
 
     try:
         cache = scorer.prefix_state(prefix)
-        if cache is not None and not scorer._checked:
-            scorer.check_prefix_cache(prefix, cache, encoded[0][P:])
-            if not scorer.prefix_cache:
-                cache = None
     except Exception as exc:
         if not _is_oom(exc):
             raise
@@ -214,15 +210,23 @@ def _compute_unit(scorer, cells, plan, batch_size, options, state) -> dict[str, 
             f"(shared prefix of {P} tokens); use a smaller dtype, device_map='auto', "
             "or a bigger device"
         ) from exc
-    # Sort by length (fewer pads); the order is fixed, so reruns batch identically.
+    # Sort by length (fewer pads) and split into equal batches; the order and the split
+    # are fixed, so a resumed run batches exactly as an uninterrupted one.
     order = sorted(range(len(cells)), key=lambda r: (len(encoded[r]), r))
     results: list[dict[str, np.ndarray] | None] = [None] * len(cells)
     a = 0
     while a < len(order):
         bs = state["batch_size"]
-        rows = order[a : a + bs]
+        left = len(order) - a
+        nb = -(-left // bs)
+        rows = order[a : a + -(-left // nb)]
         try:
             logits = scorer.forward(prefix, cache, [encoded[r][P:] for r in rows])
+            if cache is not None and not scorer._checked:
+                scorer.check_prefix_cache(prefix, logits[0], encoded[rows[0]][P:])
+                if not scorer.prefix_cache:
+                    cache = None
+                    continue  # recompute this batch without the cache
             out = score_logits(
                 logits,
                 lm.valid,
