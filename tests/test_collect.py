@@ -344,3 +344,30 @@ def test_import_is_light():
     code = "import sys, xlikert, xlikert.collect, xlikert.collect.cli; print('torch' in sys.modules or 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_cli_run(tiny_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+    from xlikert.io import open_results
+
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(
+        '[experiment]\nname = "tinyexp"\ninstrument = "cetscale"\n\n'
+        '[factors.target]\nlevels = ["USA", "France"]\n\n'
+        f'[[models]]\nname = "tiny"\nsource = "{tiny_dir}"\n'
+    )
+    out = tmp_path / "r.nc"
+    res = CliRunner().invoke(main, ["run", str(cfg), "-o", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    ds = open_results(out)
+    assert ds.pmf.sizes == {"model": 1, "target": 2, "item": 17, "score": 7}
+    assert ds.attrs["experiment"] == "tinyexp" and "reverse_keyed" in ds.coords
+    res = CliRunner().invoke(main, ["run", str(cfg), "-o", str(out), "--quiet"])  # no recompute
+    assert res.exit_code == 0 and "wrote" in res.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text(cfg.read_text().replace(str(tiny_dir), "no-such-model"))
+    res = CliRunner().invoke(main, ["run", str(bad), "-o", str(tmp_path / "b.nc"), "--quiet"])
+    assert res.exit_code != 0 and "smollm2-135m-instruct" in res.output
+    assert not (tmp_path / "b.nc").exists()

@@ -34,7 +34,10 @@ def _batch(value: str) -> int | str:
 
 @click.command()
 @click.argument("config")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="results .nc")
+@click.option(
+    "-o", "--output", default=None, type=click.Path(dir_okay=False),
+    help="results .nc (default: <experiment name>.nc)",
+)  # fmt: skip
 @click.option("--shard", default=None, help="compute only part i of n (e.g. 1/4); merge later")
 @click.option(
     "--batch-size", default="auto", show_default=True, help="prompts per forward, or auto"
@@ -62,6 +65,7 @@ def run(
     try:
         exp = load_experiment(config)
         prompts = exp.build_prompts()
+        output = output or f"{exp.name}.nc"
         t0 = time.perf_counter()
         ds = collect(
             prompts,

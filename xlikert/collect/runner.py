@@ -97,6 +97,20 @@ def _normalise_models(models) -> list[dict[str, Any]]:
     return out
 
 
+def _check_source(spec: dict[str, Any]) -> None:
+    from .zoo import ZOO
+
+    source = spec["source"]
+    if source in ZOO or spec.get("gguf_file") or Path(source).expanduser().exists():
+        return
+    if source.startswith((".", "/", "~")) or source.count("/") != 1:
+        raise CollectionError(
+            f"unknown model {source!r} (model {spec['name']!r}): not a built-in "
+            f"({', '.join(ZOO)}), not a local directory or .gguf file, and not a Hugging "
+            "Face id (owner/name)"
+        )
+
+
 def _check_prompts(prompts: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     for v in ("system", "user"):
         if v not in prompts:
@@ -377,6 +391,8 @@ def collect(
         "dtype": dtype,
         "prefix_cache": bool(prefix_cache),
     }
+    for spec in models:  # fail before anything is written
+        _check_source(spec)
     fp = _fingerprint(system, user, models, scale, options)
     plan = _Plan(system, user, models, chunk_size)
     units = plan.units
