@@ -314,6 +314,13 @@ def _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale) ->
         if spec.get("revision"):
             kwargs["revision"] = spec["revision"]
         if dev_map:
+            import importlib.util
+
+            if importlib.util.find_spec("accelerate") is None:
+                raise CollectionError(
+                    f"model {name!r}: device_map={dev_map!r} needs the 'accelerate' package "
+                    "(pip install accelerate)"
+                )
             kwargs["device_map"] = dev_map
         try:
             model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
