@@ -232,6 +232,24 @@ def test_decoding_bias_brute_force_and_table():
     assert stats["n"] == 4
 
 
+def test_decoding_bias_undefined_where_nucleus_has_no_valid_token():
+    pmf = synthetic_pmf({"model": 2}, n_items=3, seed=3)
+    grid = _decoding_grid(pmf, [0.1, 1.0], [0.8, 1.0]).copy()
+    # the collector's encoding of "no valid token in the nucleus": all-NaN PMF
+    grid[0, 1, 0, 0, :] = np.nan
+    ds = xr.Dataset({"pmf": pmf, "decoding_pmf": grid})
+    bias = sampling.decoding_bias(ds)
+    assert bias.attrs["n_undefined"] == 1
+    assert np.isnan(float(bias.isel(model=0, temperature=0, top_p=0)))
+    assert int(bias.isnull().sum()) == 1
+    tab, _ = sampling.decoding_bias_table(bias)
+    assert np.isfinite(tab.to_numpy()).all()
+    # a PMF with only some scores missing is malformed, not "undefined"
+    grid[1, 2, 0, 0, 3] = np.nan
+    with pytest.raises(InvalidPMFError, match="NaN"):
+        sampling.decoding_bias(xr.Dataset({"pmf": pmf, "decoding_pmf": grid}))
+
+
 def test_decoding_bias_needs_grid():
     ds = xr.Dataset({"pmf": synthetic_pmf({"model": 2}, n_items=2)})
     with pytest.raises(InvalidPMFError, match="decoding_pmf"):

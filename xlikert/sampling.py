@@ -508,7 +508,10 @@ def decoding_bias(
     ``bias(T, p) = E_{T,p}[S] - E_native[S]`` per condition, in composite-score
     units, where the expectation uses ``decoding_pmf`` (the item PMF a sampler
     would see under temperature ``T`` and top-p ``p``). Native is ``T = 1``,
-    ``top-p = 1`` on the grid if stored, else the results' ``pmf``.
+    ``top-p = 1`` on the grid if stored, else the results' ``pmf``. Where the
+    nucleus of some item keeps no valid token (its ``decoding_pmf`` is all NaN),
+    a sampler never produces a valid composite: the bias there is NaN and
+    ``attrs["n_undefined"]`` counts such cells.
 
     Parameters
     ----------
@@ -541,9 +544,14 @@ def decoding_bias(
     for d in ("temperature", "top_p"):
         if d not in grid.dims:
             raise InvalidPMFError(f"decoding_pmf has no {d!r} dimension; dims are {grid.dims}")
-    check_pmf(grid, score_dim)
+    # A setting whose nucleus keeps no valid token for some item (the collector
+    # stores decoding_valid_mass = 0 and an all-NaN PMF) never yields a valid
+    # composite: its bias is undefined, reported as NaN and counted in the attrs.
+    # Partly-NaN PMFs are malformed and still fail check_pmf.
+    undefined = grid.isnull().all(score_dim).any(item_dim)
+    filled = check_pmf(grid.where(~undefined, 1.0 / grid.sizes[score_dim]), score_dim)
     native = dict(native or {"temperature": 1.0, "top_p": 1.0})
-    expected = composite_moments(grid, item_dim, score_dim)["mean"]
+    expected = composite_moments(filled, item_dim, score_dim)["mean"].where(~undefined)
     t_ok = np.isclose(grid["temperature"].values, native["temperature"])
     p_ok = np.isclose(grid["top_p"].values, native["top_p"])
     if t_ok.any() and p_ok.any():
@@ -559,6 +567,8 @@ def decoding_bias(
     out.attrs = {
         "long_name": "decoding bias of the expected composite",
         "units": "composite-score points",
+        "n_undefined": int(undefined.sum()),
+        "undefined": "NaN where some item keeps no valid token in the nucleus",
     }
     return out
 

@@ -207,28 +207,9 @@ def demo(out_dir, batch_size, quiet):  # fmt: skip
     )
     (out / "summary.txt").write_text(text)
     click.echo(text)
-    try:
-        from ..report import write_report
-    except ImportError as exc:  # pragma: no cover
-        click.echo(f"(report not written: the report layer is not available — {exc})", err=True)
-    else:
-        rep = ds
-        if "decoding_pmf" in ds and bool(ds["decoding_pmf"].isnull().any()):
-            # Settings whose nucleus holds no valid token have no item PMF (NaN; their
-            # decoding_valid_mass is 0): the report's decoding-bias section cannot use them.
-            n_bad = int(ds["decoding_pmf"].isnull().any("score").sum())
-            click.echo(
-                f"note: {n_bad} (prompt, temperature, top_p) settings keep no valid token in "
-                "the nucleus (decoding_valid_mass = 0, decoding_pmf = NaN); the report's "
-                "decoding-bias section is left out",
-                err=True,
-            )
-            rep = ds.drop_vars(["decoding_pmf", "decoding_valid_mass"])
-        try:
-            path = write_report(rep, out)
-            click.echo(f"report: {path}")
-        except NotImplementedError as exc:
-            click.echo(f"(report not written: not available yet — {exc})", err=True)
+    from ..report import write_report
+
+    click.echo(f"report: {write_report(ds, out)}")
     click.echo(f"wrote {out / 'results.nc'} and {out / 'summary.txt'} "
                f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
     sys.stdout.flush()

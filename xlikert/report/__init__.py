@@ -406,6 +406,12 @@ def write_report(
             "decoding_bias",
             "Decoding bias vs temperature and top-p.",
         )
+        if bias.attrs.get("n_undefined"):
+            s.text(
+                f"{bias.attrs['n_undefined']} of {bias.size} (condition, temperature, top-p) "
+                "settings keep no valid token in the nucleus for some item: a sampler would "
+                "never return a valid composite there, so their bias is undefined and left out."
+            )
         if np.isfinite(st.get("r", np.nan)):
             s.text(
                 f"Correlation of mean |bias| with Consensus across the {st['n']} conditions: "
