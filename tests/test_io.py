@@ -8,6 +8,7 @@ import xarray as xr
 from conftest import make_pmf
 
 import xlikert as xl
+from xlikert.datasets import synthetic_pmf
 from xlikert.errors import ConfigError
 
 
@@ -106,3 +107,15 @@ def test_io_errors_name_the_file(tmp_path):
         xl.open_results(tmp_path / "missing.nc")
     with pytest.raises(ConfigError, match="does not exist"):
         xl.to_netcdf(make_pmf([2]), tmp_path / "nodir" / "x.nc")
+
+
+def test_written_file_gets_default_permissions(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = xl.to_netcdf(synthetic_pmf({"model": 2}, n_items=2).to_dataset(), tmp_path / "r.nc")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644

@@ -157,12 +157,20 @@ def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathL
     os.close(fd)
     try:
         encoded.to_netcdf(tmp, engine=_ENGINE, mode="w")
+        # mkstemp creates the file 0600; give it the permissions a plain open() would.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _check_file(path: str | os.PathLike) -> Path:
