@@ -55,6 +55,15 @@ _EXPERIMENT_KEYS = ("name", "description", "instrument", "framing", "system", "u
 _FACTOR_KEYS = ("kind", "levels", "description")
 
 
+
+def _provenance_path(path: str) -> str:
+    """A built-in file as ``<xlikert>/design/...``, so results carry no local directory."""
+    package = Path(__file__).resolve().parents[1]
+    try:
+        return f"<xlikert>/{Path(path).resolve().relative_to(package).as_posix()}"
+    except ValueError:
+        return str(path)
+
 @dataclass(frozen=True)
 class Factor:
     """A non-model factor: its kind, its ordered level labels and what each level binds.
@@ -212,7 +221,7 @@ class Experiment:
             "scale_max": int(self.scale_max),
             "scale_labels": json.dumps({str(k): v for k, v in sorted(self.anchors.items())}),
             "instrument_sha256": inst.sha256,
-            "instrument_file": inst.path,
+            "instrument_file": _provenance_path(inst.path),
             "experiment": self.name,
             "experiment_sha256": self.sha256,
         }
