@@ -12,12 +12,18 @@ summaries + summary_table) runs warm with ``engine="numba"`` and
 ``engine="numpy"`` side by side in one process; ``xl.consensus(tol=1e-4)`` is
 timed too where it is implemented. The large design runs in subprocesses so
 that each engine's peak memory (``ru_maxrss``) is its own; it also runs on a
-Dask-chunked copy (threads scheduler) for eager vs Dask.
+copy chunked along ``f0`` with Dask threads and with a ``dask.distributed``
+``LocalCluster(processes=True, n_workers=2, threads_per_worker=1)`` (peak RSS
+of the client and of each worker), for eager vs Dask.
+
+Scaling: the same pipeline on 4 factors x L levels (17 items) for several L,
+numba vs numpy, and a log-log least-squares fit of time against the number of
+conditions L^4: the growth exponent (1 = linear in the design size).
 
 Usage::
 
     python benchmarks/bench_analysis.py            # full, a few minutes
-    python benchmarks/bench_analysis.py --quick    # < 1 minute, smaller large design
+    python benchmarks/bench_analysis.py --quick    # < 1 minute, smaller designs
 
 Writes ``benchmarks/results/analysis.json`` (``analysis-quick.json`` in quick mode).
 """
@@ -26,10 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
-import statistics
 import subprocess
 import sys
 import time
@@ -39,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import loglog_fit, machine, print_table, result_path, timeit, write_json
 
 DESIGNS: dict[str, dict[str, Any]] = {
     "paper": {"factors": None, "n_items": 17, "goal_s": 0.050},
@@ -56,6 +60,12 @@ LARGE_QUICK = {
     "goal_s": 60.0,
     "goal_gb": 4.0,
 }
+#: Levels per factor (4 factors, 17 items) for the growth-exponent fit.
+SCALING_LEVELS = (2, 3, 4, 5, 6, 8)
+SCALING_LEVELS_QUICK = (2, 3, 4, 5)
+SCALING_ITEMS = 17
+#: Chunks along f0 for the Dask runs of the large design.
+DASK_CHUNK_F0 = 5
 
 
 def _pipeline(pmf, engine: str):
@@ -64,16 +74,6 @@ def _pipeline(pmf, engine: str):
     s = xl.composite(pmf, engine=engine)
     dec = xl.decompose(s, engine=engine, progress=False)
     return xl.summary_table(dec)
-
-
-def _timeit(fn, repeat: int) -> dict[str, float]:
-    fn()  # warm: numba compile/cache load, imports
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return {"min_s": min(times), "median_s": statistics.median(times), "repeat": repeat}
 
 
 def _peak_tracemalloc(fn) -> float:
@@ -94,11 +94,12 @@ def bench_small(name: str, spec: dict[str, Any], repeat: int) -> dict[str, Any]:
         "goal_s": spec["goal_s"],
     }
     for engine in ("numba", "numpy"):
-        row[engine] = _timeit(lambda e=engine: _pipeline(pmf, e), repeat)
+        row[engine] = timeit(lambda e=engine: _pipeline(pmf, e), repeat)
         row[engine]["peak_mb_tracemalloc"] = _peak_tracemalloc(lambda e=engine: _pipeline(pmf, e))
     row["ratio_numpy_over_numba"] = row["numpy"]["median_s"] / row["numba"]["median_s"]
+    row["ratio_xlikert_over_numpy"] = 1.0 / row["ratio_numpy_over_numba"]
     try:
-        cons = _timeit(lambda: xl.consensus(pmf, tol=1e-4), repeat)
+        cons = timeit(lambda: xl.consensus(pmf, tol=1e-4), repeat)
         n_cond = int(np.prod([pmf.sizes[d] for d in pmf.dims[:-2]]))
         cons["per_condition_ms"] = 1e3 * cons["median_s"] / n_cond
         row["consensus_tol_1e-4"] = cons
@@ -109,52 +110,182 @@ def bench_small(name: str, spec: dict[str, Any], repeat: int) -> dict[str, Any]:
     return row
 
 
+def bench_scaling(levels: tuple[int, ...], repeat: int) -> dict[str, Any]:
+    """Pipeline time and peak memory vs number of conditions; log-log growth exponent."""
+    import xlikert as xl
+
+    rows = []
+    for n_lev in levels:
+        pmf = xl.datasets.synthetic_pmf(
+            {f"f{i}": n_lev for i in range(4)}, n_items=SCALING_ITEMS, seed=3
+        )
+        row: dict[str, Any] = {"levels": n_lev, "conditions": n_lev**4, "items": SCALING_ITEMS}
+        for engine in ("numba", "numpy"):
+            reps = repeat if n_lev**4 <= 1300 else 1
+            t = timeit(lambda e=engine, pmf=pmf: _pipeline(pmf, e), reps, warm=n_lev == levels[0])
+            row[f"{engine}_s"] = t["median_s"]
+            row[f"{engine}_peak_mb"] = _peak_tracemalloc(
+                lambda e=engine, pmf=pmf: _pipeline(pmf, e)
+            )
+        row["ratio_numpy_over_numba"] = row["numpy_s"] / row["numba_s"]
+        row["ratio_xlikert_over_numpy"] = row["numba_s"] / row["numpy_s"]
+        rows.append(row)
+    fits: dict[str, Any] = {}
+    for engine in ("numba", "numpy"):
+        x = [r["conditions"] for r in rows]
+        fits[engine] = {
+            "time_all_sizes": loglog_fit(x, [r[f"{engine}_s"] for r in rows]),
+            "time_largest_half": loglog_fit(
+                x[len(x) // 2 :], [r[f"{engine}_s"] for r in rows][len(x) // 2 :]
+            ),
+            "peak_memory_all_sizes": loglog_fit(x, [r[f"{engine}_peak_mb"] for r in rows]),
+        }
+    return {
+        "design": f"4 factors x L levels, {SCALING_ITEMS} items, 1..7, every order",
+        "timing": "median of repeats (1 repeat above 1300 conditions), warm",
+        "memory": "peak of tracemalloc (numpy buffers included)",
+        "rows": rows,
+        "fit": fits,
+    }
+
+
+def _warm_worker() -> int:
+    """Load the numba kernels (from the on-disk cache) in a worker process."""
+    import xlikert as xl
+
+    xl.decompose(xl.datasets.synthetic_pmf({f"f{i}": 2 for i in range(4)}, n_items=2))
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 2**10
+
+
+def _worker_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+
+def _import_attr(module: str, name: str):
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def _gufunc_by_reference(g):
+    return _import_attr, (g.__module__, g.__name__)
+
+
+def _probe_gufunc_pickling(client) -> str:
+    """Call one of xlikert's numba gufuncs on a worker process, as dask would ship it.
+
+    numba gufuncs built with ``cache=True`` pickle by value and the rebuilt
+    gufunc segfaults when called in a fresh process (numba 0.68; see
+    numba/numba#4314). Where that happens this installs a ``copyreg`` reducer
+    that ships xlikert's gufuncs by reference (module + name) instead, and
+    says so in the JSON; xlikert/kernels should do the same.
+    """
+    import copyreg
+
+    from numba.np.ufunc.gufunc import GUFunc
+
+    from xlikert import kernels
+
+    kernel = kernels.get_kernel("convolve_items", "numba")
+    try:
+        client.submit(kernel, np.full((2, 3), 1 / 3), np.zeros(5), pure=False).result()
+        return "native: numba gufuncs run on process workers as shipped"
+    except Exception as err:  # KilledWorker: the worker segfaulted
+        native = f"{type(err).__name__}"
+    copyreg.pickle(GUFunc, _gufunc_by_reference)
+    client.wait_for_workers(len(client.scheduler_info()["workers"]) or 1, timeout=60)
+    return (
+        f"workaround: shipping xlikert's numba gufuncs as pickled made the worker die "
+        f"({native}: segfault of a by-value rebuilt gufunc, numba/numba#4314); this run "
+        "registers a copyreg reducer that ships them by reference (module + name)"
+    )
+
+
 def _child(args: argparse.Namespace) -> None:
     """Run one large-design job in this (fresh) process and print a JSON line."""
     import xlikert as xl
 
     spec = LARGE_QUICK if args.quick else LARGE
     pmf = xl.datasets.synthetic_pmf(spec["factors"], n_items=spec["n_items"], seed=2)
-    small = xl.datasets.synthetic_pmf({f"f{i}": 2 for i in range(4)}, n_items=2)
-    xl.decompose(small, engine=args.engine)  # warm the kernels (cache load)
+    _warm_worker()  # warm the kernels (cache load)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
-    t0 = time.perf_counter()
+    extra: dict[str, Any] = {}
+    chunk = max(1, pmf.sizes["f0"] // DASK_CHUNK_F0)
     if args.mode == "eager":
+        t0 = time.perf_counter()
         s = xl.composite(pmf, engine=args.engine)
         t1 = time.perf_counter()
         dec = xl.decompose(s, engine=args.engine, progress=False)
         tab = xl.summary_table(dec)
-    else:
+        t2 = time.perf_counter()
+    elif args.mode == "dask":
         import dask
 
-        lazy = pmf.chunk({"f0": max(1, pmf.sizes["f0"] // 5)})
+        lazy = pmf.chunk({"f0": chunk})
+        extra["chunks"] = {"f0": chunk}
+        extra["scheduler"] = f"threads, {args.workers} workers"
         with dask.config.set(scheduler="threads", num_workers=args.workers):
+            t0 = time.perf_counter()
             s = xl.composite(lazy, engine=args.engine)
             t1 = time.perf_counter()
             dec = xl.decompose(s, engine=args.engine, progress=False).compute()
             tab = xl.summary_table(dec)
-    t2 = time.perf_counter()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
-    print(
-        json.dumps(
-            {
-                "engine": args.engine,
-                "mode": args.mode,
-                "sizes": {k: int(v) for k, v in pmf.sizes.items()},
-                "n_terms": len(dec.children) - 1,
-                "n_rows": len(tab),
-                "composite_s": t1 - t0,
-                "total_s": t2 - t0,
-                "peak_rss_mb": peak,
-                "baseline_rss_mb": base,
-            }
+            t2 = time.perf_counter()
+    else:  # distributed
+        import dask
+        from dask.distributed import Client, LocalCluster
+
+        lazy = pmf.chunk({"f0": chunk})
+        extra["chunks"] = {"f0": chunk}
+        extra["scheduler"] = (
+            f"dask.distributed LocalCluster(processes=True, n_workers={args.workers}, "
+            "threads_per_worker=1)"
         )
-    )
+        tc = time.perf_counter()
+        with (
+            dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+            LocalCluster(
+                n_workers=args.workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=50,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            extra["gufunc_pickling"] = _probe_gufunc_pickling(client)
+            client.wait_for_workers(args.workers, timeout=60)
+            client.run(_warm_worker)
+            extra["cluster_start_s"] = time.perf_counter() - tc
+            t0 = time.perf_counter()
+            s = xl.composite(lazy, engine=args.engine)
+            t1 = time.perf_counter()
+            dec = xl.decompose(s, engine=args.engine, progress=False).compute()
+            tab = xl.summary_table(dec)
+            t2 = time.perf_counter()
+            workers = client.run(_worker_peak_mb)
+        extra["worker_peak_rss_mb"] = sorted(workers.values())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+    row = {
+        "engine": args.engine,
+        "mode": args.mode,
+        "sizes": {k: int(v) for k, v in pmf.sizes.items()},
+        "n_terms": len(dec.children) - 1,
+        "n_rows": len(tab),
+        "composite_s": t1 - t0,
+        "total_s": t2 - t0,
+        "peak_rss_mb": peak,
+        "baseline_rss_mb": base,
+        **extra,
+    }
+    if "worker_peak_rss_mb" in row:
+        row["total_peak_rss_mb"] = peak + sum(row["worker_peak_rss_mb"])
+    print(json.dumps(row))
 
 
 def bench_large(quick: bool, engines: list[str], workers: int) -> list[dict[str, Any]]:
     rows = []
-    jobs = [(e, "eager") for e in engines] + [("numba", "dask")]
+    jobs = [(e, "eager") for e in engines] + [("numba", "dask"), ("numba", "distributed")]
     for engine, mode in jobs:
         cmd = [sys.executable, __file__, "--child", "--engine", engine, "--mode", mode]
         cmd += ["--workers", str(workers)] + (["--quick"] if quick else [])
@@ -166,38 +297,17 @@ def bench_large(quick: bool, engines: list[str], workers: int) -> list[dict[str,
     return rows
 
 
-def machine() -> dict[str, Any]:
-    import dask
-    import numba
-    import xarray
-
-    import xlikert
-
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "xarray": xarray.__version__,
-        "dask": dask.__version__,
-        "xlikert": xlikert.__version__,
-    }
-
-
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--quick", action="store_true", help="smaller large design, fewer repeats (< 1 min)"
-    )
+    p.add_argument("--quick", action="store_true", help="smaller designs, fewer repeats (< 1 min)")
     p.add_argument("--repeat", type=int, default=None, help="timed repeats per small design")
-    p.add_argument("--workers", type=int, default=2, help="Dask threads for the chunked run")
+    p.add_argument("--workers", type=int, default=2, help="Dask threads / worker processes")
     p.add_argument(
         "--no-numpy-large", action="store_true", help="skip the numpy twin on the large design"
     )
+    p.add_argument("--no-scaling", action="store_true", help="skip the growth-exponent series")
     p.add_argument("--out", type=Path, default=None, help="JSON output path")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--engine", default="numba", help=argparse.SUPPRESS)
@@ -206,18 +316,28 @@ def main() -> None:
     if args.child:
         _child(args)
         return
+    t_start = time.perf_counter()
     repeat = args.repeat or (5 if args.quick else 20)
-    result: dict[str, Any] = {"machine": machine(), "quick": args.quick, "small": [], "large": []}
+    result: dict[str, Any] = {
+        "benchmark": "analysis: composite + decompose (every order) + summary_table",
+        "machine": machine(),
+        "quick": args.quick,
+        "baseline": "plain-numpy twin (engine='numpy'), same process",
+        "small": [],
+        "large": [],
+    }
     for name, spec in DESIGNS.items():
         result["small"].append(bench_small(name, spec, repeat))
+    if not args.no_scaling:
+        levels = SCALING_LEVELS_QUICK if args.quick else SCALING_LEVELS
+        result["scaling"] = bench_scaling(levels, 2 if args.quick else 3)
     engines = ["numba"] if args.no_numpy_large else ["numba", "numpy"]
     result["large"] = bench_large(args.quick, engines, args.workers)
     spec = LARGE_QUICK if args.quick else LARGE
     result["large_goal"] = {"goal_s": spec["goal_s"], "goal_gb": spec["goal_gb"]}
 
-    print(
-        f"{'design':<9} {'numba ms':>10} {'numpy ms':>10} {'ratio':>6} {'goal ms':>8} {'peak MB':>8}  consensus"
-    )
+    print("small designs (warm; median; peak = tracemalloc)")
+    rows = []
     for row in result["small"]:
         cons = row["consensus_tol_1e-4"]
         ctext = (
@@ -225,31 +345,81 @@ def main() -> None:
             if "skipped" in cons
             else f"{1e3 * cons['median_s']:.1f} ms ({cons['per_condition_ms']:.2f} ms/cond)"
         )
-        print(
-            f"{row['design']:<9} {1e3 * row['numba']['median_s']:>10.1f} {1e3 * row['numpy']['median_s']:>10.1f} "
-            f"{row['ratio_numpy_over_numba']:>6.2f} {1e3 * row['goal_s']:>8.0f} "
-            f"{row['numba']['peak_mb_tracemalloc']:>8.1f}  {ctext}"
+        rows.append(
+            [
+                row["design"],
+                1e3 * row["numba"]["median_s"],
+                1e3 * row["numpy"]["median_s"],
+                row["ratio_numpy_over_numba"],
+                1e3 * row["goal_s"],
+                row["numba"]["peak_mb_tracemalloc"],
+                ctext,
+            ]
         )
-    print(
-        f"\nlarge design {'(quick: 4 x 5 levels, 20 items)' if args.quick else '(4 x 10 levels, 50 items)'}, every order"
+    print_table(
+        rows,
+        ["design", "numba ms", "numpy ms", "numpy/numba", "goal ms", "peak MB", "consensus 1e-4"],
+        "lrrrrrl",
     )
-    print(f"{'engine':<7} {'mode':<6} {'total s':>8} {'composite s':>12} {'peak RSS MB':>12}")
+    if "scaling" in result:
+        sc = result["scaling"]
+        print(f"\nscaling: {sc['design']}")
+        print_table(
+            [
+                [
+                    r["conditions"],
+                    1e3 * r["numba_s"],
+                    1e3 * r["numpy_s"],
+                    r["ratio_numpy_over_numba"],
+                    r["numba_peak_mb"],
+                    r["numpy_peak_mb"],
+                ]
+                for r in sc["rows"]
+            ],
+            ["conditions", "numba ms", "numpy ms", "numpy/numba", "numba MB", "numpy MB"],
+        )
+        for engine, fit in sc["fit"].items():
+            print(
+                f"growth exponent ({engine}): time ~ n^{fit['time_all_sizes']['exponent']:.2f} "
+                f"(all sizes), n^{fit['time_largest_half']['exponent']:.2f} (largest half); "
+                f"peak memory ~ n^{fit['peak_memory_all_sizes']['exponent']:.2f}"
+            )
+    label = "(quick: 4 x 5 levels, 20 items)" if args.quick else "(4 x 10 levels, 50 items)"
+    print(f"\nlarge design {label}, every order")
+    rows = []
     for row in result["large"]:
         if "error" in row:
-            print(f"{row['engine']:<7} {row['mode']:<6} ERROR {row['error'][-300:]}")
+            print(f"{row['engine']} {row['mode']}: ERROR {row['error'][-500:]}")
             continue
-        print(
-            f"{row['engine']:<7} {row['mode']:<6} {row['total_s']:>8.2f} {row['composite_s']:>12.3f} {row['peak_rss_mb']:>12.0f}"
+        rows.append(
+            [
+                row["engine"],
+                row["mode"],
+                row["total_s"],
+                row["composite_s"],
+                row["peak_rss_mb"],
+                ", ".join(f"{w:.0f}" for w in row.get("worker_peak_rss_mb", [])) or "-",
+            ]
         )
+    print_table(
+        rows,
+        ["engine", "mode", "total s", "composite s", "peak RSS MB", "worker peak MB"],
+        "llrrrr",
+    )
     ok = {r["engine"] + "-" + r["mode"]: r for r in result["large"] if "error" not in r}
     if "numba-eager" in ok and "numpy-eager" in ok:
         ratio = ok["numpy-eager"]["total_s"] / ok["numba-eager"]["total_s"]
         result["large_ratio_numpy_over_numba"] = ratio
+        result["large_ratio_xlikert_over_numpy"] = 1.0 / ratio
         print(f"numpy/numba ratio (large, eager): {ratio:.2f}")
-    out = args.out or HERE / "results" / ("analysis-quick.json" if args.quick else "analysis.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {out}")
+    if "numba-eager" in ok:
+        for mode in ("dask", "distributed"):
+            if f"numba-{mode}" in ok:
+                r = ok[f"numba-{mode}"]["total_s"] / ok["numba-eager"]["total_s"]
+                result[f"large_ratio_{mode}_over_eager"] = r
+                print(f"{mode}/eager time ratio (large, numba): {r:.2f}")
+    result["wall_s"] = time.perf_counter() - t_start
+    write_json(result_path("analysis", args.quick, args.out), result)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,184 @@
+"""Helpers shared by the benchmark scripts: machine description, JSON, tables.
+
+Not part of the ``xlikert`` package; the scripts in ``benchmarks/`` import it
+as a sibling module (``from _common import ...``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+def _cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        found = re.search(r"model name\s*:\s*(.*)", text)
+        if found:
+            return found.group(1).strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gb() -> float | None:
+    try:
+        text = Path("/proc/meminfo").read_text()
+        found = re.search(r"MemTotal:\s*(\d+)\s*kB", text)
+        if found:
+            return round(int(found.group(1)) / 2**20, 1)
+    except OSError:
+        pass
+    return None
+
+
+def machine(extra_modules: Iterable[str] = ()) -> dict[str, Any]:
+    """Describe the machine and the versions that matter for the numbers.
+
+    Versions of numpy, numba, xarray, dask and xlikert always; of
+    ``extra_modules`` (e.g. ``torch``, ``transformers``) when importable. Torch
+    adds its thread count and the CUDA device, if any.
+    """
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "memory_gb": _memory_gb(),
+        "python": platform.python_version(),
+    }
+    for name in ("numpy", "numba", "xarray", "dask", "xlikert", *extra_modules):
+        try:
+            mod = __import__(name)
+        except ImportError:
+            continue
+        info[name] = getattr(mod, "__version__", "?")
+        if name == "torch":
+            info["torch_threads"] = mod.get_num_threads()
+            info["cuda"] = mod.cuda.get_device_name(0) if mod.cuda.is_available() else None
+    return info
+
+
+def result_path(name: str, quick: bool, out: str | os.PathLike | None = None) -> Path:
+    """``results/<name>.json``, or ``results/<name>-quick.json`` in quick mode."""
+    if out is not None:
+        return Path(out)
+    return RESULTS / (f"{name}-quick.json" if quick else f"{name}.json")
+
+
+def _clean(obj: Any) -> Any:
+    """Make ``obj`` strict JSON: NaN/inf to None, numpy scalars to Python."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        with contextlib.suppress(ValueError, TypeError):
+            obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json(path: str | os.PathLike, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` (plus ``timestamp`` and ``command`` if missing) as JSON."""
+    path = Path(path)
+    payload = dict(payload)
+    payload.setdefault("timestamp", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    payload.setdefault("command", " ".join(["python", *_rel_argv()]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_clean(payload), indent=2) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
+def _rel_argv() -> list[str]:
+    argv = list(sys.argv)
+    with contextlib.suppress(ValueError):
+        argv[0] = str(Path(argv[0]).resolve().relative_to(HERE.parent))
+    return argv
+
+
+def timeit(fn: Callable[[], Any], repeat: int, warm: bool = True) -> dict[str, float]:
+    """Min and median wall time of ``repeat`` calls (after one warm-up call)."""
+    if warm:
+        fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return {"min_s": min(times), "median_s": statistics.median(times), "repeat": repeat}
+
+
+def format_table(
+    rows: Sequence[Sequence[Any]], header: Sequence[str], align: str | None = None
+) -> str:
+    """A plain-text table; numbers right-aligned unless ``align`` says otherwise.
+
+    ``align`` is one character per column, ``l`` or ``r``.
+    """
+    cells = [[_fmt(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    if align is None:
+        align = "l" + "r" * (len(header) - 1)
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.ljust(w) if a == "l" else v.rjust(w)
+            for v, w, a in zip(values, widths, align, strict=True)
+        ).rstrip()
+
+    out = [line(header), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def print_table(rows: Sequence[Sequence[Any]], header: Sequence[str], align: str | None = None):
+    """Print :func:`format_table`."""
+    print(format_table(rows, header, align))
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "-"
+        if value == 0:
+            return "0"
+        if abs(value) >= 1e5 or abs(value) < 1e-3:
+            return f"{value:.2e}"
+        if abs(value) >= 100:
+            return f"{value:.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def loglog_fit(x: Sequence[float], y: Sequence[float]) -> dict[str, float]:
+    """Least-squares fit of ``log y = a + b log x``: the growth exponent ``b``.
+
+    Returns ``exponent``, ``prefactor`` (``exp(a)``) and ``r2``.
+    """
+    import numpy as np
+
+    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
+    b, a = np.polyfit(lx, ly, 1)
+    resid = ly - (a + b * lx)
+    ss = float(((ly - ly.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / ss if ss > 0 else 1.0
+    return {"exponent": float(b), "prefactor": float(math.exp(a)), "r2": r2}
