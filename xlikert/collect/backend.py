@@ -35,7 +35,13 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import CollectionError
-from .tokens import ValidTokens, find_valid_tokens
+from .tokens import (
+    AnswerSequences,
+    ValidTokens,
+    find_answer_sequences,
+    find_valid_tokens,
+    needs_sequences,
+)
 from .zoo import ZOO, cache_dir, resolve_gguf, sha256_file
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
     "LoadedModel",
     "decoding_grid",
     "load_model",
+    "score_answers",
     "score_logits",
 ]
 
@@ -82,6 +89,8 @@ class LoadedModel:
     valid: ValidTokens
     prompt_format: str  # "chat" or "plain"
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: Token spellings of every value when the scale needs multi-token answers, else None.
+    answers: AnswerSequences | None = None
 
     @property
     def device(self):
@@ -91,7 +100,8 @@ class LoadedModel:
         return (
             f"<LoadedModel {self.name!r} source={self.provenance.get('source')!r} "
             f"format={self.prompt_format} valid_tokens={len(self.valid.ids)} "
-            f"device={self.provenance.get('device')} dtype={self.provenance.get('dtype')}>"
+            + (f"answer_spellings={len(self.answers.sequences)} " if self.answers else "")
+            + f"device={self.provenance.get('device')} dtype={self.provenance.get('dtype')}>"
         )
 
     # ------------------------------------------------------------------ prompts
@@ -357,8 +367,28 @@ def _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale) ->
         raise CollectionError(
             f"model {name!r}: prompt_format='chat' but the tokenizer has no chat template"
         )
-    valid = find_valid_tokens(tokenizer, scale)
-    if max(valid.ids) >= model.get_output_embeddings().weight.shape[0]:
+    answers = None
+    if needs_sequences(scale):
+        answers = find_answer_sequences(tokenizer, scale)
+    else:
+        try:
+            valid = find_valid_tokens(tokenizer, scale)
+        except CollectionError:
+            answers = find_answer_sequences(tokenizer, scale)  # raises when none exist
+    if answers is not None:
+        # the one-token answers, for the record; scoring uses every spelling
+        singles = [
+            (s[0], y) for s, y in zip(answers.sequences, answers.scores, strict=True) if len(s) == 1
+        ]
+        valid = ValidTokens(
+            ids=tuple(i for i, _ in singles),
+            surfaces=tuple(tokenizer.convert_ids_to_tokens(i) for i, _ in singles),
+            scores=tuple(y for _, y in singles),
+            scale=tuple(int(v) for v in scale),
+        )
+    n_vocab = model.get_output_embeddings().weight.shape[0]
+    used = list(valid.ids) + ([i for s in answers.sequences for i in s] if answers else [])
+    if used and max(used) >= n_vocab:
         raise CollectionError(f"model {name!r}: valid token ids exceed the model's vocabulary")
     prov.update(
         tokenizer=f"{type(tokenizer).__name__}:"
@@ -373,7 +403,11 @@ def _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale) ->
         transformers=transformers.__version__,
         torch=torch.__version__,
     )
-    return LoadedModel(name, model, tokenizer, valid, fmt, prov)
+    if answers is not None:
+        from .tokens import ANSWER_RULE
+
+        prov["answers"] = "multi-token (exact, teacher forced): " + ANSWER_RULE
+    return LoadedModel(name, model, tokenizer, valid, fmt, prov, answers)
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -479,6 +513,133 @@ def decoding_grid(z, ids, s_index, n_scores, temperatures, top_ps):
     return out, outm
 
 
+def answer_leaves(answers: AnswerSequences) -> tuple[list[tuple[int, ...]], list[int]]:
+    """Maximal spellings (no spelling extends them) and, per spelling, a leaf it starts.
+
+    One teacher-forced row per leaf yields the logits after every prefix of the
+    leaf, so every spelling and its stop probability are read off some leaf row.
+    """
+    seqs = list(answers.sequences)
+    leaves = [s for s in seqs if not any(len(t) > len(s) and t[: len(s)] == s for t in seqs)]
+    leaves = list(dict.fromkeys(leaves))
+    owner = [next(i for i, leaf in enumerate(leaves) if leaf[: len(s)] == s) for s in seqs]
+    return leaves, owner
+
+
+def _nucleus_logprobs(z, temp: float, top_p: float):
+    """log q over the vocabulary: softmax(z / temp) restricted to the nucleus (tie rule above)."""
+    import torch
+
+    if not temp > 0:
+        raise CollectionError(f"temperature must be > 0, got {temp}")
+    if not 0 < top_p <= 1:
+        raise CollectionError(f"top_p must be in (0, 1], got {top_p}")
+    logp = torch.log_softmax(z / float(temp), dim=-1)
+    if top_p >= 1:
+        return logp
+    zs, order = z.sort(dim=-1, descending=True)
+    csum = logp.gather(-1, order).exp().cumsum(-1)
+    target = torch.full((*z.shape[:-1], 1), float(top_p), dtype=z.dtype, device=z.device)
+    kidx = torch.searchsorted(csum, target).clamp(max=z.shape[-1] - 1)
+    thr = zs.gather(-1, kidx)
+    logq = torch.where(z >= thr, logp, torch.full_like(logp, float("-inf")))
+    return logq - torch.logsumexp(logq, dim=-1, keepdim=True)
+
+
+def score_answers(
+    logits,
+    answers: AnswerSequences,
+    n_prompts: int,
+    *,
+    top_k: int = 20,
+    temperatures=(0.1, 0.5, 1.0, 1.3),
+    top_ps=(0.8, 0.9, 1.0),
+) -> dict[str, np.ndarray]:
+    """Exact multi-token answer PMFs from teacher-forced leaf rows.
+
+    Parameters
+    ----------
+    logits
+        ``(n_prompts * n_leaves, keep, V)``: for prompt ``b`` and leaf ``l`` (row
+        ``b * n_leaves + l``, see :func:`answer_leaves`), the logits at the last
+        ``keep = max leaf length + 1`` positions of ``prompt + leaf`` (left padded).
+    answers
+        Every spelling of every value (:func:`~xlikert.collect.tokens.find_answer_sequences`).
+
+    Returns
+    -------
+    dict
+        As :func:`score_logits`; ``pmf`` and ``valid_mass`` follow
+        :data:`~xlikert.collect.tokens.ANSWER_RULE`, the decoding grid applies the
+        temperature and nucleus at every answer position (stop included), and the
+        top-k tokens are those of the first answer position.
+
+    Examples
+    --------
+    >>> out = score_answers(logits, answers, 2)  # doctest: +SKIP
+    >>> out["pmf"].sum(-1)  # doctest: +SKIP
+    array([1., 1.])
+    """
+    import torch
+
+    leaves, owner = answer_leaves(answers)
+    L = len(leaves)
+    keep = logits.shape[1]
+    V = logits.shape[-1]
+    z = logits.to(torch.float64).reshape(n_prompts, L, keep, V)
+    dev = z.device
+    stop_mask = torch.ones(V, dtype=torch.bool, device=dev)
+    stop_mask[torch.as_tensor(answers.continuation, dtype=torch.long, device=dev)] = False
+    n_s = len(answers.scale)
+    s_index = torch.as_tensor(
+        [answers.scale.index(y) for y in answers.scores], dtype=torch.long, device=dev
+    )
+
+    def pos(leaf: int, k: int) -> int:  # kept index of the logits after k leaf tokens
+        return keep - 1 - len(leaves[leaf]) + k
+
+    def masses(logq):  # logq (B, L, keep, V) -> answer masses (B, A)
+        cols = []
+        for a, seq in enumerate(answers.sequences):
+            leaf = owner[a]
+            lp = sum(logq[:, leaf, pos(leaf, k), t] for k, t in enumerate(seq))
+            stop = torch.logsumexp(logq[:, leaf, pos(leaf, len(seq)), stop_mask], dim=-1)
+            cols.append(torch.exp(lp + stop))
+        return torch.stack(cols, dim=-1)
+
+    def aggregate(m):
+        agg = torch.zeros(m.shape[0], n_s, dtype=torch.float64, device=dev)
+        agg.index_add_(1, s_index, m)
+        return agg
+
+    logp = torch.log_softmax(z, dim=-1)
+    agg = aggregate(masses(logp))
+    vm = agg.sum(-1)
+    pmf = agg / vm[:, None]
+    first = logp[:, 0, pos(0, 0), :]
+    k = min(top_k, V)
+    tk = first.topk(k, dim=-1)
+    dpmf = torch.full(
+        (n_prompts, len(temperatures), len(top_ps), n_s), float("nan"), dtype=torch.float64
+    )
+    dvm = torch.zeros((n_prompts, len(temperatures), len(top_ps)), dtype=torch.float64)
+    for ti, temp in enumerate(temperatures):
+        for pi, top_p in enumerate(top_ps):
+            a = aggregate(masses(_nucleus_logprobs(z, temp, top_p))).cpu()
+            m = a.sum(-1)
+            dvm[:, ti, pi] = m
+            ok = m > 0
+            dpmf[ok, ti, pi] = a[ok] / m[ok, None]
+    return {
+        "pmf": pmf.cpu().numpy(),
+        "valid_mass": vm.cpu().numpy(),
+        "topk_id": tk.indices.cpu().numpy(),
+        "topk_logprob": tk.values.cpu().numpy(),
+        "decoding_pmf": dpmf.numpy(),
+        "decoding_valid_mass": dvm.numpy(),
+    }
+
+
 class Scorer:
     """Runs batches of prompts through a :class:`LoadedModel` with a cached prefix."""
 
@@ -504,11 +665,18 @@ class Scorer:
             out = self.lm.model(input_ids=ids, use_cache=True, **self._kw())
         return out.past_key_values
 
-    def _kw(self) -> dict:
-        return {"logits_to_keep": 1} if self._keep else {}
+    def _kw(self, keep: int = 1) -> dict:
+        return {"logits_to_keep": keep} if self._keep else {}
 
     def forward(self, prefix: list[int], cache, suffixes: list[list[int]]):
         """Last-position logits ``(B, V)`` of ``prefix + suffix`` for each suffix."""
+        return self.forward_rows(prefix, cache, suffixes, keep=1)[:, -1, :]
+
+    def forward_rows(self, prefix: list[int], cache, suffixes: list[list[int]], keep: int = 1):
+        """Logits ``(B, keep, V)`` at the last ``keep`` positions of ``prefix + suffix``.
+
+        Rows are left padded, so position ``-j`` is the j-th last token of every row.
+        """
         import torch
 
         dev = self.input_device
@@ -536,7 +704,7 @@ class Scorer:
                     position_ids=pos,
                     past_key_values=past,
                     use_cache=True,
-                    **self._kw(),
+                    **self._kw(keep),
                 )
             else:
                 if prefix:
@@ -549,9 +717,9 @@ class Scorer:
                     attention_mask=att,
                     position_ids=pos,
                     use_cache=False,
-                    **self._kw(),
+                    **self._kw(keep),
                 )
-        return out.logits[:, -1, :]
+        return out.logits[:, -keep:, :]
 
     def check_prefix_cache(self, prefix, cached_logits, suffix, atol: float = 1e-4) -> float:
         """Compare one prompt's cached-prefix logits with an uncached pass.

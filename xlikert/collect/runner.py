@@ -229,25 +229,41 @@ def _compute_unit(scorer, cells, plan, batch_size, options, state) -> dict[str, 
     order = sorted(range(len(cells)), key=lambda r: (len(encoded[r]), r))
     results: list[dict[str, np.ndarray] | None] = [None] * len(cells)
     a = 0
+    answers = getattr(lm, "answers", None)
+    if answers is not None:
+        from .backend import answer_leaves, score_answers
+
+        leaves = [list(leaf) for leaf in answer_leaves(answers)[0]]
+        keep = answers.max_len + 1
     while a < len(order):
         bs = state["batch_size"]
+        if answers is not None:  # one teacher-forced row per (prompt, leaf)
+            bs = max(1, bs // len(leaves))
         left = len(order) - a
         nb = -(-left // bs)
         rows = order[a : a + -(-left // nb)]
         try:
-            logits = scorer.forward(prefix, cache, [encoded[r][P:] for r in rows])
+            if answers is None:
+                logits = scorer.forward(prefix, cache, [encoded[r][P:] for r in rows])
+                last, first_row = logits[0], encoded[rows[0]][P:]
+            else:
+                suffixes = [encoded[r][P:] + leaf for r in rows for leaf in leaves]
+                logits = scorer.forward_rows(prefix, cache, suffixes, keep=keep)
+                last, first_row = logits[0, -1], suffixes[0]
             if cache is not None and not scorer._checked:
-                scorer.check_prefix_cache(prefix, logits[0], encoded[rows[0]][P:])
+                scorer.check_prefix_cache(prefix, last, first_row)
                 if not scorer.prefix_cache:
                     cache = None
                     continue  # recompute this batch without the cache
-            out = score_logits(
-                logits,
-                lm.valid,
-                top_k=options["top_k"],
-                temperatures=options["temperatures"],
-                top_ps=options["top_ps"],
-            )
+            kw = {
+                "top_k": options["top_k"],
+                "temperatures": options["temperatures"],
+                "top_ps": options["top_ps"],
+            }
+            if answers is None:
+                out = score_logits(logits, lm.valid, **kw)
+            else:
+                out = score_answers(logits, answers, len(rows), **kw)
         except Exception as exc:
             if not _is_oom(exc):
                 raise
@@ -513,6 +529,8 @@ def collect(
                     on_unit(len(done), len(units))
             info = {k: v for k, v in lm.provenance.items() if k != "load_seconds"}
             info["valid_tokens"] = lm.valid.as_records()
+            if getattr(lm, "answers", None) is not None:
+                info["answer_spellings"] = lm.answers.as_records()
             info["batch_size"] = bs
             info["oom_backoffs"] = state["backoffs"]
             stats["backoffs"] += state["backoffs"]

@@ -16,7 +16,14 @@ from typing import Any
 
 from ..errors import CollectionError
 
-__all__ = ["ValidTokens", "find_valid_tokens"]
+__all__ = [
+    "ANSWER_RULE",
+    "AnswerSequences",
+    "ValidTokens",
+    "find_answer_sequences",
+    "find_valid_tokens",
+    "needs_sequences",
+]
 
 _MARKERS = ("", " ", "▁", "Ġ")
 
@@ -100,5 +107,157 @@ def find_valid_tokens(tokenizer: Any, scale: range | list[int]) -> ValidTokens:
         ids=tuple(order),
         surfaces=tuple(found[i][0] for i in order),
         scores=tuple(found[i][1] for i in order),
+        scale=tuple(scale),
+    )
+
+
+# ---------------------------------------------------------------------------- multi-token
+#: The definition of a multi-token answer; stored in the results' attrs.
+ANSWER_RULE = (
+    "answer y = a token sequence t_1..t_n (no special tokens) whose text is str(y), the first "
+    "token optionally carrying ONE leading ' ', '▁' or 'Ġ' marker and later tokens "
+    "carrying none, FOLLOWED BY a token that does not continue the number (any token whose text "
+    "does not start with a digit 0-9 right away, e.g. end-of-turn, newline, '.', ' 3'); "
+    "P(y | x) = sum over such spellings of P(t_1..t_n | x) * P(next token is not a digit "
+    "continuation | x, t_1..t_n); the events are disjoint, so P(y) sums to the valid mass <= 1"
+)
+
+
+@dataclass(frozen=True)
+class AnswerSequences:
+    """Every token spelling of every scale value, for exact multi-token answers.
+
+    ``sequences[i]`` spells ``scores[i]``; ``continuation`` are the ids of tokens
+    that would extend a number (text starting with a digit, no marker).
+    """
+
+    sequences: tuple[tuple[int, ...], ...]
+    scores: tuple[int, ...]
+    surfaces: tuple[tuple[str, ...], ...]
+    continuation: tuple[int, ...]
+    scale: tuple[int, ...]
+
+    def as_records(self) -> list[dict[str, Any]]:
+        """``[{"ids": [...], "tokens": [...], "score": ...}, ...]`` for provenance."""
+        return [
+            {"ids": list(i), "tokens": list(t), "score": y}
+            for i, t, y in zip(self.sequences, self.surfaces, self.scores, strict=True)
+        ]
+
+    @property
+    def max_len(self) -> int:
+        return max(len(s) for s in self.sequences)
+
+
+def needs_sequences(scale: range | list[int]) -> bool:
+    """True when a value's text is a proper prefix of another's (``"1"`` and ``"10"``).
+
+    One next-token pass cannot tell such values apart: the first token ``"1"``
+    may be the whole answer 1 or the start of 10.
+
+    Examples
+    --------
+    >>> needs_sequences(range(1, 8)), needs_sequences(range(0, 11))
+    (False, True)
+    """
+    texts = [str(int(v)) for v in scale]
+    return any(a != b and b.startswith(a) for a in texts for b in texts)
+
+
+def _token_texts(tokenizer: Any, maxlen: int) -> dict[int, str]:
+    """Text of every short non-special token: the raw vocabulary string, or its decoding."""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    byte_re = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
+    out: dict[int, str] = {}
+    for token, idx in tokenizer.get_vocab().items():
+        if idx in special:
+            continue
+        if token[:1] in _MARKERS[1:] or (len(token) > maxlen + 2 and not byte_re.match(token)):
+            out[idx] = token
+            continue
+        try:
+            text = tokenizer.decode([idx])
+        except Exception:  # pragma: no cover - exotic tokenizers
+            text = token
+        # keep the raw form when it carries a marker the decoder may strip
+        out[idx] = token if token[:1] in _MARKERS[1:] else text
+    return out
+
+
+def find_answer_sequences(tokenizer: Any, scale: range | list[int]) -> AnswerSequences:
+    """Enumerate every token spelling of every scale value (see :data:`ANSWER_RULE`).
+
+    Parameters
+    ----------
+    tokenizer
+        A transformers tokenizer.
+    scale
+        The scale values, e.g. ``range(0, 11)``.
+
+    Returns
+    -------
+    AnswerSequences
+        Sorted by score, then length, then ids.
+
+    Raises
+    ------
+    CollectionError
+        When some value has no spelling at all, naming the values.
+
+    Examples
+    --------
+    >>> ans = find_answer_sequences(tok, range(0, 11))  # doctest: +SKIP
+    >>> [s for s, y in zip(ans.surfaces, ans.scores) if y == 10]  # doctest: +SKIP
+    [('1', '0'), ('Ġ1', '0'), ('10',)]
+    """
+    scale = [int(v) for v in scale]
+    words = {str(v): v for v in scale}
+    maxlen = max(len(w) for w in words) + 1
+    texts = _token_texts(tokenizer, maxlen)
+    first: dict[str, list[int]] = {}  # body (marker stripped) -> ids
+    inner: dict[str, list[int]] = {}  # text without marker -> ids
+    cont: list[int] = []
+    for idx, text in texts.items():
+        if not text:
+            continue
+        has_marker = text[0] in _MARKERS[1:]
+        body = text[1:] if has_marker else text
+        if not has_marker and text[0] in "0123456789":
+            cont.append(idx)
+        if body and len(body) <= maxlen:
+            first.setdefault(body, []).append(idx)
+            if not has_marker:
+                inner.setdefault(body, []).append(idx)
+    seqs: list[tuple[tuple[int, ...], int]] = []
+
+    def extend(word: str, pos: int, ids: tuple[int, ...], y: int) -> None:
+        if pos == len(word):
+            seqs.append((ids, y))
+            return
+        for end in range(pos + 1, len(word) + 1):
+            for idx in inner.get(word[pos:end], ()):
+                extend(word, end, (*ids, idx), y)
+
+    for w, y in words.items():
+        for end in range(1, len(w) + 1):
+            for idx in first.get(w[:end], ()):
+                extend(w, end, (idx,), y)
+    present = {y for _, y in seqs}
+    missing = [v for v in scale if v not in present]
+    if missing:
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        raise CollectionError(
+            f"tokenizer {name!r} has no single-token surface form for scale value(s) "
+            f"{missing} and no multi-token spelling of them either (looked for token "
+            f"sequences spelling {sorted({repr(str(v)) for v in missing})} with an optional "
+            "leading ' ', '▁' or 'Ġ')"
+        )
+    seqs.sort(key=lambda s: (scale.index(s[1]), len(s[0]), s[0]))
+    vocab_inv = {i: t for t, i in tokenizer.get_vocab().items()}
+    return AnswerSequences(
+        sequences=tuple(s for s, _ in seqs),
+        scores=tuple(y for _, y in seqs),
+        surfaces=tuple(tuple(vocab_inv[i] for i in s) for s, _ in seqs),
+        continuation=tuple(sorted(cont)),
         scale=tuple(scale),
     )
