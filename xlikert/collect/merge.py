@@ -24,6 +24,7 @@ _PER_CELL = (
     "decoding_pmf",
     "decoding_valid_mass",
 )
+_BOUNDS = ("pmf_lower", "pmf_upper", "valid_mass_lower", "valid_mass_upper")
 
 
 def merge_shards(
@@ -87,7 +88,7 @@ def merge_shards(
     out = base.drop_vars("computed").copy()
     for ds in parts[1:]:
         mask = ds["computed"]
-        for v in _PER_CELL:
+        for v in (*_PER_CELL, *(b for b in _BOUNDS if b in out)):
             out[v] = xr.where(mask, ds[v], out[v], keep_attrs=True).transpose(*base[v].dims)
     models: dict = {}
     for ds in parts:  # a shard records the models it loaded

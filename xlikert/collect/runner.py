@@ -407,9 +407,17 @@ def collect(
         "dtype": dtype,
         "prefix_cache": bool(prefix_cache),
     }
+    from .server import is_server_spec, parse_server_spec
+
+    public = []
     for spec in models:  # fail before anything is written
-        _check_source(spec)
-    fp = _fingerprint(system, user, models, scale, options)
+        if is_server_spec(spec):
+            sspec = parse_server_spec(spec)
+            public.append({**spec, "base_url": sspec.public_url})
+        else:
+            _check_source(spec)
+            public.append(spec)
+    fp = _fingerprint(system, user, public, scale, options)
     plan = _Plan(system, user, models, chunk_size)
     units = plan.units
     if shard_t:
@@ -504,6 +512,11 @@ def collect(
             todo = [(ui, cells) for m, ui, cells in units if m == mi and (mi, ui) not in done]
             if not todo and (mi in infos or not any(m == mi for m, _, _ in units)):
                 continue
+            if is_server_spec(spec):
+                infos[mi] = _run_server(
+                    mi, spec, scale, options, plan, units, todo, done, partial, bar, on_unit
+                )
+                continue
             bar.set_description(f"load {spec['name']}")
             from .backend import Scorer
 
@@ -556,6 +569,45 @@ def collect(
     return ds
 
 
+def _run_server(mi, spec, scale, options, plan, units, todo, done, partial, bar, on_unit):
+    """Collect one server model's units (see :mod:`xlikert.collect.server`)."""
+    from .server import ServerModel, parse_server_spec
+
+    sspec = parse_server_spec(spec)
+    first = (todo or [(None, next(c for m, _, c in units if m == mi))])[0][1][0]
+    bar.set_description(f"connect {spec['name']}")
+    sm = ServerModel.open(
+        sspec, scale, options["top_k"], (plan.sys_flat[first], plan.user_flat[first])
+    )
+    before = {
+        str(done[(mi, ui)]["mode"])
+        for m, ui, _ in units
+        if m == mi and (mi, ui) in done and "mode" in done[(mi, ui)]
+    }
+    if before - {sm.mode}:
+        raise CollectionError(
+            f"model {spec['name']!r}: the interrupted run was collected in mode {sorted(before)} "
+            f"but the server now gives mode {sm.mode!r}; set mode = {sorted(before)[0]!r} in the "
+            f"model entry, or delete {partial} to start again"
+        )
+    bar.set_description(f"collect {spec['name']} ({sm.mode})")
+    for ui, cells in todo:
+        res = sm.compute_unit(cells, plan, options)
+        done[(mi, ui)] = res
+        if partial is not None:
+            _save_npz_atomic(partial / f"m{mi:03d}-u{ui:05d}.npz", **res)
+        bar.update(len(cells))
+        if on_unit is not None:
+            on_unit(len(done), len(units))
+    info = dict(sm.provenance)
+    info["valid_tokens"] = sm.valid.as_records() if sm.valid is not None else []
+    info["http_requests_last_session"] = sm.client.requests
+    info["http_retries_last_session"] = sm.client.retries
+    if partial is not None:
+        _write_json_atomic(partial / f"model-{mi:03d}.json", info)
+    return info
+
+
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
@@ -575,9 +627,20 @@ def _assemble(prompts, system, user, models, scale, options, units, done, infos,
     dpmf = np.full((M, ncell, T, Pn, S), np.nan)
     dvm = np.full((M, ncell, T, Pn), np.nan)
     computed = np.zeros((M, ncell), dtype=bool)
+    bounded = any("pmf_lower" in done[(mi, ui)] for mi, ui, _ in units)
+    bounds = {
+        "pmf_lower": np.full((M, ncell, S), np.nan),
+        "pmf_upper": np.full((M, ncell, S), np.nan),
+        "valid_mass_lower": np.full((M, ncell), np.nan),
+        "valid_mass_upper": np.full((M, ncell), np.nan),
+    }
     for mi, ui, _cells in units:
         r = done[(mi, ui)]
         c = r["cells"]
+        if bounded:
+            for key, arr in bounds.items():
+                point = r["pmf"] if key.startswith("pmf") else r["valid_mass"]
+                arr[mi, c] = r.get(key, point)
         k = r["topk_logprob"].shape[1]
         pmf[mi, c] = r["pmf"]
         vm[mi, c] = r["valid_mass"]
@@ -614,6 +677,20 @@ def _assemble(prompts, system, user, models, scale, options, units, done, infos,
         coords=coords,
         attrs=dict(prompts.attrs),
     )
+    if bounded:
+        from .server import BOUNDS_RULE
+
+        for key, arr in bounds.items():
+            shape = (*full, S) if key.startswith("pmf") else full
+            ds[key] = (ds["pmf"].dims if key.startswith("pmf") else dims, arr.reshape(shape))
+            ds[key].attrs["description"] = (
+                "certified bound; equal to the stored value where it is exact"
+            )
+        ds.attrs["bounds_rule"] = BOUNDS_RULE
+        ds["pmf"].attrs["bounded"] = (
+            "where pmf_lower < pmf_upper the pmf is only bounded (top-k server): the stored "
+            "value is the observed valid mass renormalised, see bounds_rule"
+        )
     if shard_t:
         ds["computed"] = (dims, computed.reshape(full))
         ds["computed"].attrs["description"] = "True where this shard computed the cell"

@@ -1,0 +1,220 @@
+"""OpenAI-compatible server backend against a loopback server answering from a tiny model."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from test_collect_support import save_tiny, tiny_prompts
+from test_server_support import FakeServer
+
+from xlikert.collect import collect
+from xlikert.errors import CollectionError
+
+KEY = "sk-xlikert-test-DO-NOT-STORE-4242"
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("srv") / "model", seed=1)
+
+
+@pytest.fixture(scope="module")
+def local(tiny_dir):
+    return collect(tiny_prompts(2, 3), [{"name": "m", "source": str(tiny_dir)}], progress=False)
+
+
+@pytest.fixture
+def server(tiny_dir):
+    made = []
+
+    def make(**kw):
+        made.append(FakeServer(tiny_dir, **kw))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def spec(srv, tiny_dir=None, **kw):
+    out = {
+        "name": "m",
+        "source": "openai:tiny",
+        "base_url": srv.url if hasattr(srv, "url") else srv,
+        "api_key_env": "XLK_TEST_KEY",
+        "backoff": 0.01,
+        "max_retries": 6,
+        "concurrency": 3,
+        "timeout": 30,
+    }
+    if tiny_dir is not None:
+        out["tokenizer"] = str(tiny_dir)
+    out.update(kw)
+    return [out]
+
+
+def test_exact_mode_equals_local_backend_and_key_never_written(
+    server, tiny_dir, local, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("XLK_TEST_KEY", KEY)
+    srv = server(key=KEY)
+    out = tmp_path / "srv.nc"
+    partial = tmp_path / "srv.nc.partial"
+    scanned = []
+
+    def scan(done, total):  # the key is in no file of the resumable state
+        for f in partial.iterdir():
+            assert KEY.encode() not in f.read_bytes(), f
+            scanned.append(f.name)
+
+    ds = collect(
+        tiny_prompts(2, 3), spec(srv, tiny_dir), out, progress=False, chunk_size=2, on_unit=scan
+    )
+    assert scanned and any(n.endswith(".npz") for n in scanned)
+    assert KEY.encode() not in out.read_bytes()
+    assert srv.seen_auth == {f"Bearer {KEY}"}
+    for v in ("pmf", "valid_mass", "topk_logprob"):
+        np.testing.assert_allclose(ds[v], local[v], atol=1e-6, rtol=1e-6, err_msg=v)
+    assert (ds.topk_token == local.topk_token).all()
+    assert "pmf_lower" not in ds
+    t1 = ds.decoding_pmf.sel(temperature=1.0)
+    known = t1.notnull()
+    assert bool(known.sel(top_p=1.0).all())
+    np.testing.assert_allclose(
+        t1.where(known), local.decoding_pmf.sel(temperature=1.0).where(known), atol=1e-6
+    )
+    assert bool(ds.decoding_valid_mass.sel(temperature=0.5).isnull().all())
+    # a long top-k list holds the whole nucleus for top_p < 1 at temperature 1
+    wide = collect(tiny_prompts(2, 3), spec(srv, tiny_dir), progress=False, top_k=80)
+    t1 = wide.decoding_pmf.sel(temperature=1.0)
+    known = t1.notnull().all("score")
+    assert int(known.sum()) > int(known.sel(top_p=1.0).sum())
+    ref = local.decoding_pmf.sel(temperature=1.0)
+    np.testing.assert_allclose(t1.where(known), ref.where(known), atol=1e-6)
+    np.testing.assert_allclose(
+        wide.decoding_valid_mass.sel(temperature=1.0).where(known),
+        local.decoding_valid_mass.sel(temperature=1.0).where(known),
+        atol=1e-6,
+    )
+    info = ds.attrs["models"]["m"]
+    assert info["mode"] == "exact" and info["server"] == srv.url
+    assert info["served_model"] == "tiny" and info["api_key_env"] == "XLK_TEST_KEY"
+    assert KEY not in str(ds.attrs)
+
+
+@pytest.mark.parametrize("variant", ["ignores-extensions", "rejects-extensions-no-tokenizer"])
+def test_topk_mode_intervals_hold_the_truth(server, tiny_dir, local, variant):
+    if variant == "ignores-extensions":
+        srv, tok = server(ids=False), tiny_dir
+    else:
+        srv, tok = server(reject_extras=True), None
+    ds = collect(tiny_prompts(2, 3), spec(srv, tok), progress=False, top_k=4)
+    assert ds.attrs["models"]["m"]["mode"] == "topk" and "bounds_rule" in ds.attrs
+    lo, hi = ds.pmf_lower, ds.pmf_upper
+    eps = 1e-9
+    assert bool((lo - eps <= local.pmf).all()) and bool((local.pmf <= hi + eps).all())
+    assert bool((ds.valid_mass_lower - eps <= local.valid_mass).all())
+    assert bool((local.valid_mass <= ds.valid_mass_upper + eps).all())
+    ok = ds.pmf.notnull()
+    assert bool(((lo - eps <= ds.pmf) & (ds.pmf <= hi + eps)).where(ok, True).all())
+    assert float((hi - lo).max()) > 1e-3  # really bounded, not exact
+    np.testing.assert_allclose(ds.valid_mass, ds.valid_mass_lower)  # observed, not imputed
+    assert bool((ds.topk_logprob.isel(rank=slice(0, 4)) <= 0).all())
+
+
+def test_retries_429_and_dropped_connections(server, tiny_dir, local, tmp_path):
+    srv = server(fail_every=3, drop_every=5)
+    ds = collect(tiny_prompts(2, 3), spec(srv, tiny_dir), tmp_path / "f.nc", progress=False)
+    np.testing.assert_allclose(ds.pmf, local.pmf, atol=1e-6)
+    assert ds.attrs["models"]["m"]["http_retries_last_session"] > 0
+    assert bool(ds.valid_mass.notnull().all())
+
+
+def test_server_failing_mid_run_resumes_without_loss(server, tiny_dir, local, tmp_path):
+    out = tmp_path / "r.nc"
+    bad = server(break_after=8)
+    with pytest.raises(CollectionError, match="503"):
+        collect(
+            tiny_prompts(2, 3), spec(bad, tiny_dir, max_retries=2), out, progress=False,
+            chunk_size=1,
+        )  # fmt: skip
+    saved = list((tmp_path / "r.nc.partial").glob("m*-u*.npz"))
+    assert 0 < len(saved) < 6 and not out.exists()
+    s = spec(bad, tiny_dir, max_retries=2)
+    s[0]["base_url"] = bad.url  # same configuration: resumes
+    bad.break_after = 0
+    before = bad.count
+    ds = collect(tiny_prompts(2, 3), s, out, progress=False, chunk_size=1)
+    assert bad.count - before < 2 * 6  # only the missing cells (+ checks) were asked again
+    np.testing.assert_allclose(ds.pmf, local.pmf, atol=1e-6)
+
+
+def test_bad_input(server, tiny_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv("XLK_TEST_KEY", raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "x.nc"
+    with pytest.raises(CollectionError, match=r"cannot reach server http://127\.0\.0\.1"):
+        collect(
+            tiny_prompts(1, 1), spec(f"http://127.0.0.1:{port}/v1", max_retries=1), out,
+            progress=False,
+        )  # fmt: skip
+    assert not out.exists()
+    srv = server()
+    with pytest.raises(CollectionError, match=r"does not serve model 'nope'.*\['tiny'\]"):
+        collect(tiny_prompts(1, 1), spec(srv, source="openai:nope"), progress=False)
+    bare = server(models_endpoint=False)
+    with pytest.raises(CollectionError, match=r"HTTP 404.*model `nope` does not exist"):
+        collect(tiny_prompts(1, 1), spec(bare, source="openai:nope"), progress=False)
+    silent = server(logprobs=False)
+    with pytest.raises(CollectionError, match="returns no logprobs"):
+        collect(tiny_prompts(1, 1), spec(silent, tiny_dir), progress=False)
+    old = server(ids=False)
+    with pytest.raises(CollectionError, match="mode='exact' but the server ignored"):
+        collect(tiny_prompts(1, 1), spec(old, tiny_dir, mode="exact"), progress=False)
+    locked = server(key=KEY)
+    with pytest.raises(CollectionError, match=r"XLK_TEST_KEY, which is NOT set"):
+        collect(tiny_prompts(1, 1), spec(locked, tiny_dir), progress=False)
+    with pytest.raises(CollectionError, match="looks like a secret"):
+        collect(tiny_prompts(1, 1), spec(srv, api_key="sk-123"), progress=False)
+    with pytest.raises(CollectionError, match="base_url"):
+        collect(tiny_prompts(1, 1), spec("ftp://x"), progress=False)
+
+
+def test_url_credentials_are_not_recorded(server, tiny_dir):
+    srv = server()
+    url = srv.url.replace("http://", "http://user:pa55word@")
+    ds = collect(tiny_prompts(1, 2), spec(url, tiny_dir), progress=False)
+    assert ds.attrs["models"]["m"]["server"] == srv.url
+    assert "pa55word" not in str(ds.attrs)
+    assert srv.seen_auth == {"Basic dXNlcjpwYTU1d29yZA=="}
+
+
+def test_cli_run_against_server(server, tiny_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+    from xlikert.io import open_results
+
+    srv = server()
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(
+        '[experiment]\nname = "srvexp"\ninstrument = "cetscale"\n\n'
+        '[factors.target]\nlevels = ["USA"]\n\n'
+        f'[[models]]\nname = "served"\nsource = "openai:tiny"\nbase_url = "{srv.url}"\n'
+        f'tokenizer = "{tiny_dir}"\nconcurrency = 4\n'
+    )
+    out = tmp_path / "r.nc"
+    res = CliRunner().invoke(main, ["run", str(cfg), "-o", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    ds = open_results(out)
+    assert ds.pmf.sizes == {"model": 1, "target": 1, "item": 17, "score": 7}
+    assert ds.attrs["models"]["served"]["mode"] == "exact"

@@ -1,0 +1,147 @@
+"""A loopback chat-completions server answering from a real tiny transformers model."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeServer:
+    """OpenAI-compatible ``/v1/chat/completions`` and ``/v1/models`` on 127.0.0.1.
+
+    ``ids``: honour vLLM's ``logprob_token_ids`` and ``return_tokens_as_token_ids``
+    (else ignore them, as an older server); ``reject_extras``: answer 400 to them (as
+    a strict hosted API); ``logprobs``: False returns ``logprobs: null``;
+    ``fail_every``/``drop_every``: every n-th request gets 429 / a dropped
+    connection; ``break_after``: every request after the n-th gets 503.
+    """
+
+    def __init__(self, model_dir, served="tiny", *, ids=True, reject_extras=False,
+                 logprobs=True, fail_every=0, drop_every=0, break_after=0, key=None,
+                 models_endpoint=True):  # fmt: skip
+        from xlikert.collect.backend import Scorer, load_model
+
+        self.lm = load_model({"name": "srv", "source": str(model_dir)}, range(1, 8))
+        self.scorer = Scorer(self.lm, prefix_cache=False)
+        self.served, self.ids, self.reject_extras = served, ids, reject_extras
+        self.logprobs, self.fail_every, self.drop_every = logprobs, fail_every, drop_every
+        self.break_after, self.key, self.models_endpoint = break_after, key, models_endpoint
+        self.count = 0
+        self.seen_auth: set[str] = set()
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, obj, headers=()):
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _gate(self) -> bool:
+                with outer.lock:
+                    outer.count += 1
+                    n = outer.count
+                    outer.seen_auth.add(self.headers.get("Authorization", ""))
+                if outer.break_after and n > outer.break_after:
+                    self._send(503, {"error": {"message": "overloaded"}})
+                    return False
+                if outer.drop_every and n % outer.drop_every == 0:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return False
+                if outer.fail_every and n % outer.fail_every == 0:
+                    self._send(429, {"error": {"message": "slow down"}}, [("Retry-After", "0")])
+                    return False
+                if outer.key and self.headers.get("Authorization") != f"Bearer {outer.key}":
+                    self._send(401, {"error": {"message": "invalid api key"}})
+                    return False
+                return True
+
+            def do_GET(self):
+                if not self._gate():
+                    return
+                if self.path == "/v1/models" and outer.models_endpoint:
+                    self._send(200, {"object": "list", "data": [{"id": outer.served}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(n))
+                if not self._gate():
+                    return
+                if self.path != "/v1/chat/completions":
+                    return self._send(404, {"error": {"message": "not found"}})
+                if body.get("model") != outer.served:
+                    msg = f"The model `{body.get('model')}` does not exist."
+                    return self._send(404, {"error": {"message": msg}})
+                extras = {"logprob_token_ids", "return_tokens_as_token_ids"} & set(body)
+                if outer.reject_extras and extras:
+                    return self._send(400, {"error": {"message": f"unknown {sorted(extras)}"}})
+                self._send(200, outer.answer(body))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def answer(self, body) -> dict:
+        import torch
+
+        msgs = body["messages"]
+        system = next((m["content"] for m in msgs if m["role"] == "system"), "")
+        user = next(m["content"] for m in msgs if m["role"] == "user")
+        ids = self.lm.encode(self.lm.render(system, user))
+        with self.lock:
+            logits = self.scorer.forward([], None, [ids])[0]
+        logp = torch.log_softmax(logits.double(), -1)
+        tok = self.lm.tokenizer
+        as_ids = self.ids and body.get("return_tokens_as_token_ids")
+
+        def show(i):
+            return f"token_id:{i}" if as_ids else tok.decode([i])
+
+        if self.ids and body.get("logprob_token_ids"):
+            chosen = list(body["logprob_token_ids"])
+        else:
+            chosen = logp.topk(int(body.get("top_logprobs", 0))).indices.tolist()
+        best = int(logp.argmax())
+        entry = {
+            "token": show(best),
+            "logprob": float(logp[best]),
+            "top_logprobs": [{"token": show(i), "logprob": float(logp[i])} for i in chosen],
+        }
+        return {
+            "id": "cmpl-x",
+            "object": "chat.completion",
+            "model": self.served,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": tok.decode([best])},
+                    "logprobs": {"content": [entry]} if self.logprobs else None,
+                    "finish_reason": "length",
+                }
+            ],
+        }
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
