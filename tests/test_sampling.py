@@ -240,6 +240,17 @@ def test_decoding_bias_undefined_where_nucleus_has_no_valid_token():
     ds = xr.Dataset({"pmf": pmf, "decoding_pmf": grid})
     bias = sampling.decoding_bias(ds)
     assert bias.attrs["n_undefined"] == 1
+    assert bias.attrs["n_unmeasured"] == 0
+    # not measured (NaN valid mass, as a top-k-bounded server writes) is counted apart
+    vm = xr.ones_like(grid.isel(score=0, drop=True))
+    vm[0, 1, 0, 0] = 0.0
+    vm[1, :, 1, 1] = np.nan
+    g2 = grid.copy()
+    g2[1, :, 1, 1, :] = np.nan
+    b2 = sampling.decoding_bias(
+        xr.Dataset({"pmf": pmf, "decoding_pmf": g2, "decoding_valid_mass": vm})
+    )
+    assert (b2.attrs["n_undefined"], b2.attrs["n_unmeasured"]) == (1, 1)
     assert np.isnan(float(bias.isel(model=0, temperature=0, top_p=0)))
     assert int(bias.isnull().sum()) == 1
     tab, _ = sampling.decoding_bias_table(bias)

@@ -564,11 +564,18 @@ def decoding_bias(
         )
     out = expected - ref
     out.name = "bias"
+    # A server in top-k mode measures only part of the grid: its decoding_valid_mass is
+    # NaN (not measured), where 0 means "measured, no valid token in the nucleus".
+    unmeasured = undefined & False
+    if "decoding_valid_mass" in ds:
+        unmeasured = ds["decoding_valid_mass"].isnull().any(item_dim) & undefined
     out.attrs = {
         "long_name": "decoding bias of the expected composite",
         "units": "composite-score points",
-        "n_undefined": int(undefined.sum()),
-        "undefined": "NaN where some item keeps no valid token in the nucleus",
+        "n_undefined": int((undefined & ~unmeasured).sum()),
+        "n_unmeasured": int(unmeasured.sum()),
+        "undefined": "NaN where some item keeps no valid token in the nucleus "
+        "(n_undefined) or the setting was not measured (n_unmeasured)",
     }
     return out
 

@@ -412,6 +412,11 @@ def write_report(
                 "settings keep no valid token in the nucleus for some item: a sampler would "
                 "never return a valid composite there, so their bias is undefined and left out."
             )
+        if bias.attrs.get("n_unmeasured"):
+            s.text(
+                f"{bias.attrs['n_unmeasured']} of {bias.size} settings were not measured (a "
+                "server that returns only the top-k log-probabilities) and are left out."
+            )
         if np.isfinite(st.get("r", np.nan)):
             s.text(
                 f"Correlation of mean |bias| with Consensus across the {st['n']} conditions: "
