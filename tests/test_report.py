@@ -148,3 +148,20 @@ def test_load_demo_results_labels_synthetic(capsys):
     assert "pmf" in ds
     msg = capsys.readouterr().out
     assert ("SYNTHETIC" in msg) == bool(ds.attrs.get("synthetic"))
+
+
+def test_report_trend_over_numeric_coordinate(tmp_path):
+    ds = synthetic_results()
+    write_report(ds, tmp_path)
+    trends = pd.read_csv(tmp_path / "tables" / "trends.csv")
+    assert trends[["Factor", "Ordered by"]].values.tolist() == [["model", "model_size"]]
+    # E of the per-unit trend is the secant slope of the model marginal means
+    comp = xl.composite(ds.pmf)
+    means = (comp * comp.score).sum("score").mean("target")
+    size = ds.model_size.values
+    lo, hi = np.argmin(size), np.argmax(size)
+    secant = float((means[hi] - means[lo]) / (size[hi] - size[lo]))
+    assert trends.E.iloc[0] == pytest.approx(secant, rel=1e-9)
+    # a design without numeric coordinates gets no trend table
+    write_report(ds.drop_vars("model_size"), tmp_path / "none")
+    assert not (tmp_path / "none" / "tables" / "trends.csv").exists()

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..construct import summarize, trend
 from ..data import human_baseline, load_demo_results, synthetic_results
 from ..errors import DesignError, InvalidPMFError
 from . import tables
@@ -345,6 +346,20 @@ def write_report(
                 f"Pairwise contrasts between levels of {second}.",
                 index=False,
             )
+    trend_rows = [
+        {"Factor": str(f), "Ordered by": str(name), **row}
+        for f, name, row in _trend_rows(comp, factors)
+    ]
+    if trend_rows:
+        s.table(
+            pd.DataFrame(trend_rows),
+            out,
+            "trends",
+            "Per-unit trend of the composite over each factor with a numeric coordinate "
+            "(paired adjacent-level differences divided by the spacing, length-weighted; "
+            "E is the secant slope of the marginal means).",
+            index=False,
+        )
     sections.append(s)
 
     # ---------------------------------------------------------------- sampling cost
@@ -444,6 +459,25 @@ table.tbl{border-collapse:collapse;font-size:.88em;margin:.4em 0}
 .tbl th{background:#f2f6fa}.tbl td:first-child,.tbl th:first-child{text-align:left}
 .dl{font-size:.85em}code{background:#f4f4f4;padding:0 .2em}
 """
+
+
+def _trend_rows(comp: xr.DataArray, factors: list[Hashable]):
+    """(factor, coord name, summary) for every factor with distinct numeric values.
+
+    A factor qualifies through a numeric index or a 1-D numeric non-index coord on
+    its dim (e.g. ``model_size``); the trend runs over those values.
+    """
+    for f in factors:
+        if comp.sizes[f] < 2:
+            continue
+        for name, coord in comp.coords.items():
+            if coord.dims != (f,) or not np.issubdtype(coord.dtype, np.number):
+                continue
+            values = np.asarray(coord.values, dtype=float)
+            if not np.all(np.isfinite(values)) or len(np.unique(values)) != values.size:
+                continue
+            summ = summarize(trend(comp, f, values=values), dim="slope")
+            yield f, name, {k: float(summ[k]) for k in ("E", "SD", "SNR", "dPD")}
 
 
 def _render(out: Path, title: str, sections: list[_Section]) -> Path:
