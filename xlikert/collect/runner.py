@@ -532,14 +532,12 @@ def collect(
             bs = _auto_batch(str(lm.device)) if batch_size == "auto" else int(batch_size)
             state = {"batch_size": bs, "backoffs": 0}
             bar.set_description(f"collect {spec['name']}")
-            for ui, cells in todo:
-                res = _compute_unit(scorer, cells, plan, state["batch_size"], options, state)
-                done[(mi, ui)] = res
-                if partial is not None:
-                    _save_npz_atomic(partial / f"m{mi:03d}-u{ui:05d}.npz", **res)
-                bar.update(len(cells))
-                if on_unit is not None:
-                    on_unit(len(done), len(units))
+
+            def compute(cells, scorer=scorer, state=state):
+                # the batch size is read per unit: an OOM back-off lowers it in `state`
+                return _compute_unit(scorer, cells, plan, state["batch_size"], options, state)
+
+            _run_units(compute, mi, units, todo, done, partial, bar, on_unit)
             info = {k: v for k, v in lm.provenance.items() if k != "load_seconds"}
             info["valid_tokens"] = lm.valid.as_records()
             if getattr(lm, "answers", None) is not None:
@@ -550,7 +548,7 @@ def collect(
             infos[mi] = info
             if partial is not None:
                 _write_json_atomic(partial / f"model-{mi:03d}.json", info)
-            del scorer, lm
+            del compute, scorer, lm
             _empty_cache()
     finally:
         bar.close()
@@ -567,6 +565,18 @@ def collect(
         write_atomic(ds, out_path)
         shutil.rmtree(partial, ignore_errors=True)
     return ds
+
+
+def _run_units(compute, mi, units, todo, done, partial, bar, on_unit) -> None:
+    """Compute model ``mi``'s pending units, saving each to ``partial`` as it finishes."""
+    for ui, cells in todo:
+        res = compute(cells)
+        done[(mi, ui)] = res
+        if partial is not None:
+            _save_npz_atomic(partial / f"m{mi:03d}-u{ui:05d}.npz", **res)
+        bar.update(len(cells))
+        if on_unit is not None:
+            on_unit(len(done), len(units))
 
 
 def _run_server(mi, spec, scale, options, plan, units, todo, done, partial, bar, on_unit):
@@ -591,14 +601,10 @@ def _run_server(mi, spec, scale, options, plan, units, todo, done, partial, bar,
             f"model entry, or delete {partial} to start again"
         )
     bar.set_description(f"collect {spec['name']} ({sm.mode})")
-    for ui, cells in todo:
-        res = sm.compute_unit(cells, plan, options)
-        done[(mi, ui)] = res
-        if partial is not None:
-            _save_npz_atomic(partial / f"m{mi:03d}-u{ui:05d}.npz", **res)
-        bar.update(len(cells))
-        if on_unit is not None:
-            on_unit(len(done), len(units))
+    _run_units(
+        lambda cells: sm.compute_unit(cells, plan, options),
+        mi, units, todo, done, partial, bar, on_unit,
+    )  # fmt: skip
     info = dict(sm.provenance)
     info["valid_tokens"] = sm.valid.as_records() if sm.valid is not None else []
     info["http_requests_last_session"] = sm.client.requests
