@@ -81,7 +81,7 @@ def run_sampling(
     """Sample ``n`` answers per prompt, prompt by prompt, within ``max_seconds``.
 
     Stops before a ``generate`` call whose expected time would overrun the
-    budget (after at least one call); the time of the whole run is then
+    budget (after at least two calls, or one prompt in full); the time of the whole run is then
     extrapolated linearly in sequences x prompt tokens.
     """
     import torch
@@ -89,6 +89,7 @@ def run_sampling(
     model, tok = lm.model, lm.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     sizes = _split(n, chunk)
+    min_calls = min(len(sizes), 2)  # at least one prompt in full when N <= 2 x chunk
     answers: list[list[int | None]] = []
     elapsed, calls, work_done = 0.0, 0, 0.0
     work_total = float(n * sum(len(e) for e in encoded))
@@ -98,7 +99,7 @@ def run_sampling(
         mask = torch.ones_like(x)
         got: list[int | None] = []
         for size in sizes:
-            if calls and elapsed + elapsed / calls > max_seconds:
+            if calls >= min_calls and elapsed + elapsed / calls > max_seconds:
                 stopped = True
                 break
             t0 = time.perf_counter()
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         limits = [float(x) for x in args.max_seconds.split(",")]
         limits = (limits * len(budgets))[: len(budgets)] if len(limits) == 1 else limits
     else:
-        limits = [9.0] * len(budgets) if args.quick else [240.0, 25.0, 25.0][: len(budgets)]
+        limits = [7.0] * len(budgets) if args.quick else [240.0, 25.0, 25.0][: len(budgets)]
     if len(limits) != len(budgets):
         ap.error("--max-seconds needs one value, or one per budget")
 
@@ -397,7 +398,9 @@ def main(argv: list[str] | None = None) -> int:
                 r["composite_se_analytic_failures_discarded_mean"],
                 emp["composite_se_empirical_mean"]
                 if emp.get("composite_se_empirical_mean") is not None
-                else f"{emp.get('item_se_empirical_mean') or float('nan'):.3g} (item)",
+                else f"{emp['item_se_empirical_mean']:.3g} (item)"
+                if emp.get("item_se_empirical_mean") is not None
+                else "-",
                 emp.get("failure_rate_sampled"),
                 r["speedup_exact_vs_sampling"],
                 r["extrapolation"] or "measured in full",
