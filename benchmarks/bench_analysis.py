@@ -161,44 +161,17 @@ def _worker_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
-def _import_attr(module: str, name: str):
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
-
-
-def _gufunc_by_reference(g):
-    return _import_attr, (g.__module__, g.__name__)
-
-
 def _probe_gufunc_pickling(client) -> str:
-    """Call one of xlikert's numba gufuncs on a worker process, as dask would ship it.
+    """Call one of xlikert's kernels on a worker process, as dask ships it.
 
-    numba gufuncs built with ``cache=True`` pickle by value and the rebuilt
-    gufunc segfaults when called in a fresh process (numba 0.68; see
-    numba/numba#4314). Where that happens this installs a ``copyreg`` reducer
-    that ships xlikert's gufuncs by reference (module + name) instead, and
-    says so in the JSON; xlikert/kernels should do the same.
+    A numba gufunc pickled by value crashes in a fresh process (numba/numba#4314);
+    ``xlikert.kernels.get_kernel`` returns a handle that pickles by name instead.
     """
-    import copyreg
-
-    from numba.np.ufunc.gufunc import GUFunc
-
     from xlikert import kernels
 
     kernel = kernels.get_kernel("convolve_items", "numba")
-    try:
-        client.submit(kernel, np.full((2, 3), 1 / 3), np.zeros(5), pure=False).result()
-        return "native: numba gufuncs run on process workers as shipped"
-    except Exception as err:  # KilledWorker: the worker segfaulted
-        native = f"{type(err).__name__}"
-    copyreg.pickle(GUFunc, _gufunc_by_reference)
-    client.wait_for_workers(len(client.scheduler_info()["workers"]) or 1, timeout=60)
-    return (
-        f"workaround: shipping xlikert's numba gufuncs as pickled made the worker die "
-        f"({native}: segfault of a by-value rebuilt gufunc, numba/numba#4314); this run "
-        "registers a copyreg reducer that ships them by reference (module + name)"
-    )
+    client.submit(kernel, np.full((2, 3), 1 / 3), np.zeros(5), pure=False).result()
+    return "native: xlikert kernels run on process workers as shipped (by-name handles)"
 
 
 def _child(args: argparse.Namespace) -> None:

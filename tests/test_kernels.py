@@ -155,7 +155,42 @@ def test_blocks_are_mixed_uniformly():
 def test_engine_switch():
     assert kernels.get_engine() == "numba"
     with kernels.use_engine("numpy"):
-        assert kernels.get_kernel("convolve_items") is convolve_items_numpy
-    assert kernels.get_kernel("convolve_items") is convolve_items
+        assert kernels.get_kernel("convolve_items") == kernels.KernelHandle(
+            "convolve_items", "numpy"
+        )
+    assert kernels.get_kernel("convolve_items").engine == "numba"
+    pmf, grid = np.full((3, 4), 0.25), np.zeros(10)
+    np.testing.assert_array_equal(
+        kernels.get_kernel("convolve_items", "numpy")(pmf, grid), convolve_items_numpy(pmf, grid)
+    )
+    np.testing.assert_array_equal(
+        kernels.get_kernel("convolve_items", "numba")(pmf, grid), convolve_items(pmf, grid)
+    )
     with pytest.raises(XlikertError, match="unknown kernel engine"):
         kernels.set_engine("cuda")
+
+
+def test_kernels_ship_to_a_fresh_process():
+    """Dask pickles the apply_ufunc function to its workers (cloudpickle); a numba
+    gufunc pickled by value crashes there (numba/numba#4314), a handle must not."""
+    import subprocess
+    import sys
+
+    import cloudpickle
+
+    pmf = np.random.default_rng(0).dirichlet(np.ones(7), size=17)
+    payload = cloudpickle.dumps((kernels.get_kernel("convolve_items", "numba"), pmf))
+    code = (
+        "import sys, pickle, numpy as np\n"
+        "k, pmf = pickle.loads(sys.stdin.buffer.read())\n"
+        "sys.stdout.buffer.write(pickle.dumps(k(pmf, np.zeros(103))))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], input=payload, capture_output=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr.decode()
+    import pickle
+
+    np.testing.assert_allclose(
+        pickle.loads(run.stdout), convolve_items_numpy(pmf, np.zeros(103)), atol=1e-15
+    )

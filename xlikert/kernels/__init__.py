@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from .comonotone import (
     BREAKPOINT_TOL,
@@ -45,6 +46,7 @@ from .convolution import convolve_items, convolve_items_numpy
 __all__ = [
     "BREAKPOINT_TOL",
     "ENGINES",
+    "KernelHandle",
     "blocked_comonotone_contrast",
     "blocked_comonotone_contrast_numpy",
     "consensus_bounds",
@@ -103,6 +105,32 @@ def use_engine(engine: Engine) -> Iterator[None]:
         _engine[0] = old
 
 
-def get_kernel(name: str, engine: str | None = None) -> Callable:
-    """Return kernel ``name`` for ``engine`` (``None``: the current default)."""
-    return _KERNELS[_check(engine or _engine[0])][name]
+@dataclass(frozen=True)
+class KernelHandle:
+    """A kernel named by ``(name, engine)``, looked up when called.
+
+    Dask ships the function of ``apply_ufunc`` to its workers by pickling it. A
+    numba gufunc pickles by value, and the rebuilt gufunc crashes when called in
+    a fresh worker process (numba 0.68, numba/numba#4314). This handle pickles as
+    two strings, and each process resolves it to its own (cached) compiled kernel.
+    """
+
+    name: str
+    engine: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _KERNELS[self.engine][self.name](*args, **kwargs)
+
+
+def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
+    """Return kernel ``name`` for ``engine`` (``None``: the current default).
+
+    >>> import numpy as np, pickle
+    >>> k = pickle.loads(pickle.dumps(get_kernel("convolve_items", "numba")))
+    >>> k(np.full((2, 2), 0.5), np.zeros(3))
+    array([0.25, 0.5 , 0.25])
+    """
+    engine = _check(engine or _engine[0])
+    if name not in _KERNELS[engine]:
+        raise KeyError(f"unknown kernel {name!r}; kernels: {sorted(_KERNELS[engine])}")
+    return KernelHandle(name, engine)
