@@ -163,10 +163,12 @@ def _blocked_contrast(
     zhi = pos * y[-1] + neg * y[0]
     values = np.arange(round(float(zlo)), round(float(zhi)) + 1)
     grid = xr.DataArray(values.astype(np.float64), dims=_GRID)
-    if block_dims:
-        x = stacked.stack({_BLOCK: list(block_dims)}, create_index=False)
-    else:
-        x = stacked.expand_dims(_BLOCK)
+    # Block dims split over several Dask chunks stay outside the kernel, so chunks
+    # are never merged: the kernel mixes the blocks inside each chunk and ``.mean``
+    # mixes the rest (every outer index holds the same number of inner blocks).
+    outer = [d for d in block_dims if is_lazy(stacked) and len(stacked.chunksizes[d]) > 1]
+    inner = [d for d in block_dims if d not in outer]
+    x = stacked.stack({_BLOCK: inner}, create_index=False) if inner else stacked.expand_dims(_BLOCK)
     x = _single_chunk(x, [_BLOCK, _TERM, score_dim])
     support = xr.DataArray(y, dims=score_dim)
     coef = xr.DataArray(alpha, dims=_TERM)
@@ -184,6 +186,8 @@ def _blocked_contrast(
         keep_attrs=False,
     )
     out = out.rename({_GRID: effect_dim}).assign_coords({effect_dim: values})
+    if outer:
+        out = out.mean(outer)
     # drop leftovers of stacked / vectorised-indexed coords along removed dims
     out = out.drop_vars([c for c in out.coords if c not in out.dims and _BLOCK in stacked[c].dims])
     return _trim(out, effect_dim) if trim else out
