@@ -80,6 +80,9 @@ def synthetic_pmf(
     coords["item"] = [str(k + 1) for k in range(n_items)]
     coords["score"] = np.arange(lo, hi + 1)
     return xr.DataArray(
-        mass, dims=[*factors, "item", "score"], coords=coords, name="pmf",
+        mass,
+        dims=[*factors, "item", "score"],
+        coords=coords,
+        name="pmf",
         attrs={"description": "synthetic item PMFs", "seed": seed},
     )

@@ -138,10 +138,11 @@ def check_pmf(
     total = values.sum(score_dim)
     bad = abs(total - 1.0) > atol
     if bool(bad.any()):
-        first = float(total.where(bad).stack(_c=[...]).dropna("_c")[0]) if total.ndim else float(total)
+        first = (
+            float(total.where(bad).stack(_c=[...]).dropna("_c")[0]) if total.ndim else float(total)
+        )
         raise InvalidPMFError(
-            f"PMF does not sum to 1 (tolerance {atol:g}) at {describe_cells(bad)} "
-            f"(sum {first:.6g})"
+            f"PMF does not sum to 1 (tolerance {atol:g}) at {describe_cells(bad)} (sum {first:.6g})"
         )
     return pmf
 
@@ -165,8 +166,7 @@ def check_levels(obj: xr.DataArray, dims: Iterable[Hashable], min_levels: int = 
         if n < min_levels:
             levels = obj[dim].values.tolist() if dim in obj.coords else list(range(n))
             raise DesignError(
-                f"factor {dim!r} has {n} level(s) {levels}; an effect needs at least "
-                f"{min_levels}"
+                f"factor {dim!r} has {n} level(s) {levels}; an effect needs at least {min_levels}"
             )
 
 

@@ -55,7 +55,6 @@ _EXPERIMENT_KEYS = ("name", "description", "instrument", "framing", "system", "u
 _FACTOR_KEYS = ("kind", "levels", "description")
 
 
-
 def _provenance_path(path: str) -> str:
     """A built-in file as ``<xlikert>/design/...``, so results carry no local directory."""
     package = Path(__file__).resolve().parents[1]
@@ -63,6 +62,7 @@ def _provenance_path(path: str) -> str:
         return f"<xlikert>/{Path(path).resolve().relative_to(package).as_posix()}"
     except ValueError:
         return str(path)
+
 
 @dataclass(frozen=True)
 class Factor:
