@@ -22,6 +22,7 @@ import torch
 from test_collect_support import EXTRA, build_tokenizer, save_tiny, tiny_prompts
 
 from xlikert.collect import collect, find_valid_tokens, merge_shards
+from xlikert.collect.tokens import find_space_tokens
 from xlikert.errors import CollectionError
 
 HERE = Path(__file__).parent
@@ -43,16 +44,56 @@ def base(tiny_spec) -> xr.Dataset:
     return collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
 
 
-def independent(model_dir: Path, text: str) -> np.ndarray:
-    """Full-vocabulary probabilities of the next token, written plainly."""
+def independent(model_dir: Path, text: str, append: tuple[int, ...] = ()) -> np.ndarray:
+    """Full-vocabulary probabilities of the next token after ``text`` + ``append`` ids."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
+    ids = tok(text, add_special_tokens=False).input_ids + list(append)
     with torch.no_grad():
-        logits = model(ids).logits[0, -1].double()
+        logits = model(torch.tensor([ids])).logits[0, -1].double()
     return torch.softmax(logits, -1).numpy()
+
+
+def nucleus(p: np.ndarray, temp: float = 1.0, top_p: float = 1.0) -> np.ndarray:
+    """Sampler's distribution: temperature, then greedy top-p (add tokens until the mass)."""
+    q = np.exp(np.log(p) / temp - np.max(np.log(p) / temp))
+    q /= q.sum()
+    keep = np.zeros(q.size, bool)
+    mass = 0.0
+    for j in np.argsort(-q, kind="stable"):
+        keep[j] = True
+        mass += q[j]
+        if mass >= top_p:
+            break
+    return np.where(keep, q, 0.0) / q[keep].sum()
+
+
+def rule_masses(model_dir, text, temp=1.0, top_p=1.0, split_space=True) -> np.ndarray:
+    """P(answer = y) for y = 1..7, by the answer rule written plainly.
+
+    A valid token (digit with optional marker) as the next token, plus, with
+    ``split_space``, a bare space token followed by a marker-less digit token.
+    """
+    vocab = build_tokenizer().get_vocab()
+    valid = {i: int(t.lstrip(" ▁Ġ")) for t, i in vocab.items() if VALID_RE.match(t)}
+    bare = {i: y for i, y in valid.items() if re.fullmatch("[1-7]", vocab_inv(vocab)[i])}
+    spaces = [i for t, i in vocab.items() if t in (" ", "▁", "Ġ")]
+    q0 = nucleus(independent(model_dir, text), temp, top_p)
+    mass = np.zeros(7)
+    for i, y in valid.items():
+        mass[y - 1] += q0[i]
+    if split_space:
+        for s in spaces:
+            q1 = nucleus(independent(model_dir, text, (s,)), temp, top_p)
+            for i, y in bare.items():
+                mass[y - 1] += q0[s] * q1[i]
+    return mass
+
+
+def vocab_inv(vocab: dict[str, int]) -> dict[int, str]:
+    return {i: t for t, i in vocab.items()}
 
 
 def test_valid_tokens_surface_forms():
@@ -64,6 +105,8 @@ def test_valid_tokens_surface_forms():
     for s, y in zip(vt.surfaces, vt.scores, strict=True):
         assert s.lstrip(" ▁Ġ") == str(y)
     assert vt.ids == tuple(tok.convert_tokens_to_ids(list(vt.surfaces)))
+    # the one bare space token of this tokenizer; "▁1", "Ġ5" are digits with a marker
+    assert find_space_tokens(tok) == (tok.get_vocab()[" "],)
 
 
 def test_pmf_sums_and_valid_mass_match_independent_pass(base, tiny_dir):
@@ -74,22 +117,43 @@ def test_pmf_sums_and_valid_mass_match_independent_pass(base, tiny_dir):
     vocab = tok.get_vocab()
     valid = {i: int(t.lstrip(" ▁Ġ")) for t, i in vocab.items() if VALID_RE.match(t)}
     assert len(valid) == 7 + len([e for e in EXTRA if VALID_RE.match(e)])
+    assert base.attrs["models"]["tiny"]["answers"].startswith("one token or split space")
     for target in ("USA", "Chad"):
         for item in ("1", "5"):
             cell = base.sel(model="tiny", target=target, item=item)
             text = str(cell.prompt.values)
             assert text.startswith("<s><|system|>") and text.endswith("<|assistant|>")
             assert not text.startswith("<s><s>")
+            mass = rule_masses(tiny_dir, text)
+            np.testing.assert_allclose(float(cell.valid_mass), mass.sum(), rtol=1e-6)
+            np.testing.assert_allclose(cell.pmf.values, mass / mass.sum(), atol=1e-6)
             p = independent(tiny_dir, text)
-            vm = sum(p[i] for i in valid)
-            np.testing.assert_allclose(float(cell.valid_mass), vm, rtol=1e-6)
-            pmf = np.zeros(7)
-            for i, y in valid.items():
-                pmf[y - 1] += p[i]
-            np.testing.assert_allclose(cell.pmf.values, pmf / vm, atol=1e-6)
             top = np.argsort(-p)[:5]
             np.testing.assert_allclose(np.exp(cell.topk_logprob.values[:5]), p[top], rtol=1e-5)
             assert list(cell.topk_token.values[:5]) == tok.convert_ids_to_tokens(top.tolist())
+
+
+def test_one_token_rule_and_split_space(base, tiny_spec, tiny_dir):
+    """split_space=False is the paper's one-token rule; the split space adds P(' ') P(y | ' ')."""
+    one = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4, split_space=False)
+    assert one.attrs["models"]["tiny"]["answers"].startswith("one token:")
+    assert one.attrs["xlikert_fingerprint"] != base.attrs["xlikert_fingerprint"]
+    vocab = build_tokenizer().get_vocab()
+    space = vocab[" "]
+    bare = [vocab[str(y)] for y in range(1, 8)]
+    for target, item in [("USA", "2"), ("France", "4")]:
+        text = str(base.prompt.sel(model="tiny", target=target, item=item).values)
+        p0 = independent(tiny_dir, text)
+        p1 = independent(tiny_dir, text, (space,))
+        mass = rule_masses(tiny_dir, text, split_space=False)
+        cell = one.sel(model="tiny", target=target, item=item)
+        np.testing.assert_allclose(float(cell.valid_mass), mass.sum(), rtol=1e-6)
+        np.testing.assert_allclose(cell.pmf.values, mass / mass.sum(), atol=1e-6)
+        added = float(base.valid_mass.sel(model="tiny", target=target, item=item) - cell.valid_mass)
+        np.testing.assert_allclose(added, p0[space] * p1[bare].sum(), rtol=0, atol=1e-8)
+        assert added > 1e-5  # the split-space path really carries mass here
+    assert (one.prompt == base.prompt).all()
+    np.testing.assert_array_equal(one.topk_token, base.topk_token)
 
 
 def test_batched_equals_unbatched_and_cached_equals_uncached(base, tiny_spec):
@@ -112,36 +176,20 @@ def test_decoding_grid(base, tiny_dir):
     np.testing.assert_allclose(
         base.decoding_valid_mass.sel(temperature=1.0, top_p=1.0), base.valid_mass, atol=1e-12
     )
-    # an independent nucleus computation for one prompt and every grid point
+    # an independent nucleus computation for one prompt and every grid point:
+    # temperature and nucleus at the first token and, after a space token, at the second
     cell = base.sel(model="tiny", target="France", item="2")
-    tok = build_tokenizer()
-    valid = {i: int(t.lstrip(" ▁Ġ")) for t, i in tok.get_vocab().items() if VALID_RE.match(t)}
-    p1 = independent(tiny_dir, str(cell.prompt.values))
-    logits = np.log(p1)
-    truncated = False
+    text = str(cell.prompt.values)
+    q = nucleus(independent(tiny_dir, text), 1.0, 0.8)
+    assert (q == 0).any()  # the grid really truncates something
     for temp in base.temperature.values:
-        q = np.exp(logits / temp - np.max(logits / temp))
-        q /= q.sum()
-        order = np.argsort(-q, kind="stable")
         for top_p in base.top_p.values:
-            keep = np.zeros(q.size, bool)
-            mass = 0.0
-            for j in order:  # greedy: add tokens until the mass reaches top_p
-                keep[j] = True
-                mass += q[j]
-                if mass >= top_p:
-                    break
-            truncated |= not keep.all()
-            vm = sum(q[i] for i in valid if keep[i]) / q[keep].sum()
+            mass = rule_masses(tiny_dir, text, temp, top_p)
             got = cell.decoding_valid_mass.sel(temperature=temp, top_p=top_p)
-            np.testing.assert_allclose(float(got), vm, atol=1e-6)
-            if vm > 0:
-                pmf = np.zeros(7)
-                for i, y in valid.items():
-                    pmf[y - 1] += q[i] * keep[i]
+            np.testing.assert_allclose(float(got), mass.sum(), atol=1e-6)
+            if mass.sum() > 0:
                 got_pmf = cell.decoding_pmf.sel(temperature=temp, top_p=top_p).values
-                np.testing.assert_allclose(got_pmf, pmf / pmf.sum(), atol=1e-6)
-    assert truncated  # the grid really truncated something
+                np.testing.assert_allclose(got_pmf, mass / mass.sum(), atol=1e-6)
 
 
 def test_resume_after_sigkill_equals_clean_run(tiny_dir, tmp_path):
@@ -267,25 +315,25 @@ def test_chunked_assembly_checksum_leaves_nothing(monkeypatch, tmp_path):
 def test_oom_backs_off(monkeypatch, tiny_spec, base):
     from xlikert.collect import backend
 
-    real = backend.Scorer.forward
+    real = backend.Scorer.forward_rows
     calls = []
 
-    def flaky(self, prefix, cache, suffixes):
+    def flaky(self, prefix, cache, suffixes, keep=1):
         calls.append(len(suffixes))
         if len(suffixes) > 1:
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real(self, prefix, cache, suffixes)
+        return real(self, prefix, cache, suffixes, keep)
 
-    monkeypatch.setattr(backend.Scorer, "forward", flaky)
+    monkeypatch.setattr(backend.Scorer, "forward_rows", flaky)
     ds = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
     assert 4 in calls and 2 in calls and calls[-1] == 1
     np.testing.assert_allclose(ds.pmf, base.pmf, atol=1e-5)
     assert ds.attrs["models"]["tiny"]["oom_backoffs"] == 2
 
-    def always(self, prefix, cache, suffixes):
+    def always(self, prefix, cache, suffixes, keep=1):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(backend.Scorer, "forward", always)
+    monkeypatch.setattr(backend.Scorer, "forward_rows", always)
     with pytest.raises(CollectionError, match="out of memory even on a batch of 1"):
         collect(tiny_prompts(1, 1), tiny_spec, progress=False)
 

@@ -23,6 +23,13 @@ from xlikert.design import load_experiment
 from xlikert.io import open_results
 
 
+def next_token(model, ids: list[int]) -> np.ndarray:
+    """Full-vocabulary next-token probabilities after ``ids``, one plain forward pass."""
+    with torch.no_grad():
+        z = model(torch.tensor([ids])).logits[0, -1].double()
+    return torch.softmax(z, -1).numpy()
+
+
 @pytest.mark.slow
 def test_smollm2_end_to_end(tmp_path_factory):
     # The dequantised-model cache is shared across test runs (XLIKERT_CACHE or the user cache).
@@ -63,12 +70,21 @@ def test_smollm2_end_to_end(tmp_path_factory):
         ]
         text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         assert text == str(cell.prompt.values)
-        ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids
-        with torch.no_grad():
-            p = torch.softmax(model(ids).logits[0, -1].double(), -1).numpy()
-        mass = sum(p[i] for i in valid)
+        ids = tok(text, add_special_tokens=False).input_ids
+
+        # the answer rule: a valid token next, or the bare space token "Ġ" and then a digit
+        space = tok.convert_tokens_to_ids("Ġ")
+        p0, p1 = (next_token(model, ids + extra) for extra in ([], [space]))
         pmf = np.zeros(7)
         for i, y in valid.items():
-            pmf[y - 1] += p[i]
+            pmf[y - 1] += p0[i]
+            if tok.convert_ids_to_tokens(i) == str(y):
+                pmf[y - 1] += p0[space] * p1[i]
+        mass = pmf.sum()
         np.testing.assert_allclose(float(cell.valid_mass), mass, rtol=1e-4)
         np.testing.assert_allclose(cell.pmf.values, pmf / mass, atol=1e-5)
+    assert info["answers"].startswith("one token or split space")
+    assert [(r["tokens"], r["score"]) for r in info["answer_spellings"]][:2] == [
+        (["1"], 1),
+        (["Ġ", "1"], 1),
+    ]

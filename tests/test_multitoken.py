@@ -38,7 +38,7 @@ def result(tiny_dir, prompts):
 
 
 def spellings(tok) -> dict[int, list[tuple[int, ...]]]:
-    """Every 1- or 2-token spelling of each value, by brute force over the vocabulary."""
+    """Every 1- or 2-token spelling of each value (plus a leading bare space), by brute force."""
     special = set(tok.all_special_ids)
     vocab = {i: t for t, i in tok.get_vocab().items() if i not in special}
 
@@ -55,6 +55,11 @@ def spellings(tok) -> dict[int, list[tuple[int, ...]]]:
             continue
         if strip(a) + b in words:
             out[words[strip(a) + b]].append((i, j))
+    # a bare space token, then a spelling without any marker (" 10" as " ", "1", "0")
+    spaces = [i for i, t in vocab.items() if t in MARKERS]
+    for y, seqs in list(out.items()):
+        plain = [s for s in seqs if all(vocab[t][:1] not in MARKERS for t in s)]
+        out[y] += [(sp, *s) for sp in spaces for s in plain]
     return out
 
 
@@ -135,7 +140,7 @@ def test_provenance_and_batching(result, tiny_dir, prompts):
     info = result.attrs["models"]["t"]
     assert info["answers"].startswith("multi-token (exact")
     tens = [r for r in info["answer_spellings"] if r["score"] == 10]
-    assert {tuple(r["tokens"]) for r in tens} == {("1", "0"), ("▁1", "0")}
+    assert {tuple(r["tokens"]) for r in tens} == {("1", "0"), ("▁1", "0"), (" ", "1", "0")}
     other = collect(
         prompts,
         [{"name": "t", "source": str(tiny_dir)}],

@@ -27,7 +27,13 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def local(tiny_dir):
-    return collect(tiny_prompts(2, 3), [{"name": "m", "source": str(tiny_dir)}], progress=False)
+    # servers apply the one-token rule (they cannot condition on an appended space token)
+    return collect(
+        tiny_prompts(2, 3),
+        [{"name": "m", "source": str(tiny_dir)}],
+        progress=False,
+        split_space=False,
+    )
 
 
 @pytest.fixture
@@ -83,6 +89,7 @@ def test_exact_mode_equals_local_backend_and_key_never_written(
     for v in ("pmf", "valid_mass", "topk_logprob"):
         np.testing.assert_allclose(ds[v], local[v], atol=1e-6, rtol=1e-6, err_msg=v)
     assert (ds.topk_token == local.topk_token).all()
+    assert ds.attrs["models"]["m"]["answers"].startswith("one token:")
     assert "pmf_lower" not in ds
     t1 = ds.decoding_pmf.sel(temperature=1.0)
     known = t1.notnull()

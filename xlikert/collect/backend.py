@@ -36,11 +36,14 @@ import numpy as np
 from .._version import __version__
 from ..errors import CollectionError
 from .tokens import (
+    ANSWER_RULE,
+    SPACED_ANSWER_RULE,
     AnswerSequences,
     ValidTokens,
     find_answer_sequences,
     find_valid_tokens,
     needs_sequences,
+    spaced_answers,
 )
 from .zoo import ZOO, cache_dir, resolve_gguf, sha256_file
 
@@ -89,7 +92,8 @@ class LoadedModel:
     valid: ValidTokens
     prompt_format: str  # "chat" or "plain"
     provenance: dict[str, Any] = field(default_factory=dict)
-    #: Token spellings of every value when the scale needs multi-token answers, else None.
+    #: Token spellings of every value when one next-token read is not enough (multi-token
+    #: scales, or a tokenizer that keeps the leading space apart), else None.
     answers: AnswerSequences | None = None
 
     @property
@@ -234,6 +238,7 @@ def load_model(
     dtype: str | None = None,
     device_map: str | None = None,
     trust_remote_code: bool = False,
+    split_space: bool = True,
 ) -> LoadedModel:
     """Load a model for collection.
 
@@ -251,6 +256,11 @@ def load_model(
         CPU and bf16 (else fp16) on CUDA; softmax is always float64.
     trust_remote_code
         Off unless asked.
+    split_space
+        Also count answers whose leading space is a token of its own (``"▁"``
+        then ``"5"``), exactly, in the same forward pass
+        (:data:`~xlikert.collect.tokens.SPACED_ANSWER_RULE`). Off: the paper's
+        one-token rule, where such answers are constraint failures.
 
     Examples
     --------
@@ -274,7 +284,7 @@ def load_model(
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
     try:
-        lm = _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale)
+        lm = _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale, split_space)
     finally:
         if bars:
             transformers.utils.logging.enable_progress_bar()
@@ -282,7 +292,9 @@ def load_model(
     return lm
 
 
-def _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale) -> LoadedModel:
+def _load(
+    spec, source, name, device, dev_map, torch_dtype, trc, prov, scale, split_space
+) -> LoadedModel:
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -375,7 +387,10 @@ def _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale) ->
             valid = find_valid_tokens(tokenizer, scale)
         except CollectionError:
             answers = find_answer_sequences(tokenizer, scale)  # raises when none exist
-    if answers is not None:
+        else:
+            if split_space:
+                answers = spaced_answers(tokenizer, valid)
+    if answers is not None and answers.continuation is not None:
         # the one-token answers, for the record; scoring uses every spelling
         singles = [
             (s[0], y) for s, y in zip(answers.sequences, answers.scores, strict=True) if len(s) == 1
@@ -403,10 +418,12 @@ def _load(spec, source, name, device, dev_map, torch_dtype, trc, prov, scale) ->
         transformers=transformers.__version__,
         torch=torch.__version__,
     )
-    if answers is not None:
-        from .tokens import ANSWER_RULE
-
+    if answers is not None and answers.continuation is None:
+        prov["answers"] = "one token or split space (exact, same pass): " + SPACED_ANSWER_RULE
+    elif answers is not None:
         prov["answers"] = "multi-token (exact, teacher forced): " + ANSWER_RULE
+    else:
+        prov["answers"] = "one token: the next token is a valid token"
     return LoadedModel(name, model, tokenizer, valid, fmt, prov, answers)
 
 
@@ -518,32 +535,52 @@ def answer_leaves(answers: AnswerSequences) -> tuple[list[tuple[int, ...]], list
 
     One teacher-forced row per leaf yields the logits after every prefix of the
     leaf, so every spelling and its stop probability are read off some leaf row.
+    Without a stop check (``answers.continuation is None``) a spelling needs only
+    the logits after its proper prefixes, so the leaves are maximal proper
+    prefixes: for the split-space rule, one row per space token.
     """
     seqs = list(answers.sequences)
+    if answers.continuation is None:
+        seqs = [s[:-1] for s in seqs]
     leaves = [s for s in seqs if not any(len(t) > len(s) and t[: len(s)] == s for t in seqs)]
     leaves = list(dict.fromkeys(leaves))
     owner = [next(i for i, leaf in enumerate(leaves) if leaf[: len(s)] == s) for s in seqs]
     return leaves, owner
 
 
-def _nucleus_logprobs(z, temp: float, top_p: float):
-    """log q over the vocabulary: softmax(z / temp) restricted to the nucleus (tie rule above)."""
+def _grid_logprobs(z, need, temperatures, top_ps):
+    """log q_{T,p} of the tokens ``need`` for every decoding setting (tie rule above).
+
+    ``z`` are float64 logits ``(..., V)``; yields ``(ti, pi, logq)`` with ``logq``
+    of shape ``(..., len(need))`` (``-inf`` outside the nucleus). As in
+    :func:`decoding_grid`, one descending sort serves every temperature, and only
+    the nucleus threshold and mass touch the whole vocabulary.
+    """
     import torch
 
-    if not temp > 0:
-        raise CollectionError(f"temperature must be > 0, got {temp}")
-    if not 0 < top_p <= 1:
-        raise CollectionError(f"top_p must be in (0, 1], got {top_p}")
-    logp = torch.log_softmax(z / float(temp), dim=-1)
-    if top_p >= 1:
-        return logp
-    zs, order = z.sort(dim=-1, descending=True)
-    csum = logp.gather(-1, order).exp().cumsum(-1)
-    target = torch.full((*z.shape[:-1], 1), float(top_p), dtype=z.dtype, device=z.device)
-    kidx = torch.searchsorted(csum, target).clamp(max=z.shape[-1] - 1)
-    thr = zs.gather(-1, kidx)
-    logq = torch.where(z >= thr, logp, torch.full_like(logp, float("-inf")))
-    return logq - torch.logsumexp(logq, dim=-1, keepdim=True)
+    zn = z[..., need]
+    need_sort = any(tp < 1 for tp in top_ps)
+    zs = z.sort(dim=-1, descending=True).values if need_sort else None
+    for ti, temp in enumerate(temperatures):
+        if not temp > 0:
+            raise CollectionError(f"temperature must be > 0, got {temp}")
+        lse = torch.logsumexp(z / float(temp), dim=-1, keepdim=True)
+        lp = zn / float(temp) - lse
+        if need_sort:
+            sp = torch.exp(zs / float(temp) - lse)
+            csum = sp.cumsum(-1)
+        for pi, top_p in enumerate(top_ps):
+            if not 0 < top_p <= 1:
+                raise CollectionError(f"top_p must be in (0, 1], got {top_p}")
+            if top_p >= 1:
+                yield ti, pi, lp
+                continue
+            target = torch.full((*z.shape[:-1], 1), float(top_p), dtype=z.dtype, device=z.device)
+            kidx = torch.searchsorted(csum, target).clamp(max=z.shape[-1] - 1)
+            thr = zs.gather(-1, kidx)  # logit of the last admitted token
+            # every token tied with it is admitted: the nucleus is {t : z_t >= thr}
+            znuc = torch.where(zs >= thr, sp, torch.zeros_like(sp)).sum(-1, keepdim=True)
+            yield ti, pi, torch.where(zn >= thr, lp - torch.log(znuc), float("-inf"))
 
 
 def score_answers(
@@ -588,8 +625,12 @@ def score_answers(
     V = logits.shape[-1]
     z = logits.to(torch.float64).reshape(n_prompts, L, keep, V)
     dev = z.device
-    stop_mask = torch.ones(V, dtype=torch.bool, device=dev)
-    stop_mask[torch.as_tensor(answers.continuation, dtype=torch.long, device=dev)] = False
+    check_stop = answers.continuation is not None
+    # only these tokens' probabilities enter an answer: its spellings and the continuations
+    need = sorted({t for seq in answers.sequences for t in seq} | set(answers.continuation or ()))
+    col = {t: j for j, t in enumerate(need)}
+    cont = torch.as_tensor([col[t] for t in answers.continuation or ()], dtype=torch.long)
+    need_t = torch.as_tensor(need, dtype=torch.long, device=dev)
     n_s = len(answers.scale)
     s_index = torch.as_tensor(
         [answers.scale.index(y) for y in answers.scores], dtype=torch.long, device=dev
@@ -598,22 +639,26 @@ def score_answers(
     def pos(leaf: int, k: int) -> int:  # kept index of the logits after k leaf tokens
         return keep - 1 - len(leaves[leaf]) + k
 
-    def masses(logq):  # logq (B, L, keep, V) -> answer masses (B, A)
+    def masses(logq):  # logq (B, L, keep, len(need)) -> answer masses (B, A)
+        if check_stop:  # P(next token does not continue the number) = 1 - P(continuation)
+            going = logq[..., cont.to(logq.device)].exp().sum(-1)
+            log_stop = torch.log1p(-going.clamp(max=1.0))
         cols = []
         for a, seq in enumerate(answers.sequences):
             leaf = owner[a]
-            lp = sum(logq[:, leaf, pos(leaf, k), t] for k, t in enumerate(seq))
-            stop = torch.logsumexp(logq[:, leaf, pos(leaf, len(seq)), stop_mask], dim=-1)
-            cols.append(torch.exp(lp + stop))
+            lp = sum(logq[:, leaf, pos(leaf, k), col[t]] for k, t in enumerate(seq))
+            if check_stop:
+                lp = lp + log_stop[:, leaf, pos(leaf, len(seq))]
+            cols.append(torch.exp(lp))
         return torch.stack(cols, dim=-1)
 
     def aggregate(m):
-        agg = torch.zeros(m.shape[0], n_s, dtype=torch.float64, device=dev)
-        agg.index_add_(1, s_index, m)
+        agg = torch.zeros(m.shape[0], n_s, dtype=torch.float64, device=m.device)
+        agg.index_add_(1, s_index.to(m.device), m)
         return agg
 
     logp = torch.log_softmax(z, dim=-1)
-    agg = aggregate(masses(logp))
+    agg = aggregate(masses(logp[..., need_t]))
     vm = agg.sum(-1)
     pmf = agg / vm[:, None]
     first = logp[:, 0, pos(0, 0), :]
@@ -623,13 +668,12 @@ def score_answers(
         (n_prompts, len(temperatures), len(top_ps), n_s), float("nan"), dtype=torch.float64
     )
     dvm = torch.zeros((n_prompts, len(temperatures), len(top_ps)), dtype=torch.float64)
-    for ti, temp in enumerate(temperatures):
-        for pi, top_p in enumerate(top_ps):
-            a = aggregate(masses(_nucleus_logprobs(z, temp, top_p))).cpu()
-            m = a.sum(-1)
-            dvm[:, ti, pi] = m
-            ok = m > 0
-            dpmf[ok, ti, pi] = a[ok] / m[ok, None]
+    for ti, pi, logq in _grid_logprobs(z, need_t, temperatures, top_ps):
+        a = aggregate(masses(logq)).cpu()
+        m = a.sum(-1)
+        dvm[:, ti, pi] = m
+        ok = m > 0
+        dpmf[ok, ti, pi] = a[ok] / m[ok, None]
     return {
         "pmf": pmf.cpu().numpy(),
         "valid_mass": vm.cpu().numpy(),

@@ -47,12 +47,16 @@ def _batch(value: str) -> int | str:
 @click.option("--device-map", default=None, help="'auto' to spread a large model over GPUs")
 @click.option("--top-k", default=20, show_default=True, help="raw top-k tokens stored per prompt")
 @click.option("--no-prefix-cache", is_flag=True, help="do not reuse the system-prompt KV cache")
+@click.option(
+    "--one-token", is_flag=True,
+    help="the paper's one-token rule: a bare space token before the digit counts as a failure",
+)  # fmt: skip
 @click.option("--trust-remote-code", is_flag=True, help="allow model code from the model repo")
 @click.option("--overwrite", is_flag=True, help="replace an output made by another configuration")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def run(
     config, output, shard, batch_size, device, dtype, device_map, top_k, no_prefix_cache,
-    trust_remote_code, overwrite, quiet,
+    one_token, trust_remote_code, overwrite, quiet,
 ):  # fmt: skip
     """Collect exact item PMFs for the experiment CONFIG (a TOML file or built-in name).
 
@@ -78,6 +82,7 @@ def run(
             top_k=top_k,
             shard=shard,
             prefix_cache=not no_prefix_cache,
+            split_space=not one_token,
             trust_remote_code=trust_remote_code,
             overwrite=overwrite,
             progress=not quiet,

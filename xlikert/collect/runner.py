@@ -234,7 +234,7 @@ def _compute_unit(scorer, cells, plan, batch_size, options, state) -> dict[str, 
         from .backend import answer_leaves, score_answers
 
         leaves = [list(leaf) for leaf in answer_leaves(answers)[0]]
-        keep = answers.max_len + 1
+        keep = max(len(leaf) for leaf in leaves) + 1
     while a < len(order):
         bs = state["batch_size"]
         if answers is not None:  # one teacher-forced row per (prompt, leaf)
@@ -322,6 +322,7 @@ def collect(
     top_ps: Sequence[float] = DEFAULT_TOP_PS,
     shard: str | tuple[int, int] | None = None,
     prefix_cache: bool = True,
+    split_space: bool = True,
     chunk_size: int = 64,
     overwrite: bool = False,
     progress: bool = True,
@@ -359,6 +360,13 @@ def collect(
         output then carries a ``computed`` mask and is combined with ``xlikert merge``.
     prefix_cache
         Run the shared system-prompt prefix once per unit and reuse its KV cache.
+    split_space
+        Also count an answer whose leading space is a token of its own (``"▁"``
+        then ``"5"``, as Llama 3, Qwen 2.5, Gemma and SmolLM2 tokenize ``" 5"``),
+        exactly, from the same forward pass with the space token appended. Off:
+        the paper's one-token rule, where such answers are constraint failures.
+        Server models always use the one-token rule (they cannot condition on an
+        appended token); each model's rule is in ``attrs["models"][name]["answers"]``.
     chunk_size
         Prompts per resumable unit.
     overwrite
@@ -406,6 +414,7 @@ def collect(
         "shard": list(shard_t) if shard_t else None,
         "dtype": dtype,
         "prefix_cache": bool(prefix_cache),
+        "split_space": bool(split_space),
     }
     from .server import is_server_spec, parse_server_spec
 
@@ -527,6 +536,7 @@ def collect(
                 dtype=dtype,
                 device_map=device_map,
                 trust_remote_code=trust_remote_code,
+                split_space=split_space,
             )
             scorer = Scorer(lm, prefix_cache=prefix_cache)
             bs = _auto_batch(str(lm.device)) if batch_size == "auto" else int(batch_size)
@@ -723,7 +733,8 @@ def _assemble(prompts, system, user, models, scale, options, units, done, infos,
         collection_protocol=(
             "one forward pass per (condition, item); log-softmax over the full vocabulary in "
             "float64; valid tokens = vocabulary tokens whose surface form is a scale value with "
-            "an optional leading ' ', '▁' or 'Ġ'"
+            "an optional leading ' ', '▁' or 'Ġ'; each model's answer rule (one token, split "
+            "space, multi-token) is in attrs['models'][name]['answers']"
         ),
         plain_prompt_format=PLAIN_FORMAT,
         decoding_tie_rule=DECODING_TIE_RULE,

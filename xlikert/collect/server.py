@@ -587,6 +587,9 @@ class ServerModel:
             + (" + logprob_token_ids=<valid ids>" if self.mode == "exact" else ""),
             prompt_format="chat messages (JSON), templated by the server",
             concurrency=self.spec.concurrency,
+            answers="one token: the next token is a valid token (a server cannot condition on "
+            "an appended space token, so an answer whose leading space is a token of its own "
+            "counts as a failure)",
         )
         if self.mode == "topk":
             prov["bounds"] = BOUNDS_RULE

@@ -6,6 +6,13 @@ or byte-level BPE's ``Ġ``. Words ("seven"), punctuation ("7.") and longer
 numbers ("17") are never valid: they are constraint failures (paper §3,
 "Constraint"). Byte-fallback tokens such as ``<0x37>`` count when they decode
 to the digit.
+
+Many tokenizers (Llama 3, Qwen 2.5, Gemma, SmolLM2) never merge the space into
+the digit: ``"Answer: 5"`` is ``[":", "▁", "5"]``. There the answer ``" 5"``
+starts with a bare space token, and a next-token read counts it as a failure.
+:func:`spaced_answers` adds those spellings (space token, then a digit token
+without a marker), scored exactly from the same forward pass with the space
+token appended (:data:`SPACED_ANSWER_RULE`).
 """
 
 from __future__ import annotations
@@ -18,14 +25,18 @@ from ..errors import CollectionError
 
 __all__ = [
     "ANSWER_RULE",
+    "SPACED_ANSWER_RULE",
     "AnswerSequences",
     "ValidTokens",
     "find_answer_sequences",
+    "find_space_tokens",
     "find_valid_tokens",
     "needs_sequences",
+    "spaced_answers",
 ]
 
 _MARKERS = ("", " ", "▁", "Ġ")
+_SPACE_FORMS = (" ", "▁", "Ġ", "<0x20>")
 
 
 @dataclass(frozen=True)
@@ -115,11 +126,22 @@ def find_valid_tokens(tokenizer: Any, scale: range | list[int]) -> ValidTokens:
 #: The definition of a multi-token answer; stored in the results' attrs.
 ANSWER_RULE = (
     "answer y = a token sequence t_1..t_n (no special tokens) whose text is str(y), the first "
-    "token optionally carrying ONE leading ' ', '▁' or 'Ġ' marker and later tokens "
+    "token optionally carrying ONE leading ' ', '▁' or 'Ġ' marker (or being a bare space token "
+    "itself, when the tokenizer keeps the space apart from digits) and later tokens "
     "carrying none, FOLLOWED BY a token that does not continue the number (any token whose text "
     "does not start with a digit 0-9 right away, e.g. end-of-turn, newline, '.', ' 3'); "
     "P(y | x) = sum over such spellings of P(t_1..t_n | x) * P(next token is not a digit "
     "continuation | x, t_1..t_n); the events are disjoint, so P(y) sums to the valid mass <= 1"
+)
+
+
+#: The one-token rule with a split leading space; stored in the results' attrs.
+SPACED_ANSWER_RULE = (
+    "answer y = a valid token for y (its text is str(y), optionally with ONE leading ' ', '▁' "
+    "or 'Ġ' marker), OR a bare space token followed by a valid token for y that carries no "
+    "marker; P(y | x) = sum of P(t | x) over the first kind + sum over space tokens s of "
+    "P(s | x) * P(t | x, s) over the second, read from one forward pass of the prompt with s "
+    "appended; as in the one-token rule, the token after the digit is not checked"
 )
 
 
@@ -128,13 +150,15 @@ class AnswerSequences:
     """Every token spelling of every scale value, for exact multi-token answers.
 
     ``sequences[i]`` spells ``scores[i]``; ``continuation`` are the ids of tokens
-    that would extend a number (text starting with a digit, no marker).
+    that would extend a number (text starting with a digit, no marker): an answer
+    counts only when the token after it is not one of them. ``continuation=None``
+    means no such check (the one-token rule: an answer is read off its tokens).
     """
 
     sequences: tuple[tuple[int, ...], ...]
     scores: tuple[int, ...]
     surfaces: tuple[tuple[str, ...], ...]
-    continuation: tuple[int, ...]
+    continuation: tuple[int, ...] | None
     scale: tuple[int, ...]
 
     def as_records(self) -> list[dict[str, Any]]:
@@ -143,10 +167,6 @@ class AnswerSequences:
             {"ids": list(i), "tokens": list(t), "score": y}
             for i, t, y in zip(self.sequences, self.surfaces, self.scores, strict=True)
         ]
-
-    @property
-    def max_len(self) -> int:
-        return max(len(s) for s in self.sequences)
 
 
 def needs_sequences(scale: range | list[int]) -> bool:
@@ -238,10 +258,13 @@ def find_answer_sequences(tokenizer: Any, scale: range | list[int]) -> AnswerSeq
             for idx in inner.get(word[pos:end], ()):
                 extend(word, end, (*ids, idx), y)
 
+    spaces = find_space_tokens(tokenizer)
     for w, y in words.items():
         for end in range(1, len(w) + 1):
             for idx in first.get(w[:end], ()):
                 extend(w, end, (idx,), y)
+        for idx in spaces:  # " 10" spelled as a bare space token, then "1", "0"
+            extend(w, 0, (idx,), y)
     present = {y for _, y in seqs}
     missing = [v for v in scale if v not in present]
     if missing:
@@ -260,4 +283,77 @@ def find_answer_sequences(tokenizer: Any, scale: range | list[int]) -> AnswerSeq
         surfaces=tuple(tuple(vocab_inv[i] for i in s) for s, _ in seqs),
         continuation=tuple(sorted(cont)),
         scale=tuple(scale),
+    )
+
+
+# ---------------------------------------------------------------------------- split space
+def find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
+    """Ids of the non-special tokens that are exactly one space.
+
+    A vocabulary entry ``" "``, ``"▁"``, ``"Ġ"`` or byte-fallback ``"<0x20>"`` that
+    decodes to a single space (or to nothing, as some SentencePiece decoders do
+    for a lone ``▁``). Gemma's literal ``"Ġ"`` decodes to ``"Ġ"`` and is not one.
+
+    Examples
+    --------
+    >>> find_space_tokens(gemma_tokenizer)  # doctest: +SKIP
+    (270, 236743)
+    """
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    out = []
+    for token, idx in tokenizer.get_vocab().items():
+        if idx in special or token not in _SPACE_FORMS:
+            continue
+        try:
+            text = tokenizer.decode([idx])
+        except Exception:  # pragma: no cover - exotic tokenizers
+            continue
+        if text == " " or (text == "" and token in ("▁", "Ġ")):
+            out.append(idx)
+    return tuple(sorted(out))
+
+
+def spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | None:
+    """The one-token answers plus their split-space spellings (:data:`SPACED_ANSWER_RULE`).
+
+    Parameters
+    ----------
+    tokenizer
+        A transformers tokenizer.
+    valid
+        Its valid tokens (:func:`find_valid_tokens`).
+
+    Returns
+    -------
+    AnswerSequences or None
+        ``(t,)`` for every valid token and ``(s, t)`` for every space token ``s`` and
+        valid token ``t`` without a marker, with ``continuation=None``; None when the
+        tokenizer has no space token (then every answer is one token).
+
+    Examples
+    --------
+    >>> ans = spaced_answers(tok, find_valid_tokens(tok, range(1, 8)))  # doctest: +SKIP
+    >>> [s for s, y in zip(ans.surfaces, ans.scores) if y == 5]  # doctest: +SKIP
+    [('5',), ('▁', '5')]
+    """
+    spaces = find_space_tokens(tokenizer)
+    bare = [
+        (i, s, y)
+        for i, s, y in zip(valid.ids, valid.surfaces, valid.scores, strict=True)
+        if s[:1] not in _MARKERS[1:]
+    ]
+    if not spaces or not bare:
+        return None
+    vocab_inv = {i: t for t, i in tokenizer.get_vocab().items()}
+    seqs = [
+        ((i,), y, (s,)) for i, s, y in zip(valid.ids, valid.surfaces, valid.scores, strict=True)
+    ]
+    seqs += [((m, i), y, (vocab_inv[m], s)) for m in spaces for i, s, y in bare]
+    seqs.sort(key=lambda r: (valid.scale.index(r[1]), len(r[0]), r[0]))
+    return AnswerSequences(
+        sequences=tuple(r[0] for r in seqs),
+        scores=tuple(r[1] for r in seqs),
+        surfaces=tuple(r[2] for r in seqs),
+        continuation=None,
+        scale=valid.scale,
     )
