@@ -165,3 +165,24 @@ def test_report_trend_over_numeric_coordinate(tmp_path):
     # a design without numeric coordinates gets no trend table
     write_report(ds.drop_vars("model_size"), tmp_path / "none")
     assert not (tmp_path / "none" / "tables" / "trends.csv").exists()
+
+
+def test_report_names_each_models_answer_rule(tmp_path):
+    ds = synthetic_results(n_items=3, seed=1)
+    models = [str(m) for m in ds.model.values]
+    ds.attrs["models"] = {
+        models[0]: {"answers": "one token or split space (exact, same pass): answer y = ..."},
+        models[1]: {"answers": "one token: the next token is a valid token"},
+    }
+    html = write_report(ds, tmp_path).read_text(encoding="utf-8")
+    assert f"{models[0]}: one token or split space (exact, same pass);" in html
+    assert f"{models[1]}: one token." in html
+    # the same from a file opened with plain xarray (provenance still JSON-encoded)
+    xl.to_netcdf(ds, tmp_path / "r.nc")
+    raw = xr.load_dataset(tmp_path / "r.nc")
+    assert isinstance(raw.attrs["models"], str)
+    html = write_report(raw, tmp_path / "raw").read_text(encoding="utf-8")
+    assert f"{models[1]}: one token." in html
+    # no provenance, no sentence
+    html = write_report(synthetic_results(n_items=3), tmp_path / "bare").read_text(encoding="utf-8")
+    assert "Valid answers" not in html

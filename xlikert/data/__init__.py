@@ -201,8 +201,10 @@ def load_demo_results(verbose: bool = True) -> xr.Dataset:
     """
     path = _data_path(DEMO_RESULTS)
     if path.is_file():
+        from ..io import open_results
+
         with importlib.resources.as_file(path) as p:
-            ds = xr.load_dataset(p)
+            ds = open_results(p)  # attrs decoded (provenance dicts), file closed
         ds.attrs.setdefault("synthetic", 0)
         if verbose:
             print(f"Loaded the shipped demo results: {p}")

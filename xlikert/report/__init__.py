@@ -169,7 +169,12 @@ def write_report(
     from .. import plot, sampling
 
     source = str(results) if not isinstance(results, xr.Dataset) else "(in-memory Dataset)"
-    ds = xl.open_results(results) if not isinstance(results, xr.Dataset) else results
+    if isinstance(results, xr.Dataset):  # opened with plain xarray: JSON attrs still encoded
+        from ..io import _decode_attrs, _map_attrs
+
+        ds = _map_attrs(results, _decode_attrs)
+    else:
+        ds = xl.open_results(results)
     if "pmf" not in ds:
         raise InvalidPMFError(f"results {source} hold no 'pmf' variable; variables: {list(ds)}")
     out = Path(out_dir)
@@ -224,6 +229,18 @@ def write_report(
         )
     else:
         s.text("The results hold no `valid_mass`: the failure rate cannot be reported.")
+    rules = {
+        str(name): str(info["answers"]).split(":")[0]
+        for name, info in (ds.attrs.get("models") or {}).items()
+        if isinstance(info, dict) and info.get("answers")
+    }
+    if rules:
+        s.text(
+            "Valid answers (the rule per model; the full text is in the file's "
+            "`attrs['models'][name]['answers']`): "
+            + "; ".join(f"{name}: {rule}" for name, rule in rules.items())
+            + "."
+        )
     sections.append(s)
 
     # ---------------------------------------------------------------- consensus
