@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     scale = list(range(int(prompts.attrs["scale_min"]), int(prompts.attrs["scale_max"]) + 1))
 
     t0 = time.perf_counter()
-    lm = load_model(model_name, scale)
+    # the sampler's parser reads one token, so the exact side uses the same one-token rule
+    lm = load_model(model_name, scale, split_space=False)
     load_s = time.perf_counter() - t0
     torch.manual_seed(args.seed)
 
