@@ -239,7 +239,7 @@ def main() -> None:
           f"max {res['split_space_valid_mass_added_max']:.2e}")  # fmt: skip
     out = Path(args.out)
     if args.quick:
-        out = out.with_name(out.stem + "_quick.json")
+        out = out.with_name(out.stem + "-quick.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1))
     print(f"wrote {out}")
