@@ -106,6 +106,39 @@ def test_dask_stays_lazy_and_equals_eager():
     assert c_lazy.chunks is not None
     c = xl.contrast(pmf, "f0")
     xr.testing.assert_allclose(c_lazy.compute().sel(effect=c.effect), c, atol=1e-13)
+    # trend, chunked along the ordered factor itself
+    sizes = [1.0, 2.0, 5.0]
+    t_lazy = xl.trend(pmf.chunk({"f0": 1}), "f0", values=sizes)
+    assert t_lazy.chunks is not None
+    t, got = xl.trend(pmf, "f0", values=sizes), t_lazy.compute()
+    assert set(t.slope.values) <= set(got.slope.values)  # lazy keeps the full support
+    np.testing.assert_allclose(got.sum("slope"), 1.0, atol=1e-12)
+    xr.testing.assert_allclose(got.sel(slope=t.slope), t, atol=1e-13)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        (lambda v: v.__setitem__((1, 0, 1, 0), -0.1), r"negative mass at f0='f0_1', f1='f1_0'"),
+        (lambda v: v.__setitem__((0, 1, 0, 2), np.nan), r"NaN mass at f0='f0_0', f1='f1_1'"),
+        (lambda v: v.__setitem__((1, 1, 1), v[1, 1, 1] * 1.5), r"sum to 1 .*f0='f0_1', f1='f1_1'"),
+    ],
+)
+def test_dask_bad_input_raises_when_computed(spoil, message):
+    """Lazy input stays lazy, and its bad cells are still reported, by name, at compute time."""
+    pytest.importorskip("dask")
+    pmf = make_pmf([2, 2], n_items=2, n_scores=3, seed=8)
+    spoil(pmf.values)
+    lazy = pmf.chunk({"f0": 1})
+    for result in (
+        xl.composite(lazy),
+        xl.decompose(lazy)["f0:f1"].pmf,
+        xl.consensus(lazy, tol=1e-3),
+        xl.contrast(lazy, "f0"),
+    ):
+        assert result.chunks is not None
+        with pytest.raises(InvalidPMFError, match=message):
+            result.compute()
 
 
 # ----------------------------------------------------------------- contrast / trend
@@ -261,6 +294,9 @@ def test_score_coords_must_be_consecutive_integers():
     pmf = pmf.assign_coords(score=[1.0, 1.5, 2.0])
     with pytest.raises(InvalidPMFError, match="integers"):
         xl.decompose(pmf)
+    pmf = pmf.assign_coords(score=["a", "b", "c"])
+    with pytest.raises(InvalidPMFError, match=r"score coordinate 'score' must hold integers"):
+        xl.composite(pmf)
 
 
 def test_one_level_factor():

@@ -53,7 +53,7 @@ def _scale(pmf: xr.DataArray, score_dim: Hashable) -> np.ndarray:
 def _prepare(
     pmf: xr.DataArray, item_dim: Hashable | None, score_dim: Hashable
 ) -> tuple[xr.DataArray, np.ndarray]:
-    check_pmf(pmf, score_dim)
+    pmf = check_pmf(pmf, score_dim)
     y = _scale(pmf, score_dim)
     if item_dim is not None:
         if item_dim == score_dim:
@@ -260,6 +260,8 @@ def consensus(
         dask="parallelized",
         output_dtypes=[np.float64, np.float64, np.float64],
     )
+    # Cns <= 1 term by term (every log2(1 - d/d_max) <= 0), so capping stays certified
+    upper, value = upper.clip(max=1.0), value.clip(max=1.0)
     error = np.maximum(value - lower, upper - value)
     if not is_lazy(error):
         _warn_unmet(error, tol, max_cells)

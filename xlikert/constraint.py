@@ -35,12 +35,20 @@ def _check_mass(
 ) -> xr.DataArray:
     """Check raw probabilities for NaN / negative values and return their total.
 
-    ``sum_dim=None`` checks ``raw`` itself as a total. Dask input is not
-    inspected (it stays lazy).
+    ``sum_dim=None`` checks ``raw`` itself as a total. Dask input stays lazy: the
+    returned total is built from ``raw`` wrapped so that each block is checked
+    when it is computed (the same errors, raised then).
     """
-    total = raw if sum_dim is None else raw.sum(sum_dim)
     if is_lazy(raw):
-        return total
+        whole = raw if sum_dim is None else raw.chunk({sum_dim: -1})
+        raw = xr.map_blocks(
+            _checked_mass_block,
+            whole,
+            kwargs={"sum_dim": sum_dim, "what": what, "atol": atol},
+            template=whole,
+        )
+        return raw if sum_dim is None else raw.sum(sum_dim)
+    total = raw if sum_dim is None else raw.sum(sum_dim)
     nan = raw.isnull()
     if bool(nan.any()):
         raise InvalidPMFError(f"{what} is NaN at {describe_cells(nan)}")
@@ -65,6 +73,14 @@ def _check_mass(
             "pass raw full-vocabulary probabilities, not already renormalised ones or logits"
         )
     return total
+
+
+def _checked_mass_block(
+    block: xr.DataArray, sum_dim: Hashable | None, what: str, atol: float
+) -> xr.DataArray:
+    """One Dask block of raw probabilities, checked by :func:`_check_mass` at compute time."""
+    _check_mass(block, sum_dim, what, atol)
+    return block
 
 
 def failure_rate(obj: xr.Dataset | xr.DataArray, *, atol: float = VALID_MASS_ATOL) -> xr.DataArray:
@@ -112,9 +128,10 @@ def failure_rate(obj: xr.Dataset | xr.DataArray, *, atol: float = VALID_MASS_ATO
         raise TypeError(
             f"expected a results Dataset or a valid_mass DataArray, got {type(obj).__name__}"
         )
-    _check_mass(vm, None, "valid_mass", atol)
+    attrs = dict(vm.attrs)
+    vm = _check_mass(vm, None, "valid_mass", atol)
     out = (1.0 - vm).clip(0.0, 1.0)
-    out.attrs = dict(vm.attrs)
+    out.attrs = attrs
     out.attrs.update(long_name="failure rate (1 - valid mass)", units="1")
     return out.rename("failure_rate")
 

@@ -120,8 +120,7 @@ def _to_composite(
     check_fully_crossed(pmf, [d for d in pmf.dims if d not in (item_dim, score_dim)], score_dim)
     if item_dim is not None and item_dim in pmf.dims:
         return composite(pmf, item_dim=item_dim, score_dim=score_dim, engine=engine)
-    check_pmf(pmf, score_dim)
-    return pmf
+    return check_pmf(pmf, score_dim)
 
 
 def _single_chunk(obj: xr.DataArray, dims: Iterable[Hashable]) -> xr.DataArray:
@@ -240,7 +239,7 @@ def composite(
     if not isinstance(pmf, xr.DataArray):
         raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
     check_item_dim(pmf, item_dim)
-    check_pmf(pmf, score_dim)
+    pmf = check_pmf(pmf, score_dim)
     y = check_score_axis(pmf, score_dim)
     k = pmf.sizes[item_dim]
     n = y.size
@@ -367,7 +366,7 @@ def comonotone_contrast(
         )
     if not np.all(np.isfinite(alpha)) or not np.all(alpha == np.round(alpha)):
         raise XlikertError(f"alpha must hold integers (the output grid is integer), got {alpha}")
-    check_pmf(pmf, score_dim)
+    pmf = check_pmf(pmf, score_dim)
     for d in block_dims:
         if d not in pmf.dims:
             raise DesignError(f"block dim {d!r} is not a dimension; dims are {tuple(pmf.dims)}")
@@ -688,6 +687,7 @@ def trend(
         "_step", *others, _TERM, score_dim
     )
     d = _blocked_contrast(terms, [1, -1], others, score_dim, "effect", engine, trim=False)
+    d = _single_chunk(d, ["_step", "effect"])  # the scatter mixes every step
     z = d["effect"].values.astype(np.float64)
     slopes = z[None, :] / delta[:, None]
     support, inv = np.unique(slopes.ravel(), return_inverse=True)

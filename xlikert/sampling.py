@@ -131,7 +131,7 @@ def composite_moments(
     >>> sorted(m.data_vars), dict(m.sizes)
     (['mean', 'var'], {'model': 2})
     """
-    check_pmf(pmf, score_dim)
+    pmf = check_pmf(pmf, score_dim)
     y = pmf[score_dim].astype(float)
     mean_k = (pmf * y).sum(score_dim)
     var_k = (pmf * y**2).sum(score_dim) - mean_k**2

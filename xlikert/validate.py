@@ -1,9 +1,11 @@
 """Input checks shared by every layer.
 
 Each check raises a subclass of :class:`~xlikert.errors.XlikertError` whose
-message names the problem and the offending coordinates. Checks that need the
-values (NaN, sign, normalisation) are skipped for Dask-backed input so that it
-stays lazy; call :func:`check_pmf` with ``compute=True`` to force them.
+message names the problem and the offending coordinates. For Dask-backed input
+the checks that need the values (NaN, sign, normalisation) are built into the
+graph: :func:`check_pmf` returns the array wrapped so that every block is
+checked when it is computed, so the input stays lazy and bad input still
+raises, naming the cells (pass ``compute=True`` to check at once).
 """
 
 from __future__ import annotations
@@ -79,7 +81,12 @@ def check_score_axis(pmf: xr.DataArray, score_dim: Hashable = "score") -> np.nda
             f"e.g. pmf.assign_coords({score_dim}=range(1, 8))"
         )
     values = np.asarray(pmf[score_dim].values)
-    as_float = values.astype(float)
+    try:
+        as_float = values.astype(float)
+    except (TypeError, ValueError):
+        raise InvalidPMFError(
+            f"score coordinate {score_dim!r} must hold integers, got {values.tolist()}"
+        ) from None
     if not np.all(np.isfinite(as_float)) or not np.all(as_float == np.round(as_float)):
         raise InvalidPMFError(
             f"score coordinate {score_dim!r} must hold integers, got {values.tolist()}"
@@ -102,9 +109,11 @@ def check_pmf(
 ) -> xr.DataArray:
     """Validate a PMF DataArray and return it unchanged.
 
-    Checks the score axis (:func:`check_score_axis`), then, unless ``pmf`` is
-    Dask-backed and ``compute`` is False, that no mass is NaN or negative and
-    that every PMF sums to 1 within ``atol``.
+    Checks the score axis (:func:`check_score_axis`), then that no mass is NaN
+    or negative and that every PMF sums to 1 within ``atol``. A Dask-backed
+    ``pmf`` (unless ``compute=True``) is returned wrapped, lazily: each block is
+    checked when it is computed, and the same errors are raised then. Use the
+    returned array.
 
     Raises
     ------
@@ -124,7 +133,10 @@ def check_pmf(
         raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
     check_score_axis(pmf, score_dim)
     if is_lazy(pmf) and not compute:
-        return pmf
+        whole = pmf.chunk({score_dim: -1})  # a block must hold whole PMFs to check their sums
+        return xr.map_blocks(
+            _checked_block, whole, kwargs={"score_dim": score_dim, "atol": atol}, template=whole
+        )
     values = pmf.compute() if is_lazy(pmf) else pmf
     nan = values.isnull()
     if bool(nan.any()):
@@ -145,6 +157,12 @@ def check_pmf(
             f"PMF does not sum to 1 (tolerance {atol:g}) at {describe_cells(bad)} (sum {first:.6g})"
         )
     return pmf
+
+
+def _checked_block(block: xr.DataArray, score_dim: Hashable, atol: float) -> xr.DataArray:
+    """One Dask block of a PMF array, checked by :func:`check_pmf` (runs at compute time)."""
+    check_pmf(block, score_dim, atol=atol, compute=True)
+    return block
 
 
 def check_item_dim(pmf: xr.DataArray, item_dim: Hashable = "item") -> None:
@@ -177,7 +195,8 @@ def check_fully_crossed(
 
     A cell is missing when all its mass is NaN, as happens after
     ``xr.combine_by_coords`` or ``reindex`` of an incomplete design. Dask input
-    is not inspected.
+    is not inspected here: :func:`check_pmf` reports its NaN cells when they are
+    computed.
     """
     if is_lazy(pmf):
         return
