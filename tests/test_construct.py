@@ -240,6 +240,18 @@ def test_snr_convention_for_deterministic_effects():
     assert float(xl.summarize(composite, "score").E) == 3.5
 
 
+def test_snr_does_not_depend_on_units():
+    # a trend over model size in billions or in parameters: same SNR and dPD
+    p = xr.DataArray([0.2, 0.3, 0.5], dims="effect", coords={"effect": [-0.4, 0.1, 0.3]})
+    ref = xl.summarize(p)
+    assert 0 < float(ref.SNR) < np.inf
+    for scale in (1e-9, 1e-3, 1e6):
+        got = xl.summarize(p.assign_coords(effect=p.effect * scale))
+        assert float(got.SNR) == pytest.approx(float(ref.SNR), rel=1e-9)
+        assert float(got.dPD) == float(ref.dPD)
+        assert float(got.E) == pytest.approx(float(ref.E) * scale, rel=1e-12)
+
+
 def test_summary_table_labels():
     pmf = make_pmf([2, 2], n_items=2)
     pmf = pmf.assign_coords(f0=["Aya-32B", "Gemma"], f1=["USA", "China"])

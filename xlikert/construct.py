@@ -67,8 +67,9 @@ __all__ = [
     "trend",
 ]
 
-#: An effect with ``SD <= SNR_RTOL * max(1, max|support|)`` counts as deterministic
-#: (paper: SNR = +inf if E != 0, 0 if E == 0); ``|E|`` below the same bound counts as 0.
+#: An effect with ``SD <= SNR_RTOL * max|support|`` counts as deterministic (paper:
+#: SNR = +inf if E != 0, 0 if E == 0); ``|E|`` below the same bound counts as 0. The
+#: bound is relative, so SNR does not depend on the units of the support.
 SNR_RTOL = 1e-9
 
 _TERM = "_term"
@@ -726,7 +727,7 @@ def _summary_numpy(
 def summarize(x: xr.DataArray | xr.Dataset, dim: Hashable = "effect") -> xr.Dataset:
     """E, SD, SNR and dPD of PMFs along ``dim`` (paper eqs. effect-size, sd-effect, snr, dpd).
 
-    ``SNR = |E| / SD``; where ``SD <= SNR_RTOL * max(1, max|z|)`` the effect is
+    ``SNR = |E| / SD``; where ``SD <= SNR_RTOL * max|z|`` the effect is
     deterministic and SNR is ``+inf`` if ``|E|`` exceeds the same bound, else 0.
     ``dPD = max(P(Z > 0), P(Z < 0))``.
 
@@ -749,7 +750,7 @@ def summarize(x: xr.DataArray | xr.Dataset, dim: Hashable = "effect") -> xr.Data
     if dim not in p.coords or not np.issubdtype(p[dim].dtype, np.number):
         raise InvalidPMFError(f"dimension {dim!r} needs a numeric coordinate (the support values)")
     z = np.asarray(p[dim].values, dtype=np.float64)
-    tol = SNR_RTOL * max(1.0, float(np.max(np.abs(z)))) if z.size else SNR_RTOL
+    tol = SNR_RTOL * float(np.max(np.abs(z))) if z.size else 0.0
     outs = xr.apply_ufunc(
         _summary_numpy,
         p,
@@ -765,7 +766,7 @@ def summarize(x: xr.DataArray | xr.Dataset, dim: Hashable = "effect") -> xr.Data
     ds["SD"].attrs = {"long_name": "predictive standard deviation"}
     ds["SNR"].attrs = {
         "long_name": "signal-to-noise ratio |E|/SD",
-        "convention": f"SD <= {SNR_RTOL:g}*max(1,max|z|): +inf if E != 0 else 0",
+        "convention": f"SD <= {SNR_RTOL:g}*max|z|: +inf if E != 0 else 0",
     }
     ds["dPD"].attrs = {"long_name": "discrete probability of direction max(P(>0), P(<0))"}
     return ds
