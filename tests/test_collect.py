@@ -243,6 +243,14 @@ def test_shards_and_merge(tiny_spec, tmp_path, base):
     assert not (tmp_path / "x.nc").exists()
     res = CliRunner().invoke(main, ["merge", str(p1), str(p2), "-o", str(tmp_path / "y.nc")])
     assert res.exit_code == 0, res.output
+    # the merged file is the unsharded run's result: rerunning that run opens it
+    again = collect(tiny_prompts(), tiny_spec, tmp_path / "all.nc", **kw)
+    assert again.attrs["merged_from"] == merged.attrs["merged_from"]
+    # a shard made with another answer rule is refused, naming the files
+    p3 = tmp_path / "s2-one-token.nc"
+    collect(tiny_prompts(), tiny_spec, p3, shard="2/2", split_space=False, **kw)
+    with pytest.raises(CollectionError, match=r"different configurations.*s2-one-token"):
+        merge_shards([p1, p3])
 
 
 def test_provenance_recorded(base, tiny_dir, tmp_path):
@@ -312,6 +320,24 @@ def test_chunked_assembly_checksum_leaves_nothing(monkeypatch, tmp_path):
     assert list((tmp_path / "gguf").iterdir()) == []
 
 
+def test_stale_progress_of_another_configuration_warns(tiny_spec, tmp_path):
+    out = tmp_path / "r.nc"
+    kw = {"progress": False, "batch_size": 4, "chunk_size": 4}
+    calls = []
+
+    def stop_after_two(done, total):
+        calls.append(done)
+        if done == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        collect(tiny_prompts(), tiny_spec, out, on_unit=stop_after_two, **kw)
+    assert len(list((tmp_path / "r.nc.partial").glob("m*-u*.npz"))) == 2
+    with pytest.warns(UserWarning, match=r"2 saved unit\(s\) of a run with a different"):
+        collect(tiny_prompts(), tiny_spec, out, top_k=5, **kw)
+    assert out.exists()
+
+
 def test_oom_backs_off(monkeypatch, tiny_spec, base):
     from xlikert.collect import backend
 
@@ -336,6 +362,11 @@ def test_oom_backs_off(monkeypatch, tiny_spec, base):
     monkeypatch.setattr(backend.Scorer, "forward_rows", always)
     with pytest.raises(CollectionError, match="out of memory even on a batch of 1"):
         collect(tiny_prompts(1, 1), tiny_spec, progress=False)
+
+
+def test_unknown_device_is_a_clear_error(tiny_spec):
+    with pytest.raises(CollectionError, match=r"unknown device 'tpu'"):
+        collect(tiny_prompts(1, 1), tiny_spec, progress=False, device="tpu")
 
 
 def test_tokenizer_without_digits(tmp_path):

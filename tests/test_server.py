@@ -156,8 +156,8 @@ def test_server_failing_mid_run_resumes_without_loss(server, tiny_dir, local, tm
         )  # fmt: skip
     saved = list((tmp_path / "r.nc.partial").glob("m*-u*.npz"))
     assert 0 < len(saved) < 6 and not out.exists()
-    s = spec(bad, tiny_dir, max_retries=2)
-    s[0]["base_url"] = bad.url  # same configuration: resumes
+    # same configuration, other transport settings (retries, concurrency, timeout): resumes
+    s = spec(bad, tiny_dir, max_retries=5, concurrency=1, timeout=10)
     bad.break_after = 0
     before = bad.count
     ds = collect(tiny_prompts(2, 3), s, out, progress=False, chunk_size=1)

@@ -175,6 +175,12 @@ def _default_device(device: str | None) -> str:
 
     if device in (None, "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise CollectionError(
+            f"unknown device {device!r}; use 'cpu', 'cuda', 'cuda:1', 'mps' or 'auto' ({exc})"
+        ) from None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise CollectionError(f"device {device!r} requested but CUDA is not available")
     return device

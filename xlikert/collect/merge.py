@@ -58,6 +58,19 @@ def merge_shards(
                 f"{p} is not a shard file (no 'computed' variable; run with --shard i/n)"
             )
     base = parts[0]
+    runs = {
+        str(p): ds.attrs.get("xlikert_run_fingerprint") for p, ds in zip(paths, parts, strict=True)
+    }
+    if len(set(runs.values())) > 1:
+        groups: dict = {}
+        for p, f in runs.items():
+            groups.setdefault(f, []).append(p)
+        raise CollectionError(
+            "shards come from runs with different configurations (prompts, models, scale or "
+            "options such as the answer rule or dtype): "
+            + "; ".join(f"{files}" for files in groups.values())
+            + " each share one; rerun the odd shard(s) with the same command"
+        )
     for p, ds in zip(paths[1:], parts[1:], strict=True):
         if ds.sizes != base.sizes or any(
             not np.array_equal(ds[d].values, base[d].values) for d in base.dims if d in base.coords
@@ -97,6 +110,8 @@ def merge_shards(
                 models[name] = info
     out.attrs["models"] = {str(m): models.get(str(m), {}) for m in out["model"].values}
     out.attrs.pop("shard", None)
+    if runs[str(paths[0])]:  # the merged file is what the unsharded run would have made
+        out.attrs["xlikert_fingerprint"] = runs[str(paths[0])]
     out.attrs["merged_from"] = json.dumps([os.fspath(p) for p in paths])
     out.attrs["history"] = "\n".join(
         [

@@ -20,6 +20,7 @@ import os
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,10 @@ class _Plan:
                     ui += 1
 
 
+#: Server model fields that change how requests travel, not what comes back.
+_TRANSPORT_KEYS = ("concurrency", "timeout", "max_retries", "backoff")
+
+
 def _fingerprint(system, user, models, scale, options) -> str:
     h = hashlib.sha256()
     payload = {
@@ -273,7 +278,7 @@ def _compute_unit(scorer, cells, plan, batch_size, options, state) -> dict[str, 
                     f"({max(len(encoded[r]) for r in rows)} tokens); use a smaller dtype, "
                     "device_map='auto', or a bigger device"
                 ) from exc
-            state["batch_size"] = max(1, bs // 2)
+            state["batch_size"] = max(1, state["batch_size"] // 2)  # prompts, not rows
             state["backoffs"] += 1
             _empty_cache()
             continue
@@ -422,11 +427,15 @@ def collect(
     for spec in models:  # fail before anything is written
         if is_server_spec(spec):
             sspec = parse_server_spec(spec)
-            public.append({**spec, "base_url": sspec.public_url})
+            # how the requests travel does not change the results: not part of the fingerprint
+            kept = {k: v for k, v in spec.items() if k not in _TRANSPORT_KEYS}
+            public.append({**kept, "base_url": sspec.public_url})
         else:
             _check_source(spec)
             public.append(spec)
     fp = _fingerprint(system, user, public, scale, options)
+    # the same for every shard of one run (and equal to the unsharded run's fingerprint)
+    run_fp = _fingerprint(system, user, public, scale, {**options, "shard": None})
     plan = _Plan(system, user, models, chunk_size)
     units = plan.units
     if shard_t:
@@ -468,8 +477,15 @@ def collect(
                 old = json.loads(manifest.read_text())
             except (OSError, ValueError):
                 old = {}
-            if old.get("fingerprint") != fp:
-                shutil.rmtree(partial)  # stale progress of another configuration
+            if old.get("fingerprint") != fp:  # progress of another configuration
+                stale = len(list(partial.glob("m*-u*.npz")))
+                if stale:
+                    warnings.warn(
+                        f"{partial} holds {stale} saved unit(s) of a run with a different "
+                        "configuration (prompts, models, scale or options); starting again",
+                        stacklevel=2,
+                    )
+                shutil.rmtree(partial)
         try:
             partial.mkdir(exist_ok=True)
             if not manifest.exists():
@@ -566,6 +582,7 @@ def collect(
 
     ds = _assemble(prompts, system, user, models, scale, options, units, done, infos, shard_t)
     ds.attrs["xlikert_fingerprint"] = fp
+    ds.attrs["xlikert_run_fingerprint"] = run_fp
     ds.attrs["history"] = (
         f"{_now()}: xlikert {__version__} collect ({len(models)} model(s), "
         f"{total} prompt(s){f', shard {shard_t[0]}/{shard_t[1]}' if shard_t else ''})"
