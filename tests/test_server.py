@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -165,6 +166,14 @@ def test_server_failing_mid_run_resumes_without_loss(server, tiny_dir, local, tm
     np.testing.assert_allclose(ds.pmf, local.pmf, atol=1e-6)
 
 
+def test_base_url_query_goes_with_every_request_and_is_not_recorded(server, tiny_dir):
+    srv = server()
+    s = spec(f"{srv.url}?api-version=2024-10-21", tiny_dir)
+    ds = collect(tiny_prompts(1, 2), s, progress=False)
+    assert srv.queries == {"api-version=2024-10-21"}
+    assert "api-version" not in json.dumps(ds.attrs, default=str)
+
+
 def test_bad_input(server, tiny_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("XLK_TEST_KEY", raising=False)
     with socket.socket() as s:
@@ -194,6 +203,9 @@ def test_bad_input(server, tiny_dir, tmp_path, monkeypatch):
         collect(tiny_prompts(1, 1), spec(locked, tiny_dir), progress=False)
     with pytest.raises(CollectionError, match="looks like a secret"):
         collect(tiny_prompts(1, 1), spec(srv, api_key="sk-123"), progress=False)
+    nested = spec(srv, extra_body={"metadata": {"Api_Key": "sk-123"}})
+    with pytest.raises(CollectionError, match=r"'extra_body\.metadata\.Api_Key' looks like a"):
+        collect(tiny_prompts(1, 1), nested, progress=False)
     with pytest.raises(CollectionError, match="base_url"):
         collect(tiny_prompts(1, 1), spec("ftp://x"), progress=False)
 

@@ -29,6 +29,7 @@ class FakeServer:
         self.logprobs, self.fail_every, self.drop_every = logprobs, fail_every, drop_every
         self.break_after, self.key, self.models_endpoint = break_after, key, models_endpoint
         self.count = 0
+        self.queries: set[str] = set()  # query strings the client sent
         self.seen_auth: set[str] = set()
         self.lock = threading.Lock()
         outer = self
@@ -69,10 +70,16 @@ class FakeServer:
                     return False
                 return True
 
+            def _route(self) -> str:
+                route, _, query = self.path.partition("?")
+                if query:
+                    outer.queries.add(query)
+                return route
+
             def do_GET(self):
                 if not self._gate():
                     return
-                if self.path == "/v1/models" and outer.models_endpoint:
+                if self._route() == "/v1/models" and outer.models_endpoint:
                     self._send(200, {"object": "list", "data": [{"id": outer.served}]})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
@@ -82,7 +89,7 @@ class FakeServer:
                 body = json.loads(self.rfile.read(n))
                 if not self._gate():
                     return
-                if self.path != "/v1/chat/completions":
+                if self._route() != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": "not found"}})
                 if body.get("model") != outer.served:
                     msg = f"The model `{body.get('model')}` does not exist."

@@ -132,6 +132,19 @@ class ServerSpec:
         return urllib.parse.urlunsplit((u.scheme, netloc, u.path.rstrip("/"), "", ""))
 
 
+def _secret_fields(obj: Any, prefix: str = "") -> list[str]:
+    """Dotted names of fields, at any depth (``extra_body`` too), that look like secrets."""
+    out = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            name = f"{prefix}{k}"
+            low = str(k).lower()
+            if ("key" in low and low != "api_key_env") or low in ("token", "password", "secret"):
+                out.append(name)
+            out += _secret_fields(v, name + ".")
+    return out
+
+
 def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
     """Validate a server model entry.
 
@@ -156,12 +169,11 @@ def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
     """
     name = str(spec.get("name") or spec.get("source"))
     where = f"model {name!r}"
-    for k in spec:
-        if ("key" in k.lower() and k != "api_key_env") or k.lower() in ("token", "password"):
-            raise CollectionError(
-                f"{where}: field {k!r} looks like a secret; put the API key in an environment "
-                "variable and name it with api_key_env (default OPENAI_API_KEY)"
-            )
+    for k in _secret_fields(spec):
+        raise CollectionError(
+            f"{where}: field {k!r} looks like a secret; put the API key in an environment "
+            "variable and name it with api_key_env (default OPENAI_API_KEY)"
+        )
     unknown = sorted(set(spec) - _KEYS)
     if unknown:
         raise CollectionError(f"{where}: unknown field(s) {unknown} for the openai backend")
@@ -219,6 +231,8 @@ class _Client:
         self.https = u.scheme == "https"
         self.host, self.port = u.hostname, u.port
         self.path = u.path.rstrip("/")
+        # a query in base_url (e.g. ?api-version=...) goes with every request, never on record
+        self.query = f"?{u.query}" if u.query else ""
         self._basic = None
         if u.username:
             cred = f"{urllib.parse.unquote(u.username)}:{urllib.parse.unquote(u.password or '')}"
@@ -266,7 +280,9 @@ class _Client:
                 time.sleep(min(delay, 60.0) * (1 + 0.1 * random.random()))
             try:
                 conn = self._conn()
-                conn.request(method, self.path + route, body=data, headers=self._headers())
+                conn.request(
+                    method, self.path + route + self.query, body=data, headers=self._headers()
+                )
                 resp = conn.getresponse()
                 raw = resp.read()
                 with self._lock:
