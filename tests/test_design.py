@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import textwrap
@@ -433,6 +434,12 @@ def test_error_unknown_placeholder_in_experiment(tmp_path):
         tmp_path, 'user = "Statement: {item} ({mood})"\n[factors.target]\nlevels = ["USA"]\n'
     )
     raises_config(lambda: load_experiment(path), "exp.toml", "[experiment], field 'user'", "{mood}")
+    path = experiment_toml(
+        tmp_path, 'user = "Statement: {item:upper}"\n[factors.target]\nlevels = ["USA"]\n'
+    )
+    raises_config(
+        lambda: load_experiment(path), "exp.toml", "field 'user'", "{item:upper}", "no modifier"
+    )
 
 
 def test_error_level_missing_lexicon_field(tmp_path):
@@ -623,3 +630,32 @@ def test_instrument_sha256_is_the_file_hash():
     cet = load_instrument("cetscale")
     assert cet.sha256 == hashlib.sha256(Path(cet.path).read_bytes()).hexdigest()
     assert load_experiment("demo").build_prompts().attrs["instrument_sha256"] == cet.sha256
+
+
+def test_rendered_text_is_the_reviewed_text():
+    """Every CETSCALE prompt, every framing and every Mini-IPIP item, word for word.
+
+    The file was read by a person (grammar for each target, wording per the paper);
+    a change to a template, a lexicon field or a framing shows up here.
+    """
+    golden = json.loads(
+        (Path(__file__).parent / "data" / "reviewed_instrument_text.json").read_text("utf-8")
+    )
+    demo = load_experiment("demo").build_prompts()
+    got = {
+        str(t): [str(demo.user.sel(target=t, item=i).item()) for i in demo.item.values]
+        for t in demo.target.values
+    }
+    assert got == golden["cetscale_user"]
+    framing = load_experiment("framing").build_prompts()
+    got = {
+        str(v): str(framing.system.sel(prompt_variant=v).isel(target=0, item=0).item())
+        for v in framing.prompt_variant.values
+    }
+    assert got == golden["cetscale_framings"]
+    mini = load_instrument("mini_ipip")
+    got = [
+        {"id": i.id, "text": i.template, "reverse_keyed": i.reverse_keyed, "subscale": i.subscale}
+        for i in mini.items
+    ]
+    assert got == golden["mini_ipip_items"]
