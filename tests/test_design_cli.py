@@ -51,3 +51,7 @@ def test_prompts_bad_config_writes_nothing(tmp_path):
     assert not out.exists()
     result = CliRunner().invoke(main, ["prompts", "demo", "-o", str(tmp_path / "p.txt")])
     assert result.exit_code != 0 and "use .csv or .jsonl" in result.output
+    missing = tmp_path / "no" / "such" / "p.csv"
+    result = CliRunner().invoke(main, ["prompts", "demo", "-o", str(missing)])
+    assert result.exit_code != 0 and "does not exist" in result.output
+    assert "Traceback" not in result.output and not missing.parent.exists()

@@ -41,6 +41,11 @@ def prompts(config: str, output: Path | None, show: int) -> None:
             f"unsupported output format {output.suffix or '(none)'!r}; use .csv or .jsonl",
             param_hint="-o/--output",
         )
+    if output is not None and not output.parent.is_dir():
+        raise click.BadParameter(
+            f"cannot write {output}: directory {output.parent} does not exist",
+            param_hint="-o/--output",
+        )
     try:
         exp = load_experiment(config)
         ds = exp.build_prompts()
