@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch
-from test_collect_support import EXTRA, build_tokenizer, save_tiny, tiny_prompts
+from test_collect_support import EXTRA, build_tokenizer, nucleus, save_tiny, tiny_prompts
 
 from xlikert.collect import collect, find_valid_tokens, merge_shards
 from xlikert.collect.tokens import find_space_tokens
@@ -54,20 +54,6 @@ def independent(model_dir: Path, text: str, append: tuple[int, ...] = ()) -> np.
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0, -1].double()
     return torch.softmax(logits, -1).numpy()
-
-
-def nucleus(p: np.ndarray, temp: float = 1.0, top_p: float = 1.0) -> np.ndarray:
-    """Sampler's distribution: temperature, then greedy top-p (add tokens until the mass)."""
-    q = np.exp(np.log(p) / temp - np.max(np.log(p) / temp))
-    q /= q.sum()
-    keep = np.zeros(q.size, bool)
-    mass = 0.0
-    for j in np.argsort(-q, kind="stable"):
-        keep[j] = True
-        mass += q[j]
-        if mass >= top_p:
-            break
-    return np.where(keep, q, 0.0) / q[keep].sum()
 
 
 def rule_masses(model_dir, text, temp=1.0, top_p=1.0, split_space=True) -> np.ndarray:

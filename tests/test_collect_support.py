@@ -79,6 +79,21 @@ def save_tiny(path: Path, digits: bool = True, chat: bool = True, seed: int = 0)
     return path
 
 
+def nucleus(p: np.ndarray, temp: float = 1.0, top_p: float = 1.0) -> np.ndarray:
+    """A sampler's next-token distribution, written plainly: softmax at ``temp`` of the
+    log-probabilities ``log p``, then greedy top-p (add tokens until the mass reaches it)."""
+    q = np.exp(np.log(p) / temp - np.max(np.log(p) / temp))
+    q /= q.sum()
+    keep = np.zeros(q.size, bool)
+    mass = 0.0
+    for j in np.argsort(-q, kind="stable"):
+        keep[j] = True
+        mass += q[j]
+        if mass >= top_p:
+            break
+    return np.where(keep, q, 0.0) / q[keep].sum()
+
+
 SYSTEM = "Rate 1-7. Respond with ONLY the digit."
 ITEMS = [
     "{P} should buy {A} goods.",

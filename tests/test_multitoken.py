@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch
-from test_collect_support import build_tokenizer, save_tiny, tiny_prompts
+from test_collect_support import build_tokenizer, nucleus, save_tiny, tiny_prompts
 
 from xlikert.collect import collect
 from xlikert.collect.tokens import find_answer_sequences, needs_sequences
@@ -73,19 +73,8 @@ def brute_force(model, tok, text: str, temp: float = 1.0, top_p: float = 1.0):
 
     def dist(seq):
         with torch.no_grad():
-            z = model(torch.tensor([ids + list(seq)])).logits[0, -1].double().numpy()
-        q = np.exp((z - z.max()) / temp)
-        q /= q.sum()
-        if top_p < 1:  # greedy nucleus: add tokens until the mass reaches top_p
-            keep = np.zeros(q.size, bool)
-            mass = 0.0
-            for j in np.argsort(-q, kind="stable"):
-                keep[j] = True
-                mass += q[j]
-                if mass >= top_p:
-                    break
-            q = np.where(keep, q, 0) / q[keep].sum()
-        return q
+            z = model(torch.tensor([ids + list(seq)])).logits[0, -1].double()
+        return nucleus(torch.softmax(z, -1).numpy(), temp, top_p)
 
     mass = np.zeros(len(SCALE))
     for y, seqs in spellings(tok).items():

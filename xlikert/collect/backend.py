@@ -485,75 +485,6 @@ def score_logits(
     }
 
 
-def decoding_grid(z, ids, s_index, n_scores, temperatures, top_ps):
-    """Item PMF and valid mass a sampler would see for every (temperature, top_p).
-
-    See :data:`DECODING_TIE_RULE`. ``z`` are float64 logits ``(B, V)``.
-    """
-    import torch
-
-    B = z.shape[0]
-    out = torch.full(
-        (B, len(temperatures), len(top_ps), n_scores),
-        float("nan"),
-        dtype=torch.float64,
-        device=z.device,
-    )
-    outm = torch.zeros((B, len(temperatures), len(top_ps)), dtype=torch.float64, device=z.device)
-    # p_T is a monotone function of the logits, so one descending sort serves every T.
-    need_sort = any(tp < 1 for tp in top_ps)
-    if need_sort:
-        zs = z.sort(dim=-1, descending=True).values
-    zv = z[:, ids]
-    for ti, temp in enumerate(temperatures):
-        if not temp > 0:
-            raise CollectionError(f"temperature must be > 0, got {temp}")
-        lse = torch.logsumexp(z / float(temp), dim=-1, keepdim=True)
-        pv = torch.exp(zv / float(temp) - lse)
-        if need_sort:
-            sp = torch.exp(zs / float(temp) - lse)
-            csum = sp.cumsum(-1)
-        for pi, top_p in enumerate(top_ps):
-            if not 0 < top_p <= 1:
-                raise CollectionError(f"top_p must be in (0, 1], got {top_p}")
-            if top_p >= 1:
-                keep_v = torch.ones_like(pv, dtype=torch.bool)
-                znuc = torch.ones(B, dtype=torch.float64, device=z.device)
-            else:
-                target = torch.full((B, 1), float(top_p), dtype=torch.float64, device=z.device)
-                kidx = torch.searchsorted(csum, target).clamp(max=zs.shape[-1] - 1)
-                thr = zs.gather(1, kidx)  # logit of the last admitted token, (B, 1)
-                # every token tied with it is admitted: the nucleus is {t : z_t >= thr}
-                znuc = torch.where(zs >= thr, sp, torch.zeros_like(sp)).sum(-1)
-                keep_v = zv >= thr
-            mass = torch.where(keep_v, pv, torch.zeros_like(pv))
-            m = mass.sum(-1)
-            outm[:, ti, pi] = m / znuc
-            agg = torch.zeros(B, n_scores, dtype=torch.float64, device=z.device)
-            agg.index_add_(1, s_index, mass)
-            ok = m > 0
-            out[ok, ti, pi] = agg[ok] / m[ok, None]
-    return out, outm
-
-
-def answer_leaves(answers: AnswerSequences) -> tuple[list[tuple[int, ...]], list[int]]:
-    """Maximal spellings (no spelling extends them) and, per spelling, a leaf it starts.
-
-    One teacher-forced row per leaf yields the logits after every prefix of the
-    leaf, so every spelling and its stop probability are read off some leaf row.
-    Without a stop check (``answers.continuation is None``) a spelling needs only
-    the logits after its proper prefixes, so the leaves are maximal proper
-    prefixes: for the split-space rule, one row per space token.
-    """
-    seqs = list(answers.sequences)
-    if answers.continuation is None:
-        seqs = [s[:-1] for s in seqs]
-    leaves = [s for s in seqs if not any(len(t) > len(s) and t[: len(s)] == s for t in seqs)]
-    leaves = list(dict.fromkeys(leaves))
-    owner = [next(i for i, leaf in enumerate(leaves) if leaf[: len(s)] == s) for s in seqs]
-    return leaves, owner
-
-
 def _grid_logprobs(z, need, temperatures, top_ps):
     """log q_{T,p} of the tokens ``need`` for every decoding setting (tie rule above).
 
@@ -587,6 +518,50 @@ def _grid_logprobs(z, need, temperatures, top_ps):
             # every token tied with it is admitted: the nucleus is {t : z_t >= thr}
             znuc = torch.where(zs >= thr, sp, torch.zeros_like(sp)).sum(-1, keepdim=True)
             yield ti, pi, torch.where(zn >= thr, lp - torch.log(znuc), float("-inf"))
+
+
+def decoding_grid(z, ids, s_index, n_scores, temperatures, top_ps):
+    """Item PMF and valid mass a sampler would see for every (temperature, top_p).
+
+    See :data:`DECODING_TIE_RULE`. ``z`` are float64 logits ``(B, V)``; the valid
+    mass is the nucleus-renormalised mass of the valid tokens.
+    """
+    import torch
+
+    B = z.shape[0]
+    out = torch.full(
+        (B, len(temperatures), len(top_ps), n_scores),
+        float("nan"),
+        dtype=torch.float64,
+        device=z.device,
+    )
+    outm = torch.zeros((B, len(temperatures), len(top_ps)), dtype=torch.float64, device=z.device)
+    for ti, pi, logq in _grid_logprobs(z, ids, temperatures, top_ps):
+        agg = torch.zeros(B, n_scores, dtype=torch.float64, device=z.device)
+        agg.index_add_(1, s_index, logq.exp())
+        m = agg.sum(-1)
+        outm[:, ti, pi] = m
+        ok = m > 0
+        out[ok, ti, pi] = agg[ok] / m[ok, None]
+    return out, outm
+
+
+def answer_leaves(answers: AnswerSequences) -> tuple[list[tuple[int, ...]], list[int]]:
+    """Maximal spellings (no spelling extends them) and, per spelling, a leaf it starts.
+
+    One teacher-forced row per leaf yields the logits after every prefix of the
+    leaf, so every spelling and its stop probability are read off some leaf row.
+    Without a stop check (``answers.continuation is None``) a spelling needs only
+    the logits after its proper prefixes, so the leaves are maximal proper
+    prefixes: for the split-space rule, one row per space token.
+    """
+    seqs = list(answers.sequences)
+    if answers.continuation is None:
+        seqs = [s[:-1] for s in seqs]
+    leaves = [s for s in seqs if not any(len(t) > len(s) and t[: len(s)] == s for t in seqs)]
+    leaves = list(dict.fromkeys(leaves))
+    owner = [next(i for i, leaf in enumerate(leaves) if leaf[: len(s)] == s) for s in seqs]
+    return leaves, owner
 
 
 def score_answers(
