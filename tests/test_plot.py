@@ -158,3 +158,25 @@ def test_sampling_figures(design):
     fig = plot.decoding_bias(bias)
     _check(fig)
     assert len(fig.axes) == 2
+
+
+def test_decoding_bias_layout_does_not_overlap():
+    pmf = synthetic_pmf(DESIGNS[2], n_items=4, seed=2, concentration=0.5)
+    grid = pmf.expand_dims(temperature=[0.5, 1.0, 1.5], top_p=[0.8, 0.9, 1.0])
+    ds = xr.Dataset({"pmf": pmf, "decoding_pmf": grid.transpose(..., "score")})
+    bias = sampling.decoding_bias(ds) + xr.DataArray([-1.0, 0.0, 0.5], dims="temperature")
+    cns = xr.DataArray([0.55, 0.29, 0.5], dims="model", coords={"model": pmf.model})
+    long = ["SmolLM2-135M-Instruct", "Qwen2.5-Coder-0.5B-Instruct", "Gemma-3-270M"]
+    bias = bias.assign_coords(model=long)  # the demo's names: a wide legend
+    fig = plot.decoding_bias(bias, by="model", consensus=cns.assign_coords(model=bias.model))
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    boxes = {"legend": legend.get_window_extent(r), "title": fig._suptitle.get_window_extent(r)}
+    boxes |= {f"axes{i}": ax.get_tightbbox(r) for i, ax in enumerate(fig.axes)}
+    names = sorted(boxes)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if {a, b} != {"axes0", "axes1"}:  # the two panels share the y axis, side by side
+                assert not boxes[a].overlaps(boxes[b]), (a, b)
+    plt.close(fig)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -42,15 +44,67 @@ def _assert_report(path, must_have=()):
         assert (out / img.split('"')[0]).is_file()
     for ext in ("csv", "tex", "md"):
         assert (out / "tables" / f"effects.{ext}").is_file()
+    for csv in sorted((out / "tables").glob("*.csv")):
+        _assert_tex_well_formed(csv.with_suffix(".tex"))
+        _assert_md_well_formed(csv.with_suffix(".md").read_text(encoding="utf-8"), csv)
+    _assert_md_well_formed((out / "report.md").read_text(encoding="utf-8"))
+    theads = re.findall(r"<thead>.*?</thead>", html, re.DOTALL)
+    assert theads
+    for thead in theads:  # one header row: none holding only the index name
+        assert thead.count("<tr") == 1, thead
     return html
 
 
-def test_report_paper_design(tmp_path):
+_UNESCAPED = r"(?<!\\)"  # not preceded by a backslash
+
+
+def _assert_tex_well_formed(path):
+    """What pdfLaTeX needs from a pasted table, checked without TeX."""
+    tex = path.read_text(encoding="utf-8")
+    assert tex.isascii(), (path.name, sorted({c for c in tex if not c.isascii()}))
+    assert not re.search(r"\bnan\b", tex, re.IGNORECASE), path.name
+    (caption,) = re.findall(r"^\\caption\{(.*)\}$", tex, re.MULTILINE)
+    assert not re.search(_UNESCAPED + r"[&%#_$]", caption), caption
+    (label,) = re.findall(r"^\\label\{(.*)\}$", tex, re.MULTILINE)
+    assert re.fullmatch(r"tab:[A-Za-z0-9:._-]+", label), label
+    (spec,) = re.findall(r"^\\begin\{tabular\}\{([lrc]+)\}$", tex, re.MULTILINE)
+    rows = tex.split("\\toprule\n")[1].split("\n\\bottomrule")[0].splitlines()
+    assert rows.pop(1) == "\\midrule"
+    for row in rows:
+        # a row opening with [ or * is read as an argument of the \\ or \midrule before it
+        assert row[:1] not in ("[", "*"), (path.name, row)
+        assert row.endswith(" \\\\"), (path.name, row)
+        assert len(re.findall(_UNESCAPED + "&", row)) == len(spec) - 1, (path.name, row)
+
+
+def _assert_md_well_formed(md, csv=None):
+    """Every Markdown table row has as many unescaped | as its header (and the CSV)."""
+    blocks = re.findall(r"(?:^\|.*\n?)+", md, re.MULTILINE)
+    assert blocks
+    for block in blocks:
+        lines = block.strip("\n").splitlines()
+        n = [len(re.findall(_UNESCAPED + r"\|", line)) for line in lines]
+        assert set(n) == {n[0]}, (csv, block)
+        assert re.fullmatch(r"\|(---\|)+", lines[1]), lines[1]
+        assert not re.search(r"\bnan\b", block, re.IGNORECASE)
+        if csv is not None:
+            assert n[0] - 1 == pd.read_csv(csv).shape[1], (csv.name, lines[0])
+
+
+@pytest.fixture(scope="module")
+def paper_report(tmp_path_factory):
+    """The report of the paper's design (human baseline, decoding grid, in-group cells)."""
+    return write_report(synthetic_results(n_items=17, seed=3), tmp_path_factory.mktemp("paper"))
+
+
+def test_report_paper_design(paper_report):
     ds = synthetic_results(n_items=17, seed=3)
-    path = write_report(ds, tmp_path / "r")
-    html = _assert_report(path, ["Human samples", "aggregate", "Decoding bias", "SYNTHETIC"])
-    assert (tmp_path / "r" / "figures" / "interaction_model_target.png").is_file()
-    avf = pd.read_csv(tmp_path / "r" / "tables" / "aggregate_vs_factorial.csv")
+    out = paper_report.parent
+    html = _assert_report(
+        paper_report, ["Human samples", "aggregate", "Decoding bias", "SYNTHETIC"]
+    )
+    assert (out / "figures" / "interaction_model_target.png").is_file()
+    avf = pd.read_csv(out / "tables" / "aggregate_vs_factorial.csv")
     b = avf[avf.panel == "B"]
     assert b.ingroup.sum() == 5  # each model has exactly one own-country target
     assert "human_vs_llm.png" in html
@@ -186,3 +240,69 @@ def test_report_names_each_models_answer_rule(tmp_path):
     # no provenance, no sentence
     html = write_report(synthetic_results(n_items=3), tmp_path / "bare").read_text(encoding="utf-8")
     assert "Valid answers" not in html
+
+
+def _nasty_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "M|Bias|": [1.5, np.nan, -2.25],
+            "flag": [True, False, True],
+            "note": ["*starred", "a & b_c 50% #1 $x ~ ^ {x} \\", "μ∅ × − — ≥ ± ✓ ·"],
+        },
+        index=pd.Index(["[0, 1)", "[1, 2)", "≥ 10"], name="|E|"),
+    )
+
+
+def test_export_escapes_latex_and_markdown(tmp_path):
+    df = _nasty_table()
+    frag = tables.export(df, tmp_path, "nasty", caption="A & B_1: 5% of |E| (μ ≥ 0)")
+    _assert_tex_well_formed(tmp_path / "nasty.tex")
+    _assert_md_well_formed(frag["markdown"], tmp_path / "nasty.csv")
+    tex = (tmp_path / "nasty.tex").read_text(encoding="utf-8")
+    assert "\\caption{A \\& B\\_1: 5\\% of \\textbar{}E\\textbar{} (\\ensuremath{\\mu} " in tex
+    assert "{[0, 1)} & 1.50" in tex and "{[1, 2)} &  & " in tex  # NaN is an empty cell
+    assert "{*starred}" in tex
+    for cmd in ("\\emptyset", "\\times", "\\geq", "\\pm", "\\surd", "\\cdot", "---"):
+        assert cmd in tex, cmd
+    # Markdown and HTML keep the Unicode; Markdown escapes the pipes; missing is empty
+    md = frag["markdown"].splitlines()
+    assert md[0] == "| \\|E\\| | M\\|Bias\\| | flag | note |"
+    assert md[3].startswith("| [1, 2) |  |  | a & b_c")
+    assert "μ∅ × − — ≥ ± ✓ ·" in md[4]
+    back = pd.read_csv(tmp_path / "nasty.csv", index_col=0)
+    assert back.index.name == "|E|" and back["note"].iloc[2] == "μ∅ × − — ≥ ± ✓ ·"
+
+
+def test_export_html_has_one_header_row_and_aligned_columns(tmp_path):
+    html = tables.export(_nasty_table(), tmp_path, "nasty")["html"]
+    assert html.count("<tr>") == 1 + 3  # header + rows: the index name shares the header row
+    assert '<th class="text">|E|</th><th class="num">M|Bias|</th>' in html
+    assert '<td class="num"></td>' in html  # NaN
+    assert "a &amp; b_c" in html and "μ∅" in html
+    no_index = tables.export(_nasty_table(), tmp_path, "plain", index=False)["html"]
+    assert "|E|" not in no_index and no_index.count("<tr>") == 4
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="needs pdflatex (TeX Live)")
+def test_exported_tex_compiles_with_pdflatex(paper_report, tmp_path):
+    """Every table of a full report, plus the adversarial one, in one pdfLaTeX run."""
+    tables.export(_nasty_table(), tmp_path, "nasty", caption="A & B_1: 5% of |E| (μ ≥ 0)")
+    inputs = [*sorted((paper_report.parent / "tables").glob("*.tex")), tmp_path / "nasty.tex"]
+    assert len(inputs) >= 10
+    doc = tmp_path / "doc.tex"
+    doc.write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+        + "".join(f"\\input{{{p.as_posix()}}}\n\\clearpage\n" for p in inputs)
+        + "\\end{document}\n",
+        encoding="utf-8",
+    )
+    res = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stdout[-3000:]
+    log = (tmp_path / "doc.log").read_text(errors="replace")
+    assert "Missing character" not in log

@@ -519,7 +519,15 @@ def decoding_bias(
     axes[0].set_ylabel("Bias of E[composite]\n(composite-score points)")
     if by is not None:
         handles, labels = axes[1].get_legend_handles_labels()
-        fig.legend(handles, labels, title=_title(by), fontsize="small", loc="outside right upper")
+        # below the panels: a legend beside them would share the top row with the title
+        fig.legend(
+            handles,
+            labels,
+            title=_title(by),
+            fontsize="small",
+            loc="outside lower center",
+            ncols=min(len(labels), 3),
+        )
     fig.suptitle(
         "Decoding bias vs native (T = 1, top-p = 1); line: mean, band: range", fontsize="medium"
     )

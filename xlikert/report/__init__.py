@@ -472,8 +472,8 @@ h1{border-bottom:2px solid #0072B2}h2{margin-top:2em;color:#0072B2}
 nav ul{columns:2}figure{margin:1.2em 0}img{max-width:100%;height:auto}
 figcaption{font-size:.92em;color:#444;margin:.3em 0}
 table.tbl{border-collapse:collapse;font-size:.88em;margin:.4em 0}
-.tbl th,.tbl td{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:right}
-.tbl th{background:#f2f6fa}.tbl td:first-child,.tbl th:first-child{text-align:left}
+.tbl th,.tbl td{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:left}
+.tbl th{background:#f2f6fa}.tbl .num{text-align:right}.tbl .bool{text-align:center}
 .dl{font-size:.85em}code{background:#f4f4f4;padding:0 .2em}
 """
 

@@ -1,14 +1,17 @@
 """The paper's tables as tidy pandas DataFrames, with CSV / LaTeX / Markdown export.
 
 Every function returns a plain :class:`pandas.DataFrame`; :func:`export`
-writes it as ``.csv``, ``.tex`` (``DataFrame.to_latex``) and ``.md`` and
-returns the HTML fragment the report embeds.
+writes it as ``.csv``, ``.tex`` (:func:`to_latex`, pdfLaTeX-safe) and ``.md``
+(:func:`to_markdown`) and returns the HTML fragment the report embeds.
 """
 
 from __future__ import annotations
 
+import html as _html
 import itertools
 import math
+import re
+import unicodedata
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
@@ -24,8 +27,11 @@ __all__ = [
     "export",
     "failure_summary",
     "human_vs_llm",
+    "latex_escape",
     "mixture_moments",
     "paper_layout",
+    "to_html",
+    "to_latex",
     "to_markdown",
 ]
 
@@ -252,20 +258,58 @@ def failure_summary(fr: xr.DataArray, by: Hashable | None) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- export
+def _is_missing(v) -> bool:
+    if v is None or v is pd.NA or v is pd.NaT:
+        return True
+    return isinstance(v, float | np.floating) and math.isnan(v)
+
+
 def _fmt(v, digits: int) -> str:
+    """One cell as text: ``digits`` decimals, booleans as a check mark, missing as ``""``."""
+    if _is_missing(v):
+        return ""
     if isinstance(v, bool | np.bool_):
         return "✓" if v else ""
     if isinstance(v, float | np.floating):
-        if math.isnan(v):
-            return ""
         if v != 0 and (abs(v) < 10 ** (-digits) or abs(v) >= 1e6):
             return f"{v:.2e}"
         return f"{v:.{digits}f}"
     return str(v)
 
 
+def _layout(df: pd.DataFrame, index: bool) -> tuple[list[str], list[list], list[str]]:
+    """Header, rows and per-column kind (``num``, ``bool``, ``text``), index levels first.
+
+    Index levels become ordinary leading columns (their names as headers), so every
+    format gets a single header row; MultiIndex column labels are joined by spaces.
+    """
+
+    def kind(values) -> str:
+        if pd.api.types.is_bool_dtype(values):
+            return "bool"
+        return "num" if pd.api.types.is_numeric_dtype(values) else "text"
+
+    def label(c) -> str:
+        if isinstance(c, tuple):
+            return " ".join(str(x) for x in c if not _is_missing(x) and str(x) != "")
+        return "" if _is_missing(c) else str(c)
+
+    header = [label(c) for c in df.columns]
+    kinds = [kind(df.iloc[:, j]) for j in range(df.shape[1])]
+    cols = [df.iloc[:, j].tolist() for j in range(df.shape[1])]
+    if index:
+        levels = [df.index.get_level_values(i) for i in range(df.index.nlevels)]
+        header = [label(n) for n in df.index.names] + header
+        kinds = [kind(lv) for lv in levels] + kinds
+        cols = [lv.tolist() for lv in levels] + cols
+    rows = [list(r) for r in zip(*cols, strict=True)] if cols else []
+    return header, rows, kinds
+
+
 def to_markdown(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
-    """A GitHub-flavoured Markdown table (no ``tabulate`` needed).
+    r"""A GitHub-flavoured Markdown table (no ``tabulate`` needed).
+
+    ``|`` inside a header or cell is escaped as ``\|``; missing values are empty.
 
     Examples
     --------
@@ -273,16 +317,179 @@ def to_markdown(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
     | x | E |
     |---|---|
     | a | 1.23 |
+    >>> print(to_markdown(pd.DataFrame({"|E|": [float("nan")]}), index=False))
+    | \|E\| |
+    |---|
+    |  |
     """
-    d = df.reset_index() if index else df
-    if index and (df.index.name is None):
-        d = d.rename(columns={"index": ""})
-    header = "| " + " | ".join(str(c) for c in d.columns) + " |"
-    sep = "|" + "|".join("---" for _ in d.columns) + "|"
-    body = [
-        "| " + " | ".join(_fmt(v, digits) for v in row) + " |" for row in d.itertuples(index=False)
-    ]
-    return "\n".join([header, sep, *body])
+    header, rows, _ = _layout(df, index)
+
+    def cell(text: str) -> str:
+        return " ".join(text.split("\n")).replace("|", r"\|")
+
+    lines = ["| " + " | ".join(cell(c) for c in header) + " |"]
+    lines.append("|" + "|".join("---" for _ in header) + "|")
+    lines += ["| " + " | ".join(cell(_fmt(v, digits)) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    # in pdfLaTeX's default OT1 encoding these would print as other glyphs
+    "|": r"\textbar{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
+
+_LATEX_MATH = {
+    "μ": r"\mu",
+    "σ": r"\sigma",
+    "α": r"\alpha",
+    "β": r"\beta",
+    "γ": r"\gamma",
+    "δ": r"\delta",
+    "ε": r"\epsilon",
+    "θ": r"\theta",
+    "λ": r"\lambda",
+    "π": r"\pi",
+    "ρ": r"\rho",
+    "τ": r"\tau",
+    "φ": r"\phi",
+    "χ": r"\chi",
+    "ω": r"\omega",
+    "Δ": r"\Delta",
+    "Σ": r"\Sigma",
+    "Φ": r"\Phi",
+    "Ω": r"\Omega",
+    "∅": r"\emptyset",
+    "×": r"\times",
+    "−": "-",
+    "±": r"\pm",
+    "≥": r"\geq",
+    "≤": r"\leq",
+    "≠": r"\neq",
+    "≈": r"\approx",
+    "→": r"\to",
+    "←": r"\leftarrow",
+    "∞": r"\infty",
+    "√": r"\surd",
+    "✓": r"\surd",
+    "·": r"\cdot",
+    "°": r"^\circ",
+    "²": r"^2",
+    "³": r"^3",
+}
+
+_LATEX_TEXT = {
+    "—": "---",
+    "–": "--",
+    "…": r"\ldots{}",
+    "‘": "`",
+    "’": "'",
+    "“": "``",
+    "”": "''",
+    "\u00a0": "~",
+}
+
+
+def latex_escape(text: str) -> str:
+    r"""Text safe for pdfLaTeX without extra packages.
+
+    Escapes LaTeX's special characters and maps the symbols the tables use (Greek
+    letters, ``∅``, ``×``, ``−``, ``≥``, ``✓``, dashes, ...) to LaTeX commands.
+    Accented Latin letters are kept (LaTeX reads UTF-8 by default); other
+    characters are replaced by their ASCII compatibility form where one exists.
+
+    Examples
+    --------
+    >>> print(latex_escape("μ∅ × 5% & a_b"))
+    \ensuremath{\mu}\ensuremath{\emptyset} \ensuremath{\times} 5\% \& a\_b
+    """
+    out = []
+    for ch in str(text):
+        if ch in _LATEX_SPECIAL:
+            out.append(_LATEX_SPECIAL[ch])
+        elif ch in _LATEX_MATH:
+            out.append(r"\ensuremath{" + _LATEX_MATH[ch] + "}")
+        elif ch in _LATEX_TEXT:
+            out.append(_LATEX_TEXT[ch])
+        elif ch.isascii() or "\u00c0" <= ch <= "\u017f":
+            out.append(ch)
+        else:
+            ascii_form = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+            out.append(latex_escape(ascii_form) if ascii_form else ch)
+    return "".join(out)
+
+
+def _latex_cell(text: str) -> str:
+    # a cell opening with "[" or "*" would be read as an optional argument / star of
+    # the preceding \\ or \midrule: brace it
+    t = latex_escape(text)
+    return "{" + t + "}" if t[:1] in ("[", "*") else t
+
+
+def to_latex(
+    df: pd.DataFrame, caption: str = "", label: str = "", digits: int = 2, index: bool = True
+) -> str:
+    r"""A booktabs ``table`` that compiles with pdfLaTeX (needs only ``\usepackage{booktabs}``).
+
+    Cells are formatted as in :func:`to_markdown` (missing values empty), then
+    escaped with :func:`latex_escape`, as are the headers and the caption.
+
+    Examples
+    --------
+    >>> tex = to_latex(pd.DataFrame({"|E|": ["[0, 1)"], "p": [0.5]}), "A & B", "t", index=False)
+    >>> print(tex, end="")
+    \begin{table}
+    \centering
+    \caption{A \& B}
+    \label{t}
+    \begin{tabular}{lr}
+    \toprule
+    \textbar{}E\textbar{} & p \\
+    \midrule
+    {[0, 1)} & 0.50 \\
+    \bottomrule
+    \end{tabular}
+    \end{table}
+    """
+    header, rows, kinds = _layout(df, index)
+    align = "".join({"num": "r", "bool": "c"}.get(k, "l") for k in kinds)
+    lines = [r"\begin{table}", r"\centering"]
+    if caption:
+        lines.append(r"\caption{" + latex_escape(caption) + "}")
+    if label:
+        lines.append(r"\label{" + re.sub(r"[^A-Za-z0-9:._-]", "-", label) + "}")
+    lines += [r"\begin{tabular}{" + align + "}", r"\toprule"]
+    lines.append(" & ".join(_latex_cell(h) for h in header) + r" \\")
+    lines.append(r"\midrule")
+    lines += [" & ".join(_latex_cell(_fmt(v, digits)) for v in row) + r" \\" for row in rows]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_html(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
+    """An HTML ``<table class="tbl">`` with one header row; cells carry ``num``/``bool``/``text``."""
+    header, rows, kinds = _layout(df, index)
+
+    def cells(tag: str, values) -> str:
+        return "".join(
+            f'<{tag} class="{k}">{_html.escape(v)}</{tag}>'
+            for k, v in zip(kinds, values, strict=True)
+        )
+
+    head = "<thead><tr>" + cells("th", header) + "</tr></thead>"
+    body = "".join("<tr>" + cells("td", [_fmt(v, digits) for v in row]) + "</tr>" for row in rows)
+    return f'<table class="tbl">{head}<tbody>{body}</tbody></table>'
 
 
 def export(
@@ -295,30 +502,18 @@ def export(
 ) -> dict[str, str]:
     """Write ``name.csv``, ``name.tex`` and ``name.md`` under ``out_dir``.
 
-    Returns ``{"html": ..., "markdown": ...}`` fragments for the report.
+    The ``.tex`` (:func:`to_latex`) compiles with pdfLaTeX and booktabs; the ``.md``
+    (:func:`to_markdown`) escapes ``|``. Returns ``{"html": ..., "markdown": ...}``
+    fragments for the report.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / f"{name}.csv", index=index)
-    formatters = {
-        c: (lambda v, _d=digits: _fmt(v, _d))
-        for c in df.columns
-        if pd.api.types.is_float_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c])
-    }
-    tex = df.to_latex(
-        index=index,
-        caption=caption or None,
-        label=f"tab:{name}",
-        formatters=formatters,
-        escape=True,
-    )
+    tex = to_latex(df, caption=caption, label=f"tab:{name}", digits=digits, index=index)
     (out / f"{name}.tex").write_text(tex, encoding="utf-8")
     md = to_markdown(df, digits=digits, index=index)
     (out / f"{name}.md").write_text(md + "\n", encoding="utf-8")
-    html = df.to_html(
-        index=index, formatters=formatters, na_rep="", classes="tbl", border=0, escape=True
-    )
-    return {"html": html, "markdown": md}
+    return {"html": to_html(df, digits=digits, index=index), "markdown": md}
 
 
 def pairs(levels: Sequence[str]) -> list[tuple[str, str]]:
