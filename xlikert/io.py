@@ -28,7 +28,7 @@ import xarray as xr
 
 from .errors import ConfigError
 
-__all__ = ["JSON_MARKER", "open_decomposition", "open_results", "to_netcdf"]
+__all__ = ["JSON_MARKER", "decode_attrs", "open_decomposition", "open_results", "to_netcdf"]
 
 #: Prefix of attribute strings that hold a JSON-encoded value.
 JSON_MARKER = "xlikert-json:"
@@ -106,11 +106,24 @@ def _encode_tree(tree: xr.DataTree) -> xr.DataTree:
     return xr.DataTree.from_dict(nodes, name=tree.name)
 
 
+def decode_attrs(ds: xr.Dataset) -> xr.Dataset:
+    """The Dataset with its JSON-encoded attrs (``xlikert-json:...``) decoded, on every variable.
+
+    For a results file opened with plain ``xr.open_dataset``; :func:`open_results`
+    does this itself. Decoding is idempotent.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> ds = xr.Dataset(attrs={"models": JSON_MARKER + '{"m": {"dtype": "float32"}}'})
+    >>> decode_attrs(ds).attrs["models"]
+    {'m': {'dtype': 'float32'}}
+    """
+    return _map_attrs(ds, _decode_attrs)
+
+
 def _decode_tree(tree: xr.DataTree) -> xr.DataTree:
-    nodes = {
-        node.path: _map_attrs(node.to_dataset(inherit=False), _decode_attrs)
-        for node in tree.subtree
-    }
+    nodes = {node.path: decode_attrs(node.to_dataset(inherit=False)) for node in tree.subtree}
     return xr.DataTree.from_dict(nodes, name=tree.name)
 
 
@@ -191,7 +204,7 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
     path = _check_file(path)
     with xr.open_dataset(path, engine=_ENGINE) as ds:
         ds = ds.load()
-    return _map_attrs(ds, _decode_attrs)
+    return decode_attrs(ds)
 
 
 def open_decomposition(path: str | os.PathLike) -> xr.DataTree:

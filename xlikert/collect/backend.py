@@ -610,7 +610,9 @@ def score_answers(
     # only these tokens' probabilities enter an answer: its spellings and the continuations
     need = sorted({t for seq in answers.sequences for t in seq} | set(answers.continuation or ()))
     col = {t: j for j, t in enumerate(need)}
-    cont = torch.as_tensor([col[t] for t in answers.continuation or ()], dtype=torch.long)
+    cont = torch.as_tensor(
+        [col[t] for t in answers.continuation or ()], dtype=torch.long, device=dev
+    )
     need_t = torch.as_tensor(need, dtype=torch.long, device=dev)
     n_s = len(answers.scale)
     s_index = torch.as_tensor(
@@ -622,7 +624,7 @@ def score_answers(
 
     def masses(logq):  # logq (B, L, keep, len(need)) -> answer masses (B, A)
         if check_stop:  # P(next token does not continue the number) = 1 - P(continuation)
-            going = logq[..., cont.to(logq.device)].exp().sum(-1)
+            going = logq[..., cont].exp().sum(-1)
             log_stop = torch.log1p(-going.clamp(max=1.0))
         cols = []
         for a, seq in enumerate(answers.sequences):
@@ -634,8 +636,8 @@ def score_answers(
         return torch.stack(cols, dim=-1)
 
     def aggregate(m):
-        agg = torch.zeros(m.shape[0], n_s, dtype=torch.float64, device=m.device)
-        agg.index_add_(1, s_index.to(m.device), m)
+        agg = torch.zeros(m.shape[0], n_s, dtype=torch.float64, device=dev)
+        agg.index_add_(1, s_index, m)
         return agg
 
     logp = torch.log_softmax(z, dim=-1)

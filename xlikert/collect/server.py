@@ -169,10 +169,11 @@ def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
     """
     name = str(spec.get("name") or spec.get("source"))
     where = f"model {name!r}"
-    for k in _secret_fields(spec):
+    secrets = _secret_fields(spec)
+    if secrets:
         raise CollectionError(
-            f"{where}: field {k!r} looks like a secret; put the API key in an environment "
-            "variable and name it with api_key_env (default OPENAI_API_KEY)"
+            f"{where}: field {secrets[0]!r} looks like a secret; put the API key in an "
+            "environment variable and name it with api_key_env (default OPENAI_API_KEY)"
         )
     unknown = sorted(set(spec) - _KEYS)
     if unknown:

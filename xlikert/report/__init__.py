@@ -27,6 +27,7 @@ import xarray as xr
 from ..construct import summarize, trend
 from ..data import human_baseline, load_demo_results, synthetic_results
 from ..errors import DesignError, InvalidPMFError
+from ..io import decode_attrs
 from . import tables
 
 __all__ = ["load_demo_results", "synthetic_results", "tables", "write_report"]
@@ -169,12 +170,8 @@ def write_report(
     from .. import plot, sampling
 
     source = str(results) if not isinstance(results, xr.Dataset) else "(in-memory Dataset)"
-    if isinstance(results, xr.Dataset):  # opened with plain xarray: JSON attrs still encoded
-        from ..io import _decode_attrs, _map_attrs
-
-        ds = _map_attrs(results, _decode_attrs)
-    else:
-        ds = xl.open_results(results)
+    # a Dataset opened with plain xarray still has its JSON attrs encoded
+    ds = decode_attrs(results) if isinstance(results, xr.Dataset) else xl.open_results(results)
     if "pmf" not in ds:
         raise InvalidPMFError(f"results {source} hold no 'pmf' variable; variables: {list(ds)}")
     out = Path(out_dir)
