@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -44,12 +45,18 @@ def base(tiny_spec) -> xr.Dataset:
     return collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
 
 
-def independent(model_dir: Path, text: str, append: tuple[int, ...] = ()) -> np.ndarray:
-    """Full-vocabulary probabilities of the next token after ``text`` + ``append`` ids."""
+@functools.lru_cache(maxsize=4)
+def _tiny(model_dir: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    return tok, model
+
+
+def independent(model_dir: Path, text: str, append: tuple[int, ...] = ()) -> np.ndarray:
+    """Full-vocabulary probabilities of the next token after ``text`` + ``append`` ids."""
+    tok, model = _tiny(model_dir)
     ids = tok(text, add_special_tokens=False).input_ids + list(append)
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0, -1].double()
@@ -64,7 +71,7 @@ def rule_masses(model_dir, text, temp=1.0, top_p=1.0, split_space=True) -> np.nd
     """
     vocab = build_tokenizer().get_vocab()
     valid = {i: int(t.lstrip(" ▁Ġ")) for t, i in vocab.items() if VALID_RE.match(t)}
-    bare = {i: y for i, y in valid.items() if re.fullmatch("[1-7]", vocab_inv(vocab)[i])}
+    bare = {vocab[str(y)]: y for y in range(1, 8)}  # the digits without a marker
     spaces = [i for t, i in vocab.items() if t in (" ", "▁", "Ġ")]
     q0 = nucleus(independent(model_dir, text), temp, top_p)
     mass = np.zeros(7)
@@ -76,10 +83,6 @@ def rule_masses(model_dir, text, temp=1.0, top_p=1.0, split_space=True) -> np.nd
             for i, y in bare.items():
                 mass[y - 1] += q0[s] * q1[i]
     return mass
-
-
-def vocab_inv(vocab: dict[str, int]) -> dict[int, str]:
-    return {i: t for t, i in vocab.items()}
 
 
 def test_valid_tokens_surface_forms():
