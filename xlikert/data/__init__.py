@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..constraint import nucleus_logprobs
+
 __all__ = ["DEMO_RESULTS", "human_baseline", "load_demo_results", "synthetic_results"]
 
 #: File name of the demo results shipped as package data.
@@ -73,20 +75,15 @@ def human_baseline(instrument: str = "CETSCALE") -> pd.DataFrame:
 
 
 def _temper(p: np.ndarray, temperature: float, top_p: float) -> np.ndarray:
-    """Temperature then nucleus truncation of PMFs along the last axis."""
+    """Temperature then nucleus truncation of PMFs along the last axis.
+
+    The collection's rule (:func:`xlikert.constraint.nucleus_logprobs`, ties kept),
+    applied to the valid-digit PMF instead of the full vocabulary.
+    """
     with np.errstate(divide="ignore"):
-        logits = np.log(p) / temperature
-    logits -= logits.max(-1, keepdims=True)
-    q = np.exp(logits)
-    q /= q.sum(-1, keepdims=True)
-    order = np.argsort(-q, axis=-1, kind="stable")
-    qs = np.take_along_axis(q, order, -1)
-    before = np.cumsum(qs, -1) - qs  # mass strictly before each token in the ranking
-    keep_sorted = before < top_p - 1e-12
-    keep = np.empty_like(keep_sorted)
-    np.put_along_axis(keep, order, keep_sorted, -1)
-    q = np.where(keep, q, 0.0)
-    return q / q.sum(-1, keepdims=True)
+        logp = np.log(p)
+    q = nucleus_logprobs(logp, np.arange(p.shape[-1]), [temperature], [top_p])
+    return np.exp(q[..., 0, 0, :])
 
 
 def synthetic_results(
