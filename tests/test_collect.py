@@ -263,7 +263,7 @@ def test_plain_format_for_model_without_chat_template(tmp_path):
     d = save_tiny(tmp_path / "base", chat=False)
     ds = collect(tiny_prompts(1, 2), [{"name": "b", "source": str(d)}], progress=False)
     text = str(ds.prompt.values.ravel()[0])
-    from xlikert.collect.backend import PLAIN_FORMAT
+    from xlikert.collect.templates import PLAIN_FORMAT
 
     user = "Americans should buy American goods."
     assert text == PLAIN_FORMAT.format(system="Rate 1-7. Respond with ONLY the digit.", user=user)
@@ -328,7 +328,7 @@ def test_stale_progress_of_another_configuration_warns(tiny_spec, tmp_path):
 
 
 def test_oom_backs_off(monkeypatch, tiny_spec, base):
-    from xlikert.collect import backend
+    from xlikert.collect import local as backend
 
     real = backend.Scorer.forward_rows
     calls = []

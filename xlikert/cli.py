@@ -1,14 +1,17 @@
-"""Command-line interface: ``xlikert prompts | run | merge | demo | report``.
+"""Command-line interface: ``xlikert prompts | run | merge | report | demo``.
 
-Each sub-command lives beside the layer it drives (``xlikert.design.cli``,
+Each stage's sub-command lives beside the layer it drives (``xlikert.design.cli``,
 ``xlikert.collect.cli``, ``xlikert.report.cli``) and is registered here, so
 ``xlikert --help`` starts fast: heavy imports (torch, transformers) happen only
-inside the command that needs them.
+inside the command that needs them. ``xlikert demo`` runs the whole pipeline, so
+it lives here, above the layers: design -> collect -> analysis -> report.
 """
 
 from __future__ import annotations
 
 import importlib
+import time
+from pathlib import Path
 
 import click
 
@@ -19,7 +22,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "prompts": ("xlikert.design.cli", "prompts"),
     "run": ("xlikert.collect.cli", "run"),
     "merge": ("xlikert.collect.cli", "merge"),
-    "demo": ("xlikert.collect.cli", "demo"),
+    "demo": ("xlikert.cli", "demo"),
     "report": ("xlikert.report.cli", "report"),
 }
 
@@ -39,6 +42,100 @@ class _LazyGroup(click.Group):
 @click.version_option(__version__, prog_name="xlikert")
 def main() -> None:
     """xlikert: exact Likert PMFs from language models, and their distributional ANOVA."""
+
+
+def demo_summary(ds) -> str:
+    """Plain-text summary of a results Dataset through the analysis API.
+
+    Failure rate per model, Multivariate Consensus and composite E (SD) per
+    condition, and the decomposition's summary table.
+    """
+    import xlikert as xl
+
+    def table(df) -> str:
+        return df.to_string(float_format=lambda v: f"{v:.3f}")
+
+    fr = xl.failure_rate(ds)
+    fr = fr.mean([d for d in fr.dims if d != "model"])
+    comp = xl.summarize(xl.composite(ds), dim="score")
+    cells = [d for d in comp.E.dims if d != "model"]
+    e_sd = (
+        comp.E.to_series().map("{:.2f}".format)
+        + " ("
+        + comp.SD.to_series().map("{:.2f}".format)
+        + ")"
+    )
+    cns = xl.consensus(ds).to_series()
+    return "\n".join(
+        [
+            "Constraint: failure rate (1 - valid mass), mean over conditions and items",
+            table(fr.to_series().to_frame("failure rate")),
+            "Consensus (multivariate), by model x condition:",
+            table(cns.unstack(cells) if cells else cns.to_frame("Cns")),
+            "Composite score E (SD), by model x condition:",
+            (e_sd.unstack(cells) if cells else e_sd.to_frame("E (SD)")).to_string(),
+            "Decomposition (distributional ANOVA on the composite):",
+            xl.summary_table(xl.decompose(ds)).to_string(
+                index=False, float_format=lambda v: f"{v:.3f}"
+            ),
+        ]
+    )
+
+
+@click.command()
+@click.option(
+    "-o",
+    "--output-dir",
+    "out_dir",
+    default="xlikert-demo",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="folder for results.nc, summary.txt, report",
+)
+@click.option("--batch-size", default="auto", show_default=True)
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def demo(out_dir, batch_size, quiet):
+    """Run the built-in offline experiment end to end (3 models x 4 targets x 17 items).
+
+    Collects exact PMFs from the three offline models (one at a time), analyses
+    them (failure rate, Consensus, composite, decomposition) and writes
+    OUT_DIR/results.nc, OUT_DIR/summary.txt and the report.
+    """
+    from .collect import collect
+    from .collect.cli import parse_batch
+    from .design import load_experiment
+    from .errors import XlikertError
+    from .report import write_report
+
+    out = Path(out_dir)
+    t0 = time.perf_counter()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.ClickException(f"cannot create output folder {out}: {exc}") from exc
+    try:
+        exp = load_experiment("demo")
+        ds = collect(
+            exp.build_prompts(),
+            exp.models,
+            out / "results.nc",
+            batch_size=parse_batch(batch_size),
+            progress=not quiet,
+        )
+        t_collect = time.perf_counter() - t0
+        sizes = " x ".join(f"{d}={n}" for d, n in ds.valid_mass.sizes.items())
+        text = (
+            f"xlikert demo: experiment {exp.name!r}, {sizes}\n"
+            f"collection {t_collect:.1f} s\n\n{demo_summary(ds)}\n"
+        )
+        (out / "summary.txt").write_text(text)
+        click.echo(text)
+        click.echo(f"report: {write_report(ds, out)}")
+    except XlikertError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"wrote {out / 'results.nc'} and {out / 'summary.txt'} in {time.perf_counter() - t0:.1f} s"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,9 +1,19 @@
-"""Collection: exact next-token PMFs from local transformers models.
+"""Collection: exact next-token PMFs from local models, vLLM, or OpenAI-compatible servers.
 
-``collect`` runs a prompts Dataset through one or more models (built-in offline
-zoo names, Hugging Face ids or local paths) and returns the results Dataset of
-DESIGN.md §1; ``merge_shards`` combines ``--shard i/n`` parts. torch and
-transformers are imported on first use, not by this package.
+``collect`` runs a prompts Dataset through one or more models and returns the
+results Dataset of DESIGN.md §1; ``merge_shards`` combines ``--shard i/n`` parts.
+Every backend implements one small protocol (:mod:`~xlikert.collect.protocol`)
+and returns one per-unit record (:mod:`~xlikert.collect.schema`):
+
+- ``transformers`` (:mod:`~xlikert.collect.local`): built-in offline zoo names,
+  Hugging Face ids, local folders or GGUF files;
+- ``vllm`` (:mod:`~xlikert.collect.vllm`): the same models in an in-process vLLM
+  engine, with tensor/pipeline/data parallelism;
+- ``openai`` (:mod:`~xlikert.collect.server`): a model behind an
+  OpenAI-compatible server (vLLM, llama.cpp, hosted APIs).
+
+The maths they share is in :mod:`xlikert.constraint`. torch, transformers and
+vLLM are imported on first use, not by this package.
 
 Examples
 --------
@@ -15,22 +25,30 @@ Examples
 from __future__ import annotations
 
 from .merge import merge_shards
+from .protocol import BACKENDS, CollectOptions, Model
 from .runner import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, collect, parse_shard
+from .schema import UnitResult
+from .store import PartialStore
 from .tokens import ValidTokens, find_valid_tokens
 from .zoo import ZOO, builtin_names, cache_dir, resolve_gguf
 
 
 def load_model(*args, **kwargs):
-    """Load a model for collection; see :func:`xlikert.collect.backend.load_model`."""
-    from .backend import load_model as _load
+    """Load a transformers model for collection; see :func:`xlikert.collect.local.load_model`."""
+    from .local import load_model as _load
 
     return _load(*args, **kwargs)
 
 
 __all__ = [
+    "BACKENDS",
     "DEFAULT_TEMPERATURES",
     "DEFAULT_TOP_PS",
     "ZOO",
+    "CollectOptions",
+    "Model",
+    "PartialStore",
+    "UnitResult",
     "ValidTokens",
     "builtin_names",
     "cache_dir",

@@ -1,26 +1,24 @@
-"""``xlikert run``, ``xlikert merge`` and ``xlikert demo``.
+"""``xlikert run`` and ``xlikert merge``.
 
 This module imports neither torch nor transformers; they load inside the commands.
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import click
 
 from ..errors import XlikertError
 
-__all__ = ["demo", "merge", "run"]
+__all__ = ["merge", "parse_batch", "run"]
 
 
 def _fail(exc: Exception) -> None:
     raise click.ClickException(str(exc)) from exc
 
 
-def _batch(value: str) -> int | str:
+def parse_batch(value: str) -> int | str:
     if value == "auto":
         return value
     try:
@@ -75,7 +73,7 @@ def run(
             prompts,
             exp.models,
             output,
-            batch_size=_batch(batch_size),
+            batch_size=parse_batch(batch_size),
             device=device,
             dtype=dtype,
             device_map=device_map,
@@ -105,116 +103,3 @@ def merge(parts, output):
     except XlikertError as exc:
         _fail(exc)
     click.echo(f"wrote {output}: {int(ds['valid_mass'].size)} prompts from {len(parts)} shards")
-
-
-def _try(label: str, fn, lines: list[str]):
-    try:
-        return fn()
-    except NotImplementedError as exc:
-        lines.append(f"({label}: not available yet — {exc})")
-    except Exception as exc:  # analysis layers are optional for the collection result
-        lines.append(f"({label} failed: {type(exc).__name__}: {exc})")
-    return None
-
-
-def demo_summary(ds) -> str:
-    """Short plain-text summary of a results Dataset: failure rate, Consensus, composite, effects."""
-    import numpy as np
-
-    import xlikert as xl
-
-    lines: list[str] = []
-    other = [d for d in ds.valid_mass.dims if d != "model"]
-    lines.append("Constraint: failure rate (1 - valid mass), mean over conditions and items")
-    fr = _try("failure_rate", lambda: xl.failure_rate(ds), lines)
-    if fr is None:
-        fr = 1 - ds.valid_mass
-    fr = fr.mean(other)
-    for m in ds.model.values:
-        lines.append(f"  {m:<32s} {float(fr.sel(model=m)):7.1%}")
-    pmf = ds.pmf
-    cns = _try("consensus", lambda: xl.consensus(pmf), lines)
-    if cns is not None:
-        cns = cns if not hasattr(cns, "data_vars") else cns[next(iter(cns.data_vars))]
-        lines.append("Consensus (multivariate), by model x condition:")
-        lines.append(_table(cns))
-    comp = _try("composite", lambda: xl.composite(pmf), lines)
-    if comp is not None:
-        score = comp["score"].astype(float)
-        mean = (comp * score).sum("score")
-        sd = np.sqrt((comp * (score - mean) ** 2).sum("score"))
-        lines.append("Composite score E (SD), by model x condition:")
-        lines.append(_table(mean, sd))
-    dec = _try("decompose", lambda: xl.decompose(pmf), lines)
-    if dec is not None:
-        tab = _try("summary_table", lambda: xl.summary_table(dec), lines)
-        if tab is not None:
-            lines.append("Decomposition (distributional ANOVA on the composite):")
-            lines.append(tab.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    return "\n".join(lines)
-
-
-def _table(a, b=None) -> str:
-    df = a.to_pandas() if a.ndim <= 2 else a.to_series().unstack()
-    if b is None:
-        return df.to_string(float_format=lambda v: f"{v:.3f}")
-    db = b.to_pandas() if b.ndim <= 2 else b.to_series().unstack()
-    return df.combine(
-        db, lambda x, y: x.map("{:.2f}".format) + " (" + y.map("{:.2f}".format) + ")"
-    ).to_string()
-
-
-@click.command()
-@click.option(
-    "-o",
-    "--output-dir",
-    "out_dir",
-    default="xlikert-demo",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="folder for results.nc, summary.txt, report",
-)
-@click.option("--batch-size", default="auto", show_default=True)
-@click.option("--quiet", is_flag=True, help="no progress bar")
-def demo(out_dir, batch_size, quiet):  # fmt: skip
-    """Run the built-in offline experiment end to end (3 models x 4 targets x 17 items).
-
-    Collects exact PMFs from the three offline models, analyses them (failure rate,
-    Consensus, composite, decomposition), writes OUT_DIR/results.nc,
-    OUT_DIR/summary.txt and the report.
-    """
-    from ..design import load_experiment
-    from .runner import collect
-
-    out = Path(out_dir)
-    t0 = time.perf_counter()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise click.ClickException(f"cannot create output folder {out}: {exc}") from exc
-    try:
-        exp = load_experiment("demo")
-        ds = collect(
-            exp.build_prompts(),
-            exp.models,
-            out / "results.nc",
-            batch_size=_batch(batch_size),
-            progress=not quiet,
-        )
-    except XlikertError as exc:
-        _fail(exc)
-    t_collect = time.perf_counter() - t0
-    text = demo_summary(ds)
-    text = (
-        f"xlikert demo: experiment {getattr(exp, 'name', 'demo')!r}, "
-        f"{' x '.join(f'{d}={n}' for d, n in ds.valid_mass.sizes.items())}\n"
-        f"collection {t_collect:.1f} s\n\n{text}\n"
-    )
-    (out / "summary.txt").write_text(text)
-    click.echo(text)
-    from ..report import write_report
-
-    click.echo(f"report: {write_report(ds, out)}")
-    click.echo(f"wrote {out / 'results.nc'} and {out / 'summary.txt'} "
-               f"in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-    sys.stdout.flush()

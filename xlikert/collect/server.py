@@ -1,7 +1,7 @@
 """OpenAI-compatible server backend: vLLM, llama.cpp server, hosted chat-completions APIs.
 
 One chat-completions request per (condition, item) with ``max_tokens=1``,
-``logprobs=true`` and ``top_logprobs=k``. Two modes, detected at run time:
+``logprobs=true`` and ``top_logprobs=k+1``. Two modes, detected at run time:
 
 ``exact``
     The server honours vLLM's request extension ``logprob_token_ids`` (a list of
@@ -15,12 +15,16 @@ One chat-completions request per (condition, item) with ``max_tokens=1``,
     observed probabilities are stored as they are (``pmf`` is renormalised over the
     *observed* valid tokens, ``valid_mass`` is the observed valid mass) and the PMF
     is marked bounded: ``pmf_lower``/``pmf_upper`` and
-    ``valid_mass_lower``/``valid_mass_upper`` hold certified intervals (see
-    :func:`topk_bounds`). Nothing unobserved is imputed.
+    ``valid_mass_lower``/``valid_mass_upper`` hold certified intervals
+    (:func:`xlikert.constraint.topk_intervals`). Servers may list the sampled
+    token first whatever its rank (vLLM does), so xlikert asks for ``k + 1``
+    entries and certifies with the rule that allows one entry out of rank order.
+    Nothing unobserved is imputed.
 
 The decoding grid needs the full vocabulary; from a server only temperature 1 is
-known, for the top-p values whose nucleus lies inside the observed top-k; every
-other grid point is NaN (``decoding_valid_mass`` NaN too: not measured).
+known, for the top-p values whose nucleus provably lies inside the listed tokens
+(:func:`xlikert.constraint.nucleus_logprobs` with ``unlisted_max``); every other
+grid point is NaN (``decoding_valid_mass`` NaN too: not measured).
 
 The API key is read from an environment variable (``api_key_env``, default
 ``OPENAI_API_KEY``) when each connection is made; it is never stored, logged or
@@ -32,40 +36,25 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import math
 import os
 import random
 import threading
 import time
 import urllib.parse
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..constraint import TOPK_BOUNDS_RULE, nucleus_logprobs, scale_mass, topk_intervals
 from ..errors import CollectionError
+from .protocol import CollectOptions
+from .schema import UnitResult
+from .tokens import ONE_TOKEN_RULE
 
-__all__ = [
-    "BOUNDS_RULE",
-    "ServerModel",
-    "ServerSpec",
-    "is_server_spec",
-    "parse_server_spec",
-    "topk_bounds",
-]
-
-#: How top-k intervals are derived; stored in the results' attrs.
-BOUNDS_RULE = (
-    "top-k mode: observed tokens O (the k most probable, raw log-probabilities as reported), "
-    "s = sum of their probabilities, R = max(0, 1 - s) the unobserved mass, p_k = the smallest "
-    "observed probability; every unobserved token has probability <= p_k and all together <= R. "
-    "For score y with observed valid mass a_y and m_y unobserved valid tokens (m_y from the "
-    "tokenizer when known, else unbounded) the unobserved valid mass is u_y in [0, U_y], "
-    "U_y = min(m_y * p_k, R), sum_y u_y <= R. valid mass in [A, A + min(sum_y U_y, R)] with "
-    "A = sum_y a_y; renormalised pmf_y in [a_y / (A + W_y), (a_y + U_y) / (A + U_y)] with "
-    "W_y = min(sum_{z != y} U_z, R) (0/0 read as 0 below and 1 above). The stored pmf is a_y / A."
-)
+__all__ = ["ServerModel", "ServerSpec", "check", "is_server_spec", "open", "parse_server_spec"]
 
 _KEYS = {
     "name",
@@ -240,6 +229,7 @@ class _Client:
             self._basic = "Basic " + base64.b64encode(cred.encode()).decode()
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._open: list[http.client.HTTPConnection] = []
         self.retries = 0
         self.requests = 0
 
@@ -249,7 +239,16 @@ class _Client:
             cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
             c = cls(self.host, self.port, timeout=self.spec.timeout)
             self._local.conn = c
+            with self._lock:
+                self._open.append(c)
         return c
+
+    def close(self) -> None:
+        """Close every connection this client opened (in any thread)."""
+        with self._lock:
+            for c in self._open:
+                c.close()
+            self._open.clear()
 
     def _drop(self) -> None:
         c = getattr(self._local, "conn", None)
@@ -300,7 +299,9 @@ class _Client:
                     continue
             msg = _error_message(raw)
             err = _HTTPError(resp.status, msg)
-            if resp.status in _RETRY_STATUS:
+            # the same 500 twice in a row is the server's answer, not a passing fault
+            repeated = resp.status == 500 and isinstance(last, _HTTPError) and last.message == msg
+            if resp.status in _RETRY_STATUS and not repeated:
                 err.retry_after = resp.getheader("Retry-After")  # type: ignore[attr-defined]
                 if resp.getheader("Connection", "").lower() == "close":
                     self._drop()
@@ -323,51 +324,35 @@ def _error_message(raw: bytes) -> str:
 
 
 # ---------------------------------------------------------------------------- bounds
-def topk_bounds(
-    observed_valid: np.ndarray, unobserved_counts: np.ndarray | None, observed_total: float, p_k
-) -> dict[str, np.ndarray]:
-    """Certified intervals for one prompt from its top-k list (see :data:`BOUNDS_RULE`).
 
-    Parameters
-    ----------
-    observed_valid
-        ``(S,)`` observed valid probability per score, ``a_y``.
-    unobserved_counts
-        ``(S,)`` number of valid tokens of each score not in the list, or None
-        when unknown (no tokenizer): then only the total unobserved mass bounds them.
-    observed_total
-        Sum of the probabilities of every observed token.
-    p_k
-        Smallest observed probability.
 
-    Examples
-    --------
-    >>> b = topk_bounds(np.array([0.5, 0.3]), np.array([0, 1]), 0.95, 0.01)
-    >>> b["valid_mass_lower"], round(float(b["valid_mass_upper"]), 6)
-    (np.float64(0.8), 0.81)
+# ---------------------------------------------------------------------------- protocol
+#: Server model fields that change how requests travel, not what comes back.
+TRANSPORT_KEYS = ("concurrency", "timeout", "max_retries", "backoff")
+
+
+def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
+    """Validate a server model entry (no network); the fields that identify the results.
+
+    The transport settings (:data:`TRANSPORT_KEYS`) are left out, so changing them
+    resumes a run; ``base_url`` is recorded without credentials or query.
     """
-    a = np.asarray(observed_valid, dtype=np.float64)
-    R = max(0.0, 1.0 - float(observed_total))
-    if unobserved_counts is None:
-        U = np.full(a.shape, R)
-    else:
-        U = np.minimum(np.asarray(unobserved_counts, dtype=np.float64) * float(p_k), R)
-    A = float(a.sum())
-    tot = min(float(U.sum()), R)
-    W = np.minimum(U.sum() - U, R)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(A + W > 0, a / (A + W), 0.0)
-        hi = np.where(A + U > 0, (a + U) / (A + U), 1.0)
-    return {
-        "pmf_lower": lo,
-        "pmf_upper": np.minimum(hi, 1.0),
-        "valid_mass_lower": np.float64(A),
-        "valid_mass_upper": np.float64(min(A + tot, 1.0)),
-    }
+    sspec = parse_server_spec(spec)
+    kept = {k: v for k, v in spec.items() if k not in TRANSPORT_KEYS}
+    return {**kept, "base_url": sspec.public_url}
+
+
+def open(spec: dict[str, Any], options: CollectOptions, probe: tuple[str, str]) -> ServerModel:
+    """Connect to the server of a model entry and detect its mode with ``probe``."""
+    return ServerModel.open(parse_server_spec(spec), options, probe)
 
 
 def _strip_marker(text: str) -> str:
     return text[1:] if text[:1] in (" ", "▁", "Ġ") else text
+
+
+#: Listed entries that may stand outside the rank order (the sampled token, listed first).
+OUT_OF_ORDER = 1
 
 
 # ---------------------------------------------------------------------------- model
@@ -378,16 +363,19 @@ class ServerModel:
     logprob support before any work is done.
     """
 
-    def __init__(self, spec: ServerSpec, scale, top_k: int):
+    def __init__(self, spec: ServerSpec, options: CollectOptions):
         self.spec = spec
-        self.scale = [int(v) for v in scale]
-        self.top_k = int(top_k)
+        self.name = spec.name
+        self.options = options
+        self.scale = list(options.scale)
+        self.top_k = int(options.top_k)
         self.client = _Client(spec)
         self.tokenizer = None
         self.valid = None
         self.mode = "topk"
         self.ids_ok = False
-        self.provenance: dict[str, Any] = {}
+        self._prov: dict[str, Any] = {}
+        self._pool: ThreadPoolExecutor | None = None
 
     def __repr__(self) -> str:
         return (
@@ -397,21 +385,20 @@ class ServerModel:
 
     # -------------------------------------------------------------- set up
     @classmethod
-    def open(cls, spec: ServerSpec, scale, top_k: int, probe: tuple[str, str]) -> ServerModel:
+    def open(cls, spec: ServerSpec, options: CollectOptions, probe: tuple[str, str]) -> ServerModel:
         """Connect, check the model and detect the mode with one probe prompt."""
         from .tokens import needs_sequences
 
-        if needs_sequences(scale):
+        if needs_sequences(options.scale):
             raise CollectionError(
-                f"model {spec.name!r}: the scale {list(scale)} needs multi-token answers "
+                f"model {spec.name!r}: the scale {list(options.scale)} needs multi-token answers "
                 "(one value's text is a prefix of another's); servers give next-token "
-                "log-probabilities only: use the transformers backend"
+                "log-probabilities only: use the transformers or vllm backend"
             )
-        self = cls(spec, scale, top_k)
+        self = cls(spec, options)
         self._check_models()
         self._load_tokenizer()
         self._detect(*probe)
-        self.provenance = self._provenance()
         return self
 
     def _fail(self, what: str, exc: Exception) -> CollectionError:
@@ -422,9 +409,16 @@ class ServerModel:
                 f"({exc}); the API key is read from ${self.spec.api_key_env}, which {have}"
             )
         if isinstance(exc, _HTTPError):
+            hint = ""
+            path = urllib.parse.urlsplit(self.spec.base_url).path.rstrip("/")
+            if exc.status == 404 and not path.endswith("/v1"):
+                hint = (
+                    f"; base_url has no /v1 — OpenAI-compatible servers (vLLM, llama.cpp) "
+                    f"serve the API under it: did you mean {self.spec.public_url}/v1?"
+                )
             return CollectionError(
                 f"model {self.spec.name!r}: server {self.spec.public_url} answered {what} "
-                f"with {exc}"
+                f"with {exc}{hint}"
             )
         return CollectionError(
             f"model {self.spec.name!r}: cannot reach server {self.spec.public_url} ({what}): "
@@ -435,22 +429,25 @@ class ServerModel:
         try:
             obj = self.client.request("GET", "/models", retries=min(2, self.spec.max_retries))
         except _HTTPError as exc:
-            if exc.status in (404, 405):
-                self.provenance["models_endpoint"] = "absent"
+            if exc.status in (404, 405) and urllib.parse.urlsplit(self.spec.base_url).path.rstrip(
+                "/"
+            ).endswith("/v1"):
+                self._prov["models_endpoint"] = "absent"
                 return
             raise self._fail("GET /models", exc) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise self._fail("GET /models", exc) from exc
-        served = [str(m.get("id")) for m in (obj.get("data") or []) if isinstance(m, dict)]
+        data = obj.get("data") if isinstance(obj, dict) else None
+        served = [str(m.get("id")) for m in (data or []) if isinstance(m, dict)]
         if served and self.spec.model not in served:
             raise CollectionError(
                 f"model {self.spec.name!r}: server {self.spec.public_url} does not serve model "
                 f"{self.spec.model!r}; it serves {served}"
             )
-        info = next((m for m in obj.get("data") or [] if m.get("id") == self.spec.model), {})
+        info = next((m for m in data or [] if m.get("id") == self.spec.model), {})
         for k in ("root", "owned_by", "max_model_len"):
             if info.get(k) is not None:
-                self.provenance[f"served_{k}"] = info[k]
+                self._prov[f"served_{k}"] = info[k]
 
     def _load_tokenizer(self) -> None:
         from .tokens import find_valid_tokens
@@ -461,6 +458,10 @@ class ServerModel:
             m = self.spec.model
             looks = os.path.isdir(os.path.expanduser(m)) or (m.count("/") == 1 and " " not in m)
             if not looks:
+                self._prov["tokenizer_note"] = (
+                    f"no tokenizer: the served name {m!r} is not a tokenizer id or folder; "
+                    "valid tokens recognised by their text"
+                )
                 return
             name = m
         try:
@@ -471,7 +472,7 @@ class ServerModel:
             )
         except Exception as exc:
             if auto:  # the served name need not be a loadable tokenizer: top-k by text
-                self.provenance["tokenizer_note"] = (
+                self._prov["tokenizer_note"] = (
                     f"no tokenizer loaded for {name!r} ({type(exc).__name__}); valid tokens "
                     "recognised by their text"
                 )
@@ -481,7 +482,7 @@ class ServerModel:
             ) from exc
         self.tokenizer = tok
         self.valid = find_valid_tokens(tok, self.scale)
-        self.provenance["tokenizer"] = f"{type(tok).__name__}:{name}"
+        self._prov["tokenizer"] = f"{type(tok).__name__}:{name}"
 
     def _messages(self, system: str, user: str) -> list[dict[str, str]]:
         msgs = [{"role": "user", "content": user}]
@@ -497,7 +498,7 @@ class ServerModel:
             "temperature": self.spec.temperature,
             "top_p": 1.0,
             "logprobs": True,
-            "top_logprobs": self.top_k,
+            "top_logprobs": self.top_k + OUT_OF_ORDER,
             "n": 1,
             "stream": False,
         }
@@ -512,14 +513,13 @@ class ServerModel:
 
     def _entries(self, obj: dict) -> list[tuple[str, float]]:
         try:
-            content = obj["choices"][0]["logprobs"]["content"]
-            first = content[0]
+            first = obj["choices"][0]["logprobs"]["content"][0]
         except (KeyError, IndexError, TypeError):
             raise CollectionError(
                 f"model {self.spec.name!r}: server {self.spec.public_url} returns no logprobs "
                 "for chat completions (it ignored logprobs=true/top_logprobs); xlikert needs "
                 "next-token log-probabilities: use a server that returns them (vLLM, "
-                "llama.cpp server, OpenAI) or the transformers backend"
+                "llama.cpp server, OpenAI) or a local backend"
             ) from None
         out = [(str(e["token"]), float(e["logprob"])) for e in first.get("top_logprobs") or []]
         if not out:
@@ -537,11 +537,22 @@ class ServerModel:
                 return None
         return None
 
+    def _request(self, body: dict, what: str) -> dict:
+        try:
+            return self.client.request("POST", "/chat/completions", body)
+        except _HTTPError as exc:
+            raise self._fail(what, exc) from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise self._fail(f"{what} after retries", exc) from exc
+
     def _detect(self, system: str, user: str) -> None:
         msgs = self._messages(system, user)
         want = self.spec.mode
-        why = ""
-        if self.valid is not None and want in ("auto", "exact"):
+        if want == "topk":
+            why = "mode='topk' requested"
+        elif self.valid is None:
+            why = "no tokenizer: the valid token ids are unknown (give `tokenizer`)"
+        else:
             ids = list(self.valid.ids)
             try:
                 obj = self.client.request(
@@ -553,21 +564,17 @@ class ServerModel:
                     return
                 why = "the server ignored logprob_token_ids (its reply lacks some valid ids)"
             except _HTTPError as exc:
-                if exc.status in (401, 403, 404):
-                    raise self._fail("the probe request", exc) from exc
-                if exc.status != 400 and exc.status != 422:
+                if exc.status not in (400, 422):
                     raise self._fail("the probe request", exc) from exc
                 why = f"the server rejected logprob_token_ids ({exc})"
             except (OSError, http.client.HTTPException) as exc:
                 raise self._fail("the probe request", exc) from exc
-        elif want == "exact":
-            why = "no tokenizer: give `tokenizer` so the valid token ids are known"
         if want == "exact":
             raise CollectionError(
                 f"model {self.spec.name!r}: mode='exact' but {why}; exact mode needs a vLLM "
                 "server with the logprob_token_ids extension (or use mode='topk')"
             )
-        self.provenance["exact_unavailable"] = why or "mode='topk' requested"
+        self._prov["exact_unavailable"] = why
         self.mode = "topk"
         for as_ids in [True, False] if self.tokenizer is not None else [False]:
             try:
@@ -584,8 +591,11 @@ class ServerModel:
             self.ids_ok = as_ids and all(self._to_id(t) is not None for t, _ in entries)
             return
 
-    def _provenance(self) -> dict[str, Any]:
-        prov = dict(self.provenance)
+    def provenance(self) -> dict[str, Any]:
+        prov = dict(self._prov)
+        request = {
+            k: v for k, v in self._body([]).items() if k not in ("messages", "model", "stream", "n")
+        }
         prov.update(
             backend="openai-compatible chat completions",
             source=f"openai:{self.spec.model}",
@@ -593,155 +603,124 @@ class ServerModel:
             served_model=self.spec.model,
             mode=self.mode,
             api_key_env=self.spec.api_key_env,
-            request=json.dumps(
-                {
-                    k: v
-                    for k, v in self._body([]).items()
-                    if k not in ("messages", "model", "stream", "n")
-                },
-                sort_keys=True,
-            )
+            request=json.dumps(request, sort_keys=True)
             + (" + logprob_token_ids=<valid ids>" if self.mode == "exact" else ""),
             prompt_format="chat messages (JSON), templated by the server",
             concurrency=self.spec.concurrency,
-            answers="one token: the next token is a valid token (a server cannot condition on "
-            "an appended space token, so an answer whose leading space is a token of its own "
-            "counts as a failure)",
+            answers=ONE_TOKEN_RULE + " (a server cannot condition on an appended space token, "
+            "so an answer whose leading space is a token of its own counts as a failure)",
+            topk_listing=f"asked for top_k + {OUT_OF_ORDER} entries, kept the top_k most "
+            "probable: a server may list its sampled token first whatever its rank",
+            http_requests_last_session=self.client.requests,
+            http_retries_last_session=self.client.retries,
         )
         if self.mode == "topk":
-            prov["bounds"] = BOUNDS_RULE
+            prov["bounds"] = TOPK_BOUNDS_RULE
+        prov["valid_tokens"] = self.valid.as_records() if self.valid is not None else []
         prov.setdefault("tokenizer", "none (valid tokens recognised by their text)")
         return prov
 
     # -------------------------------------------------------------- scoring
-    def _score_one(self, system: str, user: str, options) -> dict[str, Any]:
-        msgs = self._messages(system, user)
-        K = self.top_k
-        S = len(self.scale)
-        sidx = {y: i for i, y in enumerate(self.scale)}
-        natural = self._entries(
-            self.client.request("POST", "/chat/completions", self._body(msgs, as_ids=self.ids_ok))
-        )
-        keyed: list[tuple[Any, str, float]] = []  # (id or text, stored token, logprob)
-        for t, lp in natural:
+    def _score_of(self, key) -> int:
+        """Score index of a listed token (by id with a tokenizer, else by text), -1 if not valid."""
+        if self.ids_ok:
+            if not hasattr(self, "_id_score"):
+                sidx = {y: i for i, y in enumerate(self.scale)}
+                self._id_score = {
+                    i: sidx[y] for i, y in zip(self.valid.ids, self.valid.scores, strict=True)
+                }
+            return self._id_score.get(key, -1)
+        by_text = {str(y): i for i, y in enumerate(self.scale)}
+        return by_text.get(_strip_marker(str(key)), -1)
+
+    def _listed(self, obj: dict) -> tuple[list[Any], list[str], np.ndarray]:
+        """Distinct listed tokens (key, shown text, log-probability), most probable first."""
+        seen: dict[Any, tuple[str, float]] = {}
+        for t, lp in self._entries(obj):
             i = self._to_id(t) if self.ids_ok else None
             if self.ids_ok and i is None:
                 raise CollectionError(f"model {self.spec.name!r}: unexpected token {t!r}")
+            key = i if i is not None else t
             shown = self.tokenizer.convert_ids_to_tokens(i) if i is not None else t
-            keyed.append((i if i is not None else t, shown, lp))
-        keyed.sort(key=lambda e: -e[2])
-        keyed = keyed[:K]
-        probs = np.exp(np.array([e[2] for e in keyed], dtype=np.float64))
+            seen.setdefault(key, (shown, lp))  # a sampled token may be listed twice
+        keys = sorted(seen, key=lambda k: -seen[k][1])
+        return keys, [seen[k][0] for k in keys], np.array([seen[k][1] for k in keys])
 
-        by_text = {str(y): i for i, y in enumerate(self.scale)}
-
-        def score_of(key) -> int | None:
-            if self.ids_ok:
-                return self._id_score.get(key)
-            return by_text.get(_strip_marker(str(key)))
-
-        scores = [score_of(e[0]) for e in keyed]
-        res: dict[str, Any] = {
-            "topk_token": [e[1] for e in keyed] + [""] * (K - len(keyed)),
-            "topk_logprob": [e[2] for e in keyed] + [math.nan] * (K - len(keyed)),
-        }
+    def _score_one(self, system: str, user: str, res: UnitResult, r: int) -> None:
+        msgs = self._messages(system, user)
+        S, K, opts = len(self.scale), self.top_k, self.options
+        keys, shown, lps = self._listed(
+            self._request(self._body(msgs, as_ids=self.ids_ok), "a request")
+        )
+        probs = np.exp(lps)
+        scores = np.array([self._score_of(k) for k in keys], dtype=np.int64)
+        n = min(K, len(keys))
+        res.data["topk_token"][r, :n] = shown[:n]
+        res.data["topk_logprob"][r, :n] = lps[:n]
+        counts = None
+        if self.valid is not None:
+            all_valid = (
+                np.array([self._score_of(i) for i in self.valid.ids]) if self.ids_ok else None
+            )
+            if all_valid is not None:
+                counts = np.bincount(all_valid, minlength=S) - np.bincount(
+                    scores[scores >= 0], minlength=S
+                )
+        b = topk_intervals(probs, scores, S, counts, out_of_order=OUT_OF_ORDER)
         if self.mode == "exact":
             ids = list(self.valid.ids)
-            obj = self.client.request(
-                "POST", "/chat/completions", self._body(msgs, ids=ids, as_ids=True)
+            got = dict(
+                self._listed_ids(self._request(self._body(msgs, ids=ids, as_ids=True), "a request"))
             )
-            lp = {self._to_id(t): v for t, v in self._entries(obj)}
-            missing = [i for i in ids if i not in lp]
+            missing = [i for i in ids if i not in got]
             if missing:
                 raise CollectionError(
                     f"model {self.spec.name!r}: the server stopped returning valid ids "
                     f"{missing[:5]} (logprob_token_ids)"
                 )
-            mass = np.zeros(S)
-            for i, y in zip(self.valid.ids, self.valid.scores, strict=True):
-                mass[sidx[y]] += math.exp(lp[i])
-            vm = mass.sum()
-            res.update(pmf=mass / vm, valid_mass=vm)
+            # every valid token exactly; the listed ones besides, for the nucleus threshold
+            extra = [k for k in keys if k not in got]
+            kn_keys = ids + extra
+            kn_lps = np.array([got[i] for i in ids] + [lps[keys.index(k)] for k in extra])
+            kn_scores = np.array([self._score_of(k) for k in kn_keys], dtype=np.int64)
+            mass = scale_mass(np.exp(kn_lps), kn_scores, S)
+            res.data["valid_mass"][r] = mass.sum()
+            res.data["pmf"][r] = mass / mass.sum()
         else:
-            a = np.zeros(S)
-            for p, j in zip(probs, scores, strict=True):
-                if j is not None:
-                    a[j] += p
-            counts = None
-            if self.valid is not None:
-                n = np.zeros(S)
-                for y in self.valid.scores:
-                    n[sidx[y]] += 1
-                seen = np.zeros(S)
-                for j in scores:
-                    if j is not None:
-                        seen[j] += 1
-                counts = np.maximum(n - seen, 0)
-            # the list holds the most probable tokens, so none outside it is above its minimum
-            b = topk_bounds(a, counts, probs.sum(), probs.min())
-            A = a.sum()
-            res.update(pmf=a / A if A > 0 else np.full(S, np.nan), valid_mass=A, **b)
-        res.update(self._grid(probs, scores, res, options))
-        res["prompt"] = json.dumps(msgs, ensure_ascii=False)
+            kn_lps, kn_scores = lps, scores
+            for key in ("pmf", "valid_mass", "pmf_lower", "pmf_upper", "valid_mass_lower",
+                        "valid_mass_upper"):  # fmt: skip
+                res.data[key][r] = b[key]
+        # the decoding grid: temperature 1, where the nucleus provably lies in the known tokens
+        need = np.flatnonzero(kn_scores >= 0)
+        q = nucleus_logprobs(
+            kn_lps, need, opts.temperatures, opts.top_ps, unlisted_max=b["unlisted_max"]
+        )
+        with np.errstate(invalid="ignore"):
+            g = scale_mass(np.exp(q), kn_scores[need], S)  # (T, P, S)
+        gm = g.sum(-1)
+        if self.mode != "exact" and (counts is None or counts.any()):
+            # top_p = 1 keeps the unlisted valid tokens, whose mass is unknown: not measured
+            gm = np.where(np.asarray(opts.top_ps)[None, :] >= 1, np.nan, gm)
+        res.data["decoding_valid_mass"][r] = gm
+        with np.errstate(invalid="ignore"):
+            res.data["decoding_pmf"][r] = np.where(gm[..., None] > 0, g / gm[..., None], np.nan)
+        res.data["prompt"][r] = json.dumps(msgs, ensure_ascii=False)
+
+    def _listed_ids(self, obj: dict) -> list[tuple[int, float]]:
+        return [(self._to_id(t), lp) for t, lp in self._entries(obj)]
+
+    def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
+        """Score the prompts concurrently (``concurrency`` requests in flight)."""
+        res = UnitResult.empty(len(prompts), self.options.sizes, bounded=self.mode == "topk")
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
+        list(self._pool.map(lambda r: self._score_one(*prompts[r], res, r), range(len(prompts))))
         return res
 
-    @property
-    def _id_score(self) -> dict[int, int]:
-        if not hasattr(self, "_id_score_cache"):
-            sidx = {y: i for i, y in enumerate(self.scale)}
-            self._id_score_cache = {
-                i: sidx[y] for i, y in zip(self.valid.ids, self.valid.scores, strict=True)
-            }
-        return self._id_score_cache
-
-    def _grid(self, probs, scores, res, options) -> dict[str, np.ndarray]:
-        """Temperature-1 column of the decoding grid where the nucleus is inside the top-k."""
-        temps, tops = options["temperatures"], options["top_ps"]
-        S = len(self.scale)
-        dpmf = np.full((len(temps), len(tops), S), np.nan)
-        dvm = np.full((len(temps), len(tops)), np.nan)
-        csum = np.cumsum(probs)
-        for ti, temp in enumerate(temps):
-            if temp != 1.0:
-                continue
-            for pi, top_p in enumerate(tops):
-                if top_p >= 1:
-                    dpmf[ti, pi], dvm[ti, pi] = res["pmf"], res["valid_mass"]
-                    continue
-                j = int(np.searchsorted(csum, top_p))
-                if j >= len(probs) or not probs[j] > probs[-1]:
-                    continue  # the nucleus may reach unobserved tokens
-                keep = probs >= probs[j]
-                z = probs[keep].sum()
-                m = np.zeros(S)
-                for p, s, k in zip(probs, scores, keep, strict=True):
-                    if k and s is not None:
-                        m[s] += p
-                dvm[ti, pi] = m.sum() / z
-                if m.sum() > 0:
-                    dpmf[ti, pi] = m / m.sum()
-        return {"decoding_pmf": dpmf, "decoding_valid_mass": dvm}
-
-    def compute_unit(self, cells, plan, options) -> dict[str, np.ndarray]:
-        """Score the prompts of one unit concurrently; arrays as the local backend's."""
-
-        def one(j):
-            try:
-                return self._score_one(plan.sys_flat[j], plan.user_flat[j], options)
-            except CollectionError:
-                raise
-            except _HTTPError as exc:
-                raise self._fail(f"the request for cell {j}", exc) from exc
-            except (OSError, http.client.HTTPException) as exc:
-                raise self._fail(f"the request for cell {j} after retries", exc) from exc
-
-        with ThreadPoolExecutor(max_workers=self.spec.concurrency) as pool:
-            rows = list(pool.map(one, cells))
-        res: dict[str, np.ndarray] = {}
-        for key in rows[0]:
-            res[key] = np.array([r[key] for r in rows])
-        res["topk_token"] = res["topk_token"].astype(str)
-        res["prompt"] = res["prompt"].astype(str)
-        res["cells"] = np.array(cells, dtype=np.int64)
-        res["mode"] = np.array(self.mode)
-        return res
+    def close(self) -> None:
+        """Stop the worker threads and close every connection."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        self.client.close()

@@ -21,17 +21,23 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ..constraint import scale_mass
 from ..errors import CollectionError
 
 __all__ = [
     "ANSWER_RULE",
+    "ONE_TOKEN_RULE",
     "SPACED_ANSWER_RULE",
     "AnswerSequences",
     "ValidTokens",
+    "answer_rule",
     "find_answer_sequences",
     "find_space_tokens",
     "find_valid_tokens",
     "needs_sequences",
+    "one_token_answers",
     "spaced_answers",
 ]
 
@@ -145,14 +151,24 @@ SPACED_ANSWER_RULE = (
 )
 
 
+#: The paper's one-token rule; stored in the results' attrs.
+ONE_TOKEN_RULE = "one token: the next token is a valid token"
+
+
 @dataclass(frozen=True)
 class AnswerSequences:
-    """Every token spelling of every scale value, for exact multi-token answers.
+    """Every token spelling of every scale value: the answer rule every backend applies.
 
     ``sequences[i]`` spells ``scores[i]``; ``continuation`` are the ids of tokens
     that would extend a number (text starting with a digit, no marker): an answer
     counts only when the token after it is not one of them. ``continuation=None``
-    means no such check (the one-token rule: an answer is read off its tokens).
+    means no such check (the one-token and split-space rules: an answer is read
+    off its tokens).
+
+    A backend needs the next-token log-probabilities of the tokens :attr:`need`
+    after the prompt followed by each of the :attr:`contexts` (``()`` is the
+    prompt itself); :meth:`masses` turns them into the probability of each
+    scale value.
     """
 
     sequences: tuple[tuple[int, ...], ...]
@@ -167,6 +183,177 @@ class AnswerSequences:
             {"ids": list(i), "tokens": list(t), "score": y}
             for i, t, y in zip(self.sequences, self.surfaces, self.scores, strict=True)
         ]
+
+    @property
+    def is_one_token(self) -> bool:
+        """True when every answer is one token read right after the prompt."""
+        return self.continuation is None and all(len(s) == 1 for s in self.sequences)
+
+    @property
+    def need(self) -> tuple[int, ...]:
+        """Token ids whose probabilities enter some answer (spellings and continuations)."""
+        ids = {t for seq in self.sequences for t in seq} | set(self.continuation or ())
+        return tuple(sorted(ids))
+
+    @property
+    def contexts(self) -> tuple[tuple[int, ...], ...]:
+        """Token sequences appended to the prompt before a next-token read.
+
+        Every proper prefix of a spelling (its tokens are read there) and, with a
+        stop check, every whole spelling (the stop probability is read there).
+        """
+        extra = 1 if self.continuation is not None else 0
+        ctx = {s[:k] for s in self.sequences for k in range(len(s) + extra)}
+        return tuple(sorted(ctx, key=lambda c: (len(c), c)))
+
+    @property
+    def leaves(self) -> tuple[tuple[int, ...], ...]:
+        """Contexts that no other context extends: one teacher-forced row each."""
+        ctx = self.contexts
+        return tuple(c for c in ctx if not any(len(d) > len(c) and d[: len(c)] == c for d in ctx))
+
+    def masses(self, logq: np.ndarray) -> np.ndarray:
+        """Probability of each scale value from next-token log-probabilities.
+
+        Parameters
+        ----------
+        logq : np.ndarray
+            ``(..., len(contexts), len(need))``: log-probability of token
+            ``need[j]`` after the prompt followed by ``contexts[c]`` (``-inf`` for
+            0, NaN where unknown).
+
+        Returns
+        -------
+        np.ndarray
+            ``(..., len(scale))``: P(y) = sum over the spellings of y of the product
+            of their tokens' conditional probabilities (times the probability of
+            stopping after them, with a stop check), summed per scale value by
+            :func:`xlikert.constraint.scale_mass`. The total is the valid mass.
+
+        Examples
+        --------
+        >>> ans = AnswerSequences(((5,), (9, 6)), (1, 2), (("1",), ("▁", "2")), None, (1, 2))
+        >>> ans.contexts, ans.need
+        (((), (9,)), (5, 6, 9))
+        >>> logq = np.log([[[0.2, 0.1, 0.5], [1e-300, 0.6, 1e-300]]])
+        >>> ans.masses(logq)
+        array([[0.2, 0.3]])
+        """
+        logq = np.asarray(logq, dtype=np.float64)
+        ctx = {c: i for i, c in enumerate(self.contexts)}
+        col = {t: j for j, t in enumerate(self.need)}
+        if logq.shape[-2:] != (len(ctx), len(col)):
+            raise CollectionError(
+                f"answer log-probabilities have shape {logq.shape[-2:]}, expected "
+                f"(contexts, need) = {(len(ctx), len(col))}"
+            )
+        if self.continuation is not None:  # P(next token does not continue the number)
+            cont = [col[t] for t in self.continuation]
+            with np.errstate(divide="ignore"):
+                going = np.exp(logq[..., cont]).sum(-1)
+                log_stop = np.log1p(-np.minimum(going, 1.0))
+        cols = []
+        for seq in self.sequences:
+            lp = sum(logq[..., ctx[seq[:k]], col[t]] for k, t in enumerate(seq))
+            if self.continuation is not None:
+                lp = lp + log_stop[..., ctx[seq]]
+            cols.append(np.exp(lp))
+        score = np.array([self.scale.index(y) for y in self.scores])
+        return scale_mass(np.stack(cols, axis=-1), score, len(self.scale))
+
+    def readout(self, raw: np.ndarray, grid: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Item PMFs, valid masses and the decoding grid from answer log-probabilities.
+
+        Parameters
+        ----------
+        raw : np.ndarray
+            ``(B, contexts, need)`` raw log-probabilities (temperature 1, no nucleus).
+        grid : np.ndarray, optional
+            ``(B, T, P, contexts, need)`` the same under every decoding setting
+            (:func:`xlikert.constraint.nucleus_logprobs`); NaN where not measured.
+
+        Returns
+        -------
+        dict
+            ``pmf (B, S)``, ``valid_mass (B,)`` and, with ``grid``,
+            ``decoding_pmf (B, T, P, S)`` and ``decoding_valid_mass (B, T, P)``
+            (NaN PMF where no valid answer is in the nucleus).
+        """
+        out = {}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = self.masses(raw)
+            out["valid_mass"] = m.sum(-1)
+            out["pmf"] = m / out["valid_mass"][..., None]
+            if grid is not None:
+                g = self.masses(grid)
+                gm = g.sum(-1)
+                out["decoding_valid_mass"] = gm
+                out["decoding_pmf"] = np.where(gm[..., None] > 0, g / gm[..., None], np.nan)
+        return out
+
+
+def one_token_answers(valid: ValidTokens) -> AnswerSequences:
+    """The one-token rule as answer spellings: each valid token alone, no stop check.
+
+    Examples
+    --------
+    >>> vt = ValidTokens((16, 17), ("1", "2"), (1, 2), (1, 2))
+    >>> one_token_answers(vt).contexts
+    ((),)
+    """
+    return AnswerSequences(
+        sequences=tuple((i,) for i in valid.ids),
+        scores=valid.scores,
+        surfaces=tuple((s,) for s in valid.surfaces),
+        continuation=None,
+        scale=valid.scale,
+    )
+
+
+def answer_rule(
+    tokenizer: Any, scale: range | list[int], *, split_space: bool = True
+) -> tuple[ValidTokens, AnswerSequences, str]:
+    """The valid tokens, the answer spellings and the rule's description for a tokenizer.
+
+    Single-token scales use the one-token rule, extended by the split-space
+    spellings when ``split_space`` and the tokenizer has a bare space token;
+    scales that need several tokens per value (0-10) use every spelling with a
+    stop check (:data:`ANSWER_RULE`).
+
+    Raises
+    ------
+    CollectionError
+        When some scale value has no spelling at all.
+    """
+    answers = None
+    if needs_sequences(scale):
+        answers = find_answer_sequences(tokenizer, scale)
+    else:
+        try:
+            valid = find_valid_tokens(tokenizer, scale)
+        except CollectionError:
+            answers = find_answer_sequences(tokenizer, scale)  # raises when none exist
+        else:
+            answers = (spaced_answers(tokenizer, valid) if split_space else None) or (
+                one_token_answers(valid)
+            )
+    if answers.continuation is not None:
+        # the one-token answers, for the record; scoring uses every spelling
+        singles = [
+            (s[0], y) for s, y in zip(answers.sequences, answers.scores, strict=True) if len(s) == 1
+        ]
+        valid = ValidTokens(
+            ids=tuple(i for i, _ in singles),
+            surfaces=tuple(tokenizer.convert_ids_to_tokens(i) for i, _ in singles),
+            scores=tuple(y for _, y in singles),
+            scale=tuple(int(v) for v in scale),
+        )
+        rule = "multi-token (exact, teacher forced): " + ANSWER_RULE
+    elif answers.is_one_token:
+        rule = ONE_TOKEN_RULE
+    else:
+        rule = "one token or split space (exact, same pass): " + SPACED_ANSWER_RULE
+    return valid, answers, rule
 
 
 def needs_sequences(scale: range | list[int]) -> bool:

@@ -9,28 +9,44 @@ Three small models are installable without a model hub (see
 
 :func:`resolve_gguf` assembles a model's GGUF file into the user cache directory
 (:func:`cache_dir`, overridable with the ``XLIKERT_CACHE`` environment variable) and
-checks its sha256 before use. The backend dequantises it once with transformers'
-GGUF support and saves the float32 weights as safetensors in the cache, keyed by
-the sha256, so a second load takes seconds.
+checks its sha256 before use. :func:`dequantised_folder` dequantises it once with
+transformers' GGUF support and saves the float32 weights and the tokenizer as a
+Hugging Face folder in the cache, keyed by the sha256: the transformers and vLLM
+backends both load that folder, and a second load takes seconds.
+:func:`model_folder` resolves any model entry's ``source`` to what an engine
+loads.
 
-This module imports neither torch nor transformers.
+This module imports torch and transformers only inside :func:`dequantised_folder`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._version import __version__
 from ..errors import CollectionError
 
-__all__ = ["ZOO", "ZooModel", "builtin_names", "cache_dir", "resolve_gguf", "sha256_file"]
+__all__ = [
+    "ZOO",
+    "ZooModel",
+    "builtin_names",
+    "cache_dir",
+    "check_source",
+    "dequantised_folder",
+    "model_folder",
+    "resolve_gguf",
+    "sha256_file",
+]
 
 
 @dataclass(frozen=True)
@@ -218,3 +234,131 @@ def resolve_gguf(name: str) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
     return target
+
+
+def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Path:
+    """A Hugging Face folder (float32 safetensors + tokenizer) made once from a GGUF file.
+
+    The folder is ``cache_dir()/models/<label>-<sha[:16]>``, written to a
+    temporary name and renamed. The model is built on the meta device and takes
+    the dequantised tensors without a copy, and everything is released before
+    returning, so the quantised file and two float32 copies are never held at once.
+
+    Examples
+    --------
+    >>> dequantised_folder(resolve_gguf("smollm2-135m-instruct"), ZOO["smollm2-135m-instruct"].sha256,
+    ...                    "smollm2-135m-instruct").name  # doctest: +SKIP
+    'smollm2-135m-instruct-b179c9523d0e6a0f'
+    """
+    gguf_path = Path(gguf_path)
+    target = cache_dir() / "models" / f"{label}-{sha[:16]}"
+    if (target / "xlikert-complete.json").is_file():
+        return target
+    import functools
+
+    import torch
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    # transformers' GGUF reader uses tqdm.auto directly: keep xlikert's bar alone.
+    gguf_utils.tqdm = functools.partial(gguf_utils.tqdm, disable=True)
+    folder, fname = str(gguf_path.parent), gguf_path.name
+    config = AutoConfig.from_pretrained(folder, gguf_file=fname)
+    with torch.device("meta"):  # no weights allocated: the dequantised tensors are assigned
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    state = load_gguf_checkpoint(str(gguf_path), return_tensors=True, model_to_load=model)
+    result = model.load_state_dict(state.pop("tensors"), strict=False, assign=True)
+    del state
+    tied = getattr(model.config, "tie_word_embeddings", False)
+    missing = [k for k in result.missing_keys if k != "lm_head.weight" or not tied]
+    if missing:
+        raise CollectionError(
+            f"GGUF file {gguf_path} lacks weights {missing[:5]} for {type(model).__name__}"
+        )
+    model.tie_weights()
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "xlikert-complete.json").write_text(
+        json.dumps({"gguf": str(gguf_path), "sha256": sha, "xlikert": __version__})
+    )
+    del model, tokenizer, result
+    gc.collect()
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, target)
+    return target
+
+
+def check_source(source: str, name: str, gguf_file: str | None = None) -> None:
+    """Fail early on a ``source`` that names no built-in, local path or Hugging Face id."""
+    if source in ZOO or gguf_file or Path(source).expanduser().exists():
+        return
+    if source.startswith((".", "/", "~")) or source.count("/") != 1:
+        raise CollectionError(
+            f"unknown model {source!r} (model {name!r}): not a built-in "
+            f"({', '.join(ZOO)}), not a local directory or .gguf file, and not a Hugging "
+            "Face id (owner/name)"
+        )
+
+
+def model_folder(spec: dict) -> tuple[str, dict[str, str]]:
+    """What an engine loads for a model entry, and the provenance that identifies it.
+
+    Built-in names and GGUF files (``source = "x.gguf"`` or ``gguf_file``) become
+    their checked, dequantised folder (:func:`dequantised_folder`); a local folder
+    or a Hugging Face id is returned as given.
+
+    Returns
+    -------
+    (str, dict)
+        The path or id, and ``revision``/``sha256``/``gguf_file``/``upstream``
+        entries for the provenance.
+    """
+    source = str(spec.get("source") or spec.get("name"))
+    name = str(spec.get("name") or source)
+    gguf_file = spec.get("gguf_file")
+    path = Path(source).expanduser()
+    if source in ZOO:
+        zm = ZOO[source]
+        folder = dequantised_folder(resolve_gguf(source), zm.sha256, source)
+        prov = {"revision": zm.package_version, "sha256": zm.sha256, "upstream": zm.hf_id,
+                "gguf_file": zm.filename, "tokenizer_name": f"{zm.hf_id} (from GGUF)"}  # fmt: skip
+        return str(folder), prov
+    if path.suffix == ".gguf" or gguf_file:
+        gguf = path / gguf_file if gguf_file else path
+        if not gguf.is_file():
+            raise CollectionError(f"model {name!r}: GGUF file {gguf} does not exist")
+        sha = sha256_file(gguf)
+        if spec.get("sha256") and spec["sha256"] != sha:
+            raise CollectionError(
+                f"checksum mismatch for model {name!r}: {gguf} has sha256 {sha}, "
+                f"expected {spec['sha256']}"
+            )
+        folder = dequantised_folder(gguf, sha, gguf.stem)
+        return str(folder), {"revision": "", "sha256": sha, "gguf_file": gguf.name}
+    looks_local = path.exists() or source.startswith((".", "/", "~"))
+    if looks_local and not path.is_dir():
+        raise CollectionError(
+            f"unknown model {source!r}: not a built-in ({', '.join(ZOO)}), and no such "
+            "local directory"
+        )
+    if not looks_local and source.count("/") != 1:
+        raise CollectionError(
+            f"unknown model {source!r}; built-in models are {', '.join(ZOO)}, or give a "
+            "Hugging Face id (owner/name) or a local directory"
+        )
+    prov = {"revision": str(spec.get("revision") or ""), "sha256": ""}
+    if path.is_dir():
+        weights = sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".pt"))
+        if weights:
+            h = hashlib.sha256()
+            for w in weights:
+                h.update(f"{w.name}:{sha256_file(w)}\n".encode())
+            prov["sha256"] = h.hexdigest()
+            prov["sha256_of"] = "sha256 of '<file>:<sha256>' lines of the weight files"
+        return str(path), prov
+    return source, prov
