@@ -24,7 +24,7 @@ def test_construct_methods_delegate():
     xr.testing.assert_identical(pmf.likert.grand_mixture(), xl.grand_mixture(pmf))
     xr.testing.assert_identical(pmf.likert.marginal_slice("f1"), xl.marginal_slice(pmf, "f1"))
     s = xl.composite(pmf)
-    xr.testing.assert_identical(s.likert.summarize("score"), xl.summarize(s, "score"))
+    xr.testing.assert_identical(s.likert.summarize(dim="score"), xl.summarize(s, dim="score"))
     xr.testing.assert_identical(pmf.likert.decompose(max_order=1), xl.decompose(pmf, max_order=1))
 
 
