@@ -1,17 +1,21 @@
-"""The .likert accessor delegates to the module functions."""
+"""The .likert accessor delegates to the module functions, with their signatures."""
 
 from __future__ import annotations
 
-import sys
+import inspect
 
 import pytest
 import xarray as xr
 from conftest import make_pmf
 
 import xlikert as xl
+from xlikert import accessor, consensus_layer, constraint
 
-consensus_mod = sys.modules["xlikert.consensus"]
-constraint_mod = sys.modules["xlikert.constraint"]
+_METHODS = [
+    name
+    for name, fn in vars(accessor._Likert).items()
+    if callable(fn) and not name.startswith("_") and name != "to_netcdf"
+] + ["failure_rate"]
 
 
 def test_construct_methods_delegate():
@@ -24,24 +28,40 @@ def test_construct_methods_delegate():
     xr.testing.assert_identical(pmf.likert.grand_mixture(), xl.grand_mixture(pmf))
     xr.testing.assert_identical(pmf.likert.marginal_slice("f1"), xl.marginal_slice(pmf, "f1"))
     s = xl.composite(pmf)
-    xr.testing.assert_identical(s.likert.summarize("score"), xl.summarize(s, "score"))
+    xr.testing.assert_identical(s.likert.summarize(dim="score"), xl.summarize(s, dim="score"))
     xr.testing.assert_identical(pmf.likert.decompose(max_order=1), xl.decompose(pmf, max_order=1))
+    xr.testing.assert_identical(ds.likert.decompose(max_order=1), xl.decompose(pmf, max_order=1))
 
 
 @pytest.mark.parametrize("name", ["consensus", "tastle_consensus", "dissension", "entropy"])
 def test_consensus_methods_delegate(monkeypatch, name):
     calls = []
-    monkeypatch.setattr(consensus_mod, name, lambda *a, **k: calls.append((a, k)) or "ok")
+    monkeypatch.setattr(consensus_layer, name, lambda *a, **k: calls.append((a, k)) or "ok")
     pmf = make_pmf([2], n_items=2)
-    assert getattr(pmf.likert, name)(tol=1e-4) == "ok"
-    assert getattr(pmf.to_dataset().likert, name)(tol=1e-4) == "ok"
-    assert calls[0][0][0] is pmf and calls[0][1] == {"tol": 1e-4}
-    xr.testing.assert_identical(calls[1][0][0], pmf)
+    ds = pmf.to_dataset()
+    assert getattr(pmf.likert, name)(score_dim="score") == "ok"
+    assert getattr(ds.likert, name)(score_dim="score") == "ok"
+    assert calls[0][0] == (pmf,) and calls[0][1]["score_dim"] == "score"
+    assert calls[1][0][0] is ds  # the function reads the Dataset's pmf itself
+    via_ds = getattr(xl, name)(ds)
+    via_da = getattr(xl, name)(pmf)
+    xr.testing.assert_identical(via_ds, via_da)
+
+
+@pytest.mark.parametrize("name", _METHODS)
+def test_method_signature_mirrors_function(name):
+    """Every method takes the function's arguments less the first, by the same names and
+    kinds with the same defaults: no ``*args, **kwargs`` that hide them."""
+    fn = getattr(constraint if name == "failure_rate" else xl, name)
+    method = getattr(accessor._Likert, name, None) or getattr(accessor.LikertDatasetAccessor, name)
+    want = list(inspect.signature(fn).parameters.values())[1:]
+    got = list(inspect.signature(method).parameters.values())[1:]  # less self
+    assert [(p.name, p.kind, p.default) for p in got] == [(p.name, p.kind, p.default) for p in want]
 
 
 def test_failure_rate_and_to_netcdf_delegate(monkeypatch, tmp_path):
     ds = make_pmf([2], n_items=2).to_dataset()
-    monkeypatch.setattr(constraint_mod, "failure_rate", lambda obj: ("fr", obj))
-    assert ds.likert.failure_rate() == ("fr", ds)
+    monkeypatch.setattr(constraint, "failure_rate", lambda obj, atol: ("fr", obj, atol))
+    assert ds.likert.failure_rate(atol=0.5) == ("fr", ds, 0.5)
     ds.likert.to_netcdf(tmp_path / "x.nc")
     xr.testing.assert_identical(xl.open_results(tmp_path / "x.nc"), ds)

@@ -180,7 +180,7 @@ def test_trend_secant_slope_uneven_spacing():
     hi = mm.isel(f0=2)  # size 32
     lo = mm.isel(f0=1)  # size 0.6
     expect = float(hi - lo) / (32.0 - 0.6)
-    np.testing.assert_allclose(float(xl.summarize(g, "slope").E), expect, atol=1e-9)
+    np.testing.assert_allclose(float(xl.summarize(g, dim="slope").E), expect, atol=1e-9)
     # values passed explicitly give the same result
     g2 = xl.trend(pmf.drop_vars("model_size"), "f0", values=pmf.model_size.values)
     xr.testing.assert_allclose(g, g2)
@@ -237,7 +237,7 @@ def test_snr_convention_for_deterministic_effects():
     assert s.SNR.values.tolist() == [0.0, np.inf]
     assert s.dPD.values.tolist() == [0.0, 1.0]
     composite = xr.DataArray([0.5, 0.5], dims="score", coords={"score": [3, 4]})
-    assert float(xl.summarize(composite, "score").E) == 3.5
+    assert float(xl.summarize(composite, dim="score").E) == 3.5
 
 
 def test_snr_does_not_depend_on_units():

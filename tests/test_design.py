@@ -563,6 +563,16 @@ def test_reserved_and_clashing_names(tmp_path):
     raises_config(lambda: load_experiment(path), "factor 'model'", "identifiers other than")
     path = experiment_toml(tmp_path, "[constants]\nadj = 'x'\n[factors.target]\nlevels = ['USA']\n")
     raises_config(lambda: load_experiment(path), "field 'adj' is also supplied by [constants]")
+    # the names of xlikert's own dims and variables (xlikert.dims): file, factor and role
+    for name, role in [
+        ("temperature", "decoding temperature"),
+        ("n", "budgets"),
+        ("E", "variable"),
+    ]:
+        path = experiment_toml(
+            tmp_path, f"[factors.target]\nlevels = ['USA']\n[factors.{name}]\nlevels = ['a']\n"
+        )
+        raises_config(lambda p=path: load_experiment(p), str(path), f"factor {name!r}", role)
 
 
 def test_n_prompts_is_product_of_levels(tmp_path):

@@ -302,3 +302,12 @@ def test_se_table_sorted_by_consensus():
     assert list(tab.columns) == ["Cns", "N=10", "N=10^6"]
     se = sampling.standard_error(pmf, n=10).sel(n=10).mean("target")
     assert tab.loc["model0", "N=10"] == pytest.approx(float(se.sel(model="model0")))
+
+
+def test_tables_take_dask_input():
+    # flip_probability fed the lazy moments to a numpy-only ufunc and raised a raw ValueError
+    pmf = synthetic_pmf({"model": 2, "target": 3}, n_items=3, seed=2)
+    lazy = pmf.chunk({"model": 1})
+    eager = sampling.flip_probability(pmf, n=[10, 100])
+    assert sampling.flip_probability(lazy, n=[10, 100]).equals(eager)
+    assert sampling.sampling_se_table(lazy, n=[10]).equals(sampling.sampling_se_table(pmf, n=[10]))

@@ -4,10 +4,15 @@ The pipeline, one module or package per stage::
 
     design -> collect -> constraint -> consensus -> construct -> report
 
+(the consensus stage is the module ``xlikert.consensus_layer``: the name
+``xlikert.consensus`` is the function). Every analysis function takes a PMF
+DataArray or a results Dataset first and its dimension arguments by keyword;
+the dimension roles are registered in :mod:`xlikert.dims`.
+
 >>> import xlikert as xl
 >>> ds = xl.open_results("results.nc")            # doctest: +SKIP
 >>> xl.failure_rate(ds)                           # doctest: +SKIP
->>> dec = xl.decompose(ds.pmf)                    # doctest: +SKIP
+>>> dec = xl.decompose(ds)                        # doctest: +SKIP
 >>> xl.summary_table(dec)                         # doctest: +SKIP
 """
 
@@ -18,7 +23,7 @@ from typing import Any
 
 from . import accessor as _accessor  # noqa: F401  (registers the .likert accessor)
 from ._version import __version__
-from .consensus import consensus, dissension, entropy, tastle_consensus
+from .consensus_layer import consensus, dissension, entropy, tastle_consensus
 from .constraint import failure_rate, item_pmf_from_tokens, renormalize
 from .construct import (
     comonotone_contrast,

@@ -1,5 +1,10 @@
 """The ``.likert`` accessor on DataArray and Dataset: one line per method, delegation only.
 
+Each method has the signature of the function it calls, less the first
+argument: ``da.likert.consensus(tol=1e-6)`` is ``xl.consensus(da, tol=1e-6)``.
+On a Dataset the functions read its ``pmf`` (:func:`xlikert.failure_rate` its
+``valid_mass``), as they do when called directly.
+
 Examples
 --------
 >>> import xlikert as xl
@@ -12,69 +17,168 @@ Examples
 
 from __future__ import annotations
 
-import importlib
+import os
+from collections.abc import Hashable, Sequence
+from pathlib import Path
 from typing import Any
 
 import xarray as xr
 
-# by module path: ``xlikert.consensus`` the attribute is the function, not the module
-_consensus = importlib.import_module("xlikert.consensus")
-_constraint = importlib.import_module("xlikert.constraint")
-_construct = importlib.import_module("xlikert.construct")
-_io = importlib.import_module("xlikert.io")
+from . import consensus_layer as _consensus
+from . import constraint as _constraint
+from . import construct as _construct
+from . import io as _io
+from .kernels.consensus import DEFAULT_MAX_CELLS
 
 __all__ = ["LikertDataArrayAccessor", "LikertDatasetAccessor"]
+
+_Dims = Hashable | Sequence[Hashable] | None
 
 
 class _Likert:
     def __init__(self, obj: xr.DataArray | xr.Dataset) -> None:
         self._obj = obj
 
-    def composite(self, *args: Any, **kwargs: Any) -> xr.DataArray:
+    def composite(
+        self,
+        *,
+        item_dim: Hashable = "item",
+        score_dim: Hashable = "score",
+        engine: str | None = None,
+    ) -> xr.DataArray:
         """See :func:`xlikert.composite`."""
-        return _construct.composite(self._obj, *args, **kwargs)
+        return _construct.composite(
+            self._obj, item_dim=item_dim, score_dim=score_dim, engine=engine
+        )
 
-    def decompose(self, *args: Any, **kwargs: Any) -> xr.DataTree:
+    def decompose(
+        self,
+        *,
+        factors: _Dims = None,
+        max_order: int | None = None,
+        item_dim: Hashable = "item",
+        score_dim: Hashable = "score",
+        engine: str | None = None,
+        progress: bool | None = None,
+    ) -> xr.DataTree:
         """See :func:`xlikert.decompose`."""
-        return _construct.decompose(self._obj, *args, **kwargs)
+        return _construct.decompose(
+            self._obj,
+            factors=factors,
+            max_order=max_order,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            engine=engine,
+            progress=progress,
+        )
 
-    def contrast(self, *args: Any, **kwargs: Any) -> xr.DataArray:
+    def contrast(
+        self,
+        dim: Hashable,
+        a: Any = None,
+        b: Any = None,
+        *,
+        item_dim: Hashable = "item",
+        score_dim: Hashable = "score",
+        engine: str | None = None,
+    ) -> xr.DataArray:
         """See :func:`xlikert.contrast`."""
-        return _construct.contrast(self._obj, *args, **kwargs)
+        return _construct.contrast(
+            self._obj, dim, a, b, item_dim=item_dim, score_dim=score_dim, engine=engine
+        )
 
-    def trend(self, *args: Any, **kwargs: Any) -> xr.DataArray:
+    def trend(
+        self,
+        dim: Hashable,
+        values: Any = None,
+        *,
+        item_dim: Hashable = "item",
+        score_dim: Hashable = "score",
+        engine: str | None = None,
+    ) -> xr.DataArray:
         """See :func:`xlikert.trend`."""
-        return _construct.trend(self._obj, *args, **kwargs)
+        return _construct.trend(
+            self._obj, dim, values, item_dim=item_dim, score_dim=score_dim, engine=engine
+        )
 
-    def summarize(self, *args: Any, **kwargs: Any) -> xr.Dataset:
+    def summarize(self, *, dim: Hashable = "effect") -> xr.Dataset:
         """See :func:`xlikert.summarize`."""
-        return _construct.summarize(self._obj, *args, **kwargs)
+        return _construct.summarize(self._obj, dim=dim)
 
-    def grand_mixture(self, *args: Any, **kwargs: Any) -> xr.DataArray:
+    def grand_mixture(
+        self, *, factors: _Dims = None, item_dim: Hashable = "item", score_dim: Hashable = "score"
+    ) -> xr.DataArray:
         """See :func:`xlikert.grand_mixture`."""
-        return _construct.grand_mixture(self._obj, *args, **kwargs)
+        return _construct.grand_mixture(
+            self._obj, factors=factors, item_dim=item_dim, score_dim=score_dim
+        )
 
-    def marginal_slice(self, *args: Any, **kwargs: Any) -> xr.DataArray:
+    def marginal_slice(
+        self,
+        dims: Hashable | Sequence[Hashable],
+        *,
+        factors: _Dims = None,
+        item_dim: Hashable = "item",
+        score_dim: Hashable = "score",
+    ) -> xr.DataArray:
         """See :func:`xlikert.marginal_slice`."""
-        return _construct.marginal_slice(self._obj, *args, **kwargs)
+        return _construct.marginal_slice(
+            self._obj, dims, factors=factors, item_dim=item_dim, score_dim=score_dim
+        )
 
-    def consensus(self, *args: Any, **kwargs: Any) -> Any:
+    def consensus(
+        self,
+        *,
+        item_dim: Hashable | None = "item",
+        score_dim: Hashable = "score",
+        tol: float = 1e-4,
+        bounds: bool = False,
+        max_cells: int = DEFAULT_MAX_CELLS,
+        engine: str | None = None,
+    ) -> xr.DataArray | xr.Dataset:
         """See :func:`xlikert.consensus`."""
-        return _consensus.consensus(self._pmf, *args, **kwargs)
+        return _consensus.consensus(
+            self._obj,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            tol=tol,
+            bounds=bounds,
+            max_cells=max_cells,
+            engine=engine,
+        )
 
-    def tastle_consensus(self, *args: Any, **kwargs: Any) -> Any:
-        """See :func:`xlikert.tastle_consensus`."""
-        return _consensus.tastle_consensus(self._pmf, *args, **kwargs)
-
-    def dissension(self, *args: Any, **kwargs: Any) -> Any:
+    def dissension(
+        self,
+        *,
+        item_dim: Hashable | None = "item",
+        score_dim: Hashable = "score",
+        tol: float = 1e-4,
+        bounds: bool = False,
+        max_cells: int = DEFAULT_MAX_CELLS,
+        engine: str | None = None,
+    ) -> xr.DataArray | xr.Dataset:
         """See :func:`xlikert.dissension`."""
-        return _consensus.dissension(self._pmf, *args, **kwargs)
+        return _consensus.dissension(
+            self._obj,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            tol=tol,
+            bounds=bounds,
+            max_cells=max_cells,
+            engine=engine,
+        )
 
-    def entropy(self, *args: Any, **kwargs: Any) -> Any:
+    def tastle_consensus(self, *, score_dim: Hashable = "score") -> xr.DataArray:
+        """See :func:`xlikert.tastle_consensus`."""
+        return _consensus.tastle_consensus(self._obj, score_dim=score_dim)
+
+    def entropy(
+        self, *, item_dim: Hashable | None = "item", score_dim: Hashable = "score"
+    ) -> xr.DataArray:
         """See :func:`xlikert.entropy`."""
-        return _consensus.entropy(self._pmf, *args, **kwargs)
+        return _consensus.entropy(self._obj, item_dim=item_dim, score_dim=score_dim)
 
-    def to_netcdf(self, path: Any) -> Any:
+    def to_netcdf(self, path: str | os.PathLike) -> Path:
         """See :func:`xlikert.to_netcdf`."""
         return _io.to_netcdf(self._obj, path)
 
@@ -83,19 +187,11 @@ class _Likert:
 class LikertDataArrayAccessor(_Likert):
     """``da.likert``: the xlikert functions with ``da`` as the PMF argument."""
 
-    @property
-    def _pmf(self) -> xr.DataArray:
-        return self._obj
-
 
 @xr.register_dataset_accessor("likert")
 class LikertDatasetAccessor(_Likert):
-    """``ds.likert``: the xlikert functions on ``ds.pmf``, plus :func:`xlikert.failure_rate`."""
+    """``ds.likert``: the xlikert functions on the results ``ds``, plus :func:`xlikert.failure_rate`."""
 
-    @property
-    def _pmf(self) -> xr.DataArray:
-        return self._obj["pmf"]
-
-    def failure_rate(self, *args: Any, **kwargs: Any) -> Any:
+    def failure_rate(self, *, atol: float = _constraint.VALID_MASS_ATOL) -> xr.DataArray:
         """See :func:`xlikert.failure_rate`."""
-        return _constraint.failure_rate(self._obj, *args, **kwargs)
+        return _constraint.failure_rate(self._obj, atol=atol)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .errors import InvalidPMFError, XlikertError
+from .errors import InputTypeError, InvalidPMFError, XlikertError
 from .validate import check_score_axis, describe_cells, is_lazy
 
 __all__ = [
@@ -143,7 +143,7 @@ def failure_rate(obj: xr.Dataset | xr.DataArray, *, atol: float = VALID_MASS_ATO
     elif isinstance(obj, xr.DataArray):
         vm = obj
     else:
-        raise TypeError(
+        raise InputTypeError(
             f"expected a results Dataset or a valid_mass DataArray, got {type(obj).__name__}"
         )
     attrs = dict(vm.attrs)
@@ -155,7 +155,7 @@ def failure_rate(obj: xr.Dataset | xr.DataArray, *, atol: float = VALID_MASS_ATO
 
 
 def renormalize(
-    raw: xr.DataArray, score_dim: Hashable = "score", *, atol: float = VALID_MASS_ATOL
+    raw: xr.DataArray, *, score_dim: Hashable = "score", atol: float = VALID_MASS_ATOL
 ) -> xr.DataArray:
     """Item PMF from raw per-score valid masses: divide by their total.
 
@@ -164,7 +164,7 @@ def renormalize(
     raw : xr.DataArray
         ``sum_{t in phi^-1(y)} P_raw(t)`` with dims ``(..., score_dim)``; raw
         full-vocabulary probabilities, so each total lies in (0, 1].
-    score_dim : hashable
+    score_dim : hashable, keyword-only
         Score dimension; its coordinate holds consecutive integer scale values.
     atol : float, keyword-only
         Tolerance on a total above 1.
@@ -188,7 +188,7 @@ def renormalize(
     array([0.125, 0.375, 0.5  ])
     """
     if not isinstance(raw, xr.DataArray):
-        raise TypeError(f"expected an xarray.DataArray, got {type(raw).__name__}")
+        raise InputTypeError(f"expected an xarray.DataArray, got {type(raw).__name__}")
     check_score_axis(raw, score_dim)
     total = _check_mass(raw, score_dim, "raw valid mass", atol)
     pmf = raw / total
@@ -246,7 +246,7 @@ def _token_scores(
                 "tokens; give one scale value per token (or a mapping token -> value)"
             )
     else:
-        raise TypeError(
+        raise InputTypeError(
             "token_to_score must be a mapping token -> scale value, a sequence aligned "
             f"with {token_dim!r}, or a DataArray along it; got {type(token_to_score).__name__}"
         )
@@ -262,10 +262,10 @@ def _token_scores(
 def item_pmf_from_tokens(
     token_prob: xr.DataArray,
     token_to_score: Mapping[Any, int] | Sequence[int] | np.ndarray | xr.DataArray,
+    *,
     token_dim: Hashable = "token",
     score_values: Sequence[int] | np.ndarray | None = None,
     score_dim: Hashable = "score",
-    *,
     atol: float = VALID_MASS_ATOL,
 ) -> xr.Dataset:
     """Item PMFs and valid mass from the raw probabilities of the valid tokens.
@@ -282,12 +282,12 @@ def item_pmf_from_tokens(
         ``phi``: a mapping from each ``token_dim`` label (or position, when the
         dim has no coordinate) to its scale value, a sequence aligned with
         ``token_dim``, or a DataArray along it.
-    token_dim : hashable
+    token_dim : hashable, keyword-only
         Token dimension of ``token_prob``.
-    score_values : sequence of int, optional
+    score_values : sequence of int, optional, keyword-only
         The scale, e.g. ``range(1, 8)``; default: every integer from the
         smallest to the largest mapped value. ``phi`` must be onto it.
-    score_dim : hashable
+    score_dim : hashable, keyword-only
         Name of the score dimension of the result.
     atol : float, keyword-only
         Tolerance on a total valid mass above 1 (float32 round-off).
@@ -318,7 +318,7 @@ def item_pmf_from_tokens(
     (array([[0.375, 0.625]]), array([0.8]))
     """
     if not isinstance(token_prob, xr.DataArray):
-        raise TypeError(f"expected an xarray.DataArray, got {type(token_prob).__name__}")
+        raise InputTypeError(f"expected an xarray.DataArray, got {type(token_prob).__name__}")
     if token_dim not in token_prob.dims:
         raise XlikertError(
             f"token_prob has no token dimension {token_dim!r}; its dims are "

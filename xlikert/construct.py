@@ -16,6 +16,14 @@ Everything here works on PMF DataArrays with named dims (paper appendix
   per-unit trend (appendix "Trend Effects");
 * :func:`summarize` / :func:`summary_table` give E, SD, SNR, dPD.
 
+Every function takes a PMF DataArray or a results Dataset (its ``pmf``)
+first, then what it is about positionally (the factor of a contrast or trend,
+the coefficients of a comonotone contrast); dimension arguments (``item_dim``,
+``score_dim``, ``factors``, ...) and options are keyword-only, with the same
+names and defaults across the package. Factors are read with
+:func:`xlikert.dims.factor_dims`: a dim whose name xlikert reserves raises a
+``DesignError`` naming it.
+
 The hot loops live in :mod:`xlikert.kernels` (numba, with plain-numpy twins);
 pass ``engine="numpy"`` to any function here to run the twins instead.
 Dask-backed input stays lazy: the kernels run through
@@ -44,8 +52,10 @@ import xarray as xr
 
 from . import kernels
 from ._version import __version__
-from .errors import DesignError, InvalidPMFError, XlikertError
+from .dims import AUXILIARY_DIMS, CORE_DIMS, DECODING_DIMS, factor_dims
+from .errors import DesignError, InputTypeError, InvalidPMFError, XlikertError
 from .validate import (
+    as_pmf,
     check_fully_crossed,
     check_item_dim,
     check_levels,
@@ -78,44 +88,11 @@ _GRID = "_grid"
 
 
 # --------------------------------------------------------------------------- helpers
-def _as_pmf(obj: xr.DataArray | xr.Dataset) -> xr.DataArray:
-    if isinstance(obj, xr.Dataset):
-        if "pmf" not in obj.data_vars:
-            raise InvalidPMFError(
-                f"Dataset has no 'pmf' variable (variables: {list(obj.data_vars)}); "
-                "pass the PMF DataArray itself"
-            )
-        return obj["pmf"]
-    if not isinstance(obj, xr.DataArray):
-        raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(obj).__name__}")
-    return obj
-
-
-def _factor_dims(
-    pmf: xr.DataArray,
-    factors: Hashable | Sequence[Hashable] | None,
-    exclude: Iterable[Hashable],
-) -> list[Hashable]:
-    exclude = set(exclude)
-    if factors is None:
-        return [d for d in pmf.dims if d not in exclude]
-    if isinstance(factors, str) or not isinstance(factors, Iterable):
-        factors = [factors]
-    factors = list(factors)
-    for f in factors:
-        if f not in pmf.dims:
-            raise DesignError(f"factor {f!r} is not a dimension; dims are {tuple(pmf.dims)}")
-        if f in exclude:
-            raise DesignError(f"{f!r} is a core dimension (item/score), not a factor")
-    # keep the array's dim order
-    return [d for d in pmf.dims if d in factors]
-
-
 def _to_composite(
     pmf: xr.DataArray | xr.Dataset, item_dim: Hashable, score_dim: Hashable, engine: str | None
 ) -> xr.DataArray:
     """Compose item-level PMFs, or validate composite PMFs."""
-    pmf = _as_pmf(pmf)
+    pmf = as_pmf(pmf)
     check_score_axis(pmf, score_dim)
     # whole missing cells are a design problem: report them as such first
     check_fully_crossed(pmf, [d for d in pmf.dims if d not in (item_dim, score_dim)], score_dim)
@@ -196,9 +173,9 @@ def _blocked_contrast(
 # --------------------------------------------------------------------------- composite
 def composite(
     pmf: xr.DataArray | xr.Dataset,
+    *,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
-    *,
     engine: str | None = None,
 ) -> xr.DataArray:
     """Composite-score PMF: exact convolution of all item PMFs.
@@ -207,11 +184,12 @@ def composite(
     ----------
     pmf
         Item PMFs with dims ``(*factors, item_dim, score_dim)``; ``score_dim``
-        holds consecutive integers ``y_min..y_max``. A Dataset is read through
-        its ``pmf`` variable.
-    item_dim, score_dim
+        holds consecutive integers ``y_min..y_max``. A results Dataset is read
+        through its ``pmf`` variable. The decoding grid (``temperature``,
+        ``top_p``) is carried along, so ``decoding_pmf`` works too.
+    item_dim, score_dim : keyword-only
         Names of the item and score dims.
-    engine
+    engine : keyword-only
         ``"numba"`` (default) or ``"numpy"`` (the plain-numpy twin).
 
     Returns
@@ -225,6 +203,8 @@ def composite(
     InvalidPMFError
         Negative/NaN mass, PMFs not summing to 1 (``validate.PMF_ATOL``), a
         malformed score axis, or an empty item dim.
+    DesignError
+        A factor with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Examples
     --------
@@ -236,9 +216,8 @@ def composite(
     >>> bool(abs(s.sum("score") - 1).max() < 1e-12)
     True
     """
-    pmf = _as_pmf(pmf)
-    if not isinstance(pmf, xr.DataArray):
-        raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
+    pmf = as_pmf(pmf)
+    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     check_item_dim(pmf, item_dim)
     pmf = check_pmf(pmf, score_dim)
     y = check_score_axis(pmf, score_dim)
@@ -267,6 +246,7 @@ def composite(
 # --------------------------------------------------------------------------- mixtures
 def grand_mixture(
     pmf: xr.DataArray | xr.Dataset,
+    *,
     factors: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
@@ -278,9 +258,17 @@ def grand_mixture(
     Parameters
     ----------
     pmf
-        PMFs with factor dims.
-    factors
+        PMFs with factor dims, or a results Dataset (its ``pmf``).
+    factors : keyword-only
         Dims to mix over; default every dim except ``item_dim`` and ``score_dim``.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+
+    Raises
+    ------
+    DesignError
+        A factor that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
 
     Examples
     --------
@@ -289,14 +277,15 @@ def grand_mixture(
     >>> xl.grand_mixture(s).dims
     ('score',)
     """
-    pmf = _as_pmf(pmf)
-    dims = _factor_dims(pmf, factors, [item_dim, score_dim])
+    pmf = as_pmf(pmf)
+    dims = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim)
     return pmf.mean(dims, keep_attrs=True)
 
 
 def marginal_slice(
     pmf: xr.DataArray | xr.Dataset,
     dims: Hashable | Sequence[Hashable],
+    *,
     factors: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
@@ -305,6 +294,17 @@ def marginal_slice(
 
     Paper eq. marginal-slice-U (``dims`` = U).
 
+    Parameters
+    ----------
+    pmf
+        PMFs with factor dims, or a results Dataset (its ``pmf``).
+    dims
+        The factor(s) U to keep.
+    factors : keyword-only
+        The design's factors; default every dim except ``item_dim`` and ``score_dim``.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+
     Examples
     --------
     >>> import xlikert as xl
@@ -312,9 +312,9 @@ def marginal_slice(
     >>> xl.marginal_slice(s, "target").dims
     ('target', 'score')
     """
-    pmf = _as_pmf(pmf)
-    keep = _factor_dims(pmf, dims, [item_dim, score_dim])
-    allf = _factor_dims(pmf, factors, [item_dim, score_dim])
+    pmf = as_pmf(pmf)
+    keep = factor_dims(pmf, dims, item_dim=item_dim, score_dim=score_dim)
+    allf = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim)
     for d in keep:
         if d not in allf:
             raise DesignError(f"{d!r} is not one of the factors {allf}")
@@ -323,13 +323,13 @@ def marginal_slice(
 
 # --------------------------------------------------------------------------- contrasts
 def comonotone_contrast(
-    pmf: xr.DataArray,
+    pmf: xr.DataArray | xr.Dataset,
     alpha: Sequence[float],
+    *,
     term_dim: Hashable = "term",
     score_dim: Hashable = "score",
     block_dims: Sequence[Hashable] = (),
     effect_dim: Hashable = "effect",
-    *,
     engine: str | None = None,
 ) -> xr.DataArray:
     """PMF of the comonotone contrast ``sum_r alpha_r F_r^{-1}(U)``.
@@ -342,12 +342,23 @@ def comonotone_contrast(
     Parameters
     ----------
     pmf
-        PMFs with a ``term_dim`` of length R, on an integer ``score_dim``.
+        PMFs with a ``term_dim`` of length R, on an integer ``score_dim`` (or
+        a Dataset: its ``pmf``). Other dims are carried along.
     alpha
         R integer-valued coefficients, so that the result lives on integers.
-    term_dim, score_dim, block_dims, effect_dim
+    term_dim, score_dim, block_dims, effect_dim : keyword-only
         Dimension names; the output replaces ``term_dim``, ``score_dim`` and
         ``block_dims`` by ``effect_dim`` (tightest integer range with mass).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
+    Raises
+    ------
+    XlikertError
+        No ``term_dim``, or ``alpha`` not R integers.
+    DesignError
+        A block dim that is not a dim, ``effect_dim`` already a dim of ``pmf``,
+        or another dim with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Examples
     --------
@@ -357,9 +368,15 @@ def comonotone_contrast(
     >>> xl.comonotone_contrast(p, [1, -1]).to_series().to_dict()   # paired difference
     {-1: 1.0}
     """
-    pmf = _as_pmf(pmf)
+    pmf = as_pmf(pmf)
     if term_dim not in pmf.dims:
         raise XlikertError(f"PMF has no term dimension {term_dim!r}; dims are {tuple(pmf.dims)}")
+    if effect_dim in pmf.dims and effect_dim not in (term_dim, score_dim):
+        raise DesignError(
+            f"effect_dim {effect_dim!r} is already a dimension of the PMF {tuple(pmf.dims)}; "
+            "pass another effect_dim=..."
+        )
+    factor_dims(pmf, item_dim=term_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     alpha = np.asarray(alpha, dtype=np.float64).ravel()
     if alpha.size != pmf.sizes[term_dim]:
         raise XlikertError(
@@ -397,11 +414,11 @@ def _mobius_terms(
 
 def decompose(
     pmf: xr.DataArray | xr.Dataset,
+    *,
     factors: Hashable | Sequence[Hashable] | None = None,
     max_order: int | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
-    *,
     engine: str | None = None,
     progress: bool | None = None,
 ) -> xr.DataTree:
@@ -419,15 +436,17 @@ def decompose(
     ----------
     pmf
         Item PMFs ``(*factors, item, score)`` (composed first) or composite
-        PMFs ``(*factors, score)``.
-    factors
+        PMFs ``(*factors, score)``, or a results Dataset (its ``pmf``).
+    factors : keyword-only
         Factor dims; default every dim except ``item_dim`` and ``score_dim``.
         Other dims are carried along as batch dims.
-    max_order
+    max_order : keyword-only
         Highest interaction order; default all (``len(factors)``).
-    engine
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+    engine : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
-    progress
+    progress : keyword-only
         Show a tqdm bar over the subsets; default: only for large designs.
 
     Returns
@@ -442,7 +461,9 @@ def decompose(
     Raises
     ------
     DesignError
-        Missing cells, a factor with fewer than two levels, bad ``max_order``.
+        Missing cells, a factor with fewer than two levels, bad ``max_order``,
+        a dim with a name xlikert reserves (:mod:`xlikert.dims`; e.g. a
+        decoding grid: select one setting first).
     InvalidPMFError
         Invalid PMFs.
 
@@ -458,9 +479,9 @@ def decompose(
     >>> float(abs(dec["model"].E.sum("model")))  < 1e-9
     True
     """
-    pmf = _as_pmf(pmf)
+    pmf = as_pmf(pmf)
     s = _to_composite(pmf, item_dim, score_dim, engine)
-    fac = _factor_dims(s, factors, [item_dim, score_dim])
+    fac = factor_dims(s, factors, item_dim=item_dim, score_dim=score_dim)
     if not fac:
         raise DesignError(f"no factor dims to decompose over; dims are {tuple(s.dims)}")
     order = len(fac) if max_order is None else int(max_order)
@@ -478,7 +499,7 @@ def decompose(
     from tqdm.auto import tqdm
 
     grand = s.mean(fac)
-    g = summarize(grand, score_dim)
+    g = summarize(grand, dim=score_dim)
     nodes: dict[str, xr.Dataset] = {
         "grand": xr.Dataset(
             {"pmf": grand.variable, "E": g["E"], "SD": g["SD"]}, coords=grand.coords
@@ -490,7 +511,7 @@ def decompose(
         block = [d for d in fac if d not in u]
         eff = _blocked_contrast(stacked, alpha, block, score_dim, "effect", engine)
         eff = eff.transpose(*u, *batch, "effect")
-        ds = summarize(eff, "effect")
+        ds = summarize(eff, dim="effect")
         ds["pmf"] = eff
         nodes[":".join(map(str, u))] = ds[["pmf", "E", "SD", "SNR", "dPD"]]
     attrs = dict(pmf.attrs)
@@ -511,9 +532,9 @@ def contrast(
     dim: Hashable,
     a: Any = None,
     b: Any = None,
+    *,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
-    *,
     engine: str | None = None,
 ) -> xr.DataArray:
     """Blocked paired contrast ``S(a, lambda_-c) ⊖ S(b, lambda_-c)``, mixed over blocks.
@@ -526,12 +547,17 @@ def contrast(
     Parameters
     ----------
     pmf
-        Item PMFs (composed first) or composite PMFs.
+        Item PMFs (composed first) or composite PMFs, or a results Dataset
+        (its ``pmf``).
     dim
         The factor to contrast.
     a, b
         Two levels of ``dim``. Both omitted: every pair ``i < j`` (in level
         order) along a new dim ``pair`` labelled like ``"USA − China"``.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
 
     Returns
     -------
@@ -550,8 +576,8 @@ def contrast(
     >>> xl.summarize(c).E.dims
     ('pair',)
     """
-    pmf = _as_pmf(pmf)
     s = _to_composite(pmf, item_dim, score_dim, engine)
+    factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim)
     check_levels(s, [dim], min_levels=2)
     others = [d for d in s.dims if d not in (dim, score_dim)]
     check_fully_crossed(s, [d for d in s.dims if d != score_dim], score_dim)
@@ -630,9 +656,9 @@ def trend(
     pmf: xr.DataArray | xr.Dataset,
     dim: Hashable,
     values: Any = None,
+    *,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
-    *,
     engine: str | None = None,
 ) -> xr.DataArray:
     """Per-unit trend ``gamma_c`` over an ordered numeric factor (appendix "Trend Effects").
@@ -648,13 +674,18 @@ def trend(
     Parameters
     ----------
     pmf
-        Item PMFs (composed first) or composite PMFs.
+        Item PMFs (composed first) or composite PMFs, or a results Dataset
+        (its ``pmf``).
     dim
         The ordered factor.
     values
         Numbers per level, or the name of a numeric coordinate along ``dim``.
         Default: ``dim``'s own coordinate if numeric, else the only numeric
         non-index coordinate along it (e.g. ``model_size``).
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
 
     Returns
     -------
@@ -671,8 +702,8 @@ def trend(
     >>> g.dims, bool(abs(g.sum() - 1) < 1e-12)
     (('slope',), True)
     """
-    pmf = _as_pmf(pmf)
     s = _to_composite(pmf, item_dim, score_dim, engine)
+    factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim)
     check_levels(s, [dim], min_levels=2)
     v = _trend_values(s, dim, values)
     order = np.argsort(v, kind="stable")
@@ -724,7 +755,7 @@ def _summary_numpy(
     return mean, sd, snr, dpd
 
 
-def summarize(x: xr.DataArray | xr.Dataset, dim: Hashable = "effect") -> xr.Dataset:
+def summarize(x: xr.DataArray | xr.Dataset, *, dim: Hashable = "effect") -> xr.Dataset:
     """E, SD, SNR and dPD of PMFs along ``dim`` (paper eqs. effect-size, sd-effect, snr, dpd).
 
     ``SNR = |E| / SD``; where ``SD <= SNR_RTOL * max|z|`` the effect is
@@ -734,7 +765,19 @@ def summarize(x: xr.DataArray | xr.Dataset, dim: Hashable = "effect") -> xr.Data
     Parameters
     ----------
     x
-        PMFs along ``dim`` with a numeric coordinate (``effect``, ``score``, ``slope``, ...).
+        PMFs along ``dim`` with a numeric coordinate (``effect``, ``score``,
+        ``slope``, ...), or a Dataset with such a ``pmf`` (a decomposition node).
+        Other dims are carried along.
+    dim : keyword-only
+        The support dim.
+
+    Raises
+    ------
+    InvalidPMFError
+        ``dim`` missing or without a numeric coordinate.
+    DesignError
+        Another dim named like one of xlikert's variables (``E``, ``SD``, ...;
+        :mod:`xlikert.dims`), which the output would overwrite.
 
     Examples
     --------
@@ -744,9 +787,10 @@ def summarize(x: xr.DataArray | xr.Dataset, dim: Hashable = "effect") -> xr.Data
     >>> round(float(s.E), 2), round(float(s.SD), 2), round(float(s.SNR), 2), float(s.dPD)
     (1.99, 9.85, 0.2, 1.0)
     """
-    p = _as_pmf(x)
+    p = as_pmf(x)
     if dim not in p.dims:
         raise InvalidPMFError(f"PMF has no dimension {dim!r}; its dims are {tuple(p.dims)}")
+    factor_dims(p, item_dim=None, score_dim=dim, auxiliary=[*CORE_DIMS, *AUXILIARY_DIMS])
     if dim not in p.coords or not np.issubdtype(p[dim].dtype, np.number):
         raise InvalidPMFError(f"dimension {dim!r} needs a numeric coordinate (the support values)")
     z = np.asarray(p[dim].values, dtype=np.float64)
@@ -789,7 +833,7 @@ def summary_table(dec: xr.DataTree) -> pd.DataFrame:
     ['grand', 'model', 'target', 'model:target']
     """
     if not isinstance(dec, xr.DataTree):
-        raise TypeError(f"expected the DataTree of xl.decompose, got {type(dec).__name__}")
+        raise InputTypeError(f"expected the DataTree of xl.decompose, got {type(dec).__name__}")
     cols = ["E", "SD", "SNR", "dPD"]
     g = dec["grand"].to_dataset()
     if g["E"].ndim:

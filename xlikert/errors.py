@@ -12,6 +12,8 @@ __all__ = [
     "CollectionError",
     "ConfigError",
     "DesignError",
+    "InputTypeError",
+    "InternalError",
     "InvalidPMFError",
     "XlikertError",
 ]
@@ -25,6 +27,13 @@ class InvalidPMFError(XlikertError):
     """A PMF is negative, NaN, not normalised, or on a malformed score axis."""
 
 
+class InputTypeError(XlikertError, TypeError):
+    """An argument has the wrong type (e.g. a numpy array where a DataArray is needed).
+
+    Also a :class:`TypeError`, so ``except TypeError`` keeps working.
+    """
+
+
 class DesignError(XlikertError):
     """The experimental design is not usable (not fully crossed, too few levels, ...)."""
 
@@ -35,3 +44,11 @@ class ConfigError(XlikertError):
 
 class CollectionError(XlikertError):
     """Collection cannot proceed (unknown model, checksum mismatch, no digit tokens, ...)."""
+
+
+class InternalError(RuntimeError):
+    """A result failed one of xlikert's own consistency checks: a bug, not bad input.
+
+    Raised, for example, when the certified lower bound of Multivariate
+    Consensus exceeds its upper bound. Please report it with the input.
+    """

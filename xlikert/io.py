@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .errors import ConfigError
+from .errors import ConfigError, InputTypeError
 
 __all__ = ["JSON_MARKER", "decode_attrs", "open_decomposition", "open_results", "to_netcdf"]
 
@@ -163,7 +163,7 @@ def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathL
     elif isinstance(obj, xr.Dataset):
         encoded = _map_attrs(obj, _encode_attrs)
     else:
-        raise TypeError(
+        raise InputTypeError(
             f"cannot write {type(obj).__name__} to netCDF; pass a Dataset, DataArray or DataTree"
         )
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -193,8 +193,20 @@ def _check_file(path: str | os.PathLike) -> Path:
     return path
 
 
+def _unreadable(path: Path, exc: Exception) -> ConfigError:
+    return ConfigError(
+        f"cannot read {str(path)!r} as a netCDF4 file ({type(exc).__name__}: {exc}); "
+        "is it an xlikert results or decomposition file?"
+    )
+
+
 def open_results(path: str | os.PathLike) -> xr.Dataset:
     """Read a results Dataset fully into memory (the file is closed on return).
+
+    Raises
+    ------
+    ConfigError
+        No such file, or a file that netCDF4 cannot read (the message names it).
 
     Examples
     --------
@@ -202,8 +214,11 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
     >>> ds = xl.open_results("results.nc")              # doctest: +SKIP
     """
     path = _check_file(path)
-    with xr.open_dataset(path, engine=_ENGINE) as ds:
-        ds = ds.load()
+    try:
+        with xr.open_dataset(path, engine=_ENGINE) as ds:
+            ds = ds.load()
+    except (OSError, ValueError) as exc:  # not netCDF, truncated, unreadable
+        raise _unreadable(path, exc) from exc
     return decode_attrs(ds)
 
 
@@ -217,6 +232,9 @@ def open_decomposition(path: str | os.PathLike) -> xr.DataTree:
     >>> xl.summary_table(dec)                           # doctest: +SKIP
     """
     path = _check_file(path)
-    with xr.open_datatree(path, engine=_ENGINE) as tree:
-        tree = tree.load()
+    try:
+        with xr.open_datatree(path, engine=_ENGINE) as tree:
+            tree = tree.load()
+    except (OSError, ValueError) as exc:
+        raise _unreadable(path, exc) from exc
     return _decode_tree(tree)

@@ -2,9 +2,11 @@
 
 Every function takes already computed xarray/pandas objects (so it works on
 any design), draws into ``ax`` (or a new figure) and returns the
-:class:`matplotlib.figure.Figure`. Factor names come from the data: ``model``
-and ``target`` are used where they exist, otherwise the first factors in dim
-order. Colours are the Okabe-Ito palette (colour-blind safe); continuous maps
+:class:`matplotlib.figure.Figure`. Factor names come from the data (every dim
+that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
+reserved name raises a ``DesignError``): ``model`` and ``target`` are used
+where they exist, otherwise the first factors in dim order. Dimension
+arguments are keyword-only. Colours are the Okabe-Ito palette (colour-blind safe); continuous maps
 are ``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
 
 ============================  =================================================
@@ -39,6 +41,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .dims import DECODING_DIMS, factor_dims
 from .errors import DesignError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +73,6 @@ OKABE_ITO = (
     "#000000",
 )
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-_NON_FACTOR = {"item", "score", "rank", "temperature", "top_p", "n", "effect"}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -82,10 +84,6 @@ def _plt():
 
 def _colors(n: int) -> list[str]:
     return [OKABE_ITO[i % len(OKABE_ITO)] for i in range(n)]
-
-
-def _factors(obj: xr.DataArray) -> list[Hashable]:
-    return [d for d in obj.dims if d not in _NON_FACTOR]
 
 
 def _pick(factors: Sequence[Hashable], want: Hashable | None, preferred: str, exclude=()) -> Any:
@@ -149,7 +147,7 @@ def failure_rate(
     """
     plt = _plt()
     fig, ax = _new_ax(ax)
-    factors = _factors(fr)
+    factors = factor_dims(fr, score_dim=None, what="the failure rates")
     by = _pick(factors, by, "model")
     size = None
     if by is not None and f"{by}_size" in fr.coords:
@@ -197,7 +195,7 @@ def consensus(
     where present.
     """
     fig, ax = _new_ax(ax)
-    factors = _factors(cns)
+    factors = factor_dims(cns, item_dim=None, score_dim=None, what="the Consensus")
     x = _pick(factors, x, "model")
     hue = _pick(factors, hue, "target", exclude=[x]) if len(factors) > 1 else None
     rest = [f for f in factors if f not in (x, hue)]
@@ -237,6 +235,7 @@ def composite_pmfs(
     comp: xr.DataArray,
     facet: Hashable | None = None,
     hue: Hashable | None = None,
+    *,
     score_dim: Hashable = "score",
     col_wrap: int = 3,
     xlabel: str = "Composite score",
@@ -247,7 +246,7 @@ def composite_pmfs(
     marginal PMF). The expected score of each curve is a dashed tick.
     """
     plt = _plt()
-    factors = [f for f in _factors(comp) if f != score_dim]
+    factors = factor_dims(comp, item_dim=None, score_dim=score_dim, what="the composite PMFs")
     facet = _pick(factors, facet, "model")
     hue = _pick(factors, hue, "target", exclude=[facet]) if len(factors) > 1 else None
     rest = [f for f in factors if f not in (facet, hue)]
@@ -298,6 +297,7 @@ def composite_pmfs(
 def effect_distributions(
     effect_pmf: xr.DataArray,
     summary: xr.Dataset | None = None,
+    *,
     effect_dim: Hashable = "effect",
     col_wrap: int = 4,
 ) -> Figure:
@@ -456,7 +456,7 @@ def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None
     max.
     """
     fig, ax = _new_ax(ax)
-    factors = _factors(se)
+    factors = factor_dims(se, item_dim=None, score_dim=None, auxiliary=["n"], what="the SE")
     by = _pick(factors, by, "model") if factors else None
     rest = [f for f in factors if f != by]
     n = np.asarray(se["n"].values, dtype=float)
@@ -490,7 +490,9 @@ def decoding_bias(
     """
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
-    factors = _factors(bias)
+    factors = factor_dims(
+        bias, item_dim=None, score_dim=None, auxiliary=DECODING_DIMS, what="the bias"
+    )
     by = _pick(factors, by, "model") if factors else None
     rest = [f for f in factors if f != by]
     lv = _labels(bias, by) if by is not None else ["all"]

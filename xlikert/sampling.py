@@ -36,14 +36,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .dims import DECODING_DIMS, factor_dims
 from .errors import DesignError, InvalidPMFError
-from .validate import check_item_dim, check_pmf
+from .validate import as_pmf, check_item_dim, check_pmf
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -66,13 +67,20 @@ DEFAULT_BUDGETS: tuple[int, ...] = (10, 100, 1000)
 #: Bin edges of ``|E_exact|`` in the paper's flip table (composite-score units).
 DEFAULT_EFFECT_BINS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, math.inf)
 
-_NON_FACTOR_DIMS = {"item", "score", "rank", "temperature", "top_p", "n", "effect"}
-
 
 # --------------------------------------------------------------------------- helpers
-def _factors_of(obj: xr.DataArray, exclude: Iterable[Hashable] = ()) -> list[Hashable]:
-    skip = _NON_FACTOR_DIMS | set(exclude)
-    return [d for d in obj.dims if d not in skip]
+def _design_factors(
+    pmf: xr.DataArray,
+    factors: Hashable | Sequence[Hashable] | None,
+    item_dim: Hashable,
+    score_dim: Hashable,
+) -> list[Hashable]:
+    """The factors of a design PMF; every other dim must be a core dim (no batch dims)."""
+    fac = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim)
+    extra = [d for d in pmf.dims if d not in fac and d not in (item_dim, score_dim)]
+    if extra:
+        raise DesignError(f"dims {extra} are neither factors nor item/score")
+    return fac
 
 
 def _budgets(n: int | Sequence[int]) -> xr.DataArray:
@@ -103,7 +111,7 @@ def _term_name(dims: Sequence[Hashable]) -> str:
 
 # --------------------------------------------------------------------------- SE
 def composite_moments(
-    pmf: xr.DataArray, item_dim: Hashable = "item", score_dim: Hashable = "score"
+    pmf: xr.DataArray | xr.Dataset, *, item_dim: Hashable = "item", score_dim: Hashable = "score"
 ) -> xr.Dataset:
     """Exact mean and variance of one sampled composite answer per condition.
 
@@ -114,9 +122,10 @@ def composite_moments(
     Parameters
     ----------
     pmf
-        Item PMFs with dims ``(*factors, item_dim, score_dim)``; a composite
-        PMF (no ``item_dim``) is accepted too.
-    item_dim, score_dim
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
+        Dataset (its ``pmf``); a composite PMF (no ``item_dim``) is accepted
+        too. The decoding grid (``temperature``, ``top_p``) is carried along.
+    item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
 
     Returns
@@ -131,6 +140,8 @@ def composite_moments(
     >>> sorted(m.data_vars), dict(m.sizes)
     (['mean', 'var'], {'model': 2})
     """
+    pmf = as_pmf(pmf)
+    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     pmf = check_pmf(pmf, score_dim)
     y = pmf[score_dim].astype(float)
     mean_k = (pmf * y).sum(score_dim)
@@ -145,8 +156,9 @@ def composite_moments(
 
 
 def standard_error(
-    pmf: xr.DataArray,
+    pmf: xr.DataArray | xr.Dataset,
     n: int | Sequence[int] = DEFAULT_BUDGETS,
+    *,
     dim: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
@@ -162,11 +174,20 @@ def standard_error(
     Parameters
     ----------
     pmf
-        Item PMFs ``(*factors, item, score)`` (or composite PMFs).
+        Item PMFs ``(*factors, item, score)`` (or composite PMFs), or a
+        results Dataset (its ``pmf``).
     n
         Per-condition budget(s); the result has a dim ``n``.
-    dim
+    dim : keyword-only
         Factor(s) the estimator averages over, or None (per condition).
+    item_dim, score_dim : keyword-only
+        Names of the item and score dimensions.
+
+    Raises
+    ------
+    DesignError
+        ``dim`` not a factor, or a factor with a name xlikert reserves
+        (:mod:`xlikert.dims`; e.g. ``n``, which the result adds).
 
     Returns
     -------
@@ -183,12 +204,11 @@ def standard_error(
     >>> bool(np.allclose(se.sel(n=10) / se.sel(n=1000), 10.0))
     True
     """
-    var = composite_moments(pmf, item_dim, score_dim)["var"]
+    pmf = as_pmf(pmf)
+    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim)
+    var = composite_moments(pmf, item_dim=item_dim, score_dim=score_dim)["var"]
     if dim is not None:
-        dims = [dim] if isinstance(dim, str) or not isinstance(dim, Sequence) else list(dim)
-        for d in dims:
-            if d not in var.dims:
-                raise DesignError(f"cannot average over {d!r}: not a factor of {tuple(var.dims)}")
+        dims = factor_dims(var, dim, item_dim=None, score_dim=None)
         size = int(np.prod([var.sizes[d] for d in dims]))
         var = var.mean(dims) / size
     out = np.sqrt(var) / np.sqrt(_budgets(n))
@@ -201,25 +221,37 @@ def standard_error(
 
 
 def sampling_se_table(
-    pmf: xr.DataArray,
+    pmf: xr.DataArray | xr.Dataset,
     n: int | Sequence[int] = (10, 100, 1000, 1_000_000),
+    *,
     by: Hashable | None = None,
-    consensus: xr.DataArray | None = None,
+    consensus: xr.DataArray | xr.Dataset | None = None,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
 ) -> pd.DataFrame:
     """The paper's SE table: per-condition SE averaged over the conditions of each level of ``by``.
 
     Parameters
     ----------
     pmf
-        Item PMFs ``(*factors, item, score)``.
+        Item PMFs ``(*factors, item, score)``, or a results Dataset (its ``pmf``).
     n
         Budgets (columns ``N=...``).
-    by
+    by : keyword-only
         The factor to report per level (default ``model`` if present, else the
         first factor). With a single-cell design, one row ``all``.
-    consensus
-        Optional Consensus per condition; its mean per level is a ``Cns``
+    consensus : keyword-only
+        Optional Consensus per condition (or the Dataset of
+        ``xl.consensus(..., bounds=True)``); its mean per level is a ``Cns``
         column and rows are sorted by it, descending.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dimensions.
+
+    Raises
+    ------
+    DesignError
+        ``by`` not a factor, or a factor with a name xlikert reserves
+        (:mod:`xlikert.dims`; e.g. ``n``, the dim of the budgets).
 
     Returns
     -------
@@ -232,8 +264,9 @@ def sampling_se_table(
     >>> sampling_se_table(synthetic_pmf({"model": 2, "target": 2}, n_items=3), n=[10]).shape
     (2, 1)
     """
-    se = standard_error(pmf, n)
-    factors = _factors_of(se)
+    pmf = as_pmf(pmf)
+    factors = _design_factors(pmf, None, item_dim, score_dim)
+    se = standard_error(pmf, n, item_dim=item_dim, score_dim=score_dim)
     by = _default_by(factors, by)
     rest = [d for d in factors if d != by]
     se_by = se.mean(rest) if rest else se
@@ -243,6 +276,7 @@ def sampling_se_table(
         df = se_by.transpose(by, "n").to_pandas()
     df.columns = [f"N={_fmt_n(v)}" for v in se_by["n"].values]
     if consensus is not None:
+        consensus = as_pmf(consensus, "consensus")
         cns = consensus.mean([d for d in consensus.dims if d != by]) if by else consensus.mean()
         df.insert(0, "Cns", np.atleast_1d(cns.values) if by is None else cns.to_pandas())
         df = df.sort_values("Cns", ascending=False)
@@ -318,7 +352,7 @@ def _terms(factors: Sequence[Hashable], max_order: int | None) -> list[tuple[Has
 
 
 def effect_means(
-    cell: xr.DataArray, term: Sequence[Hashable], factors: Sequence[Hashable] | None = None
+    cell: xr.DataArray, term: Sequence[Hashable], *, factors: Sequence[Hashable] | None = None
 ) -> xr.DataArray:
     """Exact effect ``E_U`` of every level combination of ``term``, from cell means.
 
@@ -368,8 +402,9 @@ def effect_variances(var: xr.DataArray, term: Sequence[Hashable]) -> xr.DataArra
 
 
 def flip_probability(
-    pmf: xr.DataArray,
+    pmf: xr.DataArray | xr.Dataset,
     n: int | Sequence[int] = DEFAULT_BUDGETS,
+    *,
     factors: Sequence[Hashable] | None = None,
     max_order: int | None = None,
     item_dim: Hashable = "item",
@@ -389,13 +424,22 @@ def flip_probability(
     Parameters
     ----------
     pmf
-        Item PMFs ``(*factors, item, score)`` (or composite PMFs).
+        Item PMFs ``(*factors, item, score)`` (or composite PMFs), or a
+        results Dataset (its ``pmf``).
     n
         Per-condition budgets.
-    factors
+    factors : keyword-only
         Factors of the design (default: every dim but item/score).
-    max_order
+    max_order : keyword-only
         Highest interaction order (default: all).
+    item_dim, score_dim : keyword-only
+        Names of the item and score dimensions.
+
+    Raises
+    ------
+    DesignError
+        No factor, a dim that is neither a factor nor item/score, or a factor
+        with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Returns
     -------
@@ -414,17 +458,10 @@ def flip_probability(
     >>> len(df) == 2 * (2 + 3 + 2 * 3)
     True
     """
-    mom = composite_moments(pmf, item_dim, score_dim)
-    if factors is None:
-        factors = _factors_of(mom["mean"])
-    else:
-        factors = list(factors)
-        for f in factors:
-            if f not in mom["mean"].dims:
-                raise DesignError(f"factor {f!r} is not a dim; dims are {tuple(mom['mean'].dims)}")
-        extra = [d for d in mom["mean"].dims if d not in factors]
-        if extra:
-            raise DesignError(f"dims {extra} are neither factors nor item/score")
+    pmf = as_pmf(pmf)
+    factors = _design_factors(pmf, factors, item_dim, score_dim)
+    # one mean and variance per condition: small, and the table below is eager anyway
+    mom = composite_moments(pmf, item_dim=item_dim, score_dim=score_dim).compute()
     if not factors:
         raise DesignError("flip probabilities need at least one factor; the PMF has none")
     budgets = _budgets(n)
@@ -498,7 +535,8 @@ def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS)
 
 # --------------------------------------------------------------------------- decoding
 def decoding_bias(
-    ds: xr.Dataset,
+    ds: xr.Dataset | xr.DataArray,
+    *,
     native: Mapping[str, float] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
@@ -517,9 +555,12 @@ def decoding_bias(
     ----------
     ds
         Results Dataset with ``decoding_pmf`` ``(*factors, item, temperature,
-        top_p, score)`` (and ``pmf``).
-    native
+        top_p, score)`` (and ``pmf``), or the ``decoding_pmf`` DataArray itself
+        (then the native setting must be on its grid).
+    native : keyword-only
         The reference setting, default ``{"temperature": 1.0, "top_p": 1.0}``.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dimensions.
 
     Returns
     -------
@@ -535,15 +576,18 @@ def decoding_bias(
     >>> float(abs(decoding_bias(ds)).max())
     0.0
     """
+    if isinstance(ds, xr.DataArray):
+        ds = ds.to_dataset(name="decoding_pmf")
     if "decoding_pmf" not in ds:
         raise InvalidPMFError(
             "results hold no 'decoding_pmf' (temperature x top-p grid); collect with a "
             "decoding grid to measure decoding bias"
         )
-    grid = ds["decoding_pmf"]
-    for d in ("temperature", "top_p"):
+    grid = as_pmf(ds, "decoding_pmf")
+    for d in DECODING_DIMS:
         if d not in grid.dims:
             raise InvalidPMFError(f"decoding_pmf has no {d!r} dimension; dims are {grid.dims}")
+    factor_dims(grid, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     # A setting whose nucleus keeps no valid token for some item (the collector
     # stores decoding_valid_mass = 0 and an all-NaN PMF) never yields a valid
     # composite: its bias is undefined, reported as NaN and counted in the attrs.
@@ -551,13 +595,14 @@ def decoding_bias(
     undefined = grid.isnull().all(score_dim).any(item_dim)
     filled = check_pmf(grid.where(~undefined, 1.0 / grid.sizes[score_dim]), score_dim)
     native = dict(native or {"temperature": 1.0, "top_p": 1.0})
-    expected = composite_moments(filled, item_dim, score_dim)["mean"].where(~undefined)
+    expected = composite_moments(filled, item_dim=item_dim, score_dim=score_dim)["mean"]
+    expected = expected.where(~undefined)
     t_ok = np.isclose(grid["temperature"].values, native["temperature"])
     p_ok = np.isclose(grid["top_p"].values, native["top_p"])
     if t_ok.any() and p_ok.any():
         ref = expected.isel(temperature=int(np.argmax(t_ok)), top_p=int(np.argmax(p_ok)), drop=True)
     elif "pmf" in ds:
-        ref = composite_moments(ds["pmf"], item_dim, score_dim)["mean"]
+        ref = composite_moments(ds["pmf"], item_dim=item_dim, score_dim=score_dim)["mean"]
     else:
         raise InvalidPMFError(
             f"native setting {native} is not on the decoding grid and the results hold no 'pmf'"
@@ -581,7 +626,10 @@ def decoding_bias(
 
 
 def decoding_bias_table(
-    bias: xr.DataArray, by: Hashable | None = None, consensus: xr.DataArray | None = None
+    bias: xr.DataArray,
+    *,
+    by: Hashable | None = None,
+    consensus: xr.DataArray | xr.Dataset | None = None,
 ) -> tuple[pd.DataFrame, dict[str, float]]:
     """Mean absolute bias and SD of the bias per level of ``by``; correlation with Consensus.
 
@@ -605,7 +653,9 @@ def decoding_bias_table(
     >>> decoding_bias_table(b)[0]["M|Bias|"].tolist()
     [1.5, 5.5]
     """
-    factors = _factors_of(bias)
+    factors = factor_dims(
+        bias, item_dim=None, score_dim=None, auxiliary=DECODING_DIMS, what="the bias"
+    )
     by = _default_by(factors, by)
     rest = [d for d in bias.dims if d != by]
     absb = abs(bias)
@@ -628,7 +678,8 @@ def decoding_bias_table(
         )
     stats: dict[str, float] = {}
     if consensus is not None:
-        per_cond = absb.mean(["temperature", "top_p"])
+        consensus = as_pmf(consensus, "consensus")
+        per_cond = absb.mean(list(DECODING_DIMS))
         cns, per_cond = xr.align(consensus, per_cond, join="exact")
         if by is not None:
             cby = cns.mean([d for d in cns.dims if d != by]).to_pandas()

@@ -15,10 +15,11 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 import xarray as xr
 
-from .errors import DesignError, InvalidPMFError
+from .errors import DesignError, InputTypeError, InvalidPMFError
 
 __all__ = [
     "PMF_ATOL",
+    "as_pmf",
     "check_fully_crossed",
     "check_item_dim",
     "check_levels",
@@ -35,6 +36,44 @@ PMF_ATOL = 1e-6
 def is_lazy(obj: xr.DataArray) -> bool:
     """True when ``obj`` is backed by a Dask array."""
     return obj.chunks is not None
+
+
+def as_pmf(obj: xr.DataArray | xr.Dataset, var: str = "pmf") -> xr.DataArray:
+    """The PMF DataArray of ``obj``: itself, or a results Dataset's ``var`` (``pmf``).
+
+    Every public analysis function reads its input through this, so each takes
+    a DataArray or a results Dataset alike.
+
+    Raises
+    ------
+    InvalidPMFError
+        A Dataset without ``var``.
+    InputTypeError
+        Neither a DataArray nor a Dataset (an :class:`XlikertError` and a ``TypeError``).
+
+    Examples
+    --------
+    >>> pmf = xr.DataArray([[0.5, 0.5]], dims=("item", "score"), name="pmf")
+    >>> as_pmf(pmf.to_dataset()).dims
+    ('item', 'score')
+    >>> as_pmf(pmf.values)
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.InputTypeError: expected an xarray.DataArray of PMFs or a results Dataset with a 'pmf' variable, got ndarray
+    """
+    if isinstance(obj, xr.Dataset):
+        if var not in obj.data_vars:
+            raise InvalidPMFError(
+                f"Dataset has no {var!r} variable (variables: {sorted(map(str, obj.data_vars))}); "
+                f"pass a results Dataset or the {var} DataArray itself"
+            )
+        return obj[var]
+    if not isinstance(obj, xr.DataArray):
+        raise InputTypeError(
+            f"expected an xarray.DataArray of PMFs or a results Dataset with a {var!r} "
+            f"variable, got {type(obj).__name__}"
+        )
+    return obj
 
 
 def describe_cells(mask: xr.DataArray, max_show: int = 5) -> str:
@@ -130,7 +169,7 @@ def check_pmf(
     xlikert.errors.InvalidPMFError: PMF does not sum to 1 (tolerance 1e-06) at item='b' (sum 0.9)
     """
     if not isinstance(pmf, xr.DataArray):
-        raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
+        raise InputTypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
     check_score_axis(pmf, score_dim)
     if is_lazy(pmf) and not compute:
         whole = pmf.chunk({score_dim: -1})  # a block must hold whole PMFs to check their sums

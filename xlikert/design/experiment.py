@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..errors import ConfigError
+from ..dims import check_factor_name
+from ..errors import ConfigError, DesignError
 from ._schema import Problems, read_toml, suggest
 from .instrument import (
     SCALE_FIELDS,
@@ -44,7 +45,8 @@ __all__ = [
     "prompts_to_frame",
 ]
 
-#: Names no factor, lexicon field or constant may take.
+#: Names no factor, lexicon field or constant may take (factors also avoid the
+#: names of xlikert.dims: its auxiliary dims and the variables it writes).
 RESERVED = frozenset(
     {"item", "score", "model", "system", "user", "reverse_keyed", "subscale", *SCALE_FIELDS}
 )
@@ -596,6 +598,11 @@ def _parse_factor(p: Problems, inst: Instrument, fname: str, spec: Any) -> Facto
         return None
     if not fname.isidentifier() or fname in RESERVED:
         p.add(where, "factor names must be identifiers other than " + ", ".join(sorted(RESERVED)))
+        return None
+    try:  # the names of xlikert's own dims and variables (xlikert.dims)
+        check_factor_name(fname, where=where)
+    except DesignError as exc:
+        p.add("", str(exc))
         return None
     p.unknown_keys(spec, _FACTOR_KEYS, where)
     kind = p.get(spec, "kind", str, where, default=None)

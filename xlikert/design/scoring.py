@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..dims import DECODING_DIMS, factor_dims
 from ..errors import DesignError
-from ..validate import check_item_dim, check_score_axis
+from ..validate import as_pmf, check_item_dim, check_score_axis
 
 __all__ = ["reflect_reverse_keyed", "subscale_composites"]
 
@@ -84,8 +85,9 @@ def _item_values(
 
 
 def reflect_reverse_keyed(
-    pmf: xr.DataArray,
+    pmf: xr.DataArray | xr.Dataset,
     reverse_keyed: xr.DataArray | Sequence[bool] | Sequence[str] | Mapping[str, bool] | None = None,
+    *,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
 ) -> xr.DataArray:
@@ -101,7 +103,7 @@ def reflect_reverse_keyed(
         ``reverse_keyed``; otherwise a boolean DataArray on ``item_dim``, a
         sequence of booleans (one per item), a collection of item ids, or a
         mapping item id -> bool.
-    item_dim, score_dim
+    item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
 
     Returns
@@ -124,8 +126,8 @@ def reflect_reverse_keyed(
     >>> reflect_reverse_keyed(pmf).sel(item="b").values
     array([0.1, 0.2, 0.7])
     """
-    if not isinstance(pmf, xr.DataArray):
-        raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
+    pmf = as_pmf(pmf)
+    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     check_item_dim(pmf, item_dim)
     check_score_axis(pmf, score_dim)
     mask = _item_values(pmf, reverse_keyed, item_dim, "reverse_keyed", "bool").astype(bool)
@@ -155,11 +157,11 @@ def reflect_reverse_keyed(
 
 
 def subscale_composites(
-    pmf: xr.DataArray,
+    pmf: xr.DataArray | xr.Dataset,
     subscale: xr.DataArray | Sequence[str] | Mapping[str, str] | None = None,
+    *,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
-    *,
     reflect: bool = True,
 ) -> xr.DataArray:
     """One composite-score PMF per subscale, padded onto a common score axis.
@@ -184,9 +186,9 @@ def subscale_composites(
         otherwise a str DataArray on ``item_dim``, a sequence (one per item) or
         a mapping item id -> subscale. Items with subscale ``""`` belong to no
         subscale and are left out (listed in the ``items_without_subscale`` attr).
-    item_dim, score_dim
+    item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
-    reflect
+    reflect : keyword-only
         If True (default), reflect reverse-keyed items first (read from the
         item coordinate ``reverse_keyed``; items whose ``reflected`` coordinate
         is already True are not reflected again). If False, compose as given.
@@ -214,8 +216,8 @@ def subscale_composites(
     """
     from .. import composite
 
-    if not isinstance(pmf, xr.DataArray):
-        raise TypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
+    pmf = as_pmf(pmf)
+    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     check_item_dim(pmf, item_dim)
     lo_hi = check_score_axis(pmf, score_dim)
     y_min, y_max = int(lo_hi[0]), int(lo_hi[-1])

@@ -27,12 +27,16 @@ harmless: an outcome near it is an exact atom (every ``e_k = 0``), any other
 outcome is at least ``~1/4`` away. The ``log`` singularity at ``D = c^2`` is
 never reached: ``D_max = sum_k max_k d_k < c^2`` and ``f(D_max)`` is computed
 from the complement ``c^2 - D_max`` without cancellation. ``h`` shrinks until
-the bounds are ``2 * tol`` apart (or the grid would exceed ``max_cells``);
-bounds from every pass are intersected. A small rigorous floating-point slack
-widens the final bounds.
+the bounds are ``2 * tol`` apart (or the grid would exceed ``max_cells``;
+should not even the first grid fit, a single cell gives certified, wider
+bounds); bounds from every pass are intersected and rounded outward. A small
+rigorous floating-point slack widens the final bounds.
 
-Every kernel has a plain-numpy twin (suffix ``_numpy``) that follows the same
-steps; tests compare them.
+The item terms and the grid pass (the hot loop) have plain-numpy twins (suffix
+``_numpy``) that tests compare; the refinement driver is written once
+(``_make_core``) and used by both: compiled with the numba functions, as plain
+Python with the twins. The driver returns an inverted interval
+(``lower > upper``, a broken certificate) as it is, for the caller to raise.
 """
 
 from __future__ import annotations
@@ -264,9 +268,62 @@ def _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells):
     return lo_sum - slack, hi_sum + slack
 
 
-@njit(cache=True)
-def consensus_core(p, y, tol, max_cells):
-    """Multivariate Consensus of one condition: ``(value, lower, upper)``.
+def _make_core(item_terms, grid_pass):
+    """The certified refinement driver, written once; ``grid_pass`` is the kernel or its twin.
+
+    ``item_terms`` and ``grid_pass`` are the numba functions (then the driver is
+    compiled with ``njit``) or their plain-numpy twins (then it runs as Python).
+    """
+
+    def core(p, y, tol, max_cells):
+        K, n = p.shape
+        for k in range(K):
+            for i in range(n):
+                if not (p[k, i] >= 0.0):  # NaN or negative
+                    return np.nan, np.nan, np.nan
+        if n < 2 or K == 0:
+            return np.nan, np.nan, np.nan
+        c = math.sqrt(K) * (y[n - 1] - y[0])
+        q, e, emax, m0, dmax, gmin = item_terms(p, y)
+        if gmin <= 0.0:
+            # only when mass underflows next to a point mass at the opposite extreme
+            return -np.inf, -np.inf, -np.inf
+        sdmax = math.sqrt(dmax)
+        cs_min = gmin / (c + sdmax)
+        # f(D_max) from the complement c^2 - D_max = G_min; a few ulps low, never above 0
+        fbot = math.log(gmin / (c * (c + sdmax))) / _LN2
+        fbot = min(fbot - 16.0 * _EPS * (1.0 + abs(fbot)), 0.0)
+        # round-off of the centroid (each mean a sum of n products), in the 2-norm
+        mu_err = 4.0 * (n + 4.0) * _EPS * max(abs(y[0]), abs(y[n - 1])) * math.sqrt(K)
+        espan = 0.0
+        for k in range(K):
+            espan = max(espan, emax[k])
+        lower = -np.inf
+        upper = np.inf
+        # no residual anywhere: one pass is exact; else start at 8 cells per item
+        h = 1.0 if espan == 0.0 else espan / 8.0
+        for it in range(_MAX_PASSES):
+            fits = True
+            lo, hi = grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells)
+            if np.isnan(lo):
+                if it > 0:
+                    break  # keep the tightest bounds so far; the caller warns
+                # not even the first grid fits max_cells: one cell (a step above every
+                # residual) always does, and its monotone/Taylor bounds are certified
+                fits = False
+                lo, hi = grid_pass(q, e, 2.0 * espan, m0, dmax, c, fbot, cs_min, mu_err, 1)
+            # round outward: 1 + x is rounded to nearest
+            lower = max(lower, (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo))
+            upper = min(upper, (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi))
+            width = upper - lower
+            if not fits or espan == 0.0 or width <= 2.0 * tol:
+                break
+            factor = 0.9 * (1.4 * tol / width) ** (1.0 / 3.0)
+            h *= min(max(factor, 1.0 / 64.0), 0.7)
+        # lower > upper would mean a broken certificate: returned as is, the caller raises
+        return 0.5 * (lower + upper), lower, upper
+
+    core.__doc__ = """Multivariate Consensus of one condition: ``(value, lower, upper)``.
 
     Parameters
     ----------
@@ -278,71 +335,20 @@ def consensus_core(p, y, tol, max_cells):
         Target half-width of the certified interval.
     max_cells : int
         Largest grid a pass may use; when reached, the tightest bounds so far
-        are returned and their half-width may exceed ``tol``.
+        are returned (if not even the first grid fits, the bounds of a single
+        cell) and their half-width may exceed ``tol``.
 
     Returns
     -------
     tuple of float
         ``(value, lower, upper)``; ``lower <= exact <= upper`` and ``value`` is
         their midpoint. NaN for negative or NaN mass.
-
-    Examples
-    --------
-    >>> p = np.array([[0.5, 0, 0, 0, 0, 0, 0.5], [0, 0, 0.5, 0, 0.5, 0, 0]])
-    >>> v, lo, hi = consensus_core(p, np.arange(1.0, 8.0), 1e-6, DEFAULT_MAX_CELLS)
-    >>> bool(lo <= v <= hi and hi - lo <= 2e-6), round(v, 4)  # D = 9 + 1 always
-    (True, 0.3273)
-    >>> round(1 + math.log2(1 - math.sqrt(10) / (math.sqrt(2) * 6)), 4)
-    0.3273
     """
-    K, n = p.shape
-    for k in range(K):
-        for i in range(n):
-            if not (p[k, i] >= 0.0):  # NaN or negative
-                return np.nan, np.nan, np.nan
-    if n < 2 or K == 0:
-        return np.nan, np.nan, np.nan
-    rng = y[n - 1] - y[0]
-    c = math.sqrt(K) * rng
-    q, e, emax, m0, dmax, gmin = _item_terms(p, y)
-    if gmin <= 0.0:
-        # only when mass underflows next to a point mass at the opposite extreme
-        return -np.inf, -np.inf, -np.inf
-    sdmax = math.sqrt(dmax)
-    cs_min = gmin / (c + sdmax)
-    # f(D_max) from the complement c^2 - D_max = G_min; a few ulps low, never above 0
-    fbot = math.log(gmin / (c * (c + sdmax))) / _LN2
-    fbot = min(fbot - 16.0 * _EPS * (1.0 + abs(fbot)), 0.0)
-    # round-off of the centroid (each mean a sum of n products), in the 2-norm
-    mu_err = 4.0 * (n + 4.0) * _EPS * max(abs(y[0]), abs(y[n - 1])) * math.sqrt(K)
-    espan = 0.0
-    for k in range(K):
-        espan = max(espan, emax[k])
-    lower = -np.inf
-    upper = np.inf
-    if espan == 0.0:
-        lo, hi = _grid_pass(q, e, 1.0, m0, dmax, c, fbot, cs_min, mu_err, max_cells)
-        lower = (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo)
-        upper = (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi)
-        return 0.5 * (lower + upper), lower, upper
-    h = espan / 8.0
-    for _ in range(_MAX_PASSES):
-        lo, hi = _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells)
-        if np.isnan(lo):
-            break
-        # round outward: 1 + x is rounded to nearest
-        lower = max(lower, (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo))
-        upper = min(upper, (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi))
-        width = upper - lower
-        if width <= 2.0 * tol:
-            break
-        factor = 0.9 * (1.4 * tol / width) ** (1.0 / 3.0)
-        h *= min(max(factor, 1.0 / 64.0), 0.7)
-    if lower > upper:  # rounding only; both are certified, so they agree to ~eps
-        mid = 0.5 * (lower + upper)
-        lower = mid
-        upper = mid
-    return 0.5 * (lower + upper), lower, upper
+    return core
+
+
+#: Multivariate Consensus of one condition (compiled): ``(value, lower, upper)``.
+consensus_core = njit(cache=True)(_make_core(_item_terms, _grid_pass))
 
 
 @guvectorize(
@@ -469,8 +475,11 @@ def _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells):
     return float(lo.sum()) - slack, float(hi.sum()) + slack
 
 
+_core_numpy = _make_core(_item_terms_numpy, _grid_pass_numpy)
+
+
 def consensus_core_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
-    """Plain-numpy twin of :func:`consensus_core`: ``(value, lower, upper)``.
+    """Plain-numpy twin of :func:`consensus_core` (the same driver, the numpy grid pass).
 
     Examples
     --------
@@ -478,46 +487,12 @@ def consensus_core_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
     >>> v, lo, hi = consensus_core_numpy(p, np.arange(1.0, 8.0), 1e-6)
     >>> round(v, 4)
     0.3273
+    >>> bool(lo <= v <= hi and hi - lo <= 2e-6), round(1 + math.log2(1 - math.sqrt(10) / (math.sqrt(2) * 6)), 4)
+    (True, 0.3273)
     """
     p = np.asarray(p, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    K, n = p.shape
-    if not np.all(p >= 0.0) or n < 2 or K == 0:
-        return np.nan, np.nan, np.nan
-    c = math.sqrt(K) * (y[-1] - y[0])
-    q, e, emax, m0, dmax, gmin = _item_terms_numpy(p, y)
-    if gmin <= 0.0:
-        return -np.inf, -np.inf, -np.inf
-    sdmax = math.sqrt(dmax)
-    cs_min = gmin / (c + sdmax)
-    # f(D_max) from the complement c^2 - D_max = G_min; a few ulps low, never above 0
-    fbot = math.log(gmin / (c * (c + sdmax))) / _LN2
-    fbot = min(fbot - 16.0 * _EPS * (1.0 + abs(fbot)), 0.0)
-    # round-off of the centroid (each mean a sum of n products), in the 2-norm
-    mu_err = 4.0 * (n + 4.0) * _EPS * max(abs(y[0]), abs(y[n - 1])) * math.sqrt(K)
-    espan = float(emax.max())
-    if espan == 0.0:
-        lo, hi = _grid_pass_numpy(q, e, 1.0, m0, dmax, c, fbot, cs_min, mu_err, max_cells)
-        lower = (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo)
-        upper = (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi)
-        return 0.5 * (lower + upper), lower, upper
-    lower, upper = -np.inf, np.inf
-    h = espan / 8.0
-    for _ in range(_MAX_PASSES):
-        lo, hi = _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells)
-        if np.isnan(lo):
-            break
-        # round outward: 1 + x is rounded to nearest
-        lower = max(lower, (1.0 + lo) - 2.0 * _EPS * abs(1.0 + lo))
-        upper = min(upper, (1.0 + hi) + 2.0 * _EPS * abs(1.0 + hi))
-        width = upper - lower
-        if width <= 2.0 * tol:
-            break
-        factor = 0.9 * (1.4 * tol / width) ** (1.0 / 3.0)
-        h *= min(max(factor, 1.0 / 64.0), 0.7)
-    if lower > upper:
-        lower = upper = 0.5 * (lower + upper)
-    return 0.5 * (lower + upper), lower, upper
+    return _core_numpy(p, y, float(tol), int(max_cells))
 
 
 def consensus_bounds_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):

@@ -4,8 +4,11 @@
 >>> html = xl.report.write_report("results.nc", "report/")   # doctest: +SKIP
 
 The report follows the pipeline (constraint -> consensus -> construct ->
-sampling cost). Factor names come from the file: ``model`` and ``target`` are
-used where they exist, otherwise the first and second factors in dim order.
+sampling cost). Factor names come from the file (the dims of ``pmf`` other
+than ``item`` and ``score``, read with :func:`xlikert.dims.factor_dims`, so a
+factor with a reserved name is a ``DesignError`` naming it): ``model`` and
+``target`` are used where they exist, otherwise the first and second factors
+in dim order.
 Sections that need data the file does not hold (a decoding grid, a second
 factor, a human baseline for the instrument) say so instead of appearing.
 
@@ -26,13 +29,13 @@ import xarray as xr
 
 from ..construct import summarize, trend
 from ..data import human_baseline, load_demo_results, synthetic_results
+from ..dims import factor_dims
 from ..errors import DesignError, InvalidPMFError
 from ..io import decode_attrs
 from . import tables
 
 __all__ = ["load_demo_results", "synthetic_results", "tables", "write_report"]
 
-_NON_FACTOR = {"item", "score", "rank", "temperature", "top_p"}
 _SE_BUDGETS = (10, 100, 1000, 1_000_000)
 _FLIP_BUDGETS = (10, 100, 1000)
 
@@ -80,10 +83,6 @@ def _md_inline(text: str) -> str:
     t = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", t)
     t = re.sub(r"`(.+?)`", r"<code>\1</code>", t)
     return t
-
-
-def _factors(ds: xr.Dataset) -> list[Hashable]:
-    return [d for d in ds["pmf"].dims if d not in _NON_FACTOR]
 
 
 def _as_array(obj, prefer=("consensus", "Cns", "cns", "entropy")) -> xr.DataArray:
@@ -177,7 +176,7 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     pmf = ds["pmf"]
-    factors = _factors(ds)
+    factors = factor_dims(pmf, what=f"the pmf of {source}")
     if not factors:
         raise DesignError(f"results {source} have no factor dims: pmf dims are {pmf.dims}")
     by = "model" if "model" in factors else factors[0]

@@ -33,7 +33,7 @@ import click
 )
 def report(results: str, out_dir: str, origins: tuple[str, ...], tol: float) -> None:
     """Write every table and figure of the analysis of RESULTS (netCDF) into a report."""
-    from ..errors import ConfigError
+    from ..errors import XlikertError
     from . import write_report
 
     mapping = None
@@ -41,8 +41,13 @@ def report(results: str, out_dir: str, origins: tuple[str, ...], tol: float) -> 
         mapping = {}
         for item in origins:
             if "=" not in item:
-                raise ConfigError(f"--origin expects LEVEL=ORIGIN, got {item!r}")
+                raise click.BadParameter(
+                    f"expected LEVEL=ORIGIN, got {item!r}", param_hint="--origin"
+                )
             k, v = item.split("=", 1)
             mapping[k.strip()] = v.strip()
-    path = write_report(results, out_dir, country_of_origin=mapping, tol=tol)
+    try:
+        path = write_report(results, out_dir, country_of_origin=mapping, tol=tol)
+    except XlikertError as exc:  # bad input: a message, not a traceback (as the other commands)
+        raise click.ClickException(str(exc)) from exc
     click.echo(f"Report written to {path}")

@@ -1,5 +1,11 @@
 """The Consensus layer: ordinal certainty of item PMFs.
 
+The module is ``xlikert.consensus_layer``; its functions are exported at the
+top level (``xl.consensus``, ``xl.dissension``, ...). It is not called
+``xlikert.consensus``: that name is the function, and a module of the same
+name would be shadowed by it (``import xlikert.consensus as m`` gave the
+function). ``xlikert.kernels.consensus`` holds the kernels.
+
 * :func:`tastle_consensus` -- Tastle & Wierman Consensus of each PMF (paper eq.
   consensus-original), exact.
 * :func:`consensus` -- the paper's Multivariate Consensus of the ``K`` items of a
@@ -26,9 +32,17 @@ import numpy as np
 import xarray as xr
 
 from . import kernels
-from .errors import InvalidPMFError, XlikertError
+from .dims import CORE_DIMS, DECODING_DIMS, factor_dims
+from .errors import InternalError, InvalidPMFError, XlikertError
 from .kernels.consensus import DEFAULT_MAX_CELLS
-from .validate import check_item_dim, check_pmf, check_score_axis, describe_cells, is_lazy
+from .validate import (
+    as_pmf,
+    check_item_dim,
+    check_pmf,
+    check_score_axis,
+    describe_cells,
+    is_lazy,
+)
 
 __all__ = ["consensus", "dissension", "entropy", "tastle_consensus"]
 
@@ -51,8 +65,11 @@ def _scale(pmf: xr.DataArray, score_dim: Hashable) -> np.ndarray:
 
 
 def _prepare(
-    pmf: xr.DataArray, item_dim: Hashable | None, score_dim: Hashable
+    pmf: xr.DataArray | xr.Dataset, item_dim: Hashable | None, score_dim: Hashable
 ) -> tuple[xr.DataArray, np.ndarray]:
+    pmf = as_pmf(pmf)
+    # extra dims are carried along: the decoding grid too, and items when item_dim is None
+    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=[*DECODING_DIMS, *CORE_DIMS])
     pmf = check_pmf(pmf, score_dim)
     y = _scale(pmf, score_dim)
     if item_dim is not None:
@@ -96,10 +113,6 @@ def _entropy_numpy(p: np.ndarray) -> np.ndarray:
     return term.sum(axis=-1)
 
 
-def _bounds_numpy(p, y, tol, max_cells, kernel):
-    return kernel(p, y, tol, max_cells)
-
-
 def _attrs(pmf: xr.DataArray, **extra) -> dict:
     attrs = dict(pmf.attrs)
     attrs.update(extra)
@@ -109,7 +122,9 @@ def _attrs(pmf: xr.DataArray, **extra) -> dict:
 # --------------------------------------------------------------------------- public
 
 
-def tastle_consensus(pmf: xr.DataArray, score_dim: Hashable = "score") -> xr.DataArray:
+def tastle_consensus(
+    pmf: xr.DataArray | xr.Dataset, *, score_dim: Hashable = "score"
+) -> xr.DataArray:
     """Tastle & Wierman Consensus of each PMF (paper eq. consensus-original), exact.
 
     ``Cns(Y) = 1 + sum_y P(y) log2(1 - |y - mu| / d_max)`` with ``mu`` the mean
@@ -118,9 +133,10 @@ def tastle_consensus(pmf: xr.DataArray, score_dim: Hashable = "score") -> xr.Dat
 
     Parameters
     ----------
-    pmf : xr.DataArray
-        PMFs with dims ``(..., score_dim)``; ``score_dim`` holds the scale values.
-    score_dim : hashable
+    pmf : xr.DataArray or xr.Dataset
+        PMFs with dims ``(..., score_dim)``; ``score_dim`` holds the scale
+        values. A results Dataset is read through its ``pmf``.
+    score_dim : hashable, keyword-only
         Name of the score dimension.
 
     Returns
@@ -132,6 +148,8 @@ def tastle_consensus(pmf: xr.DataArray, score_dim: Hashable = "score") -> xr.Dat
     ------
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Examples
     --------
@@ -156,12 +174,12 @@ def tastle_consensus(pmf: xr.DataArray, score_dim: Hashable = "score") -> xr.Dat
 
 
 def consensus(
-    pmf: xr.DataArray,
+    pmf: xr.DataArray | xr.Dataset,
+    *,
     item_dim: Hashable | None = "item",
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     bounds: bool = False,
-    *,
     max_cells: int = DEFAULT_MAX_CELLS,
     engine: str | None = None,
 ) -> xr.DataArray | xr.Dataset:
@@ -182,24 +200,31 @@ def consensus(
 
     Parameters
     ----------
-    pmf : xr.DataArray
-        Item PMFs with dims ``(*factors, item_dim, score_dim)``.
-    item_dim : hashable or None
+    pmf : xr.DataArray or xr.Dataset
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
+        Dataset (its ``pmf``). Other dims (the decoding grid of
+        ``decoding_pmf`` too) are carried along.
+    item_dim : hashable or None, keyword-only
         The items of one condition. ``None`` gives Tastle Consensus per item
         (:func:`tastle_consensus`, exact).
-    score_dim : hashable
+    score_dim : hashable, keyword-only
         Score dimension; its coordinate holds the consecutive scale values.
-    tol : float
+    tol : float, keyword-only
         Guaranteed bound on ``|returned - exact|``; at least ``1e-10``.
         ``1e-4`` takes well under a millisecond per condition for K = 17.
-    bounds : bool
+    bounds : bool, keyword-only
         Return a Dataset with ``consensus``, ``lower``, ``upper`` (certified
         bounds of the exact value) and ``error`` (guaranteed bound on
         ``|consensus - exact|``, at most ``tol``).
     max_cells : int, keyword-only
         Largest grid one refinement pass may use. Should it be reached before
-        ``tol``, the tightest certified bounds so far are returned and a
-        ``RuntimeWarning`` names the conditions whose ``error`` exceeds ``tol``.
+        ``tol`` is met, the tightest certified bounds so far are returned (if
+        not even the first grid fits, the wider bounds of a single cell: never
+        NaN), their ``error`` exceeds ``tol``, and a ``RuntimeWarning`` names
+        those conditions and says to raise ``max_cells`` or ``tol``. For Dask
+        input the warning is issued when the result is computed, once per
+        chunk that holds such conditions (threaded or synchronous scheduler;
+        a multi-process scheduler keeps its workers' warnings).
     engine : {"numba", "numpy"}, optional, keyword-only
         Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_engine`.
 
@@ -215,8 +240,19 @@ def consensus(
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
         missing or empty item dimension.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
     XlikertError
-        ``tol`` not a finite number of at least ``1e-10``.
+        ``tol`` not a finite number of at least ``1e-10``, ``max_cells`` not a
+        positive integer.
+    InternalError
+        A certified lower bound above its upper bound (a bug, not bad input).
+
+    Warns
+    -----
+    RuntimeWarning
+        ``max_cells`` reached before ``tol``: the conditions, the largest
+        error, and what to change.
 
     Examples
     --------
@@ -231,7 +267,7 @@ def consensus(
     array([0.598794, 0.333303])
     """
     if item_dim is None:
-        cns = tastle_consensus(pmf, score_dim).rename("consensus")
+        cns = tastle_consensus(pmf, score_dim=score_dim).rename("consensus")
         cns.attrs["long_name"] = "Consensus (Tastle, per item)"
         if not bounds:
             return cns
@@ -251,55 +287,99 @@ def consensus(
         raise XlikertError(f"max_cells must be a positive integer, got {max_cells!r}")
     kernel = kernels.get_kernel("consensus_bounds", engine)
     pmf, y = _prepare(pmf, item_dim, score_dim)
-    value, lower, upper = xr.apply_ufunc(
-        _bounds_numpy,
-        pmf,
-        kwargs={"y": y, "tol": tol, "max_cells": np.int64(max_cells), "kernel": kernel},
-        input_core_dims=[[item_dim, score_dim]],
-        output_core_dims=[[], [], []],
-        dask="parallelized",
-        output_dtypes=[np.float64, np.float64, np.float64],
-    )
-    # Cns <= 1 term by term (every log2(1 - d/d_max) <= 0), so capping stays certified
-    upper, value = upper.clip(max=1.0), value.clip(max=1.0)
-    error = np.maximum(value - lower, upper - value)
-    if not is_lazy(error):
-        _warn_unmet(error, tol, max_cells)
+    kwargs = {
+        "y": y,
+        "tol": tol,
+        "max_cells": int(max_cells),
+        "kernel": kernel,
+        "item_dim": item_dim,
+        "score_dim": score_dim,
+    }
+    if is_lazy(pmf):
+        cell = pmf.isel({item_dim: 0, score_dim: 0}, drop=True).astype(np.float64)
+        template = xr.Dataset({name: cell for name in _BOUND_VARS})
+        res = xr.map_blocks(_bounds_block, pmf, kwargs=kwargs, template=template)
+    else:
+        res = _bounds_block(pmf, **kwargs)
     n_items = pmf.sizes[item_dim]
+    method = "certified grid bounds on the exact sum over all n^K response vectors"
+    value = res["consensus"]
     value.attrs = _attrs(
         pmf,
         long_name="Multivariate Consensus",
         units="1",
         tol=tol,
         n_items=n_items,
-        method="certified grid bounds on the exact sum over all n^K response vectors",
+        method=method,
     )
-    value = value.rename("consensus")
     if not bounds:
         return value
-    lower.attrs = {"long_name": "certified lower bound of the exact Multivariate Consensus"}
-    upper.attrs = {"long_name": "certified upper bound of the exact Multivariate Consensus"}
-    error.attrs = {"long_name": "guaranteed bound on |consensus - exact|"}
-    return xr.Dataset(
-        {"consensus": value, "lower": lower, "upper": upper, "error": error},
-        attrs={"tol": tol, "n_items": n_items, "method": value.attrs["method"]},
+    res["lower"].attrs = {"long_name": "certified lower bound of the exact Multivariate Consensus"}
+    res["upper"].attrs = {"long_name": "certified upper bound of the exact Multivariate Consensus"}
+    res["error"].attrs = {"long_name": "guaranteed bound on |consensus - exact|"}
+    res["consensus"] = value
+    res.attrs = {"tol": tol, "n_items": n_items, "method": method}
+    return res
+
+
+_BOUND_VARS = ("consensus", "lower", "upper", "error")
+
+
+def _bounds_block(
+    pmf: xr.DataArray,
+    *,
+    y: np.ndarray,
+    tol: float,
+    max_cells: int,
+    kernel: kernels.KernelHandle,
+    item_dim: Hashable,
+    score_dim: Hashable,
+) -> xr.Dataset:
+    """Consensus bounds of the in-memory ``pmf`` (the whole array or one Dask block), checked.
+
+    Raises :class:`InternalError` where a lower bound exceeds its upper bound
+    and warns where the error exceeds ``tol``, naming the conditions; for Dask
+    input this runs when each block is computed.
+    """
+    value, lower, upper = xr.apply_ufunc(
+        kernel,
+        pmf,
+        y,
+        tol,
+        np.int64(max_cells),
+        input_core_dims=[[item_dim, score_dim], [], [], []],
+        output_core_dims=[[], [], []],
     )
+    inverted = lower > upper
+    if bool(inverted.any()):
+        where = describe_cells(inverted) if inverted.ndim else "(scalar)"
+        raise InternalError(
+            f"Multivariate Consensus: the certified lower bound exceeds the upper bound at "
+            f"{where} (by up to {float((lower - upper).max()):.3g}): the certificate is "
+            "broken. This is a bug in xlikert; please report it with the input PMFs."
+        )
+    # Cns <= 1 term by term (every log2(1 - d/d_max) <= 0), so capping stays certified
+    upper, value = upper.clip(max=1.0), value.clip(max=1.0)
+    error = np.maximum(value - lower, upper - value)
+    _warn_unmet(error, tol, max_cells)
+    return xr.Dataset(dict(zip(_BOUND_VARS, (value, lower, upper, error), strict=True)))
 
 
 def dissension(
-    pmf: xr.DataArray,
+    pmf: xr.DataArray | xr.Dataset,
+    *,
     item_dim: Hashable | None = "item",
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     bounds: bool = False,
-    *,
     max_cells: int = DEFAULT_MAX_CELLS,
     engine: str | None = None,
 ) -> xr.DataArray | xr.Dataset:
     """Multivariate Dissension ``1 - consensus`` (paper eq. dissension).
 
-    Same parameters and guarantee as :func:`consensus`; with ``bounds=True``
-    the Dataset holds ``dissension``, ``lower``, ``upper`` and ``error``.
+    Same parameters (all keyword-only but ``pmf``) and guarantee as
+    :func:`consensus`; with ``bounds=True`` the Dataset holds ``dissension``,
+    ``lower``, ``upper`` and ``error``.
 
     Examples
     --------
@@ -309,7 +389,15 @@ def dissension(
     >>> float(dissension(pmf))
     1.0
     """
-    res = consensus(pmf, item_dim, score_dim, tol, bounds=True, max_cells=max_cells, engine=engine)
+    res = consensus(
+        pmf,
+        item_dim=item_dim,
+        score_dim=score_dim,
+        tol=tol,
+        bounds=True,
+        max_cells=max_cells,
+        engine=engine,
+    )
     dsn = (1.0 - res.consensus).rename("dissension")
     dsn.attrs = dict(res.consensus.attrs)
     dsn.attrs["long_name"] = dsn.attrs["long_name"].replace("Consensus", "Dissension")
@@ -326,7 +414,10 @@ def dissension(
 
 
 def entropy(
-    pmf: xr.DataArray, item_dim: Hashable | None = "item", score_dim: Hashable = "score"
+    pmf: xr.DataArray | xr.Dataset,
+    *,
+    item_dim: Hashable | None = "item",
+    score_dim: Hashable = "score",
 ) -> xr.DataArray:
     """Shannon entropy in bits: of the K-item joint, or of each item.
 
@@ -336,11 +427,12 @@ def entropy(
 
     Parameters
     ----------
-    pmf : xr.DataArray
-        Item PMFs with dims ``(*factors, item_dim, score_dim)``.
-    item_dim : hashable or None
+    pmf : xr.DataArray or xr.Dataset
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
+        Dataset (its ``pmf``).
+    item_dim : hashable or None, keyword-only
         Items of one condition; ``None`` gives the entropy of each item.
-    score_dim : hashable
+    score_dim : hashable, keyword-only
         Score dimension.
 
     Returns
@@ -400,5 +492,5 @@ def _warn_unmet(error: xr.DataArray, tol: float, max_cells: int) -> None:
             f"(largest {float(error.max()):.3g}) because the grid reached max_cells="
             f"{max_cells}; the returned bounds are certified. Raise max_cells or tol.",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=2,
         )

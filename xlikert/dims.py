@@ -1,0 +1,295 @@
+"""The one registry of dimension roles: which names are xlikert's own, and what is a factor.
+
+Every array xlikert reads or writes has named dims in one of three roles:
+
+* **core** dims, :data:`CORE_DIMS` -- ``item`` (the items of a condition) and
+  ``score`` (the scale values, or the composite-score support);
+* **auxiliary** dims, :data:`AUXILIARY_DIMS` -- dims xlikert itself creates or
+  reads with a fixed meaning (``rank`` of the top-k tokens, the decoding grid
+  ``temperature`` x ``top_p``, the ``effect`` support of an effect PMF, the
+  budgets ``n`` of a sampling table, ...);
+* **factors** -- every other dim (``model``, ``target``, ``prompt_variant``, ...).
+
+xlikert also writes variables next to the factor coordinates (``pmf``,
+``valid_mass``, ``E``, ``SD``, ``lower``, ...) and table columns next to batch
+dims (``term``, ``level``, ...; together :data:`VARIABLE_NAMES`): a factor of
+the same name would replace them without a word. Together these names are
+:data:`RESERVED_NAMES`, and **a factor may not take one of them**, nor a name
+that starts with ``_`` (the analysis's private working dims) or holds ``:`` or
+``/`` (they join factor names into the names of interaction terms).
+
+Where the rule is enforced:
+
+* the experiment loader (:func:`xlikert.design.load_experiment`) rejects such a
+  factor, naming the file and the factor;
+* every public analysis function (construct, sampling, plot, report) reads its
+  factors with :func:`factor_dims`, which raises
+  :class:`~xlikert.errors.DesignError` naming the dim, its role and the fix
+  when an input dim other than the function's core dims (and the auxiliary
+  dims the function is documented to carry) has a reserved name. The functions
+  that only carry extra dims along (``composite``, ``consensus``, ``entropy``,
+  ...) check the same way, and accept the decoding grid
+  (:data:`DECODING_DIMS`), so they work on ``decoding_pmf`` too.
+
+So a reserved name never turns into a raw xarray error, a silently dropped
+variable or an empty table: it is an error that says what to rename.
+
+The collection layer uses the auxiliary names ``rank``, ``temperature``,
+``top_p`` and ``trace`` (:data:`COLLECTION_DIMS`) and the variable names of
+:data:`RESULT_VARIABLES`; it should import them from here.
+
+Examples
+--------
+>>> import xarray as xr
+>>> from xlikert import dims
+>>> pmf = xr.DataArray([[[0.5, 0.5]]], dims=("model", "item", "score"))
+>>> dims.factor_dims(pmf)
+['model']
+>>> dims.check_factor_name("temperature", where="factor 'temperature'")
+Traceback (most recent call last):
+...
+xlikert.errors.DesignError: factor 'temperature': the name 'temperature' is reserved by xlikert (auxiliary dim: decoding temperature of the temperature x top-p grid); rename the factor (e.g. 'temperature_level')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+
+import xarray as xr
+
+from .errors import DesignError
+
+__all__ = [
+    "AUXILIARY_DIMS",
+    "COLLECTION_DIMS",
+    "CORE_DIMS",
+    "DECODING_DIMS",
+    "RESERVED_NAMES",
+    "RESULT_VARIABLES",
+    "TABLE_COLUMNS",
+    "VARIABLE_NAMES",
+    "check_factor_name",
+    "factor_dims",
+    "reserved_role",
+]
+
+#: Core dims of an item PMF: name -> role.
+CORE_DIMS: Mapping[str, str] = MappingProxyType(
+    {
+        "item": "core dim: the items of a condition",
+        "score": "core dim: the scale values (or the composite-score support)",
+    }
+)
+
+#: Dims xlikert creates or reads with a fixed meaning: name -> role.
+AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
+    {
+        "rank": "rank of the stored top-k raw tokens",
+        "temperature": "decoding temperature of the temperature x top-p grid",
+        "top_p": "decoding top-p of the temperature x top-p grid",
+        "trace": "collection trace of a multi-token answer",
+        "token": "valid tokens of xl.item_pmf_from_tokens",
+        "subscale": "subscales of xl.design.subscale_composites",
+        "effect": "support of an effect PMF (xl.decompose, xl.contrast)",
+        "slope": "support of a trend PMF (xl.trend)",
+        "pair": "pairs of levels of xl.contrast",
+        "term": "terms of xl.comonotone_contrast",
+        "n": "sampling budgets of xl.sampling",
+    }
+)
+
+#: The decoding grid: auxiliary dims that PMF functions carry along (``decoding_pmf``).
+DECODING_DIMS: tuple[str, ...] = ("temperature", "top_p")
+#: Auxiliary dims the collection layer creates.
+COLLECTION_DIMS: tuple[str, ...] = ("rank", "temperature", "top_p", "trace")
+
+#: Variables of a results file (collection) and of a prompts Dataset (design).
+RESULT_VARIABLES: tuple[str, ...] = (
+    "pmf",
+    "valid_mass",
+    "prompt",
+    "topk_token",
+    "topk_logprob",
+    "decoding_pmf",
+    "decoding_valid_mass",
+    "pmf_lower",
+    "pmf_upper",
+    "valid_mass_lower",
+    "valid_mass_upper",
+    "computed",
+    "system",
+    "user",
+    "reverse_keyed",
+)
+#: Variables and tree nodes the analysis writes next to factor coordinates.
+ANALYSIS_VARIABLES: tuple[str, ...] = (
+    "E",
+    "SD",
+    "SNR",
+    "dPD",
+    "consensus",
+    "dissension",
+    "tastle_consensus",
+    "entropy",
+    "lower",
+    "upper",
+    "error",
+    "mean",
+    "var",
+    "se",
+    "bias",
+    "failure_rate",
+    "grand",
+)
+#: Columns of the tidy tables (``summary_table``, ``flip_probability``) next to batch dims.
+TABLE_COLUMNS: tuple[str, ...] = ("term", "level", "order", "p_flip")
+#: Every variable name a factor coordinate would clash with: name -> role.
+VARIABLE_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        **{v: "a column of the analysis tables" for v in TABLE_COLUMNS},
+        **{v: "a variable of a results file" for v in RESULT_VARIABLES},
+        **{
+            v: "a variable (or decomposition node) of the analysis output"
+            for v in ANALYSIS_VARIABLES
+        },
+    }
+)
+
+#: Every name a factor may not take: name -> role.
+RESERVED_NAMES: Mapping[str, str] = MappingProxyType(
+    {
+        **VARIABLE_NAMES,
+        **{k: f"auxiliary dim: {v}" for k, v in AUXILIARY_DIMS.items()},
+        **CORE_DIMS,
+    }
+)
+
+
+def reserved_role(name: Hashable) -> str | None:
+    """Why ``name`` cannot be a factor, or None when it can.
+
+    Examples
+    --------
+    >>> reserved_role("n")
+    'auxiliary dim: sampling budgets of xl.sampling'
+    >>> reserved_role("_block")
+    "private working dim of the analysis (names starting with '_')"
+    >>> reserved_role("model") is None
+    True
+    """
+    if not isinstance(name, str):
+        return None
+    if name in RESERVED_NAMES:
+        return RESERVED_NAMES[name]
+    if name.startswith("_"):
+        return "private working dim of the analysis (names starting with '_')"
+    if ":" in name or "/" in name:
+        return "':' and '/' join factor names into interaction terms ('model:target')"
+    return None
+
+
+def check_factor_name(name: Hashable, where: str) -> None:
+    """Raise :class:`~xlikert.errors.DesignError` if ``name`` may not name a factor.
+
+    ``where`` starts the message (e.g. ``"factor 'n'"`` or ``"file.toml: factor 'n'"``).
+
+    Examples
+    --------
+    >>> check_factor_name("target", where="factor 'target'")  # fine: returns None
+    >>> check_factor_name("a:b", where="factor 'a:b'")
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.DesignError: factor 'a:b': the name 'a:b' is reserved by xlikert (':' and '/' join factor names into interaction terms ('model:target')); rename the factor (e.g. 'a_b_level')
+    """
+    role = reserved_role(name)
+    if role is None:
+        return
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in str(name)).strip("_") or "factor"
+    raise DesignError(
+        f"{where}: the name {name!r} is reserved by xlikert ({role}); "
+        f"rename the factor (e.g. {safe + '_level'!r})"
+    )
+
+
+def _as_list(dims: Hashable | Iterable[Hashable] | None) -> list[Hashable]:
+    if dims is None:
+        return []
+    if isinstance(dims, str) or not isinstance(dims, Iterable):
+        return [dims]
+    return list(dims)
+
+
+def factor_dims(
+    obj: xr.DataArray | xr.Dataset,
+    factors: Hashable | Sequence[Hashable] | None = None,
+    *,
+    item_dim: Hashable | None = "item",
+    score_dim: Hashable | None = "score",
+    auxiliary: Iterable[Hashable] = (),
+    what: str = "the PMF",
+) -> list[Hashable]:
+    """The factors of ``obj``, in its dim order; every other dim checked against the registry.
+
+    A dim of ``obj`` is a factor unless it is a core dim (``item_dim``,
+    ``score_dim``) or one of the ``auxiliary`` dims the caller handles. With
+    ``factors`` given, only those are factors and the remaining dims are batch
+    dims. A factor or batch dim whose name is reserved (:func:`reserved_role`)
+    raises, so a name that would clash with xlikert's own dims or variables
+    never reaches xarray.
+
+    Parameters
+    ----------
+    obj
+        The input array (or Dataset: its dims).
+    factors
+        The factors to use; default every dim that is not core or auxiliary.
+    item_dim, score_dim
+        The core dims (None when the input has none, e.g. a Consensus array).
+    auxiliary
+        Auxiliary dims the caller carries or reduces (e.g. ``("n",)`` for a
+        standard-error table); they are neither factors nor checked.
+    what
+        How the message names ``obj``.
+
+    Returns
+    -------
+    list
+        The factor dims in the order of ``obj.dims``.
+
+    Raises
+    ------
+    DesignError
+        A given factor is not a dim or is a core/auxiliary dim, or a factor or
+        batch dim has a reserved name.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> se = xr.DataArray([[1.0, 0.1]], dims=("model", "n"))
+    >>> factor_dims(se, item_dim=None, score_dim=None, auxiliary=["n"], what="the SE")
+    ['model']
+    >>> factor_dims(se, item_dim=None, score_dim=None, what="the SE")
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.DesignError: dim 'n' of the SE: the name 'n' is reserved by xlikert (auxiliary dim: sampling budgets of xl.sampling); rename the factor (e.g. 'n_level')
+    """
+    all_dims = list(obj.dims)
+    core = [d for d in (item_dim, score_dim) if d is not None]
+    skip = set(core) | set(auxiliary)
+    if factors is None:
+        chosen = [d for d in all_dims if d not in skip]
+    else:
+        chosen = _as_list(factors)
+        for f in chosen:
+            if f not in all_dims:
+                raise DesignError(
+                    f"factor {f!r} is not a dimension of {what}; its dims are {tuple(all_dims)}"
+                )
+            if f in skip:
+                kind = "a core" if f in core else "an auxiliary"
+                raise DesignError(f"{f!r} is {kind} dimension of {what}, not a factor")
+    for d in all_dims:
+        if d not in skip:
+            check_factor_name(d, where=f"dim {d!r} of {what}")
+    return [d for d in all_dims if d in chosen]
