@@ -28,7 +28,7 @@ from . import consensus_layer as _consensus
 from . import constraint as _constraint
 from . import construct as _construct
 from . import io as _io
-from .kernels.consensus import DEFAULT_MAX_CELLS
+from .kernels import DEFAULT_MAX_CELLS
 
 __all__ = ["LikertDataArrayAccessor", "LikertDatasetAccessor"]
 

@@ -34,7 +34,7 @@ import xarray as xr
 from . import kernels
 from .dims import CORE_DIMS, DECODING_DIMS, factor_dims
 from .errors import InternalError, InvalidPMFError, XlikertError
-from .kernels.consensus import DEFAULT_MAX_CELLS
+from .kernels import DEFAULT_MAX_CELLS
 from .validate import (
     as_pmf,
     check_item_dim,

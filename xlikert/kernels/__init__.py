@@ -31,20 +31,14 @@ consensus_bounds
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+import importlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .comonotone import (
-    BREAKPOINT_TOL,
-    blocked_comonotone_contrast,
-    blocked_comonotone_contrast_numpy,
-)
-from .consensus import consensus_bounds, consensus_bounds_numpy
-from .convolution import convolve_items, convolve_items_numpy
-
 __all__ = [
     "BREAKPOINT_TOL",
+    "DEFAULT_MAX_CELLS",
     "ENGINES",
     "KernelHandle",
     "blocked_comonotone_contrast",
@@ -59,21 +53,34 @@ __all__ = [
     "use_engine",
 ]
 
+#: Breakpoints of merged CDFs closer than this are one (comonotone contrasts).
+BREAKPOINT_TOL = 1e-12
+#: Default cap on the grid cells of one Multivariate Consensus refinement pass.
+DEFAULT_MAX_CELLS = 1 << 22
+
 Engine = Literal["numba", "numpy"]
 ENGINES: tuple[str, ...] = ("numba", "numpy")
-_KERNELS: dict[str, dict[str, Callable]] = {
-    "numba": {
-        "convolve_items": convolve_items,
-        "blocked_comonotone_contrast": blocked_comonotone_contrast,
-        "consensus_bounds": consensus_bounds,
-    },
-    "numpy": {
-        "convolve_items": convolve_items_numpy,
-        "blocked_comonotone_contrast": blocked_comonotone_contrast_numpy,
-        "consensus_bounds": consensus_bounds_numpy,
-    },
+#: kernel name -> the module of ``xlikert.kernels`` that defines it and its ``_numpy`` twin.
+_MODULES = {
+    "convolve_items": "convolution",
+    "blocked_comonotone_contrast": "comonotone",
+    "consensus_bounds": "consensus",
 }
 _engine: list[str] = ["numba"]
+
+
+def _resolve(name: str, engine: str):
+    # numba loads with the first kernel, not with ``import xlikert``: a process that only
+    # collects (or a vLLM worker re-importing the user's script) never loads llvmlite
+    module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
+    return getattr(module, name if engine == "numba" else f"{name}_numpy")
+
+
+def __getattr__(name: str) -> Any:
+    base = name.removesuffix("_numpy")
+    if base in _MODULES:
+        return _resolve(base, "numpy" if name.endswith("_numpy") else "numba")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check(engine: str) -> str:
@@ -119,7 +126,7 @@ class KernelHandle:
     engine: str
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _KERNELS[self.engine][self.name](*args, **kwargs)
+        return _resolve(self.name, self.engine)(*args, **kwargs)
 
 
 def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
@@ -131,6 +138,6 @@ def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     array([0.25, 0.5 , 0.25])
     """
     engine = _check(engine or _engine[0])
-    if name not in _KERNELS[engine]:
-        raise KeyError(f"unknown kernel {name!r}; kernels: {sorted(_KERNELS[engine])}")
+    if name not in _MODULES:
+        raise KeyError(f"unknown kernel {name!r}; kernels: {sorted(_MODULES)}")
     return KernelHandle(name, engine)

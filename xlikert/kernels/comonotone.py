@@ -32,14 +32,14 @@ from __future__ import annotations
 import numpy as np
 from numba import guvectorize
 
+from . import BREAKPOINT_TOL  # breakpoints closer than this are merged (see module doc)
+
 __all__ = [
     "BREAKPOINT_TOL",
     "blocked_comonotone_contrast",
     "blocked_comonotone_contrast_numpy",
 ]
 
-#: Breakpoints of the merged CDFs closer than this are merged (see module doc).
-BREAKPOINT_TOL = 1e-12
 _CHUNK_ELEMENTS = 2_000_000
 
 

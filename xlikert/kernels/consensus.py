@@ -46,6 +46,8 @@ import math
 import numpy as np
 from numba import guvectorize, njit
 
+from . import DEFAULT_MAX_CELLS
+
 __all__ = [
     "DEFAULT_MAX_CELLS",
     "consensus_bounds",
@@ -54,8 +56,7 @@ __all__ = [
     "consensus_core_numpy",
 ]
 
-#: Largest grid (cells) a refinement pass may allocate (3 float64 arrays of it, twice).
-DEFAULT_MAX_CELLS = 1 << 22
+# DEFAULT_MAX_CELLS (xlikert.kernels): the largest grid a refinement pass may allocate.
 
 _LN2 = math.log(2.0)
 _EPS = float(np.finfo(np.float64).eps)
