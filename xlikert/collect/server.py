@@ -74,7 +74,17 @@ _KEYS = {
     "extra_body",
     "revision",
     "trust_remote_code",
+    "server",
+    "logprob_rtol",
 }
+
+#: Server kinds with a known prompt cache (see :meth:`ServerModel._post`), and how
+#: ``GET /models`` names its owner on each.
+SERVER_KINDS = {"vllm": "vllm", "llamacpp": "llama.cpp", "me": "llama-cpp-python"}
+
+#: The completion sent to a llama-cpp-python server before every request (see
+#: :meth:`ServerModel._post`): it shares no token but BOS with a chat prompt.
+CACHE_RESET = {"prompt": "\n", "max_tokens": 1, "temperature": 0.0}
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
@@ -109,6 +119,8 @@ class ServerSpec:
     seed: int | None = 0
     extra_body: dict[str, Any] = field(default_factory=dict)
     trust_remote_code: bool = False
+    server: str = "auto"
+    logprob_rtol: float = 2e-4
 
     @property
     def public_url(self) -> str:
@@ -143,7 +155,11 @@ def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
     ``timeout`` (s), ``max_retries``, ``backoff`` (s), ``tokenizer`` (Hugging Face
     id or local path: gives the valid token ids), ``temperature``, ``seed``,
     ``extra_body`` (merged into every request, e.g.
-    ``{"chat_template_kwargs": {"enable_thinking": false}}``).
+    ``{"chat_template_kwargs": {"enable_thinking": false}}``), ``server``
+    (``auto``/``vllm``/``llama.cpp``/``llama-cpp-python``/``other``: how the server's
+    prompt cache is kept out of the numbers; ``auto`` reads ``GET /models``) and
+    ``logprob_rtol`` (relative error of a reported probability, widening top-k
+    intervals; default 2e-4 for float32 servers).
 
     Raises
     ------
@@ -194,9 +210,16 @@ def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
             seed=None if spec.get("seed", 0) is None else int(spec.get("seed", 0)),
             extra_body=dict(spec.get("extra_body") or {}),
             trust_remote_code=bool(spec.get("trust_remote_code", False)),
+            server=str(spec.get("server", "auto")),
+            logprob_rtol=float(spec.get("logprob_rtol", 2e-4)),
         )
     except (TypeError, ValueError) as exc:
         raise CollectionError(f"{where}: bad value: {exc}") from exc
+    kinds = ("auto", *SERVER_KINDS.values(), "other")
+    if out.server not in kinds:
+        raise CollectionError(f"{where}: server must be one of {list(kinds)}, got {out.server!r}")
+    if not 0 <= out.logprob_rtol < 0.1:
+        raise CollectionError(f"{where}: logprob_rtol must be in [0, 0.1), got {out.logprob_rtol}")
     if out.concurrency < 1 or out.timeout <= 0 or out.max_retries < 0 or out.backoff < 0:
         raise CollectionError(
             f"{where}: need concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0"
@@ -376,6 +399,8 @@ class ServerModel:
         self.ids_ok = False
         self._prov: dict[str, Any] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self.kind = spec.server
+        self._serial = threading.Lock()
 
     def __repr__(self) -> str:
         return (
@@ -397,6 +422,8 @@ class ServerModel:
             )
         self = cls(spec, options)
         self._check_models()
+        if self.kind == "auto":
+            self.kind = "other"
         self._load_tokenizer()
         self._detect(*probe)
         return self
@@ -448,6 +475,8 @@ class ServerModel:
         for k in ("root", "owned_by", "max_model_len"):
             if info.get(k) is not None:
                 self._prov[f"served_{k}"] = info[k]
+        if self.kind == "auto":
+            self.kind = SERVER_KINDS.get(str(info.get("owned_by")), "other")
 
     def _load_tokenizer(self) -> None:
         from .tokens import find_valid_tokens
@@ -508,6 +537,8 @@ class ServerModel:
             body["logprob_token_ids"] = ids
         if as_ids:
             body["return_tokens_as_token_ids"] = True
+        if self.kind == "llama.cpp":
+            body["cache_prompt"] = False  # its cached prefix changes the numbers
         body.update(self.spec.extra_body)
         return body
 
@@ -537,9 +568,25 @@ class ServerModel:
                 return None
         return None
 
+    def _post(self, body: dict) -> dict:
+        """POST a chat completion, keeping the server's prompt cache out of the numbers.
+
+        llama-cpp-python reuses the longest token prefix shared with the previous
+        request, and its log-probabilities depend on that prefix (up to 0.6% of a
+        probability on the offline Qwen). It has no switch, so every request is
+        preceded by the same one-token completion (:data:`CACHE_RESET`), one pair at
+        a time: each request then starts from the same cache state, whatever came
+        before it. llama.cpp's own server gets ``cache_prompt: false`` instead.
+        """
+        if self.kind != "llama-cpp-python":
+            return self.client.request("POST", "/chat/completions", body)
+        with self._serial:
+            self.client.request("POST", "/completions", {"model": self.spec.model, **CACHE_RESET})
+            return self.client.request("POST", "/chat/completions", body)
+
     def _request(self, body: dict, what: str) -> dict:
         try:
-            return self.client.request("POST", "/chat/completions", body)
+            return self._post(body)
         except _HTTPError as exc:
             raise self._fail(what, exc) from exc
         except (OSError, http.client.HTTPException) as exc:
@@ -555,9 +602,7 @@ class ServerModel:
         else:
             ids = list(self.valid.ids)
             try:
-                obj = self.client.request(
-                    "POST", "/chat/completions", self._body(msgs, ids=ids, as_ids=True)
-                )
+                obj = self._post(self._body(msgs, ids=ids, as_ids=True))
                 got = {self._to_id(t) for t, _ in self._entries(obj)}
                 if set(ids) <= got:
                     self.mode, self.ids_ok = "exact", True
@@ -614,8 +659,16 @@ class ServerModel:
             http_requests_last_session=self.client.requests,
             http_retries_last_session=self.client.retries,
         )
+        prov["server_kind"] = self.kind
+        prov["prompt_cache"] = {
+            "llama.cpp": "off: cache_prompt=false sent with every request",
+            "llama-cpp-python": "reset before every request: the one-token completion "
+            f"{json.dumps(CACHE_RESET)}, then the request, one pair at a time (the server "
+            "reuses the token prefix of the previous request, and its numbers depend on it)",
+        }.get(self.kind, "not controlled by xlikert")
         if self.mode == "topk":
             prov["bounds"] = TOPK_BOUNDS_RULE
+            prov["logprob_rtol"] = self.spec.logprob_rtol
         prov["valid_tokens"] = self.valid.as_records() if self.valid is not None else []
         prov.setdefault("tokenizer", "none (valid tokens recognised by their text)")
         return prov
@@ -657,16 +710,9 @@ class ServerModel:
         n = min(K, len(keys))
         res.data["topk_token"][r, :n] = shown[:n]
         res.data["topk_logprob"][r, :n] = lps[:n]
-        counts = None
-        if self.valid is not None:
-            all_valid = (
-                np.array([self._score_of(i) for i in self.valid.ids]) if self.ids_ok else None
-            )
-            if all_valid is not None:
-                counts = np.bincount(all_valid, minlength=S) - np.bincount(
-                    scores[scores >= 0], minlength=S
-                )
-        b = topk_intervals(probs, scores, S, counts, out_of_order=OUT_OF_ORDER)
+        counts = self._unlisted_valid(keys)
+        rtol = self.spec.logprob_rtol if self.mode == "topk" else 0.0
+        b = topk_intervals(probs, scores, S, counts, out_of_order=OUT_OF_ORDER, rtol=rtol)
         if self.mode == "exact":
             ids = list(self.valid.ids)
             got = dict(
@@ -699,13 +745,34 @@ class ServerModel:
         with np.errstate(invalid="ignore"):
             g = scale_mass(np.exp(q), kn_scores[need], S)  # (T, P, S)
         gm = g.sum(-1)
-        if self.mode != "exact" and (counts is None or counts.any()):
+        if self.mode != "exact" and (counts is None or counts.any() or rtol > 0):
             # top_p = 1 keeps the unlisted valid tokens, whose mass is unknown: not measured
             gm = np.where(np.asarray(opts.top_ps)[None, :] >= 1, np.nan, gm)
         res.data["decoding_valid_mass"][r] = gm
         with np.errstate(invalid="ignore"):
             res.data["decoding_pmf"][r] = np.where(gm[..., None] > 0, g / gm[..., None], np.nan)
         res.data["prompt"][r] = json.dumps(msgs, ensure_ascii=False)
+
+    def _unlisted_valid(self, keys: list[Any]) -> np.ndarray | None:
+        """Valid tokens of each score that the list does not hold (None without a tokenizer).
+
+        By id when the server returns ids. By text otherwise: a valid token counts as
+        listed when its text is listed and no other valid token has that text (tokens
+        of the same text are indistinguishable in a text listing, so both count as
+        unlisted: the bound stays valid, only wider).
+        """
+        if self.valid is None:
+            return None
+        sidx = {y: i for i, y in enumerate(self.scale)}
+        listed = set(keys)
+        if self.ids_ok:
+            gone = [sidx[y] for i, y in zip(self.valid.ids, self.valid.scores, strict=True)
+                    if i not in listed]  # fmt: skip
+        else:
+            texts = [self.tokenizer.decode([i]) for i in self.valid.ids]
+            gone = [sidx[y] for t, y in zip(texts, self.valid.scores, strict=True)
+                    if t not in listed or texts.count(t) > 1]  # fmt: skip
+        return np.bincount(np.asarray(gone, dtype=np.int64), minlength=len(self.scale))
 
     def _listed_ids(self, obj: dict) -> list[tuple[int, float]]:
         return [(self._to_id(t), lp) for t, lp in self._entries(obj)]
