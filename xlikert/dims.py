@@ -88,7 +88,7 @@ AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
         "rank": "rank of the stored top-k raw tokens",
         "temperature": "decoding temperature of the temperature x top-p grid",
         "top_p": "decoding top-p of the temperature x top-p grid",
-        "trace": "collection trace of a multi-token answer",
+        "trace": "reasoning traces sampled before the answer (reasoning mode)",
         "token": "valid tokens of xl.item_pmf_from_tokens",
         "subscale": "subscales of xl.design.subscale_composites",
         "effect": "support of an effect PMF (xl.decompose, xl.contrast)",

