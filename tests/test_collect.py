@@ -439,3 +439,17 @@ def test_cli_run(tiny_dir, tmp_path):
     res = CliRunner().invoke(main, ["run", str(bad), "-o", str(tmp_path / "b.nc"), "--quiet"])
     assert res.exit_code != 0 and "smollm2-135m-instruct" in res.output
     assert not (tmp_path / "b.nc").exists()
+
+
+def test_vllm_backend_entry_errors_are_clear(tiny_dir):
+    import importlib.util
+
+    bad = [{"name": "m", "source": str(tiny_dir), "backend": "vllm", "tp": 2}]
+    with pytest.raises(CollectionError, match=r"unknown field\(s\) \['tp'\] for the vllm"):
+        collect(tiny_prompts(1, 1), bad, progress=False)
+    with pytest.raises(CollectionError, match=r"unknown backend 'vlm'"):
+        collect(tiny_prompts(1, 1), [{"name": "m", "source": "x/y", "backend": "vlm"}])
+    if importlib.util.find_spec("vllm") is None:  # this suite's main environment
+        spec = [{"name": "m", "source": str(tiny_dir), "backend": "vllm"}]
+        with pytest.raises(CollectionError, match=r"backend 'vllm' needs vLLM"):
+            collect(tiny_prompts(1, 1), spec, progress=False)

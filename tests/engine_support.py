@@ -1,0 +1,137 @@
+"""Real inference engines for the tests: a vLLM (CPU build) and a llama.cpp server on loopback.
+
+The engines live in their own virtual environments under ``.engines/`` (or
+``$XLIKERT_ENGINES``), made by ``tests/engines/install.sh``, which the test command
+runs before pytest. A missing engine fails the test that needs it, naming the
+script: these tests are part of the suite, not optional.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINES = Path(os.environ.get("XLIKERT_ENGINES", ROOT / ".engines"))
+
+
+def engine_python(name: str) -> Path:
+    """The Python of engine venv ``name`` (``vllm`` or ``llamacpp``)."""
+    py = ENGINES / name / "bin" / "python"
+    if not py.exists():
+        pytest.fail(
+            f"engine {name!r} is not installed in {ENGINES}: run tests/engines/install.sh "
+            "(the README's test command does)"
+        )
+    return py
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def smollm2_folder() -> Path:
+    """The dequantised Hugging Face folder of the offline SmolLM2 (made once, cached)."""
+    from xlikert.collect.zoo import model_folder
+
+    return Path(model_folder({"name": "smollm2", "source": "smollm2-135m-instruct"})[0])
+
+
+def smollm2_gguf() -> Path:
+    from xlikert.collect.zoo import resolve_gguf
+
+    return resolve_gguf("smollm2-135m-instruct")
+
+
+class EngineServer:
+    """An OpenAI-compatible server process on 127.0.0.1 that can be killed and restarted."""
+
+    def __init__(self, argv: list[str], port: int, log: Path, env: dict | None = None,
+                 ready_timeout: float = 600):  # fmt: skip
+        self.argv, self.port, self.log = argv, port, log
+        self.env = {**os.environ, **(env or {})}
+        self.ready_timeout = ready_timeout
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> None:
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen(
+                self.argv, stdout=fh, stderr=subprocess.STDOUT, env=self.env,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        deadline = time.time() + self.ready_timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.argv[:4]} exited ({self.proc.returncode}); see {self.log}")
+            try:
+                self.get("/v1/models")
+                return
+            except (OSError, http.client.HTTPException, ValueError):
+                time.sleep(0.5)
+        self.kill()
+        raise RuntimeError(f"{self.argv[:4]} not ready after {self.ready_timeout} s; see {self.log}")
+
+    def get(self, route: str) -> dict:
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            c.request("GET", route)
+            r = c.getresponse()
+            if r.status != 200:
+                raise ValueError(r.status)
+            return json.loads(r.read())
+        finally:
+            c.close()
+
+    def post(self, route: str, body: dict) -> dict:
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        try:
+            c.request("POST", route, json.dumps(body), {"Content-Type": "application/json"})
+            return json.loads(c.getresponse().read())
+        finally:
+            c.close()
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Kill the server and every process it started (vLLM runs an engine-core child)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=60)
+        self.proc = None
+
+
+def vllm_server(model_dir: Path, served: str, log: Path, port: int | None = None) -> EngineServer:
+    """``vllm.entrypoints.openai.api_server`` (CPU build) serving ``model_dir`` in float32."""
+    argv = [
+        str(engine_python("vllm")), "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(model_dir), "--served-model-name", served, "--dtype", "float32",
+        "--enforce-eager", "--max-logprobs", "64", "--max-model-len", "2048",
+        "--host", "127.0.0.1", "--port", str(port or free_port()),
+    ]  # fmt: skip
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    return EngineServer(argv, int(argv[-1]), log, env)
+
+
+def llamacpp_server(
+    gguf: Path, served: str, log: Path, port: int | None = None, logits_all: bool = True
+) -> EngineServer:
+    """``llama_cpp.server`` serving a GGUF file (log-probabilities need ``logits_all``)."""
+    argv = [
+        str(engine_python("llamacpp")), "-m", "llama_cpp.server", "--model", str(gguf),
+        "--model_alias", served, "--logits_all", str(logits_all).lower(), "--n_ctx", "2048",
+        "--host", "127.0.0.1", "--port", str(port or free_port()),
+    ]  # fmt: skip
+    return EngineServer(argv, int(argv[-1]), log)

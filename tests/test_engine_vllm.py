@@ -1,0 +1,199 @@
+"""Collection against a real vLLM (CPU build): a server on loopback, and the in-process engine.
+
+The model is the offline SmolLM2-135M-Instruct, dequantised to float32 (the folder the
+transformers backend loads), so vLLM and transformers run the same weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import xarray as xr
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from engine_support import engine_python, smollm2_folder, vllm_server
+
+from xlikert.collect import collect
+from xlikert.constraint import topk_intervals
+from xlikert.design import load_experiment
+from xlikert.errors import CollectionError
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm")]
+
+
+@pytest.fixture(scope="module")
+def prompts() -> xr.Dataset:
+    return load_experiment("demo").build_prompts()  # 4 targets x 17 items
+
+
+@pytest.fixture(scope="module")
+def folder():
+    return smollm2_folder()
+
+
+@pytest.fixture(scope="module")
+def server(folder, tmp_path_factory):
+    srv = vllm_server(folder, "smol", tmp_path_factory.mktemp("vllm") / "server.log")
+    yield srv
+    srv.kill()
+
+
+@pytest.fixture(scope="module")
+def local_one_token(prompts):
+    """The transformers backend with the paper's one-token rule (what a server can read)."""
+    spec = [{"name": "m", "source": "smollm2-135m-instruct"}]
+    return collect(prompts, spec, progress=False, split_space=False)
+
+
+def entry(server, folder, **kw):
+    return [{"name": "m", "source": "openai:smol", "base_url": server.url,
+             "tokenizer": str(folder), "concurrency": 4, **kw}]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def exact(server, folder, prompts, tmp_path_factory):
+    out = tmp_path_factory.mktemp("exact") / "exact.nc"
+    ds = collect(prompts, entry(server, folder), out, progress=False, chunk_size=8)
+    return out, ds
+
+
+def test_server_exact_mode_equals_local_backend(exact, local_one_token):
+    _, ds = exact
+    info = ds.attrs["models"]["m"]
+    assert info["mode"] == "exact" and "exact_unavailable" not in info  # auto picked exact
+    assert info["served_owned_by"] == "vllm"
+    for v in ("pmf", "valid_mass", "topk_logprob"):
+        np.testing.assert_allclose(ds[v], local_one_token[v], atol=1e-4, rtol=0, err_msg=v)
+    assert float((ds.topk_token == local_one_token.topk_token).mean()) == 1.0
+    assert "pmf_lower" not in ds
+    # the temperature-1 column of the grid, where the nucleus lies in the listed tokens
+    t1 = ds.decoding_pmf.sel(temperature=1.0)
+    known = t1.notnull()
+    assert bool(known.sel(top_p=1.0).all())
+    ref = local_one_token.decoding_pmf.sel(temperature=1.0)
+    np.testing.assert_allclose(t1.where(known), ref.where(known), atol=1e-4)
+
+
+def test_topk_intervals_hold_although_vllm_lists_the_sampled_token_first(
+    server, folder, prompts, exact
+):
+    _, truth = exact
+    for k in (5, 20):
+        ds = collect(prompts, entry(server, folder, mode="topk"), progress=False, top_k=k)
+        info = ds.attrs["models"]["m"]
+        assert info["mode"] == "topk" and info["exact_unavailable"] == "mode='topk' requested"
+        eps = 1e-6  # float32 log-probabilities
+        assert bool((ds.pmf_lower - eps <= truth.pmf).all()), k
+        assert bool((truth.pmf <= ds.pmf_upper + eps).all()), k
+        assert bool((ds.valid_mass_lower - eps <= truth.valid_mass).all()), k
+        assert bool((truth.valid_mass <= ds.valid_mass_upper + eps).all()), k
+        assert float((ds.pmf_upper - ds.pmf_lower).max()) > 1e-3  # really bounded
+    # The behaviour the rule guards against happens on this server: with top_logprobs=k,
+    # the sampled token is listed first and the true k-th token is cut, so the rule that
+    # trusts the smallest listed probability (out_of_order=0) misses some cells.
+    vocab_ids = {r["id"]: r["score"] for r in truth.attrs["models"]["m"]["valid_tokens"]}
+    misses = 0
+    for target in truth.target.values:
+        for item in truth.item.values:
+            msgs = json.loads(str(truth.prompt.sel(model="m", target=target, item=item).values))
+            body = {"model": "smol", "messages": msgs, "max_tokens": 1, "logprobs": True,
+                    "top_logprobs": 5, "temperature": 1.0, "seed": 0,
+                    "return_tokens_as_token_ids": True}  # fmt: skip
+            listed = server.post("/v1/chat/completions", body)["choices"][0]["logprobs"]
+            entries = {int(e["token"].split(":")[1]): e["logprob"]
+                       for e in listed["content"][0]["top_logprobs"]}  # fmt: skip
+            ids = list(entries)
+            p = np.exp([entries[i] for i in ids])
+            sc = np.array([vocab_ids[i] - 1 if i in vocab_ids else -1 for i in ids])
+            unlisted = np.bincount([y - 1 for i, y in vocab_ids.items() if i not in entries],
+                                   minlength=7)  # fmt: skip
+            b = topk_intervals(p, sc, 7, unlisted, out_of_order=0)
+            exact_pmf = truth.pmf.sel(model="m", target=target, item=item).values
+            misses += bool(((exact_pmf < b["pmf_lower"] - 1e-6) | (exact_pmf > b["pmf_upper"] + 1e-6)).any())
+    assert misses > 0
+
+
+def test_killed_server_resumes_to_the_same_file(server, folder, prompts, exact, tmp_path):
+    clean, _ = exact
+    out = tmp_path / "killed.nc"
+    partial = tmp_path / "killed.nc.partial"
+
+    def kill_after_two(done, total):
+        if done == 2:
+            server.kill()
+
+    with pytest.raises(CollectionError, match="cannot reach server"):
+        collect(prompts, entry(server, folder, max_retries=1, backoff=0.1), out,
+                progress=False, chunk_size=8, on_unit=kill_after_two)  # fmt: skip
+    assert len(list(partial.glob("m*-u*.npz"))) == 2 and not out.exists()
+    server.start()  # same port: the same run configuration
+    collect(prompts, entry(server, folder), out, progress=False, chunk_size=8)
+    assert not partial.exists()
+    from xlikert.io import open_results
+
+    a, b = open_results(clean), open_results(out)
+    for ds in (a, b):
+        for key in ("date_created", "history", "collection_seconds_last_session"):
+            ds.attrs.pop(key)
+        for info in ds.attrs["models"].values():  # request counts are per session, by name
+            for k in [k for k in info if k.endswith("_last_session")]:
+                info.pop(k)
+    xr.testing.assert_identical(a, b)
+
+
+IN_PROCESS = """
+import sys
+from xlikert.collect import collect
+from xlikert.design import load_experiment
+
+def main():
+    prompts = load_experiment("demo").build_prompts().sel(target=["USA", "China"])
+    spec = [{"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
+             "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25}]
+    collect(prompts, spec, sys.argv[1], progress=False, temperatures=(0.5, 1.0),
+            top_ps=(0.9, 1.0))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
+    script = tmp_path / "run_vllm.py"
+    script.write_text(IN_PROCESS)
+    out = tmp_path / "vllm.nc"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    res = subprocess.run([str(engine_python("vllm")), str(script), str(out)], env=env,
+                         capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    from xlikert.io import open_results
+
+    v = open_results(out)
+    spec = [{"name": "m", "source": "smollm2-135m-instruct"}]
+    loc = collect(prompts.sel(target=["USA", "China"]), spec, progress=False,
+                  temperatures=(0.5, 1.0), top_ps=(0.9, 1.0))  # fmt: skip
+    info = v.attrs["models"]["m"]
+    assert info["backend"] == "vllm (in process)" and info["dtype"] == "float32"
+    assert info["answers"].startswith("one token or split space")  # exact, from token ids
+    assert info["engine"]["logprobs_mode"] == "processed_logprobs"
+    assert (v.prompt == loc.prompt).all()
+    for var in ("pmf", "valid_mass", "topk_logprob"):
+        np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
+    assert float((v.topk_token == loc.topk_token).mean()) == 1.0
+    # the grid is vLLM's sampler (float32): equal but where a token sits on the nucleus
+    # boundary within float32 round-off of the cumulative mass
+    for var in ("decoding_pmf", "decoding_valid_mass"):
+        d = np.abs(v[var] - loc[var]).values
+        both = ~np.isnan(d)
+        assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
+        assert np.mean(d[both] <= 1e-4) >= 0.98 and d[both].max() < 5e-3, (var, d[both].max())
+    np.testing.assert_allclose(
+        v.decoding_pmf.sel(temperature=1.0, top_p=1.0), v.pmf, atol=1e-12, err_msg="T=1, p=1"
+    )
+
