@@ -31,7 +31,7 @@ from ..dims import check_factor_name
 from ..errors import CollectionError
 from .protocol import CollectOptions, Model, backend_module
 from .schema import UnitResult, assemble
-from .store import PartialStore
+from .store import PartialStore, as_record
 from .templates import PLAIN_FORMAT
 
 __all__ = [
@@ -389,7 +389,9 @@ def collect(
                     bar.update(len(cells))
                     if on_unit is not None:
                         on_unit(len(done), len(plan.units))
-                infos[mi] = model.provenance()
+                # as a resumed run reads it back from the store (sorted keys, JSON values),
+                # so an interrupted run writes the same attrs as an uninterrupted one
+                infos[mi] = as_record(model.provenance())
                 if store is not None:
                     store.save_model(mi, infos[mi])
             finally:

@@ -24,7 +24,18 @@ from .._version import __version__
 from ..errors import CollectionError
 from .schema import UnitResult
 
-__all__ = ["PartialStore"]
+__all__ = ["PartialStore", "as_record"]
+
+
+def as_record(info: dict[str, Any]) -> dict[str, Any]:
+    """A model's provenance as the store keeps it: JSON values, keys sorted.
+
+    Examples
+    --------
+    >>> as_record({"b": 1, "a": (2, 3)})
+    {'a': [2, 3], 'b': 1}
+    """
+    return json.loads(json.dumps(info, sort_keys=True, default=str))
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -108,7 +119,7 @@ class PartialStore:
     def save_model(self, mi: int, info: dict[str, Any]) -> None:
         """Save the provenance record of a finished model."""
         self._ensure()
-        text = json.dumps(info, indent=1, sort_keys=True, default=str).encode()
+        text = json.dumps(as_record(info), indent=1, sort_keys=True).encode()
         _atomic_write(self.path / f"model-{mi:03d}.json", lambda fh: fh.write(text))
 
     # ------------------------------------------------------------------ reading
