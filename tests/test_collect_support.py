@@ -127,3 +127,48 @@ def tiny_prompts(n_targets: int = 3, n_items: int = 5, systems: int = 1) -> xr.D
     else:
         ds["system"] = ("target", [f"{SYSTEM} ({g})" for g in targets])
     return ds
+
+
+# ----------------------------------------------------------------------------- reasoning
+#: A chat template with a thinking switch, like Qwen3's: thinking off renders an empty thought.
+THINK_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{{ eos_token }}"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>"
+    "{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n"
+    "{% endif %}{% endif %}"
+)
+MICRO_CHARS = ["1", "2", "3", "4", "5", "6", "7", " ", "\n", "x", "y", "z"]
+MICRO_WORDS = ["Answer:", "<think>", "</think>"]
+
+
+def build_micro_tokenizer(thinking: bool = True):
+    """A tokenizer of 22 tokens (prompt characters outside it are ``<unk>``): digits, a
+    space, a newline, three letters and the whole words ``Answer:``, ``<think>``,
+    ``</think>``; decoding joins the tokens' text. Every 2-token trace can be enumerated."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIAL + MICRO_CHARS)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tk.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        additional_special_tokens=SPECIAL[4:],
+    )
+    tok.add_tokens(MICRO_WORDS)
+    tok.chat_template = THINK_TEMPLATE if thinking else CHAT_TEMPLATE
+    return tok
+
+
+def save_micro(path: Path, seed: int = 1, scale: float = 2.0, thinking: bool = True) -> Path:
+    tok = build_micro_tokenizer(thinking)
+    model = build_model(len(tok), seed=seed, scale=scale)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path

@@ -34,6 +34,14 @@ import numpy as np
 from ..constraint import log_softmax, nucleus_logprobs
 from ..errors import CollectionError
 from .protocol import CollectOptions
+from .reasoning import (
+    check_reasoning,
+    combine_traces,
+    encode_trace_text,
+    reasoning_format,
+    sample_tokens,
+    trace_seed,
+)
 from .schema import UnitResult
 from .templates import PromptTemplate
 from .tokens import AnswerSequences, ValidTokens, answer_rule
@@ -44,13 +52,22 @@ __all__ = ["LoadedModel", "LocalModel", "Scorer", "check", "load_model", "open",
 
 # ---------------------------------------------------------------------------- protocol
 def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
-    """Validate a transformers model entry before anything runs (no heavy imports)."""
+    """Validate a transformers model entry before anything runs (no heavy imports).
+
+    A ``reasoning`` table is checked and completed with its defaults
+    (:func:`~xlikert.collect.reasoning.check_reasoning`), so it enters the run's
+    fingerprint as it will run.
+    """
     check_source(str(spec["source"]), str(spec["name"]), spec.get("gguf_file"))
-    return dict(spec)
+    out = dict(spec)
+    reasoning = check_reasoning(spec)
+    if reasoning is not None:
+        out["reasoning"] = reasoning
+    return out
 
 
 def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> LocalModel:
-    """Load a model entry into a :class:`LocalModel`."""
+    """Load a model entry into a :class:`LocalModel` (in reasoning mode with ``reasoning``)."""
     lm = load_model(
         spec,
         options.scale,
@@ -60,7 +77,7 @@ def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> LocalMode
         trust_remote_code=options.trust_remote_code,
         split_space=options.split_space,
     )
-    return LocalModel(lm, options)
+    return LocalModel(lm, options, check_reasoning(spec))
 
 
 # ---------------------------------------------------------------------------- loading
@@ -139,9 +156,12 @@ class LoadedModel:
             f"device={self.provenance.get('device')} dtype={self.provenance.get('dtype')}>"
         )
 
-    def render(self, system: str, user: str) -> str:
-        """The exact text sent to the model for one (system, user) pair."""
-        return self.template.render(system, user)
+    def render(
+        self, system: str, user: str, *, thinking: bool = False, reasoning: bool = False
+    ) -> str:
+        """The exact text sent to the model for one (system, user) pair
+        (:meth:`PromptTemplate.render <xlikert.collect.templates.PromptTemplate.render>`)."""
+        return self.template.render(system, user, thinking=thinking, reasoning=reasoning)
 
     def encode(self, text: str) -> list[int]:
         """Token ids of a rendered prompt (no duplicated BOS)."""
@@ -399,6 +419,26 @@ class Scorer:
 
 
 # ---------------------------------------------------------------------------- the model
+#: How the transformers backend samples a trace; stored in the model's provenance.
+TRACE_SAMPLER = (
+    "transformers backend: the M traces of a prompt in one batch (finished ones leave it), "
+    "KV cache, no padding; each draws from its own numpy PCG64 stream seeded with trace_seed("
+    "seed, prompt text, index): u ~ U[0, 1), token = inverse CDF of nucleus_logprobs(logits, "
+    "temperature, top_p) over the full vocabulary in float64 (DECODING_TIE_RULE)"
+)
+
+
+def _end_of_turn_ids(lm: LoadedModel) -> set[int]:
+    """Token ids that end the model's turn: the generation config's and the tokenizer's EOS."""
+    ids: set[int] = set()
+    for src in (getattr(lm.model, "generation_config", None), lm.model.config, lm.tokenizer):
+        e = getattr(src, "eos_token_id", None)
+        if e is None:
+            continue
+        ids.update(int(x) for x in (e if isinstance(e, list | tuple) else [e]))
+    return ids
+
+
 def _empty_cache() -> None:
     import torch
 
@@ -414,10 +454,21 @@ class LocalModel:
     context leaf; out of memory, the batch size halves (down to one prompt).
     """
 
-    def __init__(self, lm: LoadedModel, options: CollectOptions):
+    def __init__(
+        self,
+        lm: LoadedModel,
+        options: CollectOptions,
+        reasoning: dict[str, Any] | None = None,
+    ):
         self.lm = lm
         self.name = lm.name
         self.options = options
+        #: The checked ``reasoning`` table (None: the answer is read right after the prompt).
+        self.reasoning = reasoning
+        self.format = None
+        if reasoning is not None:
+            self.format = reasoning_format(lm.tokenizer, reasoning, lm.name)
+            self.stop_ids = _end_of_turn_ids(lm)
         self.scorer = Scorer(lm, prefix_cache=options.prefix_cache)
         bs = options.batch_size
         self.batch_size = (
@@ -438,6 +489,8 @@ class LocalModel:
         return f"<LocalModel {self.lm!r} batch_size={self.batch_size}>"
 
     def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
+        if self.reasoning is not None:
+            return self._score_reasoning(prompts)
         lm, opts = self.lm, self.options
         texts = [lm.render(s, u) for s, u in prompts]
         encoded = [lm.encode(t) for t in texts]
@@ -453,22 +506,41 @@ class LocalModel:
             if not _is_oom(exc):
                 raise
             raise self._oom(f"shared prefix of {P} tokens") from exc
-        # Sort by length (fewer pads) and split into equal batches; the order and the split
-        # are fixed, so a resumed run batches exactly as an uninterrupted one.
-        order = sorted(range(len(prompts)), key=lambda r: (len(encoded[r]), r))
+        out = self._read(prefix, cache, [e[P:] for e in encoded])
         res = UnitResult.empty(len(prompts), opts.sizes)
+        for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
+            res.data[key][:] = out[key]
+        k = out["topk_id"].shape[1]  # fewer than top_k only for a tiny vocabulary
+        res.data["topk_logprob"][:, :k] = out["topk_logprob"]
+        tok = lm.tokenizer
+        res.data["topk_token"][:, :k] = [
+            [tok.convert_ids_to_tokens(int(i)) or "" for i in row] for row in out["topk_id"]
+        ]
+        res.data["prompt"][:] = texts
+        return res
+
+    def _read(self, prefix: list[int], cache, suffixes: list[list[int]]) -> dict[str, np.ndarray]:
+        """:func:`read_logits` of ``prefix + suffix`` for every suffix, in batches.
+
+        Sorted by length (fewer pads) and split into equal batches; the order and
+        the split are fixed, so a resumed run batches exactly as an uninterrupted
+        one. Out of memory, the batch size halves (down to one suffix).
+        """
+        lm, opts = self.lm, self.options
+        order = sorted(range(len(suffixes)), key=lambda r: (len(suffixes[r]), r))
         L = len(self.leaves)
+        res: dict[str, np.ndarray] = {}
         a = 0
         while a < len(order):
-            bs = max(1, self.batch_size // L)  # one teacher-forced row per (prompt, leaf)
+            bs = max(1, self.batch_size // L)  # one teacher-forced row per (suffix, leaf)
             left = len(order) - a
             nb = -(-left // bs)
             rows = order[a : a + -(-left // nb)]
-            suffixes = [encoded[r][P:] + leaf for r in rows for leaf in self.leaves]
+            batch = [suffixes[r] + leaf for r in rows for leaf in self.leaves]
             try:
-                logits = self.scorer.forward_rows(prefix, cache, suffixes, keep=self.keep)
+                logits = self.scorer.forward_rows(prefix, cache, batch, keep=self.keep)
                 if cache is not None and not self.scorer.checked:
-                    self.scorer.check_prefix_cache(prefix, logits[0, -1], suffixes[0])
+                    self.scorer.check_prefix_cache(prefix, logits[0, -1], batch[0])
                     if not self.scorer.prefix_cache:
                         cache = None
                         continue  # recompute this batch without the cache
@@ -479,22 +551,124 @@ class LocalModel:
                 if not _is_oom(exc):
                     raise
                 if len(rows) == 1:
-                    raise self._oom(f"{max(len(encoded[r]) for r in rows)} tokens") from exc
+                    raise self._oom(f"{len(prefix) + len(suffixes[rows[0]])} tokens") from exc
                 self.batch_size = max(1, self.batch_size // 2)  # prompts, not rows
                 self.backoffs += 1
                 _empty_cache()
                 continue
-            for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
-                res.data[key][rows] = out[key]
-            k = out["topk_id"].shape[1]  # fewer than top_k only for a tiny vocabulary
-            res.data["topk_logprob"][rows, :k] = out["topk_logprob"]
-            tok = lm.tokenizer
-            res.data["topk_token"][rows, :k] = [
-                [tok.convert_ids_to_tokens(int(i)) or "" for i in row] for row in out["topk_id"]
-            ]
+            for key, val in out.items():
+                if key not in res:
+                    res[key] = np.zeros((len(suffixes), *val.shape[1:]), dtype=val.dtype)
+                res[key][rows] = val
             a += len(rows)
+        return res
+
+    # ------------------------------------------------------------------ reasoning mode
+    def _score_reasoning(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
+        """Sample the traces of every prompt, close them, read the answer after each."""
+        lm, opts, cfg, fmt = self.lm, self.options, self.reasoning, self.format
+        M = cfg["traces"]
+        res = UnitResult.empty(len(prompts), opts.sizes, traces=M)
+        tok = lm.tokenizer
+        closing = {
+            wrote: tok(fmt.closing(wrote), add_special_tokens=False)["input_ids"]
+            for wrote in (True, False)
+        }
+        thinking = fmt.framing == "thinking"
+        texts = []
+        for b, (system, user) in enumerate(prompts):
+            text = lm.render(system, fmt.user_text(user), thinking=thinking, reasoning=True)
+            text += fmt.prefill
+            texts.append(text)
+            ids = lm.encode(text)
+            seeds = [trace_seed(cfg["seed"], text, k) for k in range(M)]
+            try:
+                traces, ends, cache = self._sample(ids, seeds)
+            except Exception as exc:
+                if not _is_oom(exc):
+                    raise
+                raise self._oom(f"{M} traces of up to {cfg['max_new_tokens']} tokens") from exc
+            suffixes = [t + closing[e == "marker"] for t, e in zip(traces, ends, strict=True)]
+            out = self._read(ids, cache if self.scorer.prefix_cache else None, suffixes)
+            comb = combine_traces(out["pmf"], out["valid_mass"], axis=0)
+            res.data["pmf"][b] = comb["pmf"]
+            res.data["pmf_se"][b] = comb["pmf_se"]
+            res.data["valid_mass"][b] = comb["valid_mass"]
+            res.data["decoding_pmf"][b] = out["decoding_pmf"].mean(0)
+            res.data["decoding_valid_mass"][b] = out["decoding_valid_mass"].mean(0)
+            res.data["trace_pmf"][b] = out["pmf"]
+            res.data["trace_valid_mass"][b] = out["valid_mass"]
+            res.data["trace_truncated"][b] = [e == "length" for e in ends]
+            res.data["trace_length"][b] = [
+                len(t) + (e == "eos") for t, e in zip(traces, ends, strict=True)
+            ]
+            res.data["trace_seed"][b] = seeds
+            res.data["trace_text"][b] = [
+                encode_trace_text(tok.decode(t, skip_special_tokens=False)) for t in traces
+            ]
         res.data["prompt"][:] = texts
         return res
+
+    def _sample(self, ids: list[int], seeds: list[int]):
+        """Sample one trace per seed after the prompt ``ids``, all in one batch.
+
+        Each trace draws its tokens from its own stream (``numpy`` PCG64 seeded
+        with its seed) by :func:`~xlikert.collect.reasoning.sample_tokens` at the
+        entry's temperature and top-p. A trace ends when the model writes the
+        end marker (``"marker"``, the marker kept in the trace), an end-of-turn
+        token (``"eos"``, the token dropped) or reaches ``max_new_tokens``
+        (``"length"``). Finished traces leave the batch. Returns the traces'
+        token ids, how each ended, and the prompt's KV cache.
+        """
+        import torch
+
+        cfg = self.reasoning
+        model, dev = self.lm.model, self.scorer.input_device
+        M = len(seeds)
+        rngs = [np.random.Generator(np.random.PCG64(s)) for s in seeds]
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([ids], device=dev), use_cache=True,
+                        **self.scorer._kw())  # fmt: skip
+            cache = out.past_key_values
+            past = copy.deepcopy(cache)
+            if M > 1:
+                past.batch_repeat_interleave(M)
+            logits = np.repeat(out.logits[:, -1].float().cpu().numpy(), M, axis=0)
+            gen: list[list[int]] = [[] for _ in range(M)]
+            ends: list[str | None] = [None] * M
+            active = list(range(M))
+            for step in range(cfg["max_new_tokens"]):
+                u = np.array([rngs[r].random() for r in active])
+                drawn = sample_tokens(logits, u, cfg["temperature"], cfg["top_p"])
+                for r, t in zip(active, drawn.tolist(), strict=True):
+                    if t in self.stop_ids:
+                        ends[r] = "eos"
+                        continue
+                    gen[r].append(t)
+                    if self._wrote_marker(gen[r]):
+                        ends[r] = "marker"
+                still = [r for r in active if ends[r] is None]
+                if not still:
+                    break
+                if step == cfg["max_new_tokens"] - 1:
+                    for r in still:
+                        ends[r] = "length"
+                    break
+                if len(still) < len(active):
+                    keep = [i for i, r in enumerate(active) if ends[r] is None]
+                    past.batch_select_indices(torch.tensor(keep, device=dev))
+                active = still
+                nxt = torch.tensor([[gen[r][-1]] for r in active], device=dev)
+                out = model(input_ids=nxt, past_key_values=past, use_cache=True,
+                            **self.scorer._kw())  # fmt: skip
+                past = out.past_key_values
+                logits = out.logits[:, -1].float().cpu().numpy()
+        return gen, ends, cache
+
+    def _wrote_marker(self, ids: list[int]) -> bool:
+        marker = self.format.marker
+        tail = self.lm.tokenizer.decode(ids[-(len(marker) + 1) :], skip_special_tokens=False)
+        return tail.endswith(marker)
 
     def _oom(self, what: str) -> CollectionError:
         return CollectionError(
@@ -504,6 +678,11 @@ class LocalModel:
 
     def provenance(self) -> dict[str, Any]:
         info = {k: v for k, v in self.lm.provenance.items() if k != "load_seconds"}
+        if self.reasoning is not None:
+            info["reasoning"] = dict(self.reasoning)
+            info["reasoning_format"] = self.format.describe()
+            info["reasoning_sampler"] = TRACE_SAMPLER
+            info["end_of_turn_ids"] = sorted(self.stop_ids)
         if self.lm.template.system_merged:
             info["system_merged_into_user"] = "true"
         info["valid_tokens"] = self.lm.valid.as_records()

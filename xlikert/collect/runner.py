@@ -180,6 +180,9 @@ class Plan:
         self.units = units
         # every entry checked by its backend before anything is written
         public = [backend_module(spec).check(spec, options) for spec in models]
+        self.public = public
+        # traces per prompt of each model (0: not in reasoning mode)
+        self.traces = [int((p.get("reasoning") or {}).get("traces", 0)) for p in public]
         opts = {**options.fingerprinted(), "chunk_size": chunk_size}
         self.fingerprint = self._hash(system, user, public, options.scale, {**opts, "shard": shard})
         # the same for every shard of one run (and equal to the unsharded run's fingerprint)
@@ -304,7 +307,11 @@ def collect(
     xr.Dataset
         ``pmf``, ``valid_mass``, ``prompt``, ``topk_*``, ``decoding_*`` (DESIGN.md
         §1), certified bounds for top-k servers, provenance in
-        ``attrs["models"][name]``.
+        ``attrs["models"][name]``; with a model in reasoning mode (an entry with
+        ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``, see
+        :mod:`xlikert.collect.reasoning`) also ``pmf_se`` and the ``trace_*``
+        variables on a ``trace`` dim (:data:`~xlikert.collect.schema.TRACE_VARIABLES`),
+        and ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error.
 
     Raises
     ------
@@ -381,7 +388,7 @@ def collect(
                 bar.set_description(f"collect {spec['name']}")
                 for ui, cells in todo:
                     r = model.score(plan.prompts(cells))
-                    r.check(len(cells), options.sizes)
+                    r.check(len(cells), {**options.sizes, "trace": plan.traces[mi]})
                     r.cells = np.asarray(cells, dtype=np.int64)
                     done[(mi, ui)] = r
                     if store is not None:
@@ -405,7 +412,7 @@ def collect(
         prompts,
         user,
         [m["name"] for m in models],
-        options.sizes,
+        {**options.sizes, "trace": max(plan.traces)},
         {
             "score": np.asarray(options.scale, dtype=np.int64),
             "rank": np.arange(1, options.top_k + 1),
@@ -426,6 +433,10 @@ def collect(
         ),
         collection_seconds_last_session=round(elapsed, 3),
     )
+    if max(plan.traces):
+        ds.attrs["reasoning_models"] = [
+            m["name"] for m, t in zip(models, plan.traces, strict=True) if t
+        ]
     if out_path is not None:
         write_atomic(ds, out_path)
         store.remove()

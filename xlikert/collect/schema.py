@@ -23,21 +23,27 @@ import xarray as xr
 from .._version import __version__
 from ..constraint import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
 from ..errors import CollectionError
+from .reasoning import REASONING_RULE
 
-__all__ = ["BOUND_VARIABLES", "VARIABLES", "UnitResult", "Variable", "assemble"]
+__all__ = ["BOUND_VARIABLES", "TRACE_VARIABLES", "VARIABLES", "UnitResult", "Variable", "assemble"]
 
 
 @dataclass(frozen=True)
 class Variable:
-    """A per-cell result variable: its dims after the cell dims, fill value and attrs."""
+    """A per-cell result variable: its dims after the cell dims, fill value, attrs and dtype."""
 
     dims: tuple[str, ...]
     fill: Any
     attrs: Mapping[str, str] = field(default_factory=dict)
+    dtype: str = "float64"
 
     @property
     def is_text(self) -> bool:
         return isinstance(self.fill, str)
+
+    def full(self, shape: tuple[int, ...]) -> np.ndarray:
+        """An array of ``shape`` filled with the fill value."""
+        return np.full(shape, self.fill, dtype=object if self.is_text else self.dtype)
 
 
 _NAN = float("nan")
@@ -88,8 +94,73 @@ BOUND_VARIABLES: dict[str, Variable] = {
 }
 
 
+#: Reasoning mode (:mod:`xlikert.collect.reasoning`): present when some model entry
+#: has ``reasoning``; the ``trace`` dim is as long as the largest ``traces``.
+TRACE_VARIABLES: dict[str, Variable] = {
+    "pmf_se": Variable(
+        ("score",),
+        _NAN,
+        {
+            "long_name": "Monte Carlo standard error of pmf (reasoning mode)",
+            "description": "sample SD of trace_pmf over the traces (ddof=1) / sqrt(M); NaN for "
+            "M = 1; 0 for models not in reasoning mode (their pmf is exact)",
+        },
+    ),
+    "trace_pmf": Variable(
+        ("trace", "score"),
+        _NAN,
+        {
+            "long_name": "exact item PMF after one sampled trace (renormalised)",
+            "description": "next-token PMF over valid answers after prompt + trace + closing; "
+            "NaN where the model has no such trace",
+        },
+    ),
+    "trace_valid_mass": Variable(
+        ("trace",), _NAN, {"description": "valid mass after prompt + trace + closing"}
+    ),
+    "trace_truncated": Variable(
+        ("trace",),
+        -1,
+        {"description": "1: cut at max_new_tokens; 0: ended by the model; -1: no such trace"},
+        "int8",
+    ),
+    "trace_length": Variable(
+        ("trace",),
+        -1,
+        {"description": "tokens the model generated in the trace; -1: none"},
+        "int64",
+    ),
+    "trace_seed": Variable(
+        ("trace",),
+        -1,
+        {"description": "seed of the trace's random stream (xlikert.collect.reasoning.trace_seed)"},
+        "int64",
+    ),
+    "trace_text": Variable(
+        ("trace",),
+        "",
+        {
+            "description": "the trace's text as generated (special tokens kept), compressed: "
+            "'zlib+base64:' + base64(zlib(utf-8)); read with xlikert.collect.trace_texts(ds)"
+        },
+    ),
+}
+
+#: The variables that carry Monte Carlo error in a reasoning file (for the models in
+#: reasoning mode); everything else is exact given the traces.
+SAMPLED_VARIABLES = ("pmf", "pmf_se", "valid_mass", "decoding_pmf", "decoding_valid_mass")
+
+
 def _shape(var: Variable, n: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
     return (n, *(sizes[d] for d in var.dims))
+
+
+def _table(bounded: bool, traces: int) -> dict[str, Variable]:
+    return {
+        **VARIABLES,
+        **(BOUND_VARIABLES if bounded else {}),
+        **(TRACE_VARIABLES if traces else {}),
+    }
 
 
 @dataclass
@@ -97,9 +168,10 @@ class UnitResult:
     """The arrays one backend computed for one unit of prompts.
 
     ``data`` maps each name of :data:`VARIABLES` (and, for bounded units, of
-    :data:`BOUND_VARIABLES`) to an array whose first axis runs over the unit's
-    prompts; ``mode`` is the backend's measurement mode (``"exact"`` or
-    ``"topk"``).
+    :data:`BOUND_VARIABLES`; for a model in reasoning mode, of
+    :data:`TRACE_VARIABLES`, with its own number of traces) to an array whose
+    first axis runs over the unit's prompts; ``mode`` is the backend's
+    measurement mode (``"exact"`` or ``"topk"``).
     """
 
     data: dict[str, np.ndarray]
@@ -107,7 +179,9 @@ class UnitResult:
     cells: np.ndarray | None = None
 
     @classmethod
-    def empty(cls, n: int, sizes: Mapping[str, int], *, bounded: bool = False) -> UnitResult:
+    def empty(
+        cls, n: int, sizes: Mapping[str, int], *, bounded: bool = False, traces: int = 0
+    ) -> UnitResult:
         """A record of ``n`` prompts filled with each variable's fill value.
 
         Examples
@@ -115,23 +189,36 @@ class UnitResult:
         >>> r = UnitResult.empty(2, {"score": 7, "rank": 3, "temperature": 1, "top_p": 2})
         >>> r.data["decoding_pmf"].shape, r.data["topk_token"][0, 0] == ""
         ((2, 1, 2, 7), True)
+        >>> UnitResult.empty(2, {"score": 7, "rank": 3, "temperature": 1, "top_p": 2},
+        ...                  traces=4).data["trace_pmf"].shape
+        (2, 4, 7)
         """
-        table = {**VARIABLES, **(BOUND_VARIABLES if bounded else {})}
-        data = {
-            k: np.full(_shape(v, n, sizes), v.fill, dtype=object if v.is_text else np.float64)
-            for k, v in table.items()
-        }
+        sizes = {**sizes, "trace": traces}
+        data = {k: v.full(_shape(v, n, sizes)) for k, v in _table(bounded, traces).items()}
         return cls(data, mode="topk" if bounded else "exact")
 
     @property
     def bounded(self) -> bool:
         return "pmf_lower" in self.data
 
+    @property
+    def traces(self) -> int:
+        """Traces per prompt (0: not in reasoning mode)."""
+        return int(np.shape(self.data["trace_pmf"])[1]) if "trace_pmf" in self.data else 0
+
     def check(self, n: int, sizes: Mapping[str, int]) -> None:
-        """Raise when a variable is missing or has the wrong shape (a backend bug)."""
-        table = {**VARIABLES, **(BOUND_VARIABLES if self.bounded else {})}
-        for k, v in table.items():
-            want = _shape(v, n, sizes)
+        """Raise when a variable is missing or has the wrong shape (a backend bug).
+
+        ``sizes["trace"]`` (default 0) is the number of traces the model samples.
+        """
+        traces = int(sizes.get("trace", 0))
+        if self.traces != traces:
+            raise CollectionError(
+                f"internal error: backend returned {self.traces} trace(s) per prompt, "
+                f"expected {traces}"
+            )
+        for k, v in _table(self.bounded, traces).items():
+            want = _shape(v, n, {**sizes, "trace": traces})
             got = np.shape(self.data.get(k))
             if k not in self.data or got != want:
                 raise CollectionError(
@@ -183,7 +270,9 @@ def assemble(
     model_names
         The ``model`` coord.
     sizes, coords
-        Lengths and coords of ``score``, ``rank``, ``temperature``, ``top_p``.
+        Lengths and coords of ``score``, ``rank``, ``temperature``, ``top_p``;
+        ``sizes["trace"]`` (default 0): the most traces of any model in
+        reasoning mode (adds :data:`TRACE_VARIABLES` when > 0).
     units
         ``(model index, UnitResult with cells)`` pairs.
     infos
@@ -193,18 +282,23 @@ def assemble(
     """
     M, ncell = len(model_names), int(np.prod(user.shape))
     bounded = any(r.bounded for _, r in units)
-    table = {**VARIABLES, **(BOUND_VARIABLES if bounded else {})}
-    flat = {
-        k: np.full(_shape(v, M * ncell, sizes), v.fill, dtype=object if v.is_text else np.float64)
-        for k, v in table.items()
-    }
+    n_traces = int(sizes.get("trace", 0))
+    sizes = {**sizes, "trace": n_traces}
+    table = _table(bounded, n_traces)
+    flat = {k: v.full(_shape(v, M * ncell, sizes)) for k, v in table.items()}
     computed = np.zeros(M * ncell, dtype=bool)
     for mi, r in units:
         rows = mi * ncell + np.asarray(r.cells)
         for k in table:
-            # an exact unit in a bounded file: its interval is the point itself
-            src = k if k in r.data else ("pmf" if k.startswith("pmf") else "valid_mass")
-            flat[k][rows] = r.data[src]
+            if k in r.data:
+                if k in TRACE_VARIABLES and TRACE_VARIABLES[k].dims[:1] == ("trace",):
+                    flat[k][rows, : r.traces] = r.data[k]  # fewer traces: the rest stays fill
+                else:
+                    flat[k][rows] = r.data[k]
+            elif k in BOUND_VARIABLES:  # an exact unit in a bounded file: the point itself
+                flat[k][rows] = r.data["pmf" if k.startswith("pmf") else "valid_mass"]
+            elif k == "pmf_se":  # a model not in reasoning mode: its pmf is exact
+                flat[k][rows] = 0.0
         computed[rows] = True
     dims = ("model", *user.dims)
     full = (M, *user.shape)
@@ -220,6 +314,8 @@ def assemble(
             all_coords[name] = co
     all_coords["model"] = list(model_names)
     all_coords.update(coords)
+    if n_traces:
+        all_coords["trace"] = np.arange(n_traces)
     ds = xr.Dataset(data_vars, coords=all_coords, attrs=dict(prompts.attrs))
     if bounded:
         ds.attrs["bounds_rule"] = TOPK_BOUNDS_RULE
@@ -227,6 +323,22 @@ def assemble(
             "where pmf_lower < pmf_upper the pmf is only bounded (top-k server): the stored "
             "value is the listed valid mass renormalised, see bounds_rule"
         )
+    if n_traces:
+        ds.attrs["reasoning_rule"] = REASONING_RULE
+        ds.attrs["sampling_error"] = (
+            "for the models in reasoning mode (attrs['reasoning_models']; their settings in "
+            "attrs['models'][name]['reasoning']) pmf, valid_mass, decoding_pmf and "
+            "decoding_valid_mass are means over sampled traces and carry Monte Carlo error; "
+            "pmf_se is the standard error of pmf per score; trace_pmf and trace_valid_mass are "
+            "exact given each trace; every other model's numbers are exact (pmf_se = 0)"
+        )
+        for k in SAMPLED_VARIABLES:
+            if k != "pmf_se":
+                ds[k].attrs["sampling_error"] = (
+                    "mean over sampled traces for models in reasoning mode; see pmf_se and "
+                    "the file's sampling_error attribute"
+                )
+        ds["topk_token"].attrs["reasoning"] = "empty for models in reasoning mode"
     if shard:
         ds["computed"] = (dims, computed.reshape(full))
         ds["computed"].attrs["description"] = "True where this shard computed the cell"

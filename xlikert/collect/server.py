@@ -180,6 +180,12 @@ def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
             f"{where}: field {secrets[0]!r} looks like a secret; put the API key in an "
             "environment variable and name it with api_key_env (default OPENAI_API_KEY)"
         )
+    if "reasoning" in spec:
+        raise CollectionError(
+            f"{where}: reasoning mode is not available on the openai backend (a server "
+            "samples the trace and the answer together and returns no exact next-token PMF "
+            "after a trace of our choosing); run the model with backend = 'transformers'"
+        )
     unknown = sorted(set(spec) - _KEYS)
     if unknown:
         raise CollectionError(f"{where}: unknown field(s) {unknown} for the openai backend")

@@ -1,0 +1,404 @@
+"""Reasoning mode on tiny random-weight models: sampled traces, exact answers after them.
+
+The estimator is checked against the analytic marginal on a model small enough to
+enumerate every trace (22 tokens, traces of at most 2 tokens): this is a test of
+an estimator, so it simulates; the answer PMF after a fixed trace is checked
+against an independent forward pass, exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import torch
+from test_collect_support import nucleus, save_micro, save_tiny, tiny_prompts
+
+import xlikert as xl
+from xlikert.collect import collect, merge_shards
+from xlikert.collect.reasoning import (
+    COT_INSTRUCTION,
+    COT_PREFILL,
+    check_reasoning,
+    decode_trace_text,
+    trace_seed,
+    trace_texts,
+)
+from xlikert.errors import CollectionError
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def micro_dir(tmp_path_factory) -> Path:
+    return save_micro(tmp_path_factory.mktemp("micro") / "model")
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@functools.lru_cache(maxsize=4)
+def _load(model_dir: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    return tok, model
+
+
+def next_probs(model_dir: Path, rows: list[list[int]]) -> np.ndarray:
+    """Full-vocabulary next-token probabilities after each row of ids (float64),
+    rows of one length at a time, no padding, no cache: a plain forward pass."""
+    _, model = _load(model_dir)
+    out = np.zeros((len(rows), model.config.vocab_size))
+    by_len: dict[int, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_len.setdefault(len(r), []).append(i)
+    with torch.no_grad():
+        for idx in by_len.values():
+            x = torch.tensor([rows[i] for i in idx])
+            logits = model(x).logits[:, -1].double()
+            out[idx] = torch.softmax(logits, -1).numpy()
+    return out
+
+
+def answer_pmfs(model_dir: Path, contexts: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Renormalised answer PMF and valid mass after each context, the rule written plainly:
+    the digit token, or the space token then the digit token."""
+    tok, _ = _load(model_dir)
+    vocab = tok.get_vocab()
+    digit = [vocab[str(y)] for y in range(1, 8)]
+    space = vocab[" "]
+    q0 = next_probs(model_dir, contexts)
+    q1 = next_probs(model_dir, [[*c, space] for c in contexts])
+    mass = q0[:, digit] + q0[:, [space]] * q1[:, digit]
+    return mass / mass.sum(1, keepdims=True), mass.sum(1)
+
+
+def enumerate_traces(model_dir, prompt_ids, marker, after, forced, temp=1.0, top_p=1.0):
+    """Every trace of at most 2 tokens with its probability, closed by the rule:
+    ended by end-of-turn (dropped) or cut at 2 tokens -> ``forced``; the marker -> ``after``."""
+    tok, _ = _load(model_dir)
+    eos = tok.eos_token_id
+    enc = lambda s: tok(s, add_special_tokens=False)["input_ids"]  # noqa: E731
+    after_ids, forced_ids = enc(after), enc(forced)
+    V = len(tok)
+    p1 = nucleus(next_probs(model_dir, [prompt_ids])[0][:V], temp, top_p)
+    firsts = [t for t in range(V) if p1[t] > 0 and t != eos and t != marker]
+    p2s = next_probs(model_dir, [[*prompt_ids, t] for t in firsts])
+    out = []  # (weight, trace ids, closing ids, truncated)
+    if p1[eos] > 0:
+        out.append((p1[eos], [], forced_ids, False))
+    if p1[marker] > 0:
+        out.append((p1[marker], [marker], after_ids, False))
+    for t1, p2 in zip(firsts, p2s, strict=True):
+        p2 = nucleus(p2[:V], temp, top_p)
+        for t2 in np.flatnonzero(p2 > 0):
+            t2 = int(t2)
+            w = p1[t1] * p2[t2]
+            if t2 == eos:
+                out.append((w, [t1], forced_ids, False))
+            elif t2 == marker:
+                out.append((w, [t1, t2], after_ids, False))
+            else:
+                out.append((w, [t1, t2], forced_ids, True))
+    return out
+
+
+def one_prompt():
+    return tiny_prompts(1, 1)
+
+
+@pytest.mark.parametrize(
+    ("framing", "temp", "top_p"),
+    [("thinking", 1.0, 1.0), ("cot", 1.0, 1.0), ("thinking", 0.7, 0.9)],
+    ids=["thinking", "cot", "thinking-T0.7-p0.9"],
+)
+def test_estimator_is_unbiased_for_the_enumerated_marginal(micro_dir, framing, temp, top_p):
+    """The mean over many traces of the exact answer PMFs equals the analytic marginal
+    sum over every trace of P(trace) x PMF(answer | trace), within the stated SE; the
+    stored SE is the analytic one; the first traces replay from their seeds alone and
+    their PMF equals an independent forward pass."""
+    n = 600
+    r = {"traces": n, "max_new_tokens": 2, "seed": 7, "framing": framing,
+         "temperature": temp, "top_p": top_p}  # fmt: skip
+    spec = [{"name": "m", "source": str(micro_dir), "reasoning": r}]
+    ds = collect(one_prompt(), spec, progress=False, batch_size=256)
+    cell = ds.isel(model=0, target=0, item=0)
+    tok, _ = _load(micro_dir)
+    vocab = tok.get_vocab()
+    text = str(cell.prompt.values)
+    info = ds.attrs["models"]["m"]["reasoning_format"]
+    if framing == "thinking":
+        assert text.endswith("<|assistant|>")  # enable_thinking=True: the model opens it
+        assert info == {"framing": "thinking", "end_marker": "</think>",
+                        "closing_after_marker": "\n\n", "closing_forced": "\n</think>\n\n"}  # fmt: skip
+    else:  # thinking off (enable_thinking=False) plus the chain-of-thought framing
+        assert COT_INSTRUCTION in text and text.endswith("<think>\n\n</think>\n\n" + COT_PREFILL)
+        assert (info["end_marker"], info["closing_forced"]) == ("Answer:", "\nAnswer:")
+    prompt_ids = tok(text, add_special_tokens=False)["input_ids"]
+    marker = vocab[info["end_marker"]]
+    traces = enumerate_traces(micro_dir, prompt_ids, marker, info["closing_after_marker"],
+                              info["closing_forced"], temp, top_p)  # fmt: skip
+    w = np.array([t[0] for t in traces])
+    assert abs(w.sum() - 1) < 1e-9
+    pmfs, vm = answer_pmfs(micro_dir, [prompt_ids + t[1] + t[2] for t in traces])
+    marginal = w @ pmfs
+    var = w @ pmfs**2 - marginal**2  # variance of one trace's PMF: the M = 1 estimator
+    se = np.sqrt(var / n)
+    got = cell.pmf.values
+    assert np.all(np.abs(got - marginal) <= 4.5 * se), (got, marginal, se)
+    np.testing.assert_allclose(cell.pmf_se.values, se, rtol=0.25)
+    assert abs(float(cell.valid_mass) - w @ vm) <= 4.5 * np.sqrt((w @ vm**2 - (w @ vm) ** 2) / n)
+    np.testing.assert_allclose(got, cell.trace_pmf.mean("trace"), atol=1e-12)
+    trunc = w @ np.array([t[3] for t in traces])
+    assert abs(float((cell.trace_truncated == 1).mean()) - trunc) < 4.5 * np.sqrt(trunc / n)
+
+    # replay the first traces from their seeds alone (numpy PCG64, inverse CDF of a plain
+    # softmax + nucleus) and read their answer with an independent forward pass
+    eos = tok.eos_token_id
+    for k in range(20):
+        seed = trace_seed(7, text, k)
+        assert int(cell.trace_seed[k]) == seed
+        rng = np.random.Generator(np.random.PCG64(seed))
+        ids: list[int] = []
+        end = "length"
+        for _ in range(2):
+            q = nucleus(next_probs(micro_dir, [prompt_ids + ids])[0], temp, top_p)
+            t = int(np.searchsorted(np.cumsum(q), rng.random() * q.sum(), side="right"))
+            if t == eos:
+                end = "eos"
+                break
+            ids.append(t)
+            if t == marker:
+                end = "marker"
+                break
+        assert decode_trace_text(str(cell.trace_text[k].values)) == tok.decode(ids)
+        assert int(cell.trace_truncated[k]) == (end == "length")
+        assert int(cell.trace_length[k]) == len(ids) + (end == "eos")
+        closing = info["closing_after_marker"] if end == "marker" else info["closing_forced"]
+        ctx = prompt_ids + ids + tok(closing, add_special_tokens=False)["input_ids"]
+        p, m = answer_pmfs(micro_dir, [ctx])
+        np.testing.assert_allclose(cell.trace_pmf[k].values, p[0], rtol=1e-6, atol=1e-9)
+        np.testing.assert_allclose(float(cell.trace_valid_mass[k]), m[0], rtol=1e-6)
+
+
+def test_variance_is_at_most_that_of_sampling_the_answer(micro_dir):
+    """Per trace, the exact PMF vs one answer drawn from it (what a sampler of the whole
+    response would return): the Rao-Blackwell estimator's variance is the variance of the
+    conditional PMF, at most that of the drawn answer, analytically and as measured."""
+    n = 600
+    spec = [{"name": "m", "source": str(micro_dir),
+             "reasoning": {"traces": n, "max_new_tokens": 2, "seed": 3}}]  # fmt: skip
+    ds = collect(one_prompt(), spec, progress=False, batch_size=256)
+    cell = ds.isel(model=0, target=0, item=0)
+    tok, _ = _load(micro_dir)
+    text = str(cell.prompt.values)
+    prompt_ids = tok(text, add_special_tokens=False)["input_ids"]
+    info = ds.attrs["models"]["m"]["reasoning_format"]
+    traces = enumerate_traces(micro_dir, prompt_ids, tok.get_vocab()["</think>"],
+                              info["closing_after_marker"], info["closing_forced"])  # fmt: skip
+    w = np.array([t[0] for t in traces])
+    pmfs, _ = answer_pmfs(micro_dir, [prompt_ids + t[1] + t[2] for t in traces])
+    y = np.arange(1, 8.0)
+    marginal = w @ pmfs
+    # analytic: per score and for the mean answer
+    var_rb = w @ pmfs**2 - marginal**2
+    var_answer = marginal * (1 - marginal)
+    assert np.all(var_rb <= var_answer) and np.all(var_answer - var_rb > 1e-3)
+    mu = pmfs @ y
+    vmean_rb = w @ mu**2 - (w @ mu) ** 2
+    vmean_answer = marginal @ y**2 - (marginal @ y) ** 2
+    assert vmean_rb < 0.5 * vmean_answer  # a random model: most variance is the answer's own
+    # measured on the same traces: one answer drawn per trace from its exact PMF
+    tp = cell.trace_pmf.values
+    c = np.cumsum(tp, -1)
+    drawn = (c <= np.random.default_rng(0).random(n)[:, None] * c[:, -1:]).sum(-1)
+    onehot = np.eye(7)[drawn]
+    emp_rb, emp_answer = tp.var(0, ddof=1), onehot.var(0, ddof=1)
+    assert np.all(emp_rb < emp_answer)
+    np.testing.assert_allclose(emp_rb, var_rb, rtol=0.3)
+    np.testing.assert_allclose(emp_answer, var_answer, rtol=0.3)
+    np.testing.assert_allclose((tp @ y).var(ddof=1), vmean_rb, rtol=0.3)
+    np.testing.assert_allclose(y[drawn].var(ddof=1), vmean_answer, rtol=0.3)
+
+
+# ----------------------------------------------------------------------------- the file
+@pytest.fixture(scope="module")
+def mixed(tiny_dir) -> xr.Dataset:
+    """An exact model and two reasoning models (2 and 3 traces) in one run."""
+    return collect(tiny_prompts(2, 3), _mixed_specs(tiny_dir), progress=False, batch_size=4)
+
+
+def _mixed_specs(tiny_dir):
+    r = {"max_new_tokens": 5, "seed": 1}
+    return [
+        {"name": "off", "source": str(tiny_dir)},
+        {"name": "on2", "source": str(tiny_dir), "reasoning": {**r, "traces": 2}},
+        {"name": "on3", "source": str(tiny_dir), "reasoning": {**r, "traces": 3}},
+    ]
+
+
+def test_results_file_layout(mixed, tmp_path):
+    ds = mixed
+    assert ds.sizes["trace"] == 3 and list(ds.trace.values) == [0, 1, 2]
+    assert ds.attrs["reasoning_models"] == ["on2", "on3"]
+    assert "carry Monte Carlo error" in ds.attrs["sampling_error"]
+    assert "pmf_se" in ds.attrs["sampling_error"] and "reasoning_rule" in ds.attrs
+    assert ds.trace_pmf.dims == ("model", "target", "item", "trace", "score")
+    off, on2, on3 = (ds.sel(model=m) for m in ("off", "on2", "on3"))
+    # the exact model: pmf_se 0, no traces; its numbers equal a run without reasoning models
+    assert (off.pmf_se == 0).all() and off.trace_pmf.isnull().all()
+    assert (off.trace_truncated == -1).all() and (off.trace_seed == -1).all()
+    assert (off.trace_text == "").all()
+    alone = collect(tiny_prompts(2, 3), _mixed_specs(ds.attrs["models"]["off"]["source"])[:1],
+                    progress=False, batch_size=4)  # fmt: skip
+    np.testing.assert_allclose(off.pmf, alone.pmf.isel(model=0), atol=1e-6)
+    assert "pmf_se" not in alone and "trace" not in alone.dims
+    # two traces in a file of three: the third is fill
+    assert on2.trace_pmf.isel(trace=2).isnull().all() and (on2.trace_seed.isel(trace=2) == -1).all()
+    assert on2.trace_pmf.isel(trace=slice(2)).notnull().all()
+    for cell in (on2, on3):
+        m = int(cell.trace_pmf.notnull().all("score").sum("trace").max())
+        tp = cell.trace_pmf.isel(trace=slice(m))
+        np.testing.assert_allclose(cell.pmf, tp.mean("trace"), atol=1e-12)
+        np.testing.assert_allclose(cell.pmf_se, tp.std("trace", ddof=1) / np.sqrt(m), atol=1e-12)
+        np.testing.assert_allclose(
+            cell.valid_mass, cell.trace_valid_mass.isel(trace=slice(m)).mean("trace"), atol=1e-12
+        )
+        np.testing.assert_allclose(cell.pmf.sum("score"), 1, atol=1e-12)
+        assert (cell.topk_token == "").all()
+    # thinking off and the chain-of-thought framing: the reasoning prompt holds the instruction
+    assert str(on2.prompt.values[0, 0]).endswith(COT_PREFILL)
+    assert COT_INSTRUCTION not in str(off.prompt.values[0, 0])
+    # compressed text round-trips through netCDF, ints stay ints
+    path = tmp_path / "r.nc"
+    xl.to_netcdf(ds, path)
+    back = xl.open_results(path)
+    assert back.trace_truncated.dtype == np.int8 and back.trace_seed.dtype == np.int64
+    xr.testing.assert_equal(trace_texts(back), trace_texts(ds))
+    texts = trace_texts(back).sel(model="on3").values.ravel()
+    assert all(isinstance(t, str) and t for t in texts)
+    np.testing.assert_array_equal(back.trace_seed, ds.trace_seed)
+    info = back.attrs["models"]["on3"]
+    assert info["reasoning"]["traces"] == 3 and info["reasoning_format"]["framing"] == "cot"
+    assert "reasoning" not in back.attrs["models"]["off"]
+
+
+def test_batching_and_units_do_not_change_the_traces(tiny_dir):
+    spec = [{"name": "r", "source": str(tiny_dir),
+             "reasoning": {"traces": 3, "max_new_tokens": 6, "seed": 5}}]  # fmt: skip
+    a = collect(tiny_prompts(2, 3), spec, progress=False, batch_size=1, chunk_size=1)
+    b = collect(tiny_prompts(2, 3), spec, progress=False, batch_size=16, chunk_size=6,
+                prefix_cache=False)  # fmt: skip
+    np.testing.assert_array_equal(a.trace_text, b.trace_text)
+    np.testing.assert_array_equal(a.trace_seed, b.trace_seed)
+    for v in ("trace_pmf", "trace_valid_mass", "pmf", "pmf_se", "decoding_pmf"):
+        np.testing.assert_allclose(a[v], b[v], atol=1e-6, rtol=0, err_msg=v)
+    # another seed: other traces
+    other = collect(tiny_prompts(2, 3), [{**spec[0], "reasoning": {**spec[0]["reasoning"],
+                                                                   "seed": 6}}], progress=False)  # fmt: skip
+    assert (other.trace_text != a.trace_text).any()
+    assert other.attrs["xlikert_fingerprint"] != a.attrs["xlikert_fingerprint"]
+
+
+def test_shards_merge_with_traces(tiny_dir, tmp_path, mixed):
+    kw = {"progress": False, "batch_size": 4, "chunk_size": 2}
+    p1, p2 = tmp_path / "s1.nc", tmp_path / "s2.nc"
+    specs = _mixed_specs(tiny_dir)
+    collect(tiny_prompts(2, 3), specs, p1, shard="1/2", **kw)
+    collect(tiny_prompts(2, 3), specs, p2, shard="2/2", **kw)
+    merged = merge_shards([p1, p2])
+    full = collect(tiny_prompts(2, 3), specs, **kw)
+    for v in ("pmf", "pmf_se", "trace_pmf", "trace_truncated", "trace_seed", "trace_length"):
+        np.testing.assert_allclose(merged[v], full[v], atol=1e-6, err_msg=v)
+    np.testing.assert_array_equal(merged.trace_text, full.trace_text)
+    assert merged.trace_truncated.dtype == np.int8
+
+
+def test_resume_after_sigkill_equals_clean_run(tiny_dir, tmp_path):
+    clean, killed = tmp_path / "clean.nc", tmp_path / "killed.nc"
+    child = HERE / "test_collect_resume_child.py"
+    env = dict(os.environ, PYTHONPATH=f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    subprocess.run([sys.executable, child, tiny_dir, clean, "0", "reasoning"], check=True, env=env)
+    proc = subprocess.Popen([sys.executable, child, tiny_dir, killed, "0.5", "reasoning"], env=env)
+    partial = tmp_path / "killed.nc.partial"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(partial.glob("m001-u*.npz"))) < 2:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    n_done = len(list(partial.glob("m001-u*.npz")))
+    assert 2 <= n_done < 8  # interrupted inside the reasoning model
+    assert not killed.exists()
+    subprocess.run([sys.executable, child, tiny_dir, killed, "0", "reasoning"], check=True, env=env)
+    assert not partial.exists()
+    a, b = xr.open_dataset(clean), xr.open_dataset(killed)
+    for key in ("date_created", "history", "collection_seconds_last_session"):
+        a.attrs.pop(key), b.attrs.pop(key)
+    assert "trace_text" in a and a.sizes["trace"] == 2
+    xr.testing.assert_identical(a.load(), b.load())
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    ("reasoning", "match"),
+    [
+        ({"traces": 2, "max_tokens": 3}, r"unknown key\(s\) \['max_tokens'\] in reasoning"),
+        ({"traces": 0}, r"reasoning.traces must be an integer >= 1, got 0"),
+        ({"traces": True}, r"reasoning.traces must be an integer >= 1, got True"),
+        ({"traces": 2.5}, r"reasoning.traces must be an integer >= 1"),
+        ({"max_new_tokens": 0}, r"reasoning.max_new_tokens must be an integer >= 1, got 0"),
+        ({"seed": "0"}, r"reasoning.seed must be an integer, got '0'"),
+        ({"temperature": 0}, r"reasoning.temperature must be a number > 0"),
+        ({"top_p": 1.5}, r"reasoning.top_p must be a number in \(0, 1\]"),
+        ({"framing": "fast"}, r"reasoning.framing must be one of \['auto', 'thinking', 'cot'\]"),
+        ({"instruction": " "}, r"reasoning.instruction must be a non-empty string"),
+        ([8, 256], r"reasoning must be a table"),
+    ],
+)
+def test_bad_reasoning_entries(tiny_dir, tmp_path, reasoning, match):
+    spec = [{"name": "m", "source": str(tiny_dir), "reasoning": reasoning}]
+    with pytest.raises(CollectionError, match=match):
+        collect(tiny_prompts(1, 1), spec, tmp_path / "r.nc", progress=False)
+    assert not list(tmp_path.iterdir())  # refused before anything runs
+
+
+def test_reasoning_table_defaults_and_fingerprint():
+    a = check_reasoning({"name": "m", "reasoning": {"traces": 8}})
+    b = check_reasoning({"name": "m", "reasoning": {"traces": 8, "seed": 0, "top_p": 1}})
+    assert a == b and a["max_new_tokens"] == 256 and a["temperature"] == 1.0
+    assert check_reasoning({"name": "m"}) is None
+
+
+def test_framing_thinking_needs_a_thinking_template(tiny_dir):
+    spec = [{"name": "m", "source": str(tiny_dir), "reasoning": {"framing": "thinking"}}]
+    with pytest.raises(CollectionError, match=r"no thinking .* use framing = 'cot'"):
+        collect(tiny_prompts(1, 1), spec, progress=False)
+
+
+def test_thinking_switch_is_off_without_reasoning(micro_dir):
+    ds = collect(one_prompt(), [{"name": "m", "source": str(micro_dir)}], progress=False)
+    assert str(ds.prompt.values.ravel()[0]).endswith("<|assistant|><think>\n\n</think>\n\n")
+    assert "enable_thinking=False" in ds.attrs["models"]["m"]["prompt_template"]
+
+
+def test_other_backends_refuse_reasoning(tiny_dir):
+    entry = {"reasoning": {"traces": 2}}
+    with pytest.raises(CollectionError, match=r"reasoning mode .* openai backend"):
+        collect(tiny_prompts(1, 1), [{"name": "m", "source": "openai:gpt-x", **entry}],
+                progress=False)  # fmt: skip
