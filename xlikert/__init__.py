@@ -44,6 +44,7 @@ from .errors import (
     XlikertError,
 )
 from .io import open_decomposition, open_results, to_netcdf
+from .traces import trace_se
 
 _SUBPACKAGES = {"design", "collect", "report", "sampling", "plot", "datasets"}
 
@@ -80,5 +81,6 @@ __all__ = [
     "summary_table",
     "tastle_consensus",
     "to_netcdf",
+    "trace_se",
     "trend",
 ]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from .merge import merge_shards
 from .protocol import BACKENDS, CollectOptions, Model
+from .reasoning import trace_texts
 from .runner import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, collect, parse_shard
 from .schema import UnitResult
 from .store import PartialStore
@@ -58,4 +59,5 @@ __all__ = [
     "merge_shards",
     "parse_shard",
     "resolve_gguf",
+    "trace_texts",
 ]
