@@ -36,7 +36,7 @@ from xlikert.collect.reasoning import (
     trace_seed,
     trace_texts,
 )
-from xlikert.errors import CollectionError
+from xlikert.errors import CollectionError, XlikertError
 
 HERE = Path(__file__).parent
 
@@ -402,3 +402,52 @@ def test_other_backends_refuse_reasoning(tiny_dir):
     with pytest.raises(CollectionError, match=r"reasoning mode .* openai backend"):
         collect(tiny_prompts(1, 1), [{"name": "m", "source": "openai:gpt-x", **entry}],
                 progress=False)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- analysis
+def test_composite_and_decompose_take_a_reasoning_file(mixed):
+    comp = xl.composite(mixed)
+    assert comp.dims == ("model", "target", "score")
+    np.testing.assert_allclose(comp.sum("score"), 1, atol=1e-12)
+    dec = xl.decompose(mixed)
+    assert sorted(dec.children) == ["grand", "model", "model:target", "target"]
+
+
+def test_trace_se_is_the_jackknife_over_traces(mixed):
+    one = mixed.sel(model=["off", "on3"])
+    se = xl.trace_se(one, lambda p: p)  # a linear summary: the jackknife is exact
+    np.testing.assert_allclose(se.sel(model="on3"), one.pmf_se.sel(model="on3"), atol=1e-12)
+    assert (se.sel(model="off") == 0).all()
+    # the composite mean: sample SD over traces of the per-trace composite means / sqrt(M)
+    e = lambda p: xl.summarize(xl.composite(p), dim="score")["E"]  # noqa: E731
+    se_e = xl.trace_se(one, e)
+    tp = one.trace_pmf.sel(model="on3")
+    per_trace = (tp * tp.score).sum("score").sum("item")
+    np.testing.assert_allclose(
+        se_e.sel(model="on3"), per_trace.std("trace", ddof=1) / np.sqrt(3), rtol=1e-9
+    )
+    # a whole decomposition: every summary gets its SE, same shape as the table
+    table = lambda p: xl.summary_table(xl.decompose(p))  # noqa: E731
+    t = xl.trace_se(one, table)
+    base = table(one)
+    assert list(t.columns) == list(base.columns) and (t["level"] == base["level"]).all()
+    assert (t["E"].iloc[1:] > 0).all()
+    with pytest.raises(XlikertError, match=r"different numbers of traces.*on2: 2.*on3: 3"):
+        xl.trace_se(mixed, lambda p: p)
+    with pytest.raises(XlikertError, match="no 'trace_pmf'"):
+        xl.trace_se(mixed.drop_vars("trace_pmf"), lambda p: p)
+
+
+def test_report_shows_trace_se_and_thinking_off(mixed, tmp_path):
+    from xlikert.report import write_report
+
+    ds = mixed.sel(model=["off", "on3"])
+    write_report(ds, tmp_path / "rep")
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Reasoning traces" in md
+    assert "on3" in md and "thinking off" in md
+    tables = tmp_path / "rep" / "tables"
+    comp = (tables / "reasoning_composite.csv").read_text()
+    assert "SE" in comp and "on3" in comp
+    assert (tables / "reasoning_vs_thinking_off.csv").exists()
+    assert (tables / "reasoning_effects.csv").exists()

@@ -199,7 +199,13 @@ def write_report(
     s.text(
         f"Results: `{source}`. {int(np.prod([pmf.sizes[f] for f in factors]))} conditions × "
         f"{pmf.sizes.get('item', 1)} items on scores {int(pmf.score.min())}..{int(pmf.score.max())}; "
-        f"{pmf.size // pmf.sizes['score']} exact item PMFs."
+        f"{pmf.size // pmf.sizes['score']} exact item PMFs"
+        + (
+            " (those of the models in reasoning mode are means over sampled thoughts of exact "
+            "PMFs: see the section on reasoning traces)."
+            if "trace_pmf" in ds
+            else "."
+        )
     )
     s.text("Factors: " + lv)
     if ds.attrs.get("synthetic"):
@@ -375,6 +381,10 @@ def write_report(
         )
     sections.append(s)
 
+    # ---------------------------------------------------------------- reasoning traces
+    if "trace_pmf" in ds and bool(ds["trace_pmf"].notnull().any()):
+        sections.append(_reasoning_section(ds, summ, factors, by, out))
+
     # ---------------------------------------------------------------- sampling cost
     s = _Section("The cost of generative sampling")
     s.text(
@@ -472,6 +482,141 @@ table.tbl{border-collapse:collapse;font-size:.88em;margin:.4em 0}
 .tbl th{background:#f2f6fa}.tbl .num{text-align:right}.tbl .bool{text-align:center}
 .dl{font-size:.85em}code{background:#f4f4f4;padding:0 .2em}
 """
+
+
+def _composite_summary(p: xr.DataArray) -> xr.Dataset:
+    import xlikert as xl
+
+    return xl.summarize(xl.composite(p), dim="score")[["E", "SD"]]
+
+
+def _reasoning_section(ds: xr.Dataset, summ: pd.DataFrame, factors, by, out: Path) -> _Section:
+    """Trace-sampling SEs (jackknife over traces) beside the numbers; thinking on vs off."""
+    import xlikert as xl
+
+    s = _Section("Reasoning traces: sampling error and thinking off")
+    tp = ds["trace_pmf"]
+    has = tp.notnull().all("score")
+    n_traces = has.sum("trace")
+    infos = ds.attrs.get("models") or {}
+    on = [str(v) for v in ds["model"].values] if "model" in ds.dims else []
+    on = [m for m in on if int(n_traces.sel(model=m).max()) > 0]
+    lines = []
+    for m in on:
+        cell = ds.sel(model=m)
+        keep = has.sel(model=m)
+        info = infos.get(m, {}) if isinstance(infos.get(m), dict) else {}
+        fmt = info.get("reasoning_format", {})
+        trunc = (
+            float((cell["trace_truncated"] == 1).where(keep).mean())
+            if "trace_truncated" in ds
+            else np.nan
+        )
+        length = float(cell["trace_length"].where(keep).mean()) if "trace_length" in ds else np.nan
+        lines.append(
+            f"**{m}**: M = {int(n_traces.sel(model=m).max())} traces per prompt "
+            f"({fmt.get('framing', '?')} framing, end marker `{fmt.get('end_marker', '?')}`); "
+            f"{100 * trunc:.0f}% cut at max_new_tokens, {length:.0f} tokens on average; valid "
+            f"mass after the trace {float(cell['trace_valid_mass'].where(keep).mean()):.3f}"
+        )
+    s.text(
+        "Models in reasoning mode sample their thought before the answer: `pmf` is the mean over "
+        "M sampled traces of the exact answer PMF after each, so it carries Monte Carlo error "
+        "from the traces alone (the answers are not sampled). Every number in the sections above "
+        "is computed from `pmf` as for any model; the standard errors below are the delete-one "
+        "jackknife over traces (`xl.trace_se`), exact for linear summaries such as E; models "
+        "without traces are exact (SE 0). " + "; ".join(lines) + "."
+    )
+    counts = sorted({int(v) for v in np.unique(n_traces.values)} - {0})
+    groups = [ds] if len(counts) == 1 else [ds.sel(model=[m]) for m in on]
+    rows = []
+    for g in groups:
+        est = _composite_summary(g["pmf"])
+        se = xl.trace_se(g, _composite_summary)
+        frame = est.to_dataframe()[["E", "SD"]].join(
+            se.to_dataframe()[["E", "SD"]].rename(columns={"E": "SE(E)", "SD": "SE(SD)"})
+        )
+        rows.append(frame[["E", "SE(E)", "SD", "SE(SD)"]].reset_index())
+    comp = pd.concat(rows, ignore_index=True)
+    if "model" in comp:
+        comp = comp[comp["model"].astype(str).isin(on)]
+    s.table(
+        comp,
+        out,
+        "reasoning_composite",
+        "Composite score of the reasoning models per condition: E and SD of the composite "
+        "with their trace-sampling standard errors.",
+        digits=3,
+        index=False,
+    )
+    if len(counts) == 1:
+        se_tab = xl.trace_se(ds, lambda p: xl.summary_table(xl.decompose(p)))
+        eff = summ[["term", "level"]].copy()
+        for c in ("E", "SD", "SNR", "dPD"):
+            eff[c] = summ[c]
+            eff[f"SE({c})"] = se_tab[c]
+        s.table(
+            eff,
+            out,
+            "reasoning_effects",
+            "Grand mean, main effects and interactions (as above) with their trace-sampling "
+            "standard errors (jackknife over traces).",
+            digits=3,
+            index=False,
+        )
+    else:
+        s.text(
+            "The reasoning models sampled different numbers of traces, so the effects that mix "
+            f"models get no jackknife SE here (traces per prompt: {counts}); the composite table "
+            "above gives each model's own."
+        )
+    # the same source with thinking off: an entry of the same model without reasoning
+    sources = {str(m): str(i.get("source")) for m, i in infos.items() if isinstance(i, dict)}
+    off = [str(v) for v in ds["model"].values] if "model" in ds.dims else []
+    off = [m for m in off if m not in on]
+    pairs = [(a, b) for a in on for b in off if sources.get(a) and sources.get(a) == sources.get(b)]
+    if pairs:
+        rows = []
+        other = [f for f in factors if f != "model"]
+        for a, b in pairs:
+            ga, gb = ds.sel(model=[a]), ds.sel(model=b)
+            ea = _composite_summary(ga["pmf"]).isel(model=0)
+            se = xl.trace_se(ga, _composite_summary).isel(model=0)
+            eb = _composite_summary(gb["pmf"])
+            fa = xl.failure_rate(ga).isel(model=0).mean("item")
+            fb = xl.failure_rate(gb).mean("item")
+            frame = pd.DataFrame(
+                {
+                    "reasoning": a,
+                    "thinking off": b,
+                    "E off": eb["E"].values.ravel(),
+                    "E on": ea["E"].values.ravel(),
+                    "SE(E on)": se["E"].values.ravel(),
+                    "E on − off": (ea["E"] - eb["E"]).values.ravel(),
+                    "failure off": fb.values.ravel(),
+                    "failure on": fa.values.ravel(),
+                }
+            )
+            if other:
+                idx = eb["E"].to_dataframe().reset_index()[other]
+                frame = pd.concat([idx, frame], axis=1)
+            rows.append(frame)
+        s.table(
+            pd.concat(rows, ignore_index=True),
+            out,
+            "reasoning_vs_thinking_off",
+            "Thinking on vs thinking off (an entry of the same source without reasoning): "
+            "composite mean per condition, the reasoning estimate's SE, and the failure rate "
+            "(after the trace, with thinking on).",
+            digits=3,
+            index=False,
+        )
+    else:
+        s.text(
+            "No entry of the same model without reasoning in this file: add one (the same "
+            "`source`, no `reasoning`) to compare with thinking off."
+        )
+    return s
 
 
 def _trend_rows(comp: xr.DataArray, factors: list[Hashable]):
