@@ -356,7 +356,8 @@ def _write_shards(gguf_path: Path, model, out: Path) -> set[str]:
         )
         if result.name not in mapping:
             continue
-        t = torch.from_numpy(np.ascontiguousarray(result.weights, dtype=np.float32))
+        w = np.ascontiguousarray(result.weights, dtype=np.float32)
+        t = torch.from_numpy(w if w.flags.writeable else w.copy())  # F32 tensors: file views
         if size and size + t.nbytes > SHARD_BYTES:
             flush()
         shards[-1][mapping[result.name]] = t
