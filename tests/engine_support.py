@@ -77,14 +77,18 @@ class EngineServer:
         deadline = time.time() + self.ready_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.argv[:4]} exited ({self.proc.returncode}); see {self.log}")
+                raise RuntimeError(
+                    f"{self.argv[:4]} exited ({self.proc.returncode}); see {self.log}"
+                )
             try:
                 self.get("/v1/models")
                 return
             except (OSError, http.client.HTTPException, ValueError):
                 time.sleep(0.5)
         self.kill()
-        raise RuntimeError(f"{self.argv[:4]} not ready after {self.ready_timeout} s; see {self.log}")
+        raise RuntimeError(
+            f"{self.argv[:4]} not ready after {self.ready_timeout} s; see {self.log}"
+        )
 
     def get(self, route: str) -> dict:
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)

@@ -88,3 +88,33 @@ def test_smollm2_end_to_end(tmp_path_factory):
         (["1"], 1),
         (["Ġ", "1"], 1),
     ]
+
+
+@pytest.mark.slow
+def test_streamed_dequantisation_equals_transformers_gguf_loader(tmp_path, monkeypatch):
+    """The zoo writes the float32 folder tensor by tensor (bounded memory); every tensor
+    equals what transformers' load_gguf_checkpoint gives for the whole file at once."""
+    from safetensors import safe_open
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from xlikert.collect import zoo
+
+    monkeypatch.setenv("XLIKERT_CACHE", str(tmp_path))
+    monkeypatch.setattr(zoo, "SHARD_BYTES", 64 << 20)  # several shards even for 135M params
+    gguf = zoo.resolve_gguf("smollm2-135m-instruct")
+    folder = zoo.dequantised_folder(gguf, zoo.ZOO["smollm2-135m-instruct"].sha256, "smol")
+    shards = sorted(folder.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 1 and (folder / "model.safetensors.index.json").is_file()
+    got = {}
+    for shard in shards:
+        with safe_open(shard, "pt") as fh:
+            got.update({k: fh.get_tensor(k) for k in fh.keys()})  # noqa: SIM118
+    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_config(config)
+    want = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model)["tensors"]
+    assert set(got) == set(want)
+    for k, v in want.items():
+        assert torch.equal(got[k], v.float()), k
+    loaded = AutoModelForCausalLM.from_pretrained(folder)  # the folder loads as a model
+    assert loaded.config.architectures == model.config.architectures

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from conftest import make_pmf
 
 import xlikert as xl
-from xlikert import kernels, plot, sampling
+from xlikert import plot, sampling
 from xlikert.cli import main
 from xlikert.design import load_experiment, reflect_reverse_keyed, subscale_composites
 from xlikert.errors import XlikertError
@@ -214,11 +214,15 @@ def test_an_inverted_interval_raises_an_internal_error(monkeypatch):
     """A lower bound above the upper bound is a broken certificate: it must not be
     collapsed to the midpoint (which hid it) but raise, naming the conditions."""
 
+    from xlikert.kernels import consensus as consensus_kernels
+
+    original = consensus_kernels.consensus_bounds_numpy
+
     def inverted(p, y, tol, max_cells):
-        value, lower, upper = kernels.consensus_bounds_numpy(p, y, tol, max_cells)
+        value, lower, upper = original(p, y, tol, max_cells)
         return value, upper + 1e-3, lower - 1e-3
 
-    monkeypatch.setitem(kernels._KERNELS["numpy"], "consensus_bounds", inverted)
+    monkeypatch.setattr(consensus_kernels, "consensus_bounds_numpy", inverted)
     pmf = make_pmf([2], n_items=2)
     with pytest.raises(RuntimeError, match=r"lower bound exceeds the upper bound at .*f0='f0_0'"):
         xl.consensus(pmf, engine="numpy")

@@ -104,7 +104,9 @@ def test_messages_on_a_misconfigured_server(tmp_path, monkeypatch):
         assert not out.exists() and not (tmp_path / "r.nc.partial").exists()
         # a base_url without /v1
         bare = [{**entry(srv, "smol")[0], "base_url": srv.url.removesuffix("/v1")}]
-        with pytest.raises(CollectionError, match=r"no /v1.*did you mean http://127\.0\.0\.1:\d+/v1"):
+        with pytest.raises(
+            CollectionError, match=r"no /v1.*did you mean http://127\.0\.0\.1:\d+/v1"
+        ):
             collect(tiny_prompts(1, 1), bare, out, progress=False)
         assert not (tmp_path / "r.nc.partial").exists()
     finally:

@@ -115,7 +115,9 @@ def test_topk_intervals_hold_although_vllm_lists_the_sampled_token_first(
                                    minlength=7)  # fmt: skip
             b = topk_intervals(p, sc, 7, unlisted, out_of_order=0)
             exact_pmf = truth.pmf.sel(model="m", target=target, item=item).values
-            misses += bool(((exact_pmf < b["pmf_lower"] - 1e-6) | (exact_pmf > b["pmf_upper"] + 1e-6)).any())
+            misses += bool(
+                ((exact_pmf < b["pmf_lower"] - 1e-6) | (exact_pmf > b["pmf_upper"] + 1e-6)).any()
+            )
     assert misses > 0
 
 
@@ -196,4 +198,3 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     np.testing.assert_allclose(
         v.decoding_pmf.sel(temperature=1.0, top_p=1.0), v.pmf, atol=1e-12, err_msg="T=1, p=1"
     )
-

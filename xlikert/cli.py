@@ -105,7 +105,6 @@ def demo(out_dir, batch_size, quiet):
     from .collect.cli import parse_batch
     from .design import load_experiment
     from .errors import XlikertError
-    from .report import write_report
 
     out = Path(out_dir)
     t0 = time.perf_counter()
@@ -130,6 +129,8 @@ def demo(out_dir, batch_size, quiet):
         )
         (out / "summary.txt").write_text(text)
         click.echo(text)
+        from .report import write_report  # after collection: matplotlib is not needed there
+
         click.echo(f"report: {write_report(ds, out)}")
     except XlikertError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -296,15 +296,23 @@ def read_logits(
         ``topk_logprob`` (``(B, k)``, of the next token after the prompt).
     """
     need = np.asarray(answers.need)
-    logp = log_softmax(logits)
-    grid = nucleus_logprobs(logits, need, options.temperatures, options.top_ps)
-    out = answers.readout(logp[..., need], np.moveaxis(grid, 1, 3))
-    first = logp[:, 0, :]  # context () is the prompt itself
-    k = min(options.top_k, first.shape[-1])
-    part = np.argpartition(-first, k - 1, axis=-1)[:, :k]
-    order = np.argsort(-np.take_along_axis(first, part, -1), axis=-1, kind="stable")
-    out["topk_id"] = np.take_along_axis(part, order, -1)
-    out["topk_logprob"] = np.take_along_axis(first, out["topk_id"], -1)
+    B, C, V = logits.shape
+    T, P = len(options.temperatures), len(options.top_ps)
+    k = min(options.top_k, V)
+    raw = np.empty((B, C, need.size))
+    grid = np.empty((B, C, T, P, need.size))
+    topk_id = np.empty((B, k), dtype=np.int64)
+    topk_logprob = np.empty((B, k))
+    for b in range(B):  # one prompt at a time: the full-vocabulary temporaries stay small
+        logp = log_softmax(logits[b])
+        raw[b] = logp[:, need]
+        grid[b] = nucleus_logprobs(logits[b], need, options.temperatures, options.top_ps)
+        first = logp[0]  # context () is the prompt itself
+        part = np.argpartition(-first, k - 1)[:k]
+        topk_id[b] = part[np.argsort(-first[part], kind="stable")]
+        topk_logprob[b] = first[topk_id[b]]
+    out = answers.readout(raw, np.moveaxis(grid, 1, 3))
+    out.update(topk_id=topk_id, topk_logprob=topk_logprob)
     return out
 
 

@@ -41,6 +41,7 @@ import random
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -545,6 +546,8 @@ class ServerModel:
             body["return_tokens_as_token_ids"] = True
         if self.kind == "llama.cpp":
             body["cache_prompt"] = False  # its cached prefix changes the numbers
+        elif self.kind == "vllm":  # a salt of its own: no cached prefix of another request
+            body["cache_salt"] = uuid.uuid4().hex
         body.update(self.spec.extra_body)
         return body
 
@@ -644,9 +647,8 @@ class ServerModel:
 
     def provenance(self) -> dict[str, Any]:
         prov = dict(self._prov)
-        request = {
-            k: v for k, v in self._body([]).items() if k not in ("messages", "model", "stream", "n")
-        }
+        skip = ("messages", "model", "stream", "n", "cache_salt")  # the salt: fresh per request
+        request = {k: v for k, v in self._body([]).items() if k not in skip}
         prov.update(
             backend="openai-compatible chat completions",
             source=f"openai:{self.spec.model}",
@@ -668,6 +670,8 @@ class ServerModel:
         prov["server_kind"] = self.kind
         prov["prompt_cache"] = {
             "llama.cpp": "off: cache_prompt=false sent with every request",
+            "vllm": "isolated: a fresh cache_salt with every request (vLLM's prefix cache "
+            "would make the numbers depend on which requests came before)",
             "llama-cpp-python": "reset before every request: the one-token completion "
             f"{json.dumps(CACHE_RESET)}, then the request, one pair at a time (the server "
             "reuses the token prefix of the previous request, and its numbers depend on it)",

@@ -32,6 +32,7 @@ nodes; ``engine_args`` passes any other ``vllm.LLM`` argument.
 from __future__ import annotations
 
 import gc
+import hashlib
 import importlib.util
 import time
 from collections.abc import Sequence
@@ -211,19 +212,25 @@ class VLLMModel:
         texts = [self.template.render(s, u) for s, u in prompts]
         encoded = [self.template.encode(t) for t in texts]
         contexts = ans.contexts
+        # The unit's requests share their prefix cache with each other only: a salt of the
+        # unit's own, so its numbers do not depend on the units before it (a resumed run
+        # recomputes a unit exactly as an uninterrupted one did).
+        salt = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:32]
         # one request per (prompt, context, setting, id chunk), then one top-k request per prompt
         reqs, params, where = [], [], []
         for b, ids in enumerate(encoded):
             for c, ctx in enumerate(contexts):
                 for g, (t, p) in enumerate(self.settings):
                     for chunk in self.need_chunks:
-                        reqs.append(self._tokens_prompt(prompt_token_ids=ids + list(ctx)))
+                        reqs.append(
+                            self._tokens_prompt(prompt_token_ids=ids + list(ctx), cache_salt=salt)
+                        )
                         params.append(self._params(t, p, chunk))
                         where.append((b, c, g))
         n_answer = len(reqs)
         topk = self._sampling(max_tokens=1, temperature=1.0, logprobs=opts.top_k, detokenize=False)
         for ids in encoded:
-            reqs.append(self._tokens_prompt(prompt_token_ids=ids))
+            reqs.append(self._tokens_prompt(prompt_token_ids=ids, cache_salt=salt))
             params.append(topk)
         outs = self.llm.generate(reqs[:n_answer], params[:n_answer], use_tqdm=False)
         need = {t: j for j, t in enumerate(ans.need)}

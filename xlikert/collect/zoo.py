@@ -240,9 +240,10 @@ def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Pa
     """A Hugging Face folder (float32 safetensors + tokenizer) made once from a GGUF file.
 
     The folder is ``cache_dir()/models/<label>-<sha[:16]>``, written to a
-    temporary name and renamed. The model is built on the meta device and takes
-    the dequantised tensors without a copy, and everything is released before
-    returning, so the quantised file and two float32 copies are never held at once.
+    temporary name and renamed. The tensors are dequantised one at a time by
+    transformers' own GGUF tensor processors and written in shards of at most
+    :data:`SHARD_BYTES` (with the usual ``model.safetensors.index.json``), so the
+    dequantised model is never held whole in memory next to the quantised file.
 
     Examples
     --------
@@ -254,43 +255,131 @@ def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Pa
     target = cache_dir() / "models" / f"{label}-{sha[:16]}"
     if (target / "xlikert-complete.json").is_file():
         return target
-    import functools
-
     import torch
-    import transformers.modeling_gguf_pytorch_utils as gguf_utils
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
-    # transformers' GGUF reader uses tqdm.auto directly: keep xlikert's bar alone.
-    gguf_utils.tqdm = functools.partial(gguf_utils.tqdm, disable=True)
     folder, fname = str(gguf_path.parent), gguf_path.name
     config = AutoConfig.from_pretrained(folder, gguf_file=fname)
-    with torch.device("meta"):  # no weights allocated: the dequantised tensors are assigned
+    with torch.device("meta"):  # the parameter names only; no weights are allocated
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    state = load_gguf_checkpoint(str(gguf_path), return_tensors=True, model_to_load=model)
-    result = model.load_state_dict(state.pop("tensors"), strict=False, assign=True)
-    del state
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    written = _write_shards(gguf_path, model, tmp)
     tied = getattr(model.config, "tie_word_embeddings", False)
-    missing = [k for k in result.missing_keys if k != "lm_head.weight" or not tied]
+    missing = [
+        k for k in model.state_dict() if k not in written and (k != "lm_head.weight" or not tied)
+    ]
     if missing:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise CollectionError(
             f"GGUF file {gguf_path} lacks weights {missing[:5]} for {type(model).__name__}"
         )
-    model.tie_weights()
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
+    model.config.save_pretrained(tmp)
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(tmp)
+    AutoTokenizer.from_pretrained(folder, gguf_file=fname).save_pretrained(tmp)
     (tmp / "xlikert-complete.json").write_text(
         json.dumps({"gguf": str(gguf_path), "sha256": sha, "xlikert": __version__})
     )
-    del model, tokenizer, result
+    del model
     gc.collect()
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tmp, target)
     return target
+
+
+#: Largest safetensors shard written while dequantising (one tensor may exceed it).
+SHARD_BYTES = 256 << 20
+#: Float32 bytes dequantised at a time (gguf's dequantisers make several temporaries).
+_ROW_CHUNK_BYTES = 32 << 20
+
+
+def _dequantize_rows(tensor, dequantize):
+    """``dequantize(tensor.data)`` a block of rows at a time, into one float32 array."""
+    import numpy as np
+
+    data = tensor.data
+    if data.ndim < 2 or data.shape[0] < 2:
+        return dequantize(data, tensor.tensor_type)
+    first = dequantize(data[:1], tensor.tensor_type)
+    rows = max(1, _ROW_CHUNK_BYTES // max(first.nbytes, 1))
+    out = np.empty((data.shape[0], *first.shape[1:]), dtype=first.dtype)
+    for a in range(0, data.shape[0], rows):
+        out[a : a + rows] = dequantize(data[a : a + rows], tensor.tensor_type)
+    return out
+
+
+def _write_shards(gguf_path: Path, model, out: Path) -> set[str]:
+    """Dequantise the GGUF tensors one by one into safetensors shards; returns their names.
+
+    The name mapping and per-architecture tensor fixes are transformers' own
+    (``load_gguf_checkpoint`` runs the same steps but keeps every tensor).
+    """
+    import numpy as np
+    import torch
+    from gguf import GGUFReader, dequantize
+    from safetensors.torch import save_file
+    from transformers.modeling_gguf_pytorch_utils import (
+        TENSOR_PROCESSORS,
+        TensorProcessor,
+        get_gguf_hf_weights_map,
+        load_gguf_checkpoint,
+    )
+
+    parsed = load_gguf_checkpoint(str(gguf_path), return_tensors=False)
+    reader = GGUFReader(str(gguf_path))
+    field = reader.fields["general.architecture"]
+    architecture = bytes(field.parts[field.data[0]]).decode()
+    processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=parsed["config"])
+    mapping = get_gguf_hf_weights_map(model, processor)
+    shards: list[dict] = [{}]
+    weight_map: dict[str, str] = {}
+    size = total = 0
+
+    def flush() -> None:
+        nonlocal size
+        name = f"model-{len(shards):05d}.safetensors"
+        save_file(shards[-1], str(out / name), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(shards[-1], name))
+        shards[-1] = {}
+        shards.append({})
+        size = 0
+
+    for tensor in reader.tensors:
+        result = processor.process(
+            weights=_dequantize_rows(tensor, dequantize),
+            name=tensor.name,
+            tensor_key_mapping=mapping,
+            parsed_parameters=parsed,
+        )
+        if result.name not in mapping:
+            continue
+        w = np.ascontiguousarray(result.weights, dtype=np.float32)
+        t = torch.from_numpy(w if w.flags.writeable else w.copy())  # F32 tensors: file views
+        if size and size + t.nbytes > SHARD_BYTES:
+            flush()
+        shards[-1][mapping[result.name]] = t
+        size += t.nbytes
+        total += t.nbytes
+        del result, t
+        if size >= SHARD_BYTES:  # a tensor as large as a shard is written at once
+            flush()
+    if size:
+        flush()
+    # rename model-00001... to model-0000i-of-0000n, as transformers writes them
+    n = len(shards) - 1
+    files = sorted(set(weight_map.values()))
+    new = {f: f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i, f in enumerate(files)}
+    for old_name, new_name in new.items():
+        os.replace(out / old_name, out / new_name)
+    index = {
+        "metadata": {"total_size": total},
+        "weight_map": {k: new[v] for k, v in weight_map.items()},
+    }
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2, sort_keys=True))
+    return set(weight_map)
 
 
 def check_source(source: str, name: str, gguf_file: str | None = None) -> None:

@@ -1,0 +1,126 @@
+"""How far apart the backends' numbers are, on the offline models and the demo's 68 prompts.
+
+Usage::
+
+    tests/engines/install.sh                    # the engines, once (vLLM CPU, llama.cpp)
+    python benchmarks/bench_backends.py         # SmolLM2 and Qwen, 68 prompts each
+    python benchmarks/bench_backends.py --quick # SmolLM2, 17 prompts
+
+Backends, all with the paper's one-token rule (what a server can read):
+
+* ``local``: the transformers backend on the float32 folder dequantised from the GGUF;
+* ``vllm-server``: a vLLM (CPU build) OpenAI server on the same float32 folder, exact
+  mode (``logprob_token_ids``);
+* ``llamacpp``: a llama-cpp-python server on the quantised GGUF itself, top-k mode with
+  a list long enough to hold every valid token (the point values are then the server's
+  own; the interval width says how far they are from being pinned down);
+* ``llamacpp-no-reset``: the same server with ``server = "other"``: no prompt-cache reset,
+  so a cell's numbers depend on the request before it.
+
+For each pair: max and mean |Δ pmf| over every (cell, score), max |Δ valid mass| and its
+largest relative value. Writes ``results/backends.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))  # the engine launchers the tests use
+from _common import machine, result_path, write_json  # noqa: E402
+from engine_support import llamacpp_server, vllm_server  # noqa: E402
+
+MODELS = {
+    "smollm2-135m-instruct": {"vocab": 49152},
+    "qwen2.5-coder-0.5b-instruct": {"vocab": 151936, "top_k": 4096},
+}
+
+
+def differences(a, b) -> dict[str, float]:
+    d = np.abs(a.pmf.values - b.pmf.values)
+    dv = np.abs(a.valid_mass.values - b.valid_mass.values)
+    return {
+        "pmf_max": float(np.nanmax(d)),
+        "pmf_mean": float(np.nanmean(d)),
+        "valid_mass_max": float(np.nanmax(dv)),
+        "valid_mass_rel_max": float(np.nanmax(dv / np.maximum(a.valid_mass.values, 1e-300))),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    from xlikert.collect import collect
+    from xlikert.collect.zoo import model_folder, resolve_gguf
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment("demo").build_prompts()
+    models = dict(MODELS)
+    if args.quick:
+        prompts = prompts.sel(target=["USA"])
+        models = {"smollm2-135m-instruct": MODELS["smollm2-135m-instruct"]}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="xlk-backends-") as tmp:
+        for name, cfg in models.items():
+            folder = model_folder({"name": name, "source": name})[0]
+            res, secs = {}, {}
+            t0 = time.perf_counter()
+            res["local"] = collect(prompts, [{"name": "m", "source": name}], progress=False,
+                                   split_space=False)  # fmt: skip
+            secs["local"] = time.perf_counter() - t0
+            srv = vllm_server(Path(folder), "m", Path(tmp) / f"vllm-{name}.log")
+            try:
+                t0 = time.perf_counter()
+                entry = {"name": "m", "source": "openai:m", "base_url": srv.url,
+                         "tokenizer": folder, "concurrency": 4}  # fmt: skip
+                res["vllm-server"] = collect(prompts, [entry], progress=False)
+                secs["vllm-server"] = time.perf_counter() - t0
+            finally:
+                srv.kill()
+            srv = llamacpp_server(resolve_gguf(name), "m", Path(tmp) / f"llama-{name}.log")
+            try:
+                k = cfg.get("top_k", cfg["vocab"])
+                for label, extra in (("llamacpp", {}), ("llamacpp-no-reset", {"server": "other"})):
+                    t0 = time.perf_counter()
+                    entry = {"name": "m", "source": "openai:m", "base_url": srv.url,
+                             "tokenizer": folder, "concurrency": 1, "mode": "topk", **extra}  # fmt: skip
+                    res[label] = collect(prompts, [entry], progress=False, top_k=k)
+                    secs[label] = time.perf_counter() - t0
+            finally:
+                srv.kill()
+            llama = res["llamacpp"]
+            width = float((llama.pmf_upper - llama.pmf_lower).max())
+            for a, b in (("local", "vllm-server"), ("local", "llamacpp"),
+                         ("vllm-server", "llamacpp"), ("llamacpp", "llamacpp-no-reset")):  # fmt: skip
+                row = {"model": name, "a": a, "b": b, "cells": int(res[a].valid_mass.size),
+                       **differences(res[a], res[b])}  # fmt: skip
+                rows.append(row)
+                print(f"{name:30s} {a:>12s} vs {b:<18s} max|dpmf| {row['pmf_max']:.2e} "
+                      f"mean {row['pmf_mean']:.2e} max|dvalid| {row['valid_mass_max']:.2e} "
+                      f"(rel {row['valid_mass_rel_max']:.2e})", flush=True)  # fmt: skip
+            rows.append({"model": name, "llamacpp_top_k": k, "llamacpp_interval_width_max": width,
+                         "seconds": secs})  # fmt: skip
+    write_json(
+        result_path("backends", args.quick, args.out),
+        {
+            "benchmark": "backends",
+            "quick": args.quick,
+            "machine": machine(["torch", "transformers"]),
+            "prompts": int(prompts.user.size),
+            "answer_rule": "one token (servers cannot condition on an appended space token)",
+            "rows": rows,
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
