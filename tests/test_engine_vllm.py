@@ -198,3 +198,80 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     np.testing.assert_allclose(
         v.decoding_pmf.sel(temperature=1.0, top_p=1.0), v.pmf, atol=1e-12, err_msg="T=1, p=1"
     )
+
+
+REASONING = """
+import json, sys
+import xlikert.collect.vllm as backend
+from xlikert.collect import collect
+from xlikert.design import load_experiment
+
+def main():
+    prompts = load_experiment("demo").build_prompts().isel(target=[0, 1], item=[0, 1])
+    spec = {"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
+            "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25,
+            "reasoning": {"traces": 3, "max_new_tokens": 24, "seed": 2}}
+    ids = []  # the traces' token ids, as the backend stores them (for the test only)
+    store = backend.store_traces
+    def record(res, row, read, traces, *rest):
+        ids.append(traces)
+        return store(res, row, read, traces, *rest)
+    backend.store_traces = record
+    held = {}
+    class Held:  # one engine for both runs: collect closes its model at the end
+        def __getattr__(self, name):
+            return getattr(held["m"], name)
+        def close(self):
+            pass
+    def loader(s, options, probe=None):
+        if "m" not in held:
+            held["m"] = backend.VLLMModel(s, options)
+        return Held()
+    for out in sys.argv[1:3]:
+        collect(prompts, [spec], out, progress=False, loader=loader)
+    json.dump(ids[: len(ids) // 2], open(sys.argv[3], "w"))
+    held["m"].close()
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_in_process_vllm_reasoning_mode(tmp_path):
+    """vLLM samples the traces (one seeded request each: the same traces again from the same
+    seeds); the answer after each trace equals the transformers backend's read of the same
+    token ids; pmf is their mean."""
+    script = tmp_path / "run_vllm_reasoning.py"
+    script.write_text(REASONING)
+    a, b, ids_file = tmp_path / "a.nc", tmp_path / "b.nc", tmp_path / "ids.json"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    res = subprocess.run([str(engine_python("vllm")), str(script), str(a), str(b), str(ids_file)],
+                         env=env, capture_output=True, text=True, timeout=1500)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.protocol import CollectOptions
+    from xlikert.collect.reasoning import check_reasoning
+    from xlikert.io import open_results
+
+    va, vb = open_results(a), open_results(b)
+    np.testing.assert_array_equal(va.trace_text, vb.trace_text)  # reproducible from the seeds
+    np.testing.assert_array_equal(va.trace_pmf, vb.trace_pmf)
+    info = va.attrs["models"]["m"]
+    assert info["reasoning"]["traces"] == 3 and info["reasoning_sampler"].startswith("vLLM")
+    assert info["reasoning_format"]["framing"] == "cot"
+    lm = load_model("smollm2-135m-instruct", range(1, 8))
+    opts = CollectOptions(scale=tuple(range(1, 8)), temperatures=(1.0,), top_ps=(1.0,))
+    local = LocalModel(lm, opts, check_reasoning({"name": "m", "reasoning": {"traces": 3}}))
+    closing = local.format.closing_ids(lm.tokenizer)
+    traces = json.loads(ids_file.read_text())  # per prompt (unit order), per trace
+    cells = va.isel(model=0).stack(cell=("target", "item"))
+    assert len(traces) == cells.sizes["cell"]
+    for j in range(cells.sizes["cell"]):
+        cell = cells.isel(cell=j)
+        prompt = lm.encode(str(cell.prompt.values))
+        marker = [lm.tokenizer.decode(t).endswith("Answer:") for t in traces[j]]
+        suffixes = [t + closing[m] for t, m in zip(traces[j], marker, strict=True)]
+        read = local._read(prompt, None, suffixes)
+        np.testing.assert_allclose(cell.trace_pmf.values, read["pmf"], atol=1e-4)
+        np.testing.assert_allclose(cell.trace_valid_mass.values, read["valid_mass"], rtol=1e-3)
+        np.testing.assert_allclose(cell.pmf.values, read["pmf"].mean(0), atol=1e-4)

@@ -36,10 +36,9 @@ from ..errors import CollectionError
 from .protocol import CollectOptions
 from .reasoning import (
     check_reasoning,
-    combine_traces,
-    encode_trace_text,
     reasoning_format,
     sample_tokens,
+    store_traces,
     trace_seed,
 )
 from .schema import UnitResult
@@ -578,15 +577,10 @@ class LocalModel:
         M = cfg["traces"]
         res = UnitResult.empty(len(prompts), opts.sizes, traces=M)
         tok = lm.tokenizer
-        closing = {
-            wrote: tok(fmt.closing(wrote), add_special_tokens=False)["input_ids"]
-            for wrote in (True, False)
-        }
-        thinking = fmt.framing == "thinking"
+        closing = fmt.closing_ids(tok)
         texts = []
         for b, (system, user) in enumerate(prompts):
-            text = lm.render(system, fmt.user_text(user), thinking=thinking, reasoning=True)
-            text += fmt.prefill
+            text = fmt.prompt(lm.template, system, user)
             texts.append(text)
             ids = lm.encode(text)
             seeds = [trace_seed(cfg["seed"], text, k) for k in range(M)]
@@ -598,22 +592,8 @@ class LocalModel:
                 raise self._oom(f"{M} traces of up to {cfg['max_new_tokens']} tokens") from exc
             suffixes = [t + closing[e == "marker"] for t, e in zip(traces, ends, strict=True)]
             out = self._read(ids, cache if self.scorer.prefix_cache else None, suffixes)
-            comb = combine_traces(out["pmf"], out["valid_mass"], axis=0)
-            res.data["pmf"][b] = comb["pmf"]
-            res.data["pmf_se"][b] = comb["pmf_se"]
-            res.data["valid_mass"][b] = comb["valid_mass"]
-            res.data["decoding_pmf"][b] = out["decoding_pmf"].mean(0)
-            res.data["decoding_valid_mass"][b] = out["decoding_valid_mass"].mean(0)
-            res.data["trace_pmf"][b] = out["pmf"]
-            res.data["trace_valid_mass"][b] = out["valid_mass"]
-            res.data["trace_truncated"][b] = [e == "length" for e in ends]
-            res.data["trace_length"][b] = [
-                len(t) + (e == "eos") for t, e in zip(traces, ends, strict=True)
-            ]
-            res.data["trace_seed"][b] = seeds
-            res.data["trace_text"][b] = [
-                encode_trace_text(tok.decode(t, skip_special_tokens=False)) for t in traces
-            ]
+            words = [tok.decode(t, skip_special_tokens=False) for t in traces]
+            store_traces(res, b, out, traces, ends, seeds, words)
         res.data["prompt"][:] = texts
         return res
 

@@ -58,6 +58,7 @@ __all__ = [
     "encode_trace_text",
     "reasoning_format",
     "sample_tokens",
+    "store_traces",
     "trace_seed",
     "trace_texts",
 ]
@@ -263,6 +264,26 @@ class ReasoningFormat:
         """The user message sent: with the chain-of-thought instruction, or as it is."""
         return f"{user}\n\n{self.instruction}" if self.instruction else user
 
+    def prompt(self, template: Any, system: str, user: str) -> str:
+        """The exact text the model continues with its thought.
+
+        ``template`` is the model's
+        :class:`~xlikert.collect.templates.PromptTemplate`: the thinking template
+        with ``enable_thinking=True``, or the chain-of-thought framing (the
+        instruction in the user message, thinking switched off, the prefill after
+        the generation prompt).
+        """
+        thinking = self.framing == "thinking"
+        text = template.render(system, self.user_text(user), thinking=thinking, reasoning=True)
+        return text + self.prefill
+
+    def closing_ids(self, tokenizer: Any) -> dict[bool, list[int]]:
+        """Token ids of :meth:`closing`, for ``wrote_marker`` True and False."""
+        return {
+            wrote: list(tokenizer(self.closing(wrote), add_special_tokens=False)["input_ids"])
+            for wrote in (True, False)
+        }
+
     def describe(self) -> dict[str, Any]:
         """The record stored in ``attrs['models'][name]['reasoning_format']``."""
         d = {
@@ -415,6 +436,43 @@ def combine_traces(pmf: np.ndarray, valid_mass: np.ndarray, *, axis: int = 1) ->
     mean = pmf.mean(axis)
     se = pmf.std(axis, ddof=1) / math.sqrt(m) if m > 1 else np.full(mean.shape, np.nan)
     return {"pmf": mean, "pmf_se": se, "valid_mass": np.asarray(valid_mass).mean(axis)}
+
+
+def store_traces(
+    res: Any,
+    row: int,
+    read: Mapping[str, np.ndarray],
+    traces: list[list[int]],
+    ends: list[str],
+    seeds: list[int],
+    texts: list[str],
+) -> None:
+    """Write one prompt's traces and the reads after them into row ``row`` of a unit.
+
+    Parameters
+    ----------
+    res : UnitResult
+        The unit (with :data:`~xlikert.collect.schema.TRACE_VARIABLES`).
+    read
+        ``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` after each
+        closed trace (traces first).
+    traces, ends, seeds, texts
+        Per trace: its generated token ids (an ending end-of-turn token dropped),
+        how it ended (``"marker"``, ``"eos"``, ``"length"``), its seed, its text.
+    """
+    comb = combine_traces(read["pmf"], read["valid_mass"], axis=0)
+    d = res.data
+    d["pmf"][row], d["pmf_se"][row], d["valid_mass"][row] = (
+        comb["pmf"], comb["pmf_se"], comb["valid_mass"]
+    )  # fmt: skip
+    d["decoding_pmf"][row] = read["decoding_pmf"].mean(0)
+    d["decoding_valid_mass"][row] = read["decoding_valid_mass"].mean(0)
+    d["trace_pmf"][row] = read["pmf"]
+    d["trace_valid_mass"][row] = read["valid_mass"]
+    d["trace_truncated"][row] = [e == "length" for e in ends]
+    d["trace_length"][row] = [len(t) + (e == "eos") for t, e in zip(traces, ends, strict=True)]
+    d["trace_seed"][row] = seeds
+    d["trace_text"][row] = [encode_trace_text(t) for t in texts]
 
 
 _CODEC = "zlib+base64:"

@@ -183,9 +183,8 @@ def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
         )
     if "reasoning" in spec:
         raise CollectionError(
-            f"{where}: reasoning mode is not available on the openai backend (a server "
-            "samples the trace and the answer together and returns no exact next-token PMF "
-            "after a trace of our choosing); run the model with backend = 'transformers'"
+            f"{where}: reasoning mode is not implemented for the openai backend; run the "
+            "model in process with backend = 'transformers' or 'vllm'"
         )
     unknown = sorted(set(spec) - _KEYS)
     if unknown:

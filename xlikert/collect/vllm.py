@@ -24,7 +24,12 @@ What is asked of the engine, per prompt:
 
 The answers are then read by the same numpy rules as every backend
 (:meth:`~xlikert.collect.tokens.AnswerSequences.readout`,
-:mod:`xlikert.constraint`). ``tensor_parallel_size``, ``pipeline_parallel_size``
+:mod:`xlikert.constraint`).
+
+Reasoning mode (``reasoning = {...}``, :mod:`xlikert.collect.reasoning`): one
+sampling request per trace with its own ``seed`` and the end marker as a stop
+string (:data:`VLLM_TRACE_SAMPLER`), then the requests above on prompt + trace +
+closing. ``tensor_parallel_size``, ``pipeline_parallel_size``
 and ``data_parallel_size`` go to vLLM, which spreads a 70B model over GPUs or
 nodes; ``engine_args`` passes any other ``vllm.LLM`` argument.
 """
@@ -42,6 +47,7 @@ import numpy as np
 
 from ..errors import CollectionError
 from .protocol import CollectOptions
+from .reasoning import check_reasoning, reasoning_format, store_traces, trace_seed
 from .schema import UnitResult
 from .templates import PromptTemplate
 from .tokens import answer_rule
@@ -56,6 +62,15 @@ VLLM_DECODING_RULE = (
     "the tokens are sorted ascending and every token whose ascending cumulative probability is "
     "<= 1 - top_p is removed (the most probable token always stays; tokens tied at the "
     "boundary are kept or removed by sort order); log_softmax over the kept tokens"
+)
+
+#: How the vLLM backend samples a trace; stored in the model's provenance.
+VLLM_TRACE_SAMPLER = (
+    "vLLM backend: one request per trace, SamplingParams(seed=trace_seed(seed, prompt text, "
+    "index), temperature, top_p, max_tokens=max_new_tokens, stop=[end marker]); vLLM's own "
+    "sampler and random streams (not the transformers backend's: the same seeds give other "
+    "traces); an ending end-of-turn token is dropped; the answer after each closed trace is "
+    "read with the exact-mode requests (logprob_token_ids)"
 )
 
 #: vLLM's cap on ``logprob_token_ids`` per request (``MAX_LOGPROB_TOKEN_IDS``).
@@ -79,6 +94,7 @@ _KEYS = {
     "enforce_eager",
     "seed",
     "engine_args",
+    "reasoning",
 }
 
 
@@ -106,7 +122,31 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
     # how the engine is spread over devices does not change the numbers
     placement = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
                  "gpu_memory_utilization", "engine_args")  # fmt: skip
-    return {k: v for k, v in spec.items() if k not in placement}
+    out = {k: v for k, v in spec.items() if k not in placement}
+    reasoning = check_reasoning(spec)
+    if reasoning is not None:
+        out["reasoning"] = reasoning
+    return out
+
+
+def _end_of_turn_ids(folder: str, tokenizer: Any) -> set[int]:
+    """The tokenizer's EOS and the generation config's (vLLM stops at both)."""
+    from transformers import GenerationConfig
+
+    ids = {tokenizer.eos_token_id}
+    try:
+        e = GenerationConfig.from_pretrained(folder).eos_token_id
+    except OSError:  # no generation_config.json
+        e = None
+    ids.update(e if isinstance(e, list | tuple) else [e])
+    return {int(i) for i in ids if i is not None}
+
+
+def _salt(texts: Sequence[str]) -> str:
+    """The unit's own prefix-cache salt: its requests share their prefix cache with each
+    other only, so its numbers do not depend on the units before it (a resumed run
+    recomputes a unit exactly as an uninterrupted one did)."""
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:32]
 
 
 def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> VLLMModel:
@@ -180,6 +220,11 @@ class VLLMModel:
                 "or set VLLM_CPU_KVCACHE_SPACE; for data parallelism in one process vLLM needs "
                 "an external launcher: use xlikert's --shard i/n per GPU group instead"
             ) from exc
+        self.reasoning = check_reasoning(spec)
+        self.format = None
+        if self.reasoning is not None:
+            self.format = reasoning_format(self.tokenizer, self.reasoning, self.name)
+            self.stop_ids = _end_of_turn_ids(folder, self.tokenizer)
         self._sampling = vllm.SamplingParams
         self._tokens_prompt = vllm.inputs.TokensPrompt
         self._prov = {
@@ -208,15 +253,28 @@ class VLLMModel:
         )  # fmt: skip
 
     def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
-        opts, ans = self.options, self.answers
+        if self.reasoning is not None:
+            return self._score_reasoning(prompts)
+        opts = self.options
         texts = [self.template.render(s, u) for s, u in prompts]
         encoded = [self.template.encode(t) for t in texts]
+        salt = _salt(texts)
+        res = UnitResult.empty(len(prompts), opts.sizes)
+        for key, val in self._read(encoded, salt).items():
+            res.data[key][:] = val
+        self._topk(encoded, salt, res)
+        res.data["prompt"][:] = texts
+        return res
+
+    def _read(self, encoded: list[list[int]], salt: str) -> dict[str, np.ndarray]:
+        """Item PMFs, valid masses and the decoding grid after each token sequence.
+
+        One request per (sequence, answer context, decoding setting, id chunk):
+        ``max_tokens=1`` and ``logprob_token_ids`` = the tokens the answer rule
+        needs, read by :meth:`~xlikert.collect.tokens.AnswerSequences.readout`.
+        """
+        opts, ans = self.options, self.answers
         contexts = ans.contexts
-        # The unit's requests share their prefix cache with each other only: a salt of the
-        # unit's own, so its numbers do not depend on the units before it (a resumed run
-        # recomputes a unit exactly as an uninterrupted one did).
-        salt = hashlib.sha256("\0".join(texts).encode()).hexdigest()[:32]
-        # one request per (prompt, context, setting, id chunk), then one top-k request per prompt
         reqs, params, where = [], [], []
         for b, ids in enumerate(encoded):
             for c, ctx in enumerate(contexts):
@@ -227,15 +285,10 @@ class VLLMModel:
                         )
                         params.append(self._params(t, p, chunk))
                         where.append((b, c, g))
-        n_answer = len(reqs)
-        topk = self._sampling(max_tokens=1, temperature=1.0, logprobs=opts.top_k, detokenize=False)
-        for ids in encoded:
-            reqs.append(self._tokens_prompt(prompt_token_ids=ids, cache_salt=salt))
-            params.append(topk)
-        outs = self.llm.generate(reqs[:n_answer], params[:n_answer], use_tqdm=False)
+        outs = self.llm.generate(reqs, params, use_tqdm=False)
         need = {t: j for j, t in enumerate(ans.need)}
-        logq = np.full((len(prompts), len(contexts), len(self.settings), len(need)), np.nan)
-        for (b, c, g), out in zip(where, outs[:n_answer], strict=True):
+        logq = np.full((len(encoded), len(contexts), len(self.settings), len(need)), np.nan)
+        for (b, c, g), out in zip(where, outs, strict=True):
             for tok, lp in out.outputs[0].logprobs[0].items():
                 if tok in need:
                     logq[b, c, g, need[tok]] = lp.logprob
@@ -244,18 +297,21 @@ class VLLMModel:
                 f"model {self.name!r}: vLLM did not return every requested token id "
                 "(logprob_token_ids); this vLLM version may not support it"
             )
-        res = UnitResult.empty(len(prompts), opts.sizes)
         T, P = len(opts.temperatures), len(opts.top_ps)
-        grid = np.full((len(prompts), T, P, len(contexts), len(need)), np.nan)
+        grid = np.full((len(encoded), T, P, len(contexts), len(need)), np.nan)
         for g, (t, p) in enumerate(self.settings):
             if t in opts.temperatures and p in opts.top_ps:
                 grid[:, opts.temperatures.index(t), opts.top_ps.index(p)] = logq[:, :, g]
-        out = ans.readout(logq[:, :, 0], grid)
-        for key, val in out.items():
-            res.data[key][:] = val
-        # a separate call: vLLM returns logprob_token_ids rows for every request of a batch
-        # that holds any request with logprob_token_ids (vLLM 0.32 sampler)
-        tops = self.llm.generate(reqs[n_answer:], params[n_answer:], use_tqdm=False)
+        return ans.readout(logq[:, :, 0], grid)
+
+    def _topk(self, encoded: list[list[int]], salt: str, res: UnitResult) -> None:
+        """The top-k tokens after each prompt, in a call of their own: vLLM returns
+        logprob_token_ids rows for every request of a batch that holds any request with
+        logprob_token_ids (vLLM 0.32 sampler)."""
+        opts = self.options
+        topk = self._sampling(max_tokens=1, temperature=1.0, logprobs=opts.top_k, detokenize=False)
+        reqs = [self._tokens_prompt(prompt_token_ids=ids, cache_salt=salt) for ids in encoded]
+        tops = self.llm.generate(reqs, [topk] * len(reqs), use_tqdm=False)
         for b, o in enumerate(tops):
             listed = sorted(o.outputs[0].logprobs[0].items(), key=lambda kv: -kv[1].logprob)
             listed = listed[: opts.top_k]  # the sampled token may be listed beyond the top k
@@ -263,11 +319,69 @@ class VLLMModel:
                 [int(i) for i, _ in listed]
             )
             res.data["topk_logprob"][b, : len(listed)] = [lp.logprob for _, lp in listed]
+
+    def _score_reasoning(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
+        """Sample M traces per prompt with vLLM (one request per trace, its own seed), close
+        each, and read the answer after it with the same requests as exact mode."""
+        cfg, fmt, tok = self.reasoning, self.format, self.tokenizer
+        M = cfg["traces"]
+        texts = [fmt.prompt(self.template, s, u) for s, u in prompts]
+        encoded = [self.template.encode(t) for t in texts]
+        salt = _salt(texts)
+        seeds = [[trace_seed(cfg["seed"], t, k) for k in range(M)] for t in texts]
+        reqs, params = [], []
+        for ids, ss in zip(encoded, seeds, strict=True):
+            for seed in ss:
+                reqs.append(self._tokens_prompt(prompt_token_ids=ids, cache_salt=salt))
+                params.append(
+                    self._sampling(
+                        max_tokens=cfg["max_new_tokens"],
+                        temperature=cfg["temperature"],
+                        top_p=cfg["top_p"],
+                        seed=seed,
+                        stop=[fmt.marker],
+                        include_stop_str_in_output=True,
+                        skip_special_tokens=False,
+                    )
+                )
+        outs = self.llm.generate(reqs, params, use_tqdm=False)
+        closing = fmt.closing_ids(tok)
+        traces, ends, words = [], [], []
+        for o in outs:
+            ids = [int(i) for i in o.outputs[0].token_ids]
+            text = tok.decode(ids, skip_special_tokens=False)
+            if text.endswith(fmt.marker):
+                end = "marker"
+            elif o.outputs[0].finish_reason == "length":
+                end = "length"
+            else:  # end of turn (or a stop string ending inside a token: closed as forced)
+                end = "eos"
+                if ids and ids[-1] in self.stop_ids:
+                    ids = ids[:-1]
+                    text = tok.decode(ids, skip_special_tokens=False)
+            traces.append(ids)
+            ends.append(end)
+            words.append(text)
+        closed = [
+            ids + t + closing[e == "marker"]
+            for b, ids in enumerate(encoded)
+            for t, e in zip(traces[b * M : (b + 1) * M], ends[b * M : (b + 1) * M], strict=True)
+        ]
+        read = self._read(closed, salt)
+        res = UnitResult.empty(len(prompts), self.options.sizes, traces=M)
+        for b in range(len(prompts)):
+            rows = slice(b * M, (b + 1) * M)
+            store_traces(res, b, {k: v[rows] for k, v in read.items()}, traces[rows],
+                         ends[rows], seeds[b], words[rows])  # fmt: skip
         res.data["prompt"][:] = texts
         return res
 
     def provenance(self) -> dict[str, Any]:
         info = {k: v for k, v in self._prov.items() if k != "load_seconds"}
+        if self.reasoning is not None:
+            info["reasoning"] = dict(self.reasoning)
+            info["reasoning_format"] = self.format.describe()
+            info["reasoning_sampler"] = VLLM_TRACE_SAMPLER
         if self.template.system_merged:
             info["system_merged_into_user"] = "true"
         info["valid_tokens"] = self.valid.as_records()
