@@ -1,0 +1,310 @@
+"""Reasoning mode: cost, and the sampling error of the thoughts against sampling answers too.
+
+Qwen2.5-Coder-0.5B-Instruct (built-in offline model; no thinking template, so the
+chain-of-thought framing of :mod:`xlikert.collect.reasoning`) on the demo
+experiment's prompts (CETSCALE x 4 targets = 68 prompts):
+
+* **thinking off**: ``collect`` as usual, the exact PMF right after the prompt;
+* **reasoning, M = 16 traces** per prompt (``reasoning = {traces = 16,
+  max_new_tokens = --max-new-tokens, seed = 0}``), timed, on every prompt;
+* **M = 1 and M = 4**: timed on the first ``--timing-targets`` target(s) (17
+  prompts each); their traces are, by the per-trace seeds, the first 1 and 4
+  traces of the M = 16 run (the script counts how many are identical), so their
+  estimates are taken from the M = 16 run's first traces on every prompt.
+
+For every M and condition (target) the script reports the composite mean
+``E[S]`` (sum over the 17 items of the item means) and two standard errors,
+both **measured from the same traces** at the same M:
+
+* **Rao--Blackwell** (what xlikert stores): ``pmf`` is the mean over traces of the
+  exact answer PMF after each trace. SE = sqrt(sum over items of the sample
+  variance over the 16 traces of the item mean, / M); at M = 16 it is also the
+  run's own ``pmf``-based value.
+* **sampling the answers as well**: for every trace one answer is drawn from its
+  exact conditional PMF (numpy, seeded: statistically the model's own sampler
+  restricted to the valid answers), the estimate is the mean of those answers;
+  SE = sqrt(sum over items of the sample variance over the 16 traces of the
+  drawn answer, / M).
+
+``ratio`` = SE(answers sampled) / SE(Rao--Blackwell). The law of total variance
+predicts SE(answers)^2 = SE(RB)^2 + E[within-trace variance] / M; the JSON
+gives that prediction next to the measured value.
+
+The reasoning runs are resumable (``--workdir``); timings of interrupted
+sessions are summed from a sidecar JSON.
+
+Usage::
+
+    python benchmarks/bench_reasoning.py            # 68 prompts, M = 16 (about 2 h on 2 CPU cores)
+    python benchmarks/bench_reasoning.py --quick    # SmolLM2-135M, 1 target x 3 items, M = 4
+
+Writes ``benchmarks/results/reasoning.json`` (``reasoning-quick.json`` with ``--quick``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import format_table, machine, result_path, write_json
+
+
+def _timed_collect(prompts, spec, lm, out: Path, chunk_size: int) -> tuple[Any, dict]:
+    """Run (or resume, or reopen) a reasoning collection; seconds summed over sessions."""
+    from xlikert.collect import collect
+    from xlikert.collect.local import LocalModel
+    from xlikert.collect.reasoning import check_reasoning
+
+    side = out.with_name(out.name + ".timing.json")
+    log = json.loads(side.read_text()) if side.exists() else {"sessions": []}
+    session = {"seconds": 0.0}
+    t0 = time.perf_counter()
+    state = {"last": t0}
+
+    def on_unit(done, total):
+        now = time.perf_counter()
+        session["seconds"] += now - state["last"]
+        state["last"] = now
+        side.write_text(json.dumps({"sessions": [*log["sessions"], session]}, indent=1))
+
+    ds = collect(
+        prompts,
+        [spec],
+        out,
+        chunk_size=chunk_size,
+        progress=True,
+        on_unit=on_unit,
+        loader=lambda s, options, probe=None: LocalModel(lm, options, check_reasoning(s)),
+    )
+    sessions = json.loads(side.read_text())["sessions"] if side.exists() else []
+    seconds = float(sum(s["seconds"] for s in sessions))
+    return ds, {"seconds": seconds, "sessions": len(sessions)}
+
+
+def _item_means(pmf) -> np.ndarray:
+    y = pmf["score"].values.astype(float)
+    return (pmf * y).sum("score").values
+
+
+def estimators(ds, ms: list[int], rng: np.random.Generator) -> dict[str, Any]:
+    """SE of the composite mean per condition for the first M traces, both estimators."""
+    tp = ds.trace_pmf.isel(model=0).transpose("target", "item", "trace", "score")
+    y = tp.score.values.astype(float)
+    p = np.clip(tp.values, 0.0, None)
+    mu = p @ y  # (target, item, trace): exact conditional mean after each trace
+    var_within = p @ y**2 - mu**2
+    # one answer per trace drawn from its exact conditional PMF
+    c = np.cumsum(p, -1)
+    u = rng.random(mu.shape)[..., None] * c[..., -1:]
+    answers = y[np.minimum((c <= u).sum(-1), len(y) - 1)]
+    pool = mu.shape[-1]
+    out: dict[str, Any] = {"targets": [str(t) for t in tp.target.values], "rows": []}
+    s2_rb = mu.var(-1, ddof=1).sum(-1)  # (target,): sum over items of the between-trace var
+    s2_ans = answers.var(-1, ddof=1).sum(-1)
+    s2_pred = s2_rb + var_within.mean(-1).sum(-1)
+    for m in ms:
+        est_rb = mu[..., :m].mean(-1).sum(-1)
+        est_ans = answers[..., :m].mean(-1).sum(-1)
+        own = mu[..., :m].var(-1, ddof=1).sum(-1) / m if m > 1 else np.full(len(est_rb), np.nan)
+        row = {
+            "M": m,
+            "composite_mean_rb": est_rb.tolist(),
+            "composite_mean_answers": est_ans.tolist(),
+            "se_rb": np.sqrt(s2_rb / m).tolist(),
+            "se_answers": np.sqrt(s2_ans / m).tolist(),
+            "se_answers_predicted": np.sqrt(s2_pred / m).tolist(),
+            "se_rb_own_traces": np.sqrt(own).tolist(),
+        }
+        for k in ("se_rb", "se_answers", "se_answers_predicted", "se_rb_own_traces"):
+            row[k + "_mean"] = float(np.nanmean(row[k])) if np.isfinite(row[k]).any() else None
+        row["ratio_answers_over_rb"] = row["se_answers_mean"] / row["se_rb_mean"]
+        out["rows"].append(row)
+    out["pool"] = pool
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true", help="SmolLM2-135M, 1 target x 3 items, M=4")
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--traces", type=int, default=None, help="M of the full run (default 16)")
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="default 128 (quick: 32)")
+    ap.add_argument("--timing-targets", type=int, default=1, help="targets timed at M=1, 4")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--chunk-size", type=int, default=4, help="prompts per saved unit")
+    ap.add_argument(
+        "--workdir", type=Path, default=Path.home() / ".cache" / "xlikert" / "bench-reasoning"
+    )
+    ap.add_argument("--out", type=Path, default=None, help="JSON output path")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    import xlikert
+    from xlikert.collect import collect
+    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.reasoning import trace_texts
+    from xlikert.design import load_experiment
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    wall0 = time.perf_counter()
+    model_name = args.model or (
+        "smollm2-135m-instruct" if args.quick else "qwen2.5-coder-0.5b-instruct"
+    )
+    M = args.traces or (4 if args.quick else 16)
+    max_new = args.max_new_tokens or (32 if args.quick else 128)
+    ms = sorted({1, min(4, M), M})
+    prompts = load_experiment("demo").build_prompts()
+    if args.quick:
+        prompts = prompts.isel(target=[0], item=slice(3))
+    n_prompts = int(prompts.user.size)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    lm = load_model(model_name, range(1, 8))
+    load_s = time.perf_counter() - t0
+    name = model_name.split("/")[-1]
+
+    # ---- thinking off: the exact PMF right after the prompt (warm-up on one prompt first)
+    def off(p):
+        return collect(p, [{"name": name, "source": model_name}], progress=False,
+                       loader=lambda s, o, probe=None: LocalModel(lm, o))  # fmt: skip
+
+    off(prompts.isel(target=[0], item=[0]))
+    t0 = time.perf_counter()
+    ds_off = off(prompts)
+    off_s = time.perf_counter() - t0
+
+    def spec(m: int) -> dict[str, Any]:
+        r = {"traces": m, "max_new_tokens": max_new, "seed": args.seed}
+        return {"name": f"{name}-reasoning", "source": model_name, "reasoning": r}
+
+    tag = f"{name}-T{max_new}-s{args.seed}" + ("-quick" if args.quick else "")
+    runs: dict[int, dict[str, Any]] = {}
+    ds_full, tim = _timed_collect(
+        prompts, spec(M), lm, args.workdir / f"{tag}-M{M}.nc", args.chunk_size
+    )
+    runs[M] = {"prompts": n_prompts, **tim}
+    sub = prompts.isel(target=slice(args.timing_targets))
+    same: dict[int, float] = {}
+    texts_full = trace_texts(ds_full).isel(model=0)
+    for m in ms:
+        if m == M:
+            continue
+        ds_m, tim = _timed_collect(
+            sub, spec(m), lm, args.workdir / f"{tag}-M{m}-sub{args.timing_targets}.nc",
+            args.chunk_size,
+        )  # fmt: skip
+        runs[m] = {"prompts": int(sub.user.size), **tim}
+        a = trace_texts(ds_m).isel(model=0).values
+        b = texts_full.sel(target=ds_m.target).isel(trace=slice(m)).values
+        same[m] = float((a == b).mean())
+        runs[m]["traces_identical_to_full_run"] = same[m]
+        d = np.abs(
+            ds_m.trace_pmf.isel(model=0).values
+            - ds_full.trace_pmf.isel(model=0).sel(target=ds_m.target).isel(trace=slice(m)).values
+        )
+        runs[m]["max_abs_trace_pmf_diff_where_identical"] = float(
+            np.nanmax(np.where((a == b)[..., None], d, np.nan))
+        )
+
+    est = estimators(ds_full, ms, np.random.default_rng(args.seed))
+    full = ds_full.isel(model=0)
+    e_off = _item_means(ds_off.pmf.isel(model=0)).sum(-1)  # (target,)
+    rows_out = []
+    for row in est["rows"]:
+        m = row["M"]
+        r = runs[m]
+        per_prompt = r["seconds"] / r["prompts"] if r["prompts"] else None
+        row.update(
+            {
+                "timed_prompts": r["prompts"],
+                "timed_seconds": r["seconds"],
+                "seconds_per_prompt": per_prompt,
+                "seconds_all_prompts": per_prompt * n_prompts if per_prompt else None,
+                "how_timed": "measured on every prompt"
+                if r["prompts"] == n_prompts
+                else f"measured on {r['prompts']} of {n_prompts} prompts, scaled linearly",
+                "estimates_from": "this run"
+                if m == M
+                else f"the first {m} trace(s) of the M = {M} run (identical traces: "
+                f"{100 * same.get(m, float('nan')):.0f}% of those timed)",
+            }
+        )
+        rows_out.append(row)
+    trunc = full.trace_truncated.values
+    length = full.trace_length.values
+    ends_marker = float(
+        np.mean([t.endswith("Answer:") for t in trace_texts(ds_full).values.ravel()])
+    )
+    result: dict[str, Any] = {
+        "benchmark": "reasoning mode",
+        "quick": args.quick,
+        "model": model_name,
+        "framing": ds_full.attrs["models"][f"{name}-reasoning"]["reasoning_format"],
+        "reasoning": ds_full.attrs["models"][f"{name}-reasoning"]["reasoning"],
+        "design": f"demo experiment (CETSCALE) x {prompts.sizes['target']} targets x "
+        f"{prompts.sizes['item']} items = {n_prompts} prompts",
+        "prompts": n_prompts,
+        "load_s": load_s,
+        "thinking_off": {
+            "seconds": off_s,
+            "composite_mean": e_off.tolist(),
+            "failure_rate": float(1 - ds_off.valid_mass.mean()),
+        },
+        "reasoning_full": {
+            "M": M,
+            "seconds": runs[M]["seconds"],
+            "sessions": runs[M]["sessions"],
+            "failure_rate_after_trace": float(1 - full.trace_valid_mass.mean()),
+            "truncated_share": float((trunc == 1).mean()),
+            "wrote_answer_prefix_share": ends_marker,
+            "mean_trace_tokens": float(length[length >= 0].mean()),
+            "composite_mean": (_item_means(full.pmf).sum(-1)).tolist(),
+            "composite_se_from_pmf_se": np.sqrt(
+                (((full.trace_pmf * full.score).sum("score")).var("trace", ddof=1) / M).sum("item")
+            ).values.tolist(),
+        },
+        "rows": rows_out,
+        "targets": est["targets"],
+        "machine": machine(["torch", "transformers"]),
+        "torch_threads": torch.get_num_threads(),
+        "xlikert_version": xlikert.__version__,
+        "answer_sampling": "one answer per trace drawn from its exact conditional PMF (numpy "
+        f"default_rng({args.seed})), i.e. the model's sampler restricted to the valid answers",
+    }
+    result["wall_s"] = time.perf_counter() - wall0
+
+    print(f"\n{model_name}: {result['design']}; framing {result['framing']['framing']}, "
+          f"max_new_tokens {max_new}; thinking off {off_s:.1f} s")  # fmt: skip
+    table = [
+        [r["M"], r["seconds_all_prompts"], r["seconds_per_prompt"], r["se_rb_mean"],
+         r["se_answers_mean"], r["se_answers_predicted_mean"], r["ratio_answers_over_rb"],
+         r["how_timed"]]
+        for r in rows_out
+    ]  # fmt: skip
+    print(format_table(table, ["M", "time s (all)", "s/prompt", "SE RB", "SE answers",
+                               "SE answers (predicted)", "ratio", "how timed"], "rrrrrrrl"))  # fmt: skip
+    print(f"composite mean per target, thinking off vs reasoning (M = {M}):")
+    for t, a, b, s in zip(est["targets"], e_off, result["reasoning_full"]["composite_mean"],
+                          rows_out[-1]["se_rb"], strict=True):  # fmt: skip
+        print(f"  {t:8s} off {a:6.2f}   reasoning {b:6.2f} +- {s:.2f}")
+    write_json(result_path("reasoning", args.quick, args.out), result)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    raise SystemExit(main())
