@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +17,14 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch
-from test_collect_support import EXTRA, build_tokenizer, nucleus, save_tiny, tiny_prompts
+from test_collect_support import (
+    EXTRA,
+    build_tokenizer,
+    kill_then_resume,
+    nucleus,
+    save_tiny,
+    tiny_prompts,
+)
 
 from xlikert.collect import collect, find_valid_tokens, merge_shards
 from xlikert.collect.tokens import find_space_tokens
@@ -182,31 +186,13 @@ def test_decoding_grid(base, tiny_dir):
 
 
 def test_resume_after_sigkill_equals_clean_run(tiny_dir, tmp_path):
-    clean = tmp_path / "clean.nc"
-    killed = tmp_path / "killed.nc"
-    child = HERE / "test_collect_resume_child.py"
-    env = dict(os.environ, PYTHONPATH=f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    subprocess.run([sys.executable, child, tiny_dir, clean, "0"], check=True, env=env)
-    proc = subprocess.Popen([sys.executable, child, tiny_dir, killed, "0.5"], env=env)
-    partial = tmp_path / "killed.nc.partial"
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list(partial.glob("m*-u*.npz"))) < 3:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    n_done = len(list(partial.glob("m*-u*.npz")))
+    a, b, n_done, rerun = kill_then_resume(tiny_dir, tmp_path, glob="m*-u*.npz", units=3)
     assert 3 <= n_done < 16  # 2 models x 8 units; really interrupted
-    assert not killed.exists()  # nothing looks complete
-    subprocess.run([sys.executable, child, tiny_dir, killed, "0"], check=True, env=env)
-    assert not partial.exists()
-    a, b = xr.open_dataset(clean), xr.open_dataset(killed)
-    for key in ("date_created", "history", "collection_seconds_last_session"):
-        a.attrs.pop(key), b.attrs.pop(key)
-    xr.testing.assert_identical(a.load(), b.load())
+    xr.testing.assert_identical(a, b)
     # a finished run is not recomputed
+    killed = tmp_path / "killed.nc"
     mtime = killed.stat().st_mtime_ns
-    out = subprocess.run([sys.executable, child, tiny_dir, killed, "0"], env=env, timeout=120)
-    assert out.returncode == 0 and killed.stat().st_mtime_ns == mtime
+    assert rerun().returncode == 0 and killed.stat().st_mtime_ns == mtime
 
 
 def test_shards_and_merge(tiny_spec, tmp_path, base):

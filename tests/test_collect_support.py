@@ -8,7 +8,12 @@ chat markers and several surface forms of the scale digits (``"▁3"``, ``"Ġ5"`
 
 from __future__ import annotations
 
+import os
+import signal
 import string
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,18 +27,17 @@ EXTRA = ["▁1", "▁3", "Ġ5", " 6", "Ġ7", "seven", "17", "7.", "▁seven"]
 SPECIAL = ["<pad>", "<unk>", "<s>", "</s>", "<|system|>", "<|user|>", "<|assistant|>"]
 
 
-def build_tokenizer(digits: bool = True, chat: bool = True):
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+def _char_tokenizer(vocab: dict[str, int], pattern: str, fuse: bool = False):
+    """A fast tokenizer that splits text at every match of ``pattern`` (unknown pieces:
+    ``<unk>``), with the special tokens of :data:`SPECIAL`."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    chars = [c for c in string.printable if c not in "\x0b\x0c\r"]
-    if not digits:
-        chars = [c for c in chars if not c.isdigit()]
-    extra = EXTRA if digits else ["seven"]
-    vocab = {t: i for i, t in enumerate(SPECIAL + chars + extra)}
     tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    tok = PreTrainedTokenizerFast(
+    tk.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+    if fuse:  # decode by joining the tokens' text
+        tk.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
         tokenizer_object=tk,
         bos_token="<s>",
         eos_token="</s>",
@@ -41,6 +45,14 @@ def build_tokenizer(digits: bool = True, chat: bool = True):
         unk_token="<unk>",
         additional_special_tokens=SPECIAL[4:],
     )
+
+
+def build_tokenizer(digits: bool = True, chat: bool = True):
+    chars = [c for c in string.printable if c not in "\x0b\x0c\r"]
+    if not digits:
+        chars = [c for c in chars if not c.isdigit()]
+    extra = EXTRA if digits else ["seven"]
+    tok = _char_tokenizer({t: i for i, t in enumerate(SPECIAL + chars + extra)}, ".")
     if chat:
         tok.chat_template = CHAT_TEMPLATE
     return tok
@@ -145,21 +157,8 @@ def build_micro_tokenizer(thinking: bool = True):
     """A tokenizer of 22 tokens (prompt characters outside it are ``<unk>``): digits, a
     space, a newline, three letters and the whole words ``Answer:``, ``<think>``,
     ``</think>``; decoding joins the tokens' text. Every 2-token trace can be enumerated."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     vocab = {t: i for i, t in enumerate(SPECIAL + MICRO_CHARS)}
-    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    tk.decoder = decoders.Fuse()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=tk,
-        bos_token="<s>",
-        eos_token="</s>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        additional_special_tokens=SPECIAL[4:],
-    )
+    tok = _char_tokenizer(vocab, r"[\s\S]", fuse=True)
     tok.add_tokens(MICRO_WORDS)
     tok.chat_template = THINK_TEMPLATE if thinking else CHAT_TEMPLATE
     return tok
@@ -172,3 +171,45 @@ def save_micro(path: Path, seed: int = 1, scale: float = 2.0, thinking: bool = T
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+# ----------------------------------------------------------------------------- kill -9
+HERE = Path(__file__).parent
+
+
+def kill_then_resume(model_dir: Path, tmp_path: Path, *extra: str, glob: str, units: int):
+    """The resume child run once cleanly, and once killed (SIGKILL) as soon as ``units``
+    saved units match ``glob``, then rerun to the end.
+
+    Returns the clean and the resumed file (opened, loaded, their date/history attrs
+    dropped), the number of saved units at the kill, and a function that reruns the
+    child on the resumed output.
+    """
+    env = dict(os.environ, PYTHONPATH=f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    child = HERE / "test_collect_resume_child.py"
+    clean, killed = tmp_path / "clean.nc", tmp_path / "killed.nc"
+
+    def run(out, delay="0", **kw):
+        cmd = [sys.executable, child, model_dir, out, delay, *extra]
+        return subprocess.run(cmd, env=env, timeout=300, **kw)
+
+    run(clean, check=True)
+    proc = subprocess.Popen([sys.executable, child, model_dir, killed, "0.5", *extra], env=env)
+    partial = tmp_path / "killed.nc.partial"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(partial.glob(glob))) < units:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    n_done = len(list(partial.glob(glob)))
+    assert not killed.exists()  # nothing looks complete
+    run(killed, check=True)
+    assert not partial.exists()
+    files = []
+    for path in (clean, killed):
+        with xr.open_dataset(path) as ds:
+            ds = ds.load()
+        for key in ("date_created", "history", "collection_seconds_last_session"):
+            ds.attrs.pop(key)
+        files.append(ds)
+    return files[0], files[1], n_done, lambda: run(killed)

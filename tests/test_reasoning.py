@@ -9,11 +9,6 @@ against an independent forward pass, exactly.
 from __future__ import annotations
 
 import functools
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +19,13 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch
-from test_collect_support import nucleus, save_micro, save_tiny, tiny_prompts
+from test_collect_support import (
+    kill_then_resume,
+    nucleus,
+    save_micro,
+    save_tiny,
+    tiny_prompts,
+)
 
 import xlikert as xl
 from xlikert.collect import collect, merge_shards
@@ -331,27 +332,10 @@ def test_shards_merge_with_traces(tiny_dir, tmp_path, mixed):
 
 
 def test_resume_after_sigkill_equals_clean_run(tiny_dir, tmp_path):
-    clean, killed = tmp_path / "clean.nc", tmp_path / "killed.nc"
-    child = HERE / "test_collect_resume_child.py"
-    env = dict(os.environ, PYTHONPATH=f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    subprocess.run([sys.executable, child, tiny_dir, clean, "0", "reasoning"], check=True, env=env)
-    proc = subprocess.Popen([sys.executable, child, tiny_dir, killed, "0.5", "reasoning"], env=env)
-    partial = tmp_path / "killed.nc.partial"
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list(partial.glob("m001-u*.npz"))) < 2:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    n_done = len(list(partial.glob("m001-u*.npz")))
-    assert 2 <= n_done < 8  # interrupted inside the reasoning model
-    assert not killed.exists()
-    subprocess.run([sys.executable, child, tiny_dir, killed, "0", "reasoning"], check=True, env=env)
-    assert not partial.exists()
-    a, b = xr.open_dataset(clean), xr.open_dataset(killed)
-    for key in ("date_created", "history", "collection_seconds_last_session"):
-        a.attrs.pop(key), b.attrs.pop(key)
+    a, b, n_done, _ = kill_then_resume(tiny_dir, tmp_path, "reasoning", glob="m001-u*.npz", units=2)
+    assert 2 <= n_done < 8  # interrupted inside the reasoning model (8 units)
     assert "trace_text" in a and a.sizes["trace"] == 2
-    xr.testing.assert_identical(a.load(), b.load())
+    xr.testing.assert_identical(a, b)
 
 
 # ----------------------------------------------------------------------------- bad input
