@@ -39,6 +39,8 @@ def results_dataset() -> xr.Dataset:
         "note": None,
         "surface_forms": ["1", "2", "▁3"],
         "mixed": [1, "a"],
+        "one_name": ["Aya-32B"],  # netCDF alone reads a one-element list back as a scalar
+        "one_number": [0.5],
         "temperature": 0.7,
     }
     ds["pmf"].attrs = {"renormalised": True, "units": "probability"}
@@ -56,6 +58,7 @@ def test_results_round_trip(tmp_path):
     assert back.attrs["note"] is None
     assert list(back.attrs["surface_forms"]) == ["1", "2", "▁3"]
     assert back.attrs["mixed"] == [1, "a"]
+    assert back.attrs["one_name"] == ["Aya-32B"] and back.attrs["one_number"] == [0.5]
     assert back["pmf"].attrs["renormalised"] is True
     # loaded into memory, file closed: the path can be replaced at once
     xl.to_netcdf(back, path)

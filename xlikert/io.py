@@ -41,7 +41,7 @@ def _needs_json(value: Any) -> bool:
     if isinstance(value, str):
         return value.startswith(JSON_MARKER)
     if isinstance(value, list | tuple):
-        if len(value) == 0:
+        if len(value) <= 1:  # netCDF reads a one-element list back as a scalar
             return True
         kinds = {type(v) for v in value}
         numeric = all(
