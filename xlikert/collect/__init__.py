@@ -12,6 +12,9 @@ and returns one per-unit record (:mod:`~xlikert.collect.schema`):
 - ``openai`` (:mod:`~xlikert.collect.server`): a model behind an
   OpenAI-compatible server (vLLM, llama.cpp, hosted APIs).
 
+A model entry with ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``
+thinks before it answers: its thoughts are sampled, the answer after each is
+read exactly (:mod:`~xlikert.collect.reasoning`; transformers and vLLM backends).
 The maths they share is in :mod:`xlikert.constraint`. torch, transformers and
 vLLM are imported on first use, not by this package.
 

@@ -15,6 +15,11 @@ Protocol (paper §3 "Constraint", DESIGN.md §5):
   cache reused for every item (checked against an uncached pass at run time);
 * out of memory, the batch is halved and retried, down to one prompt.
 
+Reasoning mode (an entry with ``reasoning = {...}``, :mod:`xlikert.collect.reasoning`):
+the M traces of a prompt are sampled in one batch with a KV cache, each from its
+own seeded stream (:data:`TRACE_SAMPLER`), then each closed trace is read as
+above.
+
 torch and transformers are imported inside functions: importing this module is cheap.
 """
 
