@@ -501,6 +501,9 @@ def _reasoning_section(ds: xr.Dataset, summ: pd.DataFrame, factors, by, out: Pat
     infos = ds.attrs.get("models") or {}
     on = [str(v) for v in ds["model"].values] if "model" in ds.dims else []
     on = [m for m in on if int(n_traces.sel(model=m).max()) > 0]
+    if not on:  # traces without a model dim: not a file collect wrote
+        s.text("The file holds traces but no `model` dim: no per-model trace summary.")
+        return s
     lines = []
     for m in on:
         cell = ds.sel(model=m)
