@@ -37,6 +37,8 @@ Usage::
 
     python benchmarks/bench_reasoning.py            # 68 prompts, M = 16 (about 2 h on 2 CPU cores)
     python benchmarks/bench_reasoning.py --quick    # SmolLM2-135M, 1 target x 3 items, M = 4
+    python benchmarks/bench_reasoning.py --targets 1 --items 6 --max-new-tokens 64
+                                                    # a subset: the JSON says so (subset, design)
 
 Writes ``benchmarks/results/reasoning.json`` (``reasoning-quick.json`` with ``--quick``).
 """
@@ -139,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None)
     ap.add_argument("--traces", type=int, default=None, help="M of the full run (default 16)")
     ap.add_argument("--max-new-tokens", type=int, default=None, help="default 128 (quick: 32)")
+    ap.add_argument("--targets", type=int, default=None, help="first N targets only (of 4)")
+    ap.add_argument("--items", type=int, default=None, help="first N items only (of 17)")
     ap.add_argument("--timing-targets", type=int, default=1, help="targets timed at M=1, 4")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--seed", type=int, default=0)
@@ -167,8 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     max_new = args.max_new_tokens or (32 if args.quick else 128)
     ms = sorted({1, min(4, M), M})
     prompts = load_experiment("demo").build_prompts()
+    n_design = int(prompts.user.size)
     if args.quick:
         prompts = prompts.isel(target=[0], item=slice(3))
+    if args.targets is not None:
+        prompts = prompts.isel(target=slice(args.targets))
+    if args.items is not None:
+        prompts = prompts.isel(item=slice(args.items))
+    subset = args.quick or int(prompts.user.size) < n_design
     n_prompts = int(prompts.user.size)
     args.workdir.mkdir(parents=True, exist_ok=True)
 
@@ -192,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         return {"name": f"{name}-reasoning", "source": model_name, "reasoning": r}
 
     tag = f"{name}-T{max_new}-s{args.seed}" + ("-quick" if args.quick else "")
+    if subset and not args.quick:
+        tag += f"-t{prompts.sizes['target']}i{prompts.sizes['item']}"
     runs: dict[int, dict[str, Any]] = {}
     ds_full, tim = _timed_collect(
         prompts, spec(M), lm, args.workdir / f"{tag}-M{M}.nc", args.chunk_size
@@ -258,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         "design": f"demo experiment (CETSCALE) x {prompts.sizes['target']} targets x "
         f"{prompts.sizes['item']} items = {n_prompts} prompts",
         "prompts": n_prompts,
+        "design_prompts": n_design,
+        "subset": subset,
+        "command": " ".join(["python benchmarks/bench_reasoning.py", *(argv or sys.argv[1:])]),
         "load_s": load_s,
         "thinking_off": {
             "seconds": off_s,
