@@ -86,6 +86,8 @@ class Model(Protocol):
     """A loaded model (or a connection to one) that scores prompts."""
 
     name: str
+    #: ``"exact"`` or ``"topk"`` (bounded): a resumed run must measure in the same mode.
+    mode: str
 
     def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
         """Score ``(system, user)`` prompts: one row per prompt, every variable of the schema."""

@@ -432,7 +432,7 @@ def collect(
 
 def _check_resumed_mode(spec, model, resumed: list[UnitResult]) -> None:
     """A resumed model must measure in the mode its saved units were measured in."""
-    mode = getattr(model, "mode", "exact")
+    mode = model.mode
     before = sorted({r.mode for r in resumed} - {mode})
     if before:
         raise CollectionError(
