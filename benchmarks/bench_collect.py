@@ -102,7 +102,7 @@ def main() -> None:
     import torch
 
     from xlikert.collect import collect
-    from xlikert.collect.backend import load_model
+    from xlikert.collect.local import load_model
     from xlikert.collect.tokens import spaced_answers
     from xlikert.design import load_experiment
 

@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import xlikert
     from xlikert.collect import collect
-    from xlikert.collect.backend import load_model
+    from xlikert.collect.local import load_model
     from xlikert.design import load_experiment
     from xlikert.sampling import composite_moments, standard_error
 

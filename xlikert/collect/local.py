@@ -466,6 +466,8 @@ class LocalModel:
     context leaf; out of memory, the batch size halves (down to one prompt).
     """
 
+    mode = "exact"
+
     def __init__(
         self,
         lm: LoadedModel,
