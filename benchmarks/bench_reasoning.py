@@ -35,7 +35,7 @@ sessions are summed from a sidecar JSON.
 
 Usage::
 
-    python benchmarks/bench_reasoning.py            # 68 prompts, M = 16 (about 2 h on 2 CPU cores)
+    python benchmarks/bench_reasoning.py            # 68 prompts, M = 16 (not run to the end here)
     python benchmarks/bench_reasoning.py --quick    # SmolLM2-135M, 1 target x 3 items, M = 4
     python benchmarks/bench_reasoning.py --targets 1 --items 6 --max-new-tokens 64
                                                     # a subset: the JSON says so (subset, design)
