@@ -70,7 +70,13 @@ def test_server_exact_mode_equals_local_backend(exact, local_one_token):
     assert info["served_owned_by"] == "vllm"
     for v in ("pmf", "valid_mass", "topk_logprob"):
         np.testing.assert_allclose(ds[v], local_one_token[v], atol=1e-4, rtol=0, err_msg=v)
-    assert float((ds.topk_token == local_one_token.topk_token).mean()) == 1.0
+    # the same tokens in the same order, but for near ties (which another CPU may swap)
+    lp = local_one_token.topk_logprob
+    gap = np.minimum(
+        (lp.shift(rank=1) - lp).fillna(np.inf), (lp - lp.shift(rank=-1)).fillna(np.inf)
+    )
+    same = ds.topk_token == local_one_token.topk_token
+    assert bool(same.where(gap > 2e-4, True).all()) and float(same.mean()) > 0.95
     assert "pmf_lower" not in ds
     # the temperature-1 column of the grid, where the nucleus lies in the listed tokens
     t1 = ds.decoding_pmf.sel(temperature=1.0)

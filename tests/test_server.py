@@ -140,6 +140,14 @@ def test_topk_mode_intervals_hold_the_truth(server, tiny_dir, local, variant):
     assert bool((ds.topk_logprob.isel(rank=slice(0, 4)) <= 0).all())
 
 
+def test_a_padded_listing_is_refused_not_certified(server, tiny_dir, tmp_path):
+    # vLLM answers a top-k request batched with a logprob_token_ids request with the
+    # sampled token and -9999 padding: bounds from it would not hold, so it is refused
+    srv = server(padded=True)
+    with pytest.raises(CollectionError, match=r"padding.*logprob_token_ids"):
+        collect(tiny_prompts(2, 3), spec(srv, tiny_dir), tmp_path / "o.nc", progress=False)
+
+
 def test_retries_429_and_dropped_connections(server, tiny_dir, local, tmp_path):
     srv = server(fail_every=3, drop_every=5)
     # almost half the requests fail: a request may fail several times in a row

@@ -15,12 +15,14 @@ class FakeServer:
     (else ignore them, as an older server); ``reject_extras``: answer 400 to them (as
     a strict hosted API); ``logprobs``: False returns ``logprobs: null``;
     ``fail_every``/``drop_every``: every n-th request gets 429 / a dropped
-    connection; ``break_after``: every request after the n-th gets 503.
+    connection; ``break_after``: every request after the n-th gets 503; ``padded``: a
+    top-k listing is the best token then token 0 at -9999, as vLLM answers a top-k
+    request batched with a ``logprob_token_ids`` request.
     """
 
     def __init__(self, model_dir, served="tiny", *, ids=True, reject_extras=False,
                  logprobs=True, fail_every=0, drop_every=0, break_after=0, key=None,
-                 models_endpoint=True):  # fmt: skip
+                 models_endpoint=True, padded=False):  # fmt: skip
         from xlikert.collect.local import Scorer, load_model
 
         self.lm = load_model({"name": "srv", "source": str(model_dir)}, range(1, 8))
@@ -28,6 +30,7 @@ class FakeServer:
         self.served, self.ids, self.reject_extras = served, ids, reject_extras
         self.logprobs, self.fail_every, self.drop_every = logprobs, fail_every, drop_every
         self.break_after, self.key, self.models_endpoint = break_after, key, models_endpoint
+        self.padded = padded
         self.count = 0
         self.queries: set[str] = set()  # query strings the client sent
         self.seen_auth: set[str] = set()
@@ -129,10 +132,13 @@ class FakeServer:
         else:
             chosen = logp.topk(int(body.get("top_logprobs", 0))).indices.tolist()
         best = int(logp.argmax())
+        listed = [(show(i), float(logp[i])) for i in chosen]
+        if self.padded and not body.get("logprob_token_ids"):  # vLLM's mixed-batch answer
+            listed = [(show(best), float(logp[best]))] + [(show(0), -9999.0)] * (len(chosen) - 1)
         entry = {
             "token": show(best),
             "logprob": float(logp[best]),
-            "top_logprobs": [{"token": show(i), "logprob": float(logp[i])} for i in chosen],
+            "top_logprobs": [{"token": t, "logprob": lp} for t, lp in listed],
         }
         return {
             "id": "cmpl-x",

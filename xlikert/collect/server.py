@@ -382,6 +382,8 @@ def _strip_marker(text: str) -> str:
 
 #: Listed entries that may stand outside the rank order (the sampled token, listed first).
 OUT_OF_ORDER = 1
+#: vLLM's floor for a listed log-probability (it writes -inf as -9999): padding, never a rank.
+PADDED_LOGPROB = -9999.0
 
 
 # ---------------------------------------------------------------------------- model
@@ -698,7 +700,16 @@ class ServerModel:
     def _listed(self, obj: dict) -> tuple[list[Any], list[str], np.ndarray]:
         """Distinct listed tokens (key, shown text, log-probability), most probable first."""
         seen: dict[Any, tuple[str, float]] = {}
-        for t, lp in self._entries(obj):
+        entries = self._entries(obj)
+        if any(lp <= PADDED_LOGPROB for _, lp in entries):
+            raise CollectionError(
+                f"model {self.spec.name!r}: server {self.spec.public_url} answered a top-k "
+                "request with padding (log-probabilities of -9999, i.e. -inf), not the k most "
+                "probable tokens: vLLM does this when a request with logprob_token_ids is "
+                "batched with it. xlikert never sends the two kinds together; is another "
+                "client sending logprob_token_ids to this server?"
+            )
+        for t, lp in entries:
             i = self._to_id(t) if self.ids_ok else None
             if self.ids_ok and i is None:
                 raise CollectionError(f"model {self.spec.name!r}: unexpected token {t!r}")
@@ -708,12 +719,10 @@ class ServerModel:
         keys = sorted(seen, key=lambda k: -seen[k][1])
         return keys, [seen[k][0] for k in keys], np.array([seen[k][1] for k in keys])
 
-    def _score_one(self, system: str, user: str, res: UnitResult, r: int) -> None:
-        msgs = self._messages(system, user)
+    def _fill(self, res: UnitResult, r: int, msgs: list, listing: tuple, got: dict | None) -> None:
+        """Write prompt ``r``'s numbers from its top-k listing and (exact mode) its valid ids."""
         S, K, opts = len(self.scale), self.top_k, self.options
-        keys, shown, lps = self._listed(
-            self._request(self._body(msgs, as_ids=self.ids_ok), "a request")
-        )
+        keys, shown, lps = listing
         probs = np.exp(lps)
         scores = np.array([self._score_of(k) for k in keys], dtype=np.int64)
         n = min(K, len(keys))
@@ -722,17 +731,8 @@ class ServerModel:
         counts = self._unlisted_valid(keys)
         rtol = self.spec.logprob_rtol if self.mode == "topk" else 0.0
         b = topk_intervals(probs, scores, S, counts, out_of_order=OUT_OF_ORDER, rtol=rtol)
-        if self.mode == "exact":
+        if got is not None:
             ids = list(self.valid.ids)
-            got = dict(
-                self._listed_ids(self._request(self._body(msgs, ids=ids, as_ids=True), "a request"))
-            )
-            missing = [i for i in ids if i not in got]
-            if missing:
-                raise CollectionError(
-                    f"model {self.spec.name!r}: the server stopped returning valid ids "
-                    f"{missing[:5]} (logprob_token_ids)"
-                )
             # every valid token exactly; the listed ones besides, for the nucleus threshold
             extra = [k for k in keys if k not in got]
             kn_keys = ids + extra
@@ -762,6 +762,19 @@ class ServerModel:
             res.data["decoding_pmf"][r] = np.where(gm[..., None] > 0, g / gm[..., None], np.nan)
         res.data["prompt"][r] = json.dumps(msgs, ensure_ascii=False)
 
+    def _valid_ids(self, msgs: list) -> dict[int, float]:
+        """Exact mode: the log-probability of every valid token id (``logprob_token_ids``)."""
+        ids = list(self.valid.ids)
+        obj = self._request(self._body(msgs, ids=ids, as_ids=True), "a request")
+        got = dict(self._listed_ids(obj))
+        missing = [i for i in ids if i not in got]
+        if missing:
+            raise CollectionError(
+                f"model {self.spec.name!r}: the server stopped returning valid ids "
+                f"{missing[:5]} (logprob_token_ids)"
+            )
+        return got
+
     def _unlisted_valid(self, keys: list[Any]) -> np.ndarray | None:
         """Valid tokens of each score that the list does not hold (None without a tokenizer).
 
@@ -787,11 +800,27 @@ class ServerModel:
         return [(self._to_id(t), lp) for t, lp in self._entries(obj)]
 
     def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
-        """Score the prompts concurrently (``concurrency`` requests in flight)."""
+        """Score the prompts concurrently (``concurrency`` requests in flight).
+
+        All top-k listings first, then (exact mode) all ``logprob_token_ids``
+        requests: the two kinds are never in flight together, because vLLM answers
+        every request of a batch that holds both kinds with the id lists (its
+        sampler prefers ``logprob_token_ids`` for the whole batch), which would
+        replace a listing by the sampled token and padding. :meth:`_listed` refuses
+        such a listing, should another client mix them on the same server.
+        """
         res = UnitResult.empty(len(prompts), self.options.sizes, bounded=self.mode == "topk")
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
-        list(self._pool.map(lambda r: self._score_one(*prompts[r], res, r), range(len(prompts))))
+        msgs = [self._messages(*p) for p in prompts]
+
+        def listing(m: list) -> tuple:
+            return self._listed(self._request(self._body(m, as_ids=self.ids_ok), "a request"))
+
+        listings = list(self._pool.map(listing, msgs))
+        got = list(self._pool.map(self._valid_ids, msgs)) if self.mode == "exact" else None
+        for r in range(len(prompts)):
+            self._fill(res, r, msgs[r], listings[r], got[r] if got is not None else None)
         return res
 
     def close(self) -> None:
