@@ -26,6 +26,7 @@ import inspect
 import time
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -466,43 +467,62 @@ class LocalModel:
         order = sorted(range(len(prompts)), key=lambda r: (len(encoded[r]), r))
         res = UnitResult.empty(len(prompts), opts.sizes)
         L = len(self.leaves)
-        a = 0
-        while a < len(order):
-            bs = max(1, self.batch_size // L)  # one teacher-forced row per (prompt, leaf)
-            left = len(order) - a
-            nb = -(-left // bs)
-            rows = order[a : a + -(-left // nb)]
-            suffixes = [encoded[r][P:] + leaf for r in rows for leaf in self.leaves]
-            try:
-                logits = self.scorer.forward_rows(prefix, cache, suffixes, keep=self.keep)
-                if cache is not None and not self.scorer.checked:
-                    self.scorer.check_prefix_cache(prefix, logits[0, -1], suffixes[0])
-                    if not self.scorer.prefix_cache:
-                        cache = None
-                        continue  # recompute this batch without the cache
-                z = logits.float().cpu().numpy().reshape(len(rows), L, self.keep, -1)
-                z = np.stack([z[:, li, pos] for li, pos in self.where], axis=1)
-                out = read_logits(z, lm.answers, opts)
-            except Exception as exc:
-                if not _is_oom(exc):
-                    raise
-                if len(rows) == 1:
-                    raise self._oom(f"{max(len(encoded[r]) for r in rows)} tokens") from exc
-                self.batch_size = max(1, self.batch_size // 2)  # prompts, not rows
-                self.backoffs += 1
-                _empty_cache()
-                continue
-            for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
-                res.data[key][rows] = out[key]
-            k = out["topk_id"].shape[1]  # fewer than top_k only for a tiny vocabulary
-            res.data["topk_logprob"][rows, :k] = out["topk_logprob"]
-            tok = lm.tokenizer
-            res.data["topk_token"][rows, :k] = [
-                [tok.convert_ids_to_tokens(int(i)) or "" for i in row] for row in out["topk_id"]
-            ]
-            a += len(rows)
+        # The numpy readout of a batch (float64 over the full vocabulary, the bulk of it
+        # in sort/exp/cumsum loops that release the GIL) runs in a worker thread while the
+        # next batch's forward pass runs: the same functions on the same logits, so the
+        # same numbers, with the readout's time hidden behind the forward pass.
+        pending = None  # (rows, future) of the batch whose readout is running
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="xlikert-readout") as pool:
+            a = 0
+            while a < len(order):
+                bs = max(1, self.batch_size // L)  # one teacher-forced row per (prompt, leaf)
+                left = len(order) - a
+                nb = -(-left // bs)
+                rows = order[a : a + -(-left // nb)]
+                suffixes = [encoded[r][P:] + leaf for r in rows for leaf in self.leaves]
+                try:
+                    logits = self.scorer.forward_rows(prefix, cache, suffixes, keep=self.keep)
+                    if cache is not None and not self.scorer.checked:
+                        self.scorer.check_prefix_cache(prefix, logits[0, -1], suffixes[0])
+                        if not self.scorer.prefix_cache:
+                            cache = None
+                            continue  # recompute this batch without the cache
+                    z = logits.float().cpu().numpy().reshape(len(rows), L, self.keep, -1)
+                    z = np.stack([z[:, li, pos] for li, pos in self.where], axis=1)
+                except Exception as exc:
+                    if not _is_oom(exc):
+                        raise
+                    if len(rows) == 1:
+                        raise self._oom(f"{max(len(encoded[r]) for r in rows)} tokens") from exc
+                    self.batch_size = max(1, self.batch_size // 2)  # prompts, not rows
+                    self.backoffs += 1
+                    _empty_cache()
+                    continue
+                if pending is not None:
+                    self._store(res, *pending)
+                pending = (rows, pool.submit(read_logits, z, lm.answers, opts))
+                a += len(rows)
+            if pending is not None:
+                self._store(res, *pending)
         res.data["prompt"][:] = texts
         return res
+
+    def _store(self, res: UnitResult, rows: list[int], readout) -> None:
+        """Write one batch's readout (a future of :func:`read_logits`) into ``res``."""
+        try:
+            out = readout.result()
+        except Exception as exc:
+            if not _is_oom(exc):
+                raise
+            raise self._oom(f"the readout of {len(rows)} prompts") from exc
+        for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
+            res.data[key][rows] = out[key]
+        k = out["topk_id"].shape[1]  # fewer than top_k only for a tiny vocabulary
+        res.data["topk_logprob"][rows, :k] = out["topk_logprob"]
+        tok = self.lm.tokenizer
+        res.data["topk_token"][rows, :k] = [
+            [tok.convert_ids_to_tokens(int(i)) or "" for i in row] for row in out["topk_id"]
+        ]
 
     def _oom(self, what: str) -> CollectionError:
         return CollectionError(
