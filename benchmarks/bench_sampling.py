@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -343,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     from xlikert.sampling import composite_moments, standard_error
 
     wall0 = time.perf_counter()
+    load_before = list(os.getloadavg())  # a shared machine: timings have noise
     model_name = args.model or (
         "smollm2-135m-instruct" if args.quick else "qwen2.5-coder-0.5b-instruct"
     )
@@ -501,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         "same process, and with vLLM n=N in the vLLM venv",
         "ratios": "time_ratio_exact_over_sampling = xlikert / baseline; "
         "speedup_exact_vs_sampling = baseline / xlikert",
+        "load_average_before": load_before,
+        "load_average_after": list(os.getloadavg()),
         "device": str(lm.device),
         "machine": machine(["torch", "transformers"]),
         "xlikert_version": xlikert.__version__,
