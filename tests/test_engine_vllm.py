@@ -160,6 +160,9 @@ def main():
              "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25}]
     collect(prompts, spec, sys.argv[1], progress=False, temperatures=(0.5, 1.0),
             top_ps=(0.9, 1.0))
+    # a 0-10 scale: "10" is two tokens and "1" a prefix of it (multi-token answers)
+    collect(prompts.isel(item=slice(0, 3)), spec, sys.argv[2], progress=False,
+            scale=range(0, 11), temperatures=(1.0,), top_ps=(0.9, 1.0))
 
 if __name__ == "__main__":
     main()
@@ -169,10 +172,10 @@ if __name__ == "__main__":
 def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     script = tmp_path / "run_vllm.py"
     script.write_text(IN_PROCESS)
-    out = tmp_path / "vllm.nc"
+    out, multi = tmp_path / "vllm.nc", tmp_path / "vllm-0-10.nc"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    res = subprocess.run([str(engine_python("vllm")), str(script), str(out)], env=env,
-                         capture_output=True, text=True, timeout=1200)  # fmt: skip
+    res = subprocess.run([str(engine_python("vllm")), str(script), str(out), str(multi)],
+                         env=env, capture_output=True, text=True, timeout=1200)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     from xlikert.io import open_results
 
@@ -198,3 +201,11 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     np.testing.assert_allclose(
         v.decoding_pmf.sel(temperature=1.0, top_p=1.0), v.pmf, atol=1e-12, err_msg="T=1, p=1"
     )
+    # multi-token answers with a stop check, from teacher-forced contexts on both engines
+    vm = open_results(multi)
+    lm = collect(prompts.sel(target=["USA", "China"]).isel(item=slice(0, 3)), spec,
+                 progress=False, scale=range(0, 11), temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
+    assert vm.attrs["models"]["m"]["answers"].startswith("multi-token")
+    assert len(vm.attrs["models"]["m"]["answer_spellings"]) > 11
+    for var in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
+        np.testing.assert_allclose(vm[var], lm[var], atol=1e-4, rtol=0, err_msg=f"0-10 {var}")

@@ -423,6 +423,8 @@ class LocalModel:
     context leaf; out of memory, the batch size halves (down to one prompt).
     """
 
+    mode = "exact"
+
     def __init__(self, lm: LoadedModel, options: CollectOptions):
         self.lm = lm
         self.name = lm.name

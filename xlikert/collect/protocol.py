@@ -69,6 +69,18 @@ class CollectOptions:
             "top_p": len(self.top_ps),
         }
 
+    @property
+    def coords(self) -> dict[str, Any]:
+        """Coordinates of the per-cell dims of the results Dataset."""
+        import numpy as np
+
+        return {
+            "score": np.asarray(self.scale, dtype=np.int64),
+            "rank": np.arange(1, self.top_k + 1),
+            "temperature": np.asarray(self.temperatures),
+            "top_p": np.asarray(self.top_ps),
+        }
+
     def fingerprinted(self) -> dict[str, Any]:
         """The settings that change the numbers (not the batch size or the device)."""
         return {
@@ -86,6 +98,8 @@ class Model(Protocol):
     """A loaded model (or a connection to one) that scores prompts."""
 
     name: str
+    #: ``"exact"`` or ``"topk"`` (bounded): a resumed run must measure in the same mode.
+    mode: str
 
     def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
         """Score ``(system, user)`` prompts: one row per prompt, every variable of the schema."""

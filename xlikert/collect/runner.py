@@ -354,13 +354,7 @@ def collect(
     done: dict[tuple[int, int], UnitResult] = {}
     infos: dict[int, dict[str, Any]] = {}
     if store is not None:
-        for mi, ui, _ in plan.units:
-            r = store.load_unit(mi, ui)
-            if r is not None:
-                done[(mi, ui)] = r
-        for mi in range(len(models)):
-            if (info := store.load_model(mi)) is not None:
-                infos[mi] = info
+        done, infos = store.load(plan.units, len(models))
     total = sum(len(c) for _, _, c in plan.units)
     started = time.perf_counter()
     bar = tqdm(total=total, unit="prompt", desc="collect", disable=not progress, file=sys.stderr,
@@ -404,12 +398,7 @@ def collect(
         user,
         [m["name"] for m in models],
         options.sizes,
-        {
-            "score": np.asarray(options.scale, dtype=np.int64),
-            "rank": np.arange(1, options.top_k + 1),
-            "temperature": np.asarray(options.temperatures),
-            "top_p": np.asarray(options.top_ps),
-        },
+        options.coords,
         [(mi, done[(mi, ui)]) for mi, ui, _ in plan.units],
         infos,
         shard=shard_t,
@@ -432,7 +421,7 @@ def collect(
 
 def _check_resumed_mode(spec, model, resumed: list[UnitResult]) -> None:
     """A resumed model must measure in the mode its saved units were measured in."""
-    mode = getattr(model, "mode", "exact")
+    mode = model.mode
     before = sorted({r.mode for r in resumed} - {mode})
     if before:
         raise CollectionError(

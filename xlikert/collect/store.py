@@ -128,6 +128,14 @@ class PartialStore:
         f = self.path / f"model-{mi:03d}.json"
         return json.loads(f.read_text()) if f.is_file() else None
 
+    def load(
+        self, units: list[tuple[int, int, Any]], n_models: int
+    ) -> tuple[dict[tuple[int, int], UnitResult], dict[int, dict[str, Any]]]:
+        """The saved units among ``(model, unit, cells)`` and the saved model records."""
+        done = {(mi, ui): r for mi, ui, _ in units if (r := self.load_unit(mi, ui)) is not None}
+        infos = {mi: info for mi in range(n_models) if (info := self.load_model(mi)) is not None}
+        return done, infos
+
     def remove(self) -> None:
         """Delete the folder (after the output is written)."""
         shutil.rmtree(self.path, ignore_errors=True)
