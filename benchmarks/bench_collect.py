@@ -1,250 +1,281 @@
-"""Collection throughput: the plain loop a researcher would write vs xlikert.
+"""Collection throughput: the plain loop a researcher would write vs xlikert, against the FLOP limit.
 
-Both run in one process on Qwen2.5-Coder-0.5B-Instruct (built-in offline model)
-over the demo experiment's CETSCALE prompts:
+On Qwen2.5-Coder-0.5B-Instruct (built-in offline model) over the demo experiment's
+CETSCALE prompts (68; ``--quick``: 17), model load excluded, warm (one prompt first):
 
-* plain loop: one prompt per forward pass, full logits at every position,
-  softmax of the last row, gather the digit tokens;
-* xlikert: ``collect`` (batched, left padded, shared system-prompt KV cache,
-  ``logits_to_keep=1``, full-vocabulary float64 log-softmax, decoding grid and
-  top-k included) under the same one-token answer rule as the plain loop;
-* xlikert with its default split-space rule (the bare space token appended to
-  every row, logits kept at the last two positions), the cost of counting
-  answers such as ``"Ġ", "5"`` exactly.
+* plain loop: one prompt per forward pass, full logits at every position, softmax of
+  the last row, gather the digit tokens (the paper's one-token rule);
+* xlikert ``collect``, one-token rule (``split_space=False``, the plain loop's rule):
+  batched, length sorted, left padded, the shared system prompt's KV cache,
+  ``logits_to_keep``, the float64 numpy rules of ``xlikert.constraint`` (log-softmax,
+  decoding grid, top-k) over the full vocabulary;
+* xlikert ``collect``, split-space rule (the default): also the bare space token
+  followed by a digit, exactly (one more token and one more logits row per prompt);
+* vLLM (CPU build), xlikert's in-process vLLM backend on the same model and rule, run in
+  the vLLM venv (``benchmarks/_vllm_child.py``); "not run" when the venv is missing.
 
-It also times a float32 matmul of the model's MLP shape in the same run and
-reports the fraction of the FLOP-bound prompt rate that xlikert reaches
-(useful FLOPs: 2 x parameters touched per real token, plus attention; padding
-counts as waste). Model load time is excluded from both sides.
+Every row gets two numbers against the float32 GEMM rate measured in the same run
+(an ``(M, hidden) x (hidden, intermediate)`` product, the model's MLP shape):
+
+* **hardware utilisation** = executed FLOPs / time / matmul rate; executed FLOPs are
+  read from the shapes of every forward call (``_flops.FlopCounter``: padding,
+  recomputed prefixes and every kept logits row count); for vLLM from each request's
+  prompt length and prefix-cache hits (one logits row per request);
+* **fraction of the useful-FLOP bound** = useful FLOPs / time / matmul rate, i.e.
+  prompts/s over the bound ``matmul rate / useful FLOPs per prompt``; useful FLOPs
+  (``_flops.useful_flops``) are the least the row's answer rule needs: the shared
+  prefix once, each prompt's own tokens once, one lm_head row per logits position read.
+  The plain loop and the one-token rows share one useful count.
+
+Timings: median of ``--repeat`` runs (each in the JSON). The machine may be shared;
+the load average before and after is recorded.
+
+The demo's peak memory is measured by ``bench_memory.py`` (``results/memory.json``);
+the README cites it beside this table.
 
 Usage::
 
-    python benchmarks/bench_collect.py --quick   # 1 target x 17 items, < 1 min warm
-    python benchmarks/bench_collect.py           # 4 targets x 17 items
+    python benchmarks/bench_collect.py --quick   # 1 target x 17 items, 1 repeat
+    python benchmarks/bench_collect.py           # 4 targets x 17 items, 3 repeats
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
-import platform
-import re
+import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import format_table, machine, result_path, write_json
+from _flops import (
+    FlopCounter,
+    full_pass_flops,
+    lm_head_flops,
+    matmul_rate,
+    span_flops,
+    useful_flops,
+)
+from _vllm import run_child
 
-def machine() -> dict:
-    import torch
-
-    cpu = platform.processor()
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        cpu = re.search(r"model name\s*:\s*(.*)", text).group(1)
-    except (OSError, AttributeError):
-        pass
-    info = {
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-    }
-    import transformers
-
-    info["transformers"] = transformers.__version__
-    return info
+GOALS = {"speedup": 3.0, "fraction_of_useful_bound": 0.70}
 
 
-def matmul_flops(device: str, m: int, k: int, n: int, seconds: float = 1.5) -> float:
-    """Sustained float32 GEMM rate (FLOP/s) for an (m, k) x (k, n) product."""
-    import torch
-
-    a = torch.randn(m, k, device=device)
-    b = torch.randn(k, n, device=device)
-    for _ in range(3):
-        a @ b
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        a @ b
-        reps += 1
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return 2.0 * m * k * n * reps / (time.perf_counter() - t0)
+def timed(fn, repeat: int, counter: FlopCounter | None = None) -> dict[str, Any]:
+    """Run ``fn`` ``repeat`` times: seconds of each, and the executed FLOPs of the last."""
+    seconds, result = [], None
+    for _ in range(repeat):
+        if counter is not None:
+            counter.reset()
+        t0 = time.perf_counter()
+        result = fn()
+        seconds.append(time.perf_counter() - t0)
+    return {"seconds": seconds, "median_s": statistics.median(seconds), "result": result,
+            "executed_flops": counter.flops if counter is not None else None}  # fmt: skip
 
 
-def flops_per_token(cfg, context: int) -> float:
-    """Forward FLOPs of one token through the decoder body (no lm_head), at ``context``."""
-    h, L = cfg.hidden_size, cfg.num_hidden_layers
-    heads, kv = cfg.num_attention_heads, cfg.num_key_value_heads
-    hd = getattr(cfg, "head_dim", None) or h // heads
-    proj = h * heads * hd + 2 * h * kv * hd + heads * hd * h
-    mlp = 3 * h * cfg.intermediate_size
-    attn = 2 * heads * hd * context  # QK^T and AV
-    return L * (2 * (proj + mlp) + 2 * attn)
+def vllm_row(args, cfg, useful: float, gemm: float) -> dict[str, Any]:
+    child = ["--model", args.model, "--repeat", "1"]  # minutes per run on 2 cores
+    if args.quick:
+        child += ["--targets", "1"]
+    data = run_child("collect", child)
+    row: dict[str, Any] = {"method": "vLLM (CPU build), xlikert backend='vllm'",
+                           "rule": "one token", "backend": "vllm"}  # fmt: skip
+    if "not_run" in data or "error" in data:
+        row.update({k: data[k] for k in ("not_run", "error") if k in data})
+        return row
+    c = data["collect"]
+    n = c["prompts"]
+    executed = sum(
+        span_flops(cfg, cached, total) + lm_head_flops(cfg) for total, cached in c["requests"]
+    )
+    med = statistics.median(c["seconds"])
+    row.update({
+        "prompts": n, "seconds": c["seconds"], "median_s": med, "prompts_per_s": n / med,
+        "executed_gflop_per_prompt": executed / n / 1e9,
+        "useful_gflop_per_prompt": useful / 1e9,
+        "hardware_utilisation": executed / med / gemm,
+        "fraction_of_useful_bound": useful * n / med / gemm,
+        "requests": len(c["requests"]),
+        "prompt_tokens": sum(t for t, _ in c["requests"]),
+        "prefix_cache_hit_tokens": sum(h for _, h in c["requests"]),
+        "valid_mass": c["valid_mass"],
+        "vllm": data["vllm"], "torch_threads": data["torch_threads"], "load_s": data["load_s"],
+        "engine": data["engine"], "env": data["env"], "child_wall_s": data["wall_s"],
+    })  # fmt: skip
+    return row
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1 target (17 prompts)")
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--quick", action="store_true", help="1 target (17 prompts), 1 repeat")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     ap.add_argument("--device", default=None)
     ap.add_argument("--batch-size", default="auto", help="xlikert batch size (default auto)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "collect.json"))
+    ap.add_argument("--repeat", type=int, default=None, help="timed runs per row (3; quick 1)")
+    ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM row")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    args.repeat = args.repeat or (1 if args.quick else 3)
+    load_before = os.getloadavg()
 
     import torch
 
     from xlikert.collect import collect
-    from xlikert.collect.local import load_model
-    from xlikert.collect.tokens import spaced_answers
+    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.tokens import answer_rule
     from xlikert.design import load_experiment
 
-    exp = load_experiment("demo")
-    prompts = exp.build_prompts()
+    prompts = load_experiment("demo").build_prompts()
     if args.quick:
         prompts = prompts.isel(target=[0])
     n = int(prompts.user.size)
     t0 = time.perf_counter()
     lm = load_model(args.model, range(1, 8), device=args.device, split_space=False)
     load_s = time.perf_counter() - t0
-    lm_split = dataclasses.replace(lm, answers=spaced_answers(lm.tokenizer, lm.valid))
-    model, tok = lm.model, lm.tokenizer
+    valid, answers, _ = answer_rule(lm.tokenizer, range(1, 8), split_space=True)
+    lm_split = dataclasses.replace(lm, valid=valid, answers=answers)
+    model, tok, cfg = lm.model, lm.tokenizer, lm.model.config
     dev = str(lm.device)
-    cfg = model.config
+    counter = FlopCounter(model)
 
     # ---- the plain loop
     digit_ids = list(lm.valid.ids)
-    systems = prompts.system.values.ravel()
-    users = prompts.user.values.ravel()
-    plain_tokens = 0
+    import xarray as xr
 
-    def plain_loop(n=None):
-        nonlocal plain_tokens
-        plain_tokens = 0
+    system, user = (
+        a.transpose("target", "item") for a in xr.broadcast(prompts.system, prompts.user)
+    )
+    pairs = list(zip(map(str, system.values.ravel()), map(str, user.values.ravel()), strict=True))
+
+    def plain_loop(limit=None):
         out = []
-        for s, u in list(zip(systems, users, strict=True))[:n]:
-            msgs = [{"role": "system", "content": str(s)}, {"role": "user", "content": str(u)}]
+        for s, u in pairs[:limit]:
+            msgs = [{"role": "system", "content": s}, {"role": "user", "content": u}]
             text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
             ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids.to(dev)
-            plain_tokens += ids.shape[1]
             with torch.no_grad():
                 logits = model(ids).logits
             p = torch.softmax(logits[0, -1].float(), -1)
             out.append(p[digit_ids].cpu().numpy())
         return out
 
-    plain_loop(1)  # warm-up on one prompt
-    t0 = time.perf_counter()
-    plain_out = plain_loop()
-    plain_s = time.perf_counter() - t0
-
-    # ---- xlikert
-    def run(model, p=prompts):
+    def xlikert(loaded, p=prompts, split=False):
         return collect(
-            p, [{"name": "m", "source": args.model}], progress=False,
-            loader=lambda *a, **k: model, batch_size=bs,
+            p, [{"name": "m", "source": args.model}], progress=False, split_space=split,
+            batch_size=bs, loader=lambda spec, opts, probe: LocalModel(loaded, opts),
         )  # fmt: skip
 
     bs = args.batch_size if args.batch_size == "auto" else int(args.batch_size)
-    one = prompts.isel({d: [0] for d in prompts.user.dims})
-    run(lm, one)  # warm-up on one prompt
-    t0 = time.perf_counter()
-    ds = run(lm)
-    xl_s = time.perf_counter() - t0
-    run(lm_split, one)  # warm-up on one prompt
-    t0 = time.perf_counter()
-    ds_split = run(lm_split)
-    split_s = time.perf_counter() - t0
-    split_added = (ds_split.valid_mass - ds.valid_mass).values.ravel()
+    one = prompts.isel(target=[0], item=[0])
+    plain_loop(1)
+    xlikert(lm, one)
+    xlikert(lm_split, one, split=True)
+    gemm_info = matmul_rate(dev, torch.float32, 256, cfg.hidden_size, cfg.intermediate_size)
+    with counter:
+        plain = timed(plain_loop, args.repeat, counter)
+        one_tok = timed(lambda: xlikert(lm), args.repeat, counter)
+        split = timed(lambda: xlikert(lm_split, split=True), args.repeat, counter)
+    gemm_after = matmul_rate(dev, torch.float32, 256, cfg.hidden_size, cfg.intermediate_size)
+    # the rate measured before and after the timed runs; the mean is the reference
+    gemm = (gemm_info["flops_per_s"] + gemm_after["flops_per_s"]) / 2
+    ds, ds_split = one_tok["result"], split["result"]
 
-    # cross-check: same digit mass
-    plain_vm = np.array([o.sum() for o in plain_out])
-    max_vm_diff = float(np.max(np.abs(plain_vm - ds.valid_mass.values.ravel())))
-
-    # ---- FLOP-bound rate
-    texts = [str(t) for t in ds.prompt.values.ravel()]
-    enc = [lm.encode(t) for t in texts]
+    # ---- FLOPs
+    texts = [str(t) for t in ds.prompt.isel(model=0).transpose("target", "item").values.ravel()]
+    encoded = [lm.encode(t) for t in texts]
     groups: dict[str, list[list[int]]] = {}
-    for s, e in zip(systems, enc, strict=True):
-        groups.setdefault(str(s), []).append(e)
-    useful = 0.0  # xlikert: shared prefix once per group, then each suffix, one lm_head row
-    for es in groups.values():
-        P = 0
-        while min(map(len, es)) - 1 > P and all(e[P] == es[0][P] for e in es):
-            P += 1
-        useful += sum(flops_per_token(cfg, c) for c in range(P))
-        for e in es:
-            useful += sum(flops_per_token(cfg, c) for c in range(P, len(e)))
-            useful += 2 * cfg.hidden_size * cfg.vocab_size
-    flops_prompt = useful / n
-    gemm = matmul_flops(dev, 256, cfg.hidden_size, cfg.intermediate_size)
-    bound = gemm / flops_prompt
-    plain_flops = (
-        sum(
-            sum(flops_per_token(cfg, c) for c in range(len(e)))
-            + 2 * cfg.hidden_size * cfg.vocab_size * len(e)
-            for e in enc
-        )
-        / n
-    )
+    for (s, _), e in zip(pairs, encoded, strict=True):
+        groups.setdefault(s, []).append(e)
+    useful_one = useful_flops(cfg, list(groups.values())) / n
+    useful_split = useful_flops(cfg, list(groups.values()), extra_tokens=1, rows=2) / n
+
+    def row(method, rule_name, t, useful, executed):
+        rate = n / t["median_s"]
+        return {
+            "method": method, "rule": rule_name, "prompts": n, "seconds": t["seconds"],
+            "median_s": t["median_s"], "prompts_per_s": rate,
+            "executed_gflop_per_prompt": executed / n / 1e9,
+            "useful_gflop_per_prompt": useful / 1e9,
+            "hardware_utilisation": executed / t["median_s"] / gemm,
+            "fraction_of_useful_bound": rate * useful / gemm,
+        }  # fmt: skip
+
+    batch = ds.attrs["models"]["m"].get("batch_size")
+    rows = [
+        row("plain loop (1 prompt/forward, full logits)", "one token", plain, useful_one,
+            plain["executed_flops"]),
+        row(f"xlikert `collect` (batch {batch})", "one token", one_tok, useful_one,
+            one_tok["executed_flops"]),
+        row(f"xlikert `collect` (batch {batch})", "split space (default)", split, useful_split,
+            split["executed_flops"]),
+    ]  # fmt: skip
+    plain_s = plain["median_s"]
+    for r in rows:
+        r["speedup_vs_plain"] = plain_s / r["median_s"]
+    plain_vm = np.array([o.sum() for o in plain["result"]])
+    xl_vm = ds.valid_mass.isel(model=0).transpose("target", "item").values.ravel()
+    split_added = (ds_split.valid_mass - ds.valid_mass).values.ravel()
+    if not args.no_vllm:
+        vr = vllm_row(args, cfg, useful_one, gemm)
+        if "median_s" in vr:
+            vr["speedup_vs_plain"] = plain_s / vr["median_s"]
+            vr["max_abs_valid_mass_diff_vs_transformers"] = float(
+                np.max(np.abs(np.asarray(vr.pop("valid_mass")) - xl_vm))
+            )
+        rows.append(vr)
 
     res = {
+        "benchmark": "collect",
+        "quick": args.quick,
         "model": args.model,
         "prompts": n,
+        "repeat": args.repeat,
         "device": dev,
-        "dtype": str(next(model.parameters()).dtype),
+        "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "load_seconds": round(load_s, 2),
-        "plain_loop_prompts_per_s": n / plain_s,
-        "xlikert_prompts_per_s": n / xl_s,
-        "speedup": plain_s / xl_s,
-        "xlikert_split_space_prompts_per_s": n / split_s,
-        "split_space_time_ratio": split_s / xl_s,
+        "matmul": {"before": gemm_info, "after": gemm_after, "gflops": gemm / 1e9},
+        "matmul_gflops": gemm / 1e9,
+        "rows": rows,
+        "plain_loop_full_pass_gflop_per_prompt": full_pass_flops(cfg, encoded) / n / 1e9,
+        "max_abs_valid_mass_diff_plain_vs_xlikert": float(np.max(np.abs(plain_vm - xl_vm))),
         "split_space_valid_mass_added_mean": float(split_added.mean()),
         "split_space_valid_mass_added_max": float(split_added.max()),
-        "xlikert_batch_size": ds.attrs["models"]["m"].get("batch_size"),
-        "matmul_gflops": gemm / 1e9,
-        "useful_gflop_per_prompt_xlikert": flops_prompt / 1e9,
-        "gflop_per_prompt_plain_loop": plain_flops / 1e9,
-        "flop_bound_prompts_per_s": bound,
-        "fraction_of_flop_bound": (n / xl_s) / bound,
-        "plain_loop_fraction_of_flop_bound": (n / plain_s) / (gemm / plain_flops),
-        "max_abs_valid_mass_diff_plain_vs_xlikert": max_vm_diff,
-        "goals": {"speedup": 3.0, "fraction_of_flop_bound": 0.70},
-        "quick": args.quick,
-        "machine": machine(),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "goals": GOALS,
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
+        "machine": machine(["torch", "transformers"]),
     }
-    rows = [
-        ("plain loop (1 prompt/forward, full logits)", res["plain_loop_prompts_per_s"],
-         res["plain_loop_fraction_of_flop_bound"]),
-        ("xlikert collect", res["xlikert_prompts_per_s"], res["fraction_of_flop_bound"]),
-        ("xlikert collect, split space (default)", res["xlikert_split_space_prompts_per_s"],
-         res["fraction_of_flop_bound"] / res["split_space_time_ratio"]),
-    ]  # fmt: skip
-    print(f"\n{args.model} on {dev}, {n} prompts, matmul {res['matmul_gflops']:.1f} GFLOP/s")
-    print(f"{'':44s} {'prompts/s':>10s} {'of FLOP bound':>14s}")
-    for name, rate, frac in rows:
-        print(f"{name:44s} {rate:10.2f} {frac:14.1%}")
-    print(f"speedup {res['speedup']:.2f}x (goal >= 3x); xlikert reaches "
-          f"{res['fraction_of_flop_bound']:.1%} of the FLOP-bound rate (goal >= 70%)")  # fmt: skip
-    print(f"max |valid mass plain - xlikert| = {max_vm_diff:.2e}")
-    print(f"split space: {res['split_space_time_ratio']:.2f}x the one-token time; valid mass "
-          f"added: mean {res['split_space_valid_mass_added_mean']:.2e}, "
-          f"max {res['split_space_valid_mass_added_max']:.2e}")  # fmt: skip
-    out = Path(args.out)
-    if args.quick:
-        out = out.with_name(out.stem + "-quick.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=1))
-    print(f"wrote {out}")
+    table = []
+    for r in rows:
+        if "prompts_per_s" not in r:
+            table.append([r["method"], r["rule"], r.get("not_run") or r.get("error", "")[:60]]
+                         + ["-"] * 5)  # fmt: skip
+            continue
+        table.append([r["method"], r["rule"], r["prompts_per_s"], r["executed_gflop_per_prompt"],
+                      f"{r['hardware_utilisation']:.1%}", r["useful_gflop_per_prompt"],
+                      f"{r['fraction_of_useful_bound']:.1%}", r["speedup_vs_plain"]])  # fmt: skip
+    print(f"\n{args.model} on {dev}, {n} prompts, float32 matmul {gemm / 1e9:.1f} GFLOP/s "
+          f"(before {gemm_info['flops_per_s'] / 1e9:.1f}, after "
+          f"{gemm_after['flops_per_s'] / 1e9:.1f}); median of {args.repeat} run(s)")  # fmt: skip
+    print(format_table(table, ["method", "rule", "prompts/s", "executed GFLOP/prompt",
+                               "hardware util.", "useful GFLOP/prompt", "of useful bound",
+                               "speed-up"], "llrrrrrr"))  # fmt: skip
+    print(
+        f"max |valid mass plain - xlikert| = {res['max_abs_valid_mass_diff_plain_vs_xlikert']:.2e}"
+    )
+    write_json(result_path("collect", args.quick, args.out), res)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

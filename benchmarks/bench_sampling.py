@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -48,6 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import format_table, machine, result_path, write_json
+from _vllm import run_child
 
 PRECISION_TARGETS = (1.0, 0.1, 0.01)
 
@@ -77,13 +79,23 @@ def run_sampling(
     max_seconds: float,
     max_new_tokens: int,
     scale: set[str],
+    shared: bool = False,
 ) -> dict[str, Any]:
     """Sample ``n`` answers per prompt, prompt by prompt, within ``max_seconds``.
 
-    Stops before a ``generate`` call whose expected time would overrun the
-    budget (after at least two calls, or one prompt in full); the time of the whole run is then
-    extrapolated linearly in sequences x prompt tokens.
+    ``shared=False``: ``generate`` with ``num_return_sequences`` (each sequence pays its
+    own prefill). ``shared=True``: one forward pass per prompt (the shared prefill);
+    the first new token of every sequence is drawn from its last-position logits
+    (softmax at temperature 1, ``torch.multinomial``: what ``generate``'s sampler does
+    with top_p = 1 and top_k = 0), and longer answers continue with ``generate`` on
+    the prompt's KV cache expanded to the sequences (``past_key_values``).
+
+    Stops before a call whose expected time would overrun the budget (after at least
+    two calls, or one prompt in full); the time of the whole run is then extrapolated
+    linearly in sequences x prompt tokens.
     """
+    import copy
+
     import torch
 
     model, tok = lm.model, lm.tokenizer
@@ -92,33 +104,60 @@ def run_sampling(
     min_calls = min(len(sizes), 2)  # at least one prompt in full when N <= 2 x chunk
     answers: list[list[int | None]] = []
     elapsed, calls, work_done = 0.0, 0, 0.0
-    work_total = float(n * sum(len(e) for e in encoded))
+    # the work the time is extrapolated in: sequences x prompt tokens (a prefill per
+    # sequence), or prompt tokens (one shared prefill per prompt)
+    work_total = float((1 if shared else n) * sum(len(e) for e in encoded))
     stopped = False
     for ids in encoded:
         x = torch.tensor([ids], device=lm.device)
         mask = torch.ones_like(x)
         got: list[int | None] = []
+        prefill = None
         for size in sizes:
             if calls >= min_calls and elapsed + elapsed / calls > max_seconds:
                 stopped = True
                 break
             t0 = time.perf_counter()
             with torch.no_grad():
-                out = model.generate(
-                    x,
-                    attention_mask=mask,
-                    do_sample=True,
-                    temperature=1.0,
-                    top_p=1.0,
-                    top_k=0,
-                    max_new_tokens=max_new_tokens,
-                    num_return_sequences=size,
-                    pad_token_id=pad,
-                )
-            texts = tok.batch_decode(out[:, x.shape[1] :], skip_special_tokens=True)
+                if not shared:
+                    out = model.generate(
+                        x,
+                        attention_mask=mask,
+                        do_sample=True,
+                        temperature=1.0,
+                        top_p=1.0,
+                        top_k=0,
+                        max_new_tokens=max_new_tokens,
+                        num_return_sequences=size,
+                        pad_token_id=pad,
+                    )
+                    new = out[:, x.shape[1] :]
+                else:
+                    if prefill is None:  # once per prompt
+                        prefill = model(x, attention_mask=mask, use_cache=True, logits_to_keep=1)
+                    probs = torch.softmax(prefill.logits[0, -1].float(), -1)
+                    first = torch.multinomial(probs, size, replacement=True)[:, None]
+                    new = first
+                    if max_new_tokens > 1:
+                        past = copy.deepcopy(prefill.past_key_values)
+                        past.batch_repeat_interleave(size)
+                        xs = torch.cat([x.expand(size, -1), first], 1)
+                        out = model.generate(
+                            xs,
+                            attention_mask=torch.ones_like(xs),
+                            past_key_values=past,
+                            do_sample=True,
+                            temperature=1.0,
+                            top_p=1.0,
+                            top_k=0,
+                            max_new_tokens=max_new_tokens - 1,
+                            pad_token_id=pad,
+                        )
+                        new = out[:, x.shape[1] :]
+            texts = tok.batch_decode(new, skip_special_tokens=True)
             elapsed += time.perf_counter() - t0
             calls += 1
-            work_done += size * len(ids)
+            work_done += (size if not shared else size / n) * len(ids)
             got += [parse_answer(t, scale, max_new_tokens == 1) for t in texts]
         if got:
             answers.append(got)
@@ -142,8 +181,8 @@ def run_sampling(
         if full
         else (
             f"extrapolated from {sequences} of {n * len(encoded)} sequences "
-            f"({len(complete)} complete of {len(encoded)} prompts), "
-            "linear in sequences x prompt tokens"
+            f"({len(complete)} complete of {len(encoded)} prompts), linear in "
+            + ("prompt tokens (one prefill per prompt)" if shared else "sequences x prompt tokens")
         ),
     }
 
@@ -206,6 +245,73 @@ def empirical(
     return out
 
 
+def analyse(r, n, mean_k, var_k, vm_k, se, n_t, n_k, exact_s, limit) -> dict[str, Any]:
+    """Add SE (analytic, failures discarded, empirical) and time ratios to a sampling run."""
+    answers = r.pop("answers")
+    emp = empirical(answers, n, mean_k, var_k, n_k)
+    # the raw answers (0 = failure), prompt by prompt in target-major order
+    r["answers"] = [[0 if v is None else v for v in a] for a in answers]
+    m = emp.get("prompts", 0)
+    if m:
+        emp["failure_rate_exact"] = float(1.0 - vm_k[:m].mean())
+    se_n = se.sel(n=n)
+    # failures discarded: item k keeps about N * valid_mass_k answers
+    se_adj = np.sqrt((var_k / (n * np.maximum(vm_k, 1e-300))).reshape(n_t, n_k).sum(1))
+    r.update(
+        {
+            "max_seconds": limit,
+            "composite_se_analytic_mean": float(se_n.mean()),
+            "composite_se_analytic_max": float(se_n.max()),
+            "composite_se_analytic_failures_discarded_mean": float(se_adj.mean()),
+            "empirical": emp,
+            "time_ratio_exact_over_sampling": exact_s / r["total_s"],
+            "speedup_exact_vs_sampling": r["total_s"] / exact_s,
+        }
+    )
+    return r
+
+
+def cost_fit(runs: list[dict[str, Any]], prompts: int) -> dict[str, float]:
+    """Seconds per prompt as ``a + b N``, least squares over the budgets timed (a, b >= 0)."""
+    ns = np.array([r["n"] for r in runs], float)
+    t = np.array([r["total_s"] / prompts for r in runs], float)
+    if len(runs) == 1:
+        return {"a": 0.0, "b": float(t[0] / ns[0])}
+    (b, a), *_ = np.linalg.lstsq(np.c_[ns, np.ones_like(ns)], t, rcond=None)
+    if a < 0:  # through the origin
+        a, b = 0.0, float((ns @ t) / (ns @ ns))
+    elif b < 0:
+        a, b = float(t.mean()), 0.0
+    return {"a": float(a), "b": float(b)}
+
+
+def vllm_runs(data, mean_k, var_k, vm_k, se, n_t, n_k, exact_s_vllm) -> list[dict[str, Any]]:
+    """The vLLM child's n=N runs as sampling runs (extrapolated linearly in prompts)."""
+    runs = []
+    for v in data["sampling"]:
+        n, done, total = v["n"], v["prompts_done"], v["prompts_total"]
+        full = done == total
+        r = {
+            "n": n,
+            "answers": [[x or None for x in a] for a in v["answers"]],
+            "prompts_complete": done,
+            "prompts_total": total,
+            "sequences_sampled": n * done,
+            "generate_calls": v["generate_calls"],
+            "measured_s": v["measured_s"],
+            "s_per_sequence": v["measured_s"] / max(n * done, 1),
+            "total_s": v["measured_s"] if full else v["measured_s"] * total / max(done, 1),
+            "extrapolated": not full,
+            "extrapolation": None
+            if full
+            else f"extrapolated from {done} of {total} prompts, linear in prompts",
+            "prompt_tokens_and_cache_hits": v["prompt_tokens_and_cache_hits"],
+        }
+        runs.append(analyse(r, n, mean_k, var_k, vm_k, se, n_t, n_k, exact_s_vllm,
+                            v["max_seconds"]))  # fmt: skip
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -224,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         help="time budget per N (comma separated, one per budget); beyond it: extrapolate",
     )
     ap.add_argument("--max-new-tokens", type=int, default=1)
+    ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM rows")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     args = ap.parse_args(argv)
@@ -232,11 +339,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import xlikert
     from xlikert.collect import collect
-    from xlikert.collect.local import load_model
+    from xlikert.collect.local import LocalModel, load_model
     from xlikert.design import load_experiment
     from xlikert.sampling import composite_moments, standard_error
 
     wall0 = time.perf_counter()
+    load_before = list(os.getloadavg())  # a shared machine: timings have noise
     model_name = args.model or (
         "smollm2-135m-instruct" if args.quick else "qwen2.5-coder-0.5b-instruct"
     )
@@ -251,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         limits = [7.0] * len(budgets) if args.quick else [240.0, 25.0, 25.0][: len(budgets)]
     if len(limits) != len(budgets):
         ap.error("--max-seconds needs one value, or one per budget")
+    shared_limits = [max(x, 60.0) if not args.quick else x for x in limits]
+    vllm_limits = [7.0] * len(budgets) if args.quick else [60.0] * len(budgets)
 
     prompts = load_experiment("demo").build_prompts()
     if n_targets:
@@ -272,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             p,
             [{"name": model_name, "source": model_name}],
             progress=False,
-            loader=lambda *a, **k: lm,
+            split_space=False,
+            loader=lambda spec, opts, probe: LocalModel(lm, opts),
         )
 
     exact(prompts.isel(target=[0], item=[0]))
@@ -288,45 +399,52 @@ def main(argv: list[str] | None = None) -> int:
     vm_k = valid_mass.transpose("target", "item").values.ravel()
     sd_s = np.sqrt(composite_moments(pmf)["var"].values)  # per target
     se = standard_error(pmf, n=budgets)  # (target, n)
+    stats = (mean_k, var_k, vm_k, se, n_t, n_k)
 
     # ---- sampling: prompts in the same order (target-major), rendered the same way
     texts = ds.prompt.isel(model=0).transpose("target", "item").values.ravel()
     encoded = [lm.encode(str(t)) for t in texts]
     tok_scale = {str(v) for v in scale}
-    # warm-up: one short call with the same arguments as the timed ones
-    run_sampling(lm, encoded[:1], 2, 2, 0.0, args.max_new_tokens, tok_scale)
-    runs = []
-    for n, limit in zip(budgets, limits, strict=True):
-        r = run_sampling(lm, encoded, n, chunk, limit, args.max_new_tokens, tok_scale)
-        answers = r.pop("answers")
-        emp = empirical(answers, n, mean_k, var_k, n_k)
-        # the raw answers (0 = failure), prompt by prompt in target-major order
-        r["answers"] = [[0 if v is None else v for v in a] for a in answers]
-        m = emp.get("prompts", 0)
-        if m:
-            emp["failure_rate_exact"] = float(1.0 - vm_k[:m].mean())
-        se_n = se.sel(n=n)
-        # failures discarded: item k keeps about N * valid_mass_k answers
-        se_adj = np.sqrt((var_k / (n * np.maximum(vm_k, 1e-300))).reshape(n_t, n_k).sum(1))
-        r.update(
-            {
-                "max_seconds": limit,
-                "composite_se_analytic_mean": float(se_n.mean()),
-                "composite_se_analytic_max": float(se_n.max()),
-                "composite_se_analytic_failures_discarded_mean": float(se_adj.mean()),
-                "empirical": emp,
-                "time_ratio_exact_over_sampling": exact_s / r["total_s"],
-                "speedup_exact_vs_sampling": r["total_s"] / exact_s,
-            }
-        )
-        runs.append(r)
-        print(
-            f"N={n}: {r['measured_s']:.1f} s measured"
-            + (f" ({r['extrapolation']})" if r["extrapolated"] else "")
-        )
+    samplers: dict[str, dict[str, Any]] = {}
+    for key, shared, lims in (("generate", False, limits), ("shared_prefill", True, shared_limits)):
+        # warm-up: one short call with the same arguments as the timed ones
+        run_sampling(lm, encoded[:1], 2, 2, 0.0, args.max_new_tokens, tok_scale, shared)
+        runs = []
+        for n, limit in zip(budgets, lims, strict=True):
+            r = run_sampling(lm, encoded, n, chunk if not shared else max(chunk, 1000), limit,
+                             args.max_new_tokens, tok_scale, shared)  # fmt: skip
+            runs.append(analyse(r, n, *stats, exact_s, limit))
+            print(f"{key} N={n}: {r['measured_s']:.1f} s measured"
+                  + (f" ({r['extrapolation']})" if r["extrapolated"] else ""), flush=True)  # fmt: skip
+        samplers[key] = {"runs": runs, "exact_s": exact_s}
 
-    # seconds per sampled sequence, from the largest budget measured
-    s_per_seq = runs[-1]["s_per_sequence"]
+    # ---- vLLM: exact collection (backend "vllm") and n=N sampling, in the vLLM venv
+    vllm: dict[str, Any] = {"not_run": "--no-vllm"} if args.no_vllm else {}
+    if not args.no_vllm:
+        child = ["--model", model_name, "--budgets", args.budgets,
+                 "--max-seconds", ",".join(str(x) for x in vllm_limits)]  # fmt: skip
+        child += ["--targets", str(n_t), "--items", str(n_k)]
+        data = run_child("sample", child)
+        if "not_run" in data or "error" in data:
+            vllm = {k: data[k] for k in ("not_run", "error") if k in data}
+        else:
+            c = data["collect"]
+            vllm = {
+                "exact_s": c["seconds"][0],
+                "exact_max_abs_valid_mass_diff_vs_transformers": float(
+                    np.max(np.abs(np.asarray(c["valid_mass"]) - vm_k))
+                ),
+                "vllm": data["vllm"],
+                "load_s": data["load_s"],
+                "torch_threads": data["torch_threads"],
+                "env": data["env"],
+                "child_wall_s": data["wall_s"],
+            }
+            samplers["vllm_n"] = {
+                "runs": vllm_runs(data, *stats, vllm["exact_s"]),
+                "exact_s": vllm["exact_s"],
+            }
+
     n_prompts = len(encoded)
     sd_max = float(sd_s.max())
     # per condition: Var of the composite estimate is sum_k var_k / (N * valid_mass_k)
@@ -337,18 +455,14 @@ def main(argv: list[str] | None = None) -> int:
     for eps in PRECISION_TARGETS:
         n_ideal = math.ceil(need_ideal / eps**2)
         n_req = math.ceil(need_fail / eps**2)
-        t_req = n_req * n_prompts * s_per_seq
-        precision.append(
-            {
-                "se_target": eps,
-                "n_required_no_failures": n_ideal,
-                "n_required": n_req,
-                "sampling_s": t_req,
-                "exact_s": exact_s,
-                "speedup_exact_vs_sampling": t_req / exact_s,
-                "time_ratio_exact_over_sampling": exact_s / t_req,
-            }
-        )
+        row: dict[str, Any] = {"se_target": eps, "n_required_no_failures": n_ideal,
+                               "n_required": n_req, "exact_s": exact_s, "sampling_s": {}}  # fmt: skip
+        for key, sm in samplers.items():
+            fit = sm.setdefault("cost_fit", cost_fit(sm["runs"], n_prompts))
+            t_req = n_prompts * (fit["a"] + fit["b"] * n_req)
+            row["sampling_s"][key] = t_req
+            row.setdefault("speedup_exact_vs_sampling", {})[key] = t_req / sm["exact_s"]
+        precision.append(row)
 
     result: dict[str, Any] = {
         "benchmark": "exact vs sampling",
@@ -361,6 +475,12 @@ def main(argv: list[str] | None = None) -> int:
         "generation": {
             "call": "model.generate(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, "
             f"max_new_tokens={args.max_new_tokens}, num_return_sequences<={chunk})",
+            "shared_prefill": "one forward pass per prompt; the first token of each of the N "
+            "sequences drawn by torch.multinomial from softmax(last logits) (temperature 1, "
+            "no top-p/top-k), longer answers by generate on the KV cache expanded to N rows",
+            "vllm": "SamplingParams(n=N, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0), "
+            "one request per prompt after one n=1 request that fills the prefix cache "
+            "(timed); about 1000 sequences per generate call",
             "parser": "stripped new token must be a scale value; else a failure"
             if args.max_new_tokens == 1
             else "first word, trailing .,;:!) removed, must be a scale value",
@@ -374,83 +494,50 @@ def main(argv: list[str] | None = None) -> int:
             "composite_sd_mean": float(sd_s.mean()),
             "composite_sd_max": sd_max,
         },
-        "sampling": runs,
-        "s_per_sequence_used": s_per_seq,
+        "samplers": samplers,
+        "vllm": vllm,
         "precision": precision,
-        "baseline": "sampling with transformers generate, same model and process",
+        "precision_how": "extrapolated: seconds per prompt fitted as a + b N (least squares, "
+        "a, b >= 0) over the budgets timed, then evaluated at the N each SE target needs",
+        "baseline": "sampling with transformers (per-sequence prefill; shared prefill) in the "
+        "same process, and with vLLM n=N in the vLLM venv",
         "ratios": "time_ratio_exact_over_sampling = xlikert / baseline; "
         "speedup_exact_vs_sampling = baseline / xlikert",
+        "load_average_before": load_before,
+        "load_average_after": list(os.getloadavg()),
         "device": str(lm.device),
         "machine": machine(["torch", "transformers"]),
         "xlikert_version": xlikert.__version__,
     }
 
+    labels = {"generate": "generate (prefill per sequence)",
+              "shared_prefill": "shared prefill", "vllm_n": "vLLM n=N"}  # fmt: skip
     ex_fail = result["exact"]["failure_rate"]
-    rows = [["exact (xlikert)", "inf", exact_s, "-", 0.0, 0.0, "-", ex_fail, 1.0, ""]]
-    for r in runs:
-        emp = r["empirical"]
-        rows.append(
-            [
-                "sampling",
-                r["n"],
-                r["total_s"],
-                r["s_per_sequence"],
+    rows = [["exact (xlikert)", "inf", exact_s, "-", 0.0, "-", ex_fail, 1.0, ""]]
+    if "exact_s" in vllm:
+        rows.append(["exact (xlikert, vLLM)", "inf", vllm["exact_s"], "-", 0.0, "-", "-", 1.0, ""])
+    for key, sm in samplers.items():
+        for r in sm["runs"]:
+            emp = r["empirical"]
+            rows.append([
+                labels[key], r["n"], r["total_s"], r["s_per_sequence"],
                 r["composite_se_analytic_mean"],
-                r["composite_se_analytic_failures_discarded_mean"],
-                emp["composite_se_empirical_mean"]
-                if emp.get("composite_se_empirical_mean") is not None
-                else f"{emp['item_se_empirical_mean']:.3g} (item)"
-                if emp.get("item_se_empirical_mean") is not None
-                else "-",
-                emp.get("failure_rate_sampled"),
-                r["speedup_exact_vs_sampling"],
+                emp.get("composite_se_empirical_mean") or emp.get("item_se_empirical_mean"),
+                emp.get("failure_rate_sampled"), r["speedup_exact_vs_sampling"],
                 r["extrapolation"] or "measured in full",
-            ]
-        )
+            ])  # fmt: skip
     print(f"\n{model_name} on {lm.device}: {result['design']}")
-    print(
-        format_table(
-            rows,
-            [
-                "method",
-                "N/item",
-                "time s",
-                "s/seq",
-                "SE analytic",
-                "SE w/o failures",
-                "SE empirical",
-                "fail rate",
-                "x exact",
-                "note",
-            ],
-            "lrrrrrrrrl",
-        )
-    )
-    print(
-        f"\nSE: of the composite (sum of {n_k} items), mean over conditions; empirical: "
-        "over complete conditions, else per item. exact failure rate "
-        f"{result['exact']['failure_rate']:.3f}"
-    )
-    print(
-        f"\ntime to reach SE <= eps in every condition (SD(S) max {sd_max:.2f}; "
-        "N/item: failures discarded, so N draws leave about N x valid mass answers):"
-    )
-    print(
-        format_table(
-            [
-                [
-                    p["se_target"],
-                    p["n_required_no_failures"],
-                    p["n_required"],
-                    p["sampling_s"],
-                    exact_s,
-                    p["speedup_exact_vs_sampling"],
-                ]
-                for p in precision
-            ],
-            ["SE target", "N (no failures)", "N/item", "sampling s", "exact s", "x exact"],
-        )
-    )
+    print(format_table(rows, ["method", "N/item", "time s", "s/seq", "SE analytic",
+                              "SE empirical", "fail rate", "x exact", "note"],
+                       "lrrrrrrrl"))  # fmt: skip
+    if "not_run" in vllm or "error" in vllm:
+        print(f"vLLM: {vllm.get('not_run') or vllm.get('error')}")
+    print(f"\nextrapolated: time to reach SE <= eps in every condition (SD(S) max {sd_max:.2f}):")
+    print(format_table(
+        [[p["se_target"], p["n_required"], *[p["sampling_s"][k] for k in samplers], exact_s]
+         for p in precision],
+        ["SE target", "N/item", *[f"{labels[k]} s" for k in samplers], "exact s"],
+    ))  # fmt: skip
     result["wall_s"] = time.perf_counter() - wall0
     write_json(result_path("sampling", args.quick, args.out), result)
     return 0

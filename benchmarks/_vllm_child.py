@@ -1,0 +1,184 @@
+"""vLLM (CPU build) timings for bench_collect.py and bench_sampling.py, run in the vLLM venv.
+
+vLLM cannot be imported in the main environment, so the benchmarks run this script
+with the vLLM venv's Python (``benchmarks/_vllm.py`` finds it and sets
+``PYTHONPATH`` to this checkout, so the xlikert measured is this tree's). It
+writes one JSON file the benchmark then reads::
+
+    <vllm python> benchmarks/_vllm_child.py collect --out X.json [--split-space]
+    <vllm python> benchmarks/_vllm_child.py sample --out X.json --budgets 10,100,1000
+
+``collect``: xlikert's in-process vLLM backend (``backend = "vllm"``) on the demo
+prompts, warm (one prompt first), the prefix cache reset before each timed run;
+every request's prompt length and prefix-cache hits are recorded (the executed
+FLOPs), and the valid masses are returned for a cross-check.
+
+``sample``: the same, then the sampler a researcher with vLLM would run: for every
+prompt one request with ``SamplingParams(n=N, max_tokens=1, temperature=1.0,
+top_p=1.0, top_k=0)`` (the N sequences share the prompt's prefill through vLLM's
+prefix cache), parsed like the transformers sampler (stripped text must be a scale
+value, else a failure). A budget whose run would overrun ``--max-seconds`` stops
+early; the parent extrapolates and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+
+def demo_prompts(targets: int | None, items: int | None):
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment("demo").build_prompts()
+    if targets:
+        prompts = prompts.isel(target=slice(targets))
+    if items:
+        prompts = prompts.isel(item=slice(items))
+    return prompts
+
+
+class _Keep:
+    """Hands an open model to ``collect`` without letting it shut the engine down."""
+
+    def __init__(self, model):
+        self.model, self.name = model, model.name
+        self.mode = getattr(model, "mode", "exact")
+
+    def score(self, prompts):
+        return self.model.score(prompts)
+
+    def provenance(self):
+        return self.model.provenance()
+
+    def close(self):
+        pass
+
+
+def open_engine(args):
+    from xlikert.collect import vllm as backend
+    from xlikert.collect.protocol import CollectOptions
+
+    spec = {"name": "m", "source": args.model, "backend": "vllm", "enforce_eager": True,
+            "max_model_len": 2048, "gpu_memory_utilization": args.gpu_memory_utilization,
+            "engine_args": {"block_size": args.block_size}}  # fmt: skip
+    options = CollectOptions(scale=tuple(range(1, 8)), split_space=args.split_space)
+    t0 = time.perf_counter()
+    model = backend.open(spec, options)
+    load_s = time.perf_counter() - t0
+    requests: list[list[int]] = []  # (prompt tokens, tokens served from the prefix cache)
+    generate = model.llm.generate
+
+    def recorded(*a, **k):
+        outs = generate(*a, **k)
+        requests.extend([len(o.prompt_token_ids), int(o.num_cached_tokens or 0)] for o in outs)
+        return outs
+
+    model.llm.generate = recorded
+    return spec, model, requests, load_s
+
+
+def time_collect(args, spec, model, requests, prompts) -> dict:
+    from xlikert.collect import collect
+
+    def run(p):
+        return collect(p, [spec], progress=False, split_space=args.split_space,
+                       loader=lambda *a: _Keep(model))  # fmt: skip
+
+    run(prompts.isel(target=[0], item=[0]))  # warm-up
+    times = []
+    for _ in range(args.repeat):
+        model.llm.reset_prefix_cache()  # no hits carried over from the run before
+        requests.clear()
+        t0 = time.perf_counter()
+        ds = run(prompts)
+        times.append(time.perf_counter() - t0)
+    vm = ds.valid_mass.isel(model=0).transpose("target", "item").values.ravel()
+    return {"seconds": times, "requests": list(requests), "valid_mass": vm.tolist(),
+            "prompts": int(vm.size)}  # fmt: skip
+
+
+def time_sampling(args, model, prompts) -> list[dict]:
+    import xarray as xr
+
+    # the same target-major order as the transformers sampler
+    system, user = (
+        a.transpose("target", "item") for a in xr.broadcast(prompts.system, prompts.user)
+    )
+    texts = [model.template.render(str(s), str(u))
+             for s, u in zip(system.values.ravel(), user.values.ravel(), strict=True)]  # fmt: skip
+    encoded = [model.template.encode(t) for t in texts]
+    scale = {str(v) for v in range(1, 8)}
+    limits = [float(x) for x in args.max_seconds.split(",")]
+    prime = model._sampling(n=1, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0)
+    runs = []
+    for n, limit in zip([int(b) for b in args.budgets.split(",")], limits, strict=True):
+        # no per-request seed: vLLM's CPU sampler rejects seeded requests with n > 1
+        params = model._sampling(n=n, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0)
+        per_call = max(1, 1000 // n)  # prompts per generate call: about 1000 sequences
+        model.llm.reset_prefix_cache()
+        answers, elapsed, calls, cached = [], 0.0, 0, []
+        for a in range(0, len(encoded), per_call):
+            if calls and elapsed + elapsed / calls > limit:
+                break
+            reqs = [model._tokens_prompt(prompt_token_ids=e) for e in encoded[a : a + per_call]]
+            t0 = time.perf_counter()
+            # one request per prompt fills the prefix cache, so the N sequences of the
+            # next request share its prefill (vLLM would otherwise schedule the N children
+            # of a request in one step, each with its own prefill)
+            model.llm.generate(reqs, prime, use_tqdm=False)
+            outs = model.llm.generate(reqs, params, use_tqdm=False)
+            elapsed += time.perf_counter() - t0
+            calls += 1
+            for o in outs:
+                answers.append([int(c.text.strip()) if c.text.strip() in scale else 0
+                                for c in o.outputs])  # fmt: skip
+                cached.append([len(o.prompt_token_ids), int(o.num_cached_tokens or 0)])
+        runs.append({"n": n, "measured_s": elapsed, "generate_calls": calls,
+                     "prompts_done": len(answers), "prompts_total": len(encoded),
+                     "answers": answers, "max_seconds": limit,
+                     "prompt_tokens_and_cache_hits": cached})  # fmt: skip
+        print(f"vllm n={n}: {len(answers)} prompts in {elapsed:.1f} s", flush=True)
+    return runs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("mode", choices=["collect", "sample"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    ap.add_argument("--targets", type=int, default=None)
+    ap.add_argument("--items", type=int, default=None)
+    ap.add_argument("--split-space", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--budgets", default="10,100,1000")
+    ap.add_argument("--max-seconds", default="60,60,60")
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.25)
+    # vLLM caches prefixes in whole blocks; the CPU build's default block (128 tokens) is
+    # longer than the demo prompts (about 64 tokens), so nothing would ever be shared
+    ap.add_argument("--block-size", type=int, default=32)
+    args = ap.parse_args()
+
+    import torch
+    import vllm
+
+    prompts = demo_prompts(args.targets, args.items)
+    spec, model, requests, load_s = open_engine(args)
+    try:
+        out = {"vllm": vllm.__version__, "torch": torch.__version__,
+               "torch_threads": torch.get_num_threads(), "load_s": load_s,
+               "engine": model.provenance()["engine"],
+               "env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_CPU")}}  # fmt: skip
+        out["collect"] = time_collect(args, spec, model, requests, prompts)
+        if args.mode == "sample":
+            out["sampling"] = time_sampling(args, model, prompts)
+    finally:
+        model.close()
+    with open(args.out, "w") as fh:
+        json.dump(out, fh)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""The benchmarks' own machinery: the FLOP count, and the GPU benchmark's code path on the CPU.
+
+No timing is asserted here (speed goals live in ``benchmarks/``); these tests only
+keep the code the benchmarks run from rotting: the GPU benchmark runs end to end in
+its tiny CPU mode and its JSON renders into the README table.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+torch = pytest.importorskip("torch")
+
+
+def _import(name: str, path: Path):
+    loader = importlib.machinery.SourceFileLoader(name, str(path))
+    spec = importlib.util.spec_from_loader(name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def flops():
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield _import("_flops", BENCH / "_flops.py")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def _tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)  # fmt: skip
+    torch.manual_seed(0)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_flop_counter_reads_every_call_shape(flops):
+    model = _tiny_llama()
+    cfg = model.config
+    # parameters one token touches: every Linear of the decoder layers
+    linear = sum(
+        m.weight.numel() for m in model.model.layers.modules() if isinstance(m, torch.nn.Linear)
+    )
+    assert flops.body_params(cfg) == linear
+    ids = torch.randint(0, 97, (3, 5))
+    with flops.FlopCounter(model) as fc, torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)  # every position's logits
+        model(input_ids=ids[:, :2], past_key_values=out.past_key_values, logits_to_keep=1)
+    head = 2 * 32 * 97
+    keys = 4 * 2 * 4 * 8  # 4 x layers x heads x head_dim per key
+    first = 3 * (2 * linear * 5 + keys * (1 + 2 + 3 + 4 + 5) + 5 * head)
+    second = 3 * (2 * linear * 2 + keys * (6 + 7) + 1 * head)
+    assert fc.calls == 2 and fc.tokens == 3 * 7
+    assert fc.flops == pytest.approx(first + second, rel=1e-12)
+    # useful: the shared prefix once, each row's own tokens, one lm_head row each
+    rows = [[1, 2, 3, 4], [1, 2, 3, 9, 9]]
+    want = flops.span_flops(cfg, 0, 3) + flops.span_flops(cfg, 3, 4) + flops.span_flops(cfg, 3, 5)
+    assert flops.useful_flops(cfg, [rows]) == pytest.approx(want + 2 * head)
+
+
+def test_bench_gpu_runs_on_the_cpu_with_a_tiny_config(tmp_path):
+    out = tmp_path / "gpu.json"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    res = subprocess.run(
+        [sys.executable, str(BENCH / "bench_gpu.py"), "--tiny", "--device", "cpu", "--out",
+         str(out)],
+        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert d["tiny"] and d["device"] == "cpu" and d["matmul_tflops"] > 0
+    assert [r["batch_size"] for r in d["rows"]] == [8, 64]
+    for r in d["rows"]:
+        assert r["model"] == "tiny" and r["prompts"] == 68
+        assert r["readout_finite_and_in_range"]
+        # padding and the per-unit prefix are executed, never less than the useful count
+        assert r["executed_gflop_per_prompt"] >= r["useful_gflop_per_prompt"] > 0
+        assert 0 < r["mfu_useful"] <= r["mfu_executed"]
+    assert d["rows"][-1]["numpy_readout"]["prompts_per_s"] > 0
+    groups = d["prompt_lengths"]["groups"]
+    assert sum(len(g["lengths"]) for g in groups) == 68
+    # the README renderer reads these fields
+    run_all = _import("run_all_for_test", BENCH / "run_all")
+    text = "\n".join(run_all.render_gpu(d))
+    assert "| tiny |" in text and "MFU executed" in text
+    missing = run_all.render_gpu({"not_run": "not run: no GPU lent to this task"})
+    assert missing[0].startswith("**not run: no GPU lent to this task**")
