@@ -41,7 +41,9 @@ from ..errors import CollectionError
 from .protocol import CollectOptions
 from .reasoning import (
     check_reasoning,
+    end_of_turn_ids,
     reasoning_format,
+    reasoning_provenance,
     sample_tokens,
     store_traces,
     trace_seed,
@@ -442,13 +444,8 @@ TRACE_SAMPLER = (
 
 def _end_of_turn_ids(lm: LoadedModel) -> set[int]:
     """Token ids that end the model's turn: the generation config's and the tokenizer's EOS."""
-    ids: set[int] = set()
-    for src in (getattr(lm.model, "generation_config", None), lm.model.config, lm.tokenizer):
-        e = getattr(src, "eos_token_id", None)
-        if e is None:
-            continue
-        ids.update(int(x) for x in (e if isinstance(e, list | tuple) else [e]))
-    return ids
+    srcs = (getattr(lm.model, "generation_config", None), lm.model.config, lm.tokenizer)
+    return end_of_turn_ids(*(getattr(src, "eos_token_id", None) for src in srcs))
 
 
 def _empty_cache() -> None:
@@ -676,9 +673,7 @@ class LocalModel:
     def provenance(self) -> dict[str, Any]:
         info = {k: v for k, v in self.lm.provenance.items() if k != "load_seconds"}
         if self.reasoning is not None:
-            info["reasoning"] = dict(self.reasoning)
-            info["reasoning_format"] = self.format.describe()
-            info["reasoning_sampler"] = TRACE_SAMPLER
+            info.update(reasoning_provenance(self.reasoning, self.format, TRACE_SAMPLER))
             info["end_of_turn_ids"] = sorted(self.stop_ids)
         if self.lm.template.system_merged:
             info["system_merged_into_user"] = "true"

@@ -35,7 +35,7 @@ import hashlib
 import math
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,9 @@ __all__ = [
     "combine_traces",
     "decode_trace_text",
     "encode_trace_text",
+    "end_of_turn_ids",
     "reasoning_format",
+    "reasoning_provenance",
     "sample_tokens",
     "store_traces",
     "trace_seed",
@@ -362,6 +364,35 @@ def reasoning_format(tokenizer: Any, config: Mapping[str, Any], name: str) -> Re
     return ReasoningFormat(
         "cot", COT_ANSWER_PREFIX, "", "\n" + COT_ANSWER_PREFIX, instruction, prefill
     )
+
+
+def end_of_turn_ids(*eos: int | Sequence[int] | None) -> set[int]:
+    """The token ids that end a model's turn, from its ``eos_token_id`` values.
+
+    Each value is an id, a list of ids or None (the tokenizer's, the model
+    config's and the generation config's may differ; a sampler stops at any).
+
+    Examples
+    --------
+    >>> sorted(end_of_turn_ids(2, [2, 7], None))
+    [2, 7]
+    """
+    ids: set[int] = set()
+    for e in eos:
+        if e is not None:
+            ids.update(int(x) for x in (e if isinstance(e, list | tuple) else [e]))
+    return ids
+
+
+def reasoning_provenance(
+    config: Mapping[str, Any], fmt: ReasoningFormat, sampler: str
+) -> dict[str, Any]:
+    """The provenance keys of a model in reasoning mode: its settings, format and sampler."""
+    return {
+        "reasoning": dict(config),
+        "reasoning_format": fmt.describe(),
+        "reasoning_sampler": sampler,
+    }
 
 
 # ---------------------------------------------------------------------------- sampling

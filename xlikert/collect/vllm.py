@@ -47,7 +47,14 @@ import numpy as np
 
 from ..errors import CollectionError
 from .protocol import CollectOptions
-from .reasoning import check_reasoning, reasoning_format, store_traces, trace_seed
+from .reasoning import (
+    check_reasoning,
+    end_of_turn_ids,
+    reasoning_format,
+    reasoning_provenance,
+    store_traces,
+    trace_seed,
+)
 from .schema import UnitResult
 from .templates import PromptTemplate
 from .tokens import answer_rule
@@ -133,13 +140,11 @@ def _end_of_turn_ids(folder: str, tokenizer: Any) -> set[int]:
     """The tokenizer's EOS and the generation config's (vLLM stops at both)."""
     from transformers import GenerationConfig
 
-    ids = {tokenizer.eos_token_id}
     try:
         e = GenerationConfig.from_pretrained(folder).eos_token_id
     except OSError:  # no generation_config.json
         e = None
-    ids.update(e if isinstance(e, list | tuple) else [e])
-    return {int(i) for i in ids if i is not None}
+    return end_of_turn_ids(tokenizer.eos_token_id, e)
 
 
 def _salt(texts: Sequence[str]) -> str:
@@ -379,9 +384,7 @@ class VLLMModel:
     def provenance(self) -> dict[str, Any]:
         info = {k: v for k, v in self._prov.items() if k != "load_seconds"}
         if self.reasoning is not None:
-            info["reasoning"] = dict(self.reasoning)
-            info["reasoning_format"] = self.format.describe()
-            info["reasoning_sampler"] = VLLM_TRACE_SAMPLER
+            info.update(reasoning_provenance(self.reasoning, self.format, VLLM_TRACE_SAMPLER))
         if self.template.system_merged:
             info["system_merged_into_user"] = "true"
         info["valid_tokens"] = self.valid.as_records()
