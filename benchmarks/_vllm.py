@@ -1,6 +1,7 @@
 """Run ``_vllm_child.py`` in the vLLM venv and read its JSON (vLLM is not importable here).
 
-The venv is ``$XLIKERT_ENGINES/vllm`` or ``<repo>/.engines/vllm`` (made by
+The venv is ``vllm`` under the engines folder the tests use
+(``tests/engine_support.ENGINES``: ``$XLIKERT_ENGINES`` or ``<repo>/.engines``, made by
 ``tests/engines/install.sh``). Without it, :func:`run_child` returns a
 ``not_run`` record and no numbers.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,13 +19,15 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "tests"))  # where the tests keep the engines
+from engine_support import ENGINES  # noqa: E402
+
 NOT_INSTALLED = "not run: vLLM not installed (tests/engines/install.sh)"
 
 
 def vllm_python() -> Path | None:
     """The vLLM venv's Python, or None when the venv is missing."""
-    engines = Path(os.environ.get("XLIKERT_ENGINES", ROOT / ".engines"))
-    py = engines / "vllm" / "bin" / "python"
+    py = ENGINES / "vllm" / "bin" / "python"
     return py if py.exists() else None
 
 
