@@ -77,6 +77,17 @@ def test_every_variable_the_library_writes_is_reserved():
     assert set(summary.columns) <= set(dims.RESERVED_NAMES)
 
 
+def test_every_variable_and_dim_of_the_collection_schema_is_registered():
+    """dims.py keeps the names by hand (it imports nothing); the schema must not outgrow it."""
+    from xlikert.collect.schema import BOUND_VARIABLES, TRACE_VARIABLES, VARIABLES
+
+    table = {**VARIABLES, **BOUND_VARIABLES, **TRACE_VARIABLES}
+    assert set(table) <= set(dims.RESULT_VARIABLES)
+    assert {d for v in table.values() for d in v.dims} - set(dims.CORE_DIMS) <= set(
+        dims.COLLECTION_DIMS
+    )
+
+
 @pytest.mark.parametrize("name", ["n", "temperature", "E", "grand", "_x", "a:b", "a/b"])
 def test_check_factor_name_rejects(name):
     with pytest.raises(DesignError, match=f"factor {name!r}: the name {name!r} is reserved"):
