@@ -83,6 +83,40 @@ def test_nucleus_equals_the_plain_rule(logits, temp, top_p):
     np.testing.assert_allclose(got, plain_nucleus(p, temp, top_p), atol=1e-12)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31),
+    peak=st.integers(0, 12),  # how far the head stands above the rest: 0 is flat
+    temp=st.sampled_from([0.1, 0.5, 1.0, 1.3]),
+    top_p=st.sampled_from([0.3, 0.8, 0.9]),
+)
+def test_nucleus_over_a_large_vocabulary_equals_the_plain_rule(seed, peak, temp, top_p):
+    """Vocabularies large enough for the partial sort (only the largest logits sorted):
+    integer logits put ties at the cut between the sorted head and the rest."""
+    rng = np.random.default_rng(seed)
+    V = 5000
+    z = rng.integers(-20, 0, V).astype(np.float64)
+    z[rng.choice(V, rng.integers(1, 200), replace=False)] = peak + rng.integers(0, 3, 1)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    q = np.sort(p ** (1 / temp) / (p ** (1 / temp)).sum())[::-1]
+    assume(np.abs(np.cumsum(q) - top_p).min() > 1e-9)
+    need = np.arange(0, V, 7)
+    got = np.exp(nucleus_logprobs(np.log(p), need, [temp], [top_p]))[0, 0]
+    np.testing.assert_allclose(got, plain_nucleus(p, temp, top_p)[need], atol=1e-12)
+
+
+def test_nucleus_keeps_ties_that_straddle_the_sorted_head():
+    """100 tokens tied at the top: the 64 largest alone end inside the tie, so the
+    nucleus must come from a longer head (1024) or the full sort, never from 64."""
+    for V in (5000, 300):  # 5000: the 1024-head; 300: the full sort
+        z = np.full(V, -30.0)
+        z[np.arange(0, 3 * 100, 3)] = 10.0
+        q = np.exp(nucleus_logprobs(z, np.arange(V), [1.0], [0.5]))[0, 0]
+        np.testing.assert_allclose(q[z == 10.0], 1 / 100, rtol=1e-12)
+        assert (q[z < 10] == 0).all()
+
+
 def test_nucleus_from_an_incomplete_list_is_exact_or_nan():
     rng = np.random.default_rng(1)
     p = np.sort(rng.dirichlet(np.full(50, 0.3)))[::-1]
