@@ -163,6 +163,38 @@ def test_batched_equals_unbatched_and_cached_equals_uncached(base, tiny_spec):
     np.testing.assert_allclose(a.pmf, b.pmf, atol=1e-5, rtol=0)
 
 
+def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base, tiny_dir):
+    """Units with the same system prompt reuse its KV cache; the check against an
+    uncached pass is made once per loaded model, not per collect call."""
+    from xlikert.collect.local import LocalModel, load_model
+
+    lm = load_model(str(tiny_dir), range(1, 8))
+    calls = []
+
+    def record(module, args, kwargs):
+        ids = kwargs["input_ids"]
+        calls.append((ids.shape[0], kwargs.get("past_key_values") is None, kwargs["use_cache"]))
+
+    lm.model.register_forward_pre_hook(record, with_kwargs=True)
+
+    def run(**kw):
+        return collect(tiny_prompts(), [{"name": "tiny", "source": str(tiny_dir)}],
+                       progress=False, batch_size=4,
+                       loader=lambda s, o, probe=None: LocalModel(lm, o), **kw)  # fmt: skip
+
+    chunked = run(chunk_size=4)  # 15 prompts, one system prompt: 4 units
+    prefix_runs = [c for c in calls if c == (1, True, True)]
+    uncached = [c for c in calls if not c[2]]
+    assert len(prefix_runs) == 1 and len(uncached) == 1
+    for v in ("pmf", "valid_mass", "decoding_pmf", "topk_logprob"):
+        np.testing.assert_allclose(chunked[v], base[v], atol=1e-5, rtol=0, err_msg=v)
+    calls.clear()
+    again = run()
+    assert [c for c in calls if not c[2]] == []  # checked already: no uncached pass
+    assert again.attrs["models"]["tiny"]["prefix_cache"].startswith("on; checked")
+    np.testing.assert_array_equal(again.pmf, run(chunk_size=64).pmf)
+
+
 def test_decoding_grid(base, tiny_dir):
     native = base.decoding_pmf.sel(temperature=1.0, top_p=1.0)
     np.testing.assert_allclose(native, base.pmf, atol=1e-12)

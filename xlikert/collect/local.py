@@ -327,8 +327,12 @@ class Scorer:
 
     def __init__(self, lm: LoadedModel, *, prefix_cache: bool = True):
         self.lm = lm
-        self.prefix_cache = prefix_cache
-        self.checked = False
+        # The check against an uncached pass is a property of the loaded model (weights,
+        # device, dtype): made once per LoadedModel, its statement kept in the provenance.
+        done = lm.provenance.get("prefix_cache")
+        self.prefix_cache = prefix_cache and not (done or "").startswith("off")
+        self.checked = done is not None
+        self._last_prefix: tuple[tuple[int, ...], Any] | None = None
         params = inspect.signature(lm.model.forward).parameters
         self._keep = "logits_to_keep" in params
 
@@ -337,14 +341,23 @@ class Scorer:
         return self.lm.model.get_input_embeddings().weight.device
 
     def prefix_state(self, prefix: list[int]):
-        """Run ``prefix`` once; returns its KV cache (or None when caching is off/empty)."""
+        """Run ``prefix`` once; returns its KV cache (or None when caching is off/empty).
+
+        The last prefix's cache is kept: consecutive units with the same shared prefix
+        (the same system prompt) reuse it instead of recomputing it. Callers copy it
+        before extending it.
+        """
         import torch
 
         if not self.prefix_cache or not prefix:
             return None
+        key = tuple(prefix)
+        if self._last_prefix is not None and self._last_prefix[0] == key:
+            return self._last_prefix[1]
         ids = torch.tensor([prefix], device=self.input_device)
         with torch.inference_mode():
             out = self.lm.model(input_ids=ids, use_cache=True, **self._kw())
+        self._last_prefix = (key, out.past_key_values)
         return out.past_key_values
 
     def _kw(self, keep: int = 1) -> dict:

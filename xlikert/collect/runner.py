@@ -273,7 +273,7 @@ def collect(
     scale
         Scale values; defaults to the prompts' ``score`` coord or ``scale_min``/``scale_max`` attrs.
     batch_size
-        Prompts per forward pass, or ``"auto"`` (8 on CPU, 64 on CUDA), halved on
+        Prompts per forward pass, or ``"auto"`` (16 on CPU, 64 on CUDA), halved on
         out-of-memory (transformers backend).
     device, dtype, device_map, trust_remote_code
         Defaults for model entries that do not set them (local engines).
