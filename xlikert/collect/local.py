@@ -448,8 +448,9 @@ class Scorer:
 # ---------------------------------------------------------------------------- the model
 #: How the transformers backend samples a trace; stored in the model's provenance.
 TRACE_SAMPLER = (
-    "transformers backend: the M traces of a prompt in one batch (finished ones leave it), "
-    "KV cache, no padding; each draws from its own numpy PCG64 stream seeded with trace_seed("
+    "transformers backend: the M traces of a prompt in one batch with a KV cache (a finished "
+    "trace stays in it, fed padding hidden by the attention mask, and the answer after it is "
+    "read on that cache); each draws from its own numpy PCG64 stream seeded with trace_seed("
     "seed, prompt text, index): u ~ U[0, 1), token = inverse CDF of nucleus_logprobs(logits, "
     "temperature, top_p) over the full vocabulary in float64 (DECODING_TIE_RULE)"
 )
@@ -604,13 +605,17 @@ class LocalModel:
             ids = lm.encode(text)
             seeds = [trace_seed(cfg["seed"], text, k) for k in range(M)]
             try:
-                traces, ends, cache = self._sample(ids, seeds)
+                traces, ends, state = self._sample(ids, seeds)
+                suffixes = [t + closing[e == "marker"] for t, e in zip(traces, ends, strict=True)]
+                out = None
+                if self.scorer.prefix_cache:
+                    out = self._read_after_traces(ids, state, traces, ends, closing)
+                if out is None:  # prefix caching off: every trace teacher-forced afresh
+                    out = self._read(ids, None, suffixes)
             except Exception as exc:
                 if not _is_oom(exc):
                     raise
                 raise self._oom(f"{M} traces of up to {cfg['max_new_tokens']} tokens") from exc
-            suffixes = [t + closing[e == "marker"] for t, e in zip(traces, ends, strict=True)]
-            out = self._read(ids, cache if self.scorer.prefix_cache else None, suffixes)
             words = [tok.decode(t, skip_special_tokens=False) for t in traces]
             store_traces(res, b, out, traces, ends, seeds, words)
         res.data["prompt"][:] = texts
@@ -624,29 +629,35 @@ class LocalModel:
         entry's temperature and top-p. A trace ends when the model writes the
         end marker (``"marker"``, the marker kept in the trace), an end-of-turn
         token (``"eos"``, the token dropped) or reaches ``max_new_tokens``
-        (``"length"``). Finished traces leave the batch. Returns the traces'
-        token ids, how each ended, and the prompt's KV cache.
+        (``"length"``). A finished trace stays in the batch, fed a padding token
+        that the attention mask hides, so that its KV cache is there to read the
+        answer after it (:meth:`_read_after_traces`). Returns the traces' token
+        ids, how each ended, and the batch's state: the KV cache, the attention
+        mask over it and the number of real tokens of each row.
         """
         import torch
 
         cfg = self.reasoning
         model, dev = self.lm.model, self.scorer.input_device
         M = len(seeds)
+        pad = self.lm.tokenizer.pad_token_id
+        pad = 0 if pad is None else pad
         rngs = [np.random.Generator(np.random.PCG64(s)) for s in seeds]
         with torch.inference_mode():
             out = model(input_ids=torch.tensor([ids], device=dev), use_cache=True,
                         **self.scorer._kw())  # fmt: skip
-            cache = out.past_key_values
-            past = copy.deepcopy(cache)
+            past = out.past_key_values
             if M > 1:
                 past.batch_repeat_interleave(M)
             logits = np.repeat(out.logits[:, -1].float().cpu().numpy(), M, axis=0)
+            mask = torch.ones((M, len(ids)), dtype=torch.long, device=dev)
+            n_real = np.full(M, len(ids))
             gen: list[list[int]] = [[] for _ in range(M)]
             ends: list[str | None] = [None] * M
-            active = list(range(M))
             for step in range(cfg["max_new_tokens"]):
+                active = [r for r in range(M) if ends[r] is None]
                 u = np.array([rngs[r].random() for r in active])
-                drawn = sample_tokens(logits, u, cfg["temperature"], cfg["top_p"])
+                drawn = sample_tokens(logits[active], u, cfg["temperature"], cfg["top_p"])
                 for r, t in zip(active, drawn.tolist(), strict=True):
                     if t in self.stop_ids:
                         ends[r] = "eos"
@@ -654,23 +665,76 @@ class LocalModel:
                     gen[r].append(t)
                     if self._wrote_marker(gen[r]):
                         ends[r] = "marker"
-                still = [r for r in active if ends[r] is None]
-                if not still:
+                live = [ends[r] is None for r in range(M)]
+                if not any(live):
                     break
                 if step == cfg["max_new_tokens"] - 1:
-                    for r in still:
-                        ends[r] = "length"
+                    for r in range(M):
+                        if live[r]:
+                            ends[r] = "length"
                     break
-                if len(still) < len(active):
-                    keep = [i for i, r in enumerate(active) if ends[r] is None]
-                    past.batch_select_indices(torch.tensor(keep, device=dev))
-                active = still
-                nxt = torch.tensor([[gen[r][-1]] for r in active], device=dev)
-                out = model(input_ids=nxt, past_key_values=past, use_cache=True,
-                            **self.scorer._kw())  # fmt: skip
+                nxt = torch.tensor([[gen[r][-1] if live[r] else pad] for r in range(M)],
+                                   device=dev)  # fmt: skip
+                mask = torch.cat(
+                    [mask, torch.tensor(live, device=dev, dtype=mask.dtype)[:, None]], 1
+                )
+                out = model(input_ids=nxt, attention_mask=mask,
+                            position_ids=torch.tensor(n_real, device=dev)[:, None],
+                            past_key_values=past, use_cache=True, **self.scorer._kw())  # fmt: skip
+                n_real += np.asarray(live)
                 past = out.past_key_values
                 logits = out.logits[:, -1].float().cpu().numpy()
-        return gen, ends, cache
+        return gen, ends, (past, mask, n_real)
+
+    def _read_after_traces(self, ids, state, traces, ends, closing) -> dict[str, np.ndarray] | None:
+        """:func:`read_logits` after every closed trace, on the KV cache of its sampling.
+
+        The tokens of a trace are in the cache already (all but a last sampled
+        token that was never fed); only that token, the closing text and the
+        answer's teacher-forced leaves are run, one row per (trace, leaf), left
+        padded and masked like :meth:`Scorer.forward_rows`. The first read of a
+        model is checked against an uncached pass of the whole text
+        (:meth:`Scorer.check_prefix_cache`); None when that check turned caching off.
+        """
+        import torch
+
+        past, mask, n_real = state
+        dev = self.scorer.input_device
+        L = len(self.leaves)
+        pad = self.lm.tokenizer.pad_token_id
+        pad = 0 if pad is None else pad
+        # never fed: the last token of a trace that ended on the marker or the length
+        fresh = [t[-1:] if e != "eos" else [] for t, e in zip(traces, ends, strict=True)]
+        rows = [f + closing[e == "marker"] + leaf
+                for f, e in zip(fresh, ends, strict=True) for leaf in self.leaves]  # fmt: skip
+        width = max(len(r) for r in rows)
+        chunk = torch.full((len(rows), width), pad, dtype=torch.long)
+        att = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            chunk[i, width - len(r) :] = torch.tensor(r)
+            att[i, width - len(r) :] = 1
+        chunk, att = chunk.to(dev), att.to(dev)
+        if L > 1:
+            past.batch_repeat_interleave(L)
+        base = torch.tensor(np.repeat(n_real, L), device=dev)[:, None]
+        with torch.inference_mode():
+            out = self.lm.model(
+                input_ids=chunk,
+                attention_mask=torch.cat([mask.repeat_interleave(L, 0), att], 1),
+                position_ids=base + (att.cumsum(-1) - 1).clamp(min=0),
+                past_key_values=past,
+                use_cache=True,
+                **self.scorer._kw(self.keep),
+            )
+        logits = out.logits[:, -self.keep :, :]
+        if not self.scorer.checked:
+            whole = traces[0][: len(traces[0]) - len(fresh[0])] + rows[0]
+            self.scorer.check_prefix_cache(ids, logits[0, -1], whole)
+            if not self.scorer.prefix_cache:
+                return None
+        z = logits.float().cpu().numpy().reshape(len(traces), L, self.keep, -1)
+        z = np.stack([z[:, li, pos] for li, pos in self.where], axis=1)
+        return read_logits(z, self.lm.answers, self.options)
 
     def _wrote_marker(self, ids: list[int]) -> bool:
         marker = self.format.marker

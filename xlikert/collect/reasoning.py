@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..constraint import nucleus_logprobs
+from ..constraint import _logsumexp, nucleus_logprobs
 from ..errors import CollectionError
 
 __all__ = [
@@ -427,10 +427,14 @@ def sample_tokens(
     """
     z = np.asarray(logits, dtype=np.float64)
     V = z.shape[-1]
-    lp = nucleus_logprobs(z, np.arange(V), [temperature], [top_p])[:, 0, 0, :]
+    if top_p >= 1:  # the same numbers as nucleus_logprobs' top_p = 1 branch, fewer passes
+        lp = z / temperature - _logsumexp(z / temperature)
+    else:
+        lp = nucleus_logprobs(z, np.arange(V), [temperature], [top_p])[:, 0, 0, :]
     c = np.cumsum(np.exp(lp), axis=-1)
     u = np.asarray(uniforms, dtype=np.float64) * c[:, -1]
-    idx = (c <= u[:, None]).sum(-1)
+    # the number of cumulative values <= u (c is non-decreasing): a binary search per row
+    idx = np.array([np.searchsorted(c[b], u[b], side="right") for b in range(len(c))])
     # never past the last token with positive probability (round-off at the top)
     last = V - 1 - np.argmax(np.isfinite(lp)[:, ::-1], axis=-1)
     return np.minimum(idx, last).astype(np.int64)
