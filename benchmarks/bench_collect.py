@@ -1,7 +1,8 @@
 """Collection throughput: the plain loop a researcher would write vs xlikert, against the FLOP limit.
 
 On Qwen2.5-Coder-0.5B-Instruct (built-in offline model) over the demo experiment's
-CETSCALE prompts (68; ``--quick``: 17), model load excluded, warm (one prompt first):
+CETSCALE prompts (68; ``--quick``: 17), model load excluded, warm (one prompt first;
+that run also makes the prefix-cache check, which is made once per loaded model):
 
 * plain loop: one prompt per forward pass, full logits at every position, softmax of
   the last row, gather the digit tokens (the paper's one-token rule);

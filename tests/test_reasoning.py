@@ -238,6 +238,26 @@ def test_variance_is_at_most_that_of_sampling_the_answer(micro_dir):
     np.testing.assert_allclose(y[drawn].var(ddof=1), vmean_answer, rtol=0.3)
 
 
+def test_sample_tokens_inverts_the_cdf_of_the_decoding_rule():
+    """The sampler's draw is the inverse CDF of nucleus_logprobs over the vocabulary in
+    vocabulary order, for top_p = 1 (its own shorter path) and top_p < 1 alike; a masked
+    (-inf) tail is never drawn."""
+    from xlikert.collect.reasoning import sample_tokens
+    from xlikert.constraint import nucleus_logprobs
+
+    rng = np.random.default_rng(4)
+    z = rng.normal(scale=3.0, size=(8, 3000))
+    z[:, -50:] = -np.inf
+    for temp, top_p in ((1.0, 1.0), (0.7, 1.0), (1.3, 0.9)):
+        q = np.exp(nucleus_logprobs(z, np.arange(z.shape[1]), [temp], [top_p])[:, 0, 0])
+        for u in (rng.random(8), np.full(8, 1 - 1e-16), np.zeros(8)):
+            c = np.cumsum(q, -1)
+            last = z.shape[1] - 1 - np.argmax((q > 0)[:, ::-1], axis=-1)
+            want = np.minimum((c <= u[:, None] * c[:, -1:]).sum(-1), last)
+            assert (want < z.shape[1] - 50).all()
+            np.testing.assert_array_equal(sample_tokens(z, u, temp, top_p), want)
+
+
 # ----------------------------------------------------------------------------- the file
 @pytest.fixture(scope="module")
 def mixed(tiny_dir) -> xr.Dataset:

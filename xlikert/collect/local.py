@@ -496,8 +496,8 @@ class LocalModel:
             self.stop_ids = _end_of_turn_ids(lm)
         self.scorer = Scorer(lm, prefix_cache=options.prefix_cache)
         bs = options.batch_size
-        # CPU: 16 prompts per batch reached 51% of the useful-FLOP bound on Qwen2.5-0.5B
-        # against 48% at 8 (benchmarks/bench_collect.py); wider batches pad more
+        # CPU: 16 prompts per batch beat 8 on Qwen2.5-0.5B (51% against 48% of the
+        # useful-FLOP bound, benchmarks/bench_collect.py, 2 cores); wider batches pad more
         self.batch_size = (
             (64 if str(lm.device).startswith("cuda") else 16) if bs == "auto" else int(bs)
         )
