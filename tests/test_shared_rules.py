@@ -117,6 +117,14 @@ def test_nucleus_keeps_ties_that_straddle_the_sorted_head():
         assert (q[z < 10] == 0).all()
 
 
+def test_nucleus_with_no_token_asked_for():
+    """A listing with no valid token asks for none: an empty grid, not an error."""
+    lp = np.log([[0.5, 0.3, 0.2]])
+    for kw in ({}, {"unlisted_max": 0.1}):
+        out = nucleus_logprobs(lp, np.array([], dtype=int), [1.0], [0.5, 1.0], **kw)
+        assert out.shape == (1, 1, 2, 0)
+
+
 def test_nucleus_from_an_incomplete_list_is_exact_or_nan():
     rng = np.random.default_rng(1)
     p = np.sort(rng.dirichlet(np.full(50, 0.3)))[::-1]

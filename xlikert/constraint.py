@@ -534,10 +534,10 @@ def nucleus_logprobs(
         return out
     # top_p < 1: row by row, over the row's values sorted in descending order, or only
     # as many of the largest as hold every nucleus asked for (_descending_head)
-    n = z.shape[-1]
-    z2, zn2 = z.reshape(-1, n), zn.reshape(-1, need.size)
-    out2 = out.reshape(-1, len(temps), len(tops), need.size)
-    lse2 = {ti: lse.reshape(-1) for ti, lse in lses.items()}
+    rows = int(np.prod(lead, dtype=np.int64))
+    z2, zn2 = z.reshape(rows, z.shape[-1]), zn.reshape(rows, need.size)
+    out2 = out.reshape(rows, len(temps), len(tops), need.size)
+    lse2 = {ti: lse.reshape(rows) for ti, lse in lses.items()}
     if not complete:
         bound = np.broadcast_to(np.asarray(unlisted_max, dtype=np.float64), lead).reshape(-1)
     for r in range(z2.shape[0]):
