@@ -588,17 +588,21 @@ def _descending_head(
     while 4 * k < n:
         part = np.partition(z, n - k - 1)  # the k largest after position n - k - 1
         head, rest = np.sort(part[n - k :])[::-1], part[n - k - 1]
-        holds = True
-        for temp, lse in levels:
-            csum = np.cumsum(np.exp(head / temp - lse))
-            for top_p in top_ps:
-                reached = csum >= top_p
-                if not (reached.any() and head[reached.argmax()] > rest):
-                    holds = False
-        if holds:
+        if all(_threshold_inside(head, rest, temp, lse, top_ps) for temp, lse in levels):
             return head
         k *= 16
     return np.sort(z)[::-1]
+
+
+def _threshold_inside(head, rest, temp: float, lse: float, top_ps) -> bool:
+    """Whether every nucleus at temperature ``temp`` ends inside ``head`` (sorted,
+    descending) at a value strictly above ``rest``, the largest value left out."""
+    csum = np.cumsum(np.exp(head / temp - lse))
+    for top_p in top_ps:
+        reached = csum >= top_p
+        if not (reached.any() and head[reached.argmax()] > rest):
+            return False
+    return True
 
 
 def _logsumexp(z: np.ndarray) -> np.ndarray:

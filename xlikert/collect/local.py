@@ -360,6 +360,25 @@ class Scorer:
         self._last_prefix = (key, out.past_key_values)
         return out.past_key_values
 
+    @property
+    def pad_id(self) -> int:
+        """The id fed where a row has no token (hidden by the attention mask)."""
+        pad = self.lm.tokenizer.pad_token_id
+        return 0 if pad is None else pad
+
+    def left_pad(self, rows: list[list[int]]):
+        """``(ids, attention)`` tensors ``(len(rows), longest)`` on the model's device,
+        each row right-aligned behind padding (attention 0 there)."""
+        import torch
+
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        att = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r) :] = torch.tensor(r)
+            att[i, width - len(r) :] = 1
+        return ids.to(self.input_device), att.to(self.input_device)
+
     def _kw(self, keep: int = 1) -> dict:
         return {"logits_to_keep": keep} if self._keep else {}
 
@@ -376,15 +395,7 @@ class Scorer:
 
         dev = self.input_device
         B = len(suffixes)
-        L = max(len(s) for s in suffixes)
-        pad = self.lm.tokenizer.pad_token_id
-        pad = 0 if pad is None else pad
-        ids = torch.full((B, L), pad, dtype=torch.long)
-        att = torch.zeros((B, L), dtype=torch.long)
-        for r, s in enumerate(suffixes):
-            ids[r, L - len(s) :] = torch.tensor(s)
-            att[r, L - len(s) :] = 1
-        ids, att = ids.to(dev), att.to(dev)
+        ids, att = self.left_pad(suffixes)
         with torch.inference_mode():
             if cache is not None:
                 P = len(prefix)
@@ -606,12 +617,12 @@ class LocalModel:
             seeds = [trace_seed(cfg["seed"], text, k) for k in range(M)]
             try:
                 traces, ends, state = self._sample(ids, seeds)
-                suffixes = [t + closing[e == "marker"] for t, e in zip(traces, ends, strict=True)]
                 out = None
                 if self.scorer.prefix_cache:
                     out = self._read_after_traces(ids, state, traces, ends, closing)
                 if out is None:  # prefix caching off: every trace teacher-forced afresh
-                    out = self._read(ids, None, suffixes)
+                    closed = [t + closing[e == "marker"] for t, e in zip(traces, ends, strict=True)]
+                    out = self._read(ids, None, closed)
             except Exception as exc:
                 if not _is_oom(exc):
                     raise
@@ -640,8 +651,7 @@ class LocalModel:
         cfg = self.reasoning
         model, dev = self.lm.model, self.scorer.input_device
         M = len(seeds)
-        pad = self.lm.tokenizer.pad_token_id
-        pad = 0 if pad is None else pad
+        pad = self.scorer.pad_id
         rngs = [np.random.Generator(np.random.PCG64(s)) for s in seeds]
         with torch.inference_mode():
             out = model(input_ids=torch.tensor([ids], device=dev), use_cache=True,
@@ -701,19 +711,11 @@ class LocalModel:
         past, mask, n_real = state
         dev = self.scorer.input_device
         L = len(self.leaves)
-        pad = self.lm.tokenizer.pad_token_id
-        pad = 0 if pad is None else pad
         # never fed: the last token of a trace that ended on the marker or the length
         fresh = [t[-1:] if e != "eos" else [] for t, e in zip(traces, ends, strict=True)]
         rows = [f + closing[e == "marker"] + leaf
                 for f, e in zip(fresh, ends, strict=True) for leaf in self.leaves]  # fmt: skip
-        width = max(len(r) for r in rows)
-        chunk = torch.full((len(rows), width), pad, dtype=torch.long)
-        att = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            chunk[i, width - len(r) :] = torch.tensor(r)
-            att[i, width - len(r) :] = 1
-        chunk, att = chunk.to(dev), att.to(dev)
+        chunk, att = self.scorer.left_pad(rows)
         if L > 1:
             past.batch_repeat_interleave(L)
         base = torch.tensor(np.repeat(n_real, L), device=dev)[:, None]
