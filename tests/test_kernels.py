@@ -194,3 +194,33 @@ def test_kernels_ship_to_a_fresh_process():
     np.testing.assert_allclose(
         pickle.loads(run.stdout), convolve_items_numpy(pmf, np.zeros(103)), atol=1e-15
     )
+
+
+def test_gufuncs_compile_under_the_cross_process_lock(tmp_path):
+    """numba/numba#10128: two processes compiling the gufuncs at once can write a
+    kernel and its gufunc wrapper with different symbol names, and every later
+    process that loads them segfaults (a clean clone under pytest-xdist did). A
+    process must not compile the kernels while another holds the compile lock."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from filelock import FileLock
+
+    from xlikert.kernels._compile import LOCK_NAME
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}  # a cold cache of its own
+    code = "import xlikert.kernels.convolution as c, numpy as np; print(c.convolve_items(np.ones((1, 2)), np.zeros(2)))"
+    with FileLock(tmp_path / LOCK_NAME):
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
+        )
+        # unlocked, the import compiles in a few seconds; held, it waits
+        time.sleep(10)
+        waited = child.poll() is None
+    out, _ = child.communicate(timeout=300)
+    assert waited, "the kernels compiled while another process held the compile lock"
+    assert child.returncode == 0
+    assert out.strip() == "[1. 1.]"
+    assert any(tmp_path.rglob("guf-*convolve_items*.nbc"))  # compiled into that cache

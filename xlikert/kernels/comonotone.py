@@ -30,9 +30,9 @@ wide enough (``sum_{alpha<0} alpha x_n + sum_{alpha>0} alpha x_1`` up to
 from __future__ import annotations
 
 import numpy as np
-from numba import guvectorize
 
 from . import BREAKPOINT_TOL  # breakpoints closer than this are merged (see module doc)
+from ._compile import guvectorize  # numba.guvectorize under a cross-process compile lock
 
 __all__ = [
     "BREAKPOINT_TOL",

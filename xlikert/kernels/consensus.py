@@ -44,9 +44,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import guvectorize, njit
+from numba import njit
 
 from . import DEFAULT_MAX_CELLS
+from ._compile import guvectorize  # numba.guvectorize under a cross-process compile lock
 
 __all__ = [
     "DEFAULT_MAX_CELLS",

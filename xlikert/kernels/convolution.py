@@ -10,7 +10,8 @@ gufunc cannot create a dimension); they return ``(..., m)``.
 from __future__ import annotations
 
 import numpy as np
-from numba import guvectorize
+
+from ._compile import guvectorize  # numba.guvectorize under a cross-process compile lock
 
 __all__ = ["convolve_items", "convolve_items_numpy"]
 
