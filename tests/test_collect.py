@@ -195,6 +195,37 @@ def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base
     np.testing.assert_array_equal(again.pmf, run(chunk_size=64).pmf)
 
 
+def test_a_failed_cache_check_turns_caching_off_for_the_loaded_model(base, tiny_dir, monkeypatch):
+    """When a cached pass differs from the uncached one, the batch is recomputed
+    without the cache, the file says caching is off, and later calls on the same
+    loaded model make no cached pass at all."""
+    from xlikert.collect.local import LocalModel, Scorer, load_model
+
+    # a tolerance no difference can meet: the check fails on every model
+    monkeypatch.setattr(Scorer.check_prefix_cache, "__defaults__", (-1.0, "prefix"))
+    lm = load_model(str(tiny_dir), range(1, 8))
+    calls = []
+    lm.model.register_forward_pre_hook(
+        lambda m, a, kw: calls.append(kw.get("past_key_values") is not None), with_kwargs=True
+    )
+
+    def run():
+        return collect(tiny_prompts(), [{"name": "tiny", "source": str(tiny_dir)}],
+                       progress=False, batch_size=4,
+                       loader=lambda s, o, probe=None: LocalModel(lm, o))  # fmt: skip
+
+    with pytest.warns(UserWarning, match="caching disabled"):
+        first = run()
+    assert first.attrs["models"]["tiny"]["prefix_cache"].startswith("off")
+    for v in ("pmf", "valid_mass", "decoding_pmf", "topk_logprob"):
+        np.testing.assert_allclose(first[v], base[v], atol=1e-5, rtol=0, err_msg=v)
+    calls.clear()
+    second = run()
+    assert calls and not any(calls)  # no pass on a cache
+    assert not lm.cache_ok
+    np.testing.assert_array_equal(second.pmf, first.pmf)
+
+
 def test_decoding_grid(base, tiny_dir):
     native = base.decoding_pmf.sel(temperature=1.0, top_p=1.0)
     np.testing.assert_allclose(native, base.pmf, atol=1e-12)

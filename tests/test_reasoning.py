@@ -337,6 +337,40 @@ def test_batching_and_units_do_not_change_the_traces(tiny_dir):
     assert other.attrs["xlikert_fingerprint"] != a.attrs["xlikert_fingerprint"]
 
 
+def test_trace_read_is_checked_even_after_the_prefix_was(tiny_dir):
+    """The answer read on a trace's sampling cache is its own cached path: a loaded
+    model whose prefix cache an exact run already checked still checks it, once."""
+    from xlikert.collect.local import LocalModel, load_model
+
+    lm = load_model(str(tiny_dir), range(1, 8))
+    uncached = []
+    lm.model.register_forward_pre_hook(
+        lambda m, a, kw: uncached.append(not kw["use_cache"]), with_kwargs=True
+    )
+    reasoning = {"traces": 2, "max_new_tokens": 4, "seed": 1}
+
+    def run(spec):
+        return collect(tiny_prompts(1, 3), [{"name": "r", "source": str(tiny_dir), **spec}],
+                       progress=False,
+                       loader=lambda s, o, probe=None: LocalModel(lm, o, check_reasoning(s)))  # fmt: skip
+
+    run({})
+    assert sum(uncached) == 1 and lm.cache_checked == {"prefix"}
+    uncached.clear()
+    first = run({"reasoning": reasoning})
+    assert sum(uncached) == 1  # the trace read's own check
+    assert lm.cache_checked == {"prefix", "trace read"}
+    uncached.clear()
+    again = run({"reasoning": reasoning})
+    assert sum(uncached) == 0
+    np.testing.assert_array_equal(again.trace_pmf, first.trace_pmf)
+    plain = collect(tiny_prompts(1, 3), [{"name": "r", "source": str(tiny_dir),
+                                          "reasoning": reasoning}],
+                    progress=False, prefix_cache=False)  # fmt: skip
+    np.testing.assert_array_equal(first.trace_text, plain.trace_text)
+    np.testing.assert_allclose(first.trace_pmf, plain.trace_pmf, atol=1e-5, rtol=0)
+
+
 def test_shards_merge_with_traces(tiny_dir, tmp_path, mixed):
     kw = {"progress": False, "batch_size": 4, "chunk_size": 2}
     p1, p2 = tmp_path / "s1.nc", tmp_path / "s2.nc"

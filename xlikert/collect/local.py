@@ -145,6 +145,12 @@ class LoadedModel:
     valid: ValidTokens
     answers: AnswerSequences
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: Cached passes checked against an uncached one on this loaded model (weights,
+    #: device, dtype), once each: ``"prefix"`` (a shared prompt prefix) and
+    #: ``"trace read"`` (the answer read on a trace's sampling cache).
+    cache_checked: set[str] = field(default_factory=set, repr=False)
+    #: False once a check found a cached pass that differs: caching is off for the model.
+    cache_ok: bool = True
 
     @property
     def device(self):
@@ -327,11 +333,9 @@ class Scorer:
 
     def __init__(self, lm: LoadedModel, *, prefix_cache: bool = True):
         self.lm = lm
-        # The check against an uncached pass is a property of the loaded model (weights,
-        # device, dtype): made once per LoadedModel, its statement kept in the provenance.
-        done = lm.provenance.get("prefix_cache")
-        self.prefix_cache = prefix_cache and not (done or "").startswith("off")
-        self.checked = done is not None
+        # The checks against an uncached pass are properties of the loaded model (weights,
+        # device, dtype): made once per LoadedModel and path (LoadedModel.cache_checked).
+        self.prefix_cache = prefix_cache and lm.cache_ok
         self._last_prefix: tuple[tuple[int, ...], Any] | None = None
         params = inspect.signature(lm.model.forward).parameters
         self._keep = "logits_to_keep" in params
@@ -427,11 +431,19 @@ class Scorer:
                 )
         return out.logits[:, -keep:, :]
 
-    def check_prefix_cache(self, prefix, cached_logits, suffix, atol: float = 1e-4) -> float:
-        """Compare one row's cached-prefix logits with an uncached pass.
+    def needs_check(self, path: str) -> bool:
+        """Whether a cached pass on ``path`` (``"prefix"`` or ``"trace read"``) is
+        still to be checked against an uncached one on this loaded model."""
+        return self.prefix_cache and path not in self.lm.cache_checked
 
-        Disables caching (with a warning) when any probability differs by more than
-        ``atol``. Returns the max absolute difference.
+    def check_prefix_cache(
+        self, prefix, cached_logits, suffix, atol: float = 1e-4, path: str = "prefix"
+    ) -> float:
+        """Compare one row's logits from a cached pass on ``path`` with an uncached
+        pass of ``prefix + suffix``.
+
+        Disables caching for the loaded model (with a warning) when any probability
+        differs by more than ``atol``. Returns the max absolute difference.
         """
         import torch
 
@@ -440,11 +452,12 @@ class Scorer:
         diff = float((a - b).abs().max())
         if diff > atol:
             warnings.warn(
-                f"model {self.lm.name!r}: prefix-cached and uncached probabilities differ by "
-                f"{diff:.2e}; prefix caching disabled for this model",
+                f"model {self.lm.name!r}: cached ({path}) and uncached probabilities differ "
+                f"by {diff:.2e}; caching disabled for this model",
                 stacklevel=2,
             )
-            self.prefix_cache = False
+            self.prefix_cache = self.lm.cache_ok = False
+        self.lm.cache_checked.add(path)
         # A statement, not the value: the value depends on which prompt was checked first,
         # and a resumed run must write the same file as an uninterrupted one.
         self.lm.provenance["prefix_cache"] = (
@@ -452,7 +465,6 @@ class Scorer:
             if self.prefix_cache
             else f"off; cached and uncached passes differed by more than {atol:g}"
         )
-        self.checked = True
         return diff
 
 
@@ -577,7 +589,7 @@ class LocalModel:
             batch = [suffixes[r] + leaf for r in rows for leaf in self.leaves]
             try:
                 logits = self.scorer.forward_rows(prefix, cache, batch, keep=self.keep)
-                if cache is not None and not self.scorer.checked:
+                if cache is not None and self.scorer.needs_check("prefix"):
                     self.scorer.check_prefix_cache(prefix, logits[0, -1], batch[0])
                     if not self.scorer.prefix_cache:
                         cache = None
@@ -729,9 +741,9 @@ class LocalModel:
                 **self.scorer._kw(self.keep),
             )
         logits = out.logits[:, -self.keep :, :]
-        if not self.scorer.checked:
+        if self.scorer.needs_check("trace read"):
             whole = traces[0][: len(traces[0]) - len(fresh[0])] + rows[0]
-            self.scorer.check_prefix_cache(ids, logits[0, -1], whole)
+            self.scorer.check_prefix_cache(ids, logits[0, -1], whole, path="trace read")
             if not self.scorer.prefix_cache:
                 return None
         z = logits.float().cpu().numpy().reshape(len(traces), L, self.keep, -1)
