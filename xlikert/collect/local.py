@@ -333,12 +333,17 @@ class Scorer:
 
     def __init__(self, lm: LoadedModel, *, prefix_cache: bool = True):
         self.lm = lm
-        # The checks against an uncached pass are properties of the loaded model (weights,
-        # device, dtype): made once per LoadedModel and path (LoadedModel.cache_checked).
-        self.prefix_cache = prefix_cache and lm.cache_ok
+        self._wants_cache = prefix_cache
         self._last_prefix: tuple[tuple[int, ...], Any] | None = None
         params = inspect.signature(lm.model.forward).parameters
         self._keep = "logits_to_keep" in params
+
+    @property
+    def prefix_cache(self) -> bool:
+        """Whether cached passes are used: asked for, and not turned off by a check of
+        this loaded model (the checks are properties of the weights, device and dtype:
+        made once per LoadedModel and path, :attr:`LoadedModel.cache_checked`)."""
+        return self._wants_cache and self.lm.cache_ok
 
     @property
     def input_device(self):
@@ -399,36 +404,51 @@ class Scorer:
 
         dev = self.input_device
         B = len(suffixes)
-        ids, att = self.left_pad(suffixes)
-        with torch.inference_mode():
-            if cache is not None:
-                P = len(prefix)
-                pos = P + (att.cumsum(-1) - 1).clamp(min=0)
-                full_att = torch.cat([torch.ones((B, P), dtype=att.dtype, device=dev), att], 1)
+        if cache is not None:
+            with torch.inference_mode():
                 past = copy.deepcopy(cache)
                 if B > 1:
                     past.batch_repeat_interleave(B)
-                out = self.lm.model(
-                    input_ids=ids,
-                    attention_mask=full_att,
-                    position_ids=pos,
-                    past_key_values=past,
-                    use_cache=True,
-                    **self._kw(keep),
-                )
-            else:
-                if prefix:
-                    pre = torch.tensor(prefix, device=dev).expand(B, -1)
-                    ids = torch.cat([pre, ids], 1)
-                    att = torch.cat([torch.ones_like(pre), att], 1)
-                pos = (att.cumsum(-1) - 1).clamp(min=0)
-                out = self.lm.model(
-                    input_ids=ids,
-                    attention_mask=att,
-                    position_ids=pos,
-                    use_cache=False,
-                    **self._kw(keep),
-                )
+            P = len(prefix)
+            seen = torch.ones((B, P), dtype=torch.long, device=dev)
+            return self.forward_on_cache(
+                past, seen, torch.full((B,), P, device=dev), suffixes, keep
+            )
+        ids, att = self.left_pad(suffixes)
+        if prefix:
+            pre = torch.tensor(prefix, device=dev).expand(B, -1)
+            ids = torch.cat([pre, ids], 1)
+            att = torch.cat([torch.ones_like(pre), att], 1)
+        with torch.inference_mode():
+            out = self.lm.model(
+                input_ids=ids,
+                attention_mask=att,
+                position_ids=(att.cumsum(-1) - 1).clamp(min=0),
+                use_cache=False,
+                **self._kw(keep),
+            )
+        return out.logits[:, -keep:, :]
+
+    def forward_on_cache(self, past, seen, n_real, rows: list[list[int]], keep: int = 1):
+        """Logits ``(B, keep, V)`` at the last ``keep`` positions of ``rows`` run on a KV cache.
+
+        ``past`` holds ``B`` rows (it is extended in place), ``seen`` ``(B, C)`` is the
+        attention mask over its ``C`` positions and ``n_real`` ``(B,)`` the number of
+        real tokens in each of its rows: the position of that row's next token. The rows
+        are left padded and masked (:meth:`left_pad`).
+        """
+        import torch
+
+        ids, att = self.left_pad(rows)
+        with torch.inference_mode():
+            out = self.lm.model(
+                input_ids=ids,
+                attention_mask=torch.cat([seen, att], 1),
+                position_ids=n_real[:, None] + (att.cumsum(-1) - 1).clamp(min=0),
+                past_key_values=past,
+                use_cache=True,
+                **self._kw(keep),
+            )
         return out.logits[:, -keep:, :]
 
     def needs_check(self, path: str) -> bool:
@@ -456,7 +476,7 @@ class Scorer:
                 f"by {diff:.2e}; caching disabled for this model",
                 stacklevel=2,
             )
-            self.prefix_cache = self.lm.cache_ok = False
+            self.lm.cache_ok = False
         self.lm.cache_checked.add(path)
         # A statement, not the value: the value depends on which prompt was checked first,
         # and a resumed run must write the same file as an uninterrupted one.
@@ -576,7 +596,6 @@ class LocalModel:
         the split are fixed, so a resumed run batches exactly as an uninterrupted
         one. Out of memory, the batch size halves (down to one suffix).
         """
-        lm, opts = self.lm, self.options
         order = sorted(range(len(suffixes)), key=lambda r: (len(suffixes[r]), r))
         L = len(self.leaves)
         res: dict[str, np.ndarray] = {}
@@ -594,9 +613,7 @@ class LocalModel:
                     if not self.scorer.prefix_cache:
                         cache = None
                         continue  # recompute this batch without the cache
-                z = logits.float().cpu().numpy().reshape(len(rows), L, self.keep, -1)
-                z = np.stack([z[:, li, pos] for li, pos in self.where], axis=1)
-                out = read_logits(z, lm.answers, opts)
+                out = self._readout(logits, len(rows))
             except Exception as exc:
                 if not _is_oom(exc):
                     raise
@@ -727,26 +744,23 @@ class LocalModel:
         fresh = [t[-1:] if e != "eos" else [] for t, e in zip(traces, ends, strict=True)]
         rows = [f + closing[e == "marker"] + leaf
                 for f, e in zip(fresh, ends, strict=True) for leaf in self.leaves]  # fmt: skip
-        chunk, att = self.scorer.left_pad(rows)
         if L > 1:
             past.batch_repeat_interleave(L)
-        base = torch.tensor(np.repeat(n_real, L), device=dev)[:, None]
-        with torch.inference_mode():
-            out = self.lm.model(
-                input_ids=chunk,
-                attention_mask=torch.cat([mask.repeat_interleave(L, 0), att], 1),
-                position_ids=base + (att.cumsum(-1) - 1).clamp(min=0),
-                past_key_values=past,
-                use_cache=True,
-                **self.scorer._kw(self.keep),
-            )
-        logits = out.logits[:, -self.keep :, :]
+        logits = self.scorer.forward_on_cache(
+            past, mask.repeat_interleave(L, 0), torch.tensor(np.repeat(n_real, L), device=dev),
+            rows, keep=self.keep,
+        )  # fmt: skip
         if self.scorer.needs_check("trace read"):
             whole = traces[0][: len(traces[0]) - len(fresh[0])] + rows[0]
             self.scorer.check_prefix_cache(ids, logits[0, -1], whole, path="trace read")
             if not self.scorer.prefix_cache:
                 return None
-        z = logits.float().cpu().numpy().reshape(len(traces), L, self.keep, -1)
+        return self._readout(logits, len(traces))
+
+    def _readout(self, logits, n: int) -> dict[str, np.ndarray]:
+        """:func:`read_logits` of ``n`` contexts from ``(n * L, keep, V)`` logits: one
+        row per (context, teacher-forced leaf), the leaves' positions in ``self.where``."""
+        z = logits.float().cpu().numpy().reshape(n, len(self.leaves), self.keep, -1)
         z = np.stack([z[:, li, pos] for li, pos in self.where], axis=1)
         return read_logits(z, self.lm.answers, self.options)
 
