@@ -192,7 +192,9 @@ def main() -> int:
     ds, ds_split = one_tok["result"], split["result"]
 
     # ---- FLOPs
-    texts = [str(t) for t in ds.prompt.isel(model=0).transpose("target", "item").values.ravel()]
+    texts = [
+        str(t) for t in ds.prompt_text.isel(model=0).transpose("target", "item").values.ravel()
+    ]
     encoded = [lm.encode(t) for t in texts]
     groups: dict[str, list[list[int]]] = {}
     for (s, _), e in zip(pairs, encoded, strict=True):
@@ -211,7 +213,7 @@ def main() -> int:
             "fraction_of_useful_bound": rate * useful / gemm,
         }  # fmt: skip
 
-    batch = ds.attrs["models"]["m"].get("batch_size")
+    batch = ds.likert.attrs["models"]["m"].get("batch_size")
     rows = [
         row("plain loop (1 prompt/forward, full logits)", "one token", plain, useful_one,
             plain["executed_flops"]),

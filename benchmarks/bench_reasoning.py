@@ -265,8 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "reasoning mode",
         "quick": args.quick,
         "model": model_name,
-        "framing": ds_full.attrs["models"][f"{name}-reasoning"]["reasoning_format"],
-        "reasoning": ds_full.attrs["models"][f"{name}-reasoning"]["reasoning"],
+        "framing": ds_full.likert.attrs["models"][f"{name}-reasoning"]["reasoning_format"],
+        "reasoning": ds_full.likert.attrs["models"][f"{name}-reasoning"]["reasoning"],
         "design": f"demo experiment (CETSCALE) x {prompts.sizes['target']} targets x "
         f"{prompts.sizes['item']} items = {n_prompts} prompts",
         "prompts": n_prompts,

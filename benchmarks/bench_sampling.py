@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     stats = (mean_k, var_k, vm_k, se, n_t, n_k)
 
     # ---- sampling: prompts in the same order (target-major), rendered the same way
-    texts = ds.prompt.isel(model=0).transpose("target", "item").values.ravel()
+    texts = ds.prompt_text.isel(model=0).transpose("target", "item").values.ravel()
     encoded = [lm.encode(str(t)) for t in texts]
     tok_scale = {str(v) for v in scale}
     samplers: dict[str, dict[str, Any]] = {}

@@ -26,7 +26,7 @@ import xlikert as xl
 from xlikert import sampling
 from xlikert.errors import XlikertError
 
-SAFE = ["model", "target", "persona", "prompt_variant", "language"]
+SAFE = ["model", "target", "persona", "prompt", "language"]
 # Hard-coded (not read from xlikert.dims) so that the test means the same on any version.
 RESERVED = [
     "rank",
@@ -52,7 +52,7 @@ RESERVED = [
     "mean",
     "var",
     "valid_mass",
-    "prompt",
+    "prompt_text",
     "level",
     "order",
     "_term",

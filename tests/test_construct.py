@@ -311,14 +311,49 @@ def test_score_coords_must_be_consecutive_integers():
         xl.composite(pmf)
 
 
-def test_one_level_factor():
+def test_one_level_factor_is_held_constant(tmp_path):
     pmf = make_pmf([1, 3], n_items=2)
-    with pytest.raises(DesignError, match=r"'f0' has 1 level\(s\) \['f0_0'\]"):
-        xl.decompose(pmf)
+    dec = xl.decompose(pmf)
+    # the same tree as the design without the constant factor, which stays a scalar coord
+    alone = xl.decompose(pmf.isel(f0=0, drop=True))
+    assert sorted(dec.children) == sorted(alone.children) == ["f1", "grand"]
+    for name in alone.children:
+        xr.testing.assert_identical(
+            dec[name].to_dataset().drop_vars("f0"), alone[name].to_dataset()
+        )
+        assert dec[name]["f0"].item() == "f0_0"
+    attrs = xl.io.read_attrs(dec)
+    assert attrs["decompose_constant_factors"] == {"f0": "f0_0"}
+    assert attrs["decompose_factors"] == ["f1"] and attrs["decompose_max_order"] == 1
+    table = xl.summary_table(dec)
+    assert table.term.unique().tolist() == ["grand", "f1"]
+    assert table.attrs["constant_factors"] == {"f0": "f0_0"}
+    # an explicit max_order above what varies is held to it; below 1 is still an error
+    assert sorted(xl.decompose(pmf, max_order=2).children) == ["f1", "grand"]
+    with pytest.raises(DesignError, match="max_order must be between 1 and 2"):
+        xl.decompose(pmf, max_order=0)
+    # a contrast of a constant factor has nothing to compare
     with pytest.raises(DesignError, match="'f0' has 1 level"):
         xl.contrast(pmf, "f0")
-    # an effect of f1 alone is fine
-    assert "f1" in xl.decompose(pmf.isel(f0=0, drop=True)).children
+    # netCDF-ready as it stands, one-element lists included
+    dec.to_netcdf(tmp_path / "dec.nc")
+    back = xl.open_decomposition(tmp_path / "dec.nc")
+    assert xl.io.read_attrs(back)["decompose_factors"] == ["f1"]
+
+
+def test_every_factor_constant_gives_the_grand_mixture_alone():
+    pmf = make_pmf([1, 1], n_items=3, seed=4)
+    dec = xl.decompose(pmf)
+    assert list(dec.children) == ["grand"]
+    np.testing.assert_allclose(
+        dec["grand"]["pmf"].values, xl.composite(pmf).squeeze().values, atol=1e-15
+    )
+    assert xl.io.read_attrs(dec)["decompose_constant_factors"] == {"f0": "f0_0", "f1": "f1_0"}
+    assert xl.summary_table(dec).term.tolist() == ["grand"]
+    # no factor dim at all: the same
+    assert list(xl.decompose(pmf.isel(f0=0, f1=0, drop=True)).children) == ["grand"]
+    with pytest.raises(DesignError, match="'f0' has no level"):
+        xl.decompose(make_pmf([2, 3], n_items=2).isel(f0=[]))
 
 
 def test_missing_cells():

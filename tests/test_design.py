@@ -140,14 +140,12 @@ def test_six_framings_render():
     exp = load_experiment("framing")
     assert exp.factors == {
         "target": ["USA", "China", "Canada", "France"],
-        "prompt_variant": FRAMINGS,
+        "prompt": FRAMINGS,
     }
     ds = exp.build_prompts()
-    assert ds.user.dims == ("target", "prompt_variant", "item")
+    assert ds.user.dims == ("target", "prompt", "item")
     assert exp.n_prompts * len(exp.models) == 1224
-    systems = {
-        v: ds.system.sel(prompt_variant=v, target="France", item="3").item() for v in FRAMINGS
-    }
+    systems = {v: ds.system.sel(prompt=v, target="France", item="3").item() for v in FRAMINGS}
     assert systems["v0_original"] == V0
     assert systems["v5_original_no_whitespace"] == V0.replace("\n", " ")
     assert len(set(systems.values())) == 6
@@ -157,7 +155,7 @@ def test_six_framings_render():
     # the items are held verbatim across framings
     for v in FRAMINGS:
         np.testing.assert_array_equal(
-            ds.user.sel(prompt_variant=v).values, ds.user.sel(prompt_variant="v0_original").values
+            ds.user.sel(prompt=v).values, ds.user.sel(prompt="v0_original").values
         )
     # and the system prompt does not depend on the item or the target
     assert (ds.system == ds.system.isel(item=0, target=0)).all()
@@ -172,7 +170,7 @@ def test_three_factor_design_counts(tmp_path):
         [factors.target]
         levels = ["USA", "France"]
 
-        [factors.prompt_variant]
+        [factors.prompt]
         levels = ["v0_original", "v2_concise", "v4_roleplay"]
 
         [factors.persona]
@@ -181,15 +179,15 @@ def test_three_factor_design_counts(tmp_path):
     )
     exp = load_experiment(path)
     ds = exp.build_prompts()
-    assert list(exp.factors) == ["target", "prompt_variant", "persona"]
-    assert dict(ds.sizes) == {"target": 2, "prompt_variant": 3, "persona": 2, "item": 17}
+    assert list(exp.factors) == ["target", "prompt", "persona"]
+    assert dict(ds.sizes) == {"target": 2, "prompt": 3, "persona": 2, "item": 17}
     assert ds.user.size == 2 * 3 * 2 * 17 == exp.n_prompts
     # the framing changes the system message only; persona changes every user message
-    assert (ds.user == ds.user.isel(prompt_variant=0)).all()
+    assert (ds.user == ds.user.isel(prompt=0)).all()
     assert len(set(ds.system.values.ravel().tolist())) == 3
     assert not (ds.user.sel(persona="student") == ds.user.sel(persona="retiree")).any()
     assert ds.user.sel(
-        target="France", persona="retiree", item="1", prompt_variant="v2_concise"
+        target="France", persona="retiree", item="1", prompt="v2_concise"
     ).item() == (
         "As a retiree: The French should always buy French-made products instead of imports."
     )
@@ -286,7 +284,7 @@ def test_mini_ipip_instrument_and_persona_framing(tmp_path):
     path = experiment_toml(
         tmp_path,
         """
-        [factors.prompt_variant]
+        [factors.prompt]
         levels = ["persona"]
 
         [factors.persona]
@@ -332,7 +330,7 @@ def test_prompts_to_frame_order():
     df = prompts_to_frame(ds)
     assert list(df.columns) == [
         "target",
-        "prompt_variant",
+        "prompt",
         "item",
         "reverse_keyed",
         "subscale",
@@ -340,11 +338,9 @@ def test_prompts_to_frame_order():
         "user",
     ]
     assert len(df) == ds.user.size == 408
-    row = df.iloc[17 * 6 * 2 + 17 + 4]  # target Canada, prompt_variant v1, item 5
-    assert (row.target, row.prompt_variant, row["item"]) == ("Canada", "v1_participant", "5")
-    assert (
-        row.user == ds.user.sel(target="Canada", prompt_variant="v1_participant", item="5").item()
-    )
+    row = df.iloc[17 * 6 * 2 + 17 + 4]  # target Canada, prompt v1, item 5
+    assert (row.target, row.prompt, row["item"]) == ("Canada", "v1_participant", "5")
+    assert row.user == ds.user.sel(target="Canada", prompt="v1_participant", item="5").item()
 
 
 # --------------------------------------------------------------------------- templates
@@ -519,11 +515,11 @@ def test_error_unknown_levels_and_conflicts(tmp_path):
         "duplicate level 'USA'",
     )
     assert "2 problems" in msg  # every problem is reported at once
-    path = experiment_toml(tmp_path, '[factors.prompt_variant]\nlevels = ["v0_orginal"]\n')
+    path = experiment_toml(tmp_path, '[factors.prompt]\nlevels = ["v0_orginal"]\n')
     raises_config(lambda: load_experiment(path), "did you mean 'v0_original'")
     path = experiment_toml(
         tmp_path,
-        'framing = "v1_participant"\n[factors.prompt_variant]\nlevels = ["v0_original"]\n'
+        'framing = "v1_participant"\n[factors.prompt]\nlevels = ["v0_original"]\n'
         "[factors.target]\n",
     )
     raises_config(lambda: load_experiment(path), "conflict with the framing factor")
@@ -659,8 +655,8 @@ def test_rendered_text_is_the_reviewed_text():
     assert got == golden["cetscale_user"]
     framing = load_experiment("framing").build_prompts()
     got = {
-        str(v): str(framing.system.sel(prompt_variant=v).isel(target=0, item=0).item())
-        for v in framing.prompt_variant.values
+        str(v): str(framing.system.sel(prompt=v).isel(target=0, item=0).item())
+        for v in framing.prompt.values
     }
     assert got == golden["cetscale_framings"]
     mini = load_instrument("mini_ipip")

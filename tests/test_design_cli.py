@@ -33,11 +33,11 @@ def test_prompts_jsonl_builtin_name(tmp_path):
     out = tmp_path / "prompts.jsonl"
     result = CliRunner().invoke(main, ["prompts", "framing", "-o", str(out), "--show", "0"])
     assert result.exit_code == 0, result.output
-    assert "prompt_variant (framing, 6 levels)" in result.output
+    assert "prompt (framing, 6 levels)" in result.output
     assert "4 x 6 = 24 conditions x 17 items = 408 prompts" in result.output
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 408
-    assert {r["prompt_variant"] for r in rows} >= {"v0_original", "v5_original_no_whitespace"}
+    assert {r["prompt"] for r in rows} >= {"v0_original", "v5_original_no_whitespace"}
     assert rows[0]["reverse_keyed"] is False
 
 

@@ -94,7 +94,7 @@ def test_check_factor_name_rejects(name):
         dims.check_factor_name(name, where=f"factor {name!r}")
 
 
-@pytest.mark.parametrize("name", ["model", "target", "prompt_variant", "persona", "size"])
+@pytest.mark.parametrize("name", ["model", "target", "prompt", "prompt_variant", "persona", "size"])
 def test_check_factor_name_accepts(name):
     assert dims.check_factor_name(name, where="x") is None
     assert dims.reserved_role(name) is None

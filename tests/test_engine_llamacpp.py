@@ -50,7 +50,7 @@ def test_topk_intervals_contain_the_servers_full_vocabulary_values(smol):
     prompts = load_experiment("demo").build_prompts().sel(target=["USA"])
     tok = smollm2_folder()
     full = collect(prompts, entry(smol, "smol", tok, concurrency=1), progress=False, top_k=49152)
-    info = full.attrs["models"]["m"]
+    info = full.likert.attrs["models"]["m"]
     assert info["mode"] == "topk" and info["server_kind"] == "llama-cpp-python"
     assert info["exact_unavailable"].startswith("the server ignored logprob_token_ids")
     assert "reset before every request" in info["prompt_cache"]
@@ -115,5 +115,5 @@ def test_messages_on_a_misconfigured_server(tmp_path, monkeypatch):
 
 def test_provenance_says_why_exact_mode_is_unavailable(smol):
     ds = collect(tiny_prompts(1, 2), entry(smol, "smol", concurrency=2), progress=False, top_k=5)
-    why = ds.attrs["models"]["m"]["exact_unavailable"]
+    why = ds.likert.attrs["models"]["m"]["exact_unavailable"]
     assert why.startswith("no tokenizer") and "requested" not in why

@@ -65,7 +65,7 @@ def exact(server, folder, prompts, tmp_path_factory):
 
 def test_server_exact_mode_equals_local_backend(exact, local_one_token):
     _, ds = exact
-    info = ds.attrs["models"]["m"]
+    info = ds.likert.attrs["models"]["m"]
     assert info["mode"] == "exact" and "exact_unavailable" not in info  # auto picked exact
     assert info["served_owned_by"] == "vllm"
     for v in ("pmf", "valid_mass", "topk_logprob"):
@@ -92,7 +92,7 @@ def test_topk_intervals_hold_although_vllm_lists_the_sampled_token_first(
     _, truth = exact
     for k in (5, 20):
         ds = collect(prompts, entry(server, folder, mode="topk"), progress=False, top_k=k)
-        info = ds.attrs["models"]["m"]
+        info = ds.likert.attrs["models"]["m"]
         assert info["mode"] == "topk" and info["exact_unavailable"] == "mode='topk' requested"
         eps = 1e-6  # float32 log-probabilities
         assert bool((ds.pmf_lower - eps <= truth.pmf).all()), k
@@ -103,11 +103,13 @@ def test_topk_intervals_hold_although_vllm_lists_the_sampled_token_first(
     # The behaviour the rule guards against happens on this server: with top_logprobs=k,
     # the sampled token is listed first and the true k-th token is cut, so the rule that
     # trusts the smallest listed probability (out_of_order=0) misses some cells.
-    vocab_ids = {r["id"]: r["score"] for r in truth.attrs["models"]["m"]["valid_tokens"]}
+    vocab_ids = {r["id"]: r["score"] for r in truth.likert.attrs["models"]["m"]["valid_tokens"]}
     misses = 0
     for target in truth.target.values:
         for item in truth.item.values:
-            msgs = json.loads(str(truth.prompt.sel(model="m", target=target, item=item).values))
+            msgs = json.loads(
+                str(truth.prompt_text.sel(model="m", target=target, item=item).values)
+            )
             body = {"model": "smol", "messages": msgs, "max_tokens": 1, "logprobs": True,
                     "top_logprobs": 5, "temperature": 1.0, "seed": 0,
                     "return_tokens_as_token_ids": True}  # fmt: skip
@@ -149,7 +151,7 @@ def test_killed_server_resumes_to_the_same_file(server, folder, prompts, exact, 
     for ds in (a, b):
         for key in ("date_created", "history", "collection_seconds_last_session"):
             ds.attrs.pop(key)
-        for info in ds.attrs["models"].values():  # request counts are per session, by name
+        for info in ds.likert.attrs["models"].values():  # request counts are per session, by name
             for k in [k for k in info if k.endswith("_last_session")]:
                 info.pop(k)
     xr.testing.assert_identical(a, b)
@@ -189,11 +191,11 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     spec = [{"name": "m", "source": "smollm2-135m-instruct"}]
     loc = collect(prompts.sel(target=["USA", "China"]), spec, progress=False,
                   temperatures=(0.5, 1.0), top_ps=(0.9, 1.0))  # fmt: skip
-    info = v.attrs["models"]["m"]
+    info = v.likert.attrs["models"]["m"]
     assert info["backend"] == "vllm (in process)" and info["dtype"] == "float32"
     assert info["answers"].startswith("one token or split space")  # exact, from token ids
     assert info["engine"]["logprobs_mode"] == "processed_logprobs"
-    assert (v.prompt == loc.prompt).all()
+    assert (v.prompt_text == loc.prompt_text).all()
     for var in ("pmf", "valid_mass", "topk_logprob"):
         np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
     assert float((v.topk_token == loc.topk_token).mean()) == 1.0
@@ -211,8 +213,8 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     vm = open_results(multi)
     lm = collect(prompts.sel(target=["USA", "China"]).isel(item=slice(0, 3)), spec,
                  progress=False, scale=range(0, 11), temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
-    assert vm.attrs["models"]["m"]["answers"].startswith("multi-token")
-    assert len(vm.attrs["models"]["m"]["answer_spellings"]) > 11
+    assert vm.likert.attrs["models"]["m"]["answers"].startswith("multi-token")
+    assert len(vm.likert.attrs["models"]["m"]["answer_spellings"]) > 11
     for var in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
         np.testing.assert_allclose(vm[var], lm[var], atol=1e-4, rtol=0, err_msg=f"0-10 {var}")
 
@@ -273,7 +275,7 @@ def test_in_process_vllm_reasoning_mode(tmp_path):
     va, vb = open_results(a), open_results(b)
     np.testing.assert_array_equal(va.trace_text, vb.trace_text)  # reproducible from the seeds
     np.testing.assert_array_equal(va.trace_pmf, vb.trace_pmf)
-    info = va.attrs["models"]["m"]
+    info = va.likert.attrs["models"]["m"]
     assert info["reasoning"]["traces"] == 3 and info["reasoning_sampler"].startswith("vLLM")
     assert info["reasoning_format"]["framing"] == "cot"
     lm = load_model("smollm2-135m-instruct", range(1, 8))
@@ -285,7 +287,7 @@ def test_in_process_vllm_reasoning_mode(tmp_path):
     assert len(traces) == cells.sizes["cell"]
     for j in range(cells.sizes["cell"]):
         cell = cells.isel(cell=j)
-        prompt = lm.encode(str(cell.prompt.values))
+        prompt = lm.encode(str(cell.prompt_text.values))
         marker = [lm.tokenizer.decode(t).endswith("Answer:") for t in traces[j]]
         suffixes = [t + closing[m] for t, m in zip(traces[j], marker, strict=True)]
         read = local._read(prompt, None, suffixes)

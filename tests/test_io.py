@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from conftest import make_pmf
@@ -28,7 +31,7 @@ def results_dataset() -> xr.Dataset:
     pmf = pmf.assign_coords(f0=["Aya-32B", "Qwen3 Next-80B"], f1=["USA", "China", "Côte d'Ivoire"])
     ds = pmf.to_dataset()
     ds["valid_mass"] = xr.full_like(pmf.isel(score=0, drop=True), 0.97)
-    ds["prompt"] = xr.DataArray(
+    ds["prompt_text"] = xr.DataArray(
         np.array([[["p"] * 3] * 3] * 2, dtype=object), dims=("f0", "f1", "item")
     )
     ds.attrs = {
@@ -51,18 +54,72 @@ def test_results_round_trip(tmp_path):
     ds = results_dataset()
     path = xl.to_netcdf(ds, tmp_path / "results.nc")
     back = xl.open_results(path)
-    assert_bit_exact(ds.drop_vars("prompt"), back.drop_vars("prompt"))
-    assert back["prompt"].values.tolist() == ds["prompt"].values.tolist()
-    assert back.attrs["revisions"] == {"Aya-32B": "abc", "Qwen3 Next-80B": None}
-    assert back.attrs["trust_remote_code"] is False
-    assert back.attrs["note"] is None
-    assert list(back.attrs["surface_forms"]) == ["1", "2", "▁3"]
-    assert back.attrs["mixed"] == [1, "a"]
-    assert back.attrs["one_name"] == ["Aya-32B"] and back.attrs["one_number"] == [0.5]
-    assert back["pmf"].attrs["renormalised"] is True
+    assert_bit_exact(ds.drop_vars("prompt_text"), xl.io.decode_attrs(back).drop_vars("prompt_text"))
+    assert back["prompt_text"].values.tolist() == ds["prompt_text"].values.tolist()
+    attrs = back.likert.attrs  # the structure, decoded from the JSON text netCDF holds
+    assert attrs["revisions"] == {"Aya-32B": "abc", "Qwen3 Next-80B": None}
+    assert attrs["trust_remote_code"] is False
+    assert attrs["note"] is None
+    assert list(attrs["surface_forms"]) == ["1", "2", "▁3"]
+    assert attrs["mixed"] == [1, "a"]
+    assert attrs["one_name"] == ["Aya-32B"] and attrs["one_number"] == [0.5]
+    assert back["pmf"].likert.attrs["renormalised"] is True
+    assert isinstance(back.attrs["revisions"], str)  # as stored: netCDF-ready
     # loaded into memory, file closed: the path can be replaced at once
     xl.to_netcdf(back, path)
     assert [p.name for p in tmp_path.iterdir()] == ["results.nc"]
+
+
+def test_results_round_trip_the_xarray_way(tmp_path):
+    """An xlikert Dataset writes with ds.to_netcdf and reads with xr.open_dataset, as any."""
+    ds = xl.io.encode_attrs(results_dataset())
+    xr.testing.assert_identical(xl.io.encode_attrs(ds), ds)  # encoding is idempotent
+    ds.to_netcdf(tmp_path / "plain.nc")
+    plain = xr.load_dataset(tmp_path / "plain.nc")
+    back = xl.open_results(tmp_path / "plain.nc")
+    assert_bit_exact(back, plain)
+    assert plain.likert.attrs == ds.likert.attrs == xl.io.read_attrs(results_dataset())
+    # written again by xarray: the same file content
+    back.to_netcdf(tmp_path / "again.nc")
+    assert_bit_exact(xr.load_dataset(tmp_path / "again.nc"), plain)
+    # and the analysis runs on what plain xarray read
+    xr.testing.assert_identical(xl.composite(plain), xl.composite(ds))
+
+
+def test_file_written_before_the_prompt_text_rename(tmp_path):
+    """A results file of an older xlikert (text sent stored as ``prompt``) opens renamed."""
+    legacy = Path(__file__).parent / "data" / "legacy_results.nc"
+    raw = xr.load_dataset(legacy)
+    assert "prompt" in raw.data_vars and "prompt_text" not in raw
+    with pytest.warns(
+        UserWarning, match=r"older xlikert: renamed variable\(s\) 'prompt' -> 'prompt_text'"
+    ):
+        ds = xl.open_results(legacy)
+    assert "prompt" not in ds.variables
+    assert ds["prompt_text"].values.tolist() == raw["prompt"].values.tolist()
+    assert (
+        ds.attrs["history"]
+        .splitlines()[-1]
+        .endswith("renamed variable(s) 'prompt' -> 'prompt_text' on reading")
+    )
+    assert ds.attrs["history"].startswith(raw.attrs["history"])
+    # the same numbers as before, and the same analysis
+    assert_bit_exact(ds.drop_vars("prompt_text").drop_attrs(), raw.drop_vars("prompt").drop_attrs())
+    assert ds.likert.attrs["models"] == xl.io.read_attrs(raw)["models"]
+    for f in (xl.decompose, xl.consensus):
+        a, b = f(ds), f(raw)
+        if isinstance(a, xr.DataTree):
+            a, b = xl.summary_table(a), xl.summary_table(b)
+            pd.testing.assert_frame_equal(a, b)
+        else:
+            xr.testing.assert_identical(a, b)
+    # the framing factor took the name: a dim called prompt is not renamed
+    framed = (
+        raw.drop_vars("prompt")
+        .expand_dims(prompt=["v0"])
+        .assign(prompt_text=raw["prompt"].expand_dims(prompt=["v0"]))
+    )
+    xr.testing.assert_identical(xl.io.rename_legacy(framed), framed)
 
 
 def test_dataarray_round_trip(tmp_path):

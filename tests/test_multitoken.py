@@ -108,7 +108,7 @@ def test_exact_pmf_equals_enumeration(result, tiny_dir):
     assert bool((result.valid_mass <= 1 + 1e-12).all())
     for target, item in [("USA", "1"), ("France", "3")]:
         cell = result.sel(model="t", target=target, item=item)
-        mass = brute_force(model, tok, str(cell.prompt.values))
+        mass = brute_force(model, tok, str(cell.prompt_text.values))
         np.testing.assert_allclose(float(cell.valid_mass), mass.sum(), rtol=1e-5)
         np.testing.assert_allclose(cell.pmf.values, mass / mass.sum(), atol=1e-6)
         assert mass[10] > 0  # the two-token answer carries mass
@@ -117,7 +117,7 @@ def test_exact_pmf_equals_enumeration(result, tiny_dir):
         result.decoding_pmf.sel(temperature=1.0, top_p=1.0), result.pmf, atol=1e-10
     )
     cell = result.sel(model="t", target="USA", item="2")
-    mass = brute_force(model, tok, str(cell.prompt.values), temp=0.5, top_p=0.9)
+    mass = brute_force(model, tok, str(cell.prompt_text.values), temp=0.5, top_p=0.9)
     got = cell.decoding_valid_mass.sel(temperature=0.5, top_p=0.9)
     np.testing.assert_allclose(float(got), mass.sum(), atol=1e-6)
     if mass.sum() > 0:
@@ -126,7 +126,7 @@ def test_exact_pmf_equals_enumeration(result, tiny_dir):
 
 
 def test_provenance_and_batching(result, tiny_dir, prompts):
-    info = result.attrs["models"]["t"]
+    info = result.likert.attrs["models"]["t"]
     assert info["answers"].startswith("multi-token (exact")
     tens = [r for r in info["answer_spellings"] if r["score"] == 10]
     assert {tuple(r["tokens"]) for r in tens} == {("1", "0"), ("▁1", "0"), (" ", "1", "0")}

@@ -142,8 +142,8 @@ def test_estimator_is_unbiased_for_the_enumerated_marginal(micro_dir, framing, t
     cell = ds.isel(model=0, target=0, item=0)
     tok, _ = _load(micro_dir)
     vocab = tok.get_vocab()
-    text = str(cell.prompt.values)
-    info = ds.attrs["models"]["m"]["reasoning_format"]
+    text = str(cell.prompt_text.values)
+    info = ds.likert.attrs["models"]["m"]["reasoning_format"]
     if framing == "thinking":
         assert text.endswith("<|assistant|>")  # enable_thinking=True: the model opens it
         assert info == {"framing": "thinking", "end_marker": "</think>",
@@ -208,9 +208,9 @@ def test_variance_is_at_most_that_of_sampling_the_answer(micro_dir):
     ds = collect(one_prompt(), spec, progress=False, batch_size=256)
     cell = ds.isel(model=0, target=0, item=0)
     tok, _ = _load(micro_dir)
-    text = str(cell.prompt.values)
+    text = str(cell.prompt_text.values)
     prompt_ids = tok(text, add_special_tokens=False)["input_ids"]
-    info = ds.attrs["models"]["m"]["reasoning_format"]
+    info = ds.likert.attrs["models"]["m"]["reasoning_format"]
     traces = enumerate_traces(micro_dir, prompt_ids, tok.get_vocab()["</think>"],
                               info["closing_after_marker"], info["closing_forced"])  # fmt: skip
     w = np.array([t[0] for t in traces])
@@ -277,7 +277,7 @@ def _mixed_specs(tiny_dir):
 def test_results_file_layout(mixed, tmp_path):
     ds = mixed
     assert ds.sizes["trace"] == 3 and list(ds.trace.values) == [0, 1, 2]
-    assert ds.attrs["reasoning_models"] == ["on2", "on3"]
+    assert ds.likert.attrs["reasoning_models"] == ["on2", "on3"]
     assert "carry Monte Carlo error" in ds.attrs["sampling_error"]
     assert "pmf_se" in ds.attrs["sampling_error"] and "reasoning_rule" in ds.attrs
     assert ds.trace_pmf.dims == ("model", "target", "item", "trace", "score")
@@ -286,7 +286,7 @@ def test_results_file_layout(mixed, tmp_path):
     assert (off.pmf_se == 0).all() and off.trace_pmf.isnull().all()
     assert (off.trace_truncated == -1).all() and (off.trace_seed == -1).all()
     assert (off.trace_text == "").all()
-    alone = collect(tiny_prompts(2, 3), _mixed_specs(ds.attrs["models"]["off"]["source"])[:1],
+    alone = collect(tiny_prompts(2, 3), _mixed_specs(ds.likert.attrs["models"]["off"]["source"])[:1],
                     progress=False, batch_size=4)  # fmt: skip
     np.testing.assert_allclose(off.pmf, alone.pmf.isel(model=0), atol=1e-6)
     assert "pmf_se" not in alone and "trace" not in alone.dims
@@ -304,8 +304,8 @@ def test_results_file_layout(mixed, tmp_path):
         np.testing.assert_allclose(cell.pmf.sum("score"), 1, atol=1e-12)
         assert (cell.topk_token == "").all()
     # thinking off and the chain-of-thought framing: the reasoning prompt holds the instruction
-    assert str(on2.prompt.values[0, 0]).endswith(COT_PREFILL)
-    assert COT_INSTRUCTION not in str(off.prompt.values[0, 0])
+    assert str(on2.prompt_text.values[0, 0]).endswith(COT_PREFILL)
+    assert COT_INSTRUCTION not in str(off.prompt_text.values[0, 0])
     # compressed text round-trips through netCDF, ints stay ints
     path = tmp_path / "r.nc"
     xl.to_netcdf(ds, path)
@@ -315,9 +315,9 @@ def test_results_file_layout(mixed, tmp_path):
     texts = trace_texts(back).sel(model="on3").values.ravel()
     assert all(isinstance(t, str) and t for t in texts)
     np.testing.assert_array_equal(back.trace_seed, ds.trace_seed)
-    info = back.attrs["models"]["on3"]
+    info = back.likert.attrs["models"]["on3"]
     assert info["reasoning"]["traces"] == 3 and info["reasoning_format"]["framing"] == "cot"
-    assert "reasoning" not in back.attrs["models"]["off"]
+    assert "reasoning" not in back.likert.attrs["models"]["off"]
 
 
 def test_batching_and_units_do_not_change_the_traces(tiny_dir):
@@ -431,8 +431,8 @@ def test_framing_thinking_needs_a_thinking_template(tiny_dir):
 
 def test_thinking_switch_is_off_without_reasoning(micro_dir):
     ds = collect(one_prompt(), [{"name": "m", "source": str(micro_dir)}], progress=False)
-    assert str(ds.prompt.values.ravel()[0]).endswith("<|assistant|><think>\n\n</think>\n\n")
-    assert "enable_thinking=False" in ds.attrs["models"]["m"]["prompt_template"]
+    assert str(ds.prompt_text.values.ravel()[0]).endswith("<|assistant|><think>\n\n</think>\n\n")
+    assert "enable_thinking=False" in ds.likert.attrs["models"]["m"]["prompt_template"]
 
 
 def test_other_backends_refuse_reasoning(tiny_dir):

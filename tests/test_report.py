@@ -133,6 +133,32 @@ def test_report_one_and_three_factors(tmp_path, factors):
     _assert_report(write_report(_results_from(pmf), tmp_path / "r"))
 
 
+@pytest.mark.parametrize("keep", ["model", "target", "model,target"])
+def test_report_one_level_factors(tmp_path, keep):
+    """A one-model (or one-target) run reports like any other; the constant is named."""
+    full = synthetic_results(n_items=3, seed=2)
+    ds = full.isel({f: [0] for f in keep.split(",")})
+    html = _assert_report(write_report(ds, tmp_path / "r"))
+    md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    held = "; ".join(f"**{f}** = {ds[f].values[0]}" for f in keep.split(","))
+    assert f"Held constant (one level, so no effect is estimated): {held}." in md
+    effects = pd.read_csv(tmp_path / "r" / "tables" / "effects.csv")
+    varying = [f for f in ("model", "target") if ds.sizes[f] > 1]
+    assert effects.term.unique().tolist() == ["grand", *varying]
+    want = float(xl.composite(ds.pmf).pipe(lambda c: (c * c.score).sum("score")).mean())
+    assert effects.E.iloc[0] == pytest.approx(want, rel=1e-12)
+    if not varying:
+        assert "no factorial parameter whose sign could flip" in html
+        assert not (tmp_path / "r" / "tables" / "flip_by_effect_size.csv").exists()
+    else:
+        flips = pd.read_csv(tmp_path / "r" / "tables" / "flip_by_effect_size.csv")
+        n_params = sum(ds.sizes[f] for f in varying)
+        assert flips["Params (%)"].sum() == pytest.approx(100.0)
+        assert n_params == len(sampling.flip_probability(ds.pmf, n=[10]))
+    contrasts = (tmp_path / "r" / "tables" / "contrasts_target.csv").exists()
+    assert contrasts == ("target" in varying)  # no empty table of a constant factor
+
+
 def test_report_from_file_written_by_another_process(tmp_path):
     nc = tmp_path / "results.nc"
     code = textwrap.dedent(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from hypothesis import given, settings
@@ -204,6 +205,19 @@ def test_flip_probability_zero_effect_and_errors():
         sampling.flip_probability(pmf.isel(model=0), n=[10])
     with pytest.raises(DesignError, match="nope"):
         sampling.flip_probability(pmf, factors=["nope"])
+
+
+def test_flip_probability_holds_one_level_factors_constant():
+    pmf = synthetic_pmf({"model": 1, "target": 3}, n_items=3, seed=2)
+    df = sampling.flip_probability(pmf, n=[10, 100])
+    alone = sampling.flip_probability(pmf.isel(model=0, drop=True), n=[10, 100])
+    pd.testing.assert_frame_equal(df, alone, check_like=False, check_flags=False)
+    assert df.term.unique().tolist() == ["target"]  # no model row with p_flip 0.5
+    assert df.attrs["constant_factors"] == {"model": str(pmf.model.values[0])}
+    none = sampling.flip_probability(pmf.isel(target=[0]), n=[10])
+    assert none.empty and list(none.columns) == list(df.columns)
+    with pytest.raises(DesignError, match="every factor has one level"):
+        sampling.flip_table(none)
 
 
 def _decoding_grid(pmf: xr.DataArray, temps, top_ps) -> xr.DataArray:

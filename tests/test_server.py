@@ -90,7 +90,7 @@ def test_exact_mode_equals_local_backend_and_key_never_written(
     for v in ("pmf", "valid_mass", "topk_logprob"):
         np.testing.assert_allclose(ds[v], local[v], atol=1e-6, rtol=1e-6, err_msg=v)
     assert (ds.topk_token == local.topk_token).all()
-    assert ds.attrs["models"]["m"]["answers"].startswith("one token:")
+    assert ds.likert.attrs["models"]["m"]["answers"].startswith("one token:")
     assert "pmf_lower" not in ds
     t1 = ds.decoding_pmf.sel(temperature=1.0)
     known = t1.notnull()
@@ -111,7 +111,7 @@ def test_exact_mode_equals_local_backend_and_key_never_written(
         local.decoding_valid_mass.sel(temperature=1.0).where(known),
         atol=1e-6,
     )
-    info = ds.attrs["models"]["m"]
+    info = ds.likert.attrs["models"]["m"]
     assert info["mode"] == "exact" and info["server"] == srv.url
     assert info["served_model"] == "tiny" and info["api_key_env"] == "XLK_TEST_KEY"
     assert KEY not in str(ds.attrs)
@@ -124,7 +124,7 @@ def test_topk_mode_intervals_hold_the_truth(server, tiny_dir, local, variant):
     else:
         srv, tok = server(reject_extras=True), None
     ds = collect(tiny_prompts(2, 3), spec(srv, tok), progress=False, top_k=4)
-    assert ds.attrs["models"]["m"]["mode"] == "topk" and "bounds_rule" in ds.attrs
+    assert ds.likert.attrs["models"]["m"]["mode"] == "topk" and "bounds_rule" in ds.attrs
     lo, hi = ds.pmf_lower, ds.pmf_upper
     eps = 1e-9
     assert bool((lo - eps <= local.pmf).all()) and bool((local.pmf <= hi + eps).all())
@@ -134,7 +134,7 @@ def test_topk_mode_intervals_hold_the_truth(server, tiny_dir, local, variant):
     assert bool(((lo - eps <= ds.pmf) & (ds.pmf <= hi + eps)).where(ok, True).all())
     assert float((hi - lo).max()) > 1e-3  # really bounded, not exact
     # observed, not imputed: the lower bound is the observed mass, less the server's round-off
-    rtol = ds.attrs["models"]["m"]["logprob_rtol"]
+    rtol = ds.likert.attrs["models"]["m"]["logprob_rtol"]
     assert rtol == 2e-4 and "rtol" in ds.attrs["bounds_rule"]
     np.testing.assert_allclose(ds.valid_mass * (1 - rtol), ds.valid_mass_lower)
     assert bool((ds.topk_logprob.isel(rank=slice(0, 4)) <= 0).all())
@@ -154,7 +154,7 @@ def test_retries_429_and_dropped_connections(server, tiny_dir, local, tmp_path):
     s = spec(srv, tiny_dir, max_retries=40, backoff=0.001)
     ds = collect(tiny_prompts(2, 3), s, tmp_path / "f.nc", progress=False)
     np.testing.assert_allclose(ds.pmf, local.pmf, atol=1e-6)
-    assert ds.attrs["models"]["m"]["http_retries_last_session"] > 0
+    assert ds.likert.attrs["models"]["m"]["http_retries_last_session"] > 0
     assert bool(ds.valid_mass.notnull().all())
 
 
@@ -225,7 +225,7 @@ def test_url_credentials_are_not_recorded(server, tiny_dir):
     srv = server()
     url = srv.url.replace("http://", "http://user:pa55word@")
     ds = collect(tiny_prompts(1, 2), spec(url, tiny_dir), progress=False)
-    assert ds.attrs["models"]["m"]["server"] == srv.url
+    assert ds.likert.attrs["models"]["m"]["server"] == srv.url
     assert "pa55word" not in str(ds.attrs)
     assert srv.seen_auth == {"Basic dXNlcjpwYTU1d29yZA=="}
 
@@ -249,4 +249,4 @@ def test_cli_run_against_server(server, tiny_dir, tmp_path):
     assert res.exit_code == 0, res.output
     ds = open_results(out)
     assert ds.pmf.sizes == {"model": 1, "target": 1, "item": 17, "score": 7}
-    assert ds.attrs["models"]["served"]["mode"] == "exact"
+    assert ds.likert.attrs["models"]["served"]["mode"] == "exact"

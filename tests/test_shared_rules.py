@@ -158,10 +158,10 @@ def test_local_backend_follows_the_reference_rules(tmp_path):
                  split_space=False, temperatures=temps, top_ps=tops)  # fmt: skip
     tok = AutoTokenizer.from_pretrained(d)
     model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).eval()
-    valid = ds.attrs["models"]["t"]["valid_tokens"]
+    valid = ds.likert.attrs["models"]["t"]["valid_tokens"]
     ids = np.array([r["id"] for r in valid])
     score = np.array([r["score"] - 1 for r in valid])
-    for cell in ds.prompt.stack(c=ds.prompt.dims):
+    for cell in ds.prompt_text.stack(c=ds.prompt_text.dims):
         text = str(cell.values)
         with torch.no_grad():
             z = model(torch.tensor([tok(text, add_special_tokens=False).input_ids])).logits[0, -1]

@@ -182,6 +182,11 @@ class _Likert:
         """See :func:`xlikert.to_netcdf`."""
         return _io.to_netcdf(self._obj, path)
 
+    @property
+    def attrs(self) -> dict[Any, Any]:
+        """The attrs with their JSON text decoded (provenance as structure); see :func:`xlikert.io.read_attrs`."""
+        return _io.read_attrs(self._obj)
+
 
 @xr.register_dataarray_accessor("likert")
 class LikertDataArrayAccessor(_Likert):

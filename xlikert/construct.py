@@ -54,6 +54,7 @@ from . import kernels
 from ._version import __version__
 from .dims import AUXILIARY_DIMS, CORE_DIMS, DECODING_DIMS, factor_dims
 from .errors import DesignError, InputTypeError, InvalidPMFError, XlikertError
+from .io import encode_attrs, read_attrs
 from .validate import (
     as_pmf,
     check_fully_crossed,
@@ -62,6 +63,7 @@ from .validate import (
     check_pmf,
     check_score_axis,
     is_lazy,
+    squeeze_constant_factors,
 )
 
 __all__ = [
@@ -456,16 +458,26 @@ def decompose(
         subset named ``"a:b"`` (factor names in dim order) with ``pmf``
         (``*U, effect``), ``E``, ``SD``, ``SNR``, ``dPD`` (``*U``). Root attrs
         keep the input attrs plus provenance (``xlikert_version``,
-        ``decompose_factors``, ``decompose_max_order``).
+        ``decompose_factors``, ``decompose_constant_factors``,
+        ``decompose_max_order``), as netCDF holds them (structure as JSON
+        text: :func:`xlikert.io.read_attrs` decodes it), so ``dec.to_netcdf``
+        works as it stands.
 
     Raises
     ------
     DesignError
-        Missing cells, a factor with fewer than two levels, bad ``max_order``,
+        Missing cells, a factor with no level, bad ``max_order``,
         a dim with a name xlikert reserves (:mod:`xlikert.dims`; e.g. a
         decoding grid: select one setting first).
     InvalidPMFError
         Invalid PMFs.
+
+    Notes
+    -----
+    A factor with one level is held constant: it has no effect to estimate, so
+    it is squeezed to a scalar coordinate and named with its level in
+    ``decompose_constant_factors``. With no factor that varies the tree holds
+    the grand mixture alone.
 
     Examples
     --------
@@ -482,13 +494,12 @@ def decompose(
     pmf = as_pmf(pmf)
     s = _to_composite(pmf, item_dim, score_dim, engine)
     fac = factor_dims(s, factors, item_dim=item_dim, score_dim=score_dim)
-    if not fac:
-        raise DesignError(f"no factor dims to decompose over; dims are {tuple(s.dims)}")
     order = len(fac) if max_order is None else int(max_order)
-    if not 1 <= order <= len(fac):
+    if fac and not 1 <= order <= len(fac):
         raise DesignError(f"max_order must be between 1 and {len(fac)}, got {max_order!r}")
     check_fully_crossed(s, fac, score_dim)
-    check_levels(s, fac, min_levels=2)
+    s, fac, constant = squeeze_constant_factors(s, fac)
+    order = min(order, len(fac))
     batch = [d for d in s.dims if d not in fac and d != score_dim]
     s = s.transpose(*fac, *batch, score_dim)
 
@@ -518,12 +529,14 @@ def decompose(
     attrs.update(
         xlikert_version=__version__,
         decompose_factors=[str(f) for f in fac],
+        decompose_constant_factors=constant,
         decompose_max_order=order,
         decompose_score_dim=str(score_dim),
-        decompose_n_items=int(pmf.sizes[item_dim]) if item_dim in pmf.dims else None,
     )
+    if item_dim in pmf.dims:
+        attrs["decompose_n_items"] = int(pmf.sizes[item_dim])
     tree = xr.DataTree.from_dict(nodes, name=None)
-    tree.attrs = attrs
+    tree.attrs = encode_attrs(attrs)  # netCDF-ready: tree.to_netcdf works as it stands
     return tree
 
 
@@ -822,6 +835,8 @@ def summary_table(dec: xr.DataTree) -> pd.DataFrame:
     The grand mean row comes first (``term="grand"``, ``level="grand mean"``),
     then every effect in tree order; multi-factor levels are joined with
     ``" × "`` (e.g. ``"Aya-32B × China"``). Batch dims, if any, become extra columns.
+    ``attrs["constant_factors"]`` names the factors :func:`decompose` held
+    constant (one level) with their level.
 
     Examples
     --------
@@ -866,4 +881,6 @@ def summary_table(dec: xr.DataTree) -> pd.DataFrame:
         frames.append(pd.DataFrame(data, index=pd.RangeIndex(int(np.prod(shape)))))
     out = pd.concat(frames, ignore_index=True)
     extra = [c for c in out.columns if c not in ["term", "level", *cols]]
-    return out[["term", "level", *cols, *extra]]
+    out = out[["term", "level", *cols, *extra]]
+    out.attrs["constant_factors"] = read_attrs(dec).get("decompose_constant_factors") or {}
+    return out

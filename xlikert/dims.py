@@ -8,7 +8,8 @@ Every array xlikert reads or writes has named dims in one of three roles:
   reads with a fixed meaning (``rank`` of the top-k tokens, the decoding grid
   ``temperature`` x ``top_p``, the ``effect`` support of an effect PMF, the
   budgets ``n`` of a sampling table, ...);
-* **factors** -- every other dim (``model``, ``target``, ``prompt_variant``, ...).
+* **factors** -- every other dim (``model``, ``target``, ``prompt`` -- the design card's
+  prompt-framing factor --, ...).
 
 xlikert also writes variables next to the factor coordinates (``pmf``,
 ``valid_mass``, ``E``, ``SD``, ``lower``, ...) and table columns next to batch
@@ -108,7 +109,7 @@ COLLECTION_DIMS: tuple[str, ...] = ("rank", "temperature", "top_p", "trace")
 RESULT_VARIABLES: tuple[str, ...] = (
     "pmf",
     "valid_mass",
-    "prompt",
+    "prompt_text",
     "topk_token",
     "topk_logprob",
     "decoding_pmf",

@@ -2,9 +2,15 @@
 
 Files are written with the ``netcdf4`` engine, atomically (a temporary file in
 the target directory, then :func:`os.replace`), so an interrupted write never
-leaves a truncated file behind. Attribute values netCDF cannot hold (bool,
-None, dict, nested or mixed lists) are stored as JSON strings prefixed with
-:data:`JSON_MARKER` and decoded on reading, so attrs round-trip.
+leaves a truncated file behind.
+
+Attribute values netCDF cannot hold (bool, None, dict, nested or mixed lists,
+one-element lists) are kept as JSON text prefixed with :data:`JSON_MARKER`, in
+memory as on disk: every Dataset and DataTree xlikert returns (``collect``,
+:func:`open_results`, the analysis) is netCDF-ready as it stands, so
+``ds.to_netcdf(path)`` and ``xr.open_dataset(path)`` work as for any xarray
+object. The structure is read back with :func:`read_attrs` (or the accessor,
+``ds.likert.attrs``); :func:`decode_attrs` gives a Dataset with decoded attrs.
 
 Examples
 --------
@@ -12,6 +18,7 @@ Examples
 >>> pmf = xl.datasets.synthetic_pmf({"model": 2}, n_items=2)
 >>> xl.to_netcdf(pmf.to_dataset(), "results.nc")       # doctest: +SKIP
 >>> ds = xl.open_results("results.nc")                 # doctest: +SKIP
+>>> ds.likert.attrs["models"]["qwen"]["revision"]      # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,18 +36,30 @@ import xarray as xr
 
 from .errors import ConfigError, InputTypeError
 
-__all__ = ["JSON_MARKER", "decode_attrs", "open_decomposition", "open_results", "to_netcdf"]
+__all__ = [
+    "JSON_MARKER",
+    "LEGACY_VARIABLES",
+    "decode_attrs",
+    "encode_attrs",
+    "open_decomposition",
+    "open_results",
+    "read_attrs",
+    "rename_legacy",
+    "to_netcdf",
+]
 
 #: Prefix of attribute strings that hold a JSON-encoded value.
 JSON_MARKER = "xlikert-json:"
 _ENGINE = "netcdf4"
+#: Results variables renamed since files were first written: old name -> new name.
+LEGACY_VARIABLES: Mapping[str, str] = {"prompt": "prompt_text"}
 
 
 def _needs_json(value: Any) -> bool:
     if value is None or isinstance(value, bool | np.bool_ | dict | Mapping):
         return True
     if isinstance(value, str):
-        return value.startswith(JSON_MARKER)
+        return False  # text, JSON-encoded or not, is stored as it is
     if isinstance(value, list | tuple):
         if len(value) <= 1:  # netCDF reads a one-element list back as a scalar
             return True
@@ -67,7 +87,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _encode_attrs(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
+def _encode(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
     out = {}
     for key, value in attrs.items():
         if _needs_json(value):
@@ -79,38 +99,75 @@ def _encode_attrs(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
     return out
 
 
-def _decode_attrs(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
+def _decode(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
     out = {}
     for key, value in attrs.items():
         if isinstance(value, str) and value.startswith(JSON_MARKER):
             value = json.loads(value[len(JSON_MARKER) :])
-        elif isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "US":
+        elif isinstance(value, np.ndarray) and value.ndim == 1:  # netCDF's lists
             value = value.tolist()
         out[key] = value
     return out
 
 
-def _map_attrs(ds: xr.Dataset, fn) -> xr.Dataset:
-    ds = ds.copy(deep=False)
-    ds.attrs = fn(ds.attrs)
-    for name in ds.variables:
-        ds[name].attrs = fn(ds[name].attrs)
-    return ds
+def _map_attrs(obj, fn):
+    """``obj`` (Dataset, DataArray or DataTree) with ``fn`` applied to every attrs mapping."""
+    if isinstance(obj, xr.DataTree):
+        nodes = {node.path: _map_attrs(node.to_dataset(inherit=False), fn) for node in obj.subtree}
+        tree = xr.DataTree.from_dict(nodes, name=obj.name)
+        tree.attrs = fn(obj.attrs)
+        return tree
+    obj = obj.copy(deep=False)
+    obj.attrs = fn(obj.attrs)
+    variables = obj.coords if isinstance(obj, xr.DataArray) else obj.variables
+    for name in variables:
+        obj[name].attrs = fn(obj[name].attrs)
+    return obj
 
 
-def _encode_tree(tree: xr.DataTree) -> xr.DataTree:
-    nodes = {
-        node.path: _map_attrs(node.to_dataset(inherit=False), _encode_attrs)
-        for node in tree.subtree
-    }
-    return xr.DataTree.from_dict(nodes, name=tree.name)
+def encode_attrs(obj: xr.Dataset | xr.DataArray | xr.DataTree | Mapping[Any, Any]):
+    """``obj`` with attrs netCDF can hold: structured values become JSON text.
+
+    Every attrs mapping (the object's, each variable's and coordinate's, each
+    tree node's; or ``obj`` itself when it is a mapping, returned as a dict) is encoded: dicts, bools, None, nested, mixed and one-element
+    lists become ``JSON_MARKER + json``; text and numbers stay as they are.
+    Encoding is idempotent; :func:`read_attrs` and :func:`decode_attrs` undo it.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> ds = encode_attrs(xr.Dataset(attrs={"models": {"m": {"dtype": "float32"}}, "n": 3}))
+    >>> ds.attrs["models"], ds.attrs["n"]
+    ('xlikert-json:{"m": {"dtype": "float32"}}', 3)
+    >>> read_attrs(ds)["models"]["m"]["dtype"]
+    'float32'
+    """
+    if isinstance(obj, xr.Dataset | xr.DataArray | xr.DataTree):  # a Dataset is a Mapping too
+        return _map_attrs(obj, _encode)
+    return _encode(obj)
+
+
+def read_attrs(obj: xr.Dataset | xr.DataArray | xr.DataTree) -> dict[Any, Any]:
+    """The attrs of ``obj`` with JSON text decoded into structure (a new dict).
+
+    Works on encoded and decoded attrs alike, so code that reads provenance
+    (``read_attrs(ds)["models"][name]``) does not care where ``ds`` came from.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> read_attrs(xr.Dataset(attrs={"flags": JSON_MARKER + "[true]", "title": "t"}))
+    {'flags': [True], 'title': 't'}
+    """
+    return _decode(obj.attrs)
 
 
 def decode_attrs(ds: xr.Dataset) -> xr.Dataset:
     """The Dataset with its JSON-encoded attrs (``xlikert-json:...``) decoded, on every variable.
 
-    For a results file opened with plain ``xr.open_dataset``; :func:`open_results`
-    does this itself. Decoding is idempotent.
+    The result holds Python structure in its attrs: write it with
+    :func:`to_netcdf` (which encodes again), not with ``ds.to_netcdf``.
+    Decoding is idempotent.
 
     Examples
     --------
@@ -119,12 +176,50 @@ def decode_attrs(ds: xr.Dataset) -> xr.Dataset:
     >>> decode_attrs(ds).attrs["models"]
     {'m': {'dtype': 'float32'}}
     """
-    return _map_attrs(ds, _decode_attrs)
+    return _map_attrs(ds, _decode)
 
 
-def _decode_tree(tree: xr.DataTree) -> xr.DataTree:
-    nodes = {node.path: decode_attrs(node.to_dataset(inherit=False)) for node in tree.subtree}
-    return xr.DataTree.from_dict(nodes, name=tree.name)
+def rename_legacy(ds: xr.Dataset, source: str = "the Dataset") -> xr.Dataset:
+    """``ds`` with results variables of older files renamed (:data:`LEGACY_VARIABLES`).
+
+    Files written before xlikert named the text sent ``prompt_text`` hold it as
+    ``prompt``; the design card's framing factor is called ``prompt``, so the
+    variable is renamed on reading, said once in a warning and in ``history``.
+    A ``prompt`` that is a dim (the framing factor) is left alone.
+
+    Examples
+    --------
+    >>> import warnings, xarray as xr
+    >>> old = xr.Dataset({"prompt": (("item",), ["text"])})
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     list(rename_legacy(old).data_vars)
+    ['prompt_text']
+    """
+    names = {
+        old: new
+        for old, new in LEGACY_VARIABLES.items()
+        if old in ds.data_vars and old not in ds.dims and new not in ds.variables
+    }
+    if not names:
+        return ds
+    said = ", ".join(f"{o!r} -> {n!r}" for o, n in names.items())
+    warnings.warn(
+        f"{source} was written by an older xlikert: renamed variable(s) {said}",
+        UserWarning,
+        stacklevel=3,
+    )
+    ds = ds.rename_vars(names)
+    line = f"xlikert {_version()} renamed variable(s) {said} on reading"
+    history = ds.attrs.get("history")
+    ds.attrs["history"] = f"{history}\n{line}" if history else line
+    return ds
+
+
+def _version() -> str:
+    from ._version import __version__
+
+    return __version__
 
 
 def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathLike) -> Path:
@@ -158,10 +253,8 @@ def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathL
         )
     if isinstance(obj, xr.DataArray):
         obj = obj.to_dataset(name=obj.name if obj.name is not None else "pmf")
-    if isinstance(obj, xr.DataTree):
-        encoded: xr.Dataset | xr.DataTree = _encode_tree(obj)
-    elif isinstance(obj, xr.Dataset):
-        encoded = _map_attrs(obj, _encode_attrs)
+    if isinstance(obj, xr.DataTree | xr.Dataset):
+        encoded = encode_attrs(obj)
     else:
         raise InputTypeError(
             f"cannot write {type(obj).__name__} to netCDF; pass a Dataset, DataArray or DataTree"
@@ -203,6 +296,11 @@ def _unreadable(path: Path, exc: Exception) -> ConfigError:
 def open_results(path: str | os.PathLike) -> xr.Dataset:
     """Read a results Dataset fully into memory (the file is closed on return).
 
+    The Dataset is the one :func:`xlikert.collect.collect` returned: attrs as
+    netCDF holds them (structure as JSON text; read it with :func:`read_attrs`
+    or ``ds.likert.attrs``), so ``ds.to_netcdf`` works on it. Variables of files
+    from older versions are renamed (:func:`rename_legacy`).
+
     Raises
     ------
     ConfigError
@@ -219,7 +317,7 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
             ds = ds.load()
     except (OSError, ValueError) as exc:  # not netCDF, truncated, unreadable
         raise _unreadable(path, exc) from exc
-    return decode_attrs(ds)
+    return rename_legacy(ds, source=repr(str(path)))
 
 
 def open_decomposition(path: str | os.PathLike) -> xr.DataTree:
@@ -237,4 +335,4 @@ def open_decomposition(path: str | os.PathLike) -> xr.DataTree:
             tree = tree.load()
     except (OSError, ValueError) as exc:
         raise _unreadable(path, exc) from exc
-    return _decode_tree(tree)
+    return tree

@@ -44,7 +44,7 @@ import xarray as xr
 
 from .dims import DECODING_DIMS, factor_dims
 from .errors import DesignError, InvalidPMFError
-from .validate import as_pmf, check_item_dim, check_pmf
+from .validate import as_pmf, check_item_dim, check_pmf, squeeze_constant_factors
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -446,7 +446,9 @@ def flip_probability(
     pandas.DataFrame
         Long format, one row per (parameter, budget): ``term``, ``level``,
         ``order``, ``E`` (exact effect), ``n``, ``se`` (SD of the estimator)
-        and ``p_flip``.
+        and ``p_flip``. A factor with one level is held constant: it has no
+        parameter, and ``attrs["constant_factors"]`` names it with its level
+        (no factor with two levels: no rows).
 
     Examples
     --------
@@ -460,10 +462,12 @@ def flip_probability(
     """
     pmf = as_pmf(pmf)
     factors = _design_factors(pmf, factors, item_dim, score_dim)
-    # one mean and variance per condition: small, and the table below is eager anyway
-    mom = composite_moments(pmf, item_dim=item_dim, score_dim=score_dim).compute()
     if not factors:
         raise DesignError("flip probabilities need at least one factor; the PMF has none")
+    # a factor with one level has no parameter to flip
+    pmf, factors, constant = squeeze_constant_factors(pmf, factors)
+    # one mean and variance per condition: small, and the table below is eager anyway
+    mom = composite_moments(pmf, item_dim=item_dim, score_dim=score_dim).compute()
     budgets = _budgets(n)
     rows = []
     for term in _terms(factors, max_order):
@@ -489,7 +493,9 @@ def flip_probability(
                         "p_flip": float(stacked["p_flip"].transpose("_p", "n").values[j, k]),
                     }
                 )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows, columns=["term", "level", "order", "E", "n", "se", "p_flip"])
+    table.attrs["constant_factors"] = constant
+    return table
 
 
 def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS) -> pd.DataFrame:
@@ -515,6 +521,12 @@ def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS)
     >>> list(t.columns)
     ['Params (%)', 'N=10']
     """
+    if flips.empty:
+        held = flips.attrs.get("constant_factors") or {}
+        raise DesignError(
+            "no factorial parameter to tabulate: every factor has one level"
+            + (f" (held constant: {held})" if held else "")
+        )
     edges = list(bins)
     labels = []
     for lo, hi in itertools.pairwise(edges):

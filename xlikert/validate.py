@@ -11,6 +11,7 @@ raises, naming the cells (pass ``compute=True`` to check at once).
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -27,6 +28,7 @@ __all__ = [
     "check_score_axis",
     "describe_cells",
     "is_lazy",
+    "squeeze_constant_factors",
 ]
 
 #: Absolute tolerance on ``|sum(pmf) - 1|`` accepted by :func:`check_pmf`.
@@ -225,6 +227,47 @@ def check_levels(obj: xr.DataArray, dims: Iterable[Hashable], min_levels: int = 
             raise DesignError(
                 f"factor {dim!r} has {n} level(s) {levels}; an effect needs at least {min_levels}"
             )
+
+
+def squeeze_constant_factors(
+    obj: xr.DataArray, factors: Sequence[Hashable]
+) -> tuple[xr.DataArray, list[Hashable], dict[str, Any]]:
+    """Squeeze the factors of ``obj`` that have one level: they are held constant.
+
+    A factor with a single level has no effect to estimate; it is kept as a
+    scalar coordinate of the result rather than refused, so a one-model run
+    analyses like any other.
+
+    Returns
+    -------
+    obj, factors, constant
+        ``obj`` with the one-level factors squeezed (their level kept as a
+        scalar coordinate), the factors that vary, in their order, and
+        ``{factor: level}`` of the constant ones (for the output's attrs).
+
+    Raises
+    ------
+    DesignError
+        A factor with no level at all.
+
+    Examples
+    --------
+    >>> pmf = xr.DataArray([[[0.5, 0.5]], [[0.2, 0.8]]], dims=("target", "model", "score"),
+    ...                    coords={"model": ["qwen"], "target": ["USA", "China"]})
+    >>> out, varying, constant = squeeze_constant_factors(pmf, ["target", "model"])
+    >>> out.dims, varying, constant
+    (('target', 'score'), ['target'], {'model': 'qwen'})
+    """
+    for dim in factors:
+        if obj.sizes[dim] == 0:
+            raise DesignError(f"factor {dim!r} has no level: no data to analyse")
+    constant = [d for d in factors if obj.sizes[d] == 1]
+    levels = {str(d): _scalar(obj[d].values[0]) if d in obj.coords else 0 for d in constant}
+    return obj.squeeze(constant), [d for d in factors if d not in constant], levels
+
+
+def _scalar(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def check_fully_crossed(

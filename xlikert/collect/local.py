@@ -586,7 +586,7 @@ class LocalModel:
         res.data["topk_token"][:, :k] = [
             [tok.convert_ids_to_tokens(int(i)) or "" for i in row] for row in out["topk_id"]
         ]
-        res.data["prompt"][:] = texts
+        res.data["prompt_text"][:] = texts
         return res
 
     def _read(self, prefix: list[int], cache, suffixes: list[list[int]]) -> dict[str, np.ndarray]:
@@ -658,7 +658,7 @@ class LocalModel:
                 raise self._oom(f"{M} traces of up to {cfg['max_new_tokens']} tokens") from exc
             words = [tok.decode(t, skip_special_tokens=False) for t in traces]
             store_traces(res, b, out, traces, ends, seeds, words)
-        res.data["prompt"][:] = texts
+        res.data["prompt_text"][:] = texts
         return res
 
     def _sample(self, ids: list[int], seeds: list[int]):

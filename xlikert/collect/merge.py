@@ -34,7 +34,7 @@ def merge_shards(
     """
     if not paths:
         raise CollectionError("merge needs at least one shard file")
-    from ..io import open_results
+    from ..io import encode_attrs, open_results, read_attrs
 
     parts = []
     for p in paths:
@@ -95,7 +95,7 @@ def merge_shards(
             out[v] = xr.where(mask, ds[v], out[v], keep_attrs=True).transpose(*base[v].dims)
     models: dict = {}
     for ds in parts:  # a shard records the models it loaded
-        for name, info in (ds.attrs.get("models") or {}).items():
+        for name, info in (read_attrs(ds).get("models") or {}).items():
             if info and not models.get(name):
                 models[name] = info
     out.attrs["models"] = {str(m): models.get(str(m), {}) for m in out["model"].values}
@@ -109,6 +109,7 @@ def merge_shards(
             f"xlikert {__version__} merge of {len(parts)} shards",
         ]
     )
+    out = encode_attrs(out)
     if output is not None:
         from .runner import write_atomic
 

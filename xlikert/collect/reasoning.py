@@ -99,7 +99,8 @@ _THINK_TAG = re.compile(r"</(think|thinking|thought|reasoning)>")
 
 #: What a reasoning results file holds; stored in its attrs.
 REASONING_RULE = (
-    "reasoning mode (models with attrs['models'][name]['reasoning']): for each (condition, item) "
+    "reasoning mode (models with ds.likert.attrs['models'][name]['reasoning']): "
+    "for each (condition, item) "
     "M traces are sampled from the model (its thinking chat template, or the chain-of-thought "
     "framing), each closed with the answer prefix; trace_pmf is the exact next-token item PMF "
     "over the valid answers after prompt + trace + closing (renormalised), trace_valid_mass its "
@@ -287,7 +288,7 @@ class ReasoningFormat:
         }
 
     def describe(self) -> dict[str, Any]:
-        """The record stored in ``attrs['models'][name]['reasoning_format']``."""
+        """The record stored in ``ds.likert.attrs['models'][name]['reasoning_format']``."""
         d = {
             "framing": self.framing,
             "end_marker": self.marker,

@@ -29,6 +29,7 @@ import xarray as xr
 from .._version import __version__
 from ..dims import check_factor_name
 from ..errors import CollectionError
+from ..io import encode_attrs
 from .protocol import CollectOptions, Model, backend_module
 from .schema import UnitResult, assemble
 from .store import PartialStore, as_record
@@ -426,6 +427,7 @@ def collect(
         ds.attrs["reasoning_models"] = [
             m["name"] for m, t in zip(models, plan.traces, strict=True) if t
         ]
+    ds = encode_attrs(ds)  # netCDF-ready as it stands: ds.to_netcdf works
     if out_path is not None:
         write_atomic(ds, out_path)
         store.remove()

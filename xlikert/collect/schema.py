@@ -66,7 +66,9 @@ VARIABLES: dict[str, Variable] = {
             "description": "sum of P_raw over valid answers; 1 - failure rate",
         },
     ),
-    "prompt": Variable((), "", {"description": "exact text sent to the model (after templating)"}),
+    "prompt_text": Variable(
+        (), "", {"description": "exact text sent to the model (after templating)"}
+    ),
     "topk_token": Variable(
         ("rank",), "", {"description": "raw vocabulary tokens of highest probability"}
     ),
@@ -326,8 +328,8 @@ def assemble(
     if n_traces:
         ds.attrs["reasoning_rule"] = REASONING_RULE
         ds.attrs["sampling_error"] = (
-            "for the models in reasoning mode (attrs['reasoning_models']; their settings in "
-            "attrs['models'][name]['reasoning']) pmf, valid_mass, decoding_pmf and "
+            "for the models in reasoning mode (ds.likert.attrs['reasoning_models']; their settings in "
+            "ds.likert.attrs['models'][name]['reasoning']) pmf, valid_mass, decoding_pmf and "
             "decoding_valid_mass are means over sampled traces and carry Monte Carlo error; "
             "pmf_se is the standard error of pmf per score; trace_pmf and trace_valid_mass are "
             "exact given each trace; every other model's numbers are exact (pmf_se = 0)"
@@ -352,7 +354,7 @@ def assemble(
             "one forward pass per (condition, item); log-softmax over the full vocabulary; "
             "valid tokens = vocabulary tokens whose surface form is a scale value with an "
             "optional leading ' ', '▁' or 'Ġ'; each model's answer rule (one token, split "
-            "space, multi-token) and backend are in attrs['models'][name]"
+            "space, multi-token) and backend are in ds.likert.attrs['models'][name]"
         ),
         decoding_tie_rule=DECODING_TIE_RULE,
     )

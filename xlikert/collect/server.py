@@ -760,7 +760,7 @@ class ServerModel:
         res.data["decoding_valid_mass"][r] = gm
         with np.errstate(invalid="ignore"):
             res.data["decoding_pmf"][r] = np.where(gm[..., None] > 0, g / gm[..., None], np.nan)
-        res.data["prompt"][r] = json.dumps(msgs, ensure_ascii=False)
+        res.data["prompt_text"][r] = json.dumps(msgs, ensure_ascii=False)
 
     def _valid_ids(self, msgs: list) -> dict[int, float]:
         """Exact mode: the log-probability of every valid token id (``logprob_token_ids``)."""

@@ -268,7 +268,7 @@ class VLLMModel:
         for key, val in self._read(encoded, salt).items():
             res.data[key][:] = val
         self._topk(encoded, salt, res)
-        res.data["prompt"][:] = texts
+        res.data["prompt_text"][:] = texts
         return res
 
     def _read(self, encoded: list[list[int]], salt: str) -> dict[str, np.ndarray]:
@@ -378,7 +378,7 @@ class VLLMModel:
             rows = slice(b * M, (b + 1) * M)
             store_traces(res, b, {k: v[rows] for k, v in read.items()}, traces[rows],
                          ends[rows], seeds[b], words[rows])  # fmt: skip
-        res.data["prompt"][:] = texts
+        res.data["prompt_text"][:] = texts
         return res
 
     def provenance(self) -> dict[str, Any]:

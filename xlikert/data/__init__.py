@@ -154,7 +154,7 @@ def synthetic_results(
         {
             "pmf": (("model", "target", "item", "score"), pmf),
             "valid_mass": (("model", "target", "item"), valid),
-            "prompt": (("model", "target", "item"), prompts),
+            "prompt_text": (("model", "target", "item"), prompts),
             "decoding_pmf": (("model", "target", "item", "temperature", "top_p", "score"), grid),
             "decoding_valid_mass": (
                 ("model", "target", "item", "temperature", "top_p"),
@@ -201,7 +201,7 @@ def load_demo_results(verbose: bool = True) -> xr.Dataset:
         from ..io import open_results
 
         with importlib.resources.as_file(path) as p:
-            ds = open_results(p)  # attrs decoded (provenance dicts), file closed
+            ds = open_results(p)  # file closed on return
         ds.attrs.setdefault("synthetic", 0)
         if verbose:
             print(f"Loaded the shipped demo results: {p}")

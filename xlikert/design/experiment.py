@@ -341,7 +341,7 @@ def load_experiment(path_or_builtin: str | Path) -> Experiment:
     Examples
     --------
     >>> exp = load_experiment("framing")
-    >>> exp.factors["prompt_variant"][:2], exp.n_prompts
+    >>> exp.factors["prompt"][:2], exp.n_prompts
     (['v0_original', 'v1_participant'], 408)
     """
     path = _resolve(path_or_builtin, "experiment", _experiment_dir(), builtin_experiments())

@@ -73,7 +73,7 @@ class Instrument:
         Level of :attr:`lexicon_factor` (e.g. target country) -> field -> text.
     lexicon_factor, framing_factor
         Default factor names of the lexicon (``"target"``) and of the framings
-        (``"prompt_variant"``).
+        (``"prompt"``).
     framings
         System-prompt variant name -> template text.
     default_framing
@@ -307,8 +307,7 @@ def _parse_instrument(table: dict, file: str, digest: str) -> Instrument:
         p.get(head, "lexicon_factor", str, "[instrument]", default="target") or "target"
     )
     framing_factor = (
-        p.get(head, "framing_factor", str, "[instrument]", default="prompt_variant")
-        or "prompt_variant"
+        p.get(head, "framing_factor", str, "[instrument]", default="prompt") or "prompt"
     )
     default_framing = p.get(head, "default_framing", str, "[instrument]", default="") or ""
     extra = p.get(head, "placeholders", list, "[instrument]", default=[]) or []

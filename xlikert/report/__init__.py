@@ -170,7 +170,7 @@ def write_report(
 
     source = str(results) if not isinstance(results, xr.Dataset) else "(in-memory Dataset)"
     # a Dataset opened with plain xarray still has its JSON attrs encoded
-    ds = decode_attrs(results) if isinstance(results, xr.Dataset) else xl.open_results(results)
+    ds = decode_attrs(results if isinstance(results, xr.Dataset) else xl.open_results(results))
     if "pmf" not in ds:
         raise InvalidPMFError(f"results {source} hold no 'pmf' variable; variables: {list(ds)}")
     out = Path(out_dir)
@@ -179,11 +179,14 @@ def write_report(
     factors = factor_dims(pmf, what=f"the pmf of {source}")
     if not factors:
         raise DesignError(f"results {source} have no factor dims: pmf dims are {pmf.dims}")
+    # a factor with one level is held constant: no effect, contrast or flip to report
+    varying = [f for f in factors if pmf.sizes[f] >= 2]
+    constant = [f for f in factors if f not in varying]
     by = "model" if "model" in factors else factors[0]
     second = (
         "target"
-        if ("target" in factors and by != "target")
-        else next((f for f in factors if f != by), None)
+        if ("target" in varying and by != "target")
+        else next((f for f in varying if f != by), None)
     )
     origin = _origin_map(ds, by, country_of_origin)
     sections: list[_Section] = []
@@ -194,7 +197,7 @@ def write_report(
         f"**{f}** ({pmf.sizes[f]}): "
         + ", ".join(map(str, pmf[f].values[:12]))
         + (" …" if pmf.sizes[f] > 12 else "")
-        for f in factors
+        for f in varying
     )
     s.text(
         f"Results: `{source}`. {int(np.prod([pmf.sizes[f] for f in factors]))} conditions × "
@@ -207,7 +210,14 @@ def write_report(
             else "."
         )
     )
-    s.text("Factors: " + lv)
+    if varying:
+        s.text("Factors: " + lv)
+    if constant:
+        s.text(
+            "Held constant (one level, so no effect is estimated): "
+            + "; ".join(f"**{f}** = {pmf[f].values[0]}" for f in constant)
+            + "."
+        )
     if ds.attrs.get("synthetic"):
         s.text("**SYNTHETIC DATA**: these results are random PMFs, no model was run.")
     sections.append(s)
@@ -416,19 +426,22 @@ def write_report(
             f"r = {r['r']:.2f} (p = {r['p']:.2g})."
         )
     flips = sampling.flip_probability(pmf, n=_FLIP_BUDGETS)
-    s.table(
-        sampling.flip_table(flips),
-        out,
-        "flip_by_effect_size",
-        "Mean sign-flip probability by exact |E| and budget N.",
-        digits=3,
-    )
-    s.figure(
-        plot.flip_probability(flips),
-        out,
-        "flip_probability",
-        "Sign-flip probability vs exact effect size.",
-    )
+    if flips.empty:
+        s.text("No factor varies, so there is no factorial parameter whose sign could flip.")
+    else:
+        s.table(
+            sampling.flip_table(flips),
+            out,
+            "flip_by_effect_size",
+            "Mean sign-flip probability by exact |E| and budget N.",
+            digits=3,
+        )
+        s.figure(
+            plot.flip_probability(flips),
+            out,
+            "flip_probability",
+            "Sign-flip probability vs exact effect size.",
+        )
     if "decoding_pmf" in ds:
         bias = sampling.decoding_bias(ds)
         tab, st = sampling.decoding_bias_table(bias, by=by, consensus=cns)
