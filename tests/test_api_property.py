@@ -193,3 +193,27 @@ def test_safe_names_always_work(name):
     want = CALLS[name](pmf, ["model", "target"], "numpy")
     for obj in (pmf.to_dataset(), pmf.chunk({"model": 1})):
         _compare(CALLS[name](obj, ["model", "target"], None), want, {})
+
+
+@pytest.mark.parametrize("levels", [[2, 3], [1, 3]])
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_every_xarray_result_writes_the_xarray_way(name, levels, tmp_path):
+    """What the analysis returns is netCDF-ready as it stands: ``obj.to_netcdf`` works."""
+    pmf = make_pmf(levels, n_items=2, n_scores=3, seed=1).rename(f0="model", f1="target")
+    pmf.attrs = {"models": {"m": {"dtype": "float32"}}, "flags": [True], "one": ["x"]}
+    ds = xl.io.encode_attrs(pmf.to_dataset())  # as collect() returns it
+    try:
+        got = CALLS[name](ds, ["target", "model"], None)
+    except XlikertError:  # a contrast or trend of a one-level factor: nothing to write
+        assert levels[0] == 1 and name in {"contrast", "trend", "marginal_slice"}, name
+        return
+    if isinstance(got, pd.DataFrame):
+        return
+    if isinstance(got, xr.DataArray):
+        got = got.to_dataset(name=got.name or "result")
+    got.to_netcdf(tmp_path / "out.nc")
+    back = (xr.open_datatree if isinstance(got, xr.DataTree) else xr.open_dataset)(
+        tmp_path / "out.nc"
+    )
+    with back:
+        assert xl.io.read_attrs(back) == xl.io.read_attrs(got)
