@@ -530,3 +530,33 @@ def test_vllm_backend_entry_errors_are_clear(tiny_dir):
         spec = [{"name": "m", "source": str(tiny_dir), "backend": "vllm"}]
         with pytest.raises(CollectionError, match=r"backend 'vllm' needs vLLM"):
             collect(tiny_prompts(1, 1), spec, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("body", "guarded"),
+    [
+        ("from xlikert.collect import collect\ncollect(p, m)\n", False),
+        ("def main():\n    pass\n\nif __name__ == '__main__':\n    main()\n", True),
+        ("def main():\n    pass\n\nif '__main__' == __name__:\n    main()\n", True),
+        ("if __name__ != '__main__':\n    pass\n", False),
+    ],
+)
+def test_vllm_spawn_without_main_guard_is_named(tmp_path, monkeypatch, body, guarded):
+    """vLLM spawns its engine: a script without the main guard runs collect again in the child."""
+    import multiprocessing
+    import types
+
+    from xlikert.collect import vllm as backend
+
+    script = tmp_path / "run.py"
+    script.write_text(body, encoding="utf-8")
+    main_module = types.ModuleType("__main__")
+    main_module.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", main_module)
+    assert backend.unguarded_main_script() == (None if guarded else str(script))
+    # in the spawned child, still importing the script: stop at once, naming the fix
+    spec = {"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm"}
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(CollectionError, match=r"inside a process that vLLM spawned.*run\.py.*"
+                       r"if __name__ == \"__main__\":"):  # fmt: skip
+        collect(tiny_prompts(1, 1), [spec], progress=False)

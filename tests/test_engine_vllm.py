@@ -219,6 +219,36 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
         np.testing.assert_allclose(vm[var], lm[var], atol=1e-4, rtol=0, err_msg=f"0-10 {var}")
 
 
+UNGUARDED = """
+import sys
+from xlikert.collect import collect
+from xlikert.design import load_experiment
+
+prompts = load_experiment("demo").build_prompts().isel(target=[0], item=[0])
+spec = {"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
+        "enforce_eager": True, "max_model_len": 1024, "gpu_memory_utilization": 0.25}
+collect(prompts, [spec], sys.argv[1], progress=False)
+"""
+
+
+def test_script_without_main_guard_is_told_what_to_add(tmp_path):
+    """vLLM spawns its engine core, which imports the script again: both the child and the
+    parent say to put the collection under the main guard (not to lower memory settings)."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    res = subprocess.run([str(engine_python("vllm")), str(script), str(tmp_path / "out.nc")],
+                         env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert res.returncode != 0
+    child = "collection started again inside a process that vLLM spawned"
+    assert child in res.stderr and f"{script} again" in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("xlikert.errors.CollectionError: model 'm': vLLM could not start")
+    assert f"import your script {script} again" in last
+    assert 'if __name__ == "__main__":' in last and "gpu_memory_utilization" not in last
+    assert not (tmp_path / "out.nc").exists()
+
+
 REASONING = """
 import json, sys
 import xlikert.collect.vllm as backend

@@ -36,11 +36,15 @@ nodes; ``engine_args`` passes any other ``vllm.LLM`` argument.
 
 from __future__ import annotations
 
+import ast
 import gc
 import hashlib
 import importlib.util
+import multiprocessing
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -105,9 +109,71 @@ _KEYS = {
 }
 
 
+def _is_main_guard(test: ast.expr) -> bool:
+    """``__name__ == "__main__"`` (either side)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    sides = [test.left, *test.comparators]
+    return (
+        isinstance(test.ops[0], ast.Eq)
+        and any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+        and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+    )
+
+
+def unguarded_main_script() -> str | None:
+    """The script run as ``__main__`` if it has no ``if __name__ == "__main__":`` block.
+
+    vLLM starts its engine core (and, on a CPU, its workers) in new processes
+    by *spawning*: each imports the main script again, so a script whose
+    top-level code calls :func:`~xlikert.collect.collect` starts the whole run
+    again in the child, which fails while it is still bootstrapping. None for
+    an interactive session, a notebook or a guarded script.
+
+    Examples
+    --------
+    >>> unguarded_main_script() is None  # run under pytest: no script of the user's
+    True
+    """
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    if any(isinstance(n, ast.If) and _is_main_guard(n.test) for n in tree.body):
+        return None
+    return str(path)
+
+
+def _guard_advice(script: str) -> str:
+    return (
+        f"vLLM starts its engine in new processes that import your script {script} again, "
+        "and that script runs the collection at import: put it under "
+        "'if __name__ == \"__main__\":' (e.g. def main(): ...; "
+        'if __name__ == "__main__": main())'
+    )
+
+
 def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
     """Validate a vLLM model entry before anything runs (vLLM is not imported)."""
     name = spec["name"]
+    # a process vLLM spawned is importing the user's script, which calls collect again
+    # (the flag multiprocessing's own "bootstrapping phase" check reads)
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        script = next(
+            (
+                str(m.__file__)
+                for m in (sys.modules.get("__mp_main__"), sys.modules.get("__main__"))
+                if getattr(m, "__file__", None)
+            ),
+            "(the main script)",
+        )
+        raise CollectionError(
+            f"model {name!r}: collection started again inside a process that vLLM spawned. "
+            + _guard_advice(script)
+        )
     unknown = sorted(set(spec) - _KEYS)
     if unknown:
         raise CollectionError(
@@ -219,6 +285,12 @@ class VLLMModel:
         try:
             self.llm = vllm.LLM(**kwargs)
         except (ValueError, RuntimeError) as exc:
+            script = unguarded_main_script()
+            if script is not None:  # the likely cause: the spawned engine re-ran the script
+                raise CollectionError(
+                    f"model {self.name!r}: vLLM could not start the engine ({exc}). "
+                    + _guard_advice(script)
+                ) from exc
             raise CollectionError(
                 f"model {self.name!r}: vLLM could not start the engine: {exc}. "
                 "On a CPU build, lower gpu_memory_utilization (the share of RAM vLLM reserves) "
