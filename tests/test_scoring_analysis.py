@@ -189,3 +189,68 @@ def test_summary_table_mean_item_scale(ipip):
         xl.summary_table(dec, scoring="median")
     with pytest.raises(xl.DesignError, match="item count is unknown"):
         xl.summary_table(xl.decompose(xl.composite(ipip, subscale=None)), scoring="mean")
+
+
+# ----------------------------------------------------------------- the report
+
+
+def _results(pmf: xr.DataArray) -> xr.Dataset:
+    ds = xr.Dataset({"pmf": pmf, "valid_mass": 0.99 + 0 * pmf.isel(score=0, drop=True)})
+    ds.attrs["instrument"] = "mini_ipip"
+    return ds
+
+
+def test_report_follows_the_instrument(ipip, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    small = ipip.isel(persona=[0, 1])
+    path = xl.report.write_report(_results(small), tmp_path / "rep")
+    out = path.parent
+    effects = pd.read_csv(out / "tables" / "effects.csv")
+    grand = effects[effects.term == "grand"].set_index("subscale")
+    cell = _hand_cell_means(small, reflect=True, by_subscale=True)
+    for s in cell["subscale"].values:
+        want = float(cell.sel(subscale=s).mean())
+        assert grand.loc[s, "E"] == pytest.approx(want, abs=1e-6)
+        assert grand.loc[s, "E_item"] == pytest.approx(want / 4, abs=1e-6)
+        assert (out / "figures" / f"composite_pmfs_{s}.png").is_file()
+        assert (out / "figures" / f"main_effect_model_{s}.png").is_file()
+    md = (out / "report.md").read_text(encoding="utf-8")
+    keyed = ", ".join(small["item"].values[small["reverse_keyed"].values])
+    assert f"reflected (y → 6 − y) before any composite: items {keyed}." in md
+    assert "**neuroticism** (K = 4): items 4, 9, 14, 19" in md
+    assert "divided by the number of items" in md
+    # the same answers without the instrument's coords: today's raw 20-item sum
+    path = xl.report.write_report(
+        _results(small.drop_vars(["reverse_keyed", "subscale"])), tmp_path / "raw"
+    )
+    raw = pd.read_csv(path.parent / "tables" / "effects.csv")
+    want = float(_hand_cell_means(small, reflect=False, by_subscale=False).mean())
+    assert raw.loc[raw.term == "grand", "E"].item() == pytest.approx(want, abs=1e-6)
+    assert "subscale" not in raw.columns
+
+
+def test_a_failing_report_leaves_nothing_behind(ipip, tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from xlikert.report import tables
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("broken table")
+
+    monkeypatch.setattr(tables, "paper_layout", broken)  # fails after the first figures
+    ds = _results(ipip.isel(persona=[0, 1]))
+    with pytest.raises(RuntimeError, match="broken table"):
+        xl.report.write_report(ds, tmp_path / "new")
+    assert list(tmp_path.iterdir()) == []
+    # an earlier report in the folder is left as it was
+    old = tmp_path / "old"
+    (old / "figures").mkdir(parents=True)
+    (old / "index.html").write_text("old report", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="broken table"):
+        xl.report.write_report(ds, old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old"]
+    assert (old / "index.html").read_text(encoding="utf-8") == "old report"
+    assert list((old / "figures").iterdir()) == []
