@@ -435,11 +435,25 @@ def test_error_unknown_placeholder_in_experiment(tmp_path):
     )
     raises_config(lambda: load_experiment(path), "exp.toml", "[experiment], field 'user'", "{mood}")
     path = experiment_toml(
-        tmp_path, 'user = "Statement: {item:upper}"\n[factors.target]\nlevels = ["USA"]\n'
+        tmp_path, 'user = "Statement: {item:shout}"\n[factors.target]\nlevels = ["USA"]\n'
     )
-    raises_config(
-        lambda: load_experiment(path), "exp.toml", "field 'user'", "{item:upper}", "no modifier"
-    )
+    raises_config(lambda: load_experiment(path), "exp.toml", "field 'user'", "unknown modifier")
+
+
+def test_item_placeholder_takes_a_modifier(tmp_path):
+    """{item:lower} / {item:cap} apply to the whole item text, values filled in included."""
+    body = '[factors.target]\nlevels = ["China"]\n'
+    plain = load_experiment(experiment_toml(tmp_path, body)).build_prompts()
+    item = str(plain.user.sel(target="China", item="1").item())
+    assert item.startswith("The Chinese should")
+    for user, want in (
+        ("I believe that {item:lower}", "I believe that " + item.lower()),
+        ("{item:upper}!", item.upper() + "!"),
+        ("Q: {item:cap}", "Q: " + item[:1].upper() + item[1:]),
+    ):
+        path = experiment_toml(tmp_path, f'user = "{user}"\n' + body)
+        ds = load_experiment(path).build_prompts()
+        assert str(ds.user.sel(target="China", item="1").item()) == want
 
 
 def test_error_level_missing_lexicon_field(tmp_path):
