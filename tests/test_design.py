@@ -6,6 +6,7 @@ import json
 import math
 import re
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -683,3 +684,25 @@ def test_rendered_text_is_the_reviewed_text():
         for i in mini.items
     ]
     assert got == golden["mini_ipip_items"]
+
+
+def test_warns_about_a_one_item_subscale_close_to_another(tmp_path):
+    from importlib import resources
+
+    text = (resources.files("xlikert.design") / "instruments" / "mini_ipip.toml").read_text("utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the built-in file is clean
+        load_instrument("mini_ipip")
+    head, sep, tail = text.partition('id = "16"')
+    typo = head + sep + tail.replace('subscale = "extraversion"', 'subscale = "Extroversion"', 1)
+    path = write(tmp_path, "big5.toml", typo)
+    with pytest.warns(
+        UserWarning, match=r"big5.toml: subscale 'Extroversion' has one item \('16'\)"
+    ):
+        inst = load_instrument(path)
+    assert inst.subscales.count("Extroversion") == 1
+    # a one-item subscale with a distinct name is fine
+    lone = head + sep + tail.replace('subscale = "extraversion"', 'subscale = "honesty"', 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_instrument(write(tmp_path, "hex.toml", lone))
