@@ -134,7 +134,7 @@ def _compare(got, want, mapping):
     if isinstance(got, pd.DataFrame):
         got = got.copy()
         if "term" in got:
-            got["term"] = [_term_back(t, mapping) for t in got["term"]]
+            got["term"] = got["term"].map(lambda t: _term_back(t, mapping))
         got.index = got.index.rename(mapping.get(got.index.name, got.index.name))
         pd.testing.assert_frame_equal(got, want, check_exact=False, atol=1e-12, rtol=0)
         return

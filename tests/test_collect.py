@@ -510,7 +510,8 @@ def test_cli_run(tiny_dir, tmp_path):
     assert ds.pmf.sizes == {"model": 1, "target": 2, "item": 17, "score": 7}
     assert ds.attrs["experiment"] == "tinyexp" and "reverse_keyed" in ds.coords
     res = CliRunner().invoke(main, ["run", str(cfg), "-o", str(out), "--quiet"])  # no recompute
-    assert res.exit_code == 0 and "wrote" in res.output
+    assert res.exit_code == 0, res.output
+    assert "already complete (34 prompts" in res.output and "wrote" not in res.output
     bad = tmp_path / "bad.toml"
     bad.write_text(cfg.read_text().replace(str(tiny_dir), "no-such-model"))
     res = CliRunner().invoke(main, ["run", str(bad), "-o", str(tmp_path / "b.nc"), "--quiet"])

@@ -6,6 +6,7 @@ import json
 import math
 import re
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -431,11 +432,25 @@ def test_error_unknown_placeholder_in_experiment(tmp_path):
     )
     raises_config(lambda: load_experiment(path), "exp.toml", "[experiment], field 'user'", "{mood}")
     path = experiment_toml(
-        tmp_path, 'user = "Statement: {item:upper}"\n[factors.target]\nlevels = ["USA"]\n'
+        tmp_path, 'user = "Statement: {item:shout}"\n[factors.target]\nlevels = ["USA"]\n'
     )
-    raises_config(
-        lambda: load_experiment(path), "exp.toml", "field 'user'", "{item:upper}", "no modifier"
-    )
+    raises_config(lambda: load_experiment(path), "exp.toml", "field 'user'", "unknown modifier")
+
+
+def test_item_placeholder_takes_a_modifier(tmp_path):
+    """{item:lower} / {item:cap} apply to the whole item text, values filled in included."""
+    body = '[factors.target]\nlevels = ["China"]\n'
+    plain = load_experiment(experiment_toml(tmp_path, body)).build_prompts()
+    item = str(plain.user.sel(target="China", item="1").item())
+    assert item.startswith("The Chinese should")
+    for user, want in (
+        ("I believe that {item:lower}", "I believe that " + item.lower()),
+        ("{item:upper}!", item.upper() + "!"),
+        ("Q: {item:cap}", "Q: " + item[:1].upper() + item[1:]),
+    ):
+        path = experiment_toml(tmp_path, f'user = "{user}"\n' + body)
+        ds = load_experiment(path).build_prompts()
+        assert str(ds.user.sel(target="China", item="1").item()) == want
 
 
 def test_error_level_missing_lexicon_field(tmp_path):
@@ -665,3 +680,25 @@ def test_rendered_text_is_the_reviewed_text():
         for i in mini.items
     ]
     assert got == golden["mini_ipip_items"]
+
+
+def test_warns_about_a_one_item_subscale_close_to_another(tmp_path):
+    from importlib import resources
+
+    text = (resources.files("xlikert.design") / "instruments" / "mini_ipip.toml").read_text("utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the built-in file is clean
+        load_instrument("mini_ipip")
+    head, sep, tail = text.partition('id = "16"')
+    typo = head + sep + tail.replace('subscale = "extraversion"', 'subscale = "Extroversion"', 1)
+    path = write(tmp_path, "big5.toml", typo)
+    with pytest.warns(
+        UserWarning, match=r"big5.toml: subscale 'Extroversion' has one item \('16'\)"
+    ):
+        inst = load_instrument(path)
+    assert inst.subscales.count("Extroversion") == 1
+    # a one-item subscale with a distinct name is fine
+    lone = head + sep + tail.replace('subscale = "extraversion"', 'subscale = "honesty"', 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_instrument(write(tmp_path, "hex.toml", lone))

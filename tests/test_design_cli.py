@@ -55,3 +55,57 @@ def test_prompts_bad_config_writes_nothing(tmp_path):
     result = CliRunner().invoke(main, ["prompts", "demo", "-o", str(missing)])
     assert result.exit_code != 0 and "does not exist" in result.output
     assert "Traceback" not in result.output and not missing.parent.exists()
+
+
+def test_prompts_checks_model_sources_without_loading(tmp_path, monkeypatch):
+    cfg = tmp_path / "mine.toml"
+    cfg.write_text(
+        '[experiment]\ninstrument = "mini_ipip"\n\n'
+        '[[models]]\nname = "small"\nsource = "smollm2-135m"\n\n'
+        f'[[models]]\nname = "local"\nsource = "{tmp_path / "no-such-dir"}"\n\n'
+        '[[models]]\nname = "hub"\nsource = "someone/not-downloaded-model"\n\n'
+        '[[models]]\nname = "ok"\nsource = "gemma-3-270m"\n',
+        encoding="utf-8",
+    )
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    result = CliRunner().invoke(main, ["prompts", str(cfg), "--show", "0"])
+    assert result.exit_code != 0
+    out = result.output
+    assert f"{cfg}: 2 model source(s) cannot be loaded" in out
+    assert "model 'small': source 'smollm2-135m'" in out
+    assert "did you mean 'smollm2-135m-instruct'?" in out
+    assert "model 'local'" in out and "no such local directory" in out
+    assert "'hub'" not in out and "'ok'" not in out
+    # offline, a Hugging Face id must be in the local cache
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "hf"))
+    result = CliRunner().invoke(main, ["prompts", str(cfg), "--show", "0"])
+    assert "3 model source(s)" in result.output and "model 'hub'" in result.output
+    assert "not in the local Hugging Face cache" in result.output
+    (tmp_path / "hf" / "models--someone--not-downloaded-model" / "snapshots" / "abc").mkdir(
+        parents=True
+    )
+    result = CliRunner().invoke(main, ["prompts", str(cfg), "--show", "0"])
+    assert "2 model source(s)" in result.output and "'hub'" not in result.output
+
+
+def test_builtin_model_first_assembly_says_so(tmp_path, monkeypatch, capsys):
+    """A line on stderr before the one-off assembly of a chunked built-in, none after."""
+    import pytest
+
+    from xlikert.collect import zoo
+
+    name = next((n for n, m in zoo.ZOO.items() if len(m.chunks) > 1), None)
+    try:
+        chunks = zoo._chunk_paths(zoo.ZOO[name])
+    except Exception:  # the offline-model packages are not installed
+        pytest.skip("chunked built-in model not installed")
+    monkeypatch.setenv("XLIKERT_CACHE", str(tmp_path))
+    path = zoo.resolve_gguf(name)
+    err = capsys.readouterr().err
+    size = sum(c.stat().st_size for c in chunks) / 1e6
+    assert f"assembling built-in model {name!r} for the first time ({size:.0f} MB" in err
+    assert "one-off" in err and path.is_file()
+    zoo.resolve_gguf(name)
+    assert capsys.readouterr().err == ""

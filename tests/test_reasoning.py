@@ -460,7 +460,10 @@ def test_trace_se_is_the_jackknife_over_traces(mixed):
     e = lambda p: xl.summarize(xl.composite(p), dim="score")["E"]  # noqa: E731
     se_e = xl.trace_se(one, e)
     tp = one.trace_pmf.sel(model="on3")
-    per_trace = (tp * tp.score).sum("score").sum("item")
+    m = (tp * tp.score).sum("score")
+    # the composite reflects the reverse-keyed item (y -> y_min + y_max - y) before summing
+    m = xr.where(tp.reverse_keyed, int(tp.score.min() + tp.score.max()) - m, m)
+    per_trace = m.sum("item")
     np.testing.assert_allclose(
         se_e.sel(model="on3"), per_trace.std("trace", ddof=1) / np.sqrt(3), rtol=1e-9
     )

@@ -36,6 +36,7 @@ from .construct import (
     summary_table,
     trend,
 )
+from .design.scoring import reflect_reverse_keyed, subscale_composites
 from .errors import (
     CollectionError,
     ConfigError,
@@ -76,7 +77,9 @@ __all__ = [
     "marginal_slice",
     "open_decomposition",
     "open_results",
+    "reflect_reverse_keyed",
     "renormalize",
+    "subscale_composites",
     "summarize",
     "summary_table",
     "tastle_consensus",

@@ -44,11 +44,18 @@ class _Likert:
         *,
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
+        reflect: bool = True,
+        subscale: _construct.Subscale = "subscale",
         engine: str | None = None,
     ) -> xr.DataArray:
         """See :func:`xlikert.composite`."""
         return _construct.composite(
-            self._obj, item_dim=item_dim, score_dim=score_dim, engine=engine
+            self._obj,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            reflect=reflect,
+            subscale=subscale,
+            engine=engine,
         )
 
     def decompose(
@@ -58,6 +65,8 @@ class _Likert:
         max_order: int | None = None,
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
+        reflect: bool = True,
+        subscale: _construct.Subscale = "subscale",
         engine: str | None = None,
         progress: bool | None = None,
     ) -> xr.DataTree:
@@ -68,6 +77,8 @@ class _Likert:
             max_order=max_order,
             item_dim=item_dim,
             score_dim=score_dim,
+            reflect=reflect,
+            subscale=subscale,
             engine=engine,
             progress=progress,
         )
@@ -80,11 +91,21 @@ class _Likert:
         *,
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
+        reflect: bool = True,
+        subscale: _construct.Subscale = "subscale",
         engine: str | None = None,
     ) -> xr.DataArray:
         """See :func:`xlikert.contrast`."""
         return _construct.contrast(
-            self._obj, dim, a, b, item_dim=item_dim, score_dim=score_dim, engine=engine
+            self._obj,
+            dim,
+            a,
+            b,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            reflect=reflect,
+            subscale=subscale,
+            engine=engine,
         )
 
     def trend(
@@ -94,11 +115,20 @@ class _Likert:
         *,
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
+        reflect: bool = True,
+        subscale: _construct.Subscale = "subscale",
         engine: str | None = None,
     ) -> xr.DataArray:
         """See :func:`xlikert.trend`."""
         return _construct.trend(
-            self._obj, dim, values, item_dim=item_dim, score_dim=score_dim, engine=engine
+            self._obj,
+            dim,
+            values,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            reflect=reflect,
+            subscale=subscale,
+            engine=engine,
         )
 
     def summarize(self, *, dim: Hashable = "effect") -> xr.Dataset:

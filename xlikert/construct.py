@@ -41,8 +41,9 @@ would force a compute) it is the full attainable range
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
@@ -52,6 +53,7 @@ import xarray as xr
 
 from . import kernels
 from ._version import __version__
+from .design.scoring import SUBSCALE_DIM, reflect_pending, subscale_coords, subscale_groups
 from .dims import AUXILIARY_DIMS, CORE_DIMS, DECODING_DIMS, factor_dims
 from .errors import DesignError, InputTypeError, InvalidPMFError, XlikertError
 from .io import encode_attrs, read_attrs
@@ -67,6 +69,7 @@ from .validate import (
 )
 
 __all__ = [
+    "SCORING",
     "SNR_RTOL",
     "comonotone_contrast",
     "composite",
@@ -84,6 +87,9 @@ __all__ = [
 #: bound is relative, so SNR does not depend on the units of the support.
 SNR_RTOL = 1e-9
 
+#: How items are grouped into subscales: an item coordinate name, a per-item spec or None.
+Subscale = Hashable | xr.DataArray | Sequence[str] | Mapping[str, str] | None
+
 _TERM = "_term"
 _BLOCK = "_block"
 _GRID = "_grid"
@@ -91,15 +97,27 @@ _GRID = "_grid"
 
 # --------------------------------------------------------------------------- helpers
 def _to_composite(
-    pmf: xr.DataArray | xr.Dataset, item_dim: Hashable, score_dim: Hashable, engine: str | None
+    pmf: xr.DataArray | xr.Dataset,
+    item_dim: Hashable,
+    score_dim: Hashable,
+    engine: str | None,
+    reflect: bool = True,
+    subscale: Subscale = SUBSCALE_DIM,
 ) -> xr.DataArray:
-    """Compose item-level PMFs, or validate composite PMFs."""
+    """Compose item-level PMFs (instrument-aware, see :func:`composite`), or validate composites."""
     pmf = as_pmf(pmf)
     check_score_axis(pmf, score_dim)
     # whole missing cells are a design problem: report them as such first
     check_fully_crossed(pmf, [d for d in pmf.dims if d not in (item_dim, score_dim)], score_dim)
     if item_dim is not None and item_dim in pmf.dims:
-        return composite(pmf, item_dim=item_dim, score_dim=score_dim, engine=engine)
+        return composite(
+            pmf,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            reflect=reflect,
+            subscale=subscale,
+            engine=engine,
+        )
     return check_pmf(pmf, score_dim)
 
 
@@ -173,60 +191,12 @@ def _blocked_contrast(
 
 
 # --------------------------------------------------------------------------- composite
-def composite(
-    pmf: xr.DataArray | xr.Dataset,
-    *,
-    item_dim: Hashable = "item",
-    score_dim: Hashable = "score",
-    engine: str | None = None,
+def _convolve(
+    pmf: xr.DataArray, item_dim: Hashable, score_dim: Hashable, y: np.ndarray, engine: str | None
 ) -> xr.DataArray:
-    """Composite-score PMF: exact convolution of all item PMFs.
-
-    Parameters
-    ----------
-    pmf
-        Item PMFs with dims ``(*factors, item_dim, score_dim)``; ``score_dim``
-        holds consecutive integers ``y_min..y_max``. A results Dataset is read
-        through its ``pmf`` variable. The decoding grid (``temperature``,
-        ``top_p``) is carried along, so ``decoding_pmf`` works too.
-    item_dim, score_dim : keyword-only
-        Names of the item and score dims.
-    engine : keyword-only
-        ``"numba"`` (default) or ``"numpy"`` (the plain-numpy twin).
-
-    Returns
-    -------
-    xr.DataArray
-        ``(*factors, score_dim)`` on the integer coordinate
-        ``K*y_min..K*y_max``; attrs kept. Dask input stays lazy.
-
-    Raises
-    ------
-    InvalidPMFError
-        Negative/NaN mass, PMFs not summing to 1 (``validate.PMF_ATOL``), a
-        malformed score axis, or an empty item dim.
-    DesignError
-        A factor with a name xlikert reserves (:mod:`xlikert.dims`).
-
-    Examples
-    --------
-    >>> import xlikert as xl
-    >>> pmf = xl.datasets.synthetic_pmf({"model": 2}, n_items=3, scale=(1, 5))
-    >>> s = xl.composite(pmf)
-    >>> s.sizes["score"], int(s.score[0]), int(s.score[-1])
-    (13, 3, 15)
-    >>> bool(abs(s.sum("score") - 1).max() < 1e-12)
-    True
-    """
-    pmf = as_pmf(pmf)
-    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
-    check_item_dim(pmf, item_dim)
-    pmf = check_pmf(pmf, score_dim)
-    y = check_score_axis(pmf, score_dim)
+    """Exact convolution of all items along ``item_dim`` (the kernel call)."""
     k = pmf.sizes[item_dim]
-    n = y.size
-    m = k * (n - 1) + 1
-    grid = xr.DataArray(np.zeros(m), dims=_GRID)
+    grid = xr.DataArray(np.zeros(k * (y.size - 1) + 1), dims=_GRID)
     data = _single_chunk(pmf.astype(np.float64, copy=False), [item_dim, score_dim])
     out = xr.apply_ufunc(
         kernels.get_kernel("convolve_items", engine),
@@ -238,11 +208,152 @@ def composite(
         output_dtypes=[np.float64],
         keep_attrs=True,
     )
-    out = out.rename({_GRID: score_dim}).assign_coords(
+    return out.rename({_GRID: score_dim}).assign_coords(
         {score_dim: np.arange(k * int(y[0]), k * int(y[-1]) + 1)}
     )
-    out.name = pmf.name
+
+
+def _compose(
+    pmf: xr.DataArray | xr.Dataset,
+    *,
+    item_dim: Hashable,
+    score_dim: Hashable,
+    reflect: bool,
+    subscale: Subscale,
+    engine: str | None,
+    split_single: bool = False,
+) -> xr.DataArray:
+    """:func:`composite` and :func:`xlikert.design.subscale_composites` (``split_single``)."""
+    pmf = as_pmf(pmf)
+    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
+    check_item_dim(pmf, item_dim)
+    pmf = check_pmf(pmf, score_dim)
+    y = check_score_axis(pmf, score_dim)
+    if reflect:
+        pmf = reflect_pending(pmf, item_dim=item_dim, score_dim=score_dim)
+    groups = subscale_groups(pmf, subscale, item_dim=item_dim, split_single=split_single)
+    ids = (
+        np.asarray(pmf[item_dim].values).astype(str)
+        if item_dim in pmf.coords
+        else np.arange(pmf.sizes[item_dim]).astype(str)
+    )
+    flagged = "reflected" in pmf.coords and pmf["reflected"].dims == (item_dim,)
+    reflected = ids[np.asarray(pmf["reflected"].values, dtype=bool)] if flagged else ids[:0]
+    base = pmf.drop_vars([c for c in pmf.coords if c != item_dim and item_dim in pmf[c].dims])
+    if groups is None:
+        out = _convolve(base, item_dim, score_dim, y, engine)
+    else:
+        n_items = [idx.size for _, idx in groups]
+        grid = np.arange(min(n_items) * int(y[0]), max(n_items) * int(y[-1]) + 1)
+        parts = [
+            _convolve(base.isel({item_dim: idx}), item_dim, score_dim, y, engine).reindex(
+                {score_dim: grid}, fill_value=0.0
+            )
+            for _, idx in groups
+        ]
+        out = xr.concat(parts, dim=SUBSCALE_DIM, coords="minimal", compat="override", join="outer")
+        out = out.assign_coords(
+            subscale_coords([g for g, _ in groups], n_items, int(y[0]), int(y[-1]))
+        ).transpose(..., SUBSCALE_DIM, score_dim)
+    out.name = pmf.name if pmf.name is not None or groups is None else "pmf"
+    out.attrs = dict(pmf.attrs)
+    if reflected.size:
+        out.attrs["reflected_items"] = json.dumps(reflected.tolist())
+    if groups is not None:
+        used = np.zeros(ids.size, dtype=bool)
+        for _, idx in groups:
+            used[idx] = True
+        if not used.all():
+            out.attrs["items_without_subscale"] = json.dumps(ids[~used].tolist())
     return out
+
+
+def composite(
+    pmf: xr.DataArray | xr.Dataset,
+    *,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+    reflect: bool = True,
+    subscale: Subscale = SUBSCALE_DIM,
+    engine: str | None = None,
+) -> xr.DataArray:
+    """Composite-score PMF on the instrument's scale: exact convolution of the item PMFs.
+
+    Instrument-aware by default (``score`` is always the construct's scale):
+    items flagged by the item coordinate ``reverse_keyed`` are reflected first
+    (``y -> y_min + y_max - y``; those whose ``reflected`` coordinate is already
+    True are not reflected again), and when the items carry two or more
+    subscales (item coordinate ``subscale``) the items of each subscale are
+    composed separately, along a new dim ``subscale``. Instruments with one
+    subscale, or no ``subscale``/``reverse_keyed`` coordinates, give the sum of
+    all items. The paper's CETSCALE (17 items, none reverse-keyed, no
+    subscales) is therefore unchanged: the sum of its 17 items on 17..119.
+
+    Parameters
+    ----------
+    pmf
+        Item PMFs with dims ``(*factors, item, score)``; ``score_dim``
+        holds consecutive integers ``y_min..y_max``. A results Dataset is read
+        through its ``pmf`` variable. The decoding grid (``temperature``,
+        ``top_p``) is carried along, so ``decoding_pmf`` works too.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+    reflect : keyword-only
+        If False, compose the PMFs as given (no reflection).
+    subscale : keyword-only
+        The item coordinate that groups items into subscales (default
+        ``"subscale"``), a per-item spec (str DataArray on ``item_dim``,
+        sequence or mapping item id -> subscale), or None: one composite of
+        all items. Items with subscale ``""`` are left out when there are
+        subscales (listed in the attr ``items_without_subscale``).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"`` (the plain-numpy twin).
+
+    Returns
+    -------
+    xr.DataArray
+        ``(*factors, score_dim)`` on the integer coordinate
+        ``K*y_min..K*y_max``, or with subscales ``(*factors, "subscale",
+        score_dim)`` on the union of the subscale ranges, zero mass outside
+        each subscale's own range (coords ``n_items``, ``score_min``,
+        ``score_max`` on ``subscale``; see :mod:`xlikert.design.scoring` for
+        why one padded axis). Attrs kept, plus ``reflected_items`` (JSON list
+        of the reflected item ids) when any was. Dask input stays lazy.
+
+    Raises
+    ------
+    InvalidPMFError
+        Negative/NaN mass, PMFs not summing to 1 (``validate.PMF_ATOL``), a
+        malformed score axis, or an empty item dim.
+    DesignError
+        A factor with a name xlikert reserves (:mod:`xlikert.dims`), or a
+        subscale spec that does not match the items.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2}, n_items=3, scale=(1, 5))
+    >>> s = xl.composite(pmf)
+    >>> s.sizes["score"], int(s.score[0]), int(s.score[-1])
+    (13, 3, 15)
+    >>> bool(abs(s.sum("score") - 1).max() < 1e-12)
+    True
+    >>> keyed = pmf.assign_coords(subscale=("item", ["E", "E", "A"]),
+    ...                           reverse_keyed=("item", [False, True, False]))
+    >>> c = xl.composite(keyed)
+    >>> c.dims, c.n_items.values.tolist(), c.attrs["reflected_items"]
+    (('model', 'subscale', 'score'), [2, 1], '["2"]')
+    >>> xl.composite(keyed, reflect=False, subscale=None).identical(s)
+    True
+    """
+    return _compose(
+        pmf,
+        item_dim=item_dim,
+        score_dim=score_dim,
+        reflect=reflect,
+        subscale=subscale,
+        engine=engine,
+    )
 
 
 # --------------------------------------------------------------------------- mixtures
@@ -421,6 +532,8 @@ def decompose(
     max_order: int | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
+    reflect: bool = True,
+    subscale: Subscale = SUBSCALE_DIM,
     engine: str | None = None,
     progress: bool | None = None,
 ) -> xr.DataTree:
@@ -437,15 +550,21 @@ def decompose(
     Parameters
     ----------
     pmf
-        Item PMFs ``(*factors, item, score)`` (composed first) or composite
-        PMFs ``(*factors, score)``, or a results Dataset (its ``pmf``).
+        Item PMFs ``(*factors, item, score)`` (composed first by
+        :func:`composite`: reverse-keyed items reflected, one composite per
+        subscale) or composite PMFs ``(*factors, [subscale], score)``, or a
+        results Dataset (its ``pmf``).
     factors : keyword-only
-        Factor dims; default every dim except ``item_dim`` and ``score_dim``.
-        Other dims are carried along as batch dims.
+        Factor dims; default every dim except ``item_dim``, ``score_dim`` and
+        ``subscale``. Other dims (``subscale`` among them) are carried along as
+        batch dims: every effect is computed per subscale, never across them.
     max_order : keyword-only
         Highest interaction order; default all (``len(factors)``).
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
+    reflect, subscale : keyword-only
+        How item PMFs are composed (:func:`composite`): ``reflect=False`` keeps
+        reverse-keyed items as answered, ``subscale=None`` sums all items.
     engine : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
     progress : keyword-only
@@ -456,12 +575,15 @@ def decompose(
     xr.DataTree
         Child ``grand`` with ``pmf`` (``score``), ``E``, ``SD``; one child per
         subset named ``"a:b"`` (factor names in dim order) with ``pmf``
-        (``*U, effect``), ``E``, ``SD``, ``SNR``, ``dPD`` (``*U``). Root attrs
-        keep the input attrs plus provenance (``xlikert_version``,
-        ``decompose_factors``, ``decompose_constant_factors``,
-        ``decompose_max_order``), as netCDF holds them (structure as JSON
-        text: :func:`xlikert.io.read_attrs` decodes it), so ``dec.to_netcdf``
-        works as it stands.
+        (``*U, effect``), ``E``, ``SD``, ``SNR``, ``dPD`` (``*U``); with
+        subscales every node has the batch dim ``subscale`` (and its
+        ``n_items`` coordinate). Root attrs keep the composite's attrs plus
+        provenance (``xlikert_version``, ``decompose_factors``,
+        ``decompose_constant_factors``, ``decompose_max_order``,
+        ``decompose_n_items``), as netCDF holds them (structure as JSON text:
+        :func:`xlikert.io.read_attrs` decodes it), so ``dec.to_netcdf`` works as
+        it stands. E and SD are in composite-score units (sums of items);
+        ``summary_table(dec, scoring="mean")`` gives them per item.
 
     Raises
     ------
@@ -492,8 +614,8 @@ def decompose(
     True
     """
     pmf = as_pmf(pmf)
-    s = _to_composite(pmf, item_dim, score_dim, engine)
-    fac = factor_dims(s, factors, item_dim=item_dim, score_dim=score_dim)
+    s = _to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
+    fac = factor_dims(s, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     order = len(fac) if max_order is None else int(max_order)
     if fac and not 1 <= order <= len(fac):
         raise DesignError(f"max_order must be between 1 and {len(fac)}, got {max_order!r}")
@@ -525,7 +647,7 @@ def decompose(
         ds = summarize(eff, dim="effect")
         ds["pmf"] = eff
         nodes[":".join(map(str, u))] = ds[["pmf", "E", "SD", "SNR", "dPD"]]
-    attrs = dict(pmf.attrs)
+    attrs = dict(s.attrs)
     attrs.update(
         xlikert_version=__version__,
         decompose_factors=[str(f) for f in fac],
@@ -548,6 +670,8 @@ def contrast(
     *,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
+    reflect: bool = True,
+    subscale: Subscale = SUBSCALE_DIM,
     engine: str | None = None,
 ) -> xr.DataArray:
     """Blocked paired contrast ``S(a, lambda_-c) ⊖ S(b, lambda_-c)``, mixed over blocks.
@@ -569,6 +693,9 @@ def contrast(
         order) along a new dim ``pair`` labelled like ``"USA − China"``.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
+    reflect, subscale : keyword-only
+        How item PMFs are composed (:func:`composite`); a ``subscale`` dim is
+        carried along (one contrast per subscale), never mixed over.
     engine : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
@@ -589,10 +716,10 @@ def contrast(
     >>> xl.summarize(c).E.dims
     ('pair',)
     """
-    s = _to_composite(pmf, item_dim, score_dim, engine)
-    factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim)
+    s = _to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
+    factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     check_levels(s, [dim], min_levels=2)
-    others = [d for d in s.dims if d not in (dim, score_dim)]
+    others = [d for d in s.dims if d not in (dim, score_dim, SUBSCALE_DIM)]
     check_fully_crossed(s, [d for d in s.dims if d != score_dim], score_dim)
     labels = s[dim].values.tolist() if dim in s.coords else list(range(s.sizes[dim]))
     if (a is None) != (b is None):
@@ -615,7 +742,7 @@ def contrast(
     terms = xr.concat(
         [s.isel({dim: ia}).drop_vars(dim), s.isel({dim: ib}).drop_vars(dim)],
         dim=_TERM,
-    ).transpose("pair", *others, _TERM, score_dim)
+    ).transpose("pair", *others, ..., _TERM, score_dim)
     out = _blocked_contrast(terms, [1, -1], others, score_dim, "effect", engine)
     out = out.assign_coords(pair=[f"{labels[i]} − {labels[j]}" for i, j in pairs])
     out.attrs = {"dim": str(dim)}
@@ -672,6 +799,8 @@ def trend(
     *,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
+    reflect: bool = True,
+    subscale: Subscale = SUBSCALE_DIM,
     engine: str | None = None,
 ) -> xr.DataArray:
     """Per-unit trend ``gamma_c`` over an ordered numeric factor (appendix "Trend Effects").
@@ -697,6 +826,9 @@ def trend(
         non-index coordinate along it (e.g. ``model_size``).
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
+    reflect, subscale : keyword-only
+        How item PMFs are composed (:func:`composite`); a ``subscale`` dim is
+        carried along (one trend per subscale), never mixed over.
     engine : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
@@ -715,21 +847,21 @@ def trend(
     >>> g.dims, bool(abs(g.sum() - 1) < 1e-12)
     (('slope',), True)
     """
-    s = _to_composite(pmf, item_dim, score_dim, engine)
-    factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim)
+    s = _to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
+    factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     check_levels(s, [dim], min_levels=2)
     v = _trend_values(s, dim, values)
     order = np.argsort(v, kind="stable")
     v = v[order]
     delta = np.diff(v)
     weights = delta / (v[-1] - v[0])
-    others = [d for d in s.dims if d not in (dim, score_dim)]
+    others = [d for d in s.dims if d not in (dim, score_dim, SUBSCALE_DIM)]
     check_fully_crossed(s, [d for d in s.dims if d != score_dim], score_dim)
     s = s.drop_vars([c for c in s.coords if dim in s[c].dims])
     hi = xr.DataArray(order[1:], dims="_step")
     lo = xr.DataArray(order[:-1], dims="_step")
     terms = xr.concat([s.isel({dim: hi}), s.isel({dim: lo})], dim=_TERM).transpose(
-        "_step", *others, _TERM, score_dim
+        "_step", *others, ..., _TERM, score_dim
     )
     d = _blocked_contrast(terms, [1, -1], others, score_dim, "effect", engine, trim=False)
     d = _single_chunk(d, ["_step", "effect"])  # the scatter mixes every step
@@ -829,14 +961,50 @@ def summarize(x: xr.DataArray | xr.Dataset, *, dim: Hashable = "effect") -> xr.D
     return ds
 
 
-def summary_table(dec: xr.DataTree) -> pd.DataFrame:
+#: Conventions of :func:`summary_table`'s ``scoring`` (also its ``attrs["scoring"]``).
+SCORING = {
+    "sum": "E and SD in composite-score units: the sum of the items (of each subscale), "
+    "reverse-keyed items reflected",
+    "mean": "E and SD in mean-item units: the composite (sum of the items of each subscale, "
+    "reverse-keyed items reflected) divided by its number of items",
+}
+SCORING["both"] = SCORING["sum"] + "; E_item and SD_item: the same divided by the number of items"
+
+
+def _item_count(ds: xr.Dataset, dec: xr.DataTree) -> xr.DataArray | int:
+    """Items behind each composite of a decomposition node: ``n_items`` per subscale, else all."""
+    if "n_items" in ds.coords:
+        return ds["n_items"]
+    k = dec.attrs.get("decompose_n_items")
+    if k is None:
+        raise DesignError(
+            "the decomposition was made from composite PMFs without an 'n_items' coordinate, "
+            "so its item count is unknown: decompose the item PMFs for scoring='mean'"
+        )
+    return int(k)
+
+
+def summary_table(dec: xr.DataTree, *, scoring: str = "sum") -> pd.DataFrame:
     """Tidy table of a :func:`decompose` tree: columns term, level, E, SD, SNR, dPD.
 
     The grand mean row comes first (``term="grand"``, ``level="grand mean"``),
     then every effect in tree order; multi-factor levels are joined with
-    ``" × "`` (e.g. ``"Aya-32B × China"``). Batch dims, if any, become extra columns.
-    ``attrs["constant_factors"]`` names the factors :func:`decompose` held
-    constant (one level) with their level.
+    ``" × "`` (e.g. ``"Aya-32B × China"``). Batch dims, if any, become extra
+    columns (``subscale`` for an instrument with subscales: every row is the
+    effect on one subscale). ``attrs["constant_factors"]`` names the factors
+    :func:`decompose` held constant (one level) with their level.
+
+    Parameters
+    ----------
+    dec
+        The tree of :func:`decompose`.
+    scoring : keyword-only
+        ``"sum"`` (default): E and SD in composite-score units (sums of items,
+        the units of the effect PMFs); ``"mean"``: in mean-item units (divided
+        by the number of items of the composite, per subscale: the convention
+        of instruments scored by item means, e.g. the Big Five); ``"both"``:
+        the sums plus columns ``E_item`` and ``SD_item``. SNR and dPD do not
+        depend on the units. The convention is in ``attrs["scoring"]``.
 
     Examples
     --------
@@ -846,11 +1014,38 @@ def summary_table(dec: xr.DataTree) -> pd.DataFrame:
     ['term', 'level', 'E', 'SD', 'SNR', 'dPD']
     >>> xl.summary_table(dec).term.unique().tolist()
     ['grand', 'model', 'target', 'model:target']
+    >>> t = xl.summary_table(dec, scoring="both")
+    >>> bool((t.E_item == t.E / 2).all()), t.attrs["scoring"].startswith("E and SD in composite")
+    (True, True)
     """
+    if scoring not in SCORING:
+        raise XlikertError(f"scoring must be one of {sorted(SCORING)}, got {scoring!r}")
+    table = _summary_rows(dec)
+    if scoring != "sum":
+        per_item = _summary_rows(dec, per_item=True)
+        if scoring == "mean":
+            table[["E", "SD"]] = per_item[["E", "SD"]]
+        else:
+            table.insert(table.columns.get_loc("dPD") + 1, "E_item", per_item["E"])
+            table.insert(table.columns.get_loc("E_item") + 1, "SD_item", per_item["SD"])
+    table.attrs["scoring"] = SCORING[scoring]
+    return table
+
+
+def _summary_rows(dec: xr.DataTree, per_item: bool = False) -> pd.DataFrame:
+    """The rows of :func:`summary_table`; with ``per_item`` E and SD divided by the item count."""
     if not isinstance(dec, xr.DataTree):
         raise InputTypeError(f"expected the DataTree of xl.decompose, got {type(dec).__name__}")
     cols = ["E", "SD", "SNR", "dPD"]
-    g = dec["grand"].to_dataset()
+
+    def node(name: str) -> xr.Dataset:
+        ds = dec[name].to_dataset()
+        if per_item:
+            k = _item_count(ds, dec)
+            ds = ds.assign(E=ds["E"] / k, SD=ds["SD"] / k)
+        return ds.reset_coords(drop=True)
+
+    g = node("grand")
     if g["E"].ndim:
         gdf = g[["E", "SD"]].to_dataframe().reset_index()
     else:
@@ -860,10 +1055,10 @@ def summary_table(dec: xr.DataTree) -> pd.DataFrame:
     gdf["SNR"] = np.nan
     gdf["dPD"] = np.nan
     frames = [gdf]
-    for name, node in dec.children.items():
+    for name in dec.children:
         if name == "grand":
             continue
-        ds = node.to_dataset()
+        ds = node(str(name))
         factors = str(name).split(":")
         batch = [d for d in ds["E"].dims if d not in factors]
         e = ds["E"].transpose(*factors, *batch)

@@ -20,6 +20,12 @@ condition would have got (paper appendix "Cost of Monte Carlo sampling"):
 No function here draws a random number: every result is a closed form of the
 exact PMFs. Simulation appears only in the tests that check these formulas.
 
+The composite is the instrument's (:func:`xlikert.composite`): reverse-keyed
+items are reflected first and, for an instrument with subscales, every result
+has a ``subscale`` dim (a column in the tables): standard errors, effects and
+biases of each subscale's composite, never of their sum. ``reflect=False``
+and ``subscale=None`` opt out.
+
 Flip probabilities use the normal approximation to the estimator (paper eq.
 ``flip-prob``) with the *exact* mean and variance of the estimator. Why not the
 exact law: the estimator is a weighted sum of ``N x (#conditions)`` lattice
@@ -42,9 +48,16 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .design.scoring import SUBSCALE_DIM, reflect_pending, subscale_coords, subscale_groups
 from .dims import DECODING_DIMS, factor_dims
 from .errors import DesignError, InvalidPMFError
-from .validate import as_pmf, check_item_dim, check_pmf, squeeze_constant_factors
+from .validate import (
+    as_pmf,
+    check_item_dim,
+    check_pmf,
+    check_score_axis,
+    squeeze_constant_factors,
+)
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -69,6 +82,11 @@ DEFAULT_EFFECT_BINS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, math.inf)
 
 
 # --------------------------------------------------------------------------- helpers
+def _composite_aux(pmf: xr.DataArray, item_dim: Hashable) -> list[Hashable]:
+    """``["subscale"]`` for composite PMFs (no item dim), whose subscale dim is xlikert's own."""
+    return [] if item_dim in pmf.dims else [SUBSCALE_DIM]
+
+
 def _design_factors(
     pmf: xr.DataArray,
     factors: Hashable | Sequence[Hashable] | None,
@@ -76,8 +94,9 @@ def _design_factors(
     score_dim: Hashable,
 ) -> list[Hashable]:
     """The factors of a design PMF; every other dim must be a core dim (no batch dims)."""
-    fac = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim)
-    extra = [d for d in pmf.dims if d not in fac and d not in (item_dim, score_dim)]
+    aux = _composite_aux(pmf, item_dim)
+    fac = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=aux)
+    extra = [d for d in pmf.dims if d not in fac and d not in (item_dim, score_dim, *aux)]
     if extra:
         raise DesignError(f"dims {extra} are neither factors nor item/score")
     return fac
@@ -111,13 +130,19 @@ def _term_name(dims: Sequence[Hashable]) -> str:
 
 # --------------------------------------------------------------------------- SE
 def composite_moments(
-    pmf: xr.DataArray | xr.Dataset, *, item_dim: Hashable = "item", score_dim: Hashable = "score"
+    pmf: xr.DataArray | xr.Dataset,
+    *,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+    reflect: bool = True,
+    subscale: Hashable | None = SUBSCALE_DIM,
 ) -> xr.Dataset:
     """Exact mean and variance of one sampled composite answer per condition.
 
     Items are context-isolated and therefore independent given the condition,
     so the composite ``S = sum_k Y_k`` has ``E[S] = sum_k E[Y_k]`` and
-    ``Var(S) = sum_k Var(Y_k)``.
+    ``Var(S) = sum_k Var(Y_k)``. The composite is :func:`xlikert.composite`'s:
+    reverse-keyed items reflected, one composite per subscale.
 
     Parameters
     ----------
@@ -127,11 +152,15 @@ def composite_moments(
         too. The decoding grid (``temperature``, ``top_p``) is carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
+    reflect, subscale : keyword-only
+        As in :func:`xlikert.composite`: ``reflect=False`` keeps the answers
+        as given, ``subscale=None`` sums all items.
 
     Returns
     -------
     xr.Dataset
-        ``mean`` and ``var`` with dims ``(*factors)``.
+        ``mean`` and ``var`` with dims ``(*factors)``, plus ``subscale``
+        (with its ``n_items`` coordinate) for an instrument with subscales.
 
     Examples
     --------
@@ -141,18 +170,35 @@ def composite_moments(
     (['mean', 'var'], {'model': 2})
     """
     pmf = as_pmf(pmf)
-    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
+    aux = [*DECODING_DIMS, *_composite_aux(pmf, item_dim)]
+    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=aux)
     pmf = check_pmf(pmf, score_dim)
+    groups = None
+    if item_dim in pmf.dims:
+        check_item_dim(pmf, item_dim)
+        if reflect:
+            pmf = reflect_pending(pmf, item_dim=item_dim, score_dim=score_dim)
+        groups = subscale_groups(pmf, subscale, item_dim=item_dim)
+        pmf = pmf.drop_vars([c for c in pmf.coords if c != item_dim and item_dim in pmf[c].dims])
     y = pmf[score_dim].astype(float)
     mean_k = (pmf * y).sum(score_dim)
     var_k = (pmf * y**2).sum(score_dim) - mean_k**2
-    var_k = var_k.clip(min=0.0)
-    if item_dim in pmf.dims:
-        check_item_dim(pmf, item_dim)
-        mean, var = mean_k.sum(item_dim), var_k.sum(item_dim)
-    else:
-        mean, var = mean_k, var_k
-    return xr.Dataset({"mean": mean, "var": var})
+    moments = xr.Dataset({"mean": mean_k, "var": var_k.clip(min=0.0)})
+    if item_dim not in pmf.dims:
+        return moments
+    if groups is None:
+        return moments.sum(item_dim)
+    # one row of 0/1 weights per subscale: each subscale's composite is the sum of its items
+    weights = np.zeros((len(groups), pmf.sizes[item_dim]))
+    for row, (_, idx) in enumerate(groups):
+        weights[row, idx] = 1.0
+    y_range = check_score_axis(pmf, score_dim)
+    names, sizes = [g for g, _ in groups], [idx.size for _, idx in groups]
+    w = xr.DataArray(weights, dims=(SUBSCALE_DIM, item_dim)).assign_coords(
+        subscale_coords(names, sizes, int(y_range[0]), int(y_range[-1]))
+    )
+    moments = moments.drop_vars(item_dim, errors="ignore")
+    return moments.map(lambda m: xr.dot(m, w, dim=item_dim).transpose(..., SUBSCALE_DIM))
 
 
 def standard_error(
@@ -192,7 +238,7 @@ def standard_error(
     Returns
     -------
     xr.DataArray
-        ``se`` with dims ``(*remaining factors, n)``.
+        ``se`` with dims ``(*remaining factors, [subscale], n)``.
 
     Examples
     --------
@@ -205,10 +251,12 @@ def standard_error(
     True
     """
     pmf = as_pmf(pmf)
-    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim)
+    factor_dims(
+        pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=_composite_aux(pmf, item_dim)
+    )
     var = composite_moments(pmf, item_dim=item_dim, score_dim=score_dim)["var"]
     if dim is not None:
-        dims = factor_dims(var, dim, item_dim=None, score_dim=None)
+        dims = factor_dims(var, dim, item_dim=None, score_dim=None, auxiliary=[SUBSCALE_DIM])
         size = int(np.prod([var.sizes[d] for d in dims]))
         var = var.mean(dims) / size
     out = np.sqrt(var) / np.sqrt(_budgets(n))
@@ -256,7 +304,8 @@ def sampling_se_table(
     Returns
     -------
     pandas.DataFrame
-        Index: the levels of ``by``; columns ``Cns`` (optional) and ``N=...``.
+        Index: the levels of ``by`` (and ``subscale``, for an instrument with
+        subscales); columns ``Cns`` (optional) and ``N=...``.
 
     Examples
     --------
@@ -270,17 +319,42 @@ def sampling_se_table(
     by = _default_by(factors, by)
     rest = [d for d in factors if d != by]
     se_by = se.mean(rest) if rest else se
+    df = _level_frame({f"N={_fmt_n(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by)
+    return _with_consensus(df, consensus, by)
+
+
+def _level_frame(columns: Mapping[str, xr.DataArray], by: Hashable | None) -> pd.DataFrame:
+    """One row per level of ``by`` (and per subscale), one column per reduced array.
+
+    Without ``by`` and subscales: one row ``all`` (index name ``condition``).
+    """
+    first = next(iter(columns.values()))
+    keys = [d for d in (by, SUBSCALE_DIM) if d is not None and d in first.dims]
+    if not keys:
+        data = {name: [float(da)] for name, da in columns.items()}
+        return pd.DataFrame(data, index=pd.Index(["all"], name="condition"))
+    return pd.DataFrame(
+        {
+            name: da.reset_coords(drop=True).transpose(*keys).to_series()
+            for name, da in columns.items()
+        }
+    )
+
+
+def _with_consensus(
+    df: pd.DataFrame, consensus: xr.DataArray | xr.Dataset | None, by: Hashable | None
+) -> pd.DataFrame:
+    """Insert the mean Consensus per level of ``by`` as column ``Cns``; sort by it, descending."""
+    if consensus is None:
+        return df
+    consensus = as_pmf(consensus, "consensus")
     if by is None:
-        df = pd.DataFrame([se_by.values], index=pd.Index(["all"], name="condition"))
-    else:
-        df = se_by.transpose(by, "n").to_pandas()
-    df.columns = [f"N={_fmt_n(v)}" for v in se_by["n"].values]
-    if consensus is not None:
-        consensus = as_pmf(consensus, "consensus")
-        cns = consensus.mean([d for d in consensus.dims if d != by]) if by else consensus.mean()
-        df.insert(0, "Cns", np.atleast_1d(cns.values) if by is None else cns.to_pandas())
-        df = df.sort_values("Cns", ascending=False)
-    return df
+        df.insert(0, "Cns", float(consensus.mean()))
+        return df
+    cns = consensus.mean([d for d in consensus.dims if d != by]).to_pandas()
+    level = df.index.get_level_values(by) if df.index.nlevels > 1 else df.index
+    df.insert(0, "Cns", np.asarray(level.map(cns), dtype=float))
+    return df.sort_values("Cns", ascending=False, kind="stable")
 
 
 def _fmt_n(v: int) -> str:
@@ -380,12 +454,16 @@ def effect_means(
     return out.transpose(*term, ...)
 
 
-def effect_variances(var: xr.DataArray, term: Sequence[Hashable]) -> xr.DataArray:
+def effect_variances(
+    var: xr.DataArray, term: Sequence[Hashable], *, factors: Sequence[Hashable] | None = None
+) -> xr.DataArray:
     """``sum_c alpha_c^2 var_c`` for every level combination of ``term`` (closed form).
 
     ``alpha`` factorises over factors (:func:`effect_coefficients`), so the sum
     factorises too: a factor outside U contributes ``sum_b var_b / L^2``; a
     factor in U at level a contributes ``(1 - 2/L) var_a + sum_b var_b / L^2``.
+    ``factors`` are the design's factors (default: every dim of ``var``); other
+    dims (e.g. ``subscale``) are carried along.
 
     Examples
     --------
@@ -394,11 +472,11 @@ def effect_variances(var: xr.DataArray, term: Sequence[Hashable]) -> xr.DataArra
     [1.0, 1.0]
     """
     out = var
-    for f in list(var.dims):
+    for f in list(var.dims) if factors is None else list(factors):
         size = var.sizes[f]
         total = out.sum(f) / size**2
         out = out * (1.0 - 2.0 / size) + total if f in term else total
-    return out.transpose(*term)
+    return out.transpose(*term, ...)
 
 
 def flip_probability(
@@ -446,9 +524,11 @@ def flip_probability(
     pandas.DataFrame
         Long format, one row per (parameter, budget): ``term``, ``level``,
         ``order``, ``E`` (exact effect), ``n``, ``se`` (SD of the estimator)
-        and ``p_flip``. A factor with one level is held constant: it has no
-        parameter, and ``attrs["constant_factors"]`` names it with its level
-        (no factor with two levels: no rows).
+        and ``p_flip``; for an instrument with subscales one row per
+        (subscale, parameter, budget) and a column ``subscale``. A factor with
+        one level is held constant: it has no parameter, and
+        ``attrs["constant_factors"]`` names it with its level (no factor with
+        two levels: no rows).
 
     Examples
     --------
@@ -469,31 +549,30 @@ def flip_probability(
     # one mean and variance per condition: small, and the table below is eager anyway
     mom = composite_moments(pmf, item_dim=item_dim, score_dim=score_dim).compute()
     budgets = _budgets(n)
-    rows = []
+    batch = [SUBSCALE_DIM] if SUBSCALE_DIM in mom.dims else []
+    frames = []
     for term in _terms(factors, max_order):
-        e = effect_means(mom["mean"], term)
-        v = effect_variances(mom["var"], term)
-        sd = np.sqrt(v / budgets)  # (*term, n)
+        e = effect_means(mom["mean"], term, factors=factors)
+        v = effect_variances(mom["var"], term, factors=factors)
+        sd = np.sqrt(v / budgets)  # (*term, [subscale], n)
         absE = abs(e)
         z = xr.where(sd > 0, -absE / sd.where(sd > 0), xr.where(absE > 0, -np.inf, 0.0))
         p = xr.apply_ufunc(_normal_cdf, z)
-        stacked = xr.Dataset({"E": e, "se": sd, "p_flip": p}).stack(_p=list(term))
-        for j, idx in enumerate(stacked["_p"].values):
-            idx = idx if isinstance(idx, tuple) else (idx,)
-            level = " × ".join(str(i) for i in idx)
-            for k, nv in enumerate(budgets.values):
-                rows.append(
-                    {
-                        "term": _term_name(term),
-                        "level": level,
-                        "order": len(term),
-                        "E": float(stacked["E"].values[j]),
-                        "n": int(nv),
-                        "se": float(stacked["se"].transpose("_p", "n").values[j, k]),
-                        "p_flip": float(stacked["p_flip"].transpose("_p", "n").values[j, k]),
-                    }
-                )
-    table = pd.DataFrame(rows, columns=["term", "level", "order", "E", "n", "se", "p_flip"])
+        ds = xr.Dataset({"E": e, "se": sd, "p_flip": p}).reset_coords(drop=True)
+        df = ds.to_dataframe(dim_order=[*batch, *term, "n"]).reset_index()
+        df.insert(0, "term", _term_name(term))
+        level = df[term[0]].astype(str)
+        for f in term[1:]:
+            level = level + " × " + df[f].astype(str)
+        df.insert(1, "level", level)
+        df.insert(2, "order", len(term))
+        frames.append(df[["term", "level", "order", "E", "n", "se", "p_flip", *batch]])
+    if frames:
+        table = pd.concat(frames, ignore_index=True)
+    else:  # no factor varies: no parameter
+        kinds = {"term": str, "level": str, "order": np.int64, "E": float, "n": np.int64,
+                 "se": float, "p_flip": float, **dict.fromkeys(batch, str)}  # fmt: skip
+        table = pd.DataFrame({c: pd.Series(dtype=k) for c, k in kinds.items()})
     table.attrs["constant_factors"] = constant
     return table
 
@@ -654,8 +733,9 @@ def decoding_bias_table(
     Returns
     -------
     (pandas.DataFrame, dict)
-        The table (columns ``Cns`` optional, ``M|Bias|``, ``SD_Bias``,
-        ``max|Bias|``) and ``{"r": ..., "p": ..., "n": ...}`` (empty without
+        The table (one row per level of ``by``, and per subscale for an
+        instrument with subscales; columns ``Cns`` optional, ``M|Bias|``,
+        ``SD_Bias``, ``max|Bias|``) and ``{"r": ..., "p": ..., "n": ...}`` (empty without
         ``consensus``).
 
     Examples
@@ -666,37 +746,30 @@ def decoding_bias_table(
     [1.5, 5.5]
     """
     factors = factor_dims(
-        bias, item_dim=None, score_dim=None, auxiliary=DECODING_DIMS, what="the bias"
+        bias,
+        item_dim=None,
+        score_dim=None,
+        auxiliary=[*DECODING_DIMS, SUBSCALE_DIM],
+        what="the bias",
     )
     by = _default_by(factors, by)
-    rest = [d for d in bias.dims if d != by]
+    rest = [d for d in bias.dims if d not in (by, SUBSCALE_DIM)]
     absb = abs(bias)
-    if by is None:
-        df = pd.DataFrame(
-            {
-                "M|Bias|": [float(absb.mean())],
-                "SD_Bias": [float(bias.std())],
-                "max|Bias|": [float(absb.max())],
-            },
-            index=pd.Index(["all"], name="condition"),
-        )
-    else:
-        df = pd.DataFrame(
-            {
-                "M|Bias|": absb.mean(rest).to_pandas(),
-                "SD_Bias": bias.std(rest).to_pandas(),
-                "max|Bias|": absb.max(rest).to_pandas(),
-            }
-        )
+    df = _level_frame(
+        {
+            "M|Bias|": absb.mean(rest),
+            "SD_Bias": bias.std(rest),
+            "max|Bias|": absb.max(rest),
+        },
+        by,
+    )
     stats: dict[str, float] = {}
     if consensus is not None:
         consensus = as_pmf(consensus, "consensus")
-        per_cond = absb.mean(list(DECODING_DIMS))
+        # Consensus is per condition: correlate it with |bias| mixed over subscales too
+        per_cond = absb.mean([*DECODING_DIMS, *[d for d in absb.dims if d == SUBSCALE_DIM]])
         cns, per_cond = xr.align(consensus, per_cond, join="exact")
-        if by is not None:
-            cby = cns.mean([d for d in cns.dims if d != by]).to_pandas()
-            df.insert(0, "Cns", cby)
-            df = df.sort_values("Cns", ascending=False)
+        df = _with_consensus(df, cns, by)
         stats = correlation(cns, per_cond)
     return df, stats
 

@@ -5,6 +5,7 @@ This module imports neither torch nor transformers; they load inside the command
 
 from __future__ import annotations
 
+import os
 import time
 
 import click
@@ -68,6 +69,7 @@ def run(
         exp = load_experiment(config)
         prompts = exp.build_prompts()
         output = output or f"{exp.name}.nc"
+        before = _stamp(output)
         t0 = time.perf_counter()
         ds = collect(
             prompts,
@@ -88,7 +90,22 @@ def run(
     except XlikertError as exc:
         _fail(exc)
     n = int(ds["valid_mass"].size) if "computed" not in ds else int(ds["computed"].sum())
+    if before is not None and _stamp(output) == before:  # collect opened it, wrote nothing
+        click.echo(
+            f"{output} is already complete ({n} prompts of this configuration): nothing to do; "
+            "pass --overwrite with another configuration, or remove the file to recompute"
+        )
+        return
     click.echo(f"wrote {output}: {n} prompts ({time.perf_counter() - t0:.1f} s)")
+
+
+def _stamp(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(mtime in ns, size) of ``path``, or None if it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 @click.command()

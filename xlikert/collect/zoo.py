@@ -22,6 +22,7 @@ This module imports torch and transformers only inside :func:`dequantised_folder
 from __future__ import annotations
 
 import contextlib
+import difflib
 import gc
 import hashlib
 import importlib.metadata
@@ -29,6 +30,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +48,7 @@ __all__ = [
     "model_folder",
     "resolve_gguf",
     "sha256_file",
+    "source_problem",
 ]
 
 
@@ -188,6 +191,11 @@ def _verify(path: Path, expected: str, what: str) -> None:
         )
 
 
+def _notice(message: str) -> None:
+    """One line on stderr: a slow one-off step is starting (not a warning: nothing is wrong)."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def resolve_gguf(name: str) -> Path:
     """Return the path of the checked GGUF file of built-in model ``name``.
 
@@ -221,6 +229,11 @@ def resolve_gguf(name: str) -> Path:
     if target.is_file():
         _verify(target, model.sha256, f"built-in model {name!r} (cached assembly)")
         return target
+    size = sum(c.stat().st_size for c in chunks)
+    _notice(
+        f"xlikert: assembling built-in model {name!r} for the first time ({size / 1e6:.0f} MB "
+        f"from {len(chunks)} chunks into {target.parent}); a one-off cost, later runs reuse it"
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{model.filename}.", suffix=".part", dir=target.parent)
     try:
@@ -255,6 +268,11 @@ def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Pa
     target = cache_dir() / "models" / f"{label}-{sha[:16]}"
     if (target / "xlikert-complete.json").is_file():
         return target
+    _notice(
+        f"xlikert: preparing model {label!r} for the first time: dequantising "
+        f"{gguf_path.stat().st_size / 1e6:.0f} MB of GGUF weights to float32 in {target.parent} "
+        "(a one-off cost of about a minute per 100M parameters; later runs reuse it)"
+    )
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -382,16 +400,64 @@ def _write_shards(gguf_path: Path, model, out: Path) -> set[str]:
     return set(weight_map)
 
 
+def _hf_offline() -> bool:
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _in_hf_cache(repo_id: str) -> bool:
+    """Whether the local Hugging Face cache holds a snapshot of ``repo_id`` (no network)."""
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError:  # pragma: no cover - huggingface_hub comes with transformers
+        return False
+    folder = Path(HF_HUB_CACHE) / ("models--" + repo_id.replace("/", "--"))
+    return (folder / "snapshots").is_dir() and any((folder / "snapshots").iterdir())
+
+
+def source_problem(source: str, gguf_file: str | None = None) -> str | None:
+    """Why ``source`` cannot be loaded, found without loading anything, or None.
+
+    A built-in name, an existing local path, or a Hugging Face id (``owner/name``)
+    passes; offline (``HF_HUB_OFFLINE=1`` or ``TRANSFORMERS_OFFLINE=1``) a Hugging
+    Face id must also be in the local Hugging Face cache. A name close to a
+    built-in gets a "did you mean".
+
+    Examples
+    --------
+    >>> source_problem("smollm2-135m-instruct") is None
+    True
+    >>> print(source_problem("smollm2-135m"))
+    not a built-in model (did you mean 'smollm2-135m-instruct'?), a local directory or .gguf file, or a Hugging Face id (owner/name); built-in models: smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct, gemma-3-270m
+    """
+    if source in ZOO or source.startswith("openai:") or Path(source).expanduser().exists():
+        return None
+    if gguf_file:
+        return f"GGUF folder {source!r} does not exist"
+    if source.startswith((".", "/", "~")):
+        return "no such local directory or .gguf file"
+    if source.count("/") != 1:
+        close = difflib.get_close_matches(source.lower(), list(ZOO), n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return (
+            f"not a built-in model{hint}, a local directory or .gguf file, or a Hugging Face "
+            f"id (owner/name); built-in models: {', '.join(ZOO)}"
+        )
+    if _hf_offline() and not _in_hf_cache(source):
+        return (
+            "Hugging Face id not in the local Hugging Face cache, and the hub is offline "
+            "(HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE): download it first, or unset the variable"
+        )
+    return None
+
+
 def check_source(source: str, name: str, gguf_file: str | None = None) -> None:
     """Fail early on a ``source`` that names no built-in, local path or Hugging Face id."""
-    if source in ZOO or gguf_file or Path(source).expanduser().exists():
-        return
-    if source.startswith((".", "/", "~")) or source.count("/") != 1:
-        raise CollectionError(
-            f"unknown model {source!r} (model {name!r}): not a built-in "
-            f"({', '.join(ZOO)}), not a local directory or .gguf file, and not a Hugging "
-            "Face id (owner/name)"
-        )
+    problem = source_problem(source, gguf_file)
+    if problem is not None:
+        raise CollectionError(f"unknown model {source!r} (model {name!r}): {problem}")
 
 
 def model_folder(spec: dict) -> tuple[str, dict[str, str]]:

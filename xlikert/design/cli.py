@@ -31,7 +31,10 @@ def prompts(config: str, output: Path | None, show: int) -> None:
 
     Prints the design (instrument, factors, levels, models, counts) and, with
     -o, writes one row per (condition, item): the factor levels, the item id,
-    reverse_keyed, subscale, and the system and user messages.
+    reverse_keyed, subscale, and the system and user messages. Then checks every
+    model source without loading weights (a built-in name, a local path, a
+    Hugging Face id; offline, one in the local Hugging Face cache) and fails
+    naming the file and the model if one cannot be loaded.
     """
     from ..errors import XlikertError
     from .experiment import load_experiment, prompts_to_frame
@@ -65,3 +68,22 @@ def prompts(config: str, output: Path | None, show: int) -> None:
         else:
             df.to_json(output, orient="records", lines=True, force_ascii=False)
         click.echo(f"\nWrote {len(df)} prompts to {output}")
+    bad = _model_problems(exp)  # after the prompts: they are right whatever the models
+    if bad:
+        raise click.ClickException(
+            f"{exp.path}: {len(bad)} model source(s) cannot be loaded "
+            "(checked without loading any weights):\n" + "\n".join(f"  - {b}" for b in bad)
+        )
+
+
+def _model_problems(exp) -> list[str]:
+    """One line per ``[[models]]`` entry whose source names nothing loadable (no weights loaded)."""
+    from ..collect.zoo import source_problem
+
+    out = []
+    for m in exp.models:
+        source = str(m.get("source") or m.get("name"))
+        problem = source_problem(source, m.get("gguf_file"))
+        if problem is not None:
+            out.append(f"model {m.get('name', source)!r}: source {source!r}: {problem}")
+    return out

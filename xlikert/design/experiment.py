@@ -34,7 +34,7 @@ from .instrument import (
     load_instrument,
     scale_fields,
 )
-from .template import Placeholder, Template
+from .template import Template
 
 __all__ = [
     "Experiment",
@@ -530,13 +530,6 @@ def experiment_from_dict(
     user_t = _parse_template(p, user_text, "[experiment], field 'user'")
     if user_t is not None and "item" not in user_t.fields:
         p.add("[experiment], field 'user'", "the user template must contain {item} (the item text)")
-    for ph in user_t.parts if user_t is not None else ():
-        if isinstance(ph, Placeholder) and ph.name == "item" and ph.modifier:
-            p.add(
-                "[experiment], field 'user'",
-                f"{{item:{ph.modifier}}}: the item text takes no modifier (it is a template of "
-                "its own; put modifiers on the placeholders inside the items)",
-            )
     user_templates: list[Template] = []
     if user_t is not None:
         owner["item"] = "the item text"  # {item} is only valid in the user template

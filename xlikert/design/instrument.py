@@ -7,7 +7,9 @@ with :func:`builtin_instruments`.
 
 from __future__ import annotations
 
+import difflib
 import json
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -281,6 +283,40 @@ def _parse_scale(
     return lo, hi, anchors
 
 
+def _warn_lone_subscales(file: Path | str, items: list[Item]) -> None:
+    """Warn about a one-item subscale whose name is close to another's (a typo splits a subscale).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> items = [Item("1", "a", subscale="extraversion"), Item("2", "b", subscale="extraversion"),
+    ...          Item("3", "c", subscale="extroversion")]
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     _warn_lone_subscales("x.toml", items)
+    >>> print(w[0].message)
+    x.toml: subscale 'extroversion' has one item ('3') and its name is close to 'extraversion' (2 items): a typo would make it a subscale of its own, composed and analysed apart
+    """
+    counts: dict[str, list[str]] = {}
+    for it in items:
+        if it.subscale:
+            counts.setdefault(it.subscale, []).append(it.id)
+    for name, ids in counts.items():
+        if len(ids) != 1:
+            continue
+        others = {o.lower(): o for o in counts if o != name}
+        close = difflib.get_close_matches(name.lower(), list(others), n=1, cutoff=0.75)
+        if close:
+            other = others[close[0]]
+            warnings.warn(
+                f"{file}: subscale {name!r} has one item ({ids[0]!r}) and its name is close to "
+                f"{other!r} ({len(counts[other])} items): a typo would make it a subscale of its "
+                "own, composed and analysed apart",
+                UserWarning,
+                stacklevel=3,
+            )
+
+
 def _parse_template(p: Problems, text: str, where: str) -> Template | None:
     try:
         return Template.parse(text)
@@ -429,6 +465,7 @@ def _parse_instrument(table: dict, file: str, digest: str) -> Instrument:
         items.append(Item(iid, text, bool(rk), sub or "", src or ""))
 
     p.raise_if_any()
+    _warn_lone_subscales(file, items)
     return Instrument(
         name=name,
         title=title,

@@ -7,6 +7,27 @@
   exact convolution of its items, :func:`xlikert.composite`), reflecting
   reverse-keyed items first.
 
+The analysis applies the same rule by default: every function that turns item
+PMFs into a composite (:func:`xlikert.composite`, :func:`xlikert.decompose`,
+:func:`xlikert.contrast`, :func:`xlikert.trend`, :mod:`xlikert.sampling`, the
+report) reflects the reverse-keyed items once (:func:`reflect_pending`) and
+composes the items of each subscale separately (:func:`subscale_groups`), so
+``score`` is always the construct's scale. ``reflect=False`` and
+``subscale=None`` opt out.
+
+Representation of per-subscale composites
+-----------------------------------------
+Subscales of different lengths have different supports (``K_s*y_min ..
+K_s*y_max``). They are stacked along a ``subscale`` dim on **one common integer
+score axis**, the union of the supports, with zero mass outside each subscale's
+own range; the support is recorded in the coordinates ``n_items``,
+``score_min`` and ``score_max`` on ``subscale``. Every row is still a PMF on
+consecutive integers, so the kernels (convolution, comonotone contrasts),
+mixtures (``.mean(dim)``) and summaries run unchanged and broadcast over
+``subscale`` like any batch dim, and zero mass changes no mean, SD or
+effect. A ragged container (one array per subscale) would break that
+broadcasting; a per-subscale relative axis would lose the score values.
+
 Both read the item coordinates written by
 :meth:`xlikert.design.Experiment.build_prompts` and kept by the collection
 layer: ``reverse_keyed`` (bool) and ``subscale`` (str, "" if none). A reflected
@@ -16,7 +37,6 @@ caught instead of silently undoing the first reflection.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +47,14 @@ from ..dims import DECODING_DIMS, factor_dims
 from ..errors import DesignError
 from ..validate import as_pmf, check_item_dim, check_score_axis
 
-__all__ = ["reflect_reverse_keyed", "subscale_composites"]
+__all__ = [
+    "SUBSCALE_DIM",
+    "reflect_pending",
+    "reflect_reverse_keyed",
+    "subscale_composites",
+    "subscale_coords",
+    "subscale_groups",
+]
 
 
 def _item_values(
@@ -156,6 +183,120 @@ def reflect_reverse_keyed(
     return out.assign_coords(reflected=(item_dim, mask | done))
 
 
+#: The dim of per-subscale composites (registered in :mod:`xlikert.dims`).
+SUBSCALE_DIM = "subscale"
+
+
+def reflect_pending(
+    pmf: xr.DataArray, *, item_dim: Hashable = "item", score_dim: Hashable = "score"
+) -> xr.DataArray:
+    """Reflect the reverse-keyed items not yet reflected (item coords ``reverse_keyed``, ``reflected``).
+
+    PMFs without a ``reverse_keyed`` item coordinate, or whose reverse-keyed
+    items all carry ``reflected=True``, are returned unchanged, so calling this
+    twice reflects nothing twice.
+
+    Examples
+    --------
+    >>> pmf = xr.DataArray([[0.7, 0.3], [0.7, 0.3]], dims=("item", "score"),
+    ...                    coords={"score": [1, 2], "reverse_keyed": ("item", [False, True])})
+    >>> once = reflect_pending(pmf)
+    >>> once.values.tolist(), once.reflected.values.tolist()
+    ([[0.7, 0.3], [0.3, 0.7]], [False, True])
+    >>> reflect_pending(once).identical(once)
+    True
+    """
+    if "reverse_keyed" not in pmf.coords or pmf["reverse_keyed"].dims != (item_dim,):
+        return pmf
+    todo = np.asarray(pmf["reverse_keyed"].values, dtype=bool)
+    if "reflected" in pmf.coords and pmf["reflected"].dims == (item_dim,):
+        todo = todo & ~np.asarray(pmf["reflected"].values, dtype=bool)
+    if not todo.any():
+        return pmf
+    return reflect_reverse_keyed(pmf, list(todo), item_dim=item_dim, score_dim=score_dim)
+
+
+def subscale_groups(
+    pmf: xr.DataArray,
+    subscale: Hashable | xr.DataArray | Sequence[str] | Mapping[str, str] | None = SUBSCALE_DIM,
+    *,
+    item_dim: Hashable = "item",
+    split_single: bool = False,
+) -> list[tuple[str, np.ndarray]] | None:
+    """The positions along ``item_dim`` of each subscale's items, in order of first appearance.
+
+    Parameters
+    ----------
+    pmf
+        Item PMFs.
+    subscale
+        The name of an item coordinate holding each item's subscale (default
+        ``"subscale"``; a missing coordinate means no subscales), a per-item
+        spec (str DataArray on ``item_dim``, sequence or mapping item id ->
+        subscale), or None (no subscales). Items with subscale ``""`` belong to
+        none.
+    item_dim : keyword-only
+        Name of the item dim.
+    split_single : keyword-only
+        If False (the analysis' default), fewer than two subscales mean "compose
+        all items together" (returns None), so instruments with one subscale
+        behave as without. If True, even one subscale is a group, and no
+        subscale at all is an error (:func:`subscale_composites`).
+
+    Returns
+    -------
+    list of (name, positions) or None
+        None: compose every item into one composite.
+
+    Examples
+    --------
+    >>> pmf = xr.DataArray(np.full((3, 2), 0.5), dims=("item", "score"),
+    ...                    coords={"subscale": ("item", ["E", "A", "E"])})
+    >>> [(name, idx.tolist()) for name, idx in subscale_groups(pmf)]
+    [('E', [0, 2]), ('A', [1])]
+    >>> subscale_groups(pmf, None) is None
+    True
+    """
+    if subscale is None:
+        return None
+    if isinstance(subscale, str):
+        if subscale not in pmf.coords and not split_single:
+            return None
+        names = _item_values(pmf, None, item_dim, subscale, "str")
+    else:
+        names = _item_values(pmf, subscale, item_dim, SUBSCALE_DIM, "str")
+    names = np.array([str(x) for x in names], dtype=str)
+    order = list(dict.fromkeys(str(s) for s in names if s))
+    if not order and split_single:
+        raise DesignError(
+            f"no item along {item_dim!r} belongs to a subscale (all subscales are empty); "
+            "use xlikert.composite for the whole instrument"
+        )
+    if len(order) < (1 if split_single else 2):
+        return None
+    return [(name, np.flatnonzero(names == name)) for name in order]
+
+
+def subscale_coords(
+    names: Sequence[str], n_items: Sequence[int], y_min: int, y_max: int
+) -> dict[str, Any]:
+    """Coordinates of a ``subscale`` dim: its labels, ``n_items``, ``score_min``, ``score_max``.
+
+    Examples
+    --------
+    >>> c = subscale_coords(["E", "A"], [2, 3], 1, 5)
+    >>> c["score_max"][1].tolist()
+    [10, 15]
+    """
+    k = np.asarray(n_items, dtype=np.int64)
+    return {
+        SUBSCALE_DIM: np.array(list(names), dtype=str),
+        "n_items": (SUBSCALE_DIM, k),
+        "score_min": (SUBSCALE_DIM, k * int(y_min)),
+        "score_max": (SUBSCALE_DIM, k * int(y_max)),
+    }
+
+
 def subscale_composites(
     pmf: xr.DataArray | xr.Dataset,
     subscale: xr.DataArray | Sequence[str] | Mapping[str, str] | None = None,
@@ -166,15 +307,19 @@ def subscale_composites(
 ) -> xr.DataArray:
     """One composite-score PMF per subscale, padded onto a common score axis.
 
+    The same as :func:`xlikert.composite` (which does this by default when the
+    items carry two or more subscales), except that the ``subscale`` dim is
+    always there, even for a single subscale, and items without a subscale are
+    an error when no item has one.
+
     Each subscale's composite is the exact distribution of the sum of its
-    items (conditionally independent given the condition), computed by
-    :func:`xlikert.composite`. A subscale of ``K_s`` items on ``y_min..y_max``
-    lives on ``K_s*y_min .. K_s*y_max``; subscales of different lengths are
-    stacked on the union of these ranges with **zero mass outside each
-    subscale's own range** (its support is in the ``score_min``/``score_max``
-    coordinates), so every row is still a PMF that sums to 1 and means, SDs and
-    mixtures are unaffected by the padding. Select one subscale
-    (``.sel(subscale="extraversion")``) and drop the zero tail with
+    items (conditionally independent given the condition). A subscale of
+    ``K_s`` items on ``y_min..y_max`` lives on ``K_s*y_min .. K_s*y_max``;
+    subscales of different lengths are stacked on the union of these ranges
+    with **zero mass outside each subscale's own range** (its support is in the
+    ``score_min``/``score_max`` coordinates), so every row is still a PMF that
+    sums to 1 and means, SDs and mixtures are unaffected by the padding. Select
+    one subscale (``.sel(subscale="extraversion")``) and drop the zero tail with
     ``.sel(score=slice(score_min, score_max))`` if you need its own axis.
 
     Parameters
@@ -214,52 +359,14 @@ def subscale_composites(
     >>> dict(comp.sizes)
     {'model': 2, 'subscale': 2, 'score': 9}
     """
-    from .. import composite
+    from ..construct import _compose
 
-    pmf = as_pmf(pmf)
-    factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
-    check_item_dim(pmf, item_dim)
-    lo_hi = check_score_axis(pmf, score_dim)
-    y_min, y_max = int(lo_hi[0]), int(lo_hi[-1])
-    names = _item_values(pmf, subscale, item_dim, "subscale", "str")
-    if reflect and "reverse_keyed" in pmf.coords and pmf["reverse_keyed"].dims == (item_dim,):
-        todo = np.asarray(pmf["reverse_keyed"].values, dtype=bool)
-        if "reflected" in pmf.coords and pmf["reflected"].dims == (item_dim,):
-            todo = todo & ~np.asarray(pmf["reflected"].values, dtype=bool)
-        if todo.any():
-            pmf = reflect_reverse_keyed(pmf, list(todo), item_dim=item_dim, score_dim=score_dim)
-    order = list(dict.fromkeys(str(s) for s in names if str(s)))
-    if not order:
-        raise DesignError(
-            f"no item along {item_dim!r} belongs to a subscale (all subscales are empty); "
-            "use xlikert.composite for the whole instrument"
-        )
-    item_coords = [c for c in pmf.coords if c != item_dim and item_dim in pmf[c].dims]
-    base = pmf.drop_vars(item_coords)
-    parts, n_items = [], []
-    for name in order:
-        idx = np.flatnonzero(names == name)
-        comp = composite(base.isel({item_dim: idx}), item_dim=item_dim, score_dim=score_dim)
-        parts.append(comp)
-        n_items.append(len(idx))
-    lo = min(k * y_min for k in n_items)
-    hi = max(k * y_max for k in n_items)
-    grid = np.arange(lo, hi + 1)
-    padded = [p.reindex({score_dim: grid}, fill_value=0.0) for p in parts]
-    out = xr.concat(padded, dim="subscale", coords="minimal", compat="override", join="outer")
-    out = out.assign_coords(
-        subscale=np.array(order, dtype=str),
-        n_items=("subscale", np.array(n_items, dtype=np.int64)),
-        score_min=("subscale", np.array([k * y_min for k in n_items], dtype=np.int64)),
-        score_max=("subscale", np.array([k * y_max for k in n_items], dtype=np.int64)),
+    return _compose(
+        pmf,
+        item_dim=item_dim,
+        score_dim=score_dim,
+        reflect=reflect,
+        subscale=SUBSCALE_DIM if subscale is None else subscale,
+        engine=None,
+        split_single=True,
     )
-    dims = [d for d in out.dims if d not in ("subscale", score_dim)] + ["subscale", score_dim]
-    out = out.transpose(*dims)
-    out.name = pmf.name if pmf.name is not None else "pmf"
-    out.attrs = dict(pmf.attrs)
-    left_out = (
-        np.asarray(pmf[item_dim].values)[names == ""].tolist() if item_dim in pmf.coords else []
-    )
-    if left_out:
-        out.attrs["items_without_subscale"] = json.dumps([str(x) for x in left_out])
-    return out

@@ -53,13 +53,20 @@ class TemplateSyntaxError(Exception):
 
 @dataclass(frozen=True)
 class Placeholder:
-    """One ``{name}`` or ``{name:modifier}`` in a template."""
+    """One ``{name}`` or ``{name:modifier}`` in a template.
+
+    ``outer`` is the modifier of an enclosing ``{item:modifier}`` (see
+    :meth:`Template.splice`), applied after the placeholder's own.
+    """
 
     name: str
     modifier: str = ""
+    outer: str = ""
 
     def apply(self, value: str) -> str:
-        return MODIFIERS[self.modifier](value) if self.modifier else value
+        for m in (self.modifier, self.outer):
+            value = MODIFIERS[m](value) if m else value
+        return value
 
 
 @dataclass(frozen=True)
@@ -112,14 +119,50 @@ class Template:
         return tuple(dict.fromkeys(p.name for p in self.parts if isinstance(p, Placeholder)))
 
     def splice(self, name: str, other: Template) -> Template:
-        """Replace every ``{name}`` placeholder by the parts of ``other`` (used for ``{item}``)."""
+        """Replace every ``{name}`` placeholder by the parts of ``other`` (used for ``{item}``).
+
+        A modifier on the placeholder applies to the whole rendered text of
+        ``other``: ``{item:lower}`` lower-cases the item text and the values
+        filled into it, ``{item:cap}`` upper-cases its first letter.
+
+        Examples
+        --------
+        >>> user = Template.parse("I think that {item:lower}")
+        >>> user.splice("item", Template.parse("{people:cap} buy {adj} goods.")).render(
+        ...     {"people": "the Chinese", "adj": "Chinese"})
+        'I think that the chinese buy chinese goods.'
+        >>> Template.parse("{item:cap}").splice("item", Template.parse("{who} said so")).render(
+        ...     {"who": "everyone"})
+        'Everyone said so'
+        """
         parts: list[str | Placeholder] = []
+        text = self.text
         for p in self.parts:
             if isinstance(p, Placeholder) and p.name == name:
-                parts.extend(other.parts)
+                parts.extend(other._modified(p.modifier))
+                text = text.replace(
+                    "{" + name + (":" + p.modifier if p.modifier else "") + "}", other.text
+                )
             else:
                 parts.append(p)
-        return Template(self.text.replace("{" + name + "}", other.text), tuple(parts))
+        return Template(text, tuple(parts))
+
+    def _modified(self, modifier: str) -> tuple[str | Placeholder, ...]:
+        """The parts with ``modifier`` applied to the text they render (``cap``: its first letter)."""
+        if not modifier:
+            return self.parts
+        out: list[str | Placeholder] = []
+        pending = True  # cap: only the first non-empty part
+        for p in self.parts:
+            if pending or modifier != "cap":
+                if isinstance(p, str):
+                    pending = pending and not p
+                    p = MODIFIERS[modifier](p)
+                else:
+                    pending = False
+                    p = Placeholder(p.name, p.modifier, modifier)
+            out.append(p)
+        return tuple(out)
 
     def render(self, values: Mapping[str, str]) -> str:
         """Substitute ``values``; a missing field raises ``KeyError`` (checked beforehand by callers).

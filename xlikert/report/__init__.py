@@ -12,6 +12,16 @@ in dim order.
 Sections that need data the file does not hold (a decoding grid, a second
 factor, a human baseline for the instrument) say so instead of appearing.
 
+The report follows the instrument (:func:`xlikert.composite`): reverse-keyed
+items are reflected and, for an instrument with subscales, every composite,
+effect, figure and sampling table is per subscale (small multiples: one figure
+per subscale); the design section lists the keyed items and the subscales.
+Effects are given as sums (composite-score units) and per item.
+
+The report is written into a temporary folder beside ``out_dir`` and moved
+into place when complete, so a report that fails leaves nothing behind (and
+an earlier report in ``out_dir`` untouched).
+
 Heavy imports (matplotlib) happen inside the functions.
 """
 
@@ -19,7 +29,9 @@ from __future__ import annotations
 
 import html as _html
 import re
-from collections.abc import Hashable, Mapping
+import shutil
+import tempfile
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,8 +39,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..construct import summarize, trend
+from ..construct import SCORING, summarize, trend
 from ..data import human_baseline, load_demo_results, synthetic_results
+from ..design.scoring import SUBSCALE_DIM
 from ..dims import factor_dims
 from ..errors import DesignError, InvalidPMFError
 from ..io import decode_attrs
@@ -76,6 +89,61 @@ class _Section:
                 f"![{caption}](figures/{name}.png)\n\n*{caption}*",
             )
         )
+
+
+def _views(obj: xr.DataArray) -> Iterator[tuple[str, str, xr.DataArray]]:
+    """(file-name suffix, caption prefix, selection) per subscale; one plain view without."""
+    if SUBSCALE_DIM not in obj.dims:
+        yield "", "", obj
+        return
+    for name in obj[SUBSCALE_DIM].values:
+        slug = re.sub(r"[^A-Za-z0-9_-]+", "_", str(name)).strip("_") or "subscale"
+        yield f"_{slug}", f"Subscale {name}: ", obj.sel({SUBSCALE_DIM: name})
+
+
+def _tree_view(dec: xr.DataTree, comp_s: xr.DataArray) -> xr.DataTree:
+    """The decomposition of the subscale that ``comp_s`` was selected at (all of it without)."""
+    if SUBSCALE_DIM not in comp_s.coords or SUBSCALE_DIM in comp_s.dims:
+        return dec
+    name = comp_s[SUBSCALE_DIM].values[()]
+    return dec.map_over_datasets(
+        lambda d: d.sel({SUBSCALE_DIM: name}) if SUBSCALE_DIM in d.dims else d
+    )
+
+
+def _scoring_lines(pmf: xr.DataArray) -> list[str]:
+    """How the composite is scored: the reflected items and the subscales with their items."""
+    if "item" not in pmf.coords:
+        return []
+    ids = [str(i) for i in pmf["item"].values]
+    lo, hi = int(pmf["score"].min()), int(pmf["score"].max())
+    lines = []
+    if "reverse_keyed" in pmf.coords and pmf["reverse_keyed"].dims == ("item",):
+        keyed = [i for i, r in zip(ids, pmf["reverse_keyed"].values, strict=True) if bool(r)]
+        if keyed:
+            lines.append(
+                f"Scoring: {len(keyed)} reverse-keyed items are reflected (y → {lo + hi} − y) "
+                f"before any composite: items {', '.join(keyed)}."
+            )
+    subs: dict[str, list[str]] = {}
+    if SUBSCALE_DIM in pmf.coords and pmf[SUBSCALE_DIM].dims == ("item",):
+        for i, name in zip(ids, pmf[SUBSCALE_DIM].values, strict=True):
+            subs.setdefault(str(name), []).append(i)
+    named = {k: v for k, v in subs.items() if k}
+    if len(named) >= 2:
+        lines.append(
+            f"Subscales ({len(named)}), each its own composite (the sum of its items, "
+            f"{lo}×K..{hi}×K for K items; per item: the sum divided by K): "
+            + "; ".join(f"**{k}** (K = {len(v)}): items {', '.join(v)}" for k, v in named.items())
+            + "."
+        )
+        if subs.get(""):
+            lines.append(f"Items without a subscale, left out: {', '.join(subs[''])}.")
+    else:
+        lines.append(
+            f"Composite: the sum of all {len(ids)} items ({lo * len(ids)}..{hi * len(ids)})."
+        )
+    return lines
 
 
 def _md_inline(text: str) -> str:
@@ -154,11 +222,53 @@ def write_report(
     pathlib.Path
         The path of ``index.html``.
 
+    Notes
+    -----
+    Everything is written into a temporary folder beside ``out_dir`` first and
+    moved into ``out_dir`` when the report is complete: a report that fails
+    leaves no partial folder (an existing ``out_dir`` keeps its old report).
+
     Examples
     --------
     >>> from xlikert.data import synthetic_results
     >>> path = write_report(synthetic_results(n_items=3), "report/")   # doctest: +SKIP
     """
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        _write_report(results, tmp, country_of_origin=country_of_origin, tol=tol, title=title)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _publish(tmp, out)
+    return out / "index.html"
+
+
+def _publish(tmp: Path, out: Path) -> None:
+    """Move the finished report in ``tmp`` to ``out`` (replacing the entries it rewrites)."""
+    if not out.exists():
+        tmp.rename(out)
+        return
+    for entry in tmp.iterdir():
+        target = out / entry.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+        entry.rename(target)
+    tmp.rmdir()
+
+
+def _write_report(
+    results: str | Path | xr.Dataset,
+    out: Path,
+    *,
+    country_of_origin: Mapping[str, str] | None,
+    tol: float,
+    title: str | None,
+) -> Path:
+    """:func:`write_report` into the (temporary) folder ``out``."""
     import matplotlib
 
     if matplotlib.get_backend().lower() not in {"agg", "pdf", "svg", "cairo", "pgf", "ps"}:
@@ -173,8 +283,6 @@ def write_report(
     ds = decode_attrs(results if isinstance(results, xr.Dataset) else xl.open_results(results))
     if "pmf" not in ds:
         raise InvalidPMFError(f"results {source} hold no 'pmf' variable; variables: {list(ds)}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     pmf = ds["pmf"]
     factors = factor_dims(pmf, what=f"the pmf of {source}")
     if not factors:
@@ -220,6 +328,8 @@ def write_report(
         )
     if ds.attrs.get("synthetic"):
         s.text("**SYNTHETIC DATA**: these results are random PMFs, no model was run.")
+    for line in _scoring_lines(pmf):
+        s.text(line)
     sections.append(s)
 
     # ---------------------------------------------------------------- constraint
@@ -278,12 +388,17 @@ def write_report(
     # ---------------------------------------------------------------- construct
     s = _Section("Construct: composite scores and distributional ANOVA")
     comp = xl.composite(pmf)
-    s.figure(
-        plot.composite_pmfs(comp, facet=by, hue=second),
-        out,
-        "composite_pmfs",
-        f"Exact composite-score PMFs by {by}" + (f", {second} as colour." if second else "."),
-    )
+    for tag, label, comp_s in _views(comp):
+        if tag:
+            lo, hi = int(comp_s["score_min"]), int(comp_s["score_max"])
+            comp_s = comp_s.sel(score=slice(lo, hi))
+        s.figure(
+            plot.composite_pmfs(comp_s, facet=by, hue=second),
+            out,
+            f"composite_pmfs{tag}",
+            f"{label}Exact composite-score PMFs by {by}"
+            + (f", {second} as colour." if second else "."),
+        )
     base = _baseline_for(ds)
     if base is not None:
         cond = {}
@@ -306,89 +421,19 @@ def write_report(
             "LLM SD: dispersion of one model's PMF (not commensurable).",
         )
     dec = xl.decompose(pmf)
-    summ = xl.summary_table(dec)
+    summ = xl.summary_table(dec, scoring="both")
     s.table(
         tables.paper_layout(summ),
         out,
         "effects",
-        "Grand mean, main effects and interactions of the composite score (E, SD, SNR, dPD).",
+        "Grand mean, main effects and interactions of the composite score (E, SD, SNR, dPD"
+        + (", per subscale" if SUBSCALE_DIM in comp.dims else "")
+        + f"). {SCORING['both']}.",
         index=False,
     )
-    for f in factors:
-        if f in dec.children and pmf.sizes[f] >= 2:
-            node = dec[str(f)].dataset
-            s.figure(
-                plot.effect_distributions(node["pmf"], node),
-                out,
-                f"main_effect_{f}",
-                f"Main-effect distributions of {f}.",
-            )
-    if second is not None:
-        try:
-            node = tables._pair_node(dec, by, second)
-        except DesignError:
-            node = None
-        if node is not None:
-            ingroup = None
-            if origin:
-                ingroup = xr.DataArray(
-                    [
-                        [origin.get(str(m)) == str(t) for t in node[second].values]
-                        for m in node[by].values
-                    ],
-                    dims=(by, second),
-                    coords={by: node[by], second: node[second]},
-                )
-            s.figure(
-                plot.interaction_heatmap(
-                    node["E"], node["SD"], row=second, col=by, ingroup=ingroup
-                ),
-                out,
-                f"interaction_{by}_{second}",
-                f"{by} × {second} interaction (E ± SD).",
-            )
-            avf = tables.aggregate_vs_factorial(dec, row=second, col=by, country_of_origin=origin)
-            s.table(
-                avf,
-                out,
-                "aggregate_vs_factorial",
-                f"Aggregate ({second} main effect, panel A) vs factorial ({by} × {second} "
-                "interaction, panel B). reversal: sign opposite to the aggregate; "
-                "ingroup: the model's own country.",
-                index=False,
-            )
-        rows = []
-        levels = [str(v) for v in pmf[second].values]
-        if len(levels) <= 8:
-            for a, b in tables.pairs(levels):
-                c = xl.summarize(xl.contrast(comp, second, a, b))
-                rows.append(
-                    {
-                        "Contrast": f"{a} − {b}",
-                        **{k: float(c[k]) for k in ("E", "SD", "SNR", "dPD")},
-                    }
-                )
-            s.table(
-                pd.DataFrame(rows),
-                out,
-                f"contrasts_{second}",
-                f"Pairwise contrasts between levels of {second}.",
-                index=False,
-            )
-    trend_rows = [
-        {"Factor": str(f), "Ordered by": str(name), **row}
-        for f, name, row in _trend_rows(comp, factors)
-    ]
-    if trend_rows:
-        s.table(
-            pd.DataFrame(trend_rows),
-            out,
-            "trends",
-            "Per-unit trend of the composite over each factor with a numeric coordinate "
-            "(paired adjacent-level differences divided by the spacing, length-weighted; "
-            "E is the secant slope of the marginal means).",
-            index=False,
-        )
+    for tag, label, comp_s in _views(comp):
+        dec_s = _tree_view(dec, comp_s)
+        _construct_parts(s, out, comp_s, dec_s, factors, by, second, origin, tag, label)
     sections.append(s)
 
     # ---------------------------------------------------------------- reasoning traces
@@ -404,27 +449,28 @@ def write_report(
         "and variance."
     )
     se = sampling.standard_error(pmf, n=_SE_BUDGETS)
+    per_sub = " and subscale" if SUBSCALE_DIM in se.dims else ""
     s.table(
         sampling.sampling_se_table(pmf, n=_SE_BUDGETS, by=by, consensus=cns),
         out,
         "sampling_se",
         f"SE of the N-sample composite estimator, mean over the conditions "
-        f"of each {by}, sorted by Consensus.",
+        f"of each {by}{per_sub}, sorted by Consensus.",
         digits=3,
     )
-    s.figure(
-        plot.standard_error(se, by=by),
-        out,
-        "sampling_se",
-        "Standard error of the sampling estimator vs N.",
-    )
-    se_c = se.sel(n=_SE_BUDGETS[0])
-    r = sampling.correlation(cns, se_c)
-    if np.isfinite(r["r"]):
-        s.text(
-            f"Correlation of SE with Consensus across the {r['n']} conditions: "
-            f"r = {r['r']:.2f} (p = {r['p']:.2g})."
+    for tag, label, se_s in _views(se):
+        s.figure(
+            plot.standard_error(se_s, by=by),
+            out,
+            f"sampling_se{tag}",
+            f"{label}Standard error of the sampling estimator vs N.",
         )
+        r = sampling.correlation(cns, se_s.sel(n=_SE_BUDGETS[0]))
+        if np.isfinite(r["r"]):
+            s.text(
+                f"{label}Correlation of SE with Consensus across the {r['n']} conditions: "
+                f"r = {r['r']:.2f} (p = {r['p']:.2g})."
+            )
     flips = sampling.flip_probability(pmf, n=_FLIP_BUDGETS)
     if flips.empty:
         s.text("No factor varies, so there is no factorial parameter whose sign could flip.")
@@ -433,7 +479,8 @@ def write_report(
             sampling.flip_table(flips),
             out,
             "flip_by_effect_size",
-            "Mean sign-flip probability by exact |E| and budget N.",
+            "Mean sign-flip probability by exact |E| and budget N"
+            + (" (the parameters of every subscale)." if per_sub else "."),
             digits=3,
         )
         s.figure(
@@ -451,12 +498,13 @@ def write_report(
             "decoding_bias",
             "Decoding bias of the expected composite over the temperature × top-p grid.",
         )
-        s.figure(
-            plot.decoding_bias(bias, by=by, consensus=cns),
-            out,
-            "decoding_bias",
-            "Decoding bias vs temperature and top-p.",
-        )
+        for tag, label, bias_s in _views(bias):
+            s.figure(
+                plot.decoding_bias(bias_s, by=by, consensus=cns),
+                out,
+                f"decoding_bias{tag}",
+                f"{label}Decoding bias vs temperature and top-p.",
+            )
         if bias.attrs.get("n_undefined"):
             s.text(
                 f"{bias.attrs['n_undefined']} of {bias.size} (condition, temperature, top-p) "
@@ -633,6 +681,100 @@ def _reasoning_section(ds: xr.Dataset, summ: pd.DataFrame, factors, by, out: Pat
             "`source`, no `reasoning`) to compare with thinking off."
         )
     return s
+
+
+def _construct_parts(
+    s: _Section,
+    out: Path,
+    comp: xr.DataArray,
+    dec: xr.DataTree,
+    factors: list[Hashable],
+    by: Hashable,
+    second: Hashable | None,
+    origin: Mapping[str, str] | None,
+    tag: str,
+    label: str,
+) -> None:
+    """Effect figures, interaction, contrasts and trends of one composite (one subscale)."""
+    import xlikert as xl
+
+    from .. import plot
+
+    for f in factors:
+        if f in dec.children and comp.sizes[f] >= 2:
+            node = dec[str(f)].dataset
+            s.figure(
+                plot.effect_distributions(node["pmf"], node),
+                out,
+                f"main_effect_{f}{tag}",
+                f"{label}Main-effect distributions of {f}.",
+            )
+    if second is not None:
+        try:
+            node = tables._pair_node(dec, by, second)
+        except DesignError:
+            node = None
+        if node is not None:
+            ingroup = None
+            if origin:
+                ingroup = xr.DataArray(
+                    [
+                        [origin.get(str(m)) == str(t) for t in node[second].values]
+                        for m in node[by].values
+                    ],
+                    dims=(by, second),
+                    coords={by: node[by], second: node[second]},
+                )
+            s.figure(
+                plot.interaction_heatmap(
+                    node["E"], node["SD"], row=second, col=by, ingroup=ingroup
+                ),
+                out,
+                f"interaction_{by}_{second}{tag}",
+                f"{label}{by} × {second} interaction (E ± SD).",
+            )
+            avf = tables.aggregate_vs_factorial(dec, row=second, col=by, country_of_origin=origin)
+            s.table(
+                avf,
+                out,
+                f"aggregate_vs_factorial{tag}",
+                f"{label}Aggregate ({second} main effect, panel A) vs factorial ({by} × {second} "
+                "interaction, panel B). reversal: sign opposite to the aggregate; "
+                "ingroup: the model's own country.",
+                index=False,
+            )
+        rows = []
+        levels = [str(v) for v in comp[second].values]
+        if len(levels) <= 8:
+            for a, b in tables.pairs(levels):
+                c = xl.summarize(xl.contrast(comp, second, a, b))
+                rows.append(
+                    {
+                        "Contrast": f"{a} − {b}",
+                        **{k: float(c[k]) for k in ("E", "SD", "SNR", "dPD")},
+                    }
+                )
+            s.table(
+                pd.DataFrame(rows),
+                out,
+                f"contrasts_{second}{tag}",
+                f"{label}Pairwise contrasts between levels of {second}.",
+                index=False,
+            )
+    trend_rows = [
+        {"Factor": str(f), "Ordered by": str(name), **row}
+        for f, name, row in _trend_rows(comp, factors)
+    ]
+    if trend_rows:
+        s.table(
+            pd.DataFrame(trend_rows),
+            out,
+            f"trends{tag}",
+            f"{label}Per-unit trend of the composite over each factor with a numeric coordinate "
+            "(paired adjacent-level differences divided by the spacing, length-weighted; "
+            "E is the secant slope of the marginal means).",
+            index=False,
+        )
 
 
 def _trend_rows(comp: xr.DataArray, factors: list[Hashable]):

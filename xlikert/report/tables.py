@@ -36,6 +36,8 @@ __all__ = [
 ]
 
 _SUMMARY_COLS = ["E", "SD", "SNR", "dPD"]
+#: Mean-item columns of ``xl.summary_table(dec, scoring="both")``.
+_PER_ITEM_COLS = ["E_item", "SD_item"]
 
 
 def paper_layout(tidy: pd.DataFrame) -> pd.DataFrame:
@@ -45,7 +47,9 @@ def paper_layout(tidy: pd.DataFrame) -> pd.DataFrame:
     ----------
     tidy
         ``xl.summary_table(dec)`` output (columns ``term``, ``level``, ``E``,
-        ``SD``, ``SNR``, ``dPD``; grand-mean row with term ``grand``).
+        ``SD``, ``SNR``, ``dPD``; grand-mean row with term ``grand``). The
+        per-item columns ``E_item``, ``SD_item`` are kept, and a ``subscale``
+        column comes first, one block of rows per subscale.
 
     Examples
     --------
@@ -66,7 +70,10 @@ def paper_layout(tidy: pd.DataFrame) -> pd.DataFrame:
             labels.append(str(level).replace(":", " × ") if ":" in str(term) else str(level))
     df.insert(0, "Parameter", labels)
     df = pd.concat([df[is_grand], df[~is_grand]])
-    cols = ["Parameter", "term", *[c for c in _SUMMARY_COLS if c in df]]
+    cols = ["Parameter", "term", *[c for c in [*_SUMMARY_COLS, *_PER_ITEM_COLS] if c in df]]
+    if "subscale" in df:  # one block per subscale, in order of first appearance
+        df = pd.concat([df[df["subscale"] == name] for name in df["subscale"].unique()])
+        cols.insert(0, "subscale")
     return df[cols].reset_index(drop=True)
 
 
