@@ -14,13 +14,17 @@ The in-process vLLM backend (:mod:`xlikert.collect.vllm`) starts its engine with
   as plain lists) and forgets them.
 
 So each answer context costs one request with ``max_tokens=1``, whatever the
-decoding grid or the top-k listing, instead of one per grid point. The module
+decoding grid or the top-k listing, instead of one per grid point. The processor
+only copies the rows; the readout runs on a worker thread while the engine goes
+on with its next step (on a GPU the host is otherwise idle then), and
+``xlikert_take`` waits for it. The module
 imports vLLM: it is loaded by vLLM's processes only (and by the backend once
 vLLM is there), never by ``import xlikert``.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -39,8 +43,10 @@ EXTRA_ARG = "xlikert"
 PROCESSOR = f"{__name__}:ExactReadout"
 WORKER_EXTENSION = f"{__name__}.ReadoutWorker"
 
-#: Results of this worker process: request key -> (raw, grid, topk_id, topk_logprob).
-_READS: dict[str, tuple[np.ndarray, ...]] = {}
+#: Readouts of this worker process: request key -> (raw, grid, topk_id, topk_logprob).
+_READS: dict[str, Future] = {}
+#: One thread: the readout of a step overlaps the engine's next step.
+_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="xlikert-readout")
 
 
 def _ask(params: SamplingParams) -> dict[str, Any] | None:
@@ -78,7 +84,8 @@ class ExactReadout(LogitsProcessor):
         z = logits[index].float().cpu().numpy()  # one copy for the rows that ask
         for row, i in zip(z, index, strict=True):
             ask = self._rows[i]
-            _READS[ask["key"]] = next_token_readout(
+            _READS[ask["key"]] = _POOL.submit(
+                next_token_readout,
                 row[None],
                 np.asarray(ask["need"], dtype=np.int64),
                 ask["temperatures"],
@@ -96,5 +103,8 @@ class ReadoutWorker:
         out = []
         for key in keys:
             read = _READS.pop(key, None)
-            out.append(None if read is None else [np.asarray(a).ravel().tolist() for a in read])
+            if read is None:
+                out.append(None)
+                continue
+            out.append([np.asarray(a).ravel().tolist() for a in read.result()])
         return out
