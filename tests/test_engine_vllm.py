@@ -17,7 +17,7 @@ import xarray as xr
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from engine_support import engine_python, smollm2_folder, vllm_server
+from engine_support import ROOT, engine_python, smollm2_folder, vllm_server
 
 from xlikert.collect import collect
 from xlikert.constraint import topk_intervals
@@ -179,6 +179,10 @@ def main():
     # (multi-token answers)
     collect(prompts.isel(item=slice(0, 3)), spec, sys.argv[2], progress=False,
             scale=range(0, 11), temperatures=(1.0,), top_ps=(0.9, 1.0), loader=loader)
+    # a 1..5 instrument with a free factor (Mini-IPIP x personas), still the same engine
+    persona = load_experiment(sys.argv[4]).build_prompts().isel(item=slice(0, 4))
+    collect(persona, spec, sys.argv[3], progress=False, temperatures=(0.7, 1.0),
+            top_ps=(0.9, 1.0), loader=loader)
     live[0].llm_engine.engine_core.shutdown()
 
 if __name__ == "__main__":
@@ -190,9 +194,11 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     script = tmp_path / "run_vllm.py"
     script.write_text(IN_PROCESS)
     out, multi = tmp_path / "vllm.nc", tmp_path / "vllm-0-10.nc"
+    persona, persona_toml = tmp_path / "vllm-persona.nc", ROOT / "examples" / "persona.toml"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    res = subprocess.run([str(engine_python("vllm")), str(script), str(out), str(multi)],
-                         env=env, capture_output=True, text=True, timeout=1200)  # fmt: skip
+    argv = [str(engine_python("vllm")), str(script), str(out), str(multi), str(persona),
+            str(persona_toml)]  # fmt: skip
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     from xlikert.io import open_results
 
@@ -223,6 +229,14 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     assert len(vm.likert.attrs["models"]["m"]["answer_spellings"]) > 11
     for var in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
         np.testing.assert_allclose(vm[var], lm[var], atol=1e-4, rtol=0, err_msg=f"0-10 {var}")
+    # the Mini-IPIP (1..5) under three personas (a free factor)
+    vp = open_results(persona)
+    lp = collect(load_experiment(persona_toml).build_prompts().isel(item=slice(0, 4)), spec,
+                 progress=False, temperatures=(0.7, 1.0), top_ps=(0.9, 1.0))  # fmt: skip
+    assert vp.pmf.dims == ("model", "persona", "item", "score")
+    assert vp.score.values.tolist() == [1, 2, 3, 4, 5] and vp.sizes["persona"] == 3
+    for var in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "topk_logprob"):
+        np.testing.assert_allclose(vp[var], lp[var], atol=1e-4, rtol=0, err_msg=f"1-5 {var}")
 
 
 UNGUARDED = """
