@@ -11,7 +11,10 @@ writes one JSON file the benchmark then reads::
 ``collect``: xlikert's in-process vLLM backend (``backend = "vllm"``) on the demo
 prompts, warm (one prompt first), the prefix cache reset before each timed run;
 every request's prompt length and prefix-cache hits are recorded (the executed
-FLOPs), and the valid masses are returned for a cross-check.
+FLOPs), and the valid masses are returned for a cross-check. Then, on the same
+engine, the least a user could do with vLLM alone (``raw``): ``LLM.generate`` over
+the same token ids, one request per prompt, ``max_tokens=1, logprobs=20``, prefix
+caching on (xlikert's logits processor is loaded but idle: these requests do not ask).
 
 ``sample``: the same, then the sampler a researcher with vLLM would run: for every
 prompt one request with ``SamplingParams(n=N, max_tokens=1, temperature=1.0,
@@ -100,16 +103,36 @@ def time_collect(args, spec, model, requests, prompts) -> dict:
             "prompts": int(vm.size)}  # fmt: skip
 
 
-def time_sampling(args, model, prompts) -> list[dict]:
+def rendered(model, prompts) -> list[list[int]]:
+    """The prompts' token ids as xlikert sends them, in target-major order."""
     import xarray as xr
 
-    # the same target-major order as the transformers sampler
     system, user = (
         a.transpose("target", "item") for a in xr.broadcast(prompts.system, prompts.user)
     )
     texts = [model.template.render(str(s), str(u))
              for s, u in zip(system.values.ravel(), user.values.ravel(), strict=True)]  # fmt: skip
-    encoded = [model.template.encode(t) for t in texts]
+    return [model.template.encode(t) for t in texts]
+
+
+def time_raw(args, model, requests, prompts) -> dict:
+    """Raw vLLM: one request per prompt, max_tokens=1, logprobs=20, prefix caching on."""
+    encoded = rendered(model, prompts)
+    params = model._sampling(max_tokens=1, logprobs=20, detokenize=False)
+    reqs = [model._tokens_prompt(prompt_token_ids=e) for e in encoded]
+    model.llm.generate(reqs[:1], params, use_tqdm=False)  # warm-up
+    times = []
+    for _ in range(args.repeat):
+        model.llm.reset_prefix_cache()
+        requests.clear()
+        t0 = time.perf_counter()
+        model.llm.generate(reqs, params, use_tqdm=False)
+        times.append(time.perf_counter() - t0)
+    return {"seconds": times, "requests": list(requests), "prompts": len(reqs)}
+
+
+def time_sampling(args, model, prompts) -> list[dict]:
+    encoded = rendered(model, prompts)  # the same target-major order as the transformers sampler
     scale = {str(v) for v in range(1, 8)}
     limits = [float(x) for x in args.max_seconds.split(",")]
     prime = model._sampling(n=1, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0)
@@ -172,6 +195,7 @@ def main() -> None:
                "engine": model.provenance()["engine"],
                "env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_CPU")}}  # fmt: skip
         out["collect"] = time_collect(args, spec, model, requests, prompts)
+        out["raw"] = time_raw(args, model, requests, prompts)
         if args.mode == "sample":
             out["sampling"] = time_sampling(args, model, prompts)
     finally:

@@ -18,7 +18,8 @@ Backends, all with the paper's one-token rule (what a server can read):
   so a cell's numbers depend on the request before it.
 
 For each pair: max and mean |Δ pmf| over every (cell, score), max |Δ valid mass| and its
-largest relative value. Writes ``results/backends.json``.
+largest relative value; for each server backend, the HTTP requests it sent per prompt
+(from its provenance, ``http_requests_last_session``). Writes ``results/backends.json``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def main() -> int:
     from xlikert.collect import collect
     from xlikert.collect.zoo import model_folder, resolve_gguf
     from xlikert.design import load_experiment
+    from xlikert.io import read_attrs
 
     prompts = load_experiment("demo").build_prompts()
     models = dict(MODELS)
@@ -106,8 +108,15 @@ def main() -> int:
                 print(f"{name:30s} {a:>12s} vs {b:<18s} max|dpmf| {row['pmf_max']:.2e} "
                       f"mean {row['pmf_mean']:.2e} max|dvalid| {row['valid_mass_max']:.2e} "
                       f"(rel {row['valid_mass_rel_max']:.2e})", flush=True)  # fmt: skip
+            n = int(prompts.user.size)
+            per_prompt = {
+                label: read_attrs(ds)["models"]["m"]["http_requests_last_session"] / n
+                for label, ds in res.items()
+                if label != "local"
+            }
+            print(f"{name:30s} HTTP requests per prompt: {per_prompt}", flush=True)
             rows.append({"model": name, "llamacpp_top_k": k, "llamacpp_interval_width_max": width,
-                         "seconds": secs})  # fmt: skip
+                         "seconds": secs, "http_requests_per_prompt": per_prompt})  # fmt: skip
     write_json(
         result_path("backends", args.quick, args.out),
         {

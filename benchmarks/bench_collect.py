@@ -81,36 +81,45 @@ def timed(fn, repeat: int, counter: FlopCounter | None = None) -> dict[str, Any]
             "executed_flops": counter.flops if counter is not None else None}  # fmt: skip
 
 
-def vllm_row(args, cfg, useful: float, gemm: float) -> dict[str, Any]:
-    child = ["--model", args.model, "--repeat", "1"]  # minutes per run on 2 cores
+def _engine_row(method: str, timing: dict, cfg, useful: float, gemm: float) -> dict[str, Any]:
+    """A row from a vLLM child's timing: its requests' prompt tokens and prefix-cache hits."""
+    n = timing["prompts"]
+    executed = sum(
+        span_flops(cfg, cached, total) + lm_head_flops(cfg) for total, cached in timing["requests"]
+    )
+    med = statistics.median(timing["seconds"])
+    return {
+        "method": method, "rule": "one token", "backend": "vllm",
+        "prompts": n, "seconds": timing["seconds"], "median_s": med, "prompts_per_s": n / med,
+        "executed_gflop_per_prompt": executed / n / 1e9,
+        "useful_gflop_per_prompt": useful / 1e9,
+        "executed_over_useful": executed / n / useful,
+        "hardware_utilisation": executed / med / gemm,
+        "fraction_of_useful_bound": useful * n / med / gemm,
+        "requests": len(timing["requests"]),
+        "requests_per_prompt": len(timing["requests"]) / n,
+        "prompt_tokens": sum(t for t, _ in timing["requests"]),
+        "prefix_cache_hit_tokens": sum(h for _, h in timing["requests"]),
+    }  # fmt: skip
+
+
+def vllm_rows(args, cfg, useful: float, gemm: float) -> list[dict[str, Any]]:
+    """xlikert's vLLM backend and raw vLLM (one request per prompt), from one child run."""
+    child = ["--model", args.model, "--repeat", str(args.repeat)]
     if args.quick:
         child += ["--targets", "1"]
     data = run_child("collect", child)
-    row: dict[str, Any] = {"method": "vLLM (CPU build), xlikert backend='vllm'",
-                           "rule": "one token", "backend": "vllm"}  # fmt: skip
+    ours = "vLLM (CPU build), xlikert backend='vllm'"
+    raw = "vLLM (CPU build), raw: generate(max_tokens=1, logprobs=20), 1 request/prompt"
     if "not_run" in data or "error" in data:
-        row.update({k: data[k] for k in ("not_run", "error") if k in data})
-        return row
-    c = data["collect"]
-    n = c["prompts"]
-    executed = sum(
-        span_flops(cfg, cached, total) + lm_head_flops(cfg) for total, cached in c["requests"]
-    )
-    med = statistics.median(c["seconds"])
-    row.update({
-        "prompts": n, "seconds": c["seconds"], "median_s": med, "prompts_per_s": n / med,
-        "executed_gflop_per_prompt": executed / n / 1e9,
-        "useful_gflop_per_prompt": useful / 1e9,
-        "hardware_utilisation": executed / med / gemm,
-        "fraction_of_useful_bound": useful * n / med / gemm,
-        "requests": len(c["requests"]),
-        "prompt_tokens": sum(t for t, _ in c["requests"]),
-        "prefix_cache_hit_tokens": sum(h for _, h in c["requests"]),
-        "valid_mass": c["valid_mass"],
-        "vllm": data["vllm"], "torch_threads": data["torch_threads"], "load_s": data["load_s"],
-        "engine": data["engine"], "env": data["env"], "child_wall_s": data["wall_s"],
-    })  # fmt: skip
-    return row
+        why = {k: data[k] for k in ("not_run", "error") if k in data}
+        return [{"method": m, "rule": "one token", "backend": "vllm", **why} for m in (ours, raw)]
+    info = {"vllm": data["vllm"], "torch_threads": data["torch_threads"],
+            "load_s": data["load_s"], "engine": data["engine"], "env": data["env"],
+            "child_wall_s": data["wall_s"]}  # fmt: skip
+    row = _engine_row(ours, data["collect"], cfg, useful, gemm)
+    row.update(valid_mass=data["collect"]["valid_mass"], **info)
+    return [row, {**_engine_row(raw, data["raw"], cfg, useful, gemm), **info}]
 
 
 def main() -> int:
@@ -229,13 +238,14 @@ def main() -> int:
     xl_vm = ds.valid_mass.isel(model=0).transpose("target", "item").values.ravel()
     split_added = (ds_split.valid_mass - ds.valid_mass).values.ravel()
     if not args.no_vllm:
-        vr = vllm_row(args, cfg, useful_one, gemm)
-        if "median_s" in vr:
-            vr["speedup_vs_plain"] = plain_s / vr["median_s"]
-            vr["max_abs_valid_mass_diff_vs_transformers"] = float(
-                np.max(np.abs(np.asarray(vr.pop("valid_mass")) - xl_vm))
-            )
-        rows.append(vr)
+        for vr in vllm_rows(args, cfg, useful_one, gemm):
+            if "median_s" in vr:
+                vr["speedup_vs_plain"] = plain_s / vr["median_s"]
+            if "valid_mass" in vr:
+                vr["max_abs_valid_mass_diff_vs_transformers"] = float(
+                    np.max(np.abs(np.asarray(vr.pop("valid_mass")) - xl_vm))
+                )
+            rows.append(vr)
 
     res = {
         "benchmark": "collect",

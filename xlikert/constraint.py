@@ -38,6 +38,7 @@ __all__ = [
     "failure_rate",
     "item_pmf_from_tokens",
     "log_softmax",
+    "next_token_readout",
     "nucleus_logprobs",
     "renormalize",
     "scale_mass",
@@ -457,6 +458,57 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     m = z.max(-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     return z - (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))
+
+
+def next_token_readout(
+    logits: np.ndarray,
+    need: np.ndarray,
+    temperatures: Sequence[float],
+    top_ps: Sequence[float],
+    top_k: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What every in-process backend reads from full-vocabulary logits rows.
+
+    The one place the transformers backend and the vLLM logits processor
+    (:mod:`xlikert.collect.vllm_readout`) turn logits into numbers, so both give
+    the same numbers from the same row.
+
+    Parameters
+    ----------
+    logits : np.ndarray
+        ``(C, V)`` logits (float32 or wider) of the next token after one prompt
+        followed by each of ``C`` answer contexts.
+    need : np.ndarray
+        Token ids the answer rule needs.
+    temperatures, top_ps : sequence of float
+        The decoding grid (:func:`nucleus_logprobs`).
+    top_k : int
+        How many of the most probable tokens after row 0 to list (0: none).
+
+    Returns
+    -------
+    raw, grid, topk_id, topk_logprob
+        ``(C, len(need))`` log-probabilities at temperature 1 with no nucleus;
+        ``(C, T, P, len(need))`` under each decoding setting; the ``top_k`` ids
+        of row 0 by descending probability (ties by id) and their log-probabilities.
+
+    Examples
+    --------
+    >>> z = np.log(np.array([[0.5, 0.3, 0.2]]))
+    >>> raw, grid, ids, lp = next_token_readout(z, np.array([2]), [1.0], [0.8], top_k=2)
+    >>> np.exp(raw).round(6).tolist(), np.exp(grid).round(6).ravel().tolist(), ids.tolist()
+    ([[0.2]], [0.0], [0, 1])
+    """
+    logp = log_softmax(logits)
+    raw = logp[:, need]
+    grid = nucleus_logprobs(logits, need, temperatures, top_ps)
+    k = min(int(top_k), logp.shape[-1])
+    if k <= 0:
+        return raw, grid, np.empty(0, dtype=np.int64), np.empty(0)
+    first = logp[0]  # context () is the prompt itself
+    part = np.argpartition(-first, k - 1)[:k]
+    ids = part[np.argsort(-first[part], kind="stable")]
+    return raw, grid, ids, first[ids]
 
 
 def nucleus_logprobs(

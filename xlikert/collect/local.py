@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..constraint import log_softmax, nucleus_logprobs
+from ..constraint import next_token_readout
 from ..errors import CollectionError
 from .protocol import CollectOptions
 from .reasoning import (
@@ -308,21 +308,12 @@ def read_logits(
         ``topk_logprob`` (``(B, k)``, of the next token after the prompt).
     """
     need = np.asarray(answers.need)
-    B, C, V = logits.shape
-    T, P = len(options.temperatures), len(options.top_ps)
-    k = min(options.top_k, V)
-    raw = np.empty((B, C, need.size))
-    grid = np.empty((B, C, T, P, need.size))
-    topk_id = np.empty((B, k), dtype=np.int64)
-    topk_logprob = np.empty((B, k))
-    for b in range(B):  # one prompt at a time: the full-vocabulary temporaries stay small
-        logp = log_softmax(logits[b])
-        raw[b] = logp[:, need]
-        grid[b] = nucleus_logprobs(logits[b], need, options.temperatures, options.top_ps)
-        first = logp[0]  # context () is the prompt itself
-        part = np.argpartition(-first, k - 1)[:k]
-        topk_id[b] = part[np.argsort(-first[part], kind="stable")]
-        topk_logprob[b] = first[topk_id[b]]
+    # one prompt at a time: the full-vocabulary temporaries stay small
+    rows = [
+        next_token_readout(z, need, options.temperatures, options.top_ps, options.top_k)
+        for z in logits
+    ]
+    raw, grid, topk_id, topk_logprob = (np.stack(a) for a in zip(*rows, strict=True))
     out = answers.readout(raw, np.moveaxis(grid, 1, 3))
     out.update(topk_id=topk_id, topk_logprob=topk_logprob)
     return out

@@ -7,24 +7,22 @@ prefix caching on; the prompts are tokenised by xlikert exactly as for the
 transformers backend (:class:`~xlikert.collect.templates.PromptTemplate`) and
 sent as token ids, so both backends run the same ids.
 
-What is asked of the engine, per prompt:
+What is asked of the engine: **one request per answer context** (the prompt
+itself; the prompt + a bare space token for the split-space rule; the prompt +
+the first tokens of a multi-token answer), with ``max_tokens=1``. The engine
+runs xlikert's logits processor (:mod:`xlikert.collect.vllm_readout`), which
+reads the full float32 logits row of that next token with the numpy rules of
+the transformers backend (:func:`xlikert.constraint.next_token_readout`): the
+log-probabilities the answer rule needs, the whole temperature x top-p grid
+under :data:`~xlikert.constraint.DECODING_TIE_RULE`, and the top-k listing
+after the prompt; a worker extension hands the compact results back. The
+decoding grid is therefore xlikert's rule, as in every other backend, and costs
+no request of its own. The answers are read by
+:meth:`~xlikert.collect.tokens.AnswerSequences.readout`.
 
-* for every answer context (the prompt itself; the prompt + a bare space token
-  for the split-space rule; the prompt + the first tokens of a multi-token
-  answer) and every decoding setting (temperature 1 with no nucleus, and each
-  point of the temperature x top-p grid): one request with ``max_tokens=1`` and
-  ``logprob_token_ids`` = the tokens the answer rule needs, which vLLM returns
-  whatever their rank. The engine runs with ``logprobs_mode="processed_logprobs"``,
-  so these are the log-probabilities after temperature and top-p, renormalised
-  over vLLM's own nucleus: the decoding grid is what vLLM's sampler draws from
-  (its nucleus rule, :data:`VLLM_DECODING_RULE`, keeps ties by sort order instead
-  of all of them);
-* one request with ``logprobs = top_k`` for the stored top-k tokens (vLLM lists
-  the sampled token first; the ``top_k`` most probable entries are kept).
-
-The answers are then read by the same numpy rules as every backend
-(:meth:`~xlikert.collect.tokens.AnswerSequences.readout`,
-:mod:`xlikert.constraint`).
+The processor is a vLLM V1 logits processor: the engine is started with the V1
+model runner (``VLLM_USE_V2_MODEL_RUNNER=0`` unless set; the CPU build has only
+that runner), recorded in the provenance.
 
 Reasoning mode (``reasoning = {...}``, :mod:`xlikert.collect.reasoning`): one
 sampling request per trace with its own ``seed`` and the end marker as a stop
@@ -41,6 +39,7 @@ import gc
 import hashlib
 import importlib.util
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -49,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ..constraint import DECODING_TIE_RULE
 from ..errors import CollectionError
 from .protocol import CollectOptions
 from .reasoning import (
@@ -64,15 +64,14 @@ from .templates import PromptTemplate
 from .tokens import answer_rule
 from .zoo import check_source, model_folder
 
-__all__ = ["VLLM_DECODING_RULE", "VLLMModel", "check", "open"]
+__all__ = ["READOUT", "VLLMModel", "check", "open"]
 
-#: vLLM's nucleus (``apply_top_k_top_p``), recorded per model: it differs from
-#: :data:`xlikert.constraint.DECODING_TIE_RULE` only at ties and float32 round-off.
-VLLM_DECODING_RULE = (
-    "vLLM sampler, logprobs_mode='processed_logprobs': logits / T in float32; for top_p < 1 "
-    "the tokens are sorted ascending and every token whose ascending cumulative probability is "
-    "<= 1 - top_p is removed (the most probable token always stays; tokens tied at the "
-    "boundary are kept or removed by sort order); log_softmax over the kept tokens"
+#: How the numbers are read off the engine, recorded per model.
+READOUT = (
+    "one request per (prompt, answer context), max_tokens=1; xlikert's logits processor "
+    "(xlikert.collect.vllm_readout.ExactReadout, vLLM V1 model runner) reads the float32 "
+    "logits row before any penalty or temperature with xlikert.constraint.next_token_readout "
+    "(float64 numpy: the transformers backend's rules); a worker extension returns the results"
 )
 
 #: How the vLLM backend samples a trace; stored in the model's provenance.
@@ -81,11 +80,8 @@ VLLM_TRACE_SAMPLER = (
     "index), temperature, top_p, max_tokens=max_new_tokens, stop=[end marker]); vLLM's own "
     "sampler and random streams (not the transformers backend's: the same seeds give other "
     "traces); an ending end-of-turn token is dropped; the answer after each closed trace is "
-    "read with the exact-mode requests (logprob_token_ids)"
+    "read with the exact-mode requests (xlikert's logits processor)"
 )
-
-#: vLLM's cap on ``logprob_token_ids`` per request (``MAX_LOGPROB_TOKEN_IDS``).
-MAX_IDS_PER_REQUEST = 128
 
 _KEYS = {
     "name",
@@ -240,7 +236,10 @@ def _dtype(spec: dict[str, Any], options: CollectOptions) -> str:
 class VLLMModel:
     """A :class:`~xlikert.collect.protocol.Model` running an in-process ``vllm.LLM``."""
 
-    def __init__(self, spec: dict[str, Any], options: CollectOptions):
+    def __init__(self, spec: dict[str, Any], options: CollectOptions, engine: Any = None):
+        """Load ``spec`` into a new engine, or, with ``engine`` (the ``llm`` of a
+        :class:`VLLMModel` of the same entry), read through that live engine: the answer
+        rule, scale and decoding grid travel with each request, so one engine serves any."""
         from transformers import AutoTokenizer
 
         self.name = str(spec["name"])
@@ -256,21 +255,22 @@ class VLLMModel:
         self.valid, self.answers, rule = answer_rule(
             self.tokenizer, options.scale, split_space=options.split_space
         )
-        need = list(self.answers.need)
-        self.need_chunks = [
-            need[a : a + MAX_IDS_PER_REQUEST] for a in range(0, len(need), MAX_IDS_PER_REQUEST)
-        ]
-        self.settings = [(1.0, 1.0)] + [
-            (t, p) for t in options.temperatures for p in options.top_ps if (t, p) != (1.0, 1.0)
-        ]
+        self._ask = {
+            "need": [int(i) for i in self.answers.need],
+            "temperatures": [float(t) for t in options.temperatures],
+            "top_ps": [float(p) for p in options.top_ps],
+        }
+        self._serial = 0
+        from .vllm_readout import PROCESSOR, WORKER_EXTENSION
+
         kwargs: dict[str, Any] = {
             "model": folder,
             "tokenizer": folder,
             "dtype": _dtype(spec, options),
             "seed": int(spec.get("seed", 0)),
             "enable_prefix_caching": True,
-            "logprobs_mode": "processed_logprobs",
-            "max_logprobs": max(options.top_k + 1, 20),
+            "logits_processors": [PROCESSOR],
+            "worker_extension_cls": WORKER_EXTENSION,
             "trust_remote_code": trc,
         }
         if spec.get("revision"):
@@ -280,10 +280,12 @@ class VLLMModel:
             if k in spec:
                 kwargs[k] = spec[k]
         kwargs.update(spec.get("engine_args") or {})
+        # xlikert's readout is a V1 logits processor (the V2 runner loads another interface)
+        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
         import vllm
 
         try:
-            self.llm = vllm.LLM(**kwargs)
+            self.llm = vllm.LLM(**kwargs) if engine is None else engine
         except (ValueError, RuntimeError) as exc:
             script = unguarded_main_script()
             if script is not None:  # the likely cause: the spawned engine re-ran the script
@@ -316,86 +318,68 @@ class VLLMModel:
             "prompt_format": self.template.format,
             "prompt_template": self.template.description,
             "answers": rule,
-            "decoding_rule": VLLM_DECODING_RULE,
+            "readout": READOUT,
+            "model_runner": "VLLM_USE_V2_MODEL_RUNNER=" + os.environ["VLLM_USE_V2_MODEL_RUNNER"],
+            "decoding_rule": DECODING_TIE_RULE,
             "load_seconds": round(time.perf_counter() - t0, 2),
         }
 
     def __repr__(self) -> str:
         return f"<VLLMModel {self.name!r} answer_contexts={len(self.answers.contexts)}>"
 
-    def _params(self, temperature: float, top_p: float, ids: list[int]):
-        return self._sampling(
-            max_tokens=1, temperature=temperature, top_p=top_p, logprob_token_ids=ids,
-            detokenize=False,
-        )  # fmt: skip
-
     def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
         if self.reasoning is not None:
             return self._score_reasoning(prompts)
-        opts = self.options
         texts = [self.template.render(s, u) for s, u in prompts]
         encoded = [self.template.encode(t) for t in texts]
-        salt = _salt(texts)
-        res = UnitResult.empty(len(prompts), opts.sizes)
-        for key, val in self._read(encoded, salt).items():
+        res = UnitResult.empty(len(prompts), self.options.sizes)
+        read = self._read(encoded, _salt(texts), top_k=self.options.top_k)
+        topk_id = read.pop("topk_id")
+        for key, val in read.items():
             res.data[key][:] = val
-        self._topk(encoded, salt, res)
+        for b, ids in enumerate(topk_id):
+            res.data["topk_token"][b, : len(ids)] = self.tokenizer.convert_ids_to_tokens(
+                [int(i) for i in ids]
+            )
         res.data["prompt_text"][:] = texts
         return res
 
-    def _read(self, encoded: list[list[int]], salt: str) -> dict[str, np.ndarray]:
-        """Item PMFs, valid masses and the decoding grid after each token sequence.
+    def _read(self, encoded: list[list[int]], salt: str, top_k: int = 0) -> dict[str, np.ndarray]:
+        """Item PMFs, valid masses, the decoding grid and (``top_k``) the top-k tokens
+        after each token sequence: one request per (sequence, answer context), read by
+        xlikert's logits processor in the engine (:mod:`xlikert.collect.vllm_readout`)."""
+        from .vllm_readout import EXTRA_ARG
 
-        One request per (sequence, answer context, decoding setting, id chunk):
-        ``max_tokens=1`` and ``logprob_token_ids`` = the tokens the answer rule
-        needs, read by :meth:`~xlikert.collect.tokens.AnswerSequences.readout`.
-        """
-        opts, ans = self.options, self.answers
-        contexts = ans.contexts
-        reqs, params, where = [], [], []
-        for b, ids in enumerate(encoded):
+        contexts = self.answers.contexts
+        reqs, params, keys = [], [], []
+        for ids in encoded:
             for c, ctx in enumerate(contexts):
-                for g, (t, p) in enumerate(self.settings):
-                    for chunk in self.need_chunks:
-                        reqs.append(
-                            self._tokens_prompt(prompt_token_ids=ids + list(ctx), cache_salt=salt)
-                        )
-                        params.append(self._params(t, p, chunk))
-                        where.append((b, c, g))
-        outs = self.llm.generate(reqs, params, use_tqdm=False)
-        need = {t: j for j, t in enumerate(ans.need)}
-        logq = np.full((len(encoded), len(contexts), len(self.settings), len(need)), np.nan)
-        for (b, c, g), out in zip(where, outs, strict=True):
-            for tok, lp in out.outputs[0].logprobs[0].items():
-                if tok in need:
-                    logq[b, c, g, need[tok]] = lp.logprob
-        if np.isnan(logq).any():
+                self._serial += 1
+                keys.append(f"{salt}:{self._serial}")
+                ask = {**self._ask, "key": keys[-1], "top_k": top_k if c == 0 else 0}
+                reqs.append(self._tokens_prompt(prompt_token_ids=ids + list(ctx), cache_salt=salt))
+                params.append(
+                    self._sampling(max_tokens=1, detokenize=False, extra_args={EXTRA_ARG: ask})
+                )
+        self.llm.generate(reqs, params, use_tqdm=False)
+        taken = self.llm.collective_rpc("xlikert_take", args=(keys,))
+        rows = next((r for r in taken if all(x is not None for x in r)), None)
+        if rows is None:
             raise CollectionError(
-                f"model {self.name!r}: vLLM did not return every requested token id "
-                "(logprob_token_ids); this vLLM version may not support it"
+                f"model {self.name!r}: vLLM's workers returned no readout for some requests "
+                "(xlikert's logits processor did not run on them; speculative decoding and "
+                "pooling models do not run logits processors)"
             )
-        T, P = len(opts.temperatures), len(opts.top_ps)
-        grid = np.full((len(encoded), T, P, len(contexts), len(need)), np.nan)
-        for g, (t, p) in enumerate(self.settings):
-            if t in opts.temperatures and p in opts.top_ps:
-                grid[:, opts.temperatures.index(t), opts.top_ps.index(p)] = logq[:, :, g]
-        return ans.readout(logq[:, :, 0], grid)
-
-    def _topk(self, encoded: list[list[int]], salt: str, res: UnitResult) -> None:
-        """The top-k tokens after each prompt, in a call of their own: vLLM returns
-        logprob_token_ids rows for every request of a batch that holds any request with
-        logprob_token_ids (vLLM 0.32 sampler)."""
-        opts = self.options
-        topk = self._sampling(max_tokens=1, temperature=1.0, logprobs=opts.top_k, detokenize=False)
-        reqs = [self._tokens_prompt(prompt_token_ids=ids, cache_salt=salt) for ids in encoded]
-        tops = self.llm.generate(reqs, [topk] * len(reqs), use_tqdm=False)
-        for b, o in enumerate(tops):
-            listed = sorted(o.outputs[0].logprobs[0].items(), key=lambda kv: -kv[1].logprob)
-            listed = listed[: opts.top_k]  # the sampled token may be listed beyond the top k
-            res.data["topk_token"][b, : len(listed)] = self.tokenizer.convert_ids_to_tokens(
-                [int(i) for i, _ in listed]
-            )
-            res.data["topk_logprob"][b, : len(listed)] = [lp.logprob for _, lp in listed]
+        B, C = len(encoded), len(contexts)
+        T, P, N = len(self._ask["temperatures"]), len(self._ask["top_ps"]), len(self._ask["need"])
+        raw = np.array([r[0] for r in rows], dtype=np.float64).reshape(B, C, N)
+        grid = np.array([r[1] for r in rows], dtype=np.float64).reshape(B, C, T, P, N)
+        out = self.answers.readout(raw, np.moveaxis(grid, 1, 3))
+        if top_k:
+            first = rows[::C]  # context () of each sequence
+            out["topk_id"] = [np.asarray(r[2], dtype=np.int64) for r in first]
+            out["topk_logprob"] = np.array([r[3] for r in first], dtype=np.float64)
+        return out
 
     def _score_reasoning(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
         """Sample M traces per prompt with vLLM (one request per trace, its own seed), close
