@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 
 from engine_support import ROOT, engine_python, smollm2_folder, vllm_server
 
-from xlikert.collect import collect
+from xlikert.collect import collect, read_sequence
 from xlikert.constraint import topk_intervals
 from xlikert.design import load_experiment
 from xlikert.errors import CollectionError
@@ -340,6 +340,10 @@ def test_in_process_vllm_reasoning_mode(tmp_path):
         prompt = lm.encode(str(cell.prompt_text.values))
         marker = [lm.tokenizer.decode(t).endswith("Answer:") for t in traces[j]]
         suffixes = [t + closing[m] for t, m in zip(traces[j], marker, strict=True)]
+        for k, suffix in enumerate(suffixes):  # the file holds the very ids that were read
+            seq = read_sequence(va, model="m", target=str(cell.target.values),
+                                item=str(cell.item.values), trace=k)  # fmt: skip
+            assert seq.ids.tolist() == prompt + suffix and seq.trace.tolist() == traces[j][k]
         read = local._read(prompt, None, suffixes)
         np.testing.assert_allclose(cell.trace_pmf.values, read["pmf"], atol=1e-4)
         np.testing.assert_allclose(cell.trace_valid_mass.values, read["valid_mass"], rtol=1e-3)

@@ -492,3 +492,46 @@ def test_report_shows_trace_se_and_thinking_off(mixed, tmp_path):
     assert "SE" in comp and "on3" in comp
     assert (tables / "reasoning_vs_thinking_off.csv").exists()
     assert (tables / "reasoning_effects.csv").exists()
+
+
+@pytest.mark.parametrize("framing", ["thinking", "cot"])
+def test_every_trace_pmf_recomputes_from_the_files_token_ids(micro_dir, tmp_path, framing):
+    """The file alone (plain xarray, no xlikert code but read_sequence) gives the ids the
+    model read; one plain forward pass over them gives every stored trace PMF."""
+    from xlikert.collect import read_sequence
+    from xlikert.collect.reasoning import ReasoningFormat
+
+    r = {"traces": 3, "max_new_tokens": 3, "seed": 5, "framing": framing}
+    spec = [{"name": "m", "source": str(micro_dir), "reasoning": r}]
+    out = tmp_path / "r.nc"
+    collect(tiny_prompts(2, 2), spec, out, progress=False)
+    ds = xr.load_dataset(out)
+    tok, _ = _load(micro_dir)
+    info = xl.io.read_attrs(ds)["models"]["m"]["reasoning_format"]
+    fmt = ReasoningFormat(info["framing"], info["end_marker"], info["closing_after_marker"],
+                          info["closing_forced"], "")  # fmt: skip
+    contexts, want, valid = [], [], []
+    for target in ds.target.values:
+        for item in ds.item.values:
+            cell = ds.sel(model="m", target=target, item=item)
+            prompt = read_sequence(ds, model="m", target=target, item=item).ids
+            # the prompt's ids are the tokenised prompt_text
+            assert prompt.tolist() == tok(str(cell.prompt_text.values),
+                                          add_special_tokens=False)["input_ids"]  # fmt: skip
+            for k in range(3):
+                seq = read_sequence(ds, model="m", target=target, item=item, trace=k)
+                assert seq.prompt.tolist() == prompt.tolist()
+                text = decode_trace_text(str(cell.trace_text.isel(trace=k).values))
+                assert tok.decode(seq.trace, skip_special_tokens=False) == text
+                wrote = text.endswith(info["end_marker"])
+                assert seq.closing.tolist() == fmt.closing_ids(tok)[wrote]
+                contexts.append(seq.ids.tolist())
+                want.append(cell.trace_pmf.isel(trace=k).values)
+                valid.append(float(cell.trace_valid_mass.isel(trace=k)))
+    pmfs, vm = answer_pmfs(micro_dir, contexts)
+    np.testing.assert_allclose(np.array(want), pmfs, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(valid, vm, rtol=1e-5)
+    with pytest.raises(CollectionError, match=r"needs one level of each of \['item'\]"):
+        read_sequence(ds, model="m", target=ds.target.values[0], trace=0)
+    with pytest.raises(CollectionError, match="trace 3 out of range"):
+        read_sequence(ds, model="m", target=ds.target.values[0], item="1", trace=3)

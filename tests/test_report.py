@@ -332,3 +332,20 @@ def test_exported_tex_compiles_with_pdflatex(paper_report, tmp_path):
     assert res.returncode == 0, res.stdout[-3000:]
     log = (tmp_path / "doc.log").read_text(errors="replace")
     assert "Missing character" not in log
+
+
+def test_demo_report_names_the_file_it_was_made_from(tmp_path, monkeypatch):
+    """``xlikert demo`` writes results.nc, then reports from that file (not 'in-memory')."""
+    import xlikert.collect as xc
+
+    def fake_collect(prompts, models, output, **kw):  # the demo's models take minutes
+        ds = synthetic_results(n_items=3, seed=3)
+        xl.to_netcdf(ds, output)
+        return ds
+
+    monkeypatch.setattr(xc, "collect", fake_collect)
+    out = tmp_path / "demo"
+    res = CliRunner().invoke(main, ["demo", "-o", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert f"Results: `{out / 'results.nc'}`" in md and "in-memory" not in md

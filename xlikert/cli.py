@@ -131,7 +131,8 @@ def demo(out_dir, batch_size, quiet):
         click.echo(text)
         from .report import write_report  # after collection: matplotlib is not needed there
 
-        click.echo(f"report: {write_report(ds, out)}")
+        # from the archived file: the report names it, and shows what a colleague will read
+        click.echo(f"report: {write_report(out / 'results.nc', out)}")
     except XlikertError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(

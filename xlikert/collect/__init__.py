@@ -31,7 +31,7 @@ from .merge import merge_shards
 from .protocol import BACKENDS, CollectOptions, Model
 from .reasoning import trace_texts
 from .runner import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, collect, parse_shard
-from .schema import UnitResult
+from .schema import ReadSequence, UnitResult, read_sequence
 from .store import PartialStore
 from .tokens import ValidTokens, find_valid_tokens
 from .zoo import ZOO, builtin_names, cache_dir, resolve_gguf
@@ -52,6 +52,7 @@ __all__ = [
     "CollectOptions",
     "Model",
     "PartialStore",
+    "ReadSequence",
     "UnitResult",
     "ValidTokens",
     "builtin_names",
@@ -61,6 +62,7 @@ __all__ = [
     "load_model",
     "merge_shards",
     "parse_shard",
+    "read_sequence",
     "resolve_gguf",
     "trace_texts",
 ]

@@ -48,7 +48,7 @@ from .reasoning import (
     store_traces,
     trace_seed,
 )
-from .schema import UnitResult
+from .schema import UnitResult, encode_token_ids
 from .templates import PromptTemplate
 from .tokens import AnswerSequences, ValidTokens, answer_rule
 from .zoo import check_source, model_folder
@@ -578,6 +578,7 @@ class LocalModel:
             [tok.convert_ids_to_tokens(int(i)) or "" for i in row] for row in out["topk_id"]
         ]
         res.data["prompt_text"][:] = texts
+        res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
 
     def _read(self, prefix: list[int], cache, suffixes: list[list[int]]) -> dict[str, np.ndarray]:
@@ -634,6 +635,7 @@ class LocalModel:
             text = fmt.prompt(lm.template, system, user)
             texts.append(text)
             ids = lm.encode(text)
+            res.data["prompt_token_ids"][b] = encode_token_ids(ids)
             seeds = [trace_seed(cfg["seed"], text, k) for k in range(M)]
             try:
                 traces, ends, state = self._sample(ids, seeds)
@@ -648,7 +650,7 @@ class LocalModel:
                     raise
                 raise self._oom(f"{M} traces of up to {cfg['max_new_tokens']} tokens") from exc
             words = [tok.decode(t, skip_special_tokens=False) for t in traces]
-            store_traces(res, b, out, traces, ends, seeds, words)
+            store_traces(res, b, out, traces, ends, seeds, words, closing)
         res.data["prompt_text"][:] = texts
         return res
 

@@ -482,6 +482,7 @@ def store_traces(
     ends: list[str],
     seeds: list[int],
     texts: list[str],
+    closing: Mapping[bool, list[int]],
 ) -> None:
     """Write one prompt's traces and the reads after them into row ``row`` of a unit.
 
@@ -495,7 +496,12 @@ def store_traces(
     traces, ends, seeds, texts
         Per trace: its generated token ids (an ending end-of-turn token dropped),
         how it ended (``"marker"``, ``"eos"``, ``"length"``), its seed, its text.
+    closing
+        :meth:`ReasoningFormat.closing_ids`: the ids appended after a trace that
+        wrote the end marker (True) or did not (False).
     """
+    from .schema import encode_token_ids
+
     comb = combine_traces(read["pmf"], read["valid_mass"], axis=0)
     d = res.data
     d["pmf"][row], d["pmf_se"][row], d["valid_mass"][row] = (
@@ -509,6 +515,8 @@ def store_traces(
     d["trace_length"][row] = [len(t) + (e == "eos") for t, e in zip(traces, ends, strict=True)]
     d["trace_seed"][row] = seeds
     d["trace_text"][row] = [encode_trace_text(t) for t in texts]
+    d["trace_token_ids"][row] = [encode_token_ids(t) for t in traces]
+    d["trace_closing_ids"][row] = [encode_token_ids(closing[e == "marker"]) for e in ends]
 
 
 _CODEC = "zlib+base64:"

@@ -12,10 +12,12 @@ same table.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -68,6 +70,16 @@ VARIABLES: dict[str, Variable] = {
     ),
     "prompt_text": Variable(
         (), "", {"description": "exact text sent to the model (after templating)"}
+    ),
+    "prompt_token_ids": Variable(
+        (),
+        "",
+        {
+            "description": "the token ids the model read (the prompt_text as the backend "
+            "tokenised it), compressed: 'int32+zlib+base64:' + base64(zlib(int32 "
+            "little-endian)); read with xlikert.collect.read_sequence(ds, ...); empty where "
+            "the backend sent text, not ids (OpenAI-compatible servers)"
+        },
     ),
     "topk_token": Variable(
         ("rank",), "", {"description": "raw vocabulary tokens of highest probability"}
@@ -146,11 +158,50 @@ TRACE_VARIABLES: dict[str, Variable] = {
             "'zlib+base64:' + base64(zlib(utf-8)); read with xlikert.collect.trace_texts(ds)"
         },
     ),
+    "trace_token_ids": Variable(
+        ("trace",),
+        "",
+        {
+            "description": "the trace's token ids as sampled (an ending end-of-turn token "
+            "dropped), compressed like prompt_token_ids; the answer was read after "
+            "prompt_token_ids + trace_token_ids + trace_closing_ids "
+            "(xlikert.collect.read_sequence): retokenising the joined texts may merge tokens "
+            "across the boundaries"
+        },
+    ),
+    "trace_closing_ids": Variable(
+        ("trace",),
+        "",
+        {"description": "token ids of the closing appended after the trace, compressed alike"},
+    ),
 }
 
 #: The variables that carry Monte Carlo error in a reasoning file (for the models in
 #: reasoning mode); everything else is exact given the traces.
 SAMPLED_VARIABLES = ("pmf", "pmf_se", "valid_mass", "decoding_pmf", "decoding_valid_mass")
+
+
+_IDS_CODEC = "int32+zlib+base64:"
+
+
+def encode_token_ids(ids: Sequence[int] | np.ndarray) -> str:
+    """Token ids as text for the results file: ``int32+zlib+base64:...``.
+
+    Examples
+    --------
+    >>> decode_token_ids(encode_token_ids([1, 151643, 7])).tolist()
+    [1, 151643, 7]
+    """
+    raw = np.asarray(ids, dtype="<i4").tobytes()
+    return _IDS_CODEC + base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+
+
+def decode_token_ids(text: str) -> np.ndarray:
+    """The token ids :func:`encode_token_ids` wrote (int64); raises on other text."""
+    if not str(text).startswith(_IDS_CODEC):
+        raise ValueError(f"not token ids written by xlikert: {str(text)[:40]!r}")
+    raw = zlib.decompress(base64.b64decode(str(text)[len(_IDS_CODEC) :]))
+    return np.frombuffer(raw, dtype="<i4").astype(np.int64)
 
 
 def _shape(var: Variable, n: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -359,3 +410,85 @@ def assemble(
         decoding_tie_rule=DECODING_TIE_RULE,
     )
     return ds
+
+
+class ReadSequence(NamedTuple):
+    """The token ids a model read before an answer: prompt, trace and closing.
+
+    ``ids`` is their concatenation: one forward pass over it gives the next-token
+    logits the stored PMF was read from (the answer rule then reads the valid
+    tokens, and with the split-space rule a bare space token, after it).
+    """
+
+    prompt: np.ndarray
+    trace: np.ndarray
+    closing: np.ndarray
+
+    @property
+    def ids(self) -> np.ndarray:
+        return np.concatenate([self.prompt, self.trace, self.closing])
+
+
+def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> ReadSequence:
+    """The exact token ids read for one cell of a results file (and one of its traces).
+
+    Retokenising ``prompt_text`` and the decoded trace is not enough to
+    reproduce a number: a tokenizer may merge tokens across the boundaries
+    (a trace ending in ``,`` and a closing starting with a newline become one
+    token the model never saw). The file stores the ids themselves.
+
+    Parameters
+    ----------
+    ds
+        A results Dataset (``collect``, :func:`xlikert.open_results`, or plain
+        ``xr.open_dataset``).
+    trace : keyword-only
+        Position of the trace along ``trace`` (reasoning mode); None in exact mode.
+    **cell
+        One level of every factor and the item (``model=..., target=..., item=...``).
+
+    Returns
+    -------
+    ReadSequence
+        ``prompt``, ``trace`` and ``closing`` ids (int64; the last two empty in
+        exact mode) and their concatenation ``ids``.
+
+    Raises
+    ------
+    CollectionError
+        The file holds no ids (an older file, or a server backend that sent
+        text), the cell is not one cell, or the trace does not exist.
+
+    Examples
+    --------
+    >>> ds = xl.open_results("reasoning.nc")  # doctest: +SKIP
+    >>> seq = read_sequence(ds, model="qwen-cot", target="USA", item="1", trace=0)  # doctest: +SKIP
+    >>> logits = model(torch.tensor([seq.ids])).logits[0, -1]  # doctest: +SKIP
+    """
+    if "prompt_token_ids" not in ds:
+        raise CollectionError(
+            "this results file holds no token ids ('prompt_token_ids'): it was written by an "
+            "older xlikert; rerun the collection to store them"
+        )
+    missing = [d for d in ds["prompt_token_ids"].dims if d not in cell]
+    if missing:
+        raise CollectionError(f"read_sequence needs one level of each of {missing}")
+    at = ds.sel(cell)
+    prompt = str(at["prompt_token_ids"].values)
+    if not prompt:
+        raise CollectionError(
+            f"no token ids stored for {cell}: the backend sent text, not ids "
+            "(OpenAI-compatible servers tokenise on their side)"
+        )
+    empty = np.empty(0, dtype=np.int64)
+    if trace is None:
+        return ReadSequence(decode_token_ids(prompt), empty, empty)
+    if "trace_token_ids" not in ds:
+        raise CollectionError("this results file holds no traces (not a reasoning run)")
+    if not 0 <= int(trace) < ds.sizes["trace"]:
+        raise CollectionError(f"trace {trace} out of range: the file holds {ds.sizes['trace']}")
+    ids = str(at["trace_token_ids"].isel(trace=int(trace)).values)
+    if not ids:
+        raise CollectionError(f"no trace {trace} for {cell}: this model sampled fewer traces")
+    closing = str(at["trace_closing_ids"].isel(trace=int(trace)).values)
+    return ReadSequence(decode_token_ids(prompt), decode_token_ids(ids), decode_token_ids(closing))

@@ -59,7 +59,7 @@ from .reasoning import (
     store_traces,
     trace_seed,
 )
-from .schema import UnitResult
+from .schema import UnitResult, encode_token_ids
 from .templates import PromptTemplate
 from .tokens import answer_rule
 from .zoo import check_source, model_folder
@@ -342,6 +342,7 @@ class VLLMModel:
                 [int(i) for i in ids]
             )
         res.data["prompt_text"][:] = texts
+        res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
 
     def _read(self, encoded: list[list[int]], salt: str, top_k: int = 0) -> dict[str, np.ndarray]:
@@ -433,8 +434,9 @@ class VLLMModel:
         for b in range(len(prompts)):
             rows = slice(b * M, (b + 1) * M)
             store_traces(res, b, {k: v[rows] for k, v in read.items()}, traces[rows],
-                         ends[rows], seeds[b], words[rows])  # fmt: skip
+                         ends[rows], seeds[b], words[rows], closing)  # fmt: skip
         res.data["prompt_text"][:] = texts
+        res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
 
     def provenance(self) -> dict[str, Any]:
