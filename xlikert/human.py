@@ -92,7 +92,7 @@ def _check_table(
     if bool(bad.any()):
         raise DesignError(
             f"weights column {weights!r} must hold positive numbers; "
-            f"row {table.index[bad][0]!r} has {table[weights][bad].iloc[0]!r}"
+            f"row {_plain(table.index[bad][0])!r} has {_plain(table[weights][bad].iloc[0])!r}"
         )
     return w.astype(float)
 

@@ -231,7 +231,9 @@ def _gini_binomial_numpy(size: np.ndarray, r: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         approx = 2 * np.sqrt(r * (1 - r)) * norm.pdf(0) * np.sqrt(2 / size)
     out = np.where(inner & ~exact, approx, out)
-    for idx in zip(*np.nonzero(inner & exact), strict=True):
+    for idx in np.ndindex(out.shape):
+        if not (inner[idx] and exact[idx]):
+            continue
         cdf = binom.cdf(np.arange(int(size[idx])), int(size[idx]), r[idx])
         out[idx] = 2 * np.sum(cdf * (1 - cdf)) / size[idx]
     return out
