@@ -298,3 +298,20 @@ def test_bad_human_data_names_column_and_value():
         xl.alignment(model, human)
     with pytest.raises(InvalidPMFError, match="different scales"):
         xl.alignment(model.isel(score=slice(0, 5)).pipe(lambda x: x / x.sum("score")), human)
+
+
+def test_accessor_delegates():
+    rng = np.random.default_rng(9)
+    t = _respondents(rng, 200, np.full(7, 1 / 7), {"party": ["D", "R"]})
+    human = xl.human_pmf(t, ["a", "b"], scale=(1, 7), groups=["party"])
+    model = human.pmf.expand_dims(model=["m"]).roll(score=1)
+    xr.testing.assert_identical(model.likert.alignment(human), xl.alignment(model, human))
+    for name in ("wasserstein", "representativeness", "total_variation", "jensen_shannon"):
+        xr.testing.assert_identical(
+            getattr(model.likert, name)(human), getattr(xl, name)(model, human)
+        )
+    xr.testing.assert_identical(
+        model.likert.silicon_population(human), xl.silicon_population(model, human)
+    )
+    xr.testing.assert_identical(human.likert.human_marginal(), xl.human_marginal(human))
+    xr.testing.assert_identical(human.likert.noise_ceiling(), xl.noise_ceiling(human))
