@@ -315,3 +315,55 @@ def test_accessor_delegates():
     )
     xr.testing.assert_identical(human.likert.human_marginal(), xl.human_marginal(human))
     xr.testing.assert_identical(human.likert.noise_ceiling(), xl.noise_ceiling(human))
+
+
+def test_report_section_from_a_csv_of_respondents(tmp_path):
+    from click.testing import CliRunner
+
+    from xlikert.report.cli import report
+
+    rng = np.random.default_rng(10)
+    t = _respondents(rng, 300, _pmfs(rng, (), zeros=False), {"party": ["D", "I", "R"]})
+    t["edu"] = rng.choice(["lo", "hi"], len(t))
+    t["age"] = rng.integers(18, 90, len(t))  # not a factor: ignored, and said so
+    t.to_csv(tmp_path / "people.csv", index=False)
+    pmf = xl.datasets.synthetic_pmf(
+        {"model": 2, "party": ["D", "I", "R"], "edu": ["lo", "hi"]}, n_items=2
+    ).assign_coords(item=["a", "b"])
+    pmf.to_dataset().to_netcdf(tmp_path / "results.nc")
+    res = CliRunner().invoke(
+        report,
+        [
+            str(tmp_path / "results.nc"),
+            "-o",
+            str(tmp_path / "rep"),
+            "--human",
+            str(tmp_path / "people.csv"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Alignment with human respondents" in md and "columns ignored: ['age']" in md
+    tab = pd.read_csv(tmp_path / "rep" / "tables" / "human_representativeness.csv")
+    assert set(tab.group) >= {"all respondents", "party=D", "edu=hi", "party=R, edu=lo"}
+    human = xl.human_pmf(t, ["a", "b"], scale=(1, 7), groups=["party", "edu"])
+    row = tab[(tab.model == "model1") & (tab.group == "party=I") & (tab["item"] == "b")]
+    want = xl.alignment(
+        xl.silicon_population(pmf, human, "edu"), xl.human_marginal(human, "edu")
+    ).sel(model="model1", party="I", item="b", metric="representativeness")
+    assert float(row.estimate.iloc[0]) == pytest.approx(float(want.estimate))
+    assert float(row.ceiling.iloc[0]) == pytest.approx(float(want.ceiling))
+    assert (tmp_path / "rep" / "figures" / "human_pmfs.png").is_file()
+    # bad human data: a clear message, not a traceback
+    t.assign(a=t.a.where(t.index != 3, 0)).to_csv(tmp_path / "bad.csv", index=False)
+    res = CliRunner().invoke(
+        report,
+        [
+            str(tmp_path / "results.nc"),
+            "-o",
+            str(tmp_path / "rep2"),
+            "--human",
+            str(tmp_path / "bad.csv"),
+        ],
+    )
+    assert res.exit_code != 0 and "column 'a'" in res.output and "[0]" in res.output

@@ -115,8 +115,12 @@ def _human_parts(
 
 def _check_pair(
     p: xr.DataArray, q: xr.DataArray, score_dim: Hashable, item_dim: Hashable
-) -> np.ndarray:
-    """Check that the model and human PMFs can be compared; return the score values."""
+) -> tuple[np.ndarray, dict[Hashable, np.ndarray]]:
+    """Check that the model and human PMFs can be compared.
+
+    Returns the score values and, for shared dims whose levels come in another order,
+    the model's levels (to put the human data in the model's order).
+    """
     y = check_score_axis(p, score_dim)
     yq = check_score_axis(q, score_dim)
     if not np.array_equal(y, yq):
@@ -124,9 +128,13 @@ def _check_pair(
             f"model and human PMFs are on different scales: model {score_dim!r} "
             f"{y[0]}..{y[-1]}, human {yq[0]}..{yq[-1]}"
         )
+    reorder: dict[Hashable, np.ndarray] = {}
     for d in set(p.dims) & set(q.dims) - {score_dim}:
         a, b = (list(map(str, x[d].values)) if d in x.coords else None for x in (p, q))
         if a == b:
+            continue
+        if a is not None and b is not None and sorted(a) == sorted(b):
+            reorder[d] = p[d].values
             continue
         what = "item" if d == item_dim else "level"
         only_h = [v for v in (b or []) if v not in (a or [])]
@@ -137,7 +145,7 @@ def _check_pair(
             + (" (an item the instrument/results do not have?)" if d == item_dim else "")
             + f"; select common ones with .sel({d}=[...])"
         )
-    return y
+    return y, reorder
 
 
 def _prepare(
@@ -150,7 +158,14 @@ def _prepare(
     q, size, size_name = _human_parts(human)
     factor_dims(p, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     factor_dims(q, item_dim=item_dim, score_dim=score_dim, what="the human PMF")
-    y = _check_pair(p, q, score_dim, item_dim)
+    y, reorder = _check_pair(p, q, score_dim, item_dim)
+    if reorder:
+        q = q.sel(reorder)
+        size = (
+            size.sel({d: v for d, v in reorder.items() if d in size.dims})
+            if size is not None
+            else None
+        )
     p, q = check_pmf(p, score_dim), check_pmf(q, score_dim)
     return p, q, size, size_name, y
 

@@ -130,6 +130,7 @@ def write_report(
     country_of_origin: Mapping[str, str] | None = None,
     tol: float = 1e-4,
     title: str | None = None,
+    human: str | Path | xr.Dataset | None = None,
 ) -> Path:
     """Write ``index.html``, ``report.md``, ``figures/*.png`` and ``tables/*`` into ``out_dir``.
 
@@ -148,6 +149,9 @@ def write_report(
         Certified tolerance of Multivariate Consensus.
     title
         Report title (default from the file's attrs).
+    human
+        Human data (a CSV of respondents or a human PMF netCDF/Dataset): adds the
+        section "Alignment with human respondents" (:mod:`xlikert.report.human`).
 
     Returns
     -------
@@ -479,6 +483,11 @@ def write_report(
             "is not reported. Collect with a decoding grid to add it."
         )
     sections.append(s)
+
+    if human is not None:
+        from .human import human_section
+
+        sections.append(human_section(ds, human, out, by, _Section))
 
     ttl = title or str(ds.attrs.get("title") or f"xlikert report: {ds.attrs.get('instrument', '')}")
     return _render(out, ttl, sections)
