@@ -45,22 +45,27 @@ def main(out: Path) -> None:
     # per persona (model x party x education x item)
     a = xl.alignment(ds, human)
     a.to_netcdf(out / "alignment.nc")
-    rep = a.sel(metric="representativeness")
-    cells = rep[["estimate", "lower", "upper", "ceiling"]].to_dataframe().drop(columns="metric")
+    rep = a.sel(metric="representativeness").reset_coords(drop=True)
+    cells = rep[["estimate", "lower", "upper", "ceiling"]].to_dataframe()
     # the population: personas mixed with the respondents' counts vs all respondents
     pop = xl.alignment(xl.silicon_population(ds, human), xl.human_marginal(human))
-    pop_rep = pop.sel(metric="representativeness")[["estimate", "lower", "upper", "ceiling"]]
+    pop_rep = pop.sel(metric="representativeness").reset_coords(drop=True)
+    pop_rep = pop_rep[["estimate", "lower", "upper", "ceiling"]]
     # party subgroups: personas mixed over education vs each party's respondents
-    party = xl.alignment(
-        xl.silicon_population(ds, human, "education"), xl.human_marginal(human, "education")
-    ).sel(metric="representativeness")[["estimate", "lower", "upper", "ceiling"]]
+    party = (
+        xl.alignment(
+            xl.silicon_population(ds, human, "education"), xl.human_marginal(human, "education")
+        )
+        .sel(metric="representativeness")
+        .reset_coords(drop=True)[["estimate", "lower", "upper", "ceiling"]]
+    )
     text = "\n\n".join(
         [
             "Representativeness 1 - W1/6 (95% delta-method interval; ceiling: two human samples)",
             "Population (silicon population vs all 944 respondents):",
-            pop_rep.to_dataframe().drop(columns="metric").round(3).to_string(),
+            pop_rep.to_dataframe().round(3).to_string(),
             "By party (personas mixed over education with the respondents' counts):",
-            party.to_dataframe().drop(columns="metric").round(3).to_string(),
+            party.to_dataframe().round(3).to_string(),
             "By persona (party x education):",
             cells.round(3).to_string(),
         ]

@@ -168,7 +168,7 @@ def _representativeness_figure(table: pd.DataFrame, by: Hashable):
     )
     ax.set_yticks(range(len(labels)), [f"{g} · {i}" for g, i in labels], fontsize=7)
     ax.set_xlabel("representativeness 1 − W1/(K − 1)")
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2)
     fig.tight_layout()
     return fig
 
