@@ -15,7 +15,7 @@ _METHODS = [
     name
     for name, fn in vars(accessor._Likert).items()
     if callable(fn) and not name.startswith("_") and name != "to_netcdf"
-] + ["failure_rate"]
+] + ["failure_rate", "human_marginal", "noise_ceiling"]
 
 
 def test_construct_methods_delegate():

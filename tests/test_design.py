@@ -302,8 +302,8 @@ def test_mini_ipip_instrument_and_persona_framing(tmp_path):
 
 
 def test_builtin_and_example_experiments():
-    assert {"demo", "paper", "framing"} <= set(builtin_experiments())
-    for name in ("demo", "paper", "framing"):
+    assert {"demo", "paper", "framing", "anes96"} <= set(builtin_experiments())
+    for name in ("demo", "paper", "framing", "anes96"):
         assert (EXAMPLES / f"{name}.toml").read_bytes() == (
             Path(load_experiment(name).path).read_bytes()
         ), name

@@ -23,6 +23,16 @@ from typing import Any
 
 from . import accessor as _accessor  # noqa: F401  (registers the .likert accessor)
 from ._version import __version__
+from .align import (
+    alignment,
+    jensen_shannon,
+    mean_difference,
+    noise_ceiling,
+    representativeness,
+    silicon_population,
+    total_variation,
+    wasserstein,
+)
 from .consensus_layer import consensus, dissension, entropy, tastle_consensus
 from .constraint import failure_rate, item_pmf_from_tokens, renormalize
 from .construct import (
@@ -44,6 +54,7 @@ from .errors import (
     InvalidPMFError,
     XlikertError,
 )
+from .human import human_composite, human_marginal, human_pmf, human_pmf_from_counts
 from .io import open_decomposition, open_results, to_netcdf
 from .traces import trace_se
 
@@ -64,6 +75,7 @@ __all__ = [
     "InvalidPMFError",
     "XlikertError",
     "__version__",
+    "alignment",
     "comonotone_contrast",
     "composite",
     "consensus",
@@ -73,17 +85,28 @@ __all__ = [
     "entropy",
     "failure_rate",
     "grand_mixture",
+    "human_composite",
+    "human_marginal",
+    "human_pmf",
+    "human_pmf_from_counts",
     "item_pmf_from_tokens",
+    "jensen_shannon",
     "marginal_slice",
+    "mean_difference",
+    "noise_ceiling",
     "open_decomposition",
     "open_results",
     "reflect_reverse_keyed",
     "renormalize",
+    "representativeness",
+    "silicon_population",
     "subscale_composites",
     "summarize",
     "summary_table",
     "tastle_consensus",
     "to_netcdf",
+    "total_variation",
     "trace_se",
     "trend",
+    "wasserstein",
 ]

@@ -24,9 +24,11 @@ from typing import Any
 
 import xarray as xr
 
+from . import align as _align
 from . import consensus_layer as _consensus
 from . import constraint as _constraint
 from . import construct as _construct
+from . import human as _human
 from . import io as _io
 from .kernels import DEFAULT_MAX_CELLS
 
@@ -208,6 +210,98 @@ class _Likert:
         """See :func:`xlikert.entropy`."""
         return _consensus.entropy(self._obj, item_dim=item_dim, score_dim=score_dim)
 
+    def alignment(
+        self,
+        human: xr.Dataset,
+        *,
+        level: float = 0.95,
+        score_dim: Hashable = "score",
+        item_dim: Hashable = "item",
+        engine: str | None = None,
+    ) -> xr.Dataset:
+        """See :func:`xlikert.alignment`."""
+        return _align.alignment(
+            self._obj, human, level=level, score_dim=score_dim, item_dim=item_dim, engine=engine
+        )
+
+    def wasserstein(
+        self,
+        human: xr.Dataset | xr.DataArray,
+        *,
+        score_dim: Hashable = "score",
+        item_dim: Hashable = "item",
+        engine: str | None = None,
+    ) -> xr.DataArray:
+        """See :func:`xlikert.wasserstein`."""
+        return _align.wasserstein(
+            self._obj, human, score_dim=score_dim, item_dim=item_dim, engine=engine
+        )
+
+    def representativeness(
+        self,
+        human: xr.Dataset | xr.DataArray,
+        *,
+        score_dim: Hashable = "score",
+        item_dim: Hashable = "item",
+        engine: str | None = None,
+    ) -> xr.DataArray:
+        """See :func:`xlikert.representativeness`."""
+        return _align.representativeness(
+            self._obj, human, score_dim=score_dim, item_dim=item_dim, engine=engine
+        )
+
+    def total_variation(
+        self,
+        human: xr.Dataset | xr.DataArray,
+        *,
+        score_dim: Hashable = "score",
+        item_dim: Hashable = "item",
+        engine: str | None = None,
+    ) -> xr.DataArray:
+        """See :func:`xlikert.total_variation`."""
+        return _align.total_variation(
+            self._obj, human, score_dim=score_dim, item_dim=item_dim, engine=engine
+        )
+
+    def jensen_shannon(
+        self,
+        human: xr.Dataset | xr.DataArray,
+        *,
+        score_dim: Hashable = "score",
+        item_dim: Hashable = "item",
+        engine: str | None = None,
+    ) -> xr.DataArray:
+        """See :func:`xlikert.jensen_shannon`."""
+        return _align.jensen_shannon(
+            self._obj, human, score_dim=score_dim, item_dim=item_dim, engine=engine
+        )
+
+    def mean_difference(
+        self,
+        human: xr.Dataset | xr.DataArray,
+        *,
+        score_dim: Hashable = "score",
+        item_dim: Hashable = "item",
+        engine: str | None = None,
+    ) -> xr.DataArray:
+        """See :func:`xlikert.mean_difference`."""
+        return _align.mean_difference(
+            self._obj, human, score_dim=score_dim, item_dim=item_dim, engine=engine
+        )
+
+    def silicon_population(
+        self,
+        human: xr.Dataset,
+        dims: _Dims = None,
+        *,
+        item_dim: Hashable = "item",
+        score_dim: Hashable = "score",
+    ) -> xr.DataArray:
+        """See :func:`xlikert.silicon_population`."""
+        return _align.silicon_population(
+            self._obj, human, dims, item_dim=item_dim, score_dim=score_dim
+        )
+
     def to_netcdf(self, path: str | os.PathLike) -> Path:
         """See :func:`xlikert.to_netcdf`."""
         return _io.to_netcdf(self._obj, path)
@@ -230,3 +324,19 @@ class LikertDatasetAccessor(_Likert):
     def failure_rate(self, *, atol: float = _constraint.VALID_MASS_ATOL) -> xr.DataArray:
         """See :func:`xlikert.failure_rate`."""
         return _constraint.failure_rate(self._obj, atol=atol)
+
+    def human_marginal(self, dims: _Dims = None, *, item_dim: Hashable = "item") -> xr.Dataset:
+        """See :func:`xlikert.human_marginal` (``ds`` a human PMF Dataset)."""
+        return _human.human_marginal(self._obj, dims, item_dim=item_dim)
+
+    def noise_ceiling(
+        self,
+        *,
+        score_dim: Hashable = "score",
+        item_dim: Hashable = "item",
+        engine: str | None = None,
+    ) -> xr.DataArray:
+        """See :func:`xlikert.noise_ceiling` (``ds`` a human PMF Dataset)."""
+        return _align.noise_ceiling(
+            self._obj, score_dim=score_dim, item_dim=item_dim, engine=engine
+        )

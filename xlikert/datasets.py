@@ -1,7 +1,9 @@
-"""Synthetic item-PMF designs with the layout of a results file.
+"""Synthetic item-PMF designs with the layout of a results file, and real respondents.
 
-Used by the examples, tests and benchmarks wherever real collection is not the
-point. The PMFs are deterministic functions of ``seed``.
+:func:`synthetic_pmf` is used by the examples, tests and benchmarks wherever real
+collection is not the point (the PMFs are deterministic functions of ``seed``).
+:func:`anes96_respondents` is the ANES 1996 extract that ships with statsmodels, with
+the persona bands of the built-in experiment ``anes96``.
 """
 
 from __future__ import annotations
@@ -9,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
-__all__ = ["synthetic_pmf"]
+__all__ = ["ANES96_ITEMS", "anes96_respondents", "synthetic_pmf"]
+
+#: The answer columns of :func:`anes96_respondents` (the items of the ``anes96`` instrument).
+ANES96_ITEMS: tuple[str, ...] = ("selfLR", "ClinLR", "DoleLR")
 
 
 def synthetic_pmf(
@@ -86,3 +92,30 @@ def synthetic_pmf(
         name="pmf",
         attrs={"description": "synthetic item PMFs", "seed": seed},
     )
+
+
+def anes96_respondents() -> pd.DataFrame:
+    """The 944 respondents of ``statsmodels.datasets.anes96`` with the persona bands (offline).
+
+    Columns: the three placements ``selfLR``, ``ClinLR``, ``DoleLR`` (1..7, 1 =
+    extremely liberal), ``party`` (categorical: PID 0-1 ``Democrat``, 2-4
+    ``Independent``, leaners included, 5-6 ``Republican``), ``education``
+    (categorical: educ 1-4 ``no college``, 5-7 ``college``), and the source
+    columns ``PID``, ``educ``, ``age``, ``income``, ``vote``.
+
+    Examples
+    --------
+    >>> t = anes96_respondents()
+    >>> len(t), t.party.value_counts().sort_index().tolist()
+    (944, [380, 239, 325])
+    """
+    from statsmodels.datasets import anes96
+
+    raw = anes96.load_pandas().data
+    out = raw[list(ANES96_ITEMS)].astype("int64")
+    party = pd.cut(
+        raw["PID"], [-0.5, 1.5, 4.5, 6.5], labels=["Democrat", "Independent", "Republican"]
+    )
+    education = pd.cut(raw["educ"], [0.5, 4.5, 7.5], labels=["no college", "college"])
+    out = out.assign(party=party, education=education)
+    return pd.concat([out, raw[["PID", "educ", "age", "income", "vote"]]], axis=1)

@@ -66,6 +66,7 @@ __all__ = [
     "COLLECTION_DIMS",
     "CORE_DIMS",
     "DECODING_DIMS",
+    "HUMAN_VARIABLES",
     "RESERVED_NAMES",
     "RESULT_VARIABLES",
     "TABLE_COLUMNS",
@@ -97,6 +98,7 @@ AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
         "pair": "pairs of levels of xl.contrast",
         "term": "terms of xl.comonotone_contrast",
         "n": "sampling budgets of xl.sampling",
+        "metric": "alignment metrics of xl.alignment (wasserstein, representativeness, ...)",
     }
 )
 
@@ -152,7 +154,11 @@ ANALYSIS_VARIABLES: tuple[str, ...] = (
     "bias",
     "failure_rate",
     "grand",
+    "estimate",
+    "ceiling",
 )
+#: Variables of a human PMF Dataset beside ``pmf`` (:func:`xlikert.human_pmf`).
+HUMAN_VARIABLES: tuple[str, ...] = ("n_missing", "n_eff", "weight")
 #: Columns of the tidy tables (``summary_table``, ``flip_probability``) next to batch dims.
 TABLE_COLUMNS: tuple[str, ...] = ("term", "level", "order", "p_flip")
 #: Every variable name a factor coordinate would clash with: name -> role.
@@ -160,6 +166,7 @@ VARIABLE_NAMES: Mapping[str, str] = MappingProxyType(
     {
         **{v: "a column of the analysis tables" for v in TABLE_COLUMNS},
         **{v: "a variable of a results file" for v in RESULT_VARIABLES},
+        **{v: "a variable of a human PMF Dataset (xl.human_pmf)" for v in HUMAN_VARIABLES},
         **{
             v: "a variable (or decomposition node) of the analysis output"
             for v in ANALYSIS_VARIABLES

@@ -26,6 +26,14 @@ consensus_bounds
     ``(k, n), (n), (), () -> (), (), ()``: Multivariate Consensus of ``k``
     independent items with certified lower and upper bounds (see
     :mod:`xlikert.kernels.consensus`).
+alignment_metrics
+    ``(n), (n), (n), (8) -> (8)``: Wasserstein-1, total variation, Jensen-Shannon
+    (bits) and mean difference of an exact PMF and a sampled (human) PMF, then
+    the delta-method variance of each for one respondent (see
+    :mod:`xlikert.kernels.alignment`).
+noise_ceiling
+    ``(n), (n), (), (4) -> (4)``: the expected W1, TV, JS and |mean difference|
+    of two independent samples of ``N`` respondents from one PMF.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ __all__ = [
     "DEFAULT_MAX_CELLS",
     "ENGINES",
     "KernelHandle",
+    "alignment_metrics",
+    "alignment_metrics_numpy",
     "blocked_comonotone_contrast",
     "blocked_comonotone_contrast_numpy",
     "consensus_bounds",
@@ -49,6 +59,8 @@ __all__ = [
     "convolve_items_numpy",
     "get_engine",
     "get_kernel",
+    "noise_ceiling",
+    "noise_ceiling_numpy",
     "set_engine",
     "use_engine",
 ]
@@ -65,6 +77,8 @@ _MODULES = {
     "convolve_items": "convolution",
     "blocked_comonotone_contrast": "comonotone",
     "consensus_bounds": "consensus",
+    "alignment_metrics": "alignment",
+    "noise_ceiling": "alignment",
 }
 _engine: list[str] = ["numba"]
 

@@ -198,6 +198,7 @@ def write_report(
     country_of_origin: Mapping[str, str] | None = None,
     tol: float = 1e-4,
     title: str | None = None,
+    human: str | Path | xr.Dataset | None = None,
 ) -> Path:
     """Write ``index.html``, ``report.md``, ``figures/*.png`` and ``tables/*`` into ``out_dir``.
 
@@ -216,6 +217,9 @@ def write_report(
         Certified tolerance of Multivariate Consensus.
     title
         Report title (default from the file's attrs).
+    human
+        Human data (a CSV of respondents or a human PMF netCDF/Dataset): adds the
+        section "Alignment with human respondents" (:mod:`xlikert.report.human`).
 
     Returns
     -------
@@ -237,7 +241,9 @@ def write_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        _write_report(results, tmp, country_of_origin=country_of_origin, tol=tol, title=title)
+        _write_report(
+            results, tmp, country_of_origin=country_of_origin, tol=tol, title=title, human=human
+        )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -267,6 +273,7 @@ def _write_report(
     country_of_origin: Mapping[str, str] | None,
     tol: float,
     title: str | None,
+    human: str | Path | xr.Dataset | None = None,
 ) -> Path:
     """:func:`write_report` into the (temporary) folder ``out``."""
     import matplotlib
@@ -527,6 +534,11 @@ def _write_report(
             "is not reported. Collect with a decoding grid to add it."
         )
     sections.append(s)
+
+    if human is not None:
+        from .human import human_section
+
+        sections.append(human_section(ds, human, out, by, _Section))
 
     ttl = title or str(ds.attrs.get("title") or f"xlikert report: {ds.attrs.get('instrument', '')}")
     return _render(out, ttl, sections)

@@ -31,7 +31,18 @@ import click
     show_default=True,
     help="Certified tolerance of Multivariate Consensus.",
 )
-def report(results: str, out_dir: str, origins: tuple[str, ...], tol: float) -> None:
+@click.option(
+    "--human",
+    "human",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Human data: a CSV of respondents (item columns, group columns named like the "
+    "results' persona factors, optional 'weight') or a human PMF netCDF (xl.human_pmf); "
+    "adds the section 'Alignment with human respondents'.",
+)
+def report(
+    results: str, out_dir: str, origins: tuple[str, ...], tol: float, human: str | None
+) -> None:
     """Write every table and figure of the analysis of RESULTS (netCDF) into a report."""
     from ..errors import XlikertError
     from . import write_report
@@ -47,7 +58,7 @@ def report(results: str, out_dir: str, origins: tuple[str, ...], tol: float) -> 
             k, v = item.split("=", 1)
             mapping[k.strip()] = v.strip()
     try:
-        path = write_report(results, out_dir, country_of_origin=mapping, tol=tol)
+        path = write_report(results, out_dir, country_of_origin=mapping, tol=tol, human=human)
     except XlikertError as exc:  # bad input: a message, not a traceback (as the other commands)
         raise click.ClickException(str(exc)) from exc
     click.echo(f"Report written to {path}")
