@@ -46,7 +46,7 @@ __all__ = [
 
 DEFAULT_TEMPERATURES = (0.1, 0.5, 1.0, 1.3)
 DEFAULT_TOP_PS = (0.8, 0.9, 1.0)
-_FORMAT = "xlikert-collect-2"
+_FORMAT = "xlikert-collect-3"  # 3: token ids stored; vLLM read by the logits processor
 
 
 def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
