@@ -214,8 +214,10 @@ def test_report_follows_the_instrument(ipip, tmp_path):
         want = float(cell.sel(subscale=s).mean())
         assert grand.loc[s, "E"] == pytest.approx(want, abs=1e-6)
         assert grand.loc[s, "E_item"] == pytest.approx(want / 4, abs=1e-6)
-        assert (out / "figures" / f"composite_pmfs_{s}.png").is_file()
         assert (out / "figures" / f"main_effect_model_{s}.png").is_file()
+    # the composite PMFs as small multiples: one row per subscale in one figure
+    assert (out / "figures" / "composite_pmfs.png").is_file()
+    assert not list((out / "figures").glob("composite_pmfs_*.png"))
     md = (out / "report.md").read_text(encoding="utf-8")
     keyed = ", ".join(small["item"].values[small["reverse_keyed"].values])
     assert f"reflected (y → 6 − y) before any composite: items {keyed}." in md

@@ -236,6 +236,7 @@ def composite_pmfs(
     facet: Hashable | None = None,
     hue: Hashable | None = None,
     *,
+    row: Hashable | None = None,
     score_dim: Hashable = "score",
     col_wrap: int = 3,
     xlabel: str = "Composite score",
@@ -243,49 +244,73 @@ def composite_pmfs(
     """Composite PMFs: one panel per level of ``facet``, one line per level of ``hue``.
 
     Other factors are mixed (uniform mixture = ``.mean(dim)``, the paper's
-    marginal PMF). The expected score of each curve is a dashed tick.
+    marginal PMF). The expected score of each curve is a dashed tick. With a
+    ``row`` dim (default ``subscale`` when the composite has one) the figure is
+    small multiples: one row of panels per level, each row on its own score
+    range (a subscale's ``score_min``..``score_max``), the level named at the left.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": 2}, n_items=3)
+    >>> pmf = pmf.assign_coords(subscale=("item", ["A", "A", "B"]))
+    >>> fig = composite_pmfs(xl.composite(pmf))
+    >>> fig.axes[0].get_ylabel(), len([a for a in fig.axes if a.get_visible()])
+    ('A', 4)
     """
     plt = _plt()
-    factors = factor_dims(comp, item_dim=None, score_dim=score_dim, what="the composite PMFs")
+    row = row if row is not None else ("subscale" if "subscale" in comp.dims else None)
+    aux = [row] if row is not None else []
+    factors = factor_dims(
+        comp, item_dim=None, score_dim=score_dim, auxiliary=aux, what="the composite PMFs"
+    )
     facet = _pick(factors, facet, "model")
     hue = _pick(factors, hue, "target", exclude=[facet]) if len(factors) > 1 else None
     rest = [f for f in factors if f not in (facet, hue)]
     mix = comp.mean(rest) if rest else comp
     panels = _labels(comp, facet) if facet is not None else ["all"]
-    ncols = min(col_wrap, len(panels))
-    nrows = int(np.ceil(len(panels) / ncols))
+    rows = _labels(comp, row) if row is not None else [None]
+    ncols = min(col_wrap, len(panels)) if row is None else len(panels)
+    per_row = int(np.ceil(len(panels) / ncols))
+    nrows = per_row * len(rows)
     fig, axes = plt.subplots(
         nrows,
         ncols,
         figsize=(3.3 * ncols + 1.5, 2.4 * nrows + 0.6),
-        sharex=True,
+        sharex="row" if row is not None else True,
         sharey=True,
         squeeze=False,
         layout="constrained",
     )
-    y = np.asarray(comp[score_dim].values, dtype=float)
     hl = _labels(comp, hue) if hue is not None else [None]
     cols = _colors(len(hl))
-    support = (mix > 1e-6 * float(mix.max())).any([d for d in mix.dims if d != score_dim])
-    ys = y[np.asarray(support.values)]
-    lo, hi = (ys.min(), ys.max()) if ys.size else (y.min(), y.max())
-    pad = max(2.0, 0.05 * (hi - lo))
-    for i, name in enumerate(panels):
-        ax = axes.flat[i]
-        sub = mix.isel({facet: i}) if facet is not None else mix
-        for j, h in enumerate(hl):
-            p = sub.isel({hue: j}) if hue is not None else sub
-            v = np.asarray(p.transpose(score_dim).values, dtype=float)
-            ax.plot(y, v, color=cols[j], lw=1.4, label=h)
-            ax.fill_between(y, v, color=cols[j], alpha=0.18, lw=0)
-            m = float((v * y).sum())
-            ax.axvline(m, color=cols[j], ls="--", lw=0.8)
-        ax.set_title(name, fontsize="medium")
-        ax.set_xlim(lo - pad, hi + pad)
-    for ax in axes.flat[len(panels) :]:
-        ax.set_visible(False)
+    for r, level in enumerate(rows):
+        part = mix.isel({row: r}) if row is not None else mix
+        y = np.asarray(part[score_dim].values, dtype=float)
+        support = (part > 1e-6 * float(part.max())).any([d for d in part.dims if d != score_dim])
+        ys = y[np.asarray(support.values)]
+        lo, hi = (ys.min(), ys.max()) if ys.size else (y.min(), y.max())
+        if "score_min" in part.coords and "score_max" in part.coords:  # a subscale's range
+            lo, hi = float(part["score_min"]), float(part["score_max"])
+        pad = max(2.0, 0.05 * (hi - lo))
+        cells = axes[r * per_row : (r + 1) * per_row].flat
+        for i, (ax, name) in enumerate(zip(cells, panels, strict=False)):
+            sub = part.isel({facet: i}) if facet is not None else part
+            for j, h in enumerate(hl):
+                p = sub.isel({hue: j}) if hue is not None else sub
+                v = np.asarray(p.transpose(score_dim).values, dtype=float)
+                ax.plot(y, v, color=cols[j], lw=1.4, label=h)
+                ax.fill_between(y, v, color=cols[j], alpha=0.18, lw=0)
+                ax.axvline(float((v * y).sum()), color=cols[j], ls="--", lw=0.8)
+            if r == 0 or row is None:
+                ax.set_title(name, fontsize="medium")
+            ax.set_xlim(lo - pad, hi + pad)
+            if level is not None and i == 0:
+                ax.set_ylabel(level, fontsize="medium")
+        for ax in list(cells)[len(panels) :]:
+            ax.set_visible(False)
     fig.supxlabel(xlabel + " (dashed: expected score)")
-    fig.supylabel("Probability")
+    fig.supylabel("Probability" + (f" (rows: {_title(row).lower()})" if row else ""))
     if hue is not None:
         handles, labels = axes.flat[0].get_legend_handles_labels()
         fig.legend(handles, labels, title=_title(hue), loc="outside right center")

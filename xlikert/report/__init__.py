@@ -395,17 +395,16 @@ def _write_report(
     # ---------------------------------------------------------------- construct
     s = _Section("Construct: composite scores and distributional ANOVA")
     comp = xl.composite(pmf)
-    for tag, label, comp_s in _views(comp):
-        if tag:
-            lo, hi = int(comp_s["score_min"]), int(comp_s["score_max"])
-            comp_s = comp_s.sel(score=slice(lo, hi))
-        s.figure(
-            plot.composite_pmfs(comp_s, facet=by, hue=second),
-            out,
-            f"composite_pmfs{tag}",
-            f"{label}Exact composite-score PMFs by {by}"
-            + (f", {second} as colour." if second else "."),
-        )
+    per_subscale = " (small multiples: one row per subscale)" if SUBSCALE_DIM in comp.dims else ""
+    s.figure(
+        plot.composite_pmfs(comp, facet=by, hue=second),
+        out,
+        "composite_pmfs",
+        f"Exact composite-score PMFs by {by}"
+        + (f", {second} as colour" if second else "")
+        + per_subscale
+        + ".",
+    )
     base = _baseline_for(ds)
     if base is not None:
         cond = {}
