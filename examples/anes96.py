@@ -54,7 +54,8 @@ def main(out: Path) -> None:
     # party subgroups: personas mixed over education vs each party's respondents
     party = (
         xl.alignment(
-            xl.silicon_population(ds, human, "education"), xl.human_marginal(human, "education")
+            xl.silicon_population(ds, human, dims="education"),
+            xl.human_marginal(human, dims="education"),
         )
         .sel(metric="representativeness")
         .reset_coords(drop=True)[["estimate", "lower", "upper", "ceiling"]]

@@ -254,10 +254,10 @@ def test_silicon_population_is_the_weighted_persona_mixture():
     np.testing.assert_allclose(
         xl.silicon_population(model, human).sel(model="perfect"), xl.human_marginal(human).pmf
     )
-    by_party = xl.silicon_population(model, human, "edu")
+    by_party = xl.silicon_population(model, human, dims="edu")
     np.testing.assert_allclose(
         by_party.sel(model="perfect").transpose(*human.pmf.dims[:1], "item", "score"),
-        xl.human_marginal(human, "edu").pmf,
+        xl.human_marginal(human, dims="edu").pmf,
     )
     a = xl.alignment(xl.silicon_population(model, human), xl.human_marginal(human))
     np.testing.assert_allclose(a.estimate.sel(metric="wasserstein"), 0.0, atol=1e-12)
@@ -349,7 +349,7 @@ def test_report_section_from_a_csv_of_respondents(tmp_path):
     human = xl.human_pmf(t, ["a", "b"], scale=(1, 7), groups=["party", "edu"])
     row = tab[(tab.model == "model1") & (tab.group == "party=I") & (tab["item"] == "b")]
     want = xl.alignment(
-        xl.silicon_population(pmf, human, "edu"), xl.human_marginal(human, "edu")
+        xl.silicon_population(pmf, human, dims="edu"), xl.human_marginal(human, dims="edu")
     ).sel(model="model1", party="I", item="b", metric="representativeness")
     assert float(row.estimate.iloc[0]) == pytest.approx(float(want.estimate))
     assert float(row.ceiling.iloc[0]) == pytest.approx(float(want.ceiling))

@@ -292,14 +292,14 @@ class _Likert:
     def silicon_population(
         self,
         human: xr.Dataset,
-        dims: _Dims = None,
         *,
+        dims: _Dims = None,
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
     ) -> xr.DataArray:
         """See :func:`xlikert.silicon_population`."""
         return _align.silicon_population(
-            self._obj, human, dims, item_dim=item_dim, score_dim=score_dim
+            self._obj, human, dims=dims, item_dim=item_dim, score_dim=score_dim
         )
 
     def to_netcdf(self, path: str | os.PathLike) -> Path:
@@ -325,9 +325,9 @@ class LikertDatasetAccessor(_Likert):
         """See :func:`xlikert.failure_rate`."""
         return _constraint.failure_rate(self._obj, atol=atol)
 
-    def human_marginal(self, dims: _Dims = None, *, item_dim: Hashable = "item") -> xr.Dataset:
+    def human_marginal(self, *, dims: _Dims = None, item_dim: Hashable = "item") -> xr.Dataset:
         """See :func:`xlikert.human_marginal` (``ds`` a human PMF Dataset)."""
-        return _human.human_marginal(self._obj, dims, item_dim=item_dim)
+        return _human.human_marginal(self._obj, dims=dims, item_dim=item_dim)
 
     def noise_ceiling(
         self,

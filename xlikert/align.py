@@ -510,8 +510,8 @@ def alignment(
 def silicon_population(
     model: xr.DataArray | xr.Dataset,
     human: xr.Dataset,
-    dims: Hashable | Sequence[Hashable] | None = None,
     *,
+    dims: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
 ) -> xr.DataArray:

@@ -431,8 +431,8 @@ def mixture_weights(human: xr.Dataset) -> xr.DataArray:
 
 def human_marginal(
     human: xr.Dataset,
-    dims: Hashable | Sequence[Hashable] | None = None,
     *,
+    dims: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
 ) -> xr.Dataset:
     """Pool the human groups along ``dims`` (default: every group, the population).

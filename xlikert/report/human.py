@@ -84,7 +84,9 @@ def alignment_table(model: xr.DataArray, human: xr.Dataset, by: Hashable) -> pd.
     ]
     for g in groups if len(groups) > 1 else []:
         rest = [d for d in groups if d != g]
-        targets.append((rest, human_marginal(human, rest), silicon_population(model, human, rest)))
+        targets.append(
+            (rest, human_marginal(human, dims=rest), silicon_population(model, human, dims=rest))
+        )
     if groups:
         targets.append(([], human, model))
     frames = []
@@ -109,8 +111,8 @@ def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
         ("all respondents", human_marginal(human).pmf, silicon_population(model, human))
     ]
     if first is not None:
-        h1 = human_marginal(human, rest) if rest else human
-        m1 = silicon_population(model, human, rest) if rest else model
+        h1 = human_marginal(human, dims=rest) if rest else human
+        m1 = silicon_population(model, human, dims=rest) if rest else model
         cols += [
             (f"{first}={v}", h1.pmf.sel({first: v}), m1.sel({first: v}))
             for v in human[first].values
