@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ._version import __version__
 from .errors import ConfigError, InputTypeError
 
 __all__ = [
@@ -113,10 +114,9 @@ def _decode(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
 def _map_attrs(obj, fn):
     """``obj`` (Dataset, DataArray or DataTree) with ``fn`` applied to every attrs mapping."""
     if isinstance(obj, xr.DataTree):
+        # each node's Dataset carries its attrs (the root's too) into the new tree
         nodes = {node.path: _map_attrs(node.to_dataset(inherit=False), fn) for node in obj.subtree}
-        tree = xr.DataTree.from_dict(nodes, name=obj.name)
-        tree.attrs = fn(obj.attrs)
-        return tree
+        return xr.DataTree.from_dict(nodes, name=obj.name)
     obj = obj.copy(deep=False)
     obj.attrs = fn(obj.attrs)
     variables = obj.coords if isinstance(obj, xr.DataArray) else obj.variables
@@ -210,16 +210,10 @@ def rename_legacy(ds: xr.Dataset, source: str = "the Dataset") -> xr.Dataset:
         stacklevel=3,
     )
     ds = ds.rename_vars(names)
-    line = f"xlikert {_version()} renamed variable(s) {said} on reading"
+    line = f"xlikert {__version__} renamed variable(s) {said} on reading"
     history = ds.attrs.get("history")
     ds.attrs["history"] = f"{history}\n{line}" if history else line
     return ds
-
-
-def _version() -> str:
-    from ._version import __version__
-
-    return __version__
 
 
 def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathLike) -> Path:
