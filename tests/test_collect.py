@@ -554,6 +554,8 @@ def test_vllm_spawn_without_main_guard_is_named(tmp_path, monkeypatch, body, gua
     main_module = types.ModuleType("__main__")
     main_module.__file__ = str(script)
     monkeypatch.setitem(sys.modules, "__main__", main_module)
+    # a spawned child runs the script as __mp_main__ (multiprocessing aliases the two)
+    monkeypatch.setitem(sys.modules, "__mp_main__", main_module)
     assert backend.unguarded_main_script() == (None if guarded else str(script))
     # in the spawned child, still importing the script: stop at once, naming the fix
     spec = {"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm"}
