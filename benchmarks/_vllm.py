@@ -1,7 +1,7 @@
 """Run ``_vllm_child.py`` in the vLLM venv and read its JSON (vLLM is not importable here).
 
 The venv is ``vllm`` under the engines folder the tests use
-(``tests/engine_support.ENGINES``: ``$XLIKERT_ENGINES`` or ``<repo>/.engines``, made by
+(``xlikert.testing.engines.ENGINES``: ``$XLIKERT_ENGINES`` or ``<repo>/.engines``, made by
 ``tests/engines/install.sh``). Without it, :func:`run_child` returns a
 ``not_run`` record and no numbers.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,8 +18,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))  # where the tests keep the engines
-from engine_support import ENGINES  # noqa: E402
+from xlikert.testing.engines import ENGINES  # noqa: E402
 
 NOT_INSTALLED = "not run: vLLM not installed (tests/engines/install.sh)"
 

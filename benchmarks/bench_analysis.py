@@ -44,6 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import loglog_fit, machine, print_table, result_path, timeit, write_json
+from _render import fmt, goal, ms, table
 
 DESIGNS: dict[str, dict[str, Any]] = {
     "paper": {"factors": None, "n_items": 17, "goal_s": 0.050},
@@ -393,6 +394,121 @@ def main() -> None:
                 print(f"{mode}/eager time ratio (large, numba): {r:.2f}")
     result["wall_s"] = time.perf_counter() - t_start
     write_json(result_path("analysis", args.quick, args.out), result)
+
+
+# ----------------------------------------------------------------------------- README
+#: The heading of this benchmark's table in benchmarks/README.md.
+TITLE = "Analysis scaling"
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    out = [
+        "Pipeline = `composite` + `decompose` (every order, all summaries) + `summary_table`, "
+        "warm, median of repeats; numpy = the plain-numpy twin (`engine='numpy'`) in the same "
+        "process; xlikert/numpy = time ratio (below 1: numba faster). Peak = tracemalloc.",
+        "",
+    ]
+    rows = []
+    for r in d["small"]:
+        c = r.get("consensus_tol_1e-4", {})
+        cons = (
+            "–"
+            if "skipped" in c
+            else f"{ms(c.get('median_s'))} ({fmt(c.get('per_condition_ms'))}/cond.)"
+        )
+        total = r.get("total_with_consensus_s") or r["numba"]["median_s"]
+        rows.append(
+            [
+                r["design"],
+                " × ".join(f"{k} {v}" for k, v in r["sizes"].items() if k != "score"),
+                ms(r["numba"]["median_s"]),
+                ms(r["numpy"]["median_s"]),
+                fmt(r["numba"]["median_s"] / r["numpy"]["median_s"]),
+                fmt(r["numba"]["peak_mb_tracemalloc"]),
+                cons,
+                f"{ms(total)} vs < {ms(r['goal_s'])}: {goal(total < r['goal_s'])}",
+            ]
+        )  # fmt: skip
+    out += table(
+        ["design", "sizes", "xlikert ms", "numpy ms", "xlikert/numpy", "peak MB",
+         "Consensus tol 1e-4 ms", "total incl. Consensus vs goal (ms)"],
+        rows,
+    )  # fmt: skip
+    sc = d.get("scaling")
+    if sc:
+        out.append(f"Growth with the number of conditions ({sc['design']}):")
+        out.append("")
+        out += table(
+            ["conditions", "xlikert ms", "numpy ms", "xlikert/numpy", "xlikert peak MB", "numpy peak MB"],
+            [[fmt(r["conditions"]), ms(r["numba_s"]), ms(r["numpy_s"]),
+              fmt(r["ratio_xlikert_over_numpy"]), fmt(r["numba_peak_mb"]), fmt(r["numpy_peak_mb"])]
+             for r in sc["rows"]],
+        )  # fmt: skip
+        for eng, f in sc["fit"].items():
+            label = "xlikert (numba)" if eng == "numba" else "numpy twin"
+            out.append(
+                f"- {label}: time ∝ n^{f['time_all_sizes']['exponent']:.2f} over all sizes "
+                f"(R² {f['time_all_sizes']['r2']:.3f}), n^{f['time_largest_half']['exponent']:.2f} "
+                f"over the largest half; peak memory ∝ n^{f['peak_memory_all_sizes']['exponent']:.2f}."
+            )
+        out.append("")
+    large = d.get("large", [])
+    if large:
+        g = d.get("large_goal", {})
+        sizes = next((r["sizes"] for r in large if "sizes" in r), {})
+        out.append(
+            "Large design ("
+            + " × ".join(f"{k} {v}" for k, v in sizes.items())
+            + f", every order; goal < {fmt(g.get('goal_s'))} s and < {fmt(g.get('goal_gb'))} GB), "
+            "each run in a fresh process; peak = max RSS (client; plus each worker process "
+            "for the LocalCluster):"
+        )
+        out.append("")
+        rows = []
+        base = next(
+            (r for r in large if r.get("engine") == "numba" and r.get("mode") == "eager"), None
+        )
+        for r in large:
+            if "error" in r:
+                rows.append(
+                    [
+                        r["engine"],
+                        r["mode"],
+                        "error",
+                        "–",
+                        "–",
+                        "–",
+                        "–",
+                        r["error"].strip().splitlines()[-1][:120],
+                    ]
+                )
+                continue
+            workers = r.get("worker_peak_rss_mb")
+            peak_total = r.get("total_peak_rss_mb", r["peak_rss_mb"])
+            ratio = fmt(r["total_s"] / base["total_s"]) if base and "total_s" in base else "–"
+            note = r.get("scheduler", "")
+            if r.get("chunks"):
+                note += f"; chunks {r['chunks']}"
+            if r.get("cluster_start_s") is not None:
+                note += f"; cluster start {fmt(r['cluster_start_s'])} s (not counted)"
+            rows.append([
+                "xlikert (numba)" if r["engine"] == "numba" else "numpy twin", r["mode"],
+                fmt(r["total_s"]), ratio, fmt(r["peak_rss_mb"]),
+                (", ".join(fmt(w) for w in workers) + f" (with client: {fmt(peak_total)})")
+                if workers
+                else "–",
+                f"{goal(r['total_s'] < g.get('goal_s', 60) and peak_total / 1024 < g.get('goal_gb', 4))}",
+                note,
+            ])  # fmt: skip
+        out += table(
+            ["engine", "mode", "time s", "÷ xlikert eager", "peak RSS MB", "worker peak MB", "goal", "notes"],
+            rows,
+        )  # fmt: skip
+        notes = {r.get("gufunc_pickling") for r in large if r.get("gufunc_pickling")}
+        for n in notes:
+            out.append(f"Distributed run: {n}.")
+            out.append("")
+    return out
 
 
 if __name__ == "__main__":

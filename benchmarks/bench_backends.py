@@ -29,13 +29,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # the engine launchers the tests use
 from _common import machine, result_path, write_json  # noqa: E402
-from engine_support import llamacpp_server, vllm_server  # noqa: E402
+from _render import fmt, table  # noqa: E402
+
+from xlikert.testing.engines import llamacpp_server, vllm_server  # noqa: E402
 
 MODELS = {
     "smollm2-135m-instruct": {"vocab": 49152},
@@ -129,6 +131,41 @@ def main() -> int:
         },
     )
     return 0
+
+
+# ----------------------------------------------------------------------------- README
+#: The heading of this benchmark's table in benchmarks/README.md.
+TITLE = "Backend against backend"
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    out = [
+        f"{d['prompts']} demo prompts per model; answer rule: {d['answer_rule']}. "
+        "local = transformers on the float32 folder dequantised from the GGUF; vllm-server = "
+        "vLLM CPU server on that folder (exact mode); llamacpp = llama-cpp-python server on the "
+        "quantised GGUF (top-k mode, list long enough for every valid token; prompt cache reset "
+        "before each request); llamacpp-no-reset = the same server without the reset.",
+        "",
+    ]
+    pairs = [r for r in d["rows"] if "a" in r]
+    rows = [[r["model"], f"{r['a']} vs {r['b']}", fmt(r["pmf_max"]), fmt(r["pmf_mean"]),
+             fmt(r["valid_mass_max"]), fmt(r["valid_mass_rel_max"])] for r in pairs]  # fmt: skip
+    out += table(["model", "backends", "max abs dpmf", "mean abs dpmf", "max abs d valid mass",
+                  "max rel d valid mass"], rows)  # fmt: skip
+    for r in d["rows"]:
+        if "llamacpp_top_k" in r:
+            out.append(
+                f"- {r['model']}: llama.cpp top_k = {r['llamacpp_top_k']}, widest interval "
+                f"{fmt(r['llamacpp_interval_width_max'])}; seconds: "
+                + ", ".join(f"{k} {fmt(v)}" for k, v in r["seconds"].items())
+                + (
+                    "; HTTP requests per prompt: "
+                    + ", ".join(f"{k} {fmt(v)}" for k, v in r["http_requests_per_prompt"].items())
+                    if "http_requests_per_prompt" in r
+                    else ""
+                )
+            )
+    return [*out, ""]
 
 
 if __name__ == "__main__":

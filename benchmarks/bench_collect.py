@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
 import sys
@@ -54,7 +55,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table, machine, result_path, write_json
+from _common import RESULTS, format_table, machine, result_path, write_json
 from _flops import (
     FlopCounter,
     full_pass_flops,
@@ -63,6 +64,7 @@ from _flops import (
     span_flops,
     useful_flops,
 )
+from _render import fmt, goal, pct, stamp, table
 from _vllm import run_child
 
 GOALS = {"speedup": 3.0, "fraction_of_useful_bound": 0.70}
@@ -288,6 +290,107 @@ def main() -> int:
     )
     write_json(result_path("collect", args.quick, args.out), res)
     return 0
+
+
+# ----------------------------------------------------------------------------- README
+#: The heading of this benchmark's table in benchmarks/README.md.
+TITLE = "Collection throughput"
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    g = d.get("goals", {})
+    mm = d["matmul"]
+    la, lb = d.get("load_average_before"), d.get("load_average_after")
+    out = [
+        f"{d['model']} on {d['device']} ({d.get('dtype', '?')}), {d['prompts']} prompts, "
+        "median of the runs per row (each in the JSON); float32 matmul "
+        f"({'×'.join(map(str, mm['before']['shape']))}, {mm['before']['threads']} threads) "
+        f"measured in the same run: {fmt(d['matmul_gflops'])} GFLOP/s (before the timed runs "
+        f"{fmt(mm['before']['flops_per_s'] / 1e9)}, after {fmt(mm['after']['flops_per_s'] / 1e9)})"
+        + (
+            f"; 1-minute load average {la[0]:.1f} before, {lb[0]:.1f} after (a shared machine: "
+            "timings have noise)"
+            if la and lb
+            else ""
+        )
+        + ".",
+        "",
+        "Hardware utilisation = executed FLOPs / time / matmul rate; executed FLOPs come from "
+        "the shapes of every forward call (padding, recomputed prefixes, the prefix-cache check "
+        "and every kept logits row count; vLLM: each request's prompt tokens not served from "
+        "its prefix cache, plus one logits row). Fraction of the useful-FLOP bound = useful "
+        "FLOPs / time / matmul rate; useful FLOPs: the shared system prefix once, each prompt's "
+        "own tokens once, one lm_head row per logits position the answer rule reads (the same "
+        "count for every one-token row). Matmuls count 2 FLOPs per weight, attention causally.",
+        "",
+    ]
+    rows = []
+    for r in d["rows"]:
+        if "prompts_per_s" not in r:
+            why = r.get("not_run") or ("error: " + r.get("error", "")[:200])
+            rows.append([r["method"], r["rule"], "–", why, "–", "–", "–", "–", "–", ""])
+            continue
+        mark = ""
+        if r["method"].startswith("xlikert"):
+            fb, sp = g.get("fraction_of_useful_bound", 0.7), g.get("speedup", 3.0)
+            mark = (f"≥ {pct(fb)} of bound: {goal(r['fraction_of_useful_bound'] >= fb)}; "
+                    f"speed-up ≥ {fmt(sp)}×: {goal(r['speedup_vs_plain'] >= sp)}")  # fmt: skip
+        rows.append([r["method"], r["rule"], fmt(len(r["seconds"])), fmt(r["prompts_per_s"]),
+                     fmt(r["executed_gflop_per_prompt"]), pct(r["hardware_utilisation"]),
+                     fmt(r["useful_gflop_per_prompt"]), pct(r["fraction_of_useful_bound"]),
+                     fmt(r["speedup_vs_plain"]), mark])  # fmt: skip
+    out += table(["method", "answer rule", "runs", "prompts/s", "executed GFLOP/prompt",
+                  "hardware utilisation", "useful GFLOP/prompt", "fraction of useful-FLOP bound",
+                  "speed-up vs plain loop", "goal"], rows)  # fmt: skip
+    out += [
+        "Every timed run, in order (s): "
+        + "; ".join(
+            f"{r['method']}, {r['rule']}: " + ", ".join(fmt(x) for x in r["seconds"])
+            for r in d["rows"]
+            if r.get("seconds")
+        )
+        + ". Runs of one row that differ by more than their noise mean the machine's load "
+        "changed during the benchmark; the rows are then not comparable with each other.",
+        "",
+    ]
+    out += [
+        "The one-token rows read the paper's rule, as the plain loop does; the default "
+        "split-space rule also counts a bare space token followed by a digit, exactly (one "
+        "more token and logits row per prompt); on this model it adds "
+        f"{d['split_space_valid_mass_added_mean']:.1e} valid mass on average (max "
+        f"{d['split_space_valid_mass_added_max']:.1e}). Plain loop vs xlikert: valid masses "
+        f"agree within {d['max_abs_valid_mass_diff_plain_vs_xlikert']:.1e}.",
+        "",
+    ]
+    for r in d["rows"]:
+        if r.get("backend") == "vllm" and "prompts_per_s" in r:
+            agree = r.get("max_abs_valid_mass_diff_vs_transformers")
+            out += [
+                f"{r['method']}: vLLM {r['vllm']} (CPU build, {r['engine'].get('dtype')}, "
+                f"torch threads {r['torch_threads']}"
+                + "".join(f", {k}={v}" for k, v in r["env"].items())
+                + f") in its venv: {r['requests']} requests for {r['prompts']} prompts; "
+                f"{r['prefix_cache_hit_tokens']:,} of {r['prompt_tokens']:,} prompt tokens "
+                "served from its prefix cache (vLLM's `num_cached_tokens`)"
+                + (
+                    f"; valid masses within {agree:.1e} of the transformers backend's."
+                    if agree is not None
+                    else "."
+                ),
+                "",
+            ]
+    mem_path = RESULTS / "memory.json"
+    if mem_path.exists():
+        m = json.loads(mem_path.read_text())
+        runs = "; ".join(f"{r['run']}: {fmt(r['peak_gb'])} GB" for r in m["runs"])
+        out += [f"Peak RSS of `{m['measured_command']}` (3 models × 68 prompts), from "
+                f"`results/memory.json` ({stamp(m, mem_path)}, `bench_memory.py`): {runs}; "
+                "see *Peak memory of the demo*.", ""]  # fmt: skip
+    else:
+        out += ["Peak RSS of the demo: `results/memory.json` not written yet "
+                "(`python benchmarks/bench_memory.py`).", ""]  # fmt: skip
+    out += ["GPU: see *Collection on a GPU* (`bench_gpu.py`).", ""]
+    return out
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ from _flops import (
     shared_prefix,
     useful_flops,
 )
+from _render import fmt, params, pct, stamp, table
 
 #: Published shapes (Llama-3.2-1B: tied embeddings; Llama-3.1-8B: untied).
 SHAPES: dict[str, dict[str, Any]] = {
@@ -311,6 +312,50 @@ def main(argv: list[str] | None = None) -> int:
                   f"prompts/s (vocab {nr['vocab']}, {nr['prompts']} prompts)")  # fmt: skip
     write_json(out, res)
     return 0
+
+
+# ----------------------------------------------------------------------------- README
+#: The heading of this benchmark's table in benchmarks/README.md.
+TITLE = "Collection on a GPU"
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    if "not_run" in d:
+        out += [f"**{d['not_run']}**: the 1B and 8B rows are not measured; no numbers are "
+                "given for them.", ""]  # fmt: skip
+        q = RESULTS / "gpu-quick.json"
+        if not q.exists():
+            return out
+        d = json.loads(q.read_text())
+        out += [f"The same code path on the CPU with a tiny config (`{q.name}`, {stamp(d, q)}, "
+                "`python benchmarks/bench_gpu.py --quick`; the test suite runs it), to show it "
+                "runs, not as a GPU number:", ""]  # fmt: skip
+    s = d["settings"]
+    out += [
+        f"{d.get('gpu') or d['device']}; bf16 matmul measured in the same run: "
+        f"{fmt(d['matmul_tflops'])} TFLOP/s ({'×'.join(map(str, d['matmul']['shape']))}); "
+        f"weights {s['weights']}; readout {s['readout']}; prompt lengths "
+        f"{d['prompt_lengths_source']}, {s['copies']} "
+        + ("copy" if s["copies"] == 1 else "copies")
+        + " of the 68 demo prompts (each copy its own system prefix), units "
+        f"of {s['chunk_size']} prompts, median of {s['repeat']} run(s). MFU = FLOPs / time / "
+        "matmul rate, executed (padding, the per-unit prefix, every logits row) and useful "
+        "(prefix once per system prompt, one lm_head row per prompt).",
+        "",
+    ]
+    rows = [[r["model"], params(r["params"]), fmt(r["prompts"]), fmt(r["batch_size"]),
+             fmt(r["prompts_per_s"]), fmt(r["executed_gflop_per_prompt"]), pct(r["mfu_executed"]),
+             fmt(r["useful_gflop_per_prompt"]), pct(r["mfu_useful"]),
+             fmt(r["numpy_readout"]["prompts_per_s"]) if "numpy_readout" in r else ""]
+            for r in d["rows"]]  # fmt: skip
+    out += table(["model shape", "parameters", "prompts", "batch", "prompts/s",
+                  "executed GFLOP/prompt", "MFU executed", "useful GFLOP/prompt", "MFU useful",
+                  "numpy float64 readout, prompts/s (host CPU)"], rows)  # fmt: skip
+    out += ["The last column is the transformers backend's host-side readout "
+            "(`read_logits`: float64 PMF, decoding grid and top-k over the full vocabulary) "
+            "on this machine's CPU.", ""]  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from _common import machine, result_path, write_json
+from _render import fmt, goal, table
 
 GOAL_GB = 2.5
 WRAPPER = """
@@ -103,6 +105,26 @@ def main() -> int:
     }
     write_json(result_path("memory", args.quick, args.out), out)
     return 0
+
+
+# ----------------------------------------------------------------------------- README
+#: The heading of this benchmark's table in benchmarks/README.md.
+TITLE = "Peak memory of the demo"
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    out = [
+        f"`{d['measured_command']}`: {d['measure']}. Goal <= {d['goal_gb']} GB "
+        f"({d['before_redesign_gb']} GB before the collection redesign).",
+        "",
+    ]
+    rows = [[r["run"], fmt(r["peak_gb"]), fmt(r.get("anon_gb")), fmt(r.get("file_gb")),
+             fmt(r["wall_s"]), goal(r["meets_goal"])] for r in d["runs"]]  # fmt: skip
+    return out + table(
+        ["run", "peak RSS GB", "of it anonymous, peak", "file-backed (weights), peak", "wall s",
+         "goal"],
+        rows,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

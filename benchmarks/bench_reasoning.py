@@ -57,6 +57,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import format_table, machine, result_path, write_json
+from _render import duration, fmt, table
 
 
 def _timed_collect(prompts, spec, lm, out: Path, chunk_size: int) -> tuple[Any, dict]:
@@ -318,6 +319,85 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {t:8s} off {a:6.2f}   reasoning {b:6.2f} +- {s:.2f}")
     write_json(result_path("reasoning", args.quick, args.out), result)
     return 0
+
+
+# ----------------------------------------------------------------------------- README
+#: The heading of this benchmark's table in benchmarks/README.md.
+TITLE = "Reasoning mode"
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    r, off, full = d["reasoning"], d["thinking_off"], d["reasoning_full"]
+    fr = d["framing"]
+    out = []
+    if d.get("subset") and not d.get("quick"):
+        out += [
+            f"**A subset**: {d['prompts']} of the demo's {d.get('design_prompts', 68)} prompts "
+            "(the full run did not fit the time on this machine); every number below is for "
+            "these prompts only.",
+            "",
+        ]
+    out += [
+        f"{d['model']}, {d['design']}; {fr['framing']} framing (instruction appended to the user "
+        f"message, turn opened with `{fr.get('prefill', '')}`, trace ends at "
+        f"`{fr['end_marker']}`, else closed with `{fr['closing_forced']!r}`); traces sampled at "
+        f"temperature {r['temperature']:g}, top-p {r['top_p']:g}, max_new_tokens "
+        f"{r['max_new_tokens']}, seed {r['seed']}; {d.get('torch_threads', '?')} torch "
+        f"thread(s). Thinking off (exact, one pass per prompt): {fmt(off['seconds'])} s. "
+        f"With M = {full['M']}: {100 * full['truncated_share']:.0f}% of the traces cut at "
+        f"max_new_tokens, {fmt(full['mean_trace_tokens'])} tokens on average, "
+        f"{100 * full['wrote_answer_prefix_share']:.0f}% ended by the model writing the answer "
+        f"prefix; failure rate after the trace {fmt(full['failure_rate_after_trace'])} "
+        f"(thinking off {fmt(off['failure_rate'])}).",
+        "",
+        "SE = standard error of the composite mean E[S] (sum of the item means) per target, "
+        "mean over the targets, both **measured from the same traces**: *thoughts sampled* = "
+        "xlikert's estimate (the mean over M traces of the exact answer PMF after each), SE = "
+        f"sqrt(sum over items of the sample variance over the {full['M']} traces of the "
+        "item's conditional mean, / M); *answers sampled too* = one answer drawn per trace "
+        "from its exact conditional PMF and averaged, SE = the same with the drawn answers; "
+        "*predicted* = the law of total variance from the same traces (between-trace + mean "
+        "within-trace variance); *own* = the SE the M-trace file itself states (its pmf_se, "
+        "from its own M traces; none for M = 1).",
+        "",
+    ]
+    rows = []
+    for row in d["rows"]:
+        secs = row["seconds_all_prompts"]
+        rows.append(
+            [
+                fmt(row["M"]),
+                fmt(secs) + (f" ({duration(secs)})" if secs and secs >= 120 else ""),
+                fmt(row["seconds_per_prompt"]),
+                fmt(secs / off["seconds"]) if secs else "–",
+                fmt(row["se_rb_mean"]),
+                fmt(row["se_answers_mean"]),
+                fmt(row["ratio_answers_over_rb"]),
+                fmt(row["se_answers_predicted_mean"]),
+                fmt(row.get("se_rb_own_traces_mean")),
+                f"{row['how_timed']}; estimates: {row['estimates_from']}",
+            ]
+        )
+    out += table(
+        ["M", f"time s ({d['prompts']} prompts)", "s per prompt", "× thinking off",
+         "SE, thoughts sampled (xlikert)", "SE, answers sampled too", "ratio",
+         "SE, answers sampled too (predicted)", "SE, own", "how timed"],
+        rows,
+    )  # fmt: skip
+    se = d["rows"][-1]["se_rb"]
+    out.append(
+        "Composite mean per target, thinking off (exact) vs with thinking (M = "
+        f"{full['M']}, ± SE): "
+        + "; ".join(
+            f"{t} {a:.2f} vs {b:.2f} ± {s:.2f}"
+            for t, a, b, s in zip(
+                d["targets"], off["composite_mean"], full["composite_mean"], se, strict=True
+            )
+        )
+        + "."
+    )
+    out.append("")
+    return out
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import format_table, machine, result_path, write_json
+from _render import duration, fmt, table
 from _vllm import run_child
 
 PRECISION_TARGETS = (1.0, 0.1, 0.01)
@@ -541,6 +542,131 @@ def main(argv: list[str] | None = None) -> int:
     result["wall_s"] = time.perf_counter() - wall0
     write_json(result_path("sampling", args.quick, args.out), result)
     return 0
+
+
+# ----------------------------------------------------------------------------- README
+#: The heading of this benchmark's table in benchmarks/README.md.
+TITLE = "Exact vs sampling"
+
+
+SAMPLERS = {
+    "generate": "transformers `generate`, prefill per sequence",
+    "shared_prefill": "transformers, one shared prefill",
+    "vllm_n": "vLLM `n=N`, shared prefill (prefix cache)",
+}
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    ex, gen, v = d["exact"], d["generation"], d.get("vllm", {})
+    out = [
+        f"{d['model']} on {d['device']}; {d['design']} (mean {d['mean_prompt_tokens']:.0f} "
+        f"prompt tokens). Samplers: (1) `{gen['call']}`, which copies the prompt, so every "
+        f"sequence pays its own prefill; (2) {gen['shared_prefill']}; (3) {gen['vllm']}. "
+        f"Parser: {gen['parser']}. SE = standard error of the composite score (sum over the "
+        "items) per condition, mean over conditions: analytic = SD(S)/sqrt(N) from the exact "
+        "PMFs (`xlikert.sampling.standard_error`); empirical = from the sampled answers "
+        "(conditions sampled in full; per item where none was). × exact = sampling time / "
+        "exact time of the same engine."
+        + (
+            f" 1-minute load average {d['load_average_before'][0]:.1f} before the run, "
+            f"{d['load_average_after'][0]:.1f} after (a shared machine: timings have noise)."
+            if d.get("load_average_before") and d.get("load_average_after")
+            else ""
+        ),
+        "",
+    ]
+    rows = [["exact (xlikert `collect`, transformers)", "∞ (one forward pass)", fmt(ex["s"]),
+             "–", "0", "–", fmt(ex["failure_rate"]), "1", "measured"]]  # fmt: skip
+    if "exact_s" in v:
+        rows.append(["exact (xlikert `collect`, backend vLLM)", "∞ (one forward pass)",
+                     fmt(v["exact_s"]), "–", "0", "–", "–", "1", "measured"])  # fmt: skip
+    for key, sm in d["samplers"].items():
+        for r in sm["runs"]:
+            e = r["empirical"]
+            emp = e.get("composite_se_empirical_mean")
+            if emp is not None:
+                emp_s = fmt(emp)
+            elif e.get("item_se_empirical_mean") is not None:
+                emp_s = (f"{fmt(e['item_se_empirical_mean'])} per item (analytic "
+                         f"{fmt(e.get('item_se_analytic_mean'))}, {e['prompts']} item(s))")  # fmt: skip
+            else:
+                emp_s = "–"
+            t = r["total_s"]
+            rows.append([
+                SAMPLERS.get(key, key), fmt(r["n"]),
+                fmt(t) + (f" ({duration(t)})" if t >= 120 else ""), fmt(r["s_per_sequence"]),
+                fmt(r["composite_se_analytic_mean"]), emp_s, fmt(e.get("failure_rate_sampled")),
+                fmt(r["speedup_exact_vs_sampling"]), r["extrapolation"] or "measured in full",
+            ])  # fmt: skip
+    out += table(["method", "samples per item", "time s", "s per sequence", "SE analytic",
+                  "SE empirical", "failure rate", "× exact", "how timed"], rows)  # fmt: skip
+    if "not_run" in v or "error" in v:
+        out += [f"vLLM rows: {v.get('not_run') or v.get('error', '')[:300]}.", ""]
+    elif "exact_max_abs_valid_mass_diff_vs_transformers" in v:
+        out += [f"vLLM {v['vllm']} (CPU build) in its venv: exact valid masses within "
+                f"{v['exact_max_abs_valid_mass_diff_vs_transformers']:.1e} of the transformers "
+                "backend's.", ""]  # fmt: skip
+    # equal compute: the shared-prefill sampler (one forward pass per prompt, like exact
+    # collection) at its smallest budget, when that budget was measured in full
+    shared = [r for r in d["samplers"].get("shared_prefill", {}).get("runs", [])
+              if not r["extrapolated"]]  # fmt: skip
+    out += [
+        "**At equal compute, exact collection leaves zero sampling error**: its one forward "
+        "pass per prompt already holds the exact next-token distribution every sampler above "
+        "draws from, so its SE is 0 while each sampler's SE shrinks only as 1/sqrt(N).",
+        "",
+    ]
+    if shared:
+        r = min(shared, key=lambda r: r["n"])
+        t = r["total_s"]
+        verdict = "no more than" if ex["s"] <= t else f"{ex['s'] / t:.2f}× the time of"
+        out += [
+            f"Measured: exact collection took "
+            f"{fmt(ex['s'])} s, {verdict} the sampler that also runs one forward pass per "
+            f"prompt ({SAMPLERS['shared_prefill']}, N = {r['n']}: {fmt(t)} s, measured), which "
+            f"leaves SE {fmt(r['composite_se_analytic_mean'])} (analytic).",
+            "",
+        ]
+    checks = []
+    for key, sm in d["samplers"].items():
+        for r in sm["runs"]:
+            e = r["empirical"]
+            if e.get("item_mean_z2") is not None and e.get("prompts", 0) >= 10:
+                text = (f"{SAMPLERS.get(key, key)} at N = {r['n']}: sampled item means against "
+                        f"the exact means give mean z² = {e['item_mean_z2']:.2f} over "
+                        f"{e['prompts']} items")  # fmt: skip
+                if e.get("composite_mean_z2") is not None:
+                    text += (f" and {e['composite_mean_z2']:.2f} for the composite over "
+                             f"{len(e.get('composite', []))} conditions")  # fmt: skip
+                text += (f" (1 expected); sampled failure rate "
+                         f"{fmt(e.get('failure_rate_sampled'))} vs exact "
+                         f"{fmt(e.get('failure_rate_exact'))}")  # fmt: skip
+                checks.append(text)
+                break
+    if checks:
+        out += ["Consistency check (the exact PMF is the N → ∞ limit): " + "; ".join(checks)
+                + ".", ""]  # fmt: skip
+    keys = list(d["samplers"])
+    out.append(
+        f"**Extrapolated, not measured**: time to reach a given SE in every condition "
+        f"(largest SD(S) = {ex['composite_sd_max']:.2f}; failures discarded). "
+        f"{d['precision_how'][0].upper()}{d['precision_how'][1:]}; fits (seconds per prompt): "
+        + "; ".join(
+            f"{SAMPLERS[k]} {fmt(d['samplers'][k]['cost_fit']['a'])} + "
+            f"{fmt(d['samplers'][k]['cost_fit']['b'])} N"
+            for k in keys
+        )
+        + "."
+    )
+    out.append("")
+    out += table(
+        ["SE target", "samples per item", *[f"{SAMPLERS[k]} (extrapolated)" for k in keys],
+         "exact s (measured)"],
+        [[fmt(p["se_target"]), fmt(p["n_required"]),
+          *[f"{duration(p['sampling_s'][k])} (× {fmt(p['speedup_exact_vs_sampling'][k])})"
+            for k in keys], fmt(p["exact_s"])] for p in d["precision"]],
+    )  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":

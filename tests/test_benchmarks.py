@@ -97,9 +97,50 @@ def test_bench_gpu_runs_on_the_cpu_with_a_tiny_config(tmp_path):
     assert d["rows"][-1]["numpy_readout"]["prompts_per_s"] > 0
     groups = d["prompt_lengths"]["groups"]
     assert sum(len(g["lengths"]) for g in groups) == 68
-    # the README renderer reads these fields
-    run_all = _import("run_all_for_test", BENCH / "run_all")
-    text = "\n".join(run_all.render_gpu(d))
+    # the README renderer (beside the script) reads these fields
+    sys.path.insert(0, str(BENCH))
+    try:
+        bench_gpu = _import("bench_gpu_for_test", BENCH / "bench_gpu.py")
+    finally:
+        sys.path.remove(str(BENCH))
+    text = "\n".join(bench_gpu.render(d))
     assert "| tiny |" in text and "MFU executed" in text
-    missing = run_all.render_gpu({"not_run": "not run: no GPU lent to this task"})
+    missing = bench_gpu.render({"not_run": "not run: no GPU lent to this task"})
     assert missing[0].startswith("**not run: no GPU lent to this task**")
+
+
+SCRIPTS = sorted(BENCH.glob("bench_*.py"))
+#: Blocks ``import pytest`` (and the tests folder) in the child: a benchmark must stand alone.
+NO_PYTEST = (
+    "import os, runpy, sys; sys.modules['pytest'] = None; "
+    "sys.argv = [sys.argv[1], '--help']; sys.path.insert(0, os.path.dirname(sys.argv[0])); "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_benchmark_stands_alone_without_pytest(script):
+    res = subprocess.run(
+        [sys.executable, "-c", NO_PYTEST, str(script)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "usage:" in res.stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_each_benchmark_renders_its_committed_json(script):
+    """Each table's renderer lives beside its script and reads the JSON that script wrote."""
+    name = script.stem.removeprefix("bench_")
+    sys.path.insert(0, str(BENCH))
+    try:
+        bench = _import(f"{script.stem}_render_test", script)
+    finally:
+        sys.path.remove(str(BENCH))
+    assert isinstance(bench.TITLE, str) and bench.TITLE
+    found = [p for p in (BENCH / "results" / f"{name}.json", BENCH / "results" / f"{name}-quick.json")
+             if p.exists()]  # fmt: skip
+    assert found, f"no committed results JSON for {name}"
+    for path in found:
+        lines = bench.render(json.loads(path.read_text()))
+        assert lines and all(isinstance(line, str) for line in lines), path

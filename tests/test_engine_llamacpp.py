@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from engine_support import llamacpp_server, smollm2_folder, smollm2_gguf
 from test_collect_support import tiny_prompts
 
 from xlikert.collect import collect
 from xlikert.collect.zoo import model_folder, resolve_gguf
 from xlikert.design import load_experiment
 from xlikert.errors import CollectionError
+from xlikert.testing.engines import llamacpp_server, smollm2_folder, smollm2_gguf
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llamacpp")]
 

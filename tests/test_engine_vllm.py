@@ -17,12 +17,11 @@ import xarray as xr
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from engine_support import ROOT, engine_python, smollm2_folder, vllm_server
-
 from xlikert.collect import collect, read_sequence
 from xlikert.constraint import topk_intervals
 from xlikert.design import load_experiment
 from xlikert.errors import CollectionError
+from xlikert.testing.engines import ROOT, engine_python, smollm2_folder, vllm_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm")]
 

@@ -1,9 +1,19 @@
-"""Real inference engines for the tests: a vLLM (CPU build) and a llama.cpp server on loopback.
+"""Real inference engines on loopback: a vLLM (CPU build) and a llama.cpp server.
 
-The engines live in their own virtual environments under ``.engines/`` (or
-``$XLIKERT_ENGINES``), made by ``tests/engines/install.sh``, which the test command
-runs before pytest. A missing engine fails the test that needs it, naming the
-script: these tests are part of the suite, not optional.
+What the test suite and ``benchmarks/`` share to start real engines (so a benchmark
+needs no ``pytest``). The engines live in their own virtual environments under the
+checkout's ``.engines/`` (or ``$XLIKERT_ENGINES``), made by ``tests/engines/install.sh``,
+which the README's test command runs before pytest. A missing engine raises
+:class:`EngineNotInstalled`, naming the script: the tests that need an engine fail
+with it (they are part of the suite, not optional).
+
+Examples
+--------
+>>> from xlikert.testing.engines import vllm_server
+>>> server = vllm_server(folder, "smollm2", log=Path("vllm.log"))  # doctest: +SKIP
+>>> server.url  # doctest: +SKIP
+'http://127.0.0.1:40123/v1'
+>>> server.kill()  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -17,17 +27,39 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
+__all__ = [
+    "ENGINES",
+    "ROOT",
+    "EngineNotInstalled",
+    "EngineServer",
+    "engine_python",
+    "free_port",
+    "llamacpp_server",
+    "smollm2_folder",
+    "smollm2_gguf",
+    "vllm_server",
+]
 
-ROOT = Path(__file__).resolve().parents[1]
+#: The source checkout this package was imported from (an editable install), else the
+#: working directory.
+ROOT = (
+    Path(__file__).resolve().parents[2]
+    if (Path(__file__).resolve().parents[2] / "pyproject.toml").exists()
+    else Path.cwd()
+)
+#: Where ``tests/engines/install.sh`` puts the engines' virtual environments.
 ENGINES = Path(os.environ.get("XLIKERT_ENGINES", ROOT / ".engines"))
+
+
+class EngineNotInstalled(RuntimeError):
+    """An engine's virtual environment is missing: run ``tests/engines/install.sh``."""
 
 
 def engine_python(name: str) -> Path:
     """The Python of engine venv ``name`` (``vllm`` or ``llamacpp``)."""
     py = ENGINES / name / "bin" / "python"
     if not py.exists():
-        pytest.fail(
+        raise EngineNotInstalled(
             f"engine {name!r} is not installed in {ENGINES}: run tests/engines/install.sh "
             "(the README's test command does)"
         )
@@ -35,6 +67,7 @@ def engine_python(name: str) -> Path:
 
 
 def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -48,6 +81,7 @@ def smollm2_folder() -> Path:
 
 
 def smollm2_gguf() -> Path:
+    """The offline SmolLM2 GGUF file (assembled and checked once, cached)."""
     from xlikert.collect.zoo import resolve_gguf
 
     return resolve_gguf("smollm2-135m-instruct")
