@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,21 +21,25 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..dims import check_factor_name
-from ..errors import ConfigError, DesignError
-from ._schema import Problems, read_toml, suggest
-from .instrument import (
+from ..errors import ConfigError
+from ._problems import Problems, read_toml, suggest, validate
+from ._schema import (
+    RESERVED,
     SCALE_FIELDS,
+    ExperimentFile,
+    ExperimentHead,
+    FactorSpec,
+    ModelSpec,
+)
+from .instrument import (
     Instrument,
     Item,
-    _parse_scale,
-    _parse_template,
     _resolve,
     builtin_instruments,
     load_instrument,
     scale_fields,
 )
-from .template import Template
+from .template import Template, TemplateSyntaxError
 
 __all__ = [
     "Experiment",
@@ -44,17 +49,6 @@ __all__ = [
     "load_experiment",
     "prompts_to_frame",
 ]
-
-#: Names no factor, lexicon field or constant may take (factors also avoid the
-#: names of xlikert.dims: its auxiliary dims and the variables it writes).
-RESERVED = frozenset(
-    {"item", "score", "model", "system", "user", "reverse_keyed", "subscale", *SCALE_FIELDS}
-)
-KINDS = ("lexicon", "framing", "free")
-
-_TOP_KEYS = ("experiment", "factors", "models", "constants", "scale")
-_EXPERIMENT_KEYS = ("name", "description", "instrument", "framing", "system", "user", "items")
-_FACTOR_KEYS = ("kind", "levels", "description")
 
 
 def _provenance_path(path: str) -> str:
@@ -112,6 +106,8 @@ class Experiment:
         The effective scale (the instrument's unless the file overrides it).
     path, sha256
         The experiment file and the sha256 of its bytes.
+    collect
+        The file's ``[collect]`` table (collection options), or None.
     """
 
     name: str
@@ -129,6 +125,7 @@ class Experiment:
     user: str
     path: str
     sha256: str
+    collect: dict[str, Any] | None = None
     _user_templates: tuple[Template, ...] = field(default=(), compare=False)
     _system_templates: dict[str, Template] = field(default_factory=dict, compare=False)
 
@@ -360,381 +357,346 @@ def experiment_from_dict(
 
     ``base_dir`` resolves a relative instrument path; ``sha256`` defaults to the
     hash of the table's canonical JSON.
+
+    Raises
+    ------
+    ConfigError
+        Listing every problem, each naming the file, the item or table and the field.
     """
-    p = Problems(file)
     if not isinstance(table, dict):
         raise ConfigError(f"{file}: an experiment must be a table, got {type(table).__name__}")
-    p.unknown_keys(table, _TOP_KEYS, "top level")
-    head = p.get(table, "experiment", dict, "top level", default={}) or {}
-    p.unknown_keys(head, _EXPERIMENT_KEYS, "[experiment]")
-    default_name = Path(file).stem if file != "<dict>" else "experiment"
-    name = p.get(head, "name", str, "[experiment]", default=default_name) or default_name
-    description = p.get(head, "description", str, "[experiment]", default="") or ""
-
-    # --- instrument ----------------------------------------------------------
-    inst_ref = p.get(head, "instrument", str, "[experiment]")
-    inst: Instrument | None = None
-    if inst_ref is not None and not inst_ref.strip():
-        p.add("[experiment]", "field 'instrument' is empty; give a built-in name or a .toml path")
-    elif inst_ref:
-        ref: str | Path = inst_ref
-        if inst_ref not in builtin_instruments() and base_dir is not None:
-            candidate = Path(base_dir) / inst_ref
-            ref = candidate if candidate.is_file() or inst_ref.endswith(".toml") else inst_ref
-        try:
-            inst = load_instrument(ref)
-        except ConfigError as exc:
-            p.add("[experiment], field 'instrument'", str(exc))
-    if inst is None:
-        p.raise_if_any()
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    # --- scale (optional override) --------------------------------------------
-    lo, hi, anchors = inst.scale_min, inst.scale_max, dict(inst.anchors)
-    if "scale" in table:
-        parsed = _parse_scale(p, table["scale"])
-        if parsed:
-            lo, hi, anchors = parsed
-
-    # --- items (optional subset) ----------------------------------------------
-    items = inst.items
-    chosen = p.get(head, "items", list, "[experiment]", default=None)
-    if chosen is not None:
-        ids = [str(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in chosen]
-        known = inst.item_ids
-        bad = [x for x in ids if x not in known]
-        for x in bad:
-            p.add("[experiment], field 'items'", f"unknown item id {x!r}{suggest(str(x), known)}")
-        dup = [x for x, n in _counts(ids).items() if n > 1]
-        if dup:
-            p.add("[experiment], field 'items'", f"duplicate item ids {dup}")
-        if not ids:
-            p.add("[experiment], field 'items'", "selects no items")
-        if not bad and not dup and ids:
-            items = tuple(inst.item(x) for x in ids)
-
-    # --- constants ------------------------------------------------------------
-    constants: dict[str, str] = {}
-    raw_const = p.get(table, "constants", dict, "top level", default={}) or {}
-    for key, val in raw_const.items():
-        if not key.isidentifier() or key in RESERVED:
-            p.add(
-                "[constants]",
-                f"{key!r} is not a usable placeholder name (reserved or not an identifier)",
-            )
-        elif not isinstance(val, str):
-            p.add("[constants]", f"field {key!r} must be a string, got {val!r}")
-        else:
-            constants[key] = val
-
-    # --- factors --------------------------------------------------------------
-    specs: list[Factor] = []
-    raw_factors = p.get(table, "factors", dict, "top level", default={}) or {}
-    failed: list[str] = []
-    for fname, spec in raw_factors.items():
-        f = _parse_factor(p, inst, fname, spec)
-        if f is not None:
-            specs.append(f)
-        else:
-            failed.append(fname)
-    framing_factors = [f for f in specs if f.kind == "framing"]
-    if len(framing_factors) > 1:
-        p.add(
-            "[factors]",
-            f"only one framing factor may set the system prompt, got {[f.name for f in framing_factors]}",
-        )
-
-    # --- system prompt --------------------------------------------------------
-    fixed_framing = p.get(head, "framing", str, "[experiment]", default=None)
-    fixed_system = p.get(head, "system", str, "[experiment]", default=None)
-    system_text, system_source = "", "none"
-    if framing_factors and (fixed_framing is not None or fixed_system is not None):
-        p.add(
-            "[experiment]",
-            f"'framing'/'system' conflict with the framing factor {framing_factors[0].name!r}; drop one",
-        )
-    elif fixed_framing is not None and fixed_system is not None:
-        p.add(
-            "[experiment]",
-            "give either 'framing' (a framing of the instrument) or 'system' (a template), not both",
-        )
-    elif framing_factors:
-        system_source = f"varies with factor {framing_factors[0].name!r}"
-    elif fixed_system is not None:
-        system_text = fixed_system
-        system_source = "custom template" if fixed_system else "none (empty system prompt)"
-    else:
-        chosen_framing = inst.default_framing if fixed_framing is None else fixed_framing
-        if chosen_framing and chosen_framing not in inst.framings:
-            p.add(
-                "[experiment], field 'framing'",
-                f"unknown framing {chosen_framing!r}{suggest(chosen_framing, inst.framings)}; "
-                f"framings of {inst.name}: {', '.join(inst.framings) or 'none'}",
-            )
-        elif chosen_framing:
-            system_text = inst.framings[chosen_framing]
-            system_source = f"fixed framing {chosen_framing!r}"
-        else:
-            system_source = "none (empty system prompt)"
-
-    user_text = p.get(head, "user", str, "[experiment]", default="{item}")
-    user_text = "{item}" if user_text is None else user_text
-
-    # --- models ---------------------------------------------------------------
-    models = _parse_models(p, table.get("models", []))
-
-    # --- which factor supplies each placeholder --------------------------------
-    owner: dict[str, str] = {k: "the scale" for k in SCALE_FIELDS}
-    for key in constants:
-        owner[key] = "[constants]"
-    for f in specs:
-        declared = f.fields
-        if f.kind == "lexicon":  # an inline level lacking a lexicon field is reported per level
-            declared = tuple(dict.fromkeys((*f.fields, *inst.lexicon_fields)))
-        for key in declared:
-            if key in RESERVED:
-                p.add(f"factor {f.name!r}", f"field {key!r} is reserved")
-            elif key in owner:
-                p.add(
-                    f"factor {f.name!r}",
-                    f"field {key!r} is also supplied by {owner[key]}; rename one",
-                )
-            else:
-                owner[key] = f"factor {f.name!r}"
-    by_factor = {f"factor {f.name!r}": f for f in specs}
-
-    def check(t: Template | None, where: str) -> None:
-        if t is None:
-            return
-        for ph in t.fields:
-            src = owner.get(ph)
-            if src is None and failed:
-                continue  # may belong to a factor that failed to parse (reported above)
-            if src is None:
-                known = sorted(owner)
-                p.add(
-                    where,
-                    f"unknown placeholder {{{ph}}}{suggest(ph, known)}: no factor, lexicon field or "
-                    f"constant supplies it; known: {', '.join(known)}",
-                )
-            elif src in by_factor:
-                f = by_factor[src]
-                for level in f.levels:
-                    if ph not in f.bindings[level]:
-                        what = "lexicon field" if f.kind == "lexicon" else "field"
-                        p.add(
-                            where,
-                            f"{f.name} level {level!r} has no {what} {ph!r} for placeholder {{{ph}}}",
-                        )
-
-    user_t = _parse_template(p, user_text, "[experiment], field 'user'")
-    if user_t is not None and "item" not in user_t.fields:
-        p.add("[experiment], field 'user'", "the user template must contain {item} (the item text)")
-    user_templates: list[Template] = []
-    if user_t is not None:
-        owner["item"] = "the item text"  # {item} is only valid in the user template
-        check(user_t, "[experiment], field 'user'")
-        del owner["item"]
-        for it in items:
-            item_t = inst.templates.get(f"item:{it.id}") or Template.parse(it.template)
-            check(item_t, f"instrument {inst.path}: item {it.id!r}, field 'template'")
-            user_templates.append(user_t.splice("item", item_t))
-    system_templates: dict[str, Template] = {}
-    if framing_factors:
-        f = framing_factors[0]
-        for level in f.levels:
-            t = _parse_template(p, f.systems[level], f"factor {f.name!r} level {level!r}")
-            check(t, f"factor {f.name!r} level {level!r} (system prompt)")
-            if t is not None:
-                system_templates[f"{f.name}:{level}"] = t
-    elif system_text:
-        t = _parse_template(p, system_text, f"system prompt ({system_source})")
-        check(t, f"system prompt ({system_source})")
-        if t is not None:
-            system_templates[""] = t
-
+    p = Problems(file)
+    spec = validate(ExperimentFile, table, p)
+    head = spec.experiment
+    inst = _instrument_of(p, head.instrument, base_dir)
+    scale = spec.scale
+    lo, hi, anchors = (
+        (scale.min, scale.max, dict(scale.anchors))
+        if scale is not None
+        else (inst.scale_min, inst.scale_max, dict(inst.anchors))
+    )
+    items = _select_items(p, inst, head.items)
+    factors, failed = _parse_factors(p, inst, spec.factors)
+    system_text, system_source = _system_prompt(p, inst, head, factors)
+    models = _check_models(p, spec.models)
+    constants = dict(spec.constants)
+    supply = _Suppliers.of(p, inst, constants, factors, lenient=failed)
+    user_templates = _user_templates(p, inst, head.user, items, supply)
+    system_templates = _system_templates(p, factors, system_text, system_source, supply)
     p.raise_if_any()
     if sha256 is None:
         sha256 = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
     return Experiment(
-        name=name,
-        description=description,
+        name=head.name or (Path(file).stem if file != "<dict>" else "experiment"),
+        description=head.description,
         instrument=inst,
-        factor_specs=tuple(specs),
+        factor_specs=tuple(factors),
         models=models,
-        items=tuple(items),
+        items=items,
         scale_min=lo,
         scale_max=hi,
         anchors=anchors,
         constants=constants,
         system=system_text,
         system_source=system_source,
-        user=user_text,
+        user=head.user,
         path=file,
         sha256=sha256,
-        _user_templates=tuple(user_templates),
+        collect=dict(spec.collect) if spec.collect is not None else None,
+        _user_templates=user_templates,
         _system_templates=system_templates,
     )
 
 
-def _counts(values: list) -> dict:
-    out: dict = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
+def _instrument_of(p: Problems, ref: str, base_dir: str | Path | None) -> Instrument:
+    """The instrument named by ``[experiment] instrument`` (a path relative to ``base_dir``)."""
+    target: str | Path = ref
+    if ref not in builtin_instruments() and base_dir is not None:
+        candidate = Path(base_dir) / ref
+        target = candidate if candidate.is_file() or ref.endswith(".toml") else ref
+    try:
+        return load_instrument(target)
+    except ConfigError as exc:
+        p.add("[experiment], field 'instrument'", str(exc))
+        raise p.error() from None
+
+
+def _select_items(p: Problems, inst: Instrument, chosen: list[str] | None) -> tuple[Item, ...]:
+    """The items administered: ``[experiment] items`` of the instrument, or all of them."""
+    if chosen is None:
+        return inst.items
+    where, known = "[experiment], field 'items'", inst.item_ids
+    bad = [x for x in chosen if x not in known]
+    for x in bad:
+        p.add(where, f"unknown item id {x!r}{suggest(x, known)}")
+    dup = [x for x, n in Counter(chosen).items() if n > 1]
+    if dup:
+        p.add(where, f"duplicate item ids {dup}")
+    return inst.items if bad or dup else tuple(inst.item(x) for x in chosen)
+
+
+def _system_prompt(
+    p: Problems, inst: Instrument, head: ExperimentHead, factors: list[Factor]
+) -> tuple[str, str]:
+    """The fixed system-prompt template ("" if none or varying) and where it comes from."""
+    framing_factors = [f.name for f in factors if f.kind == "framing"]
+    framing, system = head.framing, head.system
+    if framing_factors and (framing is not None or system is not None):
+        p.add(
+            "[experiment]",
+            f"'framing'/'system' conflict with the framing factor {framing_factors[0]!r}; drop one",
+        )
+    elif framing is not None and system is not None:
+        p.add(
+            "[experiment]",
+            "give either 'framing' (a framing of the instrument) or 'system' (a template), not both",
+        )
+    elif framing_factors:
+        return "", f"varies with factor {framing_factors[0]!r}"
+    elif system is not None:
+        return system, "custom template" if system else "none (empty system prompt)"
+    else:
+        chosen = inst.default_framing if framing is None else framing
+        if chosen and chosen not in inst.framings:
+            p.add(
+                "[experiment], field 'framing'",
+                f"unknown framing {chosen!r}{suggest(chosen, inst.framings)}; "
+                f"framings of {inst.name}: {', '.join(inst.framings) or 'none'}",
+            )
+        elif chosen:
+            return inst.framings[chosen], f"fixed framing {chosen!r}"
+        else:
+            return "", "none (empty system prompt)"
+    return "", "none"
+
+
+def _check_models(p: Problems, models: list[ModelSpec]) -> list[dict[str, Any]]:
+    """One dict per model level (``name``, ``source``, further keys), names unique."""
+    out: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    for k, m in enumerate(models):
+        k = p.file_index("models", k)
+        name = m.name or m.source
+        if name in seen:
+            p.add(
+                f"model {name!r} (models[{k}])",
+                f"duplicate model name {name!r} (first used by models[{seen[name]}])",
+            )
+            continue
+        seen[name] = k
+        rest = m.model_dump(exclude_unset=True, exclude={"name", "source"})
+        out.append({"name": name, "source": m.source, **rest})
     return out
 
 
-def _parse_factor(p: Problems, inst: Instrument, fname: str, spec: Any) -> Factor | None:
-    where = f"factor {fname!r}"
-    if not isinstance(spec, dict):
-        p.add(where, f"must be a table ([factors.{fname}] with levels = [...]), got {spec!r}")
+# --------------------------------------------------------------------------- factors
+
+
+def _parse_factors(
+    p: Problems, inst: Instrument, specs: dict[str, FactorSpec]
+) -> tuple[list[Factor], bool]:
+    """The factors that parse, and whether any failed to."""
+    factors = [_parse_factor(p, inst, name, spec) for name, spec in specs.items()]
+    parsed = [f for f in factors if f is not None]
+    framing = [f.name for f in parsed if f.kind == "framing"]
+    if len(framing) > 1:
+        p.add("[factors]", f"only one framing factor may set the system prompt, got {framing}")
+    return parsed, len(parsed) < len(factors)
+
+
+def _inferred_kind(inst: Instrument, name: str) -> str:
+    """A factor's kind from the instrument's factor names (see :data:`KINDS`)."""
+    if name == inst.lexicon_factor and inst.lexicon:
+        return "lexicon"
+    return "framing" if name == inst.framing_factor else "free"
+
+
+def _parse_factor(p: Problems, inst: Instrument, name: str, spec: FactorSpec) -> Factor | None:
+    """A factor's levels and what each binds; None (problems reported) if unusable."""
+    where = f"factor {name!r}"
+    kind = spec.kind or _inferred_kind(inst, name)
+    raw = spec.levels
+    if raw is None and kind == "free":
+        p.add(where, "field 'levels' is missing (a free factor needs its levels)")
         return None
-    if not fname.isidentifier() or fname in RESERVED:
-        p.add(where, "factor names must be identifiers other than " + ", ".join(sorted(RESERVED)))
-        return None
-    try:  # the names of xlikert's own dims and variables (xlikert.dims)
-        check_factor_name(fname, where=where)
-    except DesignError as exc:
-        p.add("", str(exc))
-        return None
-    p.unknown_keys(spec, _FACTOR_KEYS, where)
-    kind = p.get(spec, "kind", str, where, default=None)
-    if kind is None:
-        if fname == inst.lexicon_factor and inst.lexicon:
-            kind = "lexicon"
-        elif fname == inst.framing_factor:
-            kind = "framing"
-        else:
-            kind = "free"
-    elif kind not in KINDS:
-        p.add(where, f"field 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
-        return None
-    description = p.get(spec, "description", str, where, default="") or ""
-    if "levels" not in spec:
-        if kind == "lexicon":
-            raw: Any = list(inst.lexicon)
-        elif kind == "framing":
-            raw = list(inst.framings)
-        else:
-            p.add(where, "field 'levels' is missing (a free factor needs its levels)")
+    if raw is None:
+        raw = list(inst.lexicon if kind == "lexicon" else inst.framings)
+        if not raw:
+            p.add(where, f"field 'levels' is missing and {inst.name} has no {kind} levels")
             return None
-    else:
-        raw = spec["levels"]
-    if not isinstance(raw, list | dict):
-        p.add(where, f"field 'levels' must be an array or a table, got {raw!r}")
-        return None
-    if len(raw) == 0:
-        p.add(where, "field 'levels' is empty: a factor needs at least one level")
-        return None
-    levels: list[str] = []
     bindings: dict[str, dict[str, str]] = {}
     systems: dict[str, str] = {}
     n_before = len(p.lines)
     if isinstance(raw, list):
-        for k, lv in enumerate(raw):
-            if not isinstance(lv, str) or not lv.strip():
-                p.add(where, f"levels[{k}] must be a non-empty string, got {lv!r}")
-                continue
-            if lv in bindings:
-                p.add(where, f"duplicate level {lv!r}")
-                continue
-            if kind == "lexicon":
-                if lv not in inst.lexicon:
-                    p.add(
-                        where,
-                        f"level {lv!r} is not in the lexicon of {inst.name}{suggest(lv, inst.lexicon)}; "
-                        f"lexicon levels: {', '.join(inst.lexicon) or 'none'} "
-                        f"(or give the level's fields inline: [factors.{fname}.levels.{lv}])",
-                    )
-                    continue
-                bindings[lv] = dict(inst.lexicon[lv])
-            elif kind == "framing":
-                if lv not in inst.framings:
-                    p.add(
-                        where,
-                        f"level {lv!r} is not a framing of {inst.name}{suggest(lv, inst.framings)}; "
-                        f"framings: {', '.join(inst.framings) or 'none'}",
-                    )
-                    continue
-                bindings[lv] = {}
-                systems[lv] = inst.framings[lv]
-            else:
-                bindings[lv] = {fname: lv}
-            levels.append(lv)
+        _levels_from_array(p, inst, name, kind, raw, bindings, systems)
     else:
-        for lv, val in raw.items():
-            lwhere = f"{where} level {lv!r}"
-            if not lv.strip():
-                p.add(where, "level names must not be empty")
-                continue
-            if kind == "framing":
-                if not isinstance(val, str):
-                    p.add(lwhere, f"must be a string (the system prompt template), got {val!r}")
-                    continue
-                bindings[lv] = {}
-                systems[lv] = val
-            elif isinstance(val, str) and kind == "free":
-                bindings[lv] = {fname: val}
-            elif isinstance(val, dict):
-                good: dict[str, str] = {}
-                for key, text in val.items():
-                    if not key.isidentifier():
-                        p.add(lwhere, f"field name {key!r} is not an identifier")
-                    elif not isinstance(text, str):
-                        p.add(lwhere, f"field {key!r} must be a string, got {text!r}")
-                    else:
-                        good[key] = text
-                if not val:
-                    p.add(lwhere, "has no fields")
-                bindings[lv] = good
-            else:
-                want = (
-                    "a table of lexicon fields"
-                    if kind == "lexicon"
-                    else "a string or a table of fields"
-                )
-                p.add(lwhere, f"must be {want}, got {val!r}")
-                continue
-            levels.append(lv)
+        _levels_from_table(p, name, kind, raw, bindings, systems)
     if len(p.lines) > n_before:
         return None
     # a level label is also available as {factor} unless a level binds that field itself
-    if not any(fname in b for b in bindings.values()):
-        for lv in levels:
-            bindings[lv] = {**bindings[lv], fname: lv}
-    return Factor(fname, kind, tuple(levels), bindings, systems, description)
+    if not any(name in b for b in bindings.values()):
+        bindings = {level: {**b, name: level} for level, b in bindings.items()}
+    return Factor(name, kind, tuple(bindings), bindings, systems, spec.description)
 
 
-def _parse_models(p: Problems, raw: Any) -> list[dict[str, Any]]:
-    if not isinstance(raw, list):
-        p.add("top level", f"'models' must be an array of tables ([[models]]), got {raw!r}")
-        return []
-    models: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for k, m in enumerate(raw):
-        where = f"models[{k}]"
-        if not isinstance(m, dict):
-            p.add(where, f"must be a table with name and source, got {m!r}")
-            continue
-        source = p.get(m, "source", str, where)
-        if source is not None and not source.strip():
-            p.add(where, "field 'source' is empty")
-            continue
-        name = p.get(m, "name", str, where, default=source)
-        if source is None or name is None:
-            continue
-        if not name.strip():
-            p.add(where, "field 'name' is empty")
-            continue
-        where = f"model {name!r} ({where})"
-        if name in seen:
-            p.add(where, f"duplicate model name {name!r} (first used by models[{seen[name]}])")
-            continue
-        seen[name] = k
-        if m.get("trust_remote_code") not in (None, False, True):
+def _levels_from_array(
+    p: Problems,
+    inst: Instrument,
+    name: str,
+    kind: str,
+    levels: list[str],
+    bindings: dict[str, dict[str, str]],
+    systems: dict[str, str],
+) -> None:
+    """Levels given by label: lexicon levels and framings of the instrument, or free labels."""
+    where = f"factor {name!r}"
+    for lv in levels:
+        if lv in bindings:
+            p.add(where, f"duplicate level {lv!r}")
+        elif kind == "lexicon" and lv not in inst.lexicon:
             p.add(
                 where,
-                f"field 'trust_remote_code' must be true or false, got {m['trust_remote_code']!r}",
+                f"level {lv!r} is not in the lexicon of {inst.name}{suggest(lv, inst.lexicon)}; "
+                f"lexicon levels: {', '.join(inst.lexicon) or 'none'} "
+                f"(or give the level's fields inline: [factors.{name}.levels.{lv}])",
             )
-        models.append({**m, "name": name, "source": source})
-    return models
+        elif kind == "framing" and lv not in inst.framings:
+            p.add(
+                where,
+                f"level {lv!r} is not a framing of {inst.name}{suggest(lv, inst.framings)}; "
+                f"framings: {', '.join(inst.framings) or 'none'}",
+            )
+        elif kind == "lexicon":
+            bindings[lv] = dict(inst.lexicon[lv])
+        elif kind == "framing":
+            bindings[lv], systems[lv] = {}, inst.framings[lv]
+        else:
+            bindings[lv] = {name: lv}
+
+
+def _levels_from_table(
+    p: Problems,
+    name: str,
+    kind: str,
+    levels: dict[str, str | dict[str, str]],
+    bindings: dict[str, dict[str, str]],
+    systems: dict[str, str],
+) -> None:
+    """Levels given inline: a framing's template, a free factor's text, or a table of fields."""
+    for lv, value in levels.items():
+        where = f"factor {name!r} level {lv!r}"
+        if kind == "framing" and not isinstance(value, str):
+            p.add(where, f"must be a string (the system prompt template), got {value!r}")
+        elif kind == "framing":
+            bindings[lv], systems[lv] = {}, str(value)
+        elif isinstance(value, str) and kind == "lexicon":
+            p.add(where, f"must be a table of lexicon fields, got {value!r}")
+        elif isinstance(value, str):
+            bindings[lv] = {name: value}
+        else:
+            bindings[lv] = dict(value)
+
+
+# --------------------------------------------------------------------------- placeholders
+
+
+@dataclass(frozen=True)
+class _Suppliers:
+    """Which factor, constant or scale field supplies each placeholder."""
+
+    owner: dict[str, str]
+    factors: dict[str, Factor]
+    lenient: bool  # a factor failed to parse: an unknown placeholder may be its
+
+    @classmethod
+    def of(
+        cls,
+        p: Problems,
+        inst: Instrument,
+        constants: dict[str, str],
+        factors: list[Factor],
+        lenient: bool,
+    ) -> _Suppliers:
+        """Every placeholder's one supplier; a field supplied twice is a problem."""
+        owner: dict[str, str] = dict.fromkeys(SCALE_FIELDS, "the scale")
+        owner.update(dict.fromkeys(constants, "[constants]"))
+        for f in factors:
+            declared = f.fields
+            if f.kind == "lexicon":  # an inline level lacking a lexicon field is reported per level
+                declared = tuple(dict.fromkeys((*f.fields, *inst.lexicon_fields)))
+            for key in declared:
+                if key in RESERVED:
+                    p.add(f"factor {f.name!r}", f"field {key!r} is reserved")
+                elif key in owner:
+                    p.add(
+                        f"factor {f.name!r}",
+                        f"field {key!r} is also supplied by {owner[key]}; rename one",
+                    )
+                else:
+                    owner[key] = f"factor {f.name!r}"
+        return cls(owner, {f"factor {f.name!r}": f for f in factors}, lenient)
+
+    def check(
+        self, p: Problems, template: Template, where: str, also: tuple[str, ...] = ()
+    ) -> None:
+        """Every placeholder of ``template`` (but ``also``) is supplied, by every level of its factor."""
+        for ph in template.fields:
+            if ph in also:
+                continue
+            src = self.owner.get(ph)
+            if src is None and not self.lenient:
+                known = sorted(self.owner)
+                p.add(
+                    where,
+                    f"unknown placeholder {{{ph}}}{suggest(ph, known)}: no factor, lexicon field or "
+                    f"constant supplies it; known: {', '.join(known)}",
+                )
+            f = self.factors.get(src or "")
+            for level in f.levels if f is not None else ():
+                if ph not in f.bindings[level]:
+                    what = "lexicon field" if f.kind == "lexicon" else "field"
+                    p.add(
+                        where,
+                        f"{f.name} level {level!r} has no {what} {ph!r} for placeholder {{{ph}}}",
+                    )
+
+
+def _user_templates(
+    p: Problems, inst: Instrument, user: str, items: tuple[Item, ...], supply: _Suppliers
+) -> tuple[Template, ...]:
+    """The user template with each item's template spliced in for ``{item}``."""
+    where = "[experiment], field 'user'"
+    user_t = Template.parse(user)  # its syntax is checked by the schema
+    if "item" not in user_t.fields:
+        p.add(where, "the user template must contain {item} (the item text)")
+    supply.check(p, user_t, where, also=("item",))  # {item} is only valid here
+    out = []
+    for it in items:
+        item_t = inst.templates.get(f"item:{it.id}") or Template.parse(it.template)
+        supply.check(p, item_t, f"instrument {inst.path}: item {it.id!r}, field 'template'")
+        out.append(user_t.splice("item", item_t))
+    return tuple(out)
+
+
+def _system_templates(
+    p: Problems, factors: list[Factor], fixed: str, source: str, supply: _Suppliers
+) -> dict[str, Template]:
+    """``"factor:level"`` -> system template for a framing factor, else ``""`` -> the fixed one."""
+    framing = next((f for f in factors if f.kind == "framing"), None)
+    if framing is None:
+        if not fixed:
+            return {}
+        template = Template.parse(fixed)  # an instrument framing or [experiment] system
+        supply.check(p, template, f"system prompt ({source})")
+        return {"": template}
+    out: dict[str, Template] = {}
+    for level in framing.levels:
+        where = f"factor {framing.name!r} level {level!r}"
+        try:
+            template = Template.parse(framing.systems[level])
+        except TemplateSyntaxError as exc:
+            p.add(where, f"template syntax: {exc}")
+            continue
+        supply.check(p, template, f"{where} (system prompt)")
+        out[f"{framing.name}:{level}"] = template
+    return out

@@ -16,8 +16,9 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigError
-from ._schema import Problems, read_toml, suggest
-from .template import Template, TemplateSyntaxError
+from ._problems import Problems, read_toml, suggest, validate
+from ._schema import SCALE_FIELDS, InstrumentFile, ItemSpec
+from .template import Template
 
 __all__ = [
     "SCALE_FIELDS",
@@ -27,23 +28,6 @@ __all__ = [
     "load_instrument",
     "scale_fields",
 ]
-
-#: Placeholders every template may use; their values come from the scale.
-SCALE_FIELDS = ("scale_min", "scale_max", "n_points", "min_label", "max_label", "anchors")
-
-_INSTRUMENT_KEYS = (
-    "name",
-    "title",
-    "citation",
-    "description",
-    "source",
-    "lexicon_factor",
-    "framing_factor",
-    "default_framing",
-    "placeholders",
-)
-_TOP_KEYS = ("instrument", "scale", "items", "lexicon", "framings")
-_ITEM_KEYS = ("id", "template", "reverse_keyed", "subscale", "source_text")
 
 
 @dataclass(frozen=True)
@@ -245,44 +229,6 @@ def load_instrument(name_or_path: str | Path) -> Instrument:
     return _parse_instrument(table, str(path), digest)
 
 
-def _parse_scale(
-    p: Problems, table: dict, where: str = "[scale]"
-) -> tuple[int, int, dict[int, str]] | None:
-    """Validate a ``[scale]`` table; shared with experiment files (scale override)."""
-    if not isinstance(table, dict):
-        p.add(where, f"must be a table with min, max and anchors, got {table!r}")
-        return None
-    p.unknown_keys(table, ("min", "max", "anchors"), where)
-    lo = p.get(table, "min", int, where)
-    hi = p.get(table, "max", int, where)
-    raw = p.get(table, "anchors", dict, where, default={})
-    if lo is None or hi is None:
-        return None
-    if hi < lo:
-        p.add(where, f"inverted scale: min = {lo} is above max = {hi}")
-        return None
-    if hi == lo:
-        p.add(where, f"empty scale: min = max = {lo}; a Likert scale needs at least two points")
-        return None
-    anchors: dict[int, str] = {}
-    for key, label in (raw or {}).items():
-        try:
-            value = int(key)
-        except ValueError:
-            p.add(f"{where}.anchors", f"key {key!r} is not a scale value (an integer)")
-            continue
-        if not lo <= value <= hi:
-            p.add(f"{where}.anchors", f"key {key!r} is outside the scale {lo}..{hi}")
-        elif not isinstance(label, str) or not label.strip():
-            p.add(f"{where}.anchors", f"label of {key!r} must be a non-empty string, got {label!r}")
-        else:
-            anchors[value] = label
-    for end in (lo, hi):
-        if end not in anchors and raw is not None:
-            p.add(f"{where}.anchors", f'the scale end {end} needs a label (e.g. {end} = "...")')
-    return lo, hi, anchors
-
-
 def _warn_lone_subscales(file: Path | str, items: list[Item]) -> None:
     """Warn about a one-item subscale whose name is close to another's (a typo splits a subscale).
 
@@ -317,171 +263,92 @@ def _warn_lone_subscales(file: Path | str, items: list[Item]) -> None:
             )
 
 
-def _parse_template(p: Problems, text: str, where: str) -> Template | None:
-    try:
-        return Template.parse(text)
-    except TemplateSyntaxError as exc:
-        p.add(where, f"template syntax: {exc}")
-        return None
+def known_placeholders(p: Problems, text: str, known: set[str], where: str) -> Template:
+    """``text`` as a template (its syntax checked by the schema); unknown placeholders reported."""
+    template = Template.parse(text)
+    for ph in template.fields:
+        if ph not in known:
+            p.add(
+                where,
+                f"unknown placeholder {{{ph}}}{suggest(ph, known)}; known: {', '.join(sorted(known))}",
+            )
+    return template
 
 
-def _parse_instrument(table: dict, file: str, digest: str) -> Instrument:
-    p = Problems(file)
-    p.unknown_keys(table, _TOP_KEYS, "top level")
-    head = p.get(table, "instrument", dict, "top level", default={}) or {}
-    if "instrument" not in table:
-        p.add("top level", "required table [instrument] (name, citation, ...) is missing")
-    p.unknown_keys(head, _INSTRUMENT_KEYS, "[instrument]")
-    name = p.get(head, "name", str, "[instrument]") or ""
-    if "name" in head and not str(name).strip():
-        p.add("[instrument]", "field 'name' must not be empty")
-    citation = p.get(head, "citation", str, "[instrument]") or ""
-    title = p.get(head, "title", str, "[instrument]", default=name) or name
-    description = p.get(head, "description", str, "[instrument]", default="") or ""
-    source = p.get(head, "source", str, "[instrument]", default="") or ""
-    lexicon_factor = (
-        p.get(head, "lexicon_factor", str, "[instrument]", default="target") or "target"
+def _check_lexicon(p: Problems, lexicon: dict[str, dict[str, str]]) -> tuple[str, ...]:
+    """The lexicon's fields; every level has the same fields, none a scale field."""
+    fields = tuple(
+        dict.fromkeys(key for level in lexicon.values() for key in level if key not in SCALE_FIELDS)
     )
-    framing_factor = (
-        p.get(head, "framing_factor", str, "[instrument]", default="prompt") or "prompt"
-    )
-    default_framing = p.get(head, "default_framing", str, "[instrument]", default="") or ""
-    extra = p.get(head, "placeholders", list, "[instrument]", default=[]) or []
-    for ph in extra:
-        if not isinstance(ph, str) or not ph.isidentifier():
-            p.add("[instrument]", f"field 'placeholders' must list identifiers, got {ph!r}")
-    extra = tuple(x for x in extra if isinstance(x, str))
-
-    scale = None
-    if "scale" not in table:
-        p.add("top level", "required table [scale] (min, max, anchors) is missing")
-    else:
-        scale = _parse_scale(p, table["scale"])
-    lo, hi, anchors = scale if scale else (1, 2, {})
-
-    # lexicon: level -> {field: text}, every level with the same fields
-    lexicon: dict[str, dict[str, str]] = {}
-    raw_lex = p.get(table, "lexicon", dict, "top level", default={}) or {}
-    all_fields: dict[str, None] = {}
-    for level, fields in raw_lex.items():
-        where = f"lexicon level {level!r}"
-        if not isinstance(fields, dict):
-            p.add(where, f"must be a table of fields ([lexicon.{level}]), got {fields!r}")
-            continue
-        if not fields:
-            p.add(where, "has no fields")
-        good = {}
-        for key, val in fields.items():
-            if not key.isidentifier():
-                p.add(where, f"field name {key!r} is not an identifier")
-            elif key in SCALE_FIELDS:
-                p.add(where, f"field {key!r} is reserved for the scale")
-            elif not isinstance(val, str):
-                p.add(where, f"field {key!r} must be a string, got {val!r}")
-            else:
-                good[key] = val
-                all_fields.setdefault(key)
-        lexicon[str(level)] = good
-    for level, fields in lexicon.items():
-        for key in all_fields:
-            if key not in fields:
+    for level, values in lexicon.items():
+        for key in values:
+            if key in SCALE_FIELDS:
+                p.add(f"lexicon level {level!r}", f"field {key!r} is reserved for the scale")
+        for key in fields:
+            if key not in values:
                 others = [lv for lv in lexicon if key in lexicon[lv]]
                 p.add(
                     f"lexicon level {level!r}",
                     f"missing lexicon field {key!r} (defined for {', '.join(map(repr, others))})",
                 )
+    return fields
 
-    known = set(SCALE_FIELDS) | set(all_fields) | set(extra) | {lexicon_factor}
-    templates: dict[str, Template] = {}
 
-    framings: dict[str, str] = {}
-    raw_fr = p.get(table, "framings", dict, "top level", default={}) or {}
-    for fname, text in raw_fr.items():
-        where = f"framing {fname!r}"
-        if not isinstance(text, str):
-            p.add(where, f"must be a string (the system prompt), got {text!r}")
+def _check_items(
+    p: Problems, specs: list[ItemSpec], known: set[str], templates: dict[str, Template]
+) -> list[Item]:
+    """The items, with unique ids and known placeholders; their templates go to ``templates``."""
+    items: list[Item] = []
+    seen: dict[str, int] = {}
+    for k, it in enumerate(specs):
+        k = p.file_index("items", k)
+        where = f"item {it.id!r} (items[{k}])"
+        if it.id in seen:
+            p.add(where, f"duplicate item id {it.id!r} (first used by items[{seen[it.id]}])")
             continue
-        t = _parse_template(p, text, where)
-        if t is not None:
-            for ph in t.fields:
-                if ph not in known:
-                    p.add(
-                        where,
-                        f"unknown placeholder {{{ph}}}{suggest(ph, known)}; known: {', '.join(sorted(known))}",
-                    )
-            templates[f"framing:{fname}"] = t
-        framings[str(fname)] = text
-    if default_framing and default_framing not in framings:
+        seen[it.id] = k
+        t = known_placeholders(p, it.template, known, f"{where}, field 'template'")
+        templates[f"item:{it.id}"] = t
+        items.append(Item(it.id, it.template, it.reverse_keyed, it.subscale, it.source_text))
+    return items
+
+
+def _parse_instrument(table: dict, file: str, digest: str) -> Instrument:
+    p = Problems(file)
+    spec = validate(InstrumentFile, table, p)
+    head, scale = spec.instrument, spec.scale
+    fields = _check_lexicon(p, spec.lexicon)
+    known = {*SCALE_FIELDS, *fields, *head.placeholders, head.lexicon_factor}
+    templates = {
+        f"framing:{name}": known_placeholders(p, text, known, f"framing {name!r}")
+        for name, text in spec.framings.items()
+    }
+    framing = head.default_framing
+    if framing and framing not in spec.framings:
         p.add(
             "[instrument]",
-            f"default_framing {default_framing!r} is not a framing{suggest(default_framing, framings)}; "
-            f"framings: {', '.join(framings) or 'none'}",
+            f"default_framing {framing!r} is not a framing{suggest(framing, spec.framings)}; "
+            f"framings: {', '.join(spec.framings) or 'none'}",
         )
-
-    items: list[Item] = []
-    raw_items = table.get("items")
-    if raw_items is None:
-        p.add("top level", "required array [[items]] is missing")
-        raw_items = []
-    elif not isinstance(raw_items, list) or not raw_items:
-        p.add("top level", "[[items]] must be a non-empty array of tables")
-        raw_items = []
-    seen: dict[str, int] = {}
-    for k, raw in enumerate(raw_items):
-        where = f"items[{k}]"
-        if not isinstance(raw, dict):
-            p.add(where, f"must be a table, got {raw!r}")
-            continue
-        iid = raw.get("id")
-        if isinstance(iid, int) and not isinstance(iid, bool):
-            iid = str(iid)
-        if isinstance(iid, str) and iid.strip():
-            where = f"item {iid!r} (items[{k}])"
-        p.unknown_keys(raw, _ITEM_KEYS, where)
-        if not isinstance(iid, str) or not iid.strip():
-            p.add(where, f"field 'id' must be a non-empty string or integer, got {raw.get('id')!r}")
-            continue
-        if iid in seen:
-            p.add(where, f"duplicate item id {iid!r} (first used by items[{seen[iid]}])")
-            continue
-        seen[iid] = k
-        text = p.get(raw, "template", str, where)
-        if text is not None and not text.strip():
-            p.add(where, "field 'template' is empty")
-        rk = p.get(raw, "reverse_keyed", bool, where, default=False)
-        sub = p.get(raw, "subscale", str, where, default="")
-        src = p.get(raw, "source_text", str, where, default="")
-        if text is None:
-            continue
-        t = _parse_template(p, text, f"{where}, field 'template'")
-        if t is not None:
-            for ph in t.fields:
-                if ph not in known:
-                    p.add(
-                        f"{where}, field 'template'",
-                        f"unknown placeholder {{{ph}}}{suggest(ph, known)}; known: {', '.join(sorted(known))}",
-                    )
-            templates[f"item:{iid}"] = t
-        items.append(Item(iid, text, bool(rk), sub or "", src or ""))
-
+    items = _check_items(p, spec.items, known, templates)
     p.raise_if_any()
     _warn_lone_subscales(file, items)
     return Instrument(
-        name=name,
-        title=title,
-        citation=citation,
-        description=description,
-        source=source,
-        scale_min=lo,
-        scale_max=hi,
-        anchors=anchors,
+        name=head.name,
+        title=head.title or head.name,
+        citation=head.citation,
+        description=head.description,
+        source=head.source,
+        scale_min=scale.min,
+        scale_max=scale.max,
+        anchors=dict(scale.anchors),
         items=tuple(items),
-        lexicon=lexicon,
-        lexicon_factor=lexicon_factor,
-        framings=framings,
-        framing_factor=framing_factor,
-        default_framing=default_framing,
-        placeholders=extra,
+        lexicon={level: dict(values) for level, values in spec.lexicon.items()},
+        lexicon_factor=head.lexicon_factor,
+        framings=dict(spec.framings),
+        framing_factor=head.framing_factor,
+        default_framing=framing,
+        placeholders=tuple(head.placeholders),
         path=file,
         sha256=digest,
         templates=templates,
