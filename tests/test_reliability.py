@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from conftest import make_pmf
@@ -325,7 +326,6 @@ Z_BOUND = 4.5
 def test_pingouin_and_factor_analyzer_converge_to_the_exact_values():
     pg = pytest.importorskip("pingouin")
     fa = pytest.importorskip("factor_analyzer")
-    import pandas as pd
 
     pmf = _latent_pmf(10, [1.2, 0.9, 0.7, 0.5, 1.0], seed=11)
     exact = xl.reliability(pmf, respondent_dims="persona")
@@ -414,3 +414,92 @@ def test_array_core_broadcasts():
     for i in range(3):
         np.testing.assert_allclose(cov[i], item_covariance(mean[i], var[i]))
         np.testing.assert_allclose(omega[i], mcdonald_omega(cov[i])[0])
+
+
+# ----------------------------------------------------------------- report and CLI
+def _ipip_results() -> xr.Dataset:
+    """Mini-IPIP layout, 2 models x 6 personas, random PMFs (the report's population: persona)."""
+    inst = xl.design.load_instrument("mini_ipip")
+    pmf = make_pmf([2, 6], n_items=20, n_scores=5, seed=12).rename(f0="model", f1="persona")
+    pmf = pmf.assign_coords(
+        item=[it.id for it in inst.items],
+        reverse_keyed=("item", [it.reverse_keyed for it in inst.items]),
+        subscale=("item", [it.subscale for it in inst.items]),
+    )
+    return xr.Dataset({"pmf": pmf})
+
+
+def test_reliability_table_rows():
+    from xlikert.report.reliability import reliability_table
+
+    ds = _ipip_results()
+    table = reliability_table(ds, "persona")
+    rel = xl.reliability(ds, respondent_dims="persona")
+    assert table.columns.tolist() == [
+        "model",
+        "subscale",
+        "items",
+        "alpha",
+        "omega",
+        "weakest item",
+        "item-total r",
+    ]
+    assert len(table) == 2 * 5 and table.attrs["n_conditions"] == 6
+    for row in table.itertuples(index=False):
+        at = rel.sel(model=row.model)
+        np.testing.assert_allclose(row.alpha, float(at.alpha.sel(subscale=row.subscale)))
+        np.testing.assert_allclose(row.omega, float(at.omega.sel(subscale=row.subscale)))
+        r = at.item_total.where(at.item_subscale == row.subscale, drop=True)
+        assert row[5] == str(r.idxmin("item").values) and row[6] == pytest.approx(float(r.min()))
+
+
+def test_report_has_the_reliability_section(tmp_path):
+    from xlikert.report import write_report
+
+    path = write_report(_ipip_results(), tmp_path / "r")
+    md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "## Reliability" in md and "the 6 conditions of persona" in md
+    table = pd.read_csv(tmp_path / "r" / "tables" / "reliability.csv")
+    assert len(table) == 10 and set(table.subscale) == {
+        "extraversion",
+        "agreeableness",
+        "conscientiousness",
+        "neuroticism",
+        "intellect",
+    }
+    assert (tmp_path / "r" / "tables" / "reliability.tex").read_text().isascii()
+    assert "Reliability" in path.read_text(encoding="utf-8")
+
+
+def test_report_says_why_there_is_no_reliability(tmp_path):
+    from xlikert.report import write_report
+
+    only_models = xr.Dataset({"pmf": make_pmf([3], n_items=3, seed=1).rename(f0="model")})
+    write_report(only_models, tmp_path / "a")
+    md = (tmp_path / "a" / "report.md").read_text(encoding="utf-8")
+    assert "No factor besides model: there is no population" in md
+    one = xr.Dataset({"pmf": make_pmf([2, 1], n_items=3, seed=1).rename(f0="model", f1="t")})
+    write_report(one, tmp_path / "b")
+    md = (tmp_path / "b" / "report.md").read_text(encoding="utf-8")
+    assert "has a single condition" in md
+
+
+def test_cli_prints_the_table(tmp_path):
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+
+    ds = _ipip_results()
+    xl.to_netcdf(ds, tmp_path / "r.nc")
+    res = CliRunner().invoke(main, ["reliability", str(tmp_path / "r.nc")])
+    assert res.exit_code == 0, res.output
+    assert "Reliability over the 6 conditions of persona" in res.output
+    table = xl.report.reliability.reliability_table(ds, "persona")
+    first = table.iloc[0]
+    assert f"{first.alpha:.3f}" in res.output.splitlines()[2]
+    res = CliRunner().invoke(
+        main, ["reliability", str(tmp_path / "r.nc"), "--respondents", "model,persona"]
+    )
+    assert res.exit_code == 0 and "12 conditions of model, persona" in res.output
+    res = CliRunner().invoke(main, ["reliability", str(tmp_path / "r.nc"), "--respondents", "x"])
+    assert res.exit_code != 0 and "'x' is not a factor of the PMF" in res.output
