@@ -503,3 +503,11 @@ def test_cli_prints_the_table(tmp_path):
     assert res.exit_code == 0 and "12 conditions of model, persona" in res.output
     res = CliRunner().invoke(main, ["reliability", str(tmp_path / "r.nc"), "--respondents", "x"])
     assert res.exit_code != 0 and "'x' is not a factor of the PMF" in res.output
+
+
+def test_reserved_factor_names_are_named():
+    pmf = make_pmf([2, 3], n_items=3, seed=4).rename(f0="n", f1="persona")
+    with pytest.raises(DesignError, match="'n' is reserved"):
+        xl.reliability(pmf, respondent_dims="persona")
+    with pytest.raises(DesignError, match="'alpha' is reserved"):
+        xl.reliability(pmf.rename(n="alpha"), respondent_dims="persona")
