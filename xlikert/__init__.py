@@ -5,7 +5,8 @@ The pipeline, one module or package per stage::
     design -> collect -> constraint -> consensus -> construct -> report
 
 (the consensus stage is the module ``xlikert.consensus_layer``: the name
-``xlikert.consensus`` is the function). Every analysis function takes a PMF
+``xlikert.consensus`` is the function; likewise ``xlikert.reliability_layer``
+holds ``xl.reliability``, exact α and ω over a population of conditions). Every analysis function takes a PMF
 DataArray or a results Dataset first and its dimension arguments by keyword;
 the dimension roles are registered in :mod:`xlikert.dims`.
 
@@ -56,6 +57,7 @@ from .errors import (
 )
 from .human import human_composite, human_marginal, human_pmf, human_pmf_from_counts
 from .io import open_decomposition, open_results, to_netcdf
+from .reliability_layer import reliability
 from .traces import trace_se
 
 _SUBPACKAGES = {"design", "collect", "report", "sampling", "plot", "datasets"}
@@ -97,6 +99,7 @@ __all__ = [
     "open_decomposition",
     "open_results",
     "reflect_reverse_keyed",
+    "reliability",
     "renormalize",
     "representativeness",
     "silicon_population",

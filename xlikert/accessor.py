@@ -30,6 +30,7 @@ from . import constraint as _constraint
 from . import construct as _construct
 from . import human as _human
 from . import io as _io
+from . import reliability_layer as _reliability
 from .kernels import DEFAULT_MAX_CELLS
 
 __all__ = ["LikertDataArrayAccessor", "LikertDatasetAccessor"]
@@ -300,6 +301,25 @@ class _Likert:
         """See :func:`xlikert.silicon_population`."""
         return _align.silicon_population(
             self._obj, human, dims=dims, item_dim=item_dim, score_dim=score_dim
+        )
+
+    def reliability(
+        self,
+        *,
+        respondent_dims: Hashable | Sequence[Hashable],
+        item_dim: Hashable = "item",
+        score_dim: Hashable = "score",
+        reflect: bool = True,
+        subscale: _construct.Subscale = "subscale",
+    ) -> xr.Dataset:
+        """See :func:`xlikert.reliability`."""
+        return _reliability.reliability(
+            self._obj,
+            respondent_dims=respondent_dims,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            reflect=reflect,
+            subscale=subscale,
         )
 
     def to_netcdf(self, path: str | os.PathLike) -> Path:

@@ -1,4 +1,4 @@
-"""Command-line interface: ``xlikert prompts | run | merge | report | demo``.
+"""Command-line interface: ``xlikert prompts | run | merge | report | reliability | demo``.
 
 Each stage's sub-command lives beside the layer it drives (``xlikert.design.cli``,
 ``xlikert.collect.cli``, ``xlikert.report.cli``) and is registered here, so
@@ -24,6 +24,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "merge": ("xlikert.collect.cli", "merge"),
     "demo": ("xlikert.cli", "demo"),
     "report": ("xlikert.report.cli", "report"),
+    "reliability": ("xlikert.report.cli", "reliability"),
 }
 
 

@@ -156,6 +156,10 @@ ANALYSIS_VARIABLES: tuple[str, ...] = (
     "grand",
     "estimate",
     "ceiling",
+    "alpha",
+    "omega",
+    "item_total",
+    "loading",
 )
 #: Variables of a human PMF Dataset beside ``pmf`` (:func:`xlikert.human_pmf`).
 HUMAN_VARIABLES: tuple[str, ...] = ("n_missing", "n_eff", "weight")

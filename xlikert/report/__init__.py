@@ -4,7 +4,7 @@
 >>> html = xl.report.write_report("results.nc", "report/")   # doctest: +SKIP
 
 The report follows the pipeline (constraint -> consensus -> construct ->
-sampling cost). Factor names come from the file (the dims of ``pmf`` other
+reliability -> sampling cost). Factor names come from the file (the dims of ``pmf`` other
 than ``item`` and ``score``, read with :func:`xlikert.dims.factor_dims`, so a
 factor with a reserved name is a ``DesignError`` naming it): ``model`` and
 ``target`` are used where they exist, otherwise the first and second factors
@@ -445,6 +445,11 @@ def _write_report(
     # ---------------------------------------------------------------- reasoning traces
     if "trace_pmf" in ds and bool(ds["trace_pmf"].notnull().any()):
         sections.append(_reasoning_section(ds, summ, factors, by, out))
+
+    # ---------------------------------------------------------------- reliability
+    from .reliability import reliability_section
+
+    sections.append(reliability_section(pmf, out, _Section, by=by))
 
     # ---------------------------------------------------------------- sampling cost
     s = _Section("The cost of generative sampling")

@@ -1,4 +1,5 @@
-"""``xlikert report RESULTS.nc -o DIR``: the HTML and Markdown report of a results file."""
+"""``xlikert report RESULTS.nc -o DIR``: the HTML and Markdown report of a results file;
+``xlikert reliability RESULTS.nc --respondents target,prompt``: its reliability table."""
 
 from __future__ import annotations
 
@@ -62,3 +63,46 @@ def report(
     except XlikertError as exc:  # bad input: a message, not a traceback (as the other commands)
         raise click.ClickException(str(exc)) from exc
     click.echo(f"Report written to {path}")
+
+
+@click.command("reliability")
+@click.argument("results", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--respondents",
+    default=None,
+    metavar="FACTOR[,FACTOR...]",
+    help="The factors whose conditions are the respondents, comma-separated (e.g. "
+    "target,prompt). Default: every factor except model. The other factors (e.g. model) "
+    "each get their own population.",
+)
+def reliability(results: str, respondents: str | None) -> None:
+    """Print exact Cronbach's alpha, McDonald's omega and the weakest item of RESULTS.
+
+    One row per population (each level of the factors not among the respondents) and
+    subscale; reverse-keyed items are reflected first (xl.reliability).
+    """
+    from ..errors import XlikertError
+    from ..io import open_results
+    from .reliability import default_respondents, reliability_table
+
+    try:
+        ds = open_results(results)
+        if respondents is None:
+            dims = default_respondents(ds["pmf"]) if "pmf" in ds else []
+        else:
+            dims = [d.strip() for d in respondents.split(",") if d.strip()]
+        if not dims:
+            raise click.BadParameter(
+                "no respondent factor: pass --respondents (the file's factors are "
+                f"{[d for d in ds.get('pmf', ds).dims if d not in ('item', 'score')]})",
+                param_hint="--respondents",
+            )
+        table = reliability_table(ds, dims)
+    except XlikertError as exc:
+        raise click.ClickException(str(exc)) from exc
+    n = table.attrs["n_conditions"]
+    click.echo(
+        f"Reliability over the {n} conditions of {', '.join(table.attrs['respondent_dims'])} "
+        "(exact, from the PMFs; reverse-keyed items reflected):"
+    )
+    click.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
