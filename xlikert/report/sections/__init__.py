@@ -1,0 +1,52 @@
+"""The report's sections, one module each, in the order the report shows them.
+
+Every section is a function ``f(ctx: ReportContext) -> Section | None``: it
+reads the prepared context (:class:`xlikert.report.context.ReportContext`:
+the results, the factor roles, the options, the output folder, and the
+analyses several sections share), writes its tables and figures through
+:class:`xlikert.report.page.Section`, and returns the section, or ``None``
+where it does not apply (no traces, no human data).
+
+=================  ==========================================================
+module             section
+=================  ==========================================================
+``design``         Design: conditions, factors, scoring of the composite
+``constraint``     Constraint: failure rate and each model's answer rule
+``consensus``      Consensus: Multivariate Consensus and joint entropy
+``construct``      Construct: composite PMFs, human baseline, effects; the
+                   parts repeated per subscale are in ``per_subscale``
+``reasoning``      Reasoning traces: trace-sampling SEs, thinking on vs off
+``reliability``    Reliability: α, ω and the weakest item, built by
+                   :mod:`xlikert.report.reliability`
+``cost``           The cost of generative sampling: SE, sign flips, decoding bias
+``alignment``      Alignment with human respondents (``--human``), built by
+                   :mod:`xlikert.report.human`
+=================  ==========================================================
+
+To add a section: write the function (a module here, or beside the report
+package), then add it to :data:`xlikert.report.SECTIONS` where it should
+appear. Nothing else changes: the page and its table of contents are built
+from that list.
+"""
+
+from __future__ import annotations
+
+from .alignment import human_alignment_section
+from .consensus import consensus_section
+from .constraint import constraint_section
+from .construct import construct_section
+from .cost import sampling_cost_section
+from .design import design_section
+from .reasoning import reasoning_section
+from .reliability import scale_reliability_section
+
+__all__ = [
+    "consensus_section",
+    "constraint_section",
+    "construct_section",
+    "design_section",
+    "human_alignment_section",
+    "reasoning_section",
+    "sampling_cost_section",
+    "scale_reliability_section",
+]

@@ -1,0 +1,93 @@
+"""Section "Construct": composite-score PMFs, the human baseline and the distributional ANOVA."""
+
+from __future__ import annotations
+
+import pandas as pd
+import xarray as xr
+
+from ... import plot
+from ...construct import SCORING
+from ...data import human_baseline
+from ...design.scoring import SUBSCALE_DIM
+from .. import tables
+from ..context import ReportContext
+from ..page import Section
+from .per_subscale import composite_parts, views
+
+__all__ = ["baseline_for", "construct_section", "human_baseline_parts"]
+
+
+def construct_section(ctx: ReportContext) -> Section:
+    """Composite PMFs, human samples where the instrument has a baseline, effects, and
+    the parts of every composite (:func:`~.per_subscale.composite_parts`)."""
+    s = Section("Construct: composite scores and distributional ANOVA")
+    per_subscale = SUBSCALE_DIM in ctx.composite.dims
+    second = ctx.second
+    s.figure(
+        plot.composite_pmfs(ctx.composite, facet=ctx.by, hue=second),
+        ctx.out,
+        "composite_pmfs",
+        f"Exact composite-score PMFs by {ctx.by}"
+        + (f", {second} as colour" if second else "")
+        + (" (small multiples: one row per subscale)" if per_subscale else "")
+        + ".",
+    )
+    base = baseline_for(ctx.ds)
+    if base is not None:
+        human_baseline_parts(s, ctx, base)
+    s.table(
+        tables.paper_layout(ctx.effects),
+        ctx.out,
+        "effects",
+        "Grand mean, main effects and interactions of the composite score (E, SD, SNR, dPD"
+        + (", per subscale" if per_subscale else "")
+        + f"). {SCORING['both']}.",
+        index=False,
+    )
+    for view in views(ctx.composite):
+        composite_parts(s, ctx, view)
+    return s
+
+
+def baseline_for(ds: xr.Dataset) -> pd.DataFrame | None:
+    """The published human samples of the file's instrument, if it has them (CETSCALE)."""
+    name = str(ds.attrs.get("instrument", ""))
+    if not name:
+        return None
+    if isinstance(ds.attrs.get("instrument"), str):
+        key = name.split()[0].split("/")[-1].removesuffix(".toml")
+    else:  # pragma: no cover
+        return None
+    try:
+        base = human_baseline(key)
+    except KeyError:
+        return None
+    scores = ds["pmf"]["score"].values
+    # the baseline is on the 17-item, 1..7 composite
+    if ds.sizes.get("item") != 17 or scores.min() != 1 or scores.max() != 7:
+        return None
+    return base
+
+
+def human_baseline_parts(s: Section, ctx: ReportContext, base: pd.DataFrame) -> None:
+    """Human samples vs each ``by`` level's composite (at ``second`` = USA where there is one)."""
+    by, second = ctx.by, ctx.second
+    cond = {}
+    if second is not None and "USA" in [str(v) for v in ctx.pmf[second].values]:
+        cond = {second: "USA"}
+    hv = tables.human_vs_llm(ctx.pmf, base, by=by, condition=cond)
+    where = f" at {second} = USA" if cond else ""
+    s.table(
+        hv,
+        ctx.out,
+        "human_vs_llm",
+        f"Human samples (Shimp & Sharma 1987) vs each {by}'s composite{where}: E and SD.",
+        index=False,
+    )
+    s.figure(
+        plot.human_vs_llm(hv),
+        ctx.out,
+        "human_vs_llm",
+        f"Human samples vs LLMs{where}. Human SD: spread across respondents; "
+        "LLM SD: dispersion of one model's PMF (not commensurable).",
+    )

@@ -1,0 +1,136 @@
+"""Section "The cost of generative sampling": SE, sign flips and decoding bias of a sampler.
+
+Computed analytically from the exact PMFs (:mod:`xlikert.sampling`), no simulation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from ... import plot, sampling
+from ...design.scoring import SUBSCALE_DIM
+from ..context import ReportContext
+from ..page import Section
+from .per_subscale import views
+
+__all__ = [
+    "FLIP_BUDGETS",
+    "SE_BUDGETS",
+    "decoding_bias_parts",
+    "sampling_cost_section",
+    "sign_flip_parts",
+    "standard_error_parts",
+]
+
+#: Sample sizes N per condition of the standard-error table and figure.
+SE_BUDGETS = (10, 100, 1000, 1_000_000)
+#: Sample sizes N per condition of the sign-flip table.
+FLIP_BUDGETS = (10, 100, 1000)
+
+
+def sampling_cost_section(ctx: ReportContext) -> Section:
+    """What a study sampling N answers per condition would have paid."""
+    s = Section("The cost of generative sampling")
+    s.text(
+        "What a study that sampled N answers per condition would have paid, computed "
+        "analytically from the exact PMFs (no simulation): SE = SD(S)/√N per condition; sign "
+        "flips of every factorial parameter under the normal approximation with exact mean "
+        "and variance."
+    )
+    se = sampling.standard_error(ctx.pmf, n=SE_BUDGETS)
+    standard_error_parts(s, ctx, se)
+    sign_flip_parts(s, ctx, per_subscale=SUBSCALE_DIM in se.dims)
+    if "decoding_pmf" in ctx.ds:
+        decoding_bias_parts(s, ctx)
+    else:
+        s.text(
+            "No `decoding_pmf` (temperature × top-p grid) in the results: decoding bias "
+            "is not reported. Collect with a decoding grid to add it."
+        )
+    return s
+
+
+def standard_error_parts(s: Section, ctx: ReportContext, se: xr.DataArray) -> None:
+    """The SE table (sorted by Consensus), and per subscale the SE figure and its correlation."""
+    by, cns = ctx.by, ctx.consensus
+    per_sub = " and subscale" if SUBSCALE_DIM in se.dims else ""
+    s.table(
+        sampling.sampling_se_table(ctx.pmf, n=SE_BUDGETS, by=by, consensus=cns),
+        ctx.out,
+        "sampling_se",
+        f"SE of the N-sample composite estimator, mean over the conditions "
+        f"of each {by}{per_sub}, sorted by Consensus.",
+        digits=3,
+    )
+    for tag, label, se_s in views(se):
+        s.figure(
+            plot.standard_error(se_s, by=by),
+            ctx.out,
+            f"sampling_se{tag}",
+            f"{label}Standard error of the sampling estimator vs N.",
+        )
+        r = sampling.correlation(cns, se_s.sel(n=SE_BUDGETS[0]))
+        if np.isfinite(r["r"]):
+            s.text(
+                f"{label}Correlation of SE with Consensus across the {r['n']} conditions: "
+                f"r = {r['r']:.2f} (p = {r['p']:.2g})."
+            )
+
+
+def sign_flip_parts(s: Section, ctx: ReportContext, *, per_subscale: bool) -> None:
+    """Mean sign-flip probability by exact effect size and budget (table and figure)."""
+    flips = sampling.flip_probability(ctx.pmf, n=FLIP_BUDGETS)
+    if flips.empty:
+        s.text("No factor varies, so there is no factorial parameter whose sign could flip.")
+        return
+    s.table(
+        sampling.flip_table(flips),
+        ctx.out,
+        "flip_by_effect_size",
+        "Mean sign-flip probability by exact |E| and budget N"
+        + (" (the parameters of every subscale)." if per_subscale else "."),
+        digits=3,
+    )
+    s.figure(
+        plot.flip_probability(flips),
+        ctx.out,
+        "flip_probability",
+        "Sign-flip probability vs exact effect size.",
+    )
+
+
+def decoding_bias_parts(s: Section, ctx: ReportContext) -> None:
+    """Bias of the expected composite over the temperature x top-p grid (``decoding_pmf``)."""
+    by, cns = ctx.by, ctx.consensus
+    bias = sampling.decoding_bias(ctx.ds)
+    tab, st = sampling.decoding_bias_table(bias, by=by, consensus=cns)
+    s.table(
+        tab,
+        ctx.out,
+        "decoding_bias",
+        "Decoding bias of the expected composite over the temperature × top-p grid.",
+    )
+    for tag, label, bias_s in views(bias):
+        s.figure(
+            plot.decoding_bias(bias_s, by=by, consensus=cns),
+            ctx.out,
+            f"decoding_bias{tag}",
+            f"{label}Decoding bias vs temperature and top-p.",
+        )
+    if bias.attrs.get("n_undefined"):
+        s.text(
+            f"{bias.attrs['n_undefined']} of {bias.size} (condition, temperature, top-p) "
+            "settings keep no valid token in the nucleus for some item: a sampler would "
+            "never return a valid composite there, so their bias is undefined and left out."
+        )
+    if bias.attrs.get("n_unmeasured"):
+        s.text(
+            f"{bias.attrs['n_unmeasured']} of {bias.size} settings were not measured (a "
+            "server that returns only the top-k log-probabilities) and are left out."
+        )
+    if np.isfinite(st.get("r", np.nan)):
+        s.text(
+            f"Correlation of mean |bias| with Consensus across the {st['n']} conditions: "
+            f"r = {st['r']:.2f} (p = {st['p']:.2g})."
+        )

@@ -1,0 +1,179 @@
+"""The parts of the report drawn once per composite: one view per subscale, or one in all.
+
+:func:`views` splits a result with a ``subscale`` dim into one selection per
+subscale (with a file-name suffix and a caption prefix); :func:`composite_parts`
+adds, for one composite, the main-effect figures, the interaction of ``by`` and
+``second``, the pairwise contrasts and the per-unit trends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Iterator
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ... import plot
+from ...construct import contrast, summarize, trend
+from ...design.scoring import SUBSCALE_DIM
+from ...errors import DesignError
+from .. import tables
+from ..context import ReportContext
+from ..page import Section
+
+__all__ = [
+    "View",
+    "composite_parts",
+    "contrast_table",
+    "interaction_parts",
+    "main_effect_figures",
+    "tree_view",
+    "trend_rows",
+    "trend_table",
+    "views",
+]
+
+
+class View(NamedTuple):
+    """One subscale's selection of a result (the whole result without subscales)."""
+
+    tag: str  # file-name suffix: "" or "_<subscale>"
+    label: str  # caption prefix: "" or "Subscale <name>: "
+    data: xr.DataArray
+
+
+def views(obj: xr.DataArray) -> Iterator[View]:
+    """One :class:`View` per subscale of ``obj``; one plain view without a subscale dim."""
+    if SUBSCALE_DIM not in obj.dims:
+        yield View("", "", obj)
+        return
+    for name in obj[SUBSCALE_DIM].values:
+        slug = re.sub(r"[^A-Za-z0-9_-]+", "_", str(name)).strip("_") or "subscale"
+        yield View(f"_{slug}", f"Subscale {name}: ", obj.sel({SUBSCALE_DIM: name}))
+
+
+def tree_view(dec: xr.DataTree, comp_s: xr.DataArray) -> xr.DataTree:
+    """The decomposition of the subscale that ``comp_s`` was selected at (all of it without)."""
+    if SUBSCALE_DIM not in comp_s.coords or SUBSCALE_DIM in comp_s.dims:
+        return dec
+    name = comp_s[SUBSCALE_DIM].values[()]
+    return dec.map_over_datasets(
+        lambda d: d.sel({SUBSCALE_DIM: name}) if SUBSCALE_DIM in d.dims else d
+    )
+
+
+def composite_parts(s: Section, ctx: ReportContext, view: View) -> None:
+    """Effect figures, interaction, contrasts and trends of one composite (one subscale)."""
+    dec = tree_view(ctx.decomposition, view.data)
+    main_effect_figures(s, ctx, view, dec)
+    if ctx.second is not None:
+        interaction_parts(s, ctx, view, dec)
+        contrast_table(s, ctx, view)
+    trend_table(s, ctx, view)
+
+
+def main_effect_figures(s: Section, ctx: ReportContext, view: View, dec: xr.DataTree) -> None:
+    """The distribution of every main effect of a varying factor."""
+    for f in ctx.factors:
+        if f in dec.children and view.data.sizes[f] >= 2:
+            node = dec[str(f)].dataset
+            s.figure(
+                plot.effect_distributions(node["pmf"], node),
+                ctx.out,
+                f"main_effect_{f}{view.tag}",
+                f"{view.label}Main-effect distributions of {f}.",
+            )
+
+
+def interaction_parts(s: Section, ctx: ReportContext, view: View, dec: xr.DataTree) -> None:
+    """The ``by`` x ``second`` interaction: heatmap (in-group cells marked), aggregate vs factorial."""
+    by, second, origin = ctx.by, ctx.second, ctx.origin
+    try:
+        node = tables._pair_node(dec, by, second)
+    except DesignError:
+        return
+    ingroup = None
+    if origin:
+        ingroup = xr.DataArray(
+            [[origin.get(str(m)) == str(t) for t in node[second].values] for m in node[by].values],
+            dims=(by, second),
+            coords={by: node[by], second: node[second]},
+        )
+    s.figure(
+        plot.interaction_heatmap(node["E"], node["SD"], row=second, col=by, ingroup=ingroup),
+        ctx.out,
+        f"interaction_{by}_{second}{view.tag}",
+        f"{view.label}{by} × {second} interaction (E ± SD).",
+    )
+    s.table(
+        tables.aggregate_vs_factorial(dec, row=second, col=by, country_of_origin=origin),
+        ctx.out,
+        f"aggregate_vs_factorial{view.tag}",
+        f"{view.label}Aggregate ({second} main effect, panel A) vs factorial ({by} × {second} "
+        "interaction, panel B). reversal: sign opposite to the aggregate; "
+        "ingroup: the model's own country.",
+        index=False,
+    )
+
+
+def contrast_table(s: Section, ctx: ReportContext, view: View) -> None:
+    """Pairwise contrasts between the levels of ``second`` (at most 8 levels)."""
+    second = ctx.second
+    levels = [str(v) for v in view.data[second].values]
+    if len(levels) > 8:
+        return
+    rows = []
+    for a, b in tables.pairs(levels):
+        c = summarize(contrast(view.data, second, a, b))
+        rows.append(
+            {"Contrast": f"{a} − {b}", **{k: float(c[k]) for k in ("E", "SD", "SNR", "dPD")}}
+        )
+    s.table(
+        pd.DataFrame(rows),
+        ctx.out,
+        f"contrasts_{second}{view.tag}",
+        f"{view.label}Pairwise contrasts between levels of {second}.",
+        index=False,
+    )
+
+
+def trend_table(s: Section, ctx: ReportContext, view: View) -> None:
+    """Per-unit trends over the factors with a numeric coordinate (none: no table)."""
+    rows = [
+        {"Factor": str(f), "Ordered by": str(name), **row}
+        for f, name, row in trend_rows(view.data, ctx.factors)
+    ]
+    if rows:
+        s.table(
+            pd.DataFrame(rows),
+            ctx.out,
+            f"trends{view.tag}",
+            f"{view.label}Per-unit trend of the composite over each factor with a numeric "
+            "coordinate (paired adjacent-level differences divided by the spacing, "
+            "length-weighted; E is the secant slope of the marginal means).",
+            index=False,
+        )
+
+
+def trend_rows(
+    comp: xr.DataArray, factors: tuple[Hashable, ...]
+) -> Iterator[tuple[Hashable, Hashable, dict[str, float]]]:
+    """(factor, coord name, summary) for every factor with distinct numeric values.
+
+    A factor qualifies through a numeric index or a 1-D numeric non-index coord on
+    its dim (e.g. ``model_size``); the trend runs over those values.
+    """
+    for f in factors:
+        if comp.sizes[f] < 2:
+            continue
+        for name, coord in comp.coords.items():
+            if coord.dims != (f,) or not np.issubdtype(coord.dtype, np.number):
+                continue
+            values = np.asarray(coord.values, dtype=float)
+            if not np.all(np.isfinite(values)) or len(np.unique(values)) != values.size:
+                continue
+            summ = summarize(trend(comp, f, values=values), dim="slope")
+            yield f, name, {k: float(summ[k]) for k in ("E", "SD", "SNR", "dPD")}

@@ -1,0 +1,180 @@
+"""Section "Reasoning traces": trace-sampling SEs beside the numbers; thinking on vs off.
+
+Only for results with sampled traces (``trace_pmf``, models in reasoning mode).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ...constraint import failure_rate
+from ...construct import composite, decompose, summarize, summary_table
+from ...traces import trace_se
+from ..context import ReportContext
+from ..page import Section
+
+__all__ = ["reasoning_section"]
+
+
+def reasoning_section(ctx: ReportContext) -> Section | None:
+    """The trace summary per reasoning model, the composite and the effects with their
+    jackknife SEs, and the comparison with thinking off; ``None`` without traces."""
+    ds = ctx.ds
+    if "trace_pmf" not in ds or not bool(ds["trace_pmf"].notnull().any()):
+        return None
+    s = Section("Reasoning traces: sampling error and thinking off")
+    has = ds["trace_pmf"].notnull().all("score")
+    n_traces = has.sum("trace")
+    on = [str(v) for v in ds["model"].values] if "model" in ds.dims else []
+    on = [m for m in on if int(n_traces.sel(model=m).max()) > 0]
+    if not on:  # traces without a model dim: not a file collect wrote
+        s.text("The file holds traces but no `model` dim: no per-model trace summary.")
+        return s
+    s.text(
+        "Models in reasoning mode sample their thought before the answer: `pmf` is the mean over "
+        "M sampled traces of the exact answer PMF after each, so it carries Monte Carlo error "
+        "from the traces alone (the answers are not sampled). Every number in the sections above "
+        "is computed from `pmf` as for any model; the standard errors below are the delete-one "
+        "jackknife over traces (`xl.trace_se`), exact for linear summaries such as E; models "
+        "without traces are exact (SE 0). "
+        + "; ".join(_trace_line(ds, m, has, n_traces) for m in on)
+        + "."
+    )
+    counts = sorted({int(v) for v in np.unique(n_traces.values)} - {0})
+    _composite_table(s, ctx, on, counts)
+    _effects_table(s, ctx, counts)
+    _thinking_off(s, ctx, on)
+    return s
+
+
+def _trace_line(ds: xr.Dataset, m: str, has: xr.DataArray, n_traces: xr.DataArray) -> str:
+    """One reasoning model's traces: count, format, truncation, length, valid mass."""
+    cell = ds.sel(model=m)
+    keep = has.sel(model=m)
+    infos = ds.attrs.get("models") or {}
+    info = infos.get(m, {}) if isinstance(infos.get(m), dict) else {}
+    fmt = info.get("reasoning_format", {})
+    trunc = (
+        float((cell["trace_truncated"] == 1).where(keep).mean())
+        if "trace_truncated" in ds
+        else np.nan
+    )
+    length = float(cell["trace_length"].where(keep).mean()) if "trace_length" in ds else np.nan
+    return (
+        f"**{m}**: M = {int(n_traces.sel(model=m).max())} traces per prompt "
+        f"({fmt.get('framing', '?')} framing, end marker `{fmt.get('end_marker', '?')}`); "
+        f"{100 * trunc:.0f}% cut at max_new_tokens, {length:.0f} tokens on average; valid "
+        f"mass after the trace {float(cell['trace_valid_mass'].where(keep).mean()):.3f}"
+    )
+
+
+def _composite_summary(p: xr.DataArray) -> xr.Dataset:
+    return summarize(composite(p), dim="score")[["E", "SD"]]
+
+
+def _composite_table(s: Section, ctx: ReportContext, on: list[str], counts: list[int]) -> None:
+    """E and SD of the composite per condition with their jackknife SEs (reasoning models)."""
+    ds = ctx.ds
+    groups = [ds] if len(counts) == 1 else [ds.sel(model=[m]) for m in on]
+    rows = []
+    for g in groups:
+        est = _composite_summary(g["pmf"])
+        se = trace_se(g, _composite_summary)
+        frame = est.to_dataframe()[["E", "SD"]].join(
+            se.to_dataframe()[["E", "SD"]].rename(columns={"E": "SE(E)", "SD": "SE(SD)"})
+        )
+        rows.append(frame[["E", "SE(E)", "SD", "SE(SD)"]].reset_index())
+    comp = pd.concat(rows, ignore_index=True)
+    if "model" in comp:
+        comp = comp[comp["model"].astype(str).isin(on)]
+    s.table(
+        comp,
+        ctx.out,
+        "reasoning_composite",
+        "Composite score of the reasoning models per condition: E and SD of the composite "
+        "with their trace-sampling standard errors.",
+        digits=3,
+        index=False,
+    )
+
+
+def _effects_table(s: Section, ctx: ReportContext, counts: list[int]) -> None:
+    """The effects of the Construct section with their jackknife SEs (one trace count only)."""
+    if len(counts) != 1:
+        s.text(
+            "The reasoning models sampled different numbers of traces, so the effects that mix "
+            f"models get no jackknife SE here (traces per prompt: {counts}); the composite table "
+            "above gives each model's own."
+        )
+        return
+    summ = ctx.effects
+    se_tab = trace_se(ctx.ds, lambda p: summary_table(decompose(p)))
+    eff = summ[["term", "level"]].copy()
+    for c in ("E", "SD", "SNR", "dPD"):
+        eff[c] = summ[c]
+        eff[f"SE({c})"] = se_tab[c]
+    s.table(
+        eff,
+        ctx.out,
+        "reasoning_effects",
+        "Grand mean, main effects and interactions (as above) with their trace-sampling "
+        "standard errors (jackknife over traces).",
+        digits=3,
+        index=False,
+    )
+
+
+def _thinking_off(s: Section, ctx: ReportContext, on: list[str]) -> None:
+    """Thinking on vs off: each reasoning model beside an entry of the same source without."""
+    ds = ctx.ds
+    infos = ds.attrs.get("models") or {}
+    sources = {str(m): str(i.get("source")) for m, i in infos.items() if isinstance(i, dict)}
+    off = [m for m in (str(v) for v in ds["model"].values) if m not in on]
+    pairs = [(a, b) for a in on for b in off if sources.get(a) and sources.get(a) == sources.get(b)]
+    if not pairs:
+        s.text(
+            "No entry of the same model without reasoning in this file: add one (the same "
+            "`source`, no `reasoning`) to compare with thinking off."
+        )
+        return
+    other = [f for f in ctx.factors if f != "model"]
+    s.table(
+        pd.concat([_on_off_rows(ds, a, b, other) for a, b in pairs], ignore_index=True),
+        ctx.out,
+        "reasoning_vs_thinking_off",
+        "Thinking on vs thinking off (an entry of the same source without reasoning): "
+        "composite mean per condition, the reasoning estimate's SE, and the failure rate "
+        "(after the trace, with thinking on).",
+        digits=3,
+        index=False,
+    )
+
+
+def _on_off_rows(ds: xr.Dataset, a: str, b: str, other: list[Hashable]) -> pd.DataFrame:
+    """Composite mean, its SE and the failure rate of model ``a`` (on) and ``b`` (off)."""
+    ga, gb = ds.sel(model=[a]), ds.sel(model=b)
+    ea = _composite_summary(ga["pmf"]).isel(model=0)
+    se = trace_se(ga, _composite_summary).isel(model=0)
+    eb = _composite_summary(gb["pmf"])
+    fa = failure_rate(ga).isel(model=0).mean("item")
+    fb = failure_rate(gb).mean("item")
+    frame = pd.DataFrame(
+        {
+            "reasoning": a,
+            "thinking off": b,
+            "E off": eb["E"].values.ravel(),
+            "E on": ea["E"].values.ravel(),
+            "SE(E on)": se["E"].values.ravel(),
+            "E on − off": (ea["E"] - eb["E"]).values.ravel(),
+            "failure off": fb.values.ravel(),
+            "failure on": fa.values.ravel(),
+        }
+    )
+    if other:
+        idx = eb["E"].to_dataframe().reset_index()[other]
+        frame = pd.concat([idx, frame], axis=1)
+    return frame
