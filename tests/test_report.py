@@ -349,3 +349,32 @@ def test_demo_report_names_the_file_it_was_made_from(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     md = (out / "report.md").read_text(encoding="utf-8")
     assert f"Results: `{out / 'results.nc'}`" in md and "in-memory" not in md
+
+
+def test_a_section_is_one_entry_in_sections(tmp_path, monkeypatch):
+    """A new section is a function of the context added to ``SECTIONS``; ``None`` leaves it out."""
+    import xlikert.report as report
+    from xlikert.report.page import Section
+
+    seen = []
+
+    def extra_section(ctx):
+        seen.append((ctx.by, ctx.second, ctx.out))
+        s = Section("Extra section")
+        s.text(f"**{ctx.by}** by `{ctx.second}`.")
+        s.table(pd.DataFrame({"a": [1.5]}), ctx.out, "extra", "An extra table.")
+        return s
+
+    def absent_section(ctx):
+        return None
+
+    sections = (*report.SECTIONS[:2], extra_section, absent_section, *report.SECTIONS[2:])
+    monkeypatch.setattr(report, "SECTIONS", sections)
+    html = write_report(synthetic_results(n_items=3, seed=1), tmp_path / "r").read_text()
+    assert seen and seen[0][:2] == ("model", "target")
+    md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    heads = re.findall(r"^## (.*)$", md, re.MULTILINE)
+    assert heads[:4] == ["Design", "Constraint: failure rate", "Extra section", "Consensus"]
+    assert "**model** by `target`." in md
+    assert '<a href="#s2">Extra section</a>' in html and "<strong>model</strong>" in html
+    assert (tmp_path / "r" / "tables" / "extra.csv").is_file()
