@@ -1,36 +1,49 @@
-"""Collection on a GPU: random-weight Llama-3.2-1B and Llama-3.1-8B shapes in bf16, prompts/s and MFU.
+"""Collection on a GPU: xlikert's own backends on random-weight Llama-3.2-1B and Llama-3.1-8B.
 
-For each model shape (``LlamaConfig`` with the published sizes; random weights, built
-directly on the device in bf16, so no CPU copy is made):
+Every row runs ``xlikert.collect`` itself, readout included, on a model with random
+weights (nothing is downloaded):
 
-* prompts: the demo experiment's 68 prompts as token ids with the demo's length
-  distribution: each prompt's length and the prefix its system prompt shares, under
-  a reference tokenizer (``--tokenizer``, default the offline Qwen2.5 model's, when
-  its folder is cached) or read from an earlier run's JSON (``--lengths-from``; by
-  default ``results/gpu-quick.json``, which the tiny CPU run writes). The ids are
-  random (seeded); ``--copies`` copies of the 68 prompts, each copy with its own
-  system prefix, give the GPU enough work;
-* collection as the transformers backend batches it: units of ``--chunk-size``
-  prompts sharing a system prompt, the shared prefix run once
-  (``Scorer.prefix_state``), then length-sorted batches of ``--batch-size`` prompts,
-  left padded, ``logits_to_keep=1`` (``Scorer.forward_rows``); the answer read on the
-  device: float32 log-softmax over the full vocabulary, the 7 valid ids gathered,
-  valid mass and item PMF (the same one-token rule; random weights, so the numbers
-  themselves mean nothing);
-* prompts/s (CUDA synchronised), and model FLOP utilisation against the bf16 matmul
-  rate measured in the same run (an ``(n, n) x (n, n)`` product): executed FLOPs
-  (every forward call's shapes, ``_flops.FlopCounter``) and useful FLOPs
-  (``_flops.useful_flops``: the shared prefix once, each prompt's own tokens, one
-  lm_head row);
-* the host side of the transformers backend: ``xlikert.collect.local.read_logits``
-  (the float64 numpy rules over the full vocabulary: PMF, decoding grid, top-k) on
-  a sample of the logits, in prompts/s on this host's CPU.
+* the model: a folder written here holding ``config.json`` (``LlamaConfig`` with the
+  published sizes of Llama-3.2-1B or Llama-3.1-8B, vocabulary 128,256; rope settings
+  left at the config's defaults, which change no FLOP) and a tokenizer, no weights;
+* the tokenizer (``--tokenizer words``, the default): built here from the demo
+  prompts, so no file is needed on the GPU machine. Text is split with Llama-3's
+  pre-tokenizer pattern (words with their leading space, digits in groups of up to
+  three, punctuation runs, whitespace) and every piece the prompts contain is one
+  token (a word-level vocabulary: the prompts' lengths are those of a tokenizer that
+  knows each of their words, close to Llama-3's on this English text); Llama-3's chat
+  markers and template; the ids left up to the model's vocabulary are unused
+  reserved tokens. ``--tokenizer`` also takes a built-in model name (its cached
+  folder) or a tokenizer folder; the vocabulary is then widened to cover it;
+* the prompts: the demo experiment's 68 prompts (one system prompt); with
+  ``--copies k > 1``, ``k`` copies, each user message prefixed ``"Respondent j. "``
+  so that every prompt is distinct while all share the system prompt (one group:
+  units of ``--chunk-size`` prompts, so batches as wide as a unit can form);
+* **transformers**: the random model is made on the device in bf16
+  (``LlamaForCausalLM._from_config``, seeded), wrapped by
+  ``xlikert.collect.local.wrap_model`` and handed to ``collect(loader=...)`` as a
+  ``LocalModel``: the backend's own batching, prefix cache and host-side float64
+  readout (``read_logits``). Timed: the whole ``collect`` call (CUDA synchronised),
+  the readout's share (``LocalModel._readout``: the logits' copy to the host and the
+  numpy rules, the device synchronised before it starts) and the numpy rules alone.
+  The batches are those the backend formed (prompts per forward, counted per batch);
+* **vLLM**: ``collect`` with ``backend = "vllm"`` (xlikert's in-process backend,
+  its logits processor reading each row) on the same folder, the engine started with
+  ``load_format="dummy"`` (random weights), in a child process (the vLLM venv of
+  the engines folder when vLLM is not importable here); one engine start per model,
+  the prefix cache reset before each timed run;
+* MFU = FLOPs / time, against the device's datasheet bf16 dense peak (looked up
+  from the device name in :data:`DATASHEET_BF16`; "unknown" when not listed, as on a
+  CPU) and, separately, against the bf16 matmul rate measured in the same run;
+  executed FLOPs (every forward call's shapes, ``_flops.FlopCounter``) and useful
+  FLOPs (``_flops.useful_flops``: the shared prefix once, each prompt's own tokens
+  and the split-space token, one lm_head row per answer context).
 
 Usage::
 
-    python benchmarks/bench_gpu.py                        # CUDA: 1B and 8B shapes
+    python benchmarks/bench_gpu.py                        # CUDA: 1B and 8B
     python benchmarks/bench_gpu.py --quick                # = --tiny --device cpu (the test runs it)
-    python benchmarks/bench_gpu.py --tiny --device cpu    # a tiny config on the CPU, seconds
+    python benchmarks/bench_gpu.py --tiny --device cpu    # a tiny config on the CPU
 
 Without a CUDA device a full run writes ``results/gpu.json`` saying it did not run.
 Writes ``results/gpu.json`` (``gpu-quick.json`` with ``--quick``/``--tiny``).
@@ -39,29 +52,28 @@ Writes ``results/gpu.json`` (``gpu-quick.json`` with ``--quick``/``--tiny``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, format_table, machine, result_path, write_json
-from _flops import (
-    FlopCounter,
-    body_params,
-    lm_head_flops,
-    matmul_rate,
-    shared_prefix,
-    useful_flops,
-)
+from _common import format_table, machine, result_path, write_json
+from _flops import FlopCounter, body_params, matmul_rate, useful_flops
 from _render import fmt, params, pct, stamp, table
 
-#: Published shapes (Llama-3.2-1B: tied embeddings; Llama-3.1-8B: untied).
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+#: Published shapes (Llama-3.2-1B: tied embeddings; Llama-3.1-8B: untied); vocabulary 128,256.
 SHAPES: dict[str, dict[str, Any]] = {
     "llama-3.2-1b-shape": dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
                                num_key_value_heads=8, intermediate_size=8192, vocab_size=128256,
@@ -69,171 +81,416 @@ SHAPES: dict[str, dict[str, Any]] = {
     "llama-3.1-8b-shape": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
                                num_key_value_heads=8, intermediate_size=14336, vocab_size=128256,
                                tie_word_embeddings=False),
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, intermediate_size=128, vocab_size=2048,
+    # head_dim 64: vLLM's CPU attention has no kernel for 16
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                 num_key_value_heads=1, intermediate_size=256, vocab_size=2048,
                  tie_word_embeddings=True),
 }  # fmt: skip
 NOT_RUN = "not run: no GPU lent to this task (torch sees no CUDA device)"
 SCALE = tuple(range(1, 8))
 
+#: bf16 dense tensor-core peaks (TFLOP/s, no sparsity), by device name; the first match
+#: wins. Sources: NVIDIA's datasheets (H100 and H200 Tensor Core GPU datasheets: SXM
+#: 1,979, PCIe 1,513, NVL 1,671 TFLOP/s "with sparsity", halved here; A100 datasheet:
+#: 312; L40S datasheet: 362.05; L4 datasheet: 121 (242 with sparsity)) and the NVIDIA
+#: Ada Lovelace architecture whitepaper (GeForce RTX 4090: 165.2 with FP32 accumulate).
+DATASHEET_BF16: list[tuple[str, float, str]] = [
+    (r"\bH100\b.*\bPCIe\b", 756.5, "H100 PCIe"),
+    (r"\bH100\b.*\bNVL\b", 835.5, "H100 NVL"),
+    (r"\bH100\b", 989.4, "H100 SXM"),
+    (r"\bGH200\b", 989.4, "GH200 (H100 SXM rate)"),
+    (r"\bH200\b.*\bNVL\b", 835.5, "H200 NVL"),
+    (r"\bH200\b", 989.4, "H200 SXM"),
+    (r"\bA100\b", 312.0, "A100"),
+    (r"\bL40S\b", 362.05, "L40S"),
+    (r"\bL4\b", 121.0, "L4"),
+    (r"\bRTX 4090\b", 165.2, "GeForce RTX 4090"),
+]  # fmt: skip
 
-def demo_lengths(tokenizer_name: str) -> dict[str, Any] | None:
-    """Token lengths of the demo prompts and their shared prefixes under a cached zoo tokenizer.
+#: Llama-3's pre-tokenizer pattern (how its tokenizer splits text before merging).
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+BOS, EOS, PAD, UNK = "<|begin_of_text|>", "<|eot_id|>", "<|finetune_right_pad_id|>", "<unk>"
+SPECIAL = [BOS, "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", EOS, PAD, UNK]
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>"
+    "\n\n{{ m['content'] | trim }}<|eot_id|>{% endfor %}{% if add_generation_prompt %}"
+    "<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
 
-    None when the tokenizer's folder is not in the xlikert cache (no download, no
-    dequantisation is started here).
-    """
+
+def datasheet_peak(device_name: str | None) -> dict[str, Any] | None:
+    """The datasheet bf16 dense peak of a device (FLOP/s), or None when it is not listed."""
+    for pattern, tflops, label in DATASHEET_BF16:
+        if device_name and re.search(pattern, device_name):
+            return {"device": label, "flops_per_s": tflops * 1e12}
+    return None
+
+
+# ----------------------------------------------------------------------------- inputs
+def demo_prompts(copies: int = 1):
+    """The demo experiment's prompts; ``copies > 1`` adds a ``copy`` factor whose user
+    messages start ``"Respondent j. "`` (distinct prompts, one shared system prompt)."""
     import xarray as xr
-    from transformers import AutoTokenizer
 
-    from xlikert.collect.templates import PromptTemplate
-    from xlikert.collect.zoo import ZOO, cache_dir
     from xlikert.design import load_experiment
 
-    zm = ZOO.get(tokenizer_name)
-    folder = cache_dir() / "models" / f"{tokenizer_name}-{zm.sha256[:16]}" if zm else None
-    if folder is None or not (folder / "xlikert-complete.json").is_file():
-        return None
-    tok = AutoTokenizer.from_pretrained(folder)
-    template = PromptTemplate(tok, tokenizer_name, None)
     p = load_experiment("demo").build_prompts()
-    system, user = (a.transpose("target", "item") for a in xr.broadcast(p.system, p.user))
-    groups: dict[str, list[list[int]]] = {}
-    for s, u in zip(system.values.ravel(), user.values.ravel(), strict=True):
-        groups.setdefault(str(s), []).append(template.encode(template.render(str(s), str(u))))
-    return {
-        "tokenizer": tokenizer_name,
-        "groups": [{"prefix": shared_prefix(g), "lengths": [len(e) for e in g]}
-                   for g in groups.values()],
-    }  # fmt: skip
+    if copies <= 1:
+        return p
+    users = [
+        xr.apply_ufunc(lambda u, j=j: f"Respondent {j}. {u}", p["user"], vectorize=True,
+                       output_dtypes=[object])
+        for j in range(1, copies + 1)
+    ]  # fmt: skip
+    user = xr.concat(users, dim="copy").assign_coords(copy=list(range(1, copies + 1)))
+    return p.assign(user=user.transpose("copy", *p["user"].dims))
 
 
-def prompt_ids(
-    lengths: dict[str, Any], copies: int, vocab: int, seed: int
-) -> list[list[list[int]]]:
-    """Random token ids with the given lengths: one group per (copy, system prompt)."""
-    rng = np.random.default_rng(seed)
-    groups = []
-    for _ in range(copies):
-        for g in lengths["groups"]:
-            prefix = rng.integers(0, vocab, g["prefix"]).tolist()
-            groups.append([prefix + rng.integers(0, vocab, n - g["prefix"]).tolist()
-                           for n in g["lengths"]])  # fmt: skip
-    return groups
+def word_tokenizer(prompts, vocab_size: int):
+    """A word-level tokenizer of every piece of ``prompts`` (Llama-3's split), Llama-3's chat
+    markers and template, padded with reserved tokens to ``vocab_size`` ids."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    split = pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated")
+    texts = {str(t) for v in ("system", "user") for t in prompts[v].values.ravel()}
+    texts |= {"system", "user", "assistant", "\n\n", " ", *"0123456789"}
+    pieces = sorted({w for t in texts for w, _ in split.pre_tokenize_str(t)})
+    vocab = {w: i for i, w in enumerate(pieces + SPECIAL)}
+    if len(vocab) > vocab_size:
+        raise ValueError(f"the prompts need {len(vocab)} tokens; vocabulary {vocab_size}")
+    for k in range(vocab_size - len(vocab)):
+        vocab[f"<|reserved_special_token_{k}|>"] = len(vocab)
+    tk = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
+    tk.pre_tokenizer = split
+    tk.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=BOS, eos_token=EOS,
+                                  pad_token=PAD, unk_token=UNK,
+                                  additional_special_tokens=SPECIAL[1:4])  # fmt: skip
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
 
 
-def build_model(name: str, device: str):
-    """A random-weight LlamaForCausalLM of shape ``name``, made on ``device`` in bf16."""
+def load_tokenizer(name: str, prompts, vocab_size: int):
+    """``(tokenizer, vocabulary size of the model, description)`` for ``--tokenizer``."""
+    if name == "words":
+        desc = ("built here: the demo prompts' pieces under Llama-3's pre-tokenizer split, "
+                "one token each; Llama-3 chat template")  # fmt: skip
+        return word_tokenizer(prompts, vocab_size), vocab_size, desc
+    from transformers import AutoTokenizer
+
+    from xlikert.collect.zoo import ZOO, cache_dir
+
+    folder = Path(name)
+    if name in ZOO:
+        folder = cache_dir() / "models" / f"{name}-{ZOO[name].sha256[:16]}"
+        if not (folder / "xlikert-complete.json").is_file():
+            raise SystemExit(f"--tokenizer {name}: its folder {folder} is not cached")
+    tok = AutoTokenizer.from_pretrained(folder)
+    vocab = max(vocab_size, -(-len(tok) // 128) * 128)
+    return tok, vocab, f"{name} (vocabulary widened to {vocab:,})"
+
+
+def write_folder(folder: Path, shape: str, tokenizer, vocab_size: int):
+    """``config.json`` of ``shape`` (no weights) and the tokenizer's files; the config."""
+    from transformers import LlamaConfig
+
+    cfg = LlamaConfig(**{**SHAPES[shape], "vocab_size": vocab_size},
+                      max_position_embeddings=4096, bos_token_id=tokenizer.bos_token_id,
+                      eos_token_id=tokenizer.eos_token_id,
+                      pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    cfg.architectures = ["LlamaForCausalLM"]
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return cfg
+
+
+def random_model(cfg, device: str, seed: int = 0):
+    """A random-weight ``LlamaForCausalLM`` of ``cfg`` made on ``device`` in bf16 (seeded)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
-    cfg = LlamaConfig(**SHAPES[name], max_position_embeddings=4096, pad_token_id=0)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     with torch.device(device):
         model = LlamaForCausalLM._from_config(cfg, dtype=torch.bfloat16)
     return model.eval()
 
 
-def collect_units(scorer, units: list[list[list[int]]], batch: int, valid_ids, device):
-    """Score every unit as the transformers backend does; the readout on the device.
+def encoded_groups(lm, prompts) -> list[list[list[int]]]:
+    """Token ids of the prompts as the backend makes them, one group per system prompt."""
+    import xarray as xr
 
-    Returns the valid masses and the item PMFs (torch tensors on the device).
-    """
+    system, user = xr.broadcast(prompts["system"], prompts["user"])
+    groups: dict[str, list[list[int]]] = {}
+    for s, u in zip(system.values.ravel(), user.values.ravel(), strict=True):
+        groups.setdefault(str(s), []).append(lm.encode(lm.render(str(s), str(u))))
+    return list(groups.values())
+
+
+def formed(batches: list[int]) -> str:
+    """``"64 ×4, 16 ×1"``: prompts per forward pass and how many passes had that many."""
+    return ", ".join(f"{n} ×{k}" for n, k in sorted(Counter(batches).items(), reverse=True))
+
+
+# ----------------------------------------------------------------------------- transformers
+def run_transformers(shape, args, prompts, folder, tok, vocab, device, rates) -> list[dict]:
+    """One row per batch size: ``collect`` with the transformers backend on a random model."""
     import torch
 
-    masses, pmfs = [], []
-    for enc in units:
-        p = shared_prefix(enc)
-        cache = scorer.prefix_state(enc[0][:p])
-        order = sorted(range(len(enc)), key=lambda r: (len(enc[r]), r))
-        nb = -(-len(order) // batch)
-        size = -(-len(order) // nb)  # equal batches, as LocalModel splits them
-        for a in range(0, len(order), size):
-            rows = order[a : a + size]
-            logits = scorer.forward_rows(enc[0][:p], cache, [enc[r][p:] for r in rows], keep=1)
-            logp = torch.log_softmax(logits[:, -1].float(), -1)  # float32, full vocabulary
-            lv = logp[:, valid_ids]
-            vm = lv.exp().sum(-1)
-            masses.append(vm)
-            pmfs.append(lv.exp() / vm[:, None])
-    return torch.cat(masses), torch.cat(pmfs)
+    from xlikert.collect import collect, local
 
-
-def numpy_readout_rate(scorer, enc: list[list[int]], vocab: int, n: int) -> dict[str, Any]:
-    """Prompts/s of ``read_logits`` (the float64 numpy rules) on ``n`` prompts' logits."""
-    from xlikert.collect.local import read_logits
-    from xlikert.collect.protocol import CollectOptions
-    from xlikert.collect.tokens import ValidTokens, one_token_answers
-
-    enc = enc[:n]
-    p = shared_prefix(enc)
-    logits = scorer.forward_rows(enc[0][:p], None, [e[p:] for e in enc], keep=1)
-    z = logits.float().cpu().numpy()  # (n, 1, V)
-    ids = tuple(range(16, 16 + len(SCALE)))
-    answers = one_token_answers(ValidTokens(ids, tuple(map(str, SCALE)), SCALE, SCALE))
-    opts = CollectOptions(scale=SCALE)
-    read_logits(z[:1], answers, opts)  # warm
+    cfg = write_folder(folder, shape, tok, vocab)
     t0 = time.perf_counter()
-    read_logits(z, answers, opts)
-    s = time.perf_counter() - t0
-    return {"prompts": len(enc), "seconds": s, "prompts_per_s": len(enc) / s, "vocab": vocab}
-
-
-def run_shape(name: str, args, lengths, device: str, rate: float) -> list[dict[str, Any]]:
-    import torch
-
-    from xlikert.collect.local import LoadedModel, Scorer
-
-    t0 = time.perf_counter()
-    model = build_model(name, device)
-    build_s = time.perf_counter() - t0
-    cfg = model.config
-    lm = LoadedModel(name, model, SimpleNamespace(pad_token_id=0), None, None, None)
-    scorer = Scorer(lm, prefix_cache=True)
-    groups = prompt_ids(lengths, args.copies, cfg.vocab_size, args.seed)
-    units = [g[a : a + args.chunk_size] for g in groups for a in range(0, len(g), args.chunk_size)]
-    n = sum(map(len, units))
-    useful = useful_flops(cfg, groups)  # the prefix once per system prompt
-    valid_ids = torch.arange(16, 16 + len(SCALE), device=device)
+    model = random_model(cfg, device, args.seed)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    sync()
+    build_s = time.perf_counter() - t0
+    lm = local.wrap_model(shape, model, tok, SCALE, provenance={
+        "source": str(folder), "weights": f"random (seed {args.seed}), bf16, made on {device}"})  # fmt: skip
+    stats = {"readout_s": 0.0, "rules_s": 0.0, "batches": []}
+
+    class TimedLocalModel(local.LocalModel):
+        """The backend's model, its readout timed (the device synchronised first)."""
+
+        def _readout(self, logits, n):
+            sync()
+            t = time.perf_counter()
+            out = super()._readout(logits, n)
+            stats["readout_s"] += time.perf_counter() - t
+            stats["batches"].append(n)
+            return out
+
+    rules = local.read_logits
+
+    def timed_rules(*a, **k):
+        t = time.perf_counter()
+        out = rules(*a, **k)
+        stats["rules_s"] += time.perf_counter() - t
+        return out
+
+    spec = {"name": shape, "source": str(folder)}
+    groups = encoded_groups(lm, prompts)
+    leaves, contexts = lm.answers.leaves, lm.answers.contexts
+    extra = max(len(leaf) for leaf in leaves)
+    useful = useful_flops(cfg, groups, extra_tokens=extra, rows=len(contexts))
+    n = sum(map(len, groups))
+    warm = prompts.isel({d: slice(0, 1) for d in prompts["user"].dims if d != "item"})
     rows = []
     counter = FlopCounter(model)
-    for batch in args.batch_sizes:
-        collect_units(scorer, units[:1], batch, valid_ids, device)  # warm-up
-        sync()
-        seconds = []
-        with counter:
-            for _ in range(args.repeat):
-                counter.reset()
-                sync()
-                t0 = time.perf_counter()
-                vm, pmf = collect_units(scorer, units, batch, valid_ids, device)
-                sync()
-                seconds.append(time.perf_counter() - t0)
-        med = statistics.median(seconds)
-        ok = bool(torch.isfinite(pmf).all()) and bool((vm > 0).all() & (vm <= 1.0001).all())
-        rows.append({
-            "model": name, "params": int(sum(p.numel() for p in model.parameters())),
-            "body_params": body_params(cfg), "prompts": n, "chunk_size": args.chunk_size,
-            "batch_size": batch, "seconds": seconds, "median_s": med, "prompts_per_s": n / med,
-            "executed_gflop_per_prompt": counter.flops / n / 1e9,
-            "useful_gflop_per_prompt": useful / n / 1e9,
-            "mfu_executed": counter.flops / med / rate,
-            "mfu_useful": useful / med / rate,
-            "lm_head_share_of_executed": n * lm_head_flops(cfg) / counter.flops,
-            "readout_finite_and_in_range": ok, "build_s": build_s,
-        })  # fmt: skip
-        if device.startswith("cuda"):
-            rows[-1]["max_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
-    rows[-1]["numpy_readout"] = numpy_readout_rate(
-        scorer, groups[0], cfg.vocab_size, min(args.readout_prompts, len(groups[0]))
-    )
-    del scorer, lm, model
+    local.read_logits = timed_rules
+    try:
+        for batch in args.batch_sizes:
+            kw = dict(batch_size=batch, chunk_size=args.chunk_size, device=device,
+                      progress=False, loader=lambda s, o, probe=None, lm=lm: TimedLocalModel(lm, o))  # fmt: skip
+            collect(warm, [spec], **kw)  # warm-up (and the backend's one prefix-cache check)
+            runs = []
+            with counter:
+                for _ in range(args.repeat):
+                    counter.reset()
+                    stats.update(readout_s=0.0, rules_s=0.0, batches=[])
+                    sync()
+                    t = time.perf_counter()
+                    ds = collect(prompts, [spec], **kw)
+                    sync()
+                    runs.append({"seconds": time.perf_counter() - t, "flops": counter.flops,
+                                 "readout_s": stats["readout_s"], "rules_s": stats["rules_s"],
+                                 "batches": list(stats["batches"])})  # fmt: skip
+            rows.append(_row(shape, "transformers", model, cfg, n, batch, args, runs, useful,
+                             rates, ds, build_s))  # fmt: skip
+            rows[-1]["prefix_cache"] = ds.likert.attrs["models"][shape]["prefix_cache"]
+            if device.startswith("cuda"):
+                rows[-1]["max_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
+    finally:
+        local.read_logits = rules
+    del lm, model, counter, kw
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
     return rows
 
 
+def _row(shape, backend, model, cfg, n, batch, args, runs, useful, rates, ds, build_s) -> dict:
+    import numpy as np
+
+    med = statistics.median(r["seconds"] for r in runs)
+    mid = min(runs, key=lambda r: abs(r["seconds"] - med))
+    pmf, vm = ds["pmf"].values, ds["valid_mass"].values
+    ok = bool(np.isfinite(pmf).all() and np.allclose(pmf.sum(-1), 1.0, atol=1e-9)
+              and (vm > 0).all() and (vm <= 1 + 1e-12).all())  # fmt: skip
+    row = {
+        "model": shape, "backend": backend,
+        "params": int(sum(p.numel() for p in model.parameters())) if model is not None else None,
+        "body_params": body_params(cfg), "vocab": cfg.vocab_size, "prompts": n,
+        "chunk_size": args.chunk_size, "batch_size": batch, "batches_formed": mid.get("batches"),
+        "seconds": [r["seconds"] for r in runs], "median_s": med, "prompts_per_s": n / med,
+        "useful_gflop_per_prompt": useful / n / 1e9,
+        "pmf_sums_to_one_and_mass_in_range": ok, "build_s": build_s,
+    }  # fmt: skip
+    if mid.get("flops"):
+        row["executed_gflop_per_prompt"] = mid["flops"] / n / 1e9
+    if "readout_s" in mid:
+        row["readout_s"] = mid["readout_s"]
+        row["readout_share"] = mid["readout_s"] / mid["seconds"]
+        row["rules_s"] = mid["rules_s"]
+        row["readout_ms_per_prompt"] = 1e3 * mid["readout_s"] / n
+    for key, rate in rates.items():
+        if rate is None:
+            continue
+        row[f"mfu_useful_{key}"] = useful / med / rate
+        if mid.get("flops"):
+            row[f"mfu_executed_{key}"] = mid["flops"] / med / rate
+            if "readout_s" in mid:  # the same work with the readout's time taken out
+                row[f"mfu_executed_{key}_without_readout"] = mid["flops"] / (
+                    mid["seconds"] - mid["readout_s"]) / rate  # fmt: skip
+    if args.tiny:  # small enough to store: the test compares them with collect()'s
+        row["pmf"] = pmf.reshape(-1, pmf.shape[-1]).tolist()
+        row["valid_mass"] = vm.ravel().tolist()
+    return row
+
+
+# ----------------------------------------------------------------------------- vLLM
+def vllm_python() -> str | None:
+    """A Python that imports vLLM: this one, else the vLLM venv of the engines folder."""
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    from xlikert.testing.engines import ENGINES
+
+    py = ENGINES / "vllm" / "bin" / "python"
+    return str(py) if py.exists() else None
+
+
+def run_vllm(shape, args, folder, tok, vocab, device, rates, timeout=3000) -> dict:
+    """The vLLM row of ``shape``: the child (:func:`vllm_child`) in a Python with vLLM."""
+    py = vllm_python()
+    base = {"model": shape, "backend": "vllm"}
+    if py is None:
+        return {**base, "not_run": "not run: vLLM not installed (tests/engines/install.sh)"}
+    cfg = write_folder(folder, shape, tok, vocab)
+    out = folder / "vllm.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "VLLM_LOGGING_LEVEL": "WARNING"}  # fmt: skip
+    if not device.startswith("cuda"):
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    cmd = [py, str(Path(__file__).resolve()), "--vllm-child", str(folder), "--out", str(out),
+           "--device", device, "--copies", str(args.copies), "--chunk-size", str(args.chunk_size),
+           "--repeat", str(args.repeat), "--seed", str(args.seed), "--shapes", shape]  # fmt: skip
+    if args.tiny:
+        cmd.append("--tiny")
+    print(f"vLLM child: {' '.join(cmd[1:])}", flush=True)
+    try:
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {**base, "error": f"vLLM child did not finish in {timeout} s"}
+    if res.returncode != 0 or not out.exists():
+        first = next((ln for ln in res.stderr.splitlines() if "Error:" in ln), "")
+        return {**base, "error": f"vLLM child failed ({res.returncode}): {first} ... "
+                                 f"{res.stderr[-2000:]}"}  # fmt: skip
+    d = json.loads(out.read_text())
+    groups = [[list(e) for e in g] for g in d.pop("groups")]
+    n = sum(map(len, groups))
+    useful = useful_flops(cfg, groups, extra_tokens=d.pop("extra_tokens"), rows=d.pop("contexts"))
+    ds = _Arrays(d.pop("pmf"), d.pop("valid_mass"))
+    row = _row(shape, "vllm", None, cfg, n, None, args, d.pop("runs"), useful, rates, ds, None)
+    row.update(d)
+    return row
+
+
+class _Arrays(dict):
+    """The two arrays :func:`_row` reads from a results Dataset."""
+
+    def __init__(self, pmf, vm):
+        import numpy as np
+
+        super().__init__(pmf=_Values(np.asarray(pmf)), valid_mass=_Values(np.asarray(vm)))
+
+
+class _Values:
+    def __init__(self, values):
+        self.values = values
+
+
+class _Keep:
+    """Hands ``collect`` a model on the shared engine without letting it shut the engine."""
+
+    def __init__(self, model):
+        self.model, self.name, self.mode = model, model.name, model.mode
+
+    def score(self, prompts):
+        return self.model.score(prompts)
+
+    def provenance(self):
+        return self.model.provenance()
+
+    def close(self):
+        pass
+
+
+def vllm_child(args) -> int:
+    """In a Python with vLLM: ``collect`` with ``backend = "vllm"`` on ``load_format="dummy"``
+    weights; one engine start, a warm-up, then timed runs (prefix cache reset before each)."""
+    import numpy as np
+
+    from xlikert.collect import collect
+    from xlikert.collect.vllm import VLLMModel
+
+    folder, shape = Path(args.vllm_child), args.shapes
+    prompts = demo_prompts(args.copies)
+    cuda = args.device.startswith("cuda")
+    spec = {"name": shape, "source": str(folder), "backend": "vllm",
+            "dtype": "bfloat16" if cuda else "float32", "max_model_len": 1024, "seed": args.seed,
+            "engine_args": {"load_format": "dummy"}}  # fmt: skip
+    if cuda:
+        spec["gpu_memory_utilization"] = 0.85
+    else:
+        spec["enforce_eager"] = True
+    engine: dict[str, Any] = {}
+
+    def loader(s, options, probe=None):
+        if "llm" not in engine:
+            t = time.perf_counter()
+            m = VLLMModel(s, options)
+            engine.update(llm=m.llm, start_s=time.perf_counter() - t)
+        else:
+            m = VLLMModel(s, options, engine=engine["llm"])
+        engine["model"] = m
+        return _Keep(m)
+
+    kw = dict(chunk_size=args.chunk_size, progress=False, loader=loader)
+    warm = prompts.isel({d: slice(0, 1) for d in prompts["user"].dims if d != "item"})
+    collect(warm, [spec], **kw)
+    runs = []
+    for _ in range(args.repeat):
+        engine["llm"].reset_prefix_cache()
+        t = time.perf_counter()
+        ds = collect(prompts, [spec], **kw)
+        runs.append({"seconds": time.perf_counter() - t})
+    m = engine["model"]
+    import xarray as xr
+
+    system, user = xr.broadcast(prompts["system"], prompts["user"])
+    groups: dict[str, list[list[int]]] = {}
+    for s, u in zip(system.values.ravel(), user.values.ravel(), strict=True):
+        groups.setdefault(str(s), []).append(m.template.encode(m.template.render(str(s), str(u))))
+    prov = ds.likert.attrs["models"][shape]
+    import vllm
+
+    out = {
+        "runs": runs, "engine_start_s": engine["start_s"], "vllm": vllm.__version__,
+        "dtype": spec["dtype"], "load_format": "dummy", "readout": prov.get("readout"),
+        "groups": list(groups.values()), "extra_tokens": max(len(x) for x in m.answers.leaves),
+        "contexts": len(m.answers.contexts),
+        "pmf": np.asarray(ds["pmf"].values).reshape(-1, len(SCALE)).tolist(),
+        "valid_mass": np.asarray(ds["valid_mass"].values).ravel().tolist(),
+    }  # fmt: skip
+    Path(args.out).write_text(json.dumps(out))
+    m.close()  # the engine's one shutdown
+    return 0
+
+
+# ----------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -245,24 +502,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default=None, help="comma separated (default: 1B and 8B)")
     ap.add_argument("--copies", type=int, default=None, help="copies of the 68 prompts")
     ap.add_argument("--chunk-size", type=int, default=None, help="prompts per unit")
-    ap.add_argument("--batch-sizes", default=None, help="comma separated prompts per forward")
+    ap.add_argument("--batch-sizes", default=None, help="comma separated: batch_size of collect")
     ap.add_argument("--repeat", type=int, default=None)
-    ap.add_argument("--readout-prompts", type=int, default=None)
-    ap.add_argument("--tokenizer", default="qwen2.5-coder-0.5b-instruct")
-    ap.add_argument("--lengths-from", default=None, help="a JSON with 'prompt_lengths'")
+    ap.add_argument("--tokenizer", default="words", help="words (built here), a zoo name or folder")
+    ap.add_argument("--no-vllm", action="store_true", help="skip the vLLM rows")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--vllm-child", default=None, metavar="FOLDER", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    tiny = args.tiny or args.quick
+    args.tiny = args.tiny or args.quick
+    tiny = args.tiny
     device = args.device or ("cpu" if args.quick else "cuda")
     args.shapes = args.shapes or ("tiny" if tiny else "llama-3.2-1b-shape,llama-3.1-8b-shape")
-    args.copies = args.copies or (1 if tiny else 32)
+    args.copies = args.copies or (1 if tiny else 4)
     args.chunk_size = args.chunk_size or (64 if tiny else 256)
     args.batch_sizes = [
         int(b) for b in (args.batch_sizes or ("8,64" if tiny else "64,256")).split(",")
     ]
-    args.repeat = args.repeat or (1 if tiny else 3)
-    args.readout_prompts = args.readout_prompts or (8 if tiny else 64)
+    args.repeat = args.repeat or (1 if tiny else 2)
+    if args.vllm_child:
+        return vllm_child(argparse.Namespace(**{**vars(args), "device": device}))
     out = result_path("gpu", tiny, args.out)
 
     import torch
@@ -274,44 +533,48 @@ def main(argv: list[str] | None = None) -> int:
         print(NOT_RUN)
         write_json(out, res)
         return 0
-    lengths = demo_lengths(args.tokenizer)
-    source = f"demo prompts under the {args.tokenizer} tokenizer"
-    if lengths is None:
-        path = Path(args.lengths_from) if args.lengths_from else RESULTS / "gpu-quick.json"
-        lengths = json.loads(path.read_text())["prompt_lengths"]
-        source = f"read from {path.name} ({lengths['tokenizer']} tokenizer)"
-    res["prompt_lengths"] = lengths
-    res["prompt_lengths_source"] = source
     res["gpu"] = torch.cuda.get_device_name(device) if device.startswith("cuda") else None
+    peak = datasheet_peak(res["gpu"])
+    res["datasheet_bf16"] = peak or {"device": "unknown", "flops_per_s": None}
     m = 8192 if device.startswith("cuda") else 256
     rate = matmul_rate(device, torch.bfloat16, m, m, m, seconds=1.5 if not tiny else 0.2)
     res["matmul"] = rate
     res["matmul_tflops"] = rate["flops_per_s"] / 1e12
-    res["settings"] = {"copies": args.copies, "chunk_size": args.chunk_size,
-                       "batch_sizes": args.batch_sizes, "repeat": args.repeat, "seed": args.seed,
-                       "weights": "bfloat16, random (transformers init)",
-                       "readout": "float32 log_softmax over the full vocabulary on the device"}  # fmt: skip
+    rates = {"datasheet": peak and peak["flops_per_s"], "measured": rate["flops_per_s"]}
+    prompts = demo_prompts(args.copies)
+    res["settings"] = {"copies": args.copies, "prompts": int(prompts["user"].size),
+                       "chunk_size": args.chunk_size, "batch_sizes": args.batch_sizes,
+                       "repeat": args.repeat, "seed": args.seed,
+                       "weights": "random; transformers: bf16 made on the device, seeded; "
+                                  "vLLM: load_format='dummy'"}  # fmt: skip
     res["rows"] = []
-    for name in args.shapes.split(","):
-        res["rows"] += run_shape(name, args, lengths, device, rate["flops_per_s"])
+    with tempfile.TemporaryDirectory(prefix="xlk-gpu-") as tmp:
+        for shape in args.shapes.split(","):
+            tok, vocab, desc = load_tokenizer(args.tokenizer, prompts, SHAPES[shape]["vocab_size"])
+            res["settings"]["tokenizer"] = desc
+            folder = Path(tmp) / shape
+            res["rows"] += run_transformers(shape, args, prompts, folder, tok, vocab, device, rates)
+            if not args.no_vllm:
+                res["rows"].append(run_vllm(shape, args, folder, tok, vocab, device, rates))
     after = matmul_rate(device, torch.bfloat16, m, m, m, seconds=1.5 if not tiny else 0.2)
     res["matmul_after"] = after
-    print(f"\n{res['gpu'] or device}: bf16 matmul {res['matmul_tflops']:.3g} TFLOP/s "
-          f"(after the runs {after['flops_per_s'] / 1e12:.3g}); lengths {source}")  # fmt: skip
+    print(f"\n{res['gpu'] or device}: bf16 matmul {res['matmul_tflops']:.3g} TFLOP/s (after the "
+          f"runs {after['flops_per_s'] / 1e12:.3g}); datasheet {res['datasheet_bf16']['device']}")  # fmt: skip
     print(format_table(
-        [[r["model"], r["prompts"], r["batch_size"], r["prompts_per_s"],
-          r["executed_gflop_per_prompt"], f"{r['mfu_executed']:.1%}", r["useful_gflop_per_prompt"],
-          f"{r['mfu_useful']:.1%}"] for r in res["rows"]],
-        ["model", "prompts", "batch", "prompts/s", "executed GFLOP/prompt", "MFU executed",
-         "useful GFLOP/prompt", "MFU useful"],
+        [[r["model"], r["backend"], r.get("prompts"), r.get("batch_size"),
+          formed(r["batches_formed"]) if r.get("batches_formed") else "",
+          r.get("prompts_per_s"), _pct(r.get("readout_share")),
+          _pct(r.get("mfu_executed_measured")), _pct(r.get("mfu_executed_datasheet")),
+          r.get("not_run") or r.get("error", "")[:60]] for r in res["rows"]],
+        ["model", "backend", "prompts", "batch_size", "batches formed", "prompts/s",
+         "readout share", "MFU exec (matmul)", "MFU exec (datasheet)", "note"],
     ))  # fmt: skip
-    for r in res["rows"]:
-        if "numpy_readout" in r:
-            nr = r["numpy_readout"]
-            print(f"{r['model']}: numpy float64 readout on the host: {nr['prompts_per_s']:.3g} "
-                  f"prompts/s (vocab {nr['vocab']}, {nr['prompts']} prompts)")  # fmt: skip
     write_json(out, res)
     return 0
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{x:.1%}"
 
 
 # ----------------------------------------------------------------------------- README
@@ -320,6 +583,8 @@ TITLE = "Collection on a GPU"
 
 
 def render(d: dict[str, Any]) -> list[str]:
+    from _common import RESULTS
+
     out: list[str] = []
     if "not_run" in d:
         out += [f"**{d['not_run']}**: the 1B and 8B rows are not measured; no numbers are "
@@ -328,33 +593,59 @@ def render(d: dict[str, Any]) -> list[str]:
         if not q.exists():
             return out
         d = json.loads(q.read_text())
-        out += [f"The same code path on the CPU with a tiny config (`{q.name}`, {stamp(d, q)}, "
+        out += [f"The same code on the CPU with a tiny config (`{q.name}`, {stamp(d, q)}, "
                 "`python benchmarks/bench_gpu.py --quick`; the test suite runs it), to show it "
                 "runs, not as a GPU number:", ""]  # fmt: skip
-    s = d["settings"]
+    if "rows" in d and d["rows"] and "backend" not in d["rows"][0]:
+        return [*out, "(a results file from before the rows went through `xlikert.collect`)", ""]
+    s, peak = d["settings"], d.get("datasheet_bf16") or {}
+    sheet = (f"{peak['device']}, {fmt(peak['flops_per_s'] / 1e12)} TFLOP/s"
+             if peak.get("flops_per_s") else "unknown for this device")  # fmt: skip
     out += [
-        f"{d.get('gpu') or d['device']}; bf16 matmul measured in the same run: "
-        f"{fmt(d['matmul_tflops'])} TFLOP/s ({'×'.join(map(str, d['matmul']['shape']))}); "
-        f"weights {s['weights']}; readout {s['readout']}; prompt lengths "
-        f"{d['prompt_lengths_source']}, {s['copies']} "
-        + ("copy" if s["copies"] == 1 else "copies")
-        + " of the 68 demo prompts (each copy its own system prefix), units "
-        f"of {s['chunk_size']} prompts, median of {s['repeat']} run(s). MFU = FLOPs / time / "
-        "matmul rate, executed (padding, the per-unit prefix, every logits row) and useful "
-        "(prefix once per system prompt, one lm_head row per prompt).",
+        f"{d.get('gpu') or d['device']}; bf16 dense peak from the datasheet: {sheet}; bf16 "
+        f"matmul measured in the same run: {fmt(d['matmul_tflops'])} TFLOP/s "
+        f"({'×'.join(map(str, d['matmul']['shape']))}). Every row is `xlikert.collect` on a "
+        f"random-weight model ({s['weights']}), readout included; {s['prompts']} prompts "
+        f"({s['copies']} " + ("copy" if s["copies"] == 1 else "copies") + " of the 68 demo "
+        f"prompts, one system prompt), units of {s['chunk_size']}, median of {s['repeat']} "
+        f"run(s); tokenizer {s['tokenizer']}. `batch_size` is collect's setting; the batches "
+        "formed are prompts per forward pass × how many passes. MFU = FLOPs / time / rate: "
+        "executed (padding, the per-unit prefix, every logits row) and useful (prefix once, "
+        "one lm_head row per answer context); 'datasheet' against the device's bf16 dense "
+        "peak, 'matmul' against the measured rate.",
         "",
     ]
-    rows = [[r["model"], params(r["params"]), fmt(r["prompts"]), fmt(r["batch_size"]),
-             fmt(r["prompts_per_s"]), fmt(r["executed_gflop_per_prompt"]), pct(r["mfu_executed"]),
-             fmt(r["useful_gflop_per_prompt"]), pct(r["mfu_useful"]),
-             fmt(r["numpy_readout"]["prompts_per_s"]) if "numpy_readout" in r else ""]
-            for r in d["rows"]]  # fmt: skip
-    out += table(["model shape", "parameters", "prompts", "batch", "prompts/s",
-                  "executed GFLOP/prompt", "MFU executed", "useful GFLOP/prompt", "MFU useful",
-                  "numpy float64 readout, prompts/s (host CPU)"], rows)  # fmt: skip
-    out += ["The last column is the transformers backend's host-side readout "
-            "(`read_logits`: float64 PMF, decoding grid and top-k over the full vocabulary) "
-            "on this machine's CPU.", ""]  # fmt: skip
+    rows = []
+    for r in d["rows"]:
+        if "not_run" in r or "error" in r:
+            rows.append([r["model"], r["backend"], *[""] * 9,
+                         r.get("not_run") or r["error"][:120].replace("|", "/")])  # fmt: skip
+            continue
+        sheet_mfu = (pct(r.get("mfu_executed_datasheet") or r.get("mfu_useful_datasheet"))
+                     if peak.get("flops_per_s") else "unknown")  # fmt: skip
+        rows.append([
+            r["model"], r["backend"], params(r["params"]) if r.get("params") else "",
+            fmt(r["prompts"]), fmt(r["batch_size"]) if r.get("batch_size") else "vLLM's",
+            formed(r["batches_formed"]) if r.get("batches_formed") else "vLLM's scheduler",
+            fmt(r["prompts_per_s"]), pct(r.get("readout_share")) if "readout_share" in r else "",
+            pct(r.get("mfu_executed_measured")) if "mfu_executed_measured" in r else
+            f"{pct(r['mfu_useful_measured'])} (useful)", sheet_mfu,
+            pct(r.get("mfu_executed_measured_without_readout"))
+            if "mfu_executed_measured_without_readout" in r else "",
+            f"{r['dtype']}, engine start {fmt(r['engine_start_s'])} s" if "dtype" in r else "",
+        ])  # fmt: skip
+    out += table(["model shape", "backend", "parameters", "prompts", "batch_size",
+                  "batches formed (prompts ×passes)", "prompts/s", "readout share of time",
+                  "MFU (matmul)", "MFU (datasheet)", "MFU (matmul) without the readout",
+                  "note"], rows)  # fmt: skip
+    tr = [r for r in d["rows"] if "readout_ms_per_prompt" in r]
+    if tr:
+        r = tr[-1]
+        out += [f"The transformers backend's readout (the logits' copy to the host and the "
+                f"float64 numpy rules over the full vocabulary of {r['vocab']:,}: PMF, decoding "
+                f"grid, top-k) took {fmt(r['readout_ms_per_prompt'])} ms per prompt on this "
+                f"host ({pct(r['readout_share'])} of the {r['model']} run at batch_size "
+                f"{r['batch_size']}); MFU without the readout is the forward passes' alone.", ""]  # fmt: skip
     return out
 
 

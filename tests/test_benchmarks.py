@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,38 +74,83 @@ def test_flop_counter_reads_every_call_shape(flops):
     assert flops.useful_flops(cfg, [rows]) == pytest.approx(want + 2 * head)
 
 
-def test_bench_gpu_runs_on_the_cpu_with_a_tiny_config(tmp_path):
+@pytest.fixture(scope="module")
+def bench_gpu():
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield _import("bench_gpu_for_test", BENCH / "bench_gpu.py")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_bench_gpu_reads_the_datasheet_peak_from_the_device_name(bench_gpu):
+    peak = bench_gpu.datasheet_peak
+    assert peak("NVIDIA H100 80GB HBM3")["flops_per_s"] == pytest.approx(989.4e12)
+    assert peak("NVIDIA H100 PCIe")["device"] == "H100 PCIe"
+    assert peak("NVIDIA H200 NVL")["device"] == "H200 NVL"
+    assert peak("NVIDIA L40S")["device"] == "L40S" and peak("NVIDIA L4")["device"] == "L4"
+    assert peak(None) is None and peak("Intel(R) Xeon(R) Processor") is None
+
+
+def test_bench_gpu_runs_on_the_cpu_with_a_tiny_config(tmp_path, bench_gpu):
+    """``bench_gpu.py --quick`` end to end: its transformers rows are ``collect()``'s numbers
+    on the same random model, its vLLM row runs xlikert's vLLM backend (one engine start,
+    when the engines are installed), and the README renders the rows."""
+    from xlikert.collect import collect
+    from xlikert.testing.engines import ENGINES
+
     out = tmp_path / "gpu.json"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     res = subprocess.run(
-        [sys.executable, str(BENCH / "bench_gpu.py"), "--tiny", "--device", "cpu", "--out",
-         str(out)],
-        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT,
+        [sys.executable, str(BENCH / "bench_gpu.py"), "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=900, env=env, cwd=ROOT,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     d = json.loads(out.read_text())
     assert d["tiny"] and d["device"] == "cpu" and d["matmul_tflops"] > 0
-    assert [r["batch_size"] for r in d["rows"]] == [8, 64]
-    for r in d["rows"]:
-        assert r["model"] == "tiny" and r["prompts"] == 68
-        assert r["readout_finite_and_in_range"]
+    assert d["datasheet_bf16"] == {"device": "unknown", "flops_per_s": None}
+    rows = [r for r in d["rows"] if r["backend"] == "transformers"]
+    assert [r["batch_size"] for r in rows] == [8, 64]
+    # 68 prompts in units of 64 and 4; the batches the backend formed, not the setting
+    assert [sorted(r["batches_formed"]) for r in rows] == [[4] + [8] * 8, [4, 64]]
+    for r in rows:
+        assert r["model"] == "tiny" and r["prompts"] == 68 and r["vocab"] == 2048
+        assert r["pmf_sums_to_one_and_mass_in_range"]
         # padding and the per-unit prefix are executed, never less than the useful count
         assert r["executed_gflop_per_prompt"] >= r["useful_gflop_per_prompt"] > 0
-        assert 0 < r["mfu_useful"] <= r["mfu_executed"]
-    assert d["rows"][-1]["numpy_readout"]["prompts_per_s"] > 0
-    groups = d["prompt_lengths"]["groups"]
-    assert sum(len(g["lengths"]) for g in groups) == 68
+        assert 0 < r["mfu_useful_measured"] <= r["mfu_executed_measured"]
+        assert "mfu_executed_datasheet" not in r  # no peak known for a CPU
+        assert 0 < r["rules_s"] <= r["readout_s"] < r["median_s"]
+    # the same random model saved and collected by the public path, with no loader:
+    # the benchmark's numbers are xlikert's
+    prompts = bench_gpu.demo_prompts(1)
+    tok = bench_gpu.word_tokenizer(prompts, 2048)
+    folder = tmp_path / "tiny"
+    cfg = bench_gpu.write_folder(folder, "tiny", tok, 2048)
+    bench_gpu.random_model(cfg, "cpu", seed=0).save_pretrained(folder)
+    for r in rows:
+        ds = collect(prompts, [{"name": "tiny", "source": str(folder), "dtype": "bfloat16"}],
+                     device="cpu", batch_size=r["batch_size"], chunk_size=r["chunk_size"],
+                     progress=False)  # fmt: skip
+        np.testing.assert_array_equal(np.asarray(r["pmf"]), ds["pmf"].values.reshape(-1, 7))
+        np.testing.assert_array_equal(np.asarray(r["valid_mass"]), ds["valid_mass"].values.ravel())
+    # the vLLM row: collect() with backend "vllm" on load_format="dummy" weights
+    (vrow,) = [r for r in d["rows"] if r["backend"] == "vllm"]
+    if not (ENGINES / "vllm" / "bin" / "python").exists():
+        assert vrow["not_run"].startswith("not run: vLLM not installed")
+    else:
+        assert "error" not in vrow and "not_run" not in vrow, vrow
+        assert vrow["load_format"] == "dummy" and vrow["prompts"] == 68
+        assert vrow["pmf_sums_to_one_and_mass_in_range"] and vrow["prompts_per_s"] > 0
+        assert "logits processor" in vrow["readout"]
     # the README renderer (beside the script) reads these fields
-    sys.path.insert(0, str(BENCH))
-    try:
-        bench_gpu = _import("bench_gpu_for_test", BENCH / "bench_gpu.py")
-    finally:
-        sys.path.remove(str(BENCH))
     text = "\n".join(bench_gpu.render(d))
-    assert "| tiny |" in text and "MFU executed" in text
+    assert "| tiny | transformers |" in text and "unknown for this device" in text
+    assert "| 8 ×8, 4 ×1 |" in text and "| 64 ×1, 4 ×1 |" in text
+    assert ("| tiny | vllm |" in text) and "| unknown |" in text
     missing = bench_gpu.render({"not_run": "not run: no GPU lent to this task"})
     assert missing[0].startswith("**not run: no GPU lent to this task**")
 

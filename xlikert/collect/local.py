@@ -53,7 +53,16 @@ from .templates import PromptTemplate
 from .tokens import AnswerSequences, ValidTokens, answer_rule
 from .zoo import check_source, model_folder
 
-__all__ = ["LoadedModel", "LocalModel", "Scorer", "check", "load_model", "open", "read_logits"]
+__all__ = [
+    "LoadedModel",
+    "LocalModel",
+    "Scorer",
+    "check",
+    "load_model",
+    "open",
+    "read_logits",
+    "wrap_model",
+]
 
 
 # ---------------------------------------------------------------------------- protocol
@@ -218,7 +227,6 @@ def load_model(
     >>> lm.prompt_format  # doctest: +SKIP
     'chat'
     """
-    import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -260,26 +268,72 @@ def load_model(
         prov["revision"] = str(getattr(model.config, "_commit_hash", None) or "")
     if not dev_map:
         model.to(device)
+    prov = {"source": source, **prov, "dtype": str(torch_dtype).replace("torch.", ""),
+            "device": str((dev_map and f"device_map={dev_map}") or model.device)}  # fmt: skip
+    lm = wrap_model(
+        name, model, tokenizer, scale,
+        prompt_format=spec.get("prompt_format"), split_space=split_space, provenance=prov,
+    )  # fmt: skip
+    lm.provenance["load_seconds"] = round(time.perf_counter() - t0, 2)
+    return lm
+
+
+def wrap_model(
+    name: str,
+    model: Any,
+    tokenizer: Any,
+    scale: Sequence[int],
+    *,
+    prompt_format: str | None = None,
+    split_space: bool = True,
+    provenance: dict[str, Any] | None = None,
+) -> LoadedModel:
+    """A :class:`LoadedModel` around a transformers model already in memory.
+
+    What :func:`load_model` does once the weights are loaded: the prompt
+    template, the answer rule (checked against the model's vocabulary) and the
+    provenance. A caller that builds a model itself (random weights for a
+    benchmark, a model it already holds) passes it through here and hands the
+    result to :class:`LocalModel`, e.g. through ``collect(loader=...)``.
+
+    Parameters
+    ----------
+    name
+        The model's name (messages, provenance).
+    model, tokenizer
+        A transformers causal LM (on its device) and its tokenizer.
+    scale
+        Scale values whose valid tokens are looked up.
+    prompt_format
+        ``"chat"``, ``"plain"`` or None (chat when the tokenizer has a template).
+    split_space
+        As in :func:`load_model`.
+    provenance
+        Entries recorded first (``source``, ``revision``, ``sha256``, ...); ``dtype``
+        and ``device`` default to the model's.
+    """
+    import torch
+    import transformers
+
     model.eval()
-    template = PromptTemplate(tokenizer, name, spec.get("prompt_format"))
+    template = PromptTemplate(tokenizer, name, prompt_format)
     valid, answers, rule = answer_rule(tokenizer, scale, split_space=split_space)
     n_vocab = model.get_output_embeddings().weight.shape[0]
     if max(answers.need) >= n_vocab:
         raise CollectionError(f"model {name!r}: valid token ids exceed the model's vocabulary")
-    prov = {"source": source, **prov}
+    prov = dict(provenance or {})
+    prov.setdefault("dtype", str(model.dtype).replace("torch.", ""))
+    prov.setdefault("device", str(model.device))
     prov.update(
         backend="transformers",
         tokenizer=f"{type(tokenizer).__name__}:"
         + str(prov.pop("tokenizer_name", None) or getattr(tokenizer, "name_or_path", "")),
-        dtype=str(torch_dtype).replace("torch.", ""),
-        device=str((dev_map and f"device_map={dev_map}") or model.device),
         prompt_format=template.format,
         prompt_template=template.description,
         architecture=type(model).__name__,
         transformers=transformers.__version__,
         torch=torch.__version__,
         answers=rule,
-        load_seconds=round(time.perf_counter() - t0, 2),
     )
     return LoadedModel(name, model, tokenizer, template, valid, answers, prov)
 
