@@ -52,7 +52,7 @@ RESERVED = frozenset(
 )
 KINDS = ("lexicon", "framing", "free")
 
-_TOP_KEYS = ("experiment", "factors", "models", "constants", "scale")
+_TOP_KEYS = ("experiment", "factors", "models", "constants", "scale", "collect")
 _EXPERIMENT_KEYS = ("name", "description", "instrument", "framing", "system", "user", "items")
 _FACTOR_KEYS = ("kind", "levels", "description")
 
@@ -112,6 +112,10 @@ class Experiment:
         The effective scale (the instrument's unless the file overrides it).
     path, sha256
         The experiment file and the sha256 of its bytes.
+    collect
+        The file's ``[collect]`` table as written (None without one): the run's
+        options, validated where the run is set up
+        (:meth:`xlikert.collect.CollectOptions.from_mapping`).
     """
 
     name: str
@@ -129,6 +133,7 @@ class Experiment:
     user: str
     path: str
     sha256: str
+    collect: dict[str, Any] | None = None
     _user_templates: tuple[Template, ...] = field(default=(), compare=False)
     _system_templates: dict[str, Template] = field(default_factory=dict, compare=False)
 
@@ -482,6 +487,8 @@ def experiment_from_dict(
 
     # --- models ---------------------------------------------------------------
     models = _parse_models(p, table.get("models", []))
+    # --- collection options (checked by xlikert.collect where the run is set up) ---
+    collect_table = p.get(table, "collect", dict, "top level", default=None)
 
     # --- which factor supplies each placeholder --------------------------------
     owner: dict[str, str] = {k: "the scale" for k in SCALE_FIELDS}
@@ -572,6 +579,7 @@ def experiment_from_dict(
         user=user_text,
         path=file,
         sha256=sha256,
+        collect=dict(collect_table) if collect_table is not None else None,
         _user_templates=tuple(user_templates),
         _system_templates=system_templates,
     )
