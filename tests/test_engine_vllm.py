@@ -216,6 +216,9 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     assert info["engine"]["logits_processors"] == ["xlikert.collect.vllm_readout:ExactReadout"]
     assert info["readout"].startswith("one request per (prompt, answer context)")
     assert info["decoding_rule"] == v.attrs["decoding_tie_rule"]  # xlikert's rule, as local
+    assert info["collection_protocol"] == info["readout"]
+    assert v.attrs["collection_protocol"].startswith(info["readout"])
+    assert v.decoding_pmf.attrs["description"] == v.attrs["decoding_tie_rule"]
     assert (v.prompt_text == loc.prompt_text).all()
     for var in ("pmf", "valid_mass", "topk_logprob", "decoding_pmf", "decoding_valid_mass"):
         assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
@@ -274,6 +277,7 @@ def test_script_without_main_guard_is_told_what_to_add(tmp_path):
 
 REASONING = """
 import json, sys
+import xlikert.collect.inprocess as base
 import xlikert.collect.vllm as backend
 from xlikert.collect import collect
 from xlikert.design import load_experiment
@@ -284,11 +288,11 @@ def main():
             "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25,
             "reasoning": {"traces": 3, "max_new_tokens": 24, "seed": 2}}
     ids = []  # the traces' token ids, as the backend stores them (for the test only)
-    store = backend.store_traces
+    store = base.store_traces  # the in-process backends' common outline stores them
     def record(res, row, read, traces, *rest):
         ids.append(traces)
         return store(res, row, read, traces, *rest)
-    backend.store_traces = record
+    base.store_traces = record
     held = {}
     class Held:  # one engine for both runs: collect closes its model at the end
         def __getattr__(self, name):
@@ -330,6 +334,7 @@ def test_in_process_vllm_reasoning_mode(tmp_path):
     np.testing.assert_array_equal(va.trace_pmf, vb.trace_pmf)
     info = va.likert.attrs["models"]["m"]
     assert info["reasoning"]["traces"] == 3 and info["reasoning_sampler"].startswith("vLLM")
+    assert info["end_of_turn_rule"].startswith("a trace ends at any eos_token_id")
     assert info["reasoning_format"]["framing"] == "cot"
     lm = load_model("smollm2-135m-instruct", range(1, 8))
     opts = CollectOptions(scale=tuple(range(1, 8)), temperatures=(1.0,), top_ps=(1.0,))

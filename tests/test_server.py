@@ -250,3 +250,29 @@ def test_cli_run_against_server(server, tiny_dir, tmp_path):
     ds = open_results(out)
     assert ds.pmf.sizes == {"model": 1, "target": 1, "item": 17, "score": 7}
     assert ds.likert.attrs["models"]["served"]["mode"] == "exact"
+
+
+def test_results_say_what_the_server_backend_did(server, tiny_dir, local):
+    """The file's collection_protocol and the decoding_pmf description are the server's
+    (requests, certified intervals, temperature 1 on the listed tokens), not the
+    transformers backend's one forward pass over the full vocabulary."""
+    from xlikert.collect.server import DECODING_RULE, PROTOCOL
+
+    srv = server()
+    for mode in ("exact", "topk"):
+        ds = collect(tiny_prompts(2, 3), spec(srv, tiny_dir, mode=mode), progress=False,
+                     split_space=False)  # fmt: skip
+        info = ds.likert.attrs["models"]["m"]
+        assert info["collection_protocol"] == PROTOCOL[mode]
+        assert ds.attrs["collection_protocol"].startswith(PROTOCOL[mode])
+        assert "forward pass" not in ds.attrs["collection_protocol"]
+        assert ds.decoding_pmf.attrs["description"] == DECODING_RULE
+        assert "only temperature 1 is measured" in DECODING_RULE
+    assert "certified intervals" in PROTOCOL["topk"]
+    # a file of two backends names each model's
+    both = collect(tiny_prompts(2, 3), [*spec(srv, tiny_dir), {"name": "t", "source": str(tiny_dir)}],
+                   progress=False, split_space=False)  # fmt: skip
+    desc = both.decoding_pmf.attrs["description"]
+    assert desc.startswith("models 'm': " + DECODING_RULE) and "models 't': probabilities" in desc
+    assert both.attrs["collection_protocol"].startswith("models 'm': " + PROTOCOL["exact"])
+    assert "models 't': one forward pass" in both.attrs["collection_protocol"]

@@ -28,9 +28,9 @@ Examples
 from __future__ import annotations
 
 from .merge import merge_shards
-from .protocol import BACKENDS, CollectOptions, Model
+from .protocol import BACKENDS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions, Model
 from .reasoning import trace_texts
-from .runner import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, collect, parse_shard
+from .runner import collect, parse_shard
 from .schema import ReadSequence, UnitResult, read_sequence
 from .store import PartialStore
 from .tokens import ValidTokens, find_valid_tokens

@@ -38,17 +38,15 @@ import numpy as np
 
 from ..constraint import next_token_readout
 from ..errors import CollectionError
-from .protocol import CollectOptions
-from .reasoning import (
-    check_reasoning,
-    end_of_turn_ids,
-    reasoning_format,
-    reasoning_provenance,
-    sample_tokens,
-    store_traces,
-    trace_seed,
+from .inprocess import (
+    ENTRY_KEYS,
+    InProcessModel,
+    check_dtype,
+    model_provenance,
+    resolve_dtype,
 )
-from .schema import UnitResult, encode_token_ids
+from .protocol import CollectOptions, check_entry_keys
+from .reasoning import check_reasoning, sample_tokens
 from .templates import PromptTemplate
 from .tokens import AnswerSequences, ValidTokens, answer_rule
 from .zoo import check_source, model_folder
@@ -66,13 +64,21 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------- protocol
+#: The keys of a transformers model entry (:func:`load_model`).
+KEYS = ENTRY_KEYS | {"device", "device_map"}
+
+
 def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
     """Validate a transformers model entry before anything runs (no heavy imports).
 
-    A ``reasoning`` table is checked and completed with its defaults
+    Keys other than :data:`KEYS` are refused
+    (:func:`~xlikert.collect.protocol.check_entry_keys`). A ``reasoning`` table
+    is checked and completed with its defaults
     (:func:`~xlikert.collect.reasoning.check_reasoning`), so it enters the run's
     fingerprint as it will run.
     """
+    check_entry_keys(spec, KEYS, "transformers")
+    check_dtype(spec.get("dtype"), f"model {spec['name']!r}")
     check_source(str(spec["source"]), str(spec["name"]), spec.get("gguf_file"))
     out = dict(spec)
     reasoning = check_reasoning(spec)
@@ -107,24 +113,14 @@ def _is_oom(exc: BaseException) -> bool:
     )
 
 
-def _torch_dtype(dtype: str | None, device: str):
+def _torch_dtype(dtype: str | None, device: str, where: str = "transformers"):
+    """The torch dtype (:func:`~xlikert.collect.inprocess.resolve_dtype`): ``auto`` is
+    float32 without a GPU, bfloat16 (else float16) on CUDA."""
     import torch
 
-    if dtype in (None, "auto"):
-        if device.startswith("cuda") and torch.cuda.is_available():
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    table = {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-        "float16": torch.float16,
-        "fp16": torch.float16,
-    }
-    if dtype not in table:
-        raise CollectionError(f"unknown dtype {dtype!r}; choose one of {sorted(table)} or 'auto'")
-    return table[dtype]
+    gpu = device.startswith("cuda") and torch.cuda.is_available()
+    on_gpu = "bfloat16" if gpu and torch.cuda.is_bf16_supported() else "float16"
+    return getattr(torch, resolve_dtype(dtype, gpu=gpu, on_gpu_auto=on_gpu, where=where))
 
 
 def _default_device(device: str | None) -> str:
@@ -235,7 +231,7 @@ def load_model(
     name = str(spec.get("name") or source)
     device = _default_device(spec.get("device", device))
     dev_map = spec.get("device_map", device_map)
-    torch_dtype = _torch_dtype(spec.get("dtype", dtype), device)
+    torch_dtype = _torch_dtype(spec.get("dtype", dtype), device, f"model {name!r}")
     trc = bool(spec.get("trust_remote_code", trust_remote_code))
     t0 = time.perf_counter()
     bars = transformers.utils.logging.is_progress_bar_enabled()
@@ -321,19 +317,26 @@ def wrap_model(
     n_vocab = model.get_output_embeddings().weight.shape[0]
     if max(answers.need) >= n_vocab:
         raise CollectionError(f"model {name!r}: valid token ids exceed the model's vocabulary")
-    prov = dict(provenance or {})
-    prov.setdefault("dtype", str(model.dtype).replace("torch.", ""))
-    prov.setdefault("device", str(model.device))
-    prov.update(
+    given = dict(provenance or {})
+    source = str(given.pop("source", name))
+    dtype = str(given.pop("dtype", str(model.dtype).replace("torch.", "")))
+    device = str(given.pop("device", model.device))
+    prov = model_provenance(
+        source,
+        given,
         backend="transformers",
-        tokenizer=f"{type(tokenizer).__name__}:"
-        + str(prov.pop("tokenizer_name", None) or getattr(tokenizer, "name_or_path", "")),
-        prompt_format=template.format,
-        prompt_template=template.description,
+        tokenizer=tokenizer,
+        tokenizer_fallback=str(getattr(tokenizer, "name_or_path", "")),
+        dtype=dtype,
+        template=template,
+        answers=rule,
+        collection_protocol=READOUT,
+    )
+    prov.update(
+        device=device,
         architecture=type(model).__name__,
         transformers=transformers.__version__,
         torch=torch.__version__,
-        answers=rule,
     )
     return LoadedModel(name, model, tokenizer, template, valid, answers, prov)
 
@@ -534,6 +537,16 @@ class Scorer:
 
 
 # ---------------------------------------------------------------------------- the model
+#: What the transformers backend does, recorded per model (``collection_protocol``).
+READOUT = (
+    "one forward pass per (condition, item): xlikert's token ids of the prompt, one "
+    "teacher-forced row per answer context (a bare space token, the first tokens of a "
+    "multi-token answer), the system prompt's KV cache shared by the items (checked against "
+    "an uncached pass); log-softmax of the logits over the full vocabulary in float64 "
+    "(xlikert.constraint.next_token_readout); the decoding grid by xlikert's tie rule on the "
+    "full vocabulary"
+)
+
 #: How the transformers backend samples a trace; stored in the model's provenance.
 TRACE_SAMPLER = (
     "transformers backend: the M traces of a prompt in one batch with a KV cache (a finished "
@@ -544,12 +557,6 @@ TRACE_SAMPLER = (
 )
 
 
-def _end_of_turn_ids(lm: LoadedModel) -> set[int]:
-    """Token ids that end the model's turn: the generation config's and the tokenizer's EOS."""
-    srcs = (getattr(lm.model, "generation_config", None), lm.model.config, lm.tokenizer)
-    return end_of_turn_ids(*(getattr(src, "eos_token_id", None) for src in srcs))
-
-
 def _empty_cache() -> None:
     import torch
 
@@ -557,15 +564,17 @@ def _empty_cache() -> None:
         torch.cuda.empty_cache()
 
 
-class LocalModel:
+class LocalModel(InProcessModel):
     """A :class:`~xlikert.collect.protocol.Model` running a transformers model in process.
 
     Each call to :meth:`score` runs one unit: the prompts' shared prefix once
     (KV cache), then length-sorted batches of teacher-forced rows, one per answer
-    context leaf; out of memory, the batch size halves (down to one prompt).
+    context leaf; out of memory, the batch size halves (down to one prompt). The
+    outline of a unit and the provenance are the in-process backends' common
+    :class:`~xlikert.collect.inprocess.InProcessModel`.
     """
 
-    mode = "exact"
+    TRACE_SAMPLER = TRACE_SAMPLER
 
     def __init__(
         self,
@@ -577,11 +586,9 @@ class LocalModel:
         self.name = lm.name
         self.options = options
         #: The checked ``reasoning`` table (None: the answer is read right after the prompt).
-        self.reasoning = reasoning
-        self.format = None
-        if reasoning is not None:
-            self.format = reasoning_format(lm.tokenizer, reasoning, lm.name)
-            self.stop_ids = _end_of_turn_ids(lm)
+        self._start_reasoning(
+            reasoning, lm.tokenizer, lm.model.config, getattr(lm.model, "generation_config", None)
+        )
         self.scorer = Scorer(lm, prefix_cache=options.prefix_cache)
         bs = options.batch_size
         # CPU: 16 prompts per batch beat 8 on Qwen2.5-0.5B (51% against 48% of the
@@ -603,13 +610,26 @@ class LocalModel:
     def __repr__(self) -> str:
         return f"<LocalModel {self.lm!r} batch_size={self.batch_size}>"
 
-    def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
-        if self.reasoning is not None:
-            return self._score_reasoning(prompts)
-        lm, opts = self.lm, self.options
-        texts = [lm.render(s, u) for s, u in prompts]
-        encoded = [lm.encode(t) for t in texts]
-        # Shared prefix of this unit's token ids (same system prompt); keep >= 1 suffix token.
+    # the loaded model's parts, as the common base reads them
+    @property
+    def tokenizer(self):
+        return self.lm.tokenizer
+
+    @property
+    def template(self) -> PromptTemplate:
+        return self.lm.template
+
+    @property
+    def valid(self) -> ValidTokens:
+        return self.lm.valid
+
+    @property
+    def answers(self) -> AnswerSequences:
+        return self.lm.answers
+
+    def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, np.ndarray]:
+        """The unit's shared prefix (same system prompt; >= 1 suffix token kept) once on
+        the KV cache, then :meth:`_read` of every prompt."""
         n = min(len(e) for e in encoded) - 1
         P = 0
         while n > P and all(e[P] == encoded[0][P] for e in encoded):
@@ -621,19 +641,7 @@ class LocalModel:
             if not _is_oom(exc):
                 raise
             raise self._oom(f"shared prefix of {P} tokens") from exc
-        out = self._read(prefix, cache, [e[P:] for e in encoded])
-        res = UnitResult.empty(len(prompts), opts.sizes)
-        for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
-            res.data[key][:] = out[key]
-        k = out["topk_id"].shape[1]  # fewer than top_k only for a tiny vocabulary
-        res.data["topk_logprob"][:, :k] = out["topk_logprob"]
-        tok = lm.tokenizer
-        res.data["topk_token"][:, :k] = [
-            [tok.convert_ids_to_tokens(int(i)) or "" for i in row] for row in out["topk_id"]
-        ]
-        res.data["prompt_text"][:] = texts
-        res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
-        return res
+        return self._read(prefix, cache, [e[P:] for e in encoded])
 
     def _read(self, prefix: list[int], cache, suffixes: list[list[int]]) -> dict[str, np.ndarray]:
         """:func:`read_logits` of ``prefix + suffix`` for every suffix, in batches.
@@ -677,22 +685,14 @@ class LocalModel:
         return res
 
     # ------------------------------------------------------------------ reasoning mode
-    def _score_reasoning(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
-        """Sample the traces of every prompt, close them, read the answer after each."""
-        lm, opts, cfg, fmt = self.lm, self.options, self.reasoning, self.format
-        M = cfg["traces"]
-        res = UnitResult.empty(len(prompts), opts.sizes, traces=M)
-        tok = lm.tokenizer
-        closing = fmt.closing_ids(tok)
-        texts = []
-        for b, (system, user) in enumerate(prompts):
-            text = fmt.prompt(lm.template, system, user)
-            texts.append(text)
-            ids = lm.encode(text)
-            res.data["prompt_token_ids"][b] = encode_token_ids(ids)
-            seeds = [trace_seed(cfg["seed"], text, k) for k in range(M)]
+    def _sample_and_read(self, texts, encoded, seeds, closing):
+        """Per prompt: its M traces sampled in one batch (:meth:`_sample`), then the
+        answer after each closed trace read on the sampling's KV cache
+        (:meth:`_read_after_traces`), or afresh when prefix caching is off."""
+        cfg = self.reasoning
+        for ids, ss in zip(encoded, seeds, strict=True):
             try:
-                traces, ends, state = self._sample(ids, seeds)
+                traces, ends, state = self._sample(ids, ss)
                 out = None
                 if self.scorer.prefix_cache:
                     out = self._read_after_traces(ids, state, traces, ends, closing)
@@ -702,11 +702,10 @@ class LocalModel:
             except Exception as exc:
                 if not _is_oom(exc):
                     raise
-                raise self._oom(f"{M} traces of up to {cfg['max_new_tokens']} tokens") from exc
-            words = [tok.decode(t, skip_special_tokens=False) for t in traces]
-            store_traces(res, b, out, traces, ends, seeds, words, closing)
-        res.data["prompt_text"][:] = texts
-        return res
+                raise self._oom(
+                    f"{cfg['traces']} traces of up to {cfg['max_new_tokens']} tokens"
+                ) from exc
+            yield traces, ends, out
 
     def _sample(self, ids: list[int], seeds: list[int]):
         """Sample one trace per seed after the prompt ``ids``, all in one batch.
@@ -822,16 +821,11 @@ class LocalModel:
             "use a smaller dtype, device_map='auto', or a bigger device"
         )
 
+    def _provenance(self) -> dict[str, Any]:
+        return self.lm.provenance
+
     def provenance(self) -> dict[str, Any]:
-        info = {k: v for k, v in self.lm.provenance.items() if k != "load_seconds"}
-        if self.reasoning is not None:
-            info.update(reasoning_provenance(self.reasoning, self.format, TRACE_SAMPLER))
-            info["end_of_turn_ids"] = sorted(self.stop_ids)
-        if self.lm.template.system_merged:
-            info["system_merged_into_user"] = "true"
-        info["valid_tokens"] = self.lm.valid.as_records()
-        if not self.lm.answers.is_one_token:
-            info["answer_spellings"] = self.lm.answers.as_records()
+        info = super().provenance()
         info["batch_size"] = self.initial_batch_size
         info["oom_backoffs"] = self.backoffs
         return info

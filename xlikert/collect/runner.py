@@ -36,16 +36,12 @@ from .store import PartialStore, as_record
 from .templates import PLAIN_FORMAT
 
 __all__ = [
-    "DEFAULT_TEMPERATURES",
-    "DEFAULT_TOP_PS",
     "Plan",
     "collect",
     "parse_shard",
     "write_atomic",
 ]
 
-DEFAULT_TEMPERATURES = (0.1, 0.5, 1.0, 1.3)
-DEFAULT_TOP_PS = (0.8, 0.9, 1.0)
 _FORMAT = "xlikert-collect-3"  # 3: token ids stored; vLLM read by the logits processor
 
 
@@ -91,7 +87,7 @@ def write_atomic(ds: xr.Dataset, path: str | os.PathLike) -> Path:
 # ---------------------------------------------------------------------------- inputs
 def _scale_of(prompts: xr.Dataset, scale) -> tuple[int, ...]:
     if scale is not None:
-        return tuple(int(v) for v in scale)
+        return scale
     if "score" in prompts.coords:
         return tuple(int(v) for v in prompts["score"].values)
     attrs = prompts.attrs
@@ -162,7 +158,8 @@ def _check_output(output) -> Path | None:
 class Plan:
     """The fixed partition of (model, cell) work into units, and the run's fingerprints."""
 
-    def __init__(self, system, user, models, options: CollectOptions, chunk_size: int, shard):
+    def __init__(self, system, user, models, options: CollectOptions, shard):
+        chunk_size = options.chunk_size
         self.sys_flat = [str(s) for s in np.asarray(system.values).ravel()]
         self.user_flat = [str(s) for s in np.asarray(user.values).ravel()]
         groups: dict[str, list[int]] = {}
@@ -236,23 +233,13 @@ def collect(
     models: Sequence[dict[str, Any] | str] | dict[str, Any] | str,
     output: str | os.PathLike | None = None,
     *,
-    scale: Sequence[int] | None = None,
-    batch_size: int | str = "auto",
-    device: str | None = None,
-    dtype: str | None = None,
-    device_map: str | None = None,
-    trust_remote_code: bool = False,
-    top_k: int = 20,
-    temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
-    top_ps: Sequence[float] = DEFAULT_TOP_PS,
+    options: CollectOptions | None = None,
     shard: str | tuple[int, int] | None = None,
-    prefix_cache: bool = True,
-    split_space: bool = True,
-    chunk_size: int = 64,
     overwrite: bool = False,
     progress: bool = True,
     on_unit: Callable[[int, int], None] | None = None,
-    loader: Callable[[dict[str, Any], CollectOptions], Model] | None = None,
+    loader: Callable[[dict[str, Any], CollectOptions, tuple[str, str]], Model] | None = None,
+    **overrides: Any,
 ) -> xr.Dataset:
     """Collect exact next-token item PMFs for every (model, condition, item).
 
@@ -271,17 +258,19 @@ def collect(
     output
         netCDF path. When given, the run is resumable (``<output>.partial/``) and a
         finished output with the same fingerprint is opened instead of recomputed.
-    scale
-        Scale values; defaults to the prompts' ``score`` coord or ``scale_min``/``scale_max`` attrs.
-    batch_size
-        Prompts per forward pass, or ``"auto"`` (16 on CPU, 64 on CUDA), halved on
-        out-of-memory (transformers backend).
-    device, dtype, device_map, trust_remote_code
-        Defaults for model entries that do not set them (local engines).
-    top_k
-        Raw top-k tokens stored per prompt (``topk_token``, ``topk_logprob``).
-    temperatures, top_ps
-        The decoding grid (``decoding_pmf``): the item PMF a sampler would see.
+    options
+        The run's settings (:class:`~xlikert.collect.protocol.CollectOptions`:
+        the decoding grid, top-k, the answer rule, batch and unit sizes, the
+        in-process backends' device and dtype); default: the defaults.
+    **overrides
+        Any field of :class:`~xlikert.collect.protocol.CollectOptions` by name,
+        overriding ``options`` (``scale``, ``top_k``, ``temperatures``,
+        ``top_ps``, ``split_space``, ``prefix_cache``, ``batch_size``,
+        ``chunk_size``, ``device``, ``dtype``, ``device_map``,
+        ``trust_remote_code``). Everything is validated before any model loads.
+        ``scale`` defaults to the prompts' ``score`` coord or
+        ``scale_min``/``scale_max`` attrs; ``temperatures`` and ``top_ps`` are
+        the decoding grid (``decoding_pmf``): the item PMF a sampler would see.
     shard
         ``"i/n"``: compute only part i of n (whole units); merge with
         :func:`~xlikert.collect.merge_shards`.
@@ -291,8 +280,6 @@ def collect(
         Count answers whose leading space is a token of its own, exactly
         (:data:`~xlikert.collect.tokens.SPACED_ANSWER_RULE`); False gives the
         paper's one-token rule.
-    chunk_size
-        Prompts per unit (the unit of saved progress).
     overwrite
         Replace an output made by another configuration.
     progress
@@ -300,8 +287,9 @@ def collect(
     on_unit
         Called with (units done, units total) after every unit.
     loader
-        ``(model entry, options) -> Model`` instead of the entry's backend (to
-        reuse a loaded model, e.g. in benchmarks).
+        ``(model entry, options, probe) -> Model`` instead of the entry's
+        backend's ``open`` (to reuse a loaded model, e.g. in benchmarks); called
+        as ``open`` is, ``probe`` being one ``(system, user)`` prompt of the run.
 
     Returns
     -------
@@ -324,34 +312,26 @@ def collect(
     --------
     >>> from xlikert.design import load_experiment  # doctest: +SKIP
     >>> exp = load_experiment("demo")  # doctest: +SKIP
-    >>> ds = collect(exp.build_prompts(), exp.models, "results.nc")  # doctest: +SKIP
+    >>> ds = collect(exp.build_prompts(), exp.models, "results.nc", top_ps=(0.9, 1.0))  # doctest: +SKIP
+    >>> opts = CollectOptions.from_mapping(exp.collect, where="demo [collect]")  # doctest: +SKIP
+    >>> ds = collect(exp.build_prompts(), exp.models, options=opts)  # doctest: +SKIP
     >>> ds.pmf.sum("score")  # doctest: +SKIP
     """
     from tqdm.auto import tqdm
 
+    if options is None:
+        options = CollectOptions()
+    elif not isinstance(options, CollectOptions):
+        raise CollectionError(
+            f"options must be a CollectOptions (CollectOptions.from_mapping(d) builds one from "
+            f"a dict), got {type(options).__name__}"
+        )
+    options = options.replace(where="collect()", **overrides)  # unknown names refused
     system, user = _check_prompts(prompts)
+    options = options.replace(where="collect()", scale=_scale_of(prompts, options.scale))
     models = _normalise_models(models)
     shard_t = parse_shard(shard)
-    if not (isinstance(batch_size, int) and batch_size >= 1) and batch_size != "auto":
-        raise CollectionError(
-            f"batch_size must be a positive integer or 'auto', got {batch_size!r}"
-        )
-    if chunk_size < 1:
-        raise CollectionError(f"chunk_size must be >= 1, got {chunk_size}")
-    options = CollectOptions(
-        scale=_scale_of(prompts, scale),
-        top_k=int(top_k),
-        temperatures=tuple(float(t) for t in temperatures),
-        top_ps=tuple(float(p) for p in top_ps),
-        split_space=bool(split_space),
-        prefix_cache=bool(prefix_cache),
-        batch_size=batch_size,
-        device=device,
-        dtype=dtype,
-        device_map=device_map,
-        trust_remote_code=bool(trust_remote_code),
-    )
-    plan = Plan(system, user, models, options, int(chunk_size), shard_t)
+    plan = Plan(system, user, models, options, shard_t)
     out_path = _check_output(output)
     if out_path is not None and out_path.exists():
         finished = _finished(out_path, plan.fingerprint, overwrite)

@@ -88,7 +88,9 @@ VARIABLES: dict[str, Variable] = {
         ("rank",), _NAN, {"description": "natural-log probability over the full vocabulary"}
     ),
     "decoding_pmf": Variable(
-        ("temperature", "top_p", "score"), _NAN, {"description": DECODING_TIE_RULE}
+        ("temperature", "top_p", "score"),
+        _NAN,
+        {"description": "set per file from each model's decoding_rule (see assemble)"},
     ),
     "decoding_valid_mass": Variable(
         ("temperature", "top_p"),
@@ -398,18 +400,34 @@ def assemble(
         ds.attrs["shard"] = f"{shard[0]}/{shard[1]}"
     # Per-model provenance: attrs["models"][name] (a dict; xlikert.io stores it as JSON).
     ds.attrs["models"] = {model_names[mi]: dict(infos.get(mi, {})) for mi in range(M)}
+    ds["decoding_pmf"].attrs["description"] = _per_model(
+        ds.attrs["models"], "decoding_rule", "the decoding grid"
+    )
     ds.attrs.update(
         xlikert_version=__version__,
         date_created=_now(),
         collection_protocol=(
-            "one forward pass per (condition, item); log-softmax over the full vocabulary; "
-            "valid tokens = vocabulary tokens whose surface form is a scale value with an "
+            _per_model(ds.attrs["models"], "collection_protocol", "the measurement")
+            + ". Valid tokens = vocabulary tokens whose surface form is a scale value with an "
             "optional leading ' ', '▁' or 'Ġ'; each model's answer rule (one token, split "
-            "space, multi-token) and backend are in ds.likert.attrs['models'][name]"
+            "space, multi-token), backend and collection_protocol are in "
+            "ds.likert.attrs['models'][name]"
         ),
         decoding_tie_rule=DECODING_TIE_RULE,
     )
     return ds
+
+
+def _per_model(models: dict[str, dict[str, Any]], key: str, what: str) -> str:
+    """What the models' provenance says under ``key``: the one text when all agree, else
+    each text after the models it applies to (a backend that does not record it is named)."""
+    texts: dict[str, list[str]] = {}
+    for name, info in models.items():
+        text = info.get(key) or f"{what} not recorded by the backend of model {name!r}"
+        texts.setdefault(str(text), []).append(name)
+    if len(texts) == 1:
+        return next(iter(texts))
+    return "; ".join(f"models {', '.join(map(repr, names))}: {t}" for t, names in texts.items())
 
 
 class ReadSequence(NamedTuple):

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..constraint import TOPK_BOUNDS_RULE, nucleus_logprobs, scale_mass, topk_intervals
 from ..errors import CollectionError
-from .protocol import CollectOptions
+from .protocol import CollectOptions, check_entry_keys
 from .schema import UnitResult
 from .tokens import ONE_TOKEN_RULE
 
@@ -186,9 +186,7 @@ def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
             f"{where}: reasoning mode is not implemented for the openai backend; run the "
             "model in process with backend = 'transformers' or 'vllm'"
         )
-    unknown = sorted(set(spec) - _KEYS)
-    if unknown:
-        raise CollectionError(f"{where}: unknown field(s) {unknown} for the openai backend")
+    check_entry_keys(spec, _KEYS, "openai")
     source = str(spec.get("source") or "")
     model = spec.get("model") or (source[len("openai:") :] if source.startswith("openai:") else "")
     if not model:
@@ -379,6 +377,26 @@ def open(spec: dict[str, Any], options: CollectOptions, probe: tuple[str, str]) 
 def _strip_marker(text: str) -> str:
     return text[1:] if text[:1] in (" ", "▁", "Ġ") else text
 
+
+#: What the server backend does in each mode, recorded per model (``collection_protocol``).
+PROTOCOL = {
+    "exact": "chat completions over HTTP, the prompt templated by the server: per (condition, "
+    "item) one request for the top-k listing and one with logprob_token_ids for every valid "
+    "token's log-probability (max_tokens=1; vLLM's extension); the item PMF exact over the "
+    "valid tokens",
+    "topk": "chat completions over HTTP, the prompt templated by the server: per (condition, "
+    "item) one request with max_tokens=1 and top_logprobs=top_k+1; only the listed tokens are "
+    "known: pmf is the listed valid mass renormalised, with certified intervals (pmf_lower, "
+    "pmf_upper, valid_mass_lower, valid_mass_upper; bounds_rule)",
+}
+
+#: How the server backend's decoding grid is made, recorded per model (``decoding_rule``).
+DECODING_RULE = (
+    "xlikert's tie rule (xlikert.constraint.DECODING_TIE_RULE) applied to the tokens the "
+    "server listed (and, in exact mode, every valid token), not the full vocabulary: only "
+    "temperature 1 is measured, and only for top-p values whose nucleus provably lies inside "
+    "the known tokens; every other grid point is NaN (not measured)"
+)
 
 #: Listed entries that may stand outside the rank order (the sampled token, listed first).
 OUT_OF_ORDER = 1
@@ -656,6 +674,8 @@ class ServerModel:
             server=self.spec.public_url,
             served_model=self.spec.model,
             mode=self.mode,
+            collection_protocol=PROTOCOL[self.mode],
+            decoding_rule=DECODING_RULE,
             api_key_env=self.spec.api_key_env,
             request=json.dumps(request, sort_keys=True)
             + (" + logprob_token_ids=<valid ids>" if self.mode == "exact" else ""),

@@ -29,7 +29,11 @@ sampling request per trace with its own ``seed`` and the end marker as a stop
 string (:data:`VLLM_TRACE_SAMPLER`), then the requests above on prompt + trace +
 closing. ``tensor_parallel_size``, ``pipeline_parallel_size``
 and ``data_parallel_size`` go to vLLM, which spreads a 70B model over GPUs or
-nodes; ``engine_args`` passes any other ``vllm.LLM`` argument.
+nodes; ``engine_args`` passes any other ``vllm.LLM`` argument (it is part of the
+run's fingerprint: it may change the numbers).
+
+The outline of a unit, the provenance, the end-of-turn rule and the dtype rules
+are shared with the transformers backend (:mod:`xlikert.collect.inprocess`).
 """
 
 from __future__ import annotations
@@ -48,18 +52,10 @@ from typing import Any
 
 import numpy as np
 
-from ..constraint import DECODING_TIE_RULE
 from ..errors import CollectionError
-from .protocol import CollectOptions
-from .reasoning import (
-    check_reasoning,
-    end_of_turn_ids,
-    reasoning_format,
-    reasoning_provenance,
-    store_traces,
-    trace_seed,
-)
-from .schema import UnitResult, encode_token_ids
+from .inprocess import ENTRY_KEYS, InProcessModel, check_dtype, model_provenance, resolve_dtype
+from .protocol import CollectOptions, check_entry_keys
+from .reasoning import check_reasoning
 from .templates import PromptTemplate
 from .tokens import answer_rule
 from .zoo import check_source, model_folder
@@ -79,20 +75,13 @@ VLLM_TRACE_SAMPLER = (
     "vLLM backend: one request per trace, SamplingParams(seed=trace_seed(seed, prompt text, "
     "index), temperature, top_p, max_tokens=max_new_tokens, stop=[end marker]); vLLM's own "
     "sampler and random streams (not the transformers backend's: the same seeds give other "
-    "traces); an ending end-of-turn token is dropped; the answer after each closed trace is "
-    "read with the exact-mode requests (xlikert's logits processor)"
+    "traces); it stops at the end marker and at the end-of-turn ids (END_OF_TURN_RULE, passed "
+    "as stop_token_ids), and an ending end-of-turn token is dropped; the answer after each "
+    "closed trace is read with the exact-mode requests (xlikert's logits processor)"
 )
 
-_KEYS = {
-    "name",
-    "source",
-    "backend",
-    "revision",
-    "dtype",
-    "trust_remote_code",
-    "prompt_format",
-    "gguf_file",
-    "sha256",
+#: The keys of a vLLM model entry.
+KEYS = ENTRY_KEYS | {
     "tensor_parallel_size",
     "pipeline_parallel_size",
     "data_parallel_size",
@@ -101,8 +90,16 @@ _KEYS = {
     "enforce_eager",
     "seed",
     "engine_args",
-    "reasoning",
 }
+
+#: Entry keys that place the engine on devices without changing the numbers: left out
+#: of the run's fingerprint, so a run resumes on another layout.
+PLACEMENT_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                  "gpu_memory_utilization")  # fmt: skip
+
+#: ``vllm.LLM`` arguments xlikert sets itself (its readout needs them as they are).
+ENGINE_OWN = ("model", "tokenizer", "logits_processors", "worker_extension_cls",
+              "enable_prefix_caching")  # fmt: skip
 
 
 def _is_main_guard(test: ast.expr) -> bool:
@@ -170,12 +167,7 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
             f"model {name!r}: collection started again inside a process that vLLM spawned. "
             + _guard_advice(script)
         )
-    unknown = sorted(set(spec) - _KEYS)
-    if unknown:
-        raise CollectionError(
-            f"model {name!r}: unknown field(s) {unknown} for the vllm backend; "
-            f"known: {sorted(_KEYS)}"
-        )
+    check_entry_keys(spec, KEYS, "vllm")
     if importlib.util.find_spec("vllm") is None:
         raise CollectionError(
             f"model {name!r}: backend 'vllm' needs vLLM in this environment: "
@@ -187,26 +179,55 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
             raise CollectionError(
                 f"model {name!r}: {k} must be a positive integer, got {spec[k]!r}"
             )
+    check_dtype(spec.get("dtype"), f"model {name!r}")
+    _check_engine_args(spec)
     check_source(str(spec["source"]), str(name), spec.get("gguf_file"))
-    # how the engine is spread over devices does not change the numbers
-    placement = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
-                 "gpu_memory_utilization", "engine_args")  # fmt: skip
-    out = {k: v for k, v in spec.items() if k not in placement}
+    # how the engine is spread over devices does not change the numbers; engine_args may
+    # (a dtype, a quantization, a logprobs mode): it stays in the fingerprint
+    out = {k: v for k, v in spec.items() if k not in PLACEMENT_KEYS}
     reasoning = check_reasoning(spec)
     if reasoning is not None:
         out["reasoning"] = reasoning
     return out
 
 
-def _end_of_turn_ids(folder: str, tokenizer: Any) -> set[int]:
-    """The tokenizer's EOS and the generation config's (vLLM stops at both)."""
-    from transformers import GenerationConfig
+def _check_engine_args(spec: dict[str, Any]) -> None:
+    """``engine_args`` is a table of other ``vllm.LLM`` arguments: none that xlikert sets
+    itself (:data:`ENGINE_OWN`), none that the entry has a key for."""
+    args = spec.get("engine_args")
+    if args is None:
+        return
+    where = f"model {spec['name']!r}"
+    if not isinstance(args, dict):
+        raise CollectionError(f"{where}: engine_args must be a table, got {args!r}")
+    own = sorted(k for k in args if k in ENGINE_OWN)
+    if own:
+        raise CollectionError(
+            f"{where}: engine_args sets {own}, which xlikert sets itself (its readout in the "
+            "engine needs them as they are)"
+        )
+    keyed = sorted(k for k in args if k in KEYS)
+    if keyed:
+        raise CollectionError(
+            f"{where}: engine_args sets {keyed}: give them as the model entry's own keys"
+        )
+
+
+def _configs(folder: str, trust_remote_code: bool) -> tuple[Any, Any]:
+    """The model config and the generation config of a model folder (None where absent);
+    the generation config is derived from the model config without its own file, as
+    vLLM and transformers do."""
+    from transformers import AutoConfig, GenerationConfig
 
     try:
-        e = GenerationConfig.from_pretrained(folder).eos_token_id
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError):
+        config = None
+    try:
+        generation = GenerationConfig.from_pretrained(folder)
     except OSError:  # no generation_config.json
-        e = None
-    return end_of_turn_ids(tokenizer.eos_token_id, e)
+        generation = GenerationConfig.from_model_config(config) if config is not None else None
+    return config, generation
 
 
 def _salt(texts: Sequence[str]) -> str:
@@ -222,19 +243,25 @@ def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> VLLMModel
 
 
 def _dtype(spec: dict[str, Any], options: CollectOptions) -> str:
-    """The engine dtype; ``auto`` is float32 without a GPU, as in the transformers backend
-    (vLLM's own ``auto`` would downcast a float32 checkpoint to bfloat16 on a CPU)."""
-    d = spec.get("dtype", options.dtype) or "auto"
-    if d == "auto":
-        import torch
+    """The engine dtype (:func:`~xlikert.collect.inprocess.resolve_dtype`): ``auto`` is
+    float32 without a GPU, as in the transformers backend (vLLM's own ``auto`` would
+    downcast a float32 checkpoint to bfloat16 on a CPU), and vLLM's ``auto`` on a GPU."""
+    import torch
 
-        return "auto" if torch.cuda.is_available() else "float32"
-    names = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-    return names.get(d, d)
+    return resolve_dtype(
+        spec.get("dtype", options.dtype), gpu=torch.cuda.is_available(), on_gpu_auto="auto",
+        where=f"model {spec['name']!r}",
+    )  # fmt: skip
 
 
-class VLLMModel:
-    """A :class:`~xlikert.collect.protocol.Model` running an in-process ``vllm.LLM``."""
+class VLLMModel(InProcessModel):
+    """A :class:`~xlikert.collect.protocol.Model` running an in-process ``vllm.LLM``.
+
+    The outline of a unit and the provenance are the in-process backends' common
+    :class:`~xlikert.collect.inprocess.InProcessModel`; the engine work is here.
+    """
+
+    TRACE_SAMPLER = VLLM_TRACE_SAMPLER
 
     def __init__(self, spec: dict[str, Any], options: CollectOptions, engine: Any = None):
         """Load ``spec`` into a new engine, or, with ``engine`` (the ``llm`` of a
@@ -244,7 +271,6 @@ class VLLMModel:
 
         self.name = str(spec["name"])
         self.options = options
-        self.mode = "exact"
         t0 = time.perf_counter()
         folder, prov = model_folder(spec)
         trc = bool(spec.get("trust_remote_code", options.trust_remote_code))
@@ -299,51 +325,36 @@ class VLLMModel:
                 "or set VLLM_CPU_KVCACHE_SPACE; for data parallelism in one process vLLM needs "
                 "an external launcher: use xlikert's --shard i/n per GPU group instead"
             ) from exc
-        self.reasoning = check_reasoning(spec)
-        self.format = None
-        if self.reasoning is not None:
-            self.format = reasoning_format(self.tokenizer, self.reasoning, self.name)
-            self.stop_ids = _end_of_turn_ids(folder, self.tokenizer)
+        reasoning = check_reasoning(spec)
+        configs = _configs(folder, trc) if reasoning is not None else (None, None)
+        self._start_reasoning(reasoning, self.tokenizer, *configs)
         self._sampling = vllm.SamplingParams
         self._tokens_prompt = vllm.inputs.TokensPrompt
-        self._prov = {
-            "source": str(spec["source"]),
-            **{k: v for k, v in prov.items() if k != "tokenizer_name"},
-            "backend": "vllm (in process)",
-            "vllm": vllm.__version__,
-            "engine": {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")},
-            "tokenizer": f"{type(self.tokenizer).__name__}:"
-            + str(prov.get("tokenizer_name") or folder),
-            "dtype": kwargs["dtype"],
-            "prompt_format": self.template.format,
-            "prompt_template": self.template.description,
-            "answers": rule,
-            "readout": READOUT,
-            "model_runner": "VLLM_USE_V2_MODEL_RUNNER=" + os.environ["VLLM_USE_V2_MODEL_RUNNER"],
-            "decoding_rule": DECODING_TIE_RULE,
-            "load_seconds": round(time.perf_counter() - t0, 2),
-        }
+        self._prov = model_provenance(
+            str(spec["source"]),
+            prov,
+            backend="vllm (in process)",
+            tokenizer=self.tokenizer,
+            tokenizer_fallback=str(folder),
+            dtype=kwargs["dtype"],
+            template=self.template,
+            answers=rule,
+            collection_protocol=READOUT,
+        )
+        self._prov.update(
+            vllm=vllm.__version__,
+            engine={k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")},
+            readout=READOUT,
+            model_runner="VLLM_USE_V2_MODEL_RUNNER=" + os.environ["VLLM_USE_V2_MODEL_RUNNER"],
+            load_seconds=round(time.perf_counter() - t0, 2),
+        )
 
     def __repr__(self) -> str:
         return f"<VLLMModel {self.name!r} answer_contexts={len(self.answers.contexts)}>"
 
-    def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
-        if self.reasoning is not None:
-            return self._score_reasoning(prompts)
-        texts = [self.template.render(s, u) for s, u in prompts]
-        encoded = [self.template.encode(t) for t in texts]
-        res = UnitResult.empty(len(prompts), self.options.sizes)
-        read = self._read(encoded, _salt(texts), top_k=self.options.top_k)
-        topk_id = read.pop("topk_id")
-        for key, val in read.items():
-            res.data[key][:] = val
-        for b, ids in enumerate(topk_id):
-            res.data["topk_token"][b, : len(ids)] = self.tokenizer.convert_ids_to_tokens(
-                [int(i) for i in ids]
-            )
-        res.data["prompt_text"][:] = texts
-        res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
-        return res
+    def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
+        """:meth:`_read` with the top-k listing, under the unit's own cache salt."""
+        return self._read(encoded, _salt(texts), top_k=self.options.top_k)
 
     def _read(self, encoded: list[list[int]], salt: str, top_k: int = 0) -> dict[str, np.ndarray]:
         """Item PMFs, valid masses, the decoding grid and (``top_k``) the top-k tokens
@@ -382,15 +393,14 @@ class VLLMModel:
             out["topk_logprob"] = np.array([r[3] for r in first], dtype=np.float64)
         return out
 
-    def _score_reasoning(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
-        """Sample M traces per prompt with vLLM (one request per trace, its own seed), close
-        each, and read the answer after it with the same requests as exact mode."""
+    def _sample_and_read(self, texts, encoded, seeds, closing):
+        """Sample every trace of the unit with vLLM (one request per trace, its own seed,
+        stopping at the end marker and the end-of-turn ids), close each, and read the answer
+        after it with the same requests as exact mode; then hand them out per prompt."""
         cfg, fmt, tok = self.reasoning, self.format, self.tokenizer
         M = cfg["traces"]
-        texts = [fmt.prompt(self.template, s, u) for s, u in prompts]
-        encoded = [self.template.encode(t) for t in texts]
         salt = _salt(texts)
-        seeds = [[trace_seed(cfg["seed"], t, k) for k in range(M)] for t in texts]
+        stop_ids = sorted(self.stop_ids)
         reqs, params = [], []
         for ids, ss in zip(encoded, seeds, strict=True):
             for seed in ss:
@@ -402,17 +412,16 @@ class VLLMModel:
                         top_p=cfg["top_p"],
                         seed=seed,
                         stop=[fmt.marker],
+                        stop_token_ids=stop_ids,
                         include_stop_str_in_output=True,
                         skip_special_tokens=False,
                     )
                 )
         outs = self.llm.generate(reqs, params, use_tqdm=False)
-        closing = fmt.closing_ids(tok)
-        traces, ends, words = [], [], []
+        traces, ends = [], []
         for o in outs:
             ids = [int(i) for i in o.outputs[0].token_ids]
-            text = tok.decode(ids, skip_special_tokens=False)
-            if text.endswith(fmt.marker):
+            if tok.decode(ids, skip_special_tokens=False).endswith(fmt.marker):
                 end = "marker"
             elif o.outputs[0].finish_reason == "length":
                 end = "length"
@@ -420,35 +429,20 @@ class VLLMModel:
                 end = "eos"
                 if ids and ids[-1] in self.stop_ids:
                     ids = ids[:-1]
-                    text = tok.decode(ids, skip_special_tokens=False)
             traces.append(ids)
             ends.append(end)
-            words.append(text)
         closed = [
             ids + t + closing[e == "marker"]
             for b, ids in enumerate(encoded)
             for t, e in zip(traces[b * M : (b + 1) * M], ends[b * M : (b + 1) * M], strict=True)
         ]
         read = self._read(closed, salt)
-        res = UnitResult.empty(len(prompts), self.options.sizes, traces=M)
-        for b in range(len(prompts)):
+        for b in range(len(encoded)):
             rows = slice(b * M, (b + 1) * M)
-            store_traces(res, b, {k: v[rows] for k, v in read.items()}, traces[rows],
-                         ends[rows], seeds[b], words[rows], closing)  # fmt: skip
-        res.data["prompt_text"][:] = texts
-        res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
-        return res
+            yield traces[rows], ends[rows], {k: v[rows] for k, v in read.items()}
 
-    def provenance(self) -> dict[str, Any]:
-        info = {k: v for k, v in self._prov.items() if k != "load_seconds"}
-        if self.reasoning is not None:
-            info.update(reasoning_provenance(self.reasoning, self.format, VLLM_TRACE_SAMPLER))
-        if self.template.system_merged:
-            info["system_merged_into_user"] = "true"
-        info["valid_tokens"] = self.valid.as_records()
-        if not self.answers.is_one_token:
-            info["answer_spellings"] = self.answers.as_records()
-        return info
+    def _provenance(self) -> dict[str, Any]:
+        return self._prov
 
     def close(self) -> None:
         """Shut the engine down and release its memory before the next model loads."""

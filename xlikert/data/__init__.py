@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..collect.protocol import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from ..constraint import nucleus_logprobs
 
 __all__ = ["DEMO_RESULTS", "human_baseline", "load_demo_results", "synthetic_results"]
@@ -91,8 +92,8 @@ def synthetic_results(
     targets: Sequence[str] = ("USA", "China", "Canada", "France"),
     n_items: int = 17,
     seed: int = 0,
-    temperatures: Sequence[float] = (0.1, 0.5, 1.0, 1.3),
-    top_ps: Sequence[float] = (0.8, 0.9, 1.0),
+    temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
+    top_ps: Sequence[float] = DEFAULT_TOP_PS,
 ) -> xr.Dataset:
     """A *synthetic* results Dataset with the layout of a real one (no model was run).
 

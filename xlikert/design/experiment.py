@@ -107,7 +107,9 @@ class Experiment:
     path, sha256
         The experiment file and the sha256 of its bytes.
     collect
-        The file's ``[collect]`` table (collection options), or None.
+        The file's ``[collect]`` table as written (None without one): the run's
+        options, validated where the run is set up
+        (:meth:`xlikert.collect.CollectOptions.from_mapping`).
     """
 
     name: str
