@@ -506,8 +506,12 @@ def next_token_readout(
     if k <= 0:
         return raw, grid, np.empty(0, dtype=np.int64), np.empty(0)
     first = logp[0]  # context () is the prompt itself
-    part = np.argpartition(-first, k - 1)[:k]
-    ids = part[np.argsort(-first[part], kind="stable")]
+    # the k largest, ties by id: every value above the k-th largest, then the lowest
+    # ids among those equal to it (argpartition alone picks tied ids arbitrarily)
+    kth = first[np.argpartition(-first, k - 1)[k - 1]]
+    above = np.flatnonzero(first > kth)
+    ids = np.concatenate([above, np.flatnonzero(first == kth)[: k - above.size]])
+    ids = ids[np.argsort(-first[ids], kind="stable")]
     return raw, grid, ids, first[ids]
 
 

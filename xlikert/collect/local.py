@@ -38,6 +38,7 @@ import numpy as np
 
 from ..constraint import next_token_readout
 from ..errors import CollectionError
+from .device_readout import next_token_readout_torch
 from .inprocess import (
     ENTRY_KEYS,
     InProcessModel,
@@ -803,9 +804,32 @@ class LocalModel(InProcessModel):
                 return None
         return self._readout(logits, len(traces))
 
+    @property
+    def readout_on_device(self) -> bool:
+        """Whether the readout runs where the logits are (every device but the CPU).
+
+        There the rules run in float64 torch on the device
+        (:func:`~xlikert.collect.device_readout.next_token_readout_torch`) and only
+        the answer tokens' numbers reach the host; on the CPU, in float64 numpy
+        (:func:`read_logits`). The two agree to rounding (tests compare them).
+        """
+        return not str(self.lm.device).startswith("cpu")
+
     def _readout(self, logits, n: int) -> dict[str, np.ndarray]:
         """:func:`read_logits` of ``n`` contexts from ``(n * L, keep, V)`` logits: one
         row per (context, teacher-forced leaf), the leaves' positions in ``self.where``."""
+        if self.readout_on_device:
+            import torch
+
+            z = logits.reshape(n, len(self.leaves), self.keep, logits.shape[-1])
+            z = torch.stack([z[:, li, pos] for li, pos in self.where], dim=1)
+            o = self.options
+            raw, grid, topk_id, topk_lp = next_token_readout_torch(
+                z, np.asarray(self.lm.answers.need), o.temperatures, o.top_ps, o.top_k
+            )
+            out = self.lm.answers.readout(raw, np.moveaxis(grid, 1, 3))
+            out.update(topk_id=topk_id, topk_logprob=topk_lp)
+            return out
         z = logits.float().cpu().numpy().reshape(n, len(self.leaves), self.keep, -1)
         z = np.stack([z[:, li, pos] for li, pos in self.where], axis=1)
         return read_logits(z, self.lm.answers, self.options)
@@ -826,6 +850,8 @@ class LocalModel(InProcessModel):
 
     def provenance(self) -> dict[str, Any]:
         info = super().provenance()
+        if self.readout_on_device:
+            info["readout"] = "on the model's device, float64 torch (device_readout)"
         info["batch_size"] = self.initial_batch_size
         info["oom_backoffs"] = self.backoffs
         return info
