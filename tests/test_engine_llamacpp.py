@@ -89,13 +89,13 @@ def test_a_cell_does_not_depend_on_the_request_before_it(qwen):
 
 
 def test_messages_on_a_misconfigured_server(tmp_path, monkeypatch):
-    from xlikert.collect import server as server_mod
+    from xlikert.collect.server import transport
 
     # a server started without --logits_all answers logprob requests with HTTP 500
     srv = llamacpp_server(smollm2_gguf(), "smol", tmp_path / "nolp.log", logits_all=False)
     sleeps = []
     real_sleep = time.sleep
-    monkeypatch.setattr(server_mod.time, "sleep", lambda s: sleeps.append(s) or real_sleep(s))
+    monkeypatch.setattr(transport.time, "sleep", lambda s: sleeps.append(s) or real_sleep(s))
     out = tmp_path / "r.nc"
     try:
         with pytest.raises(CollectionError, match=r"HTTP 500.*logits_all"):
