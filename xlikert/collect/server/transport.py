@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import base64
 import email.utils
+import functools
 import json
 import os
 import random
+import ssl
 import threading
 import time
 import urllib.parse
@@ -110,6 +112,12 @@ def _error_message(raw: bytes) -> str:
         return raw[:300].decode(errors="replace")
 
 
+@functools.cache
+def _tls(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """The TLS settings, built once per ``SSL_CERT_FILE``/``SSL_CERT_DIR`` (tens of ms each)."""
+    return httpx.create_ssl_context(trust_env=True)
+
+
 class Transport:
     """Thread-safe JSON requests to one server, with the retry rule of this module.
 
@@ -134,6 +142,7 @@ class Transport:
             timeout=spec.timeout,
             limits=httpx.Limits(max_connections=spec.concurrency + 1),
             trust_env=True,
+            verify=_tls(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")),
         )
         self._lock = threading.Lock()
         self.requests = 0
