@@ -113,6 +113,8 @@ def test_exact_mode_equals_local_backend_and_key_never_written(
     )
     info = ds.likert.attrs["models"]["m"]
     assert info["mode"] == "exact" and info["server"] == srv.url
+    # GET /models, the probe, then two requests per prompt: the listing and the valid ids
+    assert info["http_requests_last_session"] == 2 + 2 * 6
     assert info["served_model"] == "tiny" and info["api_key_env"] == "XLK_TEST_KEY"
     assert KEY not in str(ds.attrs)
 
@@ -156,6 +158,21 @@ def test_retries_429_and_dropped_connections(server, tiny_dir, local, tmp_path):
     np.testing.assert_allclose(ds.pmf, local.pmf, atol=1e-6)
     assert ds.likert.attrs["models"]["m"]["http_retries_last_session"] > 0
     assert bool(ds.valid_mass.notnull().all())
+
+
+def test_retry_after_as_an_http_date_is_honoured(server, tiny_dir, local, monkeypatch):
+    import email.utils
+    import time
+
+    # a Retry-After may be an HTTP date as well as seconds (RFC 9110, 10.2.3)
+    srv = server(
+        fail_every=4, retry_after=lambda: email.utils.formatdate(time.time() + 20, usegmt=True)
+    )
+    waits = []
+    monkeypatch.setattr(time, "sleep", waits.append)
+    ds = collect(tiny_prompts(2, 3), spec(srv, tiny_dir), progress=False)
+    np.testing.assert_allclose(ds.pmf, local.pmf, atol=1e-6)
+    assert waits and all(18 <= w <= 22 for w in waits), waits
 
 
 def test_server_failing_mid_run_resumes_without_loss(server, tiny_dir, local, tmp_path):
@@ -219,6 +236,34 @@ def test_bad_input(server, tiny_dir, tmp_path, monkeypatch):
         collect(tiny_prompts(1, 1), nested, progress=False)
     with pytest.raises(CollectionError, match="base_url"):
         collect(tiny_prompts(1, 1), spec("ftp://x"), progress=False)
+
+
+def test_revision_pins_the_tokenizer(server, tiny_dir, monkeypatch):
+    from transformers import AutoTokenizer
+
+    srv = server()
+    # a local folder has no revisions: refused, not ignored
+    with pytest.raises(CollectionError, match=r"revision 'v1'.*local folder"):
+        collect(tiny_prompts(1, 1), spec(srv, tiny_dir, revision="v1"), progress=False)
+    # a Hugging Face id: the revision goes to the tokenizer's loader, and on record
+    asked = []
+    real = AutoTokenizer.from_pretrained
+
+    def fake(name, **kw):
+        asked.append((name, kw.get("revision")))
+        return real(str(tiny_dir))
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", fake)
+    ds = collect(tiny_prompts(1, 1), spec(srv, "org/tiny-tok", revision="0123abc"), progress=False)
+    assert asked == [("org/tiny-tok", "0123abc")]
+    info = ds.likert.attrs["models"]["m"]
+    assert info["revision"] == "0123abc" and info["tokenizer"].endswith("org/tiny-tok@0123abc")
+    # pinned, so a tokenizer that cannot be loaded is an error, not a text fallback
+    named = server(served="org/tiny")
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: 1 / 0)
+    with pytest.raises(CollectionError, match="cannot load tokenizer 'org/tiny'"):
+        collect(tiny_prompts(1, 1), spec(named, source="openai:org/tiny", revision="v2"),
+                progress=False)  # fmt: skip
 
 
 def test_url_credentials_are_not_recorded(server, tiny_dir):

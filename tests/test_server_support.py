@@ -15,14 +15,15 @@ class FakeServer:
     (else ignore them, as an older server); ``reject_extras``: answer 400 to them (as
     a strict hosted API); ``logprobs``: False returns ``logprobs: null``;
     ``fail_every``/``drop_every``: every n-th request gets 429 / a dropped
-    connection; ``break_after``: every request after the n-th gets 503; ``padded``: a
+    connection (the 429 says ``Retry-After: retry_after``, a callable giving the
+    value each time); ``break_after``: every request after the n-th gets 503; ``padded``: a
     top-k listing is the best token then token 0 at -9999, as vLLM answers a top-k
     request batched with a ``logprob_token_ids`` request.
     """
 
     def __init__(self, model_dir, served="tiny", *, ids=True, reject_extras=False,
                  logprobs=True, fail_every=0, drop_every=0, break_after=0, key=None,
-                 models_endpoint=True, padded=False):  # fmt: skip
+                 models_endpoint=True, padded=False, retry_after="0"):  # fmt: skip
         from xlikert.collect.local import Scorer, load_model
 
         self.lm = load_model({"name": "srv", "source": str(model_dir)}, range(1, 8))
@@ -30,7 +31,7 @@ class FakeServer:
         self.served, self.ids, self.reject_extras = served, ids, reject_extras
         self.logprobs, self.fail_every, self.drop_every = logprobs, fail_every, drop_every
         self.break_after, self.key, self.models_endpoint = break_after, key, models_endpoint
-        self.padded = padded
+        self.padded, self.retry_after = padded, retry_after
         self.count = 0
         self.queries: set[str] = set()  # query strings the client sent
         self.seen_auth: set[str] = set()
@@ -66,7 +67,9 @@ class FakeServer:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return False
                 if outer.fail_every and n % outer.fail_every == 0:
-                    self._send(429, {"error": {"message": "slow down"}}, [("Retry-After", "0")])
+                    after = outer.retry_after
+                    after = after() if callable(after) else after
+                    self._send(429, {"error": {"message": "slow down"}}, [("Retry-After", after)])
                     return False
                 if outer.key and self.headers.get("Authorization") != f"Bearer {outer.key}":
                     self._send(401, {"error": {"message": "invalid api key"}})
