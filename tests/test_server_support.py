@@ -40,6 +40,9 @@ class FakeServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # as real servers (asyncio's TCP transports set TCP_NODELAY): with Nagle's rule
+            # the body, written after the headers, waits for the client's delayed ACK
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
