@@ -142,11 +142,12 @@ class ServerModel:
         info = self.plan.served_model()
         if info is None:
             self._prov["models_endpoint"] = "absent"
+            info = {}
         for k in ("root", "owned_by", "max_model_len"):
-            if (info or {}).get(k) is not None:
+            if info.get(k) is not None:
                 self._prov[f"served_{k}"] = info[k]
         if self.plan.kind == "auto":
-            self.plan.kind = SERVER_KINDS.get(str((info or {}).get("owned_by")), "other")
+            self.plan.kind = SERVER_KINDS.get(str(info.get("owned_by")), "other")
 
     def _load_tokenizer(self) -> None:
         from ..tokens import find_valid_tokens
