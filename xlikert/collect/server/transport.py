@@ -114,7 +114,10 @@ def _error_message(raw: bytes) -> str:
 
 @functools.cache
 def _tls(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
-    """The TLS settings, built once per ``SSL_CERT_FILE``/``SSL_CERT_DIR`` (tens of ms each)."""
+    """The TLS settings, built once per ``SSL_CERT_FILE``/``SSL_CERT_DIR`` (tens of ms each).
+
+    httpx reads the two variables itself; they are the arguments only to key the cache.
+    """
     return httpx.create_ssl_context(trust_env=True)
 
 
