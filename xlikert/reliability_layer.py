@@ -413,24 +413,10 @@ def reliability(
     named = groups is not None
     if groups is None:
         groups = [("", np.arange(ids.size))]
-    for name, idx in groups:
-        if idx.size < 2:
-            where = f"subscale {name!r}" if named else "the instrument"
-            raise DesignError(
-                f"{where} has {idx.size} item ({', '.join(ids[idx])}): α, ω and item–total "
-                "correlations need at least two items"
-            )
+    _check_group_sizes(groups, ids, named)
     remaining = [d for d in pmf.dims if d not in (*respondents, item_dim, score_dim)]
 
-    # exact moments of every (condition, item), then the population covariance
-    support = xr.DataArray(y, dims=score_dim)
-    mean = (pmf * support).sum(score_dim)
-    var = (pmf * (support - mean) ** 2).sum(score_dim).clip(min=0.0)
-    order = [*remaining, _RESPONDENT, item_dim]
-    mean_np = mean.stack({_RESPONDENT: respondents}, create_index=False).transpose(*order)
-    var_np = var.stack({_RESPONDENT: respondents}, create_index=False).transpose(*order)
-    cov = item_covariance(np.asarray(mean_np.values), np.asarray(var_np.values))
-
+    cov = _population_covariance(pmf, y, respondents, remaining, item_dim, score_dim)
     item_coords = {c: pmf[c].variable for c in pmf.coords if pmf[c].dims == (item_dim,)}
     rem_coords = {
         c: pmf[c].variable
@@ -438,44 +424,12 @@ def reliability(
         if c not in item_coords and set(pmf[c].dims) <= set(remaining)
     }
     spread = (y[-1] - y[0]) ** 2
-    diag = xr.DataArray(
-        np.diagonal(cov, axis1=-2, axis2=-1),
-        dims=[*remaining, item_dim],
-        coords={
-            **rem_coords,
-            **({item_dim: item_coords[item_dim]} if item_dim in pmf.coords else {}),
-        },
+    _check_item_variance(
+        cov, spread, remaining, item_dim, pmf, rem_coords, item_coords, respondents
     )
-    flat = diag <= ZERO_VARIANCE_RTOL * spread
-    if bool(flat.any()):
-        raise DesignError(
-            f"items with zero variance over the conditions of {respondents} at "
-            f"{describe_cells(flat)}: every condition gives the same single answer, so the "
-            "item does not vary between respondents; leave the item out (pmf.drop_sel) or "
-            "choose other respondent_dims"
-        )
-
-    alphas, omegas = [], []
-    item_total = np.full((*cov.shape[:-2], ids.size), np.nan)
-    loading = np.full_like(item_total, np.nan)
-    for name, idx in groups:
-        sub = cov[..., idx[:, None], idx[None, :]]
-        total = sub.sum(axis=(-2, -1))
-        if np.any(total <= ZERO_VARIANCE_RTOL * spread):
-            bad = xr.DataArray(total <= ZERO_VARIANCE_RTOL * spread, dims=remaining)
-            bad = bad.assign_coords({d: pmf[d].variable for d in remaining if d in pmf.coords})
-            where = f"subscale {name!r}" if named else "the instrument"
-            raise DesignError(
-                f"the sum score of {where} has zero variance over the conditions of "
-                f"{respondents}"
-                + (f" at {describe_cells(bad)}" if remaining else "")
-                + ": its items cancel out exactly; α and ω are undefined"
-            )
-        alphas.append(cronbach_alpha(sub))
-        om, lam = mcdonald_omega(sub)
-        omegas.append(om)
-        item_total[..., idx] = item_rest_correlation(sub)
-        loading[..., idx] = lam
+    alphas, omegas, item_total, loading = _fit_groups(
+        cov, groups, ids.size, spread, named, remaining, pmf, respondents
+    )
     used = np.concatenate([idx for _, idx in groups])
     used.sort()
 
@@ -522,3 +476,100 @@ def reliability(
         attrs["items_without_subscale"] = json.dumps(np.delete(ids, used).tolist())
     ds.attrs = attrs
     return encode_attrs(ds)
+
+
+def _check_group_sizes(groups: list[tuple[str, np.ndarray]], ids: np.ndarray, named: bool) -> None:
+    """Every (sub)scale needs two items for α, ω and item–total correlations."""
+    for name, idx in groups:
+        if idx.size < 2:
+            where = f"subscale {name!r}" if named else "the instrument"
+            raise DesignError(
+                f"{where} has {idx.size} item ({', '.join(ids[idx])}): α, ω and item–total "
+                "correlations need at least two items"
+            )
+
+
+def _population_covariance(
+    pmf: xr.DataArray,
+    y: np.ndarray,
+    respondents: list[Hashable],
+    remaining: list[Hashable],
+    item_dim: Hashable,
+    score_dim: Hashable,
+) -> np.ndarray:
+    """``(*remaining, item, item)`` exact covariance of the items over the conditions.
+
+    The exact moments of every (condition, item) from its PMF, then
+    :func:`item_covariance` over the conditions spanned by ``respondents``.
+    """
+    support = xr.DataArray(y, dims=score_dim)
+    mean = (pmf * support).sum(score_dim)
+    var = (pmf * (support - mean) ** 2).sum(score_dim).clip(min=0.0)
+    order = [*remaining, _RESPONDENT, item_dim]
+    mean_np = mean.stack({_RESPONDENT: respondents}, create_index=False).transpose(*order)
+    var_np = var.stack({_RESPONDENT: respondents}, create_index=False).transpose(*order)
+    return item_covariance(np.asarray(mean_np.values), np.asarray(var_np.values))
+
+
+def _check_item_variance(
+    cov: np.ndarray,
+    spread: float,
+    remaining: list[Hashable],
+    item_dim: Hashable,
+    pmf: xr.DataArray,
+    rem_coords: dict[Hashable, Any],
+    item_coords: dict[Hashable, Any],
+    respondents: list[Hashable],
+) -> None:
+    """An item that does not vary over the conditions is named (α and ω would be NaN)."""
+    diag = xr.DataArray(
+        np.diagonal(cov, axis1=-2, axis2=-1),
+        dims=[*remaining, item_dim],
+        coords={
+            **rem_coords,
+            **({item_dim: item_coords[item_dim]} if item_dim in pmf.coords else {}),
+        },
+    )
+    flat = diag <= ZERO_VARIANCE_RTOL * spread
+    if bool(flat.any()):
+        raise DesignError(
+            f"items with zero variance over the conditions of {respondents} at "
+            f"{describe_cells(flat)}: every condition gives the same single answer, so the "
+            "item does not vary between respondents; leave the item out (pmf.drop_sel) or "
+            "choose other respondent_dims"
+        )
+
+
+def _fit_groups(
+    cov: np.ndarray,
+    groups: list[tuple[str, np.ndarray]],
+    n_items: int,
+    spread: float,
+    named: bool,
+    remaining: list[Hashable],
+    pmf: xr.DataArray,
+    respondents: list[Hashable],
+) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray]:
+    """α, ω, corrected item–total r and loadings of every (sub)scale's sum score."""
+    alphas, omegas = [], []
+    item_total = np.full((*cov.shape[:-2], n_items), np.nan)
+    loading = np.full_like(item_total, np.nan)
+    for name, idx in groups:
+        sub = cov[..., idx[:, None], idx[None, :]]
+        total = sub.sum(axis=(-2, -1))
+        if np.any(total <= ZERO_VARIANCE_RTOL * spread):
+            bad = xr.DataArray(total <= ZERO_VARIANCE_RTOL * spread, dims=remaining)
+            bad = bad.assign_coords({d: pmf[d].variable for d in remaining if d in pmf.coords})
+            where = f"subscale {name!r}" if named else "the instrument"
+            raise DesignError(
+                f"the sum score of {where} has zero variance over the conditions of "
+                f"{respondents}"
+                + (f" at {describe_cells(bad)}" if remaining else "")
+                + ": its items cancel out exactly; α and ω are undefined"
+            )
+        alphas.append(cronbach_alpha(sub))
+        om, lam = mcdonald_omega(sub)
+        omegas.append(om)
+        item_total[..., idx] = item_rest_correlation(sub)
+        loading[..., idx] = lam
+    return alphas, omegas, item_total, loading
