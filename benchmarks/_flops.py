@@ -102,6 +102,43 @@ def full_pass_flops(cfg: Any, encoded: Sequence[Sequence[int]]) -> float:
     return sum(span_flops(cfg, 0, len(e)) + len(e) * lm_head_flops(cfg) for e in encoded)
 
 
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):  # rows of different lengths
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def block_cache_hits(encoded: Sequence[Sequence[int]], block: int) -> list[int]:
+    """Prompt tokens a block prefix cache (vLLM's) serves, prompts sent one after another.
+
+    Prompt ``i`` reuses the longest prefix it shares with any earlier prompt, rounded
+    down to whole blocks of ``block`` tokens and leaving its last token to compute
+    (the engine needs that token's logits). A projection of what the engine would
+    cache, not a measurement: prompts scheduled in the same step cannot hit each
+    other, so an engine may cache less.
+
+    >>> block_cache_hits([[1, 2, 3, 4, 5], [1, 2, 3, 4, 6], [1, 2, 9]], block=2)
+    [0, 4, 2]
+    """
+    hits = []
+    for i, row in enumerate(encoded):
+        shared = max((_common_prefix(row, e) for e in encoded[:i]), default=0)
+        hits.append(min(shared, len(row) - 1) // block * block)
+    return hits
+
+
+def block_cache_flops(cfg: Any, encoded: Sequence[Sequence[int]], block: int) -> float:
+    """Executed FLOPs of one request per prompt under a block prefix cache of ``block``
+    tokens (:func:`block_cache_hits`): every uncached token, one lm_head row each."""
+    hits = block_cache_hits(encoded, block)
+    return sum(
+        span_flops(cfg, h, len(e)) + lm_head_flops(cfg) for e, h in zip(encoded, hits, strict=True)
+    )
+
+
 class FlopCounter:
     """Counts the FLOPs every forward call of a transformers causal LM executes.
 

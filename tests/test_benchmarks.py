@@ -74,6 +74,30 @@ def test_flop_counter_reads_every_call_shape(flops):
     assert flops.useful_flops(cfg, [rows]) == pytest.approx(want + 2 * head)
 
 
+def test_block_cache_projection_caches_whole_shared_blocks(flops):
+    """vLLM's prefix cache as projected: whole blocks of the longest prefix shared with
+    any earlier prompt, never the prompt's last token."""
+    rows = [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 7], [1, 2, 3, 4, 5, 6], [8, 2]]
+    assert flops.block_cache_hits(rows, block=4) == [0, 4, 4, 0]
+    assert flops.block_cache_hits(rows, block=2) == [0, 4, 4, 0]
+    assert flops.block_cache_hits(rows, block=1) == [
+        0,
+        5,
+        5,
+        0,
+    ]  # an identical prompt keeps its last token
+
+    class Cfg:  # the shape fields span_flops reads
+        hidden_size, intermediate_size, num_hidden_layers, vocab_size = 8, 16, 2, 11
+        num_attention_heads, num_key_value_heads, head_dim = 2, 2, 4
+
+    want = sum(
+        flops.span_flops(Cfg, h, len(r)) + flops.lm_head_flops(Cfg)
+        for r, h in zip(rows, [0, 4, 4, 0], strict=True)
+    )
+    assert flops.block_cache_flops(Cfg, rows, block=4) == pytest.approx(want)
+
+
 @pytest.fixture(scope="module")
 def bench_gpu():
     sys.path.insert(0, str(BENCH))
