@@ -80,12 +80,8 @@ def test_block_cache_projection_caches_whole_shared_blocks(flops):
     rows = [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 7], [1, 2, 3, 4, 5, 6], [8, 2]]
     assert flops.block_cache_hits(rows, block=4) == [0, 4, 4, 0]
     assert flops.block_cache_hits(rows, block=2) == [0, 4, 4, 0]
-    assert flops.block_cache_hits(rows, block=1) == [
-        0,
-        5,
-        5,
-        0,
-    ]  # an identical prompt keeps its last token
+    # an identical prompt still computes its last token
+    assert flops.block_cache_hits(rows, block=1) == [0, 5, 5, 0]
 
     class Cfg:  # the shape fields span_flops reads
         hidden_size, intermediate_size, num_hidden_layers, vocab_size = 8, 16, 2, 11
