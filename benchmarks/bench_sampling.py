@@ -1,18 +1,27 @@
 """Exact vs sampling: one forward pass per item against a Monte Carlo study.
 
 The same condition set (the demo experiment: CETSCALE x 4 targets = 68
-prompts, Qwen2.5-Coder-0.5B-Instruct, built-in offline model) is measured two
+prompts, Qwen2.5-Coder-0.5B-Instruct, built-in offline model) is measured several
 ways in one process:
 
 * **exact** (xlikert): ``collect`` -- one forward pass per prompt, the full
   next-token PMF over the scale (the N -> infinity limit: SE 0);
+* **exact pass + draws**: the same forward pass as exact collection (the
+  transformers backend's batches on the system prompt's KV cache, its own
+  ``Scorer`` calls), N answers per prompt drawn from its next-token logits
+  (seeded): the cost of sampling on top of an identical forward pass, so exact and
+  this sampler run at equal compute, as the executed GFLOP per prompt show;
 * **sampling** (what a researcher would run): for every prompt
   ``model.generate(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
   max_new_tokens=1, num_return_sequences=N)``, parse the digit, count
   failures, average the valid answers; N = 10, 100, 1000 per item. The N
   sequences go in ``generate`` calls of at most ``--chunk`` sequences each
   (memory); ``num_return_sequences`` replicates the prompt, so each sequence
-  pays its own prefill, as it does in ``transformers``.
+  pays its own prefill, as it does in ``transformers``; and one prompt per
+  forward pass (unbatched, no prefix cache), its N answers drawn from that pass;
+* **vLLM** ``n=N`` in the vLLM venv, each request's ``num_cached_tokens``
+  recorded: the N sequences share the prompt's full KV blocks and each recomputes
+  the tail block.
 
 For each N the table gives the wall time, the seconds per sampled sequence,
 the standard error the budget leaves -- analytic from the exact PMFs,
@@ -59,8 +68,8 @@ PRECISION_TARGETS = (1.0, 0.1, 0.01)
 VLLM_SECOND_LAYOUT = (
     "not measured: no request layout shares more without changing the prompts. vLLM's "
     "prefix cache hits whole KV blocks and is capped at the prompt length - 1 (the last "
-    "token is recomputed for its logits; vllm/v1/core/kv_cache_manager.py, "
-    "get_computed_blocks), so even after a prefill request every one of the N sequences "
+    "token is recomputed for its logits; vLLM 0.32.0, vllm/v1/core/kv_cache_manager.py, "
+    "KVCacheManager.get_computed_blocks), so even after a prefill request every one of the N sequences "
     "recomputes the tokens after the last full block below the last token. Padding a "
     "prompt to a block multiple would not help (a prompt of k blocks shares k - 1 of them); "
     "a prompt of k blocks + 1 token would share k blocks, but that is a different prompt, "
@@ -415,8 +424,8 @@ def prefix_sharing(requests: list[list[int]], block: int | None) -> dict[str, An
         "prompt_tokens_mean": float(total.mean()),
         "cached_tokens_per_sequence_mean": float(cached.mean()),
         "recomputed_tokens_per_sequence_mean": float((total - cached).mean()),
-        "recomputed_tokens_per_sequence_min_max": [float((total - cached).min()),
-                                                   float((total - cached).max())],
+        "recomputed_tokens_per_sequence_min_max": [int((total - cached).min()),
+                                                   int((total - cached).max())],
     }  # fmt: skip
     if block:
         out["block_size"] = block
@@ -424,6 +433,11 @@ def prefix_sharing(requests: list[list[int]], block: int | None) -> dict[str, An
         out["cached_equals_full_blocks_below_last_token"] = bool(
             np.all(cached == (total - 1) // block * block)
         )
+        # prompts whose length is a block multiple: the last block is recomputed whole
+        multiple = total % block == 0
+        out["block_multiple_prompts"] = int(multiple.sum())
+        if multiple.any():
+            out["block_multiple_recomputed_tokens_mean"] = float((total - cached)[multiple].mean())
     return out
 
 
@@ -717,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
              exact_flops["executed_gflop_per_prompt"], ""]]  # fmt: skip
     if "exact_s" in vllm:
         rows.append(["exact (xlikert, vLLM)", "inf", vllm["exact_s"], "-", 0.0, "-", "-", 1.0,
-                     "-", ""])  # fmt: skip
+                     vllm["exact_executed_gflop_per_prompt"], ""])  # fmt: skip
     for key, sm in samplers.items():
         for r in sm["runs"]:
             emp = r["empirical"]
@@ -783,6 +797,10 @@ def _vllm_sharing(d: dict[str, Any]) -> list[str]:
     )
     if s0.get("cached_equals_full_blocks_below_last_token"):
         text += "; every count equals the full blocks below the prompt's last token"
+    if s0.get("block_multiple_prompts"):
+        text += (f"; the {s0['block_multiple_prompts']} prompt(s) whose length is a multiple "
+                 f"of the block recompute {fmt(s0['block_multiple_recomputed_tokens_mean'])} "
+                 "tokens each (the hit stops before the last token)")  # fmt: skip
     out = [text + ". The prefill is not shared whole: each sequence pays its tail block."]
     second = d.get("vllm", {}).get("second_layout")
     if second:
@@ -871,7 +889,9 @@ def render(d: dict[str, Any]) -> list[str]:
             + f"the sampler that draws N answers from exact collection's own forward pass "
             f"executed {_gflop(g_s)} GFLOP per prompt against exact's {_gflop(g_ex)}; at "
             f"N = {r['n']} it took {fmt(r['total_s'])} s against exact's {fmt(ex['s'])} s and "
-            f"left SE {fmt(r['composite_se_analytic_mean'])} (analytic), where exact's is 0. "
+            f"left SE {fmt(r['composite_se_analytic_mean'])} (analytic), where exact's is 0 "
+            "(exact's time holds its float64 full-vocabulary readout and `collect`'s "
+            "bookkeeping, the sampler's its draws). "
             "The one-prompt-per-pass sampler is kept as what it is: unbatched and without the "
             "prefix cache, it executes "
             + _gflop(next((x.get("executed_gflop_per_prompt") for x in
