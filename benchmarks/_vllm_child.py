@@ -18,10 +18,14 @@ caching on (xlikert's logits processor is loaded but idle: these requests do not
 
 ``sample``: the same, then the sampler a researcher with vLLM would run: for every
 prompt one request with ``SamplingParams(n=N, max_tokens=1, temperature=1.0,
-top_p=1.0, top_k=0)`` (the N sequences share the prompt's prefill through vLLM's
-prefix cache), parsed like the transformers sampler (stripped text must be a scale
-value, else a failure). A budget whose run would overrun ``--max-seconds`` stops
-early; the parent extrapolates and says so.
+top_p=1.0, top_k=0)``, parsed like the transformers sampler (stripped text must be a
+scale value, else a failure). vLLM fans ``n=N`` out into N child requests; a
+request of ``n=1`` before it fills the prefix cache, so each child finds the
+prompt's *full* KV blocks there and recomputes the rest (at least the last token:
+the hit is capped at the prompt length - 1 and rounded down to whole blocks). Every
+request's ``RequestOutput.num_cached_tokens`` is recorded (for ``n=N``, one child's
+count: the children find the same blocks). A budget whose run would overrun
+``--max-seconds`` stops early; the parent extrapolates and says so.
 """
 
 from __future__ import annotations
@@ -142,7 +146,7 @@ def time_sampling(args, model, prompts) -> list[dict]:
         params = model._sampling(n=n, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0)
         per_call = max(1, 1000 // n)  # prompts per generate call: about 1000 sequences
         model.llm.reset_prefix_cache()
-        answers, elapsed, calls, cached = [], 0.0, 0, []
+        answers, elapsed, calls, cached, primed = [], 0.0, 0, [], []
         for a in range(0, len(encoded), per_call):
             if calls and elapsed + elapsed / calls > limit:
                 break
@@ -151,7 +155,7 @@ def time_sampling(args, model, prompts) -> list[dict]:
             # one request per prompt fills the prefix cache, so the N sequences of the
             # next request share its prefill (vLLM would otherwise schedule the N children
             # of a request in one step, each with its own prefill)
-            model.llm.generate(reqs, prime, use_tqdm=False)
+            first = model.llm.generate(reqs, prime, use_tqdm=False)
             outs = model.llm.generate(reqs, params, use_tqdm=False)
             elapsed += time.perf_counter() - t0
             calls += 1
@@ -159,10 +163,12 @@ def time_sampling(args, model, prompts) -> list[dict]:
                 answers.append([int(c.text.strip()) if c.text.strip() in scale else 0
                                 for c in o.outputs])  # fmt: skip
                 cached.append([len(o.prompt_token_ids), int(o.num_cached_tokens or 0)])
+            primed += [[len(o.prompt_token_ids), int(o.num_cached_tokens or 0)] for o in first]
         runs.append({"n": n, "measured_s": elapsed, "generate_calls": calls,
                      "prompts_done": len(answers), "prompts_total": len(encoded),
                      "answers": answers, "max_seconds": limit,
-                     "prompt_tokens_and_cache_hits": cached})  # fmt: skip
+                     "prompt_tokens_and_cache_hits": cached,
+                     "prime_prompt_tokens_and_cache_hits": primed})  # fmt: skip
         print(f"vllm n={n}: {len(answers)} prompts in {elapsed:.1f} s", flush=True)
     return runs
 
@@ -192,6 +198,7 @@ def main() -> None:
     try:
         out = {"vllm": vllm.__version__, "torch": torch.__version__,
                "torch_threads": torch.get_num_threads(), "load_s": load_s,
+               "block_size": args.block_size,
                "engine": model.provenance()["engine"],
                "env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_CPU")}}  # fmt: skip
         out["collect"] = time_collect(args, spec, model, requests, prompts)

@@ -1,18 +1,27 @@
 """Exact vs sampling: one forward pass per item against a Monte Carlo study.
 
 The same condition set (the demo experiment: CETSCALE x 4 targets = 68
-prompts, Qwen2.5-Coder-0.5B-Instruct, built-in offline model) is measured two
+prompts, Qwen2.5-Coder-0.5B-Instruct, built-in offline model) is measured several
 ways in one process:
 
 * **exact** (xlikert): ``collect`` -- one forward pass per prompt, the full
   next-token PMF over the scale (the N -> infinity limit: SE 0);
+* **exact pass + draws**: the same forward pass as exact collection (the
+  transformers backend's batches on the system prompt's KV cache, its own
+  ``Scorer`` calls), N answers per prompt drawn from its next-token logits
+  (seeded): the cost of sampling on top of an identical forward pass, so exact and
+  this sampler run at equal compute, as the executed GFLOP per prompt show;
 * **sampling** (what a researcher would run): for every prompt
   ``model.generate(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
   max_new_tokens=1, num_return_sequences=N)``, parse the digit, count
   failures, average the valid answers; N = 10, 100, 1000 per item. The N
   sequences go in ``generate`` calls of at most ``--chunk`` sequences each
   (memory); ``num_return_sequences`` replicates the prompt, so each sequence
-  pays its own prefill, as it does in ``transformers``.
+  pays its own prefill, as it does in ``transformers``; and one prompt per
+  forward pass (unbatched, no prefix cache), its N answers drawn from that pass;
+* **vLLM** ``n=N`` in the vLLM venv, each request's ``num_cached_tokens``
+  recorded: the N sequences share the prompt's full KV blocks and each recomputes
+  the tail block.
 
 For each N the table gives the wall time, the seconds per sampled sequence,
 the standard error the budget leaves -- analytic from the exact PMFs,
@@ -49,10 +58,24 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import format_table, machine, result_path, write_json
+from _flops import FlopCounter, lm_head_flops, span_flops
 from _render import duration, fmt, table
 from _vllm import run_child
 
 PRECISION_TARGETS = (1.0, 0.1, 0.01)
+
+#: Why ``sampling.json`` has no second vLLM request layout that shares more.
+VLLM_SECOND_LAYOUT = (
+    "not measured: no request layout shares more without changing the prompts. vLLM's "
+    "prefix cache hits whole KV blocks and is capped at the prompt length - 1 (the last "
+    "token is recomputed for its logits; vLLM 0.32.0, vllm/v1/core/kv_cache_manager.py, "
+    "KVCacheManager.get_computed_blocks), so even after a prefill request every one of the N sequences "
+    "recomputes the tokens after the last full block below the last token. Padding a "
+    "prompt to a block multiple would not help (a prompt of k blocks shares k - 1 of them); "
+    "a prompt of k blocks + 1 token would share k blocks, but that is a different prompt, "
+    "and its PMF is not the one exact collection reads. A smaller block size shares more "
+    "(an engine setting, not a request layout)."
+)
 
 
 def parse_answer(text: str, scale: set[str], one_token: bool) -> int | None:
@@ -188,6 +211,94 @@ def run_sampling(
     }
 
 
+def exact_pass_sampler(
+    lm,
+    options,
+    prompts: list[tuple[str, str]],
+    n: int,
+    scale: set[str],
+    generator,
+) -> dict[str, Any]:
+    """Draw ``n`` answers per prompt from the logits of exact collection's own forward pass.
+
+    The transformers backend's :class:`~xlikert.collect.local.LocalModel` runs every
+    unit (the prompts of one system prompt, ``options.chunk_size`` at most) as
+    exact collection does: the shared prefix once on the KV cache, then the same
+    length-sorted batches through the same :class:`~xlikert.collect.local.Scorer`
+    calls. Only the readout differs: instead of the exact PMF, each prompt's
+    next-token logits give ``n`` draws (softmax at temperature 1 over the full
+    vocabulary, ``torch.multinomial`` with ``generator``: what ``generate``'s
+    sampler does with top_p = 1 and top_k = 0), each parsed like the other
+    samplers' one-token answers (:func:`parse_answer`).
+
+    Parameters
+    ----------
+    lm
+        The :class:`~xlikert.collect.local.LoadedModel` exact collection used.
+    options
+        The :class:`~xlikert.collect.protocol.CollectOptions` exact collection ran with.
+    prompts
+        ``(system, user)`` pairs in the order the answers are returned.
+    n
+        Answers drawn per prompt.
+    scale
+        The scale values as strings.
+    generator
+        A seeded ``torch.Generator``.
+
+    Returns
+    -------
+    dict
+        ``answers`` (per prompt, ``n`` scale values or None), ``measured_s``,
+        ``units`` and ``batches`` (forward passes after the shared prefixes).
+    """
+    import torch
+
+    from xlikert.collect.local import LocalModel
+
+    class Drawing(LocalModel):
+        """LocalModel whose readout draws answers instead of reading the exact PMF."""
+
+        batches = 0
+
+        def _readout(self, logits, k: int) -> dict[str, np.ndarray]:
+            z = logits.reshape(k, len(self.leaves), self.keep, logits.shape[-1])
+            li, pos = self.where[self.lm.answers.contexts.index(())]
+            probs = torch.softmax(z[:, li, pos].float(), -1)
+            drawn = torch.multinomial(probs, n, replacement=True, generator=generator)
+            self.batches += 1
+            return {"token": drawn.cpu().numpy()}
+
+    t0 = time.perf_counter()
+    model = Drawing(lm, options)
+    units: dict[str, list[int]] = {}  # one unit per system prompt, as collect() plans them
+    for j, (system, _) in enumerate(prompts):
+        units.setdefault(system, []).append(j)
+    tokens = np.zeros((len(prompts), n), dtype=np.int64)
+    n_units = 0
+    for cells in units.values():
+        for a in range(0, len(cells), options.chunk_size):
+            part = cells[a : a + options.chunk_size]
+            texts = [model.template.render(*prompts[j]) for j in part]
+            encoded = [model.template.encode(t) for t in texts]
+            tokens[part] = model._read_prompts(texts, encoded)["token"]
+            n_units += 1
+    # parse each token id drawn once (decoding is the same for every draw of it)
+    value = {
+        int(i): parse_answer(t, scale, True)
+        for i, t in zip(
+            np.unique(tokens),
+            lm.tokenizer.batch_decode(
+                [[int(i)] for i in np.unique(tokens)], skip_special_tokens=True
+            ),
+            strict=True,
+        )
+    }
+    answers = [[value[int(i)] for i in row] for row in tokens]
+    return {"answers": answers, "measured_s": time.perf_counter() - t0, "units": n_units,
+            "batches": model.batches}  # fmt: skip
+
+
 def empirical(
     answers: list[list[int | None]], n: int, mean_k: np.ndarray, var_k: np.ndarray, n_items: int
 ) -> dict[str, Any]:
@@ -286,12 +397,62 @@ def cost_fit(runs: list[dict[str, Any]], prompts: int) -> dict[str, float]:
     return {"a": float(a), "b": float(b)}
 
 
-def vllm_runs(data, mean_k, var_k, vm_k, se, n_t, n_k, exact_s_vllm) -> list[dict[str, Any]]:
-    """The vLLM child's n=N runs as sampling runs (extrapolated linearly in prompts)."""
+def executed_gflop(cfg, requests: list[list[int]], sequences: int = 1) -> float:
+    """GFLOP vLLM executed for ``[prompt tokens, num_cached_tokens]`` requests.
+
+    Each of a request's ``sequences`` computes the prompt's uncached tokens and one
+    row of logits (the FLOP model of :mod:`_flops`, as ``bench_collect.py`` counts vLLM).
+    """
+    return (
+        sequences
+        * sum(span_flops(cfg, cached, total) + lm_head_flops(cfg) for total, cached in requests)
+        / 1e9
+    )
+
+
+def prefix_sharing(requests: list[list[int]], block: int | None) -> dict[str, Any]:
+    """What vLLM's prefix cache shared per sequence, from ``num_cached_tokens``.
+
+    The shared tokens are whole KV blocks (``num_cached_tokens``); the rest of the
+    prompt, the tail partial block (a whole block when the prompt is a block
+    multiple), is recomputed by every sequence.
+    """
+    total = np.array([t for t, _ in requests], float)
+    cached = np.array([c for _, c in requests], float)
+    out: dict[str, Any] = {
+        "requests": len(requests),
+        "prompt_tokens_mean": float(total.mean()),
+        "cached_tokens_per_sequence_mean": float(cached.mean()),
+        "recomputed_tokens_per_sequence_mean": float((total - cached).mean()),
+        "recomputed_tokens_per_sequence_min_max": [int((total - cached).min()),
+                                                   int((total - cached).max())],
+    }  # fmt: skip
+    if block:
+        out["block_size"] = block
+        out["cached_in_whole_blocks"] = bool(np.all(cached % block == 0))
+        out["cached_equals_full_blocks_below_last_token"] = bool(
+            np.all(cached == (total - 1) // block * block)
+        )
+        # prompts whose length is a block multiple: the last block is recomputed whole
+        multiple = total % block == 0
+        out["block_multiple_prompts"] = int(multiple.sum())
+        if multiple.any():
+            out["block_multiple_recomputed_tokens_mean"] = float((total - cached)[multiple].mean())
+    return out
+
+
+def vllm_runs(data, cfg, mean_k, var_k, vm_k, se, n_t, n_k, exact_s_vllm) -> list[dict[str, Any]]:
+    """The vLLM child's n=N runs as sampling runs (extrapolated linearly in prompts), with
+    the prefix cache's per-sequence sharing and the executed GFLOP per prompt."""
     runs = []
     for v in data["sampling"]:
         n, done, total = v["n"], v["prompts_done"], v["prompts_total"]
         full = done == total
+        reqs, primed = (
+            v["prompt_tokens_and_cache_hits"],
+            v.get("prime_prompt_tokens_and_cache_hits"),
+        )
+        gflop = executed_gflop(cfg, reqs, n) + (executed_gflop(cfg, primed) if primed else 0.0)
         r = {
             "n": n,
             "answers": [[x or None for x in a] for a in v["answers"]],
@@ -306,7 +467,10 @@ def vllm_runs(data, mean_k, var_k, vm_k, se, n_t, n_k, exact_s_vllm) -> list[dic
             "extrapolation": None
             if full
             else f"extrapolated from {done} of {total} prompts, linear in prompts",
-            "prompt_tokens_and_cache_hits": v["prompt_tokens_and_cache_hits"],
+            "prompt_tokens_and_cache_hits": reqs,
+            "prime_prompt_tokens_and_cache_hits": primed,
+            "prefix_sharing": prefix_sharing(reqs, data.get("block_size")),
+            "executed_gflop_per_prompt": gflop / max(done, 1),
         }
         runs.append(analyse(r, n, mean_k, var_k, vm_k, se, n_t, n_k, exact_s_vllm,
                             v["max_seconds"]))  # fmt: skip
@@ -337,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     import torch
+    import xarray as xr
 
     import xlikert
     from xlikert.collect import collect
@@ -377,20 +542,26 @@ def main(argv: list[str] | None = None) -> int:
     load_s = time.perf_counter() - t0
     torch.manual_seed(args.seed)
 
-    # ---- exact: one forward pass per prompt (warm-up on one prompt first)
+    # ---- exact: one forward pass per prompt (warm-up on one prompt first: it also runs
+    # the prefix-cache check, so the timed run and the FLOPs counted hold none)
+    used: dict[str, Any] = {}  # the options collect() hands the backend
+
     def exact(p):
-        return collect(
-            p,
-            [{"name": model_name, "source": model_name}],
-            progress=False,
-            split_space=False,
-            loader=lambda spec, opts, probe: LocalModel(lm, opts),
-        )
+        def loader(spec, opts, probe):
+            used["options"] = opts
+            return LocalModel(lm, opts)
+
+        return collect(p, [{"name": model_name, "source": model_name}], progress=False,
+                       split_space=False, loader=loader)  # fmt: skip
 
     exact(prompts.isel(target=[0], item=[0]))
-    t0 = time.perf_counter()
-    ds = exact(prompts)
-    exact_s = time.perf_counter() - t0
+    with FlopCounter(lm.model) as fc:
+        t0 = time.perf_counter()
+        ds = exact(prompts)
+        exact_s = time.perf_counter() - t0
+    exact_flops = {"executed_gflop": fc.flops / 1e9, "forward_calls": fc.calls,
+                   "executed_gflop_per_prompt": fc.flops / 1e9 / ds.sizes["target"]
+                   / ds.sizes["item"]}  # fmt: skip
     pmf = ds.pmf.isel(model=0)  # (target, item, score), renormalised over the scale
     valid_mass = ds.valid_mass.isel(model=0)
     y = pmf.score.values.astype(float)
@@ -407,13 +578,42 @@ def main(argv: list[str] | None = None) -> int:
     encoded = [lm.encode(str(t)) for t in texts]
     tok_scale = {str(v) for v in scale}
     samplers: dict[str, dict[str, Any]] = {}
+    # the exact pass's own forward calls, answers drawn from its logits (one-token answers)
+    if args.max_new_tokens == 1:
+        pairs = [
+            (str(s), str(u))
+            for s, u in zip(*(a.transpose("target", "item").values.ravel()
+                              for a in xr.broadcast(prompts.system, prompts.user)), strict=True)
+        ]  # fmt: skip
+        gen = torch.Generator().manual_seed(args.seed)
+        opts = used["options"]
+        runs = []
+        for n in budgets:
+            with FlopCounter(lm.model) as fc:
+                r = exact_pass_sampler(lm, opts, pairs, n, tok_scale, gen)
+            m = r.pop("measured_s")
+            r.update({"n": n, "prompts_complete": len(pairs), "prompts_total": len(pairs),
+                      "sequences_sampled": n * len(pairs), "generate_calls": 0,
+                      "forward_calls": fc.calls, "measured_s": m,
+                      "s_per_sequence": m / (n * len(pairs)), "total_s": m,
+                      "extrapolated": False, "extrapolation": None,
+                      "executed_gflop": fc.flops / 1e9,
+                      "executed_gflop_per_prompt": fc.flops / 1e9 / len(pairs)})  # fmt: skip
+            runs.append(analyse(r, n, *stats, exact_s, None))
+            print(f"exact_pass N={n}: {m:.1f} s, {fc.flops / 1e9 / len(pairs):.1f} GFLOP/prompt",
+                  flush=True)  # fmt: skip
+        samplers["exact_pass"] = {"runs": runs, "exact_s": exact_s}
     for key, shared, lims in (("generate", False, limits), ("shared_prefill", True, shared_limits)):
         # warm-up: one short call with the same arguments as the timed ones
         run_sampling(lm, encoded[:1], 2, 2, 0.0, args.max_new_tokens, tok_scale, shared)
         runs = []
         for n, limit in zip(budgets, lims, strict=True):
-            r = run_sampling(lm, encoded, n, chunk if not shared else max(chunk, 1000), limit,
-                             args.max_new_tokens, tok_scale, shared)  # fmt: skip
+            with FlopCounter(lm.model) as fc:
+                r = run_sampling(lm, encoded, n, chunk if not shared else max(chunk, 1000),
+                                 limit, args.max_new_tokens, tok_scale, shared)  # fmt: skip
+            covered = r["sequences_sampled"] / n  # prompts' worth of sequences run
+            r.update({"forward_calls": fc.calls, "executed_gflop": fc.flops / 1e9,
+                      "executed_gflop_per_prompt": fc.flops / 1e9 / max(covered, 1e-9)})  # fmt: skip
             runs.append(analyse(r, n, *stats, exact_s, limit))
             print(f"{key} N={n}: {r['measured_s']:.1f} s measured"
                   + (f" ({r['extrapolation']})" if r["extrapolated"] else ""), flush=True)  # fmt: skip
@@ -441,8 +641,14 @@ def main(argv: list[str] | None = None) -> int:
                 "env": data["env"],
                 "child_wall_s": data["wall_s"],
             }
+            vllm["exact_requests"] = c["requests"]
+            vllm["exact_executed_gflop_per_prompt"] = executed_gflop(
+                lm.model.config, c["requests"]) / c["prompts"]  # fmt: skip
+            vllm["block_size"] = data.get("block_size")
+            vllm["engine"] = data.get("engine")
+            vllm["second_layout"] = VLLM_SECOND_LAYOUT
             samplers["vllm_n"] = {
-                "runs": vllm_runs(data, *stats, vllm["exact_s"]),
+                "runs": vllm_runs(data, lm.model.config, *stats, vllm["exact_s"]),
                 "exact_s": vllm["exact_s"],
             }
 
@@ -476,7 +682,13 @@ def main(argv: list[str] | None = None) -> int:
         "generation": {
             "call": "model.generate(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, "
             f"max_new_tokens={args.max_new_tokens}, num_return_sequences<={chunk})",
-            "shared_prefill": "one forward pass per prompt; the first token of each of the N "
+            "exact_pass": "exact collection's own forward pass (the transformers backend's "
+            "LocalModel and Scorer calls: the system prompt's KV cache shared by the items of a "
+            "target, the same length-sorted batches); the exact readout replaced by N draws per "
+            "prompt from softmax(next-token logits) (temperature 1, no top-p/top-k; "
+            "torch.multinomial on a torch.Generator seeded with the run's seed)",
+            "shared_prefill": "unbatched, no prefix cache: one forward pass per prompt, one "
+            "prompt at a time over its whole token ids; the first token of each of the N "
             "sequences drawn by torch.multinomial from softmax(last logits) (temperature 1, "
             "no top-p/top-k), longer answers by generate on the KV cache expanded to N rows",
             "vllm": "SamplingParams(n=N, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0), "
@@ -494,6 +706,7 @@ def main(argv: list[str] | None = None) -> int:
             "failure_rate": float(1.0 - valid_mass.mean()),
             "composite_sd_mean": float(sd_s.mean()),
             "composite_sd_max": sd_max,
+            **exact_flops,
         },
         "samplers": samplers,
         "vllm": vllm,
@@ -511,12 +724,14 @@ def main(argv: list[str] | None = None) -> int:
         "xlikert_version": xlikert.__version__,
     }
 
-    labels = {"generate": "generate (prefill per sequence)",
-              "shared_prefill": "shared prefill", "vllm_n": "vLLM n=N"}  # fmt: skip
+    labels = {"exact_pass": "exact pass + draws", "generate": "generate (prefill per sequence)",
+              "shared_prefill": "1 prompt/pass, no cache", "vllm_n": "vLLM n=N"}  # fmt: skip
     ex_fail = result["exact"]["failure_rate"]
-    rows = [["exact (xlikert)", "inf", exact_s, "-", 0.0, "-", ex_fail, 1.0, ""]]
+    rows = [["exact (xlikert)", "inf", exact_s, "-", 0.0, "-", ex_fail, 1.0,
+             exact_flops["executed_gflop_per_prompt"], ""]]  # fmt: skip
     if "exact_s" in vllm:
-        rows.append(["exact (xlikert, vLLM)", "inf", vllm["exact_s"], "-", 0.0, "-", "-", 1.0, ""])
+        rows.append(["exact (xlikert, vLLM)", "inf", vllm["exact_s"], "-", 0.0, "-", "-", 1.0,
+                     vllm["exact_executed_gflop_per_prompt"], ""])  # fmt: skip
     for key, sm in samplers.items():
         for r in sm["runs"]:
             emp = r["empirical"]
@@ -525,12 +740,12 @@ def main(argv: list[str] | None = None) -> int:
                 r["composite_se_analytic_mean"],
                 emp.get("composite_se_empirical_mean") or emp.get("item_se_empirical_mean"),
                 emp.get("failure_rate_sampled"), r["speedup_exact_vs_sampling"],
-                r["extrapolation"] or "measured in full",
+                r.get("executed_gflop_per_prompt", "-"), r["extrapolation"] or "measured in full",
             ])  # fmt: skip
     print(f"\n{model_name} on {lm.device}: {result['design']}")
     print(format_table(rows, ["method", "N/item", "time s", "s/seq", "SE analytic",
-                              "SE empirical", "fail rate", "x exact", "note"],
-                       "lrrrrrrrl"))  # fmt: skip
+                              "SE empirical", "fail rate", "x exact", "GFLOP/prompt", "note"],
+                       "lrrrrrrrrl"))  # fmt: skip
     if "not_run" in vllm or "error" in vllm:
         print(f"vLLM: {vllm.get('not_run') or vllm.get('error')}")
     print(f"\nextrapolated: time to reach SE <= eps in every condition (SD(S) max {sd_max:.2f}):")
@@ -550,23 +765,66 @@ TITLE = "Exact vs sampling"
 
 
 SAMPLERS = {
+    "exact_pass": "transformers, exact collection's own pass (batched, prefix cache) + N draws",
     "generate": "transformers `generate`, prefill per sequence",
-    "shared_prefill": "transformers, one shared prefill",
-    "vllm_n": "vLLM `n=N`, shared prefill (prefix cache)",
+    "shared_prefill": "transformers, one prompt per pass (unbatched, no prefix cache)",
+    "vllm_n": "vLLM `n=N` (full KV blocks shared, tail block recomputed per sequence)",
 }
+
+
+def _gflop(x: Any) -> str:
+    return "–" if x is None else fmt(x)
+
+
+def _vllm_sharing(d: dict[str, Any]) -> list[str]:
+    """What vLLM's prefix cache shared per sequence in the n=N runs (num_cached_tokens)."""
+    runs = d["samplers"].get("vllm_n", {}).get("runs", [])
+    shares = [r["prefix_sharing"] for r in runs if r.get("prefix_sharing")]
+    if not shares:
+        return []
+    s0 = shares[0]
+    block = s0.get("block_size")
+    text = (
+        f"vLLM `n=N` as it runs: vLLM fans a request of `n=N` out into N sequences; after an "
+        f"`n=1` request has filled the prefix cache, each of them reads the prompt's full "
+        f"KV blocks{f' (block size {block})' if block else ''} from the cache and recomputes "
+        f"the rest. Per sequence (`RequestOutput.num_cached_tokens`, {s0['requests']} "
+        f"requests at N = {runs[0]['n']}): {fmt(s0['cached_tokens_per_sequence_mean'])} of "
+        f"{fmt(s0['prompt_tokens_mean'])} prompt tokens shared, "
+        f"{fmt(s0['recomputed_tokens_per_sequence_mean'])} recomputed (min–max "
+        f"{fmt(s0['recomputed_tokens_per_sequence_min_max'][0])}–"
+        f"{fmt(s0['recomputed_tokens_per_sequence_min_max'][1])})"
+    )
+    if s0.get("cached_equals_full_blocks_below_last_token"):
+        text += "; every count equals the full blocks below the prompt's last token"
+    if s0.get("block_multiple_prompts"):
+        text += (f"; the {s0['block_multiple_prompts']} prompt(s) whose length is a multiple "
+                 f"of the block recompute {fmt(s0['block_multiple_recomputed_tokens_mean'])} "
+                 "tokens each (the hit stops before the last token)")  # fmt: skip
+    out = [text + ". The prefill is not shared whole: each sequence pays its tail block."]
+    second = d.get("vllm", {}).get("second_layout")
+    if second:
+        out.append(f"A second vLLM layout that shares more: {second}")
+    return [" ".join(out), ""]
 
 
 def render(d: dict[str, Any]) -> list[str]:
     ex, gen, v = d["exact"], d["generation"], d.get("vllm", {})
+    samplers = [f"`{gen['call']}`, which copies the prompt, so every sequence pays its own "
+                "prefill", gen["shared_prefill"], gen["vllm"]]  # fmt: skip
+    if gen.get("exact_pass"):
+        samplers.insert(0, gen["exact_pass"])
     out = [
         f"{d['model']} on {d['device']}; {d['design']} (mean {d['mean_prompt_tokens']:.0f} "
-        f"prompt tokens). Samplers: (1) `{gen['call']}`, which copies the prompt, so every "
-        f"sequence pays its own prefill; (2) {gen['shared_prefill']}; (3) {gen['vllm']}. "
-        f"Parser: {gen['parser']}. SE = standard error of the composite score (sum over the "
-        "items) per condition, mean over conditions: analytic = SD(S)/sqrt(N) from the exact "
-        "PMFs (`xlikert.sampling.standard_error`); empirical = from the sampled answers "
+        "prompt tokens). Samplers: "
+        + "; ".join(f"({i}) {t}" for i, t in enumerate(samplers, 1))
+        + f". Parser: {gen['parser']}. SE = standard error of the composite score (sum over "
+        "the items) per condition, mean over conditions: analytic = SD(S)/sqrt(N) from the "
+        "exact PMFs (`xlikert.sampling.standard_error`); empirical = from the sampled answers "
         "(conditions sampled in full; per item where none was). × exact = sampling time / "
-        "exact time of the same engine."
+        "exact time of the same engine. GFLOP per prompt: executed, counted from the shapes "
+        "of every forward call in the timed run (transformers) or from each request's prompt "
+        "tokens and `num_cached_tokens` (vLLM), with the FLOP model of `benchmarks/_flops.py`."
         + (
             f" 1-minute load average {d['load_average_before'][0]:.1f} before the run, "
             f"{d['load_average_after'][0]:.1f} after (a shared machine: timings have noise)."
@@ -576,10 +834,12 @@ def render(d: dict[str, Any]) -> list[str]:
         "",
     ]
     rows = [["exact (xlikert `collect`, transformers)", "∞ (one forward pass)", fmt(ex["s"]),
-             "–", "0", "–", fmt(ex["failure_rate"]), "1", "measured"]]  # fmt: skip
+             "–", "0", "–", fmt(ex["failure_rate"]), "1",
+             _gflop(ex.get("executed_gflop_per_prompt")), "measured"]]  # fmt: skip
     if "exact_s" in v:
         rows.append(["exact (xlikert `collect`, backend vLLM)", "∞ (one forward pass)",
-                     fmt(v["exact_s"]), "–", "0", "–", "–", "1", "measured"])  # fmt: skip
+                     fmt(v["exact_s"]), "–", "0", "–", "–", "1",
+                     _gflop(v.get("exact_executed_gflop_per_prompt")), "measured"])  # fmt: skip
     for key, sm in d["samplers"].items():
         for r in sm["runs"]:
             e = r["empirical"]
@@ -596,37 +856,52 @@ def render(d: dict[str, Any]) -> list[str]:
                 SAMPLERS.get(key, key), fmt(r["n"]),
                 fmt(t) + (f" ({duration(t)})" if t >= 120 else ""), fmt(r["s_per_sequence"]),
                 fmt(r["composite_se_analytic_mean"]), emp_s, fmt(e.get("failure_rate_sampled")),
-                fmt(r["speedup_exact_vs_sampling"]), r["extrapolation"] or "measured in full",
+                fmt(r["speedup_exact_vs_sampling"]), _gflop(r.get("executed_gflop_per_prompt")),
+                r["extrapolation"] or "measured in full",
             ])  # fmt: skip
     out += table(["method", "samples per item", "time s", "s per sequence", "SE analytic",
-                  "SE empirical", "failure rate", "× exact", "how timed"], rows)  # fmt: skip
+                  "SE empirical", "failure rate", "× exact", "GFLOP per prompt", "how timed"],
+                 rows)  # fmt: skip
     if "not_run" in v or "error" in v:
         out += [f"vLLM rows: {v.get('not_run') or v.get('error', '')[:300]}.", ""]
     elif "exact_max_abs_valid_mass_diff_vs_transformers" in v:
         out += [f"vLLM {v['vllm']} (CPU build) in its venv: exact valid masses within "
                 f"{v['exact_max_abs_valid_mass_diff_vs_transformers']:.1e} of the transformers "
                 "backend's.", ""]  # fmt: skip
-    # equal compute: the shared-prefill sampler (one forward pass per prompt, like exact
-    # collection) at its smallest budget, when that budget was measured in full
-    shared = [r for r in d["samplers"].get("shared_prefill", {}).get("runs", [])
-              if not r["extrapolated"]]  # fmt: skip
-    out += [
-        "**At equal compute, exact collection leaves zero sampling error**: its one forward "
-        "pass per prompt already holds the exact next-token distribution every sampler above "
-        "draws from, so its SE is 0 while each sampler's SE shrinks only as 1/sqrt(N).",
-        "",
-    ]
-    if shared:
-        r = min(shared, key=lambda r: r["n"])
-        t = r["total_s"]
-        verdict = "no more than" if ex["s"] <= t else f"{ex['s'] / t:.2f}× the time of"
+    out += _vllm_sharing(d)
+    vn = {r["n"]: r for r in d["samplers"].get("vllm_n", {}).get("runs", [])}
+    if "exact_s" in v and 10 in vn:
+        r = vn[10]
+        how = "measured in full" if not r["extrapolated"] else r["extrapolation"]
+        verdict = "faster than" if v["exact_s"] < r["total_s"] else "not faster than"
+        out += [f"Exact through vLLM is {verdict} vLLM `n=10` on the same prompts, in the same "
+                f"run: {fmt(v['exact_s'])} s against {fmt(r['total_s'])} s ({how}), "
+                f"{fmt(r['total_s'] / v['exact_s'])}×.", ""]  # fmt: skip
+    # equal compute: the sampler that draws from exact collection's own forward pass
+    drawn = d["samplers"].get("exact_pass", {}).get("runs", [])
+    if drawn:
+        r = min(drawn, key=lambda r: r["n"])
+        g_ex, g_s = ex.get("executed_gflop_per_prompt"), r.get("executed_gflop_per_prompt")
+        same = g_ex is not None and g_s is not None and abs(g_s - g_ex) <= 0.01 * g_ex
         out += [
-            f"Measured: exact collection took "
-            f"{fmt(ex['s'])} s, {verdict} the sampler that also runs one forward pass per "
-            f"prompt ({SAMPLERS['shared_prefill']}, N = {r['n']}: {fmt(t)} s, measured), which "
-            f"leaves SE {fmt(r['composite_se_analytic_mean'])} (analytic).",
+            ("**At equal compute, exact collection leaves zero sampling error**, as measured: "
+             if same else "Equal compute did not hold in this run: ")
+            + f"the sampler that draws N answers from exact collection's own forward pass "
+            f"executed {_gflop(g_s)} GFLOP per prompt against exact's {_gflop(g_ex)}; at "
+            f"N = {r['n']} it took {fmt(r['total_s'])} s against exact's {fmt(ex['s'])} s and "
+            f"left SE {fmt(r['composite_se_analytic_mean'])} (analytic), where exact's is 0 "
+            "(exact's time holds its float64 full-vocabulary readout and `collect`'s "
+            "bookkeeping, the sampler's its draws). "
+            "The one-prompt-per-pass sampler is kept as what it is: unbatched and without the "
+            "prefix cache, it executes "
+            + _gflop(next((x.get("executed_gflop_per_prompt") for x in
+                           d["samplers"].get("shared_prefill", {}).get("runs", [])), None))
+            + " GFLOP per prompt.",
             "",
-        ]
+        ]  # fmt: skip
+    else:
+        out += ["Equal compute is not measured in this file (no sampler drawing from exact "
+                "collection's own forward pass).", ""]  # fmt: skip
     checks = []
     for key, sm in d["samplers"].items():
         for r in sm["runs"]:
