@@ -104,7 +104,7 @@ def _scale_of(prompts: xr.Dataset, scale) -> tuple[int, ...]:
 def _answer_labels(
     prompts: xr.Dataset, user: xr.DataArray, options: CollectOptions
 ) -> list[tuple[str, ...] | None] | None:
-    """Each cell's answer labels (score order) from the prompts' ``answer_label``.
+    """Each cell's answer labels (score order; None: the digits) from the prompts' ``answer_label``.
 
     ``answer_label`` (dims ``(<format factor>, score)``, from a factor of kind
     ``format``) gives each format level's label of each score; None without it.
@@ -141,7 +141,8 @@ def _answer_labels(
     for level in lab[fmt].values:
         labels = tuple(str(x) for x in lab.sel({fmt: level}).transpose("score").values)
         options.replace(where=f"{fmt} level {level!r}", answer_labels=labels)  # checks them
-        per_level.append(labels)
+        # the digits are the default rule (None), as a model is loaded with
+        per_level.append(None if labels == tuple(str(y) for y in scores) else labels)
     index = xr.DataArray(np.arange(lab.sizes[fmt]), dims=[fmt], coords={fmt: lab[fmt]})
     cells = index.broadcast_like(user).transpose(*user.dims).values.ravel()
     return [per_level[int(i)] for i in cells]
@@ -232,7 +233,7 @@ class Plan:
         self.traces = [int((p.get("reasoning") or {}).get("traces", 0)) for p in public]
         opts = {**options.fingerprinted(), "chunk_size": chunk_size}
         if labels:  # a response format: the labels of each level
-            opts["answer_labels_by_cell"] = sorted({" ".join(x) for x in labels})
+            opts["answer_labels_by_cell"] = sorted({" ".join(x or ()) for x in labels})
         self.fingerprint = self._hash(system, user, public, options.scale, {**opts, "shard": shard})
         # the same for every shard of one run (and equal to the unsharded run's fingerprint)
         self.run_fingerprint = self._hash(
