@@ -268,3 +268,37 @@ def test_report_has_the_format_section_and_reliability_per_format(collected, tmp
     comp = composite(ds.pmf)
     mean = (comp * comp["score"]).sum("score")
     np.testing.assert_allclose(shares["variance"].sum(), float(mean.var()), rtol=1e-8)
+
+
+@pytest.mark.parametrize("variant", ["exact", "topk-by-text"])
+def test_server_backend_reads_each_levels_labels(tiny_dir, variant):
+    """The OpenAI-compatible backend against a loopback server: exact mode equals the
+    transformers backend (one-token rule) at every level; a text listing with no
+    tokenizer bounds it."""
+    from test_server_support import FakeServer
+
+    prompts = format_prompts()
+    local = collect(prompts, [{"name": "m", "source": str(tiny_dir)}], progress=False,
+                    split_space=False)  # fmt: skip
+    srv = FakeServer(tiny_dir, reject_extras=variant != "exact")
+    try:
+        entry = {"name": "m", "source": "openai:tiny", "base_url": srv.url, "backoff": 0.01,
+                 "timeout": 30}  # fmt: skip
+        if variant == "exact":
+            entry["tokenizer"] = str(tiny_dir)
+        ds = collect(prompts, [entry], progress=False, top_k=6)
+    finally:
+        srv.close()
+    assert list(ds.answer_label.sel(format="reversed").values) == list("7654321")
+    if variant == "exact":
+        np.testing.assert_allclose(ds.pmf, local.pmf, atol=1e-6)
+        np.testing.assert_allclose(
+            ds.pmf.sel(format="reversed"), ds.pmf.sel(format="original")[..., ::-1], atol=1e-12
+        )
+    else:
+        eps = 1e-9
+        assert bool((ds.pmf_lower - eps <= local.pmf).all())
+        assert bool((local.pmf <= ds.pmf_upper + eps).all())
+        np.testing.assert_allclose(
+            ds.pmf_lower.sel(format="reversed"), ds.pmf_lower.sel(format="original")[..., ::-1]
+        )
