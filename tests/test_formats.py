@@ -42,9 +42,15 @@ def _table(levels, **head) -> dict:
 def test_builtin_levels_map_their_labels_onto_the_scores():
     assert builtin_format("original").labels_by_score(1, 7) == {y: str(y) for y in range(1, 8)}
     assert builtin_format("reversed").labels_by_score(1, 7) == {y: str(8 - y) for y in range(1, 8)}
-    assert builtin_format("letters", 5).labels_by_score(1, 5) == dict(zip(range(1, 6), "ABCDE"))
+    assert builtin_format("letters", 5).labels_by_score(1, 5) == dict(
+        zip(range(1, 6), "ABCDE", strict=True)
+    )
     rev = builtin_format("reversed").fields(1, 7, CET)
-    assert (rev["scale_min"], rev["min_label"], rev["max_label"]) == ("1", "Strongly agree", "Strongly disagree")
+    assert (rev["scale_min"], rev["min_label"], rev["max_label"]) == (
+        "1",
+        "Strongly agree",
+        "Strongly disagree",
+    )
     every = builtin_format("labelled").fields(1, 7, CET)["anchors"].split(", ")
     assert len(every) == 7 and every[3] == "4=Neither agree nor disagree"
     assert builtin_format("numbers").fields(1, 7, CET)["anchors"] == "1, 2, 3, 4, 5, 6, 7"
@@ -97,7 +103,9 @@ def test_a_format_factor_whose_labels_are_never_shown_is_a_named_error():
         experiment_from_dict(_table(["original", "reversed"], system="Answer with a digit."))
     # {scale_min}/{scale_max} show the labels too (the paper's framing)
     exp = experiment_from_dict(_table(["original", "letters"], system=None, framing="v0_original"))
-    assert "A-G (A=Strongly disagree" in str(exp.build_prompts().system.sel(fmt="letters")[0, 0].item())
+    assert "A-G (A=Strongly disagree" in str(
+        exp.build_prompts().system.sel(fmt="letters")[0, 0].item()
+    )
 
 
 def test_schema_accepts_kind_format_and_refuses_arrays_elsewhere():
@@ -251,7 +259,7 @@ def test_report_has_the_format_section_and_reliability_per_format(collected, tmp
     from xlikert.report import write_report
     from xlikert.report.sections.formats import variance_shares
 
-    ds, out = collected
+    ds = collected[0]
     ds = ds.assign(pmf=ds.pmf.fillna(1 / 7))
     page = write_report(ds, tmp_path / "report")
     md = (page.parent / "report.md").read_text()

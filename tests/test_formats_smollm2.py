@@ -93,7 +93,7 @@ def test_reversed_level_is_the_original_tokens_read_in_reverse(run, independent)
 
 
 def test_letters_level_reads_tokens_checked_against_the_tokenizer(run, independent):
-    _, prompts, ds, _ = run
+    ds = run[2]
     tok, model = independent
     info = ds.likert.attrs["models"][str(ds.model.values[0])]["valid_tokens_by_labels"]
     letters = info["A B C D E F G"]

@@ -9,9 +9,9 @@ file, item or field.
 from __future__ import annotations
 
 __all__ = [
+    "AnswerLabelError",
     "CollectionError",
     "ConfigError",
-    "AnswerLabelError",
     "DesignError",
     "FormatError",
     "FormatNotShownError",

@@ -320,7 +320,9 @@ class InProcessModel:
             info["end_of_turn_rule"] = END_OF_TURN_RULE
         if self.template.system_merged:
             info["system_merged_into_user"] = "true"
-        rules = self.__dict__.get("_rules") or {self.options.answer_labels: (self.valid, self.answers)}
+        rules = self.__dict__.get("_rules") or {
+            self.options.answer_labels: (self.valid, self.answers)
+        }
         first_valid, first_answers = next(iter(rules.values()))
         info["valid_tokens"] = first_valid.as_records()
         if not first_answers.is_one_token:

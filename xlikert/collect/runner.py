@@ -487,9 +487,7 @@ def _with_labels(model, labels, spec, loader, options: CollectOptions, probe) ->
         model.relabel(labels)
         return model
     model.close()
-    return (loader or backend_module(spec).open)(
-        spec, options.replace(answer_labels=labels), probe
-    )
+    return (loader or backend_module(spec).open)(spec, options.replace(answer_labels=labels), probe)
 
 
 def _check_resumed_mode(spec, model, resumed: list[UnitResult]) -> None:

@@ -162,7 +162,9 @@ class Experiment:
         f = self.format_factor
         if f is None:
             return {}
-        return {lv: f.formats[lv].labels_by_score(self.scale_min, self.scale_max) for lv in f.levels}
+        return {
+            lv: f.formats[lv].labels_by_score(self.scale_min, self.scale_max) for lv in f.levels
+        }
 
     @property
     def model_names(self) -> list[str]:
@@ -243,8 +245,12 @@ class Experiment:
             coords["score"] = np.arange(self.scale_min, self.scale_max + 1, dtype=np.int64)
             extra["answer_label"] = (
                 (fmt.name, "score"),
-                np.array([[labels[lv][y] for y in coords["score"]] for lv in fmt.levels], dtype=str),
-                {"description": f"the answer label that means each score under each {fmt.name} level"},
+                np.array(
+                    [[labels[lv][y] for y in coords["score"]] for lv in fmt.levels], dtype=str
+                ),
+                {
+                    "description": f"the answer label that means each score under each {fmt.name} level"
+                },
             )
         inst = self.instrument
         attrs = {
@@ -823,7 +829,9 @@ def _check_format_shown(
     if fmt is None:
         return
     shown = [
-        t for t in (*user_templates, *system_templates.values()) if set(t.fields) & set(LABEL_FIELDS)
+        t
+        for t in (*user_templates, *system_templates.values())
+        if set(t.fields) & set(LABEL_FIELDS)
     ]
     if not shown:
         p.add(

@@ -110,7 +110,9 @@ class ResponseFormat:
             When the labels are not one distinct, non-empty label per scale point.
         """
         n = hi - lo + 1
-        labels = list(self.labels) if self.labels is not None else [str(v) for v in range(lo, hi + 1)]
+        labels = (
+            list(self.labels) if self.labels is not None else [str(v) for v in range(lo, hi + 1)]
+        )
         problems = []
         if len(labels) != n:
             problems.append(f"{len(labels)} labels for the {n} points of the scale {lo}..{hi}")
@@ -159,7 +161,9 @@ class ResponseFormat:
         if self.anchors == "numbers":
             shown = ", ".join(labels)
         else:
-            shown = ", ".join(f"{x}={texts[y]}" for y, x in zip(scores, labels, strict=True) if y in texts)
+            shown = ", ".join(
+                f"{x}={texts[y]}" for y, x in zip(scores, labels, strict=True) if y in texts
+            )
         return {
             "scale_min": labels[0],
             "scale_max": labels[-1],
@@ -172,9 +176,13 @@ class ResponseFormat:
 
     def describe(self) -> str:
         """One line: order, labelled points, labels."""
-        labels = "digits" if self.labels is None else "".join(self.labels) if all(
-            len(x) == 1 for x in self.labels
-        ) else ", ".join(self.labels)
+        labels = (
+            "digits"
+            if self.labels is None
+            else "".join(self.labels)
+            if all(len(x) == 1 for x in self.labels)
+            else ", ".join(self.labels)
+        )
         return f"{self.order}, {self.anchors} labelled, answer labels {labels}"
 
 

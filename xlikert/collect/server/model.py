@@ -150,7 +150,6 @@ class ServerModel:
             self.plan.kind = SERVER_KINDS.get(str(info.get("owned_by")), "other")
 
     def _load_tokenizer(self) -> None:
-        from ..tokens import find_valid_tokens
 
         tok, what = load_tokenizer(self.spec)
         if tok is None:
@@ -198,7 +197,9 @@ class ServerModel:
                 self.valid.as_records()
             )
         if valid is not None:
-            by_labels[" ".join(options.answer_labels or map(str, options.scale))] = valid.as_records()
+            by_labels[" ".join(options.answer_labels or map(str, options.scale))] = (
+                valid.as_records()
+            )
         self.options, self.valid = options, valid
         self.readout = Readout(
             self.spec, options, self.mode, self.readout.ids_ok, valid, self.tokenizer

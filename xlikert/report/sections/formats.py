@@ -64,11 +64,12 @@ def format_section(ctx: ReportContext) -> Section | None:
         return None
     s = Section("Response format")
     labels = ctx.ds["answer_label"]
+    scores = [int(y) for y in labels["score"].values]
     shown = "; ".join(
-        f"{lv}: " + " ".join(f"{str(x)}→{int(y)}" for x, y in zip(
-            labels.sel({fmt: lv}).values, labels["score"].values, strict=True))
+        f"{lv}: "
+        + " ".join(f"{x}→{y}" for x, y in zip(labels.sel({fmt: lv}).values, scores, strict=True))
         for lv in map(str, labels[fmt].values)
-    )  # fmt: skip
+    )
     s.text(
         f"The factor `{fmt}` varies how the scale is shown and which labels answer it. Each "
         "level's answer labels are mapped onto the same scores (label→score: "
@@ -86,7 +87,9 @@ def format_section(ctx: ReportContext) -> Section | None:
         name = " × ".join(str(t).split(":"))
         what = "main effect" if t == fmt else "interaction"
         per = (
-            ", ".join(f"{p:.0%} ({b})" for p, b in zip(rows["share"], rows["subscale"], strict=True))
+            ", ".join(
+                f"{p:.0%} ({b})" for p, b in zip(rows["share"], rows["subscale"], strict=True)
+            )
             if "subscale" in rows.columns
             else f"{float(rows['share'].iloc[0]):.0%}"
         )
