@@ -28,7 +28,7 @@ Examples
 {1: '7', 2: '6', 3: '5', 4: '4', 5: '3', 6: '2', 7: '1'}
 >>> fmt.fields(1, 7, {1: "Strongly disagree", 7: "Strongly agree"})["anchors"]
 '1=Strongly agree, 7=Strongly disagree'
->>> builtin_format("letters").labels_by_score(1, 3)
+>>> builtin_format("letters", n_points=3).labels_by_score(1, 3)
 {1: 'A', 2: 'B', 3: 'C'}
 """
 
