@@ -370,7 +370,8 @@ def load_experiment(path_or_builtin: str | Path) -> Experiment:
     path_or_builtin
         Path of a TOML experiment file, or a built-in name (``"demo"``: the
         offline demo, 3 zoo models x 4 targets on CETSCALE; ``"paper"``: the
-        paper's 5 x 4 design; ``"framing"``: 3 models x 4 targets x 6 framings).
+        paper's 5 x 4 design; ``"framing"``: 3 models x 4 targets x 6 framings;
+        ``"formats"``: 3 response formats x 4 targets on SmolLM2-135M).
 
     Raises
     ------
