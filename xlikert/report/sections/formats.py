@@ -98,6 +98,15 @@ def format_section(ctx: ReportContext) -> Section | None:
             f"over the conditions (its effects on E range from {part['E'].min():+.2f} to "
             f"{part['E'].max():+.2f} points; mean dPD {part['dPD'].mean():.3f})."
         )
+    total = shares[shares["term"].isin(terms)]
+    if "subscale" not in total.columns and len(terms) > 1:
+        sentences.append(
+            f"In all, the terms with the format explain {float(total['share'].sum()):.0%}."
+        )
+    sentences.append(
+        "The reliability section treats each format level as a population of its own (a way "
+        "of measuring, not a respondent)."
+    )
     s.text(" ".join(sentences))
     s.table(
         table.reset_index(drop=True),
