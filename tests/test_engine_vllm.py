@@ -356,3 +356,42 @@ def test_in_process_vllm_reasoning_mode(tmp_path):
         np.testing.assert_allclose(cell.trace_pmf.values, read["pmf"], atol=1e-4)
         np.testing.assert_allclose(cell.trace_valid_mass.values, read["valid_mass"], rtol=1e-3)
         np.testing.assert_allclose(cell.pmf.values, read["pmf"].mean(0), atol=1e-4)
+
+
+FORMATS = """
+import sys
+from xlikert.collect import collect
+from xlikert.design import load_experiment
+
+def main():
+    prompts = load_experiment("formats").build_prompts().sel(target=["USA"], item=["1", "2", "3"])
+    spec = [{"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
+             "enforce_eager": True, "max_model_len": 1024, "gpu_memory_utilization": 0.25}]
+    collect(prompts, spec, sys.argv[1], progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_in_process_vllm_reads_each_format_levels_labels(tmp_path):
+    """The built-in ``formats`` experiment (original, reversed, letters) on one live engine:
+    each level's answer tokens travel with its requests; equal to the transformers backend."""
+    script, out = tmp_path / "formats.py", tmp_path / "formats.nc"
+    script.write_text(FORMATS)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    res = subprocess.run([str(engine_python("vllm")), str(script), str(out)], env=env,
+                         capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    from xlikert.io import open_results
+
+    v = open_results(out)
+    prompts = load_experiment("formats").build_prompts().sel(target=["USA"], item=["1", "2", "3"])
+    loc = collect(prompts, [{"name": "m", "source": "smollm2-135m-instruct"}], progress=False,
+                  temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
+    assert list(v.answer_label.sel(format="letters").values) == list("ABCDEFG")
+    labels = v.likert.attrs["models"]["m"]["valid_tokens_by_labels"]
+    assert sorted(labels) == ["1 2 3 4 5 6 7", "7 6 5 4 3 2 1", "A B C D E F G"]
+    for var in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
+        assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
+        np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)

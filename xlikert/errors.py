@@ -9,12 +9,16 @@ file, item or field.
 from __future__ import annotations
 
 __all__ = [
+    "AnswerLabelError",
     "CollectionError",
     "ConfigError",
     "DesignError",
+    "FormatError",
+    "FormatNotShownError",
     "InputTypeError",
     "InternalError",
     "InvalidPMFError",
+    "LabelMappingError",
     "XlikertError",
 ]
 
@@ -44,6 +48,22 @@ class ConfigError(XlikertError):
 
 class CollectionError(XlikertError):
     """Collection cannot proceed (unknown model, checksum mismatch, no digit tokens, ...)."""
+
+
+class FormatError(ConfigError):
+    """A response format (a level of a factor of kind ``format``) is not usable."""
+
+
+class LabelMappingError(FormatError):
+    """A format's answer labels are not a bijection onto the scale's ``score`` values."""
+
+
+class FormatNotShownError(FormatError):
+    """An experiment varies the response format but no prompt shows the answer labels."""
+
+
+class AnswerLabelError(FormatError, CollectionError):
+    """A format's answer labels are not single tokens for a model's tokenizer."""
 
 
 class InternalError(RuntimeError):

@@ -35,6 +35,7 @@ from .reasoning import (
 )
 from .reasoning import end_of_turn_ids as _eos_ids
 from .schema import UnitResult, encode_token_ids
+from .tokens import AnswerSequences, ValidTokens, answer_rule
 
 if TYPE_CHECKING:
     from .protocol import CollectOptions
@@ -215,6 +216,38 @@ class InProcessModel:
             self.format = reasoning_format(tokenizer, reasoning, self.name)
             self.stop_ids = end_of_turn_ids(tokenizer, model_config, generation_config)
 
+    # ------------------------------------------------------------------ answer labels
+    def relabel(self, labels: tuple[str, ...] | None) -> None:
+        """Read the answers of the next units with these answer labels (a response format).
+
+        ``labels``: one per scale value, in score order (None: the digits). The
+        answer rule (:func:`~xlikert.collect.tokens.answer_rule`) is resolved once
+        per label set and kept; :meth:`_use_answers` hands it to the backend.
+
+        Raises
+        ------
+        AnswerLabelError
+            Labels that are not single tokens for the model's tokenizer.
+        """
+        rules = self.__dict__.setdefault("_rules", {})
+        if not rules:  # the rule the model was opened with
+            rules[self.options.answer_labels] = (self.valid, self.answers)
+        if labels == self.options.answer_labels:
+            return
+        options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
+        if labels not in rules:
+            valid, answers, _ = answer_rule(
+                self.tokenizer, options.scale, split_space=options.split_space,
+                labels=options.labels_by_score,
+            )  # fmt: skip
+            rules[labels] = (valid, answers)
+        self.options = options
+        self._use_answers(*rules[labels])
+
+    def _use_answers(self, valid: ValidTokens, answers: AnswerSequences) -> None:
+        """Score the next units with this answer rule (the backend's hook)."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ the outline
     def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
         """Score ``(system, user)`` prompts: one row per prompt (reasoning: M traces each)."""
@@ -287,7 +320,16 @@ class InProcessModel:
             info["end_of_turn_rule"] = END_OF_TURN_RULE
         if self.template.system_merged:
             info["system_merged_into_user"] = "true"
-        info["valid_tokens"] = self.valid.as_records()
-        if not self.answers.is_one_token:
-            info["answer_spellings"] = self.answers.as_records()
+        rules = self.__dict__.get("_rules") or {
+            self.options.answer_labels: (self.valid, self.answers)
+        }
+        first_valid, first_answers = next(iter(rules.values()))
+        info["valid_tokens"] = first_valid.as_records()
+        if not first_answers.is_one_token:
+            info["answer_spellings"] = first_answers.as_records()
+        if len(rules) > 1 or None not in rules:  # a response format: each label set's tokens
+            info["valid_tokens_by_labels"] = {
+                " ".join(labels or (str(y) for y in self.options.scale)): valid.as_records()
+                for labels, (valid, _) in rules.items()
+            }
         return info

@@ -599,7 +599,17 @@ class LocalModel(InProcessModel):
         )
         self.initial_batch_size = self.batch_size
         self.backoffs = 0
-        answers = lm.answers
+        self._use_answers(lm.valid, lm.answers)
+        if options.answer_labels is not None:  # the loaded model's rule reads the digits
+            labels, self.options = options.answer_labels, options.replace(answer_labels=None)
+            self.relabel(labels)
+
+    def _use_answers(self, valid: ValidTokens, answers: AnswerSequences) -> None:
+        """Read with this answer rule: its teacher-forced leaves and where each context is."""
+        n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
+        if max(answers.need) >= n_vocab:
+            raise CollectionError(f"model {self.name!r}: answer token ids exceed the vocabulary")
+        self._valid, self._answers = valid, answers
         self.leaves = [list(leaf) for leaf in answers.leaves]
         self.keep = max(len(leaf) for leaf in self.leaves) + 1
         # context -> (leaf row, kept position) holding the logits after prompt + context
@@ -622,11 +632,11 @@ class LocalModel(InProcessModel):
 
     @property
     def valid(self) -> ValidTokens:
-        return self.lm.valid
+        return self._valid
 
     @property
     def answers(self) -> AnswerSequences:
-        return self.lm.answers
+        return self._answers
 
     def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, np.ndarray]:
         """The unit's shared prefix (same system prompt; >= 1 suffix token kept) once on
@@ -825,14 +835,14 @@ class LocalModel(InProcessModel):
             z = torch.stack([z[:, li, pos] for li, pos in self.where], dim=1)
             o = self.options
             raw, grid, topk_id, topk_lp = next_token_readout_torch(
-                z, np.asarray(self.lm.answers.need), o.temperatures, o.top_ps, o.top_k
+                z, np.asarray(self.answers.need), o.temperatures, o.top_ps, o.top_k
             )
-            out = self.lm.answers.readout(raw, np.moveaxis(grid, 1, 3))
+            out = self.answers.readout(raw, np.moveaxis(grid, 1, 3))
             out.update(topk_id=topk_id, topk_logprob=topk_lp)
             return out
         z = logits.float().cpu().numpy().reshape(n, len(self.leaves), self.keep, -1)
         z = np.stack([z[:, li, pos] for li, pos in self.where], axis=1)
-        return read_logits(z, self.lm.answers, self.options)
+        return read_logits(z, self.answers, self.options)
 
     def _wrote_marker(self, ids: list[int]) -> bool:
         marker = self.format.marker

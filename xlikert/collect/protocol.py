@@ -42,7 +42,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import CollectionError
+from ..errors import CollectionError, LabelMappingError
 from .schema import UnitResult
 
 __all__ = [
@@ -74,7 +74,7 @@ DEFAULT_TOP_PS: tuple[float, ...] = (0.8, 0.9, 1.0)
 #: the unit of saved progress): a model entry may not set them.
 RUN_WIDE_OPTIONS = (
     "scale", "top_k", "temperatures", "top_ps", "split_space", "prefix_cache", "batch_size",
-    "chunk_size",
+    "chunk_size", "answer_labels",
 )  # fmt: skip
 
 
@@ -140,6 +140,12 @@ class CollectOptions:
         Prompts per unit (the unit of saved progress), >= 1.
     device, dtype, device_map, trust_remote_code
         Defaults for model entries that do not set them (in-process backends).
+    answer_labels
+        The answer label of each score, in score order (a response format,
+        :mod:`xlikert.design.formats`); None: the scores' digits. Every answer
+        rule above reads these labels and puts each one's probability on its
+        score. :func:`~xlikert.collect.collect` sets it per level of a format
+        factor from the prompts' ``answer_label``.
 
     Raises
     ------
@@ -168,6 +174,7 @@ class CollectOptions:
     dtype: str | None = None
     device_map: str | None = None
     trust_remote_code: bool = False
+    answer_labels: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         self._validate("")
@@ -205,6 +212,36 @@ class CollectOptions:
             from .inprocess import check_dtype
 
             check_dtype(self.dtype, where)
+        if self.answer_labels is not None:
+            put("answer_labels", self._checked_labels(where))
+
+    def _checked_labels(self, where: str) -> tuple[str, ...]:
+        """The answer labels: distinct non-empty strings, one per scale value."""
+        labels = self.answer_labels
+        if isinstance(labels, str | bytes) or not all(isinstance(x, str) for x in labels):
+            raise _fail(where, f"answer_labels must be a list of strings, got {labels!r}")
+        labels = tuple(labels)
+        bad = [x for x in labels if not x.strip() or x != x.strip()]
+        dup = sorted({x for x in labels if labels.count(x) > 1})
+        wrong = self.scale is not None and len(labels) != len(self.scale)
+        if bad or dup or wrong:
+            why = (
+                f"blank or padded labels {bad}" if bad
+                else f"repeated labels {dup}" if dup
+                else f"{len(labels)} labels for the {len(self.scale)} scale values {list(self.scale)}"
+            )  # fmt: skip
+            raise LabelMappingError(
+                (f"{where}: " if where else "")
+                + f"answer_labels {list(labels)} are not a bijection onto the scale: {why}"
+            )
+        return labels
+
+    @property
+    def labels_by_score(self) -> dict[int, str] | None:
+        """Score -> answer label (None: the digits)."""
+        if self.answer_labels is None:
+            return None
+        return dict(zip(self._need_scale(), self.answer_labels, strict=True))
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:
@@ -243,7 +280,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code
+        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):
@@ -294,7 +331,7 @@ class CollectOptions:
     def fingerprinted(self) -> dict[str, Any]:
         """The settings that change the numbers (not the batch size or the device); the
         run adds ``chunk_size`` (it fixes the units) and the scale."""
-        return {
+        out = {
             "top_k": self.top_k,
             "temperatures": list(self.temperatures),
             "top_ps": list(self.top_ps),
@@ -302,6 +339,9 @@ class CollectOptions:
             "prefix_cache": self.prefix_cache,
             "split_space": self.split_space,
         }
+        if self.answer_labels is not None:
+            out["answer_labels"] = list(self.answer_labels)
+        return out
 
 
 def check_entry_keys(spec: Mapping[str, Any], known: Iterable[str], backend: str) -> None:

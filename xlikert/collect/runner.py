@@ -101,6 +101,53 @@ def _scale_of(prompts: xr.Dataset, scale) -> tuple[int, ...]:
     return tuple(range(int(lo), int(hi) + 1))
 
 
+def _answer_labels(
+    prompts: xr.Dataset, user: xr.DataArray, options: CollectOptions
+) -> list[tuple[str, ...] | None] | None:
+    """Each cell's answer labels (score order; None: the digits) from the prompts' ``answer_label``.
+
+    ``answer_label`` (dims ``(<format factor>, score)``, from a factor of kind
+    ``format``) gives each format level's label of each score; None without it.
+
+    Raises
+    ------
+    CollectionError
+        An ``answer_label`` on other dims, or a scale that is not its ``score``.
+    LabelMappingError
+        A level whose labels are not a bijection onto the scale.
+    """
+    if "answer_label" not in prompts:
+        return None
+    lab = prompts["answer_label"]
+    factors = [d for d in lab.dims if d != "score"]
+    if "score" not in lab.dims or len(factors) != 1 or factors[0] not in user.dims:
+        raise CollectionError(
+            f"prompts 'answer_label' must have dims (<format factor>, 'score') with the format "
+            f"factor a dim of the prompts; got {lab.dims}"
+        )
+    if options.answer_labels is not None:
+        raise CollectionError(
+            "answer_labels is set for the run and the prompts vary the response format "
+            f"(answer_label over {factors[0]!r}); drop one"
+        )
+    fmt = factors[0]
+    scores = tuple(int(v) for v in lab["score"].values)
+    if scores != tuple(options.scale):
+        raise CollectionError(
+            f"prompts 'answer_label' is on the scores {list(scores)}, the run's scale is "
+            f"{list(options.scale)}"
+        )
+    per_level = []
+    for level in lab[fmt].values:
+        labels = tuple(str(x) for x in lab.sel({fmt: level}).transpose("score").values)
+        options.replace(where=f"{fmt} level {level!r}", answer_labels=labels)  # checks them
+        # the digits are the default rule (None), as a model is loaded with
+        per_level.append(None if labels == tuple(str(y) for y in scores) else labels)
+    index = xr.DataArray(np.arange(lab.sizes[fmt]), dims=[fmt], coords={fmt: lab[fmt]})
+    cells = index.broadcast_like(user).transpose(*user.dims).values.ravel()
+    return [per_level[int(i)] for i in cells]
+
+
 def _normalise_models(models) -> list[dict[str, Any]]:
     if isinstance(models, str | dict):
         models = [models]
@@ -158,13 +205,16 @@ def _check_output(output) -> Path | None:
 class Plan:
     """The fixed partition of (model, cell) work into units, and the run's fingerprints."""
 
-    def __init__(self, system, user, models, options: CollectOptions, shard):
+    def __init__(self, system, user, models, options: CollectOptions, shard, labels=None):
         chunk_size = options.chunk_size
         self.sys_flat = [str(s) for s in np.asarray(system.values).ravel()]
         self.user_flat = [str(s) for s in np.asarray(user.values).ravel()]
-        groups: dict[str, list[int]] = {}
+        #: Each cell's answer labels (a response format), None: the run's options.
+        self.labels = labels
+        # a unit shares a system prompt and (with a format factor) the answer labels
+        groups: dict[tuple[Any, str], list[int]] = {}
         for j, s in enumerate(self.sys_flat):
-            groups.setdefault(s, []).append(j)
+            groups.setdefault((labels[j] if labels else None, s), []).append(j)
         units: list[tuple[int, int, list[int]]] = []  # (model index, unit index, cells)
         for mi in range(len(models)):
             ui = 0
@@ -182,11 +232,17 @@ class Plan:
         # traces per prompt of each model (0: not in reasoning mode)
         self.traces = [int((p.get("reasoning") or {}).get("traces", 0)) for p in public]
         opts = {**options.fingerprinted(), "chunk_size": chunk_size}
+        if labels:  # a response format: the labels of each level
+            opts["answer_labels_by_cell"] = sorted({" ".join(x or ()) for x in labels})
         self.fingerprint = self._hash(system, user, public, options.scale, {**opts, "shard": shard})
         # the same for every shard of one run (and equal to the unsharded run's fingerprint)
         self.run_fingerprint = self._hash(
             system, user, public, options.scale, {**opts, "shard": None}
         )
+
+    def labels_of(self, cells: Sequence[int], options: CollectOptions) -> tuple[str, ...] | None:
+        """The answer labels of a unit's cells (they share them)."""
+        return self.labels[cells[0]] if self.labels else options.answer_labels
 
     def prompts(self, cells: Sequence[int]) -> list[tuple[str, str]]:
         return [(self.sys_flat[j], self.user_flat[j]) for j in cells]
@@ -331,7 +387,8 @@ def collect(
     options = options.replace(where="collect()", scale=_scale_of(prompts, options.scale))
     models = _normalise_models(models)
     shard_t = parse_shard(shard)
-    plan = Plan(system, user, models, options, shard_t)
+    labels = _answer_labels(prompts, user, options)
+    plan = Plan(system, user, models, options, shard_t, labels)
     out_path = _check_output(output)
     if out_path is not None and out_path.exists():
         finished = _finished(out_path, plan.fingerprint, overwrite)
@@ -354,14 +411,18 @@ def collect(
             if not todo and (mi in infos or not mine):
                 continue
             bar.set_description(f"load {spec['name']}")
-            probe = plan.prompts([(todo or mine)[0][1][0]])[0]
-            model = (loader or backend_module(spec).open)(spec, options, probe)
+            first = (todo or mine)[0][1]
+            probe = plan.prompts([first[0]])[0]
+            opened = options.replace(answer_labels=plan.labels_of(first, options))
+            model = (loader or backend_module(spec).open)(spec, opened, probe)
             try:
                 _check_resumed_mode(
                     spec, model, [done[(mi, ui)] for ui, _ in mine if (mi, ui) in done]
                 )
                 bar.set_description(f"collect {spec['name']}")
                 for ui, cells in todo:
+                    model = _with_labels(model, plan.labels_of(cells, options), spec, loader,
+                                         options, plan.prompts(cells)[0])  # fmt: skip
                     r = model.score(plan.prompts(cells))
                     r.check(len(cells), {**options.sizes, "trace": plan.traces[mi]})
                     r.cells = np.asarray(cells, dtype=np.int64)
@@ -407,11 +468,26 @@ def collect(
         ds.attrs["reasoning_models"] = [
             m["name"] for m, t in zip(models, plan.traces, strict=True) if t
         ]
+    if labels:  # each format level's answer label of each score
+        ds["answer_label"] = prompts["answer_label"].astype(str)
     ds = encode_attrs(ds)  # netCDF-ready as it stands: ds.to_netcdf works
     if out_path is not None:
         write_atomic(ds, out_path)
         store.remove()
     return ds
+
+
+def _with_labels(model, labels, spec, loader, options: CollectOptions, probe) -> Model:
+    """The model reading answers with ``labels``: relabelled in place where the backend
+    can (every backend of xlikert), else closed and opened again with them."""
+    current = getattr(model, "options", options).answer_labels
+    if labels == current:
+        return model
+    if hasattr(model, "relabel"):
+        model.relabel(labels)
+        return model
+    model.close()
+    return (loader or backend_module(spec).open)(spec, options.replace(answer_labels=labels), probe)
 
 
 def _check_resumed_mode(spec, model, resumed: list[UnitResult]) -> None:

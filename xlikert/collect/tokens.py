@@ -18,13 +18,14 @@ token appended (:data:`SPACED_ANSWER_RULE`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..constraint import scale_mass
-from ..errors import CollectionError
+from ..errors import AnswerLabelError, CollectionError
 
 __all__ = [
     "ANSWER_RULE",
@@ -62,7 +63,20 @@ class ValidTokens:
         ]
 
 
-def find_valid_tokens(tokenizer: Any, scale: range | list[int]) -> ValidTokens:
+def _words(scale: list[int], labels: Mapping[int, str] | None) -> dict[str, int]:
+    """Answer label text -> score (default: the score's digits)."""
+    if labels is None:
+        return {str(v): v for v in scale}
+    return {str(labels[v]): v for v in scale}
+
+
+def _label_note(labels: Mapping[int, str] | None, missing: list[int]) -> str:
+    return "" if labels is None else f" (answer labels {[labels[v] for v in missing]})"
+
+
+def find_valid_tokens(
+    tokenizer: Any, scale: range | list[int], labels: Mapping[int, str] | None = None
+) -> ValidTokens:
     """Find every vocabulary token that decodes to a value of ``scale``.
 
     Parameters
@@ -71,6 +85,9 @@ def find_valid_tokens(tokenizer: Any, scale: range | list[int]) -> ValidTokens:
         A transformers tokenizer (anything with ``get_vocab`` and ``decode``).
     scale
         The scale values, e.g. ``range(1, 8)``.
+    labels
+        Score -> the answer label that means it (a response format,
+        :mod:`xlikert.design.formats`); default: the score's digits.
 
     Returns
     -------
@@ -90,7 +107,7 @@ def find_valid_tokens(tokenizer: Any, scale: range | list[int]) -> ValidTokens:
     ('1', 'Ġ1')
     """
     scale = [int(v) for v in scale]
-    targets = {str(v): v for v in scale}
+    targets = _words(scale, labels)
     forms = {m + s: v for s, v in targets.items() for m in _MARKERS}
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     maxlen = max(len(f) for f in forms)
@@ -114,9 +131,11 @@ def find_valid_tokens(tokenizer: Any, scale: range | list[int]) -> ValidTokens:
     missing = [v for v in scale if v not in present]
     if missing:
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        words = {v: w for w, v in targets.items()}
         raise CollectionError(
             f"tokenizer {name!r} has no single-token surface form for scale value(s) "
-            f"{missing} (looked for {sorted({repr(str(v)) for v in missing})} with optional "
+            f"{missing}{_label_note(labels, missing)} (looked for "
+            f"{sorted({repr(words[v]) for v in missing})} with optional "
             "leading ' ', '▁' or 'Ġ'); multi-token answers are not supported"
         )
     order = sorted(found, key=lambda i: (found[i][1], i))
@@ -311,28 +330,48 @@ def one_token_answers(valid: ValidTokens) -> AnswerSequences:
 
 
 def answer_rule(
-    tokenizer: Any, scale: range | list[int], *, split_space: bool = True
+    tokenizer: Any,
+    scale: range | list[int],
+    *,
+    split_space: bool = True,
+    labels: Mapping[int, str] | None = None,
 ) -> tuple[ValidTokens, AnswerSequences, str]:
     """The valid tokens, the answer spellings and the rule's description for a tokenizer.
 
     Single-token scales use the one-token rule, extended by the split-space
     spellings when ``split_space`` and the tokenizer has a bare space token;
     scales that need several tokens per value (0-10) use every spelling with a
-    stop check (:data:`ANSWER_RULE`).
+    stop check (:data:`ANSWER_RULE`). ``labels`` (score -> answer label, a
+    response format) replaces the digits: the rule reads the labels and puts each
+    one's probability on its score. Labels that are not numbers must each be one
+    token (:class:`~xlikert.errors.AnswerLabelError` otherwise).
 
     Raises
     ------
     CollectionError
         When some scale value has no spelling at all.
+    AnswerLabelError
+        When non-numeric answer labels are not single tokens for the tokenizer.
     """
+    scale = [int(v) for v in scale]
+    numeric = labels is None or all(str(labels[v]).isdecimal() for v in scale)
     answers = None
-    if needs_sequences(scale):
-        answers = find_answer_sequences(tokenizer, scale)
+    if needs_sequences(scale, labels):
+        if not numeric:
+            raise AnswerLabelError(
+                f"answer labels {[labels[v] for v in scale]} are not single tokens: one is the "
+                "start of another"
+            )
+        answers = find_answer_sequences(tokenizer, scale, labels)
     else:
         try:
-            valid = find_valid_tokens(tokenizer, scale)
-        except CollectionError:
-            answers = find_answer_sequences(tokenizer, scale)  # raises when none exist
+            valid = find_valid_tokens(tokenizer, scale, labels)
+        except CollectionError as exc:
+            if not numeric:
+                raise AnswerLabelError(
+                    f"answer labels must be single tokens for the model's tokenizer: {exc}"
+                ) from None
+            answers = find_answer_sequences(tokenizer, scale, labels)  # raises when none exist
         else:
             answers = (spaced_answers(tokenizer, valid) if split_space else None) or (
                 one_token_answers(valid)
@@ -346,7 +385,7 @@ def answer_rule(
             ids=tuple(i for i, _ in singles),
             surfaces=tuple(tokenizer.convert_ids_to_tokens(i) for i, _ in singles),
             scores=tuple(y for _, y in singles),
-            scale=tuple(int(v) for v in scale),
+            scale=tuple(scale),
         )
         rule = "multi-token (exact, teacher forced): " + ANSWER_RULE
     elif answers.is_one_token:
@@ -356,7 +395,7 @@ def answer_rule(
     return valid, answers, rule
 
 
-def needs_sequences(scale: range | list[int]) -> bool:
+def needs_sequences(scale: range | list[int], labels: Mapping[int, str] | None = None) -> bool:
     """True when a value's text is a proper prefix of another's (``"1"`` and ``"10"``).
 
     One next-token pass cannot tell such values apart: the first token ``"1"``
@@ -367,7 +406,7 @@ def needs_sequences(scale: range | list[int]) -> bool:
     >>> needs_sequences(range(1, 8)), needs_sequences(range(0, 11))
     (False, True)
     """
-    texts = [str(int(v)) for v in scale]
+    texts = list(_words([int(v) for v in scale], labels))
     return any(a != b and b.startswith(a) for a in texts for b in texts)
 
 
@@ -391,7 +430,9 @@ def _token_texts(tokenizer: Any, maxlen: int) -> dict[int, str]:
     return out
 
 
-def find_answer_sequences(tokenizer: Any, scale: range | list[int]) -> AnswerSequences:
+def find_answer_sequences(
+    tokenizer: Any, scale: range | list[int], labels: Mapping[int, str] | None = None
+) -> AnswerSequences:
     """Enumerate every token spelling of every scale value (see :data:`ANSWER_RULE`).
 
     Parameters
@@ -418,7 +459,7 @@ def find_answer_sequences(tokenizer: Any, scale: range | list[int]) -> AnswerSeq
     [('1', '0'), ('Ġ1', '0'), ('10',)]
     """
     scale = [int(v) for v in scale]
-    words = {str(v): v for v in scale}
+    words = _words(scale, labels)
     maxlen = max(len(w) for w in words) + 1
     texts = _token_texts(tokenizer, maxlen)
     first: dict[str, list[int]] = {}  # body (marker stripped) -> ids
@@ -458,8 +499,9 @@ def find_answer_sequences(tokenizer: Any, scale: range | list[int]) -> AnswerSeq
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         raise CollectionError(
             f"tokenizer {name!r} has no single-token surface form for scale value(s) "
-            f"{missing} and no multi-token spelling of them either (looked for token "
-            f"sequences spelling {sorted({repr(str(v)) for v in missing})} with an optional "
+            f"{missing}{_label_note(labels, missing)} and no multi-token spelling of them "
+            "either (looked for token sequences spelling "
+            f"{sorted({repr(w) for w, v in words.items() if v in missing})} with an optional "
             "leading ' ', '▁' or 'Ġ')"
         )
     seqs.sort(key=lambda s: (scale.index(s[1]), len(s[0]), s[0]))

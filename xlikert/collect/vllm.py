@@ -279,8 +279,9 @@ class VLLMModel(InProcessModel):
         )
         self.template = PromptTemplate(self.tokenizer, self.name, spec.get("prompt_format"))
         self.valid, self.answers, rule = answer_rule(
-            self.tokenizer, options.scale, split_space=options.split_space
-        )
+            self.tokenizer, options.scale, split_space=options.split_space,
+            labels=options.labels_by_score,
+        )  # fmt: skip
         self._ask = {
             "need": [int(i) for i in self.answers.need],
             "temperatures": [float(t) for t in options.temperatures],
@@ -348,6 +349,11 @@ class VLLMModel(InProcessModel):
             model_runner="VLLM_USE_V2_MODEL_RUNNER=" + os.environ["VLLM_USE_V2_MODEL_RUNNER"],
             load_seconds=round(time.perf_counter() - t0, 2),
         )
+
+    def _use_answers(self, valid, answers) -> None:
+        """Read with this answer rule: its tokens travel with each request."""
+        self.valid, self.answers = valid, answers
+        self._ask = {**self._ask, "need": [int(i) for i in answers.need]}
 
     def __repr__(self) -> str:
         return f"<VLLMModel {self.name!r} answer_contexts={len(self.answers.contexts)}>"

@@ -2,8 +2,8 @@
 
 The first stage of the pipeline (``design -> collect -> ...``). An instrument
 file holds the items, the scale, a lexicon and system-prompt framings; an
-experiment file crosses factors (lexicon, framing and free factors, plus the
-models) and :meth:`Experiment.build_prompts` renders every prompt. File
+experiment file crosses factors (lexicon, framing, free and response-format
+factors, plus the models) and :meth:`Experiment.build_prompts` renders every prompt. File
 formats: ``xlikert/design/README.md``.
 
 >>> from xlikert.design import load_experiment
@@ -25,17 +25,21 @@ from .experiment import (
     load_experiment,
     prompts_to_frame,
 )
+from .formats import BUILTIN_FORMATS, ResponseFormat, builtin_format
 from .instrument import Instrument, Item, builtin_instruments, load_instrument, scale_fields
 from .scoring import reflect_reverse_keyed, subscale_composites
 from .template import Template
 
 __all__ = [
+    "BUILTIN_FORMATS",
     "Experiment",
     "Factor",
     "Instrument",
     "Item",
+    "ResponseFormat",
     "Template",
     "builtin_experiments",
+    "builtin_format",
     "builtin_instruments",
     "experiment_from_dict",
     "load_experiment",

@@ -45,22 +45,28 @@ class Problems:
     def __init__(self, file: str) -> None:
         self.file = file
         self.lines: list[str] = []
+        #: The named error class of each problem that has one (None: a plain ConfigError).
+        self.kinds: list[type[ConfigError] | None] = []
         #: Array -> indices of the elements left out by :func:`validate`.
         self.dropped: dict[str, list[int]] = {}
 
-    def add(self, where: str, message: str) -> None:
+    def add(self, where: str, message: str, kind: type[ConfigError] | None = None) -> None:
+        """Record a problem; ``kind`` names its error class (a :class:`ConfigError`)."""
         self.lines.append(f"{where}: {message}" if where else message)
+        self.kinds.append(kind)
 
     def raise_if_any(self) -> None:
         if self.lines:
             raise self.error()
 
     def error(self) -> ConfigError:
-        """One error listing every problem."""
+        """One error listing every problem: of the problems' named class when they share one."""
+        kinds = set(self.kinds) | ({None} if len(self.kinds) < len(self.lines) else set())
+        cls = kinds.pop() if len(kinds) == 1 and None not in kinds else ConfigError
         if len(self.lines) == 1:
-            return ConfigError(f"{self.file}: {self.lines[0]}")
+            return cls(f"{self.file}: {self.lines[0]}")
         body = "\n".join(f"  - {line}" for line in self.lines)
-        return ConfigError(f"{self.file}: {len(self.lines)} problems:\n{body}")
+        return cls(f"{self.file}: {len(self.lines)} problems:\n{body}")
 
     def file_index(self, array: str, k: int) -> int:
         """The index in the file of element ``k`` of ``array`` as validated."""

@@ -38,14 +38,16 @@ from ..errors import DesignError
 from .template import Template, TemplateSyntaxError
 
 #: Placeholders every template may use; their values come from the scale.
-SCALE_FIELDS = ("scale_min", "scale_max", "n_points", "min_label", "max_label", "anchors")
+SCALE_FIELDS = (
+    "scale_min", "scale_max", "n_points", "min_label", "max_label", "anchors", "answer_labels",
+)  # fmt: skip
 
 #: Names no factor, lexicon field or constant may take (factors also avoid the
 #: names of xlikert.dims: its auxiliary dims and the variables it writes).
 RESERVED = frozenset(
     {"item", "score", "model", "system", "user", "reverse_keyed", "subscale", *SCALE_FIELDS}
 )
-KINDS = ("lexicon", "framing", "free")
+KINDS = ("lexicon", "framing", "free", "format")
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def _shape(value: Any) -> str | None:
 #: A level of a table of levels: a text (free factor value, framing template) or fields.
 LevelValue = Annotated[
     Annotated[str, Tag("<text>")]
-    | Annotated[dict[Identifier, str], Field(min_length=1), Tag("<table>")],
+    | Annotated[dict[Identifier, str | list[str]], Field(min_length=1), Tag("<table>")],
     Discriminator(
         _shape, custom_error_type="level_shape", custom_error_message="must be a string or a table"
     ),
@@ -289,10 +291,10 @@ class FactorSpec(_Table):
 
     toml: ClassVar[str] = "[factors.<name>]"
 
-    kind: Literal["lexicon", "framing", "free"] | None = None
-    """`lexicon`, `framing` or `free` (default: inferred from the instrument's factor names)."""
+    kind: Literal["lexicon", "framing", "free", "format"] | None = None
+    """`lexicon`, `framing`, `free` or `format` (a response format; default: inferred from the instrument's factor names)."""
     levels: Levels | None = None
-    """Level labels, or a table of level -> text or fields (default for lexicon and framing: all)."""
+    """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`)."""
     description: str = ""
     """What the factor varies."""
 

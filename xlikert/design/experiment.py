@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..errors import ConfigError
+from ..errors import ConfigError, FormatNotShownError, LabelMappingError
 from ._problems import Problems, read_toml, suggest, validate
 from ._schema import (
     RESERVED,
@@ -30,6 +30,13 @@ from ._schema import (
     ExperimentHead,
     FactorSpec,
     ModelSpec,
+)
+from .formats import (
+    BUILTIN_FORMATS,
+    LABEL_FIELDS,
+    ResponseFormat,
+    builtin_format,
+    format_from_table,
 )
 from .instrument import (
     Instrument,
@@ -65,7 +72,10 @@ class Factor:
     """A non-model factor: its kind, its ordered level labels and what each level binds.
 
     ``bindings[level]`` maps placeholder names to text; for a ``framing`` factor
-    ``systems[level]`` is the system-prompt template of that level.
+    ``systems[level]`` is the system-prompt template of that level; for a
+    ``format`` factor ``formats[level]`` is the level's
+    :class:`~xlikert.design.formats.ResponseFormat` (its bindings are the scale
+    placeholders as that format renders them).
     """
 
     name: str
@@ -74,6 +84,7 @@ class Factor:
     bindings: dict[str, dict[str, str]]
     systems: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    formats: dict[str, ResponseFormat] = field(default_factory=dict)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -140,6 +151,20 @@ class Experiment:
             if f.name == name:
                 return f
         raise KeyError(name)
+
+    @property
+    def format_factor(self) -> Factor | None:
+        """The factor of kind ``format`` (None without one)."""
+        return next((f for f in self.factor_specs if f.kind == "format"), None)
+
+    def answer_labels(self) -> dict[str, dict[int, str]]:
+        """Format level -> score -> answer label (``{}`` without a format factor)."""
+        f = self.format_factor
+        if f is None:
+            return {}
+        return {
+            lv: f.formats[lv].labels_by_score(self.scale_min, self.scale_max) for lv in f.levels
+        }
 
     @property
     def model_names(self) -> list[str]:
@@ -213,6 +238,20 @@ class Experiment:
         )
         coords["subscale"] = ("item", np.array([it.subscale for it in self.items], dtype=str))
         dims = [*(f.name for f in specs), "item"]
+        extra: dict[str, Any] = {}
+        fmt = self.format_factor
+        if fmt is not None:  # each level's answer labels, on the score axis
+            labels = self.answer_labels()
+            coords["score"] = np.arange(self.scale_min, self.scale_max + 1, dtype=np.int64)
+            extra["answer_label"] = (
+                (fmt.name, "score"),
+                np.array(
+                    [[labels[lv][y] for y in coords["score"]] for lv in fmt.levels], dtype=str
+                ),
+                {
+                    "description": f"the answer label that means each score under each {fmt.name} level"
+                },
+            )
         inst = self.instrument
         attrs = {
             "instrument": inst.name,
@@ -230,6 +269,7 @@ class Experiment:
             {
                 "system": (dims, system.astype(str), {"description": "system message sent"}),
                 "user": (dims, user.astype(str), {"description": "user message sent"}),
+                **extra,
             },
             coords=coords,
             attrs=attrs,
@@ -330,7 +370,8 @@ def load_experiment(path_or_builtin: str | Path) -> Experiment:
     path_or_builtin
         Path of a TOML experiment file, or a built-in name (``"demo"``: the
         offline demo, 3 zoo models x 4 targets on CETSCALE; ``"paper"``: the
-        paper's 5 x 4 design; ``"framing"``: 3 models x 4 targets x 6 framings).
+        paper's 5 x 4 design; ``"framing"``: 3 models x 4 targets x 6 framings;
+        ``"formats"``: 3 response formats x 4 targets on SmolLM2-135M).
 
     Raises
     ------
@@ -378,13 +419,14 @@ def experiment_from_dict(
         else (inst.scale_min, inst.scale_max, dict(inst.anchors))
     )
     items = _select_items(p, inst, head.items)
-    factors, failed = _parse_factors(p, inst, spec.factors)
+    factors, failed = _parse_factors(p, inst, spec.factors, (lo, hi, anchors))
     system_text, system_source = _system_prompt(p, inst, head, factors)
     models = _check_models(p, spec.models)
     constants = dict(spec.constants)
     supply = _Suppliers.of(p, inst, constants, factors, lenient=failed)
     user_templates = _user_templates(p, inst, head.user, items, supply)
     system_templates = _system_templates(p, factors, system_text, system_source, supply)
+    _check_format_shown(p, factors, user_templates, system_templates)
     p.raise_if_any()
     if sha256 is None:
         sha256 = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
@@ -495,14 +537,25 @@ def _check_models(p: Problems, models: list[ModelSpec]) -> list[dict[str, Any]]:
 
 
 def _parse_factors(
-    p: Problems, inst: Instrument, specs: dict[str, FactorSpec]
+    p: Problems,
+    inst: Instrument,
+    specs: dict[str, FactorSpec],
+    scale: tuple[int, int, dict[int, str]],
 ) -> tuple[list[Factor], bool]:
     """The factors that parse, and whether any failed to."""
-    factors = [_parse_factor(p, inst, name, spec) for name, spec in specs.items()]
+    factors = [
+        _parse_format(p, name, spec, scale)
+        if spec.kind == "format"
+        else _parse_factor(p, inst, name, spec)
+        for name, spec in specs.items()
+    ]
     parsed = [f for f in factors if f is not None]
     framing = [f.name for f in parsed if f.kind == "framing"]
     if len(framing) > 1:
         p.add("[factors]", f"only one framing factor may set the system prompt, got {framing}")
+    formats = [f.name for f in parsed if f.kind == "format"]
+    if len(formats) > 1:
+        p.add("[factors]", f"only one factor may set the response format, got {formats}")
     return parsed, len(parsed) < len(factors)
 
 
@@ -595,6 +648,8 @@ def _levels_from_table(
             p.add(where, f"must be a table of lexicon fields, got {value!r}")
         elif isinstance(value, str):
             bindings[lv] = {name: value}
+        elif lists := [k for k, v in value.items() if not isinstance(v, str)]:
+            p.add(where, f"field(s) {lists} must be strings (arrays are for format levels)")
         else:
             bindings[lv] = dict(value)
 
@@ -624,6 +679,8 @@ class _Suppliers:
         owner.update(dict.fromkeys(constants, "[constants]"))
         for f in factors:
             declared = f.fields
+            if f.kind == "format":  # it renders the scale placeholders; it supplies its name
+                declared = tuple(k for k in f.fields if k not in SCALE_FIELDS)
             if f.kind == "lexicon":  # an inline level lacking a lexicon field is reported per level
                 declared = tuple(dict.fromkeys((*f.fields, *inst.lexicon_fields)))
             for key in declared:
@@ -702,3 +759,86 @@ def _system_templates(
         supply.check(p, template, f"{where} (system prompt)")
         out[f"{framing.name}:{level}"] = template
     return out
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def _parse_format(
+    p: Problems, name: str, spec: FactorSpec, scale: tuple[int, int, dict[int, str]]
+) -> Factor | None:
+    """A factor of kind ``format``: each level a built-in format or an inline table.
+
+    Each level binds the scale placeholders as its format renders them
+    (:meth:`~xlikert.design.formats.ResponseFormat.fields`) and ``{<factor>}``
+    (the level label); a level whose labels are not a bijection onto the scale
+    is a :class:`~xlikert.errors.LabelMappingError`.
+    """
+    lo, hi, anchors = scale
+    where = f"factor {name!r}"
+    raw = spec.levels
+    if raw is None:
+        p.add(where, f"field 'levels' is missing (built-in formats: {', '.join(BUILTIN_FORMATS)})")
+        return None
+    n_before = len(p.lines)
+    formats: dict[str, ResponseFormat] = {}
+    entries = [(lv, None) for lv in raw] if isinstance(raw, list) else list(raw.items())
+    for lv, value in entries:
+        at = f"{where} level {lv!r}"
+        if lv in formats:
+            p.add(where, f"duplicate level {lv!r}")
+            continue
+        try:
+            if value is None or isinstance(value, str):
+                base = lv if value is None else value
+                if base not in BUILTIN_FORMATS:
+                    p.add(
+                        at,
+                        f"{base!r} is not a built-in format{suggest(base, BUILTIN_FORMATS)}; "
+                        f"built-in: {', '.join(BUILTIN_FORMATS)} (or give a table: "
+                        f"[factors.{name}.levels.{lv}] with base, order, anchors, labels)",
+                    )
+                    continue
+                fmt = builtin_format(base, hi - lo + 1)
+                fmt = ResponseFormat(lv, fmt.order, fmt.anchors, fmt.labels, fmt.description)
+            else:
+                fmt = format_from_table(lv, value, hi - lo + 1)
+            fmt.fields(lo, hi, anchors)  # checks the labels and the texts against the scale
+        except LabelMappingError as exc:
+            p.add(at, str(exc), LabelMappingError)
+            continue
+        except ValueError as exc:
+            p.add(at, str(exc))
+            continue
+        formats[lv] = fmt
+    if len(p.lines) > n_before:
+        return None
+    bindings = {lv: {**fmt.fields(lo, hi, anchors), name: lv} for lv, fmt in formats.items()}
+    return Factor(
+        name, "format", tuple(formats), bindings, description=spec.description, formats=formats
+    )
+
+
+def _check_format_shown(
+    p: Problems,
+    factors: list[Factor],
+    user_templates: tuple[Template, ...],
+    system_templates: dict[str, Template],
+) -> None:
+    """A format factor needs a rendered template that shows the answer labels."""
+    fmt = next((f for f in factors if f.kind == "format"), None)
+    if fmt is None:
+        return
+    shown = [
+        t
+        for t in (*user_templates, *system_templates.values())
+        if set(t.fields) & set(LABEL_FIELDS)
+    ]
+    if not shown:
+        p.add(
+            f"factor {fmt.name!r}",
+            "a response format varies but no prompt shows the answer labels: no template it "
+            "renders (system prompt, user template, items) has "
+            + ", ".join(f"{{{k}}}" for k in LABEL_FIELDS),
+            FormatNotShownError,
+        )

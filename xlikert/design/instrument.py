@@ -157,6 +157,7 @@ def scale_fields(scale_min: int, scale_max: int, anchors: Mapping[int, str]) -> 
         "min_label": anchors.get(scale_min, ""),
         "max_label": anchors.get(scale_max, ""),
         "anchors": ", ".join(f"{k}={v}" for k, v in sorted(anchors.items())),
+        "answer_labels": ", ".join(str(v) for v in range(scale_min, scale_max + 1)),
     }
 
 

@@ -116,7 +116,7 @@ class ServerModel:
         """Connect, check the model and detect the mode with one probe prompt."""
         from ..tokens import needs_sequences
 
-        if needs_sequences(options.scale):
+        if needs_sequences(options.scale, options.labels_by_score):
             raise CollectionError(
                 f"model {spec.name!r}: the scale {list(options.scale)} needs multi-token answers "
                 "(one value's text is a prefix of another's); servers give next-token "
@@ -150,15 +150,60 @@ class ServerModel:
             self.plan.kind = SERVER_KINDS.get(str(info.get("owned_by")), "other")
 
     def _load_tokenizer(self) -> None:
-        from ..tokens import find_valid_tokens
 
         tok, what = load_tokenizer(self.spec)
         if tok is None:
             self._prov["tokenizer_note"] = what
             return
         self.tokenizer = tok
-        self.valid = find_valid_tokens(tok, self.options.scale)
+        self.valid = self._valid_tokens(self.options)
         self._prov["tokenizer"] = what
+
+    def _valid_tokens(self, options: CollectOptions):
+        """The valid tokens of the answer labels (AnswerLabelError: not single tokens)."""
+        from ...errors import AnswerLabelError
+        from ..tokens import find_valid_tokens
+
+        labels = options.labels_by_score
+        try:
+            return find_valid_tokens(self.tokenizer, options.scale, labels)
+        except CollectionError as exc:
+            if labels is None or all(x.isdecimal() for x in labels.values()):
+                raise
+            raise AnswerLabelError(
+                f"model {self.name!r}: answer labels must be single tokens: {exc}"
+            ) from None
+
+    def relabel(self, labels: tuple[str, ...] | None) -> None:
+        """Read the next units' answers with these labels (score order; None: the digits).
+
+        The valid tokens (with a tokenizer) and the readout of listed tokens by
+        their text follow the labels; the mode detected at :meth:`open` stays.
+        """
+        if labels == self.options.answer_labels:
+            return
+        options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
+        from ..tokens import needs_sequences
+
+        if needs_sequences(options.scale, options.labels_by_score):
+            raise CollectionError(
+                f"model {self.name!r}: the answer labels {list(labels or ())} need multi-token "
+                "answers (one is a prefix of another); servers give next-token log-probabilities"
+            )
+        valid = self._valid_tokens(options) if self.tokenizer is not None else None
+        by_labels = self._prov.setdefault("valid_tokens_by_labels", {})
+        if self.valid is not None and not by_labels:
+            by_labels[" ".join(self.options.answer_labels or map(str, self.options.scale))] = (
+                self.valid.as_records()
+            )
+        if valid is not None:
+            by_labels[" ".join(options.answer_labels or map(str, options.scale))] = (
+                valid.as_records()
+            )
+        self.options, self.valid = options, valid
+        self.readout = Readout(
+            self.spec, options, self.mode, self.readout.ids_ok, valid, self.tokenizer
+        )
 
     def provenance(self) -> dict[str, Any]:
         """What to record about the model: server, mode, request, bounds, valid tokens."""

@@ -114,7 +114,8 @@ class Readout:
         self.valid, self.tokenizer = valid, tokenizer
         self.scale = list(options.scale)
         sidx = {y: i for i, y in enumerate(self.scale)}
-        self._by_text = {str(y): i for i, y in enumerate(self.scale)}
+        labels = options.labels_by_score or {y: str(y) for y in self.scale}
+        self._by_text = {labels[y]: i for i, y in enumerate(self.scale)}
         self._by_id = (
             {i: sidx[y] for i, y in zip(valid.ids, valid.scores, strict=True)} if valid else {}
         )

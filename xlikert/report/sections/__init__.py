@@ -15,6 +15,8 @@ module             section
 ``consensus``      Consensus: Multivariate Consensus and joint entropy
 ``construct``      Construct: composite PMFs, human baseline, effects; the
                    parts repeated per subscale are in ``per_subscale``
+``formats``        Response format: the format effect and its interactions
+                   (only with a factor of kind ``format``)
 ``reasoning``      Reasoning traces: trace-sampling SEs, thinking on vs off
 ``reliability``    Reliability: α, ω and the weakest item, built by
                    :mod:`xlikert.report.reliability`
@@ -37,6 +39,7 @@ from .constraint import constraint_section
 from .construct import construct_section
 from .cost import sampling_cost_section
 from .design import design_section
+from .formats import format_section
 from .reasoning import reasoning_section
 from .reliability import scale_reliability_section
 
@@ -45,6 +48,7 @@ __all__ = [
     "constraint_section",
     "construct_section",
     "design_section",
+    "format_section",
     "human_alignment_section",
     "reasoning_section",
     "sampling_cost_section",
