@@ -67,3 +67,17 @@ def params(n: int) -> str:
 def stamp(d: dict[str, Any], path: Path) -> str:
     return str(d.get("timestamp") or d.get("date") or time.strftime(
         "%Y-%m-%dT%H:%M:%S (file time)", time.localtime(path.stat().st_mtime)))  # fmt: skip
+
+
+def spread(values: list[float], show=pct) -> str:
+    """``median (min–max)`` of ``values``, each shown by ``show``; one value alone."""
+    import statistics
+
+    if len(values) == 1:
+        return show(values[0])
+    return f"{show(statistics.median(values))} ({show(min(values))}–{show(max(values))})"
+
+
+def verdict(text: str) -> str:
+    """A :func:`_common.goal_verdict` for Markdown: misses in bold."""
+    return "**misses**" if text == "misses" else text

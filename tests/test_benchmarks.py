@@ -190,3 +190,43 @@ def test_each_benchmark_renders_its_committed_json(script):
     for path in found:
         lines = bench.render(json.loads(path.read_text()))
         assert lines and all(isinstance(line, str) for line in lines), path
+
+
+@pytest.fixture(scope="module")
+def common():
+    sys.path.insert(0, str(BENCH))
+    try:
+        yield _import("_common_for_test", BENCH / "_common.py")
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_goal_verdict_reads_the_median_and_the_probes_beside_the_runs(common):
+    verdict = common.goal_verdict
+    steady = [100.0, 101.0, 100.5, 100.0]
+    assert verdict([0.75, 0.80, 0.78], steady, 0.70) == "meets"
+    assert verdict([0.50, 0.55, 0.52], steady, 0.70) == "misses"
+    # one fast run does not carry the row: the median decides
+    assert verdict([0.90, 0.60, 0.62], steady, 0.70) == "misses"
+    # a 20% probe swing against a 3% margin: the machine could turn the verdict over
+    assert verdict([0.72, 0.73, 0.71], [100.0, 120.0, 110.0], 0.70) == (
+        "inconclusive (probe moved 20%)"
+    )
+    # the same swing against a wide margin decides nothing
+    assert verdict([0.30, 0.31], [100.0, 120.0], 0.70) == "misses"
+    with pytest.raises(ValueError):
+        verdict([], steady, 0.7)
+
+
+def test_probed_runs_put_a_probe_on_each_side_of_every_run(common):
+    rates = iter([10.0, 20.0, 30.0, 40.0, 50.0])
+    calls = []
+    runs = common.ProbedRuns(lambda: next(rates))
+    t = runs.run(lambda: calls.append(len(runs.probes)), 2)
+    u = runs.run(lambda: calls.append(len(runs.probes)), 2)
+    assert calls == [1, 2, 3, 4]  # probe, run, probe, run, ...
+    assert (t["probe_before"], t["probe_after"]) == ([10.0, 20.0], [20.0, 30.0])
+    assert (u["probe_before"], u["probe_after"]) == ([30.0, 40.0], [40.0, 50.0])
+    assert runs.probes == [10.0, 20.0, 30.0, 40.0, 50.0]
+    fr = common.run_fractions(60.0, [1.0, 2.0], t["probe_before"], t["probe_after"])
+    assert fr == pytest.approx([60.0 / 15.0, 30.0 / 25.0])
