@@ -361,7 +361,7 @@ def render(d: dict[str, Any]) -> list[str]:
         f"(thinking off {fmt(off['failure_rate'])}).",
         "",
         "SE = standard error of the composite mean E[S] (sum of the item means) per target, "
-        "mean over the targets, both **measured from the same traces**: *thoughts sampled* = "
+        "mean over the targets, both from the same traces: *thoughts sampled* = "
         "xlikert's estimate (the mean over M traces of the exact answer PMF after each), SE = "
         f"sqrt(sum over items of the sample variance over the {full['M']} traces of the "
         "item's conditional mean, / M); *answers sampled too* = one answer drawn per trace "
