@@ -495,5 +495,47 @@ def render(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def _vllm_n10_seconds(sampling: dict[str, Any]) -> tuple[float, float] | None:
+    """Exact through vLLM and vLLM ``n=10`` sampling (s, all prompts) from ``sampling.json``."""
+    try:
+        exact = sampling["vllm"]["exact_s"]
+        runs = sampling["samplers"]["vllm_n"]["runs"]
+        (n10,) = [r["total_s"] for r in runs if r["n"] == 10 and not r.get("extrapolated")]
+    except (KeyError, TypeError, ValueError):
+        return None
+    return exact, n10
+
+
+def readme_vllm(d: dict[str, Any] | None) -> str:
+    """The top-level README's sentence on the in-process vLLM backend's speed."""
+    if d is None:
+        return (
+            "Its speed against raw vLLM: not recorded yet (`python benchmarks/bench_collect.py`)."
+        )
+    rows = {r["method"]: r for r in d["rows"] if "prompts_per_s" in r}
+    ours = next((r for m, r in rows.items() if m.endswith("backend='vllm'")), None)
+    raw = next((r for m, r in rows.items() if "raw:" in m), None)
+    if ours is None or raw is None:
+        return ("Its speed against raw vLLM: not measured in `benchmarks/results/collect.json` "
+                "(the vLLM rows did not run).")  # fmt: skip
+    out = (
+        f"Measured on the CPU build ({d['model']}, {ours['prompts']} demo prompts, "
+        f"`benchmarks/results/collect.json`, {str(d.get('timestamp', ''))[:10]}): "
+        f"{pct(ours['prompts_per_s'] / raw['prompts_per_s'])} of the prompts/s of raw vLLM "
+        "(`generate` with `max_tokens=1, logprobs=20`, one request per prompt, in the same run)"
+    )
+    path = RESULTS / "sampling.json"
+    both = _vllm_n10_seconds(json.loads(path.read_text())) if path.exists() else None
+    if both is not None:
+        exact, n10 = both
+        out += (f"; and {fmt(n10 / exact)}× faster than sampling N = 10 answers per item with "
+                f"vLLM `n=10` (`sampling.json`: {fmt(exact)} s against {fmt(n10)} s)")  # fmt: skip
+    return out + "."
+
+
+#: The top-level README's blocks this script's JSON fills: name to (JSON file, sentence).
+README_BLOCKS = {"vllm-speed": ("collect.json", readme_vllm)}
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

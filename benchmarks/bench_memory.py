@@ -138,10 +138,6 @@ def render(d: dict[str, Any]) -> list[str]:
     )  # fmt: skip
 
 
-#: The top-level README's blocks this script's JSON fills (``<!-- NAME:start -->``).
-README_BLOCKS = {"demo-time": "memory.json"}
-
-
 def readme_demo(d: dict[str, Any] | None) -> str:
     """The top-level README's sentence on the demo's wall time and memory, from ``d``."""
     if d is None:
@@ -166,6 +162,10 @@ def readme_demo(d: dict[str, Any] | None) -> str:
         + ". The cold run starts from an empty `$XLIKERT_CACHE`: it also assembles and "
         "dequantises the GGUF files once into the cache; the warm run reuses it."
     )
+
+
+#: The top-level README's blocks this script's JSON fills: name to (JSON file, sentence).
+README_BLOCKS = {"demo-time": ("memory.json", readme_demo)}
 
 
 if __name__ == "__main__":
