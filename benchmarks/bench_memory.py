@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -64,8 +65,6 @@ def run_demo(out_dir: Path, cache: str | None) -> dict:
     env_cache = {"XLIKERT_CACHE": cache} if cache else {}
     cmd = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "xlikert.cli", "demo",
            "-o", str(out_dir), "--quiet"]  # fmt: skip
-    import os
-
     res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env_cache})
     last = res.stdout.strip().splitlines()[-1]
     info = json.loads(last)
@@ -89,7 +88,9 @@ def main() -> int:
         ]  # fmt: skip
         for i, (label, cache) in enumerate(runs):
             print(f"running xlikert demo, {label} ...", flush=True)
+            load = os.getloadavg()
             r = run_demo(Path(tmp) / f"demo{i}", cache)
+            r["load_average_before"], r["load_average_after"] = load, os.getloadavg()
             r["run"] = label
             r["meets_goal"] = r["peak_gb"] <= GOAL_GB
             rows.append(r)
@@ -150,6 +151,9 @@ def readme_demo(d: dict[str, Any] | None) -> str:
         runs.append(
             f"{r['run'].split(' (')[0]} {duration(r['wall_s'])} wall, peak RSS "
             f"{r['peak_gb']:.2f} GB"
+            + (f", 1-minute load average {r['load_average_before'][0]:.1f} before and "
+               f"{r['load_average_after'][0]:.1f} after on a machine shared with other work"
+               if r.get("load_average_before") else "")
             + (f" (the RSS sampler beside it used {cost:.1f} s of CPU)" if cost is not None
                else " (with the RSS sampler running beside it; its cost not recorded)")
         )  # fmt: skip
