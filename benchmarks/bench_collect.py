@@ -450,6 +450,18 @@ def render(d: dict[str, Any]) -> list[str]:
                      fmt(r["executed_gflop_per_prompt"]), spread(util),
                      fmt(r["useful_gflop_per_prompt"]), spread(fractions),
                      fmt(r["speedup_vs_plain"]), mark])  # fmt: skip
+    over = [
+        r["method"]
+        for r in d["rows"]
+        if max(r.get("hardware_utilisation_runs") or [r.get("hardware_utilisation") or 0]) > 1
+    ]
+    if over:
+        out += [
+            f"Above 100% hardware utilisation ({'; '.join(over)}): these kernels ran faster "
+            "than the probe's float32 matmul (torch, the shape above), so the probe is a "
+            "reference rate measured beside the runs, not the machine's peak.",
+            "",
+        ]
     out += table(["method", "answer rule", "runs", "prompts/s", "executed GFLOP/prompt",
                   "hardware utilisation", "useful GFLOP/prompt", "fraction of useful-FLOP bound",
                   "speed-up vs plain loop", "goal"], rows)  # fmt: skip
