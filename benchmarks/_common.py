@@ -182,3 +182,88 @@ def loglog_fit(x: Sequence[float], y: Sequence[float]) -> dict[str, float]:
     ss = float(((ly - ly.mean()) ** 2).sum())
     r2 = 1.0 - float((resid**2).sum()) / ss if ss > 0 else 1.0
     return {"exponent": float(b), "prefactor": float(math.exp(a)), "r2": r2}
+
+
+def probe_moved(probes: Sequence[float]) -> float:
+    """How far the matmul probes moved: ``(max - min) / min`` of their rates."""
+    lo, hi = min(probes), max(probes)
+    return (hi - lo) / lo if lo > 0 else math.inf
+
+
+def goal_verdict(fractions: Sequence[float], probes: Sequence[float], goal: float) -> str:
+    """The verdict on a "fraction of the bound ≥ goal" claim from every timed run.
+
+    Parameters
+    ----------
+    fractions : sequence of float
+        The fraction of the bound of each timed run of a row (each against the
+        matmul probes measured right beside it).
+    probes : sequence of float
+        Every probe rate (FLOP/s) measured beside those runs, before and after each.
+    goal : float
+        The fraction the row must reach.
+
+    Returns
+    -------
+    str
+        ``"meets"`` when the median run reaches ``goal``, ``"misses"`` when it does
+        not, or ``"inconclusive (probe moved X%)"`` when the probes moved more
+        (relatively, ``(max - min) / min``) than the median's margin from the goal
+        (``|median / goal - 1|``): a fraction divides by the probe rate, so a probe
+        that moved that much could turn the verdict over.
+    """
+    if not fractions or not probes:
+        raise ValueError("goal_verdict needs at least one run and one probe")
+    median = statistics.median(fractions)
+    moved = probe_moved(probes)
+    if moved > abs(median / goal - 1.0):
+        return f"inconclusive (probe moved {100 * moved:.0f}%)"
+    return "meets" if median >= goal else "misses"
+
+
+class ProbedRuns:
+    """Timed runs with a matmul probe right beside each: probe, run, probe, run, probe.
+
+    Each run shares its closing probe with the next run's opening one, so a run is
+    always compared with the machine as it was just before and just after it.
+
+    Parameters
+    ----------
+    probe : callable
+        Measures the reference rate now (FLOP/s), e.g. a short float32 GEMM.
+    """
+
+    def __init__(self, probe: Callable[[], float]) -> None:
+        self.probe = probe
+        self.last = probe()
+        #: Every probe rate in the order measured.
+        self.probes: list[float] = [self.last]
+
+    def run(
+        self, fn: Callable[[], Any], repeat: int, reset: Callable[[], Any] | None = None
+    ) -> dict[str, Any]:
+        """Time ``repeat`` calls of ``fn``, each between two probes.
+
+        ``reset`` (e.g. a FLOP counter's) is called before each run. Returns the
+        seconds of each run, the probe rates before and after each, the median
+        seconds and the last call's result.
+        """
+        seconds, before, after, result = [], [], [], None
+        for _ in range(repeat):
+            if reset is not None:
+                reset()
+            before.append(self.last)
+            t0 = time.perf_counter()
+            result = fn()
+            seconds.append(time.perf_counter() - t0)
+            self.last = self.probe()
+            self.probes.append(self.last)
+            after.append(self.last)
+        return {"seconds": seconds, "median_s": statistics.median(seconds), "result": result,
+                "probe_before": before, "probe_after": after}  # fmt: skip
+
+
+def run_fractions(work: float, seconds: Sequence[float], before: Sequence[float],
+                  after: Sequence[float]) -> list[float]:  # fmt: skip
+    """``work / seconds / rate`` of each run, ``rate`` the mean of its two probes."""
+    return [work / s / ((b + a) / 2) for s, b, a in zip(seconds, before, after, strict=True)]

@@ -15,6 +15,9 @@ FLOPs), and the valid masses are returned for a cross-check. Then, on the same
 engine, the least a user could do with vLLM alone (``raw``): ``LLM.generate`` over
 the same token ids, one request per prompt, ``max_tokens=1, logprobs=20``, prefix
 caching on (xlikert's logits processor is loaded but idle: these requests do not ask).
+With ``--probe M,K,N`` a float32 ``(M, K) x (K, N)`` matmul is timed in this process
+before the first timed run and after every run (``probe_before``/``probe_after`` per
+run), so each run can be divided by the machine's rate right beside it.
 
 ``sample``: the same, then the sampler a researcher with vLLM would run: for every
 prompt one request with ``SamplingParams(n=N, max_tokens=1, temperature=1.0,
@@ -87,7 +90,33 @@ def open_engine(args):
     return spec, model, requests, load_s
 
 
-def time_collect(args, spec, model, requests, prompts) -> dict:
+class _Probe:
+    """A float32 matmul rate measured beside each timed run (``--probe``), or nothing."""
+
+    def __init__(self, args):
+        self.shape = [int(x) for x in args.probe.split(",")] if args.probe else None
+        self.seconds = args.probe_seconds
+        self.last = self() if self.shape else None
+
+    def __call__(self) -> float:
+        import torch
+        from _flops import matmul_rate  # beside this script, stdlib imports only
+
+        return matmul_rate("cpu", torch.float32, *self.shape, seconds=self.seconds)["flops_per_s"]
+
+    def around(self, timing: dict, run) -> None:
+        """Run ``run()`` between this probe's last rate and a new one; record both."""
+        if self.shape is None:
+            run()
+            return
+        timing.setdefault("probe_before", []).append(self.last)
+        run()
+        self.last = self()
+        timing.setdefault("probe_after", []).append(self.last)
+        timing["probe"] = f"vLLM child, float32 {'x'.join(map(str, self.shape))}"
+
+
+def time_collect(args, spec, model, requests, prompts, probe=None) -> dict:
     from xlikert.collect import collect
 
     def run(p):
@@ -95,16 +124,20 @@ def time_collect(args, spec, model, requests, prompts) -> dict:
                        loader=lambda *a: _Keep(model))  # fmt: skip
 
     run(prompts.isel(target=[0], item=[0]))  # warm-up
-    times = []
+    times, timing, ds = [], {}, []
+
+    def one():
+        t0 = time.perf_counter()
+        ds[:] = [run(prompts)]
+        times.append(time.perf_counter() - t0)
+
     for _ in range(args.repeat):
         model.llm.reset_prefix_cache()  # no hits carried over from the run before
         requests.clear()
-        t0 = time.perf_counter()
-        ds = run(prompts)
-        times.append(time.perf_counter() - t0)
-    vm = ds.valid_mass.isel(model=0).transpose("target", "item").values.ravel()
+        (probe.around if probe else lambda t, f: f())(timing, one)
+    vm = ds[0].valid_mass.isel(model=0).transpose("target", "item").values.ravel()
     return {"seconds": times, "requests": list(requests), "valid_mass": vm.tolist(),
-            "prompts": int(vm.size)}  # fmt: skip
+            "prompts": int(vm.size), **timing}  # fmt: skip
 
 
 def rendered(model, prompts) -> list[list[int]]:
@@ -119,20 +152,24 @@ def rendered(model, prompts) -> list[list[int]]:
     return [model.template.encode(t) for t in texts]
 
 
-def time_raw(args, model, requests, prompts) -> dict:
+def time_raw(args, model, requests, prompts, probe=None) -> dict:
     """Raw vLLM: one request per prompt, max_tokens=1, logprobs=20, prefix caching on."""
     encoded = rendered(model, prompts)
     params = model._sampling(max_tokens=1, logprobs=20, detokenize=False)
     reqs = [model._tokens_prompt(prompt_token_ids=e) for e in encoded]
     model.llm.generate(reqs[:1], params, use_tqdm=False)  # warm-up
-    times = []
-    for _ in range(args.repeat):
-        model.llm.reset_prefix_cache()
-        requests.clear()
+    times, timing = [], {}
+
+    def one():
         t0 = time.perf_counter()
         model.llm.generate(reqs, params, use_tqdm=False)
         times.append(time.perf_counter() - t0)
-    return {"seconds": times, "requests": list(requests), "prompts": len(reqs)}
+
+    for _ in range(args.repeat):
+        model.llm.reset_prefix_cache()
+        requests.clear()
+        (probe.around if probe else lambda t, f: f())(timing, one)
+    return {"seconds": times, "requests": list(requests), "prompts": len(reqs), **timing}
 
 
 def time_sampling(args, model, prompts) -> list[dict]:
@@ -188,6 +225,8 @@ def main() -> None:
     # vLLM caches prefixes in whole blocks; the CPU build's default block (128 tokens) is
     # longer than the demo prompts (about 64 tokens), so nothing would ever be shared
     ap.add_argument("--block-size", type=int, default=32)
+    ap.add_argument("--probe", default=None, help="M,K,N: a float32 matmul beside each run")
+    ap.add_argument("--probe-seconds", type=float, default=1.0)
     args = ap.parse_args()
 
     import torch
@@ -201,8 +240,9 @@ def main() -> None:
                "block_size": args.block_size,
                "engine": model.provenance()["engine"],
                "env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_CPU")}}  # fmt: skip
-        out["collect"] = time_collect(args, spec, model, requests, prompts)
-        out["raw"] = time_raw(args, model, requests, prompts)
+        probe = _Probe(args) if args.probe else None
+        out["collect"] = time_collect(args, spec, model, requests, prompts, probe)
+        out["raw"] = time_raw(args, model, requests, prompts, probe)
         if args.mode == "sample":
             out["sampling"] = time_sampling(args, model, prompts)
     finally:

@@ -14,7 +14,7 @@ experiment's prompts (CETSCALE x 4 targets = 68 prompts):
 
 For every M and condition (target) the script reports the composite mean
 ``E[S]`` (sum over the 17 items of the item means) and two standard errors,
-both **measured from the same traces** at the same M:
+both from the same traces:
 
 * **Rao--Blackwell** (what xlikert stores): ``pmf`` is the mean over traces of the
   exact answer PMF after each trace. SE = sqrt(sum over items of the sample
@@ -29,6 +29,11 @@ both **measured from the same traces** at the same M:
 ``ratio`` = SE(answers sampled) / SE(Rao--Blackwell). The law of total variance
 predicts SE(answers)^2 = SE(RB)^2 + E[within-trace variance] / M; the JSON
 gives that prediction next to the measured value.
+
+At M = 1 and M = 4 these SEs are **derived**, not measured: the variance comes from
+all 16 traces and is divided by M (``se_derived`` in the JSON; † in the README
+table), so the ratio is the M = 16 ratio at every M by construction. Only the
+"own" SE (``se_rb_own_traces``) is computed from the first M traces alone.
 
 The reasoning runs are resumable (``--workdir``); timings of interrupted
 sessions are summed from a sidecar JSON.
@@ -125,6 +130,11 @@ def estimators(ds, ms: list[int], rng: np.random.Generator) -> dict[str, Any]:
             "se_answers": np.sqrt(s2_ans / m).tolist(),
             "se_answers_predicted": np.sqrt(s2_pred / m).tolist(),
             "se_rb_own_traces": np.sqrt(own).tolist(),
+            # the SE columns divide the pool's variance by m: measured only at m == pool
+            "se_derived": m != pool,
+            "se_how": "measured from these traces"
+            if m == pool
+            else f"derived: the variance over all {pool} traces, / {m}",
         }
         for k in ("se_rb", "se_answers", "se_answers_predicted", "se_rb_own_traces"):
             row[k + "_mean"] = float(np.nanmean(row[k])) if np.isfinite(row[k]).any() else None
@@ -351,7 +361,7 @@ def render(d: dict[str, Any]) -> list[str]:
         f"(thinking off {fmt(off['failure_rate'])}).",
         "",
         "SE = standard error of the composite mean E[S] (sum of the item means) per target, "
-        "mean over the targets, both **measured from the same traces**: *thoughts sampled* = "
+        "mean over the targets, both from the same traces: *thoughts sampled* = "
         "xlikert's estimate (the mean over M traces of the exact answer PMF after each), SE = "
         f"sqrt(sum over items of the sample variance over the {full['M']} traces of the "
         "item's conditional mean, / M); *answers sampled too* = one answer drawn per trace "
@@ -361,19 +371,24 @@ def render(d: dict[str, Any]) -> list[str]:
         "from its own M traces; none for M = 1).",
         "",
     ]
-    rows = []
+    rows, derived = [], []
     for row in d["rows"]:
         secs = row["seconds_all_prompts"]
+        # files written before "se_derived": the SE columns always came from the full run
+        is_derived = row.get("se_derived", row["M"] != full["M"])
+        mark = " †" if is_derived else ""
+        if is_derived:
+            derived.append(row["M"])
         rows.append(
             [
                 fmt(row["M"]),
                 fmt(secs) + (f" ({duration(secs)})" if secs and secs >= 120 else ""),
                 fmt(row["seconds_per_prompt"]),
                 fmt(secs / off["seconds"]) if secs else "–",
-                fmt(row["se_rb_mean"]),
-                fmt(row["se_answers_mean"]),
-                fmt(row["ratio_answers_over_rb"]),
-                fmt(row["se_answers_predicted_mean"]),
+                fmt(row["se_rb_mean"]) + mark,
+                fmt(row["se_answers_mean"]) + mark,
+                fmt(row["ratio_answers_over_rb"]) + mark,
+                fmt(row["se_answers_predicted_mean"]) + mark,
                 fmt(row.get("se_rb_own_traces_mean")),
                 f"{row['how_timed']}; estimates: {row['estimates_from']}",
             ]
@@ -384,6 +399,15 @@ def render(d: dict[str, Any]) -> list[str]:
          "SE, answers sampled too (predicted)", "SE, own", "how timed"],
         rows,
     )  # fmt: skip
+    if derived:
+        ms = " and ".join(f"M = {m}" for m in derived)
+        out += [
+            f"† Derived, not measured: at {ms} the SE columns are the variance over all "
+            f"{full['M']} traces of the M = {full['M']} run divided by M, so their ratio is the "
+            f"M = {full['M']} ratio by construction. Only *SE, own* is measured from the first "
+            "M traces alone.",
+            "",
+        ]
     se = d["rows"][-1]["se_rb"]
     out.append(
         "Composite mean per target, thinking off (exact) vs with thinking (M = "
