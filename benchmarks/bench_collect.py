@@ -78,6 +78,8 @@ from _common import (
 )
 from _flops import (
     FlopCounter,
+    block_cache_flops,
+    block_cache_hits,
     full_pass_flops,
     lm_head_flops,
     matmul_rate,
@@ -163,6 +165,31 @@ def vllm_rows(args, cfg, useful: float, runs: ProbedRuns) -> list[dict[str, Any]
     row = _engine_row(ours, data["collect"], cfg, useful, gemm)
     row.update(valid_mass=data["collect"]["valid_mass"], **info)
     return [row, {**_engine_row(raw, data["raw"], cfg, useful, gemm), **info}]
+
+
+def block_projection(cfg, encoded, useful: float, row: dict[str, Any],
+                     blocks=(16, 32)) -> dict[str, Any]:  # fmt: skip
+    """vLLM's block prefix cache projected on the same token ids (not measured).
+
+    For each block size, the cached tokens and executed FLOPs of one request per
+    prompt sent one after another (:func:`_flops.block_cache_hits`), beside the
+    raw-vLLM ``row``'s measured cache hits at the run's block size, which check
+    the projection. ``useful`` is FLOPs per prompt.
+    """
+    n = len(encoded)
+    out: dict[str, Any] = {
+        "run_block": row["engine"].get("block_size"),
+        "measured_cached_tokens": row["prefix_cache_hit_tokens"],
+        "blocks": {},
+    }
+    for b in blocks:
+        executed = block_cache_flops(cfg, encoded, b) / n
+        out["blocks"][str(b)] = {
+            "cached_tokens": sum(block_cache_hits(encoded, b)),
+            "executed_gflop_per_prompt": executed / 1e9,
+            "executed_over_useful": executed / useful,
+        }
+    return out
 
 
 def main() -> int:
@@ -297,6 +324,8 @@ def main() -> int:
                 vr["max_abs_valid_mass_diff_vs_transformers"] = float(
                     np.max(np.abs(np.asarray(vr.pop("valid_mass")) - xl_vm))
                 )
+            if vr["method"].startswith("vLLM (CPU build), raw") and "prompts_per_s" in vr:
+                vr["block_projection"] = block_projection(cfg, encoded, useful_one, vr)
             rows.append(vr)
 
     res = {
@@ -502,6 +531,8 @@ def render(d: dict[str, Any]) -> list[str]:
                 ),
                 "",
             ]
+            if "block_projection" in r:
+                out += [_projection_text(r["block_projection"]), ""]
     mem_path = RESULTS / "memory.json"
     if mem_path.exists():
         m = json.loads(mem_path.read_text())
@@ -514,6 +545,31 @@ def render(d: dict[str, Any]) -> list[str]:
                 "(`python benchmarks/bench_memory.py`).", ""]  # fmt: skip
     out += ["GPU: see *Collection on a GPU* (`bench_gpu.py`).", ""]
     return out
+
+
+def _projection_text(p: dict[str, Any]) -> str:
+    """The block prefix cache projected on the same token ids, checked at the run's block."""
+    run = p["blocks"].get(str(p["run_block"]))
+    check = (
+        f"At the run's block size ({p['run_block']}) the projection caches "
+        f"{run['cached_tokens']:,} tokens, against {p['measured_cached_tokens']:,} measured"
+        + (" (equal)" if run["cached_tokens"] == p["measured_cached_tokens"] else "")
+        + ". "
+        if run
+        else ""
+    )
+    others = "; ".join(
+        f"block {b}: {v['cached_tokens']:,} cached tokens, {fmt(v['executed_gflop_per_prompt'])} "
+        f"GFLOP/prompt executed, {v['executed_over_useful']:.2f}× the useful FLOPs"
+        for b, v in p["blocks"].items()
+    )
+    return (
+        "Executed over useful FLOPs depends on vLLM's cache block: it caches whole blocks "
+        "of a shared prefix and recomputes the rest. Projected on the same token ids "
+        "(one request per prompt, sent one after another; `_flops.block_cache_hits`; a "
+        f"projection, not a measurement): {others}. {check}The CPU build's attention kernel "
+        "takes blocks of multiples of 32 tokens; 16 is vLLM's default on GPUs."
+    )
 
 
 def _vllm_n10_seconds(sampling: dict[str, Any]) -> tuple[float, float] | None:
