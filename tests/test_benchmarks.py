@@ -25,20 +25,22 @@ torch = pytest.importorskip("torch")
 
 
 def _import(name: str, path: Path):
+    """A benchmark script or module loaded as ``name``, with ``benchmarks/`` importable
+    while it loads (the scripts import their sibling modules)."""
     loader = importlib.machinery.SourceFileLoader(name, str(path))
     spec = importlib.util.spec_from_loader(name, loader)
     module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    sys.path.insert(0, str(BENCH))
+    try:
+        loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH))
     return module
 
 
 @pytest.fixture(scope="module")
 def flops():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield _import("_flops", BENCH / "_flops.py")
-    finally:
-        sys.path.remove(str(BENCH))
+    return _import("_flops", BENCH / "_flops.py")
 
 
 def _tiny_llama():
@@ -96,11 +98,7 @@ def test_block_cache_projection_caches_whole_shared_blocks(flops):
 
 @pytest.fixture(scope="module")
 def bench_gpu():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield _import("bench_gpu_for_test", BENCH / "bench_gpu.py")
-    finally:
-        sys.path.remove(str(BENCH))
+    return _import("bench_gpu_for_test", BENCH / "bench_gpu.py")
 
 
 def test_bench_gpu_reads_the_datasheet_peak_from_the_device_name(bench_gpu):
@@ -198,11 +196,7 @@ def test_benchmark_stands_alone_without_pytest(script):
 def test_each_benchmark_renders_its_committed_json(script):
     """Each table's renderer lives beside its script and reads the JSON that script wrote."""
     name = script.stem.removeprefix("bench_")
-    sys.path.insert(0, str(BENCH))
-    try:
-        bench = _import(f"{script.stem}_render_test", script)
-    finally:
-        sys.path.remove(str(BENCH))
+    bench = _import(f"{script.stem}_render_test", script)
     assert isinstance(bench.TITLE, str) and bench.TITLE
     found = [p for p in (BENCH / "results" / f"{name}.json", BENCH / "results" / f"{name}-quick.json")
              if p.exists()]  # fmt: skip
@@ -219,11 +213,7 @@ def test_each_benchmark_renders_its_committed_json(script):
 
 @pytest.fixture(scope="module")
 def common():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield _import("_common_for_test", BENCH / "_common.py")
-    finally:
-        sys.path.remove(str(BENCH))
+    return _import("_common_for_test", BENCH / "_common.py")
 
 
 def test_goal_verdict_reads_the_median_and_the_probes_beside_the_runs(common):
@@ -259,11 +249,7 @@ def test_probed_runs_put_a_probe_on_each_side_of_every_run(common):
 
 @pytest.fixture(scope="module")
 def render_helpers():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield _import("_render_for_test", BENCH / "_render.py")
-    finally:
-        sys.path.remove(str(BENCH))
+    return _import("_render_for_test", BENCH / "_render.py")
 
 
 def test_readme_timings_come_from_generated_blocks(render_helpers):
@@ -282,23 +268,15 @@ def test_readme_blocks_are_what_run_all_writes_from_the_json(render_helpers):
     """The README's generated blocks equal what ``run_all --readme-only`` writes now from
     the committed JSON: a hand edit inside a block, or JSON re-measured without
     regenerating the README, fails here."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        run_all = _import("run_all_for_test", BENCH / "run_all")
-        want = {name: body for name, (_, body) in run_all.readme_blocks().items()}
-    finally:
-        sys.path.remove(str(BENCH))
+    run_all = _import("run_all_for_test", BENCH / "run_all")
+    want = {name: body for name, (_, body) in run_all.readme_blocks().items()}
     have = render_helpers.blocks((ROOT / "README.md").read_text())
     assert set(want) == {"suite-time", "demo-time", "vllm-speed"}
     assert {k: have.get(k) for k in want} == want
 
 
 def test_bench_suite_reads_pytests_closing_line():
-    sys.path.insert(0, str(BENCH))
-    try:
-        suite = _import("bench_suite_for_test", BENCH / "bench_suite.py")
-    finally:
-        sys.path.remove(str(BENCH))
+    suite = _import("bench_suite_for_test", BENCH / "bench_suite.py")
     out = "tests/a.py ....\n= 731 passed, 14 skipped, 3 warnings in 387.12s (0:06:27) =\n"
     assert suite.summary_counts(out) == {"passed": 731, "skipped": 14}
     assert suite.summary_counts("= 2 failed, 5 passed, 1 error in 3.20s =") == {
