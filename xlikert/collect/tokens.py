@@ -35,6 +35,7 @@ __all__ = [
     "ValidTokens",
     "answer_rule",
     "find_answer_sequences",
+    "find_label_tokens",
     "find_space_tokens",
     "find_valid_tokens",
     "needs_sequences",
@@ -329,6 +330,29 @@ def one_token_answers(valid: ValidTokens) -> AnswerSequences:
     )
 
 
+def find_label_tokens(
+    tokenizer: Any, scale: range | list[int], labels: Mapping[int, str] | None = None
+) -> ValidTokens:
+    """:func:`find_valid_tokens` for a response format's answer labels.
+
+    Raises
+    ------
+    AnswerLabelError
+        Labels that are not numbers and are not single tokens for the tokenizer.
+    CollectionError
+        Numeric labels (the digits by default) without a single-token form: the
+        caller may fall back to multi-token spellings (:func:`answer_rule`).
+    """
+    try:
+        return find_valid_tokens(tokenizer, scale, labels)
+    except CollectionError as exc:
+        if labels is None or all(str(labels[int(v)]).isdecimal() for v in scale):
+            raise
+        raise AnswerLabelError(
+            f"answer labels must be single tokens for the model's tokenizer: {exc}"
+        ) from None
+
+
 def answer_rule(
     tokenizer: Any,
     scale: range | list[int],
@@ -365,12 +389,10 @@ def answer_rule(
         answers = find_answer_sequences(tokenizer, scale, labels)
     else:
         try:
-            valid = find_valid_tokens(tokenizer, scale, labels)
-        except CollectionError as exc:
-            if not numeric:
-                raise AnswerLabelError(
-                    f"answer labels must be single tokens for the model's tokenizer: {exc}"
-                ) from None
+            valid = find_label_tokens(tokenizer, scale, labels)
+        except AnswerLabelError:
+            raise
+        except CollectionError:
             answers = find_answer_sequences(tokenizer, scale, labels)  # raises when none exist
         else:
             answers = (spaced_answers(tokenizer, valid) if split_space else None) or (

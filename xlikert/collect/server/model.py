@@ -114,14 +114,7 @@ class ServerModel:
     @classmethod
     def open(cls, spec: ServerSpec, options: CollectOptions, probe: tuple[str, str]) -> ServerModel:
         """Connect, check the model and detect the mode with one probe prompt."""
-        from ..tokens import needs_sequences
-
-        if needs_sequences(options.scale, options.labels_by_score):
-            raise CollectionError(
-                f"model {spec.name!r}: the scale {list(options.scale)} needs multi-token answers "
-                "(one value's text is a prefix of another's); servers give next-token "
-                "log-probabilities only: use the transformers or vllm backend"
-            )
+        _check_one_token(options, spec.name)
         self = cls(spec, options)
         try:
             self._check_models()
@@ -150,7 +143,6 @@ class ServerModel:
             self.plan.kind = SERVER_KINDS.get(str(info.get("owned_by")), "other")
 
     def _load_tokenizer(self) -> None:
-
         tok, what = load_tokenizer(self.spec)
         if tok is None:
             self._prov["tokenizer_note"] = what
@@ -161,18 +153,9 @@ class ServerModel:
 
     def _valid_tokens(self, options: CollectOptions):
         """The valid tokens of the answer labels (AnswerLabelError: not single tokens)."""
-        from ...errors import AnswerLabelError
-        from ..tokens import find_valid_tokens
+        from ..tokens import find_label_tokens
 
-        labels = options.labels_by_score
-        try:
-            return find_valid_tokens(self.tokenizer, options.scale, labels)
-        except CollectionError as exc:
-            if labels is None or all(x.isdecimal() for x in labels.values()):
-                raise
-            raise AnswerLabelError(
-                f"model {self.name!r}: answer labels must be single tokens: {exc}"
-            ) from None
+        return find_label_tokens(self.tokenizer, options.scale, options.labels_by_score)
 
     def relabel(self, labels: tuple[str, ...] | None) -> None:
         """Read the next units' answers with these labels (score order; None: the digits).
@@ -183,13 +166,7 @@ class ServerModel:
         if labels == self.options.answer_labels:
             return
         options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
-        from ..tokens import needs_sequences
-
-        if needs_sequences(options.scale, options.labels_by_score):
-            raise CollectionError(
-                f"model {self.name!r}: the answer labels {list(labels or ())} need multi-token "
-                "answers (one is a prefix of another); servers give next-token log-probabilities"
-            )
+        _check_one_token(options, self.name)
         valid = self._valid_tokens(options) if self.tokenizer is not None else None
         by_labels = self._prov.setdefault("valid_tokens_by_labels", {})
         if self.valid is not None and not by_labels:
@@ -267,3 +244,20 @@ class ServerModel:
             self._pool.shutdown()
             self._pool = None
         self.transport.close()
+
+
+def _check_one_token(options: CollectOptions, name: str) -> None:
+    """Servers give next-token log-probabilities only: every answer must be one token."""
+    from ..tokens import needs_sequences
+
+    if needs_sequences(options.scale, options.labels_by_score):
+        what = (
+            f"the scale {list(options.scale)}"
+            if options.answer_labels is None
+            else f"the answer labels {list(options.answer_labels)}"
+        )
+        raise CollectionError(
+            f"model {name!r}: {what} needs multi-token answers (one value's text is a prefix "
+            "of another's); servers give next-token log-probabilities only: use the "
+            "transformers or vllm backend"
+        )
