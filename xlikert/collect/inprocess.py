@@ -204,6 +204,9 @@ class InProcessModel:
     reasoning: dict[str, Any] | None = None
     format: ReasoningFormat | None = None
     stop_ids: set[int]
+    #: Answer labels -> (valid tokens, answer spellings): each label set the model
+    #: has read with (:meth:`relabel`); None until the first relabel.
+    _rules: dict[tuple[str, ...] | None, tuple[ValidTokens, AnswerSequences]] | None = None
 
     def _start_reasoning(
         self, reasoning: dict[str, Any] | None, tokenizer: Any, model_config: Any,
@@ -229,9 +232,9 @@ class InProcessModel:
         AnswerLabelError
             Labels that are not single tokens for the model's tokenizer.
         """
-        rules = self.__dict__.setdefault("_rules", {})
-        if not rules:  # the rule the model was opened with
-            rules[self.options.answer_labels] = (self.valid, self.answers)
+        if self._rules is None:  # the rule the model was opened with
+            self._rules = {self.options.answer_labels: (self.valid, self.answers)}
+        rules = self._rules
         if labels == self.options.answer_labels:
             return
         options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
@@ -320,9 +323,7 @@ class InProcessModel:
             info["end_of_turn_rule"] = END_OF_TURN_RULE
         if self.template.system_merged:
             info["system_merged_into_user"] = "true"
-        rules = self.__dict__.get("_rules") or {
-            self.options.answer_labels: (self.valid, self.answers)
-        }
+        rules = self._rules or {self.options.answer_labels: (self.valid, self.answers)}
         first_valid, first_answers = next(iter(rules.values()))
         info["valid_tokens"] = first_valid.as_records()
         if not first_answers.is_one_token:
