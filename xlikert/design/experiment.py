@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -799,8 +799,7 @@ def _parse_format(
                         f"[factors.{name}.levels.{lv}] with base, order, anchors, labels)",
                     )
                     continue
-                fmt = builtin_format(base, hi - lo + 1)
-                fmt = ResponseFormat(lv, fmt.order, fmt.anchors, fmt.labels, fmt.description)
+                fmt = replace(builtin_format(base, hi - lo + 1), name=lv)
             else:
                 fmt = format_from_table(lv, value, hi - lo + 1)
             fmt.fields(lo, hi, anchors)  # checks the labels and the texts against the scale
