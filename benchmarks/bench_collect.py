@@ -149,11 +149,9 @@ def vllm_rows(args, cfg, useful: float, runs: ProbedRuns) -> list[dict[str, Any]
              "--probe-seconds", str(PROBE_SECONDS)]  # fmt: skip
     if args.quick:
         child += ["--targets", "1"]
-    before = runs.last
-    data = run_child("collect", child)
-    runs.last = runs.probe()
-    runs.probes.append(runs.last)
-    gemm = (before, runs.last)
+    child_run = runs.run(lambda: run_child("collect", child), 1)  # probe, child, probe
+    data = child_run["result"]
+    gemm = (child_run["probe_before"][0], child_run["probe_after"][0])
     ours = "vLLM (CPU build), xlikert backend='vllm'"
     raw = "vLLM (CPU build), raw: generate(max_tokens=1, logprobs=20), 1 request/prompt"
     if "not_run" in data or "error" in data:
