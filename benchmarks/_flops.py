@@ -130,13 +130,17 @@ def block_cache_hits(encoded: Sequence[Sequence[int]], block: int) -> list[int]:
     return hits
 
 
+def request_flops(cfg: Any, requests: Sequence[Sequence[int]]) -> float:
+    """Executed FLOPs of engine requests given as ``(prompt tokens, cached tokens)``:
+    every uncached prompt token and one lm_head row each (one sequence per request)."""
+    return sum(span_flops(cfg, cached, total) + lm_head_flops(cfg) for total, cached in requests)
+
+
 def block_cache_flops(cfg: Any, encoded: Sequence[Sequence[int]], block: int) -> float:
     """Executed FLOPs of one request per prompt under a block prefix cache of ``block``
-    tokens (:func:`block_cache_hits`): every uncached token, one lm_head row each."""
+    tokens (:func:`block_cache_hits`, :func:`request_flops`)."""
     hits = block_cache_hits(encoded, block)
-    return sum(
-        span_flops(cfg, h, len(e)) + lm_head_flops(cfg) for e, h in zip(encoded, hits, strict=True)
-    )
+    return request_flops(cfg, [(len(e), h) for e, h in zip(encoded, hits, strict=True)])
 
 
 class FlopCounter:

@@ -81,9 +81,8 @@ from _flops import (
     block_cache_flops,
     block_cache_hits,
     full_pass_flops,
-    lm_head_flops,
     matmul_rate,
-    span_flops,
+    request_flops,
     useful_flops,
 )
 from _render import fmt, goal, pct, spread, stamp, table, verdict
@@ -98,9 +97,7 @@ def _engine_row(method: str, timing: dict, cfg, useful: float, gemm: tuple[float
                 ) -> dict[str, Any]:  # fmt: skip
     """A row from a vLLM child's timing: its requests' prompt tokens and prefix-cache hits."""
     n = timing["prompts"]
-    executed = sum(
-        span_flops(cfg, cached, total) + lm_head_flops(cfg) for total, cached in timing["requests"]
-    )
+    executed = request_flops(cfg, timing["requests"])
     med = statistics.median(timing["seconds"])
     # The parent's probes just before and just after the child: the child's own probes
     # (kept for the record) run beside vLLM's engine process, whose threads keep the cores

@@ -58,7 +58,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import format_table, machine, result_path, write_json
-from _flops import FlopCounter, lm_head_flops, span_flops
+from _flops import FlopCounter, request_flops
 from _render import duration, fmt, table
 from _vllm import run_child
 
@@ -403,11 +403,7 @@ def executed_gflop(cfg, requests: list[list[int]], sequences: int = 1) -> float:
     Each of a request's ``sequences`` computes the prompt's uncached tokens and one
     row of logits (the FLOP model of :mod:`_flops`, as ``bench_collect.py`` counts vLLM).
     """
-    return (
-        sequences
-        * sum(span_flops(cfg, cached, total) + lm_head_flops(cfg) for total, cached in requests)
-        / 1e9
-    )
+    return sequences * request_flops(cfg, requests) / 1e9
 
 
 def prefix_sharing(requests: list[list[int]], block: int | None) -> dict[str, Any]:
