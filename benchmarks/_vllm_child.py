@@ -68,7 +68,7 @@ class _Keep:
 
 
 def open_engine(args):
-    from xlikert.collect import vllm as backend
+    from xlikert.collect.backends.vllm import model as backend
     from xlikert.collect.protocol import CollectOptions
 
     spec = {"name": "m", "source": args.model, "backend": "vllm", "enforce_eager": True,

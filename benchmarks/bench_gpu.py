@@ -21,7 +21,7 @@ weights (nothing is downloaded):
   units of ``--chunk-size`` prompts, so batches as wide as a unit can form);
 * **transformers**: the random model is made on the device in bf16
   (``LlamaForCausalLM._from_config``, seeded), wrapped by
-  ``xlikert.collect.local.wrap_model`` and handed to ``collect(loader=...)`` as a
+  ``xlikert.collect.backends.transformers.wrap_model`` and handed to ``collect(loader=...)`` as a
   ``LocalModel``: the backend's own batching, prefix cache and host-side float64
   readout (``read_logits``). Timed: the whole ``collect`` call (CUDA synchronised),
   the readout's share (``LocalModel._readout``: the logits' copy to the host and the
@@ -434,7 +434,7 @@ def vllm_child(args) -> int:
     import numpy as np
 
     from xlikert.collect import collect
-    from xlikert.collect.vllm import VLLMModel
+    from xlikert.collect.backends.vllm import VLLMModel
 
     folder, shape = Path(args.vllm_child), args.shapes
     prompts = demo_prompts(args.copies)

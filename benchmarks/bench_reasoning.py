@@ -68,7 +68,7 @@ from _render import duration, fmt, table
 def _timed_collect(prompts, spec, lm, out: Path, chunk_size: int) -> tuple[Any, dict]:
     """Run (or resume, or reopen) a reasoning collection; seconds summed over sessions."""
     from xlikert.collect import collect
-    from xlikert.collect.local import LocalModel
+    from xlikert.collect.backends.transformers import LocalModel
     from xlikert.collect.reasoning import check_reasoning
 
     side = out.with_name(out.name + ".timing.json")
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import xlikert
     from xlikert.collect import collect
-    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.backends.transformers import LocalModel, load_model
     from xlikert.collect.reasoning import trace_texts
     from xlikert.design import load_experiment
 

@@ -25,7 +25,7 @@ ways in one process:
 
 For each N the table gives the wall time, the seconds per sampled sequence,
 the standard error the budget leaves -- analytic from the exact PMFs,
-``SD(S)/sqrt(N)`` of the composite ``S`` (:func:`xlikert.sampling.standard_error`)
+``SD(S)/sqrt(N)`` of the composite ``S`` (:func:`xlikert.analysis.cost.standard_error`)
 -- and, for the items actually sampled, the empirical SE (from the sample
 variances) with z-scores of the sampled means against the exact means. A
 second table turns this into the time needed to reach a given precision in
@@ -221,10 +221,10 @@ def exact_pass_sampler(
 ) -> dict[str, Any]:
     """Draw ``n`` answers per prompt from the logits of exact collection's own forward pass.
 
-    The transformers backend's :class:`~xlikert.collect.local.LocalModel` runs every
+    The transformers backend's :class:`~xlikert.collect.backends.transformers.LocalModel` runs every
     unit (the prompts of one system prompt, ``options.chunk_size`` at most) as
     exact collection does: the shared prefix once on the KV cache, then the same
-    length-sorted batches through the same :class:`~xlikert.collect.local.Scorer`
+    length-sorted batches through the same :class:`~xlikert.collect.backends.transformers.Scorer`
     calls. Only the readout differs: instead of the exact PMF, each prompt's
     next-token logits give ``n`` draws (softmax at temperature 1 over the full
     vocabulary, ``torch.multinomial`` with ``generator``: what ``generate``'s
@@ -234,9 +234,9 @@ def exact_pass_sampler(
     Parameters
     ----------
     lm
-        The :class:`~xlikert.collect.local.LoadedModel` exact collection used.
+        The :class:`~xlikert.collect.backends.transformers.LoadedModel` exact collection used.
     options
-        The :class:`~xlikert.collect.protocol.CollectOptions` exact collection ran with.
+        The :class:`~xlikert.collect.options.CollectOptions` exact collection ran with.
     prompts
         ``(system, user)`` pairs in the order the answers are returned.
     n
@@ -254,7 +254,7 @@ def exact_pass_sampler(
     """
     import torch
 
-    from xlikert.collect.local import LocalModel
+    from xlikert.collect.backends.transformers import LocalModel
 
     class Drawing(LocalModel):
         """LocalModel whose readout draws answers instead of reading the exact PMF."""
@@ -500,10 +500,10 @@ def main(argv: list[str] | None = None) -> int:
     import xarray as xr
 
     import xlikert
+    from xlikert.analysis.cost import composite_moments, standard_error
     from xlikert.collect import collect
-    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.backends.transformers import LocalModel, load_model
     from xlikert.design import load_experiment
-    from xlikert.sampling import composite_moments, standard_error
 
     wall0 = time.perf_counter()
     load_before = list(os.getloadavg())  # a shared machine: timings have noise
@@ -816,7 +816,7 @@ def render(d: dict[str, Any]) -> list[str]:
         + "; ".join(f"({i}) {t}" for i, t in enumerate(samplers, 1))
         + f". Parser: {gen['parser']}. SE = standard error of the composite score (sum over "
         "the items) per condition, mean over conditions: analytic = SD(S)/sqrt(N) from the "
-        "exact PMFs (`xlikert.sampling.standard_error`); empirical = from the sampled answers "
+        "exact PMFs (`xlikert.analysis.cost.standard_error`); empirical = from the sampled answers "
         "(conditions sampled in full; per item where none was). × exact = sampling time / "
         "exact time of the same engine. GFLOP per prompt: executed, counted from the shapes "
         "of every forward call in the timed run (transformers) or from each request's prompt "

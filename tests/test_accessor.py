@@ -9,7 +9,9 @@ import xarray as xr
 from conftest import make_pmf
 
 import xlikert as xl
-from xlikert import accessor, consensus_layer, constraint
+from xlikert import accessor
+from xlikert.analysis import consensus as consensus_layer
+from xlikert.analysis import constraint
 
 _METHODS = [
     name

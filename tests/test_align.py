@@ -320,7 +320,7 @@ def test_accessor_delegates():
 def test_report_section_from_a_csv_of_respondents(tmp_path):
     from click.testing import CliRunner
 
-    from xlikert.report.cli import report
+    from xlikert.cli.report import report
 
     rng = np.random.default_rng(10)
     t = _respondents(rng, 300, _pmfs(rng, (), zeros=False), {"party": ["D", "I", "R"]})

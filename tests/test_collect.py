@@ -166,7 +166,7 @@ def test_batched_equals_unbatched_and_cached_equals_uncached(base, tiny_spec):
 def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base, tiny_dir):
     """Units with the same system prompt reuse its KV cache; the check against an
     uncached pass is made once per loaded model, not per collect call."""
-    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.backends.transformers import LocalModel, load_model
 
     lm = load_model(str(tiny_dir), range(1, 8))
     calls = []
@@ -199,7 +199,7 @@ def test_a_failed_cache_check_turns_caching_off_for_the_loaded_model(base, tiny_
     """When a cached pass differs from the uncached one, the batch is recomputed
     without the cache, the file says caching is off, and later calls on the same
     loaded model make no cached pass at all."""
-    from xlikert.collect.local import LocalModel, Scorer, load_model
+    from xlikert.collect.backends.transformers import LocalModel, Scorer, load_model
 
     # a tolerance no difference can meet: the check fails on every model
     monkeypatch.setattr(Scorer.check_prefix_cache, "__defaults__", (-1.0, "prefix"))
@@ -401,7 +401,7 @@ def test_stale_progress_of_another_configuration_warns(tiny_spec, tmp_path):
 
 
 def test_oom_backs_off(monkeypatch, tiny_spec, base):
-    from xlikert.collect import local as backend
+    from xlikert.collect.backends import transformers as backend
 
     real = backend.Scorer.forward_rows
     calls = []
@@ -484,7 +484,7 @@ def test_bad_arguments(tiny_spec):
 def test_import_is_light():
     # numba (llvmlite) too: vLLM's CPU worker re-imports the user's script and crashes on it
     code = (
-        "import sys, xlikert, xlikert.collect, xlikert.collect.cli; "
+        "import sys, xlikert, xlikert.collect, xlikert.cli.collect; "
         "print(any(m in sys.modules for m in ('torch', 'transformers', 'numba', 'llvmlite')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -547,7 +547,7 @@ def test_vllm_spawn_without_main_guard_is_named(tmp_path, monkeypatch, body, gua
     import multiprocessing
     import types
 
-    from xlikert.collect import vllm as backend
+    from xlikert.collect.backends.vllm import model as backend
 
     script = tmp_path / "run.py"
     script.write_text(body, encoding="utf-8")

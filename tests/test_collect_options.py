@@ -19,9 +19,9 @@ pytest.importorskip("transformers")
 
 from test_collect_support import save_tiny, tiny_prompts
 
+from xlikert.analysis.constraint import DECODING_TIE_RULE
 from xlikert.collect import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions, collect
 from xlikert.collect.protocol import RUN_WIDE_OPTIONS
-from xlikert.constraint import DECODING_TIE_RULE
 from xlikert.errors import CollectionError
 
 
@@ -42,7 +42,7 @@ class Recorder:
         self.calls = []
 
     def __call__(self, spec, options, probe):
-        from xlikert.collect.local import open as open_local
+        from xlikert.collect.backends.transformers import open as open_local
 
         self.calls.append((spec["name"], probe))
         return open_local(spec, options, probe)
@@ -82,7 +82,7 @@ def test_options_are_validated_when_built(changes, message):
 
 def test_options_defaults_live_in_one_place_and_normalise():
     import xlikert.collect.runner as runner
-    from xlikert.data import synthetic_results
+    from xlikert.datasets import synthetic_results
 
     o = CollectOptions()
     assert o.temperatures == DEFAULT_TEMPERATURES and o.top_ps == DEFAULT_TOP_PS
@@ -192,7 +192,7 @@ def test_in_process_backends_check_the_dtype_before_loading(tiny_dir, monkeypatc
 def test_vllm_engine_args_are_in_the_fingerprint(tiny_dir, tmp_path, monkeypatch):
     """engine_args can change the numbers (a dtype, a quantization): a run made with other
     engine_args is not resumed into, nor reopened as finished; the device layout may change."""
-    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.backends.transformers import LocalModel, load_model
 
     _fake_vllm(monkeypatch)
     lm = load_model(str(tiny_dir), range(1, 8))
@@ -342,9 +342,9 @@ def test_both_in_process_backends_end_a_turn_at_the_same_ids(tmp_path):
     transformers derive it). The vLLM backend passes these ids to its engine."""
     import json
 
-    from xlikert.collect import vllm as backend
-    from xlikert.collect.inprocess import InProcessModel, end_of_turn_ids
-    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.backends.inprocess import InProcessModel, end_of_turn_ids
+    from xlikert.collect.backends.transformers import LocalModel, load_model
+    from xlikert.collect.backends.vllm import model as backend
     from xlikert.collect.reasoning import check_reasoning
 
     d = save_tiny(tmp_path / "m")

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from xlikert.design import _schema as schema
 from xlikert.design import (
     builtin_experiments,
     builtin_instruments,
@@ -18,6 +17,7 @@ from xlikert.design import (
     load_experiment,
     load_instrument,
 )
+from xlikert.design import file_schema as schema
 from xlikert.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +231,7 @@ def test_readme_tables_are_the_ones_generated_from_the_schema():
     text = README.read_text("utf-8")
     assert schema.readme_tables() in text, (
         "xlikert/design/README.md is out of date: run "
-        'python -c "from xlikert.design._schema import update_readme; update_readme()"'
+        'python -c "from xlikert.design.file_schema import update_readme; update_readme()"'
     )
 
 

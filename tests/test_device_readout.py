@@ -1,8 +1,8 @@
 """The readout on the model's device (float64 torch) against the host rules (float64 numpy).
 
 On a GPU the transformers backend reads the answer where the logits are
-(:mod:`xlikert.collect.device_readout`); these tests run that code on the CPU and
-compare it with :func:`xlikert.constraint.next_token_readout`, row by row, and
+(:mod:`xlikert.collect.backends.transformers.device_readout`); these tests run that code on the CPU and
+compare it with :func:`xlikert.collect.readout.next_token_readout`, row by row, and
 end to end through ``collect()``.
 """
 
@@ -15,10 +15,10 @@ torch = pytest.importorskip("torch")
 
 from test_collect_support import save_tiny, tiny_prompts  # noqa: E402
 
+from xlikert.analysis.constraint import next_token_readout  # noqa: E402
 from xlikert.collect import collect  # noqa: E402
-from xlikert.collect.device_readout import next_token_readout_torch  # noqa: E402
-from xlikert.collect.local import LocalModel, load_model  # noqa: E402
-from xlikert.constraint import next_token_readout  # noqa: E402
+from xlikert.collect.backends.transformers import LocalModel, load_model  # noqa: E402
+from xlikert.collect.backends.transformers.device_readout import next_token_readout_torch  # noqa: E402
 
 TEMPS, TOPS = (0.1, 0.5, 1.0, 1.3), (0.8, 0.9, 1.0)
 

@@ -8,8 +8,8 @@ from conftest import make_pmf
 
 import xlikert as xl
 from xlikert import dims, sampling
-from xlikert.constraint import item_pmf_from_tokens
-from xlikert.data import synthetic_results
+from xlikert.analysis.constraint import item_pmf_from_tokens
+from xlikert.datasets import synthetic_results
 from xlikert.design import subscale_composites
 from xlikert.errors import DesignError
 
@@ -79,7 +79,7 @@ def test_every_variable_the_library_writes_is_reserved():
 
 def test_every_variable_and_dim_of_the_collection_schema_is_registered():
     """dims.py keeps the names by hand (it imports nothing); the schema must not outgrow it."""
-    from xlikert.collect.schema import BOUND_VARIABLES, TRACE_VARIABLES, VARIABLES
+    from xlikert.collect.record import BOUND_VARIABLES, TRACE_VARIABLES, VARIABLES
 
     table = {**VARIABLES, **BOUND_VARIABLES, **TRACE_VARIABLES}
     assert set(table) <= set(dims.RESULT_VARIABLES)

@@ -162,7 +162,7 @@ def test_no_module_is_shadowed_by_a_top_level_name():
     ``xlikert`` is also the name of a submodule (``xlikert.consensus`` was both)."""
     modules = {m.name for m in pkgutil.iter_modules(xl.__path__)}
     assert not modules & set(xl.__all__)
-    layer = importlib.import_module("xlikert.consensus_layer")
+    layer = importlib.import_module("xlikert.analysis.consensus")
     assert inspect.ismodule(layer) and layer.consensus is xl.consensus
     assert callable(xl.consensus) and not inspect.ismodule(xl.consensus)
 
@@ -170,12 +170,12 @@ def test_no_module_is_shadowed_by_a_top_level_name():
 def test_xlikert_consensus_names_only_the_function():
     """``import xlikert.consensus as m`` gave the function (the attribute shadows the
     module). Now the package holds no module of that name; the layer is
-    ``xlikert.consensus_layer``. (Looked up in the package's own path, without
+    ``xlikert.analysis.consensus``. (Looked up in the package's own path, without
     importing: a development install's editable finder may map the name elsewhere.)"""
     from importlib.machinery import PathFinder
 
     assert PathFinder.find_spec("xlikert.consensus", list(xl.__path__)) is None
-    assert PathFinder.find_spec("xlikert.consensus_layer", list(xl.__path__)) is not None
+    assert PathFinder.find_spec("xlikert.analysis.consensus", list(xl.__path__)) is not None
 
 
 # ----------------------------------------------------------------- Multivariate Consensus

@@ -89,7 +89,7 @@ def test_a_cell_does_not_depend_on_the_request_before_it(qwen):
 
 
 def test_messages_on_a_misconfigured_server(tmp_path, monkeypatch):
-    from xlikert.collect.server import transport
+    from xlikert.collect.backends.openai import transport
 
     # a server started without --logits_all answers logprob requests with HTTP 500
     srv = llamacpp_server(smollm2_gguf(), "smol", tmp_path / "nolp.log", logits_all=False)

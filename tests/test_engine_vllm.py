@@ -17,8 +17,8 @@ import xarray as xr
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from xlikert.analysis.constraint import topk_intervals
 from xlikert.collect import collect, read_sequence
-from xlikert.constraint import topk_intervals
 from xlikert.design import load_experiment
 from xlikert.errors import CollectionError
 from xlikert.testing.engines import ROOT, engine_python, smollm2_folder, vllm_server
@@ -162,7 +162,7 @@ def test_killed_server_resumes_to_the_same_file(server, folder, prompts, exact, 
 
 IN_PROCESS = """
 import sys
-import xlikert.collect.vllm as backend
+import xlikert.collect.backends.vllm as backend
 from xlikert.collect import collect
 from xlikert.design import load_experiment
 
@@ -213,7 +213,9 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
     assert info["backend"] == "vllm (in process)" and info["dtype"] == "float32"
     assert info["answers"].startswith("one token or split space")  # exact, from token ids
     # one engine pass per answer context, read by xlikert's logits processor in the engine
-    assert info["engine"]["logits_processors"] == ["xlikert.collect.vllm_readout:ExactReadout"]
+    assert info["engine"]["logits_processors"] == [
+        "xlikert.collect.backends.vllm.readout:ExactReadout"
+    ]
     assert info["readout"].startswith("one request per (prompt, answer context)")
     assert info["decoding_rule"] == v.attrs["decoding_tie_rule"]  # xlikert's rule, as local
     assert info["collection_protocol"] == info["readout"]
@@ -277,8 +279,8 @@ def test_script_without_main_guard_is_told_what_to_add(tmp_path):
 
 REASONING = """
 import json, sys
-import xlikert.collect.inprocess as base
-import xlikert.collect.vllm as backend
+import xlikert.collect.backends.inprocess as base
+import xlikert.collect.backends.vllm as backend
 from xlikert.collect import collect
 from xlikert.design import load_experiment
 
@@ -324,7 +326,7 @@ def test_in_process_vllm_reasoning_mode(tmp_path):
     res = subprocess.run([str(engine_python("vllm")), str(script), str(a), str(b), str(ids_file)],
                          env=env, capture_output=True, text=True, timeout=1500)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
-    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.backends.transformers import LocalModel, load_model
     from xlikert.collect.protocol import CollectOptions
     from xlikert.collect.reasoning import check_reasoning
     from xlikert.io import open_results

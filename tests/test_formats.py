@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from xlikert import reflect_reverse_keyed
 from xlikert.collect import CollectOptions
-from xlikert.design import experiment_from_dict, load_experiment, reflect_reverse_keyed
+from xlikert.design import experiment_from_dict, load_experiment
 from xlikert.design.formats import builtin_format, format_from_table
 from xlikert.errors import (
     AnswerLabelError,
@@ -223,7 +224,8 @@ def test_answer_label_is_stored_and_round_trips(collected):
 
 
 def test_units_hold_one_format_and_each_label_set_is_resolved_once(tiny_dir, monkeypatch):
-    from xlikert.collect import inprocess, local
+    from xlikert.collect.backends import inprocess
+    from xlikert.collect.backends import transformers as local
 
     calls = []
     real = local.LocalModel.score
@@ -268,7 +270,7 @@ def test_report_has_the_format_section_and_reliability_per_format(collected, tmp
     assert "format interaction explains" in md or "× format interaction explains" in md
     assert "Reliability" in md and "one population per model, format" in md
     # the shares of every term add up to the variance of the mean composite over the cells
-    from xlikert.construct import composite, decompose, summary_table
+    from xlikert.analysis.construct import composite, decompose, summary_table
 
     table = summary_table(decompose(ds.pmf))
     shares = variance_shares(table)

@@ -13,8 +13,7 @@ import pytest
 import xarray as xr
 
 from xlikert import plot, sampling
-from xlikert.data import human_baseline
-from xlikert.datasets import synthetic_pmf
+from xlikert.datasets import human_baseline, synthetic_pmf
 from xlikert.errors import DesignError
 
 DESIGNS = {

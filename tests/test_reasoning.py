@@ -33,11 +33,11 @@ from xlikert.collect.reasoning import (
     COT_INSTRUCTION,
     COT_PREFILL,
     check_reasoning,
-    decode_trace_text,
     trace_seed,
     trace_texts,
 )
 from xlikert.errors import CollectionError, XlikertError
+from xlikert.schema import decode_text
 
 HERE = Path(__file__).parent
 
@@ -188,7 +188,7 @@ def test_estimator_is_unbiased_for_the_enumerated_marginal(micro_dir, framing, t
             if t == marker:
                 end = "marker"
                 break
-        assert decode_trace_text(str(cell.trace_text[k].values)) == tok.decode(ids)
+        assert decode_text(str(cell.trace_text[k].values)) == tok.decode(ids)
         assert int(cell.trace_truncated[k]) == (end == "length")
         assert int(cell.trace_length[k]) == len(ids) + (end == "eos")
         closing = info["closing_after_marker"] if end == "marker" else info["closing_forced"]
@@ -242,8 +242,8 @@ def test_sample_tokens_inverts_the_cdf_of_the_decoding_rule():
     """The sampler's draw is the inverse CDF of nucleus_logprobs over the vocabulary in
     vocabulary order, for top_p = 1 (its own shorter path) and top_p < 1 alike; a masked
     (-inf) tail is never drawn."""
+    from xlikert.analysis.constraint import nucleus_logprobs
     from xlikert.collect.reasoning import sample_tokens
-    from xlikert.constraint import nucleus_logprobs
 
     rng = np.random.default_rng(4)
     z = rng.normal(scale=3.0, size=(8, 3000))
@@ -340,7 +340,7 @@ def test_batching_and_units_do_not_change_the_traces(tiny_dir):
 def test_trace_read_is_checked_even_after_the_prefix_was(tiny_dir):
     """The answer read on a trace's sampling cache is its own cached path: a loaded
     model whose prefix cache an exact run already checked still checks it, once."""
-    from xlikert.collect.local import LocalModel, load_model
+    from xlikert.collect.backends.transformers import LocalModel, load_model
 
     lm = load_model(str(tiny_dir), range(1, 8))
     uncached = []
@@ -521,7 +521,7 @@ def test_every_trace_pmf_recomputes_from_the_files_token_ids(micro_dir, tmp_path
             for k in range(3):
                 seq = read_sequence(ds, model="m", target=target, item=item, trace=k)
                 assert seq.prompt.tolist() == prompt.tolist()
-                text = decode_trace_text(str(cell.trace_text.isel(trace=k).values))
+                text = decode_text(str(cell.trace_text.isel(trace=k).values))
                 assert tok.decode(seq.trace, skip_special_tokens=False) == text
                 wrote = text.endswith(info["end_marker"])
                 assert seq.closing.tolist() == fmt.closing_ids(tok)[wrote]

@@ -28,9 +28,9 @@ import torch
 
 import xlikert as xl
 from xlikert.collect import collect, read_sequence
-from xlikert.collect.reasoning import decode_trace_text
 from xlikert.collect.zoo import model_folder
 from xlikert.design import load_experiment
+from xlikert.schema import decode_text
 
 QWEN = "qwen2.5-coder-0.5b-instruct"
 
@@ -62,7 +62,7 @@ def test_every_trace_pmf_recomputes_from_the_ids_though_the_text_would_not(tmp_p
         cell = ds.sel(model="q", target=ds.target.values[0], item=item)
         for k in range(ds.sizes["trace"]):
             seq = read_sequence(ds, model="q", target=ds.target.values[0], item=item, trace=k)
-            text = decode_trace_text(str(cell.trace_text.isel(trace=k).values))
+            text = decode_text(str(cell.trace_text.isel(trace=k).values))
             joined = str(cell.prompt_text.values) + text + tok.decode(seq.closing)
             merged += tok(joined, add_special_tokens=False).input_ids != seq.ids.tolist()
             # the answer rule written plainly: a valid token, or the bare space then a digit

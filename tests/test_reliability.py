@@ -19,14 +19,14 @@ import xarray as xr
 from conftest import make_pmf
 
 import xlikert as xl
-from xlikert.errors import DesignError
-from xlikert.reliability_layer import (
+from xlikert.analysis.reliability import (
     cronbach_alpha,
     item_covariance,
     item_rest_correlation,
     mcdonald_omega,
     one_factor_ml,
 )
+from xlikert.errors import DesignError
 
 
 # ----------------------------------------------------------------- helpers
@@ -430,7 +430,7 @@ def _ipip_results() -> xr.Dataset:
 
 
 def test_reliability_table_rows():
-    from xlikert.report.reliability import reliability_table
+    from xlikert.report.sections.reliability import reliability_table
 
     ds = _ipip_results()
     table = reliability_table(ds, "persona")
@@ -494,7 +494,7 @@ def test_cli_prints_the_table(tmp_path):
     res = CliRunner().invoke(main, ["reliability", str(tmp_path / "r.nc")])
     assert res.exit_code == 0, res.output
     assert "Reliability over the 6 conditions of persona" in res.output
-    table = xl.report.reliability.reliability_table(ds, "persona")
+    table = xl.report.sections.reliability.reliability_table(ds, "persona")
     first = table.iloc[0]
     assert f"{first.alpha:.3f}" in res.output.splitlines()[2]
     res = CliRunner().invoke(

@@ -21,8 +21,7 @@ from click.testing import CliRunner
 import xlikert as xl
 from xlikert import sampling
 from xlikert.cli import main
-from xlikert.data import human_baseline, load_demo_results, synthetic_results
-from xlikert.datasets import synthetic_pmf
+from xlikert.datasets import human_baseline, load_demo_results, synthetic_pmf, synthetic_results
 from xlikert.report import tables, write_report
 
 
@@ -164,7 +163,7 @@ def test_report_from_file_written_by_another_process(tmp_path):
     code = textwrap.dedent(
         f"""
         import xlikert as xl
-        from xlikert.data import synthetic_results
+        from xlikert.datasets import synthetic_results
         xl.to_netcdf(synthetic_results(n_items=4, seed=5), {str(nc)!r})
         """
     )

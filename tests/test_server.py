@@ -301,7 +301,7 @@ def test_results_say_what_the_server_backend_did(server, tiny_dir, local):
     """The file's collection_protocol and the decoding_pmf description are the server's
     (requests, certified intervals, temperature 1 on the listed tokens), not the
     transformers backend's one forward pass over the full vocabulary."""
-    from xlikert.collect.server import DECODING_RULE, PROTOCOL
+    from xlikert.collect.backends.openai import DECODING_RULE, PROTOCOL
 
     srv = server()
     for mode in ("exact", "topk"):

@@ -24,7 +24,7 @@ class FakeServer:
     def __init__(self, model_dir, served="tiny", *, ids=True, reject_extras=False,
                  logprobs=True, fail_every=0, drop_every=0, break_after=0, key=None,
                  models_endpoint=True, padded=False, retry_after="0"):  # fmt: skip
-        from xlikert.collect.local import Scorer, load_model
+        from xlikert.collect.backends.transformers import Scorer, load_model
 
         self.lm = load_model({"name": "srv", "source": str(model_dir)}, range(1, 8))
         self.scorer = Scorer(self.lm, prefix_cache=False)

@@ -10,9 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from xlikert.collect import protocol, server
-from xlikert.collect.server import parse_server_spec
-from xlikert.collect.server.transport import HTTPStatusFailure, Transport, Unreachable
+from xlikert.collect import protocol
+from xlikert.collect.backends import openai as server
+from xlikert.collect.backends.openai import parse_server_spec
+from xlikert.collect.backends.openai.transport import HTTPStatusFailure, Transport, Unreachable
 from xlikert.errors import CollectionError
 
 KEY = "sk-xlikert-transport-DO-NOT-STORE-7777"

@@ -1,4 +1,4 @@
-"""The rules every backend shares (xlikert.constraint), and every path held against them.
+"""The rules every backend shares (xlikert.analysis.constraint), and every path held against them.
 
 One test per rule — the token -> scale sum, the temperature/top-p tie rule, the
 top-k intervals — first against a plain statement of the rule, then each path
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from xlikert.constraint import nucleus_logprobs, scale_mass, topk_intervals
+from xlikert.analysis.constraint import nucleus_logprobs, scale_mass, topk_intervals
 
 
 # ----------------------------------------------------------------------------- token -> scale
@@ -178,7 +178,7 @@ def test_local_backend_follows_the_reference_rules(tmp_path):
 
 
 def test_synthetic_demo_grid_follows_the_tie_rule():
-    from xlikert.data import synthetic_results
+    from xlikert.datasets import synthetic_results
 
     ds = synthetic_results(n_items=2)
     p = ds.pmf.isel(model=0, target=0, item=0).values

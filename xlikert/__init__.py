@@ -1,14 +1,17 @@
 """xlikert: exact next-token PMFs of language models on Likert instruments.
 
-The pipeline, one module or package per stage::
+The pipeline, one package per stage::
 
-    design -> collect -> constraint -> consensus -> construct -> report
+    design -> collect -> analysis (constraint -> consensus -> construct -> ...) -> report
 
-(the consensus stage is the module ``xlikert.consensus_layer``: the name
-``xlikert.consensus`` is the function; likewise ``xlikert.reliability_layer``
-holds ``xl.reliability``, exact α and ω over a population of conditions). Every analysis function takes a PMF
+:mod:`xlikert.design` renders every prompt of a fully crossed experiment;
+:mod:`xlikert.collect` reads each prompt's exact next-token PMF through one
+backend protocol; :mod:`xlikert.analysis` holds one module per analysis stage;
+:mod:`xlikert.report` writes the tables and figures. Every analysis function is
+re-exported here (``xl.composite``, ``xl.decompose``, ...), takes a PMF
 DataArray or a results Dataset first and its dimension arguments by keyword;
-the dimension roles are registered in :mod:`xlikert.dims`.
+the dimension roles are registered in :mod:`xlikert.dims`, the variables of a
+results file in :mod:`xlikert.schema`.
 
 >>> import xlikert as xl
 >>> ds = xl.open_results("results.nc")            # doctest: +SKIP
@@ -22,9 +25,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from . import _compat
 from . import accessor as _accessor  # noqa: F401  (registers the .likert accessor)
 from ._version import __version__
-from .align import (
+from .analysis.alignment import (
     alignment,
     jensen_shannon,
     mean_difference,
@@ -34,20 +38,24 @@ from .align import (
     total_variation,
     wasserstein,
 )
-from .consensus_layer import consensus, dissension, entropy, tastle_consensus
-from .constraint import failure_rate, item_pmf_from_tokens, renormalize
-from .construct import (
+from .analysis.consensus import consensus, dissension, entropy, tastle_consensus
+from .analysis.constraint import failure_rate, item_pmf_from_tokens, renormalize
+from .analysis.construct import (
     comonotone_contrast,
     composite,
     contrast,
     decompose,
     grand_mixture,
     marginal_slice,
+    subscale_composites,
     summarize,
     summary_table,
     trend,
 )
-from .design.scoring import reflect_reverse_keyed, subscale_composites
+from .analysis.human import human_composite, human_marginal, human_pmf, human_pmf_from_counts
+from .analysis.keying import reflect_reverse_keyed
+from .analysis.reliability import reliability
+from .analysis.traces import trace_se
 from .errors import (
     CollectionError,
     ConfigError,
@@ -55,18 +63,26 @@ from .errors import (
     InvalidPMFError,
     XlikertError,
 )
-from .human import human_composite, human_marginal, human_pmf, human_pmf_from_counts
 from .io import open_decomposition, open_results, to_netcdf
-from .reliability_layer import reliability
-from .traces import trace_se
 
-_SUBPACKAGES = {"design", "collect", "report", "sampling", "plot", "datasets"}
+_compat.install()
+
+#: The namespaces loaded on first use (torch, matplotlib): ``xl.collect``, ``xl.plot``, ...
+#: ``xl.sampling`` is the sampling-cost stage, :mod:`xlikert.analysis.cost`.
+_NAMESPACES = {
+    "analysis": "xlikert.analysis",
+    "collect": "xlikert.collect",
+    "datasets": "xlikert.datasets",
+    "design": "xlikert.design",
+    "plot": "xlikert.plot",
+    "report": "xlikert.report",
+    "sampling": "xlikert.analysis.cost",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # Heavy layers (torch, matplotlib) load on first use: ``xl.collect``, ``xl.plot``.
-    if name in _SUBPACKAGES:
-        return importlib.import_module(f".{name}", __name__)
+    if name in _NAMESPACES:
+        return importlib.import_module(_NAMESPACES[name])
     raise AttributeError(f"module 'xlikert' has no attribute {name!r}")
 
 

@@ -24,13 +24,14 @@ from typing import Any
 
 import xarray as xr
 
-from . import align as _align
-from . import consensus_layer as _consensus
-from . import constraint as _constraint
-from . import construct as _construct
-from . import human as _human
 from . import io as _io
-from . import reliability_layer as _reliability
+from .analysis import alignment as _align
+from .analysis import consensus as _consensus
+from .analysis import constraint as _constraint
+from .analysis import construct as _construct
+from .analysis import human as _human
+from .analysis import reliability as _reliability
+from .analysis.keying import Subscale
 from .kernels import DEFAULT_MAX_CELLS
 
 __all__ = ["LikertDataArrayAccessor", "LikertDatasetAccessor"]
@@ -48,7 +49,7 @@ class _Likert:
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
         reflect: bool = True,
-        subscale: _construct.Subscale = "subscale",
+        subscale: Subscale = "subscale",
         engine: str | None = None,
     ) -> xr.DataArray:
         """See :func:`xlikert.composite`."""
@@ -69,7 +70,7 @@ class _Likert:
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
         reflect: bool = True,
-        subscale: _construct.Subscale = "subscale",
+        subscale: Subscale = "subscale",
         engine: str | None = None,
         progress: bool | None = None,
     ) -> xr.DataTree:
@@ -95,7 +96,7 @@ class _Likert:
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
         reflect: bool = True,
-        subscale: _construct.Subscale = "subscale",
+        subscale: Subscale = "subscale",
         engine: str | None = None,
     ) -> xr.DataArray:
         """See :func:`xlikert.contrast`."""
@@ -119,7 +120,7 @@ class _Likert:
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
         reflect: bool = True,
-        subscale: _construct.Subscale = "subscale",
+        subscale: Subscale = "subscale",
         engine: str | None = None,
     ) -> xr.DataArray:
         """See :func:`xlikert.trend`."""
@@ -310,7 +311,7 @@ class _Likert:
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
         reflect: bool = True,
-        subscale: _construct.Subscale = "subscale",
+        subscale: Subscale = "subscale",
     ) -> xr.Dataset:
         """See :func:`xlikert.reliability`."""
         return _reliability.reliability(

@@ -1,20 +1,42 @@
-"""Synthetic item-PMF designs with the layout of a results file, and real respondents.
+"""Datasets: synthetic designs, the shipped demo results, human references and respondents.
 
-:func:`synthetic_pmf` is used by the examples, tests and benchmarks wherever real
-collection is not the point (the PMFs are deterministic functions of ``seed``).
-:func:`anes96_respondents` is the ANES 1996 extract that ships with statsmodels, with
-the persona bands of the built-in experiment ``anes96``.
+- :func:`synthetic_pmf` -- a fully crossed design of random item PMFs, used by the
+  examples, tests and benchmarks wherever real collection is not the point (the
+  PMFs are deterministic functions of ``seed``);
+- :func:`synthetic_results` -- a clearly labelled *synthetic* results Dataset with the
+  layout of a collected file (``pmf``, ``valid_mass``, the decoding grid);
+- :func:`load_demo_results` -- the shipped demo results file
+  (``xlikert/data/demo_results.nc``) when present, else :func:`synthetic_results`;
+- :func:`human_baseline` -- the Shimp & Sharma (1987) CETSCALE samples (mean and SD
+  of the 17-item, 7-point composite), the magnitude anchor of the paper's
+  human-vs-LLM comparison;
+- :func:`anes96_respondents` -- the ANES 1996 extract that ships with statsmodels,
+  with the persona bands of the built-in experiment ``anes96``.
+
+The files themselves are package data under ``xlikert/data/``.
 """
 
 from __future__ import annotations
 
+import importlib.resources
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["ANES96_ITEMS", "anes96_respondents", "synthetic_pmf"]
+from .collect.options import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
+from .collect.readout import nucleus_logprobs
+
+__all__ = [
+    "ANES96_ITEMS",
+    "DEMO_RESULTS",
+    "anes96_respondents",
+    "human_baseline",
+    "load_demo_results",
+    "synthetic_pmf",
+    "synthetic_results",
+]
 
 #: The answer columns of :func:`anes96_respondents` (the items of the ``anes96`` instrument).
 ANES96_ITEMS: tuple[str, ...] = ("selfLR", "ClinLR", "DoleLR")
@@ -119,3 +141,198 @@ def anes96_respondents() -> pd.DataFrame:
     education = pd.cut(raw["educ"], [0.5, 4.5, 7.5], labels=["no college", "college"])
     out = out.assign(party=party, education=education)
     return pd.concat([out, raw[["PID", "educ", "age", "income", "vote"]]], axis=1)
+
+
+#: File name of the demo results shipped as package data.
+DEMO_RESULTS = "demo_results.nc"
+
+_DEMO_MODELS = {
+    # model -> (country of origin, size in billions of parameters)
+    "Llama-3.3-70B": ("USA", 70.0),
+    "Gemma-3-27B": ("USA", 27.0),
+    "Qwen3-Next-80B": ("China", 80.0),
+    "Aya-Expanse-32B": ("Canada", 32.0),
+    "Ministral-14B": ("France", 14.0),
+}
+
+
+def _data_path(name: str):
+    return importlib.resources.files("xlikert").joinpath("data", name)
+
+
+def human_baseline(instrument: str = "CETSCALE") -> pd.DataFrame:
+    """Human reference samples of an instrument's composite score.
+
+    Parameters
+    ----------
+    instrument
+        Instrument name (case-insensitive); only ``"CETSCALE"`` ships.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per sample: ``sample``, ``country``, ``group`` (``"Human"``),
+        ``mean``, ``sd`` (composite-score units) and ``source``.
+
+    Raises
+    ------
+    KeyError
+        When no baseline ships for ``instrument``.
+
+    Examples
+    --------
+    >>> hb = human_baseline()
+    >>> hb.loc[hb["sample"] == "Detroit", ["mean", "sd"]].values.tolist()
+    [[68.58, 25.96]]
+    """
+    with _data_path("human_baseline.csv").open("r", encoding="utf-8") as fh:
+        df = pd.read_csv(fh)
+    sel = df[df["instrument"].str.lower() == instrument.lower()]
+    if sel.empty:
+        raise KeyError(
+            f"no human baseline for instrument {instrument!r}; available: "
+            f"{sorted(df['instrument'].unique())}"
+        )
+    return sel.drop(columns="instrument").reset_index(drop=True)
+
+
+def _temper(p: np.ndarray, temperature: float, top_p: float) -> np.ndarray:
+    """Temperature then nucleus truncation of PMFs along the last axis.
+
+    The collection's rule (:func:`xlikert.collect.readout.nucleus_logprobs`, ties kept),
+    applied to the valid-digit PMF instead of the full vocabulary.
+    """
+    with np.errstate(divide="ignore"):
+        logp = np.log(p)
+    q = nucleus_logprobs(logp, np.arange(p.shape[-1]), [temperature], [top_p])
+    return np.exp(q[..., 0, 0, :])
+
+
+def synthetic_results(
+    models: Mapping[str, tuple[str, float]] | None = None,
+    targets: Sequence[str] = ("USA", "China", "Canada", "France"),
+    n_items: int = 17,
+    seed: int = 0,
+    temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
+    top_ps: Sequence[float] = DEFAULT_TOP_PS,
+) -> xr.Dataset:
+    """A *synthetic* results Dataset with the layout of a real one (no model was run).
+
+    Peaked random item PMFs with model- and target-specific shifts, a
+    ``valid_mass`` close to 1, prompts, a ``country_of_origin`` and a
+    ``model_size`` coordinate on ``model``, and a temperature x top-p
+    ``decoding_pmf`` obtained by tempering the valid-digit PMF (a real
+    collection tempers the full-vocabulary logits instead).
+
+    Examples
+    --------
+    >>> ds = synthetic_results(n_items=3)
+    >>> ds.attrs["synthetic"], dict(ds.pmf.sizes)
+    (1, {'model': 5, 'target': 4, 'item': 3, 'score': 7})
+    """
+    models = dict(models or _DEMO_MODELS)
+    rng = np.random.default_rng(seed)
+    n_m, n_t, scores = len(models), len(targets), np.arange(1, 8)
+    # latent location per (model, target, item) on the 1..7 scale
+    loc = (
+        4.0
+        + rng.normal(0, 1.2, size=(n_m, 1, 1))
+        + rng.normal(0, 0.5, size=(1, n_t, 1))
+        + rng.normal(0, 0.4, size=(n_m, n_t, 1))
+        + rng.normal(0, 1.0, size=(1, 1, n_items))
+    )
+    spread = rng.uniform(0.35, 1.6, size=(n_m, 1, 1))
+    logits = -((scores - loc[..., None]) ** 2) / (2 * spread[..., None] ** 2)
+    logits += rng.normal(0, 0.3, size=logits.shape)
+    pmf = np.exp(logits - logits.max(-1, keepdims=True))
+    pmf /= pmf.sum(-1, keepdims=True)
+    grid = np.stack(
+        [np.stack([_temper(pmf, t, p) for p in top_ps], axis=-2) for t in temperatures], axis=-3
+    )
+    fail = 10.0 ** rng.uniform(-9, -2, size=(n_m, 1, 1)) * rng.lognormal(0, 1, (n_m, n_t, n_items))
+    valid = np.clip(1.0 - fail, 0.0, 1.0)
+    names = list(models)
+    coords = {
+        "model": names,
+        "target": list(targets),
+        "item": [str(k + 1) for k in range(n_items)],
+        "score": scores,
+        "temperature": list(temperatures),
+        "top_p": list(top_ps),
+        "country_of_origin": ("model", [models[m][0] for m in names]),
+        "model_size": ("model", [float(models[m][1]) for m in names]),
+    }
+    prompts = np.array(
+        [
+            [
+                [f"[synthetic] item {k + 1} about {t} for {m}" for k in range(n_items)]
+                for t in targets
+            ]
+            for m in names
+        ],
+        dtype=object,
+    )
+    ds = xr.Dataset(
+        {
+            "pmf": (("model", "target", "item", "score"), pmf),
+            "valid_mass": (("model", "target", "item"), valid),
+            "prompt_text": (("model", "target", "item"), prompts),
+            "decoding_pmf": (("model", "target", "item", "temperature", "top_p", "score"), grid),
+            "decoding_valid_mass": (
+                ("model", "target", "item", "temperature", "top_p"),
+                np.broadcast_to(
+                    valid[..., None, None], (*valid.shape, len(temperatures), len(top_ps))
+                ).copy(),
+            ),
+        },
+        coords=coords,
+        attrs={
+            "instrument": "CETSCALE",
+            "scale_min": 1,
+            "scale_max": 7,
+            "synthetic": 1,
+            "title": "SYNTHETIC demo results (random PMFs, no model was run)",
+            "history": "xlikert.datasets.synthetic_results",
+        },
+    )
+    ds["pmf"].attrs["long_name"] = "item PMF over valid answers"
+    return ds
+
+
+def load_demo_results(verbose: bool = True) -> xr.Dataset:
+    """The demo results: the shipped ``demo_results.nc`` if present, else synthetic.
+
+    Parameters
+    ----------
+    verbose
+        Print which one was loaded.
+
+    Returns
+    -------
+    xr.Dataset
+        With ``attrs["synthetic"]`` 1 for the synthetic fallback, 0 for real data.
+
+    Examples
+    --------
+    >>> ds = load_demo_results(verbose=False)
+    >>> "pmf" in ds
+    True
+    """
+    path = _data_path(DEMO_RESULTS)
+    if path.is_file():
+        from ..io import open_results
+
+        with importlib.resources.as_file(path) as p:
+            ds = open_results(p)  # file closed on return
+        ds.attrs.setdefault("synthetic", 0)
+        if verbose:
+            print(f"Loaded the shipped demo results: {p}")
+        return ds
+    ds = synthetic_results()
+    if verbose:
+        print(
+            "No shipped demo results (xlikert/data/demo_results.nc) found: using SYNTHETIC "
+            "results (random PMFs, no model was run). Numbers below illustrate the "
+            "pipeline only."
+        )
+    return ds

@@ -37,7 +37,7 @@ variable or an empty table: it is an error that says what to rename.
 
 The collection layer uses the auxiliary names ``rank``, ``temperature``,
 ``top_p`` and ``trace`` (:data:`COLLECTION_DIMS`) and the variable names of
-:data:`RESULT_VARIABLES`; it should import them from here.
+:data:`RESULT_VARIABLES` (the results schema, :mod:`xlikert.schema`).
 
 Examples
 --------
@@ -59,6 +59,7 @@ from types import MappingProxyType
 
 import xarray as xr
 
+from . import schema
 from .errors import DesignError
 
 __all__ = [
@@ -107,34 +108,9 @@ DECODING_DIMS: tuple[str, ...] = ("temperature", "top_p")
 #: Auxiliary dims the collection layer creates.
 COLLECTION_DIMS: tuple[str, ...] = ("rank", "temperature", "top_p", "trace")
 
-#: Variables of a results file (collection) and of a prompts Dataset (design).
-RESULT_VARIABLES: tuple[str, ...] = (
-    "pmf",
-    "valid_mass",
-    "prompt_text",
-    "prompt_token_ids",
-    "topk_token",
-    "topk_logprob",
-    "decoding_pmf",
-    "decoding_valid_mass",
-    "pmf_lower",
-    "pmf_upper",
-    "valid_mass_lower",
-    "valid_mass_upper",
-    "pmf_se",
-    "trace_pmf",
-    "trace_valid_mass",
-    "trace_truncated",
-    "trace_length",
-    "trace_seed",
-    "trace_text",
-    "trace_token_ids",
-    "trace_closing_ids",
-    "computed",
-    "system",
-    "user",
-    "reverse_keyed",
-)
+#: Variables of a results file (collection) and of a prompts Dataset (design):
+#: derived from the results schema (:mod:`xlikert.schema`).
+RESULT_VARIABLES: tuple[str, ...] = schema.RESULT_VARIABLES
 #: Variables and tree nodes the analysis writes next to factor coordinates.
 ANALYSIS_VARIABLES: tuple[str, ...] = (
     "E",

@@ -476,7 +476,7 @@ def human_vs_llm(
 def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None = None) -> Figure:
     """SE of the N-sample estimator vs N (log-log), one line per level of ``by``.
 
-    ``se`` is :func:`xlikert.sampling.standard_error` output ``(*factors, n)``.
+    ``se`` is :func:`xlikert.analysis.cost.standard_error` output ``(*factors, n)``.
     Lines are the mean over the other conditions; the band spans their min to
     max.
     """
@@ -564,7 +564,7 @@ def decoding_bias(
 def flip_probability(flips: pd.DataFrame, ax: Axes | None = None, log_x: bool = True) -> Figure:
     """Sign-flip probability vs exact ``|E|``, one colour and marker per budget N.
 
-    ``flips`` is :func:`xlikert.sampling.flip_probability` output. Main effects
+    ``flips`` is :func:`xlikert.analysis.cost.flip_probability` output. Main effects
     are filled markers, interactions hollow.
     """
     fig, ax = _new_ax(ax)

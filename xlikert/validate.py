@@ -40,6 +40,22 @@ def is_lazy(obj: xr.DataArray) -> bool:
     return obj.chunks is not None
 
 
+def single_chunk(obj: xr.DataArray, dims: Iterable[Hashable]) -> xr.DataArray:
+    """``obj`` with each of ``dims`` in one Dask chunk (a kernel's core dims); in-memory
+    input is returned as it is.
+
+    Examples
+    --------
+    >>> import xarray as xr, numpy as np
+    >>> da = xr.DataArray(np.ones((4, 3)), dims=("model", "score")).chunk({"score": 1})
+    >>> single_chunk(da, ["score"]).chunks
+    ((4,), (3,))
+    """
+    if is_lazy(obj):
+        return obj.chunk({d: -1 for d in dims if d in obj.dims})
+    return obj
+
+
 def as_pmf(obj: xr.DataArray | xr.Dataset, var: str = "pmf") -> xr.DataArray:
     """The PMF DataArray of ``obj``: itself, or a results Dataset's ``var`` (``pmf``).
 

@@ -3,19 +3,19 @@
 ``collect`` runs a prompts Dataset through one or more models and returns the
 results Dataset of DESIGN.md §1; ``merge_shards`` combines ``--shard i/n`` parts.
 Every backend implements one small protocol (:mod:`~xlikert.collect.protocol`)
-and returns one per-unit record (:mod:`~xlikert.collect.schema`):
+and returns one per-unit record (:mod:`~xlikert.collect.record`):
 
-- ``transformers`` (:mod:`~xlikert.collect.local`): built-in offline zoo names,
+- ``transformers`` (:mod:`~xlikert.collect.backends.transformers`): built-in offline zoo names,
   Hugging Face ids, local folders or GGUF files;
-- ``vllm`` (:mod:`~xlikert.collect.vllm`): the same models in an in-process vLLM
+- ``vllm`` (:mod:`~xlikert.collect.backends.vllm`): the same models in an in-process vLLM
   engine, with tensor/pipeline/data parallelism;
-- ``openai`` (:mod:`~xlikert.collect.server`): a model behind an
+- ``openai`` (:mod:`~xlikert.collect.backends.openai`): a model behind an
   OpenAI-compatible server (vLLM, llama.cpp, hosted APIs).
 
 A model entry with ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``
 thinks before it answers: its thoughts are sampled, the answer after each is
 read exactly (:mod:`~xlikert.collect.reasoning`; transformers and vLLM backends).
-The maths they share is in :mod:`xlikert.constraint`. torch, transformers and
+The maths they share is in :mod:`xlikert.analysis.constraint`. torch, transformers and
 vLLM are imported on first use, not by this package.
 
 Examples
@@ -28,18 +28,19 @@ Examples
 from __future__ import annotations
 
 from .merge import merge_shards
-from .protocol import BACKENDS, DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions, Model
+from .options import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions
+from .protocol import BACKENDS, Model
 from .reasoning import trace_texts
+from .record import ReadSequence, UnitResult, read_sequence
 from .runner import collect, parse_shard
-from .schema import ReadSequence, UnitResult, read_sequence
 from .store import PartialStore
 from .tokens import ValidTokens, find_valid_tokens
 from .zoo import ZOO, builtin_names, cache_dir, resolve_gguf
 
 
 def load_model(*args, **kwargs):
-    """Load a transformers model for collection; see :func:`xlikert.collect.local.load_model`."""
-    from .local import load_model as _load
+    """Load a transformers model for collection; see :func:`xlikert.collect.backends.transformers.load_model`."""
+    from .backends.transformers import load_model as _load
 
     return _load(*args, **kwargs)
 

@@ -11,8 +11,8 @@ import xarray as xr
 
 from .._version import __version__
 from ..errors import CollectionError
+from ..schema import BOUND_VARIABLES, TRACE_VARIABLES, VARIABLES
 from ..validate import describe_cells
-from .schema import BOUND_VARIABLES, TRACE_VARIABLES, VARIABLES
 
 __all__ = ["merge_shards"]
 

@@ -1,4 +1,4 @@
-"""The measurement layer's one seam: how the driver talks to a backend.
+"""The measurement layer's one seam: how the runner talks to a backend.
 
 A backend is a module with two functions:
 
@@ -11,389 +11,76 @@ A backend is a module with two functions:
     a backend may use to detect what the engine supports.
 
 A :class:`Model` scores a list of ``(system, user)`` prompts into one
-:class:`~xlikert.collect.schema.UnitResult` and describes itself in
-:meth:`Model.provenance`. The backends:
+:class:`~xlikert.collect.record.UnitResult`, reads the next units with other
+answer labels when asked (:meth:`Model.relabel`), and describes itself in
+:meth:`Model.provenance`. This module declares everything the runner
+(:mod:`xlikert.collect.runner`) calls; the backends import it, never the reverse
+(lm-evaluation-harness's ``api/model.py`` seam). The backends, side by side under
+:mod:`xlikert.collect.backends`:
 
-============  ==============================================  ===============
-``backend``   module                                          selected by
-============  ==============================================  ===============
-transformers  :mod:`xlikert.collect.local`                    default
-vllm          :mod:`xlikert.collect.vllm` (in-process engine) ``backend = "vllm"``
-openai        :mod:`xlikert.collect.server` (HTTP server)     ``source = "openai:..."``
-============  ==============================================  ===============
+============  ==================================================  ===============
+``backend``   module                                              selected by
+============  ==================================================  ===============
+transformers  :mod:`xlikert.collect.backends.transformers`        default
+vllm          :mod:`xlikert.collect.backends.vllm` (in process)   ``backend = "vllm"``
+openai        :mod:`xlikert.collect.backends.openai` (HTTP)       ``source = "openai:..."``
+============  ==================================================  ===============
 
-The two in-process backends share a base (:mod:`xlikert.collect.inprocess`).
-Every backend's ``check`` refuses model-entry keys it does not know
-(:func:`check_entry_keys`), and the run-wide options
-(:class:`CollectOptions`) are validated when built, before any model loads.
+The two in-process backends share a base
+(:mod:`xlikert.collect.backends.inprocess`). Every backend's ``check`` refuses
+model-entry keys it does not know (:func:`~xlikert.collect.options.check_entry_keys`),
+and the run-wide options (:class:`~xlikert.collect.options.CollectOptions`) are
+validated when built, before any model loads.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import functools
 import importlib
-import itertools
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+from ..errors import CollectionError
 
-from ..errors import CollectionError, LabelMappingError
-from .schema import UnitResult
+if TYPE_CHECKING:
+    from .options import CollectOptions
+    from .record import UnitResult
 
-__all__ = [
-    "BACKENDS",
-    "DEFAULT_TEMPERATURES",
-    "DEFAULT_TOP_PS",
-    "RUN_WIDE_OPTIONS",
-    "CollectOptions",
-    "Model",
-    "backend_module",
-    "backend_of",
-    "check_entry_keys",
-]
+__all__ = ["BACKENDS", "Model", "backend_module", "backend_of"]
 
 #: Backend name -> module implementing ``check`` and ``open``.
 BACKENDS = {
-    "transformers": "xlikert.collect.local",
-    "vllm": "xlikert.collect.vllm",
-    "openai": "xlikert.collect.server",
+    "transformers": "xlikert.collect.backends.transformers",
+    "vllm": "xlikert.collect.backends.vllm",
+    "openai": "xlikert.collect.backends.openai",
 }
-
-
-#: The decoding grid's default temperatures (the one place that holds them).
-DEFAULT_TEMPERATURES: tuple[float, ...] = (0.1, 0.5, 1.0, 1.3)
-#: The decoding grid's default top-p values (the one place that holds them).
-DEFAULT_TOP_PS: tuple[float, ...] = (0.8, 0.9, 1.0)
-
-#: Options every model of a run shares (the results' coordinates, the answer rule,
-#: the unit of saved progress): a model entry may not set them.
-RUN_WIDE_OPTIONS = (
-    "scale", "top_k", "temperatures", "top_ps", "split_space", "prefix_cache", "batch_size",
-    "chunk_size", "answer_labels",
-)  # fmt: skip
-
-
-def _fail(where: str, message: str) -> CollectionError:
-    return CollectionError(f"{where}: {message}" if where else message)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
-
-
-def _is_real(v: Any) -> bool:
-    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(
-        v, bool | np.bool_
-    )
-
-
-def _grid(name: str, value: Any, where: str, ok, rule: str) -> tuple[float, ...]:
-    """A decoding-grid axis: one number or a non-empty sequence of distinct numbers."""
-    values = [value] if _is_real(value) else value
-    if isinstance(values, str | bytes) or not hasattr(values, "__iter__"):
-        raise _fail(where, f"{name} must be a number or a list of numbers, got {value!r}")
-    values = list(values)
-    if not values:
-        raise _fail(where, f"{name} is empty; give at least one value ({rule})")
-    bad = [v for v in values if not (_is_real(v) and math.isfinite(v) and ok(float(v)))]
-    if bad:
-        raise _fail(where, f"{name} must hold finite numbers {rule}; got {bad[0]!r} in {values}")
-    out = tuple(float(v) for v in values)
-    if len(set(out)) < len(out):
-        raise _fail(where, f"{name} repeats a value: {list(out)} (each is a coordinate)")
-    return out
-
-
-@dataclass(frozen=True)
-class CollectOptions:
-    """Run-wide settings every backend reads, validated when built.
-
-    Every default lives here (:data:`DEFAULT_TEMPERATURES`, :data:`DEFAULT_TOP_PS`);
-    :func:`~xlikert.collect.collect` takes an instance (``options=``) and/or the same
-    names as keywords, ``xlikert run`` as flags, and an experiment file as its
-    ``[collect]`` table (:meth:`from_mapping`). Model entries may set ``device``,
-    ``dtype``, ``device_map`` and ``trust_remote_code`` for themselves (where their
-    backend knows them); the others (:data:`RUN_WIDE_OPTIONS`) are the run's.
-
-    Attributes
-    ----------
-    scale
-        Scale values (distinct integers, increasing); None: the prompts' scale.
-    top_k
-        Raw top-k tokens stored per prompt (``topk_token``, ``topk_logprob``), >= 1.
-    temperatures, top_ps
-        The decoding grid (``decoding_pmf``): temperatures finite and > 0, top-p
-        values in (0, 1]; a single number is a grid of one.
-    split_space
-        Count answers whose leading space is a token of its own exactly (False:
-        the paper's one-token rule).
-    prefix_cache
-        Reuse the system prompt's KV cache (transformers; checked at run time).
-    batch_size
-        Prompts per forward pass (an integer >= 1) or ``"auto"``.
-    chunk_size
-        Prompts per unit (the unit of saved progress), >= 1.
-    device, dtype, device_map, trust_remote_code
-        Defaults for model entries that do not set them (in-process backends).
-    answer_labels
-        The answer label of each score, in score order (a response format,
-        :mod:`xlikert.design.formats`); None: the scores' digits. Every answer
-        rule above reads these labels and puts each one's probability on its
-        score. :func:`~xlikert.collect.collect` sets it per level of a format
-        factor from the prompts' ``answer_label``.
-
-    Raises
-    ------
-    CollectionError
-        A value out of range or of the wrong type, naming the field.
-
-    Examples
-    --------
-    >>> CollectOptions(top_ps=0.9).top_ps
-    (0.9,)
-    >>> CollectOptions(top_ps=(0.0, 1.0))
-    Traceback (most recent call last):
-    ...
-    xlikert.errors.CollectionError: top_ps must hold finite numbers in (0, 1]; got 0.0 in [0.0, 1.0]
-    """
-
-    scale: tuple[int, ...] | None = None
-    top_k: int = 20
-    temperatures: tuple[float, ...] = DEFAULT_TEMPERATURES
-    top_ps: tuple[float, ...] = DEFAULT_TOP_PS
-    split_space: bool = True
-    prefix_cache: bool = True
-    batch_size: int | str = "auto"
-    chunk_size: int = 64
-    device: str | None = None
-    dtype: str | None = None
-    device_map: str | None = None
-    trust_remote_code: bool = False
-    answer_labels: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        self._validate("")
-
-    def _validate(self, where: str) -> None:
-        put = functools.partial(object.__setattr__, self)
-        if self.scale is not None:
-            scale = list(self.scale) if not isinstance(self.scale, str | bytes) else None
-            if scale is None or not all(_is_int(v) for v in scale):
-                raise _fail(where, f"scale must be a list of integers, got {self.scale!r}")
-            if len(scale) < 2 or any(b <= a for a, b in itertools.pairwise(scale)):
-                raise _fail(where, f"scale must hold at least two increasing integers, got {scale}")
-            put("scale", tuple(int(v) for v in scale))
-        if not (_is_int(self.top_k) and self.top_k >= 1):
-            raise _fail(where, f"top_k must be an integer >= 1, got {self.top_k!r}")
-        put("top_k", int(self.top_k))
-        put("temperatures", _grid("temperatures", self.temperatures, where,
-                                  lambda t: t > 0, "> 0"))  # fmt: skip
-        put("top_ps", _grid("top_ps", self.top_ps, where, lambda p: 0 < p <= 1, "in (0, 1]"))
-        for name in ("split_space", "prefix_cache", "trust_remote_code"):
-            if not isinstance(getattr(self, name), bool | np.bool_):
-                raise _fail(where, f"{name} must be true or false, got {getattr(self, name)!r}")
-            put(name, bool(getattr(self, name)))
-        bs = self.batch_size
-        if not ((_is_int(bs) and bs >= 1) or bs == "auto"):
-            raise _fail(where, f"batch_size must be an integer >= 1 or 'auto', got {bs!r}")
-        put("batch_size", bs if bs == "auto" else int(bs))
-        if not (_is_int(self.chunk_size) and self.chunk_size >= 1):
-            raise _fail(where, f"chunk_size must be an integer >= 1, got {self.chunk_size!r}")
-        put("chunk_size", int(self.chunk_size))
-        for name in ("device", "dtype", "device_map"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise _fail(where, f"{name} must be a string, got {getattr(self, name)!r}")
-        if self.dtype is not None:
-            from .inprocess import check_dtype
-
-            check_dtype(self.dtype, where)
-        if self.answer_labels is not None:
-            put("answer_labels", self._checked_labels(where))
-
-    def _checked_labels(self, where: str) -> tuple[str, ...]:
-        """The answer labels: distinct non-empty strings, one per scale value."""
-        labels = self.answer_labels
-        if isinstance(labels, str | bytes) or not all(isinstance(x, str) for x in labels):
-            raise _fail(where, f"answer_labels must be a list of strings, got {labels!r}")
-        labels = tuple(labels)
-        bad = [x for x in labels if not x.strip() or x != x.strip()]
-        dup = sorted({x for x in labels if labels.count(x) > 1})
-        wrong = self.scale is not None and len(labels) != len(self.scale)
-        if bad or dup or wrong:
-            why = (
-                f"blank or padded labels {bad}" if bad
-                else f"repeated labels {dup}" if dup
-                else f"{len(labels)} labels for the {len(self.scale)} scale values {list(self.scale)}"
-            )  # fmt: skip
-            raise LabelMappingError(
-                (f"{where}: " if where else "")
-                + f"answer_labels {list(labels)} are not a bijection onto the scale: {why}"
-            )
-        return labels
-
-    @property
-    def labels_by_score(self) -> dict[int, str] | None:
-        """Score -> answer label (None: the digits)."""
-        if self.answer_labels is None:
-            return None
-        return dict(zip(self._need_scale(), self.answer_labels, strict=True))
-
-    @classmethod
-    def fields(cls) -> tuple[str, ...]:
-        """The option names, in declaration order."""
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    @classmethod
-    def from_mapping(
-        cls,
-        mapping: Mapping[str, Any] | None,
-        *,
-        where: str = "",
-        base: CollectOptions | None = None,
-    ) -> CollectOptions:
-        """Options from a mapping of field names (an experiment's ``[collect]`` table).
-
-        Parameters
-        ----------
-        mapping
-            Field name -> value; None or empty gives ``base`` (or the defaults).
-        where
-            What the mapping is, for error messages (e.g. ``"exp.toml [collect]"``).
-        base
-            Options the mapping overrides (default: the defaults).
-
-        Raises
-        ------
-        CollectionError
-            An unknown key (naming it and the valid keys) or a bad value, prefixed
-            by ``where``.
-
-        Examples
-        --------
-        >>> CollectOptions.from_mapping({"top_ps": [0.9, 1.0]}, where="exp.toml [collect]").top_ps
-        (0.9, 1.0)
-        >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
-        Traceback (most recent call last):
-        ...
-        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels
-        """
-        mapping = dict(mapping or {})
-        if not all(isinstance(k, str) for k in mapping):
-            raise _fail(where, f"keys must be option names, got {list(mapping)}")
-        valid = cls.fields()
-        unknown = [k for k in mapping if k not in valid]
-        if unknown:
-            close = difflib.get_close_matches(unknown[0], valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise _fail(where, f"unknown key(s) {unknown}{hint}; valid keys: {', '.join(valid)}")
-        start = base if base is not None else cls()
-        values = {**{k: getattr(start, k) for k in valid}, **mapping}
-        out = object.__new__(cls)
-        for k, v in values.items():
-            object.__setattr__(out, k, v)
-        out._validate(where)
-        return out
-
-    def replace(self, where: str = "", **changes: Any) -> CollectOptions:
-        """A copy with ``changes`` (option names), validated like :meth:`from_mapping`."""
-        return type(self).from_mapping(changes, where=where, base=self)
-
-    def _need_scale(self) -> tuple[int, ...]:
-        if self.scale is None:
-            raise CollectionError("options have no scale yet (collect() takes it from the prompts)")
-        return self.scale
-
-    @property
-    def sizes(self) -> dict[str, int]:
-        """Lengths of the per-cell dims of a :class:`~xlikert.collect.schema.UnitResult`."""
-        return {
-            "score": len(self._need_scale()),
-            "rank": self.top_k,
-            "temperature": len(self.temperatures),
-            "top_p": len(self.top_ps),
-        }
-
-    @property
-    def coords(self) -> dict[str, Any]:
-        """Coordinates of the per-cell dims of the results Dataset."""
-        return {
-            "score": np.asarray(self._need_scale(), dtype=np.int64),
-            "rank": np.arange(1, self.top_k + 1),
-            "temperature": np.asarray(self.temperatures),
-            "top_p": np.asarray(self.top_ps),
-        }
-
-    def fingerprinted(self) -> dict[str, Any]:
-        """The settings that change the numbers (not the batch size or the device); the
-        run adds ``chunk_size`` (it fixes the units) and the scale."""
-        out = {
-            "top_k": self.top_k,
-            "temperatures": list(self.temperatures),
-            "top_ps": list(self.top_ps),
-            "dtype": self.dtype,
-            "prefix_cache": self.prefix_cache,
-            "split_space": self.split_space,
-        }
-        if self.answer_labels is not None:
-            out["answer_labels"] = list(self.answer_labels)
-        return out
-
-
-def check_entry_keys(spec: Mapping[str, Any], known: Iterable[str], backend: str) -> None:
-    """Refuse the keys of a model entry that its backend does not know, naming them.
-
-    A run-wide option (:data:`RUN_WIDE_OPTIONS`: the decoding grid, the scale, ...)
-    gets its own message: every model of a results file shares it, so it is set for
-    the run (an experiment's ``[collect]`` table, ``xlikert run`` flags, or
-    :func:`~xlikert.collect.collect`'s keywords), never per model. Every backend
-    calls this from its ``check``, so no backend ignores a key silently.
-
-    Raises
-    ------
-    CollectionError
-        Naming the model, the keys and the known keys.
-
-    Examples
-    --------
-    >>> check_entry_keys({"name": "m", "source": "x", "top_ps": [0.9]}, ["name", "source"], "vllm")
-    Traceback (most recent call last):
-    ...
-    xlikert.errors.CollectionError: model 'm': top_ps is a run-wide option (every model of a results file shares the decoding grid, the scale and the answer rule), not a model entry's: set it in the experiment file's [collect] table, with an xlikert run flag (--temperature, --top-p, --top-k, ...) or as a collect() keyword
-    """
-    known = set(known)
-    name = spec.get("name")
-    run_wide = [k for k in spec if k in RUN_WIDE_OPTIONS and k not in known]
-    if run_wide:
-        raise CollectionError(
-            f"model {name!r}: {', '.join(run_wide)} {'is a run-wide option' if len(run_wide) == 1 else 'are run-wide options'} "
-            "(every model of a results file shares the decoding grid, the scale and the "
-            "answer rule), not a model entry's: set it in the experiment file's [collect] "
-            "table, with an xlikert run flag (--temperature, --top-p, --top-k, ...) or as a "
-            "collect() keyword"
-        )
-    unknown = sorted(k for k in spec if k not in known)
-    if unknown:
-        raise CollectionError(
-            f"model {name!r}: unknown field(s) {unknown} for the {backend} backend; "
-            f"known: {sorted(known)}"
-        )
 
 
 @runtime_checkable
 class Model(Protocol):
-    """A loaded model (or a connection to one) that scores prompts."""
+    """A loaded model (or a connection to one) that scores prompts.
 
+    Everything the runner uses is declared here.
+    """
+
+    #: The model's name in the results (the ``model`` coordinate).
     name: str
     #: ``"exact"`` or ``"topk"`` (bounded): a resumed run must measure in the same mode.
     mode: str
+    #: The run-wide options the model reads with (its answer labels among them).
+    options: CollectOptions
 
     def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
         """Score ``(system, user)`` prompts: one row per prompt, every variable of the schema."""
+        ...
+
+    def relabel(self, labels: tuple[str, ...] | None) -> None:
+        """Read the next units' answers with these labels (one per score; None: the digits).
+
+        Raises
+        ------
+        AnswerLabelError
+            Labels the model's tokenizer cannot read as answers.
+        """
         ...
 
     def provenance(self) -> dict[str, Any]:
@@ -430,3 +117,22 @@ def backend_of(spec: dict[str, Any]) -> str:
 def backend_module(spec: dict[str, Any]):
     """The module implementing the backend of a model entry."""
     return importlib.import_module(BACKENDS[backend_of(spec)])
+
+
+#: Names that moved to :mod:`xlikert.collect.options` (the run-wide options).
+_MOVED = {
+    name: "xlikert.collect.options"
+    for name in (
+        "CollectOptions",
+        "DEFAULT_TEMPERATURES",
+        "DEFAULT_TOP_PS",
+        "RUN_WIDE_OPTIONS",
+        "check_entry_keys",
+    )
+}
+
+
+def __getattr__(name: str) -> Any:
+    from .._compat import moved_attribute
+
+    return moved_attribute(__name__, name, _MOVED)

@@ -12,7 +12,7 @@ thinks before it answers. For every (condition, item) the backend
    :func:`trace_seed` (the entry's ``seed``, the exact prompt text and the trace
    index), token by token at the entry's ``temperature`` and ``top_p``
    (:func:`sample_tokens`, the nucleus rule of
-   :data:`xlikert.constraint.DECODING_TIE_RULE`), until the model writes the
+   :data:`xlikert.collect.readout.DECODING_TIE_RULE`), until the model writes the
    *end marker* (``</think>``, or ``Answer:`` in the chain-of-thought framing,
    whose turn starts with :data:`COT_PREFILL`),
    ends its turn, or reaches ``max_new_tokens`` (the trace is then *truncated*);
@@ -30,19 +30,18 @@ traces alone and is never larger than that of sampling the answers as well.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import math
 import re
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..constraint import _logsumexp, nucleus_logprobs
 from ..errors import CollectionError
+from ..schema import decode_text, encode_text, encode_token_ids
+from .readout import logsumexp, nucleus_logprobs
 
 __all__ = [
     "COT_ANSWER_PREFIX",
@@ -54,9 +53,6 @@ __all__ = [
     "ReasoningFormat",
     "check_reasoning",
     "combine_traces",
-    "decode_trace_text",
-    "encode_trace_text",
-    "end_of_turn_ids",
     "reasoning_format",
     "reasoning_provenance",
     "sample_tokens",
@@ -367,24 +363,6 @@ def reasoning_format(tokenizer: Any, config: Mapping[str, Any], name: str) -> Re
     )
 
 
-def end_of_turn_ids(*eos: int | Sequence[int] | None) -> set[int]:
-    """The token ids that end a model's turn, from its ``eos_token_id`` values.
-
-    Each value is an id, a list of ids or None (the tokenizer's, the model
-    config's and the generation config's may differ; a sampler stops at any).
-
-    Examples
-    --------
-    >>> sorted(end_of_turn_ids(2, [2, 7], None))
-    [2, 7]
-    """
-    ids: set[int] = set()
-    for e in eos:
-        if e is not None:
-            ids.update(int(x) for x in (e if isinstance(e, list | tuple) else [e]))
-    return ids
-
-
 def reasoning_provenance(
     config: Mapping[str, Any], fmt: ReasoningFormat, sampler: str
 ) -> dict[str, Any]:
@@ -402,8 +380,8 @@ def sample_tokens(
 ) -> np.ndarray:
     """Draw one token per row by inverting the CDF of the sampler's distribution.
 
-    The distribution is :func:`xlikert.constraint.nucleus_logprobs` over the full
-    vocabulary (:data:`~xlikert.constraint.DECODING_TIE_RULE`), in float64.
+    The distribution is :func:`xlikert.collect.readout.nucleus_logprobs` over the full
+    vocabulary (:data:`~xlikert.collect.readout.DECODING_TIE_RULE`), in float64.
 
     Parameters
     ----------
@@ -429,7 +407,7 @@ def sample_tokens(
     z = np.asarray(logits, dtype=np.float64)
     V = z.shape[-1]
     if top_p >= 1:  # the same numbers as nucleus_logprobs' top_p = 1 branch, fewer passes
-        lp = z / temperature - _logsumexp(z / temperature)
+        lp = z / temperature - logsumexp(z / temperature)
     else:
         lp = nucleus_logprobs(z, np.arange(V), [temperature], [top_p])[:, 0, 0, :]
     c = np.cumsum(np.exp(lp), axis=-1)
@@ -489,7 +467,7 @@ def store_traces(
     Parameters
     ----------
     res : UnitResult
-        The unit (with :data:`~xlikert.collect.schema.TRACE_VARIABLES`).
+        The unit (with :data:`~xlikert.schema.TRACE_VARIABLES`).
     read
         ``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` after each
         closed trace (traces first).
@@ -500,7 +478,6 @@ def store_traces(
         :meth:`ReasoningFormat.closing_ids`: the ids appended after a trace that
         wrote the end marker (True) or did not (False).
     """
-    from .schema import encode_token_ids
 
     comb = combine_traces(read["pmf"], read["valid_mass"], axis=0)
     d = res.data
@@ -514,39 +491,9 @@ def store_traces(
     d["trace_truncated"][row] = [e == "length" for e in ends]
     d["trace_length"][row] = [len(t) + (e == "eos") for t, e in zip(traces, ends, strict=True)]
     d["trace_seed"][row] = seeds
-    d["trace_text"][row] = [encode_trace_text(t) for t in texts]
+    d["trace_text"][row] = [encode_text(t) for t in texts]
     d["trace_token_ids"][row] = [encode_token_ids(t) for t in traces]
     d["trace_closing_ids"][row] = [encode_token_ids(closing[e == "marker"]) for e in ends]
-
-
-_CODEC = "zlib+base64:"
-
-
-def encode_trace_text(text: str) -> str:
-    """Compress a trace's text for the results file (``zlib+base64:...``).
-
-    Examples
-    --------
-    >>> decode_trace_text(encode_trace_text("I think 5.")) == "I think 5."
-    True
-    """
-    return _CODEC + base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
-
-
-def decode_trace_text(blob: str) -> str:
-    """The text of a stored trace (empty where there is none).
-
-    Raises
-    ------
-    CollectionError
-        A string that is not a stored trace.
-    """
-    blob = str(blob)
-    if not blob:
-        return ""
-    if not blob.startswith(_CODEC):
-        raise CollectionError(f"not a stored trace text (no {_CODEC!r} prefix): {blob[:40]!r}")
-    return zlib.decompress(base64.b64decode(blob[len(_CODEC) :])).decode("utf-8")
 
 
 def trace_texts(ds: Any) -> Any:
@@ -561,5 +508,5 @@ def trace_texts(ds: Any) -> Any:
 
     if not isinstance(ds, xr.Dataset) or "trace_text" not in ds:
         raise CollectionError("trace_texts needs a results Dataset with a 'trace_text' variable")
-    arr = np.vectorize(decode_trace_text, otypes=[object])(ds["trace_text"].values)
+    arr = np.vectorize(decode_text, otypes=[object])(ds["trace_text"].values)
     return ds["trace_text"].copy(data=arr)

@@ -30,8 +30,9 @@ from .._version import __version__
 from ..dims import check_factor_name
 from ..errors import CollectionError
 from ..io import encode_attrs
-from .protocol import CollectOptions, Model, backend_module
-from .schema import UnitResult, assemble
+from .options import CollectOptions
+from .protocol import Model, backend_module
+from .record import UnitResult, assemble
 from .store import PartialStore, as_record
 from .templates import PLAIN_FORMAT
 
@@ -308,18 +309,18 @@ def collect(
     models
         Zoo names, Hugging Face ids, local paths, or dicts (``name``, ``source``,
         ``backend`` = ``"transformers"`` (default), ``"vllm"`` or ``"openai"``, and
-        the backend's keys: see :mod:`xlikert.collect.local`,
-        :mod:`xlikert.collect.vllm`, :mod:`xlikert.collect.server`); ``name`` is
+        the backend's keys: see :mod:`xlikert.collect.backends.transformers`,
+        :mod:`xlikert.collect.backends.vllm`, :mod:`xlikert.collect.backends.openai`); ``name`` is
         the ``model`` level.
     output
         netCDF path. When given, the run is resumable (``<output>.partial/``) and a
         finished output with the same fingerprint is opened instead of recomputed.
     options
-        The run's settings (:class:`~xlikert.collect.protocol.CollectOptions`:
+        The run's settings (:class:`~xlikert.collect.options.CollectOptions`:
         the decoding grid, top-k, the answer rule, batch and unit sizes, the
         in-process backends' device and dtype); default: the defaults.
     **overrides
-        Any field of :class:`~xlikert.collect.protocol.CollectOptions` by name,
+        Any field of :class:`~xlikert.collect.options.CollectOptions` by name,
         overriding ``options`` (``scale``, ``top_k``, ``temperatures``,
         ``top_ps``, ``split_space``, ``prefix_cache``, ``batch_size``,
         ``chunk_size``, ``device``, ``dtype``, ``device_map``,
@@ -355,7 +356,7 @@ def collect(
         ``attrs["models"][name]``; with a model in reasoning mode (an entry with
         ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``, see
         :mod:`xlikert.collect.reasoning`) also ``pmf_se`` and the ``trace_*``
-        variables on a ``trace`` dim (:data:`~xlikert.collect.schema.TRACE_VARIABLES`),
+        variables on a ``trace`` dim (:data:`~xlikert.schema.TRACE_VARIABLES`),
         and ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error.
 
     Raises

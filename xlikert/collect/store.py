@@ -22,7 +22,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import CollectionError
-from .schema import UnitResult
+from .record import UnitResult
 
 __all__ = ["PartialStore", "as_record"]
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ..constraint import scale_mass
 from ..errors import AnswerLabelError, CollectionError
+from .readout import scale_mass
 
 __all__ = [
     "ANSWER_RULE",
@@ -248,7 +248,7 @@ class AnswerSequences:
             ``(..., len(scale))``: P(y) = sum over the spellings of y of the product
             of their tokens' conditional probabilities (times the probability of
             stopping after them, with a stop check), summed per scale value by
-            :func:`xlikert.constraint.scale_mass`. The total is the valid mass.
+            :func:`xlikert.collect.readout.scale_mass`. The total is the valid mass.
 
         Examples
         --------
@@ -290,7 +290,7 @@ class AnswerSequences:
             ``(B, contexts, need)`` raw log-probabilities (temperature 1, no nucleus).
         grid : np.ndarray, optional
             ``(B, T, P, contexts, need)`` the same under every decoding setting
-            (:func:`xlikert.constraint.nucleus_logprobs`); NaN where not measured.
+            (:func:`xlikert.collect.readout.nucleus_logprobs`); NaN where not measured.
 
         Returns
         -------

@@ -17,18 +17,24 @@ formats: ``xlikert/design/README.md``.
 
 from __future__ import annotations
 
-from .experiment import (
-    Experiment,
-    Factor,
-    builtin_experiments,
-    experiment_from_dict,
-    load_experiment,
-    prompts_to_frame,
-)
+from .experiment import Experiment, Factor, prompts_to_frame
 from .formats import BUILTIN_FORMATS, ResponseFormat, builtin_format
 from .instrument import Instrument, Item, builtin_instruments, load_instrument, scale_fields
-from .scoring import reflect_reverse_keyed, subscale_composites
+from .parser import builtin_experiments, experiment_from_dict, load_experiment
 from .template import Template
+
+#: Names that moved to the analysis (they work on PMFs, not on designs).
+_MOVED = {
+    "reflect_reverse_keyed": "xlikert.analysis.keying",
+    "subscale_composites": "xlikert.analysis.construct",
+}
+
+
+def __getattr__(name: str):
+    from .._compat import moved_attribute
+
+    return moved_attribute(__name__, name, _MOVED)
+
 
 __all__ = [
     "BUILTIN_FORMATS",
@@ -45,7 +51,5 @@ __all__ = [
     "load_experiment",
     "load_instrument",
     "prompts_to_frame",
-    "reflect_reverse_keyed",
     "scale_fields",
-    "subscale_composites",
 ]

@@ -1,59 +1,38 @@
 """Fully crossed experiments: factors x items -> every rendered prompt.
 
-An experiment file (TOML; format in ``xlikert/design/README.md``) names an
-instrument, the non-model factors and their levels, and the models. Every
-template used is checked against the fields each factor level supplies when
-the file is loaded, so :meth:`Experiment.build_prompts` cannot fail half-way.
+An :class:`Experiment` names an instrument, the non-model factors (:class:`Factor`)
+and their levels, and the models; :meth:`Experiment.build_prompts` renders every
+prompt. Experiment files are read by :mod:`xlikert.design.parser` (format in
+``xlikert/design/README.md``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
-from collections import Counter
-from dataclasses import dataclass, field, replace
-from importlib import resources
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ..errors import ConfigError, FormatNotShownError, LabelMappingError
-from ._problems import Problems, read_toml, suggest, validate
-from ._schema import (
-    RESERVED,
-    SCALE_FIELDS,
-    ExperimentFile,
-    ExperimentHead,
-    FactorSpec,
-    ModelSpec,
-)
+from ..errors import ConfigError
+from ..schema import PROMPT_VARIABLES
 from .formats import (
-    BUILTIN_FORMATS,
-    LABEL_FIELDS,
     ResponseFormat,
-    builtin_format,
-    format_from_table,
 )
 from .instrument import (
     Instrument,
     Item,
-    _resolve,
-    builtin_instruments,
-    load_instrument,
     scale_fields,
 )
-from .template import Template, TemplateSyntaxError
+from .template import Template
 
 __all__ = [
     "Experiment",
     "Factor",
-    "builtin_experiments",
-    "experiment_from_dict",
-    "load_experiment",
     "prompts_to_frame",
 ]
 
@@ -267,8 +246,8 @@ class Experiment:
         }
         return xr.Dataset(
             {
-                "system": (dims, system.astype(str), {"description": "system message sent"}),
-                "user": (dims, user.astype(str), {"description": "user message sent"}),
+                "system": (dims, system.astype(str), dict(PROMPT_VARIABLES["system"].attrs)),
+                "user": (dims, user.astype(str), dict(PROMPT_VARIABLES["user"].attrs)),
                 **extra,
             },
             coords=coords,
@@ -326,6 +305,7 @@ def prompts_to_frame(ds: xr.Dataset):
 
     Examples
     --------
+    >>> from xlikert.design import load_experiment
     >>> df = prompts_to_frame(load_experiment("demo").build_prompts())
     >>> list(df.columns)
     ['target', 'item', 'reverse_keyed', 'subscale', 'system', 'user']
@@ -347,497 +327,3 @@ def prompts_to_frame(ds: xr.Dataset):
     rows["system"] = np.asarray(ds["system"].values).ravel()
     rows["user"] = np.asarray(ds["user"].values).ravel()
     return pd.DataFrame(rows)
-
-
-def _experiment_dir():
-    return resources.files("xlikert.design").joinpath("experiments")
-
-
-def builtin_experiments() -> list[str]:
-    """Names of the experiments shipped with xlikert (``"demo"``, ``"paper"``, ``"framing"``, ...)."""
-    return sorted(
-        p.name.removesuffix(".toml")
-        for p in _experiment_dir().iterdir()
-        if p.name.endswith(".toml")
-    )
-
-
-def load_experiment(path_or_builtin: str | Path) -> Experiment:
-    """Load and validate an experiment file, or a built-in experiment by name.
-
-    Parameters
-    ----------
-    path_or_builtin
-        Path of a TOML experiment file, or a built-in name (``"demo"``: the
-        offline demo, 3 zoo models x 4 targets on CETSCALE; ``"paper"``: the
-        paper's 5 x 4 design; ``"framing"``: 3 models x 4 targets x 6 framings;
-        ``"formats"``: 3 response formats x 4 targets on SmolLM2-135M).
-
-    Raises
-    ------
-    ConfigError
-        Listing every problem, each naming the file, the item or table and the field.
-
-    Examples
-    --------
-    >>> exp = load_experiment("framing")
-    >>> exp.factors["prompt"][:2], exp.n_prompts
-    (['v0_original', 'v1_participant'], 408)
-    """
-    path = _resolve(path_or_builtin, "experiment", _experiment_dir(), builtin_experiments())
-    table, digest = read_toml(path)
-    return experiment_from_dict(table, file=str(path), sha256=digest, base_dir=path.parent)
-
-
-def experiment_from_dict(
-    table: dict[str, Any],
-    *,
-    file: str = "<dict>",
-    sha256: str | None = None,
-    base_dir: str | Path | None = None,
-) -> Experiment:
-    """Build an :class:`Experiment` from an already parsed table (same schema as the file).
-
-    ``base_dir`` resolves a relative instrument path; ``sha256`` defaults to the
-    hash of the table's canonical JSON.
-
-    Raises
-    ------
-    ConfigError
-        Listing every problem, each naming the file, the item or table and the field.
-    """
-    if not isinstance(table, dict):
-        raise ConfigError(f"{file}: an experiment must be a table, got {type(table).__name__}")
-    p = Problems(file)
-    spec = validate(ExperimentFile, table, p)
-    head = spec.experiment
-    inst = _instrument_of(p, head.instrument, base_dir)
-    scale = spec.scale
-    lo, hi, anchors = (
-        (scale.min, scale.max, dict(scale.anchors))
-        if scale is not None
-        else (inst.scale_min, inst.scale_max, dict(inst.anchors))
-    )
-    items = _select_items(p, inst, head.items)
-    factors, failed = _parse_factors(p, inst, spec.factors, (lo, hi, anchors))
-    system_text, system_source = _system_prompt(p, inst, head, factors)
-    models = _check_models(p, spec.models)
-    constants = dict(spec.constants)
-    supply = _Suppliers.of(p, inst, constants, factors, lenient=failed)
-    user_templates = _user_templates(p, inst, head.user, items, supply)
-    system_templates = _system_templates(p, factors, system_text, system_source, supply)
-    _check_format_shown(p, factors, user_templates, system_templates)
-    p.raise_if_any()
-    if sha256 is None:
-        sha256 = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
-    return Experiment(
-        name=head.name or (Path(file).stem if file != "<dict>" else "experiment"),
-        description=head.description,
-        instrument=inst,
-        factor_specs=tuple(factors),
-        models=models,
-        items=items,
-        scale_min=lo,
-        scale_max=hi,
-        anchors=anchors,
-        constants=constants,
-        system=system_text,
-        system_source=system_source,
-        user=head.user,
-        path=file,
-        sha256=sha256,
-        collect=dict(spec.collect) if spec.collect is not None else None,
-        _user_templates=user_templates,
-        _system_templates=system_templates,
-    )
-
-
-def _instrument_of(p: Problems, ref: str, base_dir: str | Path | None) -> Instrument:
-    """The instrument named by ``[experiment] instrument`` (a path relative to ``base_dir``)."""
-    target: str | Path = ref
-    if ref not in builtin_instruments() and base_dir is not None:
-        candidate = Path(base_dir) / ref
-        target = candidate if candidate.is_file() or ref.endswith(".toml") else ref
-    try:
-        return load_instrument(target)
-    except ConfigError as exc:
-        p.add("[experiment], field 'instrument'", str(exc))
-        raise p.error() from None
-
-
-def _select_items(p: Problems, inst: Instrument, chosen: list[str] | None) -> tuple[Item, ...]:
-    """The items administered: ``[experiment] items`` of the instrument, or all of them."""
-    if chosen is None:
-        return inst.items
-    where, known = "[experiment], field 'items'", inst.item_ids
-    bad = [x for x in chosen if x not in known]
-    for x in bad:
-        p.add(where, f"unknown item id {x!r}{suggest(x, known)}")
-    dup = [x for x, n in Counter(chosen).items() if n > 1]
-    if dup:
-        p.add(where, f"duplicate item ids {dup}")
-    return inst.items if bad or dup else tuple(inst.item(x) for x in chosen)
-
-
-def _system_prompt(
-    p: Problems, inst: Instrument, head: ExperimentHead, factors: list[Factor]
-) -> tuple[str, str]:
-    """The fixed system-prompt template ("" if none or varying) and where it comes from."""
-    framing_factors = [f.name for f in factors if f.kind == "framing"]
-    framing, system = head.framing, head.system
-    if framing_factors and (framing is not None or system is not None):
-        p.add(
-            "[experiment]",
-            f"'framing'/'system' conflict with the framing factor {framing_factors[0]!r}; drop one",
-        )
-    elif framing is not None and system is not None:
-        p.add(
-            "[experiment]",
-            "give either 'framing' (a framing of the instrument) or 'system' (a template), not both",
-        )
-    elif framing_factors:
-        return "", f"varies with factor {framing_factors[0]!r}"
-    elif system is not None:
-        return system, "custom template" if system else "none (empty system prompt)"
-    else:
-        chosen = inst.default_framing if framing is None else framing
-        if chosen and chosen not in inst.framings:
-            p.add(
-                "[experiment], field 'framing'",
-                f"unknown framing {chosen!r}{suggest(chosen, inst.framings)}; "
-                f"framings of {inst.name}: {', '.join(inst.framings) or 'none'}",
-            )
-        elif chosen:
-            return inst.framings[chosen], f"fixed framing {chosen!r}"
-        else:
-            return "", "none (empty system prompt)"
-    return "", "none"
-
-
-def _check_models(p: Problems, models: list[ModelSpec]) -> list[dict[str, Any]]:
-    """One dict per model level (``name``, ``source``, further keys), names unique."""
-    out: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for k, m in enumerate(models):
-        k = p.file_index("models", k)
-        name = m.name or m.source
-        if name in seen:
-            p.add(
-                f"model {name!r} (models[{k}])",
-                f"duplicate model name {name!r} (first used by models[{seen[name]}])",
-            )
-            continue
-        seen[name] = k
-        rest = m.model_dump(exclude_unset=True, exclude={"name", "source"})
-        out.append({"name": name, "source": m.source, **rest})
-    return out
-
-
-# --------------------------------------------------------------------------- factors
-
-
-def _parse_factors(
-    p: Problems,
-    inst: Instrument,
-    specs: dict[str, FactorSpec],
-    scale: tuple[int, int, dict[int, str]],
-) -> tuple[list[Factor], bool]:
-    """The factors that parse, and whether any failed to."""
-    factors = [
-        _parse_format(p, name, spec, scale)
-        if spec.kind == "format"
-        else _parse_factor(p, inst, name, spec)
-        for name, spec in specs.items()
-    ]
-    parsed = [f for f in factors if f is not None]
-    framing = [f.name for f in parsed if f.kind == "framing"]
-    if len(framing) > 1:
-        p.add("[factors]", f"only one framing factor may set the system prompt, got {framing}")
-    formats = [f.name for f in parsed if f.kind == "format"]
-    if len(formats) > 1:
-        p.add("[factors]", f"only one factor may set the response format, got {formats}")
-    return parsed, len(parsed) < len(factors)
-
-
-def _inferred_kind(inst: Instrument, name: str) -> str:
-    """A factor's kind from the instrument's factor names (see :data:`KINDS`)."""
-    if name == inst.lexicon_factor and inst.lexicon:
-        return "lexicon"
-    return "framing" if name == inst.framing_factor else "free"
-
-
-def _parse_factor(p: Problems, inst: Instrument, name: str, spec: FactorSpec) -> Factor | None:
-    """A factor's levels and what each binds; None (problems reported) if unusable."""
-    where = f"factor {name!r}"
-    kind = spec.kind or _inferred_kind(inst, name)
-    raw = spec.levels
-    if raw is None and kind == "free":
-        p.add(where, "field 'levels' is missing (a free factor needs its levels)")
-        return None
-    if raw is None:
-        raw = list(inst.lexicon if kind == "lexicon" else inst.framings)
-        if not raw:
-            p.add(where, f"field 'levels' is missing and {inst.name} has no {kind} levels")
-            return None
-    bindings: dict[str, dict[str, str]] = {}
-    systems: dict[str, str] = {}
-    n_before = len(p.lines)
-    if isinstance(raw, list):
-        _levels_from_array(p, inst, name, kind, raw, bindings, systems)
-    else:
-        _levels_from_table(p, name, kind, raw, bindings, systems)
-    if len(p.lines) > n_before:
-        return None
-    # a level label is also available as {factor} unless a level binds that field itself
-    if not any(name in b for b in bindings.values()):
-        bindings = {level: {**b, name: level} for level, b in bindings.items()}
-    return Factor(name, kind, tuple(bindings), bindings, systems, spec.description)
-
-
-def _levels_from_array(
-    p: Problems,
-    inst: Instrument,
-    name: str,
-    kind: str,
-    levels: list[str],
-    bindings: dict[str, dict[str, str]],
-    systems: dict[str, str],
-) -> None:
-    """Levels given by label: lexicon levels and framings of the instrument, or free labels."""
-    where = f"factor {name!r}"
-    for lv in levels:
-        if lv in bindings:
-            p.add(where, f"duplicate level {lv!r}")
-        elif kind == "lexicon" and lv not in inst.lexicon:
-            p.add(
-                where,
-                f"level {lv!r} is not in the lexicon of {inst.name}{suggest(lv, inst.lexicon)}; "
-                f"lexicon levels: {', '.join(inst.lexicon) or 'none'} "
-                f"(or give the level's fields inline: [factors.{name}.levels.{lv}])",
-            )
-        elif kind == "framing" and lv not in inst.framings:
-            p.add(
-                where,
-                f"level {lv!r} is not a framing of {inst.name}{suggest(lv, inst.framings)}; "
-                f"framings: {', '.join(inst.framings) or 'none'}",
-            )
-        elif kind == "lexicon":
-            bindings[lv] = dict(inst.lexicon[lv])
-        elif kind == "framing":
-            bindings[lv], systems[lv] = {}, inst.framings[lv]
-        else:
-            bindings[lv] = {name: lv}
-
-
-def _levels_from_table(
-    p: Problems,
-    name: str,
-    kind: str,
-    levels: dict[str, str | dict[str, str]],
-    bindings: dict[str, dict[str, str]],
-    systems: dict[str, str],
-) -> None:
-    """Levels given inline: a framing's template, a free factor's text, or a table of fields."""
-    for lv, value in levels.items():
-        where = f"factor {name!r} level {lv!r}"
-        if kind == "framing" and not isinstance(value, str):
-            p.add(where, f"must be a string (the system prompt template), got {value!r}")
-        elif kind == "framing":
-            bindings[lv], systems[lv] = {}, str(value)
-        elif isinstance(value, str) and kind == "lexicon":
-            p.add(where, f"must be a table of lexicon fields, got {value!r}")
-        elif isinstance(value, str):
-            bindings[lv] = {name: value}
-        elif lists := [k for k, v in value.items() if not isinstance(v, str)]:
-            p.add(where, f"field(s) {lists} must be strings (arrays are for format levels)")
-        else:
-            bindings[lv] = dict(value)
-
-
-# --------------------------------------------------------------------------- placeholders
-
-
-@dataclass(frozen=True)
-class _Suppliers:
-    """Which factor, constant or scale field supplies each placeholder."""
-
-    owner: dict[str, str]
-    factors: dict[str, Factor]
-    lenient: bool  # a factor failed to parse: an unknown placeholder may be its
-
-    @classmethod
-    def of(
-        cls,
-        p: Problems,
-        inst: Instrument,
-        constants: dict[str, str],
-        factors: list[Factor],
-        lenient: bool,
-    ) -> _Suppliers:
-        """Every placeholder's one supplier; a field supplied twice is a problem."""
-        owner: dict[str, str] = dict.fromkeys(SCALE_FIELDS, "the scale")
-        owner.update(dict.fromkeys(constants, "[constants]"))
-        for f in factors:
-            declared = f.fields
-            if f.kind == "format":  # it renders the scale placeholders; it supplies its name
-                declared = tuple(k for k in f.fields if k not in SCALE_FIELDS)
-            if f.kind == "lexicon":  # an inline level lacking a lexicon field is reported per level
-                declared = tuple(dict.fromkeys((*f.fields, *inst.lexicon_fields)))
-            for key in declared:
-                if key in RESERVED:
-                    p.add(f"factor {f.name!r}", f"field {key!r} is reserved")
-                elif key in owner:
-                    p.add(
-                        f"factor {f.name!r}",
-                        f"field {key!r} is also supplied by {owner[key]}; rename one",
-                    )
-                else:
-                    owner[key] = f"factor {f.name!r}"
-        return cls(owner, {f"factor {f.name!r}": f for f in factors}, lenient)
-
-    def check(
-        self, p: Problems, template: Template, where: str, also: tuple[str, ...] = ()
-    ) -> None:
-        """Every placeholder of ``template`` (but ``also``) is supplied, by every level of its factor."""
-        for ph in template.fields:
-            if ph in also:
-                continue
-            src = self.owner.get(ph)
-            if src is None and not self.lenient:
-                known = sorted(self.owner)
-                p.add(
-                    where,
-                    f"unknown placeholder {{{ph}}}{suggest(ph, known)}: no factor, lexicon field or "
-                    f"constant supplies it; known: {', '.join(known)}",
-                )
-            f = self.factors.get(src or "")
-            for level in f.levels if f is not None else ():
-                if ph not in f.bindings[level]:
-                    what = "lexicon field" if f.kind == "lexicon" else "field"
-                    p.add(
-                        where,
-                        f"{f.name} level {level!r} has no {what} {ph!r} for placeholder {{{ph}}}",
-                    )
-
-
-def _user_templates(
-    p: Problems, inst: Instrument, user: str, items: tuple[Item, ...], supply: _Suppliers
-) -> tuple[Template, ...]:
-    """The user template with each item's template spliced in for ``{item}``."""
-    where = "[experiment], field 'user'"
-    user_t = Template.parse(user)  # its syntax is checked by the schema
-    if "item" not in user_t.fields:
-        p.add(where, "the user template must contain {item} (the item text)")
-    supply.check(p, user_t, where, also=("item",))  # {item} is only valid here
-    out = []
-    for it in items:
-        item_t = inst.templates.get(f"item:{it.id}") or Template.parse(it.template)
-        supply.check(p, item_t, f"instrument {inst.path}: item {it.id!r}, field 'template'")
-        out.append(user_t.splice("item", item_t))
-    return tuple(out)
-
-
-def _system_templates(
-    p: Problems, factors: list[Factor], fixed: str, source: str, supply: _Suppliers
-) -> dict[str, Template]:
-    """``"factor:level"`` -> system template for a framing factor, else ``""`` -> the fixed one."""
-    framing = next((f for f in factors if f.kind == "framing"), None)
-    if framing is None:
-        if not fixed:
-            return {}
-        template = Template.parse(fixed)  # an instrument framing or [experiment] system
-        supply.check(p, template, f"system prompt ({source})")
-        return {"": template}
-    out: dict[str, Template] = {}
-    for level in framing.levels:
-        where = f"factor {framing.name!r} level {level!r}"
-        try:
-            template = Template.parse(framing.systems[level])
-        except TemplateSyntaxError as exc:
-            p.add(where, f"template syntax: {exc}")
-            continue
-        supply.check(p, template, f"{where} (system prompt)")
-        out[f"{framing.name}:{level}"] = template
-    return out
-
-
-# --------------------------------------------------------------------------- formats
-
-
-def _parse_format(
-    p: Problems, name: str, spec: FactorSpec, scale: tuple[int, int, dict[int, str]]
-) -> Factor | None:
-    """A factor of kind ``format``: each level a built-in format or an inline table.
-
-    Each level binds the scale placeholders as its format renders them
-    (:meth:`~xlikert.design.formats.ResponseFormat.fields`) and ``{<factor>}``
-    (the level label); a level whose labels are not a bijection onto the scale
-    is a :class:`~xlikert.errors.LabelMappingError`.
-    """
-    lo, hi, anchors = scale
-    where = f"factor {name!r}"
-    raw = spec.levels
-    if raw is None:
-        p.add(where, f"field 'levels' is missing (built-in formats: {', '.join(BUILTIN_FORMATS)})")
-        return None
-    n_before = len(p.lines)
-    formats: dict[str, ResponseFormat] = {}
-    entries = [(lv, None) for lv in raw] if isinstance(raw, list) else list(raw.items())
-    for lv, value in entries:
-        at = f"{where} level {lv!r}"
-        if lv in formats:
-            p.add(where, f"duplicate level {lv!r}")
-            continue
-        try:
-            if value is None or isinstance(value, str):
-                base = lv if value is None else value
-                if base not in BUILTIN_FORMATS:
-                    p.add(
-                        at,
-                        f"{base!r} is not a built-in format{suggest(base, BUILTIN_FORMATS)}; "
-                        f"built-in: {', '.join(BUILTIN_FORMATS)} (or give a table: "
-                        f"[factors.{name}.levels.{lv}] with base, order, anchors, labels)",
-                    )
-                    continue
-                fmt = replace(builtin_format(base, hi - lo + 1), name=lv)
-            else:
-                fmt = format_from_table(lv, value, hi - lo + 1)
-            fmt.fields(lo, hi, anchors)  # checks the labels and the texts against the scale
-        except LabelMappingError as exc:
-            p.add(at, str(exc), LabelMappingError)
-            continue
-        except ValueError as exc:
-            p.add(at, str(exc))
-            continue
-        formats[lv] = fmt
-    if len(p.lines) > n_before:
-        return None
-    bindings = {lv: {**fmt.fields(lo, hi, anchors), name: lv} for lv, fmt in formats.items()}
-    return Factor(
-        name, "format", tuple(formats), bindings, description=spec.description, formats=formats
-    )
-
-
-def _check_format_shown(
-    p: Problems,
-    factors: list[Factor],
-    user_templates: tuple[Template, ...],
-    system_templates: dict[str, Template],
-) -> None:
-    """A format factor needs a rendered template that shows the answer labels."""
-    fmt = next((f for f in factors if f.kind == "format"), None)
-    if fmt is None:
-        return
-    shown = [
-        t
-        for t in (*user_templates, *system_templates.values())
-        if set(t.fields) & set(LABEL_FIELDS)
-    ]
-    if not shown:
-        p.add(
-            f"factor {fmt.name!r}",
-            "a response format varies but no prompt shows the answer labels: no template it "
-            "renders (system prompt, user template, items) has "
-            + ", ".join(f"{{{k}}}" for k in LABEL_FIELDS),
-            FormatNotShownError,
-        )

@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigError
-from ._problems import Problems, read_toml, suggest, validate
-from ._schema import SCALE_FIELDS, InstrumentFile, ItemSpec
+from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec
+from .problems import Problems, read_toml, suggest, validate
 from .template import Template
 
 __all__ = [
@@ -180,7 +180,7 @@ def builtin_instruments() -> list[str]:
     )
 
 
-def _resolve(name_or_path: str | Path, kind: str, directory, builtins: list[str]) -> Path:
+def resolve_file(name_or_path: str | Path, kind: str, directory, builtins: list[str]) -> Path:
     text = str(name_or_path)
     path = Path(text).expanduser()
     if path.is_file():
@@ -225,7 +225,7 @@ def load_instrument(name_or_path: str | Path) -> Instrument:
     >>> cet.items[0].template
     '{people:cap} should always buy {adj}-made products instead of imports.'
     """
-    path = _resolve(name_or_path, "instrument", _instrument_dir(), builtin_instruments())
+    path = resolve_file(name_or_path, "instrument", _instrument_dir(), builtin_instruments())
     table, digest = read_toml(path)
     return _parse_instrument(table, str(path), digest)
 

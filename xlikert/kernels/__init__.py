@@ -2,7 +2,7 @@
 
 Each ``kernels/<topic>.py`` holds a ``@guvectorize`` kernel on numpy arrays and
 its plain-numpy twin (same name, suffix ``_numpy``) with the same signature
-and broadcasting rules. The xarray layer (:mod:`xlikert.construct`) picks one
+and broadcasting rules. The xarray layer (:mod:`xlikert.analysis.construct`) picks one
 of them through :func:`get_kernel`, so tests and benchmarks can run both side
 by side:
 

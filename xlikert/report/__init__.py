@@ -41,7 +41,7 @@ from pathlib import Path
 
 import xarray as xr
 
-from ..data import load_demo_results, synthetic_results
+from ..datasets import load_demo_results, synthetic_results
 from . import tables
 from .context import ReportContext
 from .page import Section, render
@@ -102,7 +102,7 @@ def write_report(
         Report title (default from the file's attrs).
     human
         Human data (a CSV of respondents or a human PMF netCDF/Dataset): adds the
-        section "Alignment with human respondents" (:mod:`xlikert.report.human`).
+        section "Alignment with human respondents" (:mod:`xlikert.report.sections.alignment`).
 
     Returns
     -------
@@ -117,7 +117,7 @@ def write_report(
 
     Examples
     --------
-    >>> from xlikert.data import synthetic_results
+    >>> from xlikert.datasets import synthetic_results
     >>> path = write_report(synthetic_results(n_items=3), "report/")   # doctest: +SKIP
     """
     out = Path(out_dir)

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from ..consensus_layer import consensus
-from ..construct import composite, decompose, summary_table
+from ..analysis.consensus import consensus
+from ..analysis.construct import composite, decompose, summary_table
 from ..dims import factor_dims
 from ..errors import DesignError, InvalidPMFError
 from ..io import decode_attrs, open_results

@@ -27,6 +27,7 @@ __all__ = [
     "export",
     "failure_summary",
     "human_vs_llm",
+    "interaction_node",
     "latex_escape",
     "mixture_moments",
     "paper_layout",
@@ -112,7 +113,7 @@ def human_vs_llm(
     pmf
         Item PMFs ``(*factors, item, score)``.
     baseline
-        :func:`xlikert.data.human_baseline` output.
+        :func:`xlikert.datasets.human_baseline` output.
     by
         Factor whose levels are compared (default ``model``).
     condition
@@ -124,7 +125,7 @@ def human_vs_llm(
         Columns ``group`` (Human / LLM), ``label``, ``mean``, ``sd``; LLM rows
         sorted by mean, descending.
     """
-    from ..sampling import composite_moments
+    from ..analysis.cost import composite_moments
 
     sel = pmf.sel(dict(condition)) if condition else pmf
     mom = composite_moments(sel)
@@ -181,7 +182,7 @@ def aggregate_vs_factorial(
         ``dPD``, ``reversal``, ``ingroup``; named after the factors.
     """
     main = dec[str(row)].dataset
-    pair = _pair_node(dec, row, col)
+    pair = interaction_node(dec, row, col)
     rows = []
     for lv in main[row].values:
         m = main.sel({row: lv})
@@ -215,7 +216,14 @@ def aggregate_vs_factorial(
     return pd.DataFrame(rows)
 
 
-def _pair_node(dec, a: Hashable, b: Hashable) -> xr.Dataset:
+def interaction_node(dec: xr.DataTree, a: Hashable, b: Hashable) -> xr.Dataset:
+    """The ``a`` x ``b`` interaction of a decomposition, whichever order its name has.
+
+    Raises
+    ------
+    DesignError
+        The decomposition has no such interaction (its terms are named).
+    """
     for name in (f"{a}:{b}", f"{b}:{a}"):
         if name in dec.children:
             return dec[name].dataset

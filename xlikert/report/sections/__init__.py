@@ -19,10 +19,10 @@ module             section
                    (only with a factor of kind ``format``)
 ``reasoning``      Reasoning traces: trace-sampling SEs, thinking on vs off
 ``reliability``    Reliability: α, ω and the weakest item, built by
-                   :mod:`xlikert.report.reliability`
+                   :mod:`xlikert.report.sections.reliability`
 ``cost``           The cost of generative sampling: SE, sign flips, decoding bias
 ``alignment``      Alignment with human respondents (``--human``), built by
-                   :mod:`xlikert.report.human`
+                   :mod:`xlikert.report.sections.alignment`
 =================  ==========================================================
 
 To add a section: write the function (a module here, or beside the report

@@ -1,22 +1,257 @@
 """Section "Alignment with human respondents" (``xlikert report --human FILE``).
 
-The section itself is built by :func:`xlikert.report.human.human_section`; this
-is its entry in the list of sections: it appears only when human data are given.
+:func:`human_alignment_section` is the section's entry in the list of sections: it
+appears only when human data are given, and :func:`human_section` builds it from the
+results and the human data.
+
+The human data are a netCDF human PMF Dataset (:func:`xlikert.human_pmf` written
+with ``to_netcdf``) or a CSV of respondents, one row per respondent: the columns
+named like the results' items are the answers, the columns named like a factor
+of the results (the persona factors, e.g. ``party``, ``education``) are group
+attributes, a column ``weight`` holds survey weights; other columns are ignored
+(the section says which).
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ...analysis.alignment import alignment, silicon_population
+from ...analysis.human import human_marginal, human_pmf
+from ...errors import ConfigError, DesignError
+from ...io import decode_attrs, read_attrs
 from ..context import ReportContext
 from ..page import Section
 
-__all__ = ["human_alignment_section"]
+__all__ = [
+    "WEIGHT_COLUMN",
+    "alignment_table",
+    "human_alignment_section",
+    "human_section",
+    "load_human",
+]
+
+#: The column of survey weights in a CSV of respondents.
+WEIGHT_COLUMN = "weight"
+
+
+def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dataset, str]:
+    """The human PMF Dataset for the results' ``pmf`` and a sentence on how it was read."""
+    if isinstance(path, xr.Dataset):
+        return path, "a human PMF Dataset"
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"no such human data file: {str(path)!r}")
+    if path.suffix.lower() in (".nc", ".nc4", ".netcdf"):
+        with xr.open_dataset(path) as ds:
+            return ds.load(), f"the human PMF file `{path.name}`"
+    table = pd.read_csv(path)
+    items = [str(i) for i in pmf["item"].values if str(i) in table.columns]
+    if not items:
+        raise DesignError(
+            f"{path.name}: no column is an item of the results (items "
+            f"{[str(i) for i in pmf['item'].values]}; columns {list(table.columns)})"
+        )
+    groups = [c for c in table.columns if c in pmf.dims and c not in ("item", "score")]
+    weights = WEIGHT_COLUMN if WEIGHT_COLUMN in table.columns else None
+    for g in groups:  # the group levels in the results' order
+        table[g] = pd.Categorical(table[g].astype(str), categories=list(map(str, pmf[g].values)))
+    scores = pmf["score"].values
+    human = human_pmf(
+        table, items, scale=(int(scores[0]), int(scores[-1])), groups=groups, weights=weights
+    )
+    ignored = [c for c in table.columns if c not in {*items, *groups, WEIGHT_COLUMN}]
+    how = (
+        f"the respondents in `{path.name}` ({len(table)} rows; items {items}; groups "
+        f"{groups or 'none'}{'; weighted by column `weight`' if weights else ''}"
+        f"{f'; columns ignored: {ignored}' if ignored else ''})"
+    )
+    return human, how
+
+
+def _label(cell: dict[Hashable, Any], groups: list[Hashable]) -> str:
+    parts = [f"{g}={cell[g]}" for g in groups if g in cell]
+    return ", ".join(parts) if parts else "all respondents"
+
+
+def alignment_table(model: xr.DataArray, human: xr.Dataset, by: Hashable) -> pd.DataFrame:
+    """Alignment of each ``by`` level (e.g. model) with the human population, each attribute's
+    subgroups and (with several attributes) each cell: tidy rows with estimate, interval, ceiling.
+
+    The model's persona factors named like the human groups are mixed with the human counts
+    (:func:`xlikert.silicon_population`); a model without them is compared as it is.
+    """
+    groups = [d for d in human["n"].dims if d != "item"]
+    targets: list[tuple[list[Hashable], xr.Dataset, xr.DataArray]] = [
+        (groups, human_marginal(human), silicon_population(model, human))
+    ]
+    for g in groups if len(groups) > 1 else []:
+        rest = [d for d in groups if d != g]
+        targets.append(
+            (rest, human_marginal(human, dims=rest), silicon_population(model, human, dims=rest))
+        )
+    if groups:
+        targets.append(([], human, model))
+    frames = []
+    for mixed, h, m in targets:
+        a = alignment(m, h)
+        df = a[["estimate", "lower", "upper", "se", "ceiling"]].to_dataframe().reset_index()
+        kept = [g for g in groups if g not in mixed]
+        df.insert(1, "group", [_label(row, kept) for row in df[kept].to_dict("records")])
+        frames.append(df.drop(columns=kept))
+    out = pd.concat(frames, ignore_index=True)
+    keep = [by, "group", "item", "metric", "estimate", "se", "lower", "upper", "ceiling"]
+    return out[[c for c in keep if c in out.columns]]
+
+
+def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
+    import matplotlib.pyplot as plt
+
+    groups = [d for d in human["n"].dims if d != "item"]
+    first = groups[0] if groups else None
+    rest = [d for d in groups if d != first]
+    cols: list[tuple[str, xr.DataArray, xr.DataArray]] = [
+        ("all respondents", human_marginal(human).pmf, silicon_population(model, human))
+    ]
+    if first is not None:
+        h1 = human_marginal(human, dims=rest) if rest else human
+        m1 = silicon_population(model, human, dims=rest) if rest else model
+        cols += [
+            (f"{first}={v}", h1.pmf.sel({first: v}), m1.sel({first: v}))
+            for v in human[first].values
+        ]
+    items = list(human["item"].values)
+    fig, axes = plt.subplots(
+        len(items),
+        len(cols),
+        figsize=(2.6 * len(cols), 2.0 * len(items)),
+        squeeze=False,
+        sharey=True,
+    )
+    y = human["score"].values
+    for i, item in enumerate(items):
+        for j, (title, h, m) in enumerate(cols):
+            ax = axes[i, j]
+            ax.bar(y, h.sel(item=item).values, color="#bbbbbb", label="humans")
+            for level in m[by].values:
+                ax.plot(
+                    y, m.sel({by: level, "item": item}).values, marker="o", ms=3, label=str(level)
+                )
+            if i == 0:
+                ax.set_title(title, fontsize=8)
+            if j == 0:
+                ax.set_ylabel(str(item), fontsize=8)
+            ax.set_xticks(y)
+            ax.tick_params(labelsize=7)
+    axes[0, -1].legend(fontsize=6, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def _representativeness_figure(table: pd.DataFrame, by: Hashable):
+    import matplotlib.pyplot as plt
+
+    rep = table[table.metric == "representativeness"]
+    labels = list(dict.fromkeys(zip(rep.group, rep["item"], strict=True)))
+    levels = list(dict.fromkeys(rep[by]))
+    fig, ax = plt.subplots(figsize=(7, 0.28 * len(labels) + 1.2))
+    pos = {lab: k for k, lab in enumerate(labels)}
+    for j, level in enumerate(levels):
+        sub = rep[rep[by] == level]
+        yy = np.array([pos[(g, i)] for g, i in zip(sub.group, sub["item"], strict=True)])
+        yy = yy + (j - (len(levels) - 1) / 2) * 0.8 / max(len(levels), 1)
+        err = [sub.estimate - sub.lower, sub.upper - sub.estimate]
+        ax.errorbar(sub.estimate, yy, xerr=err, fmt="o", ms=3, label=str(level))
+    ceil = rep.drop_duplicates(["group", "item"])
+    ax.scatter(
+        ceil.ceiling,
+        [pos[(g, i)] for g, i in zip(ceil.group, ceil["item"], strict=True)],
+        marker="|",
+        s=120,
+        color="k",
+        label="noise ceiling (two human samples)",
+    )
+    ax.set_yticks(range(len(labels)), [f"{g} · {i}" for g, i in labels], fontsize=7)
+    ax.set_xlabel("representativeness 1 − W1/(K − 1)")
+    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def human_section(ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by: Hashable, section):
+    """The section "Alignment with human respondents": model vs human PMFs per group,
+    representativeness by ``by`` (model) x group with intervals, and the noise ceiling.
+
+    ``section`` is the report's section class (called with the title).
+    """
+    pmf = ds["pmf"]
+    h, how = load_human(human, pmf)
+    h = decode_attrs(h)
+    groups = [d for d in h["n"].dims if d != "item"]
+    other = [d for d in pmf.dims if d not in (by, "item", "score", *groups)]
+    model = pmf.mean(other) if other else pmf  # other factors mixed uniformly
+    model = model.sel(item=[i for i in model["item"].values if i in set(h["item"].values)])
+    table = alignment_table(model, h, by)
+    attrs = read_attrs(alignment(model.isel({by: [0]}), h))
+    s = section("Alignment with human respondents")
+    s.text(
+        f"Human data: {how}. "
+        + (f"The results' factors {other} are mixed uniformly. " if other else "")
+        + (
+            f"Personas {groups} of the model are mixed with the respondents' counts "
+            "(silicon population) to compare with the pooled respondents and each attribute's "
+            "subgroups. "
+            if set(groups) & set(pmf.dims)
+            else ""
+        )
+        + "Representativeness is 1 − W1/(K − 1) (OpinionQA); JS in bits. "
+        f"SE: {attrs['se_method']}. Interval: {attrs['interval_method']} "
+        f"({100 * attrs['level']:.0f}%). Ceiling: {attrs['ceiling_method']}."
+    )
+    rep = table[table.metric == "representativeness"].drop(columns="metric")
+    s.table(
+        rep,
+        out,
+        "human_representativeness",
+        f"Representativeness by {by} × group and item, with its interval and the noise ceiling "
+        "(two independent human samples of the same size).",
+        digits=3,
+        index=False,
+    )
+    wide = table.pivot_table(
+        index=[by, "group", "item"], columns="metric", values="estimate", sort=False
+    )
+    s.table(
+        wide.reset_index(),
+        out,
+        "human_alignment",
+        "Every alignment metric (estimates).",
+        digits=3,
+        index=False,
+    )
+    s.figure(
+        _pmf_figure(model, h, by),
+        out,
+        "human_pmfs",
+        "Model PMFs (lines) vs human PMFs (bars) per group.",
+    )
+    s.figure(
+        _representativeness_figure(table, by),
+        out,
+        "human_representativeness",
+        "Representativeness with intervals; the bar marks the noise ceiling.",
+    )
+    return s
 
 
 def human_alignment_section(ctx: ReportContext) -> Section | None:
-    """Model vs human PMFs and representativeness (:mod:`xlikert.report.human`); ``None``
-    without human data."""
+    """Model vs human PMFs and representativeness; ``None`` without human data."""
     if ctx.human is None:
         return None
-    from ..human import human_section
-
     return human_section(ctx.ds, ctx.human, ctx.out, ctx.by, Section)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ... import plot
-from ...consensus_layer import entropy
+from ...analysis.consensus import entropy
 from .. import tables
 from ..context import ReportContext, as_array
 from ..page import Section

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ... import plot
-from ...constraint import failure_rate
+from ...analysis.constraint import failure_rate
 from .. import tables
 from ..context import ReportContext
 from ..page import Section

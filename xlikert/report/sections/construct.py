@@ -6,9 +6,9 @@ import pandas as pd
 import xarray as xr
 
 from ... import plot
-from ...construct import SCORING
-from ...data import human_baseline
-from ...design.scoring import SUBSCALE_DIM
+from ...analysis.construct import SCORING
+from ...analysis.keying import SUBSCALE_DIM
+from ...datasets import human_baseline
 from .. import tables
 from ..context import ReportContext
 from ..page import Section

@@ -1,6 +1,6 @@
 """Section "The cost of generative sampling": SE, sign flips and decoding bias of a sampler.
 
-Computed analytically from the exact PMFs (:mod:`xlikert.sampling`), no simulation.
+Computed analytically from the exact PMFs (:mod:`xlikert.analysis.cost`), no simulation.
 """
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ... import plot, sampling
-from ...design.scoring import SUBSCALE_DIM
+from ... import plot
+from ...analysis import cost as sampling
+from ...analysis.keying import SUBSCALE_DIM
 from ..context import ReportContext
 from ..page import Section
 from .per_subscale import views

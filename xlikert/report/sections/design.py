@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ...design.scoring import SUBSCALE_DIM
+from ...analysis.keying import SUBSCALE_DIM
 from ..context import ReportContext
 from ..page import Section
 

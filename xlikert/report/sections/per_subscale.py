@@ -17,8 +17,8 @@ import pandas as pd
 import xarray as xr
 
 from ... import plot
-from ...construct import contrast, summarize, trend
-from ...design.scoring import SUBSCALE_DIM
+from ...analysis.construct import contrast, summarize, trend
+from ...analysis.keying import SUBSCALE_DIM
 from ...errors import DesignError
 from .. import tables
 from ..context import ReportContext
@@ -92,7 +92,7 @@ def interaction_parts(s: Section, ctx: ReportContext, view: View, dec: xr.DataTr
     """The ``by`` x ``second`` interaction: heatmap (in-group cells marked), aggregate vs factorial."""
     by, second, origin = ctx.by, ctx.second, ctx.origin
     try:
-        node = tables._pair_node(dec, by, second)
+        node = tables.interaction_node(dec, by, second)
     except DesignError:
         return
     ingroup = None

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ...constraint import failure_rate
-from ...construct import composite, decompose, summarize, summary_table
-from ...traces import trace_se
+from ...analysis.constraint import failure_rate
+from ...analysis.construct import composite, decompose, summarize, summary_table
+from ...analysis.traces import trace_se
 from ..context import ReportContext
 from ..page import Section
 

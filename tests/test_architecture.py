@@ -1,0 +1,169 @@
+"""The architecture the package promises (CONTRIBUTING.md, "Layout"), checked.
+
+* the import contracts of ``[tool.importlinter]`` in pyproject.toml (the pipeline's
+  layers import only downwards; no package has an import cycle), run by import-linter;
+* no module-level import cycle at all, parents and their sub-modules included;
+* no module imports a private name (``_x``) of another module;
+* the public names (``xl.*``, the accessor's methods) stay what users rely on, and
+  the old import paths keep working with a deprecation warning.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import xlikert as xl
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "xlikert"
+
+#: The public API of DESIGN.md section 2: names users and checks rely on.
+PUBLIC_NAMES = {
+    "CollectionError", "ConfigError", "DesignError", "InvalidPMFError", "XlikertError",
+    "__version__", "alignment", "comonotone_contrast", "composite", "consensus", "contrast",
+    "decompose", "dissension", "entropy", "failure_rate", "grand_mixture", "human_composite",
+    "human_marginal", "human_pmf", "human_pmf_from_counts", "item_pmf_from_tokens",
+    "jensen_shannon", "marginal_slice", "mean_difference", "noise_ceiling",
+    "open_decomposition", "open_results", "reflect_reverse_keyed", "reliability",
+    "renormalize", "representativeness", "silicon_population", "subscale_composites",
+    "summarize", "summary_table", "tastle_consensus", "to_netcdf", "total_variation",
+    "trace_se", "trend", "wasserstein",
+}  # fmt: skip
+#: The namespaces under ``xl.`` (loaded on first use).
+NAMESPACES = {"analysis", "collect", "datasets", "design", "plot", "report", "sampling"}
+#: The accessor's methods on a DataArray; a Dataset has these and :data:`DATASET_ONLY`.
+ACCESSOR_METHODS = {
+    "alignment", "attrs", "composite", "consensus", "contrast", "decompose", "dissension",
+    "entropy", "grand_mixture", "jensen_shannon", "marginal_slice", "mean_difference",
+    "reliability", "representativeness", "silicon_population", "summarize",
+    "tastle_consensus", "to_netcdf", "total_variation", "trend", "wasserstein",
+}  # fmt: skip
+DATASET_ONLY = {"failure_rate", "human_marginal", "noise_ceiling"}
+
+
+def test_import_contracts_are_kept():
+    """``lint-imports`` (import-linter) keeps every contract of pyproject.toml."""
+    run = subprocess.run(
+        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; "
+         "lint_imports_command()", "--no-cache"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str, str | None]]:
+    """``(line, module, name)`` for every import of an xlikert module in ``path``."""
+    module, is_package = _module_name(path), path.name == "__init__.py"
+    out: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: None if is_package else -1]
+                base = base[: len(base) - node.level + 1]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            if source.split(".")[0] == "xlikert":
+                out += [(node.lineno, source, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, None) for a in node.names if a.name.startswith("xlikert")]
+    return out
+
+
+def test_no_module_imports_a_private_name_of_another():
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: from {source} import {name}"
+        for path in PACKAGE.rglob("*.py")
+        for line, source, name in _imports(path)
+        if name and name.startswith("_") and not name.startswith("__")
+        and source != _module_name(path)
+    ]  # fmt: skip
+    assert not bad, "private names imported across modules:\n" + "\n".join(bad)
+
+
+def test_no_module_level_import_cycle():
+    """Every import edge, package ``__init__`` files included, with no way back."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("xlikert", cache_dir=None)
+    cycles = sorted(
+        {
+            " -> ".join((*graph.find_shortest_chain(importer=b, imported=a), b))
+            for a in graph.modules
+            for b in graph.find_modules_directly_imported_by(a)
+            if graph.find_shortest_chain(importer=b, imported=a)
+        }
+    )
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_public_names_are_unchanged():
+    assert set(xl.__all__) == PUBLIC_NAMES
+    for name in PUBLIC_NAMES | NAMESPACES:
+        assert getattr(xl, name) is not None, name
+    assert xl.sampling is importlib.import_module("xlikert.analysis.cost")
+
+
+def test_accessor_methods_are_unchanged():
+    import xarray as xr
+
+    da, ds = xr.DataArray([0.5, 0.5], dims="score"), xr.Dataset()
+    public = {n for n in dir(da.likert) if not n.startswith("_")}
+    assert public == ACCESSOR_METHODS
+    assert {n for n in dir(ds.likert) if not n.startswith("_")} == ACCESSOR_METHODS | DATASET_ONLY
+
+
+@pytest.mark.parametrize(
+    ("old", "name", "new"),
+    [
+        ("xlikert.construct", "composite", "xlikert.analysis.construct"),
+        ("xlikert.consensus_layer", "consensus", "xlikert.analysis.consensus"),
+        ("xlikert.constraint", "nucleus_logprobs", "xlikert.collect.readout"),
+        ("xlikert.design.scoring", "subscale_composites", "xlikert.analysis.construct"),
+        ("xlikert.collect.local", "LocalModel", "xlikert.collect.backends.transformers"),
+        ("xlikert.collect.server", "ServerSpec", "xlikert.collect.backends.openai"),
+        ("xlikert.collect.server.spec", "parse_server_spec", "xlikert.collect.backends.openai"),
+    ],
+)
+def test_an_old_import_path_works_with_a_deprecation_warning(old, name, new):
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
+        module = importlib.import_module(old)
+    assert getattr(module, name) is getattr(importlib.import_module(new), name)
+
+
+def test_moved_names_of_a_module_that_stayed_warn():
+    from xlikert.collect import options
+
+    with pytest.warns(DeprecationWarning, match="xlikert.collect.options"):
+        from xlikert.collect.protocol import CollectOptions
+    assert CollectOptions is options.CollectOptions
+    with pytest.warns(DeprecationWarning, match="xlikert.analysis.keying"):
+        from xlikert.design import reflect_reverse_keyed
+    assert reflect_reverse_keyed is xl.reflect_reverse_keyed
+
+
+def test_importing_the_package_warns_of_nothing():
+    """The package itself uses only the new paths."""
+    code = (
+        "import warnings; warnings.simplefilter('error');"
+        "import xlikert, xlikert.collect, xlikert.design, xlikert.report, xlikert.plot,"
+        "xlikert.datasets, xlikert.cli, xlikert.collect.backends.transformers,"
+        "xlikert.collect.backends.vllm, xlikert.collect.backends.openai"
+    )
+    with warnings.catch_warnings():
+        run = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+    assert run.returncode == 0, run.stderr[-2000:]

@@ -1,0 +1,191 @@
+"""Old import paths, kept working for a deprecation period.
+
+xlikert's modules moved into the pipeline's packages (``xlikert.analysis``,
+``xlikert.collect.backends``, ...). Every old path in :data:`MOVED` still imports:
+it gives a module that finds each name in the new modules, and importing it
+warns (:class:`DeprecationWarning`) with the new path. No file is left behind
+for the old paths: one finder on ``sys.meta_path`` answers for exactly these
+names (installed by ``import xlikert``).
+
+Names that moved out of a module that still exists (``CollectOptions`` from
+``xlikert.collect.protocol`` to ``xlikert.collect.options``) are served by that
+module's ``__getattr__`` through :func:`moved_attribute`; keyword arguments that
+were renamed are served by :func:`renamed_keyword`.
+
+Examples
+--------
+>>> import warnings
+>>> with warnings.catch_warnings(record=True) as seen:
+...     warnings.simplefilter("always")
+...     from xlikert.construct import composite
+>>> import xlikert as xl
+>>> composite is xl.composite, seen[0].category.__name__
+(True, 'DeprecationWarning')
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["MOVED", "REMOVAL", "install", "moved_attribute", "renamed_keyword"]
+
+#: When the old paths and keywords go away.
+REMOVAL = "xlikert 1.0"
+
+#: Old module path -> the modules that now hold its names, searched in order.
+MOVED: Mapping[str, tuple[str, ...]] = {
+    "xlikert.constraint": ("xlikert.analysis.constraint", "xlikert.collect.readout"),
+    "xlikert.consensus_layer": ("xlikert.analysis.consensus",),
+    "xlikert.construct": ("xlikert.analysis.construct", "xlikert.analysis.keying"),
+    "xlikert.reliability_layer": ("xlikert.analysis.reliability",),
+    "xlikert.align": ("xlikert.analysis.alignment",),
+    "xlikert.human": ("xlikert.analysis.human",),
+    "xlikert.sampling": ("xlikert.analysis.cost",),
+    "xlikert.traces": ("xlikert.analysis.traces",),
+    "xlikert.data": ("xlikert.datasets",),
+    "xlikert.design.scoring": ("xlikert.analysis.keying", "xlikert.analysis.construct"),
+    "xlikert.collect.schema": ("xlikert.collect.record", "xlikert.schema"),
+    "xlikert.collect.local": (
+        "xlikert.collect.backends.transformers",
+        "xlikert.collect.backends.transformers.loading",
+        "xlikert.collect.backends.transformers.scorer",
+    ),
+    "xlikert.collect.inprocess": ("xlikert.collect.backends.inprocess", "xlikert.collect.options"),
+    "xlikert.collect.device_readout": ("xlikert.collect.backends.transformers.device_readout",),
+    "xlikert.collect.vllm": (
+        "xlikert.collect.backends.vllm",
+        "xlikert.collect.backends.vllm.model",
+    ),
+    "xlikert.collect.vllm_readout": ("xlikert.collect.backends.vllm.readout",),
+    "xlikert.collect.server": ("xlikert.collect.backends.openai",),
+    "xlikert.collect.server.spec": ("xlikert.collect.backends.openai.spec",),
+    "xlikert.collect.server.transport": ("xlikert.collect.backends.openai.transport",),
+    "xlikert.collect.server.plan": ("xlikert.collect.backends.openai.plan",),
+    "xlikert.collect.server.readout": ("xlikert.collect.backends.openai.readout",),
+    "xlikert.collect.server.model": ("xlikert.collect.backends.openai.model",),
+    "xlikert.design.cli": ("xlikert.cli.design",),
+    "xlikert.collect.cli": ("xlikert.cli.collect",),
+    "xlikert.report.cli": ("xlikert.cli.report",),
+    "xlikert.report.human": ("xlikert.report.sections.alignment",),
+    "xlikert.report.reliability": ("xlikert.report.sections.reliability",),
+}
+
+
+def _stacklevel() -> int:
+    """The stack level of the first frame outside the import system and this module."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (
+        frame.f_code.co_filename.startswith("<frozen importlib")
+        or frame.f_code.co_filename == __file__
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, DeprecationWarning, stacklevel=_stacklevel())
+
+
+class _MovedModule(types.ModuleType):
+    """An old module path: each name is looked up in the modules that hold it now."""
+
+    def __init__(self, name: str, targets: tuple[str, ...]) -> None:
+        super().__init__(name, f"Deprecated: moved to {', '.join(targets)}.")
+        self.__path__: list[str] = []  # old sub-modules (xlikert.collect.server.spec) import too
+        self._targets = targets
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        for target in self._targets:
+            module = importlib.import_module(target)
+            if hasattr(module, attr):
+                return getattr(module, attr)
+        raise AttributeError(
+            f"module {self.__name__!r} (moved to {', '.join(self._targets)}) has no "
+            f"attribute {attr!r}"
+        )
+
+    def __dir__(self) -> list[str]:
+        names: set[str] = set()
+        for target in self._targets:
+            names.update(getattr(importlib.import_module(target), "__all__", ()))
+        return sorted(names)
+
+
+class _MovedLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return _MovedModule(spec.name, MOVED[spec.name])
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        _warn(
+            f"{module.__name__} is deprecated and will be removed in {REMOVAL}; import from "
+            f"{' or '.join(MOVED[module.__name__])} (or the top level: import xlikert as xl)"
+        )
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    """Answers for the old paths of :data:`MOVED` only."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None):
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _MovedLoader(), is_package=True)
+
+
+def install() -> None:
+    """Put the finder of the old paths first on ``sys.meta_path`` (once)."""
+    if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _MovedFinder())
+
+
+def moved_attribute(module: str, attr: str, moved: Mapping[str, str]) -> Any:
+    """A module ``__getattr__`` body for names that moved to another module.
+
+    ``moved`` maps each old name to the module that holds it now; other names
+    raise ``AttributeError`` as usual.
+    """
+    if attr not in moved:
+        raise AttributeError(f"module {module!r} has no attribute {attr!r}")
+    _warn(
+        f"{module}.{attr} is deprecated and will be removed in {REMOVAL}; use {moved[attr]}.{attr}"
+    )
+    return getattr(importlib.import_module(moved[attr]), attr)
+
+
+def renamed_keyword(
+    func: str, kwargs: dict[str, Any], old: str, new: str, value: Any, default: Any = None
+) -> Any:
+    """The value of keyword ``new``, taking it from the deprecated ``old`` in ``kwargs``.
+
+    Pops ``old`` from ``kwargs``; warns when it was given; refuses both at once; and
+    refuses any other leftover keyword (as Python would), naming it.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> kw = {"dims": "target"}
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     renamed_keyword("f", kw, "dims", "dim", None)
+    'target'
+    """
+    if old in kwargs:
+        given = kwargs.pop(old)
+        if value is not default:
+            raise TypeError(f"{func}() got both {new}= and its deprecated name {old}=")
+        _warn(
+            f"{func}({old}=...) is deprecated and will be removed in {REMOVAL}; "
+            f"use {func}({new}=...)"
+        )
+        value = given
+    if kwargs:
+        raise TypeError(f"{func}() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    return value

@@ -1,0 +1,44 @@
+"""The construct stage: composite scores and the exact distributional ANOVA.
+
+Everything here works on PMF DataArrays with named dims (paper appendix
+"The Construct Layer"):
+
+* :mod:`.composite` -- :func:`composite` convolves item PMFs into composite-score
+  PMFs (eq. item-wise-convolution), one per subscale with :func:`subscale_composites`;
+* :mod:`.mixture` -- :func:`grand_mixture` and :func:`marginal_slice`, uniform
+  mixtures (``.mean(dim)``) over factors (eqs. grand-mixture, marginal-slice-U);
+* :mod:`.effects` -- :func:`comonotone_contrast` (Def. comonotone-contrast),
+  :func:`decompose` (every main effect and interaction as a blocked comonotone
+  Möbius contrast) and :func:`contrast`;
+* :mod:`.trend` -- :func:`trend`, the per-unit trend (appendix "Trend Effects");
+* :mod:`.summary` -- :func:`summarize` and :func:`summary_table`: E, SD, SNR, dPD.
+
+Every function takes a PMF DataArray or a results Dataset (its ``pmf``) first,
+then what it is about positionally; dimension arguments and options are
+keyword-only, with the same names and defaults across the package. The hot
+loops live in :mod:`xlikert.kernels` (numba, with plain-numpy twins); pass
+``engine="numpy"`` to run the twins. Dask-backed input stays lazy.
+"""
+
+from __future__ import annotations
+
+from .composite import composite, subscale_composites
+from .effects import comonotone_contrast, contrast, decompose
+from .mixture import grand_mixture, marginal_slice
+from .summary import SCORING, SNR_RTOL, summarize, summary_table
+from .trend import trend
+
+__all__ = [
+    "SCORING",
+    "SNR_RTOL",
+    "comonotone_contrast",
+    "composite",
+    "contrast",
+    "decompose",
+    "grand_mixture",
+    "marginal_slice",
+    "subscale_composites",
+    "summarize",
+    "summary_table",
+    "trend",
+]

@@ -1,0 +1,474 @@
+"""Human responses in: survey respondents' answer distributions as xlikert PMFs.
+
+A human PMF is a Dataset on the model's axes (design notes, section 1)::
+
+    pmf        (*groups, item, score)   share of the answering respondents per score
+    n          (*groups, item)          respondents who answered (the multinomial size)
+    n_missing  (*groups, item)          respondents of the group who did not answer
+    n_eff      (*groups, item)          with survey weights: Kish's effective sample size
+    weight     (*groups, item)          with survey weights: the sum of the weights
+
+Each group attribute (party, education band, ...) is a dim with the attribute's
+levels, so a human PMF broadcasts against a model PMF whose persona factors have
+the same names and levels (:mod:`xlikert.analysis.alignment`).
+
+* :func:`human_pmf` -- from a tidy table, one row per respondent;
+* :func:`human_pmf_from_counts` -- from respondent counts ``(*groups, item, score)``;
+* :func:`human_marginal` -- pool groups (the population, or one attribute's subgroups).
+
+Nothing is dropped silently: a missing answer (NaN, or a code listed in
+``missing``) is counted in ``n_missing``; a code outside the scale, a
+respondent without a group attribute, a bad weight, or a group with no
+respondents is a :class:`~xlikert.errors.DesignError` naming the column and the value.
+
+Examples
+--------
+>>> import pandas as pd, xlikert as xl
+>>> table = pd.DataFrame({"party": ["D", "D", "R", "R", "R"],
+...                       "q1": [1, 2, 3, 3, None]})
+>>> h = xl.human_pmf(table, ["q1"], scale=(1, 3), groups=["party"])
+>>> h.pmf.sel(item="q1").values.tolist()
+[[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]
+>>> h.n.values.ravel().tolist(), h.n_missing.values.ravel().tolist()
+([2, 2], [0, 1])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .._version import __version__
+from ..dims import HUMAN_VARIABLES, check_factor_name
+from ..errors import DesignError, InputTypeError
+from ..io import encode_attrs, read_attrs
+from ..validate import check_score_axis
+
+__all__ = [
+    "HUMAN_VARIABLES",
+    "human_composite",
+    "human_marginal",
+    "human_pmf",
+    "human_pmf_from_counts",
+    "mixture_weights",
+]
+
+
+def _levels(column: pd.Series) -> list[Any]:
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return list(column.cat.categories)
+    return sorted(column.dropna().unique().tolist(), key=lambda v: (str(type(v)), v))
+
+
+def _check_table(
+    table: pd.DataFrame, columns: Sequence[str], groups: Sequence[str], weights: str | None
+) -> pd.Series:
+    if not isinstance(table, pd.DataFrame):
+        raise InputTypeError(
+            f"expected a pandas DataFrame of respondents, got {type(table).__name__}"
+        )
+    for col in [*columns, *groups, *([weights] if weights else [])]:
+        if col not in table.columns:
+            raise DesignError(
+                f"column {col!r} is not in the respondents table; columns: {list(table.columns)}"
+            )
+    for g in groups:
+        check_factor_name(g, where=f"group column {g!r}")
+        bad = table[g].isna()
+        if bool(bad.any()):
+            rows = table.index[bad].tolist()
+            raise DesignError(
+                f"group column {g!r} has no value for {int(bad.sum())} respondent(s) "
+                f"(rows {rows[:5]}{' ...' if len(rows) > 5 else ''}); give them a level or drop them"
+            )
+    if weights is None:
+        return pd.Series(1.0, index=table.index)
+    w = pd.to_numeric(table[weights], errors="coerce")
+    bad = ~np.isfinite(w) | (w <= 0)
+    if bool(bad.any()):
+        raise DesignError(
+            f"weights column {weights!r} must hold positive numbers; "
+            f"row {_plain(table.index[bad][0])!r} has {_plain(table[weights][bad].iloc[0])!r}"
+        )
+    return w.astype(float)
+
+
+def _answers(
+    column: pd.Series, name: str, scores: np.ndarray, missing: Sequence[Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Score index per respondent (-1 where missing) and the missing mask; bad codes raise."""
+    values = column.where(~column.isin(list(missing)), np.nan) if len(missing) else column
+    numeric = pd.to_numeric(values, errors="coerce")
+    not_number = numeric.isna() & values.notna()
+    off = numeric.notna() & ~numeric.isin(scores)
+    bad = not_number | off
+    if bool(bad.any()):
+        codes = pd.unique(column[bad])
+        raise DesignError(
+            f"column {name!r} holds {int(bad.sum())} answer(s) outside the scale "
+            f"{int(scores[0])}..{int(scores[-1])}: value(s) {codes[:5].tolist()} "
+            f"(first at row {column.index[bad][0]!r}); declare non-answer codes with "
+            "missing=[...] to count them as missing"
+        )
+    miss = numeric.isna().to_numpy()
+    idx = np.where(miss, -1, numeric.fillna(scores[0]).to_numpy().astype(np.int64) - scores[0])
+    return idx, miss
+
+
+def _item_map(items: Sequence[str] | Mapping[str, str]) -> dict[str, str]:
+    if isinstance(items, str):
+        items = [items]
+    mapping = dict(items) if isinstance(items, Mapping) else {c: c for c in items}
+    if not mapping:
+        raise DesignError("no items: pass the answer columns, e.g. items=['selfLR', 'ClinLR']")
+    return {str(c): str(i) for c, i in mapping.items()}
+
+
+def _scale_and_items(
+    scale: tuple[int, int] | None, instrument: Any, items: dict[str, str]
+) -> np.ndarray:
+    if instrument is not None:
+        known = list(instrument.item_ids)
+        for col, item in items.items():
+            if item not in known:
+                raise DesignError(
+                    f"column {col!r} is item {item!r}, which instrument "
+                    f"{instrument.name!r} does not have; its items: {known}"
+                )
+        scale = scale or instrument.scale
+    if scale is None:
+        raise DesignError("give the scale, e.g. scale=(1, 7), or the instrument")
+    lo, hi = (int(v) for v in scale)
+    if hi <= lo:
+        raise DesignError(f"scale must be (min, max) with min < max, got {scale!r}")
+    return np.arange(lo, hi + 1)
+
+
+def human_pmf(
+    table: pd.DataFrame,
+    items: Sequence[str] | Mapping[str, str],
+    *,
+    scale: tuple[int, int] | None = None,
+    instrument: Any = None,
+    groups: Sequence[str] = (),
+    weights: str | None = None,
+    missing: Sequence[Any] = (),
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+) -> xr.Dataset:
+    """Human PMF ``(*groups, item, score)`` from a table with one row per respondent.
+
+    Parameters
+    ----------
+    table
+        One row per respondent: the answer columns, the group attribute
+        columns and optionally a weights column.
+    items
+        The answer columns (their names are the item ids), or a mapping
+        column -> item id.
+    scale, instrument : keyword-only
+        The scale ``(min, max)``; or an instrument
+        (:func:`xlikert.design.load_instrument`): its scale, and every item
+        must be one of its items.
+    groups : keyword-only
+        Group attribute columns; each becomes a dim with its levels (the
+        categories of a categorical column, else the sorted values). Every
+        combination of levels must have respondents.
+    weights : keyword-only
+        A column of survey weights (positive). Then ``pmf`` is the weighted
+        share, and ``n_eff`` (Kish: ``(sum w)^2 / sum w^2``) and ``weight``
+        (``sum w``) are kept beside ``n``; the standard errors of
+        :mod:`xlikert.analysis.alignment` use ``n_eff``.
+    missing : keyword-only
+        Codes that mean "no answer" (e.g. ``[8, 9]`` for don't know / refused);
+        they and NaN are counted in ``n_missing``. Any other code outside the
+        scale raises.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+
+    Returns
+    -------
+    xr.Dataset
+        ``pmf``, ``n``, ``n_missing`` (and ``n_eff``, ``weight`` when
+        weighted); attrs (JSON text, read with ``ds.likert.attrs``):
+        ``human_groups``, ``human_weighted``, ``human_weights_column``,
+        ``human_missing_codes``, ``human_n_respondents``, ``scale_min``,
+        ``scale_max``, ``history``.
+
+    Raises
+    ------
+    DesignError
+        A column that is not in the table, an answer outside the scale (naming
+        the column and the values), a respondent without a group level, a
+        weight that is not positive, an item the instrument does not have, or
+        a group (or an item within a group) with no answering respondent.
+
+    Examples
+    --------
+    >>> import pandas as pd, xlikert as xl
+    >>> t = pd.DataFrame({"q": [1, 1, 2], "w": [1.0, 1.0, 2.0]})
+    >>> h = xl.human_pmf(t, ["q"], scale=(1, 2), weights="w")
+    >>> h.pmf.values.tolist(), float(h.n_eff[0]), h.likert.attrs["human_weighted"]
+    ([[0.5, 0.5]], 2.6666666666666665, True)
+    >>> xl.human_pmf(t.assign(q=[1, 5, 2]), ["q"], scale=(1, 2))
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.DesignError: column 'q' holds 1 answer(s) outside the scale 1..2: value(s) [5] (first at row 1); declare non-answer codes with missing=[...] to count them as missing
+    """
+    item_of = _item_map(items)
+    scores = _scale_and_items(scale, instrument, item_of)
+    groups = list(groups)
+    w = _check_table(table, list(item_of), groups, weights)
+    levels = [_levels(table[g]) for g in groups]
+    codes = [
+        pd.Categorical(table[g], categories=lv).codes for g, lv in zip(groups, levels, strict=True)
+    ]
+    shape = tuple(len(lv) for lv in levels)
+    cell = np.ravel_multi_index(codes, shape) if groups else np.zeros(len(table), dtype=np.int64)
+    n_cells, k = int(np.prod(shape)), scores.size
+    respondents = np.bincount(cell, minlength=n_cells)
+    _check_groups(respondents.reshape(shape), groups, levels, "no respondents")
+    out = {v: np.zeros((n_cells, len(item_of))) for v in ("n", "n_missing", "weight", "w2")}
+    total = np.zeros((n_cells, len(item_of), k))
+    for j, col in enumerate(item_of):
+        idx, miss = _answers(table[col], col, scores, missing)
+        ok = ~miss
+        flat = cell[ok] * k + idx[ok]
+        total[:, j] = np.bincount(flat, weights=w[ok], minlength=n_cells * k).reshape(n_cells, k)
+        out["n"][:, j] = np.bincount(cell[ok], minlength=n_cells)
+        out["n_missing"][:, j] = np.bincount(cell[miss], minlength=n_cells)
+        out["weight"][:, j] = np.bincount(cell[ok], weights=w[ok], minlength=n_cells)
+        out["w2"][:, j] = np.bincount(cell[ok], weights=w[ok] ** 2, minlength=n_cells)
+    for j, item in enumerate(item_of.values()):
+        _check_groups(out["n"][:, j].reshape(shape), groups, levels, f"no answer to item {item!r}")
+    dims = (*groups, item_dim)
+    coords = {g: lv for g, lv in zip(groups, levels, strict=True)}
+    coords.update({item_dim: list(item_of.values()), score_dim: scores})
+    pmf = total / out["weight"][..., None]
+    data = {
+        "pmf": ((*dims, score_dim), pmf.reshape(*shape, len(item_of), k)),
+        "n": (dims, out["n"].reshape(*shape, -1).astype(np.int64)),
+        "n_missing": (dims, out["n_missing"].reshape(*shape, -1).astype(np.int64)),
+    }
+    if weights is not None:
+        data["n_eff"] = (dims, (out["weight"] ** 2 / out["w2"]).reshape(*shape, -1))
+        data["weight"] = (dims, out["weight"].reshape(*shape, -1))
+    ds = xr.Dataset(data, coords=coords)
+    attrs = {
+        "human_groups": groups,
+        "human_weighted": weights is not None,
+        "human_weights_column": weights or "",
+        "human_missing_codes": [_plain(v) for v in missing],
+        "human_n_respondents": len(table),
+        "human_items": item_of,
+    }
+    return _finish(ds, scores, attrs, "human_pmf from a table of respondents")
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_groups(
+    counts: np.ndarray, groups: Sequence[str], levels: Sequence[Sequence[Any]], what: str
+) -> None:
+    empty = np.argwhere(counts == 0)
+    if empty.size == 0:
+        return
+    cells = [
+        ", ".join(f"{g}={levels[d][i]!r}" for d, (g, i) in enumerate(zip(groups, row, strict=True)))
+        or "(all respondents)"
+        for row in empty[:5]
+    ]
+    more = f" and {len(empty) - 5} more" if len(empty) > 5 else ""
+    raise DesignError(
+        f"group {'; '.join(cells)}{more} has {what}: its PMF is undefined; "
+        "merge it with another level or leave its respondents out"
+    )
+
+
+def _finish(ds: xr.Dataset, scores: np.ndarray, attrs: dict[str, Any], how: str) -> xr.Dataset:
+    ds["pmf"].attrs["long_name"] = "human answer PMF (share of the answering respondents)"
+    ds["n"].attrs["long_name"] = "respondents who answered"
+    if "n_missing" in ds:
+        ds["n_missing"].attrs["long_name"] = (
+            "respondents who did not answer (NaN or a missing code)"
+        )
+    if "n_eff" in ds:
+        ds["n_eff"].attrs["long_name"] = "Kish effective sample size (sum w)^2 / sum w^2"
+        ds["weight"].attrs["long_name"] = "sum of the survey weights of the answering respondents"
+    attrs.update(
+        scale_min=int(scores[0]),
+        scale_max=int(scores[-1]),
+        history=f"xlikert {__version__}: {how}",
+    )
+    ds.attrs = attrs
+    return encode_attrs(ds)
+
+
+def human_pmf_from_counts(
+    counts: xr.DataArray, *, item_dim: Hashable = "item", score_dim: Hashable = "score"
+) -> xr.Dataset:
+    """Human PMF from respondent counts ``(*groups, item, score)`` (unweighted).
+
+    Raises
+    ------
+    DesignError
+        Negative, non-finite or non-integer counts (naming the cell), or a group
+        with no respondents for an item.
+
+    Examples
+    --------
+    >>> import xarray as xr, xlikert as xl
+    >>> c = xr.DataArray([[3, 1, 0]], dims=("item", "score"),
+    ...                  coords={"item": ["q"], "score": [1, 2, 3]})
+    >>> h = xl.human_pmf_from_counts(c)
+    >>> h.pmf.values.tolist(), h.n.values.tolist()
+    ([[0.75, 0.25, 0.0]], [4])
+    """
+    if not isinstance(counts, xr.DataArray):
+        raise InputTypeError(f"expected a DataArray of counts, got {type(counts).__name__}")
+    scores = check_score_axis(counts, score_dim)
+    if item_dim not in counts.dims:
+        raise DesignError(f"counts have no item dim {item_dim!r}; dims {tuple(counts.dims)}")
+    groups = [d for d in counts.dims if d not in (item_dim, score_dim)]
+    for g in groups:
+        check_factor_name(g, where=f"group dim {g!r}")
+    values = np.asarray(counts.values, dtype=np.float64)
+    bad = ~np.isfinite(values) | (values < 0) | (values != np.round(values))
+    if bad.any():
+        from ..validate import describe_cells
+
+        raise DesignError(
+            "counts must be non-negative integers; bad count at "
+            f"{describe_cells(counts.copy(data=bad).any(score_dim))}"
+        )
+    n = counts.sum(score_dim)
+    if bool((n == 0).any()):
+        from ..validate import describe_cells
+
+        raise DesignError(
+            f"group with no respondents at {describe_cells(n == 0)}: its PMF is undefined; "
+            "merge it with another level or leave it out"
+        )
+    ds = xr.Dataset({"pmf": counts.astype(np.float64) / n, "n": n.astype(np.int64)})
+    ds = ds.transpose(*groups, item_dim, score_dim)
+    attrs = {"human_groups": groups, "human_weighted": False, "human_weights_column": ""}
+    return _finish(ds, scores, attrs, "human_pmf_from_counts")
+
+
+def human_composite(
+    table: pd.DataFrame,
+    items: Sequence[str],
+    *,
+    scale: tuple[int, int] | None = None,
+    instrument: Any = None,
+    groups: Sequence[str] = (),
+    weights: str | None = None,
+    missing: Sequence[Any] = (),
+    score_dim: Hashable = "score",
+) -> xr.Dataset:
+    """Human PMF of the composite (sum of ``items``) ``(*groups, score)`` on ``K min .. K max``.
+
+    The respondents' own sums (their items are not independent, so this is not
+    the convolution of the item PMFs). Respondents who did not answer every
+    item are counted in ``n_missing``. Arguments and errors as :func:`human_pmf`;
+    reflect reverse-keyed columns first.
+
+    Examples
+    --------
+    >>> import pandas as pd, xlikert as xl
+    >>> t = pd.DataFrame({"a": [1, 2, 2], "b": [1, 2, None]})
+    >>> h = xl.human_composite(t, ["a", "b"], scale=(1, 2))
+    >>> h.pmf.score.values.tolist(), h.pmf.values.tolist(), int(h.n), int(h.n_missing)
+    ([2, 3, 4], [0.5, 0.0, 0.5], 2, 1)
+    """
+    item_of = _item_map(items)
+    scores = _scale_and_items(scale, instrument, item_of)
+    _check_table(table, list(item_of), list(groups), weights)
+    total = pd.Series(0.0, index=table.index)
+    for col in item_of:
+        idx, miss = _answers(table[col], col, scores, missing)
+        total = total + np.where(miss, np.nan, idx + scores[0])
+    k = len(item_of)
+    composite = pd.DataFrame({"_composite": total}, index=table.index)
+    wide = pd.concat([table[[*groups, *([weights] if weights else [])]], composite], axis=1)
+    out = human_pmf(
+        wide,
+        {"_composite": "composite"},
+        scale=(k * int(scores[0]), k * int(scores[-1])),
+        groups=groups,
+        weights=weights,
+        item_dim="_item",
+        score_dim=score_dim,
+    )
+    out = out.squeeze("_item", drop=True)
+    attrs = read_attrs(out)
+    attrs["human_items"] = item_of
+    attrs["human_composite"] = True
+    attrs["history"] += f" (composite of {k} items, the respondents' own sums)"
+    out.attrs = attrs
+    return encode_attrs(out)
+
+
+def mixture_weights(human: xr.Dataset) -> xr.DataArray:
+    """Weights of a human group in a mixture: ``weight`` (sum of survey weights), else ``n``.
+
+    Examples
+    --------
+    >>> import pandas as pd, xlikert as xl
+    >>> h = xl.human_pmf(pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]}), ["q"],
+    ...                  scale=(1, 2), groups=["g"])
+    >>> xl.human.mixture_weights(h).values.ravel().tolist()
+    [1, 2]
+    """
+    return human["weight"] if "weight" in human else human["n"]
+
+
+def human_marginal(
+    human: xr.Dataset,
+    *,
+    dims: Hashable | Sequence[Hashable] | None = None,
+    item_dim: Hashable = "item",
+) -> xr.Dataset:
+    """Pool the human groups along ``dims`` (default: every group, the population).
+
+    The pooled PMF is the mixture of the group PMFs weighted by their
+    respondents (or their survey weights), which is the PMF of the pooled
+    respondents; ``n`` and ``n_missing`` add up, and ``n_eff`` pools as
+    ``(sum W)^2 / sum (W^2 / n_eff)``.
+
+    Examples
+    --------
+    >>> import pandas as pd, xlikert as xl
+    >>> h = xl.human_pmf(pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]}), ["q"],
+    ...                  scale=(1, 2), groups=["g"])
+    >>> m = xl.human_marginal(h)
+    >>> m.pmf.values.tolist(), m.n.values.tolist()
+    ([[0.3333333333333333, 0.6666666666666666]], [3])
+    """
+    if not isinstance(human, xr.Dataset) or "pmf" not in human or "n" not in human:
+        raise InputTypeError("expected a human PMF Dataset with 'pmf' and 'n' (xl.human_pmf)")
+    attrs = read_attrs(human)
+    groups = [d for d in human["n"].dims if d != item_dim]
+    dims = groups if dims is None else [dims] if isinstance(dims, str) else list(dims)
+    for d in dims:
+        if d not in groups:
+            raise DesignError(f"{d!r} is not a group dim of the human PMF; its groups: {groups}")
+    w = mixture_weights(human)
+    out = {"pmf": (human["pmf"] * w).sum(dims) / w.sum(dims), "n": human["n"].sum(dims)}
+    for v in ("n_missing", "weight"):
+        if v in human:
+            out[v] = human[v].sum(dims)
+    if "n_eff" in human:
+        pooled = (human["weight"] ** 2 / human["n_eff"]).sum(dims)
+        out["n_eff"] = human["weight"].sum(dims) ** 2 / pooled
+    ds = xr.Dataset(out)
+    attrs["human_groups"] = [g for g in attrs.get("human_groups", []) if g not in dims]
+    attrs["history"] = f"{attrs.get('history', '')}\nxlikert {__version__}: pooled over {dims}"
+    ds.attrs = attrs
+    return encode_attrs(ds)

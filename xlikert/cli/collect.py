@@ -1,0 +1,185 @@
+"""``xlikert run`` and ``xlikert merge``.
+
+This module imports neither torch nor transformers; they load inside the commands.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import click
+
+from ..errors import XlikertError
+
+__all__ = ["FLAGS", "merge", "parse_batch", "parse_floats", "run", "run_options"]
+
+
+def _fail(exc: Exception) -> None:
+    raise click.ClickException(str(exc)) from exc
+
+
+def parse_batch(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        raise click.BadParameter(f"expected a positive integer or 'auto', got {value!r}") from None
+    if n < 1:
+        raise click.BadParameter(f"expected a positive integer or 'auto', got {value!r}")
+    return n
+
+
+def parse_floats(value: str) -> tuple[float, ...]:
+    """``"0.9,1.0"`` -> ``(0.9, 1.0)`` (a comma-separated list of numbers)."""
+    parts = [v.strip() for v in str(value).split(",")]
+    try:
+        return tuple(float(v) for v in parts)
+    except ValueError:
+        raise click.BadParameter(
+            f"expected numbers separated by commas (e.g. 0.9,1.0), got {value!r}"
+        ) from None
+
+
+#: ``xlikert run`` flag -> the CollectOptions field it sets.
+FLAGS: dict[str, str] = {
+    "--temperature": "temperatures",
+    "--top-p": "top_ps",
+    "--top-k": "top_k",
+    "--batch-size": "batch_size",
+    "--chunk-size": "chunk_size",
+    "--device": "device",
+    "--dtype": "dtype",
+    "--device-map": "device_map",
+    "--prefix-cache/--no-prefix-cache": "prefix_cache",
+    "--split-space/--one-token": "split_space",
+    "--trust-remote-code/--no-trust-remote-code": "trust_remote_code",
+}
+
+
+def run_options(collect_table: dict[str, Any] | None, where: str, **flags: Any):
+    """The run's :class:`~xlikert.collect.options.CollectOptions`: the flags given
+    (not None) over the experiment file's ``[collect]`` table over the defaults.
+
+    Each flag is checked on its own first, so an error names the flag.
+    """
+    from ..collect.options import CollectOptions
+
+    if collect_table and "scale" in collect_table:
+        raise XlikertError(
+            f"{where}: 'scale' is not set here; the scale is the instrument's, or the "
+            "experiment file's [scale] table"
+        )
+    given: dict[str, Any] = {}
+    for flag, field in FLAGS.items():
+        value = flags.get(field)
+        if value is None:
+            continue
+        try:
+            CollectOptions(**{field: value})
+        except XlikertError as exc:
+            raise click.BadParameter(str(exc), param_hint=f"'{flag.split('/')[0]}'") from None
+        given[field] = value
+    base = CollectOptions.from_mapping(collect_table, where=where)
+    return base.replace(where="xlikert run", **given)
+
+
+_HELP = """Collect exact item PMFs for the experiment CONFIG (a TOML file or built-in name).
+
+Rerunning the same command resumes an interrupted run; a finished run is not
+recomputed. The options come from, in order of precedence: these flags, the
+experiment file's [collect] table (keys: the CollectOptions fields, see
+xlikert/design/README.md), the defaults. Lists are comma-separated:
+--temperature 0.7,1.0 --top-p 0.9,1.0.
+"""
+
+
+@click.command(help=_HELP)
+@click.argument("config")
+@click.option(
+    "-o", "--output", default=None, type=click.Path(dir_okay=False),
+    help="results .nc (default: <experiment name>.nc)",
+)  # fmt: skip
+@click.option("--shard", default=None, help="compute only part i of n (e.g. 1/4); merge later")
+@click.option("--temperature", "temperatures", default=None, callback=lambda c, p, v: v and parse_floats(v),
+              help="decoding-grid temperatures, comma-separated (default: 0.1,0.5,1.0,1.3)")  # fmt: skip
+@click.option("--top-p", "top_ps", default=None, callback=lambda c, p, v: v and parse_floats(v),
+              help="decoding-grid top-p values in (0, 1], comma-separated (default: 0.8,0.9,1.0)")  # fmt: skip
+@click.option(
+    "--top-k", default=None, type=int, help="raw top-k tokens stored per prompt (default: 20)"
+)
+@click.option(
+    "--batch-size", default=None, callback=lambda c, p, v: v and parse_batch(v),
+    help="prompts per forward, or auto (default: auto)",
+)  # fmt: skip
+@click.option("--chunk-size", default=None, type=int,
+              help="prompts per unit of saved progress (default: 64)")  # fmt: skip
+@click.option("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda if available)")
+@click.option("--dtype", default=None, help="float32 | bfloat16 | float16 (default: auto)")
+@click.option("--device-map", default=None, help="'auto' to spread a large model over GPUs")
+@click.option("--prefix-cache/--no-prefix-cache", default=None,
+              help="reuse the system-prompt KV cache (default: on)")  # fmt: skip
+@click.option(
+    "--split-space/--one-token", "split_space", default=None,
+    help="--one-token: the paper's one-token rule, a bare space token before the digit counts "
+    "as a failure (default: --split-space)",
+)  # fmt: skip
+@click.option("--trust-remote-code/--no-trust-remote-code", default=None,
+              help="allow model code from the model repo (default: off)")  # fmt: skip
+@click.option("--overwrite", is_flag=True, help="replace an output made by another configuration")
+@click.option("--quiet", is_flag=True, help="no progress bar")
+def run(config, output, shard, overwrite, quiet, **flags):
+    from ..design import load_experiment
+    from ..collect.runner import collect
+
+    try:
+        exp = load_experiment(config)
+        options = run_options(exp.collect, f"{exp.path} [collect]", **flags)
+        prompts = exp.build_prompts()
+        output = output or f"{exp.name}.nc"
+        before = _stamp(output)
+        t0 = time.perf_counter()
+        ds = collect(
+            prompts,
+            exp.models,
+            output,
+            options=options,
+            shard=shard,
+            overwrite=overwrite,
+            progress=not quiet,
+        )
+    except XlikertError as exc:
+        _fail(exc)
+    n = int(ds["valid_mass"].size) if "computed" not in ds else int(ds["computed"].sum())
+    if before is not None and _stamp(output) == before:  # collect opened it, wrote nothing
+        click.echo(
+            f"{output} is already complete ({n} prompts of this configuration): nothing to do; "
+            "pass --overwrite with another configuration, or remove the file to recompute"
+        )
+        return
+    click.echo(f"wrote {output}: {n} prompts ({time.perf_counter() - t0:.1f} s)")
+
+
+def _stamp(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(mtime in ns, size) of ``path``, or None if it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+@click.command()
+@click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
+def merge(parts, output):
+    """Merge the shard files PARTS of a --shard i/n run into one results file."""
+    from ..collect.merge import merge_shards
+
+    try:
+        ds = merge_shards(list(parts), output)
+    except XlikertError as exc:
+        _fail(exc)
+    click.echo(f"wrote {output}: {int(ds['valid_mass'].size)} prompts from {len(parts)} shards")

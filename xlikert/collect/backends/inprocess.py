@@ -1,0 +1,304 @@
+"""What the in-process backends share: dtype rules, end of turn, provenance, scoring outline.
+
+The transformers backend (:mod:`xlikert.collect.backends.transformers`) and the
+in-process vLLM backend (:mod:`xlikert.collect.backends.vllm`) run the same token ids through a model in
+this process and read them with the same numpy rules. What they share is
+written once here, as :class:`InProcessModel` (their common base, in the manner
+of a template method: the outline of a unit's scoring is here, the engine work
+in the backends) and a few functions:
+
+* the dtype rule (:func:`resolve_dtype`; the names are checked by
+  :func:`xlikert.collect.options.check_dtype`);
+* the end-of-turn rule (:func:`end_of_turn_ids`, :data:`END_OF_TURN_RULE`);
+* the entry keys both know (:data:`ENTRY_KEYS`) and the provenance both record
+  (:func:`model_provenance`, :meth:`InProcessModel.provenance`);
+* the outline of a unit in exact mode and in reasoning mode
+  (:meth:`InProcessModel.score`).
+
+Neither torch nor vLLM is imported here at module level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...schema import encode_token_ids
+from ..options import check_dtype
+from ..readout import DECODING_TIE_RULE
+from ..reasoning import (
+    ReasoningFormat,
+    reasoning_format,
+    reasoning_provenance,
+    store_traces,
+    trace_seed,
+)
+from ..record import UnitResult
+from ..tokens import AnswerSequences, ValidTokens, answer_rule
+
+if TYPE_CHECKING:
+    from ..options import CollectOptions
+    from ..templates import PromptTemplate
+
+__all__ = [
+    "END_OF_TURN_RULE",
+    "ENTRY_KEYS",
+    "InProcessModel",
+    "end_of_turn_ids",
+    "model_provenance",
+    "resolve_dtype",
+]
+
+#: Model-entry keys both in-process backends know (each adds its own).
+ENTRY_KEYS = frozenset(
+    {"name", "source", "backend", "revision", "sha256", "gguf_file", "dtype",
+     "trust_remote_code", "prompt_format", "reasoning"}
+)  # fmt: skip
+
+
+def resolve_dtype(dtype: Any, *, gpu: bool, on_gpu_auto: str, where: str) -> str:
+    """The dtype a model is loaded in.
+
+    ``auto`` is float32 without a GPU in both backends (the softmax is float64
+    anyway; a float32 checkpoint is not downcast). On a GPU the backends differ,
+    and the difference is this parameter: ``on_gpu_auto`` is the transformers
+    backend's choice (bfloat16 where supported, else float16), or ``"auto"``
+    for vLLM, which then applies its own rule (the checkpoint's dtype, float32
+    checkpoints downcast), as every vLLM user expects.
+
+    Examples
+    --------
+    >>> resolve_dtype("auto", gpu=False, on_gpu_auto="bfloat16", where="m")
+    'float32'
+    >>> resolve_dtype(None, gpu=True, on_gpu_auto="auto", where="m")
+    'auto'
+    >>> resolve_dtype("fp16", gpu=False, on_gpu_auto="auto", where="m")
+    'float16'
+    """
+    name = check_dtype(dtype, where)
+    if name != "auto":
+        return name
+    return on_gpu_auto if gpu else "float32"
+
+
+#: The end-of-turn rule of both in-process backends; stored with each reasoning model.
+END_OF_TURN_RULE = (
+    "a trace ends at any eos_token_id of the tokenizer, the model config (config.json) or the "
+    "generation config (generation_config.json, else derived from config.json): the "
+    "transformers backend's sampler stops there, and the vLLM backend passes the same ids to "
+    "the engine as stop_token_ids (vLLM alone would stop at the tokenizer's and the "
+    "generation config's only)"
+)
+
+
+def end_of_turn_ids(tokenizer: Any, model_config: Any, generation_config: Any) -> set[int]:
+    """Token ids that end the model's turn (:data:`END_OF_TURN_RULE`).
+
+    Each argument is an object with an ``eos_token_id`` (an id, a list of ids
+    or None), or None where the model has no such file.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> sorted(end_of_turn_ids(NS(eos_token_id=2), NS(eos_token_id=[2, 7]), None))
+    [2, 7]
+    """
+    ids: set[int] = set()
+    for src in (tokenizer, model_config, generation_config):
+        eos = getattr(src, "eos_token_id", None)
+        if eos is not None:
+            ids.update(int(x) for x in (eos if isinstance(eos, list | tuple) else [eos]))
+    return ids
+
+
+def model_provenance(
+    source: str,
+    folder_provenance: dict[str, Any],
+    *,
+    backend: str,
+    tokenizer: Any,
+    tokenizer_fallback: str,
+    dtype: str,
+    template: PromptTemplate,
+    answers: str,
+    collection_protocol: str,
+) -> dict[str, Any]:
+    """The provenance keys both in-process backends record for a loaded model.
+
+    ``folder_provenance`` is :func:`~xlikert.collect.zoo.model_folder`'s
+    (revision, sha256 and maybe the tokenizer's name); the tokenizer is
+    recorded as ``Class:name`` (``tokenizer_fallback`` without a recorded name).
+    The decoding grid of both is xlikert's rule on the full vocabulary
+    (``decoding_rule``).
+    """
+    prov = {k: v for k, v in folder_provenance.items() if k != "tokenizer_name"}
+    name = folder_provenance.get("tokenizer_name") or tokenizer_fallback
+    return {
+        "source": source,
+        **prov,
+        "backend": backend,
+        "tokenizer": f"{type(tokenizer).__name__}:{name}",
+        "dtype": dtype,
+        "prompt_format": template.format,
+        "prompt_template": template.description,
+        "answers": answers,
+        "collection_protocol": collection_protocol,
+        "decoding_rule": DECODING_TIE_RULE,
+    }
+
+
+class InProcessModel:
+    """The common base of the in-process backends' models (:class:`~xlikert.collect.protocol.Model`).
+
+    It holds the outline of scoring a unit and the provenance; a backend supplies
+
+    * ``name``, ``options``, ``tokenizer``, ``template``, ``valid``, ``answers``
+      and ``reasoning`` (the checked table or None), then calls
+      :meth:`_start_reasoning`;
+    * :meth:`_read_prompts`: the readout after each prompt's token ids (exact mode);
+    * :meth:`_sample_and_read`: the traces of each prompt and the readout after
+      each closed trace (reasoning mode);
+    * :meth:`_provenance`: its provenance (from :func:`model_provenance`);
+    * :attr:`TRACE_SAMPLER`: how it samples a trace.
+    """
+
+    mode = "exact"
+    #: How the backend samples a trace; stored in the model's provenance.
+    TRACE_SAMPLER = ""
+    name: str
+    options: CollectOptions
+    reasoning: dict[str, Any] | None = None
+    format: ReasoningFormat | None = None
+    stop_ids: set[int]
+    #: Answer labels -> (valid tokens, answer spellings): each label set the model
+    #: has read with (:meth:`relabel`); None until the first relabel.
+    _rules: dict[tuple[str, ...] | None, tuple[ValidTokens, AnswerSequences]] | None = None
+
+    def _start_reasoning(
+        self, reasoning: dict[str, Any] | None, tokenizer: Any, model_config: Any,
+        generation_config: Any,
+    ) -> None:  # fmt: skip
+        """Set the reasoning format and the end-of-turn ids (reasoning mode only)."""
+        self.reasoning = reasoning
+        self.format = None
+        if reasoning is not None:
+            self.format = reasoning_format(tokenizer, reasoning, self.name)
+            self.stop_ids = end_of_turn_ids(tokenizer, model_config, generation_config)
+
+    # ------------------------------------------------------------------ answer labels
+    def relabel(self, labels: tuple[str, ...] | None) -> None:
+        """Read the answers of the next units with these answer labels (a response format).
+
+        ``labels``: one per scale value, in score order (None: the digits). The
+        answer rule (:func:`~xlikert.collect.tokens.answer_rule`) is resolved once
+        per label set and kept; :meth:`_use_answers` hands it to the backend.
+
+        Raises
+        ------
+        AnswerLabelError
+            Labels that are not single tokens for the model's tokenizer.
+        """
+        if self._rules is None:  # the rule the model was opened with
+            self._rules = {self.options.answer_labels: (self.valid, self.answers)}
+        rules = self._rules
+        if labels == self.options.answer_labels:
+            return
+        options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
+        if labels not in rules:
+            valid, answers, _ = answer_rule(
+                self.tokenizer, options.scale, split_space=options.split_space,
+                labels=options.labels_by_score,
+            )  # fmt: skip
+            rules[labels] = (valid, answers)
+        self.options = options
+        self._use_answers(*rules[labels])
+
+    def _use_answers(self, valid: ValidTokens, answers: AnswerSequences) -> None:
+        """Score the next units with this answer rule (the backend's hook)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the outline
+    def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
+        """Score ``(system, user)`` prompts: one row per prompt (reasoning: M traces each)."""
+        if self.reasoning is not None:
+            return self._score_reasoning(prompts)
+        texts = [self.template.render(s, u) for s, u in prompts]
+        encoded = [self.template.encode(t) for t in texts]
+        out = self._read_prompts(texts, encoded)
+        res = UnitResult.empty(len(prompts), self.options.sizes)
+        for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
+            res.data[key][:] = out[key]
+        tok = self.tokenizer
+        for b, (ids, lps) in enumerate(zip(out["topk_id"], out["topk_logprob"], strict=True)):
+            k = len(ids)  # fewer than top_k only for a tiny vocabulary
+            res.data["topk_token"][b, :k] = [tok.convert_ids_to_tokens(int(i)) or "" for i in ids]
+            res.data["topk_logprob"][b, :k] = np.asarray(lps)[:k]
+        res.data["prompt_text"][:] = texts
+        res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
+        return res
+
+    def _score_reasoning(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
+        """Sample the M traces of every prompt (each from its own seed), close each, read
+        the answer after it exactly, and store traces and reads
+        (:func:`~xlikert.collect.reasoning.store_traces`)."""
+        cfg, fmt, tok = self.reasoning, self.format, self.tokenizer
+        M = cfg["traces"]
+        texts = [fmt.prompt(self.template, s, u) for s, u in prompts]
+        encoded = [self.template.encode(t) for t in texts]
+        seeds = [[trace_seed(cfg["seed"], t, k) for k in range(M)] for t in texts]
+        closing = fmt.closing_ids(tok)
+        res = UnitResult.empty(len(prompts), self.options.sizes, traces=M)
+        reads = self._sample_and_read(texts, encoded, seeds, closing)
+        for b, (traces, ends, read) in enumerate(reads):
+            words = [tok.decode(t, skip_special_tokens=False) for t in traces]
+            store_traces(res, b, read, traces, ends, seeds[b], words, closing)
+        res.data["prompt_text"][:] = texts
+        res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
+        return res
+
+    # ------------------------------------------------------------------ the backend's part
+    def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
+        """``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` (one row per
+        prompt) and ``topk_id``, ``topk_logprob`` (a sequence per prompt) after each
+        prompt's token ids (``texts``: the prompts' texts)."""
+        raise NotImplementedError
+
+    def _sample_and_read(
+        self,
+        texts: list[str],
+        encoded: list[list[int]],
+        seeds: list[list[int]],
+        closing: dict[bool, list[int]],
+    ) -> Iterable[tuple[list[list[int]], list[str], dict[str, np.ndarray]]]:
+        """Per prompt, in order: its traces' token ids (an ending end-of-turn token
+        dropped), how each ended (``"marker"``, ``"eos"``, ``"length"``) and the readout
+        after each closed trace (``closing[ended on the marker]`` appended)."""
+        raise NotImplementedError
+
+    def _provenance(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ provenance
+    def provenance(self) -> dict[str, Any]:
+        """What to record about the model: the backend's keys, the reasoning settings,
+        the answer rule's tokens."""
+        info = {k: v for k, v in self._provenance().items() if k != "load_seconds"}
+        if self.reasoning is not None:
+            info.update(reasoning_provenance(self.reasoning, self.format, self.TRACE_SAMPLER))
+            info["end_of_turn_ids"] = sorted(self.stop_ids)
+            info["end_of_turn_rule"] = END_OF_TURN_RULE
+        if self.template.system_merged:
+            info["system_merged_into_user"] = "true"
+        rules = self._rules or {self.options.answer_labels: (self.valid, self.answers)}
+        first_valid, first_answers = next(iter(rules.values()))
+        info["valid_tokens"] = first_valid.as_records()
+        if not first_answers.is_one_token:
+            info["answer_spellings"] = first_answers.as_records()
+        if len(rules) > 1 or None not in rules:  # a response format: each label set's tokens
+            info["valid_tokens_by_labels"] = {
+                " ".join(labels or (str(y) for y in self.options.scale)): valid.as_records()
+                for labels, (valid, _) in rules.items()
+            }
+        return info

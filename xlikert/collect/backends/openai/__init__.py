@@ -1,0 +1,74 @@
+"""OpenAI-compatible server backend: vLLM, llama.cpp server, hosted chat-completions APIs.
+
+One chat-completions request per (condition, item) with ``max_tokens=1``,
+``logprobs=true`` and ``top_logprobs=k+1``. Two modes, detected at run time:
+
+``exact``
+    The server honours vLLM's request extension ``logprob_token_ids`` (a list of
+    token ids whose log-probabilities are returned at the generated position
+    whatever their rank; vLLM pull request #43463) together with
+    ``return_tokens_as_token_ids``. Every valid token's log-probability is then
+    known, so the item PMF and the failure rate are exact, as with the local
+    transformers backend. A second request per prompt fetches the natural top-k.
+``topk``
+    Only the ``k`` most probable tokens are known (OpenAI caps ``k`` at 20). The
+    observed probabilities are stored as they are (``pmf`` is renormalised over the
+    *observed* valid tokens, ``valid_mass`` is the observed valid mass) and the PMF
+    is marked bounded: ``pmf_lower``/``pmf_upper`` and
+    ``valid_mass_lower``/``valid_mass_upper`` hold certified intervals
+    (:func:`xlikert.collect.readout.topk_intervals`). Servers may list the sampled
+    token first whatever its rank (vLLM does), so xlikert asks for ``k + 1``
+    entries and certifies with the rule that allows one entry out of rank order.
+    Nothing unobserved is imputed.
+
+The decoding grid needs the full vocabulary; from a server only temperature 1 is
+known, for the top-p values whose nucleus provably lies inside the listed tokens
+(:func:`xlikert.collect.readout.nucleus_logprobs` with ``unlisted_max``); every other
+grid point is NaN (``decoding_valid_mass`` NaN too: not measured).
+
+The API key is read from an environment variable (``api_key_env``, default
+``OPENAI_API_KEY``) for each request; it is never stored, logged or put in the
+fingerprint. HTTP goes through ``httpx`` (a pool of keep-alive connections; proxy
+and TLS settings from the environment).
+
+The backend in four parts:
+
+================  =====================================================================
+:mod:`.spec`      the model entry: :class:`ServerSpec`, :func:`parse_server_spec`,
+                  :func:`check`
+:mod:`.transport` how requests travel: HTTP client, retries, ``Retry-After``, errors
+:mod:`.plan`      what is sent: request bodies, the mode probe, the waves of requests
+:mod:`.readout`   what comes back: log-probabilities to PMFs and certified intervals
+:mod:`.model`     :class:`ServerModel`, which joins them
+================  =====================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...options import CollectOptions
+from .model import ServerModel
+from .plan import CACHE_RESET
+from .readout import DECODING_RULE, OUT_OF_ORDER, PADDED_LOGPROB, PROTOCOL
+from .spec import SERVER_KINDS, TRANSPORT_KEYS, ServerSpec, check, parse_server_spec
+
+__all__ = [
+    "CACHE_RESET",
+    "DECODING_RULE",
+    "OUT_OF_ORDER",
+    "PADDED_LOGPROB",
+    "PROTOCOL",
+    "SERVER_KINDS",
+    "TRANSPORT_KEYS",
+    "ServerModel",
+    "ServerSpec",
+    "check",
+    "open",
+    "parse_server_spec",
+]
+
+
+def open(spec: dict[str, Any], options: CollectOptions, probe: tuple[str, str]) -> ServerModel:
+    """Connect to the server of a model entry and detect its mode with ``probe``."""
+    return ServerModel.open(parse_server_spec(spec), options, probe)

@@ -1,0 +1,263 @@
+"""The server model: connects, picks the mode, and scores prompts in waves of requests."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ....errors import CollectionError
+from ...options import CollectOptions
+from ...readout import TOPK_BOUNDS_RULE
+from ...record import UnitResult
+from ...tokens import ONE_TOKEN_RULE
+from .plan import PROMPT_CACHE, RequestPlan, messages
+from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
+from .spec import SERVER_KINDS, ServerSpec
+from .transport import Transport
+
+__all__ = ["ServerModel", "load_tokenizer"]
+
+
+def _tokenizer_name(spec: ServerSpec) -> tuple[str | None, str]:
+    """The tokenizer to load (None: none can be) and, when None, why."""
+    if spec.tokenizer is not None:
+        return spec.tokenizer, ""
+    m = spec.model
+    if os.path.isdir(os.path.expanduser(m)) or (m.count("/") == 1 and " " not in m):
+        return m, ""
+    return None, f"the served name {m!r} is not a tokenizer id or folder"
+
+
+def load_tokenizer(spec: ServerSpec) -> tuple[Any, str]:
+    """The tokenizer of a server model entry and what to record about it.
+
+    ``tokenizer``, else the served model's name when it looks like a Hugging Face id
+    or a folder; ``revision`` picks the Hugging Face revision. Without ``tokenizer``
+    and ``revision``, a served name that cannot be loaded gives no tokenizer (None):
+    valid tokens are then recognised by their text.
+
+    Raises
+    ------
+    CollectionError
+        A given ``tokenizer`` (or one pinned by ``revision``) that cannot be loaded;
+        ``revision`` with a local folder, which has no revisions.
+    """
+    name, why = _tokenizer_name(spec)
+    required = spec.tokenizer is not None or spec.revision is not None
+    where = f"model {spec.name!r}"
+    if name is None:
+        if spec.revision is not None:
+            raise CollectionError(
+                f"{where}: revision {spec.revision!r} given, but {why}: name the tokenizer's "
+                "Hugging Face id with `tokenizer`"
+            )
+        return None, f"no tokenizer: {why}; valid tokens recognised by their text"
+    path = os.path.expanduser(name)
+    if spec.revision is not None and os.path.isdir(path):
+        raise CollectionError(
+            f"{where}: revision {spec.revision!r} given, but the tokenizer {name!r} is a local "
+            "folder, which has no revisions: drop `revision` or name a Hugging Face id"
+        )
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(
+            path, revision=spec.revision, trust_remote_code=spec.trust_remote_code
+        )
+    except Exception as exc:
+        if not required:  # the served name need not be a loadable tokenizer: top-k by text
+            return None, (
+                f"no tokenizer loaded for {name!r} ({type(exc).__name__}); valid tokens "
+                "recognised by their text"
+            )
+        raise CollectionError(f"{where}: cannot load tokenizer {name!r}: {exc}") from exc
+    return tok, f"{type(tok).__name__}:{name}" + (f"@{spec.revision}" if spec.revision else "")
+
+
+class ServerModel:
+    """A model behind an OpenAI-compatible server, ready to score prompts.
+
+    Built by :meth:`open`, which checks the server, the model name and the
+    logprob support before any work is done. Three parts do the work: the
+    :class:`~.transport.Transport` (HTTP, retries), the
+    :class:`~.plan.RequestPlan` (which requests, in which waves) and the
+    :class:`~.readout.Readout` (log-probabilities to PMFs and intervals).
+    """
+
+    def __init__(self, spec: ServerSpec, options: CollectOptions):
+        self.spec = spec
+        self.name = spec.name
+        self.options = options
+        self.transport = Transport(spec)
+        self.plan = RequestPlan(spec, self.transport, int(options.top_k), spec.server)
+        self.tokenizer = None
+        self.valid = None
+        self.mode = "topk"
+        self.readout = Readout(spec, options, "topk", False)
+        self._prov: dict[str, Any] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<ServerModel {self.spec.name!r} model={self.spec.model!r} "
+            f"url={self.spec.public_url} mode={self.mode}>"
+        )
+
+    @property
+    def kind(self) -> str:
+        """The server kind (``vllm``, ``llama.cpp``, ``llama-cpp-python``, ``other``)."""
+        return self.plan.kind
+
+    @classmethod
+    def open(cls, spec: ServerSpec, options: CollectOptions, probe: tuple[str, str]) -> ServerModel:
+        """Connect, check the model and detect the mode with one probe prompt."""
+        _check_one_token(options, spec.name)
+        self = cls(spec, options)
+        try:
+            self._check_models()
+            self._load_tokenizer()
+            mode, ids_ok, why = self.plan.detect(
+                messages(*probe), self.valid.ids if self.valid else None, self.tokenizer is not None
+            )
+        except BaseException:
+            self.close()
+            raise
+        if why:
+            self._prov["exact_unavailable"] = why
+        self.mode = mode
+        self.readout = Readout(spec, options, mode, ids_ok, self.valid, self.tokenizer)
+        return self
+
+    def _check_models(self) -> None:
+        info = self.plan.served_model()
+        if info is None:
+            self._prov["models_endpoint"] = "absent"
+            info = {}
+        for k in ("root", "owned_by", "max_model_len"):
+            if info.get(k) is not None:
+                self._prov[f"served_{k}"] = info[k]
+        if self.plan.kind == "auto":
+            self.plan.kind = SERVER_KINDS.get(str(info.get("owned_by")), "other")
+
+    def _load_tokenizer(self) -> None:
+        tok, what = load_tokenizer(self.spec)
+        if tok is None:
+            self._prov["tokenizer_note"] = what
+            return
+        self.tokenizer = tok
+        self.valid = self._valid_tokens(self.options)
+        self._prov["tokenizer"] = what
+
+    def _valid_tokens(self, options: CollectOptions):
+        """The valid tokens of the answer labels (AnswerLabelError: not single tokens)."""
+        from ...tokens import find_label_tokens
+
+        return find_label_tokens(self.tokenizer, options.scale, options.labels_by_score)
+
+    def relabel(self, labels: tuple[str, ...] | None) -> None:
+        """Read the next units' answers with these labels (score order; None: the digits).
+
+        The valid tokens (with a tokenizer) and the readout of listed tokens by
+        their text follow the labels; the mode detected at :meth:`open` stays.
+        """
+        if labels == self.options.answer_labels:
+            return
+        options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
+        _check_one_token(options, self.name)
+        valid = self._valid_tokens(options) if self.tokenizer is not None else None
+        by_labels = self._prov.setdefault("valid_tokens_by_labels", {})
+        if self.valid is not None and not by_labels:
+            by_labels[" ".join(self.options.answer_labels or map(str, self.options.scale))] = (
+                self.valid.as_records()
+            )
+        if valid is not None:
+            by_labels[" ".join(options.answer_labels or map(str, options.scale))] = (
+                valid.as_records()
+            )
+        self.options, self.valid = options, valid
+        self.readout = Readout(
+            self.spec, options, self.mode, self.readout.ids_ok, valid, self.tokenizer
+        )
+
+    def provenance(self) -> dict[str, Any]:
+        """What to record about the model: server, mode, request, bounds, valid tokens."""
+        prov = dict(self._prov)
+        skip = ("messages", "model", "stream", "n", "cache_salt")  # the salt: fresh per request
+        request = {k: v for k, v in self.plan.body([]).items() if k not in skip}
+        prov.update(
+            backend="openai-compatible chat completions",
+            source=f"openai:{self.spec.model}",
+            server=self.spec.public_url,
+            served_model=self.spec.model,
+            mode=self.mode,
+            collection_protocol=PROTOCOL[self.mode],
+            decoding_rule=DECODING_RULE,
+            api_key_env=self.spec.api_key_env,
+            request=json.dumps(request, sort_keys=True)
+            + (" + logprob_token_ids=<valid ids>" if self.mode == "exact" else ""),
+            prompt_format="chat messages (JSON), templated by the server",
+            concurrency=self.spec.concurrency,
+            answers=ONE_TOKEN_RULE + " (a server cannot condition on an appended space token, "
+            "so an answer whose leading space is a token of its own counts as a failure)",
+            topk_listing=f"asked for top_k + {OUT_OF_ORDER} entries, kept the top_k most "
+            "probable: a server may list its sampled token first whatever its rank",
+            http_requests_last_session=self.transport.requests,
+            http_retries_last_session=self.transport.retries,
+        )
+        prov["server_kind"] = self.kind
+        prov["prompt_cache"] = PROMPT_CACHE.get(self.kind, "not controlled by xlikert")
+        if self.mode == "topk":
+            prov["bounds"] = TOPK_BOUNDS_RULE
+            prov["logprob_rtol"] = self.spec.logprob_rtol
+        if self.spec.revision is not None:
+            prov["revision"] = self.spec.revision
+        prov["valid_tokens"] = self.valid.as_records() if self.valid is not None else []
+        prov.setdefault("tokenizer", "none (valid tokens recognised by their text)")
+        return prov
+
+    def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
+        """Score the prompts concurrently (``concurrency`` requests in flight).
+
+        All top-k listings first, then (exact mode) all ``logprob_token_ids``
+        requests (:meth:`~.plan.RequestPlan.waves`): two requests per prompt in
+        exact mode, one in top-k mode.
+        """
+        res = UnitResult.empty(len(prompts), self.options.sizes, bounded=self.mode == "topk")
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
+        msgs = [messages(*p) for p in prompts]
+        ids = list(self.valid.ids) if self.mode == "exact" else None
+        rd = self.readout
+        listings, got = self.plan.waves(
+            self._pool, msgs, rd.ids_ok, ids, rd.listing, rd.valid_logprobs
+        )
+        for r, m in enumerate(msgs):
+            rd.fill(res, r, m, listings[r], got[r] if got is not None else None)
+        return res
+
+    def close(self) -> None:
+        """Stop the worker threads and close every connection."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        self.transport.close()
+
+
+def _check_one_token(options: CollectOptions, name: str) -> None:
+    """Servers give next-token log-probabilities only: every answer must be one token."""
+    from ...tokens import needs_sequences
+
+    if needs_sequences(options.scale, options.labels_by_score):
+        what = (
+            f"the scale {list(options.scale)}"
+            if options.answer_labels is None
+            else f"the answer labels {list(options.answer_labels)}"
+        )
+        raise CollectionError(
+            f"model {name!r}: {what} needs multi-token answers (one value's text is a prefix "
+            "of another's); servers give next-token log-probabilities only: use the "
+            "transformers or vllm backend"
+        )

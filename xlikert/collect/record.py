@@ -1,0 +1,338 @@
+"""The one per-unit record every backend returns, and its assembly into a results Dataset.
+
+A *unit* is a fixed group of prompts of one model (see :mod:`xlikert.collect.runner`).
+Every backend — transformers, in-process vLLM, an OpenAI-compatible server —
+scores a unit into a :class:`UnitResult`: the variables of the results schema
+(:mod:`xlikert.schema`), each with a leading ``cell`` axis, the dims and the fill
+value given there. The
+resumable store saves it as it is (:mod:`xlikert.collect.store`), and
+:func:`assemble` scatters the units of every model into the results Dataset of
+the results schema; :func:`xlikert.collect.merge_shards` combines shard files by the
+same table.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import xarray as xr
+
+from .._version import __version__
+from ..errors import CollectionError
+from ..schema import (
+    BOUND_VARIABLES,
+    PROMPT_VARIABLES,
+    SAMPLED_VARIABLES,
+    TRACE_VARIABLES,
+    Variable,
+    decode_token_ids,
+    variable_table,
+)
+from .readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
+from .reasoning import REASONING_RULE
+
+__all__ = ["ReadSequence", "UnitResult", "assemble", "read_sequence"]
+
+
+def _shape(var: Variable, n: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
+    return (n, *(sizes[d] for d in var.dims))
+
+
+@dataclass
+class UnitResult:
+    """The arrays one backend computed for one unit of prompts.
+
+    ``data`` maps each name of :data:`VARIABLES` (and, for bounded units, of
+    :data:`BOUND_VARIABLES`; for a model in reasoning mode, of
+    :data:`TRACE_VARIABLES`, with its own number of traces) to an array whose
+    first axis runs over the unit's prompts; ``mode`` is the backend's
+    measurement mode (``"exact"`` or ``"topk"``).
+    """
+
+    data: dict[str, np.ndarray]
+    mode: str = "exact"
+    cells: np.ndarray | None = None
+
+    @classmethod
+    def empty(
+        cls, n: int, sizes: Mapping[str, int], *, bounded: bool = False, traces: int = 0
+    ) -> UnitResult:
+        """A record of ``n`` prompts filled with each variable's fill value.
+
+        Examples
+        --------
+        >>> r = UnitResult.empty(2, {"score": 7, "rank": 3, "temperature": 1, "top_p": 2})
+        >>> r.data["decoding_pmf"].shape, r.data["topk_token"][0, 0] == ""
+        ((2, 1, 2, 7), True)
+        >>> UnitResult.empty(2, {"score": 7, "rank": 3, "temperature": 1, "top_p": 2},
+        ...                  traces=4).data["trace_pmf"].shape
+        (2, 4, 7)
+        """
+        sizes = {**sizes, "trace": traces}
+        data = {
+            k: v.full(_shape(v, n, sizes))
+            for k, v in variable_table(bounded=bounded, traces=traces).items()
+        }
+        return cls(data, mode="topk" if bounded else "exact")
+
+    @property
+    def bounded(self) -> bool:
+        return "pmf_lower" in self.data
+
+    @property
+    def traces(self) -> int:
+        """Traces per prompt (0: not in reasoning mode)."""
+        return int(np.shape(self.data["trace_pmf"])[1]) if "trace_pmf" in self.data else 0
+
+    def check(self, n: int, sizes: Mapping[str, int]) -> None:
+        """Raise when a variable is missing or has the wrong shape (a backend bug).
+
+        ``sizes["trace"]`` (default 0) is the number of traces the model samples.
+        """
+        traces = int(sizes.get("trace", 0))
+        if self.traces != traces:
+            raise CollectionError(
+                f"internal error: backend returned {self.traces} trace(s) per prompt, "
+                f"expected {traces}"
+            )
+        for k, v in variable_table(bounded=self.bounded, traces=traces).items():
+            want = _shape(v, n, {**sizes, "trace": traces})
+            got = np.shape(self.data.get(k))
+            if k not in self.data or got != want:
+                raise CollectionError(
+                    f"internal error: backend returned {k!r} with shape {got}, expected {want}"
+                )
+
+    # ------------------------------------------------------------------ storage
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Plain arrays for ``np.savez`` (text as fixed-width unicode)."""
+        out = {
+            k: (np.asarray(v).astype(str) if v.dtype == object else v) for k, v in self.data.items()
+        }
+        out["mode"] = np.array(self.mode)
+        if self.cells is not None:
+            out["cells"] = np.asarray(self.cells, dtype=np.int64)
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> UnitResult:
+        data = {k: np.asarray(v) for k, v in arrays.items() if k not in ("mode", "cells")}
+        mode = str(arrays["mode"]) if "mode" in arrays else "exact"
+        cells = np.asarray(arrays["cells"]) if "cells" in arrays else None
+        return cls(data, mode, cells)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def assemble(
+    prompts: xr.Dataset,
+    user: xr.DataArray,
+    model_names: Sequence[str],
+    sizes: Mapping[str, int],
+    coords: Mapping[str, Any],
+    units: Sequence[tuple[int, UnitResult]],
+    infos: Mapping[int, dict[str, Any]],
+    *,
+    shard: tuple[int, int] | None = None,
+) -> xr.Dataset:
+    """Scatter the units of every model into the results Dataset (the results schema).
+
+    Parameters
+    ----------
+    prompts
+        The prompts Dataset (its item coords and attrs are carried over).
+    user
+        The user prompts, dims ``(*factors, item)``: the cell layout.
+    model_names
+        The ``model`` coord.
+    sizes, coords
+        Lengths and coords of ``score``, ``rank``, ``temperature``, ``top_p``;
+        ``sizes["trace"]`` (default 0): the most traces of any model in
+        reasoning mode (adds :data:`TRACE_VARIABLES` when > 0).
+    units
+        ``(model index, UnitResult with cells)`` pairs.
+    infos
+        Per-model provenance, by model index.
+    shard
+        ``(i, n)`` for a shard file: adds the ``computed`` mask.
+    """
+    M, ncell = len(model_names), int(np.prod(user.shape))
+    bounded = any(r.bounded for _, r in units)
+    n_traces = int(sizes.get("trace", 0))
+    sizes = {**sizes, "trace": n_traces}
+    table = variable_table(bounded=bounded, traces=n_traces)
+    flat = {k: v.full(_shape(v, M * ncell, sizes)) for k, v in table.items()}
+    computed = np.zeros(M * ncell, dtype=bool)
+    for mi, r in units:
+        rows = mi * ncell + np.asarray(r.cells)
+        for k in table:
+            if k in r.data:
+                if k in TRACE_VARIABLES and TRACE_VARIABLES[k].dims[:1] == ("trace",):
+                    flat[k][rows, : r.traces] = r.data[k]  # fewer traces: the rest stays fill
+                else:
+                    flat[k][rows] = r.data[k]
+            elif k in BOUND_VARIABLES:  # an exact unit in a bounded file: the point itself
+                flat[k][rows] = r.data["pmf" if k.startswith("pmf") else "valid_mass"]
+            elif k == "pmf_se":  # a model not in reasoning mode: its pmf is exact
+                flat[k][rows] = 0.0
+        computed[rows] = True
+    dims = ("model", *user.dims)
+    full = (M, *user.shape)
+    data_vars = {}
+    for k, v in table.items():
+        arr = flat[k].reshape(*full, *(sizes[d] for d in v.dims))
+        data_vars[k] = xr.Variable(
+            (*dims, *v.dims), arr.astype(str) if v.is_text else arr, dict(v.attrs)
+        )
+    all_coords: dict[str, Any] = {d: user[d] for d in user.dims if d in user.coords}
+    for name, co in prompts.coords.items():  # item coords (reverse_keyed, subscale, ...)
+        if name not in all_coords and set(co.dims) <= set(user.dims):
+            all_coords[name] = co
+    all_coords["model"] = list(model_names)
+    all_coords.update(coords)
+    if n_traces:
+        all_coords["trace"] = np.arange(n_traces)
+    ds = xr.Dataset(data_vars, coords=all_coords, attrs=dict(prompts.attrs))
+    if bounded:
+        ds.attrs["bounds_rule"] = TOPK_BOUNDS_RULE
+        ds["pmf"].attrs["bounded"] = (
+            "where pmf_lower < pmf_upper the pmf is only bounded (top-k server): the stored "
+            "value is the listed valid mass renormalised, see bounds_rule"
+        )
+    if n_traces:
+        ds.attrs["reasoning_rule"] = REASONING_RULE
+        ds.attrs["sampling_error"] = (
+            "for the models in reasoning mode (ds.likert.attrs['reasoning_models']; their settings in "
+            "ds.likert.attrs['models'][name]['reasoning']) pmf, valid_mass, decoding_pmf and "
+            "decoding_valid_mass are means over sampled traces and carry Monte Carlo error; "
+            "pmf_se is the standard error of pmf per score; trace_pmf and trace_valid_mass are "
+            "exact given each trace; every other model's numbers are exact (pmf_se = 0)"
+        )
+        for k in SAMPLED_VARIABLES:
+            if k != "pmf_se":
+                ds[k].attrs["sampling_error"] = (
+                    "mean over sampled traces for models in reasoning mode; see pmf_se and "
+                    "the file's sampling_error attribute"
+                )
+        ds["topk_token"].attrs["reasoning"] = "empty for models in reasoning mode"
+    if shard:
+        ds["computed"] = (dims, computed.reshape(full), dict(PROMPT_VARIABLES["computed"].attrs))
+        ds.attrs["shard"] = f"{shard[0]}/{shard[1]}"
+    # Per-model provenance: attrs["models"][name] (a dict; xlikert.io stores it as JSON).
+    ds.attrs["models"] = {model_names[mi]: dict(infos.get(mi, {})) for mi in range(M)}
+    ds["decoding_pmf"].attrs["description"] = _per_model(
+        ds.attrs["models"], "decoding_rule", "the decoding grid"
+    )
+    ds.attrs.update(
+        xlikert_version=__version__,
+        date_created=_now(),
+        collection_protocol=(
+            _per_model(ds.attrs["models"], "collection_protocol", "the measurement")
+            + ". Valid tokens = vocabulary tokens whose surface form is a scale value with an "
+            "optional leading ' ', '▁' or 'Ġ'; each model's answer rule (one token, split "
+            "space, multi-token), backend and collection_protocol are in "
+            "ds.likert.attrs['models'][name]"
+        ),
+        decoding_tie_rule=DECODING_TIE_RULE,
+    )
+    return ds
+
+
+def _per_model(models: dict[str, dict[str, Any]], key: str, what: str) -> str:
+    """What the models' provenance says under ``key``: the one text when all agree, else
+    each text after the models it applies to (a backend that does not record it is named)."""
+    texts: dict[str, list[str]] = {}
+    for name, info in models.items():
+        text = info.get(key) or f"{what} not recorded by the backend of model {name!r}"
+        texts.setdefault(str(text), []).append(name)
+    if len(texts) == 1:
+        return next(iter(texts))
+    return "; ".join(f"models {', '.join(map(repr, names))}: {t}" for t, names in texts.items())
+
+
+class ReadSequence(NamedTuple):
+    """The token ids a model read before an answer: prompt, trace and closing.
+
+    ``ids`` is their concatenation: one forward pass over it gives the next-token
+    logits the stored PMF was read from (the answer rule then reads the valid
+    tokens, and with the split-space rule a bare space token, after it).
+    """
+
+    prompt: np.ndarray
+    trace: np.ndarray
+    closing: np.ndarray
+
+    @property
+    def ids(self) -> np.ndarray:
+        return np.concatenate([self.prompt, self.trace, self.closing])
+
+
+def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> ReadSequence:
+    """The exact token ids read for one cell of a results file (and one of its traces).
+
+    Retokenising ``prompt_text`` and the decoded trace is not enough to
+    reproduce a number: a tokenizer may merge tokens across the boundaries
+    (a trace ending in ``,`` and a closing starting with a newline become one
+    token the model never saw). The file stores the ids themselves.
+
+    Parameters
+    ----------
+    ds
+        A results Dataset (``collect``, :func:`xlikert.open_results`, or plain
+        ``xr.open_dataset``).
+    trace : keyword-only
+        Position of the trace along ``trace`` (reasoning mode); None in exact mode.
+    **cell
+        One level of every factor and the item (``model=..., target=..., item=...``).
+
+    Returns
+    -------
+    ReadSequence
+        ``prompt``, ``trace`` and ``closing`` ids (int64; the last two empty in
+        exact mode) and their concatenation ``ids``.
+
+    Raises
+    ------
+    CollectionError
+        The file holds no ids (an older file, or a server backend that sent
+        text), the cell is not one cell, or the trace does not exist.
+
+    Examples
+    --------
+    >>> ds = xl.open_results("reasoning.nc")  # doctest: +SKIP
+    >>> seq = read_sequence(ds, model="qwen-cot", target="USA", item="1", trace=0)  # doctest: +SKIP
+    >>> logits = model(torch.tensor([seq.ids])).logits[0, -1]  # doctest: +SKIP
+    """
+    if "prompt_token_ids" not in ds:
+        raise CollectionError(
+            "this results file holds no token ids ('prompt_token_ids'): it was written by an "
+            "older xlikert; rerun the collection to store them"
+        )
+    missing = [d for d in ds["prompt_token_ids"].dims if d not in cell]
+    if missing:
+        raise CollectionError(f"read_sequence needs one level of each of {missing}")
+    at = ds.sel(cell)
+    prompt = str(at["prompt_token_ids"].values)
+    if not prompt:
+        raise CollectionError(
+            f"no token ids stored for {cell}: the backend sent text, not ids "
+            "(OpenAI-compatible servers tokenise on their side)"
+        )
+    empty = np.empty(0, dtype=np.int64)
+    if trace is None:
+        return ReadSequence(decode_token_ids(prompt), empty, empty)
+    if "trace_token_ids" not in ds:
+        raise CollectionError("this results file holds no traces (not a reasoning run)")
+    if not 0 <= int(trace) < ds.sizes["trace"]:
+        raise CollectionError(f"trace {trace} out of range: the file holds {ds.sizes['trace']}")
+    ids = str(at["trace_token_ids"].isel(trace=int(trace)).values)
+    if not ids:
+        raise CollectionError(f"no trace {trace} for {cell}: this model sampled fewer traces")
+    closing = str(at["trace_closing_ids"].isel(trace=int(trace)).values)
+    return ReadSequence(decode_token_ids(prompt), decode_token_ids(ids), decode_token_ids(closing))

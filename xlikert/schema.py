@@ -1,0 +1,302 @@
+"""The results schema: every variable a results file holds, with its dims, fill value
+and codec, written once.
+
+A results file (DESIGN.md section 1) is a Dataset whose variables have dims
+``(model, *factors, item, *per_cell_dims)``. The per-cell dims and everything
+else about each variable are in one table per group:
+
+* :data:`VARIABLES` -- always present (``pmf``, ``valid_mass``, the prompt and its
+  token ids, the top-k tokens, the decoding grid);
+* :data:`BOUND_VARIABLES` -- certified intervals, when some cell was only bounded
+  (a top-k server);
+* :data:`TRACE_VARIABLES` -- reasoning mode, on a ``trace`` dim;
+* :data:`PROMPT_VARIABLES` -- the prompts Dataset the design writes and a shard's
+  ``computed`` mask.
+
+Every other list of result variables (:data:`xlikert.dims.RESULT_VARIABLES`, the
+records the backends fill, the merge of shard files) is derived from these tables.
+Text that holds token ids or trace texts is compressed by the codecs here
+(:func:`encode_token_ids`, :func:`encode_text`), so a netCDF file stays small and
+plain ``xr.open_dataset`` reads it.
+
+Examples
+--------
+>>> from xlikert import schema
+>>> schema.VARIABLES["pmf"].dims
+('score',)
+>>> "trace_pmf" in schema.RESULT_VARIABLES
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "BOUND_VARIABLES",
+    "PROMPT_VARIABLES",
+    "RESULT_VARIABLES",
+    "SAMPLED_VARIABLES",
+    "TRACE_VARIABLES",
+    "VARIABLES",
+    "Variable",
+    "decode_text",
+    "decode_token_ids",
+    "encode_text",
+    "encode_token_ids",
+    "variable_table",
+]
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A per-cell result variable: its dims after the cell dims, fill value, attrs and dtype."""
+
+    dims: tuple[str, ...]
+    fill: Any
+    attrs: Mapping[str, str] = field(default_factory=dict)
+    dtype: str = "float64"
+
+    @property
+    def is_text(self) -> bool:
+        return isinstance(self.fill, str)
+
+    def full(self, shape: tuple[int, ...]) -> np.ndarray:
+        """An array of ``shape`` filled with the fill value."""
+        return np.full(shape, self.fill, dtype=object if self.is_text else self.dtype)
+
+
+_NAN = float("nan")
+
+#: Variables of every unit, in the order of the results file.
+VARIABLES: dict[str, Variable] = {
+    "pmf": Variable(
+        ("score",),
+        _NAN,
+        {
+            "long_name": "item PMF over valid answers (renormalised)",
+            "description": "sum over each score's valid answers of P_raw, divided by valid_mass",
+        },
+    ),
+    "valid_mass": Variable(
+        (),
+        _NAN,
+        {
+            "long_name": "valid mass",
+            "description": "sum of P_raw over valid answers; 1 - failure rate",
+        },
+    ),
+    "prompt_text": Variable(
+        (), "", {"description": "exact text sent to the model (after templating)"}
+    ),
+    "prompt_token_ids": Variable(
+        (),
+        "",
+        {
+            "description": "the token ids the model read (the prompt_text as the backend "
+            "tokenised it), compressed: 'int32+zlib+base64:' + base64(zlib(int32 "
+            "little-endian)); read with xlikert.collect.read_sequence(ds, ...); empty where "
+            "the backend sent text, not ids (OpenAI-compatible servers)"
+        },
+    ),
+    "topk_token": Variable(
+        ("rank",), "", {"description": "raw vocabulary tokens of highest probability"}
+    ),
+    "topk_logprob": Variable(
+        ("rank",), _NAN, {"description": "natural-log probability over the full vocabulary"}
+    ),
+    "decoding_pmf": Variable(
+        ("temperature", "top_p", "score"),
+        _NAN,
+        {"description": "set per file from each model's decoding_rule (see assemble)"},
+    ),
+    "decoding_valid_mass": Variable(
+        ("temperature", "top_p"),
+        _NAN,
+        {"description": "valid mass inside the nucleus / nucleus mass (NaN: not measured)"},
+    ),
+}
+
+_BOUND_ATTRS = {"description": "certified bound; equal to the stored value where it is exact"}
+
+#: Certified intervals, present when some unit was only bounded (top-k servers).
+BOUND_VARIABLES: dict[str, Variable] = {
+    "pmf_lower": Variable(("score",), _NAN, _BOUND_ATTRS),
+    "pmf_upper": Variable(("score",), _NAN, _BOUND_ATTRS),
+    "valid_mass_lower": Variable((), _NAN, _BOUND_ATTRS),
+    "valid_mass_upper": Variable((), _NAN, _BOUND_ATTRS),
+}
+
+
+#: Reasoning mode (:mod:`xlikert.collect.reasoning`): present when some model entry
+#: has ``reasoning``; the ``trace`` dim is as long as the largest ``traces``.
+TRACE_VARIABLES: dict[str, Variable] = {
+    "pmf_se": Variable(
+        ("score",),
+        _NAN,
+        {
+            "long_name": "Monte Carlo standard error of pmf (reasoning mode)",
+            "description": "sample SD of trace_pmf over the traces (ddof=1) / sqrt(M); NaN for "
+            "M = 1; 0 for models not in reasoning mode (their pmf is exact)",
+        },
+    ),
+    "trace_pmf": Variable(
+        ("trace", "score"),
+        _NAN,
+        {
+            "long_name": "exact item PMF after one sampled trace (renormalised)",
+            "description": "next-token PMF over valid answers after prompt + trace + closing; "
+            "NaN where the model has no such trace",
+        },
+    ),
+    "trace_valid_mass": Variable(
+        ("trace",), _NAN, {"description": "valid mass after prompt + trace + closing"}
+    ),
+    "trace_truncated": Variable(
+        ("trace",),
+        -1,
+        {"description": "1: cut at max_new_tokens; 0: ended by the model; -1: no such trace"},
+        "int8",
+    ),
+    "trace_length": Variable(
+        ("trace",),
+        -1,
+        {"description": "tokens the model generated in the trace; -1: none"},
+        "int64",
+    ),
+    "trace_seed": Variable(
+        ("trace",),
+        -1,
+        {"description": "seed of the trace's random stream (xlikert.collect.reasoning.trace_seed)"},
+        "int64",
+    ),
+    "trace_text": Variable(
+        ("trace",),
+        "",
+        {
+            "description": "the trace's text as generated (special tokens kept), compressed: "
+            "'zlib+base64:' + base64(zlib(utf-8)); read with xlikert.collect.trace_texts(ds)"
+        },
+    ),
+    "trace_token_ids": Variable(
+        ("trace",),
+        "",
+        {
+            "description": "the trace's token ids as sampled (an ending end-of-turn token "
+            "dropped), compressed like prompt_token_ids; the answer was read after "
+            "prompt_token_ids + trace_token_ids + trace_closing_ids "
+            "(xlikert.collect.read_sequence): retokenising the joined texts may merge tokens "
+            "across the boundaries"
+        },
+    ),
+    "trace_closing_ids": Variable(
+        ("trace",),
+        "",
+        {"description": "token ids of the closing appended after the trace, compressed alike"},
+    ),
+}
+
+#: The variables that carry Monte Carlo error in a reasoning file (for the models in
+#: reasoning mode); everything else is exact given the traces.
+SAMPLED_VARIABLES = ("pmf", "pmf_se", "valid_mass", "decoding_pmf", "decoding_valid_mass")
+
+
+#: Variables of the prompts Dataset (the design) and of a shard file, beside the cells'.
+PROMPT_VARIABLES: dict[str, Variable] = {
+    "system": Variable((), "", {"description": "system message sent"}),
+    "user": Variable((), "", {"description": "user message sent"}),
+    "computed": Variable(
+        (), False, {"description": "True where this shard computed the cell"}, "bool"
+    ),
+}
+
+#: Every variable name of a results file or a prompts Dataset, and the item
+#: coordinate ``reverse_keyed`` (a factor must not take any of them).
+RESULT_VARIABLES: tuple[str, ...] = (
+    *VARIABLES,
+    *BOUND_VARIABLES,
+    *TRACE_VARIABLES,
+    *PROMPT_VARIABLES,
+    "reverse_keyed",
+)
+
+
+def variable_table(*, bounded: bool = False, traces: int = 0) -> dict[str, Variable]:
+    """The variables of one unit or file: :data:`VARIABLES`, plus the bounds when
+    ``bounded``, plus the trace variables when ``traces`` > 0.
+
+    Examples
+    --------
+    >>> list(variable_table(bounded=True))[-1]
+    'valid_mass_upper'
+    """
+    return {
+        **VARIABLES,
+        **(BOUND_VARIABLES if bounded else {}),
+        **(TRACE_VARIABLES if traces else {}),
+    }
+
+
+_IDS_CODEC = "int32+zlib+base64:"
+_TEXT_CODEC = "zlib+base64:"
+
+
+def encode_token_ids(ids: Sequence[int] | np.ndarray) -> str:
+    """Token ids as text for the results file: ``int32+zlib+base64:...``.
+
+    Examples
+    --------
+    >>> decode_token_ids(encode_token_ids([1, 151643, 7])).tolist()
+    [1, 151643, 7]
+    """
+    raw = np.asarray(ids, dtype="<i4").tobytes()
+    return _IDS_CODEC + base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+
+
+def decode_token_ids(text: str) -> np.ndarray:
+    """The token ids :func:`encode_token_ids` wrote (int64).
+
+    Raises
+    ------
+    ValueError
+        ``text`` was not written by :func:`encode_token_ids`.
+    """
+    if not str(text).startswith(_IDS_CODEC):
+        raise ValueError(f"not token ids written by xlikert: {str(text)[:40]!r}")
+    raw = zlib.decompress(base64.b64decode(str(text)[len(_IDS_CODEC) :]))
+    return np.frombuffer(raw, dtype="<i4").astype(np.int64)
+
+
+def encode_text(text: str) -> str:
+    """Compress a text for the results file (``zlib+base64:...``), e.g. a reasoning trace.
+
+    Examples
+    --------
+    >>> decode_text(encode_text("I think 5.")) == "I think 5."
+    True
+    """
+    return _TEXT_CODEC + base64.b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii")
+
+
+def decode_text(blob: str) -> str:
+    """The text :func:`encode_text` wrote (empty where ``blob`` is empty).
+
+    Raises
+    ------
+    ValueError
+        A non-empty ``blob`` that :func:`encode_text` did not write.
+    """
+    blob = str(blob)
+    if not blob:
+        return ""
+    if not blob.startswith(_TEXT_CODEC):
+        raise ValueError(
+            f"not a text written by xlikert (no {_TEXT_CODEC!r} prefix): {blob[:40]!r}"
+        )
+    return zlib.decompress(base64.b64decode(blob[len(_TEXT_CODEC) :])).decode("utf-8")
