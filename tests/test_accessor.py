@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 import xarray as xr
-from conftest import make_pmf
+from support.pmfs import make_pmf
 
 import xlikert as xl
 from xlikert import accessor

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from conftest import make_pmf
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from support.pmfs import make_pmf
 
 import xlikert as xl
 from xlikert import sampling

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 import xarray as xr
-from conftest import make_pmf
+from support.pmfs import make_pmf
 
 import xlikert as xl
-from xlikert import dims, sampling
+from xlikert import dims, sampling, subscale_composites
 from xlikert.analysis.constraint import item_pmf_from_tokens
 from xlikert.datasets import synthetic_results
-from xlikert.design import subscale_composites
 from xlikert.errors import DesignError
 
 

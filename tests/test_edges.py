@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 import xarray as xr
 from click.testing import CliRunner
-from conftest import make_pmf
+from support.pmfs import make_pmf
 
 import xlikert as xl
-from xlikert import plot, sampling
+from xlikert import plot, reflect_reverse_keyed, sampling, subscale_composites
 from xlikert.cli import main
-from xlikert.design import load_experiment, reflect_reverse_keyed, subscale_composites
+from xlikert.design import load_experiment
 from xlikert.errors import XlikertError
 
 #: The auxiliary dims the issue names, and the library's own output dims.
@@ -290,8 +290,8 @@ PUBLIC = {
         if inspect.isfunction(getattr(sampling, n))
     },
     **{f"plot.{n}": getattr(plot, n) for n in plot.__all__ if inspect.isfunction(getattr(plot, n))},
-    "design.reflect_reverse_keyed": reflect_reverse_keyed,
-    "design.subscale_composites": subscale_composites,
+    "reflect_reverse_keyed": reflect_reverse_keyed,
+    "subscale_composites": subscale_composites,
 }
 #: Dimension arguments: always keyword-only, with one default per name.
 DIM_DEFAULTS = {

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from conftest import make_pmf
+from support.pmfs import make_pmf
 
 import xlikert as xl
 from xlikert.datasets import synthetic_pmf

@@ -10,8 +10,9 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xlikert import reflect_reverse_keyed, subscale_composites
 from xlikert.datasets import synthetic_pmf
-from xlikert.design import load_experiment, reflect_reverse_keyed, subscale_composites
+from xlikert.design import load_experiment
 from xlikert.errors import DesignError
 
 

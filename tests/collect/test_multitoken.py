@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch
-from test_collect_support import build_tokenizer, nucleus, save_tiny, tiny_prompts
+from support.tiny import build_tokenizer, nucleus, save_tiny, tiny_prompts
 
 from xlikert.collect import collect
 from xlikert.collect.tokens import find_answer_sequences, needs_sequences

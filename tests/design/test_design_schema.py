@@ -20,7 +20,7 @@ from xlikert.design import (
 from xlikert.design import file_schema as schema
 from xlikert.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "xlikert" / "design" / "README.md"
 
 TOY = """

@@ -17,8 +17,8 @@ import xarray as xr
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from xlikert.analysis.constraint import topk_intervals
 from xlikert.collect import collect, read_sequence
+from xlikert.collect.readout import topk_intervals
 from xlikert.design import load_experiment
 from xlikert.errors import CollectionError
 from xlikert.testing.engines import ROOT, engine_python, smollm2_folder, vllm_server

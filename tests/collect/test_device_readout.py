@@ -13,12 +13,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_collect_support import save_tiny, tiny_prompts  # noqa: E402
+from support.tiny import save_tiny, tiny_prompts  # noqa: E402
 
-from xlikert.analysis.constraint import next_token_readout  # noqa: E402
 from xlikert.collect import collect  # noqa: E402
 from xlikert.collect.backends.transformers import LocalModel, load_model  # noqa: E402
 from xlikert.collect.backends.transformers.device_readout import next_token_readout_torch  # noqa: E402
+from xlikert.collect.readout import next_token_readout  # noqa: E402
 
 TEMPS, TOPS = (0.1, 0.5, 1.0, 1.3), (0.8, 0.9, 1.0)
 

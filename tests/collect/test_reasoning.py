@@ -19,7 +19,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch
-from test_collect_support import (
+from support.tiny import (
     kill_then_resume,
     nucleus,
     save_micro,
@@ -242,7 +242,7 @@ def test_sample_tokens_inverts_the_cdf_of_the_decoding_rule():
     """The sampler's draw is the inverse CDF of nucleus_logprobs over the vocabulary in
     vocabulary order, for top_p = 1 (its own shorter path) and top_p < 1 alike; a masked
     (-inf) tail is never drawn."""
-    from xlikert.analysis.constraint import nucleus_logprobs
+    from xlikert.collect.readout import nucleus_logprobs
     from xlikert.collect.reasoning import sample_tokens
 
     rng = np.random.default_rng(4)

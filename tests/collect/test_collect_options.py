@@ -17,11 +17,11 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from test_collect_support import save_tiny, tiny_prompts
+from support.tiny import save_tiny, tiny_prompts
 
-from xlikert.analysis.constraint import DECODING_TIE_RULE
 from xlikert.collect import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions, collect
 from xlikert.collect.protocol import RUN_WIDE_OPTIONS
+from xlikert.collect.readout import DECODING_TIE_RULE
 from xlikert.errors import CollectionError
 
 

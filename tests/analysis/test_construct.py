@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import make_pmf
+from support.pmfs import make_pmf
 
 import xlikert as xl
 from xlikert.errors import DesignError, InvalidPMFError, XlikertError

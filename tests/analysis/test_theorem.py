@@ -11,9 +11,9 @@ from itertools import combinations, pairwise
 
 import numpy as np
 import pytest
-from conftest import make_pmf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.pmfs import make_pmf
 
 import xlikert as xl
 

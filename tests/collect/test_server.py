@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from test_collect_support import save_tiny, tiny_prompts
-from test_server_support import FakeServer
+from support.fake_server import FakeServer
+from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
 from xlikert.errors import CollectionError

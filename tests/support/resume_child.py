@@ -9,8 +9,7 @@ import time
 
 
 def main() -> None:
-    from test_collect_support import tiny_prompts
-
+    from support.tiny import tiny_prompts
     from xlikert.collect import collect
 
     model_dir, out, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from xlikert.analysis.constraint import nucleus_logprobs, scale_mass, topk_intervals
+from xlikert.collect.readout import nucleus_logprobs, scale_mass, topk_intervals
 
 
 # ----------------------------------------------------------------------------- token -> scale
@@ -147,7 +147,7 @@ def test_local_backend_follows_the_reference_rules(tmp_path):
     logits of an independent forward pass (no xlikert code in the oracle's pass)."""
     pytest.importorskip("torch")
     import torch
-    from test_collect_support import save_tiny, tiny_prompts
+    from support.tiny import save_tiny, tiny_prompts
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from xlikert.collect import collect

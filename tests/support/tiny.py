@@ -185,8 +185,10 @@ def kill_then_resume(model_dir: Path, tmp_path: Path, *extra: str, glob: str, un
     dropped), the number of saved units at the kill, and a function that reruns the
     child on the resumed output.
     """
-    env = dict(os.environ, PYTHONPATH=f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    child = HERE / "test_collect_resume_child.py"
+    env = dict(
+        os.environ, PYTHONPATH=f"{HERE.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    )
+    child = HERE / "resume_child.py"
     clean, killed = tmp_path / "clean.nc", tmp_path / "killed.nc"
 
     def run(out, delay="0", **kw):

@@ -1,7 +1,7 @@
 """Response formats as a factor: design, answer labels per level, storage, report.
 
 The collection checks run on a tiny random-weight model built in process
-(:mod:`test_collect_support`); the real-model checks are in
+(:mod:`support.tiny`); the real-model checks are in
 ``test_formats_smollm2.py``.
 """
 
@@ -128,7 +128,7 @@ def test_schema_accepts_kind_format_and_refuses_arrays_elsewhere():
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from test_collect_support import save_tiny, tiny_prompts  # noqa: E402
+from support.tiny import save_tiny, tiny_prompts  # noqa: E402
 
 from xlikert.collect import collect  # noqa: E402
 from xlikert.io import open_results  # noqa: E402
@@ -285,7 +285,7 @@ def test_server_backend_reads_each_levels_labels(tiny_dir, variant):
     """The OpenAI-compatible backend against a loopback server: exact mode equals the
     transformers backend (one-token rule) at every level; a text listing with no
     tokenizer bounds it."""
-    from test_server_support import FakeServer
+    from support.fake_server import FakeServer
 
     prompts = format_prompts()
     local = collect(prompts, [{"name": "m", "source": str(tiny_dir)}], progress=False,

@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import torch
-from test_collect_support import (
+from support.tiny import (
     EXTRA,
     build_tokenizer,
     kill_then_resume,

@@ -119,7 +119,7 @@ def test_one_subscale_or_none_behaves_as_before():
 
 
 def test_nothing_is_reflected_twice(ipip):
-    once = xl.design.reflect_reverse_keyed(ipip)
+    once = xl.reflect_reverse_keyed(ipip)
     xr.testing.assert_identical(xl.composite(once), xl.composite(ipip))
     comp = xl.composite(ipip)
     keyed = ipip["item"].values[ipip["reverse_keyed"].values].tolist()

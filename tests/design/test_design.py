@@ -27,7 +27,7 @@ from xlikert.design import (
 from xlikert.design.template import TemplateSyntaxError
 from xlikert.errors import ConfigError
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 V0 = (
     "You are a consumer in a market research study.\n"
@@ -660,7 +660,7 @@ def test_rendered_text_is_the_reviewed_text():
     a change to a template, a lexicon field or a framing shows up here.
     """
     golden = json.loads(
-        (Path(__file__).parent / "data" / "reviewed_instrument_text.json").read_text("utf-8")
+        (Path(__file__).parents[1] / "data" / "reviewed_instrument_text.json").read_text("utf-8")
     )
     demo = load_experiment("demo").build_prompts()
     got = {

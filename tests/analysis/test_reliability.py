@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from conftest import make_pmf
+from support.pmfs import make_pmf
 
 import xlikert as xl
 from xlikert.analysis.reliability import (
@@ -189,7 +189,7 @@ def test_reverse_keyed_items_are_reflected_first():
     assert float(raw.item_total.sel(item="c")) < 0 < float(got.item_total.sel(item="c"))
     assert float(raw.alpha) < float(got.alpha)
     # reflected once already: not reflected again
-    once = xl.design.reflect_reverse_keyed(keyed)
+    once = xl.reflect_reverse_keyed(keyed)
     again = xl.reliability(once, respondent_dims="persona")
     np.testing.assert_allclose(again.alpha.values, want.alpha.values, rtol=1e-12)
 

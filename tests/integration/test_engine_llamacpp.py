@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from test_collect_support import tiny_prompts
+from support.tiny import tiny_prompts
 
 from xlikert.collect import collect
 from xlikert.collect.zoo import model_folder, resolve_gguf
