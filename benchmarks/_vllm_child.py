@@ -69,7 +69,7 @@ class _Keep:
 
 def open_engine(args):
     from xlikert.collect.backends.vllm import model as backend
-    from xlikert.collect.protocol import CollectOptions
+    from xlikert.collect.options import CollectOptions
 
     spec = {"name": "m", "source": args.model, "backend": "vllm", "enforce_eager": True,
             "max_model_len": 2048, "gpu_memory_utilization": args.gpu_memory_utilization,

@@ -241,7 +241,9 @@ def run_transformers(shape, args, prompts, folder, tok, vocab, device, rates) ->
     """One row per batch size: ``collect`` with the transformers backend on a random model."""
     import torch
 
-    from xlikert.collect import collect, local
+    from xlikert.collect import collect
+    from xlikert.collect.backends import transformers as local
+    from xlikert.collect.backends.transformers import model as local_model
 
     cfg = write_folder(folder, shape, tok, vocab)
     t0 = time.perf_counter()
@@ -264,7 +266,7 @@ def run_transformers(shape, args, prompts, folder, tok, vocab, device, rates) ->
             stats["batches"].append(n)
             return out
 
-    rules = local.read_logits
+    rules = local_model.read_logits
 
     def timed_rules(*a, **k):
         t = time.perf_counter()
@@ -281,7 +283,7 @@ def run_transformers(shape, args, prompts, folder, tok, vocab, device, rates) ->
     warm = prompts.isel({d: slice(0, 1) for d in prompts["user"].dims if d != "item"})
     rows = []
     counter = FlopCounter(model)
-    local.read_logits = timed_rules
+    local_model.read_logits = timed_rules
     try:
         for batch in args.batch_sizes:
             kw = dict(batch_size=batch, chunk_size=args.chunk_size, device=device,
@@ -305,7 +307,7 @@ def run_transformers(shape, args, prompts, folder, tok, vocab, device, rates) ->
             if device.startswith("cuda"):
                 rows[-1]["max_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
     finally:
-        local.read_logits = rules
+        local_model.read_logits = rules
     del lm, model, counter, kw
     if device.startswith("cuda"):
         torch.cuda.empty_cache()

@@ -14,6 +14,7 @@ import inspect
 import pkgutil
 import textwrap
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -175,7 +176,8 @@ def test_xlikert_consensus_names_only_the_function():
     from importlib.machinery import PathFinder
 
     assert PathFinder.find_spec("xlikert.consensus", list(xl.__path__)) is None
-    assert PathFinder.find_spec("xlikert.analysis.consensus", list(xl.__path__)) is not None
+    analysis = [str(Path(xl.__path__[0]) / "analysis")]
+    assert PathFinder.find_spec("xlikert.analysis.consensus", analysis) is not None
 
 
 # ----------------------------------------------------------------- Multivariate Consensus

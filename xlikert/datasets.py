@@ -320,7 +320,7 @@ def load_demo_results(verbose: bool = True) -> xr.Dataset:
     """
     path = _data_path(DEMO_RESULTS)
     if path.is_file():
-        from ..io import open_results
+        from .io import open_results
 
         with importlib.resources.as_file(path) as p:
             ds = open_results(p)  # file closed on return

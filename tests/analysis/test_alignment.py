@@ -239,7 +239,7 @@ def test_alignment_broadcasts_and_says_how():
     )
     # netCDF-ready as it stands
     back = a.to_netcdf()
-    assert xr.open_dataset(back).metric.values.tolist() == list(xl.align.METRICS)
+    assert xr.open_dataset(back).metric.values.tolist() == list(xl.analysis.alignment.METRICS)
     assert xr.open_dataset(human.to_netcdf()).likert.attrs["human_groups"] == ["party"]
 
 

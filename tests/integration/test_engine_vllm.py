@@ -327,7 +327,7 @@ def test_in_process_vllm_reasoning_mode(tmp_path):
                          env=env, capture_output=True, text=True, timeout=1500)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     from xlikert.collect.backends.transformers import LocalModel, load_model
-    from xlikert.collect.protocol import CollectOptions
+    from xlikert.collect.options import CollectOptions
     from xlikert.collect.reasoning import check_reasoning
     from xlikert.io import open_results
 

@@ -423,7 +423,8 @@ def mixture_weights(human: xr.Dataset) -> xr.DataArray:
     >>> import pandas as pd, xlikert as xl
     >>> h = xl.human_pmf(pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]}), ["q"],
     ...                  scale=(1, 2), groups=["g"])
-    >>> xl.human.mixture_weights(h).values.ravel().tolist()
+    >>> from xlikert.analysis.human import mixture_weights
+    >>> mixture_weights(h).values.ravel().tolist()
     [1, 2]
     """
     return human["weight"] if "weight" in human else human["n"]

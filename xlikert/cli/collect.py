@@ -131,8 +131,8 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
 @click.option("--overwrite", is_flag=True, help="replace an output made by another configuration")
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def run(config, output, shard, overwrite, quiet, **flags):
-    from ..design import load_experiment
     from ..collect.runner import collect
+    from ..design import load_experiment
 
     try:
         exp = load_experiment(config)

@@ -36,8 +36,8 @@ def prompts(config: str, output: Path | None, show: int) -> None:
     Hugging Face id; offline, one in the local Hugging Face cache) and fails
     naming the file and the model if one cannot be loaded.
     """
-    from ..errors import XlikertError
     from ..design import load_experiment, prompts_to_frame
+    from ..errors import XlikertError
 
     if output is not None and output.suffix.lower() not in (".csv", ".jsonl"):
         raise click.BadParameter(

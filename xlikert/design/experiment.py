@@ -176,6 +176,7 @@ class Experiment:
 
         Examples
         --------
+        >>> from xlikert.design import load_experiment
         >>> ds = load_experiment("demo").build_prompts()
         >>> dict(ds.sizes)
         {'target': 4, 'item': 17}

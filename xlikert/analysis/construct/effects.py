@@ -45,14 +45,14 @@ from ..keying import SUBSCALE_DIM, Subscale
 from .composite import to_composite
 from .summary import summarize
 
-__all__ = ["blocked_contrast", "comonotone_contrast", "contrast", "decompose", "trim"]
+__all__ = ["blocked_contrast", "comonotone_contrast", "contrast", "decompose", "trim_support"]
 
 _TERM = "_term"
 _BLOCK = "_block"
 _GRID = "_grid"
 
 
-def trim(out: xr.DataArray, dim: Hashable) -> xr.DataArray:
+def trim_support(out: xr.DataArray, dim: Hashable) -> xr.DataArray:
     """Drop leading/trailing positions of ``dim`` that hold zero mass in every cell."""
     if is_lazy(out) or out.sizes[dim] == 0:
         return out
@@ -112,7 +112,7 @@ def blocked_contrast(
         out = out.mean(outer)
     # drop leftovers of stacked / vectorised-indexed coords along removed dims
     out = out.drop_vars([c for c in out.coords if c not in out.dims and _BLOCK in stacked[c].dims])
-    return trim(out, effect_dim) if trim else out
+    return trim_support(out, effect_dim) if trim else out
 
 
 def comonotone_contrast(

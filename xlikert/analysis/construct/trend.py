@@ -17,7 +17,7 @@ from ...validate import (
 )
 from ..keying import SUBSCALE_DIM, Subscale
 from .composite import to_composite
-from .effects import blocked_contrast, trim
+from .effects import blocked_contrast, trim_support
 
 __all__ = ["trend"]
 
@@ -152,7 +152,7 @@ def trend(
         output_dtypes=[np.float64],
         dask_gufunc_kwargs={"output_sizes": {"slope": support.size}},
     )
-    out = trim(out.assign_coords(slope=support), "slope")
+    out = trim_support(out.assign_coords(slope=support), "slope")
     out.attrs = {"dim": str(dim), "values": v.tolist()}
     out.name = "pmf"
     return out
