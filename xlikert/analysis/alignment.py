@@ -47,7 +47,7 @@ Examples
 >>> import numpy as np, pandas as pd, xarray as xr, xlikert as xl
 >>> rng = np.random.default_rng(0)
 >>> t = pd.DataFrame({"party": rng.choice(["D", "R"], 400), "q": rng.integers(1, 6, 400)})
->>> human = xl.human_pmf(t, ["q"], scale=(1, 5), groups=["party"])
+>>> human = xl.human_pmf(t, ["q"], scale=(1, 5), by=["party"])
 >>> model = xl.datasets.synthetic_pmf({"model": 2}, n_items=1, scale=(1, 5)).assign_coords(item=["q"])
 >>> a = xl.alignment(model, human)
 >>> a.estimate.dims, a.metric.values.tolist()[:2]
@@ -64,6 +64,7 @@ import xarray as xr
 from scipy.stats import norm
 
 from .. import kernels
+from .._compat import renamed_keywords
 from .._version import __version__
 from ..dims import DECODING_DIMS, factor_dims
 from ..errors import DesignError, InputTypeError, InvalidPMFError
@@ -506,11 +507,12 @@ def alignment(
     return encode_attrs(ds)
 
 
+@renamed_keywords(dims="dim")
 def silicon_population(
     model: xr.DataArray | xr.Dataset,
     human: xr.Dataset,
     *,
-    dims: Hashable | Sequence[Hashable] | None = None,
+    dim: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
 ) -> xr.DataArray:
@@ -527,7 +529,7 @@ def silicon_population(
     --------
     >>> import pandas as pd, xarray as xr, xlikert as xl
     >>> h = xl.human_pmf(pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]}), ["q"],
-    ...                  scale=(1, 2), groups=["g"])
+    ...                  scale=(1, 2), by=["g"])
     >>> m = xr.DataArray([[[1.0, 0.0]], [[0.0, 1.0]]], dims=("g", "item", "score"),
     ...                  coords={"g": ["a", "b"], "item": ["q"], "score": [1, 2]})
     >>> xl.silicon_population(m, h).values.tolist()           # 1/3 a, 2/3 b
@@ -538,7 +540,7 @@ def silicon_population(
     _check_pair(p, q, score_dim, item_dim)
     w = mixture_weights(human).astype(np.float64)
     groups = [d for d in w.dims if d != item_dim]
-    dims = groups if dims is None else [dims] if isinstance(dims, str) else list(dims)
+    dims = groups if dim is None else [dim] if isinstance(dim, str) else list(dim)
     for d in dims:
         if d not in groups:
             raise DesignError(f"{d!r} is not a group of the human data; its groups: {groups}")

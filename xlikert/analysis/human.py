@@ -26,7 +26,7 @@ Examples
 >>> import pandas as pd, xlikert as xl
 >>> table = pd.DataFrame({"party": ["D", "D", "R", "R", "R"],
 ...                       "q1": [1, 2, 3, 3, None]})
->>> h = xl.human_pmf(table, ["q1"], scale=(1, 3), groups=["party"])
+>>> h = xl.human_pmf(table, ["q1"], scale=(1, 3), by=["party"])
 >>> h.pmf.sel(item="q1").values.tolist()
 [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]
 >>> h.n.values.ravel().tolist(), h.n_missing.values.ravel().tolist()
@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .._compat import renamed_keywords
 from .._version import __version__
 from ..dims import HUMAN_VARIABLES, check_factor_name
 from ..errors import DesignError, InputTypeError
@@ -148,13 +149,14 @@ def _scale_and_items(
     return np.arange(lo, hi + 1)
 
 
+@renamed_keywords(groups="by")
 def human_pmf(
     table: pd.DataFrame,
     items: Sequence[str] | Mapping[str, str],
     *,
     scale: tuple[int, int] | None = None,
     instrument: Any = None,
-    groups: Sequence[str] = (),
+    by: Sequence[str] = (),
     weights: str | None = None,
     missing: Sequence[Any] = (),
     item_dim: Hashable = "item",
@@ -174,10 +176,11 @@ def human_pmf(
         The scale ``(min, max)``; or an instrument
         (:func:`xlikert.design.load_instrument`): its scale, and every item
         must be one of its items.
-    groups : keyword-only
-        Group attribute columns; each becomes a dim with its levels (the
-        categories of a categorical column, else the sorted values). Every
-        combination of levels must have respondents.
+    by : keyword-only
+        The group attribute columns (``groups=`` is its deprecated name); each
+        becomes a dim with its levels (the categories of a categorical column,
+        else the sorted values). Every combination of levels must have
+        respondents.
     weights : keyword-only
         A column of survey weights (positive). Then ``pmf`` is the weighted
         share, and ``n_eff`` (Kish: ``(sum w)^2 / sum w^2``) and ``weight``
@@ -221,7 +224,7 @@ def human_pmf(
     """
     item_of = _item_map(items)
     scores = _scale_and_items(scale, instrument, item_of)
-    groups = list(groups)
+    groups = [by] if isinstance(by, str) else list(by)
     w = _check_table(table, list(item_of), groups, weights)
     levels = [_levels(table[g]) for g in groups]
     codes = [
@@ -361,18 +364,19 @@ def human_pmf_from_counts(
     return _finish(ds, scores, attrs, "human_pmf_from_counts")
 
 
+@renamed_keywords(groups="by")
 def human_composite(
     table: pd.DataFrame,
     items: Sequence[str],
     *,
     scale: tuple[int, int] | None = None,
     instrument: Any = None,
-    groups: Sequence[str] = (),
+    by: Sequence[str] = (),
     weights: str | None = None,
     missing: Sequence[Any] = (),
     score_dim: Hashable = "score",
 ) -> xr.Dataset:
-    """Human PMF of the composite (sum of ``items``) ``(*groups, score)`` on ``K min .. K max``.
+    """Human PMF of the composite (sum of ``items``) ``(*by, score)`` on ``K min .. K max``.
 
     The respondents' own sums (their items are not independent, so this is not
     the convolution of the item PMFs). Respondents who did not answer every
@@ -389,7 +393,8 @@ def human_composite(
     """
     item_of = _item_map(items)
     scores = _scale_and_items(scale, instrument, item_of)
-    _check_table(table, list(item_of), list(groups), weights)
+    groups = [by] if isinstance(by, str) else list(by)
+    _check_table(table, list(item_of), groups, weights)
     total = pd.Series(0.0, index=table.index)
     for col in item_of:
         idx, miss = _answers(table[col], col, scores, missing)
@@ -401,7 +406,7 @@ def human_composite(
         wide,
         {"_composite": "composite"},
         scale=(k * int(scores[0]), k * int(scores[-1])),
-        groups=groups,
+        by=groups,
         weights=weights,
         item_dim="_item",
         score_dim=score_dim,
@@ -422,7 +427,7 @@ def mixture_weights(human: xr.Dataset) -> xr.DataArray:
     --------
     >>> import pandas as pd, xlikert as xl
     >>> h = xl.human_pmf(pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]}), ["q"],
-    ...                  scale=(1, 2), groups=["g"])
+    ...                  scale=(1, 2), by=["g"])
     >>> from xlikert.analysis.human import mixture_weights
     >>> mixture_weights(h).values.ravel().tolist()
     [1, 2]
@@ -430,24 +435,47 @@ def mixture_weights(human: xr.Dataset) -> xr.DataArray:
     return human["weight"] if "weight" in human else human["n"]
 
 
+@renamed_keywords(dims="dim")
 def human_marginal(
     human: xr.Dataset,
     *,
-    dims: Hashable | Sequence[Hashable] | None = None,
+    dim: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
 ) -> xr.Dataset:
-    """Pool the human groups along ``dims`` (default: every group, the population).
+    """Pool the human groups along ``dim`` (default: every group, the population).
 
     The pooled PMF is the mixture of the group PMFs weighted by their
     respondents (or their survey weights), which is the PMF of the pooled
     respondents; ``n`` and ``n_missing`` add up, and ``n_eff`` pools as
     ``(sum W)^2 / sum (W^2 / n_eff)``.
 
+    Parameters
+    ----------
+    human
+        A human PMF Dataset (:func:`human_pmf`).
+    dim : keyword-only
+        The group dim(s) to pool over (``dims=`` is its deprecated name); the
+        other group dims are kept. Default: every group dim.
+    item_dim : keyword-only
+        Name of the item dim.
+
+    Returns
+    -------
+    xr.Dataset
+        The pooled human PMF Dataset, with the group dims not in ``dim``.
+
+    Raises
+    ------
+    InputTypeError
+        ``human`` is not a human PMF Dataset.
+    DesignError
+        A dim of ``dim`` that is not a group dim.
+
     Examples
     --------
     >>> import pandas as pd, xlikert as xl
     >>> h = xl.human_pmf(pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]}), ["q"],
-    ...                  scale=(1, 2), groups=["g"])
+    ...                  scale=(1, 2), by=["g"])
     >>> m = xl.human_marginal(h)
     >>> m.pmf.values.tolist(), m.n.values.tolist()
     ([[0.3333333333333333, 0.6666666666666666]], [3])
@@ -456,7 +484,7 @@ def human_marginal(
         raise InputTypeError("expected a human PMF Dataset with 'pmf' and 'n' (xl.human_pmf)")
     attrs = read_attrs(human)
     groups = [d for d in human["n"].dims if d != item_dim]
-    dims = groups if dims is None else [dims] if isinstance(dims, str) else list(dims)
+    dims = groups if dim is None else [dim] if isinstance(dim, str) else list(dim)
     for d in dims:
         if d not in groups:
             raise DesignError(f"{d!r} is not a group dim of the human PMF; its groups: {groups}")

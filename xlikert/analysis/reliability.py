@@ -1,14 +1,14 @@
 """Exact reliability of an instrument over a population of conditions (``xl.reliability``).
 
-(The module is ``reliability_layer``, as ``consensus_layer``: the name
-``xlikert.reliability`` is the function.)
+(The module is ``xlikert.analysis.reliability``; the name ``xlikert.reliability``
+is the function.)
 
 Cronbach's α, McDonald's ω (one-factor model) and corrected item–total
 correlations, computed from the exact item PMFs, with no sampling.
 
 The population
 --------------
-The respondents are the conditions spanned by ``respondent_dims`` (e.g.
+The respondents are the conditions spanned by the dims ``dim`` (e.g.
 personas, or targets × framings), each with equal weight: a respondent is a
 condition ``c`` drawn uniformly, who then answers every item from that
 condition's PMFs. Items are asked in separate prompts, so given the condition
@@ -48,7 +48,7 @@ Examples
 --------
 >>> import xlikert as xl
 >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": 5}, n_items=4)
->>> rel = xl.reliability(pmf, respondent_dims="target")
+>>> rel = xl.reliability(pmf, dim="target")
 >>> sorted(rel.data_vars), rel.alpha.dims
 (['alpha', 'item_total', 'loading', 'omega'], ('model',))
 """
@@ -64,6 +64,7 @@ import numpy as np
 import xarray as xr
 from scipy.optimize import minimize
 
+from .._compat import renamed_keywords
 from ..dims import DECODING_DIMS, factor_dims
 from ..errors import DesignError
 from ..io import encode_attrs
@@ -96,7 +97,7 @@ UNIQUENESS_BOUND = 0.005
 ZERO_VARIANCE_RTOL = 1e-12
 #: How the population and the coefficients are defined (the result's ``attrs["convention"]``).
 CONVENTION = (
-    "population: the conditions spanned by respondent_dims, equal weights; items independent "
+    "population: the conditions spanned by the respondent dims, equal weights; items independent "
     "given the condition. Sigma_kk = mean_c Var(y|c,k) + var_c E(y|c,k), Sigma_jk = "
     "cov_c(E(y|c,j), E(y|c,k)), moments over conditions divided by their number (population "
     "covariance; alpha, omega, item_total are scale-free, so the convention does not change "
@@ -282,33 +283,34 @@ def _as_list(dims: Hashable | Iterable[Hashable]) -> list[Hashable]:
 
 
 def _check_respondents(
-    pmf: xr.DataArray, respondent_dims: Any, factors: list[Hashable], item_dim, score_dim
+    pmf: xr.DataArray, dim: Any, factors: list[Hashable], item_dim, score_dim
 ) -> list[Hashable]:
-    if respondent_dims is None:
+    if dim is None:
         raise DesignError(
-            f"respondent_dims is required: the factors whose conditions form the population of "
-            f"respondents (e.g. personas), out of {factors}"
+            f"dim (the respondents) is required: the factors whose conditions form the "
+            f"population of respondents (e.g. personas), out of {factors}"
         )
-    chosen = _as_list(respondent_dims)
+    chosen = _as_list(dim)
     if not chosen:
-        raise DesignError(f"respondent_dims is empty; choose factors out of {factors}")
+        raise DesignError(f"dim (the respondents) is empty; choose factors out of {factors}")
     if len(set(chosen)) != len(chosen):
-        raise DesignError(f"respondent_dims names a factor twice: {chosen}")
+        raise DesignError(f"dim (the respondents) names a factor twice: {chosen}")
     for d in chosen:
         if d in (item_dim, score_dim):
             raise DesignError(
-                f"respondent_dims: {d!r} is the {'item' if d == item_dim else 'score'} "
+                f"dim (the respondents): {d!r} is the {'item' if d == item_dim else 'score'} "
                 f"dimension, not a factor; choose factors out of {factors}"
             )
         if d not in factors:
             raise DesignError(
-                f"respondent_dims: {d!r} is not a factor of the PMF; its factors are {factors}"
+                f"dim (the respondents): {d!r} is not a factor of the PMF; its factors are "
+                f"{factors}"
             )
     n = int(np.prod([pmf.sizes[d] for d in chosen]))
     if n < 2:
         levels = {str(d): pmf[d].values.tolist() if d in pmf.coords else 0 for d in chosen}
         raise DesignError(
-            f"the population spanned by respondent_dims {chosen} has a single condition "
+            f"the population spanned by the respondent dims {chosen} has a single condition "
             f"({levels}): reliability needs at least two conditions (respondents) to vary "
             "between; add a factor with two or more levels"
         )
@@ -321,10 +323,11 @@ def _item_ids(pmf: xr.DataArray, item_dim: Hashable) -> np.ndarray:
     return np.arange(pmf.sizes[item_dim]).astype(str)
 
 
+@renamed_keywords(respondent_dims="dim")
 def reliability(
     pmf: xr.DataArray | xr.Dataset,
     *,
-    respondent_dims: Hashable | Sequence[Hashable],
+    dim: Hashable | Sequence[Hashable],
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
     reflect: bool = True,
@@ -333,7 +336,7 @@ def reliability(
     """Exact Cronbach's α, McDonald's ω and corrected item–total correlations.
 
     The population of respondents is the set of conditions spanned by
-    ``respondent_dims``, with equal weights; every other factor (e.g.
+    ``dim``, with equal weights; every other factor (e.g.
     ``model``) indexes a separate population. Each condition answers the
     items independently from its exact PMFs, so the item covariance matrix is
     exact (within-condition variance plus between-condition covariance of the
@@ -348,9 +351,10 @@ def reliability(
         Item PMFs ``(*factors, item, score)`` or a results Dataset (its ``pmf``).
         The decoding grid (``temperature``, ``top_p``) is carried along like a
         remaining factor.
-    respondent_dims : keyword-only
-        The factor(s) whose conditions are the respondents (e.g. ``"persona"``
-        or ``["target", "prompt"]``); together at least two conditions.
+    dim : keyword-only
+        The factor(s) whose conditions are the respondents, drawn uniformly
+        (e.g. ``"persona"`` or ``["target", "prompt"]``); together at least two
+        conditions. ``respondent_dims=`` is its deprecated name.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
     reflect : keyword-only
@@ -370,7 +374,7 @@ def reliability(
         ``item_total`` (corrected item–total correlation, within the item's
         subscale) and ``loading`` (standardized one-factor loading) with dims
         ``(*remaining, item)``. ``remaining`` are the factors not in
-        ``respondent_dims``, in the PMF's order. With subscales the ``subscale``
+        ``dim``, in the PMF's order. With subscales the ``subscale``
         dim carries ``n_items`` and the item coordinate ``item_subscale`` names each
         item's subscale (the dim takes the name ``subscale``). Attrs (netCDF-ready):
         ``respondent_dims``, ``n_conditions``, ``convention`` and, when any,
@@ -380,7 +384,7 @@ def reliability(
     Raises
     ------
     DesignError
-        ``respondent_dims`` missing, empty, not factors of the PMF, or spanning a
+        ``dim`` missing, empty, not factors of the PMF, or spanning a
         single condition; a (sub)scale with fewer than two items; an item with
         zero variance in the population, or a sum score with zero variance
         (naming the item and the condition); a reserved factor name.
@@ -391,19 +395,19 @@ def reliability(
     --------
     >>> import xlikert as xl
     >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "persona": 6}, n_items=4, scale=(1, 5))
-    >>> rel = xl.reliability(pmf, respondent_dims="persona")
+    >>> rel = xl.reliability(pmf, dim="persona")
     >>> rel.alpha.dims, rel.item_total.dims, int(rel.attrs["n_conditions"])
     (('model',), ('model', 'item'), 6)
     >>> keyed = pmf.assign_coords(subscale=("item", ["E", "E", "A", "A"]),
     ...                           reverse_keyed=("item", [False, True, False, False]))
-    >>> xl.reliability(keyed, respondent_dims="persona").alpha.dims
+    >>> xl.reliability(keyed, dim="persona").alpha.dims
     ('model', 'subscale')
     """
     pmf = as_pmf(pmf)
     factors = factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     check_item_dim(pmf, item_dim)
     y = check_score_axis(pmf, score_dim).astype(np.float64)
-    respondents = _check_respondents(pmf, respondent_dims, factors, item_dim, score_dim)
+    respondents = _check_respondents(pmf, dim, factors, item_dim, score_dim)
     check_fully_crossed(pmf, [d for d in pmf.dims if d not in (item_dim, score_dim)], score_dim)
     pmf = check_pmf(pmf, score_dim)
     if reflect:
@@ -536,7 +540,7 @@ def _check_item_variance(
             f"items with zero variance over the conditions of {respondents} at "
             f"{describe_cells(flat)}: every condition gives the same single answer, so the "
             "item does not vary between respondents; leave the item out (pmf.drop_sel) or "
-            "choose other respondent_dims"
+            "choose other respondents (dim=)"
         )
 
 

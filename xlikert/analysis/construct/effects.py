@@ -27,6 +27,7 @@ import numpy as np
 import xarray as xr
 
 from ... import kernels
+from ..._compat import renamed_keywords
 from ..._version import __version__
 from ...dims import DECODING_DIMS, factor_dims
 from ...errors import DesignError, XlikertError
@@ -115,13 +116,14 @@ def blocked_contrast(
     return trim_support(out, effect_dim) if trim else out
 
 
+@renamed_keywords(block_dims="dim")
 def comonotone_contrast(
     pmf: xr.DataArray | xr.Dataset,
     alpha: Sequence[float],
     *,
+    dim: Hashable | Sequence[Hashable] = (),
     term_dim: Hashable = "term",
     score_dim: Hashable = "score",
-    block_dims: Sequence[Hashable] = (),
     effect_dim: Hashable = "effect",
     engine: str | None = None,
 ) -> xr.DataArray:
@@ -129,8 +131,8 @@ def comonotone_contrast(
 
     Paper Def. comonotone-contrast, eq. comonotone-contrast-pmf: the ``R``
     PMFs along ``term_dim`` share one quantile ``U``; the result is exact.
-    With ``block_dims`` the contrast is formed within every block (cell of
-    ``block_dims``) and the block PMFs are mixed uniformly (eq. interaction-global).
+    With ``dim`` the contrast is formed within every block (cell of the dims
+    ``dim``) and the block PMFs are mixed uniformly over them (eq. interaction-global).
 
     Parameters
     ----------
@@ -139,9 +141,12 @@ def comonotone_contrast(
         a Dataset: its ``pmf``). Other dims are carried along.
     alpha
         R integer-valued coefficients, so that the result lives on integers.
-    term_dim, score_dim, block_dims, effect_dim : keyword-only
-        Dimension names; the output replaces ``term_dim``, ``score_dim`` and
-        ``block_dims`` by ``effect_dim`` (tightest integer range with mass).
+    dim : keyword-only
+        The block dims, mixed over (``block_dims=`` is its deprecated name);
+        default none. Other dims are carried along.
+    term_dim, score_dim, effect_dim : keyword-only
+        Core dims; the output replaces ``term_dim``, ``score_dim`` and the
+        dims of ``dim`` by ``effect_dim`` (tightest integer range with mass).
     engine : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
@@ -178,11 +183,12 @@ def comonotone_contrast(
     if not np.all(np.isfinite(alpha)) or not np.all(alpha == np.round(alpha)):
         raise XlikertError(f"alpha must hold integers (the output grid is integer), got {alpha}")
     pmf = check_pmf(pmf, score_dim)
-    for d in block_dims:
+    blocks = [dim] if isinstance(dim, str) else list(dim)
+    for d in blocks:
         if d not in pmf.dims:
             raise DesignError(f"block dim {d!r} is not a dimension; dims are {tuple(pmf.dims)}")
     x = pmf.rename({term_dim: _TERM})
-    return blocked_contrast(x, alpha, list(block_dims), score_dim, effect_dim, engine)
+    return blocked_contrast(x, alpha, blocks, score_dim, effect_dim, engine)
 
 
 def _mobius_terms(

@@ -9,6 +9,7 @@ from collections.abc import Hashable, Sequence
 
 import xarray as xr
 
+from ..._compat import renamed_keywords
 from ...dims import factor_dims
 from ...errors import DesignError
 from ...validate import (
@@ -34,7 +35,8 @@ def grand_mixture(
     pmf
         PMFs with factor dims, or a results Dataset (its ``pmf``).
     factors : keyword-only
-        Dims to mix over; default every dim except ``item_dim`` and ``score_dim``.
+        The design's factors, all mixed over; default every dim except
+        ``item_dim`` and ``score_dim``. Other dims are batch dims, carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -56,9 +58,10 @@ def grand_mixture(
     return pmf.mean(dims, keep_attrs=True)
 
 
+@renamed_keywords(dims="by")
 def marginal_slice(
     pmf: xr.DataArray | xr.Dataset,
-    dims: Hashable | Sequence[Hashable],
+    by: Hashable | Sequence[Hashable],
     *,
     factors: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
@@ -66,18 +69,26 @@ def marginal_slice(
 ) -> xr.DataArray:
     """Marginal slice ``P_{M_U(lambda_U)}``: uniform mixture over all other factors.
 
-    Paper eq. marginal-slice-U (``dims`` = U).
+    Paper eq. marginal-slice-U (``by`` = U): one PMF per level of the factors
+    ``by`` keeps, each the uniform mixture over the other factors.
 
     Parameters
     ----------
     pmf
         PMFs with factor dims, or a results Dataset (its ``pmf``).
-    dims
-        The factor(s) U to keep.
+    by
+        The factor(s) U to keep (``dims=`` is its deprecated name).
     factors : keyword-only
-        The design's factors; default every dim except ``item_dim`` and ``score_dim``.
+        The design's factors; default every dim except ``item_dim`` and
+        ``score_dim``. The factors not in ``by`` are mixed over; other dims are
+        batch dims, carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
+
+    Raises
+    ------
+    DesignError
+        A dim of ``by`` that is not one of the factors.
 
     Examples
     --------
@@ -87,7 +98,7 @@ def marginal_slice(
     ('target', 'score')
     """
     pmf = as_pmf(pmf)
-    keep = factor_dims(pmf, dims, item_dim=item_dim, score_dim=score_dim)
+    keep = factor_dims(pmf, by, item_dim=item_dim, score_dim=score_dim)
     allf = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim)
     for d in keep:
         if d not in allf:

@@ -17,13 +17,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ...dims import factor_dims
 from ...errors import DesignError
 from ...validate import (
     as_pmf,
     squeeze_constant_factors,
 )
-from ..keying import SUBSCALE_DIM
-from .moments import DEFAULT_BUDGETS, budget_axis, composite_moments, design_factors
+from .moments import DEFAULT_BUDGETS, budget_axis, composite_aux, composite_moments
 from .tables import fmt_n
 
 __all__ = [
@@ -181,7 +181,9 @@ def flip_probability(
     n
         Per-condition budgets.
     factors : keyword-only
-        Factors of the design (default: every dim but item/score).
+        Factors of the design (default: every dim but item/score). Every other
+        dim is a batch dim, carried along: one parameter per batch cell, a
+        column in the table.
     max_order : keyword-only
         Highest interaction order (default: all).
     item_dim, score_dim : keyword-only
@@ -190,7 +192,7 @@ def flip_probability(
     Raises
     ------
     DesignError
-        No factor, a dim that is neither a factor nor item/score, or a factor
+        No factor, a given factor that is not a dim, or a factor or batch dim
         with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Returns
@@ -199,7 +201,8 @@ def flip_probability(
         Long format, one row per (parameter, budget): ``term``, ``level``,
         ``order``, ``E`` (exact effect), ``n``, ``se`` (SD of the estimator)
         and ``p_flip``; for an instrument with subscales one row per
-        (subscale, parameter, budget) and a column ``subscale``. A factor with
+        (subscale, parameter, budget) and a column ``subscale``, and likewise
+        a column per batch dim. A factor with
         one level is held constant: it has no parameter, and
         ``attrs["constant_factors"]`` names it with its level (no factor with
         two levels: no rows).
@@ -215,7 +218,8 @@ def flip_probability(
     True
     """
     pmf = as_pmf(pmf)
-    factors = design_factors(pmf, factors, item_dim, score_dim)
+    aux = composite_aux(pmf, item_dim)
+    factors = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=aux)
     if not factors:
         raise DesignError("flip probabilities need at least one factor; the PMF has none")
     # a factor with one level has no parameter to flip
@@ -223,7 +227,7 @@ def flip_probability(
     # one mean and variance per condition: small, and the table below is eager anyway
     mom = composite_moments(pmf, item_dim=item_dim, score_dim=score_dim).compute()
     budgets = budget_axis(n)
-    batch = [SUBSCALE_DIM] if SUBSCALE_DIM in mom.dims else []
+    batch = [d for d in mom.dims if d not in factors]  # subscale, the grid, other dims
     frames = []
     for term in _terms(factors, max_order):
         e = effect_means(mom["mean"], term, factors=factors)

@@ -41,7 +41,7 @@ def sampling_se_table(
         first factor). With a single-cell design, one row ``all``.
     consensus : keyword-only
         Optional Consensus per condition (or the Dataset of
-        ``xl.consensus(..., bounds=True)``); its mean per level is a ``Cns``
+        ``xl.consensus_bounds``); its mean per level is a ``Cns``
         column and rows are sorted by it, descending.
     item_dim, score_dim : keyword-only
         Names of the item and score dimensions.

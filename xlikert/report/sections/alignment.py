@@ -64,7 +64,7 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
         table[g] = pd.Categorical(table[g].astype(str), categories=list(map(str, pmf[g].values)))
     scores = pmf["score"].values
     human = human_pmf(
-        table, items, scale=(int(scores[0]), int(scores[-1])), groups=groups, weights=weights
+        table, items, scale=(int(scores[0]), int(scores[-1])), by=groups, weights=weights
     )
     ignored = [c for c in table.columns if c not in {*items, *groups, WEIGHT_COLUMN}]
     how = (
@@ -94,7 +94,7 @@ def alignment_table(model: xr.DataArray, human: xr.Dataset, by: Hashable) -> pd.
     for g in groups if len(groups) > 1 else []:
         rest = [d for d in groups if d != g]
         targets.append(
-            (rest, human_marginal(human, dims=rest), silicon_population(model, human, dims=rest))
+            (rest, human_marginal(human, dim=rest), silicon_population(model, human, dim=rest))
         )
     if groups:
         targets.append(([], human, model))
@@ -120,8 +120,8 @@ def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
         ("all respondents", human_marginal(human).pmf, silicon_population(model, human))
     ]
     if first is not None:
-        h1 = human_marginal(human, dims=rest) if rest else human
-        m1 = silicon_population(model, human, dims=rest) if rest else model
+        h1 = human_marginal(human, dim=rest) if rest else human
+        m1 = silicon_population(model, human, dim=rest) if rest else model
         cols += [
             (f"{first}={v}", h1.pmf.sel({first: v}), m1.sel({first: v}))
             for v in human[first].values

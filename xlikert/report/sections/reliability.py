@@ -75,7 +75,7 @@ def reliability_table(
     >>> reliability_table(pmf, "persona").columns.tolist()
     ['model', 'items', 'alpha', 'omega', 'weakest item', 'item-total r']
     """
-    rel = reliability(pmf, respondent_dims=respondent_dims)
+    rel = reliability(pmf, dim=respondent_dims)
     attrs = read_attrs(rel)
     remaining = [d for d in rel["alpha"].dims if d != SUBSCALE_DIM]
     scales = (
