@@ -343,7 +343,7 @@ def test_report_section_from_a_csv_of_respondents(tmp_path):
     )
     assert res.exit_code == 0, res.output
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert "Alignment with human respondents" in md and "columns ignored: ['age']" in md
+    assert "Alignment with human respondents" in md and "columns ignored: \\['age'\\]" in md
     tab = pd.read_csv(tmp_path / "rep" / "tables" / "human_representativeness.csv")
     assert set(tab.group) >= {"all respondents", "party=D", "edu=hi", "party=R, edu=lo"}
     human = xl.human_pmf(t, ["a", "b"], scale=(1, 7), by=["party", "edu"])

@@ -292,7 +292,7 @@ def test_export_escapes_latex_and_markdown(tmp_path):
     # Markdown and HTML keep the Unicode; Markdown escapes the pipes; missing is empty
     md = frag["markdown"].splitlines()
     assert md[0] == "| \\|E\\| | M\\|Bias\\| | flag | note |"
-    assert md[3].startswith("| [1, 2) |  |  | a & b_c")
+    assert md[3].startswith("| \\[1, 2) |  |  | a \\& b\\_c 50% \\#1 \\$x")
     assert "μ∅ × − — ≥ ± ✓ ·" in md[4]
     back = pd.read_csv(tmp_path / "nasty.csv", index_col=0)
     assert back.index.name == "|E|" and back["note"].iloc[2] == "μ∅ × − — ≥ ± ✓ ·"
@@ -377,3 +377,75 @@ def test_a_section_is_one_entry_in_sections(tmp_path, monkeypatch):
     assert "**model** by `target`." in md
     assert '<a href="#s2">Extra section</a>' in html and "<strong>model</strong>" in html
     assert (tmp_path / "r" / "tables" / "extra.csv").is_file()
+
+
+#: Labels a results file or a CSV may hold: markup of Markdown, HTML and LaTeX (issue 33).
+NASTY = [
+    "<script>alert(1)</script>",
+    "a|b *em* _u_ **b**",
+    "back\\slash $x$ & 5% #1",
+    "{brace} `tick` ~ ^",
+    "two\nlines [l](u) <b>",
+]
+
+
+def _nasty_results() -> xr.Dataset:
+    pmf = synthetic_pmf({"model": NASTY[:2], "t&%#{x}": NASTY[2:]}, n_items=4, seed=5)
+    pmf = pmf.assign_coords(
+        item=["q*1*", "q_2_", "q<3>", "q|4`"],
+        reverse_keyed=("item", [False, True, False, True]),
+        subscale=("item", ["S<1>|*", "S<1>|*", "S_2 $", "S_2 $"]),
+    )
+    ds = _results_from(pmf)
+    ds.attrs["title"] = "Title <i>*x*</i> | $y$"
+    return ds
+
+
+def test_untrusted_labels_are_escaped_in_every_output(tmp_path):
+    """Factor names and levels, item ids and subscale names with markup show as text in
+    report.md (rendered by a CommonMark parser), index.html and every LaTeX table."""
+    import html as html_lib
+
+    from xlikert.report.tables import markdown_escape
+
+    markdown_it = pytest.importorskip("markdown_it")
+    path = write_report(_nasty_results(), tmp_path / "r")
+    out = path.parent
+    md = (out / "report.md").read_text(encoding="utf-8")
+    _assert_md_well_formed(md)
+    rendered = markdown_it.MarkdownIt("commonmark").enable("table").render(md)
+    page = path.read_text(encoding="utf-8")
+    for shown in (rendered, page):
+        assert "<script" not in shown and "<i>" not in shown and "<b>" not in shown
+        assert "<em>em</em>" not in shown and "<strong>b</strong>" not in shown
+        assert "<code>tick</code>" not in shown and '<a href="u">' not in shown
+    for label in [*NASTY, "t&%#{x}", "q*1*", "q|4`", "S<1>|*", "S_2 $"]:
+        text = " ".join(label.split("\n"))
+        assert html_lib.escape(text) in rendered, label  # shown as it is, as text
+        assert html_lib.escape(text) in page, label
+        assert markdown_escape(label) in md, label
+    for csv in sorted((out / "tables").glob("*.csv")):
+        _assert_tex_well_formed(csv.with_suffix(".tex"))
+        _assert_md_well_formed(csv.with_suffix(".md").read_text(encoding="utf-8"), csv)
+        tex = csv.with_suffix(".tex").read_text(encoding="utf-8")
+        body = tex.split("\\toprule\n")[1]
+        assert not re.search(_UNESCAPED + r"[$%#_^~]", body), csv.name
+        assert "<script>" not in tex and "\n\n" not in tex
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", p.name) for p in out.rglob("*") if p.is_file())
+    if shutil.which("pdflatex"):
+        doc = tmp_path / "doc.tex"
+        inputs = sorted((out / "tables").glob("*.tex"))
+        doc.write_text(
+            "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
+            + "".join(f"\\input{{{p.as_posix()}}}\n\\clearpage\n" for p in inputs)
+            + "\\end{document}\n",
+            encoding="utf-8",
+        )
+        res = subprocess.run(
+            ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stdout[-3000:]

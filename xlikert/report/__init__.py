@@ -34,9 +34,10 @@ Heavy imports (matplotlib) happen inside the functions.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import xarray as xr
@@ -159,15 +160,34 @@ def _write_report(
     human: str | Path | xr.Dataset | None = None,
 ) -> Path:
     """:func:`write_report` into the (temporary) folder ``out``: every section, then the page."""
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in {"agg", "pdf", "svg", "cairo", "pgf", "ps"}:
-        matplotlib.use("Agg")
-
     ctx = ReportContext.prepare(
         results, out, country_of_origin=country_of_origin, tol=tol, human=human
     )
-    sections = [s for s in (section(ctx) for section in SECTIONS) if s is not None]
+    with _file_backend():
+        sections = [s for s in (section(ctx) for section in SECTIONS) if s is not None]
     attrs = ctx.ds.attrs
     ttl = title or str(attrs.get("title") or f"xlikert report: {attrs.get('instrument', '')}")
     return render(out, ttl, sections)
+
+
+@contextlib.contextmanager
+def _file_backend() -> Iterator[None]:
+    """Draw with matplotlib's file backend ``Agg`` inside the block, then give the caller
+    back their backend (a notebook's inline one, a GUI): the report changes nothing global.
+    """
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    old = matplotlib.get_backend()
+    if old.lower() in _FILE_BACKENDS:
+        yield
+        return
+    plt.switch_backend("Agg")
+    try:
+        yield
+    finally:
+        plt.switch_backend(old)
+
+
+#: matplotlib backends that write files and open no window.
+_FILE_BACKENDS = frozenset({"agg", "pdf", "svg", "cairo", "pgf", "ps"})

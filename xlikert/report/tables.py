@@ -29,6 +29,8 @@ __all__ = [
     "human_vs_llm",
     "interaction_node",
     "latex_escape",
+    "markdown_code",
+    "markdown_escape",
     "mixture_moments",
     "paper_layout",
     "to_html",
@@ -321,10 +323,57 @@ def _layout(df: pd.DataFrame, index: bool) -> tuple[list[str], list[list], list[
     return header, rows, kinds
 
 
+#: The characters that are Markdown markup in running text or a table cell (CommonMark and
+#: GitHub: emphasis, code, links and images, raw HTML, entities, headings, tables, strike-
+#: through, math); each is escaped with a backslash, which CommonMark allows before any
+#: ASCII punctuation.
+MARKDOWN_SPECIAL = frozenset("\\`*_{}[]<>#!|&~$^")
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: every run of whitespace that holds a line break, and every
+    other control character, becomes one space (a line break would end a table row, a
+    paragraph or a LaTeX cell)."""
+    text = re.sub(r"\s*[\n\r\f\v\u2028\u2029]\s*", " ", str(text))
+    return "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
+
+
+def markdown_escape(text: str) -> str:
+    r"""Plain text as Markdown that shows it literally: markup escaped, on one line.
+
+    Examples
+    --------
+    >>> print(markdown_escape("<script>*a*_b_ | `c` $x$ & [l](u) #1\nnext"))
+    \<script\>\*a\*\_b\_ \| \`c\` \$x\$ \& \[l\](u) \#1 next
+    """
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in _one_line(text))
+
+
+def markdown_code(text: str) -> str:
+    """Plain text as a Markdown code span that shows it literally (backticks included).
+
+    CommonMark does not read escapes inside a code span, so the fence is one backtick
+    more than the longest run of backticks in ``text`` (and padded with spaces where
+    ``text`` starts or ends with one).
+
+    Examples
+    --------
+    >>> markdown_code("a`b"), markdown_code("plain")
+    ('``a`b``', '`plain`')
+    """
+    text = _one_line(text)
+    fence = "`" * (max((len(m) for m in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def to_markdown(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
     r"""A GitHub-flavoured Markdown table (no ``tabulate`` needed).
 
-    ``|`` inside a header or cell is escaped as ``\|``; missing values are empty.
+    Headers and cells are plain text: their markup is escaped
+    (:func:`markdown_escape`: ``|``, ``*``, ``_``, backticks, ``<``, ...) and line
+    breaks become spaces, so every cell shows what the DataFrame holds; missing
+    values are empty.
 
     Examples
     --------
@@ -332,19 +381,17 @@ def to_markdown(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
     | x | E |
     |---|---|
     | a | 1.23 |
-    >>> print(to_markdown(pd.DataFrame({"|E|": [float("nan")]}), index=False))
-    | \|E\| |
-    |---|
-    |  |
+    >>> print(to_markdown(pd.DataFrame({"|E|": [float("nan")], "*": ["<b>"]}), index=False))
+    | \|E\| | \* |
+    |---|---|
+    |  | \<b\> |
     """
     header, rows, _ = _layout(df, index)
-
-    def cell(text: str) -> str:
-        return " ".join(text.split("\n")).replace("|", r"\|")
-
-    lines = ["| " + " | ".join(cell(c) for c in header) + " |"]
+    lines = ["| " + " | ".join(markdown_escape(c) for c in header) + " |"]
     lines.append("|" + "|".join("---" for _ in header) + "|")
-    lines += ["| " + " | ".join(cell(_fmt(v, digits)) for v in row) + " |" for row in rows]
+    lines += [
+        "| " + " | ".join(markdown_escape(_fmt(v, digits)) for v in row) + " |" for row in rows
+    ]
     return "\n".join(lines)
 
 
@@ -357,6 +404,7 @@ _LATEX_SPECIAL = {
     "_": r"\_",
     "{": r"\{",
     "}": r"\}",
+    "`": r"\textasciigrave{}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     # in pdfLaTeX's default OT1 encoding these would print as other glyphs
@@ -423,6 +471,8 @@ def latex_escape(text: str) -> str:
     letters, ``∅``, ``×``, ``−``, ``≥``, ``✓``, dashes, ...) to LaTeX commands.
     Accented Latin letters are kept (LaTeX reads UTF-8 by default); other
     characters are replaced by their ASCII compatibility form where one exists.
+    Line breaks and other control characters become spaces (a blank line would end
+    the paragraph inside a table cell).
 
     Examples
     --------
@@ -430,7 +480,7 @@ def latex_escape(text: str) -> str:
     \ensuremath{\mu}\ensuremath{\emptyset} \ensuremath{\times} 5\% \& a\_b
     """
     out = []
-    for ch in str(text):
+    for ch in _one_line(text):
         if ch in _LATEX_SPECIAL:
             out.append(_LATEX_SPECIAL[ch])
         elif ch in _LATEX_MATH:

@@ -28,6 +28,8 @@ from ...errors import ConfigError, DesignError
 from ...io import decode_attrs, read_attrs
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_code as md_code
+from ..tables import markdown_escape as md
 
 __all__ = [
     "WEIGHT_COLUMN",
@@ -42,7 +44,8 @@ WEIGHT_COLUMN = "weight"
 
 
 def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dataset, str]:
-    """The human PMF Dataset for the results' ``pmf`` and a sentence on how it was read."""
+    """The human PMF Dataset for the results' ``pmf`` and a sentence on how it was read
+    (Markdown: the file name, items, groups and columns escaped)."""
     if isinstance(path, xr.Dataset):
         return path, "a human PMF Dataset"
     path = Path(path)
@@ -50,7 +53,7 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
         raise ConfigError(f"no such human data file: {str(path)!r}")
     if path.suffix.lower() in (".nc", ".nc4", ".netcdf"):
         with xr.open_dataset(path) as ds:
-            return ds.load(), f"the human PMF file `{path.name}`"
+            return ds.load(), f"the human PMF file {md_code(path.name)}"
     table = pd.read_csv(path)
     items = [str(i) for i in pmf["item"].values if str(i) in table.columns]
     if not items:
@@ -68,9 +71,10 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
     )
     ignored = [c for c in table.columns if c not in {*items, *groups, WEIGHT_COLUMN}]
     how = (
-        f"the respondents in `{path.name}` ({len(table)} rows; items {items}; groups "
-        f"{groups or 'none'}{'; weighted by column `weight`' if weights else ''}"
-        f"{f'; columns ignored: {ignored}' if ignored else ''})"
+        f"the respondents in {md_code(path.name)} ({len(table)} rows; items {md(items)}; "
+        f"groups {md(groups or 'none')}"
+        f"{f'; weighted by column {md_code(WEIGHT_COLUMN)}' if weights else ''}"
+        f"{f'; columns ignored: {md(ignored)}' if ignored else ''})"
     )
     return human, how
 
@@ -202,9 +206,9 @@ def human_section(ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by:
     s = section("Alignment with human respondents")
     s.text(
         f"Human data: {how}. "
-        + (f"The results' factors {other} are mixed uniformly. " if other else "")
+        + (f"The results' factors {md(other)} are mixed uniformly. " if other else "")
         + (
-            f"Personas {groups} of the model are mixed with the respondents' counts "
+            f"Personas {md(groups)} of the model are mixed with the respondents' counts "
             "(silicon population) to compare with the pooled respondents and each attribute's "
             "subgroups. "
             if set(groups) & set(pmf.dims)

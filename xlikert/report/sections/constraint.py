@@ -7,6 +7,7 @@ from ...analysis.constraint import failure_rate
 from .. import tables
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_escape as md
 
 __all__ = ["constraint_section"]
 
@@ -41,7 +42,7 @@ def constraint_section(ctx: ReportContext) -> Section:
         s.text(
             "Valid answers (the rule per model; the full text is in the file's "
             "`attrs['models'][name]['answers']`): "
-            + "; ".join(f"{name}: {rule}" for name, rule in rules.items())
+            + "; ".join(f"{md(name)}: {md(rule)}" for name, rule in rules.items())
             + "."
         )
     return s

@@ -17,6 +17,8 @@ import xarray as xr
 
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_code as md_code
+from ..tables import markdown_escape as md
 
 __all__ = ["format_factor", "format_section", "variance_shares"]
 
@@ -66,12 +68,14 @@ def format_section(ctx: ReportContext) -> Section | None:
     labels = ctx.ds["answer_label"]
     scores = [int(y) for y in labels["score"].values]
     shown = "; ".join(
-        f"{lv}: "
-        + " ".join(f"{x}→{y}" for x, y in zip(labels.sel({fmt: lv}).values, scores, strict=True))
-        for lv in map(str, labels[fmt].values)
+        f"{md(lv)}: "
+        + " ".join(
+            f"{md(x)}→{y}" for x, y in zip(labels.sel({fmt: lv}).values, scores, strict=True)
+        )
+        for lv in labels[fmt].values
     )
     s.text(
-        f"The factor `{fmt}` varies how the scale is shown and which labels answer it. Each "
+        f"The factor {md_code(fmt)} varies how the scale is shown and which labels answer it. Each "
         "level's answer labels are mapped onto the same scores (label→score: "
         f"{shown}), so every level's PMF is on one score axis and the distributional ANOVA "
         "separates the format's effect from the other factors' like any factor's."
@@ -84,11 +88,11 @@ def format_section(ctx: ReportContext) -> Section | None:
     for t in terms:
         rows = shares[shares["term"] == t]
         part = table[table["term"] == t]
-        name = " × ".join(str(t).split(":"))
+        name = md(" × ".join(str(t).split(":")))
         what = "main effect" if t == fmt else "interaction"
         per = (
             ", ".join(
-                f"{p:.0%} ({b})" for p, b in zip(rows["share"], rows["subscale"], strict=True)
+                f"{p:.0%} ({md(b)})" for p, b in zip(rows["share"], rows["subscale"], strict=True)
             )
             if "subscale" in rows.columns
             else f"{float(rows['share'].iloc[0]):.0%}"
@@ -112,7 +116,7 @@ def format_section(ctx: ReportContext) -> Section | None:
         table.reset_index(drop=True),
         ctx.out,
         "format_effects",
-        f"The effects with the format factor `{fmt}`: E, SD, SNR and dPD of each level "
+        f"The effects with the format factor '{fmt}': E, SD, SNR and dPD of each level "
         "(composite-score units, as in the effects table above).",
         index=False,
     )

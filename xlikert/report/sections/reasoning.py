@@ -16,6 +16,8 @@ from ...analysis.construct import composite, decompose, summarize, summary_table
 from ...analysis.traces import trace_se
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_code as md_code
+from ..tables import markdown_escape as md
 
 __all__ = ["reasoning_section"]
 
@@ -65,8 +67,9 @@ def _trace_line(ds: xr.Dataset, m: str, has: xr.DataArray, n_traces: xr.DataArra
     )
     length = float(cell["trace_length"].where(keep).mean()) if "trace_length" in ds else np.nan
     return (
-        f"**{m}**: M = {int(n_traces.sel(model=m).max())} traces per prompt "
-        f"({fmt.get('framing', '?')} framing, end marker `{fmt.get('end_marker', '?')}`); "
+        f"**{md(m)}**: M = {int(n_traces.sel(model=m).max())} traces per prompt "
+        f"({md(fmt.get('framing', '?'))} framing, end marker "
+        f"{md_code(fmt.get('end_marker', '?'))}); "
         f"{100 * trunc:.0f}% cut at max_new_tokens, {length:.0f} tokens on average; valid "
         f"mass after the trace {float(cell['trace_valid_mass'].where(keep).mean()):.3f}"
     )

@@ -25,6 +25,7 @@ from ...errors import XlikertError
 from ...io import read_attrs
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_escape as md
 from .formats import format_factor
 
 __all__ = [
@@ -128,21 +129,21 @@ def reliability_section(
     respondents = default_respondents(pmf, by) if respondent_dims is None else respondent_dims
     if not respondents:
         s.text(
-            f"No factor besides {by}: there is no population of conditions (respondents) to "
+            f"No factor besides {md(by)}: there is no population of conditions (respondents) to "
             "compute α and ω over."
         )
         return s
     try:
         table = reliability_table(pmf, respondents)
     except XlikertError as exc:
-        s.text(f"Reliability over the conditions of {list(map(str, respondents))}: {exc}.")
+        s.text(f"Reliability over the conditions of {md(list(map(str, respondents)))}: {md(exc)}.")
         return s
     n = table.attrs["n_conditions"]
     per = [c for c in table.columns if c not in RELIABILITY_COLUMNS and c != "subscale"]
     s.text(
-        f"The respondents are the {n} conditions of {', '.join(map(str, respondents))} "
+        f"The respondents are the {n} conditions of {md(', '.join(map(str, respondents)))} "
         f"(equal weights)"
-        + (f", one population per {', '.join(per)}" if per else "")
+        + (f", one population per {md(', '.join(map(str, per)))}" if per else "")
         + ". Each answers every item independently from its exact PMFs, so the item "
         "covariance is exact: within-condition variance plus the between-condition "
         "covariance of the item means (no sampling). Cronbach's α and McDonald's ω "
