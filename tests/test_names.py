@@ -186,3 +186,91 @@ def test_flip_probability_carries_batch_dims(design):
         one = sampling.flip_probability(batch.sel(seed=level), n=[10])
         mine = flips[flips["seed"] == level].drop(columns="seed").reset_index(drop=True)
         pd.testing.assert_frame_equal(mine, one, check_dtype=False)
+
+
+# ----------------------------------------------------------------- one home, one registry
+def _code_strings(path):
+    """Every string constant of a module's code (docstrings left out)."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+    ]
+
+
+def test_no_factor_name_is_written_into_analysis_report_or_plot_code():
+    """Factor names come from the data; the model factor's name from xlikert.dims."""
+    from pathlib import Path
+
+    root = Path(xl.__file__).parent
+    files = [*(root / "analysis").rglob("*.py"), *(root / "report").rglob("*.py"), root / "plot.py"]
+    names = {"model", "target", "prompt", "persona", "party", "USA"}
+    found = [
+        f"{p.relative_to(root)}:{line}: {value!r}"
+        for p in files
+        for line, value in _code_strings(p)
+        if value in names
+    ]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "home"),
+    [
+        ("xlikert.report.tables", "paper_layout", "xlikert.analysis.construct"),
+        ("xlikert.report.tables", "aggregate_vs_factorial", "xlikert.analysis.construct"),
+        ("xlikert.report.tables", "interaction_node", "xlikert.analysis.construct"),
+        ("xlikert.report.tables", "failure_summary", "xlikert.analysis.constraint"),
+        ("xlikert.report.tables", "consensus_entropy", "xlikert.analysis.consensus"),
+        ("xlikert.report.tables", "human_vs_llm", "xlikert.analysis.human"),
+        ("xlikert.report.tables", "mixture_moments", "xlikert.analysis.cost"),
+        (
+            "xlikert.report.sections.reliability",
+            "reliability_table",
+            "xlikert.analysis.reliability",
+        ),
+        ("xlikert.report.sections.alignment", "alignment_table", "xlikert.analysis.alignment"),
+        ("xlikert.report.sections.formats", "variance_shares", "xlikert.analysis.construct"),
+        ("xlikert.report", "synthetic_results", "xlikert.datasets"),
+        ("xlikert.report", "load_demo_results", "xlikert.datasets"),
+    ],
+)
+def test_a_table_or_dataset_has_one_home_and_its_old_path_warns(module, name, home):
+    import importlib
+
+    old = importlib.import_module(module)
+    with pytest.warns(DeprecationWarning, match=home.replace(".", r"\.")):
+        moved = getattr(old, name)
+    assert moved is getattr(importlib.import_module(home), name)
+    assert name not in getattr(old, "__all__", ())
+
+
+def test_report_tables_module_only_renders():
+    from xlikert.report import tables
+
+    assert set(tables.__all__) == {
+        "MARKDOWN_SPECIAL", "export", "latex_escape", "markdown_code", "markdown_escape",
+        "to_html", "to_latex", "to_markdown",
+    }  # fmt: skip
+
+
+def test_mixture_moments_reduces_dim():
+    m = xr.DataArray([0.0, 2.0], dims="a")
+    v = xr.DataArray([1.0, 1.0], dims="a")
+    got, want = _old_and_new(
+        lambda: sampling.mixture_moments(m, v, dims=["a"]),
+        lambda: sampling.mixture_moments(m, v, dim="a"),
+    )
+    xr.testing.assert_identical(got, want)
+    assert float(want["var"]) == 2.0

@@ -4,17 +4,18 @@ Every function takes already computed xarray/pandas objects (so it works on
 any design), draws into ``ax`` (or a new figure) and returns the
 :class:`matplotlib.figure.Figure`. Factor names come from the data (every dim
 that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
-reserved name raises a ``DesignError``): ``model`` and ``target`` are used
-where they exist, otherwise the first factors in dim order. Dimension
+reserved name raises a ``DesignError``): where a figure picks its factors
+itself, the model factor (:data:`xlikert.dims.MODEL_DIM`) comes first where it
+exists, then the factors in dim order. Dimension
 arguments are keyword-only. Colours are the Okabe-Ito palette (colour-blind safe); continuous maps
 are ``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
 
 ============================  =================================================
 function                      figure
 ============================  =================================================
-:func:`failure_rate`          failure rate per (condition, item), by model
-:func:`consensus`             Multivariate Consensus per model x target
-:func:`composite_pmfs`        composite PMFs faceted by model, targets as hues
+:func:`failure_rate`          failure rate per (condition, item), by one factor
+:func:`consensus`             Multivariate Consensus per condition, x by hue
+:func:`composite_pmfs`        composite PMFs faceted by one factor, another as hue
 :func:`effect_distributions`  main-effect PMFs of one factor, with E and SD
 :func:`interaction_heatmap`   two-factor interaction E (and SD), in-group cells
 :func:`human_vs_llm`          human samples vs LLM composites (mean +- SD)
@@ -35,13 +36,13 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .dims import DECODING_DIMS, factor_dims
+from .dims import DECODING_DIMS, factor_dims, preferred_factor
 from .errors import DesignError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -84,18 +85,6 @@ def _plt():
 
 def _colors(n: int) -> list[str]:
     return [OKABE_ITO[i % len(OKABE_ITO)] for i in range(n)]
-
-
-def _pick(factors: Sequence[Hashable], want: Hashable | None, preferred: str, exclude=()) -> Any:
-    """``want`` if given (checked), else ``preferred`` if present, else the first free factor."""
-    if want is not None:
-        if want not in factors:
-            raise DesignError(f"{want!r} is not a factor; factors are {list(factors)}")
-        return want
-    if preferred in factors and preferred not in exclude:
-        return preferred
-    free = [f for f in factors if f not in exclude]
-    return free[0] if free else None
 
 
 def _labels(obj: xr.DataArray, dim: Hashable) -> list[str]:
@@ -148,7 +137,7 @@ def failure_rate(
     plt = _plt()
     fig, ax = _new_ax(ax)
     factors = factor_dims(fr, score_dim=None, what="the failure rates")
-    by = _pick(factors, by, "model")
+    by = preferred_factor(factors, by)
     size = None
     if by is not None and f"{by}_size" in fr.coords:
         size = np.asarray(fr.coords[f"{by}_size"].values, dtype=float)
@@ -191,13 +180,13 @@ def consensus(
     """Multivariate Consensus as grouped bars: ``x`` groups, ``hue`` bars.
 
     Further factors are averaged and their range (min to max) is drawn as an
-    error bar. Parameters ``x`` / ``hue`` default to ``model`` / ``target``
-    where present.
+    error bar. ``x`` defaults to the model factor (:data:`xlikert.dims.MODEL_DIM`)
+    where present, else the first factor; ``hue`` to the next factor in dim order.
     """
     fig, ax = _new_ax(ax)
     factors = factor_dims(cns, item_dim=None, score_dim=None, what="the Consensus")
-    x = _pick(factors, x, "model")
-    hue = _pick(factors, hue, "target", exclude=[x]) if len(factors) > 1 else None
+    x = preferred_factor(factors, x)
+    hue = preferred_factor(factors, hue, exclude=[x])
     rest = [f for f in factors if f not in (x, hue)]
     mean = cns.mean(rest) if rest else cns
     lo = cns.min(rest) if rest else None
@@ -264,8 +253,8 @@ def composite_pmfs(
     factors = factor_dims(
         comp, item_dim=None, score_dim=score_dim, auxiliary=aux, what="the composite PMFs"
     )
-    facet = _pick(factors, facet, "model")
-    hue = _pick(factors, hue, "target", exclude=[facet]) if len(factors) > 1 else None
+    facet = preferred_factor(factors, facet)
+    hue = preferred_factor(factors, hue, exclude=[facet])
     rest = [f for f in factors if f not in (facet, hue)]
     mix = comp.mean(rest) if rest else comp
     panels = _labels(comp, facet) if facet is not None else ["all"]
@@ -396,8 +385,12 @@ def interaction_heatmap(
     factors = list(E.dims)
     if len(factors) != 2:
         raise DesignError(f"interaction_heatmap needs a 2-D effect, got dims {tuple(E.dims)}")
-    row = _pick(factors, row, "target")
-    col = _pick(factors, col, "model", exclude=[row])
+    if row is None:  # the model factor (or the first) across, the other down
+        col = preferred_factor(factors, col)
+        row = preferred_factor(factors, row, exclude=[col])
+    else:
+        row = preferred_factor(factors, row)
+        col = preferred_factor(factors, col, exclude=[row])
     data = E.transpose(row, col)
     nr, nc = data.shape
     fig, ax = _new_ax(ax, figsize=(1.15 * nc + 2.6, 0.75 * nr + 1.8))
@@ -482,7 +475,7 @@ def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None
     """
     fig, ax = _new_ax(ax)
     factors = factor_dims(se, item_dim=None, score_dim=None, auxiliary=["n"], what="the SE")
-    by = _pick(factors, by, "model") if factors else None
+    by = preferred_factor(factors, by) if factors else None
     rest = [f for f in factors if f != by]
     n = np.asarray(se["n"].values, dtype=float)
     lv = _labels(se, by) if by is not None else ["all"]
@@ -518,7 +511,7 @@ def decoding_bias(
     factors = factor_dims(
         bias, item_dim=None, score_dim=None, auxiliary=DECODING_DIMS, what="the bias"
     )
-    by = _pick(factors, by, "model") if factors else None
+    by = preferred_factor(factors, by) if factors else None
     rest = [f for f in factors if f != by]
     lv = _labels(bias, by) if by is not None else ["all"]
     for ax, param, other in zip(

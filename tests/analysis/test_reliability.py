@@ -430,7 +430,7 @@ def _ipip_results() -> xr.Dataset:
 
 
 def test_reliability_table_rows():
-    from xlikert.report.sections.reliability import reliability_table
+    from xlikert.analysis.reliability import reliability_table
 
     ds = _ipip_results()
     table = reliability_table(ds, "persona")

@@ -20,6 +20,8 @@ from click.testing import CliRunner
 
 import xlikert as xl
 from xlikert import sampling
+from xlikert.analysis.construct import paper_layout
+from xlikert.analysis.human import human_vs_llm
 from xlikert.cli import main
 from xlikert.datasets import human_baseline, load_demo_results, synthetic_pmf, synthetic_results
 from xlikert.report import tables, write_report
@@ -188,7 +190,7 @@ def test_cli_rejects_bad_origin(tmp_path):
 
 def test_paper_layout_grand_first_and_exports(tmp_path):
     pmf = synthetic_pmf({"model": 2, "target": 2}, n_items=3)
-    df = tables.paper_layout(xl.summary_table(xl.decompose(pmf)))
+    df = paper_layout(xl.summary_table(xl.decompose(pmf)))
     assert df["Parameter"].iloc[0].startswith("μ∅")
     assert list(df.columns[-4:]) == ["E", "SD", "SNR", "dPD"]
     frag = tables.export(df, tmp_path, "t", caption="c", index=False)
@@ -210,7 +212,7 @@ def test_flip_effects_match_engine():
 
 def test_human_vs_llm_table_is_exact_mixture():
     pmf = synthetic_pmf({"model": 2, "target": ["USA", "China"], "frame": 2}, n_items=17)
-    hv = tables.human_vs_llm(pmf, human_baseline(), by="model", condition={"target": "USA"})
+    hv = human_vs_llm(pmf, human_baseline(), by="model", condition={"target": "USA"})
     assert list(hv.group[:6]) == ["Human"] * 6
     comp = xl.composite(pmf.sel(target="USA")).mean("frame")  # mixture PMF over frame
     y = comp.score
@@ -449,3 +451,26 @@ def test_untrusted_labels_are_escaped_in_every_output(tmp_path):
             timeout=120,
         )
         assert res.returncode == 0, res.stdout[-3000:]
+
+
+def test_write_report_gives_the_callers_matplotlib_backend_back(tmp_path, monkeypatch):
+    """The report draws with Agg where the backend opens windows, then restores the backend
+    it found: nothing global changes. matplotlib's 'template' backend stands in for a GUI
+    one (a real GUI backend needs a display); a file backend is left alone."""
+    import matplotlib.pyplot as plt
+
+    import xlikert.report as report
+
+    monkeypatch.setattr(report, "_gui_backends", lambda: {"template"})
+    seen = []
+    monkeypatch.setattr(report, "SECTIONS", (lambda ctx: seen.append(matplotlib.get_backend()),))
+    results = _results_from(synthetic_pmf({"model": 2}, n_items=2))
+    before = matplotlib.get_backend()
+    plt.switch_backend("template")
+    try:
+        write_report(results, tmp_path / "r")
+        assert [b.lower() for b in seen] == ["agg"] and matplotlib.get_backend() == "template"
+    finally:
+        plt.switch_backend(before)
+    write_report(results, tmp_path / "r2")
+    assert seen[-1] == before == matplotlib.get_backend()

@@ -40,7 +40,8 @@ noise ceiling:
 
 :func:`silicon_population` mixes a model's persona PMFs with the human groups'
 counts (or weights), so the model's population answer is compared with the
-human marginal (:func:`xlikert.human_marginal`).
+human marginal (:func:`xlikert.human_marginal`). :func:`alignment_table` tabulates
+the alignment with the whole population, each attribute's subgroups and each cell.
 
 Examples
 --------
@@ -60,6 +61,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from scipy.stats import norm
 
@@ -70,11 +72,12 @@ from ..dims import DECODING_DIMS, factor_dims
 from ..errors import DesignError, InputTypeError, InvalidPMFError
 from ..io import encode_attrs, read_attrs
 from ..validate import as_pmf, check_pmf, check_score_axis, single_chunk
-from .human import mixture_weights
+from .human import human_marginal, mixture_weights
 
 __all__ = [
     "METRICS",
     "alignment",
+    "alignment_table",
     "jensen_shannon",
     "mean_difference",
     "noise_ceiling",
@@ -548,3 +551,44 @@ def silicon_population(
     out.attrs = encode_attrs({**read_attrs(p), "silicon_mixture_over": [str(d) for d in dims]})
     out.name = "pmf"
     return out.transpose(..., *[d for d in (item_dim, score_dim) if d in out.dims])
+
+
+def _label(cell: dict[Hashable, Any], groups: list[Hashable]) -> str:
+    parts = [f"{g}={cell[g]}" for g in groups if g in cell]
+    return ", ".join(parts) if parts else "all respondents"
+
+
+def alignment_table(model: xr.DataArray, human: xr.Dataset, by: Hashable) -> pd.DataFrame:
+    """Alignment of each ``by`` level (e.g. model) with the human population, each attribute's
+    subgroups and (with several attributes) each cell: tidy rows with estimate, interval, ceiling.
+
+    The model's persona factors named like the human groups are mixed with the human counts
+    (:func:`silicon_population`); a model without them is compared as it is.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``by``, ``group`` (``"party=D, edu=hi"``, or ``"all respondents"``),
+        ``item``, ``metric``, ``estimate``, ``se``, ``lower``, ``upper``, ``ceiling``.
+    """
+    groups = [d for d in human["n"].dims if d != "item"]  # the human groups (kept or pooled)
+    targets: list[tuple[list[Hashable], xr.Dataset, xr.DataArray]] = [
+        (groups, human_marginal(human), silicon_population(model, human))
+    ]
+    for g in groups if len(groups) > 1 else []:
+        rest = [d for d in groups if d != g]
+        targets.append(
+            (rest, human_marginal(human, dim=rest), silicon_population(model, human, dim=rest))
+        )
+    if groups:
+        targets.append(([], human, model))
+    frames = []
+    for mixed, h, m in targets:
+        a = alignment(m, h)
+        df = a[["estimate", "lower", "upper", "se", "ceiling"]].to_dataframe().reset_index()
+        kept = [g for g in groups if g not in mixed]
+        df.insert(1, "group", [_label(row, kept) for row in df[kept].to_dict("records")])
+        frames.append(df.drop(columns=kept))
+    out = pd.concat(frames, ignore_index=True)
+    keep = [by, "group", "item", "metric", "estimate", "se", "lower", "upper", "ceiling"]
+    return out[[c for c in keep if c in out.columns]]

@@ -14,8 +14,9 @@ function). ``xlikert.kernels.consensus`` holds the kernels.
 * :func:`consensus_bounds` -- the same value with its certified lower and upper
   bounds and the guaranteed error, as a Dataset;
 * :func:`dissension`, :func:`dissension_bounds` -- ``1 - consensus`` (eq. dissension).
-* :func:`entropy` -- Shannon entropy in bits (the paper's entropy-vs-consensus
-  table), of each item or of the K-item joint under conditional independence.
+* :func:`entropy` -- Shannon entropy in bits, of each item or of the K-item joint
+  under conditional independence; :func:`consensus_entropy` tabulates both per
+  condition (the paper's entropy-vs-consensus table).
 
 Items are conditionally independent given the condition (paper, "Conditional
 Independence via Context Isolation"), so the joint PMF is the product of the
@@ -30,6 +31,7 @@ import warnings
 from collections.abc import Hashable
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from .. import kernels
@@ -49,6 +51,7 @@ from ..validate import (
 __all__ = [
     "consensus",
     "consensus_bounds",
+    "consensus_entropy",
     "dissension",
     "dissension_bounds",
     "entropy",
@@ -534,6 +537,31 @@ def entropy(
     long_name = "Shannon entropy" + (" per item" if item_dim is None else " of the item joint")
     out.attrs = _attrs(pmf, long_name=long_name, units="bit")
     return out.rename("entropy")
+
+
+def consensus_entropy(cns: xr.DataArray, ent: xr.DataArray | None = None) -> pd.DataFrame:
+    """Consensus (and joint entropy, bits) per condition, one row per condition
+    (the paper's Consensus-vs-entropy table): columns the factors, ``Cns`` and
+    ``Entropy (bits)``.
+
+    Examples
+    --------
+    >>> c = xr.DataArray([0.9, 0.7], dims="model", coords={"model": ["a", "b"]}, name="Cns")
+    >>> consensus_entropy(c).columns.tolist()
+    ['model', 'Cns']
+    """
+    data = {"Cns": cns}
+    if ent is not None:
+        data["Entropy (bits)"] = ent
+    ds = xr.Dataset(
+        {k: v.drop_vars([c for c in v.coords if c not in v.dims]) for k, v in data.items()}
+    )
+    df = (
+        ds.to_dataframe().reset_index()
+        if ds["Cns"].ndim
+        else pd.DataFrame({k: [float(v)] for k, v in ds.items()})
+    )
+    return df
 
 
 def _check_tol(tol: float) -> float:

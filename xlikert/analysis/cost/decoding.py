@@ -2,9 +2,10 @@
 
 :func:`decoding_bias` is the bias of the expected composite under each point of
 the stored temperature x top-p grid (``decoding_pmf``, computed at collection on
-the full vocabulary) against the exact PMF; :func:`decoding_bias_table` tabulates
-it and :func:`correlation` relates it to Consensus (paper appendix "Cost of Monte
-Carlo sampling", decoding bias). Closed forms of the exact PMFs; nothing is drawn.
+the full vocabulary) against the exact PMF, and :func:`correlation` relates it to
+Consensus (paper appendix "Cost of Monte Carlo sampling", decoding bias);
+:func:`xlikert.analysis.cost.tables.decoding_bias_table` tabulates both. Closed forms
+of the exact PMFs; nothing is drawn.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import math
 from collections.abc import Hashable, Mapping
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from ...dims import DECODING_DIMS, factor_dims
@@ -22,11 +22,9 @@ from ...validate import (
     as_pmf,
     check_pmf,
 )
-from ..keying import SUBSCALE_DIM
 from .moments import composite_moments
-from .tables import default_by, level_frame, with_consensus
 
-__all__ = ["correlation", "decoding_bias", "decoding_bias_table"]
+__all__ = ["correlation", "decoding_bias"]
 
 
 # --------------------------------------------------------------------------- decoding
@@ -119,64 +117,6 @@ def decoding_bias(
         "(n_undefined) or the setting was not measured (n_unmeasured)",
     }
     return out
-
-
-def decoding_bias_table(
-    bias: xr.DataArray,
-    *,
-    by: Hashable | None = None,
-    consensus: xr.DataArray | xr.Dataset | None = None,
-) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Mean absolute bias and SD of the bias per level of ``by``; correlation with Consensus.
-
-    ``M|Bias|`` is the mean of ``|bias|`` over the grid and the other
-    conditions; ``SD_Bias`` the standard deviation (ddof 0) of the bias over
-    the same cells. With ``consensus``, the Pearson correlation across
-    conditions between Consensus and the per-condition mean ``|bias|`` is
-    returned with its two-sided p-value (SciPy if installed, else NaN).
-
-    Returns
-    -------
-    (pandas.DataFrame, dict)
-        The table (one row per level of ``by``, and per subscale for an
-        instrument with subscales; columns ``Cns`` optional, ``M|Bias|``,
-        ``SD_Bias``, ``max|Bias|``) and ``{"r": ..., "p": ..., "n": ...}`` (empty without
-        ``consensus``).
-
-    Examples
-    --------
-    >>> b = xr.DataArray(np.arange(8.0).reshape(2, 2, 2), dims=("model", "temperature", "top_p"),
-    ...                  coords={"model": ["a", "b"]})
-    >>> decoding_bias_table(b)[0]["M|Bias|"].tolist()
-    [1.5, 5.5]
-    """
-    factors = factor_dims(
-        bias,
-        item_dim=None,
-        score_dim=None,
-        auxiliary=[*DECODING_DIMS, SUBSCALE_DIM],
-        what="the bias",
-    )
-    by = default_by(factors, by)
-    rest = [d for d in bias.dims if d not in (by, SUBSCALE_DIM)]
-    absb = abs(bias)
-    df = level_frame(
-        {
-            "M|Bias|": absb.mean(rest),
-            "SD_Bias": bias.std(rest),
-            "max|Bias|": absb.max(rest),
-        },
-        by,
-    )
-    stats: dict[str, float] = {}
-    if consensus is not None:
-        consensus = as_pmf(consensus, "consensus")
-        # Consensus is per condition: correlate it with |bias| mixed over subscales too
-        per_cond = absb.mean([*DECODING_DIMS, *[d for d in absb.dims if d == SUBSCALE_DIM]])
-        cns, per_cond = xr.align(consensus, per_cond, join="exact")
-        df = with_consensus(df, cns, by)
-        stats = correlation(cns, per_cond)
-    return df, stats
 
 
 def correlation(x: xr.DataArray, y: xr.DataArray) -> dict[str, float]:

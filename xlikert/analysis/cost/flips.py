@@ -3,8 +3,8 @@
 The exact sum-to-zero contrast behind every factorial parameter
 (:func:`effect_coefficients`, :func:`effect_means`, :func:`effect_variances`), the
 normal approximation with the exact mean and variance of the estimator
-(:func:`flip_probability`, paper eq. ``flip-prob``) and its table by effect size
-(:func:`flip_table`).
+(:func:`flip_probability`, paper eq. ``flip-prob``); its table by effect size is
+:func:`xlikert.analysis.cost.tables.flip_table`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from ...validate import (
     squeeze_constant_factors,
 )
 from .moments import DEFAULT_BUDGETS, budget_axis, composite_aux, composite_moments
-from .tables import fmt_n
 
 __all__ = [
     "DEFAULT_EFFECT_BINS",
@@ -32,9 +31,9 @@ __all__ = [
     "effect_means",
     "effect_variances",
     "flip_probability",
-    "flip_table",
 ]
 
+#: Bin edges of ``|E_exact|`` in the paper's flip table (composite-score units).
 DEFAULT_EFFECT_BINS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, math.inf)
 
 
@@ -253,50 +252,3 @@ def flip_probability(
         table = pd.DataFrame({c: pd.Series(dtype=k) for c, k in kinds.items()})
     table.attrs["constant_factors"] = constant
     return table
-
-
-def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS) -> pd.DataFrame:
-    """Mean flip probability by exact effect-size bin and budget (the paper's flip table).
-
-    Parameters
-    ----------
-    flips
-        Output of :func:`flip_probability`.
-    bins
-        Edges of ``|E|`` bins, left-closed (``[0, 1)``, ..., ``>= 10``).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Index: bin labels; columns ``Params (%)`` and ``N=...`` (mean ``p_flip``;
-        NaN where a bin is empty).
-
-    Examples
-    --------
-    >>> from xlikert.datasets import synthetic_pmf
-    >>> t = flip_table(flip_probability(synthetic_pmf({"m": 3}, n_items=3), n=[10]))
-    >>> list(t.columns)
-    ['Params (%)', 'N=10']
-    """
-    if flips.empty:
-        held = flips.attrs.get("constant_factors") or {}
-        raise DesignError(
-            "no factorial parameter to tabulate: every factor has one level"
-            + (f" (held constant: {held})" if held else "")
-        )
-    edges = list(bins)
-    labels = []
-    for lo, hi in itertools.pairwise(edges):
-        labels.append(f"≥ {lo:g}" if math.isinf(hi) else f"[{lo:g}, {hi:g})")
-    one = flips[flips["n"] == flips["n"].iloc[0]]
-    cat = pd.cut(one["E"].abs(), edges, right=False, labels=labels)
-    share = cat.value_counts(sort=False) / len(one) * 100.0
-    out = pd.DataFrame(
-        {"Params (%)": share.reindex(labels).values}, index=pd.Index(labels, name="|E|")
-    )
-    for nv, grp in flips.groupby("n", sort=True):
-        c = pd.cut(grp["E"].abs(), edges, right=False, labels=labels)
-        out[f"N={fmt_n(nv)}"] = (
-            grp.groupby(c, observed=False)["p_flip"].mean().reindex(labels).values
-        )
-    return out

@@ -7,6 +7,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import xarray as xr
 
+from ..._compat import renamed_keywords
 from ...dims import DECODING_DIMS, factor_dims
 from ...errors import DesignError, InvalidPMFError
 from ...validate import (
@@ -23,12 +24,12 @@ __all__ = [
     "composite_aux",
     "composite_moments",
     "design_factors",
+    "mixture_moments",
     "standard_error",
 ]
 
 #: Per-condition budgets of the paper's tables.
 DEFAULT_BUDGETS: tuple[int, ...] = (10, 100, 1000)
-#: Bin edges of ``|E_exact|`` in the paper's flip table (composite-score units).
 
 
 def composite_aux(pmf: xr.DataArray, item_dim: Hashable) -> list[Hashable]:
@@ -202,3 +203,27 @@ def standard_error(
         "units": "composite-score points",
     }
     return out
+
+
+@renamed_keywords(dims="dim")
+def mixture_moments(
+    mean: xr.DataArray, var: xr.DataArray, dim: Hashable | Sequence[Hashable]
+) -> xr.Dataset:
+    """Exact mean and variance of the uniform mixture over ``dim`` of per-cell moments.
+
+    ``E = mean(E_c)``, ``Var = mean(Var_c + E_c^2) - E^2`` (law of total variance): the
+    moments of one answer of a condition drawn uniformly from the cells along ``dim``
+    (``dims=`` is its deprecated name; no dim: the moments as given).
+
+    Examples
+    --------
+    >>> m = xr.DataArray([0.0, 2.0], dims="a"); v = xr.DataArray([1.0, 1.0], dims="a")
+    >>> float(mixture_moments(m, v, ["a"])["var"])
+    2.0
+    """
+    dims = [dim] if isinstance(dim, str) else list(dim)
+    if not dims:
+        return xr.Dataset({"mean": mean, "var": var})
+    e = mean.mean(dims)
+    v = (var + mean**2).mean(dims) - e**2
+    return xr.Dataset({"mean": e, "var": v.clip(min=0.0)})

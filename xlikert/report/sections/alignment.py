@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..._compat import moved_attribute
+from ...analysis import alignment as stage
 from ...analysis.alignment import alignment, silicon_population
 from ...analysis.human import human_marginal, human_pmf
 from ...errors import ConfigError, DesignError
@@ -31,13 +33,12 @@ from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
 
-__all__ = [
-    "WEIGHT_COLUMN",
-    "alignment_table",
-    "human_alignment_section",
-    "human_section",
-    "load_human",
-]
+__all__ = ["WEIGHT_COLUMN", "human_alignment_section", "human_section", "load_human"]
+
+
+def __getattr__(name: str) -> Any:
+    return moved_attribute(__name__, name, {"alignment_table": "xlikert.analysis.alignment"})
+
 
 #: The column of survey weights in a CSV of respondents.
 WEIGHT_COLUMN = "weight"
@@ -77,41 +78,6 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
         f"{f'; columns ignored: {md(ignored)}' if ignored else ''})"
     )
     return human, how
-
-
-def _label(cell: dict[Hashable, Any], groups: list[Hashable]) -> str:
-    parts = [f"{g}={cell[g]}" for g in groups if g in cell]
-    return ", ".join(parts) if parts else "all respondents"
-
-
-def alignment_table(model: xr.DataArray, human: xr.Dataset, by: Hashable) -> pd.DataFrame:
-    """Alignment of each ``by`` level (e.g. model) with the human population, each attribute's
-    subgroups and (with several attributes) each cell: tidy rows with estimate, interval, ceiling.
-
-    The model's persona factors named like the human groups are mixed with the human counts
-    (:func:`xlikert.silicon_population`); a model without them is compared as it is.
-    """
-    groups = [d for d in human["n"].dims if d != "item"]
-    targets: list[tuple[list[Hashable], xr.Dataset, xr.DataArray]] = [
-        (groups, human_marginal(human), silicon_population(model, human))
-    ]
-    for g in groups if len(groups) > 1 else []:
-        rest = [d for d in groups if d != g]
-        targets.append(
-            (rest, human_marginal(human, dim=rest), silicon_population(model, human, dim=rest))
-        )
-    if groups:
-        targets.append(([], human, model))
-    frames = []
-    for mixed, h, m in targets:
-        a = alignment(m, h)
-        df = a[["estimate", "lower", "upper", "se", "ceiling"]].to_dataframe().reset_index()
-        kept = [g for g in groups if g not in mixed]
-        df.insert(1, "group", [_label(row, kept) for row in df[kept].to_dict("records")])
-        frames.append(df.drop(columns=kept))
-    out = pd.concat(frames, ignore_index=True)
-    keep = [by, "group", "item", "metric", "estimate", "se", "lower", "upper", "ceiling"]
-    return out[[c for c in keep if c in out.columns]]
 
 
 def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
@@ -201,7 +167,7 @@ def human_section(ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by:
     other = [d for d in pmf.dims if d not in (by, "item", "score", *groups)]
     model = pmf.mean(other) if other else pmf  # other factors mixed uniformly
     model = model.sel(item=[i for i in model["item"].values if i in set(h["item"].values)])
-    table = alignment_table(model, h, by)
+    table = stage.alignment_table(model, h, by)
     attrs = read_attrs(alignment(model.isel({by: [0]}), h))
     s = section("Alignment with human respondents")
     s.text(

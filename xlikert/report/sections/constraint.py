@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from ... import plot
-from ...analysis.constraint import failure_rate
-from .. import tables
+from ...analysis.constraint import failure_rate, failure_summary
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_escape as md
@@ -25,7 +24,7 @@ def constraint_section(ctx: ReportContext) -> Section:
             f"by {ctx.by}.",
         )
         s.table(
-            tables.failure_summary(fr, ctx.by),
+            failure_summary(fr, ctx.by),
             ctx.out,
             "failure_rate",
             f"Failure rate by {ctx.by}: mean, SD and max over conditions and items.",

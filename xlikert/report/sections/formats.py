@@ -11,16 +11,22 @@ the mean composite over the conditions it explains.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
-import pandas as pd
 import xarray as xr
 
+from ..._compat import moved_attribute
+from ...analysis import construct
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
 
-__all__ = ["format_factor", "format_section", "variance_shares"]
+__all__ = ["format_factor", "format_section"]
+
+
+def __getattr__(name: str) -> Any:
+    return moved_attribute(__name__, name, {"variance_shares": "xlikert.analysis.construct"})
 
 
 def format_factor(ds: xr.Dataset) -> Hashable | None:
@@ -29,34 +35,6 @@ def format_factor(ds: xr.Dataset) -> Hashable | None:
         return None
     dims = [d for d in ds["answer_label"].dims if d != "score"]
     return dims[0] if len(dims) == 1 and dims[0] in ds["pmf"].dims else None
-
-
-def variance_shares(effects: pd.DataFrame) -> pd.DataFrame:
-    """Each term's share of the variance of the mean composite over the conditions.
-
-    In a fully crossed design the effects of the mean are orthogonal: the
-    variance of the cell means over the (equally weighted) conditions is the
-    sum over terms of the mean over the term's levels of ``E**2``
-    (:func:`xlikert.summary_table`'s ``E``). The share of a term is its part of
-    that sum.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``term``, ``variance`` and ``share`` (and the batch columns of
-        ``effects``, e.g. ``subscale``: shares per batch).
-    """
-    batch = [c for c in ("subscale",) if c in effects.columns]
-    rows = effects[effects["term"] != "grand"]
-    var = (
-        rows.assign(E2=rows["E"] ** 2)
-        .groupby([*batch, "term"], sort=False)["E2"]
-        .mean()
-        .rename("variance")
-        .reset_index()
-    )
-    total = var.groupby(batch)["variance"].transform("sum") if batch else var["variance"].sum()
-    return var.assign(share=var["variance"] / total)
 
 
 def format_section(ctx: ReportContext) -> Section | None:
@@ -83,7 +61,7 @@ def format_section(ctx: ReportContext) -> Section | None:
     effects = ctx.effects
     terms = [t for t in dict.fromkeys(effects["term"]) if fmt in str(t).split(":")]
     table = effects[effects["term"].isin(terms)]
-    shares = variance_shares(effects)
+    shares = construct.variance_shares(effects)
     sentences = []
     for t in terms:
         rows = shares[shares["term"] == t]
