@@ -274,3 +274,16 @@ def test_mixture_moments_reduces_dim():
     )
     xr.testing.assert_identical(got, want)
     assert float(want["var"]) == 2.0
+
+
+def test_mixtures_carry_the_subscales_of_a_composite():
+    """grand_mixture and marginal_slice mix the design's factors; a composite's subscale dim
+    is carried along (one mixture per subscale), as decompose carries it."""
+    pmf = xl.datasets.synthetic_pmf({"model": 2, "persona": 3}, n_items=4, scale=(1, 5))
+    comp = xl.composite(pmf.assign_coords(subscale=("item", ["A", "A", "B", "B"])))
+    assert xl.grand_mixture(comp).dims == ("subscale", "score")
+    sliced = xl.marginal_slice(comp, by="persona")
+    assert sliced.dims == ("persona", "subscale", "score")
+    for name in ("A", "B"):
+        one = comp.sel(subscale=name)
+        xr.testing.assert_allclose(sliced.sel(subscale=name), xl.marginal_slice(one, "persona"))

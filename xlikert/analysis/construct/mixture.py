@@ -10,11 +10,13 @@ from collections.abc import Hashable, Sequence
 import xarray as xr
 
 from ..._compat import renamed_keywords
-from ...dims import factor_dims
+from ...dims import DECODING_DIMS, factor_dims
 from ...errors import DesignError
-from ...validate import (
-    as_pmf,
-)
+from ...validate import as_pmf
+from ..keying import SUBSCALE_DIM
+
+#: Dims a mixture carries along, never mixes: the subscales of a composite, the decoding grid.
+_CARRIED = (SUBSCALE_DIM, *DECODING_DIMS)
 
 __all__ = ["grand_mixture", "marginal_slice"]
 
@@ -36,7 +38,8 @@ def grand_mixture(
         PMFs with factor dims, or a results Dataset (its ``pmf``).
     factors : keyword-only
         The design's factors, all mixed over; default every dim except
-        ``item_dim`` and ``score_dim``. Other dims are batch dims, carried along.
+        ``item_dim``, ``score_dim``, a composite's ``subscale`` and the decoding grid.
+        Other dims are batch dims, carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -54,7 +57,7 @@ def grand_mixture(
     ('score',)
     """
     pmf = as_pmf(pmf)
-    dims = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim)
+    dims = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=_CARRIED)
     return pmf.mean(dims, keep_attrs=True)
 
 
@@ -79,9 +82,9 @@ def marginal_slice(
     by
         The factor(s) U to keep (``dims=`` is its deprecated name).
     factors : keyword-only
-        The design's factors; default every dim except ``item_dim`` and
-        ``score_dim``. The factors not in ``by`` are mixed over; other dims are
-        batch dims, carried along.
+        The design's factors; default every dim except ``item_dim``,
+        ``score_dim``, a composite's ``subscale`` and the decoding grid. The
+        factors not in ``by`` are mixed over; other dims are batch dims, carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -98,8 +101,8 @@ def marginal_slice(
     ('target', 'score')
     """
     pmf = as_pmf(pmf)
-    keep = factor_dims(pmf, by, item_dim=item_dim, score_dim=score_dim)
-    allf = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim)
+    keep = factor_dims(pmf, by, item_dim=item_dim, score_dim=score_dim, auxiliary=_CARRIED)
+    allf = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=_CARRIED)
     for d in keep:
         if d not in allf:
             raise DesignError(f"{d!r} is not one of the factors {allf}")

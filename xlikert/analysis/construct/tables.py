@@ -15,6 +15,7 @@ renders it (CSV, LaTeX, Markdown, HTML).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
@@ -268,41 +269,58 @@ def aggregate_vs_factorial(
     -------
     pandas.DataFrame
         Columns ``panel`` (A/B), ``row``, ``col``, ``E``, ``SD``, ``SNR``,
-        ``dPD``, ``reversal``, ``ingroup``; named after the factors.
+        ``dPD``, ``reversal``, ``ingroup``; named after the factors. A batch dim
+        of the decomposition (``subscale``) comes first, one block of rows per level.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": 2}, n_items=2)
+    >>> t = aggregate_vs_factorial(xl.decompose(pmf), "target", "model")
+    >>> t.panel.tolist(), t.columns[:3].tolist()
+    (['A', 'A', 'B', 'B', 'B', 'B'], ['panel', 'target', 'model'])
     """
     main = dec[str(row)].dataset
     pair = interaction_node(dec, row, col)
+    batch = [d for d in main["E"].dims if d != row]
+    if not batch:
+        return pd.DataFrame(_avf_rows(main, pair, row, col, country_of_origin))
+    frames = []
+    for cell in itertools.product(*(range(main.sizes[b]) for b in batch)):
+        at = dict(zip(batch, cell, strict=True))
+        labels = {b: main[b].values[i] if b in main.coords else i for b, i in at.items()}
+        rows = _avf_rows(main.isel(at), pair.isel(at), row, col, country_of_origin)
+        frames.append(pd.DataFrame([{**labels, **r} for r in rows]))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _avf_rows(
+    main: xr.Dataset,
+    pair: xr.Dataset,
+    row: Hashable,
+    col: Hashable,
+    origin: Mapping[str, str] | None,
+) -> list[dict]:
+    """Panel A (the main effect of each ``row`` level) and B (each cell) of one batch cell."""
     rows = []
     for lv in main[row].values:
         m = main.sel({row: lv})
-        rows.append(
-            {
-                "panel": "A",
-                row: str(lv),
-                col: f"— (all {col})",
-                **{k: float(m[k]) for k in SUMMARY_COLUMNS if k in m},
-                "reversal": False,
-                "ingroup": False,
-            }
-        )
+        summary = {k: float(m[k]) for k in SUMMARY_COLUMNS if k in m}
+        rows.append({"panel": "A", row: str(lv), col: f"— (all {col})", **summary})
+        rows[-1].update(reversal=False, ingroup=False)
     for lv in main[row].values:
         e_main = float(main["E"].sel({row: lv}))
         for cl in pair[col].values:
             c = pair.sel({row: lv, col: cl})
-            e = float(c["E"])
-            origin = _origin_of(cl, country_of_origin)
-            label = f"{cl} ({origin})" if origin else str(cl)
-            rows.append(
-                {
-                    "panel": "B",
-                    row: str(lv),
-                    col: label,
-                    **{k: float(c[k]) for k in SUMMARY_COLUMNS if k in c},
-                    "reversal": bool(e * e_main < 0),
-                    "ingroup": bool(origin is not None and origin == str(lv)),
-                }
+            home = _origin_of(cl, origin)
+            label = f"{cl} ({home})" if home else str(cl)
+            summary = {k: float(c[k]) for k in SUMMARY_COLUMNS if k in c}
+            rows.append({"panel": "B", row: str(lv), col: label, **summary})
+            rows[-1].update(
+                reversal=bool(float(c["E"]) * e_main < 0),
+                ingroup=bool(home is not None and home == str(lv)),
             )
-    return pd.DataFrame(rows)
+    return rows
 
 
 def interaction_node(dec: xr.DataTree, a: Hashable, b: Hashable) -> xr.Dataset:
@@ -339,7 +357,8 @@ def contrast_table(comp: xr.DataArray, dim: Hashable, *, max_levels: int = 8) ->
     Returns
     -------
     pandas.DataFrame
-        Columns ``Contrast`` (``"a − b"``), ``E``, ``SD``, ``SNR``, ``dPD``.
+        Columns ``Contrast`` (``"a − b"``), a batch dim of ``comp`` (``subscale``) if
+        any, ``E``, ``SD``, ``SNR``, ``dPD``.
 
     Examples
     --------
@@ -348,12 +367,12 @@ def contrast_table(comp: xr.DataArray, dim: Hashable, *, max_levels: int = 8) ->
     >>> contrast_table(comp, "target").Contrast.tolist()
     ['target0 − target1', 'target0 − target2', 'target1 − target2']
     """
-    columns = ["Contrast", *SUMMARY_COLUMNS]
     if comp.sizes[dim] > max_levels:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=["Contrast", *SUMMARY_COLUMNS])
     summ = summarize(contrast(comp, dim)).reset_coords(drop=True)
     df = summ.to_dataframe().reset_index().rename(columns={"pair": "Contrast"})
-    return df[columns]
+    batch = [c for c in df.columns if c not in ("Contrast", *SUMMARY_COLUMNS)]
+    return df[["Contrast", *batch, *SUMMARY_COLUMNS]]
 
 
 def trend_table(comp: xr.DataArray, factors: Sequence[Hashable]) -> pd.DataFrame:
@@ -366,8 +385,9 @@ def trend_table(comp: xr.DataArray, factors: Sequence[Hashable]) -> pd.DataFrame
     Returns
     -------
     pandas.DataFrame
-        One row per (factor, coordinate): ``Factor``, ``Ordered by``, ``E``, ``SD``,
-        ``SNR``, ``dPD`` (no qualifying factor: no rows).
+        One row per (factor, coordinate): ``Factor``, ``Ordered by``, a batch dim of
+        ``comp`` (``subscale``) if any, ``E``, ``SD``, ``SNR``, ``dPD`` (no qualifying
+        factor: no rows).
 
     Examples
     --------
@@ -387,9 +407,13 @@ def trend_table(comp: xr.DataArray, factors: Sequence[Hashable]) -> pd.DataFrame
             values = np.asarray(coord.values, dtype=float)
             if not np.all(np.isfinite(values)) or len(np.unique(values)) != values.size:
                 continue
-            summ = summarize(trend(comp, f, values=values), dim="slope")
-            rows.append(
-                {"Factor": str(f), "Ordered by": str(name)}
-                | {k: float(summ[k]) for k in SUMMARY_COLUMNS}
-            )
-    return pd.DataFrame(rows, columns=["Factor", "Ordered by", *SUMMARY_COLUMNS])
+            summ = summarize(trend(comp, f, values=values), dim="slope").reset_coords(drop=True)
+            summ = summ if summ["E"].ndim else summ.expand_dims("_")  # one row per batch cell
+            one = summ.to_dataframe().reset_index().drop(columns="_", errors="ignore")
+            rows.append(one.assign(**{"Factor": str(f), "Ordered by": str(name)}))
+    head = ["Factor", "Ordered by"]
+    if not rows:
+        return pd.DataFrame(columns=[*head, *SUMMARY_COLUMNS])
+    df = pd.concat(rows, ignore_index=True)
+    batch = [c for c in df.columns if c not in (*head, *SUMMARY_COLUMNS)]
+    return df[[*head, *batch, *SUMMARY_COLUMNS]]
