@@ -494,7 +494,7 @@ def test_cli_prints_the_table(tmp_path):
     res = CliRunner().invoke(main, ["reliability", str(tmp_path / "r.nc")])
     assert res.exit_code == 0, res.output
     assert "Reliability over the 6 conditions of persona" in res.output
-    table = xl.report.sections.reliability.reliability_table(ds, "persona")
+    table = xl.analysis.reliability.reliability_table(ds, "persona")
     first = table.iloc[0]
     assert f"{first.alpha:.3f}" in res.output.splitlines()[2]
     res = CliRunner().invoke(

@@ -105,6 +105,7 @@ def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS)
 
     Examples
     --------
+    >>> from xlikert.analysis.cost import flip_probability
     >>> from xlikert.datasets import synthetic_pmf
     >>> t = flip_table(flip_probability(synthetic_pmf({"m": 3}, n_items=3), n=[10]))
     >>> list(t.columns)
@@ -158,6 +159,7 @@ def decoding_bias_table(
 
     Examples
     --------
+    >>> import numpy as np
     >>> b = xr.DataArray(np.arange(8.0).reshape(2, 2, 2), dims=("model", "temperature", "top_p"),
     ...                  coords={"model": ["a", "b"]})
     >>> decoding_bias_table(b)[0]["M|Bias|"].tolist()
