@@ -185,7 +185,7 @@ def test_xlikert_consensus_names_only_the_function():
 
 def test_max_cells_below_the_first_grid_warns_and_stays_certified():
     # before: NaN, and no warning although the docstring promised one
-    from test_consensus import exact_consensus
+    from analysis.test_consensus import exact_consensus
 
     pmf = make_pmf([2], n_items=3, n_scores=5, seed=4)
     with pytest.warns(RuntimeWarning, match=r"exceeds tol=1e-06.*Raise max_cells or tol"):

@@ -10,13 +10,13 @@ from collections.abc import Hashable, Sequence
 import xarray as xr
 
 from ..._compat import renamed_keywords
-from ...dims import DECODING_DIMS, factor_dims
+from ...dims import factor_dims
 from ...errors import DesignError
 from ...validate import as_pmf
 from ..keying import SUBSCALE_DIM
 
-#: Dims a mixture carries along, never mixes: the subscales of a composite, the decoding grid.
-_CARRIED = (SUBSCALE_DIM, *DECODING_DIMS)
+#: Dims a mixture carries along, never mixes: the subscales of a composite.
+_CARRIED = (SUBSCALE_DIM,)
 
 __all__ = ["grand_mixture", "marginal_slice"]
 
@@ -38,8 +38,8 @@ def grand_mixture(
         PMFs with factor dims, or a results Dataset (its ``pmf``).
     factors : keyword-only
         The design's factors, all mixed over; default every dim except
-        ``item_dim``, ``score_dim``, a composite's ``subscale`` and the decoding grid.
-        Other dims are batch dims, carried along.
+        ``item_dim``, ``score_dim`` and a composite's ``subscale``. Other dims are
+        batch dims, carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -83,8 +83,8 @@ def marginal_slice(
         The factor(s) U to keep (``dims=`` is its deprecated name).
     factors : keyword-only
         The design's factors; default every dim except ``item_dim``,
-        ``score_dim``, a composite's ``subscale`` and the decoding grid. The
-        factors not in ``by`` are mixed over; other dims are batch dims, carried along.
+        ``score_dim`` and a composite's ``subscale``. The factors not in ``by``
+        are mixed over; other dims are batch dims, carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
