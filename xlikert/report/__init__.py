@@ -172,7 +172,7 @@ def _write_report(
     ctx = ReportContext.prepare(
         results, out, country_of_origin=country_of_origin, tol=tol, human=human
     )
-    with _file_backend():
+    with _file_backend(), _plain_text():
         sections = [s for s in (section(ctx) for section in SECTIONS) if s is not None]
     attrs = ctx.ds.attrs
     ttl = title or str(attrs.get("title") or f"xlikert report: {attrs.get('instrument', '')}")
@@ -198,6 +198,16 @@ def _file_backend() -> Iterator[None]:
         yield
     finally:
         plt.switch_backend(old)
+
+
+@contextlib.contextmanager
+def _plain_text() -> Iterator[None]:
+    """Figure text as it is: a factor level or item id such as ``$\\x$`` is not read as
+    matplotlib math (which would show it otherwise, or fail to draw the figure)."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        yield
 
 
 def _gui_backends() -> set[str]:
