@@ -10,20 +10,31 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import pandas as pd
 import xarray as xr
 
+from ..._compat import moved_attribute
 from ...dims import DECODING_DIMS, factor_dims, preferred_factor
 from ...errors import DesignError
 from ...validate import as_pmf
-from ..frames import level_frame, with_consensus
+from .. import frames
 from ..keying import SUBSCALE_DIM
 from .decoding import correlation
 from .flips import DEFAULT_EFFECT_BINS
 from .moments import design_factors, standard_error
 
 __all__ = ["decoding_bias_table", "flip_table", "fmt_n", "sampling_se_table"]
+
+
+def __getattr__(name: str) -> Any:
+    # moved to the stage's tables module
+    return moved_attribute(
+        __name__,
+        name,
+        {"level_frame": "xlikert.analysis.frames", "with_consensus": "xlikert.analysis.frames"},
+    )
 
 
 def sampling_se_table(
@@ -77,8 +88,10 @@ def sampling_se_table(
     by = preferred_factor(factors, by)
     rest = [d for d in factors if d != by]
     se_by = se.mean(rest) if rest else se
-    df = level_frame({f"N={fmt_n(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by)
-    return with_consensus(df, consensus, by)
+    df = frames.level_frame(
+        {f"N={fmt_n(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by
+    )
+    return frames.with_consensus(df, consensus, by)
 
 
 def fmt_n(v: int) -> str:
@@ -175,7 +188,7 @@ def decoding_bias_table(
     by = preferred_factor(factors, by)
     rest = [d for d in bias.dims if d not in (by, SUBSCALE_DIM)]
     absb = abs(bias)
-    df = level_frame(
+    df = frames.level_frame(
         {
             "M|Bias|": absb.mean(rest),
             "SD_Bias": bias.std(rest),
@@ -189,6 +202,6 @@ def decoding_bias_table(
         # Consensus is per condition: correlate it with |bias| mixed over subscales too
         per_cond = absb.mean([*DECODING_DIMS, *[d for d in absb.dims if d == SUBSCALE_DIM]])
         cns, per_cond = xr.align(consensus, per_cond, join="exact")
-        df = with_consensus(df, cns, by)
+        df = frames.with_consensus(df, cns, by)
         stats = correlation(cns, per_cond)
     return df, stats
