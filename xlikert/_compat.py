@@ -17,7 +17,8 @@ were replaced by :func:`deprecated_function`.
 
 Examples
 --------
->>> import warnings
+>>> import sys, warnings
+>>> _ = sys.modules.pop("xlikert.construct", None)  # imported before: warns again
 >>> with warnings.catch_warnings(record=True) as seen:
 ...     warnings.simplefilter("always")
 ...     from xlikert.construct import composite
