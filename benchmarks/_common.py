@@ -111,16 +111,46 @@ def _rel_argv() -> list[str]:
     return argv
 
 
-def timeit(fn: Callable[[], Any], repeat: int, warm: bool = True) -> dict[str, float]:
-    """Min and median wall time of ``repeat`` calls (after one warm-up call)."""
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()``'s result and its wall time in seconds."""
+    t0 = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - t0
+
+
+def time_calls(
+    fn: Callable[[], Any], repeat: int, warm: bool = False, reset: Callable[[], Any] | None = None
+) -> tuple[list[float], Any]:
+    """The wall time of each of ``repeat`` calls of ``fn``, and the last call's result.
+
+    ``warm``: one untimed call first. ``reset`` (e.g. a cache's) is called, untimed,
+    before each timed call.
+    """
     if warm:
         fn()
-    times = []
+    times, result = [], None
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
+        if reset is not None:
+            reset()
+        result, seconds = timed(fn)
+        times.append(seconds)
+    return times, result
+
+
+def timeit(fn: Callable[[], Any], repeat: int, warm: bool = True) -> dict[str, float]:
+    """Min and median wall time of ``repeat`` calls (after one warm-up call)."""
+    times, _ = time_calls(fn, repeat, warm)
     return {"min_s": min(times), "median_s": statistics.median(times), "repeat": repeat}
+
+
+def load_average() -> list[float]:
+    """The 1-, 5- and 15-minute load averages now (a shared machine: timings have noise)."""
+    return list(os.getloadavg())
+
+
+def load_record(before: Sequence[float]) -> dict[str, list[float]]:
+    """``load_average_before`` (taken by the caller before its runs) and ``..._after`` (now)."""
+    return {"load_average_before": list(before), "load_average_after": load_average()}
 
 
 def format_table(
@@ -253,9 +283,8 @@ class ProbedRuns:
             if reset is not None:
                 reset()
             before.append(self.last)
-            t0 = time.perf_counter()
-            result = fn()
-            seconds.append(time.perf_counter() - t0)
+            result, s = timed(fn)
+            seconds.append(s)
             self.last = self.probe()
             self.probes.append(self.last)
             after.append(self.last)
