@@ -30,11 +30,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from _common import machine, result_path, write_json
+from _common import load_average, load_record, machine, result_path, write_json
 from _render import duration, fmt, goal, table
 
 GOAL_GB = 2.5
@@ -88,9 +87,9 @@ def main() -> int:
         ]  # fmt: skip
         for i, (label, cache) in enumerate(runs):
             print(f"running xlikert demo, {label} ...", flush=True)
-            load = os.getloadavg()
+            load = load_average()
             r = run_demo(Path(tmp) / f"demo{i}", cache)
-            r["load_average_before"], r["load_average_after"] = load, os.getloadavg()
+            r.update(load_record(load))
             r["run"] = label
             r["meets_goal"] = r["peak_gb"] <= GOAL_GB
             rows.append(r)
@@ -104,7 +103,6 @@ def main() -> int:
     out = {
         "benchmark": "memory",
         "quick": args.quick,
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "machine": machine(["torch", "transformers"]),
         "measured_command": "xlikert demo -o DIR --quiet",
         "measure": "largest ru_maxrss of the demo's process tree (as /usr/bin/time -v); "
