@@ -21,6 +21,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+#: The built-in offline models the collection benchmarks run: full runs', quick runs'.
+MODEL, QUICK_MODEL = "qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"
+
+
+def model_name(model: str | None, quick: bool) -> str:
+    """``model`` (a ``--model`` given), else the quick or the full runs' model."""
+    return model or (QUICK_MODEL if quick else MODEL)
 
 
 def _cpu_model() -> str:

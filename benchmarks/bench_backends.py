@@ -33,15 +33,15 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, result_path, timed, write_json
+from _common import MODEL, QUICK_MODEL, machine, result_path, timed, write_json
 from _prompts import demo_prompts
 from _render import fmt, table
 
 from xlikert.testing.engines import llamacpp_server, vllm_server
 
 MODELS = {
-    "smollm2-135m-instruct": {"vocab": 49152},
-    "qwen2.5-coder-0.5b-instruct": {"vocab": 151936, "top_k": 4096},
+    QUICK_MODEL: {"vocab": 49152},
+    MODEL: {"vocab": 151936, "top_k": 4096},
 }
 
 
@@ -129,7 +129,7 @@ def main() -> int:
     models = dict(MODELS)
     if args.quick:
         prompts = prompts.sel(target=["USA"])
-        models = {"smollm2-135m-instruct": MODELS["smollm2-135m-instruct"]}
+        models = {QUICK_MODEL: MODELS[QUICK_MODEL]}
     rows = []
     with tempfile.TemporaryDirectory(prefix="xlk-backends-") as tmp:
         for name, cfg in models.items():
