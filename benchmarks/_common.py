@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -158,6 +159,17 @@ def load_average() -> list[float]:
 def load_record(before: Sequence[float]) -> dict[str, list[float]]:
     """``load_average_before`` (taken by the caller before its runs) and ``..._after`` (now)."""
     return {"load_average_before": list(before), "load_average_after": load_average()}
+
+
+def json_line_child(
+    cmd: Sequence[str], env: dict[str, str] | None = None
+) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess]:
+    """Run ``cmd`` (a child that prints its record as JSON on its last line); that record
+    (None when the child failed) and the finished process (its output, for the error)."""
+    res = subprocess.run(list(cmd), capture_output=True, text=True, check=False, env=env)
+    if res.returncode != 0 or not res.stdout.strip():
+        return None, res
+    return json.loads(res.stdout.strip().splitlines()[-1]), res
 
 
 def format_table(

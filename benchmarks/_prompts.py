@@ -45,3 +45,11 @@ def by_system(
     for (system, _), ids in zip(pairs, encoded, strict=True):
         groups.setdefault(system, []).append(ids)
     return list(groups.values())
+
+
+def target_major(da):
+    """A results variable's ``(target, item)`` cells of its first model, flattened
+    target-major: the order of :func:`prompt_pairs`."""
+    if "model" in da.dims:
+        da = da.isel(model=0)
+    return da.transpose("target", "item").values.ravel()

@@ -38,9 +38,9 @@ import json
 import os
 import time
 
-from _common import MODEL, ProbedRuns, time_calls
+from _common import MODEL, ProbedRuns, time_calls, timed
 from _flops import matmul_probe
-from _prompts import demo_prompts, prompt_pairs
+from _prompts import demo_prompts, prompt_pairs, target_major
 from _vllm import KeepOpen
 
 
@@ -52,9 +52,7 @@ def open_engine(args):
             "max_model_len": 2048, "gpu_memory_utilization": args.gpu_memory_utilization,
             "engine_args": {"block_size": args.block_size}}  # fmt: skip
     options = CollectOptions(scale=tuple(range(1, 8)), split_space=args.split_space)
-    t0 = time.perf_counter()
-    model = backend.open(spec, options)
-    load_s = time.perf_counter() - t0
+    model, load_s = timed(lambda: backend.open(spec, options))
     requests: list[list[int]] = []  # (prompt tokens, tokens served from the prefix cache)
     generate = model.llm.generate
 
@@ -104,7 +102,7 @@ def time_collect(args, spec, model, requests, prompts, probe=None) -> dict:
 
     run(prompts.isel(target=[0], item=[0]))  # warm-up
     timing, ds = timed_runs(args, lambda: run(prompts), model, requests, probe)
-    vm = ds.valid_mass.isel(model=0).transpose("target", "item").values.ravel()
+    vm = target_major(ds.valid_mass)
     return {"seconds": timing.pop("seconds"), "requests": list(requests),
             "valid_mass": vm.tolist(), "prompts": int(vm.size), **timing}  # fmt: skip
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -43,7 +42,15 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import loglog_fit, machine, print_table, result_path, timeit, write_json
+from _common import (
+    json_line_child,
+    loglog_fit,
+    machine,
+    print_table,
+    result_path,
+    timeit,
+    write_json,
+)
 from _render import fmt, goal, ms, table
 
 DESIGNS: dict[str, dict[str, Any]] = {
@@ -270,11 +277,8 @@ def bench_large(quick: bool, engines: list[str], workers: int) -> list[dict[str,
     for engine, mode in jobs:
         cmd = [sys.executable, __file__, "--child", "--engine", engine, "--mode", mode]
         cmd += ["--workers", str(workers)] + (["--quick"] if quick else [])
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            rows.append({"engine": engine, "mode": mode, "error": out.stderr[-2000:]})
-            continue
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        row, res = json_line_child(cmd)
+        rows.append(row or {"engine": engine, "mode": mode, "error": res.stderr[-2000:]})
     return rows
 
 

@@ -88,7 +88,7 @@ from _flops import (
     request_flops,
     useful_flops,
 )
-from _prompts import by_system, demo_prompts, prompt_pairs
+from _prompts import by_system, demo_prompts, prompt_pairs, target_major
 from _render import fmt, goal, pct, spread, stamp, table, verdict
 from _vllm import not_measured, run_child
 
@@ -329,7 +329,7 @@ def record(args, lm, load_s, n, timings, rows, encoded, load_before) -> dict[str
     """The JSON record of the run."""
     ds, ds_split = timings["one_token"]["result"], timings["split"]["result"]
     plain_vm = np.array([o.sum() for o in timings["plain"]["result"]])
-    xl_vm = ds.valid_mass.isel(model=0).transpose("target", "item").values.ravel()
+    xl_vm = target_major(ds.valid_mass)
     split_added = (ds_split.valid_mass - ds.valid_mass).values.ravel()
     probes = timings["runs"].probes
     cfg = lm.model.config
@@ -395,14 +395,14 @@ def main() -> int:
     timings = time_runs(args, lm, lm_split, prompts, pairs)
     # ---- FLOPs: each prompt's token ids as collect rendered them, grouped by system prompt
     ds = timings["one_token"]["result"]
-    texts = ds.prompt_text.isel(model=0).transpose("target", "item").values.ravel()
+    texts = target_major(ds.prompt_text)
     encoded = [lm.encode(str(t)) for t in texts]
     cfg, groups = lm.model.config, by_system(pairs, encoded)
     useful = {"one": useful_flops(cfg, groups) / n,
               "split": useful_flops(cfg, groups, extra_tokens=1, rows=2) / n}  # fmt: skip
     rows = transformers_rows(timings, useful, n)
     if not args.no_vllm:
-        xl_vm = ds.valid_mass.isel(model=0).transpose("target", "item").values.ravel()
+        xl_vm = target_major(ds.valid_mass)
         plain_s = timings["plain"]["median_s"]
         rows += engine_rows(args, cfg, useful["one"], timings["runs"], encoded, xl_vm, plain_s)
     res = record(args, lm, load_s, n, timings, rows, encoded, load_before)

@@ -223,6 +223,11 @@ def encoded_groups(lm, prompts) -> list[list[list[int]]]:
     return by_system(pairs, [lm.encode(lm.render(s, u)) for s, u in pairs])
 
 
+def warm_prompts(prompts):
+    """The warm-up's prompts: every item of the first of every other factor's levels."""
+    return prompts.isel({d: slice(0, 1) for d in prompts["user"].dims if d != "item"})
+
+
 def formed(batches: list[int]) -> str:
     """``"64 ×4, 16 ×1"``: prompts per forward pass and how many passes had that many."""
     return ", ".join(f"{n} ×{k}" for n, k in sorted(Counter(batches).items(), reverse=True))
@@ -299,8 +304,7 @@ def time_batch(args, prompts, spec, lm, timer, counter, batch: int, device: str)
     sync = _sync(device)
     kw = dict(batch_size=batch, chunk_size=args.chunk_size, device=device, progress=False,
               loader=lambda s, o, probe=None: timer.model_class(lm, o))  # fmt: skip
-    collect(prompts.isel({d: slice(0, 1) for d in prompts["user"].dims if d != "item"}),
-            [spec], **kw)  # fmt: skip
+    collect(warm_prompts(prompts), [spec], **kw)  # warm-up
     runs, ds = [], None
     with counter:
         for _ in range(args.repeat):
@@ -457,8 +461,7 @@ def vllm_child(args) -> int:
         return KeepOpen(m)
 
     kw = dict(chunk_size=args.chunk_size, progress=False, loader=loader)
-    collect(prompts.isel({d: slice(0, 1) for d in prompts["user"].dims if d != "item"}),
-            [spec], **kw)  # fmt: skip
+    collect(warm_prompts(prompts), [spec], **kw)  # warm-up
     seconds, ds = time_calls(lambda: collect(prompts, [spec], **kw), args.repeat,
                              reset=lambda: engine["llm"].reset_prefix_cache())  # fmt: skip
     m = engine["model"]

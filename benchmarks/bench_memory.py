@@ -25,15 +25,13 @@ time is recorded (``sampler_cpu_s``) and stated with the wall time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import load_average, load_record, machine, result_path, write_json
+from _common import json_line_child, load_average, load_record, machine, result_path, write_json
 from _render import duration, fmt, goal, table
 
 GOAL_GB = 2.5
@@ -64,10 +62,8 @@ def run_demo(out_dir: Path, cache: str | None) -> dict:
     env_cache = {"XLIKERT_CACHE": cache} if cache else {}
     cmd = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "xlikert.cli", "demo",
            "-o", str(out_dir), "--quiet"]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env_cache})
-    last = res.stdout.strip().splitlines()[-1]
-    info = json.loads(last)
-    if info["rc"] != 0:
+    info, res = json_line_child(cmd, env={**os.environ, **env_cache})
+    if info is None or info["rc"] != 0:
         raise RuntimeError(f"xlikert demo failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
     for key in ("peak", "anon", "file"):
         info[f"{key}_gb"] = info.pop(f"{key}_kb") * 1024 / 1e9
