@@ -24,6 +24,7 @@ rule reads logits.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -141,6 +142,13 @@ def block_cache_flops(cfg: Any, encoded: Sequence[Sequence[int]], block: int) ->
     tokens (:func:`block_cache_hits`, :func:`request_flops`)."""
     hits = block_cache_hits(encoded, block)
     return request_flops(cfg, [(len(e), h) for e, h in zip(encoded, hits, strict=True)])
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword a transformers model's forward takes its KV cache by: ``cache``, or
+    ``past_key_values`` (its older name) where the forward has no ``cache``."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
 
 
 class FlopCounter:

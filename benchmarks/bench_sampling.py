@@ -67,7 +67,7 @@ from _common import (
     timed,
     write_json,
 )
-from _flops import FlopCounter, request_flops
+from _flops import FlopCounter, cache_keyword, request_flops
 from _prompts import demo_prompts, prompt_pairs, target_major
 from _render import duration, fmt, table
 from _vllm import not_measured, run_child
@@ -145,10 +145,11 @@ class _PromptSampler:
             first = torch.multinomial(probs, size, replacement=True)[:, None]
             if self.max_new == 1:
                 return first
-            past = copy.deepcopy(self.prefill.past_key_values)
+            name = cache_keyword(model)  # cache, or past_key_values before it
+            past = copy.deepcopy(getattr(self.prefill, name))
             past.batch_repeat_interleave(size)
             xs = torch.cat([x.expand(size, -1), first], 1)
-            out = model.generate(xs, attention_mask=torch.ones_like(xs), past_key_values=past,
+            out = model.generate(xs, attention_mask=torch.ones_like(xs), **{name: past},
                                  **SAMPLE, max_new_tokens=self.max_new - 1,
                                  pad_token_id=self.pad)  # fmt: skip
             return out[:, x.shape[1] :]
@@ -171,7 +172,7 @@ def run_sampling(
     the first new token of every sequence is drawn from its last-position logits
     (softmax at temperature 1, ``torch.multinomial``: what ``generate``'s sampler does
     with top_p = 1 and top_k = 0), and longer answers continue with ``generate`` on
-    the prompt's KV cache expanded to the sequences (``past_key_values``).
+    the prompt's KV cache expanded to the sequences (``cache``).
 
     Stops before a call whose expected time would overrun the budget (after at least
     two calls, or one prompt in full); the time of the whole run is then extrapolated
