@@ -61,9 +61,10 @@ def test_flop_counter_reads_every_call_shape(flops):
     )
     assert flops.body_params(cfg) == linear
     ids = torch.randint(0, 97, (3, 5))
+    name = flops.cache_keyword(model)  # cache, or past_key_values in older transformers
     with flops.FlopCounter(model) as fc, torch.no_grad():
         out = model(input_ids=ids, use_cache=True)  # every position's logits
-        model(input_ids=ids[:, :2], past_key_values=out.past_key_values, logits_to_keep=1)
+        model(input_ids=ids[:, :2], **{name: getattr(out, name)}, logits_to_keep=1)
     head = 2 * 32 * 97
     keys = 4 * 2 * 4 * 8  # 4 x layers x heads x head_dim per key
     first = 3 * (2 * linear * 5 + keys * (1 + 2 + 3 + 4 + 5) + 5 * head)
@@ -245,6 +246,67 @@ def test_probed_runs_put_a_probe_on_each_side_of_every_run(common):
     assert runs.probes == [10.0, 20.0, 30.0, 40.0, 50.0]
     fr = common.run_fractions(60.0, [1.0, 2.0], t["probe_before"], t["probe_after"])
     assert fr == pytest.approx([60.0 / 15.0, 30.0 / 25.0])
+
+
+def test_time_calls_resets_before_each_timed_call_and_keeps_the_last_result(common):
+    calls = []
+    seconds, last = common.time_calls(
+        lambda: calls.append("run") or len(calls), 3, warm=True, reset=lambda: calls.append("reset")
+    )
+    assert calls == ["run", "reset", "run", "reset", "run", "reset", "run"]  # warm-up untimed
+    assert len(seconds) == 3 and all(s >= 0 for s in seconds) and last == 7
+    assert common.timed(lambda: "x")[0] == "x"
+
+
+def test_json_line_child_reads_the_last_line_or_reports_the_failure(common):
+    ok = "print('log line'); print('{\"a\": 1}')"
+    assert common.json_line_child([sys.executable, "-c", ok])[0] == {"a": 1}
+    record, res = common.json_line_child([sys.executable, "-c", "raise SystemExit('broken')"])
+    assert record is None and "broken" in res.stderr
+
+
+@pytest.fixture(scope="module")
+def prompts_helpers():
+    return _import("_prompts_for_test", BENCH / "_prompts.py")
+
+
+def test_prompt_order_is_the_results_order(prompts_helpers):
+    """The benchmarks compare per-prompt numbers across engines: the (system, user) pairs,
+    the groups by system prompt and a results variable's cells share one order."""
+    import xarray as xr
+
+    prompts = xr.Dataset(
+        {"system": ("target", ["S1", "S2"]),
+         "user": (("item", "target"), [["a1", "a2"], ["b1", "b2"], ["c1", "c2"]])},
+        coords={"target": ["t1", "t2"], "item": ["1", "2", "3"]},
+    )  # fmt: skip
+    pairs = prompts_helpers.prompt_pairs(prompts)
+    assert pairs == [("S1", "a1"), ("S1", "b1"), ("S1", "c1"), ("S2", "a2"), ("S2", "b2"),
+                     ("S2", "c2")]  # fmt: skip
+    assert prompts_helpers.by_system(pairs, [[i] for i in range(6)]) == [[[0], [1], [2]],
+                                                                        [[3], [4], [5]]]  # fmt: skip
+    cells = xr.DataArray(
+        [[[11, 12], [21, 22], [31, 32]], [[0, 0], [0, 0], [0, 0]]],
+        dims=("model", "item", "target"),
+    )  # the first model's cells, item-major as stored
+    assert prompts_helpers.target_major(cells).tolist() == [11, 21, 31, 12, 22, 32]
+
+
+@pytest.fixture(scope="module")
+def vllm_helpers():
+    return _import("_vllm_for_test", BENCH / "_vllm.py")
+
+
+def test_vllm_child_runner_reads_its_json_or_says_why_not(tmp_path, vllm_helpers):
+    out = tmp_path / "out.json"
+    write = f"import json; json.dump({{'x': 2}}, open({str(out)!r}, 'w'))"
+    env = {**os.environ}
+    assert vllm_helpers.run_json_child([sys.executable, "-c", write], out, env, 60) == {"x": 2}
+    out.unlink()
+    fail = "import sys; sys.stderr.write('noise\\nValueError: bad engine\\n'); sys.exit(3)"
+    rec = vllm_helpers.run_json_child([sys.executable, "-c", fail], out, env, 60)
+    assert rec["error"].startswith("vLLM child failed (return code 3): ValueError: bad engine")
+    assert vllm_helpers.not_measured(rec) == rec and vllm_helpers.not_measured({"x": 1}) == {}
 
 
 @pytest.fixture(scope="module")
