@@ -1,7 +1,7 @@
 """Benchmark: Multivariate Consensus with certified error, per condition.
 
 For K items (5 ... 100) on a 1..7 scale and tol (1e-3 ... 1e-6) it times
-``xl.consensus(pmf, tol=tol, bounds=True)`` per condition with the numba
+``xl.consensus_bounds(pmf, tol=tol)`` per condition with the numba
 kernel and with its plain-numpy twin, side by side in one process, reports the
 certified error achieved, and for K <= 6 compares with brute-force enumeration
 of all 7^K response vectors. Goal (issue 2): K = 17, tol = 1e-4 in under 20 ms
@@ -102,8 +102,8 @@ def measure(args, regime: str, K: int, tol: float, pmf, bf, bf_ms) -> dict[str, 
     y = pmf.score.values.astype(float)
     n_cond, n_np, repeat = args.n_cond, args.n_cond_numpy, args.repeat
     sub = pmf.isel(condition=slice(n_np))
-    t_nb, ds = best_time(lambda: xl.consensus(pmf, tol=tol, bounds=True, engine="numba"), repeat)
-    t_np, ds_np = best_time(lambda: xl.consensus(sub, tol=tol, bounds=True, engine="numpy"), 1)
+    t_nb, ds = best_time(lambda: xl.consensus_bounds(pmf, tol=tol, engine="numba"), repeat)
+    t_np, ds_np = best_time(lambda: xl.consensus_bounds(sub, tol=tol, engine="numpy"), 1)
     ms_nb, ms_np = 1e3 * t_nb / n_cond, 1e3 * t_np / n_np
     # the kernels alone, on numpy arrays (no validation, no xarray)
     p_all, p_sub = pmf.values, sub.values
@@ -157,7 +157,7 @@ def run(args) -> list[dict[str, Any]]:
     # warm up (JIT cache load) outside the timings
     xl.consensus(xl.datasets.synthetic_pmf({"c": 1}, n_items=3), tol=1e-6)
     print(
-        "per condition; numba/numpy ms: xl.consensus(bounds=True) end to end; "
+        "per condition; numba/numpy ms: xl.consensus_bounds end to end; "
         "kern: the kernel alone; max err: certified half-width"
     )
     print(HEADER)
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "machine": machine(),
         "goal": {"K": 17, "tol": 1e-4, "ms_per_condition": GOAL_MS},
-        "timing": "best of repeats, warm, end-to-end xl.consensus(bounds=True) per condition",
+        "timing": "best of repeats, warm, end-to-end xl.consensus_bounds per condition",
         "rows": rows,
     }
     write_json(result_path("consensus", args.quick, args.out), payload)
