@@ -25,6 +25,7 @@ from .._version import __version__
 from ..errors import CollectionError
 from ..schema import (
     BOUND_VARIABLES,
+    CELL_VARIABLES,
     PROMPT_VARIABLES,
     SAMPLED_VARIABLES,
     TRACE_VARIABLES,
@@ -140,6 +141,7 @@ def assemble(
     infos: Mapping[int, dict[str, Any]],
     *,
     shard: tuple[int, int] | None = None,
+    cells: Mapping[str, np.ndarray] | None = None,
 ) -> xr.Dataset:
     """Scatter the units of every model into the results Dataset (the results schema).
 
@@ -161,6 +163,10 @@ def assemble(
         Per-model provenance, by model index.
     shard
         ``(i, n)`` for a shard file: adds the ``computed`` mask.
+    cells
+        Variables of :data:`~xlikert.schema.CELL_VARIABLES` (each cell's key and
+        origin), each a flat array over (model, cell): model-major, cells in the
+        order of ``user``'s values.
     """
     M, ncell = len(model_names), int(np.prod(user.shape))
     bounded = any(r.bounded for _, r in units)
@@ -221,6 +227,9 @@ def assemble(
                     "the file's sampling_error attribute"
                 )
         ds["topk_token"].attrs["reasoning"] = "empty for models in reasoning mode"
+    for k, flat_values in (cells or {}).items():
+        values = np.asarray(flat_values, dtype=object).reshape(full).astype(str)
+        ds[k] = xr.Variable(dims, values, dict(CELL_VARIABLES[k].attrs))
     if shard:
         ds["computed"] = (dims, computed.reshape(full), dict(PROMPT_VARIABLES["computed"].attrs))
         ds.attrs["shard"] = f"{shard[0]}/{shard[1]}"
