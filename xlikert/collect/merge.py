@@ -22,6 +22,7 @@ from .._version import __version__
 from ..errors import CollectionError
 from ..schema import BOUND_VARIABLES, CELL_VARIABLES, TRACE_VARIABLES, VARIABLES
 from ..validate import describe_cells
+from .record import describe_models
 
 __all__ = ["merge_shards"]
 
@@ -112,6 +113,7 @@ def _merged_attrs(out: xr.Dataset, paths, parts: list[xr.Dataset], run: Any) -> 
             have = sources.setdefault(label, {**src, "cells": 0})
             have["cells"] += int(src.get("cells", 0))
     out.attrs["models"] = {str(m): models.get(str(m), {}) for m in out["model"].values}
+    describe_models(out)
     out.attrs.pop("shard", None)
     if run:  # the merged file is what the unsharded run would have made
         out.attrs["xlikert_fingerprint"] = run
@@ -130,16 +132,20 @@ def _merged_attrs(out: xr.Dataset, paths, parts: list[xr.Dataset], run: Any) -> 
 
 
 def _copy_twins(
-    out: xr.Dataset, count: xr.DataArray, names: Sequence[str]
+    out: xr.Dataset, parts: list[xr.Dataset], count: xr.DataArray, names: Sequence[str]
 ) -> tuple[int, xr.DataArray]:
     """Fill the cells no shard computed whose key a computed cell has (a cell whose prompt
-    is another's, computed once by the shard that held the first): their numbers are that
-    cell's, as in an unsharded run. Returns how many were copied and the updated count."""
+    is another's, computed once by the shard that held the first; the shard that holds the
+    cell stored its key): their numbers are that cell's, as in an unsharded run. Returns how
+    many were copied and the updated count."""
     if "cell_key" not in out:
         return 0, count
     dims = out["cell_key"].dims
     count = count.transpose(*dims).copy()
     keys = out["cell_key"].values.astype(str).ravel()
+    for ds in parts:  # the keys of the cells a shard holds but did not compute
+        theirs = ds["cell_key"].transpose(*dims).values.astype(str).ravel()
+        keys = np.where(keys == "", theirs, keys)
     have = count.values.ravel() > 0
     first: dict[str, int] = {}
     for i in np.flatnonzero(have):
@@ -154,6 +160,7 @@ def _copy_twins(
         flat = arr.reshape(keys.size, -1)
         flat[dst] = flat[src]
         out[v] = var.copy(data=arr).transpose(*out[v].dims)
+    out["cell_key"].values = keys.reshape(out["cell_key"].shape)
     count.values.reshape(-1)[dst] = 1
     return len(pairs), count
 
@@ -200,7 +207,7 @@ def merge_shards(
         mask = ds["computed"]
         for v in names:
             out[v] = xr.where(mask, ds[v], out[v], keep_attrs=True).transpose(*base[v].dims)
-    copied, count = _copy_twins(out, count, names)
+    copied, count = _copy_twins(out, parts, count, names)
     if bool((count == 0).any()):
         raise CollectionError(
             f"shards are incomplete: missing cells at {describe_cells(count == 0)}; "

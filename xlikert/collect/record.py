@@ -36,7 +36,7 @@ from ..schema import (
 from .readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
 from .reasoning import REASONING_RULE
 
-__all__ = ["ReadSequence", "UnitResult", "assemble", "read_sequence"]
+__all__ = ["ReadSequence", "UnitResult", "assemble", "describe_models", "read_sequence"]
 
 
 def _shape(var: Variable, n: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -235,14 +235,23 @@ def assemble(
         ds.attrs["shard"] = f"{shard[0]}/{shard[1]}"
     # Per-model provenance: attrs["models"][name] (a dict; xlikert.io stores it as JSON).
     ds.attrs["models"] = {model_names[mi]: dict(infos.get(mi, {})) for mi in range(M)}
-    ds["decoding_pmf"].attrs["description"] = _per_model(
-        ds.attrs["models"], "decoding_rule", "the decoding grid"
-    )
+    ds.attrs.update(xlikert_version=__version__, date_created=_now())
+    describe_models(ds)
+    return ds
+
+
+def describe_models(ds: xr.Dataset) -> None:
+    """Set what ``ds.attrs["models"]`` says of the measurement, in place: the file's
+    ``collection_protocol`` and ``decoding_tie_rule``, and ``decoding_pmf``'s description
+    (:func:`assemble`; :func:`~xlikert.collect.merge_shards` after joining the shards'
+    models)."""
+    from ..io import read_attrs
+
+    models = read_attrs(ds)["models"]
+    ds["decoding_pmf"].attrs["description"] = _per_model(models, "decoding_rule", "the decoding grid")
     ds.attrs.update(
-        xlikert_version=__version__,
-        date_created=_now(),
         collection_protocol=(
-            _per_model(ds.attrs["models"], "collection_protocol", "the measurement")
+            _per_model(models, "collection_protocol", "the measurement")
             + ". Valid tokens = vocabulary tokens whose surface form is a scale value with an "
             "optional leading ' ', '▁' or 'Ġ'; each model's answer rule (one token, split "
             "space, multi-token), backend and collection_protocol are in "
@@ -250,7 +259,6 @@ def assemble(
         ),
         decoding_tie_rule=DECODING_TIE_RULE,
     )
-    return ds
 
 
 def _per_model(models: dict[str, dict[str, Any]], key: str, what: str) -> str:
