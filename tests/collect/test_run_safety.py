@@ -20,6 +20,7 @@ import xarray as xr
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from support.results import without_session
 from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
@@ -29,8 +30,6 @@ from xlikert.errors import CollectionError
 HERE = Path(__file__).parent
 CHILD = HERE.parent / "support" / "collect_child.py"
 KW = {"progress": False, "batch_size": 2, "chunk_size": 2}
-#: Attributes that differ between two runs of one configuration (times, dates).
-SESSION_ATTRS = ("date_created", "history", "collection_seconds_last_session")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +42,7 @@ def clean(tiny, tmp_path_factory) -> xr.Dataset:
     """The file an uninterrupted run makes (its session attrs dropped)."""
     out = tmp_path_factory.mktemp("clean") / "clean.nc"
     collect(tiny_prompts(), spec(tiny), out, **KW)
-    return opened(out)
+    return without_session(out)
 
 
 def spec(tiny: str) -> list[dict[str, str]]:
@@ -65,14 +64,6 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 180) -> None:
         assert proc.poll() is None, proc.stderr.read()
         assert time.time() < deadline, f"{path} never appeared"
         time.sleep(0.05)
-
-
-def opened(path: Path) -> xr.Dataset:
-    with xr.open_dataset(path) as ds:
-        ds = ds.load()
-    for key in SESSION_ATTRS:
-        ds.attrs.pop(key, None)
-    return ds
 
 
 # ----------------------------------------------------------------------------- the lock
@@ -154,7 +145,7 @@ def test_a_signal_stops_the_run_after_saving_and_the_rerun_is_a_clean_run(
         with np.load(f) as z:
             assert z["pmf"].shape[0] == len(z["cell_key"])
     collect(tiny_prompts(), spec(tiny), out, **KW)
-    xr.testing.assert_identical(opened(out), clean)
+    xr.testing.assert_identical(without_session(out), clean)
 
 
 # ----------------------------------------------------------------------------- full disks
@@ -237,7 +228,7 @@ def test_a_full_filesystem_loses_nothing_and_the_rerun_completes_identically(
         else:
             monkeypatch.setattr(np, "savez", real)
         collect(tiny_prompts(), spec(tiny), out, **KW)
-        xr.testing.assert_identical(opened(out), clean)
+        xr.testing.assert_identical(without_session(out), clean)
     finally:
         if mounted:
             subprocess.run(["umount", str(disk)], check=True)

@@ -19,6 +19,7 @@ import xarray as xr
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from support.results import without_session
 from support.tiny import save_tiny
 
 from xlikert.collect import merge_shards
@@ -26,8 +27,6 @@ from xlikert.errors import CollectionError
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 3
-#: Attributes that name the session (dates, times, the shard files): not the results.
-SESSION_ATTRS = ("date_created", "history", "collection_seconds_last_session", "merged_from")
 CLI = "from xlikert.cli import main; main()"
 
 
@@ -41,14 +40,6 @@ def finish(proc: subprocess.Popen) -> str:
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     return out
-
-
-def opened(path: Path) -> xr.Dataset:
-    with xr.open_dataset(path) as ds:
-        ds = ds.load()
-    for key in SESSION_ATTRS:
-        ds.attrs.pop(key, None)
-    return ds
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +76,7 @@ def test_n_shards_in_parallel_then_merge_is_one_run_bit_for_bit(study, parts):
     merged = root / "merged.nc"
     said = finish(xlikert("merge", *map(str, parts), "-o", str(merged)))
     assert f"from {N} shards" in said
-    one, got = opened(root / "one.nc"), opened(merged)
+    one, got = without_session(root / "one.nc"), without_session(merged)
     # the same prompt on both targets is computed once, by the shard holding the first
     assert got.attrs["cells_copied"] == one.attrs["cells_copied"] > 0
     xr.testing.assert_identical(got, one)

@@ -205,28 +205,7 @@ def assemble(
     if n_traces:
         all_coords["trace"] = np.arange(n_traces)
     ds = xr.Dataset(data_vars, coords=all_coords, attrs=dict(prompts.attrs))
-    if bounded:
-        ds.attrs["bounds_rule"] = TOPK_BOUNDS_RULE
-        ds["pmf"].attrs["bounded"] = (
-            "where pmf_lower < pmf_upper the pmf is only bounded (top-k server): the stored "
-            "value is the listed valid mass renormalised, see bounds_rule"
-        )
-    if n_traces:
-        ds.attrs["reasoning_rule"] = REASONING_RULE
-        ds.attrs["sampling_error"] = (
-            "for the models in reasoning mode (ds.likert.attrs['reasoning_models']; their settings in "
-            "ds.likert.attrs['models'][name]['reasoning']) pmf, valid_mass, decoding_pmf and "
-            "decoding_valid_mass are means over sampled traces and carry Monte Carlo error; "
-            "pmf_se is the standard error of pmf per score; trace_pmf and trace_valid_mass are "
-            "exact given each trace; every other model's numbers are exact (pmf_se = 0)"
-        )
-        for k in SAMPLED_VARIABLES:
-            if k != "pmf_se":
-                ds[k].attrs["sampling_error"] = (
-                    "mean over sampled traces for models in reasoning mode; see pmf_se and "
-                    "the file's sampling_error attribute"
-                )
-        ds["topk_token"].attrs["reasoning"] = "empty for models in reasoning mode"
+    _describe_modes(ds, bounded=bounded, reasoning=bool(n_traces))
     for k, flat_values in (cells or {}).items():
         values = np.asarray(flat_values, dtype=object).reshape(full).astype(str)
         ds[k] = xr.Variable(dims, values, dict(CELL_VARIABLES[k].attrs))
@@ -240,6 +219,33 @@ def assemble(
     return ds
 
 
+def _describe_modes(ds: xr.Dataset, *, bounded: bool, reasoning: bool) -> None:
+    """The attrs of a file with bounded cells (top-k servers) or sampled traces."""
+    if bounded:
+        ds.attrs["bounds_rule"] = TOPK_BOUNDS_RULE
+        ds["pmf"].attrs["bounded"] = (
+            "where pmf_lower < pmf_upper the pmf is only bounded (top-k server): the stored "
+            "value is the listed valid mass renormalised, see bounds_rule"
+        )
+    if not reasoning:
+        return
+    ds.attrs["reasoning_rule"] = REASONING_RULE
+    ds.attrs["sampling_error"] = (
+        "for the models in reasoning mode (ds.likert.attrs['reasoning_models']; their settings in "
+        "ds.likert.attrs['models'][name]['reasoning']) pmf, valid_mass, decoding_pmf and "
+        "decoding_valid_mass are means over sampled traces and carry Monte Carlo error; "
+        "pmf_se is the standard error of pmf per score; trace_pmf and trace_valid_mass are "
+        "exact given each trace; every other model's numbers are exact (pmf_se = 0)"
+    )
+    for k in SAMPLED_VARIABLES:
+        if k != "pmf_se":
+            ds[k].attrs["sampling_error"] = (
+                "mean over sampled traces for models in reasoning mode; see pmf_se and "
+                "the file's sampling_error attribute"
+            )
+    ds["topk_token"].attrs["reasoning"] = "empty for models in reasoning mode"
+
+
 def describe_models(ds: xr.Dataset) -> None:
     """Set what ``ds.attrs["models"]`` says of the measurement, in place: the file's
     ``collection_protocol`` and ``decoding_tie_rule``, and ``decoding_pmf``'s description
@@ -248,7 +254,9 @@ def describe_models(ds: xr.Dataset) -> None:
     from ..io import read_attrs
 
     models = read_attrs(ds)["models"]
-    ds["decoding_pmf"].attrs["description"] = _per_model(models, "decoding_rule", "the decoding grid")
+    ds["decoding_pmf"].attrs["description"] = _per_model(
+        models, "decoding_rule", "the decoding grid"
+    )
     ds.attrs.update(
         collection_protocol=(
             _per_model(models, "collection_protocol", "the measurement")
