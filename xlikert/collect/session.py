@@ -106,7 +106,7 @@ class Session:
         """
         finished = False
         if output is not None:
-            self.store = PartialStore(output, self.plan.fingerprint, self.description())
+            self.store = PartialStore(output, self.plan.fingerprint, self.description)
             for line in self.store.open(discard=discard):
                 warnings.warn(line, UserWarning, stacklevel=4)
         try:

@@ -104,8 +104,9 @@ def describe_change(old: dict[str, Any], new: dict[str, Any]) -> str:
 
     Examples
     --------
-    >>> describe_change({"models": {"a": {}}, "factors": {"t": ["x"]}, "items": ["1"]},
-    ...                 {"models": {"a": {}, "b": {}}, "factors": {"t": ["x", "y"]}, "items": ["1"]})
+    >>> describe_change({"models": {"a": {}}, "factors": {"target": ["x"]}, "items": ["1"]},
+    ...                 {"models": {"a": {}, "b": {}}, "factors": {"target": ["x", "y"]},
+    ...                  "items": ["1"]})
     "models added ['b']; target levels added ['y']"
     """
     out: list[str] = []
@@ -145,8 +146,9 @@ class PartialStore:
         The run's netCDF output; the store is ``<output>.partial/``.
     fingerprint : str
         This run's configuration hash.
-    description : dict
-        This run's configuration in words (:func:`describe_change` compares them).
+    description : dict or callable
+        This run's configuration in words (:func:`describe_change` compares them), or a
+        function that builds it (called once, when the lock is held).
 
     Examples
     --------
@@ -158,18 +160,28 @@ class PartialStore:
     """
 
     def __init__(
-        self, output: str | os.PathLike, fingerprint: str, description: dict[str, Any] | None = None
+        self,
+        output: str | os.PathLike,
+        fingerprint: str,
+        description: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
     ):
         self.output = Path(output)
         self.path = self.output.with_name(self.output.name + ".partial")
         self.fingerprint = fingerprint
         self.run = fingerprint[:16]
-        self.description = description or {}
+        self._description = description
         self.lock = RunLock(self.path, self.output)
         #: Units saved in this folder so far (all configurations).
         self.saved = 0
         #: The fingerprint of an older xlikert's units in the folder ("": none).
         self.legacy = ""
+
+    @property
+    def description(self) -> dict[str, Any]:
+        """This configuration in words (given, or built when first needed: after the lock)."""
+        if callable(self._description):
+            self._description = self._description()
+        return self._description or {}
 
     def __repr__(self) -> str:
         return f"<PartialStore {self.path} units={len(list(self._unit_files()))}>"
