@@ -279,3 +279,28 @@ def test_cli_run_reuse_says_what_it_computed(dirs, tmp_path):
     assert res.exit_code != 0 and "--overwrite" in res.output and "--reuse" in res.output
     res = run(main, ["run", str(v2), "-o", str(tmp_path / "v1.nc"), "--quiet", "--overwrite"])
     assert res.exit_code == 0 and f"{17 - same} computed, {17 + same} reused" in res.output
+
+
+def test_a_server_model_is_keyed_by_its_exact_request(dirs, tmp_path, monkeypatch):
+    """A server's cell is its request: found, it is copied without reaching the server; a
+    transport setting changes no request, a request setting (temperature) every one."""
+    from support.fake_server import FakeServer
+
+    monkeypatch.setenv("XLK_TEST_KEY", "k")
+    srv = FakeServer(dirs["a"])
+    server = {"name": "s", "source": "openai:tiny", "base_url": srv.url,
+              "api_key_env": "XLK_TEST_KEY", "tokenizer": dirs["a"], "backoff": 0.01}  # fmt: skip
+    kw = {"progress": False, "split_space": False, "chunk_size": 2}
+    try:
+        old = collect(tiny_prompts(1, 3), [server], tmp_path / "s.nc", **kw)
+    finally:
+        srv.close()
+    assert old.likert.attrs["models"]["s"]["mode"] == "exact"
+    # the server is gone: every cell is found, none is sent
+    moved = {**server, "concurrency": 1, "timeout": 5, "max_retries": 0}
+    ds = collect(tiny_prompts(1, 3), [moved], reuse=[tmp_path / "s.nc"], **kw)
+    assert ds.attrs["cells_reused"] == 3
+    cells_equal(ds, old)
+    hotter = [{**moved, "temperature": 0.5}]  # another request: sent, to no server
+    with pytest.raises(CollectionError, match=r"model 's': cannot reach server"):
+        collect(tiny_prompts(1, 3), hotter, reuse=[tmp_path / "s.nc"], **kw)
