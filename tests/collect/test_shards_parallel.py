@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import xarray as xr
 
@@ -98,3 +99,22 @@ def test_merge_names_a_missing_or_repeated_shard(study, parts):
     proc = xlikert("merge", str(parts[0]), str(parts[1]), "-o", str(root / "x.nc"))
     _, err = proc.communicate(timeout=600)
     assert proc.returncode != 0 and f"3/{N} missing" in err and not (root / "x.nc").exists()
+
+
+def test_shard_files_reused_give_the_one_run_cells(study, parts):
+    """Shard files as --reuse sources: each gives the cells it computed (not the empty
+    cells another shard computed), so nothing is computed and no model loads."""
+    from xlikert.cli.collect import run_options
+    from xlikert.collect import collect
+    from xlikert.design import load_experiment
+
+    cfg, root = study
+    exp = load_experiment(str(cfg))
+    options = run_options(exp.collect, "exp.toml [collect]")
+    ds = collect(exp.build_prompts(), exp.models, root / "again.nc", options=options,
+                 reuse=parts, progress=False, loader=None)  # fmt: skip
+    assert ds.attrs["cells_computed"] == 0 and ds.attrs["cells_copied"] == 0
+    assert ds.attrs["cells_reused"] == ds.cell_key.size
+    one = without_session(root / "one.nc")
+    for v in ("pmf", "valid_mass", "decoding_pmf", "topk_token", "prompt_token_ids", "cell_key"):
+        np.testing.assert_array_equal(ds[v].values, one[v].values, err_msg=v)  # exact

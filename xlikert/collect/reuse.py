@@ -58,7 +58,10 @@ class ResultsSource:
                         "be reused from it"
                     )
                 self.dims = tuple(ds["cell_key"].dims)
-                self._keys = ds["cell_key"].values.astype(str).ravel()
+                keys = ds["cell_key"]
+                if "computed" in ds:  # a shard file: the cells another shard computes are empty
+                    keys = keys.where(ds["computed"].astype(bool), "")
+                self._keys = keys.transpose(*self.dims).values.astype(str).ravel()
                 self._model = np.broadcast_to(
                     np.asarray(ds["model"].values, dtype=str).reshape(
                         -1, *[1] * (len(self.dims) - 1)

@@ -199,8 +199,13 @@ class Session:
     def _drop_stale(self, mi: int, keys: dict[int, str]) -> set[tuple[int, int]]:
         """Forget this configuration's saved units of model ``mi`` whose keys are not the
         cells' keys now (the model's files changed in place): they are computed again."""
-        stale = [(m, ui) for (m, ui), r in self.done.items() if m == mi and any(
-            self.cell_keys.get((mi, int(j)), keys.get(int(j))) != keys.get(int(j)) for j in r.cells)]  # fmt: skip
+
+        def changed(j: int) -> bool:
+            return self.cell_keys.get((mi, j), keys.get(j)) != keys.get(j)
+
+        stale = [
+            u for u, r in self.done.items() if u[0] == mi and any(changed(int(j)) for j in r.cells)
+        ]
         cells = {(mi, int(j)) for u in stale for j in self.done[u].cells}
         for u in stale:
             del self.done[u]
