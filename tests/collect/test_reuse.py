@@ -304,3 +304,24 @@ def test_a_server_model_is_keyed_by_its_exact_request(dirs, tmp_path, monkeypatc
     hotter = [{**moved, "temperature": 0.5}]  # another request: sent, to no server
     with pytest.raises(CollectionError, match=r"model 's': cannot reach server"):
         collect(tiny_prompts(1, 3), hotter, reuse=[tmp_path / "s.nc"], **kw)
+
+
+def test_reasoning_cells_are_copied_whole(tmp_path):
+    """A model in reasoning mode: its traces, their ids, seeds and lengths are copied too,
+    beside a model that answers at once (its trace variables stay empty)."""
+    from support.tiny import save_micro
+
+    micro = str(save_micro(tmp_path / "micro"))
+    models = [{"name": "r", "source": micro, "reasoning": {"traces": 2, "max_new_tokens": 3,
+                                                           "seed": 1}},
+              {"name": "p", "source": micro}]  # fmt: skip
+    kw = {"progress": False, "chunk_size": 2, "scale": range(1, 8)}
+    collect(tiny_prompts(2, 2), models, tmp_path / "r.nc", **kw)
+    old = open_results(tmp_path / "r.nc")
+    count = Counter()
+    ds = collect(tiny_prompts(2, 2).isel(target=[1, 0]), models, reuse=[tmp_path / "r.nc"],
+                 loader=count, **kw)  # fmt: skip
+    assert count.loads == [] and ds.attrs["cells_reused"] == 8
+    names = [v for v in old.data_vars if v != "reused_from"]
+    assert "trace_seed" in names and "trace_token_ids" in names
+    cells_equal(ds, old.sel(target=["France", "USA"]), names)
