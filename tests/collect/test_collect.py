@@ -382,7 +382,7 @@ def test_chunked_assembly_checksum_leaves_nothing(monkeypatch, tmp_path):
     assert list((tmp_path / "gguf").iterdir()) == []
 
 
-def test_stale_progress_of_another_configuration_warns(tiny_spec, tmp_path):
+def test_progress_of_another_configuration_is_kept_with_a_warning(tiny_spec, tmp_path):
     out = tmp_path / "r.nc"
     kw = {"progress": False, "batch_size": 4, "chunk_size": 4}
     calls = []
@@ -395,9 +395,10 @@ def test_stale_progress_of_another_configuration_warns(tiny_spec, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         collect(tiny_prompts(), tiny_spec, out, on_unit=stop_after_two, **kw)
     assert len(list((tmp_path / "r.nc.partial").glob("m*-u*.npz"))) == 2
-    with pytest.warns(UserWarning, match=r"2 saved unit\(s\) of a run with a different"):
+    with pytest.warns(UserWarning, match=r"2 saved unit\(s\) of another configuration.*top_k"):
         collect(tiny_prompts(), tiny_spec, out, top_k=5, **kw)
-    assert out.exists()
+    assert out.exists()  # and the other configuration's units are still there
+    assert len(list((tmp_path / "r.nc.partial").glob("m*-u*.npz"))) == 2
 
 
 def test_oom_backs_off(monkeypatch, tiny_spec, base):

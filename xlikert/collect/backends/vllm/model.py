@@ -53,14 +53,16 @@ from typing import Any
 import numpy as np
 
 from ....errors import CollectionError
+from ...identity import in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
+from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...templates import PromptTemplate
 from ...tokens import answer_rule
 from ...zoo import check_source, model_folder
 from ..inprocess import ENTRY_KEYS, InProcessModel, model_provenance, resolve_dtype
 
-__all__ = ["READOUT", "VLLMModel", "check", "open"]
+__all__ = ["READOUT", "VLLMModel", "check", "inputs", "open"]
 
 #: How the numbers are read off the engine, recorded per model.
 READOUT = (
@@ -235,6 +237,14 @@ def _salt(texts: Sequence[str]) -> str:
     other only, so its numbers do not depend on the units before it (a resumed run
     recomputes a unit exactly as an uninterrupted one did)."""
     return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:32]
+
+
+def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
+    """What determines the entry's numbers, before the engine starts: its identity and each
+    prompt's token ids, from the tokenizer alone
+    (:func:`~xlikert.collect.identity.in_process_inputs`)."""
+    return in_process_inputs(spec, options, checked=check(spec, options), backend="vllm",
+                             dtype=_dtype(spec, options))  # fmt: skip
 
 
 def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> VLLMModel:
