@@ -163,6 +163,12 @@ def test_batched_equals_unbatched_and_cached_equals_uncached(base, tiny_spec):
     np.testing.assert_allclose(a.pmf, b.pmf, atol=1e-5, rtol=0)
 
 
+def _given_cache(kwargs):
+    """The KV cache a forward call was given (``cache``; ``past_key_values`` before
+    transformers renamed it), or None."""
+    return kwargs.get("cache", kwargs.get("past_key_values"))
+
+
 def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base, tiny_dir):
     """Units with the same system prompt reuse its KV cache; the check against an
     uncached pass is made once per loaded model, not per collect call."""
@@ -172,8 +178,9 @@ def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base
     calls = []
 
     def record(module, args, kwargs):
-        ids = kwargs["input_ids"]
-        calls.append((ids.shape[0], kwargs.get("past_key_values") is None, kwargs["use_cache"]))
+        ids, cache = kwargs["input_ids"], _given_cache(kwargs)
+        held = 0 if cache is None else cache.get_seq_length()
+        calls.append((ids.shape[0], held == 0, kwargs["use_cache"]))
 
     lm.model.register_forward_pre_hook(record, with_kwargs=True)
 
@@ -206,7 +213,7 @@ def test_a_failed_cache_check_turns_caching_off_for_the_loaded_model(base, tiny_
     lm = load_model(str(tiny_dir), range(1, 8))
     calls = []
     lm.model.register_forward_pre_hook(
-        lambda m, a, kw: calls.append(kw.get("past_key_values") is not None), with_kwargs=True
+        lambda m, a, kw: calls.append(_given_cache(kw) is not None), with_kwargs=True
     )
 
     def run():
