@@ -147,9 +147,10 @@ class FlopCounter:
     """Counts the FLOPs every forward call of a transformers causal LM executes.
 
     A forward pre-hook reads each call's ``input_ids`` shape ``(B, L)``, the cached
-    length of ``past_key_values`` and ``logits_to_keep`` (all ``L`` positions when
-    absent or 0): ``B x span_flops(past, past + L) + B x kept x lm_head``. Padding
-    counts (it is executed).
+    length of ``cache`` (``past_key_values`` before transformers renamed it) and
+    ``logits_to_keep`` (all ``L`` positions when absent or 0):
+    ``B x span_flops(past, past + L) + B x kept x lm_head``. Padding counts (it is
+    executed).
 
     Examples
     --------
@@ -170,7 +171,7 @@ class FlopCounter:
         ids = kwargs.get("input_ids", args[0] if args else None)
         emb = kwargs.get("inputs_embeds")
         b, n = (ids.shape[0], ids.shape[1]) if ids is not None else emb.shape[:2]
-        past = kwargs.get("past_key_values")
+        past = kwargs.get("cache", kwargs.get("past_key_values"))  # transformers' new, old name
         start = int(past.get_seq_length()) if past is not None else 0
         keep = kwargs.get("logits_to_keep", 0)
         kept = n if not isinstance(keep, int) or keep == 0 else min(keep, n)

@@ -63,7 +63,7 @@ def test_flop_counter_reads_every_call_shape(flops):
     ids = torch.randint(0, 97, (3, 5))
     with flops.FlopCounter(model) as fc, torch.no_grad():
         out = model(input_ids=ids, use_cache=True)  # every position's logits
-        model(input_ids=ids[:, :2], past_key_values=out.past_key_values, logits_to_keep=1)
+        model(input_ids=ids[:, :2], cache=out.cache, logits_to_keep=1)
     head = 2 * 32 * 97
     keys = 4 * 2 * 4 * 8  # 4 x layers x heads x head_dim per key
     first = 3 * (2 * linear * 5 + keys * (1 + 2 + 3 + 4 + 5) + 5 * head)
