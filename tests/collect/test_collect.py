@@ -540,6 +540,24 @@ def test_vllm_backend_entry_errors_are_clear(tiny_dir):
             collect(tiny_prompts(1, 1), spec, progress=False)
 
 
+def test_vllm_runner_switch_is_set_only_while_the_engine_starts(monkeypatch):
+    """vLLM reads the model-runner switch from the environment: it is set for the start
+    of an engine, and the caller's environment is as it was afterwards, even on a failure."""
+    import os
+
+    from xlikert.collect.backends.vllm import model as backend
+
+    var = backend.RUNNER_VARIABLE
+    monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XLIKERT_TEST_KEPT", "1")
+    with backend._environ({var: "0", "XLIKERT_TEST_KEPT": "2"}):
+        assert os.environ[var] == "0" and os.environ["XLIKERT_TEST_KEPT"] == "2"
+    assert var not in os.environ and os.environ["XLIKERT_TEST_KEPT"] == "1"
+    with pytest.raises(RuntimeError), backend._environ({var: "0"}):
+        raise RuntimeError("the engine did not start")
+    assert var not in os.environ
+
+
 @pytest.mark.parametrize(
     ("body", "guarded"),
     [
