@@ -133,10 +133,10 @@ def cache_dir() -> Path:
     Examples
     --------
     >>> import os
-    >>> os.environ["XLIKERT_CACHE"] = "/tmp/xlk-cache"
-    >>> str(cache_dir())
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"XLIKERT_CACHE": "/tmp/xlk-cache"}):
+    ...     str(cache_dir())
     '/tmp/xlk-cache'
-    >>> del os.environ["XLIKERT_CACHE"]
     """
     env = os.environ.get("XLIKERT_CACHE")
     if env:
