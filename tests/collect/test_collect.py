@@ -540,6 +540,21 @@ def test_vllm_backend_entry_errors_are_clear(tiny_dir):
             collect(tiny_prompts(1, 1), spec, progress=False)
 
 
+def test_an_untested_vllm_release_is_named():
+    """The readout plugs into vLLM internals: a release it was not tested with warns."""
+    import warnings
+
+    from xlikert.collect.backends.vllm import model as backend
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        backend.check_vllm_version("0.32.0+cpu")
+        backend.check_vllm_version("0.32.4")
+    for version in ("0.33.0", "0.11.2", "1.0.0", "nightly"):
+        with pytest.warns(UserWarning, match=rf"vLLM {version} is not a release .*\(0\.32\)"):
+            backend.check_vllm_version(version)
+
+
 def test_vllm_runner_switch_is_set_only_while_the_engine_starts(monkeypatch):
     """vLLM reads the model-runner switch from the environment: it is set for the start
     of an engine, and the caller's environment is as it was afterwards, even on a failure."""

