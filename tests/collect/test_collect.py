@@ -368,6 +368,21 @@ def test_checksum_mismatch(monkeypatch, tmp_path):
         zoo.resolve_gguf("smollm2-135m-instruct")
 
 
+def test_moved_transformers_gguf_helpers_are_named(monkeypatch, tmp_path):
+    """Dequantising uses transformers' internal GGUF helpers: where a release lacks them,
+    the error names the versions the collect extra allows."""
+    import types
+
+    from xlikert.collect import zoo
+
+    pytest.importorskip("gguf")
+    pytest.importorskip("safetensors")
+    moved = types.ModuleType("transformers.modeling_gguf_pytorch_utils")
+    monkeypatch.setitem(sys.modules, moved.__name__, moved)
+    with pytest.raises(CollectionError, match=r"lacks the GGUF helpers.*transformers>=5\.19,<6"):
+        zoo._write_shards(tmp_path / "m.gguf", None, tmp_path)
+
+
 def test_chunked_assembly_checksum_leaves_nothing(monkeypatch, tmp_path):
     import dataclasses
 
