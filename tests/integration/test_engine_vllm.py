@@ -168,7 +168,7 @@ from xlikert.collect import collect
 from xlikert.design import load_experiment
 
 def main():
-    runner = os.environ.get(backend.RUNNER_VARIABLE)
+    runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
     prompts = load_experiment("demo").build_prompts().sel(target=["USA", "China"])
     spec = [{"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
              "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25}]
@@ -189,7 +189,7 @@ def main():
     collect(persona, spec, sys.argv[3], progress=False, temperatures=(0.7, 1.0),
             top_ps=(0.9, 1.0), loader=loader)
     live[0].llm_engine.engine_core.shutdown()
-    assert os.environ.get(backend.RUNNER_VARIABLE) == runner, "the runner switch stayed set"
+    assert os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == runner, "the runner switch stayed set"
 
 if __name__ == "__main__":
     main()
