@@ -161,12 +161,14 @@ def test_killed_server_resumes_to_the_same_file(server, folder, prompts, exact, 
 
 
 IN_PROCESS = """
+import os
 import sys
 import xlikert.collect.backends.vllm as backend
 from xlikert.collect import collect
 from xlikert.design import load_experiment
 
 def main():
+    runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
     prompts = load_experiment("demo").build_prompts().sel(target=["USA", "China"])
     spec = [{"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
              "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25}]
@@ -187,6 +189,7 @@ def main():
     collect(persona, spec, sys.argv[3], progress=False, temperatures=(0.7, 1.0),
             top_ps=(0.9, 1.0), loader=loader)
     live[0].llm_engine.engine_core.shutdown()
+    assert os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == runner, "the runner switch stayed set"
 
 if __name__ == "__main__":
     main()
@@ -217,6 +220,8 @@ def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
         "xlikert.collect.backends.vllm.readout:ExactReadout"
     ]
     assert info["readout"].startswith("one request per (prompt, answer context)")
+    runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0")  # the V1 runner unless set
+    assert info["model_runner"] == f"VLLM_USE_V2_MODEL_RUNNER={runner}"
     assert info["decoding_rule"] == v.attrs["decoding_tie_rule"]  # xlikert's rule, as local
     assert info["collection_protocol"] == info["readout"]
     assert v.attrs["collection_protocol"].startswith(info["readout"])

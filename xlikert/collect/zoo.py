@@ -133,10 +133,10 @@ def cache_dir() -> Path:
     Examples
     --------
     >>> import os
-    >>> os.environ["XLIKERT_CACHE"] = "/tmp/xlk-cache"
-    >>> str(cache_dir())
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"XLIKERT_CACHE": "/tmp/xlk-cache"}):
+    ...     str(cache_dir())
     '/tmp/xlk-cache'
-    >>> del os.environ["XLIKERT_CACHE"]
     """
     env = os.environ.get("XLIKERT_CACHE")
     if env:
@@ -339,12 +339,22 @@ def _write_shards(gguf_path: Path, model, out: Path) -> set[str]:
     import torch
     from gguf import GGUFReader, dequantize
     from safetensors.torch import save_file
-    from transformers.modeling_gguf_pytorch_utils import (
-        TENSOR_PROCESSORS,
-        TensorProcessor,
-        get_gguf_hf_weights_map,
-        load_gguf_checkpoint,
-    )
+
+    try:  # internal helpers of transformers (no public API): the collect extra bounds it
+        from transformers.modeling_gguf_pytorch_utils import (
+            TENSOR_PROCESSORS,
+            TensorProcessor,
+            get_gguf_hf_weights_map,
+            load_gguf_checkpoint,
+        )
+    except ImportError as exc:
+        import transformers
+
+        raise CollectionError(
+            f"cannot dequantise {gguf_path.name}: transformers {transformers.__version__} "
+            f"lacks the GGUF helpers xlikert uses ({exc}); install the versions of the "
+            "collect extra (pip install 'xlikert[collect]': transformers>=5.19,<6)"
+        ) from exc
 
     parsed = load_gguf_checkpoint(str(gguf_path), return_tensors=False)
     reader = GGUFReader(str(gguf_path))
