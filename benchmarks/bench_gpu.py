@@ -218,8 +218,11 @@ def random_model(cfg, device: str, seed: int = 0):
 
 
 def encoded_groups(lm, prompts) -> list[list[list[int]]]:
-    """Token ids of the prompts as the backend makes them, one group per system prompt."""
-    pairs = prompt_pairs(prompts, order=None)
+    """Token ids of the distinct prompts as the backend makes them, one group per system
+    prompt: ``collect`` computes identical prompts once (the demo's 4 items that do not
+    name the target are one prompt each across the 4 targets), so FLOPs and prompts per
+    second count those it computed."""
+    pairs = list(dict.fromkeys(prompt_pairs(prompts, order=None)))
     return by_system(pairs, [lm.encode(lm.render(s, u)) for s, u in pairs])
 
 

@@ -67,9 +67,11 @@ def test_server_exact_mode_equals_local_backend(exact, local_one_token):
     info = ds.likert.attrs["models"]["m"]
     assert info["mode"] == "exact" and "exact_unavailable" not in info  # auto picked exact
     assert info["served_owned_by"] == "vllm"
-    # two requests per prompt (the top-k listing, the answer ids), plus one prompt-cache
-    # reset per unit of 8 prompts at most: the server path does not grow
-    n = int(ds.valid_mass.size)
+    # two requests per prompt computed (the top-k listing, the answer ids), plus one
+    # prompt-cache reset per unit of 8 prompts at most: the server path does not grow.
+    # Identical prompts are computed once (4 items do not name the target: 56 of 68 cells)
+    n = int(ds.attrs["cells_computed"])
+    assert (n, n + ds.attrs["cells_copied"]) == (56, int(ds.valid_mass.size))
     assert 2 * n <= info["http_requests_last_session"] <= 2 * n + -(-n // 8)
     for v in ("pmf", "valid_mass", "topk_logprob"):
         np.testing.assert_allclose(ds[v], local_one_token[v], atol=1e-4, rtol=0, err_msg=v)
