@@ -30,6 +30,7 @@ from pathlib import Path
 __all__ = [
     "ENGINES",
     "ROOT",
+    "VLLM_ENV",
     "EngineNotInstalled",
     "EngineServer",
     "engine_python",
@@ -38,6 +39,7 @@ __all__ = [
     "smollm2_folder",
     "smollm2_gguf",
     "vllm_server",
+    "zoo_folder",
 ]
 
 #: The source checkout this package was imported from (an editable install), else the
@@ -49,6 +51,11 @@ ROOT = (
 )
 #: Where ``tests/engines/install.sh`` puts the engines' virtual environments.
 ENGINES = Path(os.environ.get("XLIKERT_ENGINES", ROOT / ".engines"))
+
+
+#: Environment of every vLLM process the tests start: a 1 GiB KV cache (the CPU build
+#: reserves its cache in RAM), and vLLM's warnings only.
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 
 
 class EngineNotInstalled(RuntimeError):
@@ -73,11 +80,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def zoo_folder(source: str) -> Path:
+    """The dequantised Hugging Face folder of built-in model ``source`` (made once, cached).
+
+    A file lock in the cache directory lets one process at a time make it: parallel test
+    workers (and an engine's own environment) then dequantise a model once, not each.
+    """
+    from filelock import FileLock
+
+    from xlikert.collect.zoo import cache_dir, model_folder
+
+    lock = cache_dir() / "models" / f".{source}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(lock):
+        return Path(model_folder({"name": source, "source": source})[0])
+
+
 def smollm2_folder() -> Path:
     """The dequantised Hugging Face folder of the offline SmolLM2 (made once, cached)."""
-    from xlikert.collect.zoo import model_folder
-
-    return Path(model_folder({"name": "smollm2", "source": "smollm2-135m-instruct"})[0])
+    return zoo_folder("smollm2-135m-instruct")
 
 
 def smollm2_gguf() -> Path:
@@ -159,8 +180,7 @@ def vllm_server(model_dir: Path, served: str, log: Path, port: int | None = None
         "--enforce-eager", "--max-logprobs", "64", "--max-model-len", "2048",
         "--host", "127.0.0.1", "--port", str(port or free_port()),
     ]  # fmt: skip
-    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    return EngineServer(argv, int(argv[-1]), log, env)
+    return EngineServer(argv, int(argv[-1]), log, VLLM_ENV)
 
 
 def llamacpp_server(
