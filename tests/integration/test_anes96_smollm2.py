@@ -22,7 +22,7 @@ from xlikert.io import open_results
 from xlikert.report import write_report
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("smollm2_folder")
 def test_anes96_silicon_sample_smollm2(tmp_path):
     exp = load_experiment("anes96")
     prompts = exp.build_prompts().sel(party=["Democrat", "Republican"], education=["college"])

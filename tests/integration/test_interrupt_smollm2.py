@@ -53,7 +53,6 @@ def xlikert(*args: str, **kw) -> subprocess.Popen:
                             **kw)  # fmt: skip
 
 
-@pytest.mark.slow
 def test_sigterm_mid_run_exits_143_and_the_rerun_equals_a_clean_run(tmp_path):
     cfg = tmp_path / "exp.toml"
     cfg.write_text(CONFIG)
