@@ -222,7 +222,10 @@ def wasserstein(
     item_dim: Hashable = "item",
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Wasserstein-1 distance on the ordinal scale, ``sum_k |F_p(k) - F_q(k)|`` (score units).
+    """Wasserstein-1 distance of model and human PMFs on the ordinal scale (score units).
+
+    ``W1 = sum_k |F_p(k) - F_q(k)|`` over the scale points ``k``, with ``F_p`` and
+    ``F_q`` the two CDFs: the earth mover's distance on the integer scale.
 
     Parameters
     ----------

@@ -380,9 +380,10 @@ def human_composite(
     missing: Sequence[Any] = (),
     score_dim: Hashable = "score",
 ) -> xr.Dataset:
-    """Human PMF of the composite (sum of ``items``) ``(*by, score)`` on ``K min .. K max``.
+    """Human PMF of the composite score (the sum of ``items``), with dims ``(*by, score)``.
 
-    The respondents' own sums (their items are not independent, so this is not
+    The score axis runs from ``K * min`` to ``K * max`` for ``K`` items. The
+    respondents' own sums (their items are not independent, so this is not
     the convolution of the item PMFs). Respondents who did not answer every
     item are counted in ``n_missing``. Arguments and errors as :func:`human_pmf`;
     reflect reverse-keyed columns first.
