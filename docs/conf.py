@@ -5,12 +5,12 @@ Build (what ``tests/test_docs.py`` runs, warnings as errors)::
     python -m sphinx -W --keep-going -E -b html docs docs/_build/html
 
 Pages are Markdown (MyST) except the API reference (reST, autosummary). The
-walkthrough notebook is rendered with its committed outputs (no execution at build
-time): ``tests/test_notebooks.py`` executes it and checks that those outputs are current.
+walkthrough notebook is executed at build time (myst-nb), so its figures are current.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -20,6 +20,8 @@ import sphinx_autosummary_accessors
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))  # the working tree's xlikert, not another install
+# ... also in the notebook's kernel, a child process
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 sys.path.insert(0, str(HERE / "_ext"))
 
 import xlikert  # noqa: E402
@@ -72,7 +74,13 @@ nitpicky = False
 # -- Markdown and notebooks ------------------------------------------------------------
 myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath", "deflist", "substitution"]
 myst_heading_anchors = 3
-nb_execution_mode = "off"  # committed outputs, checked current by tests/test_notebooks.py
+# The walkthrough notebook is executed at every build (in a temporary folder): its
+# figures then need no committed PNG outputs, and an error in it fails the build.
+nb_execution_mode = "force"
+nb_execution_raise_on_error = True
+nb_execution_timeout = 300
+nb_execution_in_temp = True
+nb_output_stderr = "remove"  # progress-bar and library warnings, not part of the analysis
 nb_merge_streams = True
 
 # -- HTML -------------------------------------------------------------------------------
