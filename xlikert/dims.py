@@ -214,6 +214,17 @@ RESERVED_NAMES: Mapping[str, str] = MappingProxyType(
 def reserved_role(name: Hashable) -> str | None:
     """Why ``name`` cannot be a factor, or None when it can.
 
+    Parameters
+    ----------
+    name : hashable
+        A dim name.
+
+    Returns
+    -------
+    str or None
+        The role that reserves the name (as :data:`RESERVED_NAMES` states it), a
+        reason for a private or joining name, or None for a valid factor name.
+
     Examples
     --------
     >>> reserved_role("n")
@@ -237,7 +248,18 @@ def reserved_role(name: Hashable) -> str | None:
 def check_factor_name(name: Hashable, where: str) -> None:
     """Raise :class:`~xlikert.errors.DesignError` if ``name`` may not name a factor.
 
-    ``where`` starts the message (e.g. ``"factor 'n'"`` or ``"file.toml: factor 'n'"``).
+    Parameters
+    ----------
+    name : hashable
+        The factor's name.
+    where : str
+        How the message starts: where the name was found (e.g. ``"factor 'n'"``
+        or ``"file.toml: factor 'n'"``).
+
+    Raises
+    ------
+    DesignError
+        ``name`` is reserved (:func:`reserved_role`), naming the role and a new name.
 
     Examples
     --------
@@ -285,16 +307,16 @@ def factor_dims(
 
     Parameters
     ----------
-    obj
+    obj : xr.DataArray or xr.Dataset
         The input array (or Dataset: its dims).
-    factors
+    factors : hashable or sequence of hashable, optional
         The factors to use; default every dim that is not core or auxiliary.
-    item_dim, score_dim
+    item_dim, score_dim : hashable or None, keyword-only
         The core dims (None when the input has none, e.g. a Consensus array).
-    auxiliary
+    auxiliary : iterable of hashable, keyword-only
         Auxiliary dims the caller carries or reduces (e.g. ``("n",)`` for a
         standard-error table); they are neither factors nor checked.
-    what
+    what : str, keyword-only
         How the message names ``obj``.
 
     Returns
@@ -343,8 +365,24 @@ def factor_dims(
 def preferred_factor(
     factors: Sequence[Hashable], want: Hashable | None = None, exclude: Iterable[Hashable] = ()
 ) -> Hashable | None:
-    """The factor a table or figure groups by: ``want`` if given, else :data:`MODEL_DIM`, else
-    the first factor (in the order given) not in ``exclude``; None when there is none.
+    """The factor a table or figure groups by: ``want``, else the model factor, else the first.
+
+    ``want`` if given, else :data:`MODEL_DIM`, else the first factor (in the order
+    given) not in ``exclude``; None when there is none.
+
+    Parameters
+    ----------
+    factors : sequence of hashable
+        The factors, in order.
+    want : hashable, optional
+        The factor the caller asked for.
+    exclude : iterable of hashable
+        Factors not to choose (e.g. one already on another axis).
+
+    Returns
+    -------
+    hashable or None
+        The chosen factor.
 
     Raises
     ------

@@ -129,10 +129,33 @@ def failure_rate(
 
     Parameters
     ----------
-    fr
+    fr : xr.DataArray
         Failure rates ``(*factors, item)`` (``xl.failure_rate(ds)``).
-    by
+    by : hashable, optional
         The factor on the x axis (default ``model`` or the first factor).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+    floor : float
+        The smallest value drawn (log scale).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure (that of ``ax`` when given).
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> ds = xl.datasets.synthetic_results(n_items=3)
+    >>> fig = failure_rate(xl.failure_rate(ds))
+    >>> fig.axes[0].get_xlabel(), fig.axes[0].get_yscale()
+    ('Model', 'log')
     """
     plt = _plt()
     fig, ax = _new_ax(ax)
@@ -182,6 +205,34 @@ def consensus(
     Further factors are averaged and their range (min to max) is drawn as an
     error bar. ``x`` defaults to the model factor (:data:`xlikert.dims.MODEL_DIM`)
     where present, else the first factor; ``hue`` to the next factor in dim order.
+
+    Parameters
+    ----------
+    cns : xr.DataArray
+        Consensus per condition, ``(*factors)`` (:func:`xlikert.consensus`).
+    x, hue : hashable, optional
+        The factors of the groups and of the bars within a group.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": 3}, n_items=4)
+    >>> fig = consensus(xl.consensus(pmf))
+    >>> fig.axes[0].get_xlabel()
+    'Model'
     """
     fig, ax = _new_ax(ax)
     factors = factor_dims(cns, item_dim=None, score_dim=None, what="the Consensus")
@@ -237,6 +288,33 @@ def composite_pmfs(
     ``row`` dim (default ``subscale`` when the composite has one) the figure is
     small multiples: one row of panels per level, each row on its own score
     range (a subscale's ``score_min``..``score_max``), the level named at the left.
+
+    Parameters
+    ----------
+    comp : xr.DataArray
+        Composite PMFs ``(*factors, [subscale], score)`` (:func:`xlikert.composite`).
+    facet, hue : hashable, optional
+        The factors of the panels and of the lines; default the model factor (or
+        the first) and the next one.
+    row : keyword-only
+        The dim of the rows of panels (default ``subscale`` when present).
+    score_dim : keyword-only
+        Name of the score dim.
+    col_wrap : keyword-only
+        Panels per row.
+    xlabel : keyword-only
+        The label of the score axis.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
 
     Examples
     --------
@@ -320,6 +398,36 @@ def effect_distributions(
     Each panel marks ``E`` (solid) and ``E +- SD`` (shaded) and, with
     ``summary`` (a Dataset with ``E``, ``SD``, ``SNR``, ``dPD`` over the same
     level dim), titles the panel with them. Zero is a dotted line.
+
+    Parameters
+    ----------
+    effect_pmf : xr.DataArray
+        The effect PMFs of one factor, ``(level, effect_dim)``.
+    summary : xr.Dataset, optional
+        ``E``, ``SD``, ``SNR``, ``dPD`` over the same level dim (the node of
+        :func:`xlikert.decompose`).
+    effect_dim : keyword-only
+        Name of the effect dim.
+    col_wrap : keyword-only
+        Panels per row.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        ``effect_pmf`` with other dims than one level dim and ``effect_dim``.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> dec = xl.decompose(xl.datasets.synthetic_pmf({"target": 3}, n_items=4))
+    >>> fig = effect_distributions(dec["target"].pmf, dec["target"].dataset)
+    >>> len([a for a in fig.axes if a.get_visible()])
+    3
     """
     plt = _plt()
     levels_dims = [d for d in effect_pmf.dims if d != effect_dim]
@@ -380,6 +488,38 @@ def interaction_heatmap(
     Diverging ``RdBu_r`` centred at 0 with symmetric limits. ``ingroup`` (a
     boolean array over the same two dims) outlines cells, e.g. a model rated
     on its own country of origin.
+
+    Parameters
+    ----------
+    E : xr.DataArray
+        The interaction's expected effects, two dims (``dec["a:b"].E``).
+    SD : xr.DataArray, optional
+        Their SDs, written under each value.
+    row, col : hashable, optional
+        The dims of the rows and columns; default the model factor on the
+        columns.
+    ingroup : xr.DataArray, optional
+        Boolean over the same dims: the cells to outline.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        ``E`` not two-dimensional, or a dim with a name xlikert reserves.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> dec = xl.decompose(xl.datasets.synthetic_pmf({"model": 2, "target": 3}, n_items=4))
+    >>> fig = interaction_heatmap(dec["model:target"].E, dec["model:target"].SD)
+    >>> fig.axes[0].get_ylabel(), fig.axes[0].get_xlabel()
+    ('Target', 'Model')
     """
     plt = _plt()
     factors = list(E.dims)
@@ -429,9 +569,31 @@ def human_vs_llm(
     """Human samples vs LLM composites: expected score with ``±1 SD`` bars.
 
     ``table`` has columns ``group`` (``Human`` / ``LLM``), ``label``, ``mean``
-    and ``sd`` (see :func:`xlikert.report.tables.human_vs_llm`). Human SDs are
+    and ``sd`` (see :func:`xlikert.analysis.human.human_vs_llm`). Human SDs are
     population spread across respondents; LLM SDs are the dispersion of one
     model's PMF -- not commensurable, as the paper notes.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The rows to draw, columns ``group``, ``label``, ``mean``, ``sd``.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+    ylabel : str
+        The label of the score axis.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"group": ["Human", "LLM"], "label": ["survey", "model"],
+    ...                   "mean": [60.0, 45.0], "sd": [20.0, 5.0]})
+    >>> human_vs_llm(t).axes[0].get_ylabel()
+    'Composite score\\n(point: E, bar: ±1 SD)'
     """
     fig, ax = _new_ax(ax, figsize=(7.0, 3.8))
     xs, labels, pos = [], [], 0
@@ -472,6 +634,34 @@ def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None
     ``se`` is :func:`xlikert.analysis.cost.standard_error` output ``(*factors, n)``.
     Lines are the mean over the other conditions; the band spans their min to
     max.
+
+    Parameters
+    ----------
+    se : xr.DataArray
+        Standard errors ``(*factors, n)``.
+    by : hashable, optional
+        The factor of the lines (default the model factor or the first).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": 2}, n_items=3)
+    >>> fig = standard_error(xl.sampling.standard_error(pmf, n=[10, 100]))
+    >>> fig.axes[0].get_xscale(), fig.axes[0].get_yscale()
+    ('log', 'log')
     """
     fig, ax = _new_ax(ax)
     factors = factor_dims(se, item_dim=None, score_dim=None, auxiliary=["n"], what="the SE")
@@ -505,6 +695,35 @@ def decoding_bias(
     Each line is the mean bias over the other decoding parameter and the other
     conditions; the band spans min to max over those. With ``consensus``, the
     legend shows each level's mean Consensus.
+
+    Parameters
+    ----------
+    bias : xr.DataArray
+        The bias of :func:`xlikert.analysis.cost.decoding_bias`,
+        ``(*factors, temperature, top_p)``.
+    by : hashable, optional
+        The factor of the lines (default the model factor or the first).
+    consensus : xr.DataArray, optional
+        Consensus per condition, for the legend.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure (two panels).
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> ds = xl.datasets.synthetic_results(n_items=3)
+    >>> fig = decoding_bias(xl.sampling.decoding_bias(ds))
+    >>> len(fig.axes)
+    2
     """
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
@@ -559,6 +778,28 @@ def flip_probability(flips: pd.DataFrame, ax: Axes | None = None, log_x: bool = 
 
     ``flips`` is :func:`xlikert.analysis.cost.flip_probability` output. Main effects
     are filled markers, interactions hollow.
+
+    Parameters
+    ----------
+    flips : pandas.DataFrame
+        The table of :func:`xlikert.analysis.cost.flip_probability`.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+    log_x : bool
+        A symmetric log scale for ``|E|`` (linear below the smallest nonzero value).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": 2}, n_items=3)
+    >>> fig = flip_probability(xl.sampling.flip_probability(pmf, n=[10, 100]))
+    >>> fig.axes[0].get_xscale()  # a log scale that holds exact zeros
+    'symlog'
     """
     fig, ax = _new_ax(ax)
     budgets = sorted(flips["n"].unique())

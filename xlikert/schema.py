@@ -1,7 +1,7 @@
 """The results schema: every variable a results file holds, with its dims, fill value
 and codec, written once.
 
-A results file (DESIGN.md section 1) is a Dataset whose variables have dims
+A results file (the docs' data-model page) is a Dataset whose variables have dims
 ``(model, *factors, item, *per_cell_dims)``. The per-cell dims and everything
 else about each variable are in one table per group:
 

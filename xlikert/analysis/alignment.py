@@ -222,13 +222,16 @@ def wasserstein(
     item_dim: Hashable = "item",
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Wasserstein-1 distance on the ordinal scale, ``sum_k |F_p(k) - F_q(k)|`` (score units).
+    """Wasserstein-1 distance of model and human PMFs on the ordinal scale (score units).
+
+    ``W1 = sum_k |F_p(k) - F_q(k)|`` over the scale points ``k``, with ``F_p`` and
+    ``F_q`` the two CDFs: the earth mover's distance on the integer scale.
 
     Parameters
     ----------
-    model
+    model : xr.DataArray or xr.Dataset
         Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
-    human
+    human : xr.Dataset or xr.DataArray
         Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
@@ -239,7 +242,17 @@ def wasserstein(
     Returns
     -------
     xr.DataArray
-        Broadcast over every other dim of both inputs.
+        ``wasserstein`` (score units), broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -261,7 +274,35 @@ def representativeness(
 ) -> xr.DataArray:
     """OpinionQA representativeness ``1 - W1 / (K - 1)``, ``K`` the number of scale points.
 
-    Arguments as :func:`wasserstein`.
+    1 for identical PMFs, 0 for all mass at opposite ends of the scale
+    (Santurkar et al. 2023).
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
+    human : xr.Dataset or xr.DataArray
+        Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
+    score_dim, item_dim : keyword-only
+        The score dim (consecutive integers, the same in both) and the item dim
+        (the same items in both, if either has it).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``representativeness`` in [0, 1], broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -284,7 +325,36 @@ def total_variation(
     item_dim: Hashable = "item",
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Total variation distance ``1/2 sum |p - q|``; arguments as :func:`wasserstein`.
+    """Total variation distance of model and human PMFs, in [0, 1].
+
+    ``TV = 1/2 sum_k |p_k - q_k|``.
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
+    human : xr.Dataset or xr.DataArray
+        Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
+    score_dim, item_dim : keyword-only
+        The score dim (consecutive integers, the same in both) and the item dim
+        (the same items in both, if either has it).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``total_variation``, broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -304,7 +374,37 @@ def jensen_shannon(
     item_dim: Hashable = "item",
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Jensen-Shannon divergence in bits (log base 2; in [0, 1]); arguments as :func:`wasserstein`.
+    """Jensen-Shannon divergence of model and human PMFs, in bits.
+
+    With log base 2 it lies in [0, 1]; it is the divergence, not its square root
+    (the JS distance).
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
+    human : xr.Dataset or xr.DataArray
+        Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
+    score_dim, item_dim : keyword-only
+        The score dim (consecutive integers, the same in both) and the item dim
+        (the same items in both, if either has it).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``jensen_shannon`` (bits), broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -324,7 +424,36 @@ def mean_difference(
     item_dim: Hashable = "item",
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Difference of means, model minus humans (score units); arguments as :func:`wasserstein`.
+    """Difference of the means of model and human PMFs, model minus humans (score units).
+
+    ``E_p[y] - E_q[y]``.
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
+    human : xr.Dataset or xr.DataArray
+        Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
+    score_dim, item_dim : keyword-only
+        The score dim (consecutive integers, the same in both) and the item dim
+        (the same items in both, if either has it).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``mean_difference`` (score units), broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -382,10 +511,31 @@ def noise_ceiling(
     between two independent samples of ``N`` respondents from ``q``. See
     :mod:`xlikert.analysis.alignment` for which are exact and which approximations are used.
 
+    Parameters
+    ----------
+    human : xr.Dataset
+        A human PMF Dataset with its sample size (``n``, or ``n_eff`` when
+        weighted): :func:`xlikert.human_pmf` and friends.
+    score_dim, item_dim : keyword-only
+        Names of the score and item dims.
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
     Returns
     -------
     xr.DataArray
-        ``(*groups, item, metric)``.
+        ``ceiling`` with dims ``(*groups, item, metric)``; attrs name the
+        sample size used and the methods.
+
+    Raises
+    ------
+    DesignError
+        ``human`` without a sample size (a bare PMF), or a dim with a name
+        xlikert reserves (:mod:`xlikert.dims`).
+    InvalidPMFError
+        A malformed score axis or an invalid PMF.
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -435,10 +585,10 @@ def alignment(
 
     Parameters
     ----------
-    model
+    model : xr.DataArray or xr.Dataset
         Model PMFs (or a results Dataset: its ``pmf``); item PMFs, composites
         or mixtures, on the same score axis as ``human``.
-    human
+    human : xr.Dataset
         A human PMF Dataset (:func:`xlikert.human_pmf`,
         :func:`xlikert.human_composite`, :func:`xlikert.human_marginal`) with
         ``n`` (and ``n_eff`` when weighted).
@@ -523,10 +673,40 @@ def silicon_population(
 
     The model's persona factors are dims named like the human group attributes
     (e.g. ``party``, ``education``) with the same levels; the mixture over
-    ``dims`` (default: every human group) weights each persona by the
+    ``dim`` (default: every human group) weights each persona by the
     respondents of that group (the sum of their survey weights when weighted),
     per item, so it matches the human marginal :func:`xlikert.human_marginal`
-    over the same ``dims``. Mixtures are means: ``sum_g w_g p_g / sum_g w_g``.
+    over the same ``dim``. Mixtures are means: ``sum_g w_g p_g / sum_g w_g``.
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs whose persona factors are named like the human groups (or a
+        results Dataset: its ``pmf``).
+    human : xr.Dataset
+        A human PMF Dataset (:func:`xlikert.human_pmf`): its counts, or sums of
+        survey weights, are the mixture weights.
+    dim : keyword-only
+        The persona factors to mix over (``dims=`` is its deprecated name);
+        default every human group.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+
+    Returns
+    -------
+    xr.DataArray
+        ``pmf``, the silicon population's PMF: the dims of ``model`` less ``dim``;
+        the attr ``silicon_mixture_over`` names them.
+
+    Raises
+    ------
+    DesignError
+        A dim of ``dim`` that is not a human group, or model and human PMFs with
+        different items or levels on a shared dim.
+    InvalidPMFError
+        Model and human PMFs on different score axes.
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------

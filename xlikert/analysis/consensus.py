@@ -6,14 +6,14 @@ top level (``xl.consensus``, ``xl.dissension``, ...). It is not called
 name would be shadowed by it (``import xlikert.consensus as m`` gave the
 function). ``xlikert.kernels.consensus`` holds the kernels.
 
-* :func:`tastle_consensus` -- Tastle & Wierman Consensus of each PMF (paper eq.
-  consensus-original), exact.
+* :func:`tastle_consensus` -- Tastle & Wierman Consensus of each PMF
+  (:ref:`eq-consensus-original`), exact.
 * :func:`consensus` -- the paper's Multivariate Consensus of the ``K`` items of a
-  condition (eq. consensus-multivariate) with a *certified* error: the value
+  condition (:ref:`eq-consensus-multivariate`) with a *certified* error: the value
   returned is within ``tol`` of the exact sum over all ``n^K`` response vectors;
 * :func:`consensus_bounds` -- the same value with its certified lower and upper
   bounds and the guaranteed error, as a Dataset;
-* :func:`dissension`, :func:`dissension_bounds` -- ``1 - consensus`` (eq. dissension).
+* :func:`dissension`, :func:`dissension_bounds` -- ``1 - consensus`` (:ref:`eq-dissension`).
 * :func:`entropy` -- Shannon entropy in bits, of each item or of the K-item joint
   under conditional independence; :func:`consensus_entropy` tabulates both per
   condition (the paper's entropy-vs-consensus table).
@@ -137,7 +137,7 @@ def _attrs(pmf: xr.DataArray, **extra) -> dict:
 def tastle_consensus(
     pmf: xr.DataArray | xr.Dataset, *, score_dim: Hashable = "score"
 ) -> xr.DataArray:
-    """Tastle & Wierman Consensus of each PMF (paper eq. consensus-original), exact.
+    """Tastle & Wierman Consensus of each PMF, exact (:ref:`eq-consensus-original`).
 
     ``Cns(Y) = 1 + sum_y P(y) log2(1 - |y - mu| / d_max)`` with ``mu`` the mean
     of the PMF and ``d_max = y_max - y_min`` taken from the ``score``
@@ -199,8 +199,23 @@ def consensus_bounds(
     The value :func:`consensus` returns, beside the certified lower and upper
     bounds of the exact sum over all ``n^K`` response vectors and the guaranteed
     bound ``error`` on ``|consensus - exact|`` (at most ``tol``, unless
-    ``max_cells`` was reached first: see :func:`consensus`). Parameters, errors and
-    warnings are :func:`consensus`'s.
+    ``max_cells`` was reached first: see :func:`consensus`).
+
+    Parameters
+    ----------
+    pmf : xr.DataArray or xr.Dataset
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
+        Dataset (its ``pmf``). Other dims are carried along.
+    item_dim : hashable or None, keyword-only
+        The items of one condition. ``None`` gives Tastle Consensus per item.
+    score_dim : hashable, keyword-only
+        Score dimension; its coordinate holds the consecutive scale values.
+    tol : float, keyword-only
+        Guaranteed bound on ``|consensus - exact|``; at least ``1e-10``.
+    max_cells : int, keyword-only
+        Largest grid one refinement pass may use (see :func:`consensus`).
+    engine : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_engine`.
 
     Returns
     -------
@@ -208,6 +223,25 @@ def consensus_bounds(
         ``consensus``, ``lower``, ``upper`` and ``error``, each with dims
         ``(*factors)`` (``(*factors, item_dim)`` when ``item_dim`` is None: Tastle
         Consensus per item, exact, so the bounds equal the value and ``error`` is 0).
+
+    Raises
+    ------
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
+        missing or empty item dimension.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+    XlikertError
+        ``tol`` not a finite number of at least ``1e-10``, ``max_cells`` not a
+        positive integer.
+    InternalError
+        A certified lower bound above its upper bound (a bug, not bad input).
+
+    Warns
+    -----
+    RuntimeWarning
+        ``max_cells`` reached before ``tol``: the conditions, the largest
+        error, and what to change.
 
     Examples
     --------
@@ -285,7 +319,7 @@ def consensus(
 ) -> xr.DataArray:
     """Multivariate Consensus of each condition, within ``tol`` of the exact value.
 
-    The paper's eq. consensus-multivariate::
+    The paper's Multivariate Consensus (:ref:`eq-consensus-multivariate`)::
 
         Cns = 1 + sum_{y in Y^K} P(y) log2(1 - ||y - mu||_2 / d_max),
         d_max = sqrt(K) (y_max - y_min),
@@ -423,8 +457,39 @@ def dissension_bounds(
 ) -> xr.Dataset:
     """Multivariate Dissension with its certified bounds and guaranteed error, as a Dataset.
 
-    ``1 -`` :func:`consensus_bounds` (the bounds swap); parameters and
-    guarantee as :func:`consensus`.
+    ``1 -`` :func:`consensus_bounds` (the bounds swap; :ref:`eq-dissension`), with the
+    guarantee of :func:`consensus`.
+
+    Parameters
+    ----------
+    pmf : xr.DataArray or xr.Dataset
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
+        Dataset (its ``pmf``).
+    item_dim : hashable or None, keyword-only
+        The items of one condition; ``None``: Tastle's per item.
+    score_dim : hashable, keyword-only
+        Score dimension.
+    tol : float, keyword-only
+        Guaranteed bound on ``|dissension - exact|``; at least ``1e-10``.
+    max_cells : int, keyword-only
+        Largest grid one refinement pass may use (see :func:`consensus`).
+    engine : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin.
+
+    Returns
+    -------
+    xr.Dataset
+        ``dissension``, ``lower``, ``upper`` and ``error``, each with the dims of
+        :func:`consensus_bounds`'s.
+
+    Raises
+    ------
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a malformed score axis.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+    XlikertError
+        ``tol`` or ``max_cells`` out of range.
 
     Examples
     --------
@@ -463,10 +528,40 @@ def dissension(
     max_cells: int = DEFAULT_MAX_CELLS,
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Multivariate Dissension ``1 - consensus`` (paper eq. dissension).
+    """Multivariate Dissension ``1 - consensus``, within ``tol`` of the exact value.
 
-    Same parameters (all keyword-only but ``pmf``) and guarantee as
-    :func:`consensus`; the certified bounds are :func:`dissension_bounds`'s.
+    :ref:`eq-dissension`; the guarantee is :func:`consensus`'s, and the certified
+    bounds are :func:`dissension_bounds`'s.
+
+    Parameters
+    ----------
+    pmf : xr.DataArray or xr.Dataset
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
+        Dataset (its ``pmf``).
+    item_dim : hashable or None, keyword-only
+        The items of one condition; ``None``: ``1 -`` Tastle's per item.
+    score_dim : hashable, keyword-only
+        Score dimension.
+    tol : float, keyword-only
+        Guaranteed bound on ``|returned - exact|``; at least ``1e-10``.
+    max_cells : int, keyword-only
+        Largest grid one refinement pass may use (see :func:`consensus`).
+    engine : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin.
+
+    Returns
+    -------
+    xr.DataArray
+        ``dissension`` with the dims of :func:`consensus`'s result, in [0, 1].
+
+    Raises
+    ------
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a malformed score axis.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+    XlikertError
+        ``tol`` or ``max_cells`` out of range.
 
     Examples
     --------
@@ -491,8 +586,9 @@ def entropy(
     """Shannon entropy in bits: of the K-item joint, or of each item.
 
     Under conditional independence the joint entropy is the sum of the item
-    entropies; ``0 log 0 = 0``. The paper contrasts it with Consensus (table
-    tab:cns-entropy): entropy ignores the ordinal distance between answers.
+    entropies; ``0 log 0 = 0``. The paper contrasts it with Consensus (its
+    table of Consensus and entropy per condition): entropy ignores the ordinal
+    distance between answers.
 
     Parameters
     ----------
@@ -508,6 +604,13 @@ def entropy(
     -------
     xr.DataArray
         ``entropy`` (bits) with dims ``(*factors)``, or ``(*factors, item_dim)``.
+
+    Raises
+    ------
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a malformed score axis.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Examples
     --------

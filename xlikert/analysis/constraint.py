@@ -3,7 +3,7 @@
 The model's next-token distribution covers the whole vocabulary; a Likert item
 accepts only the valid tokens ``V_val`` (every surface form of a scale value,
 e.g. ``"7"`` and ``" 7"``), mapped onto the scale by ``phi: V_val -> Y``
-(paper section "Constraint", eqs. phi and phi-inverse-mapping):
+(paper section "Constraint"; :ref:`eq-phi` and :ref:`eq-phi-inverse-mapping`):
 
 * valid mass ``P_val = sum_{t in V_val} P_raw(t)``; failure rate ``1 - P_val``;
 * item PMF ``P(Y = y) = sum_{t in phi^-1(y)} P_raw(t) / P_val``.
@@ -267,7 +267,7 @@ def item_pmf_from_tokens(
     """Item PMFs and valid mass from the raw probabilities of the valid tokens.
 
     Sums the raw probability of each pre-image ``phi^-1(y)`` and renormalises
-    by the total valid mass (paper eq. phi-inverse-mapping).
+    by the total valid mass (:ref:`eq-phi-inverse-mapping`).
 
     Parameters
     ----------

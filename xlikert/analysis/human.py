@@ -170,10 +170,10 @@ def human_pmf(
 
     Parameters
     ----------
-    table
+    table : pandas.DataFrame
         One row per respondent: the answer columns, the group attribute
         columns and optionally a weights column.
-    items
+    items : sequence of str or mapping of str to str
         The answer columns (their names are the item ids), or a mapping
         column -> item id.
     scale, instrument : keyword-only
@@ -322,11 +322,30 @@ def human_pmf_from_counts(
 ) -> xr.Dataset:
     """Human PMF from respondent counts ``(*groups, item, score)`` (unweighted).
 
+    Parameters
+    ----------
+    counts : xr.DataArray
+        The number of respondents of each group (every dim but ``item_dim`` and
+        ``score_dim``) who gave each answer to each item.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+
+    Returns
+    -------
+    xr.Dataset
+        ``pmf`` (the counts divided by their total) and ``n`` (the respondents
+        of each group and item), with the attrs of :func:`human_pmf`.
+
     Raises
     ------
+    InputTypeError
+        ``counts`` is not a DataArray.
     DesignError
-        Negative, non-finite or non-integer counts (naming the cell), or a group
-        with no respondents for an item.
+        Negative, non-finite or non-integer counts (naming the cell), no item
+        dim, a group dim with a name xlikert reserves, or a group with no
+        respondents for an item.
+    InvalidPMFError
+        A malformed score axis.
 
     Examples
     --------
@@ -380,12 +399,44 @@ def human_composite(
     missing: Sequence[Any] = (),
     score_dim: Hashable = "score",
 ) -> xr.Dataset:
-    """Human PMF of the composite (sum of ``items``) ``(*by, score)`` on ``K min .. K max``.
+    """Human PMF of the composite score (the sum of ``items``), with dims ``(*by, score)``.
 
-    The respondents' own sums (their items are not independent, so this is not
+    The score axis runs from ``K * min`` to ``K * max`` for ``K`` items. The
+    respondents' own sums (their items are not independent, so this is not
     the convolution of the item PMFs). Respondents who did not answer every
-    item are counted in ``n_missing``. Arguments and errors as :func:`human_pmf`;
-    reflect reverse-keyed columns first.
+    item are counted in ``n_missing``. Reflect reverse-keyed columns first.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per respondent: the answer columns, the group attribute
+        columns and optionally a weights column.
+    items : sequence of str
+        The answer columns summed into the composite.
+    scale, instrument : keyword-only
+        The scale of each item ``(min, max)``, or an instrument whose scale it is
+        (as :func:`human_pmf`).
+    by : keyword-only
+        The group attribute columns (``groups=`` is its deprecated name).
+    weights : keyword-only
+        A column of survey weights (positive), as :func:`human_pmf`.
+    missing : keyword-only
+        Codes that mean "no answer"; such a respondent is counted in ``n_missing``.
+    score_dim : keyword-only
+        Name of the score dim.
+
+    Returns
+    -------
+    xr.Dataset
+        ``pmf`` with dims ``(*by, score_dim)``, ``n``, ``n_missing`` (and
+        ``n_eff``, ``weight`` when weighted); attrs as :func:`human_pmf`'s, plus
+        ``human_composite``.
+
+    Raises
+    ------
+    DesignError
+        As :func:`human_pmf`: a column not in the table, an answer outside the
+        scale, a weight that is not positive, a group with no respondents.
 
     Examples
     --------
@@ -455,7 +506,7 @@ def human_marginal(
 
     Parameters
     ----------
-    human
+    human : xr.Dataset
         A human PMF Dataset (:func:`human_pmf`).
     dim : keyword-only
         The group dim(s) to pool over (``dims=`` is its deprecated name); the

@@ -178,11 +178,11 @@ def trace_se(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         A reasoning results Dataset (its ``pmf`` and ``trace_pmf``; cells of
         models not in reasoning mode are exact), or a ``trace_pmf`` DataArray
         in which every cell has traces.
-    fn
+    fn : callable
         The summary: item PMFs ``(*factors, item, score)`` -> a DataArray, a
         Dataset, a pandas DataFrame/Series (numeric columns get the SE, the
         others are kept) or numbers. E.g. ``xl.composite``, or

@@ -29,7 +29,7 @@ convolve_items
     integer grid of ``n`` scores; ``m = k (n - 1) + 1``.
 blocked_comonotone_contrast
     ``(b, r, n), (n), (r), (m) -> (m)``: the comonotone (shared-quantile)
-    linear contrast of ``r`` PMFs (paper eq. comonotone-contrast-pmf), computed
+    linear contrast of ``r`` PMFs (:ref:`eq-comonotone-contrast-pmf`), computed
     in each of ``b`` blocks and mixed uniformly over the blocks.
 consensus_bounds
     ``(k, n), (n), (), () -> (), (), ()``: Multivariate Consensus of ``k``
@@ -121,7 +121,18 @@ def _check(engine: str) -> str:
 
 
 def get_engine() -> str:
-    """The engine used when a function gets ``engine=None`` (default ``"numba"``)."""
+    """The engine used when a function gets ``engine=None`` (default ``"numba"``).
+
+    Returns
+    -------
+    str
+        ``"numba"`` or ``"numpy"``: the current thread's or task's default.
+
+    Examples
+    --------
+    >>> get_engine()
+    'numba'
+    """
     return _ENGINE.get()
 
 
@@ -131,19 +142,64 @@ def set_engine(engine: Engine) -> None:
 
     A setting with no end leaks into every later call; use :func:`use_engine`,
     or pass ``engine=`` to the function.
+
+    Parameters
+    ----------
+    engine : {"numba", "numpy"}
+        The new default.
+
+    Raises
+    ------
+    ConfigError
+        An unknown engine.
+
+    Warns
+    -----
+    DeprecationWarning
+        Always: use :func:`use_engine`.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     set_engine("numba")
+    >>> get_engine()
+    'numba'
     """
     _ENGINE.set(_check(engine))
 
 
 @contextlib.contextmanager
 def use_engine(engine: Engine) -> Iterator[None]:
-    """Use ``engine`` (``"numba"``: compiled kernels, ``"numpy"``: twins) as the default
-    inside the ``with`` block, in the current thread or asyncio task only.
+    """Use ``engine`` as the default inside the ``with`` block (this thread or task only).
+
+    ``"numba"``: the compiled kernels; ``"numpy"``: their plain-numpy twins. The
+    previous default comes back on leaving the block, an exception included.
+
+    Parameters
+    ----------
+    engine : {"numba", "numpy"}
+        The default inside the block.
+
+    Yields
+    ------
+    None
+        Control, inside the ``with`` block.
 
     Raises
     ------
     ConfigError
         An unknown engine.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2}, n_items=3)
+    >>> with use_engine("numpy"):
+    ...     twin = xl.composite(pmf)
+    >>> bool(abs(twin - xl.composite(pmf)).max() < 1e-12)
+    True
     """
     token = _ENGINE.set(_check(engine))
     try:
@@ -172,6 +228,27 @@ class KernelHandle:
 def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     """Return kernel ``name`` for ``engine`` (``None``: the current default).
 
+    Parameters
+    ----------
+    name : str
+        A kernel of the list above (``"convolve_items"``, ...).
+    engine : {"numba", "numpy"}, optional
+        The engine; default :func:`get_engine`.
+
+    Returns
+    -------
+    KernelHandle
+        A picklable handle that calls the kernel (or its twin).
+
+    Raises
+    ------
+    ConfigError
+        An unknown engine.
+    KeyError
+        An unknown kernel.
+
+    Examples
+    --------
     >>> import numpy as np, pickle
     >>> k = pickle.loads(pickle.dumps(get_kernel("convolve_items", "numba")))
     >>> k(np.full((2, 2), 0.5), np.zeros(3))

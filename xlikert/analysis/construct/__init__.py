@@ -4,10 +4,11 @@ Everything here works on PMF DataArrays with named dims (paper appendix
 "The Construct Layer"):
 
 * :mod:`.composite` -- :func:`composite` convolves item PMFs into composite-score
-  PMFs (eq. item-wise-convolution), one per subscale with :func:`subscale_composites`;
+  PMFs (:ref:`eq-item-wise-convolution`), one per subscale with :func:`subscale_composites`;
 * :mod:`.mixture` -- :func:`grand_mixture` and :func:`marginal_slice`, uniform
-  mixtures (``.mean(dim)``) over factors (eqs. grand-mixture, marginal-slice-U);
-* :mod:`.effects` -- :func:`comonotone_contrast` (Def. comonotone-contrast),
+  mixtures (``.mean(dim)``) over factors (:ref:`eq-grand-mixture`,
+  :ref:`eq-marginal-slice-U`);
+* :mod:`.effects` -- :func:`comonotone_contrast` (:ref:`eq-comonotone-contrast-pmf`),
   :func:`decompose` (every main effect and interaction as a blocked comonotone
   Möbius contrast) and :func:`contrast`;
 * :mod:`.trend` -- :func:`trend`, the per-unit trend (appendix "Trend Effects");

@@ -1,10 +1,10 @@
 """The distributional ANOVA: comonotone contrasts, the Möbius decomposition, contrasts.
 
 * :func:`comonotone_contrast` is the R-term shared-quantile contrast
-  (paper Def. comonotone-contrast, eq. comonotone-contrast-pmf);
+  (:ref:`eq-comonotone-contrast-pmf`);
 * :func:`decompose` builds the grand mixture and every main effect and
-  interaction as a blocked comonotone Möbius contrast (eqs. main-effect-pmf,
-  blocked-slice, interaction-block, interaction-global);
+  interaction as a blocked comonotone Möbius contrast (:ref:`eq-main-effect-pmf`,
+  :ref:`eq-interaction-global`);
 * :func:`contrast` is the pairwise blocked contrast of two levels.
 
 Effect coordinate
@@ -129,17 +129,18 @@ def comonotone_contrast(
 ) -> xr.DataArray:
     """PMF of the comonotone contrast ``sum_r alpha_r F_r^{-1}(U)``.
 
-    Paper Def. comonotone-contrast, eq. comonotone-contrast-pmf: the ``R``
-    PMFs along ``term_dim`` share one quantile ``U``; the result is exact.
+    The paper's comonotone-coupled linear contrast (:ref:`eq-comonotone-contrast-pmf`):
+    the ``R`` PMFs along ``term_dim`` share one quantile ``U``; the result is exact.
     With ``dim`` the contrast is formed within every block (cell of the dims
-    ``dim``) and the block PMFs are mixed uniformly over them (eq. interaction-global).
+    ``dim``) and the block PMFs are mixed uniformly over them
+    (:ref:`eq-interaction-global`).
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         PMFs with a ``term_dim`` of length R, on an integer ``score_dim`` (or
         a Dataset: its ``pmf``). Other dims are carried along.
-    alpha
+    alpha : sequence of float
         R integer-valued coefficients, so that the result lives on integers.
     dim : keyword-only
         The block dims, mixed over (``block_dims=`` is its deprecated name);
@@ -150,10 +151,19 @@ def comonotone_contrast(
     engine : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
+    Returns
+    -------
+    xr.DataArray
+        The contrast's PMF on the integer coordinate ``effect_dim``, with the
+        other dims of ``pmf`` carried along; attrs kept.
+
     Raises
     ------
     XlikertError
         No ``term_dim``, or ``alpha`` not R integers.
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a score axis that is not
+        consecutive integers.
     DesignError
         A block dim that is not a dim, ``effect_dim`` already a dim of ``pmf``,
         or another dim with a name xlikert reserves (:mod:`xlikert.dims`).
@@ -228,14 +238,14 @@ def decompose(
     For every non-empty factor subset ``U`` (``|U| <= max_order``) and level
     vector ``lambda_U``, the effect PMF is the uniform mixture over blocks
     ``lambda_-U`` of the comonotone Möbius contrast
-    ``sum_{V ⊆ U} (-1)^{|U|-|V|} M_{V|lambda_-U}(lambda_V)`` (paper eqs.
-    blocked-slice, interaction-block, interaction-global; ``|U| = 1`` is the
-    main effect of eq. main-effect-pmf). Its mean is the classical
+    ``sum_{V ⊆ U} (-1)^{|U|-|V|} M_{V|lambda_-U}(lambda_V)``
+    (:ref:`eq-interaction-global`; ``|U| = 1`` is the main effect,
+    :ref:`eq-main-effect-pmf`). Its mean is the classical
     ANOVA/Hoeffding component ``mu_U(lambda_U)`` of the mean surface.
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs ``(*factors, item, score)`` (composed first by
         :func:`composite`: reverse-keyed items reflected, one composite per
         subscale) or composite PMFs ``(*factors, [subscale], score)``, or a
@@ -362,19 +372,19 @@ def contrast(
 ) -> xr.DataArray:
     """Blocked paired contrast ``S(a, lambda_-c) ⊖ S(b, lambda_-c)``, mixed over blocks.
 
-    The paper's pairwise country-contrast table (appendix tab:country-contrasts):
-    within every block ``lambda_-c`` of the other dims, the comonotone paired
+    The paper's table of pairwise contrasts of the target countries (appendix
+    "Additional tables/figures"): within every block ``lambda_-c`` of the other dims, the comonotone paired
     difference of level ``a`` and level ``b`` of ``dim``; the block PMFs are
     mixed uniformly. Its mean is the difference of the two marginal means.
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs (composed first) or composite PMFs, or a results Dataset
         (its ``pmf``).
-    dim
+    dim : hashable
         The factor to contrast.
-    a, b
+    a, b : hashable, optional
         Two levels of ``dim``. Both omitted: every pair ``i < j`` (in level
         order) along a new dim ``pair`` labelled like ``"USA − China"``.
     item_dim, score_dim : keyword-only
@@ -390,6 +400,17 @@ def contrast(
     xr.DataArray
         PMF over the integer coordinate ``effect`` (plus ``pair``); use
         :func:`summarize` for E, SD, SNR, dPD.
+
+    Raises
+    ------
+    XlikertError
+        Only one of ``a`` and ``b`` given.
+    DesignError
+        ``dim`` not a factor or with fewer than two levels, a level not in
+        ``dim`` or contrasted with itself, a design that is not fully crossed,
+        or a dim with a name xlikert reserves (:mod:`xlikert.dims`).
+    InvalidPMFError
+        An invalid PMF (negative or NaN mass, not summing to 1).
 
     Examples
     --------

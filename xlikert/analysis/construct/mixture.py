@@ -1,5 +1,5 @@
-"""Uniform mixtures over factors: the grand mixture and marginal slices (paper eqs.
-grand-mixture and marginal-slice-U); both are ``.mean(dim)`` of item PMFs mixed
+"""Uniform mixtures over factors: the grand mixture and marginal slices
+(:ref:`eq-grand-mixture`, :ref:`eq-marginal-slice-U`); both are ``.mean(dim)`` of item PMFs mixed
 over the items.
 """
 
@@ -28,13 +28,14 @@ def grand_mixture(
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
 ) -> xr.DataArray:
-    """Grand mixture ``P_{S_0}``: uniform mixture over the factor dims (eq. grand-mixture).
+    """Grand mixture ``P_{S_0}``: the uniform mixture over the factor dims.
 
-    Works on composite PMFs ``(*factors, score)`` and on item PMFs (then per item).
+    The distributional grand mean (:ref:`eq-grand-mixture`). Works on composite
+    PMFs ``(*factors, score)`` and on item PMFs (then per item).
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         PMFs with factor dims, or a results Dataset (its ``pmf``).
     factors : keyword-only
         The design's factors, all mixed over; default every dim except
@@ -42,6 +43,11 @@ def grand_mixture(
         batch dims, carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
+
+    Returns
+    -------
+    xr.DataArray
+        The mixture, with the dims of ``pmf`` less the factors; attrs kept.
 
     Raises
     ------
@@ -72,14 +78,14 @@ def marginal_slice(
 ) -> xr.DataArray:
     """Marginal slice ``P_{M_U(lambda_U)}``: uniform mixture over all other factors.
 
-    Paper eq. marginal-slice-U (``by`` = U): one PMF per level of the factors
+    :ref:`eq-marginal-slice-U` (``by`` = U): one PMF per level of the factors
     ``by`` keeps, each the uniform mixture over the other factors.
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         PMFs with factor dims, or a results Dataset (its ``pmf``).
-    by
+    by : hashable or sequence of hashable
         The factor(s) U to keep (``dims=`` is its deprecated name).
     factors : keyword-only
         The design's factors; default every dim except ``item_dim``,
@@ -88,10 +94,17 @@ def marginal_slice(
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
+    Returns
+    -------
+    xr.DataArray
+        One PMF per level combination of ``by``: the dims of ``pmf`` less the
+        factors mixed over; attrs kept.
+
     Raises
     ------
     DesignError
-        A dim of ``by`` that is not one of the factors.
+        A dim of ``by`` that is not one of the factors, or a dim with a name
+        xlikert reserves (:mod:`xlikert.dims`).
 
     Examples
     --------

@@ -56,20 +56,27 @@ def _summary_numpy(
 
 
 def summarize(x: xr.DataArray | xr.Dataset, *, dim: Hashable = "effect") -> xr.Dataset:
-    """E, SD, SNR and dPD of PMFs along ``dim`` (paper eqs. effect-size, sd-effect, snr, dpd).
+    """E, SD, SNR and dPD of PMFs along ``dim``.
 
+    The paper's summaries of an effect (:ref:`eq-effect-summaries`).
     ``SNR = |E| / SD``; where ``SD <= SNR_RTOL * max|z|`` the effect is
     deterministic and SNR is ``+inf`` if ``|E|`` exceeds the same bound, else 0.
     ``dPD = max(P(Z > 0), P(Z < 0))``.
 
     Parameters
     ----------
-    x
+    x : xr.DataArray or xr.Dataset
         PMFs along ``dim`` with a numeric coordinate (``effect``, ``score``,
         ``slope``, ...), or a Dataset with such a ``pmf`` (a decomposition node).
         Other dims are carried along.
     dim : keyword-only
         The support dim.
+
+    Returns
+    -------
+    xr.Dataset
+        ``E``, ``SD``, ``SNR`` and ``dPD`` with the dims of ``x`` less ``dim``;
+        each carries its ``long_name`` and formula in its attrs.
 
     Raises
     ------

@@ -79,7 +79,7 @@ def summary_table(dec: xr.DataTree, *, scoring: str = "sum") -> pd.DataFrame:
 
     Parameters
     ----------
-    dec
+    dec : xr.DataTree
         The tree of :func:`decompose`.
     scoring : keyword-only
         ``"sum"`` (default): E and SD in composite-score units (sums of items,
@@ -88,6 +88,23 @@ def summary_table(dec: xr.DataTree, *, scoring: str = "sum") -> pd.DataFrame:
         of instruments scored by item means, e.g. the Big Five); ``"both"``:
         the sums plus columns ``E_item`` and ``SD_item``. SNR and dPD do not
         depend on the units. The convention is in ``attrs["scoring"]``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per term and level: ``term``, ``level``, ``E``, ``SD``, ``SNR``,
+        ``dPD`` (and ``E_item``, ``SD_item`` with ``scoring="both"``), a column per
+        batch dim; ``attrs["scoring"]`` and ``attrs["constant_factors"]``.
+
+    Raises
+    ------
+    InputTypeError
+        ``dec`` is not a DataTree.
+    XlikertError
+        ``scoring`` not one of ``"sum"``, ``"mean"``, ``"both"``.
+    DesignError
+        ``scoring="mean"`` on a decomposition of composite PMFs whose item count
+        is unknown.
 
     Examples
     --------

@@ -26,8 +26,8 @@ has a ``subscale`` dim (a column in the tables): standard errors, effects and
 biases of each subscale's composite, never of their sum. ``reflect=False``
 and ``subscale=None`` opt out.
 
-Flip probabilities use the normal approximation to the estimator (paper eq.
-``flip-prob``) with the *exact* mean and variance of the estimator. Why not the
+Flip probabilities use the normal approximation to the estimator
+(:ref:`eq-flip-prob`) with the *exact* mean and variance of the estimator. Why not the
 exact law: the estimator is a weighted sum of ``N x (#conditions)`` lattice
 variables with weights of different denominators, so its exact distribution
 has millions of atoms at realistic budgets and would need FFT convolutions

@@ -54,7 +54,7 @@ def decoding_bias(
 
     Parameters
     ----------
-    ds
+    ds : xr.Dataset or xr.DataArray
         Results Dataset with ``decoding_pmf`` ``(*factors, item, temperature,
         top_p, score)`` (and ``pmf``), or the ``decoding_pmf`` DataArray itself
         (then the native setting must be on its grid).
@@ -128,6 +128,18 @@ def decoding_bias(
 
 def correlation(x: xr.DataArray, y: xr.DataArray) -> dict[str, float]:
     """Pearson ``r`` across all cells of two aligned arrays, with its p-value.
+
+    Parameters
+    ----------
+    x, y : xr.DataArray
+        Two arrays on the same dims (``y`` is transposed to ``x``'s order).
+
+    Returns
+    -------
+    dict
+        ``{"r": r, "p": p, "n": n}``: the correlation, its two-sided p-value
+        (SciPy; NaN without it) and the number of cells; ``r`` and ``p`` are NaN
+        for fewer than 3 cells or a constant array.
 
     Examples
     --------

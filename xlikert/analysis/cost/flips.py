@@ -3,7 +3,7 @@
 The exact sum-to-zero contrast behind every factorial parameter
 (:func:`effect_coefficients`, :func:`effect_means`, :func:`effect_variances`), the
 normal approximation with the exact mean and variance of the estimator
-(:func:`flip_probability`, paper eq. ``flip-prob``); its table by effect size is
+(:func:`flip_probability`, :ref:`eq-flip-prob`); its table by effect size is
 :func:`xlikert.analysis.cost.tables.flip_table`.
 """
 
@@ -69,11 +69,11 @@ def effect_coefficients(
 
     Parameters
     ----------
-    sizes
+    sizes : mapping of hashable to int
         Factor name -> number of levels, in cell-array order.
-    term
+    term : sequence of hashable
         The factors of the parameter (empty for the grand mean).
-    levels
+    levels : mapping of hashable to int
         Factor name -> level index, for every factor in ``term``.
 
     Returns
@@ -117,6 +117,20 @@ def effect_means(
     ``factors`` are the design's factors (default: every dim of ``cell``); other
     dims (e.g. replications) are carried along.
 
+    Parameters
+    ----------
+    cell : xr.DataArray
+        The mean of every condition (cell) of the design.
+    term : sequence of hashable
+        The factors ``U`` of the parameter (empty: the grand mean).
+    factors : keyword-only
+        The design's factors; default every dim of ``cell``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``E_U`` with dims ``(*term, *batch dims)``.
+
     Examples
     --------
     >>> mu = xr.DataArray([[1.0, 3.0], [5.0, 7.0]], dims=("a", "b"))
@@ -145,6 +159,20 @@ def effect_variances(
     factor in U at level a contributes ``(1 - 2/L) var_a + sum_b var_b / L^2``.
     ``factors`` are the design's factors (default: every dim of ``var``); other
     dims (e.g. ``subscale``) are carried along.
+
+    Parameters
+    ----------
+    var : xr.DataArray
+        The variance of every condition (cell) of the design.
+    term : sequence of hashable
+        The factors ``U`` of the parameter.
+    factors : keyword-only
+        The design's factors; default every dim of ``var``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``sum_c alpha_c^2 var_c`` with dims ``(*term, *batch dims)``.
 
     Examples
     --------
@@ -176,16 +204,16 @@ def flip_probability(
     A researcher who samples ``N`` composite answers per condition estimates it
     by ``E_hat = sum_c alpha_c mean_c``, with mean ``E`` and variance
     ``sum_c alpha_c^2 Var(S_c) / N`` (exact). The flip probability is
-    ``Phi(-|E| / SD(E_hat))`` (paper eq. ``flip-prob``), the normal
+    ``Phi(-|E| / SD(E_hat))`` (:ref:`eq-flip-prob`), the normal
     approximation to ``P(sign E_hat != sign E)``; see the module docstring for
     why not the exact law. A parameter with ``E == 0`` gets 0.5.
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs ``(*factors, item, score)`` (or composite PMFs), or a
         results Dataset (its ``pmf``).
-    n
+    n : int or sequence of int
         Per-condition budgets.
     factors : keyword-only
         Factors of the design (default: every dim but item/score). Every other
@@ -195,12 +223,6 @@ def flip_probability(
         Highest interaction order (default: all).
     item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
-
-    Raises
-    ------
-    DesignError
-        No factor, a given factor that is not a dim, or a factor or batch dim
-        with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Returns
     -------
@@ -213,6 +235,12 @@ def flip_probability(
         one level is held constant: it has no parameter, and
         ``attrs["constant_factors"]`` names it with its level (no factor with
         two levels: no rows).
+
+    Raises
+    ------
+    DesignError
+        No factor, a given factor that is not a dim, or a factor or batch dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Examples
     --------

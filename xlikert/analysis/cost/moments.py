@@ -85,7 +85,7 @@ def composite_moments(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
         Dataset (its ``pmf``); a composite PMF (no ``item_dim``) is accepted
         too. The decoding grid (``temperature``, ``top_p``) is carried along.
@@ -158,26 +158,26 @@ def standard_error(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs ``(*factors, item, score)`` (or composite PMFs), or a
         results Dataset (its ``pmf``).
-    n
+    n : int or sequence of int
         Per-condition budget(s); the result has a dim ``n``.
     dim : keyword-only
         Factor(s) the estimator averages over, or None (per condition).
     item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
 
+    Returns
+    -------
+    xr.DataArray
+        ``se`` with dims ``(*remaining factors, [subscale], n)``.
+
     Raises
     ------
     DesignError
         ``dim`` not a factor, or a factor with a name xlikert reserves
         (:mod:`xlikert.dims`; e.g. ``n``, which the result adds).
-
-    Returns
-    -------
-    xr.DataArray
-        ``se`` with dims ``(*remaining factors, [subscale], n)``.
 
     Examples
     --------
@@ -214,6 +214,18 @@ def mixture_moments(
     ``E = mean(E_c)``, ``Var = mean(Var_c + E_c^2) - E^2`` (law of total variance): the
     moments of one answer of a condition drawn uniformly from the cells along ``dim``
     (``dims=`` is its deprecated name; no dim: the moments as given).
+
+    Parameters
+    ----------
+    mean, var : xr.DataArray
+        The mean and variance of one answer of each cell.
+    dim : hashable or sequence of hashable
+        The dims to mix over.
+
+    Returns
+    -------
+    xr.Dataset
+        ``mean`` and ``var`` of the mixture, with the dims of ``mean`` less ``dim``.
 
     Examples
     --------

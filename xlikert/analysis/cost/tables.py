@@ -50,9 +50,9 @@ def sampling_se_table(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs ``(*factors, item, score)``, or a results Dataset (its ``pmf``).
-    n
+    n : int or sequence of int
         Budgets (columns ``N=...``).
     by : keyword-only
         The factor to report per level (default ``model`` if present, else the
@@ -64,17 +64,17 @@ def sampling_se_table(
     item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
 
-    Raises
-    ------
-    DesignError
-        ``by`` not a factor, or a factor with a name xlikert reserves
-        (:mod:`xlikert.dims`; e.g. ``n``, the dim of the budgets).
-
     Returns
     -------
     pandas.DataFrame
         Index: the levels of ``by`` (and ``subscale``, for an instrument with
         subscales); columns ``Cns`` (optional) and ``N=...``.
+
+    Raises
+    ------
+    DesignError
+        ``by`` not a factor, or a factor with a name xlikert reserves
+        (:mod:`xlikert.dims`; e.g. ``n``, the dim of the budgets).
 
     Examples
     --------
@@ -105,9 +105,9 @@ def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS)
 
     Parameters
     ----------
-    flips
+    flips : pandas.DataFrame
         Output of :func:`flip_probability`.
-    bins
+    bins : sequence of float
         Edges of ``|E|`` bins, left-closed (``[0, 1)``, ..., ``>= 10``).
 
     Returns
@@ -161,6 +161,17 @@ def decoding_bias_table(
     the same cells. With ``consensus``, the Pearson correlation across
     conditions between Consensus and the per-condition mean ``|bias|`` is
     returned with its two-sided p-value (SciPy if installed, else NaN).
+
+    Parameters
+    ----------
+    bias : xr.DataArray
+        The bias of :func:`decoding_bias`: ``(*factors, temperature, top_p)``.
+    by : keyword-only
+        The factor to report per level (default ``model`` if present, else the
+        first factor).
+    consensus : keyword-only
+        Optional Consensus per condition (or the Dataset of
+        ``xl.consensus_bounds``): a ``Cns`` column and the correlation.
 
     Returns
     -------

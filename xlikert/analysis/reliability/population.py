@@ -131,7 +131,7 @@ def reliability(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs ``(*factors, item, score)`` or a results Dataset (its ``pmf``).
         The decoding grid (``temperature``, ``top_p``) is carried along like a
         remaining factor.
