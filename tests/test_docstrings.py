@@ -39,7 +39,6 @@ MODULES = (
     "xlikert.kernels",
     "xlikert.plot",
     "xlikert.report",
-    "xlikert.report.tables",
     "xlikert.schema",
 )
 #: numpydoc checks this project does not require: an extended summary (ES01), a See
@@ -73,31 +72,6 @@ PENDING: dict[str, set[str]] = {
     "xlikert.collect.read_sequence": {"PR04"},
     "xlikert.collect.resolve_gguf": {"PR01", "RT01"},
     "xlikert.collect.trace_texts": {"PR01", "RT01"},
-    # xlikert.design
-    "xlikert.design.builtin_experiments": {"EX01", "RT01"},
-    "xlikert.design.builtin_format": {"EX01", "PR01", "RT01"},
-    "xlikert.design.builtin_instruments": {"RT01"},
-    "xlikert.design.experiment_from_dict": {"EX01", "PR01", "RT01"},
-    "xlikert.design.load_experiment": {"PR04", "RT01"},
-    "xlikert.design.load_instrument": {"PR04", "RT03"},
-    "xlikert.design.prompts_to_frame": {"PR01", "RT01"},
-    "xlikert.design.scale_fields": {"PR01", "RT01"},
-    # xlikert.report.tables
-    "xlikert.report.tables.export": {"EX01", "PR01", "RT01"},
-    "xlikert.report.tables.latex_escape": {"PR01", "RT01"},
-    "xlikert.report.tables.markdown_code": {"PR01", "RT01"},
-    "xlikert.report.tables.markdown_escape": {"PR01", "RT01"},
-    "xlikert.report.tables.to_html": {"EX01", "PR01", "RT01"},
-    "xlikert.report.tables.to_latex": {"PR01", "RT01"},
-    "xlikert.report.tables.to_markdown": {"PR01", "RT01"},
-    # xlikert.report
-    "xlikert.report.write_report": {"PR04"},
-    # xlikert.schema
-    "xlikert.schema.decode_text": {"EX01", "PR01", "RT01"},
-    "xlikert.schema.decode_token_ids": {"EX01", "PR01", "RT01"},
-    "xlikert.schema.encode_text": {"PR01", "RT01"},
-    "xlikert.schema.encode_token_ids": {"PR01", "RT01"},
-    "xlikert.schema.variable_table": {"PR01", "RT01", "SS06"},
 }  # fmt: skip
 
 

@@ -257,8 +257,23 @@ RESULT_VARIABLES: tuple[str, ...] = (
 
 
 def variable_table(*, bounded: bool = False, traces: int = 0) -> dict[str, Variable]:
-    """The variables of one unit or file: :data:`VARIABLES`, plus the bounds when
-    ``bounded``, plus the trace variables when ``traces`` > 0.
+    """The variables of one unit or results file, by name.
+
+    :data:`VARIABLES`, plus :data:`BOUND_VARIABLES` when ``bounded``, plus
+    :data:`TRACE_VARIABLES` when ``traces`` > 0.
+
+    Parameters
+    ----------
+    bounded : bool, default False
+        Whether the PMFs are certified intervals (a top-k readout): adds the bound
+        variables (``pmf_lower``, ``pmf_upper``, ...).
+    traces : int, default 0
+        Reasoning traces per cell: any number above 0 adds the trace variables.
+
+    Returns
+    -------
+    dict of str to Variable
+        Each variable's name and its :class:`Variable` (dims, fill value, attrs, dtype).
 
     Examples
     --------
@@ -279,6 +294,17 @@ _TEXT_CODEC = "zlib+base64:"
 def encode_token_ids(ids: Sequence[int] | np.ndarray) -> str:
     """Token ids as text for the results file: ``int32+zlib+base64:...``.
 
+    Parameters
+    ----------
+    ids : sequence of int or numpy.ndarray
+        The token ids (each fits in an int32).
+
+    Returns
+    -------
+    str
+        The ids as little-endian int32, zlib-compressed and base64-encoded, after the
+        ``int32+zlib+base64:`` prefix; :func:`decode_token_ids` reads it back.
+
     Examples
     --------
     >>> decode_token_ids(encode_token_ids([1, 151643, 7])).tolist()
@@ -291,10 +317,25 @@ def encode_token_ids(ids: Sequence[int] | np.ndarray) -> str:
 def decode_token_ids(text: str) -> np.ndarray:
     """The token ids :func:`encode_token_ids` wrote (int64).
 
+    Parameters
+    ----------
+    text : str
+        A text :func:`encode_token_ids` wrote (``int32+zlib+base64:...``).
+
+    Returns
+    -------
+    numpy.ndarray
+        The token ids, one-dimensional, int64.
+
     Raises
     ------
     ValueError
         ``text`` was not written by :func:`encode_token_ids`.
+
+    Examples
+    --------
+    >>> decode_token_ids("int32+zlib+base64:eNpjZGBgAAAACAAC")
+    array([1])
     """
     if not str(text).startswith(_IDS_CODEC):
         raise ValueError(f"not token ids written by xlikert: {str(text)[:40]!r}")
@@ -304,6 +345,17 @@ def decode_token_ids(text: str) -> np.ndarray:
 
 def encode_text(text: str) -> str:
     """Compress a text for the results file (``zlib+base64:...``), e.g. a reasoning trace.
+
+    Parameters
+    ----------
+    text : str
+        Any text (encoded as UTF-8).
+
+    Returns
+    -------
+    str
+        The text zlib-compressed and base64-encoded after the ``zlib+base64:`` prefix;
+        :func:`decode_text` reads it back.
 
     Examples
     --------
@@ -316,10 +368,27 @@ def encode_text(text: str) -> str:
 def decode_text(blob: str) -> str:
     """The text :func:`encode_text` wrote (empty where ``blob`` is empty).
 
+    Parameters
+    ----------
+    blob : str
+        A text :func:`encode_text` wrote, or ``""`` (a cell without a trace).
+
+    Returns
+    -------
+    str
+        The decoded text; ``""`` for an empty ``blob``.
+
     Raises
     ------
     ValueError
         A non-empty ``blob`` that :func:`encode_text` did not write.
+
+    Examples
+    --------
+    >>> decode_text(encode_text("Strongly agree."))
+    'Strongly agree.'
+    >>> decode_text("")
+    ''
     """
     blob = str(blob)
     if not blob:

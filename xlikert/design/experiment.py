@@ -304,6 +304,19 @@ class Experiment:
 def prompts_to_frame(ds: xr.Dataset):
     """One row per prompt: factor levels, item, reverse_keyed, subscale, system, user.
 
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Prompts as :meth:`Experiment.build_prompts` returns them: ``user`` and
+        ``system`` over the prompt factors and ``item``, with ``reverse_keyed`` and
+        ``subscale`` over ``item``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per prompt (C order of ``user``'s dims), a column per dim of
+        ``user``, then ``reverse_keyed``, ``subscale``, ``system`` and ``user``.
+
     Examples
     --------
     >>> from xlikert.design import load_experiment

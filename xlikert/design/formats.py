@@ -203,13 +203,33 @@ BUILTIN_FORMATS: dict[str, dict[str, Any]] = {
 def builtin_format(name: str, n_points: int | None = None) -> ResponseFormat:
     """A built-in response format by name (:data:`BUILTIN_FORMATS`).
 
-    ``n_points`` sizes the letter labels (default 7; a format is checked against
-    the scale where it is used).
+    Parameters
+    ----------
+    name : str
+        One of :data:`BUILTIN_FORMATS`: ``"original"``, ``"reversed"``,
+        ``"labelled"``, ``"numbers"``, ``"letters"``.
+    n_points : int, optional
+        The number of scale points, which sizes the letter labels of ``"letters"``
+        (default 7); the other formats ignore it. A format is checked against the
+        scale where it is used.
+
+    Returns
+    -------
+    ResponseFormat
+        The format: its order, anchors, answer labels (``None``: the scale's
+        digits) and description.
 
     Raises
     ------
     KeyError
         An unknown name.
+
+    Examples
+    --------
+    >>> builtin_format("letters", n_points=5).labels
+    ('A', 'B', 'C', 'D', 'E')
+    >>> builtin_format("reversed").order
+    'reversed'
     """
     spec = dict(BUILTIN_FORMATS[name])
     make = spec.pop("labels", None)

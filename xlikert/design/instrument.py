@@ -144,6 +144,20 @@ class Instrument:
 def scale_fields(scale_min: int, scale_max: int, anchors: Mapping[int, str]) -> dict[str, str]:
     """Values of the scale placeholders (:data:`SCALE_FIELDS`).
 
+    Parameters
+    ----------
+    scale_min, scale_max : int
+        The lowest and highest points of the scale.
+    anchors : mapping of int to str
+        The text of the labelled points (e.g. the two ends).
+
+    Returns
+    -------
+    dict of str to str
+        The value of each placeholder: ``scale_min``, ``scale_max``, ``n_points``,
+        ``min_label``, ``max_label`` (``""`` where the end has no anchor),
+        ``anchors`` (``"1=..., 7=..."``) and ``answer_labels`` (``"1, 2, ..., 7"``).
+
     Examples
     --------
     >>> f = scale_fields(1, 7, {1: "Strongly disagree", 7: "Strongly agree"})
@@ -167,6 +181,11 @@ def _instrument_dir():
 
 def builtin_instruments() -> list[str]:
     """Names of the instruments shipped with xlikert.
+
+    Returns
+    -------
+    list of str
+        The names, sorted; each loads with :func:`load_instrument`.
 
     Examples
     --------
@@ -204,13 +223,14 @@ def load_instrument(name_or_path: str | Path) -> Instrument:
 
     Parameters
     ----------
-    name_or_path
-        A built-in name (``"cetscale"``, ``"mini_ipip"``; see
+    name_or_path : str or pathlib.Path
+        A built-in name (``"cetscale"``, ``"mini_ipip"``, ``"anes96"``; see
         :func:`builtin_instruments`) or the path of a TOML instrument file.
 
     Returns
     -------
     Instrument
+        The validated instrument: its items (keying, subscales), scale and anchors.
 
     Raises
     ------
