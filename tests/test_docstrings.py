@@ -7,10 +7,6 @@ two checks of this project: an ``xl.*`` function has a Raises section (``XL01``)
 no docstring cites a file or a label outside the repository (``XL02``: the design
 notes, the paper's LaTeX labels; a paper equation is named by its section and name,
 or by the formulas page of the docs, ``docs/formulas.md``).
-
-:data:`PENDING` lists the functions that do not conform yet, each with what is
-missing. It only shrinks: an entry whose function now conforms fails the test until
-it is removed, and an entry must name exactly the checks that still fail.
 """
 
 from __future__ import annotations
@@ -52,34 +48,6 @@ OUTSIDE = re.compile(
     r"|\b(?:tab|fig|app|sec|eq|def|thm|cor|prop):[a-z]"  # "tab:country-contrasts"
 )
 
-#: Functions that do not conform yet: name -> the checks that fail (numpydoc's codes:
-#: PR01 parameters not documented, PR02 unknown parameters, PR04 a parameter without a
-#: type, PR08 description not capitalised, RT01 no Returns, RT03 no Returns description,
-#: EX01 no Examples, SS06 summary over one line, YD01 no Yields; XL01 no Raises, XL02 a
-#: citation outside the repository). The second phase of the docs issue empties it:
-#: these modules were being changed by other work when the check came in (collect: the
-#: runner, store and backends; design: the questionnaire model; report and schema with
-#: them), so their docstrings wait for that work to land.
-PENDING: dict[str, set[str]] = {
-    # xlikert.collect
-    "xlikert.collect.builtin_names": {"RT01"},
-    "xlikert.collect.cache_dir": {"RT01"},
-    "xlikert.collect.collect": {"PR02", "PR04", "PR08", "XL02"},
-    "xlikert.collect.find_valid_tokens": {"PR04"},
-    "xlikert.collect.load_model": {"EX01", "PR01", "RT01"},
-    "xlikert.collect.merge_shards": {"PR01", "RT01"},
-    "xlikert.collect.parse_shard": {"PR01", "RT01"},
-    "xlikert.collect.read_sequence": {"PR04"},
-    "xlikert.collect.resolve_gguf": {"PR01", "RT01"},
-    "xlikert.collect.trace_texts": {"PR01", "RT01"},
-}  # fmt: skip
-
-
-#: Files whose docstrings still cite the design notes (modules other work was changing).
-CITING_FILES = {
-    "xlikert/collect/runner.py",  # collect(): "DESIGN.md section 1"
-    "xlikert/collect/backends/transformers/__init__.py",  # "DESIGN.md section 5"
-}
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -116,24 +84,13 @@ def test_the_checked_functions_include_every_function_of_xl_all():
     assert functions == {n for n in xl.__all__ if inspect.isfunction(getattr(xl, n))}
 
 
-def test_pending_names_only_public_functions():
-    assert set(PENDING) <= set(FUNCTIONS)
-
-
 @pytest.mark.parametrize("name", FUNCTIONS)
 def test_docstring_is_complete(name):
     found = problems(name)
-    want = PENDING.get(name, set())
-    if want and not found:
-        pytest.fail(f"{name} conforms now: remove it from PENDING")
-    assert found == want, (
-        f"{name}: {sorted(found)} fail"
-        + (f" (PENDING lists {sorted(want)}: update the entry)" if want else "")
-        + "".join(
-            f"\n  {code}: {msg}"
-            for code, msg in numpydoc_validate.validate(name)["errors"]
-            if code in found
-        )
+    assert not found, f"{name}: {sorted(found)} fail" + "".join(
+        f"\n  {code}: {msg}"
+        for code, msg in numpydoc_validate.validate(name)["errors"]
+        if code in found
     )
 
 
@@ -156,7 +113,4 @@ def citations_outside(path: Path) -> list[str]:
 )
 def test_no_docstring_cites_something_outside_the_repository(path):
     found = citations_outside(path)
-    if str(path.relative_to(ROOT)) in CITING_FILES:
-        assert found, f"{path.name} cites nothing outside now: remove it from CITING_FILES"
-    else:
-        assert not found, found
+    assert not found, found

@@ -308,12 +308,12 @@ def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> R
 
     Parameters
     ----------
-    ds
+    ds : xarray.Dataset
         A results Dataset (``collect``, :func:`xlikert.open_results`, or plain
         ``xr.open_dataset``).
-    trace : keyword-only
+    trace : int, optional
         Position of the trace along ``trace`` (reasoning mode); None in exact mode.
-    **cell
+    **cell : Any
         One level of every factor and the item (``model=..., target=..., item=...``).
 
     Returns
@@ -330,6 +330,23 @@ def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> R
 
     Examples
     --------
+    The ids are stored as text (:func:`xlikert.schema.encode_token_ids`); a
+    one-cell results file made by hand:
+
+    >>> from xlikert.schema import encode_token_ids
+    >>> ds = xr.Dataset(
+    ...     {"prompt_token_ids": (("model", "item"), [[encode_token_ids([1, 9, 42])]])},
+    ...     coords={"model": ["m"], "item": ["1"]},
+    ... )
+    >>> read_sequence(ds, model="m", item="1").ids
+    array([ 1,  9, 42])
+    >>> read_sequence(ds, model="m")
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.CollectionError: read_sequence needs one level of each of ['item']
+
+    The sequence one trace of a reasoning run was read after, scored again:
+
     >>> ds = xl.open_results("reasoning.nc")  # doctest: +SKIP
     >>> seq = read_sequence(ds, model="qwen-cot", target="USA", item="1", trace=0)  # doctest: +SKIP
     >>> logits = model(torch.tensor([seq.ids])).logits[0, -1]  # doctest: +SKIP
