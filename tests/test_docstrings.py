@@ -1,7 +1,8 @@
 """Every public function has a full numpydoc docstring (numpydoc's own validation).
 
 The public functions are those the API reference documents: every function of
-``xl.__all__`` and of the ``__all__`` of the public modules below. Each is checked by
+``xl.__all__`` and of the ``__all__`` of the public modules below, and the public
+methods and properties of the classes in :data:`CLASSES`. Each is checked by
 :func:`numpydoc.validate.validate` with every check but :data:`NOT_REQUIRED`, and by
 two checks of this project: an ``xl.*`` function has a Raises section (``XL01``), and
 no docstring cites a file or a label outside the repository (``XL02``: the design
@@ -41,6 +42,9 @@ MODULES = (
 #: Also section (SA01), and a summary in the infinitive (SS05: the docstrings name
 #: what a function returns, "Composite-score PMF of ...").
 NOT_REQUIRED = {"ES01", "SA01", "SS05"}
+#: Classes whose public methods and properties the API reference lists one by one
+#: (docs/api.rst): the objects a user of the design stage calls.
+CLASSES = ("xlikert.design.Experiment", "xlikert.design.Instrument")
 #: A citation of something a reader of the repository cannot open.
 OUTSIDE = re.compile(
     r"DESIGN\.md|every-token-counts\.tex|\bseed/"  # files of the development checkout
@@ -63,12 +67,36 @@ def public_functions() -> list[str]:
     return sorted(set(names))
 
 
+def public_methods() -> list[str]:
+    """The dotted names of every public method and property of :data:`CLASSES`."""
+    names = []
+    for dotted in CLASSES:
+        modname, _, clsname = dotted.rpartition(".")
+        cls = getattr(importlib.import_module(modname), clsname)
+        names += [
+            f"{dotted}.{name}"
+            for name, obj in vars(cls).items()
+            if not name.startswith("_") and (inspect.isfunction(obj) or isinstance(obj, property))
+        ]
+    return sorted(names)
+
+
+def resolve(name: str):
+    """The object a dotted name names (a module's attribute, or a class's)."""
+    modname, _, attr = name.rpartition(".")
+    try:
+        owner = importlib.import_module(modname)
+    except ModuleNotFoundError:
+        owner = resolve(modname)
+    return inspect.getattr_static(owner, attr) if inspect.isclass(owner) else getattr(owner, attr)
+
+
 def problems(name: str) -> set[str]:
     """The failing checks of one function: numpydoc's codes, ``XL01``, ``XL02``."""
     result = numpydoc_validate.validate(name)
     codes = {code for code, _ in result["errors"]} - NOT_REQUIRED
-    modname, _, attr = name.rpartition(".")
-    doc = inspect.getdoc(getattr(importlib.import_module(modname), attr)) or ""
+    modname = name.rpartition(".")[0]
+    doc = inspect.getdoc(resolve(name)) or ""
     if modname == "xlikert" and "\nRaises\n------\n" not in doc:
         codes.add("XL01")
     if OUTSIDE.search(doc):
@@ -77,6 +105,7 @@ def problems(name: str) -> set[str]:
 
 
 FUNCTIONS = public_functions()
+METHODS = public_methods()
 
 
 def test_the_checked_functions_include_every_function_of_xl_all():
@@ -84,7 +113,12 @@ def test_the_checked_functions_include_every_function_of_xl_all():
     assert functions == {n for n in xl.__all__ if inspect.isfunction(getattr(xl, n))}
 
 
-@pytest.mark.parametrize("name", FUNCTIONS)
+def test_the_checked_methods_include_build_prompts():
+    assert "xlikert.design.Experiment.build_prompts" in METHODS
+    assert "xlikert.design.Experiment.n_prompts" in METHODS  # a property
+
+
+@pytest.mark.parametrize("name", FUNCTIONS + METHODS)
 def test_docstring_is_complete(name):
     found = problems(name)
     assert not found, f"{name}: {sorted(found)} fail" + "".join(

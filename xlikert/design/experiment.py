@@ -123,9 +123,42 @@ class Experiment:
 
     @property
     def factors(self) -> dict[str, list[str]]:
+        """Each non-model factor's name and its level labels, in file order.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").factors["format"]
+        ['original', 'reversed', 'letters']
+        """
         return {f.name: list(f.levels) for f in self.factor_specs}
 
     def factor(self, name: str) -> Factor:
+        """One non-model factor by name.
+
+        Parameters
+        ----------
+        name : str
+            The factor's name (a key of :attr:`factors`).
+
+        Returns
+        -------
+        Factor
+            Its kind (``lexicon``, ``framing``, ``format``, ...), levels and the
+            placeholder values each level binds.
+
+        Raises
+        ------
+        KeyError
+            No factor of that name.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> fmt = load_experiment("formats").factor("format")
+        >>> fmt.kind, fmt.levels
+        ('format', ('original', 'reversed', 'letters'))
+        """
         for f in self.factor_specs:
             if f.name == name:
                 return f
@@ -133,11 +166,34 @@ class Experiment:
 
     @property
     def format_factor(self) -> Factor | None:
-        """The factor of kind ``format`` (None without one)."""
+        """The factor of kind ``format`` (None without one).
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").format_factor.name
+        'format'
+        >>> load_experiment("demo").format_factor is None
+        True
+        """
         return next((f for f in self.factor_specs if f.kind == "format"), None)
 
     def answer_labels(self) -> dict[str, dict[int, str]]:
-        """Format level -> score -> answer label (``{}`` without a format factor)."""
+        """Format level -> score -> answer label (``{}`` without a format factor).
+
+        Returns
+        -------
+        dict of str to dict of int to str
+            For each level of :attr:`format_factor`, the label that answers each
+            score of the scale.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> labels = load_experiment("formats").answer_labels()
+        >>> labels["letters"][1], labels["letters"][7], labels["original"][7]
+        ('A', 'G', '7')
+        """
         f = self.format_factor
         if f is None:
             return {}
@@ -147,16 +203,38 @@ class Experiment:
 
     @property
     def model_names(self) -> list[str]:
+        """The ``name`` of each model entry: the levels of the ``model`` dim of the results.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("demo").model_names
+        ['SmolLM2-135M-Instruct', 'Qwen2.5-Coder-0.5B-Instruct', 'Gemma-3-270M']
+        """
         return [m["name"] for m in self.models]
 
     @property
     def n_conditions(self) -> int:
-        """Number of cells of the non-model cross."""
+        """Number of cells of the non-model cross.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").n_conditions  # 4 targets x 3 formats
+        12
+        """
         return math.prod(len(f.levels) for f in self.factor_specs)
 
     @property
     def n_prompts(self) -> int:
-        """Number of distinct prompts: conditions x items."""
+        """Number of distinct prompts: conditions x items.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").n_prompts  # 12 conditions x 17 items
+        204
+        """
         return self.n_conditions * len(self.items)
 
     def build_prompts(self) -> xr.Dataset:
@@ -256,7 +334,30 @@ class Experiment:
         )
 
     def summary(self) -> str:
-        """A human-readable description of the design (what ``xlikert prompts`` prints)."""
+        """A human-readable description of the design (what ``xlikert prompts`` prints).
+
+        Returns
+        -------
+        str
+            The experiment, its instrument and scale, the system prompt's source,
+            each factor with its levels, the models, and the count of prompts and
+            forward passes.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> print(load_experiment("formats").summary())
+        Experiment  formats  (...formats.toml)
+        Instrument  cetscale: Consumer Ethnocentric Tendencies Scale (CETSCALE)
+                    17 items, scale 1..7 (1=Strongly disagree, 7=Strongly agree)
+        System      custom template
+        Factors     2
+          target (lexicon, 4 levels): USA, China, Canada, France
+          format (format, 3 levels): original, reversed, letters
+        Models      1 (crossed at collection)
+          SmolLM2-135M-Instruct: smollm2-135m-instruct
+        Prompts     4 x 3 = 12 conditions x 17 items = 204 prompts  (x 1 models = 204 forward passes)
+        """
         inst = self.instrument
         lines = [
             f"Experiment  {self.name}  ({self.path})",

@@ -91,39 +91,114 @@ class Instrument:
 
     @property
     def labels(self) -> dict[int, str]:
-        """Alias of :attr:`anchors`."""
+        """Alias of :attr:`anchors`.
+
+        Examples
+        --------
+        >>> load_instrument("cetscale").labels
+        {1: 'Strongly disagree', 7: 'Strongly agree'}
+        """
         return self.anchors
 
     @property
     def scale(self) -> tuple[int, int]:
+        """The response scale as ``(scale_min, scale_max)``.
+
+        Examples
+        --------
+        >>> load_instrument("mini_ipip").scale
+        (1, 5)
+        """
         return (self.scale_min, self.scale_max)
 
     @property
     def n_items(self) -> int:
+        """Number of items.
+
+        Examples
+        --------
+        >>> load_instrument("mini_ipip").n_items
+        20
+        """
         return len(self.items)
 
     @property
     def item_ids(self) -> list[str]:
+        """The items' ids, in file order (the ``item`` coordinate of the results).
+
+        Examples
+        --------
+        >>> load_instrument("mini_ipip").item_ids[:3]
+        ['1', '2', '3']
+        """
         return [it.id for it in self.items]
 
     @property
     def subscales(self) -> list[str]:
-        """Distinct non-empty subscales, in order of first appearance."""
+        """Distinct non-empty subscales, in order of first appearance.
+
+        Examples
+        --------
+        >>> load_instrument("mini_ipip").subscales
+        ['extraversion', 'agreeableness', 'conscientiousness', 'neuroticism', 'intellect']
+        """
         return list(dict.fromkeys(it.subscale for it in self.items if it.subscale))
 
     @property
     def lexicon_fields(self) -> tuple[str, ...]:
+        """The placeholders each level of the lexicon fills (those of its first level).
+
+        Examples
+        --------
+        >>> load_instrument("cetscale").lexicon_fields[:3]
+        ('people', 'adj', 'person')
+        """
         first = next(iter(self.lexicon.values()), {})
         return tuple(first)
 
     def item(self, item_id: str) -> Item:
+        """One item by id.
+
+        Parameters
+        ----------
+        item_id : str
+            The item's id (one of :attr:`item_ids`).
+
+        Returns
+        -------
+        Item
+            Its template, keying and subscale.
+
+        Raises
+        ------
+        KeyError
+            No item of that id.
+
+        Examples
+        --------
+        >>> item = load_instrument("mini_ipip").item("1")
+        >>> item.template, item.reverse_keyed, item.subscale
+        ('Am the life of the party.', False, 'extraversion')
+        """
         for it in self.items:
             if it.id == item_id:
                 return it
         raise KeyError(item_id)
 
     def scale_labels_json(self) -> str:
-        """The anchors as a JSON object string (keys are the scale values)."""
+        """The anchors as a JSON object string (keys are the scale values).
+
+        Returns
+        -------
+        str
+            The JSON object, keys in scale order (the ``scale_labels`` attribute of
+            the prompts and results).
+
+        Examples
+        --------
+        >>> load_instrument("cetscale").scale_labels_json()
+        '{"1": "Strongly disagree", "7": "Strongly agree"}'
+        """
         return json.dumps({str(k): v for k, v in sorted(self.anchors.items())})
 
     def __repr__(self) -> str:
