@@ -155,5 +155,19 @@ def test_the_readme_example_runs(tmp_path, monkeypatch):
     exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
 
 
+def test_the_readmes_two_commands_are_what_ci_and_getting_started_run():
+    """The README's test command is the one ``.ci/run`` runs, word for word; its demo
+    command is the install of the getting-started page followed by ``xlikert demo``."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    block = re.search(r"```bash\n(.*?)```", readme, flags=re.S).group(1)
+    demo, test = [line for line in block.splitlines() if line and not line.startswith("#")]
+    ci = (ROOT / ".ci" / "run").read_text("utf-8")
+    assert test in ci.splitlines(), f".ci/run does not run the README's test command {test!r}"
+    page = (DOCS / "getting-started.md").read_text("utf-8")
+    install = re.search(r"## Install\n.*?```bash\n(.*?)```", page, flags=re.S).group(1)
+    steps = [line.split("#")[0].strip() for line in install.splitlines() if line.strip()]
+    assert demo == " && ".join([*steps, "xlikert demo -o xlikert-demo"])
+
+
 def test_the_readme_fits_on_a_screen():
     assert len((ROOT / "README.md").read_bytes()) <= 6 * 1024
