@@ -413,14 +413,16 @@ def collect(
     -------
     xarray.Dataset
         ``pmf``, ``valid_mass``, ``prompt_text``, ``topk_*``, ``decoding_*`` (the
-        results schema, :mod:`xlikert.schema`; :doc:`/data-model`), certified bounds for top-k servers, each cell's ``cell_key`` and
-        ``reused_from``, provenance in ``attrs["models"][name]`` (with the
-        ``cell_identity`` its keys hash), ``attrs["cells_computed"]``,
-        ``attrs["cells_reused"]`` and ``attrs["reuse_sources"]``; with a model in
-        reasoning mode (an entry with ``reasoning = {traces = 8, max_new_tokens =
-        256, seed = 0}``, see :mod:`xlikert.collect.reasoning`) also ``pmf_se``
-        and the ``trace_*`` variables on a ``trace`` dim
-        (:data:`~xlikert.schema.TRACE_VARIABLES`), and
+        results schema, :mod:`xlikert.schema`; :doc:`/data-model`), certified
+        bounds for top-k servers, each cell's ``cell_key`` and ``reused_from``,
+        provenance in ``ds.likert.attrs["models"][name]`` (with the
+        ``cell_identity`` its keys hash; the attrs are stored as JSON text, so
+        that ``ds.to_netcdf`` works as it stands), ``attrs["cells_computed"]``,
+        ``attrs["cells_copied"]``, ``attrs["cells_reused"]`` and
+        ``attrs["reuse_sources"]``; with a model in reasoning mode (an entry with
+        ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``, see
+        :mod:`xlikert.collect.reasoning`) also ``pmf_se`` and the ``trace_*``
+        variables on a ``trace`` dim (:data:`~xlikert.schema.TRACE_VARIABLES`), and
         ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error.
 
     Raises

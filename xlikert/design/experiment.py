@@ -356,7 +356,7 @@ class Experiment:
           format (format, 3 levels): original, reversed, letters
         Models      1 (crossed at collection)
           SmolLM2-135M-Instruct: smollm2-135m-instruct
-        Prompts     4 x 3 = 12 conditions x 17 items = 204 prompts  (x 1 models = 204 forward passes)
+        Prompts     4 x 3 = 12 conditions x 17 items = 204 prompts  (x 1 models = ...
         """
         inst = self.instrument
         lines = [
