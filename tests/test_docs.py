@@ -81,7 +81,8 @@ def test_the_api_reference_lists_every_public_name_and_accessor_method(site):
 STAGES = ("xlikert.design", "xlikert.collect", "xlikert.report", "xlikert.report.tables",
           "xlikert.schema", "xlikert.errors")  # fmt: skip
 #: Classes whose public methods and properties the reference lists one by one.
-CLASSES = ("xlikert.design.Experiment", "xlikert.design.Instrument")
+CLASSES = ("xlikert.design.Experiment", "xlikert.design.Instrument",
+           "xlikert.collect.CollectOptions")  # fmt: skip
 
 
 def entry_points() -> dict[str, set[str]]:

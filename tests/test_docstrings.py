@@ -43,8 +43,12 @@ MODULES = (
 #: what a function returns, "Composite-score PMF of ...").
 NOT_REQUIRED = {"ES01", "SA01", "SS05"}
 #: Classes whose public methods and properties the API reference lists one by one
-#: (docs/api.rst): the objects a user of the design stage calls.
-CLASSES = ("xlikert.design.Experiment", "xlikert.design.Instrument")
+#: (docs/api.rst): the objects a user of the design and collect stages calls.
+CLASSES = (
+    "xlikert.design.Experiment",
+    "xlikert.design.Instrument",
+    "xlikert.collect.CollectOptions",
+)
 #: A citation of something a reader of the repository cannot open.
 OUTSIDE = re.compile(
     r"DESIGN\.md|every-token-counts\.tex|\bseed/"  # files of the development checkout
