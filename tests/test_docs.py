@@ -82,6 +82,7 @@ STAGES = ("xlikert.design", "xlikert.collect", "xlikert.report", "xlikert.report
           "xlikert.schema", "xlikert.errors")  # fmt: skip
 #: Classes whose public methods and properties the reference lists one by one.
 CLASSES = ("xlikert.design.Experiment", "xlikert.design.Instrument",
+           "xlikert.design.ResponseFormat", "xlikert.design.Template",
            "xlikert.collect.CollectOptions")  # fmt: skip
 
 

@@ -47,6 +47,8 @@ NOT_REQUIRED = {"ES01", "SA01", "SS05"}
 CLASSES = (
     "xlikert.design.Experiment",
     "xlikert.design.Instrument",
+    "xlikert.design.ResponseFormat",
+    "xlikert.design.Template",
     "xlikert.collect.CollectOptions",
 )
 #: A citation of something a reader of the repository cannot open.
