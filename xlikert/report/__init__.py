@@ -142,6 +142,8 @@ def write_report(
     >>> path = write_report(load_demo_results(verbose=False), out)
     >>> path.name, sorted(p.name for p in out.iterdir())
     ('index.html', ['figures', 'index.html', 'report.md', 'tables'])
+    >>> import shutil
+    >>> shutil.rmtree(out.parent)
     """
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)

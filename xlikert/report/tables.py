@@ -487,6 +487,8 @@ def export(
     |  | E |
     |---|---|
     | 0 | 0.50 |
+    >>> import shutil
+    >>> shutil.rmtree(folder)
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
