@@ -186,8 +186,10 @@ def merge_shards(
     Returns
     -------
     xarray.Dataset
-        The merged results, without the ``computed`` mask; its attrs record the
-        shards merged.
+        The merged results, without the ``computed`` mask; its attrs are those
+        of the unsharded run (no ``shard``; the run's fingerprint, each model's
+        provenance, ``cells_computed``, ``cells_copied`` and ``cells_reused``
+        summed over the shards).
 
     Raises
     ------
