@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import CodecError
+
 __all__ = [
     "BOUND_VARIABLES",
     "CELL_VARIABLES",
@@ -329,18 +331,25 @@ def decode_token_ids(text: str) -> np.ndarray:
 
     Raises
     ------
-    ValueError
-        ``text`` was not written by :func:`encode_token_ids`.
+    CodecError
+        ``text`` was not written by :func:`encode_token_ids` or is corrupt (also a
+        :class:`ValueError`).
 
     Examples
     --------
     >>> decode_token_ids("int32+zlib+base64:eNpjZGBgAAAACAAC")
     array([1])
     """
-    if not str(text).startswith(_IDS_CODEC):
-        raise ValueError(f"not token ids written by xlikert: {str(text)[:40]!r}")
-    raw = zlib.decompress(base64.b64decode(str(text)[len(_IDS_CODEC) :]))
-    return np.frombuffer(raw, dtype="<i4").astype(np.int64)
+    text = str(text)
+    if not text.startswith(_IDS_CODEC):
+        raise CodecError(
+            f"not token ids written by xlikert (no {_IDS_CODEC!r} prefix): {text[:40]!r}"
+        )
+    try:
+        raw = zlib.decompress(base64.b64decode(text[len(_IDS_CODEC) :], validate=True))
+        return np.frombuffer(raw, dtype="<i4").astype(np.int64)
+    except (ValueError, zlib.error) as exc:
+        raise CodecError(f"corrupt token ids ({exc}): {text[:40]!r}") from exc
 
 
 def encode_text(text: str) -> str:
@@ -380,8 +389,9 @@ def decode_text(blob: str) -> str:
 
     Raises
     ------
-    ValueError
-        A non-empty ``blob`` that :func:`encode_text` did not write.
+    CodecError
+        A non-empty ``blob`` that :func:`encode_text` did not write, or a corrupt
+        one (also a :class:`ValueError`).
 
     Examples
     --------
@@ -394,7 +404,11 @@ def decode_text(blob: str) -> str:
     if not blob:
         return ""
     if not blob.startswith(_TEXT_CODEC):
-        raise ValueError(
+        raise CodecError(
             f"not a text written by xlikert (no {_TEXT_CODEC!r} prefix): {blob[:40]!r}"
         )
-    return zlib.decompress(base64.b64decode(blob[len(_TEXT_CODEC) :])).decode("utf-8")
+    try:
+        raw = zlib.decompress(base64.b64decode(blob[len(_TEXT_CODEC) :], validate=True))
+        return raw.decode("utf-8")
+    except (ValueError, zlib.error) as exc:
+        raise CodecError(f"corrupt text ({exc}): {blob[:40]!r}") from exc

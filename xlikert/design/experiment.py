@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnknownNameError
 from ..schema import PROMPT_VARIABLES
 from .formats import (
     ResponseFormat,
@@ -149,8 +149,9 @@ class Experiment:
 
         Raises
         ------
-        KeyError
-            No factor of that name.
+        UnknownNameError
+            No factor of that name (also a :class:`KeyError`), naming it, the
+            experiment and its factors.
 
         Examples
         --------
@@ -162,7 +163,10 @@ class Experiment:
         for f in self.factor_specs:
             if f.name == name:
                 return f
-        raise KeyError(name)
+        names = ", ".join(f.name for f in self.factor_specs) or "none"
+        raise UnknownNameError(
+            f"experiment {self.name!r} has no factor {name!r}; its factors: {names}"
+        )
 
     @property
     def format_factor(self) -> Factor | None:

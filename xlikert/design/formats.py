@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import LabelMappingError
+from ..errors import FormatError, LabelMappingError, UnknownNameError
 
 __all__ = [
     "BUILTIN_FORMATS",
@@ -353,8 +353,8 @@ def builtin_format(name: str, n_points: int | None = None) -> ResponseFormat:
 
     Raises
     ------
-    KeyError
-        An unknown name.
+    UnknownNameError
+        An unknown name (also a :class:`KeyError`), naming it and the built-in formats.
 
     Examples
     --------
@@ -363,6 +363,10 @@ def builtin_format(name: str, n_points: int | None = None) -> ResponseFormat:
     >>> builtin_format("reversed").order
     'reversed'
     """
+    if name not in BUILTIN_FORMATS:
+        raise UnknownNameError(
+            f"no built-in format {name!r}; built-in: {', '.join(BUILTIN_FORMATS)}"
+        )
     spec = dict(BUILTIN_FORMATS[name])
     make = spec.pop("labels", None)
     labels = make(n_points or 7) if make is not None else None
@@ -377,23 +381,23 @@ def format_from_table(name: str, table: Mapping[str, Any], n_points: int) -> Res
 
     Raises
     ------
-    ValueError
-        An unknown key or value, naming it.
+    FormatError
+        An unknown key or value, naming it (also a :class:`ValueError`).
     """
     known = ("base", "order", "anchors", "labels", "description")
     unknown = [k for k in table if k not in known]
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown}; a format level takes {', '.join(known)}")
+        raise FormatError(f"unknown key(s) {unknown}; a format level takes {', '.join(known)}")
     base = table.get("base", "original")
     if base not in BUILTIN_FORMATS:
-        raise ValueError(f"base {base!r} is not a built-in format ({', '.join(BUILTIN_FORMATS)})")
+        raise FormatError(f"base {base!r} is not a built-in format ({', '.join(BUILTIN_FORMATS)})")
     fmt = builtin_format(base, n_points)
     order = table.get("order", fmt.order)
     if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+        raise FormatError(f"order must be one of {ORDERS}, got {order!r}")
     style = table.get("anchors", fmt.anchors)
     if style not in STYLES:
-        raise ValueError(f"anchors must be one of {STYLES}, got {style!r}")
+        raise FormatError(f"anchors must be one of {STYLES}, got {style!r}")
     labels: Sequence[str] | str | None = table.get("labels", fmt.labels)
     if isinstance(labels, str):
         labels = labels.replace(",", " ").split()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnknownNameError
 from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec
 from .problems import Problems, read_toml, suggest, validate
 from .template import Template
@@ -171,8 +171,9 @@ class Instrument:
 
         Raises
         ------
-        KeyError
-            No item of that id.
+        UnknownNameError
+            No item of that id (also a :class:`KeyError`), naming it, the
+            instrument and its item ids.
 
         Examples
         --------
@@ -183,7 +184,12 @@ class Instrument:
         for it in self.items:
             if it.id == item_id:
                 return it
-        raise KeyError(item_id)
+        ids = self.item_ids
+        shown = ", ".join(ids) if len(ids) <= 12 else f"{ids[0]}, {ids[1]}, ..., {ids[-1]}"
+        raise UnknownNameError(
+            f"instrument {self.name!r} has no item {item_id!r}{suggest(str(item_id), ids)}; "
+            f"its item ids: {shown or 'none'}"
+        )
 
     def scale_labels_json(self) -> str:
         """The anchors as a JSON object string (keys are the scale values).

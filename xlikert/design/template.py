@@ -33,6 +33,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..errors import TemplateSyntaxError
+
 __all__ = ["MODIFIERS", "Placeholder", "Template", "TemplateSyntaxError"]
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
@@ -45,10 +47,6 @@ def _cap(s: str) -> str:
 
 #: Modifiers accepted after a colon, ``{name:cap}``.
 MODIFIERS = {"cap": _cap, "lower": str.lower, "upper": str.upper}
-
-
-class TemplateSyntaxError(Exception):
-    """Raised by :meth:`Template.parse`; callers wrap it in a ConfigError naming file and field."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +93,8 @@ class Template:
         ------
         TemplateSyntaxError
             A lone brace, a placeholder name that is not an identifier, or an
-            unknown modifier, naming the character where it is.
+            unknown modifier, naming the character or placeholder where it is (an
+            :class:`~xlikert.errors.XlikertError`, so also a :class:`ValueError`).
 
         Examples
         --------
@@ -104,7 +103,7 @@ class Template:
         >>> Template.parse("a {b")
         Traceback (most recent call last):
         ...
-        xlikert.design.template.TemplateSyntaxError: lone '{' at character 2 (write '{{' ...)
+        xlikert.errors.TemplateSyntaxError: lone '{' at character 2 (write '{{' ...)
         """
         parts: list[str | Placeholder] = []
         pos = 0
