@@ -43,13 +43,17 @@ MODULES = (
 #: what a function returns, "Composite-score PMF of ...").
 NOT_REQUIRED = {"ES01", "SA01", "SS05"}
 #: Classes whose public methods and properties the API reference lists one by one
-#: (docs/api.rst): the objects a user of the design and collect stages calls.
+#: (docs/api.rst): the objects a user of the design and collect stages calls; and the
+#: backend seam a backend's author implements (Model) and fills (UnitResult, Variable).
 CLASSES = (
     "xlikert.design.Experiment",
     "xlikert.design.Instrument",
     "xlikert.design.ResponseFormat",
     "xlikert.design.Template",
     "xlikert.collect.CollectOptions",
+    "xlikert.collect.Model",
+    "xlikert.collect.UnitResult",
+    "xlikert.schema.Variable",
 )
 #: A citation of something a reader of the repository cannot open.
 OUTSIDE = re.compile(

@@ -70,10 +70,40 @@ class Variable:
 
     @property
     def is_text(self) -> bool:
+        """Whether the variable holds text (its fill value is a string).
+
+        Returns
+        -------
+        bool
+            True for text variables (stored as object arrays of str in memory).
+
+        Examples
+        --------
+        >>> VARIABLES["prompt_text"].is_text, VARIABLES["pmf"].is_text
+        (True, False)
+        """
         return isinstance(self.fill, str)
 
     def full(self, shape: tuple[int, ...]) -> np.ndarray:
-        """An array of ``shape`` filled with the fill value."""
+        """An array of ``shape`` filled with the fill value.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The array's shape: the cells (or prompts), then the variable's :attr:`dims`.
+
+        Returns
+        -------
+        numpy.ndarray
+            Of the variable's ``dtype``, or of dtype object for text.
+
+        Examples
+        --------
+        >>> VARIABLES["valid_mass"].full((2,))
+        array([nan, nan])
+        >>> VARIABLES["topk_token"].full((1, 2))
+        array([['', '']], dtype=object)
+        """
         return np.full(shape, self.fill, dtype=object if self.is_text else self.dtype)
 
 
