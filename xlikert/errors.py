@@ -19,6 +19,7 @@ __all__ = [
     "InternalError",
     "InvalidPMFError",
     "LabelMappingError",
+    "NominalItemError",
     "XlikertError",
 ]
 
@@ -40,6 +41,13 @@ class InputTypeError(XlikertError, TypeError):
 
 class DesignError(XlikertError):
     """The experimental design is not usable (not fully crossed, too few levels, ...)."""
+
+
+class NominalItemError(DesignError):
+    """A function that needs ordered options got a nominal item (vote choice, religion).
+
+    The message names the nominal items; leave them out (``pmf.sel(item=~pmf.nominal)``).
+    """
 
 
 class ConfigError(XlikertError):

@@ -73,6 +73,7 @@ from ..errors import DesignError, InputTypeError, InvalidPMFError
 from ..io import encode_attrs, read_attrs
 from ..validate import as_pmf, check_pmf, check_score_axis, single_chunk
 from .human import human_marginal, mixture_weights
+from .support import check_support, item_points, nominal_items, require_ordinal
 
 __all__ = [
     "METRICS",
@@ -95,6 +96,8 @@ METRICS: tuple[str, ...] = (
     "jensen_shannon",
     "mean_difference",
 )
+#: The metrics that need ordered options: NaN for nominal items in :func:`alignment`.
+ORDER_METRICS: tuple[str, ...] = ("wasserstein", "representativeness", "mean_difference")
 _KERNEL_ORDER = ("wasserstein", "total_variation", "jensen_shannon", "mean_difference")
 _GRID = "_metric"
 
@@ -170,6 +173,7 @@ def _prepare(
             else None
         )
     p, q = check_pmf(p, score_dim), check_pmf(q, score_dim)
+    check_support(p, item_dim=item_dim, score_dim=score_dim)
     return p, q, size, size_name, y
 
 
@@ -208,6 +212,8 @@ def _one(
     engine: str | None,
 ) -> xr.DataArray:
     p, q, _, _, y = _prepare(model, human, score_dim, item_dim)
+    if name in ORDER_METRICS:
+        require_ordinal(p, name, item_dim=item_dim)
     out = _metrics(p, q, y, score_dim, engine).isel({_GRID: _KERNEL_ORDER.index(name)})
     out = _order(out, p, q, item_dim)
     out.name = name
@@ -312,7 +318,7 @@ def representativeness(
     0.0
     """
     w1 = wasserstein(model, human, score_dim=score_dim, item_dim=item_dim, engine=engine)
-    out = 1.0 - w1 / (as_pmf(model).sizes[score_dim] - 1)
+    out = 1.0 - w1 / (item_points(as_pmf(model), item_dim=item_dim, score_dim=score_dim) - 1)
     out.name = "representativeness"
     return out
 
@@ -484,11 +490,11 @@ def _ceiling(
     return out.drop_vars([c for c in out.coords if score_dim in getattr(out[c], "dims", ())])
 
 
-def _by_metric(four: xr.DataArray, n_points: int, kind: str) -> xr.DataArray:
+def _by_metric(four: xr.DataArray, n_points: xr.DataArray, kind: str) -> xr.DataArray:
     """The 4 kernel metrics along ``_metric`` -> the 5 :data:`METRICS` along ``metric``.
 
     ``kind`` is ``"value"`` (representativeness ``1 - W1/(K - 1)``) or ``"se"`` (its SE
-    ``SE(W1)/(K - 1)``).
+    ``SE(W1)/(K - 1)``); ``K`` is each item's own number of points.
     """
     parts = dict(zip(_KERNEL_ORDER, [four.isel({_GRID: i}) for i in range(4)], strict=True))
     scaled = parts["wasserstein"] / (n_points - 1)
@@ -552,7 +558,8 @@ def noise_ceiling(
         )
     y = check_score_axis(q, score_dim)
     factor_dims(q, item_dim=item_dim, score_dim=score_dim, what="the human PMF")
-    out = _by_metric(_ceiling(q, size, y, score_dim, engine), y.size, "value")
+    k = item_points(q, item_dim=item_dim, score_dim=score_dim)
+    out = _by_metric(_ceiling(q, size, y, score_dim, engine), k, "value")
     out = _order(out, q, q, item_dim)
     out.name = "ceiling"
     out.attrs = encode_attrs({"sample_size": size_name, **_METHODS})
@@ -568,7 +575,8 @@ _METHODS = {
     "approximation for non-integer N; JS second order (K+ - 1)/(4 N ln 2); |mean difference| "
     "normal 2 SD/sqrt(pi N)",
     "js_log_base": 2,
-    "representativeness": "1 - W1/(K - 1), K = number of scale points (OpinionQA)",
+    "representativeness": "1 - W1/(K - 1), K = number of points of the item's own scale "
+    "(OpinionQA)",
 }
 
 
@@ -629,14 +637,16 @@ def alignment(
     p, q, size, size_name, y = _prepare(model, human, score_dim, item_dim)
     if size is None:
         raise DesignError("alignment needs the human sample size: pass xl.human_pmf's Dataset")
-    k = y.size
+    k = item_points(p, item_dim=item_dim, score_dim=score_dim)
     raw = _metrics(p, q, y, score_dim, engine)
     estimate = _by_metric(raw.isel({_GRID: slice(0, 4)}), k, "value")
     se = _by_metric(np.sqrt(raw.isel({_GRID: slice(4, 8)}) / size), k, "se")
     z = float(norm.ppf(0.5 + level / 2))
     metric = {"metric": list(METRICS)}
     lo_bound = xr.DataArray([0.0, 0.0, 0.0, 0.0, -np.inf], dims="metric", coords=metric)
-    hi_bound = xr.DataArray([k - 1.0, 1.0, 1.0, 1.0, np.inf], dims="metric", coords=metric)
+    hi_bound = xr.concat(
+        [k - 1.0, *(xr.DataArray(v) for v in (1.0, 1.0, 1.0, np.inf))], dim="metric"
+    ).assign_coords(metric)
     ds = xr.Dataset(
         {
             "estimate": estimate,
@@ -646,6 +656,10 @@ def alignment(
             "ceiling": _by_metric(_ceiling(q, size, y, score_dim, engine), k, "value"),
         }
     )
+    nominal = nominal_items(p, item_dim=item_dim)
+    if nominal:
+        ordered = xr.DataArray([m in ORDER_METRICS for m in METRICS], dims="metric", coords=metric)
+        ds = ds.where(~(p.coords["nominal"].reset_coords(drop=True) & ordered))
     ds = _order(ds, p, q, item_dim)
     ds["estimate"].attrs["long_name"] = "alignment of the model PMF with the human PMF"
     ds["se"].attrs["long_name"] = "standard error from the human sample (delta method)"
@@ -654,9 +668,17 @@ def alignment(
         **_METHODS,
         "level": level,
         "sample_size": size_name,
-        "n_points": k,
         "history": f"xlikert {__version__}: alignment",
     }
+    if k.ndim:
+        ds = ds.assign_coords(n_points=k)
+    else:
+        ds.attrs["n_points"] = int(k)
+    if nominal:
+        ds.attrs["nominal_items"] = nominal
+        ds.attrs["nominal_note"] = (
+            f"{', '.join(ORDER_METRICS)} need ordered options: NaN for the nominal items"
+        )
     return encode_attrs(ds)
 
 
