@@ -73,6 +73,7 @@ from ..errors import DesignError, InputTypeError, InvalidPMFError
 from ..io import encode_attrs, read_attrs
 from ..validate import as_pmf, check_pmf, check_score_axis, single_chunk
 from .human import human_marginal, mixture_weights
+from .nonsubstantive import nonsubstantive_alignment
 from .support import check_support, item_points, nominal_items, require_ordinal
 
 __all__ = [
@@ -117,6 +118,10 @@ def _human_parts(
         if name in human:
             return q, human[name].astype(np.float64), name
     return q, None, None
+
+
+def _has_rate(human: xr.Dataset | xr.DataArray) -> bool:
+    return isinstance(human, xr.Dataset) and "nonsubstantive_rate" in human
 
 
 def _check_pair(
@@ -614,6 +619,15 @@ def alignment(
         dims (every dim of both inputs but ``score``, ``metric``); ``metric``
         holds :data:`METRICS`. Attrs name the methods (``se_method``,
         ``interval_method``, ``ceiling_method``, ``js_log_base``, ...).
+        Representativeness divides by each item's own ``K - 1`` (item coordinate
+        ``n_points`` where the items have their own scales, else the attr).
+        For nominal items (item coordinate ``nominal``) the metrics that need an
+        order (:data:`ORDER_METRICS`) are NaN and the attr ``nominal_items`` names
+        them. When ``model`` is a results Dataset with ``nonsubstantive_mass`` and
+        ``human`` counts non-substantive answers, the ``nonsubstantive_*``
+        variables of :func:`xlikert.analysis.nonsubstantive.nonsubstantive_alignment`
+        (model minus human rates, with the human binomial SE) are added on an
+        ``option`` dim.
 
     Raises
     ------
@@ -674,6 +688,9 @@ def alignment(
         ds = ds.assign_coords(n_points=k)
     else:
         ds.attrs["n_points"] = int(k)
+    if isinstance(model, xr.Dataset) and {"nonsubstantive_mass", "valid_mass"} <= set(model):
+        ns = nonsubstantive_alignment(model, human, level=level) if _has_rate(human) else None
+        ds = ds if ns is None else ds.merge(ns, compat="override")
     if nominal:
         ds.attrs["nominal_items"] = nominal
         ds.attrs["nominal_note"] = (

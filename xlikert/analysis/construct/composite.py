@@ -25,6 +25,7 @@ from ...validate import (
     single_chunk,
 )
 from ..keying import SUBSCALE_DIM, Subscale, reflect_pending, subscale_coords, subscale_groups
+from ..support import require_ordinal
 
 __all__ = ["compose", "composite", "subscale_composites", "to_composite"]
 
@@ -90,6 +91,7 @@ def compose(
 ) -> xr.DataArray:
     """:func:`composite` and :func:`xlikert.design.subscale_composites` (``split_single``)."""
     pmf = as_pmf(pmf)
+    require_ordinal(pmf, "a composite (sum of item scores)", item_dim=item_dim)
     factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     check_item_dim(pmf, item_dim)
     pmf = check_pmf(pmf, score_dim)

@@ -43,6 +43,7 @@ from ...validate import (
     squeeze_constant_factors,
 )
 from ..keying import SUBSCALE_DIM, Subscale
+from ..support import require_ordinal
 from .composite import to_composite
 from .summary import summarize
 
@@ -177,6 +178,7 @@ def comonotone_contrast(
     {-1: 1.0}
     """
     pmf = as_pmf(pmf)
+    require_ordinal(pmf, "comonotone_contrast", item_dim=term_dim)
     if term_dim not in pmf.dims:
         raise XlikertError(f"PMF has no term dimension {term_dim!r}; dims are {tuple(pmf.dims)}")
     if effect_dim in pmf.dims and effect_dim not in (term_dim, score_dim):
@@ -310,6 +312,7 @@ def decompose(
     True
     """
     pmf = as_pmf(pmf)
+    require_ordinal(pmf, "decompose", item_dim=item_dim)
     s = to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
     fac = factor_dims(s, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     order = len(fac) if max_order is None else int(max_order)
@@ -423,6 +426,7 @@ def contrast(
     >>> xl.summarize(c).E.dims
     ('pair',)
     """
+    require_ordinal(as_pmf(pmf), "contrast", item_dim=item_dim)
     s = to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
     factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     check_levels(s, [dim], min_levels=2)

@@ -28,6 +28,7 @@ from ...validate import (
     describe_cells,
 )
 from ..keying import SUBSCALE_DIM, reflect_pending, subscale_groups
+from ..support import require_ordinal
 from .coefficients import (
     UNIQUENESS_BOUND,
     cronbach_alpha,
@@ -188,6 +189,7 @@ def reliability(
     ('model', 'subscale')
     """
     pmf = as_pmf(pmf)
+    require_ordinal(pmf, "reliability", item_dim=item_dim)
     factors = factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     check_item_dim(pmf, item_dim)
     y = check_score_axis(pmf, score_dim).astype(np.float64)
