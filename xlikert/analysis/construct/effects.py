@@ -178,7 +178,7 @@ def comonotone_contrast(
     {-1: 1.0}
     """
     pmf = as_pmf(pmf)
-    require_ordinal(pmf, "comonotone_contrast", item_dim=term_dim)
+    require_ordinal(pmf, "comonotone_contrast")
     if term_dim not in pmf.dims:
         raise XlikertError(f"PMF has no term dimension {term_dim!r}; dims are {tuple(pmf.dims)}")
     if effect_dim in pmf.dims and effect_dim not in (term_dim, score_dim):
