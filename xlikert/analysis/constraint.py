@@ -85,11 +85,15 @@ def _check_mass(
     over = total > 1.0 + atol
     if bool(over.any()):
         raise InvalidPMFError(
-            f"{'valid mass' if sum_dim is None else 'total valid mass'} exceeds 1 "
+            f"{_mass_name(what) if sum_dim is None else 'total valid mass'} exceeds 1 "
             f"(tolerance {atol:g}) at {describe_cells(over)} (max {float(total.max()):.6g}); "
             "pass raw full-vocabulary probabilities, not already renormalised ones or logits"
         )
     return total
+
+
+def _mass_name(what: str) -> str:
+    return "valid mass" if what == "valid_mass" else what
 
 
 def _checked_mass_block(
