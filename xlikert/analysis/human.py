@@ -553,8 +553,8 @@ def human_composite(
     _check_table(table, list(item_of), groups, weights)
     total = pd.Series(0.0, index=table.index)
     for col in item_of:
-        idx, miss = _answers(table[col], col, scores, missing)
-        total = total + np.where(miss, np.nan, idx + scores[0])
+        idx, miss, _ = _answers(table[col], col, scores, missing, {})
+        total = total + np.where(miss, np.nan, idx)
     k = len(item_of)
     composite = pd.DataFrame({"_composite": total}, index=table.index)
     wide = pd.concat([table[[*groups, *([weights] if weights else [])]], composite], axis=1)
