@@ -266,7 +266,11 @@ def human_pmf(
     >>> xl.human_pmf(t.assign(q=[1, 5, 2]), ["q"], scale=(1, 2))
     Traceback (most recent call last):
     ...
-    xlikert.errors.DesignError: column 'q' holds 1 answer(s) outside the scale 1..2: value(s) [5] (first at row 1); declare non-answer codes with missing=[...] to count them as missing
+    xlikert.errors.DesignError: column 'q' holds 1 answer(s) outside the scale 1..2: value(s) [5] (first at row 1); declare non-answer codes with missing=[...] to count them as missing (or nonsubstantive={...} as an answer that is not an opinion)
+    >>> t = pd.DataFrame({"q": [1, 2, 8, None]})
+    >>> h = xl.human_pmf(t, ["q"], scale=(1, 2), nonsubstantive={"Don't know": [8]})
+    >>> h.pmf.values.tolist(), int(h.n_missing[0]), h.nonsubstantive_rate.values.tolist()
+    ([[0.5, 0.5]], 1, [[0.3333333333333333]])
     """
     item_of = _item_map(items)
     own = _item_scales(scale, instrument, item_of)

@@ -33,7 +33,7 @@ from collections.abc import Hashable
 import numpy as np
 import xarray as xr
 
-from ..errors import InvalidPMFError, NominalItemError
+from ..errors import InputTypeError, InvalidPMFError, NominalItemError
 from ..validate import check_score_axis, is_lazy
 
 __all__ = [
@@ -154,7 +154,7 @@ def item_support(
     """
     lo, hi = support_bounds(pmf, item_dim=item_dim, score_dim=score_dim)
     y = pmf[score_dim].reset_coords(drop=True)
-    return ((y >= lo) & (y <= hi)).rename("support")
+    return ((y >= lo) & (y <= hi)).transpose(..., score_dim).rename("support")
 
 
 def item_points(
@@ -210,6 +210,11 @@ def nominal_items(pmf: xr.DataArray | xr.Dataset, *, item_dim: Hashable = "item"
     list of str
         The ids of the nominal items (empty when there is no ``nominal`` coordinate).
 
+    Raises
+    ------
+    InputTypeError
+        ``pmf`` neither a DataArray nor a Dataset.
+
     Examples
     --------
     >>> import xarray as xr
@@ -219,6 +224,8 @@ def nominal_items(pmf: xr.DataArray | xr.Dataset, *, item_dim: Hashable = "item"
     >>> nominal_items(pmf)
     ['vote']
     """
+    if not isinstance(pmf, xr.DataArray | xr.Dataset):
+        raise InputTypeError(f"expected a PMF DataArray or Dataset, got {type(pmf).__name__}")
     if NOMINAL_COORD not in pmf.coords:
         return []
     mask = np.atleast_1d(np.asarray(pmf.coords[NOMINAL_COORD].values, dtype=bool))
