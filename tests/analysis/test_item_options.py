@@ -193,6 +193,8 @@ def test_mass_off_an_items_support_is_an_error_naming_it():
         pytest.param(
             lambda p, h: xl.reflect_reverse_keyed(p, ["vote"]), id="reflect_reverse_keyed"
         ),
+        pytest.param(lambda p, h: xl.sampling.standard_error(p), id="sampling.standard_error"),
+        pytest.param(lambda p, h: xl.sampling.flip_probability(p), id="sampling.flip_probability"),
         pytest.param(lambda p, h: p.likert.composite(), id="accessor.composite"),
         pytest.param(lambda p, h: p.likert.tastle_consensus(), id="accessor.tastle"),
         pytest.param(lambda p, h: p.likert.wasserstein(h), id="accessor.wasserstein"),

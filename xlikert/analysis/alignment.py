@@ -257,6 +257,8 @@ def wasserstein(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
@@ -307,6 +309,8 @@ def representativeness(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
@@ -458,6 +462,8 @@ def mean_difference(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError

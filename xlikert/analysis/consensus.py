@@ -275,6 +275,8 @@ def consensus_bounds(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
         missing or empty item dimension.
@@ -418,6 +420,8 @@ def consensus(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
         missing or empty item dimension.
@@ -533,6 +537,8 @@ def dissension_bounds(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
@@ -605,6 +611,8 @@ def dissension(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError

@@ -189,6 +189,8 @@ def composite(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         Negative/NaN mass, PMFs not summing to 1 (``validate.PMF_ATOL``), a
         malformed score axis, or an empty item dim.
@@ -272,6 +274,8 @@ def subscale_composites(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     DesignError
         If no item has a subscale, or the subscale spec does not match the items.
 

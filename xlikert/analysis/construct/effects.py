@@ -160,6 +160,8 @@ def comonotone_contrast(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     XlikertError
         No ``term_dim``, or ``alpha`` not R integers.
     InvalidPMFError
@@ -285,6 +287,8 @@ def decompose(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     DesignError
         Missing cells, a factor with no level, bad ``max_order``,
         a dim with a name xlikert reserves (:mod:`xlikert.dims`; e.g. a
@@ -406,6 +410,8 @@ def contrast(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     XlikertError
         Only one of ``a`` and ``b`` given.
     DesignError

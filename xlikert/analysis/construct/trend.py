@@ -116,6 +116,8 @@ def trend(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     DesignError
         ``dim`` not a factor or with fewer than two levels, trend values that
         are missing, not one finite number per level or not distinct, a design

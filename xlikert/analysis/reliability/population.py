@@ -168,6 +168,8 @@ def reliability(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     DesignError
         ``dim`` missing, empty, not factors of the PMF, or spanning a
         single condition; a (sub)scale with fewer than two items; an item with
