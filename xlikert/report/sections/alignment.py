@@ -69,9 +69,12 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
     for g in groups:  # the group levels in the results' order
         table[g] = pd.Categorical(table[g].astype(str), categories=list(map(str, pmf[g].values)))
     scores = pmf["score"].values
-    human = human_pmf(
-        table, items, scale=(int(scores[0]), int(scores[-1])), by=groups, weights=weights
-    )
+    scale: Any = (int(scores[0]), int(scores[-1]))
+    if "score_min" in pmf.coords:  # each item its own scale, as in the results
+        lo, hi = (pmf.sel(item=items)[c].values for c in ("score_min", "score_max"))
+        scale = {i: (int(a), int(b)) for i, a, b in zip(items, lo, hi, strict=True)}
+    human = human_pmf(table, items, scale=scale, by=groups, weights=weights)
+    human = human.reindex(score=scores, fill_value=0.0)  # on the results' whole axis
     ignored = [c for c in table.columns if c not in {*items, *groups, WEIGHT_COLUMN}]
     how = (
         f"the respondents in {md_code(path.name)} ({len(table)} rows; items {md(items)}; "
