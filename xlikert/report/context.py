@@ -186,6 +186,8 @@ class ReportContext:
     def consensus_pmf(self) -> xr.DataArray:
         """The PMFs of the items of Multivariate Consensus (:attr:`consensus_items`)."""
         ids = np.asarray(self.pmf["item"].values).astype(str)
+        if len(self.consensus_items) == ids.size:
+            return self.pmf  # as it is: a copy could change the last bit of a sum
         return self.pmf.isel(item=np.flatnonzero(np.isin(ids, self.consensus_items)))
 
     @cached_property
