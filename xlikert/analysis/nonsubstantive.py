@@ -18,7 +18,8 @@ the scale:
 human side's standard error: the binomial ``sqrt(r (1 - r) / N)`` of a proportion, ``N``
 the respondents who answered (Kish's effective sample size for a weighted share, the
 usual design-effect approximation). The model's rate is exact, so this is the standard
-error of the difference.
+error of the difference. Like every Wald SE it is 0 where the human rate is 0 or 1 (no
+respondent, or every one, gave the option): read such rows with their ``n_answered``.
 """
 
 from __future__ import annotations
@@ -214,7 +215,8 @@ def nonsubstantive_alignment(
     ds = ds.transpose(..., *[d for d in ("item", "option") if d in ds.dims])
     ds["nonsubstantive_se"].attrs["long_name"] = (
         "binomial standard error of the human rate, sqrt(r (1 - r) / N), N the respondents "
-        "who answered (Kish effective size when weighted); the model's rate is exact"
+        "who answered (Kish effective size when weighted); the model's rate is exact; a human "
+        "rate of 0 or 1 has SE 0 (Wald)"
     )
     ds.attrs = {"level": level, "nonsubstantive_rate": "share among the answers (failures and "
                 "missing answers left out)"}  # fmt: skip
