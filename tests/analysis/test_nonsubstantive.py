@@ -149,3 +149,18 @@ def test_nonsubstantive_se_matches_a_simulation(weighted):
     # the SD of a sample SD over 4000 replicates is ~1.1 %: 5 % is a real check
     assert np.mean(ses) == pytest.approx(sd, rel=0.05)
     assert np.mean(rates) == pytest.approx(r_true, abs=3 * sd / np.sqrt(reps) + 1e-3)
+
+
+def test_human_counts_with_nonsubstantive_counts_equal_the_table():
+    t = pd.DataFrame({"g": ["a", "a", "a", "b", "b"], "q": [1, 2, 8, 2, 8]})
+    from_table = xl.human_pmf(t, ["q"], scale=(1, 2), by=["g"], nonsubstantive={DK: [8]})
+    counts = xr.DataArray(
+        [[[1, 1]], [[0, 1]]], dims=("g", "item", "score"),
+        coords={"g": ["a", "b"], "item": ["q"], "score": [1, 2]},
+    )  # fmt: skip
+    ns = xr.DataArray([[[1]], [[1]]], dims=("g", "item", "option"), coords={"option": [DK]})
+    from_counts = xl.human_pmf_from_counts(counts, nonsubstantive=ns)
+    for v in ("pmf", "n", "n_nonsubstantive", "nonsubstantive_rate", "n_answered"):
+        np.testing.assert_array_equal(from_counts[v].values, from_table[v].values)
+    with pytest.raises(DesignError, match="non-negative integers"):
+        xl.human_pmf_from_counts(counts, nonsubstantive=ns - 2)

@@ -381,6 +381,19 @@ def _nonsubstantive_codes(
     return options
 
 
+def _check_counts(counts: xr.DataArray, dim: Hashable) -> None:
+    """Counts are non-negative integers; the message names the cell."""
+    values = np.asarray(counts.values, dtype=np.float64)
+    bad = ~np.isfinite(values) | (values < 0) | (values != np.round(values))
+    if bad.any():
+        from ..validate import describe_cells
+
+        raise DesignError(
+            "counts must be non-negative integers; bad count at "
+            f"{describe_cells(counts.copy(data=bad).any(dim))}"
+        )
+
+
 def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
@@ -423,7 +436,11 @@ def _finish(ds: xr.Dataset, scores: np.ndarray, attrs: dict[str, Any], how: str)
 
 
 def human_pmf_from_counts(
-    counts: xr.DataArray, *, item_dim: Hashable = "item", score_dim: Hashable = "score"
+    counts: xr.DataArray,
+    *,
+    nonsubstantive: xr.DataArray | None = None,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
 ) -> xr.Dataset:
     """Human PMF from respondent counts ``(*groups, item, score)`` (unweighted).
 
@@ -432,6 +449,10 @@ def human_pmf_from_counts(
     counts : xr.DataArray
         The number of respondents of each group (every dim but ``item_dim`` and
         ``score_dim``) who gave each answer to each item.
+    nonsubstantive : xr.DataArray, keyword-only
+        Respondents who gave each non-substantive answer ("Don't know"),
+        ``(*groups, item, option)``: counted apart from the scale (as
+        :func:`human_pmf`'s ``nonsubstantive=``).
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -439,7 +460,9 @@ def human_pmf_from_counts(
     -------
     xr.Dataset
         ``pmf`` (the counts divided by their total) and ``n`` (the respondents
-        of each group and item), with the attrs of :func:`human_pmf`.
+        of each group and item), with the attrs of :func:`human_pmf`; with
+        ``nonsubstantive``, also ``n_nonsubstantive``, ``nonsubstantive_rate``
+        and ``n_answered``.
 
     Raises
     ------
@@ -469,15 +492,9 @@ def human_pmf_from_counts(
     groups = [d for d in counts.dims if d not in (item_dim, score_dim)]
     for g in groups:
         check_factor_name(g, where=f"group dim {g!r}")
-    values = np.asarray(counts.values, dtype=np.float64)
-    bad = ~np.isfinite(values) | (values < 0) | (values != np.round(values))
-    if bad.any():
-        from ..validate import describe_cells
-
-        raise DesignError(
-            "counts must be non-negative integers; bad count at "
-            f"{describe_cells(counts.copy(data=bad).any(score_dim))}"
-        )
+    _check_counts(counts, score_dim)
+    if nonsubstantive is not None:
+        _check_counts(nonsubstantive, "option")
     n = counts.sum(score_dim)
     if bool((n == 0).any()):
         from ..validate import describe_cells
@@ -488,6 +505,8 @@ def human_pmf_from_counts(
         )
     ds = xr.Dataset({"pmf": counts.astype(np.float64) / n, "n": n.astype(np.int64)})
     ds = ds.transpose(*groups, item_dim, score_dim)
+    if nonsubstantive is not None:
+        ds = ds.assign(nonsubstantive_variables(nonsubstantive, None, ds["n"], None, None))
     attrs = {"human_groups": groups, "human_weighted": False, "human_weights_column": ""}
     return _finish(ds, scores, attrs, "human_pmf_from_counts")
 
