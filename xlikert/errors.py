@@ -20,6 +20,7 @@ __all__ = [
     "InternalError",
     "InvalidPMFError",
     "LabelMappingError",
+    "NominalItemError",
     "TemplateSyntaxError",
     "UnknownNameError",
     "XlikertError",
@@ -88,6 +89,13 @@ class CodecError(XlikertError):
 
 class DesignError(XlikertError):
     """The experimental design is not usable (not fully crossed, too few levels, ...)."""
+
+
+class NominalItemError(DesignError):
+    """A function that needs ordered options got a nominal item (vote choice, religion).
+
+    The message names the nominal items; leave them out (``pmf.sel(item=~pmf.nominal)``).
+    """
 
 
 class ConfigError(XlikertError):
