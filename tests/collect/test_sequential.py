@@ -63,7 +63,7 @@ def test_pruned_tree_is_within_its_certified_bounds(tol, batch):
     exact = brute_force(model)
     res = administer(model, toy_battery(5, 4), tol=tol, batch=batch)
     m, j = res.marginals(), res.joints()
-    assert res.tol_met and (m["error"] <= tol).all()
+    assert res.tol_met and (m["error"] <= tol).all() and (m["valid_mass_error"] <= tol).all()
     assert (np.abs(m["pmf"] - exact["pmf"]) <= m["error"][:, None] + 1e-14).all()
     assert (m["pmf_lower"] <= exact["pmf"] + 1e-14).all()
     assert (exact["pmf"] <= m["pmf_upper"] + 1e-14).all()
@@ -290,3 +290,19 @@ def test_a_model_that_ignores_context_gives_the_isolated_pmfs_exactly(tmp_path):
     np.testing.assert_allclose(res.marginals()["pmf"], iso, atol=1e-7, rtol=0)
     joint = res.joints()["joint"]
     np.testing.assert_allclose(joint[0, 2], np.outer(iso[0], iso[2]), atol=1e-7)
+
+
+def test_dataset_of_a_model_carries_the_decoding_grid_and_the_conversations(
+    tiny, tiny_exact, tiny_battery, tiny_dir
+):
+    ds = sequential_dataset(tiny_exact)
+    assert ds.decoding_pmf.dims == ("item", "temperature", "top_p", "score")
+    plain = ds.decoding_pmf.sel(temperature=1.0, top_p=1.0)
+    np.testing.assert_allclose(plain, ds.pmf, atol=1e-12)
+    assert (ds.decoding_error.sel(temperature=1.0, top_p=1.0) == 0).all()
+    b = tiny_battery
+    tok, _ = plain_model(tiny_dir)
+    msgs = [{"role": "system", "content": b.system}, {"role": "user", "content": b.questions[0]},
+            {"role": "assistant", "content": "4"}, {"role": "user", "content": b.questions[1]}]  # fmt: skip
+    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    assert tiny_exact.conversation(tiny, [3]) == text

@@ -82,8 +82,8 @@ def joint_covariance_numpy(joint: np.ndarray, y: np.ndarray) -> tuple[np.ndarray
     """
     joint = np.asarray(joint, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    diag = np.diagonal(np.diagonal(joint, axis1=-4, axis2=-3), axis1=-3, axis2=-2)  # (..., S, K)
-    mean = np.einsum("...ak,a->...k", diag, y)
+    diag = np.diagonal(np.diagonal(joint, axis1=-4, axis2=-3), axis1=-3, axis2=-2)  # (..., K, S)
+    mean = np.einsum("...ka,a->...k", diag, y)
     second = np.einsum("...ijab,a,b->...ij", joint, y, y)
     return mean, second - mean[..., :, None] * mean[..., None, :]
 

@@ -9,7 +9,8 @@ in ``attrs``. :func:`history_tree` reads the tree back from it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -84,7 +85,9 @@ def battery_from_prompts(
     )
 
 
-def sequential_dataset(result: SequentialResult) -> xr.Dataset:
+def sequential_dataset(
+    result: SequentialResult, item_coords: Mapping[str, Sequence[Any]] | None = None
+) -> xr.Dataset:
     """The Dataset of one conversation: item PMFs, pairwise joints and the history tree.
 
     Variables: ``pmf (item, score)``, ``valid_mass (item)``, their certified bounds
@@ -94,6 +97,7 @@ def sequential_dataset(result: SequentialResult) -> xr.Dataset:
     with a decoding grid, ``decoding_pmf`` and ``decoding_valid_mass``; and the tree:
     ``history_parent``, ``history_item``, ``history_answer`` (score index, -1 at the
     root), ``history_read``, ``history_pmf (history, score)``, ``history_valid_mass``.
+    ``item_coords`` (e.g. ``reverse_keyed``, ``subscale``) are set on ``item``.
 
     Examples
     --------
@@ -138,6 +142,8 @@ def sequential_dataset(result: SequentialResult) -> xr.Dataset:
         data["decoding_pmf"] = ((*dims, "score"), dec["pmf"])
         data["decoding_valid_mass"] = (dims, dec["valid_mass"])
         data["decoding_error"] = (dims, np.maximum(dec["error"], dec["valid_mass_error"]))
+    for name, values in (item_coords or {}).items():
+        coords[name] = ("item", list(values))
     ds = xr.Dataset(data, coords=coords)
     if "decoding_pmf" in ds:
         ds["decoding_pmf"] = ds["decoding_pmf"].transpose("item", "temperature", "top_p", "score")

@@ -139,7 +139,7 @@ class SequentialResult:
     passes : int
         Forward passes spent (histories read).
     tol_met : bool
-        Whether every item's certified error is at most ``tol``.
+        Whether the certified error of every item's PMF and valid mass is at most ``tol``.
     seconds : float
         Time spent reading.
     info : dict
@@ -185,7 +185,8 @@ class _Growing:
         self.answer: list[int] = []
         self.prob: list[float] = []
         self.out: dict[int, dict[str, np.ndarray]] = {}
-        self.known = np.zeros((n_items, n_scores))
+        self.known = np.zeros((n_items, n_scores))  # the PMFs of the histories read
+        self.known_v = np.zeros((n_items, 2))  # their valid and failed mass
 
     def add(self, parent: int, item: int, answer: int, prob: float) -> int:
         self.parent.append(parent)
@@ -201,13 +202,20 @@ class _Growing:
             n = self.parent[n]
         return out[::-1]
 
+    def read(self, n: int, row: dict[str, np.ndarray]) -> None:
+        """Record the readout of node ``n``."""
+        self.out[n] = row
+        j, p = self.item[n], self.prob[n]
+        self.known[j] += p * row["pmf"]
+        self.known_v[j] += p * np.array([row["valid_mass"], 1.0 - row["valid_mass"]])
+
     def errors(self) -> np.ndarray:
-        """The certified error of every item's PMF now."""
+        """The certified error of every item's PMF and valid mass now."""
         prob, item = np.asarray(self.prob), np.asarray(self.item)
         waiting = np.ones(prob.size, dtype=bool)
         waiting[list(self.out)] = False
         u = np.cumsum(np.bincount(item[waiting], prob[waiting], minlength=self.K))
-        return certified_fill(self.known, u)[1]
+        return np.maximum(certified_fill(self.known, u)[1], certified_fill(self.known_v, u)[1])
 
     def tree(self) -> HistoryTree:
         N = len(self.parent)
@@ -247,8 +255,8 @@ def administer(
     battery
         The items, in the order asked, and the replies.
     tol : float, keyword-only
-        The certified error asked of every item's PMF: ``|returned - exact| <= tol``
-        per score (:data:`~xlikert.collect.context.tree.CERTIFIED_BOUND_RULE`);
+        The certified error asked of every item's PMF and valid mass:
+        ``|returned - exact| <= tol`` per score (:data:`~xlikert.collect.context.tree.CERTIFIED_BOUND_RULE`);
         0 reads every history of positive probability (exact).
     max_passes : int, keyword-only
         The forward passes (histories read) allowed. Reached before ``tol`` is
@@ -299,8 +307,7 @@ def administer(
             for b, (n, p) in enumerate(zip(take, paths, strict=True)):
                 row = {k: np.asarray(v[b], dtype=np.float64) for k, v in out.items()}
                 _check_row(row, battery, p, S)
-                grow.out[n] = row
-                grow.known[len(p)] += grow.prob[n] * row["pmf"]
+                grow.read(n, row)
                 if len(p) == K - 1:
                     continue
                 for a in range(S):

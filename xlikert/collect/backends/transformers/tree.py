@@ -258,7 +258,7 @@ class TreeReader:
                 v = torch.cat(
                     [layer.values[r : r + 1, :, C - n : C], layer.values[r : r + 1, :, own]], 2
                 )
-                kv.append((k.clone(), v.clone()))
+                kv.append((k, v))  # torch.cat copied them out of the batch
             self._store(key, kv)
 
     def _store(self, key: tuple[int, ...], kv: _Kv) -> None:
