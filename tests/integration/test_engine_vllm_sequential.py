@@ -32,7 +32,7 @@ def main():
     spec = {"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
             "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25}
     model = backend.open(spec, CollectOptions(scale=range(1, 8)))
-    assert model.llm.llm_engine.cache_config.enable_prefix_caching
+    assert model.provenance()["engine"]["enable_prefix_caching"] is True
     res = administer(model, battery_from_prompts(prompts))
     np.savez(sys.argv[1], paths=res.tree.paths, pmf=res.tree.pmf,
              valid_mass=res.tree.valid_mass, passes=res.passes)

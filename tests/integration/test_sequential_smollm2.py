@@ -62,11 +62,9 @@ def test_every_history_equals_a_plain_pass_of_its_conversation(smol, battery, ex
         msgs.append({"role": "user", "content": battery.questions[len(h)]})
         text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
         ids = tok(text, add_special_tokens=False).input_ids
-        with torch.no_grad():
-            p0 = torch.softmax(model(torch.tensor([ids])).logits[0, -1].double(), -1).numpy()
-            p1 = torch.softmax(
-                model(torch.tensor([[*ids, space]])).logits[0, -1].double(), -1
-            ).numpy()
+        with torch.no_grad():  # the next token after ids, and after ids + the space
+            z = model(torch.tensor([[*ids, space]])).logits[0, -2:].double()
+            p0, p1 = torch.softmax(z, -1).numpy()
         mass = np.zeros(7)
         for i, y in valid.items():
             mass[y - 1] += p0[i]
@@ -78,11 +76,10 @@ def test_every_history_equals_a_plain_pass_of_its_conversation(smol, battery, ex
 
 def test_pruned_runs_meet_their_bounds_and_context_moves_the_answers(smol, battery, exact):
     truth = exact.marginals()["pmf"]
-    for tol in (1e-2, 1e-3):
-        res = administer(smol, battery, tol=tol, batch=4)
-        m = res.marginals()
-        assert res.tol_met and (m["error"] <= tol).all()
-        assert (np.abs(m["pmf"] - truth) <= m["error"][:, None] + 1e-5).all()
+    res = administer(smol, battery, tol=1e-2, batch=4)  # several tol: tests/collect
+    m = res.marginals()
+    assert res.tol_met and (m["error"] <= 1e-2).all() and res.passes < exact.passes
+    assert (np.abs(m["pmf"] - truth) <= m["error"][:, None] + 1e-5).all()
     iso = smol.score([(battery.system, q) for q in battery.questions]).data["pmf"]
     np.testing.assert_allclose(truth[0], iso[0], atol=1e-5)  # item 1 has no history
     assert np.abs(truth[1:] - iso[1:]).max() > 1e-3  # earlier answers move the later items
