@@ -277,10 +277,7 @@ def conversation_reliability(
     """
     joint = _check_joint(joint)
     y = check_score_axis(joint, "score").astype(np.float64)
-    _, cov = joint_covariance_numpy(joint.values, y)
-    if reflect and "reverse_keyed" in joint.coords:
-        sign = np.where(np.asarray(joint["reverse_keyed"].values, dtype=bool), -1.0, 1.0)
-        cov = cov * sign[:, None] * sign[None, :]
+    cov = _keyed_covariance(joint, y, reflect)
     ids = np.asarray(joint["item"].values).astype(str) if "item" in joint.coords else None
     ids = ids if ids is not None else np.arange(joint.sizes["item"]).astype(str)
     groups = subscale_groups(joint, subscale, item_dim="item") if subscale is not None else None
@@ -318,6 +315,16 @@ def conversation_reliability(
     ds["omega"].attrs = {"long_name": "McDonald's omega total of one conversation's sum score"}
     ds.attrs = {"convention": CONVERSATION_CONVENTION}
     return encode_attrs(ds)
+
+
+def _keyed_covariance(joint: xr.DataArray, y: np.ndarray, reflect: bool) -> np.ndarray:
+    """The items' covariance ``(..., K, K)``, reverse-keyed items reflected (``y -> min + max
+    - y`` flips the sign of their covariances with the others) when ``reflect``."""
+    _, cov = joint_covariance_numpy(joint.values, y)
+    if reflect and "reverse_keyed" in joint.coords:
+        sign = np.where(np.asarray(joint["reverse_keyed"].values, dtype=bool), -1.0, 1.0)
+        cov = cov * sign[:, None] * sign[None, :]
+    return cov
 
 
 def _fit(cov, idx, ids, name, named, spread):
