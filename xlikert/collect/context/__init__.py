@@ -17,9 +17,18 @@ The pairwise joints of the items within the conversation come with it.
 * :class:`HistoryTree`, :func:`item_marginals`, :func:`pairwise_joints`,
   :func:`full_joint` -- what a tree gives (plain numpy);
 * :func:`sequential_dataset`, :func:`history_tree`, :func:`battery_from_prompts` --
-  xarray in and out.
+  xarray in and out;
+* :class:`Conversations`, :func:`item_orders` -- the ``administration`` factor and
+  item orders in a collection run (:mod:`.administration`).
 """
 
+from .administration import (
+    ADMINISTRATION_DIM,
+    ADMINISTRATIONS,
+    ITEM_POSITION,
+    Conversations,
+    item_orders,
+)
 from .dataset import battery_from_prompts, history_tree, sequential_dataset
 from .sequential import (
     CONVERSATION_RULE,
@@ -39,12 +48,16 @@ from .tree import (
 )
 
 __all__ = [
+    "ADMINISTRATIONS",
+    "ADMINISTRATION_DIM",
     "CERTIFIED_BOUND_RULE",
     "CONVERSATION_RULE",
     "DEFAULT_MAX_PASSES",
     "EXPANSION_RULE",
     "HISTORY_RULE",
+    "ITEM_POSITION",
     "Battery",
+    "Conversations",
     "HistoryTree",
     "SequentialResult",
     "administer",
@@ -52,6 +65,7 @@ __all__ = [
     "full_joint",
     "history_tree",
     "item_marginals",
+    "item_orders",
     "pairwise_joints",
     "sequential_dataset",
 ]
