@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ...design.item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, ITEM_POSITION, item_orders
 from ...errors import CollectionError
 from ...schema import variable_table
 from ..protocol import Model
@@ -41,93 +42,6 @@ __all__ = [
     "item_orders",
     "score_battery",
 ]
-
-#: The factor that says how the items of a condition are asked.
-ADMINISTRATION_DIM = "administration"
-#: Its levels.
-ADMINISTRATIONS = ("isolated", "sequential")
-#: The prompts variable that gives the order of an item-order factor's levels.
-ITEM_POSITION = "item_position"
-
-
-def item_orders(items: Sequence[str], levels: Sequence[Any]) -> dict[str, list[int]]:
-    """Item orders by name: each level's order of the items (indices into ``items``).
-
-    Parameters
-    ----------
-    items : sequence of str
-        The item ids, as listed.
-    levels : sequence
-        Each a name: ``"as_listed"``, ``"reversed"``, ``"rotation<k>"`` (the list
-        started at its k-th item, ``rotation0`` as listed), ``"latin_square"``
-        (expands to the rows ``latin_square1 ..`` of a Williams design: every item
-        at every position once and, for an even number of items, every item right
-        after every other once; for an odd number two squares, 2K rows); or a
-        ``(name, [item ids])`` pair: a named permutation.
-
-    Returns
-    -------
-    dict
-        Level name -> the item indices in the order asked.
-
-    Raises
-    ------
-    CollectionError
-        An unknown name, a permutation that is not one of the items, or a repeated level.
-
-    Examples
-    --------
-    >>> item_orders(["a", "b", "c"], ["as_listed", "reversed", "rotation1", ("mine", ["b", "a", "c"])])
-    {'as_listed': [0, 1, 2], 'reversed': [2, 1, 0], 'rotation1': [1, 2, 0], 'mine': [1, 0, 2]}
-    >>> item_orders(["a", "b", "c", "d"], ["latin_square"])["latin_square2"]
-    [1, 2, 0, 3]
-    """
-    items = [str(i) for i in items]
-    K = len(items)
-    out: dict[str, list[int]] = {}
-
-    def put(name: str, order: list[int]) -> None:
-        if name in out:
-            raise CollectionError(f"item order {name!r} is given twice")
-        out[name] = order
-
-    for level in levels:
-        if isinstance(level, tuple | list) and len(level) == 2 and not isinstance(level[1], str):
-            name, ids = str(level[0]), [str(i) for i in level[1]]
-            if sorted(ids) != sorted(items):
-                raise CollectionError(
-                    f"item order {name!r}: {ids} is not a permutation of the items {items}"
-                )
-            put(name, [items.index(i) for i in ids])
-        elif level == "as_listed":
-            put("as_listed", list(range(K)))
-        elif level == "reversed":
-            put("reversed", list(range(K))[::-1])
-        elif level == "latin_square":
-            for r, row in enumerate(_williams(K)):
-                put(f"latin_square{r + 1}", row)
-        elif isinstance(level, str) and level.startswith("rotation") and level[8:].isdigit():
-            k = int(level[8:]) % K
-            put(level, [(k + i) % K for i in range(K)])
-        else:
-            raise CollectionError(
-                f"unknown item order {level!r}: use 'as_listed', 'reversed', 'rotation<k>', "
-                "'latin_square' or a named permutation [name, [item ids]]"
-            )
-    return out
-
-
-def _williams(K: int) -> list[list[int]]:
-    """The rows of a Williams design on ``K`` treatments (2K rows for odd ``K``)."""
-    first, lo, hi = [0], 1, K - 1
-    while len(first) < K:
-        first.append(lo)
-        lo += 1
-        if len(first) < K:
-            first.append(hi)
-            hi -= 1
-    rows = [[(v + r) % K for v in first] for r in range(K)]
-    return rows + [row[::-1] for row in rows] if K % 2 else rows
 
 
 @dataclass
