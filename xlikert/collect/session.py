@@ -28,7 +28,7 @@ import xarray as xr
 from .._version import __version__
 from ..errors import CollectionError, XlikertError
 from ..io import encode_attrs
-from .context.administration import context_attrs, score_battery
+from .context.administration import ITEM_POSITION, context_attrs, score_battery
 from .identity import RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals
 from .options import CollectOptions
@@ -376,6 +376,8 @@ class Session:
         )  # fmt: skip
         if plan.context is not None:
             ds.attrs.update(context_attrs(options))
+            if ITEM_POSITION in self.prompts:  # each item-order level's positions
+                ds[ITEM_POSITION] = self.prompts[ITEM_POSITION].astype(np.int64)
         reused = int(sum(1 for v in origin if v))
         total = int(sum(len(c) for _, _, c in plan.units))
         shard = f", shard {plan.shard[0]}/{plan.shard[1]}" if plan.shard else ""
