@@ -17,8 +17,6 @@ from xlikert.collect.context import administer, battery_from_prompts
 from xlikert.collect.options import CollectOptions
 from xlikert.design import load_experiment
 
-pytestmark = pytest.mark.slow
-
 SPEC = {"name": "smol", "source": "smollm2-135m-instruct"}
 
 
