@@ -138,12 +138,13 @@ def joint_consensus_numpy(p: np.ndarray, y: np.ndarray) -> float:
 # --------------------------------------------------------------------------- xarray layer
 def _check_joint(joint: xr.DataArray | xr.Dataset) -> xr.DataArray:
     if isinstance(joint, xr.Dataset):
-        if "joint" not in joint:
+        name = next((v for v in ("joint", "context_joint") if v in joint), None)
+        if name is None:
             raise InvalidPMFError(
-                "no 'joint' variable: the pairwise joints come from sequential administration "
-                "(xlikert.collect.context.sequential_dataset)"
+                "no 'joint' variable (or a results file's 'context_joint'): the pairwise "
+                "joints come from sequential administration (xlikert.collect.context)"
             )
-        joint = joint["joint"]
+        joint = joint[name]
     missing = [d for d in _JOINT_DIMS if d not in joint.dims]
     if missing:
         raise InvalidPMFError(

@@ -375,7 +375,11 @@ def collect(
     prompts
         Dataset with string variables ``system`` and ``user`` on dims
         ``(*factors, "item")`` (from ``Experiment.build_prompts()``); its item coords
-        (``reverse_keyed``, ``subscale``) and attrs are carried into the result.
+        (``reverse_keyed``, ``subscale``) and attrs are carried into the result. A
+        factor ``administration`` with the level ``sequential`` asks the items of each
+        such condition in one conversation (:mod:`xlikert.collect.context`; one unit
+        of work each, read exactly or certified to ``tol`` within ``max_passes``),
+        in the order of ``item_position`` where an item-order factor gives one.
     models
         Zoo names, Hugging Face ids, local paths, or dicts (``name``, ``source``,
         ``backend`` = ``"transformers"`` (default), ``"vllm"`` or ``"openai"``, and
@@ -419,6 +423,7 @@ def collect(
         ``top_ps``, ``split_space``, ``prefix_cache``, ``batch_size``,
         ``chunk_size``, ``device``, ``dtype``, ``device_map``,
         ``trust_remote_code``). Everything is validated before any model loads.
+        ``tol`` and ``max_passes`` read the sequential conditions.
         ``scale`` defaults to the prompts' ``score`` coord or
         ``scale_min``/``scale_max`` attrs; ``temperatures`` and ``top_ps`` are
         the decoding grid (``decoding_pmf``): the item PMF a sampler would see;
@@ -436,7 +441,10 @@ def collect(
         256, seed = 0}``, see :mod:`xlikert.collect.reasoning`) also ``pmf_se``
         and the ``trace_*`` variables on a ``trace`` dim
         (:data:`~xlikert.schema.TRACE_VARIABLES`), and
-        ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error.
+        ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error; with
+        sequential conditions, :data:`~xlikert.schema.CONTEXT_VARIABLES` (the certified
+        bound, whether ``tol`` was met, the pairwise joints, every history read) and
+        the rules in ``attrs`` (``history_rule``: how the failure mass enters).
 
     Raises
     ------

@@ -304,9 +304,17 @@ class Experiment:
         line = (
             f"Prompts     {conds} conditions x {len(self.items)} items = {self.n_prompts} prompts"
         )
-        if self.models:
+        admin = next((f for f in self.factor_specs if f.kind == "administration"), None)
+        if self.models and (admin is None or "sequential" not in admin.levels):
             line += f"  (x {len(self.models)} models = {self.n_prompts * len(self.models)} forward passes)"
         lines.append(line)
+        if admin is not None and "sequential" in admin.levels:
+            n_points = self.scale_max - self.scale_min + 1
+            tree = sum(n_points**j for j in range(len(self.items)))
+            lines.append(
+                f"Sequential  each sequential condition is one conversation: up to {tree} "
+                "histories (forward passes) per model, fewer where tol prunes them"
+            )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
