@@ -104,7 +104,7 @@ def carry_over_numpy(joint: np.ndarray) -> np.ndarray:
 
 
 def joint_consensus_numpy(p: np.ndarray, y: np.ndarray) -> float:
-    """Multivariate Consensus (paper eq. consensus-multivariate) of a whole joint PMF.
+    """Multivariate Consensus (the formulas page, "Multivariate Consensus") of a whole joint PMF.
 
     ``Cns = 1 + sum_y P(y) log2(1 - ||y - mu|| / d_max)``, ``d_max = sqrt(K)
     (y_max - y_min)``, over the ``S^K`` cells of ``p`` (``K`` axes of length ``S``),
