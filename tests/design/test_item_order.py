@@ -24,6 +24,14 @@ def experiment(tmp_path: Path, factors: str) -> Path:
     return path
 
 
+def ordered(levels: str) -> str:
+    """Sequential administration and an item-order factor ``asked`` with these levels."""
+    return (
+        '[factors.administration]\nlevels = ["sequential"]\n\n'
+        f'[factors.asked]\nkind = "item_order"\nlevels = {levels}\n'
+    )
+
+
 @pytest.mark.parametrize("K", [2, 3, 4, 5, 6])
 def test_the_latin_square_puts_every_item_at_every_position_and_balances_carry_over(K):
     rows = list(item_orders([str(k) for k in range(K)], ["latin_square"]).values())
@@ -51,17 +59,7 @@ def test_orders_by_name_and_bad_ones_named():
 
 
 def test_an_experiment_file_gives_the_factors_and_the_item_positions(tmp_path):
-    path = experiment(
-        tmp_path,
-        """
-        [factors.administration]
-        levels = ["sequential"]
-
-        [factors.asked]
-        kind = "item_order"
-        levels = {as_listed = "1 2 3 4", mine = "3 1 4 2"}
-        """,
-    )
+    path = experiment(tmp_path, ordered('{as_listed = "1 2 3 4", mine = "3 1 4 2"}'))
     ds = load_experiment(path).build_prompts()
     assert dict(ds.sizes) == {"target": 1, "administration": 1, "asked": 2, "item": 4}
     pos = ds.item_position.sel(asked="mine").values.tolist()
@@ -91,17 +89,7 @@ def test_prompts_shows_the_conversation_of_a_history(tmp_path):
 
     from xlikert.cli import main
 
-    path = experiment(
-        tmp_path,
-        """
-        [factors.administration]
-        levels = ["sequential"]
-
-        [factors.asked]
-        kind = "item_order"
-        levels = ["reversed"]
-        """,
-    )
+    path = experiment(tmp_path, ordered('["reversed"]'))
     res = CliRunner().invoke(main, ["prompts", str(path), "-n", "0", "--history", "3,5"])
     assert res.exit_code == 0, res.output
     text = res.output.split("--- conversation after the answers [3, 5]")[1]
