@@ -191,3 +191,17 @@ def test_a_budget_spent_stores_the_bound_reached(tiny, clean, tmp_path):
     assert ds.attrs["sequential_max_passes"] == 5
     with pytest.raises(CollectionError, match="tol must be a finite number >= 0"):
         collect(p, spec(tiny), tol=-1.0, **KW)
+
+
+def test_reuse_copies_the_isolated_cells_and_reads_the_conversations_again(tiny, clean, tmp_path):
+    """A conversation is reused only from the run's own saved progress; its cells' keys are
+    not the isolated ones (the same prompt text, asked in another context)."""
+    path, ref = clean
+    ds = collect(prompts(), spec(tiny), tmp_path / "again.nc", reuse=[path], **KW)
+    assert ds.attrs["cells_reused"] == 6 and ds.attrs["cells_computed"] == 6
+    seq = ds.sel(administration="sequential")
+    assert (seq.reused_from == "").all()
+    iso_keys = set(ds.cell_key.sel(administration="isolated").values.ravel())
+    assert not iso_keys & set(seq.cell_key.values.ravel())
+    for v in ("pmf", "context_joint", "history_pmf", "cell_key"):
+        xr.testing.assert_identical(ds[v], ref[v])
