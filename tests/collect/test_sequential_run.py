@@ -154,6 +154,14 @@ def test_an_item_order_factor_asks_the_items_in_each_levels_order(tiny, clean, t
     iso = clean[1].sel(model="tiny", administration="isolated")
     np.testing.assert_allclose(rev.pmf.sel(item="3"), iso.pmf.sel(item="3"), atol=1e-6, rtol=0)
     assert float(abs(rev.pmf - listed.pmf).max()) > 1e-4  # the order moves them
+    # the order is a factor: the distributional ANOVA gives its effect and interactions
+    import xlikert as xl
+
+    dec = xl.decompose(ds.pmf.squeeze("administration", drop=True))
+    assert "item_order" in dec.children and any(
+        "item_order:" in c or ":item_order" in c for c in dec.children
+    )
+    assert np.isfinite(dec["item_order"].E.values).all()
 
 
 def test_an_item_order_factor_under_isolated_administration_is_refused(tiny):
