@@ -147,6 +147,9 @@ AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
         "term": "terms of xl.comonotone_contrast",
         "n": "sampling budgets of xl.sampling",
         "metric": "alignment metrics of xl.alignment (wasserstein, representativeness, ...)",
+        "other_item": "the second item of a pairwise joint (sequential administration)",
+        "other_score": "the second item's score of a pairwise joint (sequential administration)",
+        "history": "answer histories of a conversation's history tree (sequential administration)",
     }
 )
 
@@ -183,6 +186,9 @@ ANALYSIS_VARIABLES: tuple[str, ...] = (
     "omega",
     "item_total",
     "loading",
+    "joint",
+    "inter_item_correlation",
+    "carry_over",
 )
 #: Variables of a human PMF Dataset beside ``pmf`` (:func:`xlikert.human_pmf`).
 HUMAN_VARIABLES: tuple[str, ...] = (

@@ -45,6 +45,7 @@ from .errors import CodecError
 __all__ = [
     "BOUND_VARIABLES",
     "CELL_VARIABLES",
+    "CONTEXT_VARIABLES",
     "PROMPT_VARIABLES",
     "RESULT_VARIABLES",
     "SAMPLED_VARIABLES",
@@ -237,6 +238,40 @@ TRACE_VARIABLES: dict[str, Variable] = {
     ),
 }
 
+_SEQ = "; NaN (or fill) where the cell was administered in isolation"
+
+#: Variables of the cells administered sequentially (:mod:`xlikert.collect.context`):
+#: the certified bound, the item's position in its conversation, the pairwise joints and
+#: the history tree of each item (``history``: the histories read, padded with fill).
+CONTEXT_VARIABLES: dict[str, Variable] = {
+    "context_error": Variable((), _NAN, {"description": "certified bound on |pmf - exact| and "
+        "|valid_mass - exact| of a sequentially administered cell, and on its decoding_pmf "
+        "and decoding_valid_mass (0: every history read, exact)" + _SEQ}),
+    "context_unexplored": Variable((), _NAN, {"description": "probability of the histories "
+        "of this item not read (pruned), U_j" + _SEQ}),
+    "context_position": Variable((), -1, {"description": "0-based position at which the "
+        "item was asked in its conversation; -1 where administered in isolation"}, "int64"),
+    "context_passes": Variable((), -1, {"description": "forward passes its conversation "
+        "spent (histories read); -1 where administered in isolation"}, "int64"),
+    "context_tol_met": Variable((), -1, {"description": "1 where the certified error of its "
+        "conversation met tol within max_passes, 0 where the budget was spent first (the "
+        "bound reached is stored); -1 where administered in isolation"}, "int64"),
+    "context_joint": Variable(("other_item", "score", "other_score"), _NAN, {"description":
+        "joint PMF P(item = score, other_item = other_score) within the conversation "
+        "(certified: see context_joint_error)" + _SEQ}),
+    "context_joint_error": Variable(("other_item",), _NAN, {"description": "certified bound "
+        "on every cell of context_joint" + _SEQ}),
+    "history_answers": Variable(("history",), "", {"description": "a history read: the "
+        "scores of the earlier answers, in the order asked, comma-separated ('' for the "
+        "first item, and past the histories read)"}),
+    "history_probability": Variable(("history",), _NAN, {"description": "P(h), the "
+        "probability of the history: the product of the earlier answers' PMFs along it"}),
+    "history_pmf": Variable(("history", "score"), _NAN, {"description": "the item's PMF "
+        "given the history (renormalised over the valid answers)"}),
+    "history_valid_mass": Variable(("history",), _NAN, {"description": "the item's valid "
+        "mass given the history (its failure mass is 1 - this)"}),
+}  # fmt: skip
+
 #: The variables that carry Monte Carlo error in a reasoning file (for the models in
 #: reasoning mode); everything else is exact given the traces.
 SAMPLED_VARIABLES = ("pmf", "pmf_se", "valid_mass", "decoding_pmf", "decoding_valid_mass")
@@ -284,15 +319,19 @@ RESULT_VARIABLES: tuple[str, ...] = (
     *TRACE_VARIABLES,
     *PROMPT_VARIABLES,
     *CELL_VARIABLES,
+    *CONTEXT_VARIABLES,
     "reverse_keyed",
 )
 
 
-def variable_table(*, bounded: bool = False, traces: int = 0) -> dict[str, Variable]:
+def variable_table(
+    *, bounded: bool = False, traces: int = 0, context: bool = False
+) -> dict[str, Variable]:
     """The variables of one unit or results file, by name.
 
     :data:`VARIABLES`, plus :data:`BOUND_VARIABLES` when ``bounded``, plus
-    :data:`TRACE_VARIABLES` when ``traces`` > 0.
+    :data:`TRACE_VARIABLES` when ``traces`` > 0, plus
+    :data:`CONTEXT_VARIABLES` when ``context`` (sequential administration).
 
     Parameters
     ----------
@@ -301,6 +340,10 @@ def variable_table(*, bounded: bool = False, traces: int = 0) -> dict[str, Varia
         variables (``pmf_lower``, ``pmf_upper``, ...).
     traces : int, default 0
         Reasoning traces per cell: any number above 0 adds the trace variables.
+    context : bool, default False
+        Whether the cells were asked in one conversation (sequential
+        administration): adds the context variables (the certified bound, the
+        pairwise joints, every history read).
 
     Returns
     -------
@@ -316,6 +359,7 @@ def variable_table(*, bounded: bool = False, traces: int = 0) -> dict[str, Varia
         **VARIABLES,
         **(BOUND_VARIABLES if bounded else {}),
         **(TRACE_VARIABLES if traces else {}),
+        **(CONTEXT_VARIABLES if context else {}),
     }
 
 

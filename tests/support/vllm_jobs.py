@@ -172,7 +172,20 @@ def formats(out):
             loader=loader)  # fmt: skip
 
 
-JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats}
+def sequential(out):
+    """The demo's CETSCALE items 1-3 (target USA) asked in one conversation, every history
+    read through the live engine's prefix cache (sequential administration)."""
+    from xlikert.collect import collect
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment("demo").build_prompts().sel(target=["USA"]).isel(item=[0, 1, 2])
+    prompts = prompts.expand_dims(administration=["sequential"])
+    collect(prompts, [SPEC], out, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
+            loader=loader)  # fmt: skip
+
+
+JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
+        "sequential": sequential}  # fmt: skip
 
 
 def main() -> None:

@@ -58,6 +58,8 @@ FLAGS: dict[str, str] = {
     "--prefix-cache/--no-prefix-cache": "prefix_cache",
     "--split-space/--one-token": "split_space",
     "--trust-remote-code/--no-trust-remote-code": "trust_remote_code",
+    "--tol": "tol",
+    "--max-passes": "max_passes",
 }
 
 
@@ -146,6 +148,11 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
 @click.option("--discard-progress", is_flag=True,
               help="delete saved progress of other configurations in <output>.partial/ "
               "(kept and reused otherwise)")  # fmt: skip
+@click.option("--tol", default=None, type=float,
+              help="sequential administration: the certified error asked of every item's PMF "
+              "(default: 0, exact)")  # fmt: skip
+@click.option("--max-passes", default=None, type=int,
+              help="sequential administration: forward passes per conversation (default: 10000)")  # fmt: skip
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def run(config, output, shard, overwrite, reuse, discard_progress, quiet, **flags):
     from ..collect.interrupt import RunInterrupted

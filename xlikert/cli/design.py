@@ -27,12 +27,21 @@ __all__ = ["example", "prompts"]
     show_default=True,
     help="Print the first N rendered prompts.",
 )
-def prompts(config: str, output: Path | None, show: int) -> None:
+@click.option(
+    "--history",
+    default=None,
+    help="Show the conversation sequential administration sends after these earlier answers "
+    "(scores in the order asked, comma-separated, e.g. 3,5), for the first sequential condition.",
+)
+def prompts(config: str, output: Path | None, show: int, history: str | None) -> None:
     """Render every prompt of the experiment CONFIG (a .toml file or a built-in name, e.g. demo).
 
     Prints the design (instrument, factors, levels, models, counts) and, with
     -o, writes one row per (condition, item): the factor levels, the item id,
-    reverse_keyed, subscale, and the system and user messages. Then checks every
+    reverse_keyed, subscale, and the system and user messages. With --history,
+    prints the messages of the conversation after that answer history (each
+    model's chat template renders them; xlikert.collect.context gives the exact
+    text). Then checks every
     model source without loading weights (a built-in name, a local path, a
     Hugging Face id; offline, one in the local Hugging Face cache) and fails
     naming the file and the model if one cannot be loaded.
@@ -63,6 +72,8 @@ def prompts(config: str, output: Path | None, show: int) -> None:
         click.echo(f"\n--- prompt {k + 1} of {len(df)}: {cond}, item={row['item']}")
         click.echo(f"[system]\n{row['system'] or '(none)'}")
         click.echo(f"[user]\n{row['user']}")
+    if history is not None:
+        _show_conversation(ds, history)
     if output is not None:
         if output.suffix.lower() == ".csv":
             df.to_csv(output, index=False)
@@ -75,6 +86,35 @@ def prompts(config: str, output: Path | None, show: int) -> None:
             f"{exp.path}: {len(bad)} model source(s) cannot be loaded "
             "(checked without loading any weights):\n" + "\n".join(f"  - {b}" for b in bad)
         )
+
+
+def _show_conversation(ds, history: str) -> None:
+    """Print the messages after ``history`` in the first sequential condition."""
+    from ..design.item_order import ADMINISTRATION_DIM, conversation
+    from ..errors import XlikertError
+
+    try:
+        scores = [int(x) for x in history.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise click.BadParameter(
+            f"{history!r}: give scores, comma-separated (e.g. 3,5)", param_hint="--history"
+        ) from None
+    condition = {}
+    if ADMINISTRATION_DIM in ds.dims and "sequential" in ds[ADMINISTRATION_DIM].values:
+        condition[ADMINISTRATION_DIM] = "sequential"
+    else:
+        click.echo("\n(the experiment administers its items in isolation; this is what "
+                   "administration = sequential would send)")  # fmt: skip
+    try:
+        item, msgs = conversation(ds, scores, condition)
+    except XlikertError as exc:
+        raise click.BadParameter(str(exc), param_hint="--history") from None
+    cond = ", ".join(f"{d}={ds[d].values[0] if d not in condition else condition[d]}"
+                     for d in ds["user"].dims if d != "item")  # fmt: skip
+    click.echo(f"\n--- conversation after the answers {scores}: {cond or '(single condition)'}, "
+               f"item asked={item}")  # fmt: skip
+    for role, text in msgs:
+        click.echo(f"[{role}]\n{text}")
 
 
 def _model_problems(exp) -> list[str]:

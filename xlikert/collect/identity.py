@@ -61,6 +61,15 @@ KEY_FORMAT = "xlikert-cell-1"
 #: The collection options that change a cell's stored values.
 NUMBER_OPTIONS = ("scale", "top_k", "temperatures", "top_ps", "split_space")
 
+#: The request key of a sequentially administered cell (its conversation, in order).
+SEQUENTIAL_KEY = "xlikert-sequential-1"
+
+
+def _plain(sent: Any) -> Any:
+    """Token ids as a JSON list (a server's request as it is)."""
+    return sent if isinstance(sent, dict) else np.asarray(sent, dtype=np.int64).tolist()
+
+
 #: How a ``cell_key`` is computed (stored in the results file).
 KEY_RULE = (
     "cell_key = sha256(KEY_FORMAT + '\\n' + model_digest + '\\n' + JSON(answer labels) + "
@@ -204,6 +213,11 @@ class RunKeys:
         ``cells -> [(system, user)]`` of the run's flat cells.
     labels
         ``cell -> answer labels`` (score order).
+    battery
+        ``cell -> its conversation's cells in the order asked`` (None: isolated); a
+        sequentially administered cell's key hashes what its conversation sent
+        (every item's token ids, in order), its position and the reading's
+        ``tol`` and ``max_passes`` (:data:`SEQUENTIAL_KEY`).
     """
 
     def __init__(
@@ -212,9 +226,11 @@ class RunKeys:
         options: CollectOptions,
         prompts: Callable[[Sequence[int]], list[tuple[str, str]]],
         labels: Callable[[int], tuple[str, ...]],
+        battery: Callable[[int], Sequence[int] | None] | None = None,
     ):
         self.models, self.options = list(models), options
         self.prompts, self.labels = prompts, labels
+        self.battery = battery
         self._inputs: dict[int, CellInputs | None] = {}
         self._keys: dict[int, dict[int, str]] = {}
 
@@ -245,13 +261,24 @@ class RunKeys:
             for j, x in zip(cells, sent, strict=True)
         ]
 
+    def _sent(self, inputs: CellInputs, cells: Sequence[int]) -> list[Any]:
+        """What each cell sent; for a sequentially administered cell, its conversation."""
+        sent = list(inputs.sent(self.prompts(cells)))
+        for n, j in enumerate(cells):
+            battery = None if self.battery is None else self.battery(j)
+            if battery is not None:
+                items = [_plain(x) for x in inputs.sent(self.prompts(battery))]
+                sent[n] = {SEQUENTIAL_KEY: {"items": items, "position": list(battery).index(j),
+                           "tol": self.options.tol, "max_passes": self.options.max_passes}}  # fmt: skip
+        return sent
+
     def predict(self, mi: int, cells: Sequence[int]) -> dict[int, str]:
         """The keys of ``cells`` of a model before it loads (its tokenizer at most)."""
         known = self._keys.setdefault(mi, {})
         new = [j for j in cells if j not in known]
         inputs = self.inputs(mi)
         if new and inputs is not None:
-            known.update(zip(new, self._keys_of(mi, new, inputs.sent(self.prompts(new))),
+            known.update(zip(new, self._keys_of(mi, new, self._sent(inputs, new)),
                              strict=True))  # fmt: skip
         return {j: known[j] for j in cells if j in known}
 
@@ -271,8 +298,8 @@ class RunKeys:
         ids = [str(x) for x in result.data["prompt_token_ids"]]
         if all(ids):  # the ids the engine read
             keys = self._keys_of(mi, cells, [decode_token_ids(x) for x in ids])
-        else:  # a server: the request is a function of the prompt
-            keys = self._keys_of(mi, cells, inputs.sent(self.prompts(cells)))
+        else:  # a server, or a conversation: what was sent is a function of the prompts
+            keys = self._keys_of(mi, cells, self._sent(inputs, cells))
         known = self._keys.setdefault(mi, {})
         bad = [j for j, k in zip(cells, keys, strict=True) if known.get(j, k) != k]
         if bad:

@@ -20,7 +20,13 @@ import xarray as xr
 
 from .._version import __version__
 from ..errors import CollectionError
-from ..schema import BOUND_VARIABLES, CELL_VARIABLES, TRACE_VARIABLES, VARIABLES
+from ..schema import (
+    BOUND_VARIABLES,
+    CELL_VARIABLES,
+    CONTEXT_VARIABLES,
+    TRACE_VARIABLES,
+    VARIABLES,
+)
 from ..validate import describe_cells
 from .record import describe_models
 
@@ -165,6 +171,27 @@ def _copy_twins(
     return len(pairs), count
 
 
+def _pad_histories(parts: list[xr.Dataset]) -> list[xr.Dataset]:
+    """The shards with their ``history`` dims padded (with fill) to the longest: each holds
+    as many histories as the most any item of its own conversations read."""
+    n = max((ds.sizes.get("history", 0) for ds in parts), default=0)
+    out = []
+    for ds in parts:
+        have = ds.sizes.get("history", 0)
+        if have < n:
+            padded = {}
+            for name, spec in CONTEXT_VARIABLES.items():
+                if name in ds and "history" in spec.dims:
+                    var, tail = ds[name], len(spec.dims) - 1
+                    lead = var.shape[: var.ndim - tail - 1]
+                    arr = spec.full((*lead, n, *var.shape[var.ndim - tail :]))
+                    arr[(..., slice(0, have), *(slice(None),) * tail)] = var.values
+                    padded[name] = (var.dims, arr.astype(str) if spec.is_text else arr, var.attrs)
+            ds = ds.drop_vars(list(padded)).assign(padded)
+        out.append(ds)
+    return out
+
+
 def merge_shards(
     paths: Sequence[str | os.PathLike], output: str | os.PathLike | None = None
 ) -> xr.Dataset:
@@ -214,7 +241,7 @@ def merge_shards(
         raise CollectionError("merge needs at least one shard file")
     from ..io import encode_attrs
 
-    parts = _read(paths)
+    parts = _pad_histories(_read(paths))
     _check_one_run(paths, parts)
     _check_shards(paths, parts)
     count = sum(ds["computed"].astype(int) for ds in parts)
@@ -230,8 +257,8 @@ def merge_shards(
         )
     base = parts[0]
     out = base.drop_vars("computed").copy()
-    names = [*VARIABLES, *(v for v in (*BOUND_VARIABLES, *TRACE_VARIABLES, *CELL_VARIABLES)
-                           if v in out)]  # fmt: skip
+    names = [*VARIABLES, *(v for v in (*BOUND_VARIABLES, *TRACE_VARIABLES, *CELL_VARIABLES,
+                                       *CONTEXT_VARIABLES) if v in out)]  # fmt: skip
     for ds in parts[1:]:
         mask = ds["computed"]
         for v in names:

@@ -42,7 +42,7 @@ DEFAULT_TOP_PS: tuple[float, ...] = (0.8, 0.9, 1.0)
 #: the unit of saved progress): a model entry may not set them.
 RUN_WIDE_OPTIONS = (
     "scale", "top_k", "temperatures", "top_ps", "split_space", "prefix_cache", "batch_size",
-    "chunk_size", "answer_labels",
+    "chunk_size", "answer_labels", "tol", "max_passes",
 )  # fmt: skip
 
 
@@ -150,6 +150,13 @@ class CollectOptions:
         rule above reads these labels and puts each one's probability on its
         score. :func:`~xlikert.collect.collect` sets it per level of a format
         factor from the prompts' ``answer_label``.
+    tol
+        Sequential administration (:mod:`xlikert.collect.context`): the certified
+        error asked of every item's PMF, ``|returned - exact| <= tol``; 0 (the
+        default) reads every answer history of positive probability (exact).
+    max_passes
+        Sequential administration: the forward passes one conversation may spend;
+        spent before ``tol`` is met, the bound reached is stored (never a smaller one).
 
     Raises
     ------
@@ -179,6 +186,8 @@ class CollectOptions:
     device_map: str | None = None
     trust_remote_code: bool = False
     answer_labels: tuple[str, ...] | None = None
+    tol: float = 0.0
+    max_passes: int = 10_000
 
     def __post_init__(self) -> None:
         self._validate("")
@@ -216,6 +225,15 @@ class CollectOptions:
             check_dtype(self.dtype, where)
         if self.answer_labels is not None:
             put("answer_labels", self._checked_labels(where))
+        tol = self.tol
+        if isinstance(tol, bool) or not isinstance(tol, int | float | np.number):
+            raise _fail(where, f"tol must be a number >= 0 (0: exact), got {tol!r}")
+        if not (math.isfinite(tol) and tol >= 0):
+            raise _fail(where, f"tol must be a finite number >= 0 (0: exact), got {tol!r}")
+        put("tol", float(tol))
+        if not (_is_int(self.max_passes) and self.max_passes >= 1):
+            raise _fail(where, f"max_passes must be an integer >= 1, got {self.max_passes!r}")
+        put("max_passes", int(self.max_passes))
 
     def _checked_labels(self, where: str) -> tuple[str, ...]:
         """The answer labels: distinct non-empty strings, one per scale value."""
@@ -312,7 +330,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels
+        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, tol, max_passes
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):

@@ -20,7 +20,11 @@ A backend is a module with two functions:
 A :class:`Model` scores a list of ``(system, user)`` prompts into one
 :class:`~xlikert.collect.record.UnitResult`, reads the next units with other
 answer labels when asked (:meth:`Model.relabel`), and describes itself in
-:meth:`Model.provenance`. This module declares everything the runner
+:meth:`Model.provenance`. A model that can also read whole conversations exactly
+(sequential administration, :mod:`xlikert.collect.context`) is a
+:class:`ConversationModel`: it renders a conversation to token ids and hands out a
+:class:`ContextReader` that reads the answer after many token-id contexts, reusing
+their shared prefixes. This module declares everything the runner
 (:mod:`xlikert.collect.runner`) calls; the backends import it, never the reverse
 (lm-evaluation-harness's ``api/model.py`` seam). The backends, side by side under
 :mod:`xlikert.collect.backends`:
@@ -50,10 +54,21 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..errors import CollectionError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .options import CollectOptions
     from .record import UnitResult
 
-__all__ = ["BACKENDS", "CellInputs", "Model", "backend_module", "backend_of"]
+__all__ = [
+    "BACKENDS",
+    "CellInputs",
+    "ContextReader",
+    "ConversationModel",
+    "Model",
+    "backend_module",
+    "backend_of",
+    "conversation_model",
+]
 
 #: Backend name -> module implementing ``check`` and ``open``.
 BACKENDS = {
@@ -230,6 +245,75 @@ class Model(Protocol):
         True
         """
         ...
+
+
+@runtime_checkable
+class ContextReader(Protocol):
+    """Reads the answer after token-id contexts, reusing what it ran for earlier ones.
+
+    One reader serves one conversation tree (sequential administration,
+    :mod:`xlikert.collect.context`): it may keep the state (the KV cache) of the
+    contexts it read and run a later context only from the longest of them that
+    it shares a prefix with. What it keeps lives until :meth:`close`, so a unit's
+    numbers depend only on that unit's own calls (a resumed run reads as an
+    uninterrupted one did).
+    """
+
+    def read(
+        self, contexts: Sequence[Sequence[int]], keep: Sequence[bool] | None = None
+    ) -> dict[str, np.ndarray]:
+        """The readout after each context: ``pmf (B, S)``, ``valid_mass (B,)``,
+        ``decoding_pmf (B, T, P, S)`` and ``decoding_valid_mass (B, T, P)`` (the keys of
+        :meth:`~xlikert.collect.tokens.AnswerSequences.readout`); ``keep[b]`` False: no
+        later context extends context ``b`` (its state need not be kept)."""
+        ...
+
+    def close(self) -> None:
+        """Drop every kept state."""
+        ...
+
+
+@runtime_checkable
+class ConversationModel(Model, Protocol):
+    """A :class:`Model` that can read conversations exactly (sequential administration).
+
+    The in-process backends (transformers, vLLM) are; a server backend is not
+    (:func:`conversation_model` refuses it by name).
+    """
+
+    def conversation(
+        self, system: str, turns: Sequence[tuple[str, str]], user: str
+    ) -> tuple[str, list[int]]:
+        """The exact text and token ids of a conversation: ``system`` as the system
+        prompt, each ``(question, answer)`` of ``turns`` as a user turn and the model's
+        reply, then ``user`` with the generation prompt
+        (:meth:`~xlikert.collect.templates.PromptTemplate.render_conversation`)."""
+        ...
+
+    def context_reader(self, session: str) -> ContextReader:
+        """A reader for one conversation tree; ``session`` names it (vLLM: its cache salt)."""
+        ...
+
+
+def conversation_model(model: Model) -> ConversationModel:
+    """``model`` if it reads conversations exactly (:class:`ConversationModel`), else an error.
+
+    Raises
+    ------
+    CollectionError
+        The backend cannot read token-id contexts exactly (an OpenAI-compatible
+        server: a chat endpoint renders the conversation itself and lists top-k
+        log-probabilities only).
+    """
+    if isinstance(model, ConversationModel):
+        return model
+    raise CollectionError(
+        f"model {getattr(model, 'name', model)!r}: sequential administration reads the exact "
+        "answer distribution after every answer history, from token ids with a reused prefix; "
+        f"its backend ({type(model).__name__}) cannot do that exactly. Use the transformers "
+        'backend or the in-process vLLM backend (backend = "vllm"), or administration = '
+        '"isolated"'
+    )
 
 
 def backend_of(spec: dict[str, Any]) -> str:

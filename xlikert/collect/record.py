@@ -26,6 +26,7 @@ from ..errors import CollectionError
 from ..schema import (
     BOUND_VARIABLES,
     CELL_VARIABLES,
+    CONTEXT_VARIABLES,
     PROMPT_VARIABLES,
     SAMPLED_VARIABLES,
     TRACE_VARIABLES,
@@ -244,6 +245,7 @@ def assemble(
     *,
     shard: tuple[int, int] | None = None,
     cells: Mapping[str, np.ndarray] | None = None,
+    context: bool = False,
 ) -> xr.Dataset:
     """Scatter the units of every model into the results Dataset (the results schema).
 
@@ -269,12 +271,18 @@ def assemble(
         Variables of :data:`~xlikert.schema.CELL_VARIABLES` (each cell's key and
         origin), each a flat array over (model, cell): model-major, cells in the
         order of ``user``'s values.
+    context
+        The run administers some cells sequentially: adds
+        :data:`~xlikert.schema.CONTEXT_VARIABLES` (``history`` as long as the most
+        histories any item read; ``other_item`` the item dim).
     """
     M, ncell = len(model_names), int(np.prod(user.shape))
     bounded = any(r.bounded for _, r in units)
     n_traces = int(sizes.get("trace", 0))
-    sizes = {**sizes, "trace": n_traces}
-    table = variable_table(bounded=bounded, traces=n_traces)
+    histories = [np.shape(r.data["history_pmf"])[1] for _, r in units if "history_pmf" in r.data]
+    sizes = {**sizes, "trace": n_traces, "history": max(histories, default=0),
+             "other_item": user.sizes["item"], "other_score": sizes["score"]}  # fmt: skip
+    table = variable_table(bounded=bounded, traces=n_traces, context=context)
     flat = {k: v.full(_shape(v, M * ncell, sizes)) for k, v in table.items()}
     computed = np.zeros(M * ncell, dtype=bool)
     for mi, r in units:
@@ -283,6 +291,8 @@ def assemble(
             if k in r.data:
                 if k in TRACE_VARIABLES and TRACE_VARIABLES[k].dims[:1] == ("trace",):
                     flat[k][rows, : r.traces] = r.data[k]  # fewer traces: the rest stays fill
+                elif k in CONTEXT_VARIABLES and CONTEXT_VARIABLES[k].dims[:1] == ("history",):
+                    flat[k][rows, : np.shape(r.data[k])[1]] = r.data[k]  # padded with fill
                 else:
                     flat[k][rows] = r.data[k]
             elif k in BOUND_VARIABLES:  # an exact unit in a bounded file: the point itself
@@ -304,6 +314,9 @@ def assemble(
             all_coords[name] = co
     all_coords["model"] = list(model_names)
     all_coords.update(coords)
+    if context:
+        all_coords["other_item"] = np.asarray(user["item"].values)
+        all_coords["other_score"] = np.asarray(coords["score"])
     if n_traces:
         all_coords["trace"] = np.arange(n_traces)
     ds = xr.Dataset(data_vars, coords=all_coords, attrs=dict(prompts.attrs))

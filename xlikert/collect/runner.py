@@ -35,8 +35,9 @@ import xarray as xr
 
 from ..dims import check_factor_name
 from ..errors import CollectionError
+from .context.administration import Conversations
 from .options import CollectOptions
-from .protocol import Model, backend_module
+from .protocol import Model, backend_module, backend_of
 from .session import Session, write_atomic
 
 __all__ = [
@@ -208,12 +209,37 @@ def _check_output(output) -> Path | None:
     return out
 
 
+def _check_sequential_backends(models: Sequence[dict[str, Any]]) -> None:
+    """Sequential administration needs a backend that reads token-id contexts exactly.
+
+    Raises
+    ------
+    CollectionError
+        A model entry of a server backend (it renders the conversation itself and lists
+        top-k log-probabilities only), named, before anything loads.
+    """
+    for spec in models:
+        if backend_of(spec) == "openai":
+            raise CollectionError(
+                f"model {spec['name']!r}: sequential administration reads the exact answer "
+                "distribution after every answer history from token ids with a reused prefix; "
+                "an OpenAI-compatible server cannot do that exactly (it renders the "
+                "conversation itself and lists top-k log-probabilities only). Use the "
+                "transformers or the in-process vLLM backend, or administration = 'isolated'"
+            )
+
+
 # ---------------------------------------------------------------------------- plan
 class Plan:
     """The fixed partition of (model, cell) work into units, and the run's fingerprints."""
 
-    def __init__(self, system, user, models, options: CollectOptions, shard, labels=None):
+    def __init__(
+        self, system, user, models, options: CollectOptions, shard, labels=None, context=None
+    ):
         chunk_size = options.chunk_size
+        #: The sequential conditions (:class:`~.context.administration.Conversations`), or None.
+        self.context = context
+        seq = context.where if context is not None else {}
         self.sys_flat = [str(s) for s in np.asarray(system.values).ravel()]
         self.user_flat = [str(s) for s in np.asarray(user.values).ravel()]
         #: Each cell's answer labels (a response format), None: the run's options.
@@ -221,9 +247,12 @@ class Plan:
         # a unit shares a system prompt and (with a format factor) the answer labels
         groups: dict[tuple[Any, str], list[int]] = {}
         for j, s in enumerate(self.sys_flat):
-            groups.setdefault((labels[j] if labels else None, s), []).append(j)
+            if j not in seq:
+                groups.setdefault((labels[j] if labels else None, s), []).append(j)
+        # a conversation (a sequential condition, its cells in the order asked) is one unit
+        batteries = context.batteries if context is not None else []
         #: Every model's cells in the order its units take them (a cell's first twin owns it).
-        self.order = [j for cells in groups.values() for j in cells]
+        self.order = [j for cells in [*groups.values(), *batteries] for j in cells]
         units: list[tuple[int, int, list[int]]] = []  # (model index, unit index, cells)
         for mi in range(len(models)):
             ui = 0
@@ -231,6 +260,9 @@ class Plan:
                 for a in range(0, len(cells), chunk_size):
                     units.append((mi, ui, cells[a : a + chunk_size]))
                     ui += 1
+            for cells in batteries:
+                units.append((mi, ui, list(cells)))
+                ui += 1
         #: ``(i, n)``: this run computes part i of n (whole units).
         self.shard = shard
         if shard:
@@ -245,6 +277,9 @@ class Plan:
         opts = {**options.fingerprinted(), "chunk_size": chunk_size}
         if labels:  # a response format: the labels of each level
             opts["answer_labels_by_cell"] = sorted({" ".join(x or ()) for x in labels})
+        if batteries:  # sequential administration: the conversations and their reading
+            opts["sequential"] = {"batteries": batteries, "tol": options.tol,
+                                  "max_passes": options.max_passes}  # fmt: skip
         self.fingerprint = self._hash(system, user, public, options.scale, {**opts, "shard": shard})
         # the same for every shard of one run (and equal to the unsharded run's fingerprint)
         self.run_fingerprint = self._hash(
@@ -360,7 +395,11 @@ def collect(
     prompts : xarray.Dataset
         Dataset with string variables ``system`` and ``user`` on dims
         ``(*factors, "item")`` (from ``Experiment.build_prompts()``); its item coords
-        (``reverse_keyed``, ``subscale``) and attrs are carried into the result.
+        (``reverse_keyed``, ``subscale``) and attrs are carried into the result. A
+        factor ``administration`` with the level ``sequential`` asks the items of each
+        such condition in one conversation (:mod:`xlikert.collect.context`; one unit
+        of work each, read exactly or certified to ``tol`` within ``max_passes``),
+        in the order of ``item_position`` where an item-order factor gives one.
     models : str, dict or sequence of str or dict
         Zoo names, Hugging Face ids, local paths, or dicts (``name``, ``source``,
         ``backend`` = ``"transformers"`` (default), ``"vllm"`` or ``"openai"``, and
@@ -404,6 +443,7 @@ def collect(
         ``top_ps``, ``split_space``, ``prefix_cache``, ``batch_size``,
         ``chunk_size``, ``device``, ``dtype``, ``device_map``,
         ``trust_remote_code``). Everything is validated before any model loads.
+        ``tol`` and ``max_passes`` read the sequential conditions.
         ``scale`` defaults to the prompts' ``score`` coord or
         ``scale_min``/``scale_max`` attrs; ``temperatures`` and ``top_ps`` are
         the decoding grid (``decoding_pmf``): the item PMF a sampler would see;
@@ -423,7 +463,10 @@ def collect(
         ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``, see
         :mod:`xlikert.collect.reasoning`) also ``pmf_se`` and the ``trace_*``
         variables on a ``trace`` dim (:data:`~xlikert.schema.TRACE_VARIABLES`), and
-        ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error.
+        ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error; with
+        sequential conditions, :data:`~xlikert.schema.CONTEXT_VARIABLES` (the certified
+        bound, whether ``tol`` was met, the pairwise joints, every history read) and
+        the rules in ``attrs`` (``history_rule``: how the failure mass enters).
 
     Raises
     ------
@@ -465,7 +508,10 @@ def collect(
     options = options.replace(where="collect()", scale=_scale_of(prompts, options.scale))
     models = _normalise_models(models)
     labels = _answer_labels(prompts, user, options)
-    plan = Plan(system, user, models, options, parse_shard(shard), labels)
+    context = Conversations.of(prompts, user)
+    if context is not None:
+        _check_sequential_backends(models)
+    plan = Plan(system, user, models, options, parse_shard(shard), labels, context)
     out_path = _check_output(output)
     sources = [(p, True) for p in _check_reuse(reuse, out_path)]
     if out_path is not None and out_path.exists():

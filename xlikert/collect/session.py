@@ -28,6 +28,7 @@ import xarray as xr
 from .._version import __version__
 from ..errors import CollectionError, XlikertError
 from ..io import encode_attrs
+from .context.administration import ITEM_POSITION, context_attrs, score_battery
 from .identity import RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals
 from .options import CollectOptions
@@ -76,7 +77,9 @@ class Session:
         self.prompts, self.user, self.plan = prompts, user, plan
         self.models, self.options = list(models), options
         self.loader, self.progress, self.on_unit = loader, progress, on_unit
-        self.keys = RunKeys(models, options, plan.prompts, lambda j: plan.key_labels(j, options))
+        battery = plan.context.battery_of if plan.context is not None else None
+        self.keys = RunKeys(models, options, plan.prompts,
+                            lambda j: plan.key_labels(j, options), battery)  # fmt: skip
         self.reuse = Reuse([])
         self.store: PartialStore | None = None
         #: Units computed by this configuration (this session, or saved by an earlier one).
@@ -191,9 +194,10 @@ class Session:
                     if keys[j] in first:
                         self.twins[(mi, j)] = (mi, first[keys[j]])
                 first.setdefault(keys.get(j) or f"-{j}", j)
-            if self.reuse:
-                self.reuse.lookup(mi, {j: k for j, k in keys.items()
-                                       if (mi, j) in planned and (mi, j) not in own})  # fmt: skip
+            if self.reuse:  # a conversation's cells only from this run's own saved units
+                seq = self.plan.context.where if self.plan.context is not None else {}
+                self.reuse.lookup(mi, {j: k for j, k in keys.items() if (mi, j) in planned
+                                       and (mi, j) not in own and j not in seq})  # fmt: skip
         self._say_found()
 
     def _drop_stale(self, mi: int, keys: dict[int, str]) -> set[tuple[int, int]]:
@@ -296,7 +300,7 @@ class Session:
             for ui, cells in todo:
                 model = _with_labels(model, plan.labels_of(cells, options), spec, self.loader,
                                      options, plan.prompts(cells)[0])  # fmt: skip
-                r = model.score(plan.prompts(cells))
+                r = self._score(model, cells)
                 r.check(len(cells), {**options.sizes, "trace": plan.traces[mi]})
                 r.cells = np.asarray(cells, dtype=np.int64)
                 keys = self.keys.of_result(mi, r)
@@ -318,6 +322,19 @@ class Session:
         finally:
             model.close()
             del model
+
+    def _score(self, model: Model, cells: list[int]) -> UnitResult:
+        """Score one unit: its prompts, or its conversation (a sequential condition)."""
+        plan, options = self.plan, self.options
+        if plan.context is None or plan.context.battery_of(cells[0]) is None:
+            return model.score(plan.prompts(cells))
+        items = np.asarray(self.user["item"].values).astype(str)
+        where = [j % self.user.sizes["item"] for j in cells]
+        return score_battery(
+            model, plan.prompts(cells), [str(items[k]) for k in where],
+            plan.key_labels(cells[0], options), options.scale, options.sizes,
+            tol=options.tol, max_passes=options.max_passes, n_items=len(items), item_index=where,
+        )  # fmt: skip
 
     def _check_mode(self, mi: int, spec: dict[str, Any], model: Model) -> None:
         """A model must measure in the mode its reused cells were measured in."""
@@ -355,7 +372,12 @@ class Session:
             self.prompts, self.user, [m["name"] for m in self.models],
             {**options.sizes, "trace": max(plan.traces)}, options.coords, units, self.infos,
             shard=plan.shard, cells={"cell_key": keys, "reused_from": origin},
+            context=plan.context is not None,
         )  # fmt: skip
+        if plan.context is not None:
+            ds.attrs.update(context_attrs(options))
+            if ITEM_POSITION in self.prompts:  # each item-order level's positions
+                ds[ITEM_POSITION] = self.prompts[ITEM_POSITION].astype(np.int64)
         reused = int(sum(1 for v in origin if v))
         total = int(sum(len(c) for _, _, c in plan.units))
         shard = f", shard {plan.shard[0]}/{plan.shard[1]}" if plan.shard else ""

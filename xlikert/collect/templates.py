@@ -18,16 +18,20 @@ docs' collection page):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CollectionError
 
-__all__ = ["PLAIN_FORMAT", "PLAIN_REASONING_FORMAT", "PromptTemplate"]
+__all__ = ["PLAIN_FORMAT", "PLAIN_REASONING_FORMAT", "PLAIN_TURN", "PromptTemplate"]
 
 #: Prompt format for models without a chat template (base models).
 PLAIN_FORMAT = "{system}\n\n{user}\nAnswer:"
 #: The same in reasoning mode: the model writes its thought from the new line on.
 PLAIN_REASONING_FORMAT = "{system}\n\n{user}\n"
+#: An earlier question and the model's answer in a plain-format conversation (sequential
+#: administration): written before the question asked, inside :data:`PLAIN_FORMAT`'s user.
+PLAIN_TURN = "{user}\nAnswer: {answer}\n\n"
 
 
 class PromptTemplate:
@@ -88,22 +92,58 @@ class PromptTemplate:
         ``reasoning`` renders the plain format without its answer prefix
         (:data:`PLAIN_REASONING_FORMAT`), for a model that thinks first.
         """
+        if self.format == "plain" and reasoning:
+            return self._plain_bos() + PLAIN_REASONING_FORMAT.format(system=system, user=user)
+        return self.render_conversation(system, (), user, thinking=thinking)
+
+    def render_conversation(
+        self,
+        system: str,
+        turns: Sequence[tuple[str, str]],
+        user: str,
+        *,
+        thinking: bool = False,
+    ) -> str:
+        """The exact text of a conversation that ends in a question to answer.
+
+        Sequential administration (:mod:`xlikert.collect.context`): ``system`` as
+        the system prompt, each earlier ``(question, answer)`` of ``turns`` as a
+        user turn and the model's reply (the chat template renders the reply and
+        its end of turn), then ``user`` with the generation prompt. Without turns
+        this is :meth:`render`. The plain format writes each earlier turn as
+        :data:`PLAIN_TURN`; a chat template without a system role gets the system
+        prompt merged into the first user turn, as :meth:`render` does.
+
+        Examples
+        --------
+        >>> t = PromptTemplate(tok, "m")  # doctest: +SKIP
+        >>> text = t.render_conversation("Rate 1-7.", [("I like tea.", "6")], "I like coffee.")  # doctest: +SKIP
+        >>> text.endswith("<|im_start|>assistant" + chr(10))  # doctest: +SKIP
+        True
+        """
         tok = self.tokenizer
         if self.format == "plain":
-            fmt = PLAIN_REASONING_FORMAT if reasoning else PLAIN_FORMAT
-            return self._plain_bos() + fmt.format(system=system, user=user)
+            earlier = "".join(PLAIN_TURN.format(user=u, answer=a) for u, a in turns)
+            return self._plain_bos() + PLAIN_FORMAT.format(system=system, user=earlier + user)
         kw = {"enable_thinking": bool(thinking)} if self.thinking_switch else {}
-        msgs = [{"role": "user", "content": user}]
-        if system:
-            msgs.insert(0, {"role": "system", "content": system})
+        msgs = []
+        for question, answer in turns:
+            msgs += [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": answer},
+            ]
+        msgs.append({"role": "user", "content": user})
         try:
-            return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kw)
+            head = [{"role": "system", "content": system}] if system else []
+            return tok.apply_chat_template(
+                head + msgs, tokenize=False, add_generation_prompt=True, **kw
+            )
         except Exception as exc:  # template without a system role
             if not system:
                 raise CollectionError(f"model {self.name!r}: chat template failed: {exc}") from exc
-            merged = [{"role": "user", "content": f"{system}\n\n{user}"}]
+            msgs[0] = {"role": "user", "content": f"{system}\n\n{msgs[0]['content']}"}
             self.system_merged = True
-            return tok.apply_chat_template(merged, tokenize=False, add_generation_prompt=True, **kw)
+            return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **kw)
 
     def _plain_bos(self) -> str:
         # The plain format starts with BOS exactly when the tokenizer itself adds one.

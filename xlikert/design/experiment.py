@@ -28,6 +28,7 @@ from .instrument import (
     Item,
     scale_fields,
 )
+from .item_order import ITEM_POSITION
 from .template import Template
 
 __all__ = [
@@ -64,6 +65,8 @@ class Factor:
     systems: dict[str, str] = field(default_factory=dict)
     description: str = ""
     formats: dict[str, ResponseFormat] = field(default_factory=dict)
+    #: For an ``item_order`` factor: each level's order of the items (indices, as asked).
+    orders: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -314,6 +317,15 @@ class Experiment:
                     "description": f"the answer label that means each score under each {fmt.name} level"
                 },
             )
+        order = next((f for f in specs if f.kind == "item_order"), None)
+        if order is not None:  # the position at which each level asks each item
+            extra[ITEM_POSITION] = (
+                (order.name, "item"),
+                np.array([[list(order.orders[lv]).index(k) for k in range(n_items)]
+                          for lv in order.levels], dtype=np.int64),
+                {"description": f"0-based position at which each {order.name} level asks "
+                 "each item in its conversation"},
+            )  # fmt: skip
         inst = self.instrument
         attrs = {
             "instrument": inst.name,
@@ -397,9 +409,17 @@ class Experiment:
         line = (
             f"Prompts     {conds} conditions x {len(self.items)} items = {self.n_prompts} prompts"
         )
-        if self.models:
+        admin = next((f for f in self.factor_specs if f.kind == "administration"), None)
+        if self.models and (admin is None or "sequential" not in admin.levels):
             line += f"  (x {len(self.models)} models = {self.n_prompts * len(self.models)} forward passes)"
         lines.append(line)
+        if admin is not None and "sequential" in admin.levels:
+            n_points = self.scale_max - self.scale_min + 1
+            tree = sum(n_points**j for j in range(len(self.items)))
+            lines.append(
+                f"Sequential  each sequential condition is one conversation: up to {tree} "
+                "histories (forward passes) per model, fewer where tol prunes them"
+            )
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -47,7 +47,7 @@ SCALE_FIELDS = (
 RESERVED = frozenset(
     {"item", "score", "model", "system", "user", "reverse_keyed", "subscale", *SCALE_FIELDS}
 )
-KINDS = ("lexicon", "framing", "free", "format")
+KINDS = ("lexicon", "framing", "free", "format", "administration", "item_order")
 
 
 @dataclass(frozen=True)
@@ -291,10 +291,12 @@ class FactorSpec(_Table):
 
     toml: ClassVar[str] = "[factors.<name>]"
 
-    kind: Literal["lexicon", "framing", "free", "format"] | None = None
-    """`lexicon`, `framing`, `free` or `format` (a response format; default: inferred from the instrument's factor names)."""
+    kind: Literal["lexicon", "framing", "free", "format", "administration", "item_order"] | None = (
+        None
+    )
+    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`) or `item_order` (the order of the items in a sequential conversation; default: `administration` for a factor of that name, else inferred from the instrument's factor names)."""
     levels: Levels | None = None
-    """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`)."""
+    """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`; administration: both; item_order: `as_listed`, `reversed`, `rotation<k>`, `latin_square`, or a table of level -> the item ids in the order asked, space-separated)."""
     description: str = ""
     """What the factor varies."""
 

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, FormatNotShownError, LabelMappingError
+from ..errors import ConfigError, DesignError, FormatNotShownError, LabelMappingError
 from .experiment import Experiment, Factor
 from .file_schema import (
     RESERVED,
@@ -41,6 +41,7 @@ from .instrument import (
     load_instrument,
     resolve_file,
 )
+from .item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, item_orders
 from .problems import Problems, read_toml, suggest, validate
 from .template import Template, TemplateSyntaxError
 
@@ -169,7 +170,7 @@ def experiment_from_dict(
         else (inst.scale_min, inst.scale_max, dict(inst.anchors))
     )
     items = _select_items(p, inst, head.items)
-    factors, failed = _parse_factors(p, inst, spec.factors, (lo, hi, anchors))
+    factors, failed = _parse_factors(p, inst, spec.factors, (lo, hi, anchors), items)
     system_text, system_source = _system_prompt(p, inst, head, factors)
     models = _check_models(p, spec.models)
     constants = dict(spec.constants)
@@ -291,15 +292,19 @@ def _parse_factors(
     inst: Instrument,
     specs: dict[str, FactorSpec],
     scale: tuple[int, int, dict[int, str]],
+    items: tuple[Item, ...] = (),
 ) -> tuple[list[Factor], bool]:
     """The factors that parse, and whether any failed to."""
     factors = [
         _parse_format(p, name, spec, scale)
         if spec.kind == "format"
+        else _parse_context(p, name, spec, items)
+        if spec.kind in ("administration", "item_order") or name == ADMINISTRATION_DIM
         else _parse_factor(p, inst, name, spec)
         for name, spec in specs.items()
     ]
     parsed = [f for f in factors if f is not None]
+    _check_context(p, parsed)
     framing = [f.name for f in parsed if f.kind == "framing"]
     if len(framing) > 1:
         p.add("[factors]", f"only one framing factor may set the system prompt, got {framing}")
@@ -307,6 +312,56 @@ def _parse_factors(
     if len(formats) > 1:
         p.add("[factors]", f"only one factor may set the response format, got {formats}")
     return parsed, len(parsed) < len(factors)
+
+
+def _parse_context(
+    p: Problems, name: str, spec: FactorSpec, items: tuple[Item, ...]
+) -> Factor | None:
+    """A factor of kind ``administration`` or ``item_order`` (:mod:`.item_order`)."""
+    where = f"factor {name!r}"
+    kind = spec.kind or "administration"
+    raw = spec.levels
+    if kind == "administration":
+        if name != ADMINISTRATION_DIM:
+            p.add(where, f"a factor of kind 'administration' must be named {ADMINISTRATION_DIM!r}")
+            return None
+        levels = list(ADMINISTRATIONS) if raw is None else list(raw)
+        bad = [lv for lv in levels if lv not in ADMINISTRATIONS]
+        if bad or isinstance(raw, dict):
+            p.add(where, f"levels must be among {list(ADMINISTRATIONS)} (an array), got {raw}")
+            return None
+        return Factor(name, kind, tuple(levels), {lv: {} for lv in levels}, {}, spec.description)
+    if raw is None:
+        p.add(where, "field 'levels' is missing (e.g. ['as_listed', 'reversed'])")
+        return None
+    entries = list(raw) if isinstance(raw, list) else [
+        (lv, str(v).replace(",", " ").split()) for lv, v in raw.items()
+    ]  # fmt: skip
+    try:
+        orders = item_orders([it.id for it in items], entries)
+    except DesignError as exc:
+        p.add(where, str(exc))
+        return None
+    levels = tuple(orders)
+    return Factor(name, kind, levels, {lv: {} for lv in levels}, {}, spec.description,
+                  orders={lv: tuple(o) for lv, o in orders.items()})  # fmt: skip
+
+
+def _check_context(p: Problems, factors: list[Factor]) -> None:
+    """An item order needs sequential administration and nothing isolated (it would change no
+    prompt); one of each kind."""
+    for kind in ("administration", "item_order"):
+        named = [f.name for f in factors if f.kind == kind]
+        if len(named) > 1:
+            p.add("[factors]", f"only one factor of kind {kind!r}, got {named}")
+    order = next((f for f in factors if f.kind == "item_order"), None)
+    admin = next((f for f in factors if f.kind == "administration"), None)
+    if order is not None and (admin is None or "isolated" in admin.levels):
+        p.add(
+            f"factor {order.name!r}",
+            "an item order changes no prompt under isolated administration (every item has "
+            "its own prompt): add [factors.administration] levels = ['sequential'] or drop it",
+        )
 
 
 def _inferred_kind(inst: Instrument, name: str) -> str:

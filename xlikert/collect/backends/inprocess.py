@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...errors import CollectionError
 from ...schema import encode_token_ids
 from ..options import check_dtype
 from ..readout import DECODING_TIE_RULE
@@ -238,6 +239,20 @@ class InProcessModel:
         res.data["prompt_text"][:] = texts
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
+
+    def conversation(
+        self, system: str, turns: Sequence[tuple[str, str]], user: str
+    ) -> tuple[str, list[int]]:
+        """The exact text and token ids of a conversation (sequential administration;
+        :meth:`~xlikert.collect.protocol.ConversationModel.conversation`)."""
+        if self.reasoning is not None:
+            raise CollectionError(
+                f"model {self.name!r}: sequential administration reads the answer right after "
+                "each question; it does not combine with reasoning mode (an entry with "
+                "reasoning = {...})"
+            )
+        text = self.template.render_conversation(system, turns, user)
+        return text, self.template.encode(text)
 
     def _score_reasoning(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
         """Sample the M traces of every prompt (each from its own seed), close each, read

@@ -17,6 +17,9 @@ module             section
                    parts repeated per subscale are in ``per_subscale``
 ``formats``        Response format: the format effect and its interactions
                    (only with a factor of kind ``format``)
+``context_order``  Context and order: isolated vs sequential administration,
+                   certified bounds, position and item-order effects,
+                   carry-over (only with sequentially administered cells)
 ``reasoning``      Reasoning traces: trace-sampling SEs, thinking on vs off
 ``reliability``    Reliability: α, ω and the weakest item, built by
                    :mod:`xlikert.report.sections.reliability`
@@ -37,6 +40,7 @@ from .alignment import human_alignment_section
 from .consensus import consensus_section
 from .constraint import constraint_section
 from .construct import construct_section
+from .context_order import context_section
 from .cost import sampling_cost_section
 from .design import design_section
 from .formats import format_section
@@ -47,6 +51,7 @@ __all__ = [
     "consensus_section",
     "constraint_section",
     "construct_section",
+    "context_section",
     "design_section",
     "format_section",
     "human_alignment_section",

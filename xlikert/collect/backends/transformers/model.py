@@ -16,6 +16,7 @@ from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
 from .scorer import Scorer, empty_cache, is_oom, read_logits
+from .tree import TreeReader
 
 __all__ = ["TRACE_SAMPLER", "LocalModel"]
 
@@ -158,6 +159,11 @@ class LocalModel(InProcessModel):
                 res[key][rows] = val
             a += len(rows)
         return res
+
+    def context_reader(self, session: str) -> TreeReader:
+        """A reader of one conversation tree (sequential administration): each conversation
+        from the longest prefix it shares with one read before (:class:`TreeReader`)."""
+        return TreeReader(self.scorer, self.leaves, self.keep, self._readout, self.batch_size)
 
     # ------------------------------------------------------------------ reasoning mode
     def _sample_and_read(self, texts, encoded, seeds, closing):

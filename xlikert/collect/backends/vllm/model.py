@@ -320,6 +320,30 @@ def _dtype(spec: dict[str, Any], options: CollectOptions) -> str:
     )  # fmt: skip
 
 
+class TreeRequests:
+    """The vLLM backend's :class:`~xlikert.collect.protocol.ContextReader`: the contexts of
+    one conversation tree as requests under one cache salt, so that vLLM's automatic
+    prefix caching reuses what they share (a parent's prompt) and nothing of other units."""
+
+    def __init__(self, model: VLLMModel, salt: str):
+        self.model, self.salt = model, salt
+
+    def __enter__(self) -> TreeRequests:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def read(
+        self, contexts: Sequence[Sequence[int]], keep: Sequence[bool] | None = None
+    ) -> dict[str, np.ndarray]:
+        """The readout after each context (``keep`` is vLLM's business: its cache)."""
+        return self.model._read([[int(t) for t in c] for c in contexts], self.salt)
+
+    def close(self) -> None:
+        """Nothing to drop: vLLM's cache evicts by itself."""
+
+
 class VLLMModel(InProcessModel):
     """A :class:`~xlikert.collect.protocol.Model` running an in-process ``vllm.LLM``.
 
@@ -466,6 +490,12 @@ class VLLMModel(InProcessModel):
             out["topk_id"] = [np.asarray(r[2], dtype=np.int64) for r in first]
             out["topk_logprob"] = np.array([r[3] for r in first], dtype=np.float64)
         return out
+
+    def context_reader(self, session: str) -> TreeRequests:
+        """A reader of one conversation tree (sequential administration): every conversation
+        is a request set under the tree's own cache salt (vLLM's prefix cache reuses the
+        prefixes the conversations share)."""
+        return TreeRequests(self, _salt([session]))
 
     def _sample_and_read(self, texts, encoded, seeds, closing):
         """Sample every trace of the unit with vLLM (one request per trace, its own seed,

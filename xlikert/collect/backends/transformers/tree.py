@@ -1,0 +1,306 @@
+"""Reading a tree of conversations on a transformers model, each from its longest kept prefix.
+
+Sequential administration (:mod:`xlikert.collect.context`) reads the answer after
+every conversation of an answer-history tree. :class:`TreeReader` is the
+transformers backend's :class:`~xlikert.collect.protocol.ContextReader`: it keeps
+the KV cache of each conversation it read (in a token trie, least recently used
+first out under a memory budget) and runs a later conversation only from the
+longest prefix it shares with a kept one, usually its parent's whole prompt. A
+batch of conversations with different parents runs as one pass: each row's kept
+prefix is left padded inside the batch's cache and hidden by the attention mask,
+with each row's own positions (:meth:`Scorer.forward_on_cache`). The first reused
+prefix of a loaded model is checked against an uncached pass
+(:meth:`Scorer.check_prefix_cache`, path ``"tree"``); a model whose cache is not
+a plain full-attention cache (sliding windows, recurrent layers) is read
+without reuse, every conversation in full.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ....errors import CollectionError
+from .scorer import Scorer, empty_cache, is_oom
+
+__all__ = ["DEFAULT_TREE_BYTES", "TreeReader"]
+
+#: Largest memory the kept KV caches of one tree may take on the CPU (on a GPU: a
+#: third of the free memory when the reader opens).
+DEFAULT_TREE_BYTES = 2 << 30
+
+_Kv = list[tuple[Any, Any]]  # per layer: keys, values (1, heads, tokens, head dim)
+
+
+class _Trie:
+    """Token trie of the kept contexts: the longest kept prefix of a query in O(its length)."""
+
+    def __init__(self):
+        self.root: dict = {}
+
+    def add(self, key: tuple[int, ...]) -> None:
+        node = self.root
+        for t in key:
+            node = node.setdefault(t, {})
+            node[None] = key  # a kept context passing through (its KV covers this prefix)
+
+    def longest(self, ids: Sequence[int]) -> tuple[tuple[int, ...] | None, int]:
+        """A kept context sharing the longest prefix with ``ids``, and that length."""
+        node, best, n = self.root, None, 0
+        for t in ids:
+            node = node.get(t)
+            if node is None:
+                break
+            best, n = node[None], n + 1
+        return best, n
+
+
+class TreeReader:
+    """A :class:`~xlikert.collect.protocol.ContextReader` for a transformers model.
+
+    Parameters
+    ----------
+    scorer
+        The model's :class:`~xlikert.collect.backends.transformers.scorer.Scorer`.
+    leaves
+        The answer rule's teacher-forced leaves (one row per context and leaf).
+    keep
+        How many last positions of each row the readout needs.
+    readout
+        ``(logits (n * len(leaves), keep, V), n) -> dict``: the model's readout of
+        ``n`` contexts (:meth:`LocalModel._readout`).
+    batch_size
+        Rows per pass (halved out of memory, down to one context).
+    max_bytes
+        Memory the kept caches may take (default :data:`DEFAULT_TREE_BYTES`).
+    """
+
+    def __init__(
+        self,
+        scorer: Scorer,
+        leaves: list[list[int]],
+        keep: int,
+        readout: Callable[[Any, int], dict[str, np.ndarray]],
+        batch_size: int,
+        max_bytes: int | None = None,
+    ):
+        self.scorer, self.leaves, self.keep, self._readout = scorer, leaves, keep, readout
+        self.batch_size = max(1, int(batch_size))
+        self.max_bytes = _budget(scorer) if max_bytes is None else int(max_bytes)
+        self.kept: OrderedDict[tuple[int, ...], _Kv] = OrderedDict()
+        self.bytes = 0
+        self.trie = _Trie()
+        self.reuse: bool | None = None  # decided on the first pass (the cache's layer types)
+        #: Tokens run through the model (all rows, padding excluded) and contexts read.
+        self.tokens_run = 0
+        self.contexts_read = 0
+
+    def __enter__(self) -> TreeReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop every kept cache."""
+        self.kept.clear()
+        self.trie = _Trie()
+        self.bytes = 0
+        empty_cache()
+
+    # ------------------------------------------------------------------ reading
+    def read(
+        self, contexts: Sequence[Sequence[int]], keep: Sequence[bool] | None = None
+    ) -> dict[str, np.ndarray]:
+        """The readout after each context, in batches, each context from its longest kept
+        prefix; the caches of the contexts with ``keep`` True are kept for later ones."""
+        contexts = [list(c) for c in contexts]
+        if any(not c for c in contexts):
+            raise CollectionError(f"model {self.scorer.lm.name!r}: an empty context to read")
+        keep = [True] * len(contexts) if keep is None else list(keep)
+        res: dict[str, np.ndarray] = {}
+        a = 0
+        while a < len(contexts):
+            n = max(1, self.batch_size // len(self.leaves))
+            rows = list(range(a, min(a + n, len(contexts))))
+            try:
+                out = self._batch([contexts[r] for r in rows], [keep[r] for r in rows])
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                if len(rows) == 1:
+                    raise CollectionError(
+                        f"model {self.scorer.lm.name!r} runs out of memory reading one "
+                        f"conversation of {len(contexts[rows[0]])} tokens; use a smaller dtype "
+                        "or a bigger device"
+                    ) from exc
+                self.batch_size = max(1, self.batch_size // 2)
+                empty_cache()
+                continue
+            for key, val in out.items():
+                if key not in res:
+                    res[key] = np.zeros((len(contexts), *val.shape[1:]), dtype=val.dtype)
+                res[key][rows] = val
+            a += len(rows)
+        self.contexts_read += len(contexts)
+        return res
+
+    def _batch(self, contexts: list[list[int]], keep: list[bool]) -> dict[str, np.ndarray]:
+        """One pass over ``contexts`` (each with every leaf), from their kept prefixes."""
+        L = len(self.leaves)
+        found = [self._prefix(c) for c in contexts] if self.reuse is not False else []
+        if not any(n for _, n in found):
+            rows = [c + leaf for c in contexts for leaf in self.leaves]
+            self.tokens_run += sum(len(r) for r in rows)
+            logits, past = self._run_uncached(rows, keep_cache=any(keep))
+            if past is not None:
+                C, W = 0, logits_width(rows)
+                self._keep(contexts, keep, past, [0] * len(contexts), C, W)
+            return self._readout(logits, len(contexts))
+        lcp = [n for _, n in found]
+        rows = [c[n:] + leaf for c, n in zip(contexts, lcp, strict=True) for leaf in self.leaves]
+        past, seen, n_real = self._padded_past(found, L)
+        self.tokens_run += sum(len(r) for r in rows)
+        logits = self.scorer.forward_on_cache(past, seen, n_real, rows, keep=self.keep)
+        if self.scorer.needs_check("tree"):
+            b = next(i for i, n in enumerate(lcp) if n)
+            self.scorer.check_prefix_cache(
+                contexts[b][: lcp[b]], logits[b * L, -1], rows[b * L], path="tree"
+            )
+            if not self.scorer.prefix_cache:  # differs: no reuse from now on
+                self.reuse = False
+                self.close()
+                return self._batch(contexts, keep)
+        self._keep(contexts, keep, past, lcp, seen.shape[1], logits_width(rows))
+        return self._readout(logits, len(contexts))
+
+    def _run_uncached(self, rows: list[list[int]], keep_cache: bool):
+        """Logits of ``rows`` from scratch, and the batch's cache where it may be reused."""
+        import torch
+
+        reuse = self.reuse is not False and self.scorer.prefix_cache and keep_cache
+        if not reuse:
+            return self.scorer.forward_rows([], None, rows, keep=self.keep), None
+        ids, att = self.scorer.left_pad(rows)
+        with torch.inference_mode():
+            out = self.scorer.lm.model(
+                input_ids=ids,
+                attention_mask=att,
+                position_ids=(att.cumsum(-1) - 1).clamp(min=0),
+                use_cache=True,
+                **self.scorer._kw(self.keep),
+            )
+        past = out.past_key_values
+        if self.reuse is None:
+            self.reuse = _plain_cache(past)
+        return out.logits[:, -self.keep :, :], (past if self.reuse else None)
+
+    # ------------------------------------------------------------------ the kept caches
+    def _prefix(self, ids: list[int]) -> tuple[tuple[int, ...] | None, int]:
+        """The kept context sharing the longest prefix with ``ids`` (at least one token of
+        ``ids`` is left to run), and the length reused."""
+        key, n = self.trie.longest(ids)
+        n = min(n, len(ids) - 1)
+        if key is None or n <= 0:
+            return None, 0
+        self.kept.move_to_end(key)
+        return key, n
+
+    def _padded_past(self, found, L: int):
+        """The batch's cache: each row's kept prefix left padded to the longest, repeated
+        for the ``L`` leaves; the attention mask over it and each row's real length."""
+        import torch
+        from transformers import DynamicCache
+
+        dev = self.scorer.input_device
+        C = max(n for _, n in found)
+        lcp = [n for _, n in found]
+        first = next(self.kept[k] for k, n in found if n)
+        past = DynamicCache()
+        for layer, (k0, v0) in enumerate(first):
+            shape = (len(found) * L, k0.shape[1], C, k0.shape[3])
+            keys = torch.zeros(shape, dtype=k0.dtype, device=k0.device)
+            values = torch.zeros((*shape[:3], v0.shape[3]), dtype=v0.dtype, device=v0.device)
+            for i, (key, n) in enumerate(found):
+                if n:
+                    k, v = self.kept[key][layer]
+                    keys[i * L : (i + 1) * L, :, C - n :] = k[0, :, :n]
+                    values[i * L : (i + 1) * L, :, C - n :] = v[0, :, :n]
+            past.update(keys, values, layer)
+        seen = torch.zeros((len(found) * L, C), dtype=torch.long, device=dev)
+        for i, n in enumerate(lcp):
+            seen[i * L : (i + 1) * L, C - n :] = 1
+        n_real = torch.tensor(np.repeat(lcp, L), device=dev)
+        return past, seen, n_real
+
+    def _keep(self, contexts, keep, past, lcp, C: int, W: int) -> None:
+        """Keep the cache of each context marked ``keep``: from its first leaf row, the
+        real positions of its prefix and of its own tokens (the leaf's left out)."""
+        import torch
+
+        L = len(self.leaves)
+        first_leaf = len(self.leaves[0])
+        for i, (ids, n) in enumerate(zip(contexts, lcp, strict=True)):
+            key = tuple(ids)
+            if not keep[i] or key in self.kept:
+                continue
+            r = i * L
+            start = C + W - (len(ids) - n + first_leaf)  # where the row's tokens begin
+            own = slice(start, start + len(ids) - n)
+            kv = []
+            for layer in past.layers:
+                k = torch.cat(
+                    [layer.keys[r : r + 1, :, C - n : C], layer.keys[r : r + 1, :, own]], 2
+                )
+                v = torch.cat(
+                    [layer.values[r : r + 1, :, C - n : C], layer.values[r : r + 1, :, own]], 2
+                )
+                kv.append((k, v))  # torch.cat copied them out of the batch
+            self._store(key, kv)
+
+    def _store(self, key: tuple[int, ...], kv: _Kv) -> None:
+        size = _nbytes(kv)
+        if size > self.max_bytes:
+            return
+        self.kept[key] = kv
+        self.bytes += size
+        self.trie.add(key)
+        evicted = False
+        while self.bytes > self.max_bytes:
+            _, old = self.kept.popitem(last=False)
+            self.bytes -= _nbytes(old)
+            evicted = True
+        if evicted:  # rebuilt from the contexts still kept
+            self.trie = _Trie()
+            for k in self.kept:
+                self.trie.add(k)
+
+
+def _nbytes(kv: _Kv) -> int:
+    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+
+
+def logits_width(rows: list[list[int]]) -> int:
+    """The width of a batch of left-padded rows."""
+    return max(len(r) for r in rows)
+
+
+def _plain_cache(past: Any) -> bool:
+    """Whether a KV cache is plain full attention (every layer a ``DynamicLayer``), the only
+    kind whose kept prefixes can be padded and stacked into a new batch."""
+    layers = getattr(past, "layers", None)
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+
+
+def _budget(scorer: Scorer) -> int:
+    """:data:`DEFAULT_TREE_BYTES` on the CPU; a third of the free memory on a GPU."""
+    import torch
+
+    dev = scorer.input_device
+    if getattr(dev, "type", "cpu") == "cuda":
+        free, _ = torch.cuda.mem_get_info(dev)
+        return int(free // 3)
+    return DEFAULT_TREE_BYTES

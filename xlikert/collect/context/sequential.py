@@ -1,0 +1,367 @@
+"""Sequential administration: a battery asked in one conversation, its answers' exact mixtures.
+
+:func:`administer` asks the items of a :class:`Battery` in one conversation
+(:data:`CONVERSATION_RULE`) and reads the exact answer PMF of every item after
+every answer history, enumerating the histories in a prefix tree: one forward
+pass per history read, each from its parent's cached prompt (the backend's
+:class:`~xlikert.collect.protocol.ContextReader`). Histories are read best first
+(largest probability first). A small battery is read completely: exact. A longer
+one stops when the certified error of every item's PMF is at most ``tol``
+(:data:`~xlikert.collect.context.tree.CERTIFIED_BOUND_RULE`) or when
+``max_passes`` forward passes are spent: then it says so (a ``RuntimeWarning``)
+and keeps the bound it reached, never a smaller one.
+
+Examples
+--------
+>>> battery = Battery("Rate 1-7.", ("I like tea.", "I like coffee."), ("1", "2", "3"))
+>>> res = administer(model, battery, tol=1e-4)  # doctest: +SKIP
+>>> res.marginals()["pmf"].shape  # doctest: +SKIP
+(2, 3)
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import CollectionError
+from ..protocol import Model, conversation_model
+from .tree import HistoryTree, certified_fill, item_marginals, pairwise_joints
+
+__all__ = [
+    "CONVERSATION_RULE",
+    "DEFAULT_MAX_PASSES",
+    "EXPANSION_RULE",
+    "Battery",
+    "SequentialResult",
+    "administer",
+]
+
+#: What the model sees; stored with every sequential result.
+CONVERSATION_RULE = (
+    "one conversation per condition: the framing as the system prompt; each earlier item as a "
+    "user turn and the model's answer as its reply (the answer label of that score, rendered "
+    "by the chat template as an assistant message with its end of turn; in the plain format "
+    "'Answer: <label>'); the item asked as the last user turn with the generation prompt; the "
+    "answer read exactly after it, from its token ids, as in isolation"
+)
+
+#: How the tree is read; stored with every sequential result.
+EXPANSION_RULE = (
+    "histories are read best first: the unread history of largest probability first (ties: "
+    "the one created first), in batches of up to `batch` histories, one forward pass each, "
+    "until the certified error of every item's PMF is at most tol, or every history of "
+    "positive probability is read (tol = 0: exact), or max_passes passes are spent (then the "
+    "error reached is stored and a RuntimeWarning says so)"
+)
+
+#: Forward passes one conversation may spend unless told otherwise.
+DEFAULT_MAX_PASSES = 10_000
+
+
+@dataclass(frozen=True)
+class Battery:
+    """Items asked in one conversation, in the order asked.
+
+    Parameters
+    ----------
+    system : str
+        The framing, sent as the system prompt.
+    questions : tuple of str
+        The items' texts, one user turn each, in the order asked.
+    replies : tuple of str
+        The model's reply for each score, in score order: the answer labels (the
+        digits by default), written into the conversation as its earlier answers.
+    items : tuple of str, optional
+        The items' ids (default ``"1", "2", ...``).
+    scores : tuple of int, optional
+        The scale values of the replies (default ``1, 2, ...``).
+
+    Examples
+    --------
+    >>> b = Battery("Rate 1-3.", ("Tea?", "Coffee?"), ("1", "2", "3"))
+    >>> b.items, b.scores
+    (('1', '2'), (1, 2, 3))
+    >>> b.turns([2])
+    [('Tea?', '3')]
+    """
+
+    system: str
+    questions: tuple[str, ...]
+    replies: tuple[str, ...]
+    items: tuple[str, ...] = ()
+    scores: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "questions", tuple(str(q) for q in self.questions))
+        object.__setattr__(self, "replies", tuple(str(r) for r in self.replies))
+        if not self.items:
+            object.__setattr__(self, "items", tuple(str(i + 1) for i in range(len(self.questions))))
+        object.__setattr__(self, "items", tuple(str(i) for i in self.items))
+        if not self.questions:
+            raise CollectionError("a battery needs at least one item")
+        if len(self.items) != len(self.questions):
+            raise CollectionError(
+                f"a battery of {len(self.questions)} questions has {len(self.items)} item ids"
+            )
+        if len(self.replies) < 2:
+            raise CollectionError(f"a battery needs two answers or more, got {self.replies}")
+        scores = self.scores or range(1, len(self.replies) + 1)
+        object.__setattr__(self, "scores", tuple(int(y) for y in scores))
+        if len(self.scores) != len(self.replies):
+            raise CollectionError(
+                f"a battery of {len(self.replies)} replies has {len(self.scores)} scores"
+            )
+
+    def turns(self, path: Sequence[int]) -> list[tuple[str, str]]:
+        """The earlier turns of a history: ``(question, reply)`` for each answer."""
+        return [(self.questions[i], self.replies[a]) for i, a in enumerate(path)]
+
+
+@dataclass
+class SequentialResult:
+    """A conversation's history tree and how it was read.
+
+    Attributes
+    ----------
+    battery : Battery
+    tree : HistoryTree
+    tol : float
+        The error asked for (0: exact).
+    max_passes : int
+        The forward passes allowed.
+    passes : int
+        Forward passes spent (histories read).
+    tol_met : bool
+        Whether the certified error of every item's PMF and valid mass is at most ``tol``.
+    seconds : float
+        Time spent reading.
+    info : dict
+        What the backend's reader reports (e.g. ``tokens_run``).
+    decoding_grid : tuple
+        ``(temperatures, top_ps)`` of the tree's ``decoding_pmf``.
+    """
+
+    battery: Battery
+    tree: HistoryTree
+    tol: float
+    max_passes: int
+    passes: int
+    tol_met: bool
+    seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    decoding_grid: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+
+    def marginals(self) -> dict[str, np.ndarray]:
+        """:func:`~xlikert.collect.context.tree.item_marginals` of the tree."""
+        return item_marginals(self.tree)
+
+    def joints(self) -> dict[str, np.ndarray]:
+        """:func:`~xlikert.collect.context.tree.pairwise_joints` of the tree."""
+        return pairwise_joints(self.tree)
+
+    def conversation(self, model: Model, path: Sequence[int]) -> str:
+        """The exact text the model read for the history ``path`` (score indices)."""
+        b = self.battery
+        text, _ = conversation_model(model).conversation(
+            b.system, b.turns(path), b.questions[len(path)]
+        )
+        return text
+
+
+class _Growing:
+    """The tree while it is read: nodes appended, the errors of the raw PMFs kept up to date."""
+
+    def __init__(self, n_items: int, n_scores: int):
+        self.K, self.S = n_items, n_scores
+        self.parent: list[int] = []
+        self.item: list[int] = []
+        self.answer: list[int] = []
+        self.prob: list[float] = []
+        self.out: dict[int, dict[str, np.ndarray]] = {}
+        self.known = np.zeros((n_items, n_scores))  # the PMFs of the histories read
+        self.known_v = np.zeros((n_items, 2))  # their valid and failed mass
+
+    def add(self, parent: int, item: int, answer: int, prob: float) -> int:
+        self.parent.append(parent)
+        self.item.append(item)
+        self.answer.append(answer)
+        self.prob.append(prob)
+        return len(self.parent) - 1
+
+    def path(self, n: int) -> list[int]:
+        out = []
+        while self.parent[n] >= 0:
+            out.append(self.answer[n])
+            n = self.parent[n]
+        return out[::-1]
+
+    def read(self, n: int, row: dict[str, np.ndarray]) -> None:
+        """Record the readout of node ``n``."""
+        self.out[n] = row
+        j, p = self.item[n], self.prob[n]
+        self.known[j] += p * row["pmf"]
+        self.known_v[j] += p * np.array([row["valid_mass"], 1.0 - row["valid_mass"]])
+
+    def errors(self) -> np.ndarray:
+        """The certified error of every item's PMF and valid mass now."""
+        prob, item = np.asarray(self.prob), np.asarray(self.item)
+        waiting = np.ones(prob.size, dtype=bool)
+        waiting[list(self.out)] = False
+        u = np.cumsum(np.bincount(item[waiting], prob[waiting], minlength=self.K))
+        return np.maximum(certified_fill(self.known, u)[1], certified_fill(self.known_v, u)[1])
+
+    def tree(self) -> HistoryTree:
+        N = len(self.parent)
+        read = np.zeros(N, dtype=bool)
+        read[list(self.out)] = True
+        first = next(iter(self.out.values()))
+        arrays = {}
+        for key, val in first.items():
+            arrays[key] = np.full((N, *val.shape), np.nan)
+            for n, row in self.out.items():
+                arrays[key][n] = row[key]
+        return HistoryTree(
+            self.K, self.S, np.asarray(self.parent, dtype=np.int64),
+            np.asarray(self.item, dtype=np.int64), np.asarray(self.answer, dtype=np.int64),
+            read, arrays["pmf"], arrays["valid_mass"], arrays.get("decoding_pmf"),
+            arrays.get("decoding_valid_mass"),
+        )  # fmt: skip
+
+
+def administer(
+    model: Model,
+    battery: Battery,
+    *,
+    tol: float = 0.0,
+    max_passes: int = DEFAULT_MAX_PASSES,
+    batch: int = 64,
+    session: str | None = None,
+) -> SequentialResult:
+    """Ask a battery in one conversation; read its answer-history tree exactly or certified.
+
+    Parameters
+    ----------
+    model
+        A model that reads conversations exactly
+        (:class:`~xlikert.collect.protocol.ConversationModel`: the transformers or
+        the in-process vLLM backend).
+    battery
+        The items, in the order asked, and the replies.
+    tol : float, keyword-only
+        The certified error asked of every item's PMF and valid mass:
+        ``|returned - exact| <= tol`` per score (:data:`~xlikert.collect.context.tree.CERTIFIED_BOUND_RULE`);
+        0 reads every history of positive probability (exact).
+    max_passes : int, keyword-only
+        The forward passes (histories read) allowed. Reached before ``tol`` is
+        met, the tree is returned with the error it reached (``tol_met`` False)
+        and a ``RuntimeWarning`` says so.
+    batch : int, keyword-only
+        Histories read per call to the backend (it batches them further).
+    session : str, optional
+        Names the tree for the backend's reader (vLLM: its cache salt); default the
+        battery's texts.
+
+    Returns
+    -------
+    SequentialResult
+
+    Raises
+    ------
+    CollectionError
+        A backend that cannot read conversations exactly; a history after which
+        the model gives no valid answer at all (no history can continue from it).
+    XlikertError
+        ``tol`` negative or not a number, ``max_passes`` or ``batch`` below 1.
+
+    Warns
+    -----
+    RuntimeWarning
+        ``max_passes`` spent before ``tol`` was met.
+    """
+    tol, max_passes, batch = _check_args(tol, max_passes, batch)
+    conv = conversation_model(model)
+    K, S = len(battery.questions), len(battery.replies)
+    grow = _Growing(K, S)
+    heap = [(-1.0, grow.add(-1, 0, -1, 1.0))]
+    passes, t0 = 0, time.perf_counter()
+    reader = conv.context_reader(session or "\0".join((battery.system, *battery.questions)))
+    try:
+        while heap and passes < max_passes and grow.errors().max() > tol:
+            take = [
+                heapq.heappop(heap)[1] for _ in range(min(batch, max_passes - passes, len(heap)))
+            ]
+            paths = [grow.path(n) for n in take]
+            ids = [
+                conv.conversation(battery.system, battery.turns(p), battery.questions[len(p)])[1]
+                for p in paths
+            ]
+            out = reader.read(ids, keep=[len(p) < K - 1 for p in paths])
+            passes += len(take)
+            for b, (n, p) in enumerate(zip(take, paths, strict=True)):
+                row = {k: np.asarray(v[b], dtype=np.float64) for k, v in out.items()}
+                _check_row(row, battery, p, S)
+                grow.read(n, row)
+                if len(p) == K - 1:
+                    continue
+                for a in range(S):
+                    q = grow.prob[n] * float(row["pmf"][a])
+                    if q > 0:
+                        heapq.heappush(heap, (-q, grow.add(n, len(p) + 1, a, q)))
+        info = {k: getattr(reader, k) for k in ("tokens_run",) if hasattr(reader, k)}
+    finally:
+        reader.close()
+    error = grow.errors()
+    met = bool(error.max() <= tol)
+    if not met:
+        worst = [battery.items[j] for j in np.flatnonzero(error > tol)]
+        warnings.warn(
+            f"sequential administration: max_passes={max_passes} forward passes were spent "
+            f"before the certified error met tol={tol:g}: items {worst} keep an error of up to "
+            f"{float(error.max()):.3g} (stored with the result). Raise max_passes or tol.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    opts = model.options
+    grid = (tuple(map(float, opts.temperatures)), tuple(map(float, opts.top_ps)))
+    return SequentialResult(
+        battery, grow.tree(), tol, max_passes, passes, met, time.perf_counter() - t0, info, grid
+    )
+
+
+def _check_args(tol: Any, max_passes: Any, batch: Any) -> tuple[float, int, int]:
+    from ...errors import XlikertError
+
+    try:
+        tol = float(tol)
+    except (TypeError, ValueError):
+        raise XlikertError(f"tol must be a number >= 0, got {tol!r}") from None
+    if not (np.isfinite(tol) and tol >= 0):
+        raise XlikertError(f"tol must be a finite number >= 0 (0: exact), got {tol!r}")
+    for name, val in (("max_passes", max_passes), ("batch", batch)):
+        if not (isinstance(val, int | np.integer) and val >= 1):
+            raise XlikertError(f"{name} must be an integer >= 1, got {val!r}")
+    return tol, int(max_passes), int(batch)
+
+
+def _check_row(row: dict[str, np.ndarray], battery: Battery, path: list[int], S: int) -> None:
+    """A history read must give a PMF over the battery's scores (no valid answer: no history
+    can continue from it, and the conversation's PMFs are undefined)."""
+    pmf = row["pmf"]
+    if pmf.shape != (S,):
+        raise CollectionError(
+            f"the backend read {pmf.shape[-1]} scores; the battery has {S} replies"
+        )
+    if not np.isfinite(pmf).all():
+        said = ", ".join(f"{battery.items[i]}: {battery.replies[a]!r}" for i, a in enumerate(path))
+        raise CollectionError(
+            f"item {battery.items[len(path)]!r} after the answers ({said or 'none'}): the model "
+            "gives no valid answer at all (valid mass 0), so no history continues from here; "
+            "sequential administration conditions each answer on being valid"
+        )

@@ -1,0 +1,351 @@
+"""The answer-history tree of one conversation, and what it gives: exact or certified PMFs.
+
+A conversation asks items ``0 .. K-1`` in turn. A *history* ``h`` is the answers
+to the items before one; the tree holds one node per history read: its item ``j``
+(the length of ``h``), its parent (``h`` less its last answer), that last answer
+(a score index) and, once read ("expanded"), the item's PMF given ``h``
+(renormalised over the valid answers) and its valid mass. The history
+distribution continues through valid answers (:data:`HISTORY_RULE`)::
+
+    P(root) = 1,    P(h + a) = P(h) * pmf_j(a | h),
+
+and the PMF of item ``j`` is the mixture ``sum_h P(h) pmf_j(. | h)`` over the
+histories of length ``j``. Where some were not read (pruned, or below a node
+not read), their total probability ``U_j`` bounds the error, and the value
+returned is certified (:data:`CERTIFIED_BOUND_RULE`).
+
+Everything here is plain numpy on the tree's arrays; a PMF array may carry
+leading dims (the decoding grid: one history distribution per setting).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import CollectionError
+
+__all__ = [
+    "CERTIFIED_BOUND_RULE",
+    "HISTORY_RULE",
+    "MAX_JOINT_CELLS",
+    "HistoryTree",
+    "certified_fill",
+    "full_joint",
+    "history_paths",
+    "history_probability",
+    "item_marginals",
+    "pairwise_joints",
+]
+
+#: How the history distribution treats failures; stored with every sequential result.
+HISTORY_RULE = (
+    "histories continue through valid answers: P(h + a) = P(h) pmf_j(a | h), with pmf_j(. | h) "
+    "the item's PMF after history h renormalised over the valid answers (a failed answer "
+    "starts no history, as pmf is renormalised in isolation); the PMF of item j is "
+    "sum_h P(h) pmf_j(. | h) and its valid_mass sum_h P(h) valid_mass_j(h) over the histories "
+    "of the items before it; every history read keeps its own pmf and valid_mass (its failure "
+    "mass is 1 - valid_mass)"
+)
+
+#: The certified bound of a pruned tree; stored with every sequential result.
+CERTIFIED_BOUND_RULE = (
+    "U_j = the total probability of the histories of length j not read (pruned at or before "
+    "item j); known(y) = sum over the histories read of P(h) pmf_j(y | h); the exact PMF lies "
+    "in [known(y), known(y) + U_j] for every score y; the value returned is known + U_j f with "
+    "f = known / sum(known) (uniform when nothing was read), so |returned - exact| <= error_j "
+    "= U_j max_y max(f(y), 1 - f(y)) <= U_j. The same holds for valid_mass and for every cell "
+    "of the pairwise joint of items i < j (with U_j). U_j = 0: exact (floating-point round-off "
+    "only)"
+)
+
+#: Largest number of cells :func:`full_joint` builds (``n_scores ** n_items``).
+MAX_JOINT_CELLS = 1 << 24
+
+
+@dataclass
+class HistoryTree:
+    """The nodes of one conversation's history tree (parents before children).
+
+    Attributes
+    ----------
+    n_items, n_scores : int
+        Items of the conversation (``K``) and scale points (``S``).
+    parent : np.ndarray
+        ``(N,)`` index of each node's parent, -1 for the root (the empty history).
+    item : np.ndarray
+        ``(N,)`` the item each node asks (the length of its history).
+    answer : np.ndarray
+        ``(N,)`` the score index of the last answer of its history (-1 for the root).
+    read : np.ndarray
+        ``(N,)`` bool: the node was expanded (one forward pass).
+    pmf : np.ndarray
+        ``(N, S)`` the item's PMF given the history (NaN where not read).
+    valid_mass : np.ndarray
+        ``(N,)`` its valid mass (NaN where not read).
+    decoding_pmf, decoding_valid_mass : np.ndarray or None
+        ``(N, T, P, S)`` and ``(N, T, P)``: the same under each decoding setting.
+    """
+
+    n_items: int
+    n_scores: int
+    parent: np.ndarray
+    item: np.ndarray
+    answer: np.ndarray
+    read: np.ndarray
+    pmf: np.ndarray
+    valid_mass: np.ndarray
+    decoding_pmf: np.ndarray | None = None
+    decoding_valid_mass: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        """Number of nodes (histories created)."""
+        return int(self.parent.size)
+
+    @property
+    def paths(self) -> np.ndarray:
+        """``(N, K)`` the answers of each history (score indices), -1 past its end."""
+        return history_paths(self.parent, self.answer, self.item, self.n_items)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every history with positive probability was read (the tree is exact)."""
+        return bool(self.read.all())
+
+
+def history_paths(
+    parent: np.ndarray, answer: np.ndarray, item: np.ndarray, n_items: int
+) -> np.ndarray:
+    """The answers of each history, item by item (``(N, K)``, -1 past its end).
+
+    Examples
+    --------
+    >>> history_paths(np.array([-1, 0, 0, 1]), np.array([-1, 2, 0, 1]), np.array([0, 1, 1, 2]),
+    ...               3).tolist()
+    [[-1, -1, -1], [2, -1, -1], [0, -1, -1], [2, 1, -1]]
+    """
+    parent, answer, item = (np.asarray(a, dtype=np.int64) for a in (parent, answer, item))
+    paths = np.full((parent.size, n_items), -1, dtype=np.int64)
+    for j in range(1, n_items):
+        sel = np.flatnonzero(item == j)
+        paths[sel] = paths[parent[sel]]
+        paths[sel, j - 1] = answer[sel]
+    return paths
+
+
+def history_probability(
+    parent: np.ndarray, answer: np.ndarray, item: np.ndarray, pmf: np.ndarray
+) -> np.ndarray:
+    """``P(h)`` of every node: the product of its answers' PMFs along the history.
+
+    Parameters
+    ----------
+    parent, answer, item : np.ndarray
+        ``(N,)`` the tree (:class:`HistoryTree`); a node of item ``j`` has its
+        parent at item ``j - 1``.
+    pmf : np.ndarray
+        ``(..., N, S)`` each node's PMF (read nodes; others are not used).
+
+    Returns
+    -------
+    np.ndarray
+        ``(..., N)``.
+
+    Examples
+    --------
+    >>> pmf = np.array([[0.25, 0.75], [0.5, 0.5], [np.nan, np.nan]])
+    >>> history_probability(np.array([-1, 0, 0]), np.array([-1, 0, 1]), np.array([0, 1, 1]),
+    ...                     pmf).tolist()
+    [1.0, 0.25, 0.75]
+    """
+    pmf = np.asarray(pmf, dtype=np.float64)
+    item = np.asarray(item, dtype=np.int64)
+    prob = np.ones(pmf.shape[:-1])
+    for j in range(1, int(item.max(initial=0)) + 1):
+        sel = np.flatnonzero(item == j)
+        up = parent[sel]
+        prob[..., sel] = prob[..., up] * pmf[..., up, answer[sel]]
+    return prob
+
+
+def certified_fill(known: np.ndarray, unexplored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The certified value and error from the part read and the mass not read.
+
+    ``known (..., S)`` is a sub-PMF (the histories read), ``unexplored (...)`` the
+    mass of the histories not read. Returns ``known + U f`` with
+    ``f = known / sum(known)`` (uniform where nothing was read) and the error bound
+    ``U max_y max(f_y, 1 - f_y)`` (:data:`CERTIFIED_BOUND_RULE`).
+
+    Examples
+    --------
+    >>> value, error = certified_fill(np.array([0.3, 0.6]), np.array(0.1))
+    >>> value.round(12).tolist(), round(float(error), 12)
+    ([0.333333333333, 0.666666666667], 0.066666666667)
+    """
+    known = np.asarray(known, dtype=np.float64)
+    u = np.asarray(unexplored, dtype=np.float64)[..., None]
+    total = known.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f = np.where(total > 0, known / total, 1.0 / known.shape[-1])
+    error = (u * np.maximum(f, 1.0 - f)).max(-1)
+    return known + u * f, error
+
+
+def _unexplored(tree: HistoryTree, prob: np.ndarray) -> np.ndarray:
+    """``(..., K)``: the probability of the histories of each item not read: the nodes not
+    read at that item or before it."""
+    waiting = ~tree.read
+    out = np.zeros((*prob.shape[:-1], tree.n_items))
+    for j in range(tree.n_items):
+        sel = waiting & (tree.item == j)
+        out[..., j] = prob[..., sel].sum(-1)
+    return np.cumsum(out, axis=-1)
+
+
+def item_marginals(
+    tree: HistoryTree, pmf: np.ndarray | None = None, valid_mass: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
+    """The PMF and valid mass of every item over its histories, with certified bounds.
+
+    Parameters
+    ----------
+    tree
+        The history tree.
+    pmf, valid_mass : np.ndarray, optional
+        ``(..., N, S)`` and ``(..., N)`` per-node values (default the tree's own; the
+        decoding grid's give one history distribution per setting).
+
+    Returns
+    -------
+    dict
+        ``pmf (..., K, S)``, ``valid_mass (..., K)``, ``pmf_lower``, ``pmf_upper``,
+        ``valid_mass_lower``, ``valid_mass_upper``, ``error (..., K)`` (bound on
+        ``|pmf - exact|``), ``valid_mass_error`` and ``unexplored (..., K)`` (``U_j``).
+
+    Examples
+    --------
+    >>> tree = HistoryTree(2, 2, np.array([-1, 0, 0]), np.array([0, 1, 1]), np.array([-1, 0, 1]),
+    ...     np.array([True, True, True]), np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0]]),
+    ...     np.ones(3))
+    >>> item_marginals(tree)["pmf"].tolist()
+    [[0.5, 0.5], [0.5, 0.5]]
+    """
+    pmf = tree.pmf if pmf is None else np.asarray(pmf, dtype=np.float64)
+    vm = tree.valid_mass if valid_mass is None else np.asarray(valid_mass, dtype=np.float64)
+    prob = history_probability(tree.parent, tree.answer, tree.item, pmf)
+    u = _unexplored(tree, prob)
+    lead = pmf.shape[:-2]
+    known = np.zeros((*lead, tree.n_items, tree.n_scores))
+    known_v = np.zeros((*lead, tree.n_items, 1))
+    for j in range(tree.n_items):
+        sel = tree.read & (tree.item == j)
+        known[..., j, :] = (prob[..., sel, None] * pmf[..., sel, :]).sum(-2)
+        known_v[..., j, 0] = (prob[..., sel] * vm[..., sel]).sum(-1)
+    value, error = certified_fill(known, u)
+    # the valid mass: the mean over the histories read, as a two-point PMF (valid, failed)
+    read_mass = known.sum(-1, keepdims=True)
+    v_value, v_error = certified_fill(np.concatenate([known_v, read_mass - known_v], -1), u)
+    return {
+        "pmf": value,
+        "valid_mass": v_value[..., 0],
+        "pmf_lower": known,
+        "pmf_upper": known + u[..., None],
+        "valid_mass_lower": known_v[..., 0],
+        "valid_mass_upper": known_v[..., 0] + u,
+        "error": error,
+        "valid_mass_error": v_error,
+        "unexplored": u,
+    }
+
+
+def pairwise_joints(tree: HistoryTree, pmf: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The joint PMF of every pair of items in the conversation, with certified bounds.
+
+    ``joint[i, j, a, b] = P(Y_i = a, Y_j = b)``; for ``i < j`` it is
+    ``sum_h P(h) 1[h_i = a] pmf_j(b | h)`` over the histories of length ``j``
+    (certified with ``U_j`` where some were not read, :func:`certified_fill`);
+    ``joint[j, i]`` is its transpose and ``joint[i, i]`` the diagonal of item
+    ``i``'s marginal.
+
+    Returns
+    -------
+    dict
+        ``joint (..., K, K, S, S)``, ``error (..., K, K)`` (bound on every cell's
+        ``|joint - exact|``), ``unexplored (..., K, K)``.
+
+    Examples
+    --------
+    >>> tree = HistoryTree(2, 2, np.array([-1, 0, 0]), np.array([0, 1, 1]), np.array([-1, 0, 1]),
+    ...     np.array([True, True, True]), np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0]]),
+    ...     np.ones(3))
+    >>> pairwise_joints(tree)["joint"][0, 1].tolist()  # the second answer repeats the first
+    [[0.5, 0.0], [0.0, 0.5]]
+    """
+    pmf = tree.pmf if pmf is None else np.asarray(pmf, dtype=np.float64)
+    prob = history_probability(tree.parent, tree.answer, tree.item, pmf)
+    u = _unexplored(tree, prob)
+    marg = item_marginals(tree, pmf)
+    K, S = tree.n_items, tree.n_scores
+    lead = pmf.shape[:-2]
+    joint = np.zeros((*lead, K, K, S, S))
+    error = np.zeros((*lead, K, K))
+    paths = tree.paths
+    eye = np.eye(S)
+    for j in range(K):
+        joint[..., j, j, :, :] = marg["pmf"][..., j, :, None] * eye
+        error[..., j, j] = marg["error"][..., j]
+        sel = tree.read & (tree.item == j)
+        w = prob[..., sel, None] * pmf[..., sel, :]  # (..., n, S)
+        for i in range(j):
+            onehot = eye[paths[sel, i]]  # (n, S)
+            known = np.einsum("na,...nb->...ab", onehot, w)
+            flat, err = certified_fill(known.reshape(*lead, S * S), u[..., j])
+            joint[..., i, j, :, :] = flat.reshape(*lead, S, S)
+            joint[..., j, i, :, :] = np.swapaxes(joint[..., i, j, :, :], -1, -2)
+            error[..., i, j] = error[..., j, i] = err
+    unexplored = np.maximum(u[..., :, None], u[..., None, :])
+    return {"joint": joint, "error": error, "unexplored": unexplored}
+
+
+def full_joint(tree: HistoryTree, pmf: np.ndarray | None = None) -> np.ndarray:
+    """The joint PMF of all ``K`` answers of a completely read tree, ``(..., S, ..., S)``.
+
+    ``P(y_0, .., y_{K-1}) = P(h = y_0 .. y_{K-2}) pmf_{K-1}(y_{K-1} | h)``.
+
+    Raises
+    ------
+    CollectionError
+        The tree was pruned (some history was not read), or the joint has more than
+        :data:`MAX_JOINT_CELLS` cells.
+
+    Examples
+    --------
+    >>> tree = HistoryTree(2, 2, np.array([-1, 0, 0]), np.array([0, 1, 1]), np.array([-1, 0, 1]),
+    ...     np.array([True, True, True]), np.array([[0.5, 0.5], [1.0, 0.0], [0.0, 1.0]]),
+    ...     np.ones(3))
+    >>> full_joint(tree).tolist()
+    [[0.5, 0.0], [0.0, 0.5]]
+    """
+    K, S = tree.n_items, tree.n_scores
+    if not tree.complete:
+        raise CollectionError(
+            f"the joint of all {K} answers needs every history read; this tree was pruned "
+            f"({int((~tree.read).sum())} of {tree.size} histories not read): use the pairwise "
+            "joints (certified) or administer with tol=0 and a larger max_passes"
+        )
+    if S**K > MAX_JOINT_CELLS:
+        raise CollectionError(
+            f"the joint of all {K} answers on {S} scale points has {S**K} cells, more than "
+            f"{MAX_JOINT_CELLS}: use the pairwise joints"
+        )
+    pmf = tree.pmf if pmf is None else np.asarray(pmf, dtype=np.float64)
+    prob = history_probability(tree.parent, tree.answer, tree.item, pmf)
+    lead = pmf.shape[:-2]
+    out = np.zeros((*lead, S ** (K - 1), S))
+    sel = np.flatnonzero(tree.item == K - 1)
+    digits = tree.paths[sel, : K - 1]
+    flat = (digits * S ** np.arange(K - 2, -1, -1)).sum(-1) if K > 1 else np.zeros(1, np.int64)
+    out[..., flat, :] = prob[..., sel, None] * pmf[..., sel, :]
+    return out.reshape(*lead, *([S] * K))
