@@ -55,13 +55,13 @@ from typing import Any
 import numpy as np
 
 from ....errors import CollectionError
-from ...identity import in_process_inputs
+from ...identity import ModelFiles, in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...templates import PromptTemplate
 from ...tokens import answer_rule
-from ...zoo import check_source, model_folder
+from ...zoo import check_source
 from ..inprocess import ENTRY_KEYS, InProcessModel, model_provenance, resolve_dtype
 
 __all__ = ["READOUT", "TESTED_VLLM", "VLLMModel", "check", "check_vllm_version", "inputs", "open"]
@@ -303,9 +303,12 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
                              dtype=_dtype(spec, options))  # fmt: skip
 
 
-def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> VLLMModel:
-    """Load a model entry into an in-process vLLM engine."""
-    return VLLMModel(spec, options)
+def open(
+    spec: dict[str, Any], options: CollectOptions, probe=None, *, prepared: ModelFiles | None = None
+) -> VLLMModel:
+    """Load a model entry into an in-process vLLM engine; ``prepared``: the entry's files as
+    :func:`inputs` resolved them in this run."""
+    return VLLMModel(spec, options, files=prepared)
 
 
 def _dtype(spec: dict[str, Any], options: CollectOptions) -> str:
@@ -329,20 +332,20 @@ class VLLMModel(InProcessModel):
 
     TRACE_SAMPLER = VLLM_TRACE_SAMPLER
 
-    def __init__(self, spec: dict[str, Any], options: CollectOptions, engine: Any = None):
+    def __init__(
+        self, spec: dict[str, Any], options: CollectOptions, engine: Any = None, *,
+        files: ModelFiles | None = None,
+    ):  # fmt: skip
         """Load ``spec`` into a new engine, or, with ``engine`` (the ``llm`` of a
         :class:`VLLMModel` of the same entry), read through that live engine: the answer
-        rule, scale and decoding grid travel with each request, so one engine serves any."""
-        from transformers import AutoTokenizer
-
+        rule, scale and decoding grid travel with each request, so one engine serves any.
+        ``files``: what ``spec`` resolves to, resolved already in this run."""
         self.name = str(spec["name"])
         self.options = options
         t0 = time.perf_counter()
-        folder, prov = model_folder(spec)
-        trc = bool(spec.get("trust_remote_code", options.trust_remote_code))
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            folder, trust_remote_code=trc, revision=spec.get("revision")
-        )
+        files = files or ModelFiles.resolve(spec, options.trust_remote_code)
+        folder, prov, trc = files.folder, dict(files.provenance), files.trust_remote_code
+        self.tokenizer = files.tokenizer()
         self.template = PromptTemplate(self.tokenizer, self.name, spec.get("prompt_format"))
         self.valid, self.answers, rule = answer_rule(
             self.tokenizer, options.scale, split_space=options.split_space,
