@@ -12,8 +12,9 @@ Names that moved out of a module that still exists (``CollectOptions`` from
 module's ``__getattr__`` through :func:`moved_attribute`; keyword arguments that
 were renamed are served by the decorator :func:`renamed_keywords` (the function's
 signature shows only the new names; an old name still works and warns), keywords
-that were retired by :func:`retired_keyword`, and module-level functions that
-were replaced by :func:`deprecated_function`.
+that were retired by :func:`retired_keyword`, arguments that became keyword-only
+by :func:`keyword_only`, and module-level functions that were replaced by
+:func:`deprecated_function`.
 
 Examples
 --------
@@ -33,6 +34,7 @@ import functools
 import importlib
 import importlib.abc
 import importlib.machinery
+import inspect
 import sys
 import types
 import warnings
@@ -44,6 +46,7 @@ __all__ = [
     "REMOVAL",
     "deprecated_function",
     "install",
+    "keyword_only",
     "moved_attribute",
     "renamed_keyword",
     "renamed_keywords",
@@ -242,6 +245,59 @@ def renamed_keywords(**renames: str) -> Callable[[F], F]:
                         f"use {name}({new}=...)"
                     )
                     kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def keyword_only(*names: str) -> Callable[[F], F]:
+    """Decorator: the arguments ``names`` (in their old positional order) became keyword-only.
+
+    The decorated function's signature shows them keyword-only; a call that still
+    passes them by position works and warns, naming them. Too many positional
+    arguments, or one given both ways, is a ``TypeError`` as Python's own.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> @keyword_only("by", "ax")
+    ... def draw(data, *, by=None, ax=None):
+    ...     return by, ax
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     draw(1, "model")
+    ('model', None)
+    >>> str(seen[0].message)
+    "draw(): passing 'by' by position is deprecated and will be removed in xlikert 1.0; use draw(by=...)"
+    """
+
+    def decorate(func: F) -> F:
+        name = func.__name__
+        params = inspect.signature(func).parameters.values()
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        n = sum(p.kind in kinds for p in params)
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > n:
+                given = names[: len(args) - n]
+                if len(args) - n > len(names):
+                    raise TypeError(
+                        f"{name}() takes at most {n + len(names)} positional arguments but "
+                        f"{len(args)} were given"
+                    )
+                for key in given:
+                    if key in kwargs:
+                        raise TypeError(f"{name}() got multiple values for argument {key!r}")
+                which = ", ".join(map(repr, given))
+                _warn(
+                    f"{name}(): passing {which} by position is deprecated and will be removed "
+                    f"in {REMOVAL}; use {name}({'=..., '.join(given)}=...)"
+                )
+                kwargs.update(zip(given, args[n:], strict=True))
+                args = args[:n]
             return func(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]

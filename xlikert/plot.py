@@ -6,9 +6,10 @@ any design), draws into ``ax`` (or a new figure) and returns the
 that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
 reserved name raises a ``DesignError``): where a figure picks its factors
 itself, the model factor (:data:`xlikert.dims.MODEL_DIM`) comes first where it
-exists, then the factors in dim order. Dimension
-arguments are keyword-only. Colours are the Okabe-Ito palette (colour-blind safe); continuous maps
-are ``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
+exists, then the factors in dim order. Every argument after the data is
+keyword-only (passing one by position still works, with a ``DeprecationWarning``).
+Colours are the Okabe-Ito palette (colour-blind safe); continuous maps are
+``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
 
 ============================  =================================================
 function                      figure
@@ -42,6 +43,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ._compat import keyword_only
 from .dims import DECODING_DIMS, factor_dims, preferred_factor
 from .errors import DesignError
 
@@ -118,8 +120,9 @@ def _collapse_note(dims: Sequence[Hashable]) -> str:
 
 
 # --------------------------------------------------------------------------- constraint
+@keyword_only("by", "ax", "floor")
 def failure_rate(
-    fr: xr.DataArray, by: Hashable | None = None, ax: Axes | None = None, floor: float = 1e-16
+    fr: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None, floor: float = 1e-16
 ) -> Figure:
     """Failure rate of every (condition, item), one jittered strip per level of ``by``.
 
@@ -194,8 +197,10 @@ def failure_rate(
 
 
 # --------------------------------------------------------------------------- consensus
+@keyword_only("x", "hue", "ax")
 def consensus(
     cns: xr.DataArray,
+    *,
     x: Hashable | None = None,
     hue: Hashable | None = None,
     ax: Axes | None = None,
@@ -271,11 +276,12 @@ def consensus(
 
 
 # --------------------------------------------------------------------------- construct
+@keyword_only("facet", "hue")
 def composite_pmfs(
     comp: xr.DataArray,
+    *,
     facet: Hashable | None = None,
     hue: Hashable | None = None,
-    *,
     row: Hashable | None = None,
     score_dim: Hashable = "score",
     col_wrap: int = 3,
@@ -475,9 +481,11 @@ def effect_distributions(
     return fig
 
 
+@keyword_only("row", "col", "ingroup", "ax")
 def interaction_heatmap(
     E: xr.DataArray,
     SD: xr.DataArray | None = None,
+    *,
     row: Hashable | None = None,
     col: Hashable | None = None,
     ingroup: xr.DataArray | None = None,
@@ -563,8 +571,9 @@ def interaction_heatmap(
     return fig
 
 
+@keyword_only("ax", "ylabel")
 def human_vs_llm(
-    table: pd.DataFrame, ax: Axes | None = None, ylabel: str = "Composite score"
+    table: pd.DataFrame, *, ax: Axes | None = None, ylabel: str = "Composite score"
 ) -> Figure:
     """Human samples vs LLM composites: expected score with ``±1 SD`` bars.
 
@@ -628,7 +637,10 @@ def human_vs_llm(
 
 
 # --------------------------------------------------------------------------- sampling cost
-def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None = None) -> Figure:
+@keyword_only("by", "ax")
+def standard_error(
+    se: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None
+) -> Figure:
     """SE of the N-sample estimator vs N (log-log), one line per level of ``by``.
 
     ``se`` is :func:`xlikert.analysis.cost.standard_error` output ``(*factors, n)``.
@@ -687,8 +699,9 @@ def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None
     return fig
 
 
+@keyword_only("by", "consensus")
 def decoding_bias(
-    bias: xr.DataArray, by: Hashable | None = None, consensus: xr.DataArray | None = None
+    bias: xr.DataArray, *, by: Hashable | None = None, consensus: xr.DataArray | None = None
 ) -> Figure:
     """Decoding bias vs temperature (left) and vs top-p (right), one line per level of ``by``.
 
@@ -773,7 +786,8 @@ def decoding_bias(
     return fig
 
 
-def flip_probability(flips: pd.DataFrame, ax: Axes | None = None, log_x: bool = True) -> Figure:
+@keyword_only("ax", "log_x")
+def flip_probability(flips: pd.DataFrame, *, ax: Axes | None = None, log_x: bool = True) -> Figure:
     """Sign-flip probability vs exact ``|E|``, one colour and marker per budget N.
 
     ``flips`` is :func:`xlikert.analysis.cost.flip_probability` output. Main effects
