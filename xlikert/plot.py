@@ -36,8 +36,10 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Hashable, Iterator, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -61,6 +63,7 @@ __all__ = [
     "flip_probability",
     "human_vs_llm",
     "interaction_heatmap",
+    "offscreen",
     "standard_error",
 ]
 
@@ -76,6 +79,44 @@ OKABE_ITO = (
     "#000000",
 )
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: Whether figures are drawn as standalone Figure objects (:func:`offscreen`), in this context.
+_OFFSCREEN: ContextVar[bool] = ContextVar("xlikert_plot_offscreen", default=False)
+#: The keywords of ``subplots`` that place the axes (the others make the figure).
+_GRID_KEYWORDS = frozenset(
+    {"nrows", "ncols", "sharex", "sharey", "squeeze", "width_ratios", "height_ratios",
+     "subplot_kw", "gridspec_kw"}
+)  # fmt: skip
+
+
+@contextlib.contextmanager
+def offscreen() -> Iterator[None]:
+    """Draw the block's figures as standalone :class:`~matplotlib.figure.Figure` objects.
+
+    A figure made inside the block belongs to no pyplot backend: it opens no
+    window, ``plt.show`` does not show it, and it is rendered by its own canvas
+    when saved (``fig.savefig``: PNG by Agg). Nothing global changes (the
+    backend, pyplot's figures); the setting is this context's own (threads and
+    asyncio tasks started elsewhere are not affected) and ends with the block.
+    :func:`xlikert.report.write_report` draws its figures so.
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> from xlikert import plot, sampling
+    >>> from xlikert.datasets import synthetic_pmf
+    >>> with plot.offscreen():
+    ...     fig = plot.flip_probability(sampling.flip_probability(synthetic_pmf(n_items=3)))
+    >>> fig.canvas.manager is None  # no pyplot window behind it
+    True
+    """
+    token = _OFFSCREEN.set(True)
+    try:
+        yield
+    finally:
+        _OFFSCREEN.reset(token)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -101,10 +142,20 @@ def _title(name: Hashable | None) -> str:
     return "" if name is None else str(name).replace("_", " ").capitalize()
 
 
+def _subplots(*args: Any, **kwargs: Any) -> tuple[Figure, Any]:
+    """``plt.subplots``; inside :func:`offscreen`, a standalone figure's subplots."""
+    if not _OFFSCREEN.get():
+        return _plt().subplots(*args, **kwargs)
+    from matplotlib.figure import Figure
+
+    fig = Figure(**{k: v for k, v in kwargs.items() if k not in _GRID_KEYWORDS})
+    return fig, fig.subplots(*args, **{k: v for k, v in kwargs.items() if k in _GRID_KEYWORDS})
+
+
 def _new_ax(ax: Axes | None, figsize=(6.4, 3.6)) -> tuple[Figure, Axes]:
     if ax is not None:
         return ax.figure, ax
-    fig, ax = _plt().subplots(figsize=figsize, layout="constrained")
+    fig, ax = _subplots(figsize=figsize, layout="constrained")
     return fig, ax
 
 
@@ -331,7 +382,6 @@ def composite_pmfs(
     >>> fig.axes[0].get_ylabel(), len([a for a in fig.axes if a.get_visible()])
     ('A', 4)
     """
-    plt = _plt()
     row = row if row is not None else ("subscale" if "subscale" in comp.dims else None)
     aux = [row] if row is not None else []
     factors = factor_dims(
@@ -346,7 +396,7 @@ def composite_pmfs(
     ncols = min(col_wrap, len(panels)) if row is None else len(panels)
     per_row = int(np.ceil(len(panels) / ncols))
     nrows = per_row * len(rows)
-    fig, axes = plt.subplots(
+    fig, axes = _subplots(
         nrows,
         ncols,
         figsize=(3.3 * ncols + 1.5, 2.4 * nrows + 0.6),
@@ -435,7 +485,6 @@ def effect_distributions(
     >>> len([a for a in fig.axes if a.get_visible()])
     3
     """
-    plt = _plt()
     levels_dims = [d for d in effect_pmf.dims if d != effect_dim]
     if len(levels_dims) != 1:
         raise DesignError(
@@ -446,7 +495,7 @@ def effect_distributions(
     names = _labels(effect_pmf, dim)
     ncols = min(col_wrap, len(names))
     nrows = int(np.ceil(len(names) / ncols))
-    fig, axes = plt.subplots(
+    fig, axes = _subplots(
         nrows,
         ncols,
         figsize=(3.0 * ncols + 0.5, 2.3 * nrows + 0.5),
@@ -738,8 +787,7 @@ def decoding_bias(
     >>> len(fig.axes)
     2
     """
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
+    fig, axes = _subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
     factors = factor_dims(
         bias, item_dim=None, score_dim=None, auxiliary=DECODING_DIMS, what="the bias"
     )
