@@ -97,19 +97,41 @@ MOVED: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def _stacklevel() -> int:
-    """The stack level of the first frame outside the import system and this module."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (
-        frame.f_code.co_filename.startswith("<frozen importlib")
-        or frame.f_code.co_filename == __file__
-    ):
-        frame, level = frame.f_back, level + 1
+def _internal(frame: types.FrameType) -> bool:
+    """A frame of the import system's bootstrap, which ``warnings.warn`` does not count."""
+    name = frame.f_code.co_filename
+    return "importlib" in name and "_bootstrap" in name
+
+
+def _ours(frame: types.FrameType) -> bool:
+    """A frame between a deprecated use and :func:`_warn`: this module, the import system
+    (``importlib.import_module`` included) or a module's ``__getattr__`` serving a moved name."""
+    code = frame.f_code
+    return (
+        code.co_filename == __file__
+        or _internal(frame)
+        or code.co_filename == importlib.__file__
+        or code.co_name == "__getattr__"
+    )
+
+
+def _stacklevel(outside: int = 0) -> int:
+    """The ``stacklevel`` (counted from :func:`_warn` as ``warnings.warn`` counts it: the
+    import system's bootstrap frames are not counted) of the first frame that is not
+    :func:`_ours`, then ``outside`` frames further out."""
+    frame, level = sys._getframe(1), 1  # the frame of _warn: level 1
+    while frame.f_back is not None and (_ours(frame) or outside):
+        if not _ours(frame):
+            outside -= 1
+        frame = frame.f_back
+        level += not _internal(frame)
     return level
 
 
-def _warn(message: str) -> None:
-    warnings.warn(message, DeprecationWarning, stacklevel=_stacklevel())
+def _warn(message: str, outside: int = 0) -> None:
+    """Warn (``DeprecationWarning``) at the caller's line; ``outside``: the caller is that
+    many frames out from the first frame outside the deprecation machinery."""
+    warnings.warn(message, DeprecationWarning, stacklevel=_stacklevel(outside))
 
 
 class _MovedModule(types.ModuleType):
@@ -184,8 +206,9 @@ def renamed_keyword(
 ) -> Any:
     """The value of keyword ``new``, taking it from the deprecated ``old`` in ``kwargs``.
 
-    Pops ``old`` from ``kwargs``; warns when it was given; refuses both at once; and
-    refuses any other leftover keyword (as Python would), naming it.
+    Pops ``old`` from ``kwargs``; warns when it was given (at the line that called the
+    function taking ``**kwargs``, which calls this); refuses both at once; and refuses
+    any other leftover keyword (as Python would), naming it.
 
     Examples
     --------
@@ -202,7 +225,8 @@ def renamed_keyword(
             raise TypeError(f"{func}() got both {new}= and its deprecated name {old}=")
         _warn(
             f"{func}({old}=...) is deprecated and will be removed in {REMOVAL}; "
-            f"use {func}({new}=...)"
+            f"use {func}({new}=...)",
+            outside=1,  # the caller of the function that took **kwargs
         )
         value = given
     if kwargs:
