@@ -461,7 +461,7 @@ class VLLMModel(InProcessModel):
     def __repr__(self) -> str:
         return f"<VLLMModel {self.name!r} answer_contexts={len(self.answers.contexts)}>"
 
-    def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
+    def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
         """:meth:`_read` with the top-k listing, under the unit's own cache salt."""
         return self._read(encoded, _salt(texts), top_k=self.options.top_k)
 
