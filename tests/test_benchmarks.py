@@ -400,3 +400,22 @@ def test_benchmarks_use_public_api_only():
                     if isinstance(item, ast.FunctionDef) and item.name in xlikert_private
                 ]
     assert found == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="Linux /proc only")
+def test_bench_analysis_peak_memory_is_the_childs_own_not_its_parents():
+    """A child's ``ru_maxrss`` starts at its parent's peak (kept across execve); the large
+    design's children report their own high-water mark."""
+    import resource
+
+    held = np.ones(300 * 2**20 // 8)  # this process: 300 MB more resident than the child
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10 > 300
+    code = (
+        f"import sys, resource; sys.path.insert(0, {str(BENCH)!r}); "
+        "from bench_analysis import peak_rss_mb; "
+        "print(peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    own, inherited = map(float, out.stdout.split())
+    assert own < 200 < 300 < inherited, (own, inherited)  # numpy imported: ~30-60 MB
+    del held
