@@ -65,7 +65,7 @@ PENDING: dict[str, set[str]] = {
     # xlikert.collect
     "xlikert.collect.builtin_names": {"RT01"},
     "xlikert.collect.cache_dir": {"RT01"},
-    "xlikert.collect.collect": {"PR02", "PR04", "PR08", "XL02"},
+    "xlikert.collect.collect": {"PR04", "PR08", "XL02"},
     "xlikert.collect.find_valid_tokens": {"PR04"},
     "xlikert.collect.load_model": {"EX01", "PR01", "RT01"},
     "xlikert.collect.merge_shards": {"PR01", "RT01"},
