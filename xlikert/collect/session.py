@@ -108,7 +108,7 @@ class Session:
         if output is not None:
             self.store = PartialStore(output, self.plan.fingerprint, self.description)
             for line in self.store.open(discard=discard):
-                warnings.warn(line, UserWarning, stacklevel=4)
+                warnings.warn(line, UserWarning, stacklevel=3)  # run < collect < its caller
         try:
             started = time.perf_counter()
             with StopOnSignals() as stop:
@@ -126,7 +126,7 @@ class Session:
             if self.store is not None:
                 left = self.store.close(finished=finished)
                 if left and finished:
-                    warnings.warn(left, UserWarning, stacklevel=4)
+                    warnings.warn(left, UserWarning, stacklevel=3)
         return ds
 
     def description(self) -> dict[str, Any]:
