@@ -115,9 +115,12 @@ def rendered(model, prompts) -> list[list[int]]:
 
 def time_raw(args, model, requests, prompts, probe=None) -> dict:
     """Raw vLLM: one request per prompt, max_tokens=1, logprobs=20, prefix caching on."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
     encoded = rendered(model, prompts)
-    params = model._sampling(max_tokens=1, logprobs=20, detokenize=False)
-    reqs = [model._tokens_prompt(prompt_token_ids=e) for e in encoded]
+    params = SamplingParams(max_tokens=1, logprobs=20, detokenize=False)
+    reqs = [TokensPrompt(prompt_token_ids=e) for e in encoded]
     model.llm.generate(reqs[:1], params, use_tqdm=False)  # warm-up
     timing, _ = timed_runs(
         args, lambda: model.llm.generate(reqs, params, use_tqdm=False), model, requests, probe
@@ -127,21 +130,24 @@ def time_raw(args, model, requests, prompts, probe=None) -> dict:
 
 
 def time_sampling(args, model, prompts) -> list[dict]:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
     encoded = rendered(model, prompts)  # the same target-major order as the transformers sampler
     scale = {str(v) for v in range(1, 8)}
     limits = [float(x) for x in args.max_seconds.split(",")]
-    prime = model._sampling(n=1, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0)
+    prime = SamplingParams(n=1, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0)
     runs = []
     for n, limit in zip([int(b) for b in args.budgets.split(",")], limits, strict=True):
         # no per-request seed: vLLM's CPU sampler rejects seeded requests with n > 1
-        params = model._sampling(n=n, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0)
+        params = SamplingParams(n=n, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0)
         per_call = max(1, 1000 // n)  # prompts per generate call: about 1000 sequences
         model.llm.reset_prefix_cache()
         answers, elapsed, calls, cached, primed = [], 0.0, 0, [], []
         for a in range(0, len(encoded), per_call):
             if calls and elapsed + elapsed / calls > limit:
                 break
-            reqs = [model._tokens_prompt(prompt_token_ids=e) for e in encoded[a : a + per_call]]
+            reqs = [TokensPrompt(prompt_token_ids=e) for e in encoded[a : a + per_call]]
             t0 = time.perf_counter()
             # one request per prompt fills the prefix cache, so the N sequences of the
             # next request share its prefill (vLLM would otherwise schedule the N children

@@ -11,7 +11,9 @@ For each design the pipeline (composite + decompose with all effects and
 summaries + summary_table) runs warm with ``engine="numba"`` and
 ``engine="numpy"`` side by side in one process; ``xl.consensus(tol=1e-4)`` is
 timed too where it is implemented. The large design runs in subprocesses so
-that each engine's peak memory (``ru_maxrss``) is its own; it also runs on a
+that each engine's peak memory is its own (:func:`peak_rss_mb`: the process's own
+high-water mark, not ``ru_maxrss``, which a child starts at its parent's peak); it
+also runs on a
 copy chunked along ``f0`` with Dask threads and with a ``dask.distributed``
 ``LocalCluster(processes=True, n_workers=2, threads_per_worker=1)`` (peak RSS
 of the client and of each worker), for eager vs Dask.
@@ -157,17 +159,32 @@ def bench_scaling(levels: tuple[int, ...], repeat: int) -> dict[str, Any]:
     }
 
 
-def _warm_worker() -> int:
-    """Load the numba kernels (from the on-disk cache) in a worker process."""
+def _warm_worker() -> float:
+    """Load the numba kernels (from the on-disk cache) in a worker process; its peak (MB)."""
     import xlikert as xl
 
     xl.decompose(xl.datasets.synthetic_pmf({f"f{i}": 2 for i in range(4)}, n_items=2))
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 2**10
+    return peak_rss_mb()
 
 
-def _worker_peak_mb() -> float:
-    """This process's peak RSS so far (MB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+def peak_rss_mb() -> float:
+    """This process's own peak resident set size so far (MB).
+
+    On Linux the high-water mark of its memory (``VmHWM`` of ``/proc/self/status``),
+    which starts afresh with the process's program. Not ``ru_maxrss``: usage is kept
+    across ``execve`` (getrusage(2)), so a child started by a process that held 1 GB
+    reads at least 1 GB there whatever it uses. Elsewhere ``ru_maxrss`` (kB; bytes on
+    macOS), with that caveat.
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**10
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
 
 
 def _probe_gufunc_pickling(client) -> str:
@@ -235,7 +252,7 @@ def _run_distributed(pmf, args, extra: dict[str, Any]) -> dict[str, Any]:
         client.run(_warm_worker)
         extra["cluster_start_s"] = time.perf_counter() - tc
         timing = _timed_pipeline(pmf, args.engine, lazy=True)
-        workers = client.run(_worker_peak_mb)
+        workers = client.run(peak_rss_mb)
     extra["worker_peak_rss_mb"] = sorted(workers.values())
     return timing
 
@@ -247,7 +264,7 @@ def _child(args: argparse.Namespace) -> None:
     spec = LARGE_QUICK if args.quick else LARGE
     pmf = xl.datasets.synthetic_pmf(spec["factors"], n_items=spec["n_items"], seed=2)
     _warm_worker()  # warm the kernels (cache load)
-    base = _worker_peak_mb()
+    base = peak_rss_mb()
     extra: dict[str, Any] = {}
     if args.mode == "eager":
         timing = _timed_pipeline(pmf, args.engine)
@@ -256,7 +273,7 @@ def _child(args: argparse.Namespace) -> None:
         extra["chunks"] = {"f0": chunk}
         run = _run_dask if args.mode == "dask" else _run_distributed
         timing = run(pmf.chunk({"f0": chunk}), args, extra)
-    peak = _worker_peak_mb()
+    peak = peak_rss_mb()
     row = {
         "engine": args.engine,
         "mode": args.mode,

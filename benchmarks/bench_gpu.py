@@ -20,12 +20,12 @@ weights (nothing is downloaded):
   so that every prompt is distinct while all share the system prompt (one group:
   units of ``--chunk-size`` prompts, so batches as wide as a unit can form);
 * **transformers**: the random model is made on the device in bf16
-  (``LlamaForCausalLM._from_config``, seeded), wrapped by
+  (``AutoModelForCausalLM.from_config``, seeded), wrapped by
   ``xlikert.collect.backends.transformers.wrap_model`` and handed to ``collect(loader=...)`` as a
   ``LocalModel``: the backend's own batching, prefix cache and float64 readout (on a
   GPU in torch on the device, ``device_readout``; on the CPU the numpy rules of
   ``xlikert.collect.readout`` through ``read_logits``). Timed: the whole ``collect``
-  call (CUDA synchronised), the readout's share (``LocalModel._readout``, the device
+  call (CUDA synchronised), the readout's share (``LocalModel.readout``, the device
   synchronised before it starts) and the numpy rules alone (``read_logits``: none on
   a GPU). The batches are those the backend formed (prompts per forward, counted per
   batch);
@@ -209,11 +209,11 @@ def write_folder(folder: Path, shape: str, tokenizer, vocab_size: int):
 def random_model(cfg, device: str, seed: int = 0):
     """A random-weight ``LlamaForCausalLM`` of ``cfg`` made on ``device`` in bf16 (seeded)."""
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
     with torch.device(device):
-        model = LlamaForCausalLM._from_config(cfg, dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
     return model.eval()
 
 
@@ -255,7 +255,7 @@ def bf16_matmul(device: str, tiny: bool) -> dict[str, Any]:
 class ReadoutTimer:
     """The transformers backend with its readout timed, while entered.
 
-    :attr:`model_class` is the backend's ``LocalModel`` whose ``_readout`` (the logits'
+    :attr:`model_class` is the backend's ``LocalModel`` whose ``readout`` (the logits'
     copy to the host and the numpy rules) is timed, the device synchronised before it
     starts, and the prompts of each batch counted; ``read_logits`` (the numpy rules
     alone) is timed as well. :meth:`reset` before each run.
@@ -272,9 +272,9 @@ class ReadoutTimer:
         class TimedLocalModel(LocalModel):
             """The backend's model, its readout timed (the device synchronised first)."""
 
-            def _readout(self, logits, n):
+            def readout(self, logits, n):
                 timer.sync()
-                out, seconds = timed(lambda: super(TimedLocalModel, self)._readout(logits, n))
+                out, seconds = timed(lambda: super(TimedLocalModel, self).readout(logits, n))
                 timer.readout_s += seconds
                 timer.batches.append(n)
                 return out

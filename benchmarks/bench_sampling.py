@@ -249,7 +249,7 @@ def _drawing_model(lm, options, n: int, generator):
 
         batches = 0
 
-        def _readout(self, logits, k: int) -> dict[str, np.ndarray]:
+        def readout(self, logits, k: int) -> dict[str, np.ndarray]:
             z = logits.reshape(k, len(self.leaves), self.keep, logits.shape[-1])
             li, pos = self.where[self.lm.answers.contexts.index(())]
             probs = torch.softmax(z[:, li, pos].float(), -1)
@@ -313,7 +313,7 @@ def exact_pass_sampler(
             part = cells[a : a + options.chunk_size]
             texts = [model.template.render(*prompts[j]) for j in part]
             encoded = [model.template.encode(t) for t in texts]
-            tokens[part] = model._read_prompts(texts, encoded)["token"]
+            tokens[part] = model.read_prompts(texts, encoded)["token"]
             n_units += 1
     # parse each token id drawn once (decoding is the same for every draw of it)
     ids = np.unique(tokens)

@@ -367,3 +367,55 @@ def test_bench_suite_reads_pytests_closing_line():
          "what": "engines already built"}  # fmt: skip
     text = suite.readme_suite(d)
     assert "10.0 min" in text and "3 passed" in text and "engines already built" in text
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_benchmarks_use_public_api_only():
+    """No benchmark reads another object's private attribute (xlikert's, a library's) or
+    overrides a private method of an xlikert class: they measure what users can call."""
+    import ast
+
+    xlikert_private = set()  # private methods and attributes of xlikert's classes
+    for path in (ROOT / "xlikert").rglob("*.py"):
+        for cls in ast.walk(ast.parse(path.read_text())):
+            if isinstance(cls, ast.ClassDef):
+                for node in ast.walk(cls):
+                    if isinstance(node, ast.FunctionDef) and _private(node.name):
+                        xlikert_private.add(node.name)
+                    if isinstance(node, ast.Attribute) and _private(node.attr):
+                        xlikert_private.add(node.attr)
+    found = []
+    for path in sorted(BENCH.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            own = isinstance(node, ast.Attribute) and ast.unparse(node.value) in ("self", "cls")
+            if isinstance(node, ast.Attribute) and _private(node.attr) and not own:
+                found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.ClassDef):
+                found += [
+                    f"{path.name}:{item.lineno}: overrides {item.name}"
+                    for item in node.body
+                    if isinstance(item, ast.FunctionDef) and item.name in xlikert_private
+                ]
+    assert found == []
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="Linux /proc only")
+def test_bench_analysis_peak_memory_is_the_childs_own_not_its_parents():
+    """A child's ``ru_maxrss`` starts at its parent's peak (kept across execve); the large
+    design's children report their own high-water mark."""
+    import resource
+
+    held = np.ones(300 * 2**20 // 8)  # this process: 300 MB more resident than the child
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10 > 300
+    code = (
+        f"import sys, resource; sys.path.insert(0, {str(BENCH)!r}); "
+        "from bench_analysis import peak_rss_mb; "
+        "print(peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    own, inherited = map(float, out.stdout.split())
+    assert own < 200 < 300 < inherited, (own, inherited)  # numpy imported: ~30-60 MB
+    del held

@@ -126,3 +126,41 @@ def test_the_property_test_draws_reserved_names_from_the_registry():
     from test_api_property import RESERVED
 
     assert all(dims.reserved_role(name) for name in RESERVED)
+
+
+#: Modules where the string "model" is not the model factor: what the word names there.
+MODEL_WORD_ELSEWHERE = {
+    "xlikert/dims.py": "the registry itself (MODEL_DIM)",
+    "xlikert/design/problems.py": "the noun of a [[models]] table in error messages",
+    "xlikert/collect/identity.py": "the key of a cell identity's JSON (KEY_RULE)",
+    "xlikert/collect/session.py": "the key of a cell identity's JSON",
+    "xlikert/collect/backends/openai/model.py": "the OpenAI request field",
+    "xlikert/collect/backends/openai/plan.py": "the OpenAI request field",
+    "xlikert/collect/backends/openai/spec.py": "the OpenAI request field, an entry key",
+    "xlikert/collect/backends/vllm/model.py": "vllm.LLM's argument",
+}
+
+
+def test_the_model_factor_is_named_by_the_registry_only():
+    """Code (docstrings aside) names the model factor by dims.MODEL_DIM, never by a literal."""
+    import ast
+    from pathlib import Path
+
+    root = Path(xl.__file__).parent
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        docs = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        if any(
+            isinstance(n, ast.Constant) and n.value == dims.MODEL_DIM and id(n) not in docs
+            for n in ast.walk(tree)
+        ):
+            found.add(path.relative_to(root.parent).as_posix())
+    assert found - set(MODEL_WORD_ELSEWHERE) == set()
+    assert set(MODEL_WORD_ELSEWHERE) <= found  # an entry no longer needed goes

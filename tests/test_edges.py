@@ -306,10 +306,15 @@ DIM_DEFAULTS = {
 }
 
 
+#: Dimension arguments that are keyword-only where they are optional (a required ``dim``
+#: is the positional subject: ``contrast(pmf, dim, a, b)``), figures' placing names included.
+OPTIONAL_DIMS = ("dim", "dims", "by", "x", "hue", "facet", "row", "col")
+
+
 @pytest.mark.parametrize("name", sorted(PUBLIC))
 def test_dims_are_keyword_only_with_one_default(name):
     for p in inspect.signature(PUBLIC[name]).parameters.values():
-        is_dim = p.name in DIM_DEFAULTS or (p.name in ("dim", "dims") and p.default is not p.empty)
+        is_dim = p.name in DIM_DEFAULTS or (p.name in OPTIONAL_DIMS and p.default is not p.empty)
         if not is_dim:
             continue
         assert p.kind is p.KEYWORD_ONLY, f"{name}: {p.name} is positional"

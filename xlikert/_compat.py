@@ -12,8 +12,9 @@ Names that moved out of a module that still exists (``CollectOptions`` from
 module's ``__getattr__`` through :func:`moved_attribute`; keyword arguments that
 were renamed are served by the decorator :func:`renamed_keywords` (the function's
 signature shows only the new names; an old name still works and warns), keywords
-that were retired by :func:`retired_keyword`, and module-level functions that
-were replaced by :func:`deprecated_function`.
+that were retired by :func:`retired_keyword`, arguments that became keyword-only
+by :func:`keyword_only`, and module-level functions that were replaced by
+:func:`deprecated_function`.
 
 Examples
 --------
@@ -33,6 +34,7 @@ import functools
 import importlib
 import importlib.abc
 import importlib.machinery
+import inspect
 import sys
 import types
 import warnings
@@ -44,6 +46,7 @@ __all__ = [
     "REMOVAL",
     "deprecated_function",
     "install",
+    "keyword_only",
     "moved_attribute",
     "renamed_keyword",
     "renamed_keywords",
@@ -94,19 +97,41 @@ MOVED: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def _stacklevel() -> int:
-    """The stack level of the first frame outside the import system and this module."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (
-        frame.f_code.co_filename.startswith("<frozen importlib")
-        or frame.f_code.co_filename == __file__
-    ):
-        frame, level = frame.f_back, level + 1
+def _internal(frame: types.FrameType) -> bool:
+    """A frame of the import system's bootstrap, which ``warnings.warn`` does not count."""
+    name = frame.f_code.co_filename
+    return "importlib" in name and "_bootstrap" in name
+
+
+def _ours(frame: types.FrameType) -> bool:
+    """A frame between a deprecated use and :func:`_warn`: this module, the import system
+    (``importlib.import_module`` included) or a module's ``__getattr__`` serving a moved name."""
+    code = frame.f_code
+    return (
+        code.co_filename == __file__
+        or _internal(frame)
+        or code.co_filename == importlib.__file__
+        or code.co_name == "__getattr__"
+    )
+
+
+def _stacklevel(outside: int = 0) -> int:
+    """The ``stacklevel`` (counted from :func:`_warn` as ``warnings.warn`` counts it: the
+    import system's bootstrap frames are not counted) of the first frame that is not
+    :func:`_ours`, then ``outside`` frames further out."""
+    frame, level = sys._getframe(1), 1  # the frame of _warn: level 1
+    while frame.f_back is not None and (_ours(frame) or outside):
+        if not _ours(frame):
+            outside -= 1
+        frame = frame.f_back
+        level += not _internal(frame)
     return level
 
 
-def _warn(message: str) -> None:
-    warnings.warn(message, DeprecationWarning, stacklevel=_stacklevel())
+def _warn(message: str, outside: int = 0) -> None:
+    """Warn (``DeprecationWarning``) at the caller's line; ``outside``: the caller is that
+    many frames out from the first frame outside the deprecation machinery."""
+    warnings.warn(message, DeprecationWarning, stacklevel=_stacklevel(outside))
 
 
 class _MovedModule(types.ModuleType):
@@ -181,8 +206,9 @@ def renamed_keyword(
 ) -> Any:
     """The value of keyword ``new``, taking it from the deprecated ``old`` in ``kwargs``.
 
-    Pops ``old`` from ``kwargs``; warns when it was given; refuses both at once; and
-    refuses any other leftover keyword (as Python would), naming it.
+    Pops ``old`` from ``kwargs``; warns when it was given (at the line that called the
+    function taking ``**kwargs``, which calls this); refuses both at once; and refuses
+    any other leftover keyword (as Python would), naming it.
 
     Examples
     --------
@@ -199,7 +225,8 @@ def renamed_keyword(
             raise TypeError(f"{func}() got both {new}= and its deprecated name {old}=")
         _warn(
             f"{func}({old}=...) is deprecated and will be removed in {REMOVAL}; "
-            f"use {func}({new}=...)"
+            f"use {func}({new}=...)",
+            outside=1,  # the caller of the function that took **kwargs
         )
         value = given
     if kwargs:
@@ -242,6 +269,59 @@ def renamed_keywords(**renames: str) -> Callable[[F], F]:
                         f"use {name}({new}=...)"
                     )
                     kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def keyword_only(*names: str) -> Callable[[F], F]:
+    """Decorator: the arguments ``names`` (in their old positional order) became keyword-only.
+
+    The decorated function's signature shows them keyword-only; a call that still
+    passes them by position works and warns, naming them. Too many positional
+    arguments, or one given both ways, is a ``TypeError`` as Python's own.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> @keyword_only("by", "ax")
+    ... def draw(data, *, by=None, ax=None):
+    ...     return by, ax
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     draw(1, "model")
+    ('model', None)
+    >>> str(seen[0].message)
+    "draw(): passing 'by' by position is deprecated and will be removed in xlikert 1.0; use draw(by=...)"
+    """
+
+    def decorate(func: F) -> F:
+        name = func.__name__
+        params = inspect.signature(func).parameters.values()
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        n = sum(p.kind in kinds for p in params)
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > n:
+                given = names[: len(args) - n]
+                if len(args) - n > len(names):
+                    raise TypeError(
+                        f"{name}() takes at most {n + len(names)} positional arguments but "
+                        f"{len(args)} were given"
+                    )
+                for key in given:
+                    if key in kwargs:
+                        raise TypeError(f"{name}() got multiple values for argument {key!r}")
+                which = ", ".join(map(repr, given))
+                _warn(
+                    f"{name}(): passing {which} by position is deprecated and will be removed "
+                    f"in {REMOVAL}; use {name}({'=..., '.join(given)}=...)"
+                )
+                kwargs.update(zip(given, args[n:], strict=True))
+                args = args[:n]
             return func(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]

@@ -27,6 +27,7 @@ import xarray as xr
 
 from .collect.options import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from .collect.readout import nucleus_logprobs
+from .dims import MODEL_DIM
 from .errors import UnknownNameError
 
 __all__ = [
@@ -87,7 +88,7 @@ def synthetic_pmf(
     """
     if factors is None:
         factors = {
-            "model": ["Llama-3.3-70B", "Qwen3-80B", "Aya-32B", "Mistral-24B", "Gemma-27B"],
+            MODEL_DIM: ["Llama-3.3-70B", "Qwen3-80B", "Aya-32B", "Mistral-24B", "Gemma-27B"],
             "target": ["USA", "China", "Canada", "France"],
         }
     coords: dict[str, list[str] | np.ndarray] = {}
@@ -281,14 +282,14 @@ def synthetic_results(
     valid = np.clip(1.0 - fail, 0.0, 1.0)
     names = list(models)
     coords = {
-        "model": names,
+        MODEL_DIM: names,
         "target": list(targets),
         "item": [str(k + 1) for k in range(n_items)],
         "score": scores,
         "temperature": list(temperatures),
         "top_p": list(top_ps),
-        "country_of_origin": ("model", [models[m][0] for m in names]),
-        "model_size": ("model", [float(models[m][1]) for m in names]),
+        "country_of_origin": (MODEL_DIM, [models[m][0] for m in names]),
+        "model_size": (MODEL_DIM, [float(models[m][1]) for m in names]),
     }
     prompts = np.array(
         [
@@ -302,12 +303,12 @@ def synthetic_results(
     )
     ds = xr.Dataset(
         {
-            "pmf": (("model", "target", "item", "score"), pmf),
-            "valid_mass": (("model", "target", "item"), valid),
-            "prompt_text": (("model", "target", "item"), prompts),
-            "decoding_pmf": (("model", "target", "item", "temperature", "top_p", "score"), grid),
+            "pmf": ((MODEL_DIM, "target", "item", "score"), pmf),
+            "valid_mass": ((MODEL_DIM, "target", "item"), valid),
+            "prompt_text": ((MODEL_DIM, "target", "item"), prompts),
+            "decoding_pmf": ((MODEL_DIM, "target", "item", "temperature", "top_p", "score"), grid),
             "decoding_valid_mass": (
-                ("model", "target", "item", "temperature", "top_p"),
+                (MODEL_DIM, "target", "item", "temperature", "top_p"),
                 np.broadcast_to(
                     valid[..., None, None], (*valid.shape, len(temperatures), len(top_ps))
                 ).copy(),

@@ -6,9 +6,10 @@ any design), draws into ``ax`` (or a new figure) and returns the
 that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
 reserved name raises a ``DesignError``): where a figure picks its factors
 itself, the model factor (:data:`xlikert.dims.MODEL_DIM`) comes first where it
-exists, then the factors in dim order. Dimension
-arguments are keyword-only. Colours are the Okabe-Ito palette (colour-blind safe); continuous maps
-are ``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
+exists, then the factors in dim order. Every argument after the data is
+keyword-only (passing one by position still works, with a ``DeprecationWarning``).
+Colours are the Okabe-Ito palette (colour-blind safe); continuous maps are
+``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
 
 ============================  =================================================
 function                      figure
@@ -35,13 +36,16 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Hashable, Iterator, Sequence
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ._compat import keyword_only
 from .dims import DECODING_DIMS, factor_dims, preferred_factor
 from .errors import DesignError
 
@@ -59,6 +63,7 @@ __all__ = [
     "flip_probability",
     "human_vs_llm",
     "interaction_heatmap",
+    "offscreen",
     "standard_error",
 ]
 
@@ -74,6 +79,44 @@ OKABE_ITO = (
     "#000000",
 )
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: Whether figures are drawn as standalone Figure objects (:func:`offscreen`), in this context.
+_OFFSCREEN: ContextVar[bool] = ContextVar("xlikert_plot_offscreen", default=False)
+#: The keywords of ``subplots`` that place the axes (the others make the figure).
+_GRID_KEYWORDS = frozenset(
+    {"nrows", "ncols", "sharex", "sharey", "squeeze", "width_ratios", "height_ratios",
+     "subplot_kw", "gridspec_kw"}
+)  # fmt: skip
+
+
+@contextlib.contextmanager
+def offscreen() -> Iterator[None]:
+    """Draw the block's figures as standalone :class:`~matplotlib.figure.Figure` objects.
+
+    A figure made inside the block belongs to no pyplot backend: it opens no
+    window, ``plt.show`` does not show it, and it is rendered by its own canvas
+    when saved (``fig.savefig``: PNG by Agg). Nothing global changes (the
+    backend, pyplot's figures); the setting is this context's own (threads and
+    asyncio tasks started elsewhere are not affected) and ends with the block.
+    :func:`xlikert.report.write_report` draws its figures so.
+
+    Yields
+    ------
+    None
+
+    Examples
+    --------
+    >>> from xlikert import plot, sampling
+    >>> from xlikert.datasets import synthetic_pmf
+    >>> with plot.offscreen():
+    ...     fig = plot.flip_probability(sampling.flip_probability(synthetic_pmf(n_items=3)))
+    >>> fig.canvas.manager is None  # no pyplot window behind it
+    True
+    """
+    token = _OFFSCREEN.set(True)
+    try:
+        yield
+    finally:
+        _OFFSCREEN.reset(token)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -99,10 +142,20 @@ def _title(name: Hashable | None) -> str:
     return "" if name is None else str(name).replace("_", " ").capitalize()
 
 
+def _subplots(*args: Any, **kwargs: Any) -> tuple[Figure, Any]:
+    """``plt.subplots``; inside :func:`offscreen`, a standalone figure's subplots."""
+    if not _OFFSCREEN.get():
+        return _plt().subplots(*args, **kwargs)
+    from matplotlib.figure import Figure
+
+    fig = Figure(**{k: v for k, v in kwargs.items() if k not in _GRID_KEYWORDS})
+    return fig, fig.subplots(*args, **{k: v for k, v in kwargs.items() if k in _GRID_KEYWORDS})
+
+
 def _new_ax(ax: Axes | None, figsize=(6.4, 3.6)) -> tuple[Figure, Axes]:
     if ax is not None:
         return ax.figure, ax
-    fig, ax = _plt().subplots(figsize=figsize, layout="constrained")
+    fig, ax = _subplots(figsize=figsize, layout="constrained")
     return fig, ax
 
 
@@ -118,8 +171,9 @@ def _collapse_note(dims: Sequence[Hashable]) -> str:
 
 
 # --------------------------------------------------------------------------- constraint
+@keyword_only("by", "ax", "floor")
 def failure_rate(
-    fr: xr.DataArray, by: Hashable | None = None, ax: Axes | None = None, floor: float = 1e-16
+    fr: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None, floor: float = 1e-16
 ) -> Figure:
     """Failure rate of every (condition, item), one jittered strip per level of ``by``.
 
@@ -194,8 +248,10 @@ def failure_rate(
 
 
 # --------------------------------------------------------------------------- consensus
+@keyword_only("x", "hue", "ax")
 def consensus(
     cns: xr.DataArray,
+    *,
     x: Hashable | None = None,
     hue: Hashable | None = None,
     ax: Axes | None = None,
@@ -271,11 +327,12 @@ def consensus(
 
 
 # --------------------------------------------------------------------------- construct
+@keyword_only("facet", "hue")
 def composite_pmfs(
     comp: xr.DataArray,
+    *,
     facet: Hashable | None = None,
     hue: Hashable | None = None,
-    *,
     row: Hashable | None = None,
     score_dim: Hashable = "score",
     col_wrap: int = 3,
@@ -325,7 +382,6 @@ def composite_pmfs(
     >>> fig.axes[0].get_ylabel(), len([a for a in fig.axes if a.get_visible()])
     ('A', 4)
     """
-    plt = _plt()
     row = row if row is not None else ("subscale" if "subscale" in comp.dims else None)
     aux = [row] if row is not None else []
     factors = factor_dims(
@@ -340,7 +396,7 @@ def composite_pmfs(
     ncols = min(col_wrap, len(panels)) if row is None else len(panels)
     per_row = int(np.ceil(len(panels) / ncols))
     nrows = per_row * len(rows)
-    fig, axes = plt.subplots(
+    fig, axes = _subplots(
         nrows,
         ncols,
         figsize=(3.3 * ncols + 1.5, 2.4 * nrows + 0.6),
@@ -429,7 +485,6 @@ def effect_distributions(
     >>> len([a for a in fig.axes if a.get_visible()])
     3
     """
-    plt = _plt()
     levels_dims = [d for d in effect_pmf.dims if d != effect_dim]
     if len(levels_dims) != 1:
         raise DesignError(
@@ -440,7 +495,7 @@ def effect_distributions(
     names = _labels(effect_pmf, dim)
     ncols = min(col_wrap, len(names))
     nrows = int(np.ceil(len(names) / ncols))
-    fig, axes = plt.subplots(
+    fig, axes = _subplots(
         nrows,
         ncols,
         figsize=(3.0 * ncols + 0.5, 2.3 * nrows + 0.5),
@@ -475,9 +530,11 @@ def effect_distributions(
     return fig
 
 
+@keyword_only("row", "col", "ingroup", "ax")
 def interaction_heatmap(
     E: xr.DataArray,
     SD: xr.DataArray | None = None,
+    *,
     row: Hashable | None = None,
     col: Hashable | None = None,
     ingroup: xr.DataArray | None = None,
@@ -563,8 +620,9 @@ def interaction_heatmap(
     return fig
 
 
+@keyword_only("ax", "ylabel")
 def human_vs_llm(
-    table: pd.DataFrame, ax: Axes | None = None, ylabel: str = "Composite score"
+    table: pd.DataFrame, *, ax: Axes | None = None, ylabel: str = "Composite score"
 ) -> Figure:
     """Human samples vs LLM composites: expected score with ``±1 SD`` bars.
 
@@ -628,7 +686,10 @@ def human_vs_llm(
 
 
 # --------------------------------------------------------------------------- sampling cost
-def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None = None) -> Figure:
+@keyword_only("by", "ax")
+def standard_error(
+    se: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None
+) -> Figure:
     """SE of the N-sample estimator vs N (log-log), one line per level of ``by``.
 
     ``se`` is :func:`xlikert.analysis.cost.standard_error` output ``(*factors, n)``.
@@ -687,8 +748,9 @@ def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None
     return fig
 
 
+@keyword_only("by", "consensus")
 def decoding_bias(
-    bias: xr.DataArray, by: Hashable | None = None, consensus: xr.DataArray | None = None
+    bias: xr.DataArray, *, by: Hashable | None = None, consensus: xr.DataArray | None = None
 ) -> Figure:
     """Decoding bias vs temperature (left) and vs top-p (right), one line per level of ``by``.
 
@@ -725,8 +787,7 @@ def decoding_bias(
     >>> len(fig.axes)
     2
     """
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
+    fig, axes = _subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
     factors = factor_dims(
         bias, item_dim=None, score_dim=None, auxiliary=DECODING_DIMS, what="the bias"
     )
@@ -773,7 +834,8 @@ def decoding_bias(
     return fig
 
 
-def flip_probability(flips: pd.DataFrame, ax: Axes | None = None, log_x: bool = True) -> Figure:
+@keyword_only("ax", "log_x")
+def flip_probability(flips: pd.DataFrame, *, ax: Axes | None = None, log_x: bool = True) -> Figure:
     """Sign-flip probability vs exact ``|E|``, one colour and marker per budget N.
 
     ``flips`` is :func:`xlikert.analysis.cost.flip_probability` output. Main effects

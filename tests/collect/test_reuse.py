@@ -325,3 +325,34 @@ def test_reasoning_cells_are_copied_whole(tmp_path):
     names = [v for v in old.data_vars if v != "reused_from"]
     assert "trace_seed" in names and "trace_token_ids" in names
     cells_equal(ds, old.sel(target=["France", "USA"]), names)
+
+
+# ----------------------------------------------------------------------------- once per run
+def test_a_run_hashes_the_weights_and_loads_the_tokenizer_of_each_model_once(
+    dirs, tmp_path, monkeypatch
+):
+    """The cell keys and the backend share what the entry resolved (ModelFiles), per run:
+    a second run resolves again (nothing cached across runs)."""
+    import transformers
+
+    from xlikert.collect import zoo
+
+    calls = {"tokenizer": 0, "sha256": 0}
+    load, sha = transformers.AutoTokenizer.from_pretrained.__func__, zoo.sha256_file
+
+    def counted_load(cls, *args, **kwargs):
+        calls["tokenizer"] += 1
+        return load(cls, *args, **kwargs)
+
+    def counted_sha(*args, **kwargs):
+        calls["sha256"] += 1
+        return sha(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", classmethod(counted_load))
+    monkeypatch.setattr(zoo, "sha256_file", counted_sha)
+    weights = [p for p in Path(dirs["a"]).iterdir() if p.suffix == ".safetensors"]
+    assert weights
+    for run in (1, 2):
+        ds = collect(tiny_prompts(2, 2), [entry(dirs, "a")], tmp_path / f"{run}.nc", **KW)
+        assert ds.attrs["cells_computed"] == 4
+        assert calls == {"tokenizer": run, "sha256": run * len(weights)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -443,27 +444,30 @@ def test_untrusted_labels_are_escaped_in_every_output(tmp_path):
         _compile_with_pdflatex(sorted((out / "tables").glob("*.tex")), tmp_path)
 
 
-def test_write_report_gives_the_callers_matplotlib_backend_back(tmp_path, monkeypatch):
-    """The report draws with Agg where the backend opens windows, then restores the backend
-    it found: nothing global changes. matplotlib's 'template' backend stands in for a GUI
-    one (a real GUI backend needs a display); a file backend is left alone."""
+def test_write_report_leaves_the_callers_backend_and_figures_alone(tmp_path, monkeypatch):
+    """The report draws standalone Figure objects (xlikert.plot.offscreen): it switches no
+    backend, makes no pyplot figure and closes none of the caller's. matplotlib's 'template'
+    backend stands in for a GUI one (a real GUI backend needs a display)."""
     import matplotlib.pyplot as plt
 
-    import xlikert.report as report
+    def refuse(*args, **kwargs):
+        raise AssertionError("the report switched the backend or made a pyplot figure")
 
-    monkeypatch.setattr(report, "_gui_backends", lambda: {"template"})
-    seen = []
-    monkeypatch.setattr(report, "SECTIONS", (lambda ctx: seen.append(matplotlib.get_backend()),))
-    results = _results_from(synthetic_pmf({"model": 2}, n_items=2))
+    results = _results_from(synthetic_pmf({"model": 2, "target": 3}, n_items=2))
     before = matplotlib.get_backend()
     plt.switch_backend("template")
     try:
-        write_report(results, tmp_path / "r")
-        assert [b.lower() for b in seen] == ["agg"] and matplotlib.get_backend() == "template"
+        plt.figure()  # the caller's open figure
+        open_before = plt.get_fignums()
+        with monkeypatch.context() as m:
+            for module, name in ((plt, "switch_backend"), (matplotlib, "use"), (plt, "figure")):
+                m.setattr(module, name, refuse)
+            write_report(results, tmp_path / "r")
+        assert matplotlib.get_backend() == "template" and plt.get_fignums() == open_before
+        assert len(list((tmp_path / "r" / "figures").glob("*.png"))) >= 5
     finally:
+        plt.close("all")
         plt.switch_backend(before)
-    write_report(results, tmp_path / "r2")
-    assert seen[-1] == before == matplotlib.get_backend()
 
 
 def _questionnaire_results() -> tuple[xr.Dataset, xr.Dataset]:
@@ -538,3 +542,23 @@ def test_human_csv_of_a_questionnaire_is_read_on_each_items_own_scale(tmp_path):
     table.to_csv(tmp_path / "h.csv", index=False)
     with pytest.raises(xl.DesignError, match=r"column 'a' .* outside the scale 1..4"):
         load_human(tmp_path / "h.csv", ds.pmf)
+
+
+def test_importing_the_report_and_the_figures_sets_no_matplotlib_backend():
+    """Importing xlikert.report or xlikert.plot leaves matplotlib's backend as it was (not yet
+    chosen, in a fresh interpreter): the user's session picks it."""
+    code = textwrap.dedent(
+        """
+        import matplotlib
+        before = dict.__getitem__(matplotlib.rcParams, "backend")
+        import xlikert.report, xlikert.plot
+        import xlikert as xl
+        xl.report, xl.plot
+        print(before == dict.__getitem__(matplotlib.rcParams, "backend"))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**os.environ, "MPLBACKEND": ""},
+    )  # fmt: skip
+    assert out.stdout.split() == ["True"], out.stderr

@@ -55,13 +55,15 @@ def demo_summary(ds) -> str:
     """
     import xlikert as xl
 
+    from ..dims import MODEL_DIM
+
     def table(df) -> str:
         return df.to_string(float_format=lambda v: f"{v:.3f}")
 
     fr = xl.failure_rate(ds)
-    fr = fr.mean([d for d in fr.dims if d != "model"])
+    fr = fr.mean([d for d in fr.dims if d != MODEL_DIM])
     comp = xl.summarize(xl.composite(ds), dim="score")
-    cells = [d for d in comp.E.dims if d != "model"]
+    cells = [d for d in comp.E.dims if d != MODEL_DIM]
     e_sd = (
         comp.E.to_series().map("{:.2f}".format)
         + " ("

@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
+from ..dims import MODEL_DIM
 from ..errors import CollectionError
 from ..schema import (
     BOUND_VARIABLES,
@@ -118,7 +119,7 @@ def _merged_attrs(out: xr.Dataset, paths, parts: list[xr.Dataset], run: Any) -> 
         for label, src in (attrs.get("reuse_sources") or {}).items():
             have = sources.setdefault(label, {**src, "cells": 0})
             have["cells"] += int(src.get("cells", 0))
-    out.attrs["models"] = {str(m): models.get(str(m), {}) for m in out["model"].values}
+    out.attrs["models"] = {str(m): models.get(str(m), {}) for m in out[MODEL_DIM].values}
     describe_models(out)
     out.attrs.pop("shard", None)
     if run:  # the merged file is what the unsharded run would have made

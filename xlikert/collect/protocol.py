@@ -1,14 +1,16 @@
 """The measurement layer's one seam: how the runner talks to a backend.
 
-A backend is a module with two functions:
+A backend is a module with these functions:
 
 ``check(spec, options) -> dict``
     Validate a model entry before anything runs (no heavy imports, no network)
     and return the part of it that identifies the results (it goes into the
     run's fingerprint; secrets and transport settings are left out).
-``open(spec, options, probe) -> Model``
+``open(spec, options, probe, *, prepared=None) -> Model``
     Load the model or connect to it; ``probe`` is one ``(system, user)`` prompt
-    a backend may use to detect what the engine supports.
+    a backend may use to detect what the engine supports; ``prepared`` is what
+    its ``inputs`` resolved for the same entry in this run (``CellInputs.prepared``:
+    the checked weights, the tokenizer), so they are not resolved twice.
 ``inputs(spec, options) -> CellInputs``
     What determines the entry's numbers, known without loading weights or
     reaching a server (the tokenizer at most): the model's identity and each
@@ -93,10 +95,15 @@ class CellInputs:
         ``(system, user)`` prompts -> what the model is sent for each: its exact
         token ids (a sequence of ints), or the exact request (a JSON object) for a
         server that tokenises itself.
+    prepared
+        What the backend resolved on the way (for an in-process entry its
+        :class:`~xlikert.collect.identity.ModelFiles`: the folder, its checksum, the
+        tokenizer), handed to its ``open`` in the same run; None: nothing to hand on.
     """
 
     identity: dict[str, Any]
     sent: Callable[[Sequence[tuple[str, str]]], list[Any]]
+    prepared: Any = None
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
+from ..dims import MODEL_DIM
 from ..errors import CollectionError
 from ..schema import (
     BOUND_VARIABLES,
@@ -300,7 +301,7 @@ def assemble(
             elif k == "pmf_se":  # a model not in reasoning mode: its pmf is exact
                 flat[k][rows] = 0.0
         computed[rows] = True
-    dims = ("model", *user.dims)
+    dims = (MODEL_DIM, *user.dims)
     full = (M, *user.shape)
     data_vars = {}
     for k, v in table.items():
@@ -312,7 +313,7 @@ def assemble(
     for name, co in prompts.coords.items():  # item coords (reverse_keyed, subscale, ...)
         if name not in all_coords and set(co.dims) <= set(user.dims):
             all_coords[name] = co
-    all_coords["model"] = list(model_names)
+    all_coords[MODEL_DIM] = list(model_names)
     all_coords.update(coords)
     if context:
         all_coords["other_item"] = np.asarray(user["item"].values)

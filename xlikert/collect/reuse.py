@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..dims import MODEL_DIM
 from ..errors import CollectionError
 from ..schema import TRACE_VARIABLES, variable_table
 from .record import UnitResult
@@ -63,7 +64,7 @@ class ResultsSource:
                     keys = keys.where(ds["computed"].astype(bool), "")
                 self._keys = keys.transpose(*self.dims).values.astype(str).ravel()
                 self._model = np.broadcast_to(
-                    np.asarray(ds["model"].values, dtype=str).reshape(
+                    np.asarray(ds[MODEL_DIM].values, dtype=str).reshape(
                         -1, *[1] * (len(self.dims) - 1)
                     ),
                     ds["cell_key"].shape,

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..dims import check_factor_name
+from ..dims import MODEL_DIM, check_factor_name
 from ..errors import CollectionError
 from .context.administration import Conversations
 from .options import CollectOptions
@@ -186,8 +186,10 @@ def _check_prompts(prompts: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
             )
     if "item" not in prompts["user"].dims:
         raise CollectionError(f"prompts 'user' has no 'item' dim; dims {prompts['user'].dims}")
-    if "model" in prompts["user"].dims or "model" in prompts["system"].dims:
-        raise CollectionError("prompts must not have a 'model' dim; models are given separately")
+    if MODEL_DIM in prompts["user"].dims or MODEL_DIM in prompts["system"].dims:
+        raise CollectionError(
+            f"prompts must not have a {MODEL_DIM!r} dim; models are given separately"
+        )
     system, user = xr.broadcast(prompts["system"], prompts["user"])
     for d in user.dims:  # factor names must not take the names of xlikert's own dims
         if d != "item":

@@ -111,7 +111,7 @@ class Session:
         if output is not None:
             self.store = PartialStore(output, self.plan.fingerprint, self.description)
             for line in self.store.open(discard=discard):
-                warnings.warn(line, UserWarning, stacklevel=4)
+                warnings.warn(line, UserWarning, stacklevel=3)  # run < collect < its caller
         try:
             started = time.perf_counter()
             with StopOnSignals() as stop:
@@ -129,7 +129,7 @@ class Session:
             if self.store is not None:
                 left = self.store.close(finished=finished)
                 if left and finished:
-                    warnings.warn(left, UserWarning, stacklevel=4)
+                    warnings.warn(left, UserWarning, stacklevel=3)
         return ds
 
     def description(self) -> dict[str, Any]:
@@ -284,16 +284,22 @@ class Session:
             self.infos[mi] = info
         return info is not None
 
-    def _open(self, spec: dict[str, Any], cells: Sequence[int]) -> Model:
+    def _open(self, mi: int, spec: dict[str, Any], cells: Sequence[int]) -> Model:
+        """Load model ``mi`` (a custom loader, else its backend's ``open`` with what the
+        run's keys resolved for it: its weights are hashed and its tokenizer loaded once)."""
         probe = self.plan.prompts([cells[0]])[0]
         opened = self.options.replace(answer_labels=self.plan.labels_of(cells, self.options))
-        return (self.loader or backend_module(spec).open)(spec, opened, probe)
+        if self.loader is not None:
+            return self.loader(spec, opened, probe)
+        inputs = self.keys.inputs(mi)
+        prepared = None if inputs is None else inputs.prepared
+        return backend_module(spec).open(spec, opened, probe, prepared=prepared)
 
     def _compute_model(self, mi, spec, todo, stop: StopOnSignals, bar) -> None:
         plan, options = self.plan, self.options
         bar.set_description(f"load {spec['name']}")
         first = todo[0][1] if todo else next(c for m, _, c in plan.units if m == mi)
-        model = self._open(spec, first)
+        model = self._open(mi, spec, first)
         try:
             self._check_mode(mi, spec, model)
             bar.set_description(f"collect {spec['name']}")

@@ -33,7 +33,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticUndefined
 
-from ..dims import check_factor_name
+from ..dims import CORE_DIMS, MODEL_DIM, check_factor_name
 from ..errors import DesignError
 from .template import Template, TemplateSyntaxError
 
@@ -45,7 +45,7 @@ SCALE_FIELDS = (
 #: Names no factor, lexicon field or constant may take (factors also avoid the
 #: names of xlikert.dims: its auxiliary dims and the variables it writes).
 RESERVED = frozenset(
-    {"item", "score", "model", "system", "user", "reverse_keyed", "subscale", *SCALE_FIELDS}
+    {*CORE_DIMS, MODEL_DIM, "system", "user", "reverse_keyed", "subscale", *SCALE_FIELDS}
 )
 KINDS = ("lexicon", "framing", "free", "format", "administration", "item_order")
 

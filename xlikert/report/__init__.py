@@ -30,7 +30,9 @@ and returns its :class:`~.page.Section` (or ``None`` where it does not apply).
 To add a section, write the function and add it to :data:`SECTIONS`.
 :mod:`xlikert.report.page` assembles ``index.html`` and ``report.md``.
 
-Heavy imports (matplotlib) happen inside the functions.
+Heavy imports (matplotlib) happen inside the functions. The figures are standalone
+:class:`matplotlib.figure.Figure` objects (:func:`xlikert.plot.offscreen`): writing a
+report opens no window and leaves the caller's matplotlib backend and figures alone.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from typing import Any
 import xarray as xr
 
 from .._compat import moved_attribute
+from ..plot import offscreen
 from . import tables
 from .context import ReportContext
 from .page import Section, render
@@ -189,32 +192,11 @@ def _write_report(
     ctx = ReportContext.prepare(
         results, out, country_of_origin=country_of_origin, tol=tol, human=human
     )
-    with _file_backend(), _plain_text():
+    with offscreen(), _plain_text():  # no window, no backend switched: Figure objects
         sections = [s for s in (section(ctx) for section in SECTIONS) if s is not None]
     attrs = ctx.ds.attrs
     ttl = title or str(attrs.get("title") or f"xlikert report: {attrs.get('instrument', '')}")
     return render(out, ttl, sections)
-
-
-@contextlib.contextmanager
-def _file_backend() -> Iterator[None]:
-    """Draw with matplotlib's file backend ``Agg`` inside the block when the current backend
-    opens windows (Qt, Tk, ...), then give the caller that backend back: the report opens no
-    window and changes nothing global. A file backend, or a notebook's inline one, is kept
-    as it is (switching would close the caller's open figures).
-    """
-    import matplotlib
-    import matplotlib.pyplot as plt
-
-    old = matplotlib.get_backend()
-    if old.lower() not in _gui_backends():
-        yield
-        return
-    plt.switch_backend("Agg")
-    try:
-        yield
-    finally:
-        plt.switch_backend(old)
 
 
 @contextlib.contextmanager
@@ -225,16 +207,3 @@ def _plain_text() -> Iterator[None]:
 
     with matplotlib.rc_context({"text.parse_math": False}):
         yield
-
-
-def _gui_backends() -> set[str]:
-    """The names of matplotlib's backends that open windows (lower case)."""
-    try:  # matplotlib >= 3.9
-        from matplotlib.backends import BackendFilter, backend_registry
-
-        names = backend_registry.list_builtin(BackendFilter.INTERACTIVE)
-    except ImportError:  # pragma: no cover - matplotlib 3.8
-        from matplotlib import rcsetup
-
-        names = rcsetup.interactive_bk
-    return {n.lower() for n in names} - {"nbagg", "notebook", "webagg"}

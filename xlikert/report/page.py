@@ -81,13 +81,14 @@ class Section:
 
         ``caption`` is plain text (escaped); ``name`` is made a safe file name (:func:`slug`).
         """
-        import matplotlib.pyplot as plt
-
         name = slug(name)
         text = markdown_escape(caption)
         (out / "figures").mkdir(parents=True, exist_ok=True)
         fig.savefig(out / "figures" / f"{name}.png", dpi=130, bbox_inches="tight")
-        plt.close(fig)
+        if getattr(fig.canvas, "manager", None) is not None:  # a pyplot figure: release it
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
         self.blocks.append(
             (
                 "figure",

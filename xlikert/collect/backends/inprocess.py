@@ -158,7 +158,7 @@ class InProcessModel:
     * ``name``, ``options``, ``tokenizer``, ``template``, ``valid``, ``answers``
       and ``reasoning`` (the checked table or None), then calls
       :meth:`_start_reasoning`;
-    * :meth:`_read_prompts`: the readout after each prompt's token ids (exact mode);
+    * :meth:`read_prompts`: the readout after each prompt's token ids (exact mode);
     * :meth:`_sample_and_read`: the traces of each prompt and the readout after
       each closed trace (reasoning mode);
     * :meth:`_provenance`: its provenance (from :func:`model_provenance`);
@@ -227,7 +227,7 @@ class InProcessModel:
             return self._score_reasoning(prompts)
         texts = [self.template.render(s, u) for s, u in prompts]
         encoded = [self.template.encode(t) for t in texts]
-        out = self._read_prompts(texts, encoded)
+        out = self.read_prompts(texts, encoded)
         res = UnitResult.empty(len(prompts), self.options.sizes)
         for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
             res.data[key][:] = out[key]
@@ -274,10 +274,15 @@ class InProcessModel:
         return res
 
     # ------------------------------------------------------------------ the backend's part
-    def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
-        """``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` (one row per
-        prompt) and ``topk_id``, ``topk_logprob`` (a sequence per prompt) after each
-        prompt's token ids (``texts``: the prompts' texts)."""
+    def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
+        """The readout after each prompt's token ids: the step of :meth:`score` that runs
+        the model (exact mode).
+
+        Returns ``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` (one
+        row per prompt) and ``topk_id``, ``topk_logprob`` (a sequence per prompt);
+        ``texts``: the prompts' texts (one unit's prompts, as :meth:`score` gets them).
+        Public so that a caller can run prompts through a backend exactly as a
+        collection does (the benchmarks do); a backend implements it."""
         raise NotImplementedError
 
     def _sample_and_read(

@@ -86,7 +86,7 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
 
 
 def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     groups = [d for d in human["n"].dims if d != "item"]
     first = groups[0] if groups else None
@@ -102,13 +102,8 @@ def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
             for v in human[first].values
         ]
     items = list(human["item"].values)
-    fig, axes = plt.subplots(
-        len(items),
-        len(cols),
-        figsize=(2.6 * len(cols), 2.0 * len(items)),
-        squeeze=False,
-        sharey=True,
-    )
+    fig = Figure(figsize=(2.6 * len(cols), 2.0 * len(items)))  # no pyplot: no window
+    axes = fig.subplots(len(items), len(cols), squeeze=False, sharey=True)
     y = human["score"].values
     for i, item in enumerate(items):
         for j, (title, h, m) in enumerate(cols):
@@ -130,12 +125,13 @@ def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
 
 
 def _representativeness_figure(table: pd.DataFrame, by: Hashable):
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     rep = table[table.metric == "representativeness"]
     labels = list(dict.fromkeys(zip(rep.group, rep["item"], strict=True)))
     levels = list(dict.fromkeys(rep[by]))
-    fig, ax = plt.subplots(figsize=(7, 0.28 * len(labels) + 1.2))
+    fig = Figure(figsize=(7, 0.28 * len(labels) + 1.2))  # no pyplot: no window
+    ax = fig.subplots()
     pos = {lab: k for k, lab in enumerate(labels)}
     for j, level in enumerate(levels):
         sub = rep[rep[by] == level]

@@ -92,6 +92,9 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
     return CellInputs(identity, sent)
 
 
-def open(spec: dict[str, Any], options: CollectOptions, probe: tuple[str, str]) -> ServerModel:
-    """Connect to the server of a model entry and detect its mode with ``probe``."""
+def open(
+    spec: dict[str, Any], options: CollectOptions, probe: tuple[str, str], *, prepared: Any = None
+) -> ServerModel:
+    """Connect to the server of a model entry and detect its mode with ``probe``
+    (``prepared``: unused, the server loads its model itself)."""
     return ServerModel.open(parse_server_spec(spec), options, probe)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...identity import in_process_inputs
+from ...identity import ModelFiles, in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
@@ -85,8 +85,11 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
                              dtype=load_dtype(spec, options))  # fmt: skip
 
 
-def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> LocalModel:
-    """Load a model entry into a :class:`LocalModel` (in reasoning mode with ``reasoning``)."""
+def open(
+    spec: dict[str, Any], options: CollectOptions, probe=None, *, prepared: ModelFiles | None = None
+) -> LocalModel:
+    """Load a model entry into a :class:`LocalModel` (in reasoning mode with ``reasoning``);
+    ``prepared``: the entry's files as :func:`inputs` resolved them in this run."""
     lm = load_model(
         spec,
         options.scale,
@@ -95,5 +98,6 @@ def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> LocalMode
         device_map=options.device_map,
         trust_remote_code=options.trust_remote_code,
         split_space=options.split_space,
+        files=prepared,
     )
     return LocalModel(lm, options, check_reasoning(spec))

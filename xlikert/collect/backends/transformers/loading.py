@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ....errors import CollectionError
+from ...identity import ModelFiles
 from ...templates import PromptTemplate
 from ...tokens import AnswerSequences, ValidTokens, answer_rule
-from ...zoo import model_folder
 from ..inprocess import model_provenance, resolve_dtype
 
 __all__ = ["READOUT", "LoadedModel", "load_dtype", "load_model", "wrap_model"]
@@ -124,6 +124,7 @@ def load_model(
     device_map: str | None = None,
     trust_remote_code: bool = False,
     split_space: bool = True,
+    files: ModelFiles | None = None,
 ) -> LoadedModel:
     """Load a model for collection.
 
@@ -146,6 +147,9 @@ def load_model(
         then ``"5"``), exactly, in the same forward pass
         (:data:`~xlikert.collect.tokens.SPACED_ANSWER_RULE`). Off: the paper's
         one-token rule, where such answers are constraint failures.
+    files
+        What ``spec`` resolves to, resolved already in this run (the checked weights,
+        the tokenizer: :class:`~xlikert.collect.identity.ModelFiles`); None: resolved here.
 
     Examples
     --------
@@ -154,7 +158,7 @@ def load_model(
     'chat'
     """
     import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     spec = {"name": spec, "source": spec} if isinstance(spec, str) else dict(spec)
     source = str(spec.get("source") or spec.get("name"))
@@ -167,7 +171,8 @@ def load_model(
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
     try:
-        folder, prov = model_folder(spec)
+        files = files or ModelFiles.resolve(spec, trc)
+        folder, prov = files.folder, dict(files.provenance)
         kwargs: dict[str, Any] = {"dtype": torch_dtype, "trust_remote_code": trc}
         if spec.get("revision"):
             kwargs["revision"] = spec["revision"]
@@ -182,9 +187,7 @@ def load_model(
             kwargs["device_map"] = dev_map
         try:
             model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
-            tokenizer = AutoTokenizer.from_pretrained(
-                folder, trust_remote_code=trc, revision=spec.get("revision")
-            )
+            tokenizer = files.tokenizer()
         except OSError as exc:
             raise CollectionError(f"cannot load model {name!r} from {source!r}: {exc}") from exc
     finally:

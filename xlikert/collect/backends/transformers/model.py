@@ -103,7 +103,7 @@ class LocalModel(InProcessModel):
     def answers(self) -> AnswerSequences:
         return self._answers
 
-    def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, np.ndarray]:
+    def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, np.ndarray]:
         """The unit's shared prefix (same system prompt; >= 1 suffix token kept) once on
         the KV cache, then :meth:`_read` of every prompt."""
         n = min(len(e) for e in encoded) - 1
@@ -143,7 +143,7 @@ class LocalModel(InProcessModel):
                     if not self.scorer.prefix_cache:
                         cache = None
                         continue  # recompute this batch without the cache
-                out = self._readout(logits, len(rows))
+                out = self.readout(logits, len(rows))
             except Exception as exc:
                 if not is_oom(exc):
                     raise
@@ -279,7 +279,7 @@ class LocalModel(InProcessModel):
             self.scorer.check_prefix_cache(ids, logits[0, -1], whole, path="trace read")
             if not self.scorer.prefix_cache:
                 return None
-        return self._readout(logits, len(traces))
+        return self.readout(logits, len(traces))
 
     @property
     def readout_on_device(self) -> bool:
@@ -292,9 +292,15 @@ class LocalModel(InProcessModel):
         """
         return not str(self.lm.device).startswith("cpu")
 
-    def _readout(self, logits, n: int) -> dict[str, np.ndarray]:
-        """:func:`read_logits` of ``n`` contexts from ``(n * L, keep, V)`` logits: one
-        row per (context, teacher-forced leaf), the leaves' positions in ``self.where``."""
+    def readout(self, logits, n: int) -> dict[str, np.ndarray]:
+        """The next-token readout of a batch: :func:`read_logits` of ``n`` contexts from
+        ``(n * L, keep, V)`` logits, one row per (context, teacher-forced leaf), the
+        leaves' positions in ``self.where`` (on the device where the logits are,
+        :attr:`readout_on_device`).
+
+        Every forward pass of :meth:`read_prompts` and of the reasoning mode ends here:
+        a subclass may wrap it (to time it) or replace it (to draw answers from the
+        same logits), as the benchmarks do."""
         if self.readout_on_device:
             import torch
 

@@ -55,13 +55,13 @@ from typing import Any
 import numpy as np
 
 from ....errors import CollectionError
-from ...identity import in_process_inputs
+from ...identity import ModelFiles, in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...templates import PromptTemplate
 from ...tokens import answer_rule
-from ...zoo import check_source, model_folder
+from ...zoo import check_source
 from ..inprocess import ENTRY_KEYS, InProcessModel, model_provenance, resolve_dtype
 
 __all__ = ["READOUT", "TESTED_VLLM", "VLLMModel", "check", "check_vllm_version", "inputs", "open"]
@@ -303,9 +303,12 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
                              dtype=_dtype(spec, options))  # fmt: skip
 
 
-def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> VLLMModel:
-    """Load a model entry into an in-process vLLM engine."""
-    return VLLMModel(spec, options)
+def open(
+    spec: dict[str, Any], options: CollectOptions, probe=None, *, prepared: ModelFiles | None = None
+) -> VLLMModel:
+    """Load a model entry into an in-process vLLM engine; ``prepared``: the entry's files as
+    :func:`inputs` resolved them in this run."""
+    return VLLMModel(spec, options, files=prepared)
 
 
 def _dtype(spec: dict[str, Any], options: CollectOptions) -> str:
@@ -344,6 +347,34 @@ class TreeRequests:
         """Nothing to drop: vLLM's cache evicts by itself."""
 
 
+def _engine_args(
+    spec: dict[str, Any], options: CollectOptions, files: ModelFiles
+) -> dict[str, Any]:
+    """The ``vllm.LLM`` arguments of a model entry: the folder, the dtype
+    (:func:`_dtype`), the seed, prefix caching, xlikert's logits processor and worker
+    extension, the entry's engine keys, then its ``engine_args``."""
+    from .readout import PROCESSOR, WORKER_EXTENSION
+
+    kwargs: dict[str, Any] = {
+        "model": files.folder,
+        "tokenizer": files.folder,
+        "dtype": _dtype(spec, options),
+        "seed": int(spec.get("seed", 0)),
+        "enable_prefix_caching": True,
+        "logits_processors": [PROCESSOR],
+        "worker_extension_cls": WORKER_EXTENSION,
+        "trust_remote_code": files.trust_remote_code,
+    }
+    if spec.get("revision"):
+        kwargs["revision"] = spec["revision"]
+    for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+              "max_model_len", "gpu_memory_utilization", "enforce_eager"):  # fmt: skip
+        if k in spec:
+            kwargs[k] = spec[k]
+    kwargs.update(spec.get("engine_args") or {})
+    return kwargs
+
+
 class VLLMModel(InProcessModel):
     """A :class:`~xlikert.collect.protocol.Model` running an in-process ``vllm.LLM``.
 
@@ -353,23 +384,44 @@ class VLLMModel(InProcessModel):
 
     TRACE_SAMPLER = VLLM_TRACE_SAMPLER
 
-    def __init__(self, spec: dict[str, Any], options: CollectOptions, engine: Any = None):
+    def __init__(
+        self, spec: dict[str, Any], options: CollectOptions, engine: Any = None, *,
+        files: ModelFiles | None = None,
+    ):  # fmt: skip
         """Load ``spec`` into a new engine, or, with ``engine`` (the ``llm`` of a
         :class:`VLLMModel` of the same entry), read through that live engine: the answer
-        rule, scale and decoding grid travel with each request, so one engine serves any."""
-        from transformers import AutoTokenizer
+        rule, scale and decoding grid travel with each request, so one engine serves any.
+        ``files``: what ``spec`` resolves to, resolved already in this run."""
+        import vllm
 
+        check_vllm_version(vllm.__version__)
         self.name = str(spec["name"])
         self.options = options
+        self._serial = 0
         t0 = time.perf_counter()
-        folder, prov = model_folder(spec)
-        trc = bool(spec.get("trust_remote_code", options.trust_remote_code))
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            folder, trust_remote_code=trc, revision=spec.get("revision")
-        )
-        self.template = PromptTemplate(self.tokenizer, self.name, spec.get("prompt_format"))
+        files = files or ModelFiles.resolve(spec, options.trust_remote_code)
+        rule = self._read_answers(files.tokenizer(), spec.get("prompt_format"))
+        kwargs = _engine_args(spec, options, files)
+        runner = os.environ.get(RUNNER_VARIABLE, "0")
+        self.llm = self._start_engine(kwargs, runner) if engine is None else engine
+        reasoning = check_reasoning(spec)
+        configs = (None, None)
+        if reasoning is not None:
+            configs = _configs(files.folder, files.trust_remote_code)
+        self._start_reasoning(reasoning, self.tokenizer, *configs)
+        self._sampling = vllm.SamplingParams
+        self._tokens_prompt = vllm.inputs.TokensPrompt
+        self._prov = self._describe(str(spec["source"]), files, rule, kwargs, runner)
+        self._prov["load_seconds"] = round(time.perf_counter() - t0, 2)
+
+    def _read_answers(self, tokenizer: Any, prompt_format: str | None) -> dict[str, Any]:
+        """Set the tokenizer, the prompt template and the answer rule (the scale and the
+        decoding grid each request carries); returns the rule's record."""
+        options = self.options
+        self.tokenizer = tokenizer
+        self.template = PromptTemplate(tokenizer, self.name, prompt_format)
         self.valid, self.answers, rule = answer_rule(
-            self.tokenizer, options.scale, split_space=options.split_space,
+            tokenizer, options.scale, split_space=options.split_space,
             labels=options.labels_by_score,
         )  # fmt: skip
         self._ask = {
@@ -377,34 +429,15 @@ class VLLMModel(InProcessModel):
             "temperatures": [float(t) for t in options.temperatures],
             "top_ps": [float(p) for p in options.top_ps],
         }
-        self._serial = 0
-        from .readout import PROCESSOR, WORKER_EXTENSION
+        return rule
 
-        kwargs: dict[str, Any] = {
-            "model": folder,
-            "tokenizer": folder,
-            "dtype": _dtype(spec, options),
-            "seed": int(spec.get("seed", 0)),
-            "enable_prefix_caching": True,
-            "logits_processors": [PROCESSOR],
-            "worker_extension_cls": WORKER_EXTENSION,
-            "trust_remote_code": trc,
-        }
-        if spec.get("revision"):
-            kwargs["revision"] = spec["revision"]
-        for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
-                  "max_model_len", "gpu_memory_utilization", "enforce_eager"):  # fmt: skip
-            if k in spec:
-                kwargs[k] = spec[k]
-        kwargs.update(spec.get("engine_args") or {})
-        runner = os.environ.get(RUNNER_VARIABLE, "0")
+    def _start_engine(self, kwargs: dict[str, Any], runner: str) -> Any:
+        """A new ``vllm.LLM``; a failed start names the likely cause."""
         import vllm
-
-        check_vllm_version(vllm.__version__)
 
         try:
             with _environ({RUNNER_VARIABLE: runner}):
-                self.llm = vllm.LLM(**kwargs) if engine is None else engine
+                return vllm.LLM(**kwargs)
         except (ValueError, RuntimeError) as exc:
             script = unguarded_main_script()
             if script is not None:  # the likely cause: the spawned engine re-ran the script
@@ -418,29 +451,31 @@ class VLLMModel(InProcessModel):
                 "or set VLLM_CPU_KVCACHE_SPACE; for data parallelism in one process vLLM needs "
                 "an external launcher: use xlikert's --shard i/n per GPU group instead"
             ) from exc
-        reasoning = check_reasoning(spec)
-        configs = _configs(folder, trc) if reasoning is not None else (None, None)
-        self._start_reasoning(reasoning, self.tokenizer, *configs)
-        self._sampling = vllm.SamplingParams
-        self._tokens_prompt = vllm.inputs.TokensPrompt
-        self._prov = model_provenance(
-            str(spec["source"]),
-            prov,
+
+    def _describe(
+        self, source: str, files: ModelFiles, rule: Any, kwargs: dict[str, Any], runner: str
+    ) -> dict[str, Any]:
+        """The model's provenance: the in-process backends' common record, the engine's."""
+        import vllm
+
+        prov = model_provenance(
+            source,
+            dict(files.provenance),
             backend="vllm (in process)",
             tokenizer=self.tokenizer,
-            tokenizer_fallback=str(folder),
+            tokenizer_fallback=str(files.folder),
             dtype=kwargs["dtype"],
             template=self.template,
             answers=rule,
             collection_protocol=READOUT,
         )
-        self._prov.update(
+        prov.update(
             vllm=vllm.__version__,
             engine={k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")},
             readout=READOUT,
             model_runner=f"{RUNNER_VARIABLE}={runner}",
-            load_seconds=round(time.perf_counter() - t0, 2),
         )
+        return prov
 
     def _use_answers(self, valid, answers) -> None:
         """Read with this answer rule: its tokens travel with each request."""
@@ -450,7 +485,7 @@ class VLLMModel(InProcessModel):
     def __repr__(self) -> str:
         return f"<VLLMModel {self.name!r} answer_contexts={len(self.answers.contexts)}>"
 
-    def _read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
+    def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
         """:meth:`_read` with the top-k listing, under the unit's own cache salt."""
         return self._read(encoded, _salt(texts), top_k=self.options.top_k)
 
