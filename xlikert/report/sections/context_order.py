@@ -22,6 +22,7 @@ import xarray as xr
 
 from ...analysis.context import carry_over
 from ...design.item_order import ADMINISTRATION_DIM, ITEM_POSITION
+from ...dims import MODEL_DIM
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_code as md_code
@@ -123,7 +124,7 @@ def _isolated_vs_sequential(s: Section, ctx: ReportContext) -> None:
         return
     iso = ds["pmf"].sel({ADMINISTRATION_DIM: "isolated"}, drop=True)
     seq = ds["pmf"].sel({ADMINISTRATION_DIM: "sequential"}, drop=True)
-    other = [d for d in iso.dims if d not in ("model", "item", "score")]
+    other = [d for d in iso.dims if d not in (MODEL_DIM, "item", "score")]
     shift = abs(seq - iso).max("score")
     table = xr.Dataset(
         {
@@ -137,7 +138,7 @@ def _isolated_vs_sequential(s: Section, ctx: ReportContext) -> None:
     ).to_dataframe()
     table["E_difference"] = table["E_sequential"] - table["E_isolated"]
     table = table.reset_index()
-    keep = [c for c in ("model", "item") if c in table.columns]
+    keep = [c for c in (MODEL_DIM, "item") if c in table.columns]
     table = table[[*keep, "E_isolated", "E_sequential", "E_difference",
                    "max_abs_pmf_difference", "certified_error"]]  # fmt: skip
     big = float(shift.max())
@@ -206,8 +207,8 @@ def _order_effects(s: Section, ctx: ReportContext) -> None:
 def _carry_over(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
     ds = ctx.ds
     exact = (seq & (ds["context_error"] == 0)).all("item")  # a pruned tree: not shown
-    cond_dims = [d for d in exact.dims if d != "model"]
-    stacked = exact.any("model") if "model" in exact.dims else exact
+    cond_dims = [d for d in exact.dims if d != MODEL_DIM]
+    stacked = exact.any(MODEL_DIM) if MODEL_DIM in exact.dims else exact
     if not bool(stacked.any()):
         s.text("No conversation was read exactly (every tree was pruned), so no carry-over "
                "table is shown: the certified joints bound it only loosely.")  # fmt: skip
@@ -218,7 +219,7 @@ def _carry_over(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
     one = ds.isel(first)
     scores = [int(y) for y in ds["score"].values]
     rows = []
-    for m in one["model"].values if "model" in one.dims else [None]:
+    for m in one[MODEL_DIM].values if MODEL_DIM in one.dims else [None]:
         here = one.sel(model=m) if m is not None else one
         p = here["context_position"].values
         if (p < 0).any() or (here["context_error"] > 0).any():
@@ -228,7 +229,7 @@ def _carry_over(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
         for a, b in itertools.pairwise(order):
             given = table.sel(item=a, other_item=b)
             means = (given * given["other_score"]).sum("other_score", min_count=1).values
-            rows.append({"model": m, "earlier": a, "later": b,
+            rows.append({MODEL_DIM: m, "earlier": a, "later": b,
                          **{f"after {y}": v for y, v in zip(scores, means, strict=True)}})  # fmt: skip
     cond = ", ".join(f"{d}={ds[d].values[int(i)]}" for d, i in first.items())
     s.text(
@@ -238,8 +239,8 @@ def _carry_over(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
         f"({cond}); under isolation every row would be the later item's mean."
     )
     frame = pd.DataFrame(rows)
-    if frame["model"].isna().all():
-        frame = frame.drop(columns="model")
+    if frame[MODEL_DIM].isna().all():
+        frame = frame.drop(columns=MODEL_DIM)
     s.table(frame, ctx.out, "context_carry_over", "Mean of the later item given each answer "
             f"to the earlier one ({cond}); empty where that answer has probability 0.",
             digits=2, index=False)  # fmt: skip
