@@ -9,18 +9,23 @@ conversation (:mod:`xlikert.collect.context`) on a built-in offline model
   tree, one forward pass per history, each from its parent's cached prefix: exact
   (``tol = 0``, every one of the ``1 + 7 + ... + 7^(K-1)`` histories, up to
   ``--exact-max`` items) and certified at each ``--tols`` (``|returned - exact| <= tol``
-  on every marginal, the bound stored). Measured: passes, tokens run, seconds, the
+  on every marginal, the bound stored), best first in batches of up to 64 histories
+  (``administer``'s default: a batch is read whole, so a short tree whose histories
+  all come in one batch is read completely even where a smaller tol would allow less). Measured: passes, tokens run, seconds, the
   certified bound, and the actual error against the exact run where there is one.
 * **sampling transcripts** (EDSL's survey memory, QSTN's sequential mode): ``--samples``
   whole conversations of K_max items are generated at temperature 1 (``generate``,
   ``top_k = 0``, ``top_p = 1``, ``--max-new-tokens``), in batches, each turn
-  re-reading the whole conversation as a chat API call does; each reply is parsed
-  (its first non-space character must be an answer label; any other reply is
-  drawn again, so the transcripts follow the same distribution as the tree, whose
-  histories continue through valid answers) and written into the conversation as
-  the label, as xlikert writes it. Measured: seconds and forward passes (tokens
-  generated, one pass each) per transcript of each length K (the first K turns),
-  and the actual error of the counted marginals at that N.
+  re-reading the whole conversation as a chat API call does (no prefix cache); a reply
+  counts when its first non-space character is an answer label, and the transcript
+  goes on with the label in the conversation, as xlikert writes it. Measured: the
+  seconds and forward passes (tokens generated, one pass each) of one draw at each
+  turn. A reply that is no answer has to be drawn again (the tree's histories go on
+  through valid answers); rather than drawing until every reply is an answer (a model
+  with a small valid mass, as SmolLM2-135M here, makes that slow), such a transcript
+  goes on with a label drawn at random, and the draws an answer takes are counted
+  exactly: ``E_h[1 / valid_mass(h)]`` over the histories before each item, from the
+  tree (``draws_per_answer`` in the JSON).
 
 **The same maximum error on the marginals.** Counting N transcripts gives every
 marginal ``P(a_j = y)`` with the error ``|p_hat - p|``, random; the table gives the
@@ -28,9 +33,10 @@ N at which the largest of the ``K x 7`` errors is at most ``tol`` with probabili
 0.95: by the normal approximation with a Bonferroni correction over the ``K x 7``
 marginals, ``N = z^2 max p (1 - p) / tol^2``, ``z = Phi^-1(1 - 0.05 / (2 K 7))``, with
 ``p`` the exact marginals (a sampler's best case: it does not know them). The time
-and passes of those N transcripts are the measured per-transcript costs times N
-(projected: N is far beyond what is sampled here; the JSON says so). xlikert's
-bound holds with certainty, not with probability 0.95.
+and passes of those N transcripts are N times the draws per answer times the measured
+cost of a draw, summed over the K turns (projected: N is far beyond what is sampled
+here; the JSON says so). xlikert's bound holds with certainty, not with probability
+0.95.
 
 Usage::
 
@@ -102,7 +108,10 @@ def run_tree(model, battery, tol: float, max_passes: int) -> tuple[Any, dict[str
 def sample_transcripts(
     model, battery, n: int, batch: int, max_new_tokens: int, seed: int
 ) -> dict[str, Any]:
-    """``n`` sampled conversations of every item of ``battery``, turn by turn in batches."""
+    """``n`` sampled conversations of every item of ``battery``, turn by turn in batches:
+    one draw per transcript and turn, timed; a reply that is no answer is counted and its
+    transcript goes on with a label drawn at random (what it costs to draw again is
+    :func:`draws_per_answer` times this draw's cost)."""
     import torch
 
     from xlikert.collect.protocol import conversation_model
@@ -111,13 +120,13 @@ def sample_transcripts(
     K, S = len(battery.questions), len(battery.replies)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
     counts, passes = np.zeros((K, S)), np.zeros(K)
-    seconds, redrawn, tokens = np.zeros(K), np.zeros(K, dtype=int), np.zeros(K)
+    seconds, tokens = np.zeros(K), np.zeros(K)
     answers = np.zeros((n, K), dtype=int)
     for j in range(K):
-        todo = list(range(n))
-        while todo:
-            take, todo = todo[:batch], todo[batch:]
+        for lo in range(0, n, batch):
+            take = range(lo, min(n, lo + batch))
             ids = [
                 conv.conversation(
                     battery.system, battery.turns(list(answers[t, :j])), battery.questions[j]
@@ -134,31 +143,37 @@ def sample_transcripts(
                     top_p=1.0, max_new_tokens=max_new_tokens, pad_token_id=pad,
                 )  # fmt: skip
             seconds[j] += time.perf_counter() - t0
+            tokens[j] += sum(len(x) for x in ids)
             print(f"  sampled turn {j + 1}: {len(take)} replies in "
                   f"{time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
-            tokens[j] += sum(len(x) for x in ids)
             for b, t in enumerate(take):
                 new = out[b, width:].tolist()
                 done = new.index(tok.eos_token_id) + 1 if tok.eos_token_id in new else len(new)
                 passes[j] += done  # one forward pass per token generated
                 reply = tok.decode(new[:done], skip_special_tokens=True).strip()
                 label = next((a for a, r in enumerate(battery.replies) if reply[:1] == r), None)
-                if label is None:  # not an answer: drawn again
-                    redrawn[j] += 1
-                    todo.append(t)
-                    if redrawn[j] > 50 * n:
-                        raise RuntimeError(f"item {j + 1}: over {50 * n} replies were no answer")
-                else:
-                    answers[t, j] = label
+                if label is not None:
                     counts[j, label] += 1
+                answers[t, j] = label if label is not None else rng.integers(S)
     return {
         "n": n,
-        "marginals": counts / n,
-        "seconds_per_turn": seconds / n,
-        "passes_per_turn": passes / n,
-        "prompt_tokens_per_turn": tokens / n,
-        "redrawn": redrawn.tolist(),
+        "valid_replies": counts.sum(1).tolist(),
+        "seconds_per_draw": (seconds / n).tolist(),
+        "passes_per_draw": (passes / n).tolist(),
+        "prompt_tokens_per_draw": (tokens / n).tolist(),
     }
+
+
+def draws_per_answer(tree) -> np.ndarray:
+    """Per item, the expected draws until a reply is an answer, ``E_h[1 / valid_mass(h)]``
+    over the histories ``h`` before it (the tree's histories read, their probabilities
+    renormalised over what was read: exact on an exact tree)."""
+    prob = np.ones(tree.parent.size)
+    for n in range(1, prob.size):  # parents come before their children
+        prob[n] = prob[tree.parent[n]] * tree.pmf[tree.parent[n], tree.answer[n]]
+    read = tree.read
+    num = np.bincount(tree.item[read], prob[read] / tree.valid_mass[read], minlength=tree.n_items)
+    return num / np.bincount(tree.item[read], prob[read], minlength=tree.n_items)
 
 
 def transcripts_needed(p: np.ndarray, tol: float) -> int:
@@ -203,22 +218,23 @@ def main(argv: list[str] | None = None) -> int:
         {"name": args.model, "source": args.model}, CollectOptions(scale=range(1, 8))
     )
     full = battery_of(max(args.items))
-    tree_rows, exact, pmfs = [], {}, []
+    tree_rows, exact, runs = [], {}, []
     for k in args.items:
         for tol in [0.0] * (k <= args.exact_max) + list(args.tols):
             res, row = run_tree(model, head(full, k), tol, args.max_passes)
-            pmfs.append(res.marginals()["pmf"])
+            runs.append((res.marginals()["pmf"], draws_per_answer(res.tree)))
+            pmfs = [r[0] for r in runs]
             if tol == 0.0:
-                exact[k] = pmfs[-1]
+                exact[k] = runs[-1]
             elif k in exact:
-                row["actual_error"] = float(np.abs(pmfs[-1] - exact[k]).max())
+                row["actual_error"] = float(np.abs(pmfs[-1] - exact[k][0]).max())
             tree_rows.append(row)
             print(f"tree K={k} tol={tol:g}: {row['passes']} passes, {row['seconds']:.1f} s, "
                   f"bound {row['certified_error']:.2e}", flush=True)  # fmt: skip
     t0 = time.perf_counter()
     s = sample_transcripts(model, full, args.samples, args.batch, args.max_new_tokens, seed=0)
     sample_wall = time.perf_counter() - t0
-    rows = sampling_rows(tree_rows, pmfs, exact, s)
+    rows = sampling_rows(tree_rows, runs, exact, s)
     out = {
         "benchmark": "context",
         "quick": args.quick,
@@ -232,10 +248,10 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": sample_wall,
             "batch": args.batch,
             "max_new_tokens": args.max_new_tokens,
-            "redrawn": s["redrawn"],
-            "seconds_per_turn": s["seconds_per_turn"],
-            "passes_per_turn": s["passes_per_turn"],
-            "prompt_tokens_per_turn": s["prompt_tokens_per_turn"],
+            "valid_replies": s["valid_replies"],
+            "seconds_per_draw": s["seconds_per_draw"],
+            "passes_per_draw": s["passes_per_draw"],
+            "prompt_tokens_per_draw": s["prompt_tokens_per_draw"],
         },
         "compare": rows,
         **load_record(load),
@@ -249,29 +265,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def sampling_rows(tree_rows, pmfs, exact, s) -> list[dict[str, Any]]:
-    """Each certified tree run beside the transcripts that reach its tol with 95%: N from
-    the exact marginals, else (no exact run) from the run's own, within tol of them."""
+def sampling_rows(tree_rows, runs, exact, s) -> list[dict[str, Any]]:
+    """Each certified tree run beside the transcripts that reach its tol with 95%: N and
+    the draws per answer from the exact tree, else (no exact run) from the run's own."""
     out = []
-    for row, pmf in zip(tree_rows, pmfs, strict=True):
+    for row, run in zip(tree_rows, runs, strict=True):
         k, tol = row["items"], row["tol"]
         if tol == 0.0:
             continue
-        n = transcripts_needed(exact.get(k, pmf), tol)
-        per_s = float(s["seconds_per_turn"][:k].sum())
-        per_pass = float(s["passes_per_turn"][:k].sum())
-        measured = None
-        if k in exact:
-            measured = float(np.abs(s["marginals"][:k] - exact[k]).max())
+        pmf, draws = exact.get(k, run)
+        n = transcripts_needed(pmf, tol)
+        per_s = float((draws * np.asarray(s["seconds_per_draw"][:k])).sum())
+        per_pass = float((draws * np.asarray(s["passes_per_draw"][:k])).sum())
         out.append({
             **{key: row[key] for key in ("items", "tol", "passes", "seconds", "certified_error")},
             "sampling_n": n,
-            "sampling_p_from": "exact" if k in exact else f"this run (within {tol:g})",
+            "sampling_from": "the exact tree" if k in exact else f"this run's tree (tol {tol:g})",
+            "draws_per_answer": draws.tolist(),
             "sampling_passes": n * per_pass,
             "sampling_seconds": n * per_s,
             "sampling_seconds_per_transcript": per_s,
             "sampling_passes_per_transcript": per_pass,
-            "sampled_error_at_n_measured": measured,
             "projected": True,
         })  # fmt: skip
     return out
@@ -286,11 +300,15 @@ def render(d: dict[str, Any]) -> list[str]:
     s = d["sampling"]
     out = [
         f"{d['model']}, the first CETSCALE items (target USA) in one conversation; "
-        f"xlikert reads the answer-history tree (certified: `|returned - exact| <= tol` on "
-        f"every marginal); sampling: {s['n']} transcripts generated at temperature 1 in the "
-        f"same run ({duration(s['wall_s'])}), their per-transcript cost times the N at which "
+        "xlikert reads the answer-history tree best first in batches of up to 64 histories "
+        "(`administer`'s default; certified: `|returned - exact| <= tol` on every marginal); "
+        f"sampling: {s['n']} transcripts generated at temperature 1 in the same run "
+        f"({duration(s['wall_s'])}; each turn re-reads the whole conversation), the cost of "
+        "one draw per turn measured; a transcript of K items costs the draws each answer "
+        "takes (E[1 / valid mass] over the histories, from the tree) times that; N is where "
         f"the largest marginal error is within tol with probability {d['confidence']} "
-        "(normal, Bonferroni, exact p: the sampler's best case; projected).",
+        "(normal, Bonferroni, exact p: the sampler's best case). Projected from the "
+        "measured costs.",
         "",
     ]
     exact = [r for r in d["tree"] if r["tol"] == 0.0]
@@ -299,18 +317,20 @@ def render(d: dict[str, Any]) -> list[str]:
         [[r["items"], r["histories"], r["passes"], r["tokens_run"], duration(r["seconds"])]
          for r in exact],
     )  # fmt: skip
+    actual = {(r["items"], r["tol"]): r.get("actual_error") for r in d["tree"]}
     rows = []
     for r in d["compare"]:
         ratio = r["sampling_seconds"] / max(r["seconds"], 1e-9)
         rows.append([
             r["items"], fmt(r["tol"]), r["passes"], duration(r["seconds"]),
-            fmt(r["certified_error"]), r["sampling_n"], fmt(r["sampling_passes"]),
-            duration(r["sampling_seconds"]),
+            fmt(r["certified_error"]), fmt(actual.get((r["items"], r["tol"]))),
+            r["sampling_n"], fmt(r["sampling_passes"]), duration(r["sampling_seconds"]),
             fmt(ratio),
         ])  # fmt: skip
     return out + table(
         ["items K", "tol", "xlikert passes", "xlikert time", "certified error",
-         "transcripts N (95%)", "sampling passes", "sampling time", "time ratio"],
+         "actual error (vs exact)", "transcripts N (95%)", "sampling passes",
+         "sampling time", "sampling / xlikert time"],
         rows,
     )  # fmt: skip
 
