@@ -119,3 +119,46 @@ def test_formats_experiment_report_shows_the_format_effect_and_reliability(run, 
     assert "Reliability over the conditions of target" in md
     assert (page.parent / "tables" / "reliability.csv").is_file()
     assert (page.parent / "tables" / "format_effects.csv").is_file()
+
+
+def test_every_permutation_of_the_options_read_back_equals_an_independent_pass(
+    independent, tmp_path
+):
+    """Option order (issue 36): every permutation of a three-point scale, one item, one
+    target (six passes); the digit at shown position k means the point of rank name[k]."""
+    from xlikert.design import experiment_from_dict
+
+    anchors = {"1": "Disagree", "2": "Neither agree nor disagree", "3": "Agree"}
+    exp = experiment_from_dict(
+        {
+            "experiment": {
+                "instrument": "cetscale",
+                "items": ["1"],
+                "system": "Response format: {anchors}.\nRespond with ONLY one of {answer_labels}.",
+            },
+            "scale": {"min": 1, "max": 3, "anchors": anchors},
+            "factors": {
+                "target": {"levels": ["USA"]},
+                "option_order": {"kind": "format", "permute": "all"},
+            },
+        }
+    )
+    prompts = exp.build_prompts()
+    out = tmp_path / "orders.nc"
+    spec = [{"name": "smol", "source": "smollm2-135m-instruct"}]
+    ds = collect(prompts, spec, out, progress=False, batch_size=1, prefix_cache=False)
+    tok, model = independent
+    assert list(ds.option_order.values) == ["123", "132", "213", "231", "312", "321"]
+    for name in ds.option_order.values:
+        cell = ds.sel(model="smol", option_order=name, target="USA", item="1")
+        p = prompts.sel(option_order=name, target="USA", item="1")
+        msgs = [{"role": r, "content": str(p[r].values)} for r in ("system", "user")]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        assert text == str(cell.prompt_text.values)
+        digits = _label_masses(tok, model, text, ["1", "2", "3"])
+        mass = np.zeros(3)
+        mass[[int(r) - 1 for r in name]] = digits
+        np.testing.assert_allclose(float(cell.valid_mass), mass.sum(), rtol=1e-6)
+        np.testing.assert_allclose(cell.pmf.values, mass / mass.sum(), atol=1e-6)
+    spread = ds.pmf.sel(score=3).squeeze().values
+    assert np.ptp(spread) > 1e-3, spread  # the order moves the answer: the check can fail

@@ -299,6 +299,10 @@ class FactorSpec(_Table):
     """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`; administration: both; item_order: `as_listed`, `reversed`, `rotation<k>`, `latin_square`, or a table of level -> the item ids in the order asked, space-separated)."""
     description: str = ""
     """What the factor varies."""
+    permute: Literal["rotations", "all"] | None = None
+    """Format factors: the levels are one format (`levels`: at most one, default `labelled`) shown in every cyclic rotation (`rotations`) or every permutation (`all`) of the points, each named by its order (`34512`)."""
+    max_levels: Annotated[int, Field(gt=0)] | None = None
+    """With `permute`: the most levels it may make (default 120; more is an error naming the count)."""
 
 
 class ModelSpec(BaseModel):

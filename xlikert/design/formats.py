@@ -3,7 +3,10 @@
 A response format (a level of a factor of kind ``format``) says
 
 * the **order** of the scale points as shown: ``ascending`` (the instrument's
-  lowest score first) or ``reversed`` (highest first);
+  lowest score first), ``reversed`` (highest first), or any permutation, given
+  as the ranks of the points in the order shown (``(3, 4, 5, 1, 2)``: the third
+  lowest point first); :func:`option_orders` makes every cyclic rotation or
+  every permutation, up to a cap;
 * which points carry their text in ``{anchors}``: ``instrument`` (the points
   the instrument labels), ``ends`` (the two ends), ``every`` (every point) or
   ``numbers`` (the answer labels alone);
@@ -13,8 +16,14 @@ A response format (a level of a factor of kind ``format``) says
 Each level maps its answer labels onto the instrument's ``score`` values
 (:meth:`ResponseFormat.labels_by_score`), so the ``pmf`` of every level lives on
 the same ``score`` axis: under ``reversed`` the digit 1 is shown first, next to
-the highest point's text, and means the highest score. Reverse-keyed items are
-reflected on top of that, on the score axis, as without a format.
+the highest point's text, and means the highest score; under the order
+``(3, 4, 5, 1, 2)`` the digit 1 is shown first, next to the third point's text,
+and means the score ``scale_min + 2``. The labels keep their places (the first
+label shown is the first label) and the points move, as in a questionnaire whose
+options are shuffled. An order other than ascending or reversed shows which point
+each label means only through the texts, so it needs every point's text (style
+``every``, or ``instrument`` where the instrument labels every point). Reverse-keyed
+items are reflected on top of that, on the score axis, as without a format.
 
 Under a format the scale placeholders follow what is shown: ``{scale_min}`` and
 ``{scale_max}`` are the first and last labels shown, ``{min_label}`` and
@@ -30,27 +39,43 @@ Examples
 '1=Strongly agree, 7=Strongly disagree'
 >>> builtin_format("letters", n_points=3).labels_by_score(1, 3)
 {1: 'A', 2: 'B', 3: 'C'}
+>>> rotated = permuted_formats(builtin_format("labelled"), 3, "rotations")
+>>> list(rotated)
+['123', '231', '312']
+>>> rotated["231"].labels_by_score(1, 3)
+{1: '3', 2: '1', 3: '2'}
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import string
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..errors import FormatError, LabelMappingError, UnknownNameError
 
 __all__ = [
     "BUILTIN_FORMATS",
+    "DEFAULT_MAX_LEVELS",
     "LABEL_FIELDS",
     "ORDERS",
+    "PERMUTE",
     "STYLES",
     "ResponseFormat",
     "builtin_format",
+    "option_orders",
+    "order_name",
+    "permuted_formats",
 ]
 
 ORDERS = ("ascending", "reversed")
+#: The generated option orders: every cyclic rotation, or every permutation, of the points.
+PERMUTE = ("rotations", "all")
+#: The most levels :func:`option_orders` makes unless told otherwise (every order of 5 points).
+DEFAULT_MAX_LEVELS = 120
 STYLES = ("instrument", "ends", "every", "numbers")
 #: The scale placeholders that show the answer labels: a format factor needs one of them.
 LABEL_FIELDS = ("anchors", "scale_min", "scale_max", "answer_labels")
@@ -80,7 +105,9 @@ class ResponseFormat:
     name
         The level label.
     order
-        ``"ascending"`` or ``"reversed"``: the order the points are shown in.
+        The order the points are shown in: ``"ascending"``, ``"reversed"``, or the
+        ranks of the points as shown (1 = the lowest score; a permutation of
+        ``1 .. n``).
     anchors
         Which points carry their text in ``{anchors}`` (:data:`STYLES`).
     labels
@@ -91,7 +118,7 @@ class ResponseFormat:
     """
 
     name: str
-    order: Literal["ascending", "reversed"] = "ascending"
+    order: Literal["ascending", "reversed"] | tuple[int, ...] = "ascending"
     anchors: Literal["instrument", "ends", "every", "numbers"] = "instrument"
     labels: tuple[str, ...] | None = None
     description: str = ""
@@ -109,13 +136,31 @@ class ResponseFormat:
         list of int
             ``lo..hi``, highest first for a ``"reversed"`` format.
 
+        Raises
+        ------
+        LabelMappingError
+            When the order is not a permutation of the ranks ``1 .. n`` of the scale.
+
         Examples
         --------
         >>> builtin_format("reversed").shown_scores(1, 5)
         [5, 4, 3, 2, 1]
         """
         scores = list(range(lo, hi + 1))
-        return scores[::-1] if self.order == "reversed" else scores
+        if self.order in ORDERS:
+            return scores[::-1] if self.order == "reversed" else scores
+        ranks = list(self.order)
+        if sorted(ranks) != list(range(1, len(scores) + 1)):
+            raise LabelMappingError(
+                f"format {self.name!r}: the order {ranks} is not a permutation of the ranks "
+                f"1..{len(scores)} of the scale {lo}..{hi}"
+            )
+        return [lo + r - 1 for r in ranks]
+
+    def permuted(self, lo: int, hi: int) -> bool:
+        """Whether the points are shown in an order other than ascending or reversed."""
+        scores = self.shown_scores(lo, hi)
+        return scores not in (sorted(scores), sorted(scores, reverse=True))
 
     def shown_labels(self, lo: int, hi: int) -> list[str]:
         """The answer labels in the order they are shown.
@@ -216,7 +261,8 @@ class ResponseFormat:
         Raises
         ------
         LabelMappingError
-            ``"every"`` point labelled, and the scale has no text for some.
+            When the format labels every point and the scale has no text for one, or
+            shows the points permuted without every point's text.
 
         Examples
         --------
@@ -226,6 +272,22 @@ class ResponseFormat:
         >>> builtin_format("numbers").point_texts(1, 5, ends)
         {}
         """
+        texts = self._texts(lo, hi, anchors)
+        untold = [y for y in range(lo, hi + 1) if y not in texts]
+        if untold and self.permuted(lo, hi):
+            raise LabelMappingError(
+                f"format {self.name!r} shows the points in the order "
+                f"{order_name(self.shown_ranks(lo, hi))}, which only the points' texts tell, "
+                f"but the style {self.anchors!r} gives no text for the score(s) {untold}; "
+                "use anchors = 'every' (base 'labelled')"
+            )
+        return texts
+
+    def shown_ranks(self, lo: int, hi: int) -> tuple[int, ...]:
+        """The ranks (1 = the lowest score) of the points in the order they are shown."""
+        return tuple(y - lo + 1 for y in self.shown_scores(lo, hi))
+
+    def _texts(self, lo: int, hi: int, anchors: Mapping[int, str]) -> dict[int, str]:
         if self.anchors == "numbers":
             return {}
         if self.anchors == "ends":
@@ -308,6 +370,7 @@ class ResponseFormat:
         >>> builtin_format("letters", n_points=5).describe()
         'ascending, instrument labelled, answer labels ABCDE'
         """
+        order = self.order if isinstance(self.order, str) else "shown " + order_name(self.order)
         labels = (
             "digits"
             if self.labels is None
@@ -315,7 +378,7 @@ class ResponseFormat:
             if all(len(x) == 1 for x in self.labels)
             else ", ".join(self.labels)
         )
-        return f"{self.order}, {self.anchors} labelled, answer labels {labels}"
+        return f"{order}, {self.anchors} labelled, answer labels {labels}"
 
 
 def _letters(n: int) -> tuple[str, ...]:
@@ -377,7 +440,9 @@ def format_from_table(name: str, table: Mapping[str, Any], n_points: int) -> Res
     """A custom format from its inline table: ``base``, ``order``, ``anchors``, ``labels``.
 
     ``labels`` is an array of strings or one string of labels separated by spaces
-    or commas; ``base`` names a built-in format the other keys change.
+    or commas; ``order`` is ``ascending``, ``reversed`` or the ranks of the points
+    as shown, the same way (``"3 4 5 1 2"``); ``base`` names a built-in format the
+    other keys change.
 
     Raises
     ------
@@ -392,9 +457,7 @@ def format_from_table(name: str, table: Mapping[str, Any], n_points: int) -> Res
     if base not in BUILTIN_FORMATS:
         raise FormatError(f"base {base!r} is not a built-in format ({', '.join(BUILTIN_FORMATS)})")
     fmt = builtin_format(base, n_points)
-    order = table.get("order", fmt.order)
-    if order not in ORDERS:
-        raise FormatError(f"order must be one of {ORDERS}, got {order!r}")
+    order = _order(table.get("order", fmt.order))
     style = table.get("anchors", fmt.anchors)
     if style not in STYLES:
         raise FormatError(f"anchors must be one of {STYLES}, got {style!r}")
@@ -408,3 +471,116 @@ def format_from_table(name: str, table: Mapping[str, Any], n_points: int) -> Res
         labels=tuple(labels) if labels is not None else None,
         description=str(table.get("description", "")),
     )
+
+
+def _order(value: Any) -> Literal["ascending", "reversed"] | tuple[int, ...]:
+    """An ``order`` value: a name of :data:`ORDERS` or ranks (a string or an array)."""
+    if isinstance(value, tuple) or value in ORDERS:
+        return value
+    ranks = value.replace(",", " ").split() if isinstance(value, str) else value
+    try:
+        return tuple(int(r) for r in ranks)
+    except (TypeError, ValueError):
+        raise FormatError(
+            f"order must be one of {ORDERS} or the ranks of the points as shown "
+            f'("3 4 5 1 2"), got {value!r}'
+        ) from None
+
+
+def order_name(ranks: Sequence[int]) -> str:
+    """The level label of an order: its ranks, run together (``"34512"``; with ``-``
+    between them from 10 points up).
+
+    Examples
+    --------
+    >>> order_name((3, 4, 5, 1, 2))
+    '34512'
+    """
+    return ("" if len(ranks) < 10 else "-").join(str(r) for r in ranks)
+
+
+def option_orders(
+    n_points: int, permute: str, max_levels: int = DEFAULT_MAX_LEVELS
+) -> list[tuple[int, ...]]:
+    """Every cyclic rotation, or every permutation, of the ranks ``1 .. n_points``.
+
+    Parameters
+    ----------
+    n_points
+        The number of points of the scale.
+    permute
+        ``"rotations"`` (``n_points`` orders, the ascending one first) or ``"all"``
+        (``n_points!`` orders, in lexicographic order).
+    max_levels
+        The most orders to make.
+
+    Returns
+    -------
+    list of tuple of int
+        The orders, each the ranks of the points as shown.
+
+    Raises
+    ------
+    FormatError
+        An unknown ``permute``, or more orders than ``max_levels``, naming the count.
+
+    Examples
+    --------
+    >>> option_orders(3, "rotations")
+    [(1, 2, 3), (2, 3, 1), (3, 1, 2)]
+    >>> len(option_orders(5, "all"))
+    120
+    """
+    if permute not in PERMUTE:
+        raise FormatError(f"permute must be one of {PERMUTE}, got {permute!r}")
+    count = n_points if permute == "rotations" else math.factorial(n_points)
+    if count > max_levels:
+        raise FormatError(
+            f"permute = {permute!r} on {n_points} points makes {count} levels, above the cap "
+            f"max_levels = {max_levels}: raise max_levels (each level is a forward pass per "
+            "condition and item) or permute fewer orders"
+        )
+    ranks = tuple(range(1, n_points + 1))
+    if permute == "rotations":
+        return [ranks[k:] + ranks[:k] for k in range(n_points)]
+    return list(itertools.permutations(ranks))
+
+
+def permuted_formats(
+    base: ResponseFormat, n_points: int, permute: str, max_levels: int = DEFAULT_MAX_LEVELS
+) -> dict[str, ResponseFormat]:
+    """The format ``base`` shown in every order :func:`option_orders` makes.
+
+    Parameters
+    ----------
+    base
+        The format whose points are permuted (its labels keep their places).
+    n_points
+        The number of points of the scale.
+    permute
+        ``"rotations"`` or ``"all"``.
+    max_levels
+        The most levels to make.
+
+    Returns
+    -------
+    dict of str to ResponseFormat
+        Level label (:func:`order_name`) -> format, in the order of :func:`option_orders`.
+
+    Raises
+    ------
+    FormatError
+        As :func:`option_orders`.
+
+    Examples
+    --------
+    >>> fmts = permuted_formats(builtin_format("labelled"), 3, "all")
+    >>> [f.labels_by_score(1, 3)[1] for f in fmts.values()]
+    ['1', '1', '2', '3', '2', '3']
+    """
+    out = {}
+    for order in option_orders(n_points, permute, max_levels):
+        name = order_name(order)
+        what = f"{base.name} with the points shown in the order {name}"
+        out[name] = replace(base, name=name, order=order, description=what)
+    return out

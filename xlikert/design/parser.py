@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DesignError, FormatNotShownError, LabelMappingError
+from ..errors import ConfigError, DesignError, FormatError, FormatNotShownError, LabelMappingError
 from .experiment import Experiment, Factor
 from .file_schema import (
     RESERVED,
@@ -29,10 +29,12 @@ from .file_schema import (
 )
 from .formats import (
     BUILTIN_FORMATS,
+    DEFAULT_MAX_LEVELS,
     LABEL_FIELDS,
     ResponseFormat,
     builtin_format,
     format_from_table,
+    permuted_formats,
 )
 from .instrument import (
     Instrument,
@@ -177,7 +179,7 @@ def experiment_from_dict(
     supply = _Suppliers.of(p, inst, constants, factors, lenient=failed)
     user_templates = _user_templates(p, inst, head.user, items, supply)
     system_templates = _system_templates(p, factors, system_text, system_source, supply)
-    _check_format_shown(p, factors, user_templates, system_templates)
+    _check_format_shown(p, factors, user_templates, system_templates, (lo, hi))
     p.raise_if_any()
     if sha256 is None:
         sha256 = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
@@ -375,6 +377,9 @@ def _parse_factor(p: Problems, inst: Instrument, name: str, spec: FactorSpec) ->
     """A factor's levels and what each binds; None (problems reported) if unusable."""
     where = f"factor {name!r}"
     kind = spec.kind or _inferred_kind(inst, name)
+    if given := [k for k in ("permute", "max_levels") if getattr(spec, k) is not None]:
+        p.add(where, f"field(s) {given} are for factors of kind 'format', this one is {kind!r}")
+        return None
     raw = spec.levels
     if raw is None and kind == "free":
         p.add(where, "field 'levels' is missing (a free factor needs its levels)")
@@ -572,7 +577,8 @@ def _system_templates(
 def _parse_format(
     p: Problems, name: str, spec: FactorSpec, scale: tuple[int, int, dict[int, str]]
 ) -> Factor | None:
-    """A factor of kind ``format``: each level a built-in format or an inline table.
+    """A factor of kind ``format``: each level a built-in format or an inline table, or
+    (``permute``) one format shown in every rotation or permutation of the points.
 
     Each level binds the scale placeholders as its format renders them
     (:meth:`~xlikert.design.formats.ResponseFormat.fields`) and ``{<factor>}``
@@ -582,39 +588,31 @@ def _parse_format(
     lo, hi, anchors = scale
     where = f"factor {name!r}"
     raw = spec.levels
-    if raw is None:
+    if raw is None and spec.permute is None:
         p.add(where, f"field 'levels' is missing (built-in formats: {', '.join(BUILTIN_FORMATS)})")
         return None
+    if spec.max_levels is not None and spec.permute is None:
+        p.add(where, "field 'max_levels' caps what 'permute' makes; this factor has no 'permute'")
+        return None
     n_before = len(p.lines)
+    entries = list(raw.items()) if isinstance(raw, dict) else [(lv, None) for lv in raw or []]
+    n_points = hi - lo + 1
     formats: dict[str, ResponseFormat] = {}
-    entries = [(lv, None) for lv in raw] if isinstance(raw, list) else list(raw.items())
-    for lv, value in entries:
-        at = f"{where} level {lv!r}"
+    if spec.permute is not None:
+        formats = _permuted_levels(p, name, spec, entries, n_points)
+    for lv, value in entries if spec.permute is None else []:
+        fmt = _one_format(p, name, lv, value, n_points)
         if lv in formats:
             p.add(where, f"duplicate level {lv!r}")
-            continue
+        elif fmt is not None:
+            formats[lv] = fmt
+    for lv, fmt in formats.items():
         try:
-            if value is None or isinstance(value, str):
-                base = lv if value is None else value
-                if base not in BUILTIN_FORMATS:
-                    p.add(
-                        at,
-                        f"{base!r} is not a built-in format{suggest(base, BUILTIN_FORMATS)}; "
-                        f"built-in: {', '.join(BUILTIN_FORMATS)} (or give a table: "
-                        f"[factors.{name}.levels.{lv}] with base, order, anchors, labels)",
-                    )
-                    continue
-                fmt = replace(builtin_format(base, hi - lo + 1), name=lv)
-            else:
-                fmt = format_from_table(lv, value, hi - lo + 1)
-            fmt.fields(lo, hi, anchors)  # checks the labels and the texts against the scale
+            fmt.fields(lo, hi, anchors)  # checks the order, labels and texts against the scale
         except LabelMappingError as exc:
-            p.add(at, str(exc), LabelMappingError)
-            continue
-        except ValueError as exc:
-            p.add(at, str(exc))
-            continue
-        formats[lv] = fmt
+            p.add(f"{where} level {lv!r}", str(exc), LabelMappingError)
+            if spec.permute is not None:
+                break  # the permuted levels share the problem: once is enough
     if len(p.lines) > n_before:
         return None
     bindings = {lv: {**fmt.fields(lo, hi, anchors), name: lv} for lv, fmt in formats.items()}
@@ -623,13 +621,64 @@ def _parse_format(
     )
 
 
+def _one_format(
+    p: Problems, name: str, lv: str, value: Any, n_points: int
+) -> ResponseFormat | None:
+    """The format of level ``lv`` of factor ``name``: a built-in name or an inline table
+    (None: problems reported)."""
+    at = f"factor {name!r} level {lv!r}"
+    if value is None or isinstance(value, str):
+        base = lv if value is None else value
+        if base not in BUILTIN_FORMATS:
+            p.add(
+                at,
+                f"{base!r} is not a built-in format{suggest(base, BUILTIN_FORMATS)}; "
+                f"built-in: {', '.join(BUILTIN_FORMATS)} (or give a table: "
+                f"[factors.{name}.levels.{lv}] with base, order, anchors, labels)",
+            )
+            return None
+        return replace(builtin_format(base, n_points), name=lv)
+    try:
+        return format_from_table(lv, value, n_points)
+    except ValueError as exc:
+        p.add(at, str(exc))
+        return None
+
+
+def _permuted_levels(
+    p: Problems, name: str, spec: FactorSpec, entries: list[tuple[str, Any]], n_points: int
+) -> dict[str, ResponseFormat]:
+    """``permute``: the one format of ``levels`` (default ``labelled``) in every order."""
+    where = f"factor {name!r}"
+    if len(entries) > 1:
+        p.add(
+            where,
+            f"'permute' shows one format in every order: 'levels' names at most one (the "
+            f"format to permute), got {len(entries)}",
+        )
+        return {}
+    lv, value = entries[0] if entries else ("labelled", None)
+    base = _one_format(p, name, lv, value, n_points)
+    if base is None:
+        return {}
+    try:
+        return permuted_formats(
+            base, n_points, str(spec.permute), spec.max_levels or DEFAULT_MAX_LEVELS
+        )
+    except FormatError as exc:
+        p.add(where, str(exc), FormatError)
+        return {}
+
+
 def _check_format_shown(
     p: Problems,
     factors: list[Factor],
     user_templates: tuple[Template, ...],
     system_templates: dict[str, Template],
+    scale: tuple[int, int],
 ) -> None:
-    """A format factor needs a rendered template that shows the answer labels."""
+    """A format factor needs a rendered template that shows the answer labels, and
+    ``{anchors}`` where a level permutes the points (only the texts tell the order)."""
     fmt = next((f for f in factors if f.kind == "format"), None)
     if fmt is None:
         return
@@ -644,5 +693,15 @@ def _check_format_shown(
             "a response format varies but no prompt shows the answer labels: no template it "
             "renders (system prompt, user template, items) has "
             + ", ".join(f"{{{k}}}" for k in LABEL_FIELDS),
+            FormatNotShownError,
+        )
+    permuted = [lv for lv, f in fmt.formats.items() if f.permuted(*scale)]
+    templates = (*user_templates, *system_templates.values())
+    if shown and permuted and not any("anchors" in t.fields for t in templates):
+        p.add(
+            f"factor {fmt.name!r}",
+            f"level(s) {permuted[:3]}{' ...' if len(permuted) > 3 else ''} show the points "
+            "permuted, which only the points' texts tell, but no template it renders has "
+            "{anchors}",
             FormatNotShownError,
         )
