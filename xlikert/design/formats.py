@@ -158,7 +158,27 @@ class ResponseFormat:
         return [lo + r - 1 for r in ranks]
 
     def permuted(self, lo: int, hi: int) -> bool:
-        """Whether the points are shown in an order other than ascending or reversed."""
+        """Whether the points are shown in an order other than ascending or reversed.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The lowest and highest scores of the scale.
+
+        Returns
+        -------
+        bool
+            True for a shuffled order (a rotation or another permutation).
+
+        Examples
+        --------
+        >>> builtin_format("reversed").permuted(1, 5)
+        False
+        >>> fmt = format_from_table("r", {"base": "labelled", "anchors": "every",
+        ...                               "order": "3 4 5 1 2"}, 5)
+        >>> fmt.permuted(1, 5)
+        True
+        """
         scores = self.shown_scores(lo, hi)
         return scores not in (sorted(scores), sorted(scores, reverse=True))
 
@@ -284,7 +304,23 @@ class ResponseFormat:
         return texts
 
     def shown_ranks(self, lo: int, hi: int) -> tuple[int, ...]:
-        """The ranks (1 = the lowest score) of the points in the order they are shown."""
+        """The ranks (1 = the lowest score) of the points in the order they are shown.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The lowest and highest scores of the scale.
+
+        Returns
+        -------
+        tuple of int
+            The rank of each point shown, first shown first.
+
+        Examples
+        --------
+        >>> builtin_format("reversed").shown_ranks(0, 4)
+        (5, 4, 3, 2, 1)
+        """
         return tuple(y - lo + 1 for y in self.shown_scores(lo, hi))
 
     def _texts(self, lo: int, hi: int, anchors: Mapping[int, str]) -> dict[int, str]:
