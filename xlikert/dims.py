@@ -100,6 +100,7 @@ AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
         "term": "terms of xl.comonotone_contrast",
         "n": "sampling budgets of xl.sampling",
         "metric": "alignment metrics of xl.alignment (wasserstein, representativeness, ...)",
+        "option": "non-substantive answer options (Don't know, Refused) of nonsubstantive_mass",
     }
 )
 

@@ -9,9 +9,14 @@ else about each variable are in one table per group:
   token ids, the top-k tokens, the decoding grid);
 * :data:`BOUND_VARIABLES` -- certified intervals, when some cell was only bounded
   (a top-k server);
+* :data:`NONSUBSTANTIVE_VARIABLES` -- the mass of each non-substantive answer ("Don't
+  know"), on an ``option`` dim, when some item offers one (and
+  :data:`NONSUBSTANTIVE_BOUND_VARIABLES`, its certified intervals);
 * :data:`TRACE_VARIABLES` -- reasoning mode, on a ``trace`` dim;
 * :data:`PROMPT_VARIABLES` -- the prompts Dataset the design writes and a shard's
-  ``computed`` mask.
+  ``computed`` mask;
+* :data:`ITEM_OPTIONS` -- each item's own options (support, nominal flag, answer and
+  point labels), when the items have their own.
 
 Every other list of result variables (:data:`xlikert.dims.RESULT_VARIABLES`, the
 records the backends fill, the merge of shard files) is derived from these tables.
@@ -40,6 +45,9 @@ import numpy as np
 
 __all__ = [
     "BOUND_VARIABLES",
+    "ITEM_OPTIONS",
+    "NONSUBSTANTIVE_BOUND_VARIABLES",
+    "NONSUBSTANTIVE_VARIABLES",
     "PROMPT_VARIABLES",
     "RESULT_VARIABLES",
     "SAMPLED_VARIABLES",
@@ -207,6 +215,62 @@ TRACE_VARIABLES: dict[str, Variable] = {
 SAMPLED_VARIABLES = ("pmf", "pmf_se", "valid_mass", "decoding_pmf", "decoding_valid_mass")
 
 
+#: Non-substantive answers ("Don't know", "Refused"): present when some item offers one.
+#: Their exact mass is measured beside ``pmf``, which stays over the substantive options;
+#: failure rate = 1 - valid_mass - the sum of nonsubstantive_mass over ``option``.
+NONSUBSTANTIVE_VARIABLES: dict[str, Variable] = {
+    "nonsubstantive_mass": Variable(
+        ("option",),
+        _NAN,
+        {
+            "long_name": "non-substantive mass",
+            "description": "sum of P_raw over the answers that mean each non-substantive option; "
+            "NaN where the item does not offer the option",
+        },
+    ),
+}
+#: Their certified intervals, beside :data:`BOUND_VARIABLES` (top-k servers).
+NONSUBSTANTIVE_BOUND_VARIABLES: dict[str, Variable] = {
+    "nonsubstantive_mass_lower": Variable(("option",), _NAN, _BOUND_ATTRS),
+    "nonsubstantive_mass_upper": Variable(("option",), _NAN, _BOUND_ATTRS),
+}
+
+
+@dataclass(frozen=True)
+class ItemOption:
+    """What a results file (and a prompts Dataset) records about the items' options."""
+
+    dims: tuple[str, ...]
+    description: str
+
+
+#: Each item's response options, recorded when the items have their own (an item with its
+#: own scale, a nominal item, non-substantive options, answers other than the codes;
+#: DESIGN.md section 7). ``score`` is then the union of the items' points; ``<format>`` is
+#: the format factor's dim when there is one. Absent: every item is ordinal on the file's
+#: whole ``score`` axis.
+ITEM_OPTIONS: dict[str, ItemOption] = {
+    "score_min": ItemOption(
+        ("item",), "the item's lowest point: its support is score_min..score_max"
+    ),
+    "score_max": ItemOption(
+        ("item",), "the item's highest point: its support is score_min..score_max"
+    ),
+    "nominal": ItemOption(("item",), "True where the item's options have no order"),
+    "answer_label": ItemOption(
+        ("<format>", "item", "score"),
+        "the answer label that means each point of the item (per format level); '' off its support",
+    ),
+    "score_label": ItemOption(
+        ("item", "score"), "the label of each point of the item; '' where none"
+    ),
+    "option_label": ItemOption(
+        ("<format>", "item", "option"),
+        "the answer label that means each non-substantive option (per format level); '' where the "
+        "item does not offer it",
+    ),
+}
+
 #: Variables of the prompts Dataset (the design) and of a shard file, beside the cells'.
 PROMPT_VARIABLES: dict[str, Variable] = {
     "system": Variable((), "", {"description": "system message sent"}),
@@ -217,28 +281,39 @@ PROMPT_VARIABLES: dict[str, Variable] = {
 }
 
 #: Every variable name of a results file or a prompts Dataset, and the item
-#: coordinate ``reverse_keyed`` (a factor must not take any of them).
+#: coordinates ``reverse_keyed`` and those of :data:`ITEM_OPTIONS` (a factor must not
+#: take any of them).
 RESULT_VARIABLES: tuple[str, ...] = (
     *VARIABLES,
     *BOUND_VARIABLES,
+    *NONSUBSTANTIVE_VARIABLES,
+    *NONSUBSTANTIVE_BOUND_VARIABLES,
     *TRACE_VARIABLES,
     *PROMPT_VARIABLES,
+    *ITEM_OPTIONS,
     "reverse_keyed",
 )
 
 
-def variable_table(*, bounded: bool = False, traces: int = 0) -> dict[str, Variable]:
+def variable_table(
+    *, bounded: bool = False, traces: int = 0, nonsubstantive: bool = False
+) -> dict[str, Variable]:
     """The variables of one unit or file: :data:`VARIABLES`, plus the bounds when
-    ``bounded``, plus the trace variables when ``traces`` > 0.
+    ``bounded``, plus the trace variables when ``traces`` > 0, plus the
+    non-substantive masses (and their bounds, when ``bounded``) when ``nonsubstantive``.
 
     Examples
     --------
     >>> list(variable_table(bounded=True))[-1]
     'valid_mass_upper'
+    >>> list(variable_table(bounded=True, nonsubstantive=True))[-1]
+    'nonsubstantive_mass_upper'
     """
     return {
         **VARIABLES,
         **(BOUND_VARIABLES if bounded else {}),
+        **(NONSUBSTANTIVE_VARIABLES if nonsubstantive else {}),
+        **(NONSUBSTANTIVE_BOUND_VARIABLES if bounded and nonsubstantive else {}),
         **(TRACE_VARIABLES if traces else {}),
     }
 
