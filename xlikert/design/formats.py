@@ -54,7 +54,7 @@ __all__ = [
 ORDERS = ("ascending", "reversed")
 STYLES = ("instrument", "ends", "every", "numbers")
 #: The scale placeholders that show the answer labels: a format factor needs one of them.
-LABEL_FIELDS = ("anchors", "scale_min", "scale_max", "answer_labels")
+LABEL_FIELDS = ("anchors", "scale_min", "scale_max", "answer_labels", "options")
 
 #: Texts of every point of the usual agreement scales (used by ``every`` when the
 #: instrument labels only the ends ``Strongly disagree`` .. ``Strongly agree``).
