@@ -212,7 +212,9 @@ TRACE_VARIABLES: dict[str, Variable] = {
 
 #: The variables that carry Monte Carlo error in a reasoning file (for the models in
 #: reasoning mode); everything else is exact given the traces.
-SAMPLED_VARIABLES = ("pmf", "pmf_se", "valid_mass", "decoding_pmf", "decoding_valid_mass")
+SAMPLED_VARIABLES = (
+    "pmf", "pmf_se", "valid_mass", "nonsubstantive_mass", "decoding_pmf", "decoding_valid_mass"
+)  # fmt: skip
 
 
 #: Non-substantive answers ("Don't know", "Refused"): present when some item offers one.

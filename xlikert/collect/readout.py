@@ -11,7 +11,8 @@ keeps no copy of their maths:
 * :func:`nucleus_logprobs` -- temperature and top-p with the stored tie rule
   (:data:`DECODING_TIE_RULE`);
 * :func:`topk_intervals` -- certified intervals from a server's top-k listing
-  (:data:`TOPK_BOUNDS_RULE`).
+  (:data:`TOPK_BOUNDS_RULE`), and :func:`topk_option_intervals` for the mass of
+  each non-substantive answer.
 
 The torch twin that runs the same readout on the accelerator is
 :mod:`xlikert.collect.backends.transformers.device_readout`.
@@ -34,6 +35,7 @@ __all__ = [
     "nucleus_logprobs",
     "scale_mass",
     "topk_intervals",
+    "topk_option_intervals",
 ]
 
 
@@ -385,17 +387,10 @@ def topk_intervals(
         raise XlikertError("listed_prob and listed_score must be 1-d arrays of the same length")
     if out_of_order < 0 or rtol < 0:
         raise XlikertError("out_of_order and rtol must be >= 0")
-    n = p.size
-    ranked = np.sort(p)[::-1]
-    j = n - out_of_order  # the true top-j are listed
-    p_b = float(ranked[j - 1]) * (1 + rtol) if j >= 1 else 1.0
+    p_b, R = _unlisted(p, out_of_order, rtol)
     a = scale_mass(p, sc, n_scores)
     a_lo, a_hi = a * (1 - rtol), a * (1 + rtol)
-    R = max(0.0, 1.0 - float(p.sum()) * (1 - rtol))
-    if unlisted_valid is None:
-        U = np.full(n_scores, R)
-    else:
-        U = np.minimum(np.asarray(unlisted_valid, dtype=np.float64) * min(p_b, 1.0), R)
+    U = _unlisted_mass(unlisted_valid, n_scores, p_b, R)
     A = float(a.sum())
     W = np.minimum(U.sum() - U, R)
     others_hi = a_hi.sum() - a_hi
@@ -414,4 +409,72 @@ def topk_intervals(
         "valid_mass_lower": np.float64(float(a_lo.sum())),
         "valid_mass_upper": np.float64(min(float(a_hi.sum()) + min(float(U.sum()), R), 1.0)),
         "unlisted_max": np.float64(min(p_b, 1.0)),
+    }
+
+
+def _unlisted(p: np.ndarray, out_of_order: int, rtol: float) -> tuple[float, float]:
+    """``p_b``, the most an unlisted token can have, and ``R``, the most all of them can have."""
+    ranked = np.sort(p)[::-1]
+    j = p.size - out_of_order  # the true top-j are listed
+    p_b = float(ranked[j - 1]) * (1 + rtol) if j >= 1 else 1.0
+    return p_b, max(0.0, 1.0 - float(p.sum()) * (1 - rtol))
+
+
+def _unlisted_mass(unlisted: np.ndarray | None, n: int, p_b: float, R: float) -> np.ndarray:
+    """``U_y = min(m_y p_b, R)``: the most the unlisted answers of each class can have."""
+    if unlisted is None:
+        return np.full(n, R)
+    return np.minimum(np.asarray(unlisted, dtype=np.float64) * min(p_b, 1.0), R)
+
+
+def topk_option_intervals(
+    listed_prob: np.ndarray,
+    listed_option: np.ndarray,
+    n_options: int,
+    unlisted: np.ndarray | None,
+    *,
+    out_of_order: int = 1,
+    rtol: float = 0.0,
+) -> dict[str, np.ndarray]:
+    """Certified intervals of each non-substantive answer's mass from a server's top-k list.
+
+    As :func:`topk_intervals` (:data:`TOPK_BOUNDS_RULE`) for the raw mass of a
+    class of answers: with ``b_o`` the listed mass of option ``o`` and ``U_o`` the
+    most its unlisted answers can have, the mass is in ``[b_o (1 - rtol),
+    min(1, b_o (1 + rtol) + U_o)]``; the stored value is ``b_o``.
+
+    Parameters
+    ----------
+    listed_prob : np.ndarray
+        ``(n,)`` probabilities of the n distinct listed tokens.
+    listed_option : np.ndarray
+        ``(n,)`` option index of each listed token, -1 where it answers no option.
+    n_options : int
+        Number of options.
+    unlisted : np.ndarray or None
+        ``(n_options,)`` answer tokens of each option not in the list, or None when unknown.
+    out_of_order, rtol
+        As in :func:`topk_intervals`.
+
+    Returns
+    -------
+    dict
+        ``nonsubstantive_mass``, ``nonsubstantive_mass_lower`` and
+        ``nonsubstantive_mass_upper``, each ``(n_options,)``.
+
+    Examples
+    --------
+    >>> b = topk_option_intervals(np.array([0.5, 0.3, 0.1]), np.array([-1, 0, -1]), 1,
+    ...                           np.array([1]), out_of_order=0)
+    >>> b["nonsubstantive_mass"].tolist(), b["nonsubstantive_mass_upper"].round(6).tolist()
+    ([0.3], [0.4])
+    """
+    p = np.asarray(listed_prob, dtype=np.float64)
+    p_b, R = _unlisted(p, out_of_order, rtol)
+    b = scale_mass(p, np.asarray(listed_option), n_options)
+    U = _unlisted_mass(unlisted, n_options, p_b, R)
+    return {
+        "nonsubstantive_mass": b,
+        "nonsubstantive_mass_lower": b * (1 - rtol),
+        "nonsubstantive_mass_upper": np.minimum(b * (1 + rtol) + U, 1.0),
     }

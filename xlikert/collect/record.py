@@ -25,6 +25,7 @@ from .._version import __version__
 from ..errors import CollectionError
 from ..schema import (
     BOUND_VARIABLES,
+    NONSUBSTANTIVE_BOUND_VARIABLES,
     PROMPT_VARIABLES,
     SAMPLED_VARIABLES,
     TRACE_VARIABLES,
@@ -48,9 +49,11 @@ class UnitResult:
 
     ``data`` maps each name of :data:`VARIABLES` (and, for bounded units, of
     :data:`BOUND_VARIABLES`; for a model in reasoning mode, of
-    :data:`TRACE_VARIABLES`, with its own number of traces) to an array whose
-    first axis runs over the unit's prompts; ``mode`` is the backend's
-    measurement mode (``"exact"`` or ``"topk"``).
+    :data:`TRACE_VARIABLES`, with its own number of traces; when the run has
+    non-substantive options, ``sizes["option"] > 0``, of
+    :data:`NONSUBSTANTIVE_VARIABLES`) to an array whose first axis runs over the
+    unit's prompts; ``mode`` is the backend's measurement mode (``"exact"`` or
+    ``"topk"``).
     """
 
     data: dict[str, np.ndarray]
@@ -73,10 +76,10 @@ class UnitResult:
         (2, 4, 7)
         """
         sizes = {**sizes, "trace": traces}
-        data = {
-            k: v.full(_shape(v, n, sizes))
-            for k, v in variable_table(bounded=bounded, traces=traces).items()
-        }
+        table = variable_table(
+            bounded=bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0
+        )
+        data = {k: v.full(_shape(v, n, sizes)) for k, v in table.items()}
         return cls(data, mode="topk" if bounded else "exact")
 
     @property
@@ -99,7 +102,10 @@ class UnitResult:
                 f"internal error: backend returned {self.traces} trace(s) per prompt, "
                 f"expected {traces}"
             )
-        for k, v in variable_table(bounded=self.bounded, traces=traces).items():
+        table = variable_table(
+            bounded=self.bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0
+        )
+        for k, v in table.items():
             want = _shape(v, n, {**sizes, "trace": traces})
             got = np.shape(self.data.get(k))
             if k not in self.data or got != want:
@@ -152,7 +158,8 @@ def assemble(
     model_names
         The ``model`` coord.
     sizes, coords
-        Lengths and coords of ``score``, ``rank``, ``temperature``, ``top_p``;
+        Lengths and coords of ``score``, ``rank``, ``temperature``, ``top_p``
+        (and ``option``, adding :data:`NONSUBSTANTIVE_VARIABLES` when > 0);
         ``sizes["trace"]`` (default 0): the most traces of any model in
         reasoning mode (adds :data:`TRACE_VARIABLES` when > 0).
     units
@@ -166,7 +173,9 @@ def assemble(
     bounded = any(r.bounded for _, r in units)
     n_traces = int(sizes.get("trace", 0))
     sizes = {**sizes, "trace": n_traces}
-    table = variable_table(bounded=bounded, traces=n_traces)
+    table = variable_table(
+        bounded=bounded, traces=n_traces, nonsubstantive=sizes.get("option", 0) > 0
+    )
     flat = {k: v.full(_shape(v, M * ncell, sizes)) for k, v in table.items()}
     computed = np.zeros(M * ncell, dtype=bool)
     for mi, r in units:
@@ -179,6 +188,8 @@ def assemble(
                     flat[k][rows] = r.data[k]
             elif k in BOUND_VARIABLES:  # an exact unit in a bounded file: the point itself
                 flat[k][rows] = r.data["pmf" if k.startswith("pmf") else "valid_mass"]
+            elif k in NONSUBSTANTIVE_BOUND_VARIABLES:
+                flat[k][rows] = r.data["nonsubstantive_mass"]
             elif k == "pmf_se":  # a model not in reasoning mode: its pmf is exact
                 flat[k][rows] = 0.0
         computed[rows] = True
@@ -215,7 +226,7 @@ def assemble(
             "exact given each trace; every other model's numbers are exact (pmf_se = 0)"
         )
         for k in SAMPLED_VARIABLES:
-            if k != "pmf_se":
+            if k != "pmf_se" and k in ds:
                 ds[k].attrs["sampling_error"] = (
                     "mean over sampled traces for models in reasoning mode; see pmf_se and "
                     "the file's sampling_error attribute"

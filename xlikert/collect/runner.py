@@ -30,6 +30,7 @@ from .._version import __version__
 from ..dims import check_factor_name
 from ..errors import CollectionError
 from ..io import encode_attrs
+from .layout import cell_labels
 from .options import CollectOptions
 from .protocol import Model, backend_module
 from .record import UnitResult, assemble
@@ -100,53 +101,6 @@ def _scale_of(prompts: xr.Dataset, scale) -> tuple[int, ...]:
             "'scale_min'/'scale_max' attrs; pass scale=range(1, 8)"
         )
     return tuple(range(int(lo), int(hi) + 1))
-
-
-def _answer_labels(
-    prompts: xr.Dataset, user: xr.DataArray, options: CollectOptions
-) -> list[tuple[str, ...] | None] | None:
-    """Each cell's answer labels (score order; None: the digits) from the prompts' ``answer_label``.
-
-    ``answer_label`` (dims ``(<format factor>, score)``, from a factor of kind
-    ``format``) gives each format level's label of each score; None without it.
-
-    Raises
-    ------
-    CollectionError
-        An ``answer_label`` on other dims, or a scale that is not its ``score``.
-    LabelMappingError
-        A level whose labels are not a bijection onto the scale.
-    """
-    if "answer_label" not in prompts:
-        return None
-    lab = prompts["answer_label"]
-    factors = [d for d in lab.dims if d != "score"]
-    if "score" not in lab.dims or len(factors) != 1 or factors[0] not in user.dims:
-        raise CollectionError(
-            f"prompts 'answer_label' must have dims (<format factor>, 'score') with the format "
-            f"factor a dim of the prompts; got {lab.dims}"
-        )
-    if options.answer_labels is not None:
-        raise CollectionError(
-            "answer_labels is set for the run and the prompts vary the response format "
-            f"(answer_label over {factors[0]!r}); drop one"
-        )
-    fmt = factors[0]
-    scores = tuple(int(v) for v in lab["score"].values)
-    if scores != tuple(options.scale):
-        raise CollectionError(
-            f"prompts 'answer_label' is on the scores {list(scores)}, the run's scale is "
-            f"{list(options.scale)}"
-        )
-    per_level = []
-    for level in lab[fmt].values:
-        labels = tuple(str(x) for x in lab.sel({fmt: level}).transpose("score").values)
-        options.replace(where=f"{fmt} level {level!r}", answer_labels=labels)  # checks them
-        # the digits are the default rule (None), as a model is loaded with
-        per_level.append(None if labels == tuple(str(y) for y in scores) else labels)
-    index = xr.DataArray(np.arange(lab.sizes[fmt]), dims=[fmt], coords={fmt: lab[fmt]})
-    cells = index.broadcast_like(user).transpose(*user.dims).values.ravel()
-    return [per_level[int(i)] for i in cells]
 
 
 def _normalise_models(models) -> list[dict[str, Any]]:
@@ -388,7 +342,7 @@ def collect(
     options = options.replace(where="collect()", scale=_scale_of(prompts, options.scale))
     models = _normalise_models(models)
     shard_t = parse_shard(shard)
-    labels = _answer_labels(prompts, user, options)
+    labels, options = cell_labels(prompts, user, options)  # a format factor, items' own options
     plan = Plan(system, user, models, options, shard_t, labels)
     out_path = _check_output(output)
     if out_path is not None and out_path.exists():
@@ -469,8 +423,9 @@ def collect(
         ds.attrs["reasoning_models"] = [
             m["name"] for m, t in zip(models, plan.traces, strict=True) if t
         ]
-    if labels:  # each format level's answer label of each score
-        ds["answer_label"] = prompts["answer_label"].astype(str)
+    for name in ("answer_label", "score_label", "option_label"):  # labels of scores, options
+        if name in prompts:
+            ds[name] = prompts[name].astype(str)
     ds = encode_attrs(ds)  # netCDF-ready as it stands: ds.to_netcdf works
     if out_path is not None:
         write_atomic(ds, out_path)

@@ -280,7 +280,7 @@ class VLLMModel(InProcessModel):
         self.template = PromptTemplate(self.tokenizer, self.name, spec.get("prompt_format"))
         self.valid, self.answers, rule = answer_rule(
             self.tokenizer, options.scale, split_space=options.split_space,
-            labels=options.labels_by_score,
+            labels=options.labels_by_score, nonsubstantive=options.option_labels,
         )  # fmt: skip
         self._ask = {
             "need": [int(i) for i in self.answers.need],
