@@ -244,12 +244,13 @@ def test_every_schema_field_is_documented_in_the_readme():
             assert field.description, f"{model.__name__}.{key} has no docstring"
             assert key in rows, f"{model.__name__}.{key}"
     fields = {key for model in schema.MODELS for key in model.model_fields}
-    # the [collect] table's keys are CollectOptions' fields (less the scale: the instrument's)
+    # the [collect] table's keys are CollectOptions' fields (less the scale and its
+    # non-substantive options: the instrument's)
     from dataclasses import fields as dataclass_fields
 
     from xlikert.collect import CollectOptions
 
-    collect = {f.name for f in dataclass_fields(CollectOptions)} - {"scale"}
+    collect = {f.name for f in dataclass_fields(CollectOptions)} - {"scale", "nonsubstantive"}
     assert rows == fields | collect  # and no table row names a key nobody reads
 
 

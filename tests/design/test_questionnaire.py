@@ -3,84 +3,16 @@ nominal items, ``{options}`` rendered per item, and a factor that changes nothin
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
-
 import numpy as np
 import pytest
 import xarray as xr
 from click.testing import CliRunner
+from support.survey import SURVEY, write
+from support.survey import survey_experiment as experiment
 
 from xlikert.design import Option, Scale, load_experiment, load_instrument
 from xlikert.design.formats import builtin_format
 from xlikert.errors import ConfigError, LabelMappingError
-
-SURVEY = """
-[instrument]
-name = "survey"
-citation = "Test (2024)."
-default_framing = "plain"
-placeholders = ["party"]
-
-[framings]
-plain = "Answer with ONLY the answer label."
-shown = "Options: {anchors}."
-
-[scale]
-min = 1
-max = 7
-anchors = { 1 = "Extremely liberal", 7 = "Extremely conservative" }
-nonsubstantive = [{ label = "Don't know", code = 8 }]
-
-[[items]]
-id = "self"
-template = "Where would you place yourself?"
-
-[[items]]
-id = "tv"
-template = "On how many days in the past week did you watch the news on TV?"
-[items.scale]
-min = 0
-max = 7
-anchors = { 0 = "None", 7 = "Every day" }
-
-[[items]]
-id = "trust"
-template = "How much do you trust the government?"
-[items.scale]
-min = 1
-max = 4
-answers = "letters"
-anchors = { 1 = "Never", 2 = "Some of the time", 3 = "Most of the time", 4 = "Always" }
-nonsubstantive = [{ label = "Don't know" }, { label = "Refused" }]
-
-[[items]]
-id = "vote"
-template = "Whom did you vote for?"
-nominal = true
-[items.scale]
-min = 0
-max = 1
-answers = "labels"
-anchors = { 0 = "Clinton", 1 = "Dole" }
-"""
-
-USER = 'user = "As {party}: {item}\\n{options}\\nAnswer:"\n'
-PARTY = '[factors.party.levels]\nDemocrat = "a Democrat"\nRepublican = "a Republican"\n'
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path
-
-
-def experiment(
-    tmp_path: Path, body: str = "", instrument: str = SURVEY, user: str = USER, head: str = ""
-):
-    write(tmp_path, "survey.toml", instrument)
-    head = '[experiment]\ninstrument = "survey.toml"\n' + user + head
-    return load_experiment(write(tmp_path, "exp.toml", head + PARTY + textwrap.dedent(body)))
 
 
 def error(fn, kind=ConfigError) -> str:

@@ -11,7 +11,13 @@ import xarray as xr
 
 from .._version import __version__
 from ..errors import CollectionError
-from ..schema import BOUND_VARIABLES, TRACE_VARIABLES, VARIABLES
+from ..schema import (
+    BOUND_VARIABLES,
+    NONSUBSTANTIVE_BOUND_VARIABLES,
+    NONSUBSTANTIVE_VARIABLES,
+    TRACE_VARIABLES,
+    VARIABLES,
+)
 from ..validate import describe_cells
 
 __all__ = ["merge_shards"]
@@ -91,7 +97,11 @@ def merge_shards(
     out = base.drop_vars("computed").copy()
     for ds in parts[1:]:
         mask = ds["computed"]
-        for v in (*VARIABLES, *(b for b in (*BOUND_VARIABLES, *TRACE_VARIABLES) if b in out)):
+        optional = (
+            *BOUND_VARIABLES, *NONSUBSTANTIVE_VARIABLES, *NONSUBSTANTIVE_BOUND_VARIABLES,
+            *TRACE_VARIABLES,
+        )  # fmt: skip
+        for v in (*VARIABLES, *(b for b in optional if b in out)):
             out[v] = xr.where(mask, ds[v], out[v], keep_attrs=True).transpose(*base[v].dims)
     models: dict = {}
     for ds in parts:  # a shard records the models it loaded
