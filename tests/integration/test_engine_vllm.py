@@ -397,3 +397,48 @@ def test_in_process_vllm_reads_each_format_levels_labels(tmp_path):
     for var in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
         assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
         np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
+
+
+SURVEY_RUN = """
+import sys
+import xarray as xr
+from xlikert.collect import collect
+
+def main():
+    prompts = xr.open_dataset(sys.argv[1]).load()
+    spec = [{"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
+             "enforce_eager": True, "max_model_len": 1024, "gpu_memory_utilization": 0.25}]
+    collect(prompts, spec, sys.argv[2], progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_in_process_vllm_reads_each_items_options(tmp_path):
+    """A questionnaire (support/survey.py: 1..7 with "Don't know", 0..7, 1..4 in letters with
+    two options, a nominal vote answered with names) on one live engine: each item's
+    answers, one token or several, travel with its requests; equal to the transformers
+    backend, the non-substantive masses included."""
+    from support.survey import survey_experiment
+
+    from xlikert.io import open_results
+
+    prompts = survey_experiment(tmp_path).build_prompts()
+    saved, script, out = tmp_path / "prompts.nc", tmp_path / "survey.py", tmp_path / "survey.nc"
+    prompts.to_netcdf(saved)
+    script.write_text(SURVEY_RUN)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    res = subprocess.run([str(engine_python("vllm")), str(script), str(saved), str(out)],
+                         env=env, capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    v = open_results(out)
+    loc = collect(prompts, [{"name": "m", "source": "smollm2-135m-instruct"}], progress=False,
+                  temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
+    assert v.nonsubstantive_mass.dims == ("model", "party", "item", "option")
+    labels = v.likert.attrs["models"]["m"]["valid_tokens_by_labels"]
+    assert any("Clinton" in k for k in labels)
+    for var in ("pmf", "valid_mass", "nonsubstantive_mass", "decoding_pmf", "decoding_valid_mass"):
+        assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
+        np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
+    assert float(v.nonsubstantive_mass.sel(item="self").min()) > 0

@@ -232,9 +232,24 @@ class AnswerSequences:
 
     @property
     def need(self) -> tuple[int, ...]:
-        """Token ids whose probabilities enter some answer (spellings and continuations)."""
-        ids = {t for seq in self.sequences for t in seq} | set(self.continuation or ())
-        return tuple(sorted(ids))
+        """Token ids whose probabilities enter some spelling of an answer."""
+        return tuple(sorted({t for seq in self.sequences for t in seq}))
+
+    @property
+    def pooled(self) -> tuple[int, ...] | None:
+        """The continuation tokens, read as one summed probability (None: no stop check).
+
+        A backend reads them with ``pooled=`` (:func:`~xlikert.collect.readout.next_token_readout`):
+        one column after those of :attr:`need`, the log of their summed probability. A
+        word's continuations are a third of a vocabulary; summed where the logits are,
+        they cost one column, not thousands.
+        """
+        return tuple(sorted(self.continuation)) if self.continuation else None
+
+    @property
+    def width(self) -> int:
+        """Columns of a readout row: :attr:`need`, then one for :attr:`pooled`."""
+        return len(self.need) + (self.pooled is not None)
 
     @property
     def contexts(self) -> tuple[tuple[int, ...], ...]:
@@ -259,9 +274,9 @@ class AnswerSequences:
         Parameters
         ----------
         logq : np.ndarray
-            ``(..., len(contexts), len(need))``: log-probability of token
-            ``need[j]`` after the prompt followed by ``contexts[c]`` (``-inf`` for
-            0, NaN where unknown).
+            ``(..., len(contexts), width)``: log-probability of token ``need[j]``
+            after the prompt followed by ``contexts[c]`` (``-inf`` for 0, NaN where
+            unknown), then (with :attr:`pooled`) of any continuation token.
 
         Returns
         -------
@@ -283,15 +298,14 @@ class AnswerSequences:
         logq = np.asarray(logq, dtype=np.float64)
         ctx = {c: i for i, c in enumerate(self.contexts)}
         col = {t: j for j, t in enumerate(self.need)}
-        if logq.shape[-2:] != (len(ctx), len(col)):
+        if logq.shape[-2:] != (len(ctx), self.width):
             raise CollectionError(
                 f"answer log-probabilities have shape {logq.shape[-2:]}, expected "
-                f"(contexts, need) = {(len(ctx), len(col))}"
+                f"(contexts, need + pooled) = {(len(ctx), self.width)}"
             )
-        if self.continuation is not None:  # P(next token does not continue the number)
-            cont = [col[t] for t in self.continuation]
+        if self.continuation is not None:  # P(next token does not continue the answer)
             with np.errstate(divide="ignore"):
-                going = np.exp(logq[..., cont]).sum(-1)
+                going = np.exp(logq[..., -1]) if self.pooled else np.zeros(logq.shape[:-1])
                 log_stop = np.log1p(-np.minimum(going, 1.0))
         cols = []
         for seq in self.sequences:
@@ -468,24 +482,41 @@ def _digit(c: str) -> bool:
     return c in "0123456789"
 
 
-def _token_texts(tokenizer: Any, maxlen: int) -> dict[int, str]:
-    """Text of every short non-special token: the raw vocabulary string, or its decoding."""
+def _token_texts(tokenizer: Any, maxlen: int, decode_long: bool = False) -> dict[int, str]:
+    """Text of every non-special token: the raw vocabulary string, or its decoding.
+
+    A token with a leading marker keeps its raw form (a decoder may strip the
+    marker); a short token is decoded (byte fallback, normaliser quirks); a long one
+    keeps its raw form unless ``decode_long`` (the first character of a word label's
+    next token decides the stop check, and a raw byte-level form spells a newline as
+    the letter ``Ċ``).
+    """
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     byte_re = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
     out: dict[int, str] = {}
+    todo: list[tuple[int, str]] = []
     for token, idx in tokenizer.get_vocab().items():
         if idx in special:
             continue
-        if token[:1] in _MARKERS[1:] or (len(token) > maxlen + 2 and not byte_re.match(token)):
+        marked = token[:1] in _MARKERS[1:]  # keep the marker the decoder may strip
+        long = len(token) > maxlen + 2 and not byte_re.match(token)
+        if marked or (long and not decode_long):
             out[idx] = token
-            continue
-        try:
-            text = tokenizer.decode([idx])
-        except Exception:  # pragma: no cover - exotic tokenizers
-            text = token
-        # keep the raw form when it carries a marker the decoder may strip
-        out[idx] = token if token[:1] in _MARKERS[1:] else text
+        else:
+            todo.append((idx, token))
+    try:
+        texts = tokenizer.batch_decode([[i] for i, _ in todo])
+    except Exception:  # pragma: no cover - exotic tokenizers: one at a time
+        texts = [_decode_one(tokenizer, i, t) for i, t in todo]
+    out.update((i, text) for (i, _), text in zip(todo, texts, strict=True))
     return out
+
+
+def _decode_one(tokenizer: Any, idx: int, token: str) -> str:
+    try:
+        return tokenizer.decode([idx])
+    except Exception:  # pragma: no cover - exotic tokenizers
+        return token
 
 
 def find_answer_sequences(
@@ -519,10 +550,11 @@ def find_answer_sequences(
     scale = [int(v) for v in scale]
     words = _words(scale, labels)
     maxlen = max(len(w) for w in words) + 1
-    texts = _token_texts(tokenizer, maxlen)
+    numeric = all(w.isdecimal() for w in words)
+    texts = _token_texts(tokenizer, maxlen, decode_long=not numeric)
     # a word label stops at a token that does not go on with a letter, digit or '_';
     # a number at one that does not go on with a digit
-    goes_on = _digit if all(w.isdecimal() for w in words) else _word_char
+    goes_on = _digit if numeric else _word_char
     first: dict[str, list[int]] = {}  # body (marker stripped) -> ids
     inner: dict[str, list[int]] = {}  # text, a leading marker read as a space -> ids
     cont: list[int] = []
