@@ -99,17 +99,18 @@ def every_spelling(model, vocab, texts, ids, labels: dict) -> dict:
         goes_on[i] = t[:1].isalnum() or t[:1] == "_"
 
     by_text: dict[str, list[int]] = {}  # a token's text -> its ids
+    spaced: dict[str, list[int]] = {}  # the first token may carry one leading space
     for i, t in vocab.items():
         by_text.setdefault(t, []).append(i)
-        if t.startswith(" ") and len(t) > 1:  # the first token may carry one leading space
-            by_text.setdefault("^" + t[1:], []).append(i)
+        if t.startswith(" ") and len(t) > 1:
+            spaced.setdefault(t[1:], []).append(i)
 
     def spell(rest: str, first: bool):
         if not rest:
             yield ()
             return
         for end in range(1, len(rest) + 1):
-            ids = by_text.get(rest[:end], []) + (by_text.get("^" + rest[:end], []) if first else [])
+            ids = by_text.get(rest[:end], []) + (spaced.get(rest[:end], []) if first else [])
             for i in ids:
                 yield from ((i, *s) for s in spell(rest[end:], False))
 
