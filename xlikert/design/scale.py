@@ -133,6 +133,9 @@ class Scale:
             self.answers,
         )
 
+    def __hash__(self) -> int:  # the anchors are a dict: hash the key (items are hashable)
+        return hash(self.key)
+
     def describe(self) -> str:
         """One line: points, labels, non-substantive options and answers.
 
