@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -21,6 +22,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+#: The built-in offline models the collection benchmarks run: full runs', quick runs'.
+MODEL, QUICK_MODEL = "qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct"
+
+
+def model_name(model: str | None, quick: bool) -> str:
+    """``model`` (a ``--model`` given), else the quick or the full runs' model."""
+    return model or (QUICK_MODEL if quick else MODEL)
 
 
 def _cpu_model() -> str:
@@ -111,16 +119,57 @@ def _rel_argv() -> list[str]:
     return argv
 
 
-def timeit(fn: Callable[[], Any], repeat: int, warm: bool = True) -> dict[str, float]:
-    """Min and median wall time of ``repeat`` calls (after one warm-up call)."""
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()``'s result and its wall time in seconds."""
+    t0 = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - t0
+
+
+def time_calls(
+    fn: Callable[[], Any], repeat: int, warm: bool = False, reset: Callable[[], Any] | None = None
+) -> tuple[list[float], Any]:
+    """The wall time of each of ``repeat`` calls of ``fn``, and the last call's result.
+
+    ``warm``: one untimed call first. ``reset`` (e.g. a cache's) is called, untimed,
+    before each timed call.
+    """
     if warm:
         fn()
-    times = []
+    times, result = [], None
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
+        if reset is not None:
+            reset()
+        result, seconds = timed(fn)
+        times.append(seconds)
+    return times, result
+
+
+def timeit(fn: Callable[[], Any], repeat: int, warm: bool = True) -> dict[str, float]:
+    """Min and median wall time of ``repeat`` calls (after one warm-up call)."""
+    times, _ = time_calls(fn, repeat, warm)
     return {"min_s": min(times), "median_s": statistics.median(times), "repeat": repeat}
+
+
+def load_average() -> list[float]:
+    """The 1-, 5- and 15-minute load averages now (a shared machine: timings have noise)."""
+    return list(os.getloadavg())
+
+
+def load_record(before: Sequence[float]) -> dict[str, list[float]]:
+    """``load_average_before`` (taken by the caller before its runs) and ``..._after`` (now)."""
+    return {"load_average_before": list(before), "load_average_after": load_average()}
+
+
+def json_line_child(
+    cmd: Sequence[str], env: dict[str, str] | None = None
+) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess]:
+    """Run ``cmd`` (a child that prints its record as JSON on its last line); that record
+    (None when the child failed) and the finished process (its output, for the error)."""
+    res = subprocess.run(list(cmd), capture_output=True, text=True, check=False, env=env)
+    if res.returncode != 0 or not res.stdout.strip():
+        return None, res
+    return json.loads(res.stdout.strip().splitlines()[-1]), res
 
 
 def format_table(
@@ -253,9 +302,8 @@ class ProbedRuns:
             if reset is not None:
                 reset()
             before.append(self.last)
-            t0 = time.perf_counter()
-            result = fn()
-            seconds.append(time.perf_counter() - t0)
+            result, s = timed(fn)
+            seconds.append(s)
             self.last = self.probe()
             self.probes.append(self.last)
             after.append(self.last)

@@ -24,8 +24,9 @@ rule reads logits.
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -143,13 +144,20 @@ def block_cache_flops(cfg: Any, encoded: Sequence[Sequence[int]], block: int) ->
     return request_flops(cfg, [(len(e), h) for e, h in zip(encoded, hits, strict=True)])
 
 
+def cache_keyword(model: Any) -> str:
+    """The keyword a transformers model's forward takes its KV cache by: ``cache``, or
+    ``past_key_values`` (its older name) where the forward has no ``cache``."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
 class FlopCounter:
     """Counts the FLOPs every forward call of a transformers causal LM executes.
 
     A forward pre-hook reads each call's ``input_ids`` shape ``(B, L)``, the cached
-    length of ``past_key_values`` and ``logits_to_keep`` (all ``L`` positions when
-    absent or 0): ``B x span_flops(past, past + L) + B x kept x lm_head``. Padding
-    counts (it is executed).
+    length of ``cache`` (or of its older name, ``past_key_values``) and
+    ``logits_to_keep`` (all ``L`` positions when absent or 0):
+    ``B x span_flops(past, past + L) + B x kept x lm_head``. Padding counts (it is executed).
 
     Examples
     --------
@@ -170,7 +178,7 @@ class FlopCounter:
         ids = kwargs.get("input_ids", args[0] if args else None)
         emb = kwargs.get("inputs_embeds")
         b, n = (ids.shape[0], ids.shape[1]) if ids is not None else emb.shape[:2]
-        past = kwargs.get("past_key_values")
+        past = kwargs.get("cache", kwargs.get("past_key_values"))
         start = int(past.get_seq_length()) if past is not None else 0
         keep = kwargs.get("logits_to_keep", 0)
         kept = n if not isinstance(keep, int) or keep == 0 else min(keep, n)
@@ -216,3 +224,14 @@ def matmul_rate(
     rate = 2.0 * m * k * n * reps / (time.perf_counter() - t0)
     return {"flops_per_s": rate, "shape": [m, k, n], "dtype": str(dtype).replace("torch.", ""),
             "device": str(device), "threads": torch.get_num_threads()}  # fmt: skip
+
+
+def matmul_probe(
+    device: str, dtype: Any, m: int, k: int, n: int, seconds: float
+) -> Callable[[], float]:
+    """A probe for :class:`_common.ProbedRuns`: each call measures :func:`matmul_rate` now."""
+
+    def probe() -> float:
+        return matmul_rate(device, dtype, m, k, n, seconds=seconds)["flops_per_s"]
+
+    return probe

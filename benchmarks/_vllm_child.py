@@ -1,8 +1,8 @@
 """vLLM (CPU build) timings for bench_collect.py and bench_sampling.py, run in the vLLM venv.
 
 vLLM cannot be imported in the main environment, so the benchmarks run this script
-with the vLLM venv's Python (``benchmarks/_vllm.py`` finds it and sets
-``PYTHONPATH`` to this checkout, so the xlikert measured is this tree's). It
+with the vLLM venv's Python (``benchmarks/_vllm.py`` finds it and puts this
+checkout first on ``PYTHONPATH``, so the xlikert measured is this tree's). It
 writes one JSON file the benchmark then reads::
 
     <vllm python> benchmarks/_vllm_child.py collect --out X.json [--split-space]
@@ -38,33 +38,10 @@ import json
 import os
 import time
 
-
-def demo_prompts(targets: int | None, items: int | None):
-    from xlikert.design import load_experiment
-
-    prompts = load_experiment("demo").build_prompts()
-    if targets:
-        prompts = prompts.isel(target=slice(targets))
-    if items:
-        prompts = prompts.isel(item=slice(items))
-    return prompts
-
-
-class _Keep:
-    """Hands an open model to ``collect`` without letting it shut the engine down."""
-
-    def __init__(self, model):
-        self.model, self.name = model, model.name
-        self.mode = getattr(model, "mode", "exact")
-
-    def score(self, prompts):
-        return self.model.score(prompts)
-
-    def provenance(self):
-        return self.model.provenance()
-
-    def close(self):
-        pass
+from _common import MODEL, ProbedRuns, time_calls, timed
+from _flops import matmul_probe
+from _prompts import demo_prompts, prompt_pairs, target_major
+from _vllm import KeepOpen
 
 
 def open_engine(args):
@@ -75,9 +52,7 @@ def open_engine(args):
             "max_model_len": 2048, "gpu_memory_utilization": args.gpu_memory_utilization,
             "engine_args": {"block_size": args.block_size}}  # fmt: skip
     options = CollectOptions(scale=tuple(range(1, 8)), split_space=args.split_space)
-    t0 = time.perf_counter()
-    model = backend.open(spec, options)
-    load_s = time.perf_counter() - t0
+    model, load_s = timed(lambda: backend.open(spec, options))
     requests: list[list[int]] = []  # (prompt tokens, tokens served from the prefix cache)
     generate = model.llm.generate
 
@@ -90,30 +65,32 @@ def open_engine(args):
     return spec, model, requests, load_s
 
 
-class _Probe:
-    """A float32 matmul rate measured beside each timed run (``--probe``), or nothing."""
+def make_probe(args) -> ProbedRuns | None:
+    """A float32 matmul rate measured beside each timed run (``--probe M,K,N``), or None."""
+    if not args.probe:
+        return None
+    import torch
 
-    def __init__(self, args):
-        self.shape = [int(x) for x in args.probe.split(",")] if args.probe else None
-        self.seconds = args.probe_seconds
-        self.last = self() if self.shape else None
+    shape = [int(x) for x in args.probe.split(",")]
+    return ProbedRuns(matmul_probe("cpu", torch.float32, *shape, seconds=args.probe_seconds))
 
-    def __call__(self) -> float:
-        import torch
-        from _flops import matmul_rate  # beside this script, stdlib imports only
 
-        return matmul_rate("cpu", torch.float32, *self.shape, seconds=self.seconds)["flops_per_s"]
+def timed_runs(args, fn, model, requests, probe: ProbedRuns | None) -> tuple[dict, object]:
+    """``--repeat`` timed calls of ``fn``, the prefix cache reset and the recorded requests
+    cleared before each (no hits carried over from the run before), each between two
+    probes when there is one; the timings and the last call's result."""
 
-    def around(self, timing: dict, run) -> None:
-        """Run ``run()`` between this probe's last rate and a new one; record both."""
-        if self.shape is None:
-            run()
-            return
-        timing.setdefault("probe_before", []).append(self.last)
-        run()
-        self.last = self()
-        timing.setdefault("probe_after", []).append(self.last)
-        timing["probe"] = f"vLLM child, float32 {'x'.join(map(str, self.shape))}"
+    def reset():
+        model.llm.reset_prefix_cache()
+        requests.clear()
+
+    if probe is None:
+        seconds, result = time_calls(fn, args.repeat, reset=reset)
+        return {"seconds": seconds}, result
+    t = probe.run(fn, args.repeat, reset)
+    return {"seconds": t["seconds"], "probe_before": t["probe_before"],
+            "probe_after": t["probe_after"],
+            "probe": f"vLLM child, float32 {args.probe.replace(',', 'x')}"}, t["result"]  # fmt: skip
 
 
 def time_collect(args, spec, model, requests, prompts, probe=None) -> dict:
@@ -121,34 +98,18 @@ def time_collect(args, spec, model, requests, prompts, probe=None) -> dict:
 
     def run(p):
         return collect(p, [spec], progress=False, split_space=args.split_space,
-                       loader=lambda *a: _Keep(model))  # fmt: skip
+                       loader=lambda *a: KeepOpen(model))  # fmt: skip
 
     run(prompts.isel(target=[0], item=[0]))  # warm-up
-    times, timing, ds = [], {}, []
-
-    def one():
-        t0 = time.perf_counter()
-        ds[:] = [run(prompts)]
-        times.append(time.perf_counter() - t0)
-
-    for _ in range(args.repeat):
-        model.llm.reset_prefix_cache()  # no hits carried over from the run before
-        requests.clear()
-        (probe.around if probe else lambda t, f: f())(timing, one)
-    vm = ds[0].valid_mass.isel(model=0).transpose("target", "item").values.ravel()
-    return {"seconds": times, "requests": list(requests), "valid_mass": vm.tolist(),
-            "prompts": int(vm.size), **timing}  # fmt: skip
+    timing, ds = timed_runs(args, lambda: run(prompts), model, requests, probe)
+    vm = target_major(ds.valid_mass)
+    return {"seconds": timing.pop("seconds"), "requests": list(requests),
+            "valid_mass": vm.tolist(), "prompts": int(vm.size), **timing}  # fmt: skip
 
 
 def rendered(model, prompts) -> list[list[int]]:
     """The prompts' token ids as xlikert sends them, in target-major order."""
-    import xarray as xr
-
-    system, user = (
-        a.transpose("target", "item") for a in xr.broadcast(prompts.system, prompts.user)
-    )
-    texts = [model.template.render(str(s), str(u))
-             for s, u in zip(system.values.ravel(), user.values.ravel(), strict=True)]  # fmt: skip
+    texts = [model.template.render(s, u) for s, u in prompt_pairs(prompts)]
     return [model.template.encode(t) for t in texts]
 
 
@@ -158,18 +119,11 @@ def time_raw(args, model, requests, prompts, probe=None) -> dict:
     params = model._sampling(max_tokens=1, logprobs=20, detokenize=False)
     reqs = [model._tokens_prompt(prompt_token_ids=e) for e in encoded]
     model.llm.generate(reqs[:1], params, use_tqdm=False)  # warm-up
-    times, timing = [], {}
-
-    def one():
-        t0 = time.perf_counter()
-        model.llm.generate(reqs, params, use_tqdm=False)
-        times.append(time.perf_counter() - t0)
-
-    for _ in range(args.repeat):
-        model.llm.reset_prefix_cache()
-        requests.clear()
-        (probe.around if probe else lambda t, f: f())(timing, one)
-    return {"seconds": times, "requests": list(requests), "prompts": len(reqs), **timing}
+    timing, _ = timed_runs(
+        args, lambda: model.llm.generate(reqs, params, use_tqdm=False), model, requests, probe
+    )
+    return {"seconds": timing.pop("seconds"), "requests": list(requests), "prompts": len(reqs),
+            **timing}  # fmt: skip
 
 
 def time_sampling(args, model, prompts) -> list[dict]:
@@ -214,7 +168,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("mode", choices=["collect", "sample"])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    ap.add_argument("--model", default=MODEL)
     ap.add_argument("--targets", type=int, default=None)
     ap.add_argument("--items", type=int, default=None)
     ap.add_argument("--split-space", action="store_true")
@@ -240,7 +194,7 @@ def main() -> None:
                "block_size": args.block_size,
                "engine": model.provenance()["engine"],
                "env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_CPU")}}  # fmt: skip
-        probe = _Probe(args) if args.probe else None
+        probe = make_probe(args)
         out["collect"] = time_collect(args, spec, model, requests, prompts, probe)
         out["raw"] = time_raw(args, model, requests, prompts, probe)
         if args.mode == "sample":

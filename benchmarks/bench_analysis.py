@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -43,7 +42,15 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import loglog_fit, machine, print_table, result_path, timeit, write_json
+from _common import (
+    json_line_child,
+    loglog_fit,
+    machine,
+    print_table,
+    result_path,
+    timeit,
+    write_json,
+)
 from _render import fmt, goal, ms, table
 
 DESIGNS: dict[str, dict[str, Any]] = {
@@ -159,6 +166,7 @@ def _warm_worker() -> int:
 
 
 def _worker_peak_mb() -> float:
+    """This process's peak RSS so far (MB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
@@ -175,6 +183,63 @@ def _probe_gufunc_pickling(client) -> str:
     return "native: xlikert kernels run on process workers as shipped (by-name handles)"
 
 
+def _timed_pipeline(pmf, engine: str, lazy: bool = False) -> dict[str, Any]:
+    """The pipeline once (``lazy``: ``decompose`` computed from Dask), timed in two parts."""
+    import xlikert as xl
+
+    t0 = time.perf_counter()
+    s = xl.composite(pmf, engine=engine)
+    t1 = time.perf_counter()
+    dec = xl.decompose(s, engine=engine, progress=False)
+    if lazy:
+        dec = dec.compute()
+    tab = xl.summary_table(dec)
+    t2 = time.perf_counter()
+    return {"n_terms": len(dec.children) - 1, "n_rows": len(tab), "composite_s": t1 - t0,
+            "total_s": t2 - t0}  # fmt: skip
+
+
+def _run_dask(pmf, args, extra: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline on a copy chunked along ``f0``, with Dask threads."""
+    import dask
+
+    extra["scheduler"] = f"threads, {args.workers} workers"
+    with dask.config.set(scheduler="threads", num_workers=args.workers):
+        return _timed_pipeline(pmf, args.engine, lazy=True)
+
+
+def _run_distributed(pmf, args, extra: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline on a copy chunked along ``f0``, on a process ``LocalCluster``; the
+    cluster's start is not timed, each worker's peak RSS is recorded."""
+    import dask
+    from dask.distributed import Client, LocalCluster
+
+    extra["scheduler"] = (
+        f"dask.distributed LocalCluster(processes=True, n_workers={args.workers}, "
+        "threads_per_worker=1)"
+    )
+    tc = time.perf_counter()
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=50,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        extra["gufunc_pickling"] = _probe_gufunc_pickling(client)
+        client.wait_for_workers(args.workers, timeout=60)
+        client.run(_warm_worker)
+        extra["cluster_start_s"] = time.perf_counter() - tc
+        timing = _timed_pipeline(pmf, args.engine, lazy=True)
+        workers = client.run(_worker_peak_mb)
+    extra["worker_peak_rss_mb"] = sorted(workers.values())
+    return timing
+
+
 def _child(args: argparse.Namespace) -> None:
     """Run one large-design job in this (fresh) process and print a JSON line."""
     import xlikert as xl
@@ -182,72 +247,21 @@ def _child(args: argparse.Namespace) -> None:
     spec = LARGE_QUICK if args.quick else LARGE
     pmf = xl.datasets.synthetic_pmf(spec["factors"], n_items=spec["n_items"], seed=2)
     _warm_worker()  # warm the kernels (cache load)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+    base = _worker_peak_mb()
     extra: dict[str, Any] = {}
-    chunk = max(1, pmf.sizes["f0"] // DASK_CHUNK_F0)
     if args.mode == "eager":
-        t0 = time.perf_counter()
-        s = xl.composite(pmf, engine=args.engine)
-        t1 = time.perf_counter()
-        dec = xl.decompose(s, engine=args.engine, progress=False)
-        tab = xl.summary_table(dec)
-        t2 = time.perf_counter()
-    elif args.mode == "dask":
-        import dask
-
-        lazy = pmf.chunk({"f0": chunk})
+        timing = _timed_pipeline(pmf, args.engine)
+    else:
+        chunk = max(1, pmf.sizes["f0"] // DASK_CHUNK_F0)
         extra["chunks"] = {"f0": chunk}
-        extra["scheduler"] = f"threads, {args.workers} workers"
-        with dask.config.set(scheduler="threads", num_workers=args.workers):
-            t0 = time.perf_counter()
-            s = xl.composite(lazy, engine=args.engine)
-            t1 = time.perf_counter()
-            dec = xl.decompose(s, engine=args.engine, progress=False).compute()
-            tab = xl.summary_table(dec)
-            t2 = time.perf_counter()
-    else:  # distributed
-        import dask
-        from dask.distributed import Client, LocalCluster
-
-        lazy = pmf.chunk({"f0": chunk})
-        extra["chunks"] = {"f0": chunk}
-        extra["scheduler"] = (
-            f"dask.distributed LocalCluster(processes=True, n_workers={args.workers}, "
-            "threads_per_worker=1)"
-        )
-        tc = time.perf_counter()
-        with (
-            dask.config.set({"distributed.scheduler.allowed-failures": 0}),
-            LocalCluster(
-                n_workers=args.workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=50,
-            ) as cluster,
-            Client(cluster) as client,
-        ):
-            extra["gufunc_pickling"] = _probe_gufunc_pickling(client)
-            client.wait_for_workers(args.workers, timeout=60)
-            client.run(_warm_worker)
-            extra["cluster_start_s"] = time.perf_counter() - tc
-            t0 = time.perf_counter()
-            s = xl.composite(lazy, engine=args.engine)
-            t1 = time.perf_counter()
-            dec = xl.decompose(s, engine=args.engine, progress=False).compute()
-            tab = xl.summary_table(dec)
-            t2 = time.perf_counter()
-            workers = client.run(_worker_peak_mb)
-        extra["worker_peak_rss_mb"] = sorted(workers.values())
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+        run = _run_dask if args.mode == "dask" else _run_distributed
+        timing = run(pmf.chunk({"f0": chunk}), args, extra)
+    peak = _worker_peak_mb()
     row = {
         "engine": args.engine,
         "mode": args.mode,
         "sizes": {k: int(v) for k, v in pmf.sizes.items()},
-        "n_terms": len(dec.children) - 1,
-        "n_rows": len(tab),
-        "composite_s": t1 - t0,
-        "total_s": t2 - t0,
+        **timing,
         "peak_rss_mb": peak,
         "baseline_rss_mb": base,
         **extra,
@@ -263,15 +277,12 @@ def bench_large(quick: bool, engines: list[str], workers: int) -> list[dict[str,
     for engine, mode in jobs:
         cmd = [sys.executable, __file__, "--child", "--engine", engine, "--mode", mode]
         cmd += ["--workers", str(workers)] + (["--quick"] if quick else [])
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            rows.append({"engine": engine, "mode": mode, "error": out.stderr[-2000:]})
-            continue
-        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        row, res = json_line_child(cmd)
+        rows.append(row or {"engine": engine, "mode": mode, "error": res.stderr[-2000:]})
     return rows
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -286,11 +297,11 @@ def main() -> None:
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--engine", default="numba", help=argparse.SUPPRESS)
     p.add_argument("--mode", default="eager", help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.child:
-        _child(args)
-        return
-    t_start = time.perf_counter()
+    return p.parse_args()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The small designs, the growth series and the large design's jobs: the record."""
     repeat = args.repeat or (5 if args.quick else 20)
     result: dict[str, Any] = {
         "benchmark": "analysis: composite + decompose (every order) + summary_table",
@@ -309,7 +320,26 @@ def main() -> None:
     result["large"] = bench_large(args.quick, engines, args.workers)
     spec = LARGE_QUICK if args.quick else LARGE
     result["large_goal"] = {"goal_s": spec["goal_s"], "goal_gb": spec["goal_gb"]}
+    return result
 
+
+def large_ratios(result: dict[str, Any]) -> dict[str, float]:
+    """Time ratios of the large design's jobs: numpy/numba eager, Dask and distributed/eager."""
+    ok = {r["engine"] + "-" + r["mode"]: r for r in result["large"] if "error" not in r}
+    out: dict[str, float] = {}
+    if "numba-eager" in ok and "numpy-eager" in ok:
+        ratio = ok["numpy-eager"]["total_s"] / ok["numba-eager"]["total_s"]
+        out["large_ratio_numpy_over_numba"] = ratio
+        out["large_ratio_xlikert_over_numpy"] = 1.0 / ratio
+    if "numba-eager" in ok:
+        for mode in ("dask", "distributed"):
+            if f"numba-{mode}" in ok:
+                r = ok[f"numba-{mode}"]["total_s"] / ok["numba-eager"]["total_s"]
+                out[f"large_ratio_{mode}_over_eager"] = r
+    return out
+
+
+def print_small(result: dict[str, Any]) -> None:
     print("small designs (warm; median; peak = tracemalloc)")
     rows = []
     for row in result["small"]:
@@ -319,79 +349,67 @@ def main() -> None:
             if "skipped" in cons
             else f"{1e3 * cons['median_s']:.1f} ms ({cons['per_condition_ms']:.2f} ms/cond)"
         )
-        rows.append(
-            [
-                row["design"],
-                1e3 * row["numba"]["median_s"],
-                1e3 * row["numpy"]["median_s"],
-                row["ratio_numpy_over_numba"],
-                1e3 * row["goal_s"],
-                row["numba"]["peak_mb_tracemalloc"],
-                ctext,
-            ]
-        )
+        rows.append([row["design"], 1e3 * row["numba"]["median_s"],
+                     1e3 * row["numpy"]["median_s"], row["ratio_numpy_over_numba"],
+                     1e3 * row["goal_s"], row["numba"]["peak_mb_tracemalloc"], ctext])  # fmt: skip
     print_table(
         rows,
         ["design", "numba ms", "numpy ms", "numpy/numba", "goal ms", "peak MB", "consensus 1e-4"],
         "lrrrrrl",
     )
-    if "scaling" in result:
-        sc = result["scaling"]
-        print(f"\nscaling: {sc['design']}")
-        print_table(
-            [
-                [
-                    r["conditions"],
-                    1e3 * r["numba_s"],
-                    1e3 * r["numpy_s"],
-                    r["ratio_numpy_over_numba"],
-                    r["numba_peak_mb"],
-                    r["numpy_peak_mb"],
-                ]
-                for r in sc["rows"]
-            ],
-            ["conditions", "numba ms", "numpy ms", "numpy/numba", "numba MB", "numpy MB"],
+
+
+def print_scaling(sc: dict[str, Any]) -> None:
+    print(f"\nscaling: {sc['design']}")
+    print_table(
+        [[r["conditions"], 1e3 * r["numba_s"], 1e3 * r["numpy_s"], r["ratio_numpy_over_numba"],
+          r["numba_peak_mb"], r["numpy_peak_mb"]] for r in sc["rows"]],
+        ["conditions", "numba ms", "numpy ms", "numpy/numba", "numba MB", "numpy MB"],
+    )  # fmt: skip
+    for engine, fit in sc["fit"].items():
+        print(
+            f"growth exponent ({engine}): time ~ n^{fit['time_all_sizes']['exponent']:.2f} "
+            f"(all sizes), n^{fit['time_largest_half']['exponent']:.2f} (largest half); "
+            f"peak memory ~ n^{fit['peak_memory_all_sizes']['exponent']:.2f}"
         )
-        for engine, fit in sc["fit"].items():
-            print(
-                f"growth exponent ({engine}): time ~ n^{fit['time_all_sizes']['exponent']:.2f} "
-                f"(all sizes), n^{fit['time_largest_half']['exponent']:.2f} (largest half); "
-                f"peak memory ~ n^{fit['peak_memory_all_sizes']['exponent']:.2f}"
-            )
-    label = "(quick: 4 x 5 levels, 20 items)" if args.quick else "(4 x 10 levels, 50 items)"
+
+
+def print_large(result: dict[str, Any], quick: bool) -> None:
+    label = "(quick: 4 x 5 levels, 20 items)" if quick else "(4 x 10 levels, 50 items)"
     print(f"\nlarge design {label}, every order")
     rows = []
     for row in result["large"]:
         if "error" in row:
             print(f"{row['engine']} {row['mode']}: ERROR {row['error'][-500:]}")
             continue
-        rows.append(
-            [
-                row["engine"],
-                row["mode"],
-                row["total_s"],
-                row["composite_s"],
-                row["peak_rss_mb"],
-                ", ".join(f"{w:.0f}" for w in row.get("worker_peak_rss_mb", [])) or "-",
-            ]
-        )
+        rows.append([row["engine"], row["mode"], row["total_s"], row["composite_s"],
+                     row["peak_rss_mb"],
+                     ", ".join(f"{w:.0f}" for w in row.get("worker_peak_rss_mb", [])) or "-"])  # fmt: skip
     print_table(
         rows,
         ["engine", "mode", "total s", "composite s", "peak RSS MB", "worker peak MB"],
         "llrrrr",
     )
-    ok = {r["engine"] + "-" + r["mode"]: r for r in result["large"] if "error" not in r}
-    if "numba-eager" in ok and "numpy-eager" in ok:
-        ratio = ok["numpy-eager"]["total_s"] / ok["numba-eager"]["total_s"]
-        result["large_ratio_numpy_over_numba"] = ratio
-        result["large_ratio_xlikert_over_numpy"] = 1.0 / ratio
-        print(f"numpy/numba ratio (large, eager): {ratio:.2f}")
-    if "numba-eager" in ok:
-        for mode in ("dask", "distributed"):
-            if f"numba-{mode}" in ok:
-                r = ok[f"numba-{mode}"]["total_s"] / ok["numba-eager"]["total_s"]
-                result[f"large_ratio_{mode}_over_eager"] = r
-                print(f"{mode}/eager time ratio (large, numba): {r:.2f}")
+    if "large_ratio_numpy_over_numba" in result:
+        print(f"numpy/numba ratio (large, eager): {result['large_ratio_numpy_over_numba']:.2f}")
+    for mode in ("dask", "distributed"):
+        if f"large_ratio_{mode}_over_eager" in result:
+            r = result[f"large_ratio_{mode}_over_eager"]
+            print(f"{mode}/eager time ratio (large, numba): {r:.2f}")
+
+
+def main() -> None:
+    args = parse_args()
+    if args.child:
+        _child(args)
+        return
+    t_start = time.perf_counter()
+    result = run(args)
+    result.update(large_ratios(result))
+    print_small(result)
+    if "scaling" in result:
+        print_scaling(result["scaling"])
+    print_large(result, args.quick)
     result["wall_s"] = time.perf_counter() - t_start
     write_json(result_path("analysis", args.quick, args.out), result)
 
@@ -401,7 +419,8 @@ def main() -> None:
 TITLE = "Analysis scaling"
 
 
-def render(d: dict[str, Any]) -> list[str]:
+def _render_small(d: dict[str, Any]) -> list[str]:
+    """The small designs' table."""
     out = [
         "Pipeline = `composite` + `decompose` (every order, all summaries) + `summary_table`, "
         "warm, median of repeats; numpy = the plain-numpy twin (`engine='numpy'`) in the same "
@@ -434,80 +453,81 @@ def render(d: dict[str, Any]) -> list[str]:
          "Consensus tol 1e-4 ms", "total incl. Consensus vs goal (ms)"],
         rows,
     )  # fmt: skip
-    sc = d.get("scaling")
-    if sc:
-        out.append(f"Growth with the number of conditions ({sc['design']}):")
-        out.append("")
-        out += table(
-            ["conditions", "xlikert ms", "numpy ms", "xlikert/numpy", "xlikert peak MB", "numpy peak MB"],
-            [[fmt(r["conditions"]), ms(r["numba_s"]), ms(r["numpy_s"]),
-              fmt(r["ratio_xlikert_over_numpy"]), fmt(r["numba_peak_mb"]), fmt(r["numpy_peak_mb"])]
-             for r in sc["rows"]],
-        )  # fmt: skip
-        for eng, f in sc["fit"].items():
-            label = "xlikert (numba)" if eng == "numba" else "numpy twin"
-            out.append(
-                f"- {label}: time ∝ n^{f['time_all_sizes']['exponent']:.2f} over all sizes "
-                f"(R² {f['time_all_sizes']['r2']:.3f}), n^{f['time_largest_half']['exponent']:.2f} "
-                f"over the largest half; peak memory ∝ n^{f['peak_memory_all_sizes']['exponent']:.2f}."
-            )
-        out.append("")
-    large = d.get("large", [])
-    if large:
-        g = d.get("large_goal", {})
-        sizes = next((r["sizes"] for r in large if "sizes" in r), {})
+    return out
+
+
+def _render_scaling(sc: dict[str, Any]) -> list[str]:
+    """The growth series' table and its fitted exponents."""
+    out = [f"Growth with the number of conditions ({sc['design']}):", ""]
+    out += table(
+        ["conditions", "xlikert ms", "numpy ms", "xlikert/numpy", "xlikert peak MB", "numpy peak MB"],
+        [[fmt(r["conditions"]), ms(r["numba_s"]), ms(r["numpy_s"]),
+          fmt(r["ratio_xlikert_over_numpy"]), fmt(r["numba_peak_mb"]), fmt(r["numpy_peak_mb"])]
+         for r in sc["rows"]],
+    )  # fmt: skip
+    for eng, f in sc["fit"].items():
+        label = "xlikert (numba)" if eng == "numba" else "numpy twin"
         out.append(
-            "Large design ("
-            + " × ".join(f"{k} {v}" for k, v in sizes.items())
-            + f", every order; goal < {fmt(g.get('goal_s'))} s and < {fmt(g.get('goal_gb'))} GB), "
-            "each run in a fresh process; peak = max RSS (client; plus each worker process "
-            "for the LocalCluster):"
+            f"- {label}: time ∝ n^{f['time_all_sizes']['exponent']:.2f} over all sizes "
+            f"(R² {f['time_all_sizes']['r2']:.3f}), n^{f['time_largest_half']['exponent']:.2f} "
+            f"over the largest half; peak memory ∝ n^{f['peak_memory_all_sizes']['exponent']:.2f}."
         )
+    out.append("")
+    return out
+
+
+def _render_large(large: list[dict[str, Any]], g: dict[str, Any]) -> list[str]:
+    """The large design's table: eager, Dask threads and the process cluster."""
+    sizes = next((r["sizes"] for r in large if "sizes" in r), {})
+    out = [
+        "Large design ("
+        + " × ".join(f"{k} {v}" for k, v in sizes.items())
+        + f", every order; goal < {fmt(g.get('goal_s'))} s and < {fmt(g.get('goal_gb'))} GB), "
+        "each run in a fresh process; peak = max RSS (client; plus each worker process "
+        "for the LocalCluster):",
+        "",
+    ]
+    rows = []
+    base = next((r for r in large if r.get("engine") == "numba" and r.get("mode") == "eager"), None)
+    for r in large:
+        if "error" in r:
+            why = r["error"].strip().splitlines()[-1][:120]
+            rows.append([r["engine"], r["mode"], "error", "–", "–", "–", "–", why])
+            continue
+        workers = r.get("worker_peak_rss_mb")
+        peak_total = r.get("total_peak_rss_mb", r["peak_rss_mb"])
+        ratio = fmt(r["total_s"] / base["total_s"]) if base and "total_s" in base else "–"
+        note = r.get("scheduler", "")
+        if r.get("chunks"):
+            note += f"; chunks {r['chunks']}"
+        if r.get("cluster_start_s") is not None:
+            note += f"; cluster start {fmt(r['cluster_start_s'])} s (not counted)"
+        rows.append([
+            "xlikert (numba)" if r["engine"] == "numba" else "numpy twin", r["mode"],
+            fmt(r["total_s"]), ratio, fmt(r["peak_rss_mb"]),
+            (", ".join(fmt(w) for w in workers) + f" (with client: {fmt(peak_total)})")
+            if workers
+            else "–",
+            f"{goal(r['total_s'] < g.get('goal_s', 60) and peak_total / 1024 < g.get('goal_gb', 4))}",
+            note,
+        ])  # fmt: skip
+    out += table(
+        ["engine", "mode", "time s", "÷ xlikert eager", "peak RSS MB", "worker peak MB", "goal", "notes"],
+        rows,
+    )  # fmt: skip
+    notes = {r.get("gufunc_pickling") for r in large if r.get("gufunc_pickling")}
+    for n in notes:
+        out.append(f"Distributed run: {n}.")
         out.append("")
-        rows = []
-        base = next(
-            (r for r in large if r.get("engine") == "numba" and r.get("mode") == "eager"), None
-        )
-        for r in large:
-            if "error" in r:
-                rows.append(
-                    [
-                        r["engine"],
-                        r["mode"],
-                        "error",
-                        "–",
-                        "–",
-                        "–",
-                        "–",
-                        r["error"].strip().splitlines()[-1][:120],
-                    ]
-                )
-                continue
-            workers = r.get("worker_peak_rss_mb")
-            peak_total = r.get("total_peak_rss_mb", r["peak_rss_mb"])
-            ratio = fmt(r["total_s"] / base["total_s"]) if base and "total_s" in base else "–"
-            note = r.get("scheduler", "")
-            if r.get("chunks"):
-                note += f"; chunks {r['chunks']}"
-            if r.get("cluster_start_s") is not None:
-                note += f"; cluster start {fmt(r['cluster_start_s'])} s (not counted)"
-            rows.append([
-                "xlikert (numba)" if r["engine"] == "numba" else "numpy twin", r["mode"],
-                fmt(r["total_s"]), ratio, fmt(r["peak_rss_mb"]),
-                (", ".join(fmt(w) for w in workers) + f" (with client: {fmt(peak_total)})")
-                if workers
-                else "–",
-                f"{goal(r['total_s'] < g.get('goal_s', 60) and peak_total / 1024 < g.get('goal_gb', 4))}",
-                note,
-            ])  # fmt: skip
-        out += table(
-            ["engine", "mode", "time s", "÷ xlikert eager", "peak RSS MB", "worker peak MB", "goal", "notes"],
-            rows,
-        )  # fmt: skip
-        notes = {r.get("gufunc_pickling") for r in large if r.get("gufunc_pickling")}
-        for n in notes:
-            out.append(f"Distributed run: {n}.")
-            out.append("")
+    return out
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    out = _render_small(d)
+    if d.get("scaling"):
+        out += _render_scaling(d["scaling"])
+    if d.get("large", []):
+        out += _render_large(d["large"], d.get("large_goal", {}))
     return out
 
 

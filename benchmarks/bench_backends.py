@@ -27,21 +27,21 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-from _common import machine, result_path, write_json  # noqa: E402
-from _render import fmt, table  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import MODEL, QUICK_MODEL, machine, result_path, timed, write_json
+from _prompts import demo_prompts
+from _render import fmt, table
 
-from xlikert.testing.engines import llamacpp_server, vllm_server  # noqa: E402
+from xlikert.testing.engines import llamacpp_server, vllm_server
 
 MODELS = {
-    "smollm2-135m-instruct": {"vocab": 49152},
-    "qwen2.5-coder-0.5b-instruct": {"vocab": 151936, "top_k": 4096},
+    QUICK_MODEL: {"vocab": 49152},
+    MODEL: {"vocab": 151936, "top_k": 4096},
 }
 
 
@@ -56,69 +56,85 @@ def differences(a, b) -> dict[str, float]:
     }
 
 
-def main() -> int:
+#: The pairs of backends compared.
+PAIRS = (("local", "vllm-server"), ("local", "llamacpp"), ("vllm-server", "llamacpp"),
+         ("llamacpp", "llamacpp-no-reset"))  # fmt: skip
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def run_backends(name: str, cfg: dict[str, Any], prompts, tmp: Path):
+    """``collect`` on every backend for one model: the results and seconds by backend."""
     from xlikert.collect import collect
     from xlikert.collect.zoo import model_folder, resolve_gguf
-    from xlikert.design import load_experiment
+
+    folder = model_folder({"name": name, "source": name})[0]
+    res, secs = {}, {}
+
+    def run(label, entries, **kw):
+        res[label], secs[label] = timed(lambda: collect(prompts, entries, progress=False, **kw))
+
+    run("local", [{"name": "m", "source": name}], split_space=False)
+    srv = vllm_server(Path(folder), "m", tmp / f"vllm-{name}.log")
+    try:
+        run("vllm-server", [{"name": "m", "source": "openai:m", "base_url": srv.url,
+                             "tokenizer": folder, "concurrency": 4}])  # fmt: skip
+    finally:
+        srv.kill()
+    srv = llamacpp_server(resolve_gguf(name), "m", tmp / f"llama-{name}.log")
+    try:
+        for label, extra in (("llamacpp", {}), ("llamacpp-no-reset", {"server": "other"})):
+            entry = {"name": "m", "source": "openai:m", "base_url": srv.url,
+                     "tokenizer": folder, "concurrency": 1, "mode": "topk", **extra}  # fmt: skip
+            run(label, [entry], top_k=cfg.get("top_k", cfg["vocab"]))
+    finally:
+        srv.kill()
+    return res, secs
+
+
+def compare(name: str, cfg: dict[str, Any], res, secs, n: int) -> list[dict[str, Any]]:
+    """One row per pair of backends, and the model's row (top-k, interval, HTTP requests)."""
     from xlikert.io import read_attrs
 
-    prompts = load_experiment("demo").build_prompts()
+    rows = []
+    for a, b in PAIRS:
+        row = {"model": name, "a": a, "b": b, "cells": int(res[a].valid_mass.size),
+               **differences(res[a], res[b])}  # fmt: skip
+        rows.append(row)
+        print(f"{name:30s} {a:>12s} vs {b:<18s} max|dpmf| {row['pmf_max']:.2e} "
+              f"mean {row['pmf_mean']:.2e} max|dvalid| {row['valid_mass_max']:.2e} "
+              f"(rel {row['valid_mass_rel_max']:.2e})", flush=True)  # fmt: skip
+    per_prompt = {
+        label: read_attrs(ds)["models"]["m"]["http_requests_last_session"] / n
+        for label, ds in res.items()
+        if label != "local"
+    }
+    print(f"{name:30s} HTTP requests per prompt: {per_prompt}", flush=True)
+    llama = res["llamacpp"]
+    width = float((llama.pmf_upper - llama.pmf_lower).max())
+    rows.append({"model": name, "llamacpp_top_k": cfg.get("top_k", cfg["vocab"]),
+                 "llamacpp_interval_width_max": width, "seconds": secs,
+                 "http_requests_per_prompt": per_prompt})  # fmt: skip
+    return rows
+
+
+def main() -> int:
+    args = parse_args()
+    prompts = demo_prompts()
     models = dict(MODELS)
     if args.quick:
         prompts = prompts.sel(target=["USA"])
-        models = {"smollm2-135m-instruct": MODELS["smollm2-135m-instruct"]}
+        models = {QUICK_MODEL: MODELS[QUICK_MODEL]}
     rows = []
     with tempfile.TemporaryDirectory(prefix="xlk-backends-") as tmp:
         for name, cfg in models.items():
-            folder = model_folder({"name": name, "source": name})[0]
-            res, secs = {}, {}
-            t0 = time.perf_counter()
-            res["local"] = collect(prompts, [{"name": "m", "source": name}], progress=False,
-                                   split_space=False)  # fmt: skip
-            secs["local"] = time.perf_counter() - t0
-            srv = vllm_server(Path(folder), "m", Path(tmp) / f"vllm-{name}.log")
-            try:
-                t0 = time.perf_counter()
-                entry = {"name": "m", "source": "openai:m", "base_url": srv.url,
-                         "tokenizer": folder, "concurrency": 4}  # fmt: skip
-                res["vllm-server"] = collect(prompts, [entry], progress=False)
-                secs["vllm-server"] = time.perf_counter() - t0
-            finally:
-                srv.kill()
-            srv = llamacpp_server(resolve_gguf(name), "m", Path(tmp) / f"llama-{name}.log")
-            try:
-                k = cfg.get("top_k", cfg["vocab"])
-                for label, extra in (("llamacpp", {}), ("llamacpp-no-reset", {"server": "other"})):
-                    t0 = time.perf_counter()
-                    entry = {"name": "m", "source": "openai:m", "base_url": srv.url,
-                             "tokenizer": folder, "concurrency": 1, "mode": "topk", **extra}  # fmt: skip
-                    res[label] = collect(prompts, [entry], progress=False, top_k=k)
-                    secs[label] = time.perf_counter() - t0
-            finally:
-                srv.kill()
-            llama = res["llamacpp"]
-            width = float((llama.pmf_upper - llama.pmf_lower).max())
-            for a, b in (("local", "vllm-server"), ("local", "llamacpp"),
-                         ("vllm-server", "llamacpp"), ("llamacpp", "llamacpp-no-reset")):  # fmt: skip
-                row = {"model": name, "a": a, "b": b, "cells": int(res[a].valid_mass.size),
-                       **differences(res[a], res[b])}  # fmt: skip
-                rows.append(row)
-                print(f"{name:30s} {a:>12s} vs {b:<18s} max|dpmf| {row['pmf_max']:.2e} "
-                      f"mean {row['pmf_mean']:.2e} max|dvalid| {row['valid_mass_max']:.2e} "
-                      f"(rel {row['valid_mass_rel_max']:.2e})", flush=True)  # fmt: skip
-            n = int(prompts.user.size)
-            per_prompt = {
-                label: read_attrs(ds)["models"]["m"]["http_requests_last_session"] / n
-                for label, ds in res.items()
-                if label != "local"
-            }
-            print(f"{name:30s} HTTP requests per prompt: {per_prompt}", flush=True)
-            rows.append({"model": name, "llamacpp_top_k": k, "llamacpp_interval_width_max": width,
-                         "seconds": secs, "http_requests_per_prompt": per_prompt})  # fmt: skip
+            res, secs = run_backends(name, cfg, prompts, Path(tmp))
+            rows += compare(name, cfg, res, secs, int(prompts.user.size))
     write_json(
         result_path("backends", args.quick, args.out),
         {

@@ -10,7 +10,7 @@ ran):
   the last row, gather the digit tokens (the paper's one-token rule);
 * xlikert ``collect``, one-token rule (``split_space=False``, the plain loop's rule):
   batched, length sorted, left padded, the shared system prompt's KV cache,
-  ``logits_to_keep``, the float64 numpy rules of ``xlikert.analysis.constraint`` (log-softmax,
+  ``logits_to_keep``, the float64 numpy rules of ``xlikert.collect.readout`` (log-softmax,
   decoding grid, top-k) over the full vocabulary;
 * xlikert ``collect``, split-space rule (the default): also the bare space token
   followed by a digit, exactly (one more token and one more logits row per prompt);
@@ -55,10 +55,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +64,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
+    MODEL,
     RESULTS,
     ProbedRuns,
     format_table,
     goal_verdict,
+    load_average,
+    load_record,
     machine,
     probe_moved,
     result_path,
     run_fractions,
+    timed,
     write_json,
 )
 from _flops import (
@@ -81,12 +83,14 @@ from _flops import (
     block_cache_flops,
     block_cache_hits,
     full_pass_flops,
+    matmul_probe,
     matmul_rate,
     request_flops,
     useful_flops,
 )
+from _prompts import by_system, demo_prompts, prompt_pairs, target_major
 from _render import fmt, goal, pct, spread, stamp, table, verdict
-from _vllm import run_child
+from _vllm import not_measured, run_child
 
 GOALS = {"speedup": 3.0, "fraction_of_useful_bound": 0.70}
 #: Seconds of each matmul probe (one before the first timed run, one after every run).
@@ -151,8 +155,8 @@ def vllm_rows(args, cfg, useful: float, runs: ProbedRuns) -> list[dict[str, Any]
     gemm = (child_run["probe_before"][0], child_run["probe_after"][0])
     ours = "vLLM (CPU build), xlikert backend='vllm'"
     raw = "vLLM (CPU build), raw: generate(max_tokens=1, logprobs=20), 1 request/prompt"
-    if "not_run" in data or "error" in data:
-        why = {k: data[k] for k in ("not_run", "error") if k in data}
+    why = not_measured(data)
+    if why:
         return [{"method": m, "rule": "one token", "backend": "vllm", **why} for m in (ours, raw)]
     info = {"vllm": data["vllm"], "torch_threads": data["torch_threads"],
             "load_s": data["load_s"], "engine": data["engine"], "env": data["env"],
@@ -187,13 +191,13 @@ def block_projection(cfg, encoded, useful: float, row: dict[str, Any],
     return out
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--quick", action="store_true", help="1 target (17 prompts), 1 repeat")
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
+    ap.add_argument("--model", default=MODEL)
     ap.add_argument("--device", default=None)
     ap.add_argument("--batch-size", default="auto", help="xlikert batch size (default auto)")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per row (3; quick 1)")
@@ -201,157 +205,165 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     args.repeat = args.repeat or (1 if args.quick else 3)
-    load_before = os.getloadavg()
+    args.batch_size = args.batch_size if args.batch_size == "auto" else int(args.batch_size)
+    return args
 
+
+def load(args):
+    """The model with the one-token rule (its load timed) and the same model with the
+    split-space rule."""
+    from xlikert.collect.backends.transformers import load_model
+    from xlikert.collect.tokens import answer_rule
+
+    lm, load_s = timed(
+        lambda: load_model(args.model, range(1, 8), device=args.device, split_space=False)
+    )
+    valid, answers, _ = answer_rule(lm.tokenizer, range(1, 8), split_space=True)
+    return lm, dataclasses.replace(lm, valid=valid, answers=answers), load_s
+
+
+def plain_loop(lm, pairs: list[tuple[str, str]], limit: int | None = None) -> list[np.ndarray]:
+    """The loop a researcher would write: one prompt per forward pass, full logits at every
+    position, softmax of the last row, the digit tokens gathered (the one-token rule)."""
     import torch
 
+    model, tok, dev, digit_ids = lm.model, lm.tokenizer, str(lm.device), list(lm.valid.ids)
+    out = []
+    for s, u in pairs[:limit]:
+        msgs = [{"role": "system", "content": s}, {"role": "user", "content": u}]
+        text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids.to(dev)
+        with torch.no_grad():
+            logits = model(ids).logits
+        p = torch.softmax(logits[0, -1].float(), -1)
+        out.append(p[digit_ids].cpu().numpy())
+    return out
+
+
+def xlikert(args, loaded, prompts, split: bool = False):
+    """xlikert's ``collect`` on the loaded model (``split``: the split-space rule)."""
     from xlikert.collect import collect
-    from xlikert.collect.backends.transformers import LocalModel, load_model
-    from xlikert.collect.tokens import answer_rule
-    from xlikert.design import load_experiment
+    from xlikert.collect.backends.transformers import LocalModel
 
-    prompts = load_experiment("demo").build_prompts()
-    if args.quick:
-        prompts = prompts.isel(target=[0])
-    n = int(prompts.user.size)
-    t0 = time.perf_counter()
-    lm = load_model(args.model, range(1, 8), device=args.device, split_space=False)
-    load_s = time.perf_counter() - t0
-    valid, answers, _ = answer_rule(lm.tokenizer, range(1, 8), split_space=True)
-    lm_split = dataclasses.replace(lm, valid=valid, answers=answers)
-    model, tok, cfg = lm.model, lm.tokenizer, lm.model.config
-    dev = str(lm.device)
-    counter = FlopCounter(model)
+    return collect(
+        prompts, [{"name": "m", "source": args.model}], progress=False, split_space=split,
+        batch_size=args.batch_size, loader=lambda spec, opts, probe: LocalModel(loaded, opts),
+    )  # fmt: skip
 
-    # ---- the plain loop
-    digit_ids = list(lm.valid.ids)
-    import xarray as xr
 
-    system, user = (
-        a.transpose("target", "item") for a in xr.broadcast(prompts.system, prompts.user)
-    )
-    pairs = list(zip(map(str, system.values.ravel()), map(str, user.values.ravel()), strict=True))
+def time_runs(args, lm, lm_split, prompts, pairs) -> dict[str, Any]:
+    """Warm-up, then the plain loop's and both rules' timed runs, each between matmul probes,
+    their executed FLOPs counted; where the prefix-cache check ran."""
+    import torch
 
-    def plain_loop(limit=None):
-        out = []
-        for s, u in pairs[:limit]:
-            msgs = [{"role": "system", "content": s}, {"role": "user", "content": u}]
-            text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-            ids = tok(text, add_special_tokens=False, return_tensors="pt").input_ids.to(dev)
-            with torch.no_grad():
-                logits = model(ids).logits
-            p = torch.softmax(logits[0, -1].float(), -1)
-            out.append(p[digit_ids].cpu().numpy())
-        return out
-
-    def xlikert(loaded, p=prompts, split=False):
-        return collect(
-            p, [{"name": "m", "source": args.model}], progress=False, split_space=split,
-            batch_size=bs, loader=lambda spec, opts, probe: LocalModel(loaded, opts),
-        )  # fmt: skip
-
-    bs = args.batch_size if args.batch_size == "auto" else int(args.batch_size)
     one = prompts.isel(target=[0], item=[0])
-    plain_loop(1)
-    xlikert(lm, one)
-    xlikert(lm_split, one, split=True)
+    plain_loop(lm, pairs, 1)
+    xlikert(args, lm, one)
+    xlikert(args, lm_split, one, split=True)
     # the warm-up made the prefix-cache check (once per loaded model): outside the timed runs
-    checked_in_warm_up = sorted(lm.cache_checked)
-    gemm_info = matmul_rate(dev, torch.float32, 256, cfg.hidden_size, cfg.intermediate_size,
-                            seconds=PROBE_SECONDS)  # fmt: skip
-
-    def probe() -> float:
-        return matmul_rate(dev, torch.float32, 256, cfg.hidden_size, cfg.intermediate_size,
-                           seconds=PROBE_SECONDS)["flops_per_s"]  # fmt: skip
-
-    runs = ProbedRuns(probe)
+    warm_up = sorted(lm.cache_checked)
+    cfg, dev = lm.model.config, str(lm.device)
+    shape = (256, cfg.hidden_size, cfg.intermediate_size)
+    gemm = matmul_rate(dev, torch.float32, *shape, seconds=PROBE_SECONDS)
+    runs = ProbedRuns(matmul_probe(dev, torch.float32, *shape, seconds=PROBE_SECONDS))
+    counter = FlopCounter(lm.model)
+    timings = {}
     with counter:
-        plain = runs.run(plain_loop, args.repeat, counter.reset)
-        plain["executed_flops"] = counter.flops
-        one_tok = runs.run(lambda: xlikert(lm), args.repeat, counter.reset)
-        one_tok["executed_flops"] = counter.flops
-        split = runs.run(lambda: xlikert(lm_split, split=True), args.repeat, counter.reset)
-        split["executed_flops"] = counter.flops
-    checked_in_timed_runs = sorted(lm.cache_checked - set(checked_in_warm_up))
-    ds, ds_split = one_tok["result"], split["result"]
+        for key, fn in (("plain", lambda: plain_loop(lm, pairs)),
+                        ("one_token", lambda: xlikert(args, lm, prompts)),
+                        ("split", lambda: xlikert(args, lm_split, prompts, split=True))):  # fmt: skip
+            timings[key] = runs.run(fn, args.repeat, counter.reset)
+            timings[key]["executed_flops"] = counter.flops
+    checked = {"warm_up": warm_up, "timed_runs": sorted(lm.cache_checked - set(warm_up))}
+    return {**timings, "runs": runs, "gemm": gemm, "prefix_cache_check": checked}
 
-    # ---- FLOPs
-    texts = [
-        str(t) for t in ds.prompt_text.isel(model=0).transpose("target", "item").values.ravel()
-    ]
-    encoded = [lm.encode(t) for t in texts]
-    groups: dict[str, list[list[int]]] = {}
-    for (s, _), e in zip(pairs, encoded, strict=True):
-        groups.setdefault(s, []).append(e)
-    useful_one = useful_flops(cfg, list(groups.values())) / n
-    useful_split = useful_flops(cfg, list(groups.values()), extra_tokens=1, rows=2) / n
 
-    def row(method, rule_name, t, useful, executed):
-        return {
-            "method": method, "rule": rule_name, "prompts": n, "seconds": t["seconds"],
-            "median_s": t["median_s"], "prompts_per_s": n / t["median_s"],
-            "executed_gflop_per_prompt": executed / n / 1e9,
-            "useful_gflop_per_prompt": useful / 1e9,
-            **_fractions(t["seconds"], t["probe_before"], t["probe_after"], executed, useful * n),
-            "probe_before": t["probe_before"], "probe_after": t["probe_after"], "probe": "parent",
-        }  # fmt: skip
+def _row(method, rule_name, t, useful, executed, n) -> dict[str, Any]:
+    """A transformers row from its ProbedRuns timing ``t``; FLOPs of one run (``useful``
+    per prompt)."""
+    return {
+        "method": method, "rule": rule_name, "prompts": n, "seconds": t["seconds"],
+        "median_s": t["median_s"], "prompts_per_s": n / t["median_s"],
+        "executed_gflop_per_prompt": executed / n / 1e9,
+        "useful_gflop_per_prompt": useful / 1e9,
+        **_fractions(t["seconds"], t["probe_before"], t["probe_after"], executed, useful * n),
+        "probe_before": t["probe_before"], "probe_after": t["probe_after"], "probe": "parent",
+    }  # fmt: skip
 
-    batch = ds.likert.attrs["models"]["m"].get("batch_size")
+
+def transformers_rows(timed_runs: dict[str, Any], useful: dict[str, float], n: int) -> list:
+    """The plain loop's and xlikert's rows (both rules), with their speed-up."""
+    plain, one_tok, split = (timed_runs[k] for k in ("plain", "one_token", "split"))
+    batch = one_tok["result"].likert.attrs["models"]["m"].get("batch_size")
     rows = [
-        row("plain loop (1 prompt/forward, full logits)", "one token", plain, useful_one,
-            plain["executed_flops"]),
-        row(f"xlikert `collect` (batch {batch})", "one token", one_tok, useful_one,
-            one_tok["executed_flops"]),
-        row(f"xlikert `collect` (batch {batch})", "split space (default)", split, useful_split,
-            split["executed_flops"]),
+        _row("plain loop (1 prompt/forward, full logits)", "one token", plain, useful["one"],
+             plain["executed_flops"], n),
+        _row(f"xlikert `collect` (batch {batch})", "one token", one_tok, useful["one"],
+             one_tok["executed_flops"], n),
+        _row(f"xlikert `collect` (batch {batch})", "split space (default)", split,
+             useful["split"], split["executed_flops"], n),
     ]  # fmt: skip
-    plain_s = plain["median_s"]
     for r in rows:
-        r["speedup_vs_plain"] = plain_s / r["median_s"]
-    plain_vm = np.array([o.sum() for o in plain["result"]])
-    xl_vm = ds.valid_mass.isel(model=0).transpose("target", "item").values.ravel()
-    split_added = (ds_split.valid_mass - ds.valid_mass).values.ravel()
-    if not args.no_vllm:
-        for vr in vllm_rows(args, cfg, useful_one, runs):
-            if "median_s" in vr:
-                vr["speedup_vs_plain"] = plain_s / vr["median_s"]
-            if "valid_mass" in vr:
-                vr["max_abs_valid_mass_diff_vs_transformers"] = float(
-                    np.max(np.abs(np.asarray(vr.pop("valid_mass")) - xl_vm))
-                )
-            if vr["method"].startswith("vLLM (CPU build), raw") and "prompts_per_s" in vr:
-                vr["block_projection"] = block_projection(cfg, encoded, useful_one, vr)
-            rows.append(vr)
+        r["speedup_vs_plain"] = plain["median_s"] / r["median_s"]
+    return rows
 
-    res = {
+
+def engine_rows(args, cfg, useful_one, runs, encoded, xl_vm, plain_s) -> list[dict[str, Any]]:
+    """The vLLM rows (:func:`vllm_rows`), with their speed-up, agreement with the
+    transformers backend and, for raw vLLM, the block prefix cache projected."""
+    rows = []
+    for vr in vllm_rows(args, cfg, useful_one, runs):
+        if "median_s" in vr:
+            vr["speedup_vs_plain"] = plain_s / vr["median_s"]
+        if "valid_mass" in vr:
+            vr["max_abs_valid_mass_diff_vs_transformers"] = float(
+                np.max(np.abs(np.asarray(vr.pop("valid_mass")) - xl_vm))
+            )
+        if vr["method"].startswith("vLLM (CPU build), raw") and "prompts_per_s" in vr:
+            vr["block_projection"] = block_projection(cfg, encoded, useful_one, vr)
+        rows.append(vr)
+    return rows
+
+
+def record(args, lm, load_s, n, timings, rows, encoded, load_before) -> dict[str, Any]:
+    """The JSON record of the run."""
+    ds, ds_split = timings["one_token"]["result"], timings["split"]["result"]
+    plain_vm = np.array([o.sum() for o in timings["plain"]["result"]])
+    xl_vm = target_major(ds.valid_mass)
+    split_added = (ds_split.valid_mass - ds.valid_mass).values.ravel()
+    probes = timings["runs"].probes
+    cfg = lm.model.config
+    return {
         "benchmark": "collect",
         "quick": args.quick,
         "model": args.model,
         "prompts": n,
         "repeat": args.repeat,
-        "device": dev,
-        "dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "device": str(lm.device),
+        "dtype": str(next(lm.model.parameters()).dtype).replace("torch.", ""),
         "load_seconds": round(load_s, 2),
         "matmul": {
-            "before": gemm_info,
+            "before": timings["gemm"],
             "probe_seconds": PROBE_SECONDS,
-            "probes_gflops": [x / 1e9 for x in runs.probes],
-            "gflops": statistics.median(runs.probes) / 1e9,
+            "probes_gflops": [x / 1e9 for x in probes],
+            "gflops": statistics.median(probes) / 1e9,
         },
-        "matmul_gflops": statistics.median(runs.probes) / 1e9,
-        "prefix_cache_check": {"warm_up": checked_in_warm_up, "timed_runs": checked_in_timed_runs},
+        "matmul_gflops": statistics.median(probes) / 1e9,
+        "prefix_cache_check": timings["prefix_cache_check"],
         "rows": rows,
         "plain_loop_full_pass_gflop_per_prompt": full_pass_flops(cfg, encoded) / n / 1e9,
         "max_abs_valid_mass_diff_plain_vs_xlikert": float(np.max(np.abs(plain_vm - xl_vm))),
         "split_space_valid_mass_added_mean": float(split_added.mean()),
         "split_space_valid_mass_added_max": float(split_added.max()),
         "goals": GOALS,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
+        **load_record(load_before),
         "machine": machine(["torch", "transformers"]),
     }
+
+
+def print_summary(res: dict[str, Any], probes: list[float]) -> None:
     table = []
-    for r in rows:
+    for r in res["rows"]:
         if "prompts_per_s" not in r:
             table.append([r["method"], r["rule"], r.get("not_run") or r.get("error", "")[:60]]
                          + ["-"] * 6)  # fmt: skip
@@ -361,9 +373,9 @@ def main() -> int:
                       spread(r["fraction_of_useful_bound_runs"]), r["speedup_vs_plain"],
                       bound_verdict(r, GOALS["fraction_of_useful_bound"])
                       if r["method"].startswith("xlikert") else ""])  # fmt: skip
-    print(f"\n{args.model} on {dev}, {n} prompts, float32 matmul probes beside the runs "
-          f"{min(runs.probes) / 1e9:.1f}-{max(runs.probes) / 1e9:.1f} GFLOP/s; median "
-          f"(min-max) of {args.repeat} run(s)")  # fmt: skip
+    print(f"\n{res['model']} on {res['device']}, {res['prompts']} prompts, float32 matmul probes "
+          f"beside the runs {min(probes) / 1e9:.1f}-{max(probes) / 1e9:.1f} GFLOP/s; median "
+          f"(min-max) of {res['repeat']} run(s)")  # fmt: skip
     print(format_table(table, ["method", "rule", "prompts/s", "executed GFLOP/prompt",
                                "hardware util.", "useful GFLOP/prompt", "of useful bound",
                                "speed-up", f">= {GOALS['fraction_of_useful_bound']:.0%} of bound"],
@@ -371,6 +383,30 @@ def main() -> int:
     print(
         f"max |valid mass plain - xlikert| = {res['max_abs_valid_mass_diff_plain_vs_xlikert']:.2e}"
     )
+
+
+def main() -> int:
+    args = parse_args()
+    load_before = load_average()
+    prompts = demo_prompts(1 if args.quick else None)
+    n = int(prompts.user.size)
+    lm, lm_split, load_s = load(args)
+    pairs = prompt_pairs(prompts)
+    timings = time_runs(args, lm, lm_split, prompts, pairs)
+    # ---- FLOPs: each prompt's token ids as collect rendered them, grouped by system prompt
+    ds = timings["one_token"]["result"]
+    texts = target_major(ds.prompt_text)
+    encoded = [lm.encode(str(t)) for t in texts]
+    cfg, groups = lm.model.config, by_system(pairs, encoded)
+    useful = {"one": useful_flops(cfg, groups) / n,
+              "split": useful_flops(cfg, groups, extra_tokens=1, rows=2) / n}  # fmt: skip
+    rows = transformers_rows(timings, useful, n)
+    if not args.no_vllm:
+        xl_vm = target_major(ds.valid_mass)
+        plain_s = timings["plain"]["median_s"]
+        rows += engine_rows(args, cfg, useful["one"], timings["runs"], encoded, xl_vm, plain_s)
+    res = record(args, lm, load_s, n, timings, rows, encoded, load_before)
+    print_summary(res, timings["runs"].probes)
     write_json(result_path("collect", args.quick, args.out), res)
     return 0
 
@@ -428,11 +464,11 @@ def _prefix_check_text(d: dict[str, Any]) -> str:
             "ran " + ("; ".join(where) or "nowhere (caching off)") + ".")  # fmt: skip
 
 
-def render(d: dict[str, Any]) -> list[str]:
-    g = d.get("goals", {})
+def _intro(d: dict[str, Any]) -> list[str]:
+    """What was measured and how: the probes, the FLOP counts, the goal."""
     la, lb = d.get("load_average_before"), d.get("load_average_after")
-    fb, sp = g.get("fraction_of_useful_bound", 0.7), g.get("speedup", 3.0)
-    out = [
+    fb = d.get("goals", {}).get("fraction_of_useful_bound", 0.7)
+    return [
         f"{d['model']} on {d['device']} ({d.get('dtype', '?')}), {d['prompts']} prompts, "
         "median of the runs per row (each in the JSON); "
         + _probes_text(d)
@@ -458,6 +494,12 @@ def render(d: dict[str, Any]) -> list[str]:
         "median's margin from the goal, so that the machine, not the code, could decide it.",
         "",
     ]
+
+
+def _table(d: dict[str, Any]) -> list[str]:
+    """One row per method, its goals marked; a note on rows above 100% utilisation first."""
+    g = d.get("goals", {})
+    fb, sp = g.get("fraction_of_useful_bound", 0.7), g.get("speedup", 3.0)
     rows = []
     for r in d["rows"]:
         if "prompts_per_s" not in r:
@@ -479,8 +521,9 @@ def render(d: dict[str, Any]) -> list[str]:
         for r in d["rows"]
         if max(r.get("hardware_utilisation_runs") or [r.get("hardware_utilisation") or 0]) > 1
     ]
+    out: list[str] = []
     if over:
-        out += [
+        out = [
             f"Above 100% hardware utilisation ({'; '.join(over)}): these kernels ran faster "
             "than the probe's float32 matmul (torch, the shape above), so the probe is a "
             "reference rate measured beside the runs, not the machine's peak.",
@@ -489,7 +532,12 @@ def render(d: dict[str, Any]) -> list[str]:
     out += table(["method", "answer rule", "runs", "prompts/s", "executed GFLOP/prompt",
                   "hardware utilisation", "useful GFLOP/prompt", "fraction of useful-FLOP bound",
                   "speed-up vs plain loop", "goal"], rows)  # fmt: skip
-    out += [
+    return out
+
+
+def _notes(d: dict[str, Any]) -> list[str]:
+    """Every timed run, the answer rules' agreement and the vLLM rows' engines."""
+    out = [
         "Every timed run, in order (s): "
         + "; ".join(
             f"{r['method']}, {r['rule']}: " + ", ".join(fmt(x) for x in r["seconds"])
@@ -528,6 +576,12 @@ def render(d: dict[str, Any]) -> list[str]:
             ]
             if "block_projection" in r:
                 out += [_projection_text(r["block_projection"]), ""]
+    return out
+
+
+def _memory_note() -> list[str]:
+    """The demo's peak memory, cited from ``results/memory.json``."""
+    out: list[str] = []
     mem_path = RESULTS / "memory.json"
     if mem_path.exists():
         m = json.loads(mem_path.read_text())
@@ -540,6 +594,10 @@ def render(d: dict[str, Any]) -> list[str]:
                 "(`python benchmarks/bench_memory.py`).", ""]  # fmt: skip
     out += ["GPU: see *Collection on a GPU* (`bench_gpu.py`).", ""]
     return out
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    return [*_intro(d), *_table(d), *_notes(d), *_memory_note()]
 
 
 def _projection_text(p: dict[str, Any]) -> str:

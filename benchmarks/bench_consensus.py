@@ -1,7 +1,7 @@
 """Benchmark: Multivariate Consensus with certified error, per condition.
 
 For K items (5 ... 100) on a 1..7 scale and tol (1e-3 ... 1e-6) it times
-``xl.consensus(pmf, tol=tol, bounds=True)`` per condition with the numba
+``xl.consensus_bounds(pmf, tol=tol)`` per condition with the numba
 kernel and with its plain-numpy twin, side by side in one process, reports the
 certified error achieved, and for K <= 6 compares with brute-force enumeration
 of all 7^K response vectors. Goal (issue 2): K = 17, tol = 1e-4 in under 20 ms
@@ -19,39 +19,31 @@ Writes ``benchmarks/results/consensus.json`` (``consensus-quick.json`` with
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
-import xarray as xr
 
 import xlikert as xl
 from xlikert.kernels.consensus import consensus_bounds, consensus_bounds_numpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine, result_path, time_calls, write_json
 from _render import fmt, goal, table
 
 GOAL_MS = 20.0
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def machine() -> dict:
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "xarray": xr.__version__,
-        "xlikert": xl.__version__,
-    }
+#: The PMFs timed: peaked and sparse as an LLM's, or diffuse.
+REGIMES = {
+    "llm": {"concentration": 0.3, "sparsity": 0.3},
+    "diffuse": {"concentration": 1.0, "sparsity": 0.0},
+}
+ITEMS = (5, 6, 10, 17, 25, 50, 100)  # 6: one more brute-force check
+HEADER = (
+    f"{'regime':8s} {'K':>4s} {'tol':>7s} {'numba ms':>9s} {'numpy ms':>9s} "
+    f"{'ratio':>6s} {'kern ms':>8s} {'kern np':>8s} {'ratio':>6s} "
+    f"{'max err':>9s} {'|v-bf|':>9s} {'bf ms':>8s}"
+)
 
 
 def brute_force(p: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -73,16 +65,12 @@ def brute_force(p: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def best_time(fn, repeat: int) -> tuple[float, object]:
-    best = np.inf
-    res = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        res = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, res
+    """The least wall time of ``repeat`` calls of ``fn`` (no warm-up) and the last result."""
+    times, result = time_calls(fn, repeat)
+    return min(times), result
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer conditions and repeats")
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
@@ -93,112 +81,103 @@ def main(argv: list[str] | None = None) -> int:
         help="llm: peaked sparse PMFs (Dirichlet 0.3, 30%% zeros); diffuse: Dirichlet 1",
     )
     args = ap.parse_args(argv)
+    args.n_cond = 4 if args.quick else 20
+    args.repeat = 2 if args.quick else 3
+    args.n_cond_numpy = 2 if args.quick else 5
+    args.tols = (1e-3, 1e-4, 1e-5, 1e-6) if args.quick else (1e-3, 1e-4, 1e-5, 1e-6, 1e-8)
+    return args
 
-    n_cond = 4 if args.quick else 20
-    repeat = 2 if args.quick else 3
-    n_cond_numpy = 2 if args.quick else 5
-    items = (5, 6, 10, 17, 25, 50, 100)  # 6: one more brute-force check
-    tols = (1e-3, 1e-4, 1e-5, 1e-6) if args.quick else (1e-3, 1e-4, 1e-5, 1e-6, 1e-8)
-    regimes = {
-        "llm": {"concentration": 0.3, "sparsity": 0.3},
-        "diffuse": {"concentration": 1.0, "sparsity": 0.0},
+
+def brute_force_check(pmf, K: int, n_cond: int) -> tuple[np.ndarray | None, float | None]:
+    """Brute force on every condition (K <= 6 only) and its ms per condition."""
+    y = pmf.score.values.astype(float)
+    if K > 6:
+        return None, None
+    bf_s, bf = best_time(lambda: brute_force(pmf.values, y), 1)
+    return bf, 1e3 * bf_s / n_cond
+
+
+def measure(args, regime: str, K: int, tol: float, pmf, bf, bf_ms) -> dict[str, Any]:
+    """One row: end to end and kernel-alone times, numba and numpy, and the errors."""
+    y = pmf.score.values.astype(float)
+    n_cond, n_np, repeat = args.n_cond, args.n_cond_numpy, args.repeat
+    sub = pmf.isel(condition=slice(n_np))
+    t_nb, ds = best_time(lambda: xl.consensus_bounds(pmf, tol=tol, engine="numba"), repeat)
+    t_np, ds_np = best_time(lambda: xl.consensus_bounds(sub, tol=tol, engine="numpy"), 1)
+    ms_nb, ms_np = 1e3 * t_nb / n_cond, 1e3 * t_np / n_np
+    # the kernels alone, on numpy arrays (no validation, no xarray)
+    p_all, p_sub = pmf.values, sub.values
+    t_knb, _ = best_time(lambda: consensus_bounds(p_all, y, tol, 1 << 22), repeat)
+    t_knp, _ = best_time(lambda: consensus_bounds_numpy(p_sub, y, tol), 1)
+    k_nb, k_np = 1e3 * t_knb / n_cond, 1e3 * t_knp / n_np
+    vs_bf = None
+    if bf is not None:
+        vs_bf = float(np.max(np.abs(ds.consensus.values - bf)))
+        inside = bool(np.all((ds.lower.values - 1e-12 <= bf) & (bf <= ds.upper.values + 1e-12)))
+        if not inside or vs_bf > tol:
+            print(f"!! brute force outside the certified bounds (K={K}, tol={tol})")
+    return {
+        "regime": regime,
+        "K": K,
+        "tol": tol,
+        "conditions": n_cond,
+        "numba_ms_per_condition": ms_nb,
+        "numpy_ms_per_condition": ms_np,
+        "numpy_over_numba": ms_np / ms_nb,
+        "kernel_numba_ms_per_condition": k_nb,
+        "kernel_numpy_ms_per_condition": k_np,
+        "kernel_numpy_over_numba": k_np / k_nb,
+        "max_certified_error": float(ds.error.max()),
+        "mean_certified_error": float(ds.error.mean()),
+        "numba_vs_numpy_max_abs_diff": float(
+            abs(ds_np.consensus - ds.consensus.isel(condition=slice(n_np))).max()
+        ),
+        "max_abs_diff_vs_brute_force": vs_bf,
+        "brute_force_ms_per_condition": bf_ms,
+        "mean_consensus": float(ds.consensus.mean()),
     }
-    if args.regime != "both":
-        regimes = {args.regime: regimes[args.regime]}
 
-    # warm up (JIT cache load) outside the timings
-    warm = xl.datasets.synthetic_pmf({"c": 1}, n_items=3)
-    xl.consensus(warm, tol=1e-6)
 
-    rows = []
-    header = (
-        f"{'regime':8s} {'K':>4s} {'tol':>7s} {'numba ms':>9s} {'numpy ms':>9s} "
-        f"{'ratio':>6s} {'kern ms':>8s} {'kern np':>8s} {'ratio':>6s} "
-        f"{'max err':>9s} {'|v-bf|':>9s} {'bf ms':>8s}"
-    )
+def print_row(r: dict[str, Any]) -> None:
+    ms_nb, ms_np = r["numba_ms_per_condition"], r["numpy_ms_per_condition"]
+    k_nb, k_np = r["kernel_numba_ms_per_condition"], r["kernel_numpy_ms_per_condition"]
+    vs_bf, bf_ms = r["max_abs_diff_vs_brute_force"], r["brute_force_ms_per_condition"]
     print(
-        "per condition; numba/numpy ms: xl.consensus(bounds=True) end to end; "
+        f"{r['regime']:8s} {r['K']:4d} {r['tol']:7.0e} {ms_nb:9.3f} {ms_np:9.2f} "
+        f"{ms_np / ms_nb:6.0f} {k_nb:8.3f} {k_np:8.2f} {k_np / k_nb:6.0f} "
+        f"{r['max_certified_error']:9.2e} "
+        f"{'' if vs_bf is None else f'{vs_bf:9.2e}':>9s} "
+        f"{'' if bf_ms is None else f'{bf_ms:8.1f}':>8s}"
+    )
+
+
+def run(args) -> list[dict[str, Any]]:
+    """Every (regime, K, tol) row, printed as it is measured."""
+    regimes = REGIMES if args.regime == "both" else {args.regime: REGIMES[args.regime]}
+    # warm up (JIT cache load) outside the timings
+    xl.consensus(xl.datasets.synthetic_pmf({"c": 1}, n_items=3), tol=1e-6)
+    print(
+        "per condition; numba/numpy ms: xl.consensus_bounds end to end; "
         "kern: the kernel alone; max err: certified half-width"
     )
-    print(header)
-    print("-" * len(header))
+    print(HEADER)
+    print("-" * len(HEADER))
+    rows = []
     for regime, kw in regimes.items():
-        for K in items:
-            pmf = xl.datasets.synthetic_pmf({"condition": n_cond}, n_items=K, seed=K, **kw)
-            y = pmf.score.values.astype(float)
-            bf = bf_ms = None
-            if K <= 6:
-                bf_s, bf = best_time(lambda pmf=pmf, y=y: brute_force(pmf.values, y), 1)
-                bf_ms = 1e3 * bf_s / n_cond
-            sub = pmf.isel(condition=slice(n_cond_numpy))
-            for tol in tols:
-                t_nb, ds = best_time(
-                    lambda pmf=pmf, tol=tol: xl.consensus(
-                        pmf, tol=tol, bounds=True, engine="numba"
-                    ),
-                    repeat,
-                )
-                t_np, ds_np = best_time(
-                    lambda sub=sub, tol=tol: xl.consensus(
-                        sub, tol=tol, bounds=True, engine="numpy"
-                    ),
-                    1,
-                )
-                ms_nb = 1e3 * t_nb / n_cond
-                ms_np = 1e3 * t_np / n_cond_numpy
-                # the kernels alone, on numpy arrays (no validation, no xarray)
-                p_all, p_sub = pmf.values, sub.values
-                t_knb, _ = best_time(
-                    lambda p_all=p_all, y=y, tol=tol: consensus_bounds(p_all, y, tol, 1 << 22),
-                    repeat,
-                )
-                t_knp, _ = best_time(
-                    lambda p_sub=p_sub, y=y, tol=tol: consensus_bounds_numpy(p_sub, y, tol), 1
-                )
-                k_nb = 1e3 * t_knb / n_cond
-                k_np = 1e3 * t_knp / n_cond_numpy
-                twin_diff = float(
-                    abs(ds_np.consensus - ds.consensus.isel(condition=slice(n_cond_numpy))).max()
-                )
-                err = float(ds.error.max())
-                vs_bf = None
-                if bf is not None:
-                    vs_bf = float(np.max(np.abs(ds.consensus.values - bf)))
-                    inside = bool(
-                        np.all((ds.lower.values - 1e-12 <= bf) & (bf <= ds.upper.values + 1e-12))
-                    )
-                    if not inside or vs_bf > tol:
-                        print(f"!! brute force outside the certified bounds (K={K}, tol={tol})")
-                row = {
-                    "regime": regime,
-                    "K": K,
-                    "tol": tol,
-                    "conditions": n_cond,
-                    "numba_ms_per_condition": ms_nb,
-                    "numpy_ms_per_condition": ms_np,
-                    "numpy_over_numba": ms_np / ms_nb,
-                    "kernel_numba_ms_per_condition": k_nb,
-                    "kernel_numpy_ms_per_condition": k_np,
-                    "kernel_numpy_over_numba": k_np / k_nb,
-                    "max_certified_error": err,
-                    "mean_certified_error": float(ds.error.mean()),
-                    "numba_vs_numpy_max_abs_diff": twin_diff,
-                    "max_abs_diff_vs_brute_force": vs_bf,
-                    "brute_force_ms_per_condition": bf_ms,
-                    "mean_consensus": float(ds.consensus.mean()),
-                }
-                rows.append(row)
-                print(
-                    f"{regime:8s} {K:4d} {tol:7.0e} {ms_nb:9.3f} {ms_np:9.2f} "
-                    f"{ms_np / ms_nb:6.0f} {k_nb:8.3f} {k_np:8.2f} {k_np / k_nb:6.0f} "
-                    f"{err:9.2e} "
-                    f"{'' if vs_bf is None else f'{vs_bf:9.2e}':>9s} "
-                    f"{'' if bf_ms is None else f'{bf_ms:8.1f}':>8s}"
-                )
+        for K in ITEMS:
+            pmf = xl.datasets.synthetic_pmf({"condition": args.n_cond}, n_items=K, seed=K, **kw)
+            bf, bf_ms = brute_force_check(pmf, K, args.n_cond)
+            for tol in args.tols:
+                rows.append(measure(args, regime, K, tol, pmf, bf, bf_ms))
+                print_row(rows[-1])
+    return rows
 
-    goal = [r for r in rows if r["K"] == 17 and r["tol"] == 1e-4]
+
+def print_goal(rows: list[dict[str, Any]]) -> None:
     print()
-    for r in goal:
+    for r in rows:
+        if r["K"] != 17 or r["tol"] != 1e-4:
+            continue
         verdict = "meets" if r["numba_ms_per_condition"] < GOAL_MS else "MISSES"
         print(
             f"K=17, tol=1e-4 ({r['regime']}): {r['numba_ms_per_condition']:.3f} ms per "
@@ -206,19 +185,21 @@ def main(argv: list[str] | None = None) -> int:
             f"-> {verdict} the {GOAL_MS:.0f} ms goal; certified error "
             f"{r['max_certified_error']:.2e}"
         )
-    out = args.out or RESULTS / ("consensus-quick.json" if args.quick else "consensus.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rows = run(args)
+    print_goal(rows)
     payload = {
         "benchmark": "multivariate consensus, certified error",
         "quick": args.quick,
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine(),
         "goal": {"K": 17, "tol": 1e-4, "ms_per_condition": GOAL_MS},
-        "timing": "best of repeats, warm, end-to-end xl.consensus(bounds=True) per condition",
+        "timing": "best of repeats, warm, end-to-end xl.consensus_bounds per condition",
         "rows": rows,
     }
-    out.write_text(json.dumps(payload, indent=2))
-    print(f"wrote {out}")
+    write_json(result_path("consensus", args.quick, args.out), payload)
     return 0
 
 

@@ -22,11 +22,13 @@ weights (nothing is downloaded):
 * **transformers**: the random model is made on the device in bf16
   (``LlamaForCausalLM._from_config``, seeded), wrapped by
   ``xlikert.collect.backends.transformers.wrap_model`` and handed to ``collect(loader=...)`` as a
-  ``LocalModel``: the backend's own batching, prefix cache and host-side float64
-  readout (``read_logits``). Timed: the whole ``collect`` call (CUDA synchronised),
-  the readout's share (``LocalModel._readout``: the logits' copy to the host and the
-  numpy rules, the device synchronised before it starts) and the numpy rules alone.
-  The batches are those the backend formed (prompts per forward, counted per batch);
+  ``LocalModel``: the backend's own batching, prefix cache and float64 readout (on a
+  GPU in torch on the device, ``device_readout``; on the CPU the numpy rules of
+  ``xlikert.collect.readout`` through ``read_logits``). Timed: the whole ``collect``
+  call (CUDA synchronised), the readout's share (``LocalModel._readout``, the device
+  synchronised before it starts) and the numpy rules alone (``read_logits``: none on
+  a GPU). The batches are those the backend formed (prompts per forward, counted per
+  batch);
 * **vLLM**: ``collect`` with ``backend = "vllm"`` (xlikert's in-process backend,
   its logits processor reading each row) on the same folder, the engine started with
   ``load_format="dummy"`` (random weights), in a child process (the vLLM venv of
@@ -52,12 +54,9 @@ Writes ``results/gpu.json`` (``gpu-quick.json`` with ``--quick``/``--tiny``).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,12 +65,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table, machine, result_path, write_json
+import _prompts
+from _common import format_table, machine, result_path, time_calls, timed, write_json
 from _flops import FlopCounter, body_params, matmul_rate, useful_flops
+from _prompts import by_system, prompt_pairs
 from _render import fmt, params, pct, stamp, table
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+from _vllm import NOT_INSTALLED, KeepOpen, child_env, run_json_child, vllm_python
 
 #: Published shapes (Llama-3.2-1B: tied embeddings; Llama-3.1-8B: untied); vocabulary 128,256.
 SHAPES: dict[str, dict[str, Any]] = {
@@ -135,9 +134,7 @@ def demo_prompts(copies: int = 1):
     messages start ``"Respondent j. "`` (distinct prompts, one shared system prompt)."""
     import xarray as xr
 
-    from xlikert.design import load_experiment
-
-    p = load_experiment("demo").build_prompts()
+    p = _prompts.demo_prompts()
     if copies <= 1:
         return p
     users = [
@@ -221,14 +218,17 @@ def random_model(cfg, device: str, seed: int = 0):
 
 
 def encoded_groups(lm, prompts) -> list[list[list[int]]]:
-    """Token ids of the prompts as the backend makes them, one group per system prompt."""
-    import xarray as xr
+    """Token ids of the distinct prompts as the backend makes them, one group per system
+    prompt: ``collect`` computes identical prompts once (the demo's 4 items that do not
+    name the target are one prompt each across the 4 targets), so FLOPs and prompts per
+    second count those it computed."""
+    pairs = list(dict.fromkeys(prompt_pairs(prompts, order=None)))
+    return by_system(pairs, [lm.encode(lm.render(s, u)) for s, u in pairs])
 
-    system, user = xr.broadcast(prompts["system"], prompts["user"])
-    groups: dict[str, list[list[int]]] = {}
-    for s, u in zip(system.values.ravel(), user.values.ravel(), strict=True):
-        groups.setdefault(str(s), []).append(lm.encode(lm.render(str(s), str(u))))
-    return list(groups.values())
+
+def warm_prompts(prompts):
+    """The warm-up's prompts: every item of the first of every other factor's levels."""
+    return prompts.isel({d: slice(0, 1) for d in prompts["user"].dims if d != "item"})
 
 
 def formed(batches: list[int]) -> str:
@@ -236,79 +236,123 @@ def formed(batches: list[int]) -> str:
     return ", ".join(f"{n} ×{k}" for n, k in sorted(Counter(batches).items(), reverse=True))
 
 
+def _sync(device: str):
+    """CUDA's synchronize on a CUDA device, else nothing."""
+    import torch
+
+    return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+
+def bf16_matmul(device: str, tiny: bool) -> dict[str, Any]:
+    """The bf16 matmul rate now (8192³ on CUDA, 256³ on the CPU)."""
+    import torch
+
+    m = 8192 if device.startswith("cuda") else 256
+    return matmul_rate(device, torch.bfloat16, m, m, m, seconds=1.5 if not tiny else 0.2)
+
+
 # ----------------------------------------------------------------------------- transformers
+class ReadoutTimer:
+    """The transformers backend with its readout timed, while entered.
+
+    :attr:`model_class` is the backend's ``LocalModel`` whose ``_readout`` (the logits'
+    copy to the host and the numpy rules) is timed, the device synchronised before it
+    starts, and the prompts of each batch counted; ``read_logits`` (the numpy rules
+    alone) is timed as well. :meth:`reset` before each run.
+    """
+
+    def __init__(self, sync) -> None:
+        from xlikert.collect.backends.transformers import LocalModel
+        from xlikert.collect.backends.transformers import model as local_model
+
+        self.sync, self._module = sync, local_model
+        self.reset()
+        timer = self
+
+        class TimedLocalModel(LocalModel):
+            """The backend's model, its readout timed (the device synchronised first)."""
+
+            def _readout(self, logits, n):
+                timer.sync()
+                out, seconds = timed(lambda: super(TimedLocalModel, self)._readout(logits, n))
+                timer.readout_s += seconds
+                timer.batches.append(n)
+                return out
+
+        self.model_class = TimedLocalModel
+
+    def reset(self) -> None:
+        self.readout_s, self.rules_s, self.batches = 0.0, 0.0, []
+
+    def __enter__(self) -> ReadoutTimer:
+        rules = self._rules = self._module.read_logits
+
+        def timed_rules(*a, **k):
+            out, seconds = timed(lambda: rules(*a, **k))
+            self.rules_s += seconds
+            return out
+
+        self._module.read_logits = timed_rules
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._module.read_logits = self._rules
+
+
+def time_batch(args, prompts, spec, lm, timer, counter, batch: int, device: str):
+    """``collect`` at one batch size: a warm-up (and the backend's one prefix-cache check),
+    then ``--repeat`` timed runs (CUDA synchronised) with their FLOPs, readout and batches."""
+    from xlikert.collect import collect
+
+    sync = _sync(device)
+    kw = dict(batch_size=batch, chunk_size=args.chunk_size, device=device, progress=False,
+              loader=lambda s, o, probe=None: timer.model_class(lm, o))  # fmt: skip
+    collect(warm_prompts(prompts), [spec], **kw)  # warm-up
+    runs, ds = [], None
+    with counter:
+        for _ in range(args.repeat):
+            counter.reset()
+            timer.reset()
+            sync()
+            t = time.perf_counter()
+            ds = collect(prompts, [spec], **kw)
+            sync()
+            runs.append({"seconds": time.perf_counter() - t, "flops": counter.flops,
+                         "readout_s": timer.readout_s, "rules_s": timer.rules_s,
+                         "batches": list(timer.batches)})  # fmt: skip
+    return runs, ds
+
+
 def run_transformers(shape, args, prompts, folder, tok, vocab, device, rates) -> list[dict]:
     """One row per batch size: ``collect`` with the transformers backend on a random model."""
     import torch
 
-    from xlikert.collect import collect
     from xlikert.collect.backends import transformers as local
-    from xlikert.collect.backends.transformers import model as local_model
 
     cfg = write_folder(folder, shape, tok, vocab)
     t0 = time.perf_counter()
     model = random_model(cfg, device, args.seed)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    sync()
+    _sync(device)()
     build_s = time.perf_counter() - t0
     lm = local.wrap_model(shape, model, tok, SCALE, provenance={
         "source": str(folder), "weights": f"random (seed {args.seed}), bf16, made on {device}"})  # fmt: skip
-    stats = {"readout_s": 0.0, "rules_s": 0.0, "batches": []}
-
-    class TimedLocalModel(local.LocalModel):
-        """The backend's model, its readout timed (the device synchronised first)."""
-
-        def _readout(self, logits, n):
-            sync()
-            t = time.perf_counter()
-            out = super()._readout(logits, n)
-            stats["readout_s"] += time.perf_counter() - t
-            stats["batches"].append(n)
-            return out
-
-    rules = local_model.read_logits
-
-    def timed_rules(*a, **k):
-        t = time.perf_counter()
-        out = rules(*a, **k)
-        stats["rules_s"] += time.perf_counter() - t
-        return out
-
     spec = {"name": shape, "source": str(folder)}
     groups = encoded_groups(lm, prompts)
     leaves, contexts = lm.answers.leaves, lm.answers.contexts
     extra = max(len(leaf) for leaf in leaves)
     useful = useful_flops(cfg, groups, extra_tokens=extra, rows=len(contexts))
     n = sum(map(len, groups))
-    warm = prompts.isel({d: slice(0, 1) for d in prompts["user"].dims if d != "item"})
     rows = []
     counter = FlopCounter(model)
-    local_model.read_logits = timed_rules
-    try:
+    with ReadoutTimer(_sync(device)) as timer:
         for batch in args.batch_sizes:
-            kw = dict(batch_size=batch, chunk_size=args.chunk_size, device=device,
-                      progress=False, loader=lambda s, o, probe=None, lm=lm: TimedLocalModel(lm, o))  # fmt: skip
-            collect(warm, [spec], **kw)  # warm-up (and the backend's one prefix-cache check)
-            runs = []
-            with counter:
-                for _ in range(args.repeat):
-                    counter.reset()
-                    stats.update(readout_s=0.0, rules_s=0.0, batches=[])
-                    sync()
-                    t = time.perf_counter()
-                    ds = collect(prompts, [spec], **kw)
-                    sync()
-                    runs.append({"seconds": time.perf_counter() - t, "flops": counter.flops,
-                                 "readout_s": stats["readout_s"], "rules_s": stats["rules_s"],
-                                 "batches": list(stats["batches"])})  # fmt: skip
+            runs, ds = time_batch(args, prompts, spec, lm, timer, counter, batch, device)
             rows.append(_row(shape, "transformers", model, cfg, n, batch, args, runs, useful,
                              rates, ds, build_s))  # fmt: skip
             rows[-1]["prefix_cache"] = ds.likert.attrs["models"][shape]["prefix_cache"]
             if device.startswith("cuda"):
                 rows[-1]["max_memory_gb"] = torch.cuda.max_memory_allocated() / 1e9
-    finally:
-        local_model.read_logits = rules
-    del lm, model, counter, kw
+    del lm, model, counter
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
     return rows
@@ -354,43 +398,22 @@ def _row(shape, backend, model, cfg, n, batch, args, runs, useful, rates, ds, bu
 
 
 # ----------------------------------------------------------------------------- vLLM
-def vllm_python() -> str | None:
-    """A Python that imports vLLM: this one, else the vLLM venv of the engines folder."""
-    if importlib.util.find_spec("vllm") is not None:
-        return sys.executable
-    from xlikert.testing.engines import ENGINES
-
-    py = ENGINES / "vllm" / "bin" / "python"
-    return str(py) if py.exists() else None
-
-
 def run_vllm(shape, args, folder, tok, vocab, device, rates, timeout=3000) -> dict:
     """The vLLM row of ``shape``: the child (:func:`vllm_child`) in a Python with vLLM."""
-    py = vllm_python()
+    py = vllm_python(this_python=True)
     base = {"model": shape, "backend": "vllm"}
     if py is None:
-        return {**base, "not_run": "not run: vLLM not installed (tests/engines/install.sh)"}
+        return {**base, "not_run": NOT_INSTALLED}
     cfg = write_folder(folder, shape, tok, vocab)
     out = folder / "vllm.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "VLLM_LOGGING_LEVEL": "WARNING"}  # fmt: skip
-    if not device.startswith("cuda"):
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    cmd = [py, str(Path(__file__).resolve()), "--vllm-child", str(folder), "--out", str(out),
+    cmd = [str(py), str(Path(__file__).resolve()), "--vllm-child", str(folder), "--out", str(out),
            "--device", device, "--copies", str(args.copies), "--chunk-size", str(args.chunk_size),
            "--repeat", str(args.repeat), "--seed", str(args.seed), "--shapes", shape]  # fmt: skip
     if args.tiny:
         cmd.append("--tiny")
-    print(f"vLLM child: {' '.join(cmd[1:])}", flush=True)
-    try:
-        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {**base, "error": f"vLLM child did not finish in {timeout} s"}
-    if res.returncode != 0 or not out.exists():
-        first = next((ln for ln in res.stderr.splitlines() if "Error:" in ln), "")
-        return {**base, "error": f"vLLM child failed ({res.returncode}): {first} ... "
-                                 f"{res.stderr[-2000:]}"}  # fmt: skip
-    d = json.loads(out.read_text())
+    d = run_json_child(cmd, out, child_env(cpu=not device.startswith("cuda")), timeout)
+    if "error" in d:
+        return {**base, **d}
     groups = [[list(e) for e in g] for g in d.pop("groups")]
     n = sum(map(len, groups))
     useful = useful_flops(cfg, groups, extra_tokens=d.pop("extra_tokens"), rows=d.pop("contexts"))
@@ -414,22 +437,6 @@ class _Values:
         self.values = values
 
 
-class _Keep:
-    """Hands ``collect`` a model on the shared engine without letting it shut the engine."""
-
-    def __init__(self, model):
-        self.model, self.name, self.mode = model, model.name, model.mode
-
-    def score(self, prompts):
-        return self.model.score(prompts)
-
-    def provenance(self):
-        return self.model.provenance()
-
-    def close(self):
-        pass
-
-
 def vllm_child(args) -> int:
     """In a Python with vLLM: ``collect`` with ``backend = "vllm"`` on ``load_format="dummy"``
     weights; one engine start, a warm-up, then timed runs (prefix cache reset before each)."""
@@ -444,45 +451,31 @@ def vllm_child(args) -> int:
     spec = {"name": shape, "source": str(folder), "backend": "vllm",
             "dtype": "bfloat16" if cuda else "float32", "max_model_len": 1024, "seed": args.seed,
             "engine_args": {"load_format": "dummy"}}  # fmt: skip
-    if cuda:
-        spec["gpu_memory_utilization"] = 0.85
-    else:
-        spec["enforce_eager"] = True
+    spec.update({"gpu_memory_utilization": 0.85} if cuda else {"enforce_eager": True})
     engine: dict[str, Any] = {}
 
     def loader(s, options, probe=None):
         if "llm" not in engine:
-            t = time.perf_counter()
-            m = VLLMModel(s, options)
-            engine.update(llm=m.llm, start_s=time.perf_counter() - t)
+            m, start_s = timed(lambda: VLLMModel(s, options))
+            engine.update(llm=m.llm, start_s=start_s)
         else:
             m = VLLMModel(s, options, engine=engine["llm"])
         engine["model"] = m
-        return _Keep(m)
+        return KeepOpen(m)
 
     kw = dict(chunk_size=args.chunk_size, progress=False, loader=loader)
-    warm = prompts.isel({d: slice(0, 1) for d in prompts["user"].dims if d != "item"})
-    collect(warm, [spec], **kw)
-    runs = []
-    for _ in range(args.repeat):
-        engine["llm"].reset_prefix_cache()
-        t = time.perf_counter()
-        ds = collect(prompts, [spec], **kw)
-        runs.append({"seconds": time.perf_counter() - t})
+    collect(warm_prompts(prompts), [spec], **kw)  # warm-up
+    seconds, ds = time_calls(lambda: collect(prompts, [spec], **kw), args.repeat,
+                             reset=lambda: engine["llm"].reset_prefix_cache())  # fmt: skip
     m = engine["model"]
-    import xarray as xr
-
-    system, user = xr.broadcast(prompts["system"], prompts["user"])
-    groups: dict[str, list[list[int]]] = {}
-    for s, u in zip(system.values.ravel(), user.values.ravel(), strict=True):
-        groups.setdefault(str(s), []).append(m.template.encode(m.template.render(str(s), str(u))))
-    prov = ds.likert.attrs["models"][shape]
     import vllm
 
     out = {
-        "runs": runs, "engine_start_s": engine["start_s"], "vllm": vllm.__version__,
-        "dtype": spec["dtype"], "load_format": "dummy", "readout": prov.get("readout"),
-        "groups": list(groups.values()), "extra_tokens": max(len(x) for x in m.answers.leaves),
+        "runs": [{"seconds": s} for s in seconds], "engine_start_s": engine["start_s"],
+        "vllm": vllm.__version__, "dtype": spec["dtype"], "load_format": "dummy",
+        "readout": ds.likert.attrs["models"][shape].get("readout"),
+        "groups": encoded_groups(m.template, prompts),
+        "extra_tokens": max(len(x) for x in m.answers.leaves),
         "contexts": len(m.answers.contexts),
         "pmf": np.asarray(ds["pmf"].values).reshape(-1, len(SCALE)).tolist(),
         "valid_mass": np.asarray(ds["valid_mass"].values).ravel().tolist(),
@@ -493,7 +486,8 @@ def vllm_child(args) -> int:
 
 
 # ----------------------------------------------------------------------------- main
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options, each default resolved (``--quick``/``--tiny`` or the GPU run's)."""
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -512,9 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--vllm-child", default=None, metavar="FOLDER", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    args.tiny = args.tiny or args.quick
-    tiny = args.tiny
-    device = args.device or ("cpu" if args.quick else "cuda")
+    tiny = args.tiny = args.tiny or args.quick
+    args.device = args.device or ("cpu" if args.quick else "cuda")
     args.shapes = args.shapes or ("tiny" if tiny else "llama-3.2-1b-shape,llama-3.1-8b-shape")
     args.copies = args.copies or (1 if tiny else 4)
     args.chunk_size = args.chunk_size or (64 if tiny else 256)
@@ -522,25 +515,20 @@ def main(argv: list[str] | None = None) -> int:
         int(b) for b in (args.batch_sizes or ("8,64" if tiny else "64,256")).split(",")
     ]
     args.repeat = args.repeat or (1 if tiny else 2)
-    if args.vllm_child:
-        return vllm_child(argparse.Namespace(**{**vars(args), "device": device}))
-    out = result_path("gpu", tiny, args.out)
+    return args
 
+
+def measure(args) -> dict[str, Any]:
+    """The device, its rates and every row: per shape, transformers at each batch size,
+    then vLLM; the matmul again after the runs."""
     import torch
 
-    res: dict[str, Any] = {"benchmark": "gpu", "quick": tiny, "tiny": tiny, "device": device,
-                           "machine": machine(["torch", "transformers"])}  # fmt: skip
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        res["not_run"] = NOT_RUN
-        print(NOT_RUN)
-        write_json(out, res)
-        return 0
+    device = args.device
+    res: dict[str, Any] = {}
     res["gpu"] = torch.cuda.get_device_name(device) if device.startswith("cuda") else None
     peak = datasheet_peak(res["gpu"])
     res["datasheet_bf16"] = peak or {"device": "unknown", "flops_per_s": None}
-    m = 8192 if device.startswith("cuda") else 256
-    rate = matmul_rate(device, torch.bfloat16, m, m, m, seconds=1.5 if not tiny else 0.2)
-    res["matmul"] = rate
+    rate = res["matmul"] = bf16_matmul(device, args.tiny)
     res["matmul_tflops"] = rate["flops_per_s"] / 1e12
     rates = {"datasheet": peak and peak["flops_per_s"], "measured": rate["flops_per_s"]}
     prompts = demo_prompts(args.copies)
@@ -558,10 +546,14 @@ def main(argv: list[str] | None = None) -> int:
             res["rows"] += run_transformers(shape, args, prompts, folder, tok, vocab, device, rates)
             if not args.no_vllm:
                 res["rows"].append(run_vllm(shape, args, folder, tok, vocab, device, rates))
-    after = matmul_rate(device, torch.bfloat16, m, m, m, seconds=1.5 if not tiny else 0.2)
-    res["matmul_after"] = after
-    print(f"\n{res['gpu'] or device}: bf16 matmul {res['matmul_tflops']:.3g} TFLOP/s (after the "
-          f"runs {after['flops_per_s'] / 1e12:.3g}); datasheet {res['datasheet_bf16']['device']}")  # fmt: skip
+    res["matmul_after"] = bf16_matmul(device, args.tiny)
+    return res
+
+
+def print_summary(res: dict[str, Any]) -> None:
+    after = res["matmul_after"]["flops_per_s"]
+    print(f"\n{res['gpu'] or res['device']}: bf16 matmul {res['matmul_tflops']:.3g} TFLOP/s "
+          f"(after the runs {after / 1e12:.3g}); datasheet {res['datasheet_bf16']['device']}")  # fmt: skip
     print(format_table(
         [[r["model"], r["backend"], r.get("prompts"), r.get("batch_size"),
           formed(r["batches_formed"]) if r.get("batches_formed") else "",
@@ -571,6 +563,26 @@ def main(argv: list[str] | None = None) -> int:
         ["model", "backend", "prompts", "batch_size", "batches formed", "prompts/s",
          "readout share", "MFU exec (matmul)", "MFU exec (datasheet)", "note"],
     ))  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.vllm_child:
+        return vllm_child(args)
+    out = result_path("gpu", args.tiny, args.out)
+
+    import torch
+
+    res: dict[str, Any] = {"benchmark": "gpu", "quick": args.tiny, "tiny": args.tiny,
+                           "device": args.device,
+                           "machine": machine(["torch", "transformers"])}  # fmt: skip
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        res["not_run"] = NOT_RUN
+        print(NOT_RUN)
+        write_json(out, res)
+        return 0
+    res.update(measure(args))
+    print_summary(res)
     write_json(out, res)
     return 0
 
@@ -582,6 +594,47 @@ def _pct(x: float | None) -> str:
 # ----------------------------------------------------------------------------- README
 #: The heading of this benchmark's table in benchmarks/README.md.
 TITLE = "Collection on a GPU"
+
+
+def _intro(d: dict[str, Any]) -> list[str]:
+    """The device, its peak and measured rate, and how the rows were run."""
+    s, peak = d["settings"], d.get("datasheet_bf16") or {}
+    sheet = (f"{peak['device']}, {fmt(peak['flops_per_s'] / 1e12)} TFLOP/s"
+             if peak.get("flops_per_s") else "unknown for this device")  # fmt: skip
+    return [
+        f"{d.get('gpu') or d['device']}; bf16 dense peak from the datasheet: {sheet}; bf16 "
+        f"matmul measured in the same run: {fmt(d['matmul_tflops'])} TFLOP/s "
+        f"({'×'.join(map(str, d['matmul']['shape']))}). Every row is `xlikert.collect` on a "
+        f"random-weight model ({s['weights']}), readout included; {s['prompts']} prompts "
+        f"({s['copies']} " + ("copy" if s["copies"] == 1 else "copies") + " of the 68 demo "
+        f"prompts, one system prompt), units of {s['chunk_size']}, median of {s['repeat']} "
+        f"run(s); tokenizer {s['tokenizer']}. `batch_size` is collect's setting; the batches "
+        "formed are prompts per forward pass × how many passes. MFU = FLOPs / time / rate: "
+        "executed (padding, the per-unit prefix, every logits row) and useful (prefix once, "
+        "one lm_head row per answer context); 'datasheet' against the device's bf16 dense "
+        "peak, 'matmul' against the measured rate.",
+        "",
+    ]
+
+
+def _row_cells(r: dict[str, Any], peak: dict[str, Any]) -> list[str]:
+    """One row of the table (a row that did not run: why)."""
+    if "not_run" in r or "error" in r:
+        return [r["model"], r["backend"], *[""] * 9,
+                r.get("not_run") or r["error"][:120].replace("|", "/")]  # fmt: skip
+    sheet_mfu = (pct(r.get("mfu_executed_datasheet") or r.get("mfu_useful_datasheet"))
+                 if peak.get("flops_per_s") else "unknown")  # fmt: skip
+    return [
+        r["model"], r["backend"], params(r["params"]) if r.get("params") else "",
+        fmt(r["prompts"]), fmt(r["batch_size"]) if r.get("batch_size") else "vLLM's",
+        formed(r["batches_formed"]) if r.get("batches_formed") else "vLLM's scheduler",
+        fmt(r["prompts_per_s"]), pct(r.get("readout_share")) if "readout_share" in r else "",
+        pct(r.get("mfu_executed_measured")) if "mfu_executed_measured" in r else
+        f"{pct(r['mfu_useful_measured'])} (useful)", sheet_mfu,
+        pct(r.get("mfu_executed_measured_without_readout"))
+        if "mfu_executed_measured_without_readout" in r else "",
+        f"{r['dtype']}, engine start {fmt(r['engine_start_s'])} s" if "dtype" in r else "",
+    ]  # fmt: skip
 
 
 def render(d: dict[str, Any]) -> list[str]:
@@ -600,42 +653,9 @@ def render(d: dict[str, Any]) -> list[str]:
                 "runs, not as a GPU number:", ""]  # fmt: skip
     if "rows" in d and d["rows"] and "backend" not in d["rows"][0]:
         return [*out, "(a results file from before the rows went through `xlikert.collect`)", ""]
-    s, peak = d["settings"], d.get("datasheet_bf16") or {}
-    sheet = (f"{peak['device']}, {fmt(peak['flops_per_s'] / 1e12)} TFLOP/s"
-             if peak.get("flops_per_s") else "unknown for this device")  # fmt: skip
-    out += [
-        f"{d.get('gpu') or d['device']}; bf16 dense peak from the datasheet: {sheet}; bf16 "
-        f"matmul measured in the same run: {fmt(d['matmul_tflops'])} TFLOP/s "
-        f"({'×'.join(map(str, d['matmul']['shape']))}). Every row is `xlikert.collect` on a "
-        f"random-weight model ({s['weights']}), readout included; {s['prompts']} prompts "
-        f"({s['copies']} " + ("copy" if s["copies"] == 1 else "copies") + " of the 68 demo "
-        f"prompts, one system prompt), units of {s['chunk_size']}, median of {s['repeat']} "
-        f"run(s); tokenizer {s['tokenizer']}. `batch_size` is collect's setting; the batches "
-        "formed are prompts per forward pass × how many passes. MFU = FLOPs / time / rate: "
-        "executed (padding, the per-unit prefix, every logits row) and useful (prefix once, "
-        "one lm_head row per answer context); 'datasheet' against the device's bf16 dense "
-        "peak, 'matmul' against the measured rate.",
-        "",
-    ]
-    rows = []
-    for r in d["rows"]:
-        if "not_run" in r or "error" in r:
-            rows.append([r["model"], r["backend"], *[""] * 9,
-                         r.get("not_run") or r["error"][:120].replace("|", "/")])  # fmt: skip
-            continue
-        sheet_mfu = (pct(r.get("mfu_executed_datasheet") or r.get("mfu_useful_datasheet"))
-                     if peak.get("flops_per_s") else "unknown")  # fmt: skip
-        rows.append([
-            r["model"], r["backend"], params(r["params"]) if r.get("params") else "",
-            fmt(r["prompts"]), fmt(r["batch_size"]) if r.get("batch_size") else "vLLM's",
-            formed(r["batches_formed"]) if r.get("batches_formed") else "vLLM's scheduler",
-            fmt(r["prompts_per_s"]), pct(r.get("readout_share")) if "readout_share" in r else "",
-            pct(r.get("mfu_executed_measured")) if "mfu_executed_measured" in r else
-            f"{pct(r['mfu_useful_measured'])} (useful)", sheet_mfu,
-            pct(r.get("mfu_executed_measured_without_readout"))
-            if "mfu_executed_measured_without_readout" in r else "",
-            f"{r['dtype']}, engine start {fmt(r['engine_start_s'])} s" if "dtype" in r else "",
-        ])  # fmt: skip
+    out += _intro(d)
+    peak = d.get("datasheet_bf16") or {}
+    rows = [_row_cells(r, peak) for r in d["rows"]]
     out += table(["model shape", "backend", "parameters", "prompts", "batch_size",
                   "batches formed (prompts ×passes)", "prompts/s", "readout share of time",
                   "MFU (matmul)", "MFU (datasheet)", "MFU (matmul) without the readout",
@@ -643,9 +663,11 @@ def render(d: dict[str, Any]) -> list[str]:
     tr = [r for r in d["rows"] if "readout_ms_per_prompt" in r]
     if tr:
         r = tr[-1]
-        out += [f"The transformers backend's readout (the logits' copy to the host and the "
-                f"float64 numpy rules over the full vocabulary of {r['vocab']:,}: PMF, decoding "
-                f"grid, top-k) took {fmt(r['readout_ms_per_prompt'])} ms per prompt on this "
+        # on a GPU the rules run on the device (no numpy rules timed: rules_s is 0)
+        how = ("the logits' copy to the host and the float64 numpy rules" if r.get("rules_s")
+               else "the float64 torch rules on the device")  # fmt: skip
+        out += [f"The transformers backend's readout ({how} over the full vocabulary of "
+                f"{r['vocab']:,}: PMF, decoding grid, top-k) took {fmt(r['readout_ms_per_prompt'])} ms per prompt on this "
                 f"host ({pct(r['readout_share'])} of the {r['model']} run at batch_size "
                 f"{r['batch_size']}); MFU without the readout is the forward passes' alone.", ""]  # fmt: skip
     return out

@@ -25,16 +25,13 @@ time is recorded (``sampler_cpu_s``) and stated with the wall time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from _common import machine, result_path, write_json
+from _common import json_line_child, load_average, load_record, machine, result_path, write_json
 from _render import duration, fmt, goal, table
 
 GOAL_GB = 2.5
@@ -65,10 +62,8 @@ def run_demo(out_dir: Path, cache: str | None) -> dict:
     env_cache = {"XLIKERT_CACHE": cache} if cache else {}
     cmd = [sys.executable, "-c", WRAPPER, sys.executable, "-m", "xlikert.cli", "demo",
            "-o", str(out_dir), "--quiet"]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env_cache})
-    last = res.stdout.strip().splitlines()[-1]
-    info = json.loads(last)
-    if info["rc"] != 0:
+    info, res = json_line_child(cmd, env={**os.environ, **env_cache})
+    if info is None or info["rc"] != 0:
         raise RuntimeError(f"xlikert demo failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
     for key in ("peak", "anon", "file"):
         info[f"{key}_gb"] = info.pop(f"{key}_kb") * 1024 / 1e9
@@ -88,9 +83,9 @@ def main() -> int:
         ]  # fmt: skip
         for i, (label, cache) in enumerate(runs):
             print(f"running xlikert demo, {label} ...", flush=True)
-            load = os.getloadavg()
+            load = load_average()
             r = run_demo(Path(tmp) / f"demo{i}", cache)
-            r["load_average_before"], r["load_average_after"] = load, os.getloadavg()
+            r.update(load_record(load))
             r["run"] = label
             r["meets_goal"] = r["peak_gb"] <= GOAL_GB
             rows.append(r)
@@ -104,7 +99,6 @@ def main() -> int:
     out = {
         "benchmark": "memory",
         "quick": args.quick,
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "machine": machine(["torch", "transformers"]),
         "measured_command": "xlikert demo -o DIR --quiet",
         "measure": "largest ru_maxrss of the demo's process tree (as /usr/bin/time -v); "

@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table, machine, result_path, write_json
+from _common import format_table, machine, model_name, result_path, timed, write_json
 from _render import duration, fmt, table
 
 
@@ -144,7 +144,8 @@ def estimators(ds, ms: list[int], rng: np.random.Generator) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options; ``model``, ``traces`` and ``max_new_tokens`` resolved for the mode."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -163,24 +164,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     args = ap.parse_args(argv)
+    args.model = model_name(args.model, args.quick)
+    args.traces = args.traces or (4 if args.quick else 16)
+    args.max_new_tokens = args.max_new_tokens or (32 if args.quick else 128)
+    return args
 
-    import torch
 
-    import xlikert
-    from xlikert.collect import collect
-    from xlikert.collect.backends.transformers import LocalModel, load_model
-    from xlikert.collect.reasoning import trace_texts
+def select_prompts(args):
+    """The prompts measured (quick: 1 target x 3 items; ``--targets``/``--items``: the first
+    ones), the design's prompt count and whether these are a subset of it."""
     from xlikert.design import load_experiment
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    wall0 = time.perf_counter()
-    model_name = args.model or (
-        "smollm2-135m-instruct" if args.quick else "qwen2.5-coder-0.5b-instruct"
-    )
-    M = args.traces or (4 if args.quick else 16)
-    max_new = args.max_new_tokens or (32 if args.quick else 128)
-    ms = sorted({1, min(4, M), M})
     prompts = load_experiment("demo").build_prompts()
     n_design = int(prompts.user.size)
     if args.quick:
@@ -189,40 +183,57 @@ def main(argv: list[str] | None = None) -> int:
         prompts = prompts.isel(target=slice(args.targets))
     if args.items is not None:
         prompts = prompts.isel(item=slice(args.items))
-    subset = args.quick or int(prompts.user.size) < n_design
-    n_prompts = int(prompts.user.size)
-    args.workdir.mkdir(parents=True, exist_ok=True)
+    return prompts, n_design, args.quick or int(prompts.user.size) < n_design
 
-    t0 = time.perf_counter()
-    lm = load_model(model_name, range(1, 8))
-    load_s = time.perf_counter() - t0
-    name = model_name.split("/")[-1]
 
-    # ---- thinking off: the exact PMF right after the prompt (warm-up on one prompt first)
+def thinking_off(lm, prompts, name: str, model_name: str):
+    """The exact PMF right after the prompt, timed (warm-up on one prompt first)."""
+    from xlikert.collect import collect
+    from xlikert.collect.backends.transformers import LocalModel
+
     def off(p):
         return collect(p, [{"name": name, "source": model_name}], progress=False,
                        loader=lambda s, o, probe=None: LocalModel(lm, o))  # fmt: skip
 
     off(prompts.isel(target=[0], item=[0]))
-    t0 = time.perf_counter()
-    ds_off = off(prompts)
-    off_s = time.perf_counter() - t0
+    return timed(lambda: off(prompts))
+
+
+def trace_agreement(ds_m, ds_full, m: int) -> dict[str, float]:
+    """How many of an M-trace run's traces equal the first M of the full run, and how far
+    apart their trace PMFs are where they do."""
+    from xlikert.collect.reasoning import trace_texts
+
+    a = trace_texts(ds_m).isel(model=0).values
+    b = trace_texts(ds_full).isel(model=0).sel(target=ds_m.target).isel(trace=slice(m)).values
+    d = np.abs(
+        ds_m.trace_pmf.isel(model=0).values
+        - ds_full.trace_pmf.isel(model=0).sel(target=ds_m.target).isel(trace=slice(m)).values
+    )
+    return {"traces_identical_to_full_run": float((a == b).mean()),
+            "max_abs_trace_pmf_diff_where_identical":
+                float(np.nanmax(np.where((a == b)[..., None], d, np.nan)))}  # fmt: skip
+
+
+def reasoning_runs(args, lm, prompts, subset: bool, ms: list[int]):
+    """The full run (M = ``--traces``, every prompt) and the smaller M on the first
+    ``--timing-targets`` target(s), each resumable in ``--workdir``: the full run's
+    results and each M's timing (with its traces' agreement with the full run)."""
+    name, M, max_new = args.model.split("/")[-1], args.traces, args.max_new_tokens
+    args.workdir.mkdir(parents=True, exist_ok=True)
 
     def spec(m: int) -> dict[str, Any]:
         r = {"traces": m, "max_new_tokens": max_new, "seed": args.seed}
-        return {"name": f"{name}-reasoning", "source": model_name, "reasoning": r}
+        return {"name": f"{name}-reasoning", "source": args.model, "reasoning": r}
 
     tag = f"{name}-T{max_new}-s{args.seed}" + ("-quick" if args.quick else "")
     if subset and not args.quick:
         tag += f"-t{prompts.sizes['target']}i{prompts.sizes['item']}"
-    runs: dict[int, dict[str, Any]] = {}
     ds_full, tim = _timed_collect(
         prompts, spec(M), lm, args.workdir / f"{tag}-M{M}.nc", args.chunk_size
     )
-    runs[M] = {"prompts": n_prompts, **tim}
+    runs: dict[int, dict[str, Any]] = {M: {"prompts": int(prompts.user.size), **tim}}
     sub = prompts.isel(target=slice(args.timing_targets))
-    same: dict[int, float] = {}
-    texts_full = trace_texts(ds_full).isel(model=0)
     for m in ms:
         if m == M:
             continue
@@ -230,27 +241,19 @@ def main(argv: list[str] | None = None) -> int:
             sub, spec(m), lm, args.workdir / f"{tag}-M{m}-sub{args.timing_targets}.nc",
             args.chunk_size,
         )  # fmt: skip
-        runs[m] = {"prompts": int(sub.user.size), **tim}
-        a = trace_texts(ds_m).isel(model=0).values
-        b = texts_full.sel(target=ds_m.target).isel(trace=slice(m)).values
-        same[m] = float((a == b).mean())
-        runs[m]["traces_identical_to_full_run"] = same[m]
-        d = np.abs(
-            ds_m.trace_pmf.isel(model=0).values
-            - ds_full.trace_pmf.isel(model=0).sel(target=ds_m.target).isel(trace=slice(m)).values
-        )
-        runs[m]["max_abs_trace_pmf_diff_where_identical"] = float(
-            np.nanmax(np.where((a == b)[..., None], d, np.nan))
-        )
+        runs[m] = {"prompts": int(sub.user.size), **tim, **trace_agreement(ds_m, ds_full, m)}
+    return ds_full, runs
 
-    est = estimators(ds_full, ms, np.random.default_rng(args.seed))
-    full = ds_full.isel(model=0)
-    e_off = _item_means(ds_off.pmf.isel(model=0)).sum(-1)  # (target,)
-    rows_out = []
+
+def timing_rows(est, runs, M: int, n_prompts: int) -> list[dict[str, Any]]:
+    """Each M's estimator row with its time (scaled to every prompt) and where its
+    estimates come from."""
+    rows = []
     for row in est["rows"]:
         m = row["M"]
         r = runs[m]
         per_prompt = r["seconds"] / r["prompts"] if r["prompts"] else None
+        same = r.get("traces_identical_to_full_run", float("nan"))
         row.update(
             {
                 "timed_prompts": r["prompts"],
@@ -263,21 +266,83 @@ def main(argv: list[str] | None = None) -> int:
                 "estimates_from": "this run"
                 if m == M
                 else f"the first {m} trace(s) of the M = {M} run (identical traces: "
-                f"{100 * same.get(m, float('nan')):.0f}% of those timed)",
+                f"{100 * same:.0f}% of those timed)",
             }
         )
-        rows_out.append(row)
+        rows.append(row)
+    return rows
+
+
+def reasoning_full(ds_full, runs, M: int) -> dict[str, Any]:
+    """The full run's summary: time, failures, traces' lengths and ends, composite means."""
+    from xlikert.collect.reasoning import trace_texts
+
+    full = ds_full.isel(model=0)
     trunc = full.trace_truncated.values
     length = full.trace_length.values
     ends_marker = float(
         np.mean([t.endswith("Answer:") for t in trace_texts(ds_full).values.ravel()])
     )
+    return {
+        "M": M,
+        "seconds": runs[M]["seconds"],
+        "sessions": runs[M]["sessions"],
+        "failure_rate_after_trace": float(1 - full.trace_valid_mass.mean()),
+        "truncated_share": float((trunc == 1).mean()),
+        "wrote_answer_prefix_share": ends_marker,
+        "mean_trace_tokens": float(length[length >= 0].mean()),
+        "composite_mean": (_item_means(full.pmf).sum(-1)).tolist(),
+        "composite_se_from_pmf_se": np.sqrt(
+            (((full.trace_pmf * full.score).sum("score")).var("trace", ddof=1) / M).sum("item")
+        ).values.tolist(),
+    }
+
+
+def print_summary(result: dict[str, Any], e_off) -> None:
+    rows, full = result["rows"], result["reasoning_full"]
+    print(f"\n{result['model']}: {result['design']}; framing {result['framing']['framing']}, "
+          f"max_new_tokens {result['reasoning']['max_new_tokens']}; thinking off "
+          f"{result['thinking_off']['seconds']:.1f} s")  # fmt: skip
+    table = [
+        [r["M"], r["seconds_all_prompts"], r["seconds_per_prompt"], r["se_rb_mean"],
+         r["se_answers_mean"], r["se_answers_predicted_mean"], r["ratio_answers_over_rb"],
+         r["how_timed"]]
+        for r in rows
+    ]  # fmt: skip
+    print(format_table(table, ["M", "time s (all)", "s/prompt", "SE RB", "SE answers",
+                               "SE answers (predicted)", "ratio", "how timed"], "rrrrrrrl"))  # fmt: skip
+    print(f"composite mean per target, thinking off vs reasoning (M = {full['M']}):")
+    for t, a, b, s in zip(result["targets"], e_off, full["composite_mean"], rows[-1]["se_rb"],
+                          strict=True):  # fmt: skip
+        print(f"  {t:8s} off {a:6.2f}   reasoning {b:6.2f} +- {s:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    import xlikert
+    from xlikert.collect.backends.transformers import load_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    wall0 = time.perf_counter()
+    M, ms = args.traces, sorted({1, min(4, args.traces), args.traces})
+    prompts, n_design, subset = select_prompts(args)
+    n_prompts = int(prompts.user.size)
+    lm, load_s = timed(lambda: load_model(args.model, range(1, 8)))
+    name = args.model.split("/")[-1]
+    ds_off, off_s = thinking_off(lm, prompts, name, args.model)
+    ds_full, runs = reasoning_runs(args, lm, prompts, subset, ms)
+    est = estimators(ds_full, ms, np.random.default_rng(args.seed))
+    e_off = _item_means(ds_off.pmf.isel(model=0)).sum(-1)  # (target,)
+    attrs = ds_full.likert.attrs["models"][f"{name}-reasoning"]
     result: dict[str, Any] = {
         "benchmark": "reasoning mode",
         "quick": args.quick,
-        "model": model_name,
-        "framing": ds_full.likert.attrs["models"][f"{name}-reasoning"]["reasoning_format"],
-        "reasoning": ds_full.likert.attrs["models"][f"{name}-reasoning"]["reasoning"],
+        "model": args.model,
+        "framing": attrs["reasoning_format"],
+        "reasoning": attrs["reasoning"],
         "design": f"demo experiment (CETSCALE) x {prompts.sizes['target']} targets x "
         f"{prompts.sizes['item']} items = {n_prompts} prompts",
         "prompts": n_prompts,
@@ -290,20 +355,8 @@ def main(argv: list[str] | None = None) -> int:
             "composite_mean": e_off.tolist(),
             "failure_rate": float(1 - ds_off.valid_mass.mean()),
         },
-        "reasoning_full": {
-            "M": M,
-            "seconds": runs[M]["seconds"],
-            "sessions": runs[M]["sessions"],
-            "failure_rate_after_trace": float(1 - full.trace_valid_mass.mean()),
-            "truncated_share": float((trunc == 1).mean()),
-            "wrote_answer_prefix_share": ends_marker,
-            "mean_trace_tokens": float(length[length >= 0].mean()),
-            "composite_mean": (_item_means(full.pmf).sum(-1)).tolist(),
-            "composite_se_from_pmf_se": np.sqrt(
-                (((full.trace_pmf * full.score).sum("score")).var("trace", ddof=1) / M).sum("item")
-            ).values.tolist(),
-        },
-        "rows": rows_out,
+        "reasoning_full": reasoning_full(ds_full, runs, M),
+        "rows": timing_rows(est, runs, M, n_prompts),
         "targets": est["targets"],
         "machine": machine(["torch", "transformers"]),
         "torch_threads": torch.get_num_threads(),
@@ -312,21 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         f"default_rng({args.seed})), i.e. the model's sampler restricted to the valid answers",
     }
     result["wall_s"] = time.perf_counter() - wall0
-
-    print(f"\n{model_name}: {result['design']}; framing {result['framing']['framing']}, "
-          f"max_new_tokens {max_new}; thinking off {off_s:.1f} s")  # fmt: skip
-    table = [
-        [r["M"], r["seconds_all_prompts"], r["seconds_per_prompt"], r["se_rb_mean"],
-         r["se_answers_mean"], r["se_answers_predicted_mean"], r["ratio_answers_over_rb"],
-         r["how_timed"]]
-        for r in rows_out
-    ]  # fmt: skip
-    print(format_table(table, ["M", "time s (all)", "s/prompt", "SE RB", "SE answers",
-                               "SE answers (predicted)", "ratio", "how timed"], "rrrrrrrl"))  # fmt: skip
-    print(f"composite mean per target, thinking off vs reasoning (M = {M}):")
-    for t, a, b, s in zip(est["targets"], e_off, result["reasoning_full"]["composite_mean"],
-                          rows_out[-1]["se_rb"], strict=True):  # fmt: skip
-        print(f"  {t:8s} off {a:6.2f}   reasoning {b:6.2f} +- {s:.2f}")
+    print_summary(result, e_off)
     write_json(result_path("reasoning", args.quick, args.out), result)
     return 0
 
@@ -336,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
 TITLE = "Reasoning mode"
 
 
-def render(d: dict[str, Any]) -> list[str]:
+def _intro(d: dict[str, Any]) -> list[str]:
+    """The subset (if one), the model, framing and traces, and what the SE columns mean."""
     r, off, full = d["reasoning"], d["thinking_off"], d["reasoning_full"]
     fr = d["framing"]
     out = []
@@ -371,6 +411,12 @@ def render(d: dict[str, Any]) -> list[str]:
         "from its own M traces; none for M = 1).",
         "",
     ]
+    return out
+
+
+def _table(d: dict[str, Any]) -> list[str]:
+    """One row per M, the derived SEs marked † and explained below."""
+    off, full = d["thinking_off"], d["reasoning_full"]
     rows, derived = [], []
     for row in d["rows"]:
         secs = row["seconds_all_prompts"]
@@ -393,7 +439,7 @@ def render(d: dict[str, Any]) -> list[str]:
                 f"{row['how_timed']}; estimates: {row['estimates_from']}",
             ]
         )
-    out += table(
+    out = table(
         ["M", f"time s ({d['prompts']} prompts)", "s per prompt", "× thinking off",
          "SE, thoughts sampled (xlikert)", "SE, answers sampled too", "ratio",
          "SE, answers sampled too (predicted)", "SE, own", "how timed"],
@@ -408,6 +454,12 @@ def render(d: dict[str, Any]) -> list[str]:
             "M traces alone.",
             "",
         ]
+    return out
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    off, full = d["thinking_off"], d["reasoning_full"]
+    out = [*_intro(d), *_table(d)]
     se = d["rows"][-1]["se_rb"]
     out.append(
         "Composite mean per target, thinking off (exact) vs with thinking (M = "

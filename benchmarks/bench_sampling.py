@@ -47,20 +47,30 @@ Writes ``benchmarks/results/sampling.json`` (``sampling-quick.json`` with ``--qu
 from __future__ import annotations
 
 import argparse
+import copy
 import math
-import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table, machine, result_path, write_json
-from _flops import FlopCounter, request_flops
+from _common import (
+    format_table,
+    load_average,
+    load_record,
+    machine,
+    model_name,
+    result_path,
+    timed,
+    write_json,
+)
+from _flops import FlopCounter, cache_keyword, request_flops
+from _prompts import demo_prompts, prompt_pairs, target_major
 from _render import duration, fmt, table
-from _vllm import run_child
+from _vllm import not_measured, run_child
 
 PRECISION_TARGETS = (1.0, 0.1, 0.01)
 
@@ -95,6 +105,56 @@ def _split(n: int, chunk: int) -> list[int]:
     return [chunk] * (n // chunk) + ([n % chunk] if n % chunk else [])
 
 
+#: ``generate``'s sampler as a researcher would set it: temperature 1, no top-p/top-k.
+SAMPLE = {"do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0}
+
+
+class _PromptSampler:
+    """One prompt's sequences drawn ``size`` at a time, as :func:`run_sampling` times them.
+
+    ``shared=False``: ``generate`` with ``num_return_sequences`` (each sequence pays its
+    own prefill). ``shared=True``: the prompt's forward pass once (its first call), the
+    first new token of every sequence drawn from its last-position logits, longer answers
+    continued by ``generate`` on its KV cache expanded to the sequences.
+    """
+
+    def __init__(self, lm, ids: list[int], shared: bool, max_new_tokens: int) -> None:
+        import torch
+
+        tok = lm.tokenizer
+        self.model, self.shared, self.max_new = lm.model, shared, max_new_tokens
+        self.pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        self.x = torch.tensor([ids], device=lm.device)
+        self.mask = torch.ones_like(self.x)
+        self.prefill = None
+
+    def draw(self, size: int):
+        """``size`` sequences' new tokens."""
+        import torch
+
+        x, model = self.x, self.model
+        with torch.no_grad():
+            if not self.shared:
+                out = model.generate(x, attention_mask=self.mask, **SAMPLE,
+                                     max_new_tokens=self.max_new, num_return_sequences=size,
+                                     pad_token_id=self.pad)  # fmt: skip
+                return out[:, x.shape[1] :]
+            if self.prefill is None:  # once per prompt
+                self.prefill = model(x, attention_mask=self.mask, use_cache=True, logits_to_keep=1)
+            probs = torch.softmax(self.prefill.logits[0, -1].float(), -1)
+            first = torch.multinomial(probs, size, replacement=True)[:, None]
+            if self.max_new == 1:
+                return first
+            name = cache_keyword(model)  # cache, or past_key_values before it
+            past = copy.deepcopy(getattr(self.prefill, name))
+            past.batch_repeat_interleave(size)
+            xs = torch.cat([x.expand(size, -1), first], 1)
+            out = model.generate(xs, attention_mask=torch.ones_like(xs), **{name: past},
+                                 **SAMPLE, max_new_tokens=self.max_new - 1,
+                                 pad_token_id=self.pad)  # fmt: skip
+            return out[:, x.shape[1] :]
+
+
 def run_sampling(
     lm,
     encoded: list[list[int]],
@@ -112,74 +172,30 @@ def run_sampling(
     the first new token of every sequence is drawn from its last-position logits
     (softmax at temperature 1, ``torch.multinomial``: what ``generate``'s sampler does
     with top_p = 1 and top_k = 0), and longer answers continue with ``generate`` on
-    the prompt's KV cache expanded to the sequences (``past_key_values``).
+    the prompt's KV cache expanded to the sequences (``cache``).
 
     Stops before a call whose expected time would overrun the budget (after at least
     two calls, or one prompt in full); the time of the whole run is then extrapolated
     linearly in sequences x prompt tokens.
     """
-    import copy
-
-    import torch
-
-    model, tok = lm.model, lm.tokenizer
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     sizes = _split(n, chunk)
     min_calls = min(len(sizes), 2)  # at least one prompt in full when N <= 2 x chunk
     answers: list[list[int | None]] = []
     elapsed, calls, work_done = 0.0, 0, 0.0
-    # the work the time is extrapolated in: sequences x prompt tokens (a prefill per
-    # sequence), or prompt tokens (one shared prefill per prompt)
-    work_total = float((1 if shared else n) * sum(len(e) for e in encoded))
     stopped = False
     for ids in encoded:
-        x = torch.tensor([ids], device=lm.device)
-        mask = torch.ones_like(x)
+        prompt = _PromptSampler(lm, ids, shared, max_new_tokens)
         got: list[int | None] = []
-        prefill = None
         for size in sizes:
             if calls >= min_calls and elapsed + elapsed / calls > max_seconds:
                 stopped = True
                 break
-            t0 = time.perf_counter()
-            with torch.no_grad():
-                if not shared:
-                    out = model.generate(
-                        x,
-                        attention_mask=mask,
-                        do_sample=True,
-                        temperature=1.0,
-                        top_p=1.0,
-                        top_k=0,
-                        max_new_tokens=max_new_tokens,
-                        num_return_sequences=size,
-                        pad_token_id=pad,
-                    )
-                    new = out[:, x.shape[1] :]
-                else:
-                    if prefill is None:  # once per prompt
-                        prefill = model(x, attention_mask=mask, use_cache=True, logits_to_keep=1)
-                    probs = torch.softmax(prefill.logits[0, -1].float(), -1)
-                    first = torch.multinomial(probs, size, replacement=True)[:, None]
-                    new = first
-                    if max_new_tokens > 1:
-                        past = copy.deepcopy(prefill.past_key_values)
-                        past.batch_repeat_interleave(size)
-                        xs = torch.cat([x.expand(size, -1), first], 1)
-                        out = model.generate(
-                            xs,
-                            attention_mask=torch.ones_like(xs),
-                            past_key_values=past,
-                            do_sample=True,
-                            temperature=1.0,
-                            top_p=1.0,
-                            top_k=0,
-                            max_new_tokens=max_new_tokens - 1,
-                            pad_token_id=pad,
-                        )
-                        new = out[:, x.shape[1] :]
-            texts = tok.batch_decode(new, skip_special_tokens=True)
-            elapsed += time.perf_counter() - t0
+            texts, seconds = timed(
+                lambda size=size, prompt=prompt: lm.tokenizer.batch_decode(
+                    prompt.draw(size), skip_special_tokens=True
+                )
+            )
+            elapsed += seconds
             calls += 1
             work_done += (size if not shared else size / n) * len(ids)
             got += [parse_answer(t, scale, max_new_tokens == 1) for t in texts]
@@ -187,28 +203,61 @@ def run_sampling(
             answers.append(got)
         if stopped:
             break
+    # the work the time is extrapolated in: sequences x prompt tokens (a prefill per
+    # sequence), or prompt tokens (one shared prefill per prompt)
+    work_total = float((1 if shared else n) * sum(len(e) for e in encoded))
+    work = (work_total, work_done)
+    return _sampling_run(n, answers, len(encoded), calls, elapsed, work, shared)
+
+
+def _sampling_run(n, answers, prompts, calls, elapsed, work, shared) -> dict[str, Any]:
+    """A sampling run's record: measured, or extrapolated linearly in ``work`` (the whole
+    run's, the part run's) when it stopped early."""
     complete = [a for a in answers if len(a) == n]
     sequences = sum(len(a) for a in answers)
-    full = len(complete) == len(encoded)
+    full = len(complete) == prompts
     return {
         "n": n,
         "answers": answers,
         "prompts_complete": len(complete),
-        "prompts_total": len(encoded),
+        "prompts_total": prompts,
         "sequences_sampled": sequences,
         "generate_calls": calls,
         "measured_s": elapsed,
         "s_per_sequence": elapsed / max(sequences, 1),
-        "total_s": elapsed if full else elapsed * work_total / work_done,
+        "total_s": elapsed if full else elapsed * work[0] / work[1],
         "extrapolated": not full,
         "extrapolation": None
         if full
         else (
-            f"extrapolated from {sequences} of {n * len(encoded)} sequences "
-            f"({len(complete)} complete of {len(encoded)} prompts), linear in "
+            f"extrapolated from {sequences} of {n * prompts} sequences "
+            f"({len(complete)} complete of {prompts} prompts), linear in "
             + ("prompt tokens (one prefill per prompt)" if shared else "sequences x prompt tokens")
         ),
     }
+
+
+def _drawing_model(lm, options, n: int, generator):
+    """The transformers backend's ``LocalModel`` whose readout draws ``n`` answers per
+    prompt (``token``: the ids drawn) instead of reading the exact PMF."""
+    import torch
+
+    from xlikert.collect.backends.transformers import LocalModel
+
+    class Drawing(LocalModel):
+        """LocalModel whose readout draws answers instead of reading the exact PMF."""
+
+        batches = 0
+
+        def _readout(self, logits, k: int) -> dict[str, np.ndarray]:
+            z = logits.reshape(k, len(self.leaves), self.keep, logits.shape[-1])
+            li, pos = self.where[self.lm.answers.contexts.index(())]
+            probs = torch.softmax(z[:, li, pos].float(), -1)
+            drawn = torch.multinomial(probs, n, replacement=True, generator=generator)
+            self.batches += 1
+            return {"token": drawn.cpu().numpy()}
+
+    return Drawing(lm, options)
 
 
 def exact_pass_sampler(
@@ -252,25 +301,8 @@ def exact_pass_sampler(
         ``answers`` (per prompt, ``n`` scale values or None), ``measured_s``,
         ``units`` and ``batches`` (forward passes after the shared prefixes).
     """
-    import torch
-
-    from xlikert.collect.backends.transformers import LocalModel
-
-    class Drawing(LocalModel):
-        """LocalModel whose readout draws answers instead of reading the exact PMF."""
-
-        batches = 0
-
-        def _readout(self, logits, k: int) -> dict[str, np.ndarray]:
-            z = logits.reshape(k, len(self.leaves), self.keep, logits.shape[-1])
-            li, pos = self.where[self.lm.answers.contexts.index(())]
-            probs = torch.softmax(z[:, li, pos].float(), -1)
-            drawn = torch.multinomial(probs, n, replacement=True, generator=generator)
-            self.batches += 1
-            return {"token": drawn.cpu().numpy()}
-
     t0 = time.perf_counter()
-    model = Drawing(lm, options)
+    model = _drawing_model(lm, options, n, generator)
     units: dict[str, list[int]] = {}  # one unit per system prompt, as collect() plans them
     for j, (system, _) in enumerate(prompts):
         units.setdefault(system, []).append(j)
@@ -284,16 +316,9 @@ def exact_pass_sampler(
             tokens[part] = model._read_prompts(texts, encoded)["token"]
             n_units += 1
     # parse each token id drawn once (decoding is the same for every draw of it)
-    value = {
-        int(i): parse_answer(t, scale, True)
-        for i, t in zip(
-            np.unique(tokens),
-            lm.tokenizer.batch_decode(
-                [[int(i)] for i in np.unique(tokens)], skip_special_tokens=True
-            ),
-            strict=True,
-        )
-    }
+    ids = np.unique(tokens)
+    words = lm.tokenizer.batch_decode([[int(i)] for i in ids], skip_special_tokens=True)
+    value = {int(i): parse_answer(w, scale, True) for i, w in zip(ids, words, strict=True)}
     answers = [[value[int(i)] for i in row] for row in tokens]
     return {"answers": answers, "measured_s": time.perf_counter() - t0, "units": n_units,
             "batches": model.batches}  # fmt: skip
@@ -357,18 +382,51 @@ def empirical(
     return out
 
 
-def analyse(r, n, mean_k, var_k, vm_k, se, n_t, n_k, exact_s, limit) -> dict[str, Any]:
+class Exact(NamedTuple):
+    """The exact PMFs' moments every sampling run is compared with (prompts target-major)."""
+
+    mean: np.ndarray  # each prompt's exact mean answer (renormalised over the scale)
+    var: np.ndarray  # ... and its variance
+    valid_mass: np.ndarray  # each prompt's valid mass
+    se: Any  # analytic SE of the composite per condition and budget (target, n)
+    sd: np.ndarray  # SD of the composite per condition (target)
+    targets: int
+    items: int
+
+
+def exact_moments(ds, budgets: list[int]) -> Exact:
+    """:class:`Exact` from exact collection's results."""
+    from xlikert.analysis.cost import composite_moments, standard_error
+
+    pmf = ds.pmf.isel(model=0)  # (target, item, score), renormalised over the scale
+    y = pmf.score.values.astype(float)
+    mean_k = target_major((pmf * y).sum("score"))
+    var_k = target_major((pmf * y**2).sum("score")) - mean_k**2
+    return Exact(
+        mean=mean_k,
+        var=np.clip(var_k, 0.0, None),
+        valid_mass=target_major(ds.valid_mass),
+        se=standard_error(pmf, n=budgets),
+        sd=np.sqrt(composite_moments(pmf)["var"].values),
+        targets=pmf.sizes["target"],
+        items=pmf.sizes["item"],
+    )
+
+
+def analyse(r: dict[str, Any], n: int, ex: Exact, exact_s: float, limit) -> dict[str, Any]:
     """Add SE (analytic, failures discarded, empirical) and time ratios to a sampling run."""
     answers = r.pop("answers")
-    emp = empirical(answers, n, mean_k, var_k, n_k)
+    emp = empirical(answers, n, ex.mean, ex.var, ex.items)
     # the raw answers (0 = failure), prompt by prompt in target-major order
     r["answers"] = [[0 if v is None else v for v in a] for a in answers]
     m = emp.get("prompts", 0)
     if m:
-        emp["failure_rate_exact"] = float(1.0 - vm_k[:m].mean())
-    se_n = se.sel(n=n)
+        emp["failure_rate_exact"] = float(1.0 - ex.valid_mass[:m].mean())
+    se_n = ex.se.sel(n=n)
     # failures discarded: item k keeps about N * valid_mass_k answers
-    se_adj = np.sqrt((var_k / (n * np.maximum(vm_k, 1e-300))).reshape(n_t, n_k).sum(1))
+    se_adj = np.sqrt(
+        (ex.var / (n * np.maximum(ex.valid_mass, 1e-300))).reshape(ex.targets, ex.items).sum(1)
+    )
     r.update(
         {
             "max_seconds": limit,
@@ -437,7 +495,7 @@ def prefix_sharing(requests: list[list[int]], block: int | None) -> dict[str, An
     return out
 
 
-def vllm_runs(data, cfg, mean_k, var_k, vm_k, se, n_t, n_k, exact_s_vllm) -> list[dict[str, Any]]:
+def vllm_runs(data, cfg, ex: Exact, exact_s_vllm: float) -> list[dict[str, Any]]:
     """The vLLM child's n=N runs as sampling runs (extrapolated linearly in prompts), with
     the prefix cache's per-sequence sharing and the executed GFLOP per prompt."""
     runs = []
@@ -468,12 +526,13 @@ def vllm_runs(data, cfg, mean_k, var_k, vm_k, se, n_t, n_k, exact_s_vllm) -> lis
             "prefix_sharing": prefix_sharing(reqs, data.get("block_size")),
             "executed_gflop_per_prompt": gflop / max(done, 1),
         }
-        runs.append(analyse(r, n, mean_k, var_k, vm_k, se, n_t, n_k, exact_s_vllm,
-                            v["max_seconds"]))  # fmt: skip
+        runs.append(analyse(r, n, ex, exact_s_vllm, v["max_seconds"]))
     return runs
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options, with the model, the prompts' subset, the budgets (``ns``), the chunk and
+    each sampler's time limits resolved for the mode."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -495,51 +554,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     args = ap.parse_args(argv)
-
-    import torch
-    import xarray as xr
-
-    import xlikert
-    from xlikert.analysis.cost import composite_moments, standard_error
-    from xlikert.collect import collect
-    from xlikert.collect.backends.transformers import LocalModel, load_model
-    from xlikert.design import load_experiment
-
-    wall0 = time.perf_counter()
-    load_before = list(os.getloadavg())  # a shared machine: timings have noise
-    model_name = args.model or (
-        "smollm2-135m-instruct" if args.quick else "qwen2.5-coder-0.5b-instruct"
-    )
-    n_targets = args.targets or (1 if args.quick else None)
-    n_items = args.items or (6 if args.quick else None)
-    budgets = [int(b) for b in args.budgets.split(",")]
-    chunk = args.chunk or 50
+    args.model = model_name(args.model, args.quick)
+    args.targets = args.targets or (1 if args.quick else None)
+    args.items = args.items or (6 if args.quick else None)
+    args.ns = [int(b) for b in args.budgets.split(",")]
+    args.chunk = args.chunk or 50
+    k = len(args.ns)
     if args.max_seconds:
         limits = [float(x) for x in args.max_seconds.split(",")]
-        limits = (limits * len(budgets))[: len(budgets)] if len(limits) == 1 else limits
+        limits = (limits * k)[:k] if len(limits) == 1 else limits
     else:
-        limits = [7.0] * len(budgets) if args.quick else [240.0, 25.0, 25.0][: len(budgets)]
-    if len(limits) != len(budgets):
+        limits = [7.0] * k if args.quick else [240.0, 25.0, 25.0][:k]
+    if len(limits) != k:
         ap.error("--max-seconds needs one value, or one per budget")
-    shared_limits = [max(x, 60.0) if not args.quick else x for x in limits]
-    vllm_limits = [7.0] * len(budgets) if args.quick else [60.0] * len(budgets)
+    args.limits = limits
+    args.shared_limits = [max(x, 60.0) if not args.quick else x for x in limits]
+    args.vllm_limits = [7.0] * k if args.quick else [60.0] * k
+    return args
 
-    prompts = load_experiment("demo").build_prompts()
-    if n_targets:
-        prompts = prompts.isel(target=slice(n_targets))
-    if n_items:
-        prompts = prompts.isel(item=slice(n_items))
-    n_t, n_k = prompts.sizes["target"], prompts.sizes["item"]
-    scale = list(range(int(prompts.attrs["scale_min"]), int(prompts.attrs["scale_max"]) + 1))
 
-    t0 = time.perf_counter()
-    # the sampler's parser reads one token, so the exact side uses the same one-token rule
-    lm = load_model(model_name, scale, split_space=False)
-    load_s = time.perf_counter() - t0
-    torch.manual_seed(args.seed)
+def time_exact(args, lm, prompts):
+    """Exact collection: one forward pass per prompt, timed with its FLOPs counted after a
+    warm-up on one prompt (which also runs the prefix-cache check, so the timed run and the
+    FLOPs counted hold none); the results, seconds, FLOPs and the options collect used."""
+    from xlikert.collect import collect
+    from xlikert.collect.backends.transformers import LocalModel
 
-    # ---- exact: one forward pass per prompt (warm-up on one prompt first: it also runs
-    # the prefix-cache check, so the timed run and the FLOPs counted hold none)
     used: dict[str, Any] = {}  # the options collect() hands the backend
 
     def exact(p):
@@ -547,113 +587,107 @@ def main(argv: list[str] | None = None) -> int:
             used["options"] = opts
             return LocalModel(lm, opts)
 
-        return collect(p, [{"name": model_name, "source": model_name}], progress=False,
+        return collect(p, [{"name": args.model, "source": args.model}], progress=False,
                        split_space=False, loader=loader)  # fmt: skip
 
     exact(prompts.isel(target=[0], item=[0]))
     with FlopCounter(lm.model) as fc:
-        t0 = time.perf_counter()
-        ds = exact(prompts)
-        exact_s = time.perf_counter() - t0
-    exact_flops = {"executed_gflop": fc.flops / 1e9, "forward_calls": fc.calls,
-                   "executed_gflop_per_prompt": fc.flops / 1e9 / ds.sizes["target"]
-                   / ds.sizes["item"]}  # fmt: skip
-    pmf = ds.pmf.isel(model=0)  # (target, item, score), renormalised over the scale
-    valid_mass = ds.valid_mass.isel(model=0)
-    y = pmf.score.values.astype(float)
-    mean_k = (pmf * y).sum("score").transpose("target", "item").values.ravel()
-    var_k = ((pmf * y**2).sum("score").transpose("target", "item").values.ravel()) - mean_k**2
-    var_k = np.clip(var_k, 0.0, None)
-    vm_k = valid_mass.transpose("target", "item").values.ravel()
-    sd_s = np.sqrt(composite_moments(pmf)["var"].values)  # per target
-    se = standard_error(pmf, n=budgets)  # (target, n)
-    stats = (mean_k, var_k, vm_k, se, n_t, n_k)
+        ds, exact_s = timed(lambda: exact(prompts))
+    flops = {"executed_gflop": fc.flops / 1e9, "forward_calls": fc.calls,
+             "executed_gflop_per_prompt": fc.flops / 1e9 / ds.sizes["target"]
+             / ds.sizes["item"]}  # fmt: skip
+    return ds, exact_s, flops, used["options"]
 
-    # ---- sampling: prompts in the same order (target-major), rendered the same way
-    texts = ds.prompt_text.isel(model=0).transpose("target", "item").values.ravel()
-    encoded = [lm.encode(str(t)) for t in texts]
-    tok_scale = {str(v) for v in scale}
-    samplers: dict[str, dict[str, Any]] = {}
-    # the exact pass's own forward calls, answers drawn from its logits (one-token answers)
-    if args.max_new_tokens == 1:
-        pairs = [
-            (str(s), str(u))
-            for s, u in zip(*(a.transpose("target", "item").values.ravel()
-                              for a in xr.broadcast(prompts.system, prompts.user)), strict=True)
-        ]  # fmt: skip
-        gen = torch.Generator().manual_seed(args.seed)
-        opts = used["options"]
-        runs = []
-        for n in budgets:
-            with FlopCounter(lm.model) as fc:
-                r = exact_pass_sampler(lm, opts, pairs, n, tok_scale, gen)
-            m = r.pop("measured_s")
-            r.update({"n": n, "prompts_complete": len(pairs), "prompts_total": len(pairs),
-                      "sequences_sampled": n * len(pairs), "generate_calls": 0,
-                      "forward_calls": fc.calls, "measured_s": m,
-                      "s_per_sequence": m / (n * len(pairs)), "total_s": m,
-                      "extrapolated": False, "extrapolation": None,
-                      "executed_gflop": fc.flops / 1e9,
-                      "executed_gflop_per_prompt": fc.flops / 1e9 / len(pairs)})  # fmt: skip
-            runs.append(analyse(r, n, *stats, exact_s, None))
-            print(f"exact_pass N={n}: {m:.1f} s, {fc.flops / 1e9 / len(pairs):.1f} GFLOP/prompt",
-                  flush=True)  # fmt: skip
-        samplers["exact_pass"] = {"runs": runs, "exact_s": exact_s}
-    for key, shared, lims in (("generate", False, limits), ("shared_prefill", True, shared_limits)):
+
+def sample_exact_pass(args, lm, options, prompts, scale, ex: Exact, exact_s) -> dict[str, Any]:
+    """The sampler on exact collection's own forward calls, answers drawn from its logits
+    (one-token answers), at every budget."""
+    import torch
+
+    pairs = prompt_pairs(prompts)
+    gen = torch.Generator().manual_seed(args.seed)
+    runs = []
+    for n in args.ns:
+        with FlopCounter(lm.model) as fc:
+            r = exact_pass_sampler(lm, options, pairs, n, scale, gen)
+        m = r.pop("measured_s")
+        r.update({"n": n, "prompts_complete": len(pairs), "prompts_total": len(pairs),
+                  "sequences_sampled": n * len(pairs), "generate_calls": 0,
+                  "forward_calls": fc.calls, "measured_s": m,
+                  "s_per_sequence": m / (n * len(pairs)), "total_s": m,
+                  "extrapolated": False, "extrapolation": None,
+                  "executed_gflop": fc.flops / 1e9,
+                  "executed_gflop_per_prompt": fc.flops / 1e9 / len(pairs)})  # fmt: skip
+        runs.append(analyse(r, n, ex, exact_s, None))
+        print(f"exact_pass N={n}: {m:.1f} s, {fc.flops / 1e9 / len(pairs):.1f} GFLOP/prompt",
+              flush=True)  # fmt: skip
+    return {"runs": runs, "exact_s": exact_s}
+
+
+def sample_transformers(args, lm, encoded, scale, ex: Exact, exact_s) -> dict[str, Any]:
+    """The ``generate`` sampler (a prefill per sequence) and the one-prompt-per-pass sampler,
+    each warmed up, then at every budget within its time limit, FLOPs counted."""
+    samplers = {}
+    for key, shared, lims in (("generate", False, args.limits),
+                              ("shared_prefill", True, args.shared_limits)):  # fmt: skip
         # warm-up: one short call with the same arguments as the timed ones
-        run_sampling(lm, encoded[:1], 2, 2, 0.0, args.max_new_tokens, tok_scale, shared)
+        run_sampling(lm, encoded[:1], 2, 2, 0.0, args.max_new_tokens, scale, shared)
+        chunk = args.chunk if not shared else max(args.chunk, 1000)
         runs = []
-        for n, limit in zip(budgets, lims, strict=True):
+        for n, limit in zip(args.ns, lims, strict=True):
             with FlopCounter(lm.model) as fc:
-                r = run_sampling(lm, encoded, n, chunk if not shared else max(chunk, 1000),
-                                 limit, args.max_new_tokens, tok_scale, shared)  # fmt: skip
+                r = run_sampling(lm, encoded, n, chunk, limit, args.max_new_tokens, scale, shared)
             covered = r["sequences_sampled"] / n  # prompts' worth of sequences run
             r.update({"forward_calls": fc.calls, "executed_gflop": fc.flops / 1e9,
                       "executed_gflop_per_prompt": fc.flops / 1e9 / max(covered, 1e-9)})  # fmt: skip
-            runs.append(analyse(r, n, *stats, exact_s, limit))
+            runs.append(analyse(r, n, ex, exact_s, limit))
             print(f"{key} N={n}: {r['measured_s']:.1f} s measured"
                   + (f" ({r['extrapolation']})" if r["extrapolated"] else ""), flush=True)  # fmt: skip
         samplers[key] = {"runs": runs, "exact_s": exact_s}
+    return samplers
 
-    # ---- vLLM: exact collection (backend "vllm") and n=N sampling, in the vLLM venv
-    vllm: dict[str, Any] = {"not_run": "--no-vllm"} if args.no_vllm else {}
-    if not args.no_vllm:
-        child = ["--model", model_name, "--budgets", args.budgets,
-                 "--max-seconds", ",".join(str(x) for x in vllm_limits)]  # fmt: skip
-        child += ["--targets", str(n_t), "--items", str(n_k)]
-        data = run_child("sample", child)
-        if "not_run" in data or "error" in data:
-            vllm = {k: data[k] for k in ("not_run", "error") if k in data}
-        else:
-            c = data["collect"]
-            vllm = {
-                "exact_s": c["seconds"][0],
-                "exact_max_abs_valid_mass_diff_vs_transformers": float(
-                    np.max(np.abs(np.asarray(c["valid_mass"]) - vm_k))
-                ),
-                "vllm": data["vllm"],
-                "load_s": data["load_s"],
-                "torch_threads": data["torch_threads"],
-                "env": data["env"],
-                "child_wall_s": data["wall_s"],
-            }
-            vllm["exact_requests"] = c["requests"]
-            vllm["exact_executed_gflop_per_prompt"] = executed_gflop(
-                lm.model.config, c["requests"]) / c["prompts"]  # fmt: skip
-            vllm["block_size"] = data.get("block_size")
-            vllm["engine"] = data.get("engine")
-            vllm["second_layout"] = VLLM_SECOND_LAYOUT
-            samplers["vllm_n"] = {
-                "runs": vllm_runs(data, lm.model.config, *stats, vllm["exact_s"]),
-                "exact_s": vllm["exact_s"],
-            }
 
-    n_prompts = len(encoded)
-    sd_max = float(sd_s.max())
+def run_vllm(args, cfg, ex: Exact) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Exact collection (backend "vllm") and n=N sampling in the vLLM venv: the vLLM record
+    and its sampler (None when it did not run)."""
+    if args.no_vllm:
+        return {"not_run": "--no-vllm"}, None
+    child = ["--model", args.model, "--budgets", args.budgets,
+             "--max-seconds", ",".join(str(x) for x in args.vllm_limits)]  # fmt: skip
+    child += ["--targets", str(ex.targets), "--items", str(ex.items)]
+    data = run_child("sample", child)
+    why = not_measured(data)
+    if why:
+        return why, None
+    c = data["collect"]
+    vllm = {
+        "exact_s": c["seconds"][0],
+        "exact_max_abs_valid_mass_diff_vs_transformers": float(
+            np.max(np.abs(np.asarray(c["valid_mass"]) - ex.valid_mass))
+        ),
+        "vllm": data["vllm"],
+        "load_s": data["load_s"],
+        "torch_threads": data["torch_threads"],
+        "env": data["env"],
+        "child_wall_s": data["wall_s"],
+        "exact_requests": c["requests"],
+        "exact_executed_gflop_per_prompt": executed_gflop(cfg, c["requests"]) / c["prompts"],
+        "block_size": data.get("block_size"),
+        "engine": data.get("engine"),
+        "second_layout": VLLM_SECOND_LAYOUT,
+    }
+    return vllm, {"runs": vllm_runs(data, cfg, ex, vllm["exact_s"]), "exact_s": vllm["exact_s"]}
+
+
+def precision_table(samplers, ex: Exact, exact_s: float, n_prompts: int) -> list[dict[str, Any]]:
+    """Extrapolated: each sampler's time to reach SE <= eps in every condition (its
+    ``cost_fit`` is stored on it)."""
     # per condition: Var of the composite estimate is sum_k var_k / (N * valid_mass_k)
     # when failures are discarded; N needed so that SE <= eps in every condition
-    need_ideal = float(sd_s.max() ** 2)
-    need_fail = float((var_k / np.maximum(vm_k, 1e-300)).reshape(n_t, n_k).sum(1).max())
+    need_ideal = float(ex.sd.max() ** 2)
+    need_fail = float(
+        (ex.var / np.maximum(ex.valid_mass, 1e-300)).reshape(ex.targets, ex.items).sum(1).max()
+    )
     precision = []
     for eps in PRECISION_TARGETS:
         n_ideal = math.ceil(need_ideal / eps**2)
@@ -666,42 +700,56 @@ def main(argv: list[str] | None = None) -> int:
             row["sampling_s"][key] = t_req
             row.setdefault("speedup_exact_vs_sampling", {})[key] = t_req / sm["exact_s"]
         precision.append(row)
+    return precision
 
-    result: dict[str, Any] = {
+
+def generation_record(args) -> dict[str, Any]:
+    """How each sampler draws its answers, and the parser."""
+    return {
+        "call": "model.generate(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, "
+        f"max_new_tokens={args.max_new_tokens}, num_return_sequences<={args.chunk})",
+        "exact_pass": "exact collection's own forward pass (the transformers backend's "
+        "LocalModel and Scorer calls: the system prompt's KV cache shared by the items of a "
+        "target, the same length-sorted batches); the exact readout replaced by N draws per "
+        "prompt from softmax(next-token logits) (temperature 1, no top-p/top-k; "
+        "torch.multinomial on a torch.Generator seeded with the run's seed)",
+        "shared_prefill": "unbatched, no prefix cache: one forward pass per prompt, one "
+        "prompt at a time over its whole token ids; the first token of each of the N "
+        "sequences drawn by torch.multinomial from softmax(last logits) (temperature 1, "
+        "no top-p/top-k), longer answers by generate on the KV cache expanded to N rows",
+        "vllm": "SamplingParams(n=N, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0), "
+        "one request per prompt after one n=1 request that fills the prefix cache "
+        "(timed); about 1000 sequences per generate call",
+        "parser": "stripped new token must be a scale value; else a failure"
+        if args.max_new_tokens == 1
+        else "first word, trailing .,;:!) removed, must be a scale value",
+        "seed": args.seed,
+    }
+
+
+def record(args, lm, load_s, ds, encoded, exact, samplers, vllm, precision, load_before):
+    """The JSON record of the run (``exact``: its time, FLOPs and the :class:`Exact`)."""
+    import xlikert
+
+    exact_s, exact_flops, ex = exact
+    n_prompts = len(encoded)
+    return {
         "benchmark": "exact vs sampling",
         "quick": args.quick,
-        "model": model_name,
+        "model": args.model,
         "load_s": load_s,
-        "design": f"demo experiment (CETSCALE) x {n_t} targets x {n_k} items = {n_prompts} prompts",
+        "design": f"demo experiment (CETSCALE) x {ex.targets} targets x {ex.items} items = "
+        f"{n_prompts} prompts",
         "prompts": n_prompts,
         "mean_prompt_tokens": float(np.mean([len(e) for e in encoded])),
-        "generation": {
-            "call": "model.generate(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, "
-            f"max_new_tokens={args.max_new_tokens}, num_return_sequences<={chunk})",
-            "exact_pass": "exact collection's own forward pass (the transformers backend's "
-            "LocalModel and Scorer calls: the system prompt's KV cache shared by the items of a "
-            "target, the same length-sorted batches); the exact readout replaced by N draws per "
-            "prompt from softmax(next-token logits) (temperature 1, no top-p/top-k; "
-            "torch.multinomial on a torch.Generator seeded with the run's seed)",
-            "shared_prefill": "unbatched, no prefix cache: one forward pass per prompt, one "
-            "prompt at a time over its whole token ids; the first token of each of the N "
-            "sequences drawn by torch.multinomial from softmax(last logits) (temperature 1, "
-            "no top-p/top-k), longer answers by generate on the KV cache expanded to N rows",
-            "vllm": "SamplingParams(n=N, max_tokens=1, temperature=1.0, top_p=1.0, top_k=0), "
-            "one request per prompt after one n=1 request that fills the prefix cache "
-            "(timed); about 1000 sequences per generate call",
-            "parser": "stripped new token must be a scale value; else a failure"
-            if args.max_new_tokens == 1
-            else "first word, trailing .,;:!) removed, must be a scale value",
-            "seed": args.seed,
-        },
+        "generation": generation_record(args),
         "exact": {
             "s": exact_s,
             "prompts_per_s": n_prompts / exact_s,
             "se": 0.0,
-            "failure_rate": float(1.0 - valid_mass.mean()),
-            "composite_sd_mean": float(sd_s.mean()),
-            "composite_sd_max": sd_max,
+            "failure_rate": float(1.0 - ds.valid_mass.isel(model=0).mean()),
+            "composite_sd_mean": float(ex.sd.mean()),
+            "composite_sd_max": float(ex.sd.max()),
             **exact_flops,
         },
         "samplers": samplers,
@@ -713,18 +761,19 @@ def main(argv: list[str] | None = None) -> int:
         "same process, and with vLLM n=N in the vLLM venv",
         "ratios": "time_ratio_exact_over_sampling = xlikert / baseline; "
         "speedup_exact_vs_sampling = baseline / xlikert",
-        "load_average_before": load_before,
-        "load_average_after": list(os.getloadavg()),
+        **load_record(load_before),
         "device": str(lm.device),
         "machine": machine(["torch", "transformers"]),
         "xlikert_version": xlikert.__version__,
     }
 
+
+def print_summary(result: dict[str, Any]) -> None:
+    ex, vllm, samplers = result["exact"], result["vllm"], result["samplers"]
     labels = {"exact_pass": "exact pass + draws", "generate": "generate (prefill per sequence)",
               "shared_prefill": "1 prompt/pass, no cache", "vllm_n": "vLLM n=N"}  # fmt: skip
-    ex_fail = result["exact"]["failure_rate"]
-    rows = [["exact (xlikert)", "inf", exact_s, "-", 0.0, "-", ex_fail, 1.0,
-             exact_flops["executed_gflop_per_prompt"], ""]]  # fmt: skip
+    rows = [["exact (xlikert)", "inf", ex["s"], "-", 0.0, "-", ex["failure_rate"], 1.0,
+             ex["executed_gflop_per_prompt"], ""]]  # fmt: skip
     if "exact_s" in vllm:
         rows.append(["exact (xlikert, vLLM)", "inf", vllm["exact_s"], "-", 0.0, "-", "-", 1.0,
                      vllm["exact_executed_gflop_per_prompt"], ""])  # fmt: skip
@@ -738,18 +787,53 @@ def main(argv: list[str] | None = None) -> int:
                 emp.get("failure_rate_sampled"), r["speedup_exact_vs_sampling"],
                 r.get("executed_gflop_per_prompt", "-"), r["extrapolation"] or "measured in full",
             ])  # fmt: skip
-    print(f"\n{model_name} on {lm.device}: {result['design']}")
+    print(f"\n{result['model']} on {result['device']}: {result['design']}")
     print(format_table(rows, ["method", "N/item", "time s", "s/seq", "SE analytic",
                               "SE empirical", "fail rate", "x exact", "GFLOP/prompt", "note"],
                        "lrrrrrrrrl"))  # fmt: skip
     if "not_run" in vllm or "error" in vllm:
         print(f"vLLM: {vllm.get('not_run') or vllm.get('error')}")
-    print(f"\nextrapolated: time to reach SE <= eps in every condition (SD(S) max {sd_max:.2f}):")
+    print(f"\nextrapolated: time to reach SE <= eps in every condition "
+          f"(SD(S) max {ex['composite_sd_max']:.2f}):")  # fmt: skip
     print(format_table(
-        [[p["se_target"], p["n_required"], *[p["sampling_s"][k] for k in samplers], exact_s]
-         for p in precision],
+        [[p["se_target"], p["n_required"], *[p["sampling_s"][k] for k in samplers], ex["s"]]
+         for p in result["precision"]],
         ["SE target", "N/item", *[f"{labels[k]} s" for k in samplers], "exact s"],
     ))  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    from xlikert.collect.backends.transformers import load_model
+
+    wall0 = time.perf_counter()
+    load_before = load_average()  # a shared machine: timings have noise
+    prompts = demo_prompts(args.targets, args.items)
+    scale = list(range(int(prompts.attrs["scale_min"]), int(prompts.attrs["scale_max"]) + 1))
+    # the sampler's parser reads one token, so the exact side uses the same one-token rule
+    lm, load_s = timed(lambda: load_model(args.model, scale, split_space=False))
+    torch.manual_seed(args.seed)
+    ds, exact_s, exact_flops, options = time_exact(args, lm, prompts)
+    ex = exact_moments(ds, args.ns)
+    # ---- sampling: prompts in the same order (target-major), rendered the same way
+    texts = target_major(ds.prompt_text)
+    encoded = [lm.encode(str(t)) for t in texts]
+    tok_scale = {str(v) for v in scale}
+    samplers: dict[str, dict[str, Any]] = {}
+    if args.max_new_tokens == 1:  # draws from the exact pass's logits: one-token answers
+        samplers["exact_pass"] = sample_exact_pass(
+            args, lm, options, prompts, tok_scale, ex, exact_s
+        )
+    samplers.update(sample_transformers(args, lm, encoded, tok_scale, ex, exact_s))
+    vllm, vllm_sampler = run_vllm(args, lm.model.config, ex)
+    if vllm_sampler is not None:
+        samplers["vllm_n"] = vllm_sampler
+    precision = precision_table(samplers, ex, exact_s, len(encoded))
+    result = record(args, lm, load_s, ds, encoded, (exact_s, exact_flops, ex), samplers, vllm,
+                    precision, load_before)  # fmt: skip
+    print_summary(result)
     result["wall_s"] = time.perf_counter() - wall0
     write_json(result_path("sampling", args.quick, args.out), result)
     return 0
@@ -804,13 +888,14 @@ def _vllm_sharing(d: dict[str, Any]) -> list[str]:
     return [" ".join(out), ""]
 
 
-def render(d: dict[str, Any]) -> list[str]:
-    ex, gen, v = d["exact"], d["generation"], d.get("vllm", {})
+def _intro(d: dict[str, Any]) -> list[str]:
+    """The model, the samplers, the parser, what SE and GFLOP mean, the load."""
+    gen = d["generation"]
     samplers = [f"`{gen['call']}`, which copies the prompt, so every sequence pays its own "
                 "prefill", gen["shared_prefill"], gen["vllm"]]  # fmt: skip
     if gen.get("exact_pass"):
         samplers.insert(0, gen["exact_pass"])
-    out = [
+    return [
         f"{d['model']} on {d['device']}; {d['design']} (mean {d['mean_prompt_tokens']:.0f} "
         "prompt tokens). Samplers: "
         + "; ".join(f"({i}) {t}" for i, t in enumerate(samplers, 1))
@@ -829,6 +914,11 @@ def render(d: dict[str, Any]) -> list[str]:
         ),
         "",
     ]
+
+
+def _table(d: dict[str, Any]) -> list[str]:
+    """One row per method and budget: time, SE, failures, × exact, GFLOP."""
+    ex, v = d["exact"], d.get("vllm", {})
     rows = [["exact (xlikert `collect`, transformers)", "∞ (one forward pass)", fmt(ex["s"]),
              "–", "0", "–", fmt(ex["failure_rate"]), "1",
              _gflop(ex.get("executed_gflop_per_prompt")), "measured"]]  # fmt: skip
@@ -855,9 +945,15 @@ def render(d: dict[str, Any]) -> list[str]:
                 fmt(r["speedup_exact_vs_sampling"]), _gflop(r.get("executed_gflop_per_prompt")),
                 r["extrapolation"] or "measured in full",
             ])  # fmt: skip
-    out += table(["method", "samples per item", "time s", "s per sequence", "SE analytic",
+    return table(["method", "samples per item", "time s", "s per sequence", "SE analytic",
                   "SE empirical", "failure rate", "× exact", "GFLOP per prompt", "how timed"],
                  rows)  # fmt: skip
+
+
+def _vllm_notes(d: dict[str, Any]) -> list[str]:
+    """The vLLM rows: why missing, or their agreement, the prefix sharing, exact vs n=10."""
+    v = d.get("vllm", {})
+    out: list[str] = []
     if "not_run" in v or "error" in v:
         out += [f"vLLM rows: {v.get('not_run') or v.get('error', '')[:300]}.", ""]
     elif "exact_max_abs_valid_mass_diff_vs_transformers" in v:
@@ -873,31 +969,39 @@ def render(d: dict[str, Any]) -> list[str]:
         out += [f"Exact through vLLM is {verdict} vLLM `n=10` on the same prompts, in the same "
                 f"run: {fmt(v['exact_s'])} s against {fmt(r['total_s'])} s ({how}), "
                 f"{fmt(r['total_s'] / v['exact_s'])}×.", ""]  # fmt: skip
-    # equal compute: the sampler that draws from exact collection's own forward pass
+    return out
+
+
+def _equal_compute(d: dict[str, Any]) -> list[str]:
+    """Equal compute: exact against the sampler on exact collection's own forward pass."""
+    ex = d["exact"]
     drawn = d["samplers"].get("exact_pass", {}).get("runs", [])
-    if drawn:
-        r = min(drawn, key=lambda r: r["n"])
-        g_ex, g_s = ex.get("executed_gflop_per_prompt"), r.get("executed_gflop_per_prompt")
-        same = g_ex is not None and g_s is not None and abs(g_s - g_ex) <= 0.01 * g_ex
-        out += [
-            ("**At equal compute, exact collection leaves zero sampling error**, as measured: "
-             if same else "Equal compute did not hold in this run: ")
-            + f"the sampler that draws N answers from exact collection's own forward pass "
-            f"executed {_gflop(g_s)} GFLOP per prompt against exact's {_gflop(g_ex)}; at "
-            f"N = {r['n']} it took {fmt(r['total_s'])} s against exact's {fmt(ex['s'])} s and "
-            f"left SE {fmt(r['composite_se_analytic_mean'])} (analytic), where exact's is 0 "
-            "(exact's time holds its float64 full-vocabulary readout and `collect`'s "
-            "bookkeeping, the sampler's its draws). "
-            "The one-prompt-per-pass sampler is kept as what it is: unbatched and without the "
-            "prefix cache, it executes "
-            + _gflop(next((x.get("executed_gflop_per_prompt") for x in
-                           d["samplers"].get("shared_prefill", {}).get("runs", [])), None))
-            + " GFLOP per prompt.",
-            "",
-        ]  # fmt: skip
-    else:
-        out += ["Equal compute is not measured in this file (no sampler drawing from exact "
+    if not drawn:
+        return ["Equal compute is not measured in this file (no sampler drawing from exact "
                 "collection's own forward pass).", ""]  # fmt: skip
+    r = min(drawn, key=lambda r: r["n"])
+    g_ex, g_s = ex.get("executed_gflop_per_prompt"), r.get("executed_gflop_per_prompt")
+    same = g_ex is not None and g_s is not None and abs(g_s - g_ex) <= 0.01 * g_ex
+    return [
+        ("**At equal compute, exact collection leaves zero sampling error**, as measured: "
+         if same else "Equal compute did not hold in this run: ")
+        + f"the sampler that draws N answers from exact collection's own forward pass "
+        f"executed {_gflop(g_s)} GFLOP per prompt against exact's {_gflop(g_ex)}; at "
+        f"N = {r['n']} it took {fmt(r['total_s'])} s against exact's {fmt(ex['s'])} s and "
+        f"left SE {fmt(r['composite_se_analytic_mean'])} (analytic), where exact's is 0 "
+        "(exact's time holds its float64 full-vocabulary readout and `collect`'s "
+        "bookkeeping, the sampler's its draws). "
+        "The one-prompt-per-pass sampler is kept as what it is: unbatched and without the "
+        "prefix cache, it executes "
+        + _gflop(next((x.get("executed_gflop_per_prompt") for x in
+                       d["samplers"].get("shared_prefill", {}).get("runs", [])), None))
+        + " GFLOP per prompt.",
+        "",
+    ]  # fmt: skip
+
+
+def _consistency(d: dict[str, Any]) -> list[str]:
+    """Sampled means against the exact means (z²), per sampler."""
     checks = []
     for key, sm in d["samplers"].items():
         for r in sm["runs"]:
@@ -914,11 +1018,17 @@ def render(d: dict[str, Any]) -> list[str]:
                          f"{fmt(e.get('failure_rate_exact'))}")  # fmt: skip
                 checks.append(text)
                 break
-    if checks:
-        out += ["Consistency check (the exact PMF is the N → ∞ limit): " + "; ".join(checks)
-                + ".", ""]  # fmt: skip
+    if not checks:
+        return []
+    return ["Consistency check (the exact PMF is the N → ∞ limit): " + "; ".join(checks)
+            + ".", ""]  # fmt: skip
+
+
+def _precision(d: dict[str, Any]) -> list[str]:
+    """Extrapolated: time to reach each SE target, per sampler."""
+    ex = d["exact"]
     keys = list(d["samplers"])
-    out.append(
+    out = [
         f"**Extrapolated, not measured**: time to reach a given SE in every condition "
         f"(largest SD(S) = {ex['composite_sd_max']:.2f}; failures discarded). "
         f"{d['precision_how'][0].upper()}{d['precision_how'][1:]}; fits (seconds per prompt): "
@@ -927,9 +1037,9 @@ def render(d: dict[str, Any]) -> list[str]:
             f"{fmt(d['samplers'][k]['cost_fit']['b'])} N"
             for k in keys
         )
-        + "."
-    )
-    out.append("")
+        + ".",
+        "",
+    ]
     out += table(
         ["SE target", "samples per item", *[f"{SAMPLERS[k]} (extrapolated)" for k in keys],
          "exact s (measured)"],
@@ -938,6 +1048,11 @@ def render(d: dict[str, Any]) -> list[str]:
             for k in keys], fmt(p["exact_s"])] for p in d["precision"]],
     )  # fmt: skip
     return out
+
+
+def render(d: dict[str, Any]) -> list[str]:
+    return [*_intro(d), *_table(d), *_vllm_notes(d), *_equal_compute(d), *_consistency(d),
+            *_precision(d)]  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ sentence says the time is not recorded yet.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import HERE, machine, result_path, write_json
+from _common import HERE, load_average, load_record, machine, result_path, timed, write_json
 from _render import duration, fmt, table
 
 ROOT = HERE.parent
@@ -83,10 +82,8 @@ def main() -> int:
     cmd = COMMAND + (QUICK if args.quick else [])
     engines = engines_built()
     print(f"running {' '.join(['python', *cmd[1:]])} (engines present: {engines})", flush=True)
-    load_before = os.getloadavg()
-    t0 = time.perf_counter()
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    load_before = load_average()
+    res, wall = timed(lambda: subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True))
     sys.stdout.write(res.stdout[-3000:])
     counts = summary_counts(res.stdout)
     out = {
@@ -100,8 +97,7 @@ def main() -> int:
         "returncode": res.returncode,
         "wall_s": wall,
         "counts": counts,
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
+        **load_record(load_before),
         "machine": machine(["torch", "transformers"]),
     }
     write_json(result_path("suite", args.quick, args.out), out)

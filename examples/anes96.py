@@ -38,7 +38,7 @@ def main(out: Path) -> None:
         people,
         list(ANES96_ITEMS),
         instrument=load_instrument("anes96"),
-        groups=["party", "education"],
+        by=["party", "education"],
     )
     human.to_netcdf(out / "human.nc")
 
@@ -54,8 +54,8 @@ def main(out: Path) -> None:
     # party subgroups: personas mixed over education vs each party's respondents
     party = (
         xl.alignment(
-            xl.silicon_population(ds, human, dims="education"),
-            xl.human_marginal(human, dims="education"),
+            xl.silicon_population(ds, human, dim="education"),
+            xl.human_marginal(human, dim="education"),
         )
         .sel(metric="representativeness")
         .reset_coords(drop=True)[["estimate", "lower", "upper", "ceiling"]]

@@ -35,7 +35,17 @@ def test_construct_methods_delegate():
     xr.testing.assert_identical(ds.likert.decompose(max_order=1), xl.decompose(pmf, max_order=1))
 
 
-@pytest.mark.parametrize("name", ["consensus", "tastle_consensus", "dissension", "entropy"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "consensus",
+        "consensus_bounds",
+        "tastle_consensus",
+        "dissension",
+        "dissension_bounds",
+        "entropy",
+    ],
+)
 def test_consensus_methods_delegate(monkeypatch, name):
     calls = []
     monkeypatch.setattr(consensus_layer, name, lambda *a, **k: calls.append((a, k)) or "ok")

@@ -68,7 +68,7 @@ def _trend_values(obj, dim):
 #: name -> call(obj, factor names, engine); the first factor is the one a call is about.
 CALLS = {
     "composite": lambda o, f, e: xl.composite(o, engine=e),
-    "consensus": lambda o, f, e: xl.consensus(o, tol=1e-6, bounds=True, engine=e),
+    "consensus": lambda o, f, e: xl.consensus_bounds(o, tol=1e-6, engine=e),
     "dissension": lambda o, f, e: xl.dissension(o, tol=1e-6, engine=e),
     "entropy": lambda o, f, e: xl.entropy(o),
     "tastle_consensus": lambda o, f, e: xl.tastle_consensus(o),

@@ -27,10 +27,11 @@ PACKAGE = ROOT / "xlikert"
 #: The public API of DESIGN.md section 2: names users and checks rely on.
 PUBLIC_NAMES = {
     "CollectionError", "ConfigError", "DesignError", "InvalidPMFError", "XlikertError",
-    "__version__", "alignment", "comonotone_contrast", "composite", "consensus", "contrast",
-    "decompose", "dissension", "entropy", "failure_rate", "grand_mixture", "human_composite",
-    "human_marginal", "human_pmf", "human_pmf_from_counts", "item_pmf_from_tokens",
-    "jensen_shannon", "marginal_slice", "mean_difference", "noise_ceiling",
+    "__version__", "alignment", "comonotone_contrast", "composite", "consensus",
+    "consensus_bounds", "contrast", "decompose", "dissension", "dissension_bounds", "entropy",
+    "failure_rate", "grand_mixture", "human_composite", "human_marginal", "human_pmf",
+    "human_pmf_from_counts", "item_pmf_from_tokens", "jensen_shannon", "marginal_slice",
+    "mean_difference", "noise_ceiling",
     "open_decomposition", "open_results", "reflect_reverse_keyed", "reliability",
     "renormalize", "representativeness", "silicon_population", "subscale_composites",
     "summarize", "summary_table", "tastle_consensus", "to_netcdf", "total_variation",
@@ -40,10 +41,11 @@ PUBLIC_NAMES = {
 NAMESPACES = {"analysis", "collect", "datasets", "design", "plot", "report", "sampling"}
 #: The accessor's methods on a DataArray; a Dataset has these and :data:`DATASET_ONLY`.
 ACCESSOR_METHODS = {
-    "alignment", "attrs", "composite", "consensus", "contrast", "decompose", "dissension",
-    "entropy", "grand_mixture", "jensen_shannon", "marginal_slice", "mean_difference",
-    "reliability", "representativeness", "silicon_population", "summarize",
-    "tastle_consensus", "to_netcdf", "total_variation", "trend", "wasserstein",
+    "alignment", "attrs", "composite", "consensus", "consensus_bounds", "contrast", "decompose",
+    "dissension", "dissension_bounds", "entropy", "grand_mixture", "jensen_shannon",
+    "marginal_slice", "mean_difference", "reliability", "representativeness",
+    "silicon_population", "summarize", "tastle_consensus", "to_netcdf", "total_variation",
+    "trend", "wasserstein",
 }  # fmt: skip
 DATASET_ONLY = {"failure_rate", "human_marginal", "noise_ceiling"}
 

@@ -31,8 +31,8 @@ def _outputs():
     dec = xl.decompose(pmf)
     out = {
         "composite": s,
-        "consensus": xl.consensus(pmf, bounds=True),
-        "dissension": xl.dissension(pmf, bounds=True),
+        "consensus": xl.consensus_bounds(pmf),
+        "dissension": xl.dissension_bounds(pmf),
         "entropy": xl.entropy(pmf),
         "tastle": xl.tastle_consensus(pmf),
         "summarize": xl.summarize(s, dim="score"),

@@ -95,7 +95,7 @@ def test_every_layer_names_a_reserved_factor(call, name, tmp_path, monkeypatch):
 def test_consensus_bounds_keep_their_variables(name):
     # before: a factor 'lower' replaced the 'lower' bounds variable without a word
     with pytest.raises(XlikertError, match=rf"'{name}'.*reserved"):
-        xl.consensus(with_factor(name), bounds=True)
+        xl.consensus_bounds(with_factor(name))
 
 
 def test_the_decoding_grid_is_carried_where_it_makes_sense():
@@ -185,11 +185,11 @@ def test_xlikert_consensus_names_only_the_function():
 
 def test_max_cells_below_the_first_grid_warns_and_stays_certified():
     # before: NaN, and no warning although the docstring promised one
-    from test_consensus import exact_consensus
+    from analysis.test_consensus import exact_consensus
 
     pmf = make_pmf([2], n_items=3, n_scores=5, seed=4)
     with pytest.warns(RuntimeWarning, match=r"exceeds tol=1e-06.*Raise max_cells or tol"):
-        ds = xl.consensus(pmf, tol=1e-6, bounds=True, max_cells=2)
+        ds = xl.consensus_bounds(pmf, tol=1e-6, max_cells=2)
     assert bool(np.isfinite(ds.to_array()).all())
     for j in range(2):
         exact = exact_consensus(pmf.values[j], pmf.score.values)
@@ -197,18 +197,18 @@ def test_max_cells_below_the_first_grid_warns_and_stays_certified():
         assert float(ds.error[j]) > 1e-6
 
 
-@pytest.mark.parametrize("bounds", [False, True])
-def test_max_cells_warns_for_dask_input_when_computed(bounds):
+@pytest.mark.parametrize("func", [xl.consensus, xl.consensus_bounds])
+def test_max_cells_warns_for_dask_input_when_computed(func):
     pmf = make_pmf([2, 2], n_items=3, n_scores=5, seed=4)
     lazy = pmf.chunk({"f0": 1})
     with warnings.catch_warnings():
         # nothing is computed yet, so nothing warns yet
         warnings.filterwarnings("error", message="Multivariate Consensus")
-        out = xl.consensus(lazy, tol=1e-10, max_cells=40, bounds=bounds)
+        out = func(lazy, tol=1e-10, max_cells=40)
     with pytest.warns(RuntimeWarning, match=r"exceeds tol=1e-10 at .*f0='f0_"):
         got = out.compute()
     with pytest.warns(RuntimeWarning):
-        want = xl.consensus(pmf, tol=1e-10, max_cells=40, bounds=bounds)
+        want = func(pmf, tol=1e-10, max_cells=40)
     xr.testing.assert_identical(got, want)
 
 
@@ -302,7 +302,6 @@ DIM_DEFAULTS = {
     "term_dim": "term",
     "effect_dim": "effect",
     "token_dim": "token",
-    "block_dims": (),
     "factors": None,
 }
 

@@ -38,7 +38,14 @@ from .analysis.alignment import (
     total_variation,
     wasserstein,
 )
-from .analysis.consensus import consensus, dissension, entropy, tastle_consensus
+from .analysis.consensus import (
+    consensus,
+    consensus_bounds,
+    dissension,
+    dissension_bounds,
+    entropy,
+    tastle_consensus,
+)
 from .analysis.constraint import failure_rate, item_pmf_from_tokens, renormalize
 from .analysis.construct import (
     comonotone_contrast,
@@ -97,9 +104,11 @@ __all__ = [
     "comonotone_contrast",
     "composite",
     "consensus",
+    "consensus_bounds",
     "contrast",
     "decompose",
     "dissension",
+    "dissension_bounds",
     "entropy",
     "failure_rate",
     "grand_mixture",

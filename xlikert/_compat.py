@@ -10,11 +10,15 @@ names (installed by ``import xlikert``).
 Names that moved out of a module that still exists (``CollectOptions`` from
 ``xlikert.collect.protocol`` to ``xlikert.collect.options``) are served by that
 module's ``__getattr__`` through :func:`moved_attribute`; keyword arguments that
-were renamed are served by :func:`renamed_keyword`.
+were renamed are served by the decorator :func:`renamed_keywords` (the function's
+signature shows only the new names; an old name still works and warns), keywords
+that were retired by :func:`retired_keyword`, and module-level functions that
+were replaced by :func:`deprecated_function`.
 
 Examples
 --------
->>> import warnings
+>>> import sys, warnings
+>>> _ = sys.modules.pop("xlikert.construct", None)  # imported before: warns again
 >>> with warnings.catch_warnings(record=True) as seen:
 ...     warnings.simplefilter("always")
 ...     from xlikert.construct import composite
@@ -25,16 +29,28 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
 import sys
 import types
 import warnings
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-__all__ = ["MOVED", "REMOVAL", "install", "moved_attribute", "renamed_keyword"]
+__all__ = [
+    "MOVED",
+    "REMOVAL",
+    "deprecated_function",
+    "install",
+    "moved_attribute",
+    "renamed_keyword",
+    "renamed_keywords",
+    "retired_keyword",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: When the old paths and keywords go away.
 REMOVAL = "xlikert 1.0"
@@ -189,3 +205,120 @@ def renamed_keyword(
     if kwargs:
         raise TypeError(f"{func}() got an unexpected keyword argument {next(iter(kwargs))!r}")
     return value
+
+
+def renamed_keywords(**renames: str) -> Callable[[F], F]:
+    """Decorator: each old keyword (``old="new"``) still works for its new name, with a warning.
+
+    The decorated function's signature (``inspect.signature``, ``help``) shows only
+    the new names. Giving both the old and the new name is a ``TypeError``, as
+    Python's own duplicate-argument error. Positional calls are untouched.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> @renamed_keywords(dims="by")
+    ... def keep(x, by=None):
+    ...     return by
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     keep(1, dims="target")
+    'target'
+    >>> str(seen[0].message)
+    'keep(dims=...) is deprecated and will be removed in xlikert 1.0; use keep(by=...)'
+    """
+
+    def decorate(func: F) -> F:
+        name = func.__name__
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for old, new in renames.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{name}() got both {new}= and its deprecated name {old}=")
+                    _warn(
+                        f"{name}({old}=...) is deprecated and will be removed in {REMOVAL}; "
+                        f"use {name}({new}=...)"
+                    )
+                    kwargs[new] = kwargs.pop(old)
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def retired_keyword(
+    keyword: str, instead: str, redirect: Callable[..., Any] | None = None
+) -> Callable[[F], F]:
+    """Decorator: the keyword ``keyword`` is gone from the signature but still accepted.
+
+    Giving it warns, naming ``instead`` (what to call now). With ``redirect``, a
+    true value calls ``redirect`` with the other arguments instead (e.g.
+    ``consensus(pmf, bounds=True)`` -> ``consensus_bounds(pmf)``); a false value,
+    or no ``redirect``, drops the keyword and calls the function.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> def both(x):
+    ...     return ("both", x)
+    >>> @retired_keyword("full", "both(x)", redirect=both)
+    ... def one(x):
+    ...     return x
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     one(2), one(2, full=True), one(2, full=False)
+    (2, ('both', 2), 2)
+    """
+
+    def decorate(func: F) -> F:
+        name = func.__name__
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if keyword not in kwargs:
+                return func(*args, **kwargs)
+            value = kwargs.pop(keyword)
+            _warn(
+                f"{name}({keyword}=...) is deprecated and will be removed in {REMOVAL}; "
+                f"use {instead}"
+            )
+            if value and redirect is not None:
+                return redirect(*args, **kwargs)
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def deprecated_function(instead: str) -> Callable[[F], F]:
+    """Decorator: calling the function warns that it is deprecated, naming ``instead``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> @deprecated_function("new()")
+    ... def old():
+    ...     return 1
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     old()
+    1
+    >>> str(seen[0].message)
+    'old() is deprecated and will be removed in xlikert 1.0; use new()'
+    """
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            _warn(
+                f"{func.__name__}() is deprecated and will be removed in {REMOVAL}; use {instead}"
+            )
+            return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

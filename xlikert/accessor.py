@@ -25,6 +25,7 @@ from typing import Any
 import xarray as xr
 
 from . import io as _io
+from ._compat import renamed_keywords, retired_keyword
 from .analysis import alignment as _align
 from .analysis import consensus as _consensus
 from .analysis import constraint as _constraint
@@ -147,9 +148,10 @@ class _Likert:
             self._obj, factors=factors, item_dim=item_dim, score_dim=score_dim
         )
 
+    @renamed_keywords(dims="by")
     def marginal_slice(
         self,
-        dims: Hashable | Sequence[Hashable],
+        by: Hashable | Sequence[Hashable],
         *,
         factors: _Dims = None,
         item_dim: Hashable = "item",
@@ -157,47 +159,83 @@ class _Likert:
     ) -> xr.DataArray:
         """See :func:`xlikert.marginal_slice`."""
         return _construct.marginal_slice(
-            self._obj, dims, factors=factors, item_dim=item_dim, score_dim=score_dim
+            self._obj, by, factors=factors, item_dim=item_dim, score_dim=score_dim
         )
 
+    def consensus_bounds(
+        self,
+        *,
+        item_dim: Hashable | None = "item",
+        score_dim: Hashable = "score",
+        tol: float = 1e-4,
+        max_cells: int = DEFAULT_MAX_CELLS,
+        engine: str | None = None,
+    ) -> xr.Dataset:
+        """See :func:`xlikert.consensus_bounds`."""
+        return _consensus.consensus_bounds(
+            self._obj,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            tol=tol,
+            max_cells=max_cells,
+            engine=engine,
+        )
+
+    @retired_keyword("bounds", "consensus_bounds(...)", redirect=consensus_bounds)
     def consensus(
         self,
         *,
         item_dim: Hashable | None = "item",
         score_dim: Hashable = "score",
         tol: float = 1e-4,
-        bounds: bool = False,
         max_cells: int = DEFAULT_MAX_CELLS,
         engine: str | None = None,
-    ) -> xr.DataArray | xr.Dataset:
+    ) -> xr.DataArray:
         """See :func:`xlikert.consensus`."""
         return _consensus.consensus(
             self._obj,
             item_dim=item_dim,
             score_dim=score_dim,
             tol=tol,
-            bounds=bounds,
             max_cells=max_cells,
             engine=engine,
         )
 
+    def dissension_bounds(
+        self,
+        *,
+        item_dim: Hashable | None = "item",
+        score_dim: Hashable = "score",
+        tol: float = 1e-4,
+        max_cells: int = DEFAULT_MAX_CELLS,
+        engine: str | None = None,
+    ) -> xr.Dataset:
+        """See :func:`xlikert.dissension_bounds`."""
+        return _consensus.dissension_bounds(
+            self._obj,
+            item_dim=item_dim,
+            score_dim=score_dim,
+            tol=tol,
+            max_cells=max_cells,
+            engine=engine,
+        )
+
+    @retired_keyword("bounds", "dissension_bounds(...)", redirect=dissension_bounds)
     def dissension(
         self,
         *,
         item_dim: Hashable | None = "item",
         score_dim: Hashable = "score",
         tol: float = 1e-4,
-        bounds: bool = False,
         max_cells: int = DEFAULT_MAX_CELLS,
         engine: str | None = None,
-    ) -> xr.DataArray | xr.Dataset:
+    ) -> xr.DataArray:
         """See :func:`xlikert.dissension`."""
         return _consensus.dissension(
             self._obj,
             item_dim=item_dim,
             score_dim=score_dim,
             tol=tol,
-            bounds=bounds,
             max_cells=max_cells,
             engine=engine,
         )
@@ -291,23 +329,25 @@ class _Likert:
             self._obj, human, score_dim=score_dim, item_dim=item_dim, engine=engine
         )
 
+    @renamed_keywords(dims="dim")
     def silicon_population(
         self,
         human: xr.Dataset,
         *,
-        dims: _Dims = None,
+        dim: _Dims = None,
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
     ) -> xr.DataArray:
         """See :func:`xlikert.silicon_population`."""
         return _align.silicon_population(
-            self._obj, human, dims=dims, item_dim=item_dim, score_dim=score_dim
+            self._obj, human, dim=dim, item_dim=item_dim, score_dim=score_dim
         )
 
+    @renamed_keywords(respondent_dims="dim")
     def reliability(
         self,
         *,
-        respondent_dims: Hashable | Sequence[Hashable],
+        dim: Hashable | Sequence[Hashable],
         item_dim: Hashable = "item",
         score_dim: Hashable = "score",
         reflect: bool = True,
@@ -316,7 +356,7 @@ class _Likert:
         """See :func:`xlikert.reliability`."""
         return _reliability.reliability(
             self._obj,
-            respondent_dims=respondent_dims,
+            dim=dim,
             item_dim=item_dim,
             score_dim=score_dim,
             reflect=reflect,
@@ -346,9 +386,10 @@ class LikertDatasetAccessor(_Likert):
         """See :func:`xlikert.failure_rate`."""
         return _constraint.failure_rate(self._obj, atol=atol)
 
-    def human_marginal(self, *, dims: _Dims = None, item_dim: Hashable = "item") -> xr.Dataset:
+    @renamed_keywords(dims="dim")
+    def human_marginal(self, *, dim: _Dims = None, item_dim: Hashable = "item") -> xr.Dataset:
         """See :func:`xlikert.human_marginal` (``ds`` a human PMF Dataset)."""
-        return _human.human_marginal(self._obj, dims=dims, item_dim=item_dim)
+        return _human.human_marginal(self._obj, dim=dim, item_dim=item_dim)
 
     def noise_ceiling(
         self,

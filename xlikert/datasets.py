@@ -54,19 +54,19 @@ def synthetic_pmf(
 
     Parameters
     ----------
-    factors
+    factors : mapping of str to sequence of str or int, optional
         Factor name -> level labels (or a number of levels, labelled
         ``"<name>0"``, ``"<name>1"``, ...). Default: the paper's design,
         5 models x 4 targets.
-    n_items
+    n_items : int
         Number of items ``K``.
-    scale
+    scale : tuple of int
         ``(y_min, y_max)`` of the Likert scale.
-    seed
+    seed : int
         Seed of the generator; equal seeds give equal PMFs.
-    concentration
+    concentration : float
         Dirichlet concentration; small values give peaked, LLM-like PMFs.
-    sparsity
+    sparsity : float
         Probability that a score gets exactly zero mass (before renormalising;
         at least one score per PMF keeps its mass).
 
@@ -125,6 +125,11 @@ def anes96_respondents() -> pd.DataFrame:
     (categorical: educ 1-4 ``no college``, 5-7 ``college``), and the source
     columns ``PID``, ``educ``, ``age``, ``income``, ``vote``.
 
+    Returns
+    -------
+    pandas.DataFrame
+        One row per respondent, the columns above.
+
     Examples
     --------
     >>> t = anes96_respondents()
@@ -165,7 +170,7 @@ def human_baseline(instrument: str = "CETSCALE") -> pd.DataFrame:
 
     Parameters
     ----------
-    instrument
+    instrument : str
         Instrument name (case-insensitive); only ``"CETSCALE"`` ships.
 
     Returns
@@ -223,6 +228,27 @@ def synthetic_results(
     ``model_size`` coordinate on ``model``, and a temperature x top-p
     ``decoding_pmf`` obtained by tempering the valid-digit PMF (a real
     collection tempers the full-vocabulary logits instead).
+
+    Parameters
+    ----------
+    models : mapping of str to (str, float), optional
+        Model name -> (country of origin, size in billions of parameters);
+        default five models named like the paper's.
+    targets : sequence of str
+        The levels of the ``target`` factor.
+    n_items : int
+        Number of items.
+    seed : int
+        Seed of the generator; equal seeds give equal results.
+    temperatures, top_ps : sequence of float
+        The decoding grid of ``decoding_pmf``.
+
+    Returns
+    -------
+    xr.Dataset
+        ``pmf``, ``valid_mass``, ``prompt_text``, ``decoding_pmf`` and
+        ``decoding_valid_mass`` on the
+        CETSCALE scale (1..7); ``attrs["synthetic"]`` is 1.
 
     Examples
     --------
@@ -304,7 +330,7 @@ def load_demo_results(verbose: bool = True) -> xr.Dataset:
 
     Parameters
     ----------
-    verbose
+    verbose : bool
         Print which one was loaded.
 
     Returns

@@ -35,6 +35,47 @@ Where the rule is enforced:
 So a reserved name never turns into a raw xarray error, a silently dropped
 variable or an empty table: it is an error that says what to rename.
 
+Dimension arguments: one meaning per name
+-----------------------------------------
+Every public function (``xl.*``, ``xl.sampling.*``, ``xl.plot.*``, the
+``.likert`` accessor) names its dimension arguments by what the operation does
+with them, as xarray's ``.mean(dim)``, xskillscore and flox do:
+
+* ``dim`` -- the dims an operation **reduces**: mixes over, averages over,
+  pools over, draws respondents from, or runs along. They are gone from the
+  result. ``human_marginal(h, dim="edu")`` pools over education,
+  ``silicon_population(pmf, h, dim=...)`` mixes the personas over it,
+  ``reliability(pmf, dim="persona")`` draws the respondents from the personas,
+  ``standard_error(pmf, dim="target")`` averages the estimator over targets,
+  ``comonotone_contrast(pmf, alpha, dim=...)`` mixes the blocks,
+  ``summarize(x, dim="effect")`` reduces a PMF's support to E, SD, SNR, dPD,
+  ``contrast(pmf, dim, a, b)`` and ``trend(pmf, dim)`` run along a factor.
+* ``by`` -- the dims an operation **keeps as groups**: the levels of a marginal
+  slice (``marginal_slice(pmf, by="target")``, every other factor mixed over),
+  the rows of a table (``sampling_se_table(pmf, by="model")``,
+  ``decoding_bias_table(bias, by=...)``), the respondents' group columns of
+  ``human_pmf(table, items, by=["party"])``, the strips or lines of a figure
+  (``plot.failure_rate(fr, by=...)``).
+* ``factors`` -- the **design's factors** of an analysis of the design
+  (``decompose``, ``grand_mixture``, ``marginal_slice``, ``flip_probability``,
+  ``effect_means``, ``effect_variances``): default every dim that is not a core
+  or auxiliary dim (:func:`factor_dims`); any other dim is a **batch dim**,
+  carried along (one analysis per batch cell, a column in a table).
+* core dims by their role: ``item_dim``, ``score_dim``, ``effect_dim``,
+  ``term_dim``, ``trace_dim``, ``token_dim``, each with its one default.
+
+Figures place their factors with matplotlib's and xarray's plotting names
+(``x``, ``hue``, ``row``, ``col``, ``facet``). The old names (``dims=`` of
+``marginal_slice``, ``human_marginal``, ``silicon_population``;
+``respondent_dims=``; ``block_dims=``; ``groups=`` of ``human_pmf``) still work
+with a ``DeprecationWarning`` until xlikert 1.0 (:mod:`xlikert._compat`).
+
+Where a function picks a factor by default (the rows of a table, the x axis of
+a figure, the report's first factor), it prefers :data:`MODEL_DIM`, the factor
+the collection layer makes of an experiment's models, and otherwise takes the
+first factor in dim order: no other factor name is written into the analysis,
+report or plot code.
+
 The collection layer uses the auxiliary names ``rank``, ``temperature``,
 ``top_p`` and ``trace`` (:data:`COLLECTION_DIMS`) and the variable names of
 :data:`RESULT_VARIABLES` (the results schema, :mod:`xlikert.schema`).
@@ -68,14 +109,20 @@ __all__ = [
     "CORE_DIMS",
     "DECODING_DIMS",
     "HUMAN_VARIABLES",
+    "MODEL_DIM",
     "RESERVED_NAMES",
     "RESULT_VARIABLES",
     "TABLE_COLUMNS",
     "VARIABLE_NAMES",
     "check_factor_name",
     "factor_dims",
+    "preferred_factor",
     "reserved_role",
 ]
+
+#: The factor the collection layer makes of an experiment's ``[[models]]`` (one level per
+#: model). Tables, figures and the report prefer it as their rows, x axis or first factor.
+MODEL_DIM = "model"
 
 #: Core dims of an item PMF: name -> role.
 CORE_DIMS: Mapping[str, str] = MappingProxyType(
@@ -168,6 +215,17 @@ RESERVED_NAMES: Mapping[str, str] = MappingProxyType(
 def reserved_role(name: Hashable) -> str | None:
     """Why ``name`` cannot be a factor, or None when it can.
 
+    Parameters
+    ----------
+    name : hashable
+        A dim name.
+
+    Returns
+    -------
+    str or None
+        The role that reserves the name (as :data:`RESERVED_NAMES` states it), a
+        reason for a private or joining name, or None for a valid factor name.
+
     Examples
     --------
     >>> reserved_role("n")
@@ -191,7 +249,18 @@ def reserved_role(name: Hashable) -> str | None:
 def check_factor_name(name: Hashable, where: str) -> None:
     """Raise :class:`~xlikert.errors.DesignError` if ``name`` may not name a factor.
 
-    ``where`` starts the message (e.g. ``"factor 'n'"`` or ``"file.toml: factor 'n'"``).
+    Parameters
+    ----------
+    name : hashable
+        The factor's name.
+    where : str
+        How the message starts: where the name was found (e.g. ``"factor 'n'"``
+        or ``"file.toml: factor 'n'"``).
+
+    Raises
+    ------
+    DesignError
+        ``name`` is reserved (:func:`reserved_role`), naming the role and a new name.
 
     Examples
     --------
@@ -239,16 +308,16 @@ def factor_dims(
 
     Parameters
     ----------
-    obj
+    obj : xr.DataArray or xr.Dataset
         The input array (or Dataset: its dims).
-    factors
+    factors : hashable or sequence of hashable, optional
         The factors to use; default every dim that is not core or auxiliary.
-    item_dim, score_dim
+    item_dim, score_dim : hashable or None, keyword-only
         The core dims (None when the input has none, e.g. a Consensus array).
-    auxiliary
+    auxiliary : iterable of hashable, keyword-only
         Auxiliary dims the caller carries or reduces (e.g. ``("n",)`` for a
         standard-error table); they are neither factors nor checked.
-    what
+    what : str, keyword-only
         How the message names ``obj``.
 
     Returns
@@ -292,3 +361,49 @@ def factor_dims(
         if d not in skip:
             check_factor_name(d, where=f"dim {d!r} of {what}")
     return [d for d in all_dims if d in chosen]
+
+
+def preferred_factor(
+    factors: Sequence[Hashable], want: Hashable | None = None, exclude: Iterable[Hashable] = ()
+) -> Hashable | None:
+    """The factor a table or figure groups by: ``want``, else the model factor, else the first.
+
+    ``want`` if given, else :data:`MODEL_DIM`, else the first factor (in the order
+    given) not in ``exclude``; None when there is none.
+
+    Parameters
+    ----------
+    factors : sequence of hashable
+        The factors, in order.
+    want : hashable, optional
+        The factor the caller asked for.
+    exclude : iterable of hashable
+        Factors not to choose (e.g. one already on another axis).
+
+    Returns
+    -------
+    hashable or None
+        The chosen factor.
+
+    Raises
+    ------
+    DesignError
+        ``want`` is not one of ``factors``.
+
+    Examples
+    --------
+    >>> preferred_factor(["target", "model"])
+    'model'
+    >>> preferred_factor(["target", "prompt"]), preferred_factor(["model"], exclude=["model"])
+    ('target', None)
+    >>> preferred_factor(["model", "target"], "target")
+    'target'
+    """
+    if want is not None:
+        if want not in factors:
+            raise DesignError(f"{want!r} is not a factor; factors are {list(factors)}")
+        return want
+    free = [f for f in factors if f not in set(exclude)]
+    if MODEL_DIM in free:
+        return MODEL_DIM
+    return free[0] if free else None

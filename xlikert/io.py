@@ -129,9 +129,20 @@ def encode_attrs(obj: xr.Dataset | xr.DataArray | xr.DataTree | Mapping[Any, Any
     """``obj`` with attrs netCDF can hold: structured values become JSON text.
 
     Every attrs mapping (the object's, each variable's and coordinate's, each
-    tree node's; or ``obj`` itself when it is a mapping, returned as a dict) is encoded: dicts, bools, None, nested, mixed and one-element
-    lists become ``JSON_MARKER + json``; text and numbers stay as they are.
-    Encoding is idempotent; :func:`read_attrs` and :func:`decode_attrs` undo it.
+    tree node's; or ``obj`` itself when it is a mapping, returned as a dict) is
+    encoded: dicts, bools, None, nested, mixed and one-element lists become
+    ``JSON_MARKER + json``; text and numbers stay as they are. Encoding is
+    idempotent; :func:`read_attrs` and :func:`decode_attrs` undo it.
+
+    Parameters
+    ----------
+    obj : xr.Dataset, xr.DataArray, xr.DataTree or mapping
+        The object whose attrs to encode, or an attrs mapping itself.
+
+    Returns
+    -------
+    xr.Dataset, xr.DataArray, xr.DataTree or dict
+        A copy of ``obj`` with encoded attrs (a dict for a mapping).
 
     Examples
     --------
@@ -153,6 +164,16 @@ def read_attrs(obj: xr.Dataset | xr.DataArray | xr.DataTree) -> dict[Any, Any]:
     Works on encoded and decoded attrs alike, so code that reads provenance
     (``read_attrs(ds)["models"][name]``) does not care where ``ds`` came from.
 
+    Parameters
+    ----------
+    obj : xr.Dataset, xr.DataArray or xr.DataTree
+        The object whose own attrs to read.
+
+    Returns
+    -------
+    dict
+        A new dict of the attrs, JSON text decoded.
+
     Examples
     --------
     >>> import xarray as xr
@@ -168,6 +189,16 @@ def decode_attrs(ds: xr.Dataset) -> xr.Dataset:
     The result holds Python structure in its attrs: write it with
     :func:`to_netcdf` (which encodes again), not with ``ds.to_netcdf``.
     Decoding is idempotent.
+
+    Parameters
+    ----------
+    ds : xr.Dataset
+        A Dataset with encoded attrs (as read from a file).
+
+    Returns
+    -------
+    xr.Dataset
+        A copy with the attrs of the Dataset and of every variable decoded.
 
     Examples
     --------
@@ -186,6 +217,24 @@ def rename_legacy(ds: xr.Dataset, source: str = "the Dataset") -> xr.Dataset:
     ``prompt``; the design card's framing factor is called ``prompt``, so the
     variable is renamed on reading, said once in a warning and in ``history``.
     A ``prompt`` that is a dim (the framing factor) is left alone.
+
+    Parameters
+    ----------
+    ds : xr.Dataset
+        A results Dataset, possibly from an older version.
+    source : str
+        How the warning names where ``ds`` came from (e.g. the file).
+
+    Returns
+    -------
+    xr.Dataset
+        ``ds`` itself when nothing is renamed, else a renamed copy with a
+        ``history`` line.
+
+    Warns
+    -----
+    UserWarning
+        When a variable is renamed, naming it.
 
     Examples
     --------
@@ -221,10 +270,10 @@ def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathL
 
     Parameters
     ----------
-    obj
+    obj : xr.Dataset, xr.DataArray or xr.DataTree
         Results Dataset (e.g. item PMFs), a DataArray (stored as a one-variable
         Dataset named after it, ``"pmf"`` if unnamed) or a :func:`~xlikert.decompose` tree.
-    path
+    path : str or os.PathLike
         Target file; its directory must exist. An existing file is replaced
         only once the new one is complete.
 
@@ -233,12 +282,21 @@ def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathL
     pathlib.Path
         The written path.
 
+    Raises
+    ------
+    ConfigError
+        The target's directory does not exist.
+    InputTypeError
+        ``obj`` is not a Dataset, DataArray or DataTree.
+
     Examples
     --------
-    >>> import xlikert as xl
+    >>> import tempfile, xlikert as xl
     >>> dec = xl.decompose(xl.datasets.synthetic_pmf({"model": 2}, n_items=2))
-    >>> xl.to_netcdf(dec, "dec.nc")                      # doctest: +SKIP
-    PosixPath('dec.nc')
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = xl.to_netcdf(dec, f"{tmp}/dec.nc")
+    ...     sorted(xl.open_decomposition(path).children)
+    ['grand', 'model']
     """
     path = Path(path)
     if not path.parent.exists():
@@ -295,15 +353,35 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
     or ``ds.likert.attrs``), so ``ds.to_netcdf`` works on it. Variables of files
     from older versions are renamed (:func:`rename_legacy`).
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A results file written by ``xlikert run``, :func:`xlikert.collect.collect`
+        or :func:`to_netcdf`.
+
+    Returns
+    -------
+    xr.Dataset
+        The results, loaded; attrs as stored (JSON text).
+
     Raises
     ------
     ConfigError
         No such file, or a file that netCDF4 cannot read (the message names it).
 
+    Warns
+    -----
+    UserWarning
+        A file from an older version whose variables were renamed.
+
     Examples
     --------
-    >>> import xlikert as xl
-    >>> ds = xl.open_results("results.nc")              # doctest: +SKIP
+    >>> import tempfile, xlikert as xl
+    >>> ds = xl.datasets.synthetic_results(n_items=3)
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     back = xl.open_results(xl.to_netcdf(ds, f"{tmp}/results.nc"))
+    >>> back.pmf.dims
+    ('model', 'target', 'item', 'score')
     """
     path = _check_file(path)
     try:
@@ -317,11 +395,31 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
 def open_decomposition(path: str | os.PathLike) -> xr.DataTree:
     """Read a :func:`~xlikert.decompose` tree fully into memory (file closed on return).
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file written by :func:`to_netcdf` (or ``DataTree.to_netcdf``) from a
+        decomposition.
+
+    Returns
+    -------
+    xr.DataTree
+        The tree, loaded: :func:`~xlikert.summary_table` reads it as it reads
+        the tree :func:`~xlikert.decompose` returned.
+
+    Raises
+    ------
+    ConfigError
+        No such file, or a file that netCDF4 cannot read (the message names it).
+
     Examples
     --------
-    >>> import xlikert as xl
-    >>> dec = xl.open_decomposition("dec.nc")           # doctest: +SKIP
-    >>> xl.summary_table(dec)                           # doctest: +SKIP
+    >>> import tempfile, xlikert as xl
+    >>> dec = xl.decompose(xl.datasets.synthetic_pmf({"model": 2}, n_items=2))
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     back = xl.open_decomposition(xl.to_netcdf(dec, f"{tmp}/dec.nc"))
+    >>> xl.summary_table(back).term.tolist()
+    ['grand', 'model', 'model']
     """
     path = _check_file(path)
     try:

@@ -4,17 +4,18 @@ Every function takes already computed xarray/pandas objects (so it works on
 any design), draws into ``ax`` (or a new figure) and returns the
 :class:`matplotlib.figure.Figure`. Factor names come from the data (every dim
 that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
-reserved name raises a ``DesignError``): ``model`` and ``target`` are used
-where they exist, otherwise the first factors in dim order. Dimension
+reserved name raises a ``DesignError``): where a figure picks its factors
+itself, the model factor (:data:`xlikert.dims.MODEL_DIM`) comes first where it
+exists, then the factors in dim order. Dimension
 arguments are keyword-only. Colours are the Okabe-Ito palette (colour-blind safe); continuous maps
 are ``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
 
 ============================  =================================================
 function                      figure
 ============================  =================================================
-:func:`failure_rate`          failure rate per (condition, item), by model
-:func:`consensus`             Multivariate Consensus per model x target
-:func:`composite_pmfs`        composite PMFs faceted by model, targets as hues
+:func:`failure_rate`          failure rate per (condition, item), by one factor
+:func:`consensus`             Multivariate Consensus per condition, x by hue
+:func:`composite_pmfs`        composite PMFs faceted by one factor, another as hue
 :func:`effect_distributions`  main-effect PMFs of one factor, with E and SD
 :func:`interaction_heatmap`   two-factor interaction E (and SD), in-group cells
 :func:`human_vs_llm`          human samples vs LLM composites (mean +- SD)
@@ -35,13 +36,13 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .dims import DECODING_DIMS, factor_dims
+from .dims import DECODING_DIMS, factor_dims, preferred_factor
 from .errors import DesignError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,18 +87,6 @@ def _colors(n: int) -> list[str]:
     return [OKABE_ITO[i % len(OKABE_ITO)] for i in range(n)]
 
 
-def _pick(factors: Sequence[Hashable], want: Hashable | None, preferred: str, exclude=()) -> Any:
-    """``want`` if given (checked), else ``preferred`` if present, else the first free factor."""
-    if want is not None:
-        if want not in factors:
-            raise DesignError(f"{want!r} is not a factor; factors are {list(factors)}")
-        return want
-    if preferred in factors and preferred not in exclude:
-        return preferred
-    free = [f for f in factors if f not in exclude]
-    return free[0] if free else None
-
-
 def _labels(obj: xr.DataArray, dim: Hashable) -> list[str]:
     return (
         [str(v) for v in obj[dim].values]
@@ -140,15 +129,38 @@ def failure_rate(
 
     Parameters
     ----------
-    fr
+    fr : xr.DataArray
         Failure rates ``(*factors, item)`` (``xl.failure_rate(ds)``).
-    by
+    by : hashable, optional
         The factor on the x axis (default ``model`` or the first factor).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+    floor : float
+        The smallest value drawn (log scale).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure (that of ``ax`` when given).
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> ds = xl.datasets.synthetic_results(n_items=3)
+    >>> fig = failure_rate(xl.failure_rate(ds))
+    >>> fig.axes[0].get_xlabel(), fig.axes[0].get_yscale()
+    ('Model', 'log')
     """
     plt = _plt()
     fig, ax = _new_ax(ax)
     factors = factor_dims(fr, score_dim=None, what="the failure rates")
-    by = _pick(factors, by, "model")
+    by = preferred_factor(factors, by)
     size = None
     if by is not None and f"{by}_size" in fr.coords:
         size = np.asarray(fr.coords[f"{by}_size"].values, dtype=float)
@@ -191,13 +203,41 @@ def consensus(
     """Multivariate Consensus as grouped bars: ``x`` groups, ``hue`` bars.
 
     Further factors are averaged and their range (min to max) is drawn as an
-    error bar. Parameters ``x`` / ``hue`` default to ``model`` / ``target``
-    where present.
+    error bar. ``x`` defaults to the model factor (:data:`xlikert.dims.MODEL_DIM`)
+    where present, else the first factor; ``hue`` to the next factor in dim order.
+
+    Parameters
+    ----------
+    cns : xr.DataArray
+        Consensus per condition, ``(*factors)`` (:func:`xlikert.consensus`).
+    x, hue : hashable, optional
+        The factors of the groups and of the bars within a group.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": 3}, n_items=4)
+    >>> fig = consensus(xl.consensus(pmf))
+    >>> fig.axes[0].get_xlabel()
+    'Model'
     """
     fig, ax = _new_ax(ax)
     factors = factor_dims(cns, item_dim=None, score_dim=None, what="the Consensus")
-    x = _pick(factors, x, "model")
-    hue = _pick(factors, hue, "target", exclude=[x]) if len(factors) > 1 else None
+    x = preferred_factor(factors, x)
+    hue = preferred_factor(factors, hue, exclude=[x])
     rest = [f for f in factors if f not in (x, hue)]
     mean = cns.mean(rest) if rest else cns
     lo = cns.min(rest) if rest else None
@@ -249,6 +289,33 @@ def composite_pmfs(
     small multiples: one row of panels per level, each row on its own score
     range (a subscale's ``score_min``..``score_max``), the level named at the left.
 
+    Parameters
+    ----------
+    comp : xr.DataArray
+        Composite PMFs ``(*factors, [subscale], score)`` (:func:`xlikert.composite`).
+    facet, hue : hashable, optional
+        The factors of the panels and of the lines; default the model factor (or
+        the first) and the next one.
+    row : keyword-only
+        The dim of the rows of panels (default ``subscale`` when present).
+    score_dim : keyword-only
+        Name of the score dim.
+    col_wrap : keyword-only
+        Panels per row.
+    xlabel : keyword-only
+        The label of the score axis.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
+
     Examples
     --------
     >>> import xlikert as xl
@@ -264,8 +331,8 @@ def composite_pmfs(
     factors = factor_dims(
         comp, item_dim=None, score_dim=score_dim, auxiliary=aux, what="the composite PMFs"
     )
-    facet = _pick(factors, facet, "model")
-    hue = _pick(factors, hue, "target", exclude=[facet]) if len(factors) > 1 else None
+    facet = preferred_factor(factors, facet)
+    hue = preferred_factor(factors, hue, exclude=[facet])
     rest = [f for f in factors if f not in (facet, hue)]
     mix = comp.mean(rest) if rest else comp
     panels = _labels(comp, facet) if facet is not None else ["all"]
@@ -331,6 +398,36 @@ def effect_distributions(
     Each panel marks ``E`` (solid) and ``E +- SD`` (shaded) and, with
     ``summary`` (a Dataset with ``E``, ``SD``, ``SNR``, ``dPD`` over the same
     level dim), titles the panel with them. Zero is a dotted line.
+
+    Parameters
+    ----------
+    effect_pmf : xr.DataArray
+        The effect PMFs of one factor, ``(level, effect_dim)``.
+    summary : xr.Dataset, optional
+        ``E``, ``SD``, ``SNR``, ``dPD`` over the same level dim (the node of
+        :func:`xlikert.decompose`).
+    effect_dim : keyword-only
+        Name of the effect dim.
+    col_wrap : keyword-only
+        Panels per row.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        ``effect_pmf`` with other dims than one level dim and ``effect_dim``.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> dec = xl.decompose(xl.datasets.synthetic_pmf({"target": 3}, n_items=4))
+    >>> fig = effect_distributions(dec["target"].pmf, dec["target"].dataset)
+    >>> len([a for a in fig.axes if a.get_visible()])
+    3
     """
     plt = _plt()
     levels_dims = [d for d in effect_pmf.dims if d != effect_dim]
@@ -391,13 +488,49 @@ def interaction_heatmap(
     Diverging ``RdBu_r`` centred at 0 with symmetric limits. ``ingroup`` (a
     boolean array over the same two dims) outlines cells, e.g. a model rated
     on its own country of origin.
+
+    Parameters
+    ----------
+    E : xr.DataArray
+        The interaction's expected effects, two dims (``dec["a:b"].E``).
+    SD : xr.DataArray, optional
+        Their SDs, written under each value.
+    row, col : hashable, optional
+        The dims of the rows and columns; default the model factor on the
+        columns.
+    ingroup : xr.DataArray, optional
+        Boolean over the same dims: the cells to outline.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        ``E`` not two-dimensional, or a dim with a name xlikert reserves.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> dec = xl.decompose(xl.datasets.synthetic_pmf({"model": 2, "target": 3}, n_items=4))
+    >>> fig = interaction_heatmap(dec["model:target"].E, dec["model:target"].SD)
+    >>> fig.axes[0].get_ylabel(), fig.axes[0].get_xlabel()
+    ('Target', 'Model')
     """
     plt = _plt()
     factors = list(E.dims)
     if len(factors) != 2:
         raise DesignError(f"interaction_heatmap needs a 2-D effect, got dims {tuple(E.dims)}")
-    row = _pick(factors, row, "target")
-    col = _pick(factors, col, "model", exclude=[row])
+    if row is None:  # the model factor (or the first) across, the other down
+        col = preferred_factor(factors, col)
+        row = preferred_factor(factors, row, exclude=[col])
+    else:
+        row = preferred_factor(factors, row)
+        col = preferred_factor(factors, col, exclude=[row])
     data = E.transpose(row, col)
     nr, nc = data.shape
     fig, ax = _new_ax(ax, figsize=(1.15 * nc + 2.6, 0.75 * nr + 1.8))
@@ -436,9 +569,31 @@ def human_vs_llm(
     """Human samples vs LLM composites: expected score with ``±1 SD`` bars.
 
     ``table`` has columns ``group`` (``Human`` / ``LLM``), ``label``, ``mean``
-    and ``sd`` (see :func:`xlikert.report.tables.human_vs_llm`). Human SDs are
+    and ``sd`` (see :func:`xlikert.analysis.human.human_vs_llm`). Human SDs are
     population spread across respondents; LLM SDs are the dispersion of one
     model's PMF -- not commensurable, as the paper notes.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The rows to draw, columns ``group``, ``label``, ``mean``, ``sd``.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+    ylabel : str
+        The label of the score axis.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"group": ["Human", "LLM"], "label": ["survey", "model"],
+    ...                   "mean": [60.0, 45.0], "sd": [20.0, 5.0]})
+    >>> human_vs_llm(t).axes[0].get_ylabel()
+    'Composite score\\n(point: E, bar: ±1 SD)'
     """
     fig, ax = _new_ax(ax, figsize=(7.0, 3.8))
     xs, labels, pos = [], [], 0
@@ -479,10 +634,38 @@ def standard_error(se: xr.DataArray, by: Hashable | None = None, ax: Axes | None
     ``se`` is :func:`xlikert.analysis.cost.standard_error` output ``(*factors, n)``.
     Lines are the mean over the other conditions; the band spans their min to
     max.
+
+    Parameters
+    ----------
+    se : xr.DataArray
+        Standard errors ``(*factors, n)``.
+    by : hashable, optional
+        The factor of the lines (default the model factor or the first).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": 2}, n_items=3)
+    >>> fig = standard_error(xl.sampling.standard_error(pmf, n=[10, 100]))
+    >>> fig.axes[0].get_xscale(), fig.axes[0].get_yscale()
+    ('log', 'log')
     """
     fig, ax = _new_ax(ax)
     factors = factor_dims(se, item_dim=None, score_dim=None, auxiliary=["n"], what="the SE")
-    by = _pick(factors, by, "model") if factors else None
+    by = preferred_factor(factors, by) if factors else None
     rest = [f for f in factors if f != by]
     n = np.asarray(se["n"].values, dtype=float)
     lv = _labels(se, by) if by is not None else ["all"]
@@ -512,13 +695,42 @@ def decoding_bias(
     Each line is the mean bias over the other decoding parameter and the other
     conditions; the band spans min to max over those. With ``consensus``, the
     legend shows each level's mean Consensus.
+
+    Parameters
+    ----------
+    bias : xr.DataArray
+        The bias of :func:`xlikert.analysis.cost.decoding_bias`,
+        ``(*factors, temperature, top_p)``.
+    by : hashable, optional
+        The factor of the lines (default the model factor or the first).
+    consensus : xr.DataArray, optional
+        Consensus per condition, for the legend.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure (two panels).
+
+    Raises
+    ------
+    DesignError
+        A factor given that is not a dim, or a dim with a name xlikert reserves
+        (:mod:`xlikert.dims`).
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> ds = xl.datasets.synthetic_results(n_items=3)
+    >>> fig = decoding_bias(xl.sampling.decoding_bias(ds))
+    >>> len(fig.axes)
+    2
     """
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True, layout="constrained")
     factors = factor_dims(
         bias, item_dim=None, score_dim=None, auxiliary=DECODING_DIMS, what="the bias"
     )
-    by = _pick(factors, by, "model") if factors else None
+    by = preferred_factor(factors, by) if factors else None
     rest = [f for f in factors if f != by]
     lv = _labels(bias, by) if by is not None else ["all"]
     for ax, param, other in zip(
@@ -566,6 +778,28 @@ def flip_probability(flips: pd.DataFrame, ax: Axes | None = None, log_x: bool = 
 
     ``flips`` is :func:`xlikert.analysis.cost.flip_probability` output. Main effects
     are filled markers, interactions hollow.
+
+    Parameters
+    ----------
+    flips : pandas.DataFrame
+        The table of :func:`xlikert.analysis.cost.flip_probability`.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw into; default a new figure.
+    log_x : bool
+        A symmetric log scale for ``|E|`` (linear below the smallest nonzero value).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": 2}, n_items=3)
+    >>> fig = flip_probability(xl.sampling.flip_probability(pmf, n=[10, 100]))
+    >>> fig.axes[0].get_xscale()  # a log scale that holds exact zeros
+    'symlog'
     """
     fig, ax = _new_ax(ax)
     budgets = sorted(flips["n"].unique())

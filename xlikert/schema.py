@@ -1,7 +1,7 @@
 """The results schema: every variable a results file holds, with its dims, fill value
 and codec, written once.
 
-A results file (DESIGN.md section 1) is a Dataset whose variables have dims
+A results file (the docs' data-model page) is a Dataset whose variables have dims
 ``(model, *factors, item, *per_cell_dims)``. The per-cell dims and everything
 else about each variable are in one table per group:
 
@@ -16,7 +16,9 @@ else about each variable are in one table per group:
 * :data:`PROMPT_VARIABLES` -- the prompts Dataset the design writes and a shard's
   ``computed`` mask;
 * :data:`ITEM_OPTIONS` -- each item's own options (support, nominal flag, answer and
-  point labels), when the items have their own.
+  point labels), when the items have their own;
+* :data:`CELL_VARIABLES` -- each cell's identity key and where its numbers came
+  from (:mod:`xlikert.collect.identity`), written by the runner.
 
 Every other list of result variables (:data:`xlikert.dims.RESULT_VARIABLES`, the
 records the backends fill, the merge of shard files) is derived from these tables.
@@ -45,6 +47,7 @@ import numpy as np
 
 __all__ = [
     "BOUND_VARIABLES",
+    "CELL_VARIABLES",
     "ITEM_OPTIONS",
     "NONSUBSTANTIVE_BOUND_VARIABLES",
     "NONSUBSTANTIVE_VARIABLES",
@@ -282,6 +285,31 @@ PROMPT_VARIABLES: dict[str, Variable] = {
     ),
 }
 
+#: Each cell's identity and the origin of its numbers: the runner writes them beside the
+#: backend's variables, so reuse across files is auditable (:mod:`xlikert.collect.identity`).
+CELL_VARIABLES: dict[str, Variable] = {
+    "cell_key": Variable(
+        (),
+        "",
+        {
+            "description": "sha256 of what determines the cell's numbers: the model's identity "
+            "(attrs models[name]['cell_identity']), the options that change stored values, "
+            "the answer labels and the exact token ids read (or the exact request sent to a "
+            "server); cells with equal keys are never computed twice "
+            "(xlikert.collect.identity.KEY_RULE); empty where no cell was collected"
+        },
+    ),
+    "reused_from": Variable(
+        (),
+        "",
+        {
+            "description": "where the cell's numbers were copied from: a key of the file's "
+            "reuse_sources attribute (an earlier results file or saved progress); empty: "
+            "computed by this run"
+        },
+    ),
+}
+
 #: Every variable name of a results file or a prompts Dataset, and the item
 #: coordinates ``reverse_keyed`` and those of :data:`ITEM_OPTIONS` (a factor must not
 #: take any of them).
@@ -293,6 +321,7 @@ RESULT_VARIABLES: tuple[str, ...] = (
     *TRACE_VARIABLES,
     *PROMPT_VARIABLES,
     *ITEM_OPTIONS,
+    *CELL_VARIABLES,
     "reverse_keyed",
 )
 

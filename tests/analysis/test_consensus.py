@@ -162,7 +162,7 @@ def test_tastle_matches_naive_formula(case):
 def test_k1_multivariate_equals_tastle(case):
     p, y = case
     pmf = as_pmf(p[:1], y)
-    ds = xl.consensus(pmf, tol=1e-10, bounds=True)
+    ds = xl.consensus_bounds(pmf, tol=1e-10)
     tas = float(xl.tastle_consensus(pmf.isel(item=0)))
     assert abs(float(ds.consensus) - tas) <= 1e-10 + 1e-14
     assert float(ds.lower) - 1e-14 <= tas <= float(ds.upper) + 1e-14
@@ -176,7 +176,7 @@ def test_k1_multivariate_equals_tastle(case):
 def test_multivariate_within_tol_of_enumeration(case, tol):
     p, y = case
     exact = exact_consensus(p, y)
-    ds = xl.consensus(as_pmf(p, y), tol=tol, bounds=True)
+    ds = xl.consensus_bounds(as_pmf(p, y), tol=tol)
     val, lo, hi, err = (float(ds[v]) for v in ("consensus", "lower", "upper", "error"))
     slack = 1e-13  # float64 round-off of the oracle itself
     assert lo - slack <= exact <= hi + slack
@@ -194,7 +194,7 @@ def test_k5_seven_point_scale_enumeration():
     p[1] = [0, 0, 0.2, 0.8, 0, 0, 0]
     exact = exact_consensus(p, np.arange(1, 8))
     for tol in (1e-3, 1e-6):
-        ds = xl.consensus(as_pmf(p), tol=tol, bounds=True)
+        ds = xl.consensus_bounds(as_pmf(p), tol=tol)
         assert float(ds.lower) <= exact <= float(ds.upper)
         assert abs(float(ds.consensus) - exact) <= tol
 
@@ -208,7 +208,7 @@ def test_k17_with_degenerate_items_against_enumeration():
     p[[2, 9, 16]] = rng.dirichlet(np.full(7, 0.7), size=3)
     exact = exact_consensus(p, np.arange(1, 8))
     for tol in (1e-4, 1e-6):
-        ds = xl.consensus(as_pmf(p), tol=tol, bounds=True)
+        ds = xl.consensus_bounds(as_pmf(p), tol=tol)
         assert float(ds.lower) <= exact <= float(ds.upper)
         assert abs(float(ds.consensus) - exact) <= tol
 
@@ -222,14 +222,14 @@ def test_singular_ends_stay_finite_and_certified():
         p[:, 0], p[:, 6] = 1 - eps, eps
         p[2] = [0, 0, 0, 1, 0, 0, 0]
         exact = exact_consensus(p, y)
-        ds = xl.consensus(as_pmf(p), tol=1e-8, bounds=True)
+        ds = xl.consensus_bounds(as_pmf(p), tol=1e-8)
         assert np.isfinite(ds.lower) and np.isfinite(ds.upper)
         assert float(ds.lower) - 1e-13 <= exact <= float(ds.upper) + 1e-13
 
 
 def test_point_masses_give_one():
     p = np.eye(7)[[0, 3, 6, 2]]
-    ds = xl.consensus(as_pmf(p), bounds=True)
+    ds = xl.consensus_bounds(as_pmf(p))
     assert float(ds.consensus) == pytest.approx(1.0, abs=1e-15)
     assert float(ds.upper) >= 1.0 >= float(ds.lower)
 
@@ -240,8 +240,8 @@ def test_large_k_intervals_nest():
     pmf = xl.datasets.synthetic_pmf({"model": 3}, n_items=50, concentration=0.3, seed=5)
     for K in (17, 50):
         sub = pmf.isel(item=slice(K))
-        loose = xl.consensus(sub, tol=1e-3, bounds=True)
-        tight = xl.consensus(sub, tol=1e-7, bounds=True)
+        loose = xl.consensus_bounds(sub, tol=1e-3)
+        tight = xl.consensus_bounds(sub, tol=1e-7)
         assert bool((tight.error <= 1e-7).all()) and bool((loose.error <= 1e-3).all())
         assert bool((tight.consensus >= loose.lower).all())
         assert bool((tight.consensus <= loose.upper).all())
@@ -268,7 +268,7 @@ def test_max_cells_warns_and_stays_certified():
     p = rng.dirichlet(np.ones(7), size=3)
     exact = exact_consensus(p, np.arange(1, 8))
     with pytest.warns(RuntimeWarning, match="exceeds tol=1e-10"):
-        ds = xl.consensus(as_pmf(p), tol=1e-10, bounds=True, max_cells=40)
+        ds = xl.consensus_bounds(as_pmf(p), tol=1e-10, max_cells=40)
     assert float(ds.error) > 1e-10
     assert float(ds.lower) <= exact <= float(ds.upper)
 
@@ -281,12 +281,12 @@ def test_dims_attrs_and_dissension():
     cns = xl.consensus(pmf)
     assert cns.name == "consensus" and cns.dims == ("model", "target")
     assert cns.attrs["tol"] == 1e-4 and cns.attrs["n_items"] == 6
-    ds = xl.dissension(pmf, bounds=True)
+    ds = xl.dissension_bounds(pmf)
     assert set(ds.data_vars) == {"dissension", "lower", "upper", "error"}
     xr.testing.assert_allclose(ds.dissension, 1 - cns.rename("dissension"))
     assert bool((ds.lower <= ds.dissension).all() and (ds.dissension <= ds.upper).all())
     # item_dim=None: Tastle per item
-    per_item = xl.consensus(pmf, item_dim=None, bounds=True)
+    per_item = xl.consensus_bounds(pmf, item_dim=None)
     assert per_item.consensus.dims == ("model", "target", "item")
     assert bool((per_item.error == 0).all())
     # transposed input and renamed dims give the same numbers
@@ -303,11 +303,11 @@ def test_dask_chunked_equals_eager_and_stays_lazy():
         raise AssertionError("computed eagerly")
 
     with dask.config.set(scheduler=refuse):
-        c = xl.consensus(lazy, tol=1e-6, bounds=True)
+        c = xl.consensus_bounds(lazy, tol=1e-6)
         e = xl.entropy(lazy)
         t = xl.tastle_consensus(lazy)
     assert c.consensus.chunks is not None and e.chunks is not None and t.chunks is not None
-    xr.testing.assert_allclose(c.compute(), xl.consensus(pmf, tol=1e-6, bounds=True))
+    xr.testing.assert_allclose(c.compute(), xl.consensus_bounds(pmf, tol=1e-6))
     xr.testing.assert_allclose(e.compute(), xl.entropy(pmf))
     xr.testing.assert_allclose(t.compute(), xl.tastle_consensus(pmf))
 

@@ -237,12 +237,12 @@ def test_a_failing_report_leaves_nothing_behind(ipip, tmp_path, monkeypatch):
     import matplotlib
 
     matplotlib.use("Agg")
-    from xlikert.report import tables
+    from xlikert.report.sections import construct
 
     def broken(*args, **kwargs):
         raise RuntimeError("broken table")
 
-    monkeypatch.setattr(tables, "paper_layout", broken)  # fails after the first figures
+    monkeypatch.setattr(construct, "paper_layout", broken)  # fails after the first figures
     ds = _results(ipip.isel(persona=[0, 1]))
     with pytest.raises(RuntimeError, match="broken table"):
         xl.report.write_report(ds, tmp_path / "new")

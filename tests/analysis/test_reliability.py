@@ -105,7 +105,7 @@ def test_congeneric_population_by_hand():
     model with λ = d and ψ = 1/4 - d², so α, ω and item–rest r have closed forms."""
     d = np.array([0.4, 0.3, 0.2, 0.1])
     pmf = _two_point(np.stack([0.5 + d, 0.5 - d]), ["a", "b", "c", "d"])
-    rel = xl.reliability(pmf, respondent_dims="persona")
+    rel = xl.reliability(pmf, dim="persona")
     k, s = d.size, d.sum()
     total = s**2 + k * 0.25 - (d**2).sum()
     alpha = k / (k - 1) * (1 - k * 0.25 / total)
@@ -123,7 +123,7 @@ def test_tau_equivalent_alpha_equals_omega_by_hand():
     """Equal loadings: P(high) = 0.9 or 0.1 on every item. σ² = 0.09 + 0.16, c = 0.16:
     α = ω = K c / (σ² + (K - 1) c) = 0.48 / 0.57 for K = 3."""
     pmf = _two_point([[0.9] * 3, [0.1] * 3], ["a", "b", "c"])
-    rel = xl.reliability(pmf, respondent_dims="persona")
+    rel = xl.reliability(pmf, dim="persona")
     np.testing.assert_allclose(float(rel.alpha), 0.48 / 0.57, rtol=1e-12)
     np.testing.assert_allclose(float(rel.omega), 0.48 / 0.57, rtol=1e-7)
 
@@ -131,7 +131,7 @@ def test_tau_equivalent_alpha_equals_omega_by_hand():
 def test_two_items_use_the_symmetric_solution():
     """K = 2: ω with λ*_1 = λ*_2 = sqrt(r) equals α when the variances are equal."""
     pmf = _two_point([[0.8, 0.7], [0.2, 0.3]], ["a", "b"])
-    rel = xl.reliability(pmf, respondent_dims="persona")
+    rel = xl.reliability(pmf, dim="persona")
     cov = np.array([[0.16 + 0.09, 0.3 * 0.2], [0.3 * 0.2, 0.04 + 0.21]])
     r = cov[0, 1] / 0.25
     np.testing.assert_allclose(rel.loading.values, [np.sqrt(r)] * 2, rtol=1e-12)
@@ -149,7 +149,7 @@ def test_covariance_matches_the_joint_distribution(seed):
     var = p @ y**2 - mean**2
     want = _twin_covariance(p, y)
     np.testing.assert_allclose(item_covariance(mean, var), want, atol=1e-13)
-    rel = xl.reliability(pmf, respondent_dims="f0")
+    rel = xl.reliability(pmf, dim="f0")
     k = want.shape[0]
     alpha = k / (k - 1) * (1 - np.trace(want) / want.sum())
     np.testing.assert_allclose(float(rel.alpha), alpha, rtol=1e-10)
@@ -163,12 +163,12 @@ def test_covariance_matches_the_joint_distribution(seed):
 
 def test_remaining_factors_are_separate_populations():
     pmf = make_pmf([2, 4, 3], n_items=3, n_scores=4, seed=3)
-    rel = xl.reliability(pmf, respondent_dims=["f1", "f2"])
+    rel = xl.reliability(pmf, dim=["f1", "f2"])
     assert rel.alpha.dims == ("f0",) and rel.attrs["n_conditions"] == 12
     for level in pmf.f0.values:
         one = pmf.sel(f0=level).stack(cond=["f1", "f2"], create_index=False)
         one = one.rename(cond="persona").transpose("persona", "item", "score")
-        own = xl.reliability(one, respondent_dims="persona")
+        own = xl.reliability(one, dim="persona")
         for v in ("alpha", "omega", "item_total", "loading"):
             np.testing.assert_allclose(rel[v].sel(f0=level).values, own[v].values, rtol=1e-9)
 
@@ -180,41 +180,41 @@ def test_reverse_keyed_items_are_reflected_first():
     keyed = plain.copy()
     keyed[:, 2] = keyed[:, 2, ::-1].values  # item c asked the other way round
     keyed = keyed.assign_coords(reverse_keyed=("item", [False, False, True, False]))
-    want = xl.reliability(plain, respondent_dims="persona")
-    got = xl.reliability(keyed, respondent_dims="persona")
+    want = xl.reliability(plain, dim="persona")
+    got = xl.reliability(keyed, dim="persona")
     for v in ("alpha", "omega", "item_total", "loading"):
         np.testing.assert_allclose(got[v].values, want[v].values, rtol=1e-12)
     assert xl.io.read_attrs(got)["reflected_items"] == '["c"]'
-    raw = xl.reliability(keyed, respondent_dims="persona", reflect=False)
+    raw = xl.reliability(keyed, dim="persona", reflect=False)
     assert float(raw.item_total.sel(item="c")) < 0 < float(got.item_total.sel(item="c"))
     assert float(raw.alpha) < float(got.alpha)
     # reflected once already: not reflected again
     once = xl.reflect_reverse_keyed(keyed)
-    again = xl.reliability(once, respondent_dims="persona")
+    again = xl.reliability(once, dim="persona")
     np.testing.assert_allclose(again.alpha.values, want.alpha.values, rtol=1e-12)
 
 
 def test_subscales_are_scored_separately():
     pmf = _latent_pmf(8, [1.0, 0.8, 0.6, 1.2, 0.9, 0.7], seed=4)
     pmf = pmf.assign_coords(subscale=("item", ["E", "E", "E", "A", "A", "A"]))
-    rel = xl.reliability(pmf, respondent_dims="persona")
+    rel = xl.reliability(pmf, dim="persona")
     assert rel.alpha.dims == ("subscale",) and rel.n_items.values.tolist() == [3, 3]
     for name in ("E", "A"):
         part = pmf.sel(item=pmf.subscale == name)
-        own = xl.reliability(part, respondent_dims="persona", subscale=None)
+        own = xl.reliability(part, dim="persona", subscale=None)
         np.testing.assert_allclose(float(rel.alpha.sel(subscale=name)), float(own.alpha))
         np.testing.assert_allclose(float(rel.omega.sel(subscale=name)), float(own.omega))
         np.testing.assert_allclose(
             rel.item_total.sel(item=part["item"].values).values, own.item_total.values
         )
-    whole = xl.reliability(pmf, respondent_dims="persona", subscale=None)
+    whole = xl.reliability(pmf, dim="persona", subscale=None)
     assert whole.alpha.dims == ()
 
 
 def test_items_without_subscale_are_left_out():
     pmf = _latent_pmf(6, [1.0, 0.8, 0.6, 1.2, 0.9], seed=5)
     pmf = pmf.assign_coords(subscale=("item", ["E", "E", "", "A", "A"]))
-    rel = xl.reliability(pmf, respondent_dims="persona")
+    rel = xl.reliability(pmf, dim="persona")
     assert rel.item.values.tolist() == ["q0", "q1", "q3", "q4"]
     assert xl.io.read_attrs(rel)["items_without_subscale"] == '["q2"]'
 
@@ -247,11 +247,11 @@ def test_mini_ipip_layout():
             "reverse_keyed": ("item", [it.reverse_keyed for it in items]),
         },
     )
-    rel = xl.reliability(da, respondent_dims="persona")
+    rel = xl.reliability(da, dim="persona")
     assert rel.subscale.values.tolist() == subs and rel.n_items.values.tolist() == [4] * 5
     assert (rel.alpha > 0.5).all() and (rel.omega > 0.5).all()
     assert (rel.item_total > 0).all()
-    raw = xl.reliability(da, respondent_dims="persona", reflect=False)
+    raw = xl.reliability(da, dim="persona", reflect=False)
     assert (raw.alpha < rel.alpha).all()
 
 
@@ -328,7 +328,7 @@ def test_pingouin_and_factor_analyzer_converge_to_the_exact_values():
     fa = pytest.importorskip("factor_analyzer")
 
     pmf = _latent_pmf(10, [1.2, 0.9, 0.7, 0.5, 1.0], seed=11)
-    exact = xl.reliability(pmf, respondent_dims="persona")
+    exact = xl.reliability(pmf, dim="persona")
     a_exact, w_exact = float(exact.alpha), float(exact.omega)
     rng = np.random.default_rng(2026)
     bounds = []
@@ -354,22 +354,22 @@ def test_pingouin_and_factor_analyzer_converge_to_the_exact_values():
 def test_errors_are_clear():
     pmf = make_pmf([1, 3], n_items=3, seed=1)
     with pytest.raises(DesignError, match="single condition"):
-        xl.reliability(pmf, respondent_dims="f0")
+        xl.reliability(pmf, dim="f0")
     with pytest.raises(DesignError, match="not a factor of the PMF"):
-        xl.reliability(pmf, respondent_dims="persona")
+        xl.reliability(pmf, dim="persona")
     with pytest.raises(DesignError, match="item dimension, not a factor"):
-        xl.reliability(pmf, respondent_dims="item")
+        xl.reliability(pmf, dim="item")
     with pytest.raises(DesignError, match="empty"):
-        xl.reliability(pmf, respondent_dims=[])
+        xl.reliability(pmf, dim=[])
     with pytest.raises(DesignError, match="twice"):
-        xl.reliability(pmf, respondent_dims=["f1", "f1"])
+        xl.reliability(pmf, dim=["f1", "f1"])
     with pytest.raises(TypeError):
         xl.reliability(pmf, "f1")  # respondent_dims is keyword-only
     with pytest.raises(DesignError, match="the instrument has 1 item"):
-        xl.reliability(pmf.isel(item=[0]), respondent_dims="f1")
+        xl.reliability(pmf.isel(item=[0]), dim="f1")
     one = pmf.assign_coords(subscale=("item", ["E", "E", "A"]))
     with pytest.raises(DesignError, match="subscale 'A' has 1 item"):
-        xl.reliability(one, respondent_dims="f1")
+        xl.reliability(one, dim="f1")
 
 
 def test_zero_variance_item_is_named():
@@ -378,24 +378,24 @@ def test_zero_variance_item_is_named():
     flat.loc[{"item": "q1"}] = 0.0
     flat.loc[{"item": "q1", "score": 2}] = 1.0  # every condition answers 2
     with pytest.raises(DesignError, match=r"zero variance.*f0='f0_0', item='q1'"):
-        xl.reliability(flat, respondent_dims="f1")
+        xl.reliability(flat, dim="f1")
 
 
 def test_cancelling_items_are_refused():
     """Two one-hot items that mirror each other: each varies, their sum does not."""
     pmf = _two_point([[1.0, 0.0], [0.0, 1.0]], ["a", "b"])
     with pytest.raises(DesignError, match="sum score of the instrument has zero variance"):
-        xl.reliability(pmf, respondent_dims="persona")
+        xl.reliability(pmf, dim="persona")
 
 
 # ----------------------------------------------------------------- xarray conventions
 def test_dataset_dask_accessor_and_netcdf(tmp_path):
     pmf = make_pmf([2, 6], n_items=4, n_scores=5, seed=9).rename(f0="model", f1="persona")
     pmf = pmf.assign_coords(reverse_keyed=("item", [False, True, False, False]))
-    want = xl.reliability(pmf, respondent_dims="persona")
-    xr.testing.assert_identical(xl.reliability(pmf.to_dataset(), respondent_dims="persona"), want)
-    xr.testing.assert_identical(pmf.likert.reliability(respondent_dims="persona"), want)
-    lazy = xl.reliability(pmf.chunk({"model": 1}), respondent_dims="persona")
+    want = xl.reliability(pmf, dim="persona")
+    xr.testing.assert_identical(xl.reliability(pmf.to_dataset(), dim="persona"), want)
+    xr.testing.assert_identical(pmf.likert.reliability(dim="persona"), want)
+    lazy = xl.reliability(pmf.chunk({"model": 1}), dim="persona")
     xr.testing.assert_allclose(lazy, want)
     want.to_netcdf(tmp_path / "rel.nc")
     with xr.open_dataset(tmp_path / "rel.nc") as back:
@@ -430,11 +430,11 @@ def _ipip_results() -> xr.Dataset:
 
 
 def test_reliability_table_rows():
-    from xlikert.report.sections.reliability import reliability_table
+    from xlikert.analysis.reliability import reliability_table
 
     ds = _ipip_results()
     table = reliability_table(ds, "persona")
-    rel = xl.reliability(ds, respondent_dims="persona")
+    rel = xl.reliability(ds, dim="persona")
     assert table.columns.tolist() == [
         "model",
         "subscale",
@@ -494,7 +494,7 @@ def test_cli_prints_the_table(tmp_path):
     res = CliRunner().invoke(main, ["reliability", str(tmp_path / "r.nc")])
     assert res.exit_code == 0, res.output
     assert "Reliability over the 6 conditions of persona" in res.output
-    table = xl.report.sections.reliability.reliability_table(ds, "persona")
+    table = xl.analysis.reliability.reliability_table(ds, "persona")
     first = table.iloc[0]
     assert f"{first.alpha:.3f}" in res.output.splitlines()[2]
     res = CliRunner().invoke(
@@ -508,6 +508,6 @@ def test_cli_prints_the_table(tmp_path):
 def test_reserved_factor_names_are_named():
     pmf = make_pmf([2, 3], n_items=3, seed=4).rename(f0="n", f1="persona")
     with pytest.raises(DesignError, match="'n' is reserved"):
-        xl.reliability(pmf, respondent_dims="persona")
+        xl.reliability(pmf, dim="persona")
     with pytest.raises(DesignError, match="'alpha' is reserved"):
-        xl.reliability(pmf.rename(n="alpha"), respondent_dims="persona")
+        xl.reliability(pmf.rename(n="alpha"), dim="persona")

@@ -1,20 +1,39 @@
-"""``xlikert prompts``."""
+"""``xlikert prompts`` and ``xlikert example``."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 from click.testing import CliRunner
 
 from xlikert.cli import main
+from xlikert.design import load_experiment
 
 EXPECTED_COLUMNS = ["target", "item", "reverse_keyed", "subscale", "system", "user"]
 
 
+def test_example_writes_an_editable_copy_of_a_builtin(tmp_path):
+    runner = CliRunner()
+    listed = runner.invoke(main, ["example"])
+    assert listed.exit_code == 0 and "paper" in listed.output and "5 open models" in listed.output
+    copy = tmp_path / "mine.toml"
+    made = runner.invoke(main, ["example", "demo", "-o", str(copy)])
+    assert made.exit_code == 0, made.output
+    assert copy.read_bytes() == Path(load_experiment("demo").path).read_bytes()
+    again = runner.invoke(main, ["example", "demo", "-o", str(copy)])
+    assert again.exit_code != 0 and "--force" in again.output
+    assert runner.invoke(main, ["example", "demo", "-o", str(copy), "--force"]).exit_code == 0
+    unknown = runner.invoke(main, ["example", "papr"])
+    assert unknown.exit_code != 0 and "built-ins: anes96, demo" in unknown.output
+
+
 def test_prompts_summary_and_csv(tmp_path):
+    demo = tmp_path / "demo.toml"  # a file, as a user's edited copy
+    assert CliRunner().invoke(main, ["example", "demo", "-o", str(demo)]).exit_code == 0
     out = tmp_path / "prompts.csv"
-    result = CliRunner().invoke(main, ["prompts", "examples/demo.toml", "-o", str(out)])
+    result = CliRunner().invoke(main, ["prompts", str(demo), "-o", str(out)])
     assert result.exit_code == 0, result.output
     text = result.output
     assert "target (lexicon, 4 levels): USA, China, Canada, France" in text

@@ -163,6 +163,12 @@ def test_batched_equals_unbatched_and_cached_equals_uncached(base, tiny_spec):
     np.testing.assert_allclose(a.pmf, b.pmf, atol=1e-5, rtol=0)
 
 
+def _given_cache(kwargs):
+    """The KV cache a forward call was given (``cache``; ``past_key_values`` before
+    transformers renamed it), or None."""
+    return kwargs.get("cache", kwargs.get("past_key_values"))
+
+
 def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base, tiny_dir):
     """Units with the same system prompt reuse its KV cache; the check against an
     uncached pass is made once per loaded model, not per collect call."""
@@ -172,8 +178,9 @@ def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base
     calls = []
 
     def record(module, args, kwargs):
-        ids = kwargs["input_ids"]
-        calls.append((ids.shape[0], kwargs.get("past_key_values") is None, kwargs["use_cache"]))
+        ids, cache = kwargs["input_ids"], _given_cache(kwargs)
+        held = 0 if cache is None else cache.get_seq_length()
+        calls.append((ids.shape[0], held == 0, kwargs["use_cache"]))
 
     lm.model.register_forward_pre_hook(record, with_kwargs=True)
 
@@ -206,7 +213,7 @@ def test_a_failed_cache_check_turns_caching_off_for_the_loaded_model(base, tiny_
     lm = load_model(str(tiny_dir), range(1, 8))
     calls = []
     lm.model.register_forward_pre_hook(
-        lambda m, a, kw: calls.append(kw.get("past_key_values") is not None), with_kwargs=True
+        lambda m, a, kw: calls.append(_given_cache(kw) is not None), with_kwargs=True
     )
 
     def run():
@@ -361,6 +368,21 @@ def test_checksum_mismatch(monkeypatch, tmp_path):
         zoo.resolve_gguf("smollm2-135m-instruct")
 
 
+def test_moved_transformers_gguf_helpers_are_named(monkeypatch, tmp_path):
+    """Dequantising uses transformers' internal GGUF helpers: where a release lacks them,
+    the error names the versions the collect extra allows."""
+    import types
+
+    from xlikert.collect import zoo
+
+    pytest.importorskip("gguf")
+    pytest.importorskip("safetensors")
+    moved = types.ModuleType("transformers.modeling_gguf_pytorch_utils")
+    monkeypatch.setitem(sys.modules, moved.__name__, moved)
+    with pytest.raises(CollectionError, match=r"lacks the GGUF helpers.*transformers>=5\.19,<6"):
+        zoo._write_shards(tmp_path / "m.gguf", None, tmp_path)
+
+
 def test_chunked_assembly_checksum_leaves_nothing(monkeypatch, tmp_path):
     import dataclasses
 
@@ -382,7 +404,7 @@ def test_chunked_assembly_checksum_leaves_nothing(monkeypatch, tmp_path):
     assert list((tmp_path / "gguf").iterdir()) == []
 
 
-def test_stale_progress_of_another_configuration_warns(tiny_spec, tmp_path):
+def test_progress_of_another_configuration_is_kept_with_a_warning(tiny_spec, tmp_path):
     out = tmp_path / "r.nc"
     kw = {"progress": False, "batch_size": 4, "chunk_size": 4}
     calls = []
@@ -395,9 +417,10 @@ def test_stale_progress_of_another_configuration_warns(tiny_spec, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         collect(tiny_prompts(), tiny_spec, out, on_unit=stop_after_two, **kw)
     assert len(list((tmp_path / "r.nc.partial").glob("m*-u*.npz"))) == 2
-    with pytest.warns(UserWarning, match=r"2 saved unit\(s\) of a run with a different"):
+    with pytest.warns(UserWarning, match=r"2 saved unit\(s\) of another configuration.*top_k"):
         collect(tiny_prompts(), tiny_spec, out, top_k=5, **kw)
-    assert out.exists()
+    assert out.exists()  # and the other configuration's units are still there
+    assert len(list((tmp_path / "r.nc.partial").glob("m*-u*.npz"))) == 2
 
 
 def test_oom_backs_off(monkeypatch, tiny_spec, base):
@@ -531,6 +554,39 @@ def test_vllm_backend_entry_errors_are_clear(tiny_dir):
         spec = [{"name": "m", "source": str(tiny_dir), "backend": "vllm"}]
         with pytest.raises(CollectionError, match=r"backend 'vllm' needs vLLM"):
             collect(tiny_prompts(1, 1), spec, progress=False)
+
+
+def test_an_untested_vllm_release_is_named():
+    """The readout plugs into vLLM internals: a release it was not tested with warns."""
+    import warnings
+
+    from xlikert.collect.backends.vllm import model as backend
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        backend.check_vllm_version("0.32.0+cpu")
+        backend.check_vllm_version("0.32.4")
+    for version in ("0.33.0", "0.11.2", "1.0.0", "nightly"):
+        with pytest.warns(UserWarning, match=rf"vLLM {version} is not a release .*\(0\.32\)"):
+            backend.check_vllm_version(version)
+
+
+def test_vllm_runner_switch_is_set_only_while_the_engine_starts(monkeypatch):
+    """vLLM reads the model-runner switch from the environment: it is set for the start
+    of an engine, and the caller's environment is as it was afterwards, even on a failure."""
+    import os
+
+    from xlikert.collect.backends.vllm import model as backend
+
+    var = backend.RUNNER_VARIABLE
+    monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XLIKERT_TEST_KEPT", "1")
+    with backend._environ({var: "0", "XLIKERT_TEST_KEPT": "2"}):
+        assert os.environ[var] == "0" and os.environ["XLIKERT_TEST_KEPT"] == "2"
+    assert var not in os.environ and os.environ["XLIKERT_TEST_KEPT"] == "1"
+    with pytest.raises(RuntimeError), backend._environ({var: "0"}):
+        raise RuntimeError("the engine did not start")
+    assert var not in os.environ
 
 
 @pytest.mark.parametrize(

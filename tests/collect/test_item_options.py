@@ -196,6 +196,38 @@ def test_server_backend_refuses_word_labels_by_name(tiny_dir, tmp_path):
         srv.close()
 
 
+def test_a_cell_read_with_other_options_is_not_reused(tiny_dir, tmp_path):
+    """Identical prompts whose "Don't know" is answered otherwise (code 9 for 8), or is
+    another option (Refused for Don't know): the item offering it is read again, the other
+    items are copied; the keys hold each cell's option names and labels."""
+    user = 'user = "As {party}: {item}\\nAnswer:"\n'  # the options are not shown
+    texts = {"a": SURVEY, "b": SURVEY.replace("code = 8", "code = 9"),
+             "c": SURVEY.replace('label = "Don\'t know", code = 8', 'label = "Refused", code = 8')}  # fmt: skip
+    prompts = {}
+    for k, text in texts.items():
+        (tmp_path / k).mkdir()
+        prompts[k] = survey_experiment(tmp_path / k, instrument=text, user=user).build_prompts()
+    for k in "bc":
+        assert (prompts[k].user == prompts["a"].user).all(), k
+        assert (prompts[k].system == prompts["a"].system).all(), k
+    model = [{"name": "t", "source": str(tiny_dir)}]
+    first = collect(prompts["a"], model, tmp_path / "a.nc", progress=False)
+    for k in "bc":
+        ds = collect(prompts[k], model, tmp_path / f"{k}.nc", progress=False,
+                     reuse=[tmp_path / "a.nc"])  # fmt: skip
+        reused = (ds.reused_from != "").isel(model=0)
+        assert not bool(reused.sel(item="self").any()), k
+        same = ["tv", "trust", "vote"] if k == "b" else ["tv", "vote"]  # c: another option axis
+        assert bool(reused.sel(item=same).all()), k
+        for item in same:
+            np.testing.assert_array_equal(ds.pmf.sel(item=item), first.pmf.sel(item=item))
+    b = open_results(tmp_path / "b.nc")
+    one = {"item": "self", "option": "Don't know"}
+    assert not np.allclose(b.nonsubstantive_mass.sel(one), first.nonsubstantive_mass.sel(one))
+    c = open_results(tmp_path / "c.nc")
+    assert bool(c.nonsubstantive_mass.sel(item="self", option="Refused").notnull().all())
+
+
 # --------------------------------------------------------------------------- the rules
 
 

@@ -77,9 +77,10 @@ def test_exact_mode_equals_local_backend_and_key_never_written(
     scanned = []
 
     def scan(done, total):  # the key is in no file of the resumable state
-        for f in partial.iterdir():
-            assert KEY.encode() not in f.read_bytes(), f
-            scanned.append(f.name)
+        for f in partial.rglob("*"):
+            if f.is_file():
+                assert KEY.encode() not in f.read_bytes(), f
+                scanned.append(f.name)
 
     ds = collect(
         tiny_prompts(2, 3), spec(srv, tiny_dir), out, progress=False, chunk_size=2, on_unit=scan

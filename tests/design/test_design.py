@@ -301,13 +301,16 @@ def test_mini_ipip_instrument_and_persona_framing(tmp_path):
     assert "5=Very accurate" in first
 
 
-def test_builtin_and_example_experiments():
-    assert {"demo", "paper", "framing", "anes96"} <= set(builtin_experiments())
-    for name in ("demo", "paper", "framing", "anes96"):
-        assert (EXAMPLES / f"{name}.toml").read_bytes() == (
-            Path(load_experiment(name).path).read_bytes()
-        ), name
-    demo = load_experiment(EXAMPLES / "demo.toml")
+def test_builtin_experiments_have_one_home():
+    """The built-in experiments live in the package only; examples/ holds what is not
+    built in (``xlikert example NAME`` writes an editable copy of a built-in)."""
+    builtins = set(builtin_experiments())
+    assert {"demo", "paper", "framing", "formats", "anes96"} <= builtins
+    assert EXAMPLES.is_dir() and not {p.stem for p in EXAMPLES.glob("*.toml")} & builtins
+    for path in EXAMPLES.glob("*.toml"):  # nor a copy under another name
+        for name in builtins:
+            assert path.read_bytes() != Path(load_experiment(name).path).read_bytes(), path
+    demo = load_experiment("demo")
     assert [m["source"] for m in demo.models] == [
         "smollm2-135m-instruct",
         "qwen2.5-coder-0.5b-instruct",
@@ -318,11 +321,11 @@ def test_builtin_and_example_experiments():
         "Qwen2.5-Coder-0.5B-Instruct",
         "Gemma-3-270M",
     ]
-    paper = load_experiment(str(EXAMPLES / "paper.toml"))
+    paper = load_experiment("paper")
     assert len(paper.models) == 5 and paper.n_prompts * 5 == 340
     assert all("/" in m["source"] for m in paper.models)
     assert paper.models[0]["dtype"] == "bfloat16"  # extra keys pass through
-    framing = load_experiment(EXAMPLES / "framing.toml")
+    framing = load_experiment("framing")
     assert len(framing.models) == 3 and framing.n_prompts * 3 == 3 * 4 * 6 * 17
 
 
@@ -606,7 +609,11 @@ def test_n_prompts_is_product_of_levels(tmp_path):
     assert len(set(ds.user.values.ravel().tolist())) == ds.user.size
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.toml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    [*builtin_experiments(), *sorted(EXAMPLES.glob("*.toml"))],
+    ids=lambda p: getattr(p, "name", p),
+)
 def test_every_example_renders(path):
     exp = load_experiment(path)
     ds = exp.build_prompts()

@@ -80,7 +80,7 @@ def test_experiment_with_a_format_factor_renders_each_level_and_stores_the_label
     assert lab.dims == ("fmt", "score") and list(lab.score.values) == list(range(1, 8))
     assert list(lab.sel(fmt="reversed").values) == list("7654321")
     assert list(lab.sel(fmt="rev_letters").values) == list("GFEDCBA")
-    # the built-in experiment and its copy in examples/
+    # the built-in experiment
     f = load_experiment("formats")
     assert f.factors["format"] == ["original", "reversed", "letters"]
     assert f.factors["target"] == load_experiment("demo").factors["target"]
@@ -275,8 +275,8 @@ def test_labels_that_are_not_single_tokens_are_read_whole_in_process_and_refused
 
 
 def test_report_has_the_format_section_and_reliability_per_format(collected, tmp_path):
+    from xlikert.analysis.construct import variance_shares
     from xlikert.report import write_report
-    from xlikert.report.sections.formats import variance_shares
 
     ds = collected[0]
     ds = ds.assign(pmf=ds.pmf.fillna(1 / 7))

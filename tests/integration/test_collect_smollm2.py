@@ -30,7 +30,7 @@ def next_token(model, ids: list[int]) -> np.ndarray:
     return torch.softmax(z, -1).numpy()
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("smollm2_folder")
 def test_smollm2_end_to_end(tmp_path_factory):
     # The dequantised-model cache is shared across test runs (XLIKERT_CACHE or the user cache).
     exp = load_experiment("demo")
@@ -90,7 +90,6 @@ def test_smollm2_end_to_end(tmp_path_factory):
     ]
 
 
-@pytest.mark.slow
 def test_streamed_dequantisation_equals_transformers_gguf_loader(tmp_path, monkeypatch):
     """The zoo writes the float32 folder tensor by tensor (bounded memory); every tensor
     equals what transformers' load_gguf_checkpoint gives for the whole file at once."""
@@ -120,7 +119,7 @@ def test_streamed_dequantisation_equals_transformers_gguf_loader(tmp_path, monke
     assert loaded.config.architectures == model.config.architectures
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("smollm2_folder")
 def test_framing_design_has_the_design_card_dims_end_to_end(tmp_path):
     """Model x Target x Prompt: the framing factor is called ``prompt``, as on the design card."""
     import pandas as pd

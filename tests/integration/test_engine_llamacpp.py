@@ -16,27 +16,9 @@ pytest.importorskip("transformers")
 from support.tiny import tiny_prompts
 
 from xlikert.collect import collect
-from xlikert.collect.zoo import model_folder, resolve_gguf
 from xlikert.design import load_experiment
 from xlikert.errors import CollectionError
-from xlikert.testing.engines import llamacpp_server, smollm2_folder, smollm2_gguf
-
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llamacpp")]
-
-
-@pytest.fixture(scope="module")
-def smol(tmp_path_factory):
-    srv = llamacpp_server(smollm2_gguf(), "smol", tmp_path_factory.mktemp("llama") / "smol.log")
-    yield srv
-    srv.kill()
-
-
-@pytest.fixture(scope="module")
-def qwen(tmp_path_factory):
-    gguf = resolve_gguf("qwen2.5-coder-0.5b-instruct")
-    srv = llamacpp_server(gguf, "qwen", tmp_path_factory.mktemp("llama") / "qwen.log")
-    yield srv
-    srv.kill()
+from xlikert.testing.engines import llamacpp_server, smollm2_gguf
 
 
 def entry(srv, served, tokenizer=None, **kw):
@@ -46,10 +28,12 @@ def entry(srv, served, tokenizer=None, **kw):
     return [out]
 
 
-def test_topk_intervals_contain_the_servers_full_vocabulary_values(smol):
+def test_topk_intervals_contain_the_servers_full_vocabulary_values(llamacpp_smol, smollm2_folder):
     prompts = load_experiment("demo").build_prompts().sel(target=["USA"])
-    tok = smollm2_folder()
-    full = collect(prompts, entry(smol, "smol", tok, concurrency=1), progress=False, top_k=49152)
+    tok = smollm2_folder
+    full = collect(
+        prompts, entry(llamacpp_smol, "smol", tok, concurrency=1), progress=False, top_k=49152
+    )
     info = full.likert.attrs["models"]["m"]
     assert info["mode"] == "topk" and info["server_kind"] == "llama-cpp-python"
     assert info["exact_unavailable"].startswith("the server ignored logprob_token_ids")
@@ -58,7 +42,9 @@ def test_topk_intervals_contain_the_servers_full_vocabulary_values(smol):
     assert float((full.pmf_upper - full.pmf_lower).max()) < 1e-3
     assert bool(((full.pmf_lower <= full.pmf) & (full.pmf <= full.pmf_upper)).all())
     for k in (5, 20):
-        ds = collect(prompts, entry(smol, "smol", tok, concurrency=4), progress=False, top_k=k)
+        ds = collect(
+            prompts, entry(llamacpp_smol, "smol", tok, concurrency=4), progress=False, top_k=k
+        )
         assert bool((ds.pmf_lower <= full.pmf).all() and (full.pmf <= ds.pmf_upper).all()), k
         assert bool((ds.valid_mass_lower <= full.valid_mass).all()), k
         assert bool((full.valid_mass <= ds.valid_mass_upper).all()), k
@@ -67,16 +53,16 @@ def test_topk_intervals_contain_the_servers_full_vocabulary_values(smol):
         np.testing.assert_array_equal(ds.topk_token, full.topk_token.isel(rank=slice(0, k)))
 
 
-def test_a_cell_does_not_depend_on_the_request_before_it(qwen):
+def test_a_cell_does_not_depend_on_the_request_before_it(llamacpp_qwen, qwen_folder):
     """llama-cpp-python reuses the previous request's token prefix, and its numbers move
     with it; with the reset xlikert sends, a cell gets the same values after any predecessor."""
     prompts = tiny_prompts(3, 2, systems=3)  # a system prompt per target, of other lengths
     prompts["system"] = ("target", ["Rate 1-7.", "Réponds par un chiffre de 1 à 7.", "Digit?"])
-    tok = model_folder({"name": "q", "source": "qwen2.5-coder-0.5b-instruct"})[0]
+    tok = qwen_folder
 
     def usa_after(first: str, **kw):
         p = prompts.sel(target=[first, "USA"]) if first else prompts.sel(target=["USA"])
-        ds = collect(p, entry(qwen, "qwen", tok, concurrency=1, **kw), progress=False,
+        ds = collect(p, entry(llamacpp_qwen, "qwen", tok, concurrency=1, **kw), progress=False,
                      top_k=20, chunk_size=64)  # fmt: skip
         return ds.sel(target="USA").topk_logprob.values
 
@@ -113,7 +99,9 @@ def test_messages_on_a_misconfigured_server(tmp_path, monkeypatch):
         srv.kill()
 
 
-def test_provenance_says_why_exact_mode_is_unavailable(smol):
-    ds = collect(tiny_prompts(1, 2), entry(smol, "smol", concurrency=2), progress=False, top_k=5)
+def test_provenance_says_why_exact_mode_is_unavailable(llamacpp_smol):
+    ds = collect(
+        tiny_prompts(1, 2), entry(llamacpp_smol, "smol", concurrency=2), progress=False, top_k=5
+    )
     why = ds.likert.attrs["models"]["m"]["exact_unavailable"]
     assert why.startswith("no tokenizer") and "requested" not in why

@@ -1,7 +1,9 @@
 """Collection against a real vLLM (CPU build): a server on loopback, and the in-process engine.
 
 The model is the offline SmolLM2-135M-Instruct, dequantised to float32 (the folder the
-transformers backend loads), so vLLM and transformers run the same weights.
+transformers backend loads), so vLLM and transformers run the same weights. The server
+(``vllm_server``) and the in-process engine (``vllm_in_process``, which runs the jobs of
+``tests/support/vllm_jobs.py``) are started once per session by ``conftest.py``.
 """
 
 from __future__ import annotations
@@ -21,9 +23,7 @@ from xlikert.collect import collect, read_sequence
 from xlikert.collect.readout import topk_intervals
 from xlikert.design import load_experiment
 from xlikert.errors import CollectionError
-from xlikert.testing.engines import ROOT, engine_python, smollm2_folder, vllm_server
-
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm")]
+from xlikert.testing.engines import ROOT, VLLM_ENV, engine_python
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +32,7 @@ def prompts() -> xr.Dataset:
 
 
 @pytest.fixture(scope="module")
-def folder():
-    return smollm2_folder()
-
-
-@pytest.fixture(scope="module")
-def server(folder, tmp_path_factory):
-    srv = vllm_server(folder, "smol", tmp_path_factory.mktemp("vllm") / "server.log")
-    yield srv
-    srv.kill()
-
-
-@pytest.fixture(scope="module")
-def local_one_token(prompts):
+def local_one_token(prompts, smollm2_folder):
     """The transformers backend with the paper's one-token rule (what a server can read)."""
     spec = [{"name": "m", "source": "smollm2-135m-instruct"}]
     return collect(prompts, spec, progress=False, split_space=False)
@@ -56,9 +44,9 @@ def entry(server, folder, **kw):
 
 
 @pytest.fixture(scope="module")
-def exact(server, folder, prompts, tmp_path_factory):
+def exact(vllm_server, smollm2_folder, prompts, tmp_path_factory):
     out = tmp_path_factory.mktemp("exact") / "exact.nc"
-    ds = collect(prompts, entry(server, folder), out, progress=False, chunk_size=8)
+    ds = collect(prompts, entry(vllm_server, smollm2_folder), out, progress=False, chunk_size=8)
     return out, ds
 
 
@@ -69,7 +57,9 @@ def test_server_exact_mode_equals_local_backend(exact, local_one_token):
     assert info["served_owned_by"] == "vllm"
     # two requests per prompt (the top-k listing, the answer ids), plus one prompt-cache
     # reset per unit of 8 prompts at most: the server path does not grow
-    n = int(ds.valid_mass.size)
+    # Identical prompts are computed once (4 items do not name the target: 56 of 68 cells)
+    n = int(ds.attrs["cells_computed"])
+    assert (n, n + ds.attrs["cells_copied"]) == (56, int(ds.valid_mass.size))
     assert 2 * n <= info["http_requests_last_session"] <= 2 * n + -(-n // 8)
     for v in ("pmf", "valid_mass", "topk_logprob"):
         np.testing.assert_allclose(ds[v], local_one_token[v], atol=1e-4, rtol=0, err_msg=v)
@@ -90,11 +80,13 @@ def test_server_exact_mode_equals_local_backend(exact, local_one_token):
 
 
 def test_topk_intervals_hold_although_vllm_lists_the_sampled_token_first(
-    server, folder, prompts, exact
+    vllm_server, smollm2_folder, prompts, exact
 ):
     _, truth = exact
     for k in (5, 20):
-        ds = collect(prompts, entry(server, folder, mode="topk"), progress=False, top_k=k)
+        ds = collect(
+            prompts, entry(vllm_server, smollm2_folder, mode="topk"), progress=False, top_k=k
+        )
         info = ds.likert.attrs["models"]["m"]
         assert info["mode"] == "topk" and info["exact_unavailable"] == "mode='topk' requested"
         eps = 1e-6  # float32 log-probabilities
@@ -116,7 +108,7 @@ def test_topk_intervals_hold_although_vllm_lists_the_sampled_token_first(
             body = {"model": "smol", "messages": msgs, "max_tokens": 1, "logprobs": True,
                     "top_logprobs": 5, "temperature": 1.0, "seed": 0,
                     "return_tokens_as_token_ids": True}  # fmt: skip
-            listed = server.post("/v1/chat/completions", body)["choices"][0]["logprobs"]
+            listed = vllm_server.post("/v1/chat/completions", body)["choices"][0]["logprobs"]
             entries = {int(e["token"].split(":")[1]): e["logprob"]
                        for e in listed["content"][0]["top_logprobs"]}  # fmt: skip
             ids = list(entries)
@@ -132,21 +124,23 @@ def test_topk_intervals_hold_although_vllm_lists_the_sampled_token_first(
     assert misses > 0
 
 
-def test_killed_server_resumes_to_the_same_file(server, folder, prompts, exact, tmp_path):
+def test_killed_server_resumes_to_the_same_file(
+    vllm_server, smollm2_folder, prompts, exact, tmp_path
+):
     clean, _ = exact
     out = tmp_path / "killed.nc"
     partial = tmp_path / "killed.nc.partial"
 
     def kill_after_two(done, total):
         if done == 2:
-            server.kill()
+            vllm_server.kill()
 
     with pytest.raises(CollectionError, match="cannot reach server"):
-        collect(prompts, entry(server, folder, max_retries=1, backoff=0.1), out,
+        collect(prompts, entry(vllm_server, smollm2_folder, max_retries=1, backoff=0.1), out,
                 progress=False, chunk_size=8, on_unit=kill_after_two)  # fmt: skip
     assert len(list(partial.glob("m*-u*.npz"))) == 2 and not out.exists()
-    server.start()  # same port: the same run configuration
-    collect(prompts, entry(server, folder), out, progress=False, chunk_size=8)
+    vllm_server.start()  # same port: the same run configuration
+    collect(prompts, entry(vllm_server, smollm2_folder), out, progress=False, chunk_size=8)
     assert not partial.exists()
     from xlikert.io import decode_attrs, open_results
 
@@ -160,49 +154,11 @@ def test_killed_server_resumes_to_the_same_file(server, folder, prompts, exact, 
     xr.testing.assert_identical(a, b)
 
 
-IN_PROCESS = """
-import sys
-import xlikert.collect.backends.vllm as backend
-from xlikert.collect import collect
-from xlikert.design import load_experiment
-
-def main():
-    prompts = load_experiment("demo").build_prompts().sel(target=["USA", "China"])
-    spec = [{"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
-             "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25}]
-    live = []
-    class Kept(backend.VLLMModel):  # one engine for both runs: collect closes its model
-        def close(self):
-            live.append(self.llm)
-    def loader(s, options, probe=None):
-        return Kept(s, options, engine=live[0] if live else None)
-    collect(prompts, spec, sys.argv[1], progress=False, temperatures=(0.5, 1.0),
-            top_ps=(0.9, 1.0), loader=loader)
-    # a 0-10 scale on the same live engine: "10" is two tokens and "1" a prefix of it
-    # (multi-token answers)
-    collect(prompts.isel(item=slice(0, 3)), spec, sys.argv[2], progress=False,
-            scale=range(0, 11), temperatures=(1.0,), top_ps=(0.9, 1.0), loader=loader)
-    # a 1..5 instrument with a free factor (Mini-IPIP x personas), still the same engine
-    persona = load_experiment(sys.argv[4]).build_prompts().isel(item=slice(0, 4))
-    collect(persona, spec, sys.argv[3], progress=False, temperatures=(0.7, 1.0),
-            top_ps=(0.9, 1.0), loader=loader)
-    live[0].llm_engine.engine_core.shutdown()
-
-if __name__ == "__main__":
-    main()
-"""
-
-
-def test_in_process_vllm_backend_equals_transformers_backend(prompts, tmp_path):
-    script = tmp_path / "run_vllm.py"
-    script.write_text(IN_PROCESS)
+def test_in_process_vllm_backend_equals_transformers_backend(vllm_in_process, prompts, tmp_path):
     out, multi = tmp_path / "vllm.nc", tmp_path / "vllm-0-10.nc"
     persona, persona_toml = tmp_path / "vllm-persona.nc", ROOT / "examples" / "persona.toml"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    argv = [str(engine_python("vllm")), str(script), str(out), str(multi), str(persona),
-            str(persona_toml)]  # fmt: skip
-    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1200)
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = vllm_in_process.run("demo", out, multi, persona, persona_toml)
+    assert res.ok, res.error
     from xlikert.io import open_results
 
     v = open_results(out)
@@ -259,12 +215,13 @@ collect(prompts, [spec], sys.argv[1], progress=False)
 """
 
 
-def test_script_without_main_guard_is_told_what_to_add(tmp_path):
+def test_script_without_main_guard_is_told_what_to_add(smollm2_folder, tmp_path):
     """vLLM spawns its engine core, which imports the script again: both the child and the
-    parent say to put the collection under the main guard (not to lower memory settings)."""
+    parent say to put the collection under the main guard (not to lower memory settings).
+    (``smollm2_folder``: the model is dequantised before, not by the script.)"""
     script = tmp_path / "unguarded.py"
     script.write_text(UNGUARDED)
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    env = {**os.environ, **VLLM_ENV}
     res = subprocess.run([str(engine_python("vllm")), str(script), str(tmp_path / "out.nc")],
                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert res.returncode != 0
@@ -277,55 +234,13 @@ def test_script_without_main_guard_is_told_what_to_add(tmp_path):
     assert not (tmp_path / "out.nc").exists()
 
 
-REASONING = """
-import json, sys
-import xlikert.collect.backends.inprocess as base
-import xlikert.collect.backends.vllm as backend
-from xlikert.collect import collect
-from xlikert.design import load_experiment
-
-def main():
-    prompts = load_experiment("demo").build_prompts().isel(target=[0, 1], item=[0, 1])
-    spec = {"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
-            "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25,
-            "reasoning": {"traces": 3, "max_new_tokens": 24, "seed": 2}}
-    ids = []  # the traces' token ids, as the backend stores them (for the test only)
-    store = base.store_traces  # the in-process backends' common outline stores them
-    def record(res, row, read, traces, *rest):
-        ids.append(traces)
-        return store(res, row, read, traces, *rest)
-    base.store_traces = record
-    held = {}
-    class Held:  # one engine for both runs: collect closes its model at the end
-        def __getattr__(self, name):
-            return getattr(held["m"], name)
-        def close(self):
-            pass
-    def loader(s, options, probe=None):
-        if "m" not in held:
-            held["m"] = backend.VLLMModel(s, options)
-        return Held()
-    for out in sys.argv[1:3]:
-        collect(prompts, [spec], out, progress=False, loader=loader)
-    json.dump(ids[: len(ids) // 2], open(sys.argv[3], "w"))
-    held["m"].close()
-
-if __name__ == "__main__":
-    main()
-"""
-
-
-def test_in_process_vllm_reasoning_mode(tmp_path):
+def test_in_process_vllm_reasoning_mode(vllm_in_process, tmp_path):
     """vLLM samples the traces (one seeded request each: the same traces again from the same
     seeds); the answer after each trace equals the transformers backend's read of the same
     token ids; pmf is their mean."""
-    script = tmp_path / "run_vllm_reasoning.py"
-    script.write_text(REASONING)
     a, b, ids_file = tmp_path / "a.nc", tmp_path / "b.nc", tmp_path / "ids.json"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    res = subprocess.run([str(engine_python("vllm")), str(script), str(a), str(b), str(ids_file)],
-                         env=env, capture_output=True, text=True, timeout=1500)  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = vllm_in_process.run("reasoning", a, b, ids_file)
+    assert res.ok, res.error
     from xlikert.collect.backends.transformers import LocalModel, load_model
     from xlikert.collect.options import CollectOptions
     from xlikert.collect.reasoning import check_reasoning
@@ -360,31 +275,12 @@ def test_in_process_vllm_reasoning_mode(tmp_path):
         np.testing.assert_allclose(cell.pmf.values, read["pmf"].mean(0), atol=1e-4)
 
 
-FORMATS = """
-import sys
-from xlikert.collect import collect
-from xlikert.design import load_experiment
-
-def main():
-    prompts = load_experiment("formats").build_prompts().sel(target=["USA"], item=["1", "2", "3"])
-    spec = [{"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
-             "enforce_eager": True, "max_model_len": 1024, "gpu_memory_utilization": 0.25}]
-    collect(prompts, spec, sys.argv[1], progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0))
-
-if __name__ == "__main__":
-    main()
-"""
-
-
-def test_in_process_vllm_reads_each_format_levels_labels(tmp_path):
+def test_in_process_vllm_reads_each_format_levels_labels(vllm_in_process, tmp_path):
     """The built-in ``formats`` experiment (original, reversed, letters) on one live engine:
     each level's answer tokens travel with its requests; equal to the transformers backend."""
-    script, out = tmp_path / "formats.py", tmp_path / "formats.nc"
-    script.write_text(FORMATS)
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    res = subprocess.run([str(engine_python("vllm")), str(script), str(out)], env=env,
-                         capture_output=True, text=True, timeout=1200)  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
+    out = tmp_path / "formats.nc"
+    res = vllm_in_process.run("formats", out)
+    assert res.ok, res.error
     from xlikert.io import open_results
 
     v = open_results(out)
@@ -399,25 +295,9 @@ def test_in_process_vllm_reads_each_format_levels_labels(tmp_path):
         np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
 
 
-SURVEY_RUN = """
-import sys
-import xarray as xr
-from xlikert.collect import collect
-
-def main():
-    prompts = xr.open_dataset(sys.argv[1]).load()
-    spec = [{"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
-             "enforce_eager": True, "max_model_len": 1024, "gpu_memory_utilization": 0.25}]
-    collect(prompts, spec, sys.argv[2], progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0))
-
-if __name__ == "__main__":
-    main()
-"""
-
-
-def test_in_process_vllm_reads_each_items_options(tmp_path):
+def test_in_process_vllm_reads_each_items_options(vllm_in_process, tmp_path):
     """A questionnaire (support/survey.py: 1..7 with "Don't know", 0..7, 1..4 in letters with
-    two options, a nominal vote answered with names) on one live engine: each item's
+    two options, a nominal vote answered with names) on the live engine: each item's
     answers, one token or several, travel with its requests; equal to the transformers
     backend, the non-substantive masses included."""
     from support.survey import survey_experiment
@@ -425,13 +305,10 @@ def test_in_process_vllm_reads_each_items_options(tmp_path):
     from xlikert.io import open_results
 
     prompts = survey_experiment(tmp_path).build_prompts()
-    saved, script, out = tmp_path / "prompts.nc", tmp_path / "survey.py", tmp_path / "survey.nc"
+    saved, out = tmp_path / "prompts.nc", tmp_path / "survey.nc"
     prompts.to_netcdf(saved)
-    script.write_text(SURVEY_RUN)
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    res = subprocess.run([str(engine_python("vllm")), str(script), str(saved), str(out)],
-                         env=env, capture_output=True, text=True, timeout=1200)  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
+    res = vllm_in_process.run("survey", saved, out)
+    assert res.ok, res.error
     v = open_results(out)
     loc = collect(prompts, [{"name": "m", "source": "smollm2-135m-instruct"}], progress=False,
                   temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip

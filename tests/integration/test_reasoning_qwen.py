@@ -35,7 +35,7 @@ from xlikert.schema import decode_text
 QWEN = "qwen2.5-coder-0.5b-instruct"
 
 
-@pytest.mark.slow
+@pytest.mark.usefixtures("qwen_folder")
 def test_every_trace_pmf_recomputes_from_the_ids_though_the_text_would_not(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -166,8 +166,34 @@ def test_engine_switch():
     np.testing.assert_array_equal(
         kernels.get_kernel("convolve_items", "numba")(pmf, grid), convolve_items(pmf, grid)
     )
-    with pytest.raises(XlikertError, match="unknown kernel engine"):
-        kernels.set_engine("cuda")
+    with pytest.raises(XlikertError, match="unknown kernel engine"), kernels.use_engine("cuda"):
+        pass
+
+
+def test_the_engine_choice_does_not_leak():
+    """use_engine restores the default on an error; another thread never sees it; the
+    process-wide set_engine is deprecated (and, used anyway, stays in its own context)."""
+    import contextvars
+    import threading
+
+    with pytest.raises(RuntimeError), kernels.use_engine("numpy"):
+        raise RuntimeError("inside")
+    assert kernels.get_engine() == "numba"
+    seen = []
+    with kernels.use_engine("numpy"):
+        worker = threading.Thread(target=lambda: seen.append(kernels.get_engine()))
+        worker.start()
+        worker.join()
+        assert kernels.get_engine() == "numpy"
+    assert seen == ["numba"]
+
+    def old_style():
+        with pytest.warns(DeprecationWarning, match="use_engine"):
+            kernels.set_engine("numpy")
+        return kernels.get_engine()
+
+    assert contextvars.copy_context().run(old_style) == "numpy"
+    assert kernels.get_engine() == "numba"
 
 
 def test_kernels_ship_to_a_fresh_process():

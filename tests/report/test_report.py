@@ -20,6 +20,8 @@ from click.testing import CliRunner
 
 import xlikert as xl
 from xlikert import sampling
+from xlikert.analysis.construct import paper_layout
+from xlikert.analysis.human import human_vs_llm
 from xlikert.cli import main
 from xlikert.datasets import human_baseline, load_demo_results, synthetic_pmf, synthetic_results
 from xlikert.report import tables, write_report
@@ -188,7 +190,7 @@ def test_cli_rejects_bad_origin(tmp_path):
 
 def test_paper_layout_grand_first_and_exports(tmp_path):
     pmf = synthetic_pmf({"model": 2, "target": 2}, n_items=3)
-    df = tables.paper_layout(xl.summary_table(xl.decompose(pmf)))
+    df = paper_layout(xl.summary_table(xl.decompose(pmf)))
     assert df["Parameter"].iloc[0].startswith("μ∅")
     assert list(df.columns[-4:]) == ["E", "SD", "SNR", "dPD"]
     frag = tables.export(df, tmp_path, "t", caption="c", index=False)
@@ -210,7 +212,7 @@ def test_flip_effects_match_engine():
 
 def test_human_vs_llm_table_is_exact_mixture():
     pmf = synthetic_pmf({"model": 2, "target": ["USA", "China"], "frame": 2}, n_items=17)
-    hv = tables.human_vs_llm(pmf, human_baseline(), by="model", condition={"target": "USA"})
+    hv = human_vs_llm(pmf, human_baseline(), by="model", condition={"target": "USA"})
     assert list(hv.group[:6]) == ["Human"] * 6
     comp = xl.composite(pmf.sel(target="USA")).mean("frame")  # mixture PMF over frame
     y = comp.score
@@ -292,7 +294,7 @@ def test_export_escapes_latex_and_markdown(tmp_path):
     # Markdown and HTML keep the Unicode; Markdown escapes the pipes; missing is empty
     md = frag["markdown"].splitlines()
     assert md[0] == "| \\|E\\| | M\\|Bias\\| | flag | note |"
-    assert md[3].startswith("| [1, 2) |  |  | a & b_c")
+    assert md[3].startswith("| \\[1, 2) |  |  | a \\& b\\_c 50% \\#1 \\$x")
     assert "μ∅ × − — ≥ ± ✓ ·" in md[4]
     back = pd.read_csv(tmp_path / "nasty.csv", index_col=0)
     assert back.index.name == "|E|" and back["note"].iloc[2] == "μ∅ × − — ≥ ± ✓ ·"
@@ -314,6 +316,11 @@ def test_exported_tex_compiles_with_pdflatex(paper_report, tmp_path):
     tables.export(_nasty_table(), tmp_path, "nasty", caption="A & B_1: 5% of |E| (μ ≥ 0)")
     inputs = [*sorted((paper_report.parent / "tables").glob("*.tex")), tmp_path / "nasty.tex"]
     assert len(inputs) >= 10
+    _compile_with_pdflatex(inputs, tmp_path)
+
+
+def _compile_with_pdflatex(inputs, tmp_path):
+    """One pdfLaTeX run over the ``inputs`` (booktabs only): no error, no missing glyph."""
     doc = tmp_path / "doc.tex"
     doc.write_text(
         "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n"
@@ -377,3 +384,83 @@ def test_a_section_is_one_entry_in_sections(tmp_path, monkeypatch):
     assert "**model** by `target`." in md
     assert '<a href="#s2">Extra section</a>' in html and "<strong>model</strong>" in html
     assert (tmp_path / "r" / "tables" / "extra.csv").is_file()
+
+
+#: Labels a results file or a CSV may hold: markup of Markdown, HTML and LaTeX (issue 33).
+NASTY = [
+    "<script>alert(1)</script>",
+    "a|b *em* _u_ **b**",
+    "back\\slash $\\nope$ & 5% #1",
+    "{brace} `tick` ~ ^",
+    "two\nlines [l](u) <b>",
+]
+
+
+def _nasty_results() -> xr.Dataset:
+    pmf = synthetic_pmf({"model": NASTY[:2], "t&%#{x}": NASTY[2:]}, n_items=4, seed=5)
+    pmf = pmf.assign_coords(
+        item=["q*1*", "q_2_", "q<3>", "q|4`"],
+        reverse_keyed=("item", [False, True, False, True]),
+        subscale=("item", ["S<1>|*", "S<1>|*", "S_2 $", "S_2 $"]),
+    )
+    ds = _results_from(pmf)
+    ds.attrs["title"] = "Title <i>*x*</i> | $y$"
+    return ds
+
+
+def test_untrusted_labels_are_escaped_in_every_output(tmp_path):
+    """Factor names and levels, item ids and subscale names with markup show as text in
+    report.md (rendered by a CommonMark parser), index.html and every LaTeX table."""
+    import html as html_lib
+
+    from xlikert.report.tables import markdown_escape
+
+    markdown_it = pytest.importorskip("markdown_it")
+    path = write_report(_nasty_results(), tmp_path / "r")
+    out = path.parent
+    md = (out / "report.md").read_text(encoding="utf-8")
+    _assert_md_well_formed(md)
+    rendered = markdown_it.MarkdownIt("commonmark").enable("table").render(md)
+    page = path.read_text(encoding="utf-8")
+    for shown in (rendered, page):
+        assert "<script" not in shown and "<i>" not in shown and "<b>" not in shown
+        assert "<em>em</em>" not in shown and "<strong>b</strong>" not in shown
+        assert "<code>tick</code>" not in shown and '<a href="u">' not in shown
+    for label in [*NASTY, "t&%#{x}", "q*1*", "q|4`", "S<1>|*", "S_2 $"]:
+        text = " ".join(label.split("\n"))
+        assert html_lib.escape(text) in rendered, label  # shown as it is, as text
+        assert html_lib.escape(text) in page, label
+        assert markdown_escape(label) in md, label
+    for csv in sorted((out / "tables").glob("*.csv")):
+        _assert_tex_well_formed(csv.with_suffix(".tex"))
+        _assert_md_well_formed(csv.with_suffix(".md").read_text(encoding="utf-8"), csv)
+        tex = csv.with_suffix(".tex").read_text(encoding="utf-8")
+        body = tex.split("\\toprule\n")[1]
+        assert not re.search(_UNESCAPED + r"[$%#_^~]", body), csv.name
+        assert "<script>" not in tex and "\n\n" not in tex
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+", p.name) for p in out.rglob("*") if p.is_file())
+    if shutil.which("pdflatex"):
+        _compile_with_pdflatex(sorted((out / "tables").glob("*.tex")), tmp_path)
+
+
+def test_write_report_gives_the_callers_matplotlib_backend_back(tmp_path, monkeypatch):
+    """The report draws with Agg where the backend opens windows, then restores the backend
+    it found: nothing global changes. matplotlib's 'template' backend stands in for a GUI
+    one (a real GUI backend needs a display); a file backend is left alone."""
+    import matplotlib.pyplot as plt
+
+    import xlikert.report as report
+
+    monkeypatch.setattr(report, "_gui_backends", lambda: {"template"})
+    seen = []
+    monkeypatch.setattr(report, "SECTIONS", (lambda ctx: seen.append(matplotlib.get_backend()),))
+    results = _results_from(synthetic_pmf({"model": 2}, n_items=2))
+    before = matplotlib.get_backend()
+    plt.switch_backend("template")
+    try:
+        write_report(results, tmp_path / "r")
+        assert [b.lower() for b in seen] == ["agg"] and matplotlib.get_backend() == "template"
+    finally:
+        plt.switch_backend(before)
+    write_report(results, tmp_path / "r2")
+    assert seen[-1] == before == matplotlib.get_backend()

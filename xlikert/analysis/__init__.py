@@ -7,15 +7,21 @@
 :mod:`.keying`            reverse keys and subscales: how the instrument enters the analysis
 :mod:`.consensus`         Tastle and Multivariate Consensus (certified bounds), entropy
 :mod:`.construct`         composites by convolution, mixtures, the distributional ANOVA,
-                          contrasts, trends, summaries
+                          contrasts, trends, summaries; its tables in ``construct.tables``
 :mod:`.reliability`       exact Cronbach's alpha and McDonald's omega over conditions
 :mod:`.human`             human respondents' PMFs from survey tables
 :mod:`.alignment`         model against humans: W1, TV, JS, representativeness, noise ceiling
-:mod:`.cost`              what a sampling study would have paid: SEs, sign flips
-:mod:`.decoding`          the bias of sampling at a temperature and top-p
+:mod:`.cost`              what a sampling study would have paid: SEs, sign flips, decoding
+                          bias; its tables in ``cost.tables``
 :mod:`.traces`            Monte Carlo error of reasoning-mode PMFs over their traces
+:mod:`.frames`            the tidy frames the stages' tables share (one row per level)
 ========================  ====================================================================
 
-Every function is also at the top of the package (``xl.composite``,
-``xl.decompose``, ...); ``xl.sampling`` is :mod:`.cost`.
+Every analysis function is also at the top of the package (``xl.composite``,
+``xl.decompose``, ...); ``xl.sampling`` is :mod:`.cost`. Each table is built in the
+stage it tabulates (``failure_summary`` in :mod:`.constraint`, ``consensus_entropy`` in
+:mod:`.consensus`, ``summary_table`` and the paper's effect tables in
+:mod:`.construct.tables`, ``reliability_table`` in :mod:`.reliability`,
+``alignment_table`` in :mod:`.alignment`, ``human_vs_llm`` in :mod:`.human`, the
+sampling-cost tables in :mod:`.cost.tables`) and rendered by :mod:`xlikert.report.tables`.
 """

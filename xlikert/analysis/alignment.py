@@ -40,14 +40,15 @@ noise ceiling:
 
 :func:`silicon_population` mixes a model's persona PMFs with the human groups'
 counts (or weights), so the model's population answer is compared with the
-human marginal (:func:`xlikert.human_marginal`).
+human marginal (:func:`xlikert.human_marginal`). :func:`alignment_table` tabulates
+the alignment with the whole population, each attribute's subgroups and each cell.
 
 Examples
 --------
 >>> import numpy as np, pandas as pd, xarray as xr, xlikert as xl
 >>> rng = np.random.default_rng(0)
 >>> t = pd.DataFrame({"party": rng.choice(["D", "R"], 400), "q": rng.integers(1, 6, 400)})
->>> human = xl.human_pmf(t, ["q"], scale=(1, 5), groups=["party"])
+>>> human = xl.human_pmf(t, ["q"], scale=(1, 5), by=["party"])
 >>> model = xl.datasets.synthetic_pmf({"model": 2}, n_items=1, scale=(1, 5)).assign_coords(item=["q"])
 >>> a = xl.alignment(model, human)
 >>> a.estimate.dims, a.metric.values.tolist()[:2]
@@ -60,20 +61,23 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from scipy.stats import norm
 
 from .. import kernels
+from .._compat import renamed_keywords
 from .._version import __version__
 from ..dims import DECODING_DIMS, factor_dims
 from ..errors import DesignError, InputTypeError, InvalidPMFError
 from ..io import encode_attrs, read_attrs
 from ..validate import as_pmf, check_pmf, check_score_axis, single_chunk
-from .human import mixture_weights
+from .human import human_marginal, mixture_weights
 
 __all__ = [
     "METRICS",
     "alignment",
+    "alignment_table",
     "jensen_shannon",
     "mean_difference",
     "noise_ceiling",
@@ -218,13 +222,16 @@ def wasserstein(
     item_dim: Hashable = "item",
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Wasserstein-1 distance on the ordinal scale, ``sum_k |F_p(k) - F_q(k)|`` (score units).
+    """Wasserstein-1 distance of model and human PMFs on the ordinal scale (score units).
+
+    ``W1 = sum_k |F_p(k) - F_q(k)|`` over the scale points ``k``, with ``F_p`` and
+    ``F_q`` the two CDFs: the earth mover's distance on the integer scale.
 
     Parameters
     ----------
-    model
+    model : xr.DataArray or xr.Dataset
         Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
-    human
+    human : xr.Dataset or xr.DataArray
         Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
@@ -235,7 +242,17 @@ def wasserstein(
     Returns
     -------
     xr.DataArray
-        Broadcast over every other dim of both inputs.
+        ``wasserstein`` (score units), broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -257,7 +274,35 @@ def representativeness(
 ) -> xr.DataArray:
     """OpinionQA representativeness ``1 - W1 / (K - 1)``, ``K`` the number of scale points.
 
-    Arguments as :func:`wasserstein`.
+    1 for identical PMFs, 0 for all mass at opposite ends of the scale
+    (Santurkar et al. 2023).
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
+    human : xr.Dataset or xr.DataArray
+        Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
+    score_dim, item_dim : keyword-only
+        The score dim (consecutive integers, the same in both) and the item dim
+        (the same items in both, if either has it).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``representativeness`` in [0, 1], broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -280,7 +325,36 @@ def total_variation(
     item_dim: Hashable = "item",
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Total variation distance ``1/2 sum |p - q|``; arguments as :func:`wasserstein`.
+    """Total variation distance of model and human PMFs, in [0, 1].
+
+    ``TV = 1/2 sum_k |p_k - q_k|``.
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
+    human : xr.Dataset or xr.DataArray
+        Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
+    score_dim, item_dim : keyword-only
+        The score dim (consecutive integers, the same in both) and the item dim
+        (the same items in both, if either has it).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``total_variation``, broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -300,7 +374,37 @@ def jensen_shannon(
     item_dim: Hashable = "item",
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Jensen-Shannon divergence in bits (log base 2; in [0, 1]); arguments as :func:`wasserstein`.
+    """Jensen-Shannon divergence of model and human PMFs, in bits.
+
+    With log base 2 it lies in [0, 1]; it is the divergence, not its square root
+    (the JS distance).
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
+    human : xr.Dataset or xr.DataArray
+        Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
+    score_dim, item_dim : keyword-only
+        The score dim (consecutive integers, the same in both) and the item dim
+        (the same items in both, if either has it).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``jensen_shannon`` (bits), broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -320,7 +424,36 @@ def mean_difference(
     item_dim: Hashable = "item",
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Difference of means, model minus humans (score units); arguments as :func:`wasserstein`.
+    """Difference of the means of model and human PMFs, model minus humans (score units).
+
+    ``E_p[y] - E_q[y]``.
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs (or a results Dataset: its ``pmf``) on ``score_dim``.
+    human : xr.Dataset or xr.DataArray
+        Human PMFs: a :func:`xlikert.human_pmf` Dataset or a PMF DataArray.
+    score_dim, item_dim : keyword-only
+        The score dim (consecutive integers, the same in both) and the item dim
+        (the same items in both, if either has it).
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``mean_difference`` (score units), broadcast over every other dim of both inputs.
+
+    Raises
+    ------
+    InvalidPMFError
+        Model and human PMFs on different score axes, or an invalid PMF.
+    DesignError
+        A dim both have with different items or levels (naming them), or a dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -378,10 +511,31 @@ def noise_ceiling(
     between two independent samples of ``N`` respondents from ``q``. See
     :mod:`xlikert.analysis.alignment` for which are exact and which approximations are used.
 
+    Parameters
+    ----------
+    human : xr.Dataset
+        A human PMF Dataset with its sample size (``n``, or ``n_eff`` when
+        weighted): :func:`xlikert.human_pmf` and friends.
+    score_dim, item_dim : keyword-only
+        Names of the score and item dims.
+    engine : keyword-only
+        ``"numba"`` (default) or ``"numpy"``.
+
     Returns
     -------
     xr.DataArray
-        ``(*groups, item, metric)``.
+        ``ceiling`` with dims ``(*groups, item, metric)``; attrs name the
+        sample size used and the methods.
+
+    Raises
+    ------
+    DesignError
+        ``human`` without a sample size (a bare PMF), or a dim with a name
+        xlikert reserves (:mod:`xlikert.dims`).
+    InvalidPMFError
+        A malformed score axis or an invalid PMF.
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -431,10 +585,10 @@ def alignment(
 
     Parameters
     ----------
-    model
+    model : xr.DataArray or xr.Dataset
         Model PMFs (or a results Dataset: its ``pmf``); item PMFs, composites
         or mixtures, on the same score axis as ``human``.
-    human
+    human : xr.Dataset
         A human PMF Dataset (:func:`xlikert.human_pmf`,
         :func:`xlikert.human_composite`, :func:`xlikert.human_marginal`) with
         ``n`` (and ``n_eff`` when weighted).
@@ -506,11 +660,12 @@ def alignment(
     return encode_attrs(ds)
 
 
+@renamed_keywords(dims="dim")
 def silicon_population(
     model: xr.DataArray | xr.Dataset,
     human: xr.Dataset,
     *,
-    dims: Hashable | Sequence[Hashable] | None = None,
+    dim: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
 ) -> xr.DataArray:
@@ -518,16 +673,46 @@ def silicon_population(
 
     The model's persona factors are dims named like the human group attributes
     (e.g. ``party``, ``education``) with the same levels; the mixture over
-    ``dims`` (default: every human group) weights each persona by the
+    ``dim`` (default: every human group) weights each persona by the
     respondents of that group (the sum of their survey weights when weighted),
     per item, so it matches the human marginal :func:`xlikert.human_marginal`
-    over the same ``dims``. Mixtures are means: ``sum_g w_g p_g / sum_g w_g``.
+    over the same ``dim``. Mixtures are means: ``sum_g w_g p_g / sum_g w_g``.
+
+    Parameters
+    ----------
+    model : xr.DataArray or xr.Dataset
+        Model PMFs whose persona factors are named like the human groups (or a
+        results Dataset: its ``pmf``).
+    human : xr.Dataset
+        A human PMF Dataset (:func:`xlikert.human_pmf`): its counts, or sums of
+        survey weights, are the mixture weights.
+    dim : keyword-only
+        The persona factors to mix over (``dims=`` is its deprecated name);
+        default every human group.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+
+    Returns
+    -------
+    xr.DataArray
+        ``pmf``, the silicon population's PMF: the dims of ``model`` less ``dim``;
+        the attr ``silicon_mixture_over`` names them.
+
+    Raises
+    ------
+    DesignError
+        A dim of ``dim`` that is not a human group, or model and human PMFs with
+        different items or levels on a shared dim.
+    InvalidPMFError
+        Model and human PMFs on different score axes.
+    InputTypeError
+        ``human`` neither a Dataset nor a DataArray.
 
     Examples
     --------
     >>> import pandas as pd, xarray as xr, xlikert as xl
     >>> h = xl.human_pmf(pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]}), ["q"],
-    ...                  scale=(1, 2), groups=["g"])
+    ...                  scale=(1, 2), by=["g"])
     >>> m = xr.DataArray([[[1.0, 0.0]], [[0.0, 1.0]]], dims=("g", "item", "score"),
     ...                  coords={"g": ["a", "b"], "item": ["q"], "score": [1, 2]})
     >>> xl.silicon_population(m, h).values.tolist()           # 1/3 a, 2/3 b
@@ -538,7 +723,7 @@ def silicon_population(
     _check_pair(p, q, score_dim, item_dim)
     w = mixture_weights(human).astype(np.float64)
     groups = [d for d in w.dims if d != item_dim]
-    dims = groups if dims is None else [dims] if isinstance(dims, str) else list(dims)
+    dims = groups if dim is None else [dim] if isinstance(dim, str) else list(dim)
     for d in dims:
         if d not in groups:
             raise DesignError(f"{d!r} is not a group of the human data; its groups: {groups}")
@@ -546,3 +731,44 @@ def silicon_population(
     out.attrs = encode_attrs({**read_attrs(p), "silicon_mixture_over": [str(d) for d in dims]})
     out.name = "pmf"
     return out.transpose(..., *[d for d in (item_dim, score_dim) if d in out.dims])
+
+
+def _label(cell: dict[Hashable, Any], groups: list[Hashable]) -> str:
+    parts = [f"{g}={cell[g]}" for g in groups if g in cell]
+    return ", ".join(parts) if parts else "all respondents"
+
+
+def alignment_table(model: xr.DataArray, human: xr.Dataset, by: Hashable) -> pd.DataFrame:
+    """Alignment of each ``by`` level (e.g. model) with the human population, each attribute's
+    subgroups and (with several attributes) each cell: tidy rows with estimate, interval, ceiling.
+
+    The model's persona factors named like the human groups are mixed with the human counts
+    (:func:`silicon_population`); a model without them is compared as it is.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``by``, ``group`` (``"party=D, edu=hi"``, or ``"all respondents"``),
+        ``item``, ``metric``, ``estimate``, ``se``, ``lower``, ``upper``, ``ceiling``.
+    """
+    groups = [d for d in human["n"].dims if d != "item"]  # the human groups (kept or pooled)
+    targets: list[tuple[list[Hashable], xr.Dataset, xr.DataArray]] = [
+        (groups, human_marginal(human), silicon_population(model, human))
+    ]
+    for g in groups if len(groups) > 1 else []:
+        rest = [d for d in groups if d != g]
+        targets.append(
+            (rest, human_marginal(human, dim=rest), silicon_population(model, human, dim=rest))
+        )
+    if groups:
+        targets.append(([], human, model))
+    frames = []
+    for mixed, h, m in targets:
+        a = alignment(m, h)
+        df = a[["estimate", "lower", "upper", "se", "ceiling"]].to_dataframe().reset_index()
+        kept = [g for g in groups if g not in mixed]
+        df.insert(1, "group", [_label(row, kept) for row in df[kept].to_dict("records")])
+        frames.append(df.drop(columns=kept))
+    out = pd.concat(frames, ignore_index=True)
+    keep = [by, "group", "item", "metric", "estimate", "se", "lower", "upper", "ceiling"]
+    return out[[c for c in keep if c in out.columns]]

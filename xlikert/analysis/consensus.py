@@ -6,15 +6,17 @@ top level (``xl.consensus``, ``xl.dissension``, ...). It is not called
 name would be shadowed by it (``import xlikert.consensus as m`` gave the
 function). ``xlikert.kernels.consensus`` holds the kernels.
 
-* :func:`tastle_consensus` -- Tastle & Wierman Consensus of each PMF (paper eq.
-  consensus-original), exact.
+* :func:`tastle_consensus` -- Tastle & Wierman Consensus of each PMF
+  (:ref:`eq-consensus-original`), exact.
 * :func:`consensus` -- the paper's Multivariate Consensus of the ``K`` items of a
-  condition (eq. consensus-multivariate) with a *certified* error: the value
-  returned is within ``tol`` of the exact sum over all ``n^K`` response vectors,
-  and ``bounds=True`` returns the certified lower and upper bounds.
-* :func:`dissension` -- ``1 - consensus`` (eq. dissension).
-* :func:`entropy` -- Shannon entropy in bits (the paper's entropy-vs-consensus
-  table), of each item or of the K-item joint under conditional independence.
+  condition (:ref:`eq-consensus-multivariate`) with a *certified* error: the value
+  returned is within ``tol`` of the exact sum over all ``n^K`` response vectors;
+* :func:`consensus_bounds` -- the same value with its certified lower and upper
+  bounds and the guaranteed error, as a Dataset;
+* :func:`dissension`, :func:`dissension_bounds` -- ``1 - consensus`` (:ref:`eq-dissension`).
+* :func:`entropy` -- Shannon entropy in bits, of each item or of the K-item joint
+  under conditional independence; :func:`consensus_entropy` tabulates both per
+  condition (the paper's entropy-vs-consensus table).
 
 Items are conditionally independent given the condition (paper, "Conditional
 Independence via Context Isolation"), so the joint PMF is the product of the
@@ -29,9 +31,11 @@ import warnings
 from collections.abc import Hashable
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from .. import kernels
+from .._compat import retired_keyword
 from ..dims import CORE_DIMS, DECODING_DIMS, factor_dims
 from ..errors import InternalError, InvalidPMFError, XlikertError
 from ..kernels import DEFAULT_MAX_CELLS
@@ -44,7 +48,15 @@ from ..validate import (
     is_lazy,
 )
 
-__all__ = ["consensus", "dissension", "entropy", "tastle_consensus"]
+__all__ = [
+    "consensus",
+    "consensus_bounds",
+    "consensus_entropy",
+    "dissension",
+    "dissension_bounds",
+    "entropy",
+    "tastle_consensus",
+]
 
 #: Smallest ``tol`` accepted by :func:`consensus`: the rigorous allowance for
 #: float64 round-off that widens the bounds reaches ~1e-11 on the finest grids.
@@ -125,7 +137,7 @@ def _attrs(pmf: xr.DataArray, **extra) -> dict:
 def tastle_consensus(
     pmf: xr.DataArray | xr.Dataset, *, score_dim: Hashable = "score"
 ) -> xr.DataArray:
-    """Tastle & Wierman Consensus of each PMF (paper eq. consensus-original), exact.
+    """Tastle & Wierman Consensus of each PMF, exact (:ref:`eq-consensus-original`).
 
     ``Cns(Y) = 1 + sum_y P(y) log2(1 - |y - mu| / d_max)`` with ``mu`` the mean
     of the PMF and ``d_max = y_max - y_min`` taken from the ``score``
@@ -173,67 +185,44 @@ def tastle_consensus(
     return out.rename("tastle_consensus")
 
 
-def consensus(
+def consensus_bounds(
     pmf: xr.DataArray | xr.Dataset,
     *,
     item_dim: Hashable | None = "item",
     score_dim: Hashable = "score",
     tol: float = 1e-4,
-    bounds: bool = False,
     max_cells: int = DEFAULT_MAX_CELLS,
     engine: str | None = None,
-) -> xr.DataArray | xr.Dataset:
-    """Multivariate Consensus of each condition, within ``tol`` of the exact value.
+) -> xr.Dataset:
+    """Multivariate Consensus with its certified bounds and guaranteed error, as a Dataset.
 
-    The paper's eq. consensus-multivariate::
-
-        Cns = 1 + sum_{y in Y^K} P(y) log2(1 - ||y - mu||_2 / d_max),
-        d_max = sqrt(K) (y_max - y_min),
-
-    over all ``n^K`` response vectors of the ``K`` items along ``item_dim``,
-    with ``P`` the product of the item PMFs and ``mu`` the vector of item means.
-    The sum is not enumerated (``7^17 ~ 2e14`` terms): the squared distance
-    ``D`` is convolved on a grid whose step shrinks until certified lower and
-    upper bounds of the exact sum are at most ``2 tol`` apart, and the midpoint
-    is returned (see :mod:`xlikert.kernels.consensus`). The bounds include a
-    rigorous allowance for float64 round-off.
+    The value :func:`consensus` returns, beside the certified lower and upper
+    bounds of the exact sum over all ``n^K`` response vectors and the guaranteed
+    bound ``error`` on ``|consensus - exact|`` (at most ``tol``, unless
+    ``max_cells`` was reached first: see :func:`consensus`).
 
     Parameters
     ----------
     pmf : xr.DataArray or xr.Dataset
         Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
-        Dataset (its ``pmf``). Other dims (the decoding grid of
-        ``decoding_pmf`` too) are carried along.
+        Dataset (its ``pmf``). Other dims are carried along.
     item_dim : hashable or None, keyword-only
-        The items of one condition. ``None`` gives Tastle Consensus per item
-        (:func:`tastle_consensus`, exact).
+        The items of one condition. ``None`` gives Tastle Consensus per item.
     score_dim : hashable, keyword-only
         Score dimension; its coordinate holds the consecutive scale values.
     tol : float, keyword-only
-        Guaranteed bound on ``|returned - exact|``; at least ``1e-10``.
-        ``1e-4`` takes well under a millisecond per condition for K = 17.
-    bounds : bool, keyword-only
-        Return a Dataset with ``consensus``, ``lower``, ``upper`` (certified
-        bounds of the exact value) and ``error`` (guaranteed bound on
-        ``|consensus - exact|``, at most ``tol``).
+        Guaranteed bound on ``|consensus - exact|``; at least ``1e-10``.
     max_cells : int, keyword-only
-        Largest grid one refinement pass may use. Should it be reached before
-        ``tol`` is met, the tightest certified bounds so far are returned (if
-        not even the first grid fits, the wider bounds of a single cell: never
-        NaN), their ``error`` exceeds ``tol``, and a ``RuntimeWarning`` names
-        those conditions and says to raise ``max_cells`` or ``tol``. For Dask
-        input the warning is issued when the result is computed, once per
-        chunk that holds such conditions (threaded or synchronous scheduler;
-        a multi-process scheduler keeps its workers' warnings).
+        Largest grid one refinement pass may use (see :func:`consensus`).
     engine : {"numba", "numpy"}, optional, keyword-only
         Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_engine`.
 
     Returns
     -------
-    xr.DataArray or xr.Dataset
-        ``consensus`` with dims ``(*factors)`` (``(*factors, item_dim)`` when
-        ``item_dim`` is None); a Dataset when ``bounds`` is True. Dask-backed
-        input gives a lazy result.
+    xr.Dataset
+        ``consensus``, ``lower``, ``upper`` and ``error``, each with dims
+        ``(*factors)`` (``(*factors, item_dim)`` when ``item_dim`` is None: Tastle
+        Consensus per item, exact, so the bounds equal the value and ``error`` is 0).
 
     Raises
     ------
@@ -258,19 +247,15 @@ def consensus(
     --------
     >>> import xlikert as xl
     >>> pmf = xl.datasets.synthetic_pmf({"model": ["a", "b"]}, n_items=17, seed=1)
-    >>> ds = xl.consensus(pmf, tol=1e-6, bounds=True)
-    >>> bool((ds.error <= 1e-6).all()), bool((ds.lower <= ds.consensus).all())
-    (True, True)
-    >>> xl.consensus(pmf.isel(item=[0]), tol=1e-9).round(6).values  # K = 1 is Tastle
-    array([0.598794, 0.333303])
-    >>> xl.tastle_consensus(pmf.isel(item=0)).round(6).values
-    array([0.598794, 0.333303])
+    >>> ds = xl.consensus_bounds(pmf, tol=1e-6)
+    >>> sorted(ds.data_vars), bool((ds.error <= 1e-6).all())
+    (['consensus', 'error', 'lower', 'upper'], True)
+    >>> bool((ds.lower <= ds.consensus).all() and (ds.consensus <= ds.upper).all())
+    True
     """
     if item_dim is None:
         cns = tastle_consensus(pmf, score_dim=score_dim).rename("consensus")
         cns.attrs["long_name"] = "Consensus (Tastle, per item)"
-        if not bounds:
-            return cns
         zero = xr.zeros_like(cns).rename("error")
         zero.attrs = {"long_name": "bound on |consensus - exact| (float64 round-off only)"}
         return xr.Dataset(
@@ -312,14 +297,110 @@ def consensus(
         n_items=n_items,
         method=method,
     )
-    if not bounds:
-        return value
     res["lower"].attrs = {"long_name": "certified lower bound of the exact Multivariate Consensus"}
     res["upper"].attrs = {"long_name": "certified upper bound of the exact Multivariate Consensus"}
     res["error"].attrs = {"long_name": "guaranteed bound on |consensus - exact|"}
     res["consensus"] = value
     res.attrs = {"tol": tol, "n_items": n_items, "method": method}
     return res
+
+
+@retired_keyword(
+    "bounds", "xl.consensus_bounds(...) for the certified bounds", redirect=consensus_bounds
+)
+def consensus(
+    pmf: xr.DataArray | xr.Dataset,
+    *,
+    item_dim: Hashable | None = "item",
+    score_dim: Hashable = "score",
+    tol: float = 1e-4,
+    max_cells: int = DEFAULT_MAX_CELLS,
+    engine: str | None = None,
+) -> xr.DataArray:
+    """Multivariate Consensus of each condition, within ``tol`` of the exact value.
+
+    The paper's Multivariate Consensus (:ref:`eq-consensus-multivariate`)::
+
+        Cns = 1 + sum_{y in Y^K} P(y) log2(1 - ||y - mu||_2 / d_max),
+        d_max = sqrt(K) (y_max - y_min),
+
+    over all ``n^K`` response vectors of the ``K`` items along ``item_dim``,
+    with ``P`` the product of the item PMFs and ``mu`` the vector of item means.
+    The sum is not enumerated (``7^17 ~ 2e14`` terms): the squared distance
+    ``D`` is convolved on a grid whose step shrinks until certified lower and
+    upper bounds of the exact sum are at most ``2 tol`` apart, and the midpoint
+    is returned (see :mod:`xlikert.kernels.consensus`). The bounds include a
+    rigorous allowance for float64 round-off.
+
+    Parameters
+    ----------
+    pmf : xr.DataArray or xr.Dataset
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
+        Dataset (its ``pmf``). Other dims (the decoding grid of
+        ``decoding_pmf`` too) are carried along.
+    item_dim : hashable or None, keyword-only
+        The items of one condition. ``None`` gives Tastle Consensus per item
+        (:func:`tastle_consensus`, exact).
+    score_dim : hashable, keyword-only
+        Score dimension; its coordinate holds the consecutive scale values.
+    tol : float, keyword-only
+        Guaranteed bound on ``|returned - exact|``; at least ``1e-10``.
+        ``1e-4`` takes well under a millisecond per condition for K = 17.
+    max_cells : int, keyword-only
+        Largest grid one refinement pass may use. Should it be reached before
+        ``tol`` is met, the tightest certified bounds so far are returned (if
+        not even the first grid fits, the wider bounds of a single cell: never
+        NaN), their ``error`` exceeds ``tol``, and a ``RuntimeWarning`` names
+        those conditions and says to raise ``max_cells`` or ``tol``. For Dask
+        input the warning is issued when the result is computed, once per
+        chunk that holds such conditions (threaded or synchronous scheduler;
+        a multi-process scheduler keeps its workers' warnings).
+    engine : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_engine`.
+
+    Returns
+    -------
+    xr.DataArray
+        ``consensus`` with dims ``(*factors)`` (``(*factors, item_dim)`` when
+        ``item_dim`` is None). Dask-backed input gives a lazy result. The
+        certified bounds and the error are :func:`consensus_bounds`'s; the
+        keyword ``bounds=True`` of earlier versions still returns them, with a
+        ``DeprecationWarning``.
+
+    Raises
+    ------
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
+        missing or empty item dimension.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+    XlikertError
+        ``tol`` not a finite number of at least ``1e-10``, ``max_cells`` not a
+        positive integer.
+    InternalError
+        A certified lower bound above its upper bound (a bug, not bad input).
+
+    Warns
+    -----
+    RuntimeWarning
+        ``max_cells`` reached before ``tol``: the conditions, the largest
+        error, and what to change.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": ["a", "b"]}, n_items=17, seed=1)
+    >>> xl.consensus(pmf, tol=1e-6).dims
+    ('model',)
+    >>> xl.consensus(pmf.isel(item=[0]), tol=1e-9).round(6).values  # K = 1 is Tastle
+    array([0.598794, 0.333303])
+    >>> xl.tastle_consensus(pmf.isel(item=0)).round(6).values
+    array([0.598794, 0.333303])
+    """
+    bounds = consensus_bounds(
+        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, engine=engine
+    )
+    return bounds["consensus"]
 
 
 _BOUND_VARS = ("consensus", "lower", "upper", "error")
@@ -365,21 +446,122 @@ def _bounds_block(
     return xr.Dataset(dict(zip(_BOUND_VARS, (value, lower, upper, error), strict=True)))
 
 
+def dissension_bounds(
+    pmf: xr.DataArray | xr.Dataset,
+    *,
+    item_dim: Hashable | None = "item",
+    score_dim: Hashable = "score",
+    tol: float = 1e-4,
+    max_cells: int = DEFAULT_MAX_CELLS,
+    engine: str | None = None,
+) -> xr.Dataset:
+    """Multivariate Dissension with its certified bounds and guaranteed error, as a Dataset.
+
+    ``1 -`` :func:`consensus_bounds` (the bounds swap; :ref:`eq-dissension`), with the
+    guarantee of :func:`consensus`.
+
+    Parameters
+    ----------
+    pmf : xr.DataArray or xr.Dataset
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
+        Dataset (its ``pmf``).
+    item_dim : hashable or None, keyword-only
+        The items of one condition; ``None``: Tastle's per item.
+    score_dim : hashable, keyword-only
+        Score dimension.
+    tol : float, keyword-only
+        Guaranteed bound on ``|dissension - exact|``; at least ``1e-10``.
+    max_cells : int, keyword-only
+        Largest grid one refinement pass may use (see :func:`consensus`).
+    engine : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin.
+
+    Returns
+    -------
+    xr.Dataset
+        ``dissension``, ``lower``, ``upper`` and ``error``, each with the dims of
+        :func:`consensus_bounds`'s.
+
+    Raises
+    ------
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a malformed score axis.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+    XlikertError
+        ``tol`` or ``max_cells`` out of range.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> pmf = xr.DataArray([[0.5, 0, 0, 0, 0, 0, 0.5]], dims=("item", "score"),
+    ...                    coords={"score": range(1, 8)})
+    >>> ds = dissension_bounds(pmf)
+    >>> float(ds.dissension), float(ds.error) <= 1e-4
+    (1.0, True)
+    """
+    res = consensus_bounds(
+        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, engine=engine
+    )
+    dsn = (1.0 - res.consensus).rename("dissension")
+    dsn.attrs = dict(res.consensus.attrs)
+    dsn.attrs["long_name"] = dsn.attrs["long_name"].replace("Consensus", "Dissension")
+    lower = (1.0 - res.upper).rename("lower")
+    upper = (1.0 - res.lower).rename("upper")
+    lower.attrs = {"long_name": "certified lower bound of the exact Dissension"}
+    upper.attrs = {"long_name": "certified upper bound of the exact Dissension"}
+    return xr.Dataset(
+        {"dissension": dsn, "lower": lower, "upper": upper, "error": res.error},
+        attrs=res.attrs,
+    )
+
+
+@retired_keyword(
+    "bounds", "xl.dissension_bounds(...) for the certified bounds", redirect=dissension_bounds
+)
 def dissension(
     pmf: xr.DataArray | xr.Dataset,
     *,
     item_dim: Hashable | None = "item",
     score_dim: Hashable = "score",
     tol: float = 1e-4,
-    bounds: bool = False,
     max_cells: int = DEFAULT_MAX_CELLS,
     engine: str | None = None,
-) -> xr.DataArray | xr.Dataset:
-    """Multivariate Dissension ``1 - consensus`` (paper eq. dissension).
+) -> xr.DataArray:
+    """Multivariate Dissension ``1 - consensus``, within ``tol`` of the exact value.
 
-    Same parameters (all keyword-only but ``pmf``) and guarantee as
-    :func:`consensus`; with ``bounds=True`` the Dataset holds ``dissension``,
-    ``lower``, ``upper`` and ``error``.
+    :ref:`eq-dissension`; the guarantee is :func:`consensus`'s, and the certified
+    bounds are :func:`dissension_bounds`'s.
+
+    Parameters
+    ----------
+    pmf : xr.DataArray or xr.Dataset
+        Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
+        Dataset (its ``pmf``).
+    item_dim : hashable or None, keyword-only
+        The items of one condition; ``None``: ``1 -`` Tastle's per item.
+    score_dim : hashable, keyword-only
+        Score dimension.
+    tol : float, keyword-only
+        Guaranteed bound on ``|returned - exact|``; at least ``1e-10``.
+    max_cells : int, keyword-only
+        Largest grid one refinement pass may use (see :func:`consensus`).
+    engine : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin.
+
+    Returns
+    -------
+    xr.DataArray
+        ``dissension`` with the dims of :func:`consensus`'s result, in [0, 1].
+
+    Raises
+    ------
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a malformed score axis.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+    XlikertError
+        ``tol`` or ``max_cells`` out of range.
 
     Examples
     --------
@@ -389,28 +571,10 @@ def dissension(
     >>> float(dissension(pmf))
     1.0
     """
-    res = consensus(
-        pmf,
-        item_dim=item_dim,
-        score_dim=score_dim,
-        tol=tol,
-        bounds=True,
-        max_cells=max_cells,
-        engine=engine,
+    bounds = dissension_bounds(
+        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, engine=engine
     )
-    dsn = (1.0 - res.consensus).rename("dissension")
-    dsn.attrs = dict(res.consensus.attrs)
-    dsn.attrs["long_name"] = dsn.attrs["long_name"].replace("Consensus", "Dissension")
-    if not bounds:
-        return dsn
-    lower = (1.0 - res.upper).rename("lower")
-    upper = (1.0 - res.lower).rename("upper")
-    lower.attrs = {"long_name": "certified lower bound of the exact Dissension"}
-    upper.attrs = {"long_name": "certified upper bound of the exact Dissension"}
-    return xr.Dataset(
-        {"dissension": dsn, "lower": lower, "upper": upper, "error": res.error},
-        attrs=res.attrs,
-    )
+    return bounds["dissension"]
 
 
 def entropy(
@@ -422,8 +586,9 @@ def entropy(
     """Shannon entropy in bits: of the K-item joint, or of each item.
 
     Under conditional independence the joint entropy is the sum of the item
-    entropies; ``0 log 0 = 0``. The paper contrasts it with Consensus (table
-    tab:cns-entropy): entropy ignores the ordinal distance between answers.
+    entropies; ``0 log 0 = 0``. The paper contrasts it with Consensus (its
+    table of Consensus and entropy per condition): entropy ignores the ordinal
+    distance between answers.
 
     Parameters
     ----------
@@ -439,6 +604,13 @@ def entropy(
     -------
     xr.DataArray
         ``entropy`` (bits) with dims ``(*factors)``, or ``(*factors, item_dim)``.
+
+    Raises
+    ------
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a malformed score axis.
+    DesignError
+        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Examples
     --------
@@ -468,6 +640,31 @@ def entropy(
     long_name = "Shannon entropy" + (" per item" if item_dim is None else " of the item joint")
     out.attrs = _attrs(pmf, long_name=long_name, units="bit")
     return out.rename("entropy")
+
+
+def consensus_entropy(cns: xr.DataArray, ent: xr.DataArray | None = None) -> pd.DataFrame:
+    """Consensus (and joint entropy, bits) per condition, one row per condition
+    (the paper's Consensus-vs-entropy table): columns the factors, ``Cns`` and
+    ``Entropy (bits)``.
+
+    Examples
+    --------
+    >>> c = xr.DataArray([0.9, 0.7], dims="model", coords={"model": ["a", "b"]}, name="Cns")
+    >>> consensus_entropy(c).columns.tolist()
+    ['model', 'Cns']
+    """
+    data = {"Cns": cns}
+    if ent is not None:
+        data["Entropy (bits)"] = ent
+    ds = xr.Dataset(
+        {k: v.drop_vars([c for c in v.coords if c not in v.dims]) for k, v in data.items()}
+    )
+    df = (
+        ds.to_dataframe().reset_index()
+        if ds["Cns"].ndim
+        else pd.DataFrame({k: [float(v)] for k, v in ds.items()})
+    )
+    return df
 
 
 def _check_tol(tol: float) -> float:

@@ -3,13 +3,14 @@
 The model's next-token distribution covers the whole vocabulary; a Likert item
 accepts only the valid tokens ``V_val`` (every surface form of a scale value,
 e.g. ``"7"`` and ``" 7"``), mapped onto the scale by ``phi: V_val -> Y``
-(paper section "Constraint", eqs. phi and phi-inverse-mapping):
+(paper section "Constraint"; :ref:`eq-phi` and :ref:`eq-phi-inverse-mapping`):
 
 * valid mass ``P_val = sum_{t in V_val} P_raw(t)``; failure rate ``1 - P_val``;
 * item PMF ``P(Y = y) = sum_{t in phi^-1(y)} P_raw(t) / P_val``.
 
-Analyses call :func:`failure_rate`; :func:`item_pmf_from_tokens` and
-:func:`renormalize` build item PMFs from token probabilities held in xarray.
+Analyses call :func:`failure_rate` (tabulated by :func:`failure_summary`);
+:func:`item_pmf_from_tokens` and :func:`renormalize` build item PMFs from token
+probabilities held in xarray.
 
 The rules every collection backend shares to read a next-token distribution
 (token -> scale sum, temperature/top-p, top-k intervals) are the collection's
@@ -23,12 +24,21 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
+from ..dims import factor_dims, preferred_factor
 from ..errors import InputTypeError, InvalidPMFError, XlikertError
 from ..validate import check_score_axis, describe_cells, is_lazy
+from .frames import level_frame
 
-__all__ = ["VALID_MASS_ATOL", "failure_rate", "item_pmf_from_tokens", "renormalize"]
+__all__ = [
+    "VALID_MASS_ATOL",
+    "failure_rate",
+    "failure_summary",
+    "item_pmf_from_tokens",
+    "renormalize",
+]
 
 #: Absolute tolerance on a valid mass above 1 (or below 0): float32 softmax round-off.
 VALID_MASS_ATOL = 1e-5
@@ -257,7 +267,7 @@ def item_pmf_from_tokens(
     """Item PMFs and valid mass from the raw probabilities of the valid tokens.
 
     Sums the raw probability of each pre-image ``phi^-1(y)`` and renormalises
-    by the total valid mass (paper eq. phi-inverse-mapping).
+    by the total valid mass (:ref:`eq-phi-inverse-mapping`).
 
     Parameters
     ----------
@@ -362,3 +372,31 @@ def item_pmf_from_tokens(
 # ============================================================================ shared rules
 # The maths every collection backend shares, in plain numpy. Backends call these
 # functions; none keeps a copy of its own (tests compare every path with them).
+
+
+def failure_summary(fr: xr.DataArray, by: Hashable | None = None) -> pd.DataFrame:
+    """Mean, SD and max of the failure rate per level of ``by`` (over conditions and items).
+
+    Parameters
+    ----------
+    fr
+        Failure rates ``(*factors, item)`` (:func:`failure_rate`).
+    by
+        The factor whose levels are the rows (default :data:`xlikert.dims.MODEL_DIM` if
+        present, else the first factor); without factors, one row ``all``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``M``, ``SD`` (ddof 0) and ``max``; index the levels of ``by``.
+
+    Examples
+    --------
+    >>> fr = xr.DataArray([[0.0, 0.2], [0.1, 0.1]], dims=("model", "item"),
+    ...                   coords={"model": ["a", "b"]})
+    >>> failure_summary(fr).round(2).to_dict("index")
+    {'a': {'M': 0.1, 'SD': 0.1, 'max': 0.2}, 'b': {'M': 0.1, 'SD': 0.0, 'max': 0.1}}
+    """
+    by = preferred_factor(factor_dims(fr, score_dim=None, what="the failure rates"), by)
+    rest = [d for d in fr.dims if d != by]
+    return level_frame({"M": fr.mean(rest), "SD": fr.std(rest), "max": fr.max(rest)}, by)

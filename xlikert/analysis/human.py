@@ -14,7 +14,9 @@ the same names and levels (:mod:`xlikert.analysis.alignment`).
 
 * :func:`human_pmf` -- from a tidy table, one row per respondent;
 * :func:`human_pmf_from_counts` -- from respondent counts ``(*groups, item, score)``;
-* :func:`human_marginal` -- pool groups (the population, or one attribute's subgroups).
+* :func:`human_marginal` -- pool groups (the population, or one attribute's subgroups);
+* :func:`human_vs_llm` -- published human samples (:func:`xlikert.datasets.human_baseline`)
+  beside each model's composite score.
 
 Nothing is dropped silently: a missing answer (NaN, or a code listed in
 ``missing``) is counted in ``n_missing``; a code outside the scale, a
@@ -26,7 +28,7 @@ Examples
 >>> import pandas as pd, xlikert as xl
 >>> table = pd.DataFrame({"party": ["D", "D", "R", "R", "R"],
 ...                       "q1": [1, 2, 3, 3, None]})
->>> h = xl.human_pmf(table, ["q1"], scale=(1, 3), groups=["party"])
+>>> h = xl.human_pmf(table, ["q1"], scale=(1, 3), by=["party"])
 >>> h.pmf.sel(item="q1").values.tolist()
 [[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]
 >>> h.n.values.ravel().tolist(), h.n_missing.values.ravel().tolist()
@@ -42,11 +44,13 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from .._compat import renamed_keywords
 from .._version import __version__
-from ..dims import HUMAN_VARIABLES, check_factor_name
+from ..dims import HUMAN_VARIABLES, check_factor_name, factor_dims, preferred_factor
 from ..errors import DesignError, InputTypeError
 from ..io import encode_attrs, read_attrs
 from ..validate import check_score_axis
+from .cost import composite_moments, mixture_moments
 
 __all__ = [
     "HUMAN_VARIABLES",
@@ -54,6 +58,7 @@ __all__ = [
     "human_marginal",
     "human_pmf",
     "human_pmf_from_counts",
+    "human_vs_llm",
     "mixture_weights",
 ]
 
@@ -148,13 +153,14 @@ def _scale_and_items(
     return np.arange(lo, hi + 1)
 
 
+@renamed_keywords(groups="by")
 def human_pmf(
     table: pd.DataFrame,
     items: Sequence[str] | Mapping[str, str],
     *,
     scale: tuple[int, int] | None = None,
     instrument: Any = None,
-    groups: Sequence[str] = (),
+    by: Sequence[str] = (),
     weights: str | None = None,
     missing: Sequence[Any] = (),
     item_dim: Hashable = "item",
@@ -164,20 +170,21 @@ def human_pmf(
 
     Parameters
     ----------
-    table
+    table : pandas.DataFrame
         One row per respondent: the answer columns, the group attribute
         columns and optionally a weights column.
-    items
+    items : sequence of str or mapping of str to str
         The answer columns (their names are the item ids), or a mapping
         column -> item id.
     scale, instrument : keyword-only
         The scale ``(min, max)``; or an instrument
         (:func:`xlikert.design.load_instrument`): its scale, and every item
         must be one of its items.
-    groups : keyword-only
-        Group attribute columns; each becomes a dim with its levels (the
-        categories of a categorical column, else the sorted values). Every
-        combination of levels must have respondents.
+    by : keyword-only
+        The group attribute columns (``groups=`` is its deprecated name); each
+        becomes a dim with its levels (the categories of a categorical column,
+        else the sorted values). Every combination of levels must have
+        respondents.
     weights : keyword-only
         A column of survey weights (positive). Then ``pmf`` is the weighted
         share, and ``n_eff`` (Kish: ``(sum w)^2 / sum w^2``) and ``weight``
@@ -221,7 +228,7 @@ def human_pmf(
     """
     item_of = _item_map(items)
     scores = _scale_and_items(scale, instrument, item_of)
-    groups = list(groups)
+    groups = [by] if isinstance(by, str) else list(by)
     w = _check_table(table, list(item_of), groups, weights)
     levels = [_levels(table[g]) for g in groups]
     codes = [
@@ -315,11 +322,30 @@ def human_pmf_from_counts(
 ) -> xr.Dataset:
     """Human PMF from respondent counts ``(*groups, item, score)`` (unweighted).
 
+    Parameters
+    ----------
+    counts : xr.DataArray
+        The number of respondents of each group (every dim but ``item_dim`` and
+        ``score_dim``) who gave each answer to each item.
+    item_dim, score_dim : keyword-only
+        Names of the item and score dims.
+
+    Returns
+    -------
+    xr.Dataset
+        ``pmf`` (the counts divided by their total) and ``n`` (the respondents
+        of each group and item), with the attrs of :func:`human_pmf`.
+
     Raises
     ------
+    InputTypeError
+        ``counts`` is not a DataArray.
     DesignError
-        Negative, non-finite or non-integer counts (naming the cell), or a group
-        with no respondents for an item.
+        Negative, non-finite or non-integer counts (naming the cell), no item
+        dim, a group dim with a name xlikert reserves, or a group with no
+        respondents for an item.
+    InvalidPMFError
+        A malformed score axis.
 
     Examples
     --------
@@ -361,23 +387,56 @@ def human_pmf_from_counts(
     return _finish(ds, scores, attrs, "human_pmf_from_counts")
 
 
+@renamed_keywords(groups="by")
 def human_composite(
     table: pd.DataFrame,
     items: Sequence[str],
     *,
     scale: tuple[int, int] | None = None,
     instrument: Any = None,
-    groups: Sequence[str] = (),
+    by: Sequence[str] = (),
     weights: str | None = None,
     missing: Sequence[Any] = (),
     score_dim: Hashable = "score",
 ) -> xr.Dataset:
-    """Human PMF of the composite (sum of ``items``) ``(*groups, score)`` on ``K min .. K max``.
+    """Human PMF of the composite score (the sum of ``items``), with dims ``(*by, score)``.
 
-    The respondents' own sums (their items are not independent, so this is not
+    The score axis runs from ``K * min`` to ``K * max`` for ``K`` items. The
+    respondents' own sums (their items are not independent, so this is not
     the convolution of the item PMFs). Respondents who did not answer every
-    item are counted in ``n_missing``. Arguments and errors as :func:`human_pmf`;
-    reflect reverse-keyed columns first.
+    item are counted in ``n_missing``. Reflect reverse-keyed columns first.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per respondent: the answer columns, the group attribute
+        columns and optionally a weights column.
+    items : sequence of str
+        The answer columns summed into the composite.
+    scale, instrument : keyword-only
+        The scale of each item ``(min, max)``, or an instrument whose scale it is
+        (as :func:`human_pmf`).
+    by : keyword-only
+        The group attribute columns (``groups=`` is its deprecated name).
+    weights : keyword-only
+        A column of survey weights (positive), as :func:`human_pmf`.
+    missing : keyword-only
+        Codes that mean "no answer"; such a respondent is counted in ``n_missing``.
+    score_dim : keyword-only
+        Name of the score dim.
+
+    Returns
+    -------
+    xr.Dataset
+        ``pmf`` with dims ``(*by, score_dim)``, ``n``, ``n_missing`` (and
+        ``n_eff``, ``weight`` when weighted); attrs as :func:`human_pmf`'s, plus
+        ``human_composite``.
+
+    Raises
+    ------
+    DesignError
+        As :func:`human_pmf`: a column not in the table, an answer outside the
+        scale, a weight that is not positive, a group with no respondents.
 
     Examples
     --------
@@ -389,7 +448,8 @@ def human_composite(
     """
     item_of = _item_map(items)
     scores = _scale_and_items(scale, instrument, item_of)
-    _check_table(table, list(item_of), list(groups), weights)
+    groups = [by] if isinstance(by, str) else list(by)
+    _check_table(table, list(item_of), groups, weights)
     total = pd.Series(0.0, index=table.index)
     for col in item_of:
         idx, miss = _answers(table[col], col, scores, missing)
@@ -401,7 +461,7 @@ def human_composite(
         wide,
         {"_composite": "composite"},
         scale=(k * int(scores[0]), k * int(scores[-1])),
-        groups=groups,
+        by=groups,
         weights=weights,
         item_dim="_item",
         score_dim=score_dim,
@@ -422,7 +482,7 @@ def mixture_weights(human: xr.Dataset) -> xr.DataArray:
     --------
     >>> import pandas as pd, xlikert as xl
     >>> h = xl.human_pmf(pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]}), ["q"],
-    ...                  scale=(1, 2), groups=["g"])
+    ...                  scale=(1, 2), by=["g"])
     >>> from xlikert.analysis.human import mixture_weights
     >>> mixture_weights(h).values.ravel().tolist()
     [1, 2]
@@ -430,24 +490,47 @@ def mixture_weights(human: xr.Dataset) -> xr.DataArray:
     return human["weight"] if "weight" in human else human["n"]
 
 
+@renamed_keywords(dims="dim")
 def human_marginal(
     human: xr.Dataset,
     *,
-    dims: Hashable | Sequence[Hashable] | None = None,
+    dim: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
 ) -> xr.Dataset:
-    """Pool the human groups along ``dims`` (default: every group, the population).
+    """Pool the human groups along ``dim`` (default: every group, the population).
 
     The pooled PMF is the mixture of the group PMFs weighted by their
     respondents (or their survey weights), which is the PMF of the pooled
     respondents; ``n`` and ``n_missing`` add up, and ``n_eff`` pools as
     ``(sum W)^2 / sum (W^2 / n_eff)``.
 
+    Parameters
+    ----------
+    human : xr.Dataset
+        A human PMF Dataset (:func:`human_pmf`).
+    dim : keyword-only
+        The group dim(s) to pool over (``dims=`` is its deprecated name); the
+        other group dims are kept. Default: every group dim.
+    item_dim : keyword-only
+        Name of the item dim.
+
+    Returns
+    -------
+    xr.Dataset
+        The pooled human PMF Dataset, with the group dims not in ``dim``.
+
+    Raises
+    ------
+    InputTypeError
+        ``human`` is not a human PMF Dataset.
+    DesignError
+        A dim of ``dim`` that is not a group dim.
+
     Examples
     --------
     >>> import pandas as pd, xlikert as xl
     >>> h = xl.human_pmf(pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]}), ["q"],
-    ...                  scale=(1, 2), groups=["g"])
+    ...                  scale=(1, 2), by=["g"])
     >>> m = xl.human_marginal(h)
     >>> m.pmf.values.tolist(), m.n.values.tolist()
     ([[0.3333333333333333, 0.6666666666666666]], [3])
@@ -456,7 +539,7 @@ def human_marginal(
         raise InputTypeError("expected a human PMF Dataset with 'pmf' and 'n' (xl.human_pmf)")
     attrs = read_attrs(human)
     groups = [d for d in human["n"].dims if d != item_dim]
-    dims = groups if dims is None else [dims] if isinstance(dims, str) else list(dims)
+    dims = groups if dim is None else [dim] if isinstance(dim, str) else list(dim)
     for d in dims:
         if d not in groups:
             raise DesignError(f"{d!r} is not a group dim of the human PMF; its groups: {groups}")
@@ -473,3 +556,66 @@ def human_marginal(
     attrs["history"] = f"{attrs.get('history', '')}\nxlikert {__version__}: pooled over {dims}"
     ds.attrs = attrs
     return encode_attrs(ds)
+
+
+def human_vs_llm(
+    pmf: xr.DataArray,
+    baseline: pd.DataFrame,
+    by: Hashable | None = None,
+    condition: Mapping[Hashable, object] | None = None,
+) -> pd.DataFrame:
+    """Human samples vs each level of ``by`` (composite E and SD) at ``condition``.
+
+    The LLM composite is the uniform mixture over every factor not in
+    ``condition`` and not ``by`` (exact moments,
+    :func:`xlikert.analysis.cost.mixture_moments`).
+
+    Parameters
+    ----------
+    pmf
+        Item PMFs ``(*factors, item, score)``.
+    baseline
+        :func:`xlikert.datasets.human_baseline` output.
+    by
+        Factor whose levels are compared (default :data:`xlikert.dims.MODEL_DIM` if
+        present, else the first factor).
+    condition
+        Selection, e.g. ``{"target": "USA"}`` (the paper's comparison: the baseline's
+        respondents are its ``country``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``group`` (Human / LLM), ``label``, ``mean``, ``sd``; LLM rows
+        sorted by mean, descending.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2, "target": ["USA", "China"]})
+    >>> t = human_vs_llm(pmf, xl.datasets.human_baseline(), condition={"target": "USA"})
+    >>> t.group.value_counts().to_dict()
+    {'Human': 6, 'LLM': 2}
+    """
+    sel = pmf.sel(dict(condition)) if condition else pmf
+    mom = composite_moments(sel)
+    by = preferred_factor(factor_dims(mom["mean"], item_dim=None, score_dim=None), by)
+    other = [d for d in mom["mean"].dims if d != by]
+    mix = mixture_moments(mom["mean"], mom["var"], other)
+    llm = pd.DataFrame(
+        {
+            "group": "LLM",
+            "label": [str(v) for v in mix[by].values] if by in mix.dims else ["LLM"],
+            "mean": np.atleast_1d(mix["mean"].values),
+            "sd": np.sqrt(np.atleast_1d(mix["var"].values)),
+        }
+    ).sort_values("mean", ascending=False)
+    human = pd.DataFrame(
+        {
+            "group": "Human",
+            "label": baseline["sample"],
+            "mean": baseline["mean"],
+            "sd": baseline["sd"],
+        }
+    )
+    return pd.concat([human, llm], ignore_index=True)

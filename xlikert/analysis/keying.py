@@ -128,10 +128,10 @@ def reflect_reverse_keyed(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs with dims ``(..., item_dim, ..., score_dim)``; the score
         coordinate holds consecutive integers ``y_min..y_max``.
-    reverse_keyed
+    reverse_keyed : xr.DataArray, sequence of bool or str, or mapping, optional
         Which items to reflect: ``None`` reads the item coordinate
         ``reverse_keyed``; otherwise a boolean DataArray on ``item_dim``, a
         sequence of booleans (one per item), a collection of item ids, or a

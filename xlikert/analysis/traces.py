@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..dims import MODEL_DIM
 from ..errors import InputTypeError, InvalidPMFError, XlikertError
 from ..validate import as_pmf, describe_cells
 
@@ -65,7 +66,7 @@ def _traces_of(
     n = present.sum(trace_dim)
     counts = sorted({int(v) for v in np.unique(n.values)} - {0})
     if len(counts) > 1:
-        by = [d for d in n.dims if d == "model"] or list(n.dims[:1])
+        by = [d for d in n.dims if d == MODEL_DIM] or list(n.dims[:1])
         if by:
             per = n.max([d for d in n.dims if d not in by])
             who = ", ".join(
@@ -177,11 +178,11 @@ def trace_se(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         A reasoning results Dataset (its ``pmf`` and ``trace_pmf``; cells of
         models not in reasoning mode are exact), or a ``trace_pmf`` DataArray
         in which every cell has traces.
-    fn
+    fn : callable
         The summary: item PMFs ``(*factors, item, score)`` -> a DataArray, a
         Dataset, a pandas DataFrame/Series (numeric columns get the SE, the
         others are kept) or numbers. E.g. ``xl.composite``, or

@@ -1,7 +1,7 @@
-"""Command-line interface: ``xlikert prompts | run | merge | report | reliability | demo``.
+"""Command-line interface: ``xlikert prompts | example | run | merge | report | reliability | demo``.
 
 The top layer of the package: one module per stage's commands (:mod:`.design`:
-``prompts``; :mod:`.collect`: ``run``, ``merge``; :mod:`.report`: ``report``,
+``prompts``, ``example``; :mod:`.collect`: ``run``, ``merge``; :mod:`.report`: ``report``,
 ``reliability``), registered here and imported when called, so ``xlikert --help``
 starts fast: heavy imports (torch, transformers) happen only inside the command
 that needs them. ``xlikert demo`` runs the whole pipeline: design -> collect ->
@@ -21,6 +21,7 @@ from .._version import __version__
 # (module, attribute) of each sub-command, imported lazily.
 _COMMANDS: dict[str, tuple[str, str]] = {
     "prompts": ("xlikert.cli.design", "prompts"),
+    "example": ("xlikert.cli.design", "example"),
     "run": ("xlikert.cli.collect", "run"),
     "merge": ("xlikert.cli.collect", "merge"),
     "demo": ("xlikert.cli", "demo"),

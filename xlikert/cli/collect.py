@@ -6,6 +6,8 @@ This module imports neither torch nor transformers; they load inside the command
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 import time
 from typing import Any
 
@@ -88,9 +90,16 @@ def run_options(collect_table: dict[str, Any] | None, where: str, **flags: Any):
 
 _HELP = """Collect exact item PMFs for the experiment CONFIG (a TOML file or built-in name).
 
-Rerunning the same command resumes an interrupted run; a finished run is not
-recomputed. The options come from, in order of precedence: these flags, the
-experiment file's [collect] table (keys: the CollectOptions fields, see
+Rerunning the same command resumes an interrupted run (after Ctrl-C, SIGTERM,
+kill -9 or a full disk); a finished run is not recomputed. A cell whose identity
+(model, token ids, answer labels, options that change numbers) is unchanged is
+copied, not computed: from the output's saved progress, from --reuse files, and
+from the output that --overwrite replaces, so a study grows by its new cells
+only. One run at a time holds an output. On SIGTERM or SIGINT the run saves
+every finished unit and exits with status 128 + the signal's number.
+
+The options come from, in order of precedence: these flags, the experiment
+file's [collect] table (keys: the CollectOptions fields, see
 xlikert/design/README.md), the defaults. Lists are comma-separated:
 --temperature 0.7,1.0 --top-p 0.9,1.0.
 """
@@ -128,9 +137,18 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
 )  # fmt: skip
 @click.option("--trust-remote-code/--no-trust-remote-code", default=None,
               help="allow model code from the model repo (default: off)")  # fmt: skip
-@click.option("--overwrite", is_flag=True, help="replace an output made by another configuration")
+@click.option("--overwrite", is_flag=True,
+              help="replace an output made by another configuration (its unchanged cells are "
+              "copied)")  # fmt: skip
+@click.option("--reuse", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="an earlier results file whose unchanged cells are copied, not computed "
+              "(repeatable)")  # fmt: skip
+@click.option("--discard-progress", is_flag=True,
+              help="delete saved progress of other configurations in <output>.partial/ "
+              "(kept and reused otherwise)")  # fmt: skip
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def run(config, output, shard, overwrite, quiet, **flags):
+def run(config, output, shard, overwrite, reuse, discard_progress, quiet, **flags):
+    from ..collect.interrupt import RunInterrupted
     from ..collect.runner import collect
     from ..design import load_experiment
 
@@ -148,8 +166,14 @@ def run(config, output, shard, overwrite, quiet, **flags):
             options=options,
             shard=shard,
             overwrite=overwrite,
+            reuse=list(reuse),
+            discard_progress=discard_progress,
             progress=not quiet,
         )
+    except RunInterrupted as exc:
+        click.echo(f"xlikert: {exc}", err=True)
+        click.echo(f"resume with: {shlex.join(['xlikert', *sys.argv[1:]])}", err=True)
+        sys.exit(exc.exit_status)
     except XlikertError as exc:
         _fail(exc)
     n = int(ds["valid_mass"].size) if "computed" not in ds else int(ds["computed"].sum())
@@ -159,7 +183,21 @@ def run(config, output, shard, overwrite, quiet, **flags):
             "pass --overwrite with another configuration, or remove the file to recompute"
         )
         return
-    click.echo(f"wrote {output}: {n} prompts ({time.perf_counter() - t0:.1f} s)")
+    click.echo(f"wrote {output}: {n} prompts{_reuse_note(ds)} ({time.perf_counter() - t0:.1f} s)")
+
+
+def _reuse_note(ds) -> str:
+    """``: 12 computed, 34 reused (34 from old.nc)`` when cells were reused, else empty."""
+    from ..io import read_attrs
+
+    attrs = read_attrs(ds)
+    reused = int(attrs.get("cells_reused", 0))
+    if not reused:
+        return ""
+    where = ", ".join(
+        f"{v['cells']} from {k}" for k, v in (attrs.get("reuse_sources") or {}).items()
+    )
+    return f": {int(attrs.get('cells_computed', 0))} computed, {reused} reused ({where})"
 
 
 def _stamp(path: str | os.PathLike) -> tuple[int, int] | None:
@@ -175,7 +213,10 @@ def _stamp(path: str | os.PathLike) -> tuple[int, int] | None:
 @click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
 def merge(parts, output):
-    """Merge the shard files PARTS of a --shard i/n run into one results file."""
+    """Merge the shard files PARTS of a --shard i/n run into one results file.
+
+    Every shard i of n must be given once: a missing or repeated shard is named.
+    """
     from ..collect.merge import merge_shards
 
     try:

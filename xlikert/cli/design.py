@@ -1,4 +1,5 @@
-"""``xlikert prompts CONFIG``: show the design and write every rendered prompt."""
+"""``xlikert prompts CONFIG``: show the design and write every rendered prompt;
+``xlikert example NAME``: an editable copy of a built-in experiment."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["prompts"]
+__all__ = ["example", "prompts"]
 
 
 @click.command("prompts")
@@ -87,3 +88,47 @@ def _model_problems(exp) -> list[str]:
         if problem is not None:
             out.append(f"model {m.get('name', source)!r}: source {source!r}: {problem}")
     return out
+
+
+@click.command("example")
+@click.argument("name", required=False)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the copy to this file (default: NAME.toml in the current folder).",
+)
+@click.option("--force", is_flag=True, help="Overwrite the file if it exists.")
+def example(name: str | None, output: Path | None, force: bool) -> None:
+    """Write an editable copy of the built-in experiment NAME; without NAME, list them.
+
+    A built-in runs as it is by name (xlikert prompts paper; xlikert run paper -o
+    paper.nc); copy it to change its models, factors or options, then run the copy.
+    """
+    from ..design import builtin_experiments, load_experiment
+    from ..errors import XlikertError
+
+    names = builtin_experiments()
+    if name is None:
+        for n in names:
+            click.echo(f"{n:10s} {load_experiment(n).description}")
+        return
+    if name not in names:
+        raise click.BadParameter(
+            f"no built-in experiment {name!r}; built-ins: {', '.join(names)}", param_hint="NAME"
+        )
+    target = output if output is not None else Path(f"{name}.toml")
+    if target.exists() and not force:
+        raise click.ClickException(f"{target} exists; pass --force to overwrite it")
+    if not target.parent.is_dir():
+        raise click.BadParameter(
+            f"cannot write {target}: directory {target.parent} does not exist",
+            param_hint="-o/--output",
+        )
+    try:
+        source = Path(load_experiment(name).path)
+    except XlikertError as exc:  # pragma: no cover - the built-ins are tested
+        raise click.ClickException(str(exc)) from exc
+    target.write_bytes(source.read_bytes())
+    click.echo(f"Wrote the built-in experiment {name!r} to {target}")

@@ -81,9 +81,9 @@ def reliability(results: str, respondents: str | None) -> None:
     One row per population (each level of the factors not among the respondents) and
     subscale; reverse-keyed items are reflected first (xl.reliability).
     """
+    from ..analysis.reliability import default_respondents, reliability_table
     from ..errors import XlikertError
     from ..io import open_results
-    from ..report.sections.reliability import default_respondents, reliability_table
 
     try:
         ds = open_results(results)

@@ -1,7 +1,7 @@
 """Collection: exact next-token PMFs from local models, vLLM, or OpenAI-compatible servers.
 
 ``collect`` runs a prompts Dataset through one or more models and returns the
-results Dataset of DESIGN.md §1; ``merge_shards`` combines ``--shard i/n`` parts.
+results Dataset (:mod:`xlikert.schema`); ``merge_shards`` combines ``--shard i/n`` parts.
 Every backend implements one small protocol (:mod:`~xlikert.collect.protocol`)
 and returns one per-unit record (:mod:`~xlikert.collect.record`):
 

@@ -9,6 +9,13 @@ A backend is a module with two functions:
 ``open(spec, options, probe) -> Model``
     Load the model or connect to it; ``probe`` is one ``(system, user)`` prompt
     a backend may use to detect what the engine supports.
+``inputs(spec, options) -> CellInputs``
+    What determines the entry's numbers, known without loading weights or
+    reaching a server (the tokenizer at most): the model's identity and each
+    prompt's exact token ids, or the exact request for a server. The runner
+    keys every cell by them (:mod:`xlikert.collect.identity`) and copies a cell
+    whose key an earlier results file or saved progress holds instead of
+    computing it again. A backend without ``inputs`` gets no reuse.
 
 A :class:`Model` scores a list of ``(system, user)`` prompts into one
 :class:`~xlikert.collect.record.UnitResult`, reads the next units with other
@@ -36,7 +43,8 @@ validated when built, before any model loads.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import CollectionError
@@ -45,7 +53,7 @@ if TYPE_CHECKING:
     from .options import CollectOptions
     from .record import UnitResult
 
-__all__ = ["BACKENDS", "Model", "backend_module", "backend_of"]
+__all__ = ["BACKENDS", "CellInputs", "Model", "backend_module", "backend_of"]
 
 #: Backend name -> module implementing ``check`` and ``open``.
 BACKENDS = {
@@ -53,6 +61,27 @@ BACKENDS = {
     "vllm": "xlikert.collect.backends.vllm",
     "openai": "xlikert.collect.backends.openai",
 }
+
+
+@dataclass(frozen=True)
+class CellInputs:
+    """What determines a model entry's numbers, known before it loads (a backend's ``inputs``).
+
+    Attributes
+    ----------
+    identity
+        The model's identity as JSON values: the entry's fields that identify the
+        results (its backend's ``check``) and what they resolve to that changes the
+        numbers (the folder's revision and checksum, the dtype the weights load in),
+        without the model's name.
+    sent
+        ``(system, user)`` prompts -> what the model is sent for each: its exact
+        token ids (a sequence of ints), or the exact request (a JSON object) for a
+        server that tokenises itself.
+    """
+
+    identity: dict[str, Any]
+    sent: Callable[[Sequence[tuple[str, str]]], list[Any]]
 
 
 @runtime_checkable

@@ -25,6 +25,7 @@ from .._version import __version__
 from ..errors import CollectionError
 from ..schema import (
     BOUND_VARIABLES,
+    CELL_VARIABLES,
     NONSUBSTANTIVE_BOUND_VARIABLES,
     PROMPT_VARIABLES,
     SAMPLED_VARIABLES,
@@ -36,7 +37,7 @@ from ..schema import (
 from .readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
 from .reasoning import REASONING_RULE
 
-__all__ = ["ReadSequence", "UnitResult", "assemble", "read_sequence"]
+__all__ = ["ReadSequence", "UnitResult", "assemble", "describe_models", "read_sequence"]
 
 
 def _shape(var: Variable, n: int, sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -146,6 +147,7 @@ def assemble(
     infos: Mapping[int, dict[str, Any]],
     *,
     shard: tuple[int, int] | None = None,
+    cells: Mapping[str, np.ndarray] | None = None,
 ) -> xr.Dataset:
     """Scatter the units of every model into the results Dataset (the results schema).
 
@@ -168,6 +170,10 @@ def assemble(
         Per-model provenance, by model index.
     shard
         ``(i, n)`` for a shard file: adds the ``computed`` mask.
+    cells
+        Variables of :data:`~xlikert.schema.CELL_VARIABLES` (each cell's key and
+        origin), each a flat array over (model, cell): model-major, cells in the
+        order of ``user``'s values.
     """
     M, ncell = len(model_names), int(np.prod(user.shape))
     bounded = any(r.bounded for _, r in units)
@@ -210,41 +216,61 @@ def assemble(
     if n_traces:
         all_coords["trace"] = np.arange(n_traces)
     ds = xr.Dataset(data_vars, coords=all_coords, attrs=dict(prompts.attrs))
+    _describe_modes(ds, bounded=bounded, reasoning=bool(n_traces))
+    for k, flat_values in (cells or {}).items():
+        values = np.asarray(flat_values, dtype=object).reshape(full).astype(str)
+        ds[k] = xr.Variable(dims, values, dict(CELL_VARIABLES[k].attrs))
+    if shard:
+        ds["computed"] = (dims, computed.reshape(full), dict(PROMPT_VARIABLES["computed"].attrs))
+        ds.attrs["shard"] = f"{shard[0]}/{shard[1]}"
+    # Per-model provenance: attrs["models"][name] (a dict; xlikert.io stores it as JSON).
+    ds.attrs["models"] = {model_names[mi]: dict(infos.get(mi, {})) for mi in range(M)}
+    ds.attrs.update(xlikert_version=__version__, date_created=_now())
+    describe_models(ds)
+    return ds
+
+
+def _describe_modes(ds: xr.Dataset, *, bounded: bool, reasoning: bool) -> None:
+    """The attrs of a file with bounded cells (top-k servers) or sampled traces."""
     if bounded:
         ds.attrs["bounds_rule"] = TOPK_BOUNDS_RULE
         ds["pmf"].attrs["bounded"] = (
             "where pmf_lower < pmf_upper the pmf is only bounded (top-k server): the stored "
             "value is the listed valid mass renormalised, see bounds_rule"
         )
-    if n_traces:
-        ds.attrs["reasoning_rule"] = REASONING_RULE
-        ds.attrs["sampling_error"] = (
-            "for the models in reasoning mode (ds.likert.attrs['reasoning_models']; their settings in "
-            "ds.likert.attrs['models'][name]['reasoning']) pmf, valid_mass, decoding_pmf and "
-            "decoding_valid_mass are means over sampled traces and carry Monte Carlo error; "
-            "pmf_se is the standard error of pmf per score; trace_pmf and trace_valid_mass are "
-            "exact given each trace; every other model's numbers are exact (pmf_se = 0)"
-        )
-        for k in SAMPLED_VARIABLES:
-            if k != "pmf_se" and k in ds:
-                ds[k].attrs["sampling_error"] = (
-                    "mean over sampled traces for models in reasoning mode; see pmf_se and "
-                    "the file's sampling_error attribute"
-                )
-        ds["topk_token"].attrs["reasoning"] = "empty for models in reasoning mode"
-    if shard:
-        ds["computed"] = (dims, computed.reshape(full), dict(PROMPT_VARIABLES["computed"].attrs))
-        ds.attrs["shard"] = f"{shard[0]}/{shard[1]}"
-    # Per-model provenance: attrs["models"][name] (a dict; xlikert.io stores it as JSON).
-    ds.attrs["models"] = {model_names[mi]: dict(infos.get(mi, {})) for mi in range(M)}
+    if not reasoning:
+        return
+    ds.attrs["reasoning_rule"] = REASONING_RULE
+    ds.attrs["sampling_error"] = (
+        "for the models in reasoning mode (ds.likert.attrs['reasoning_models']; their settings in "
+        "ds.likert.attrs['models'][name]['reasoning']) pmf, valid_mass, decoding_pmf and "
+        "decoding_valid_mass are means over sampled traces and carry Monte Carlo error; "
+        "pmf_se is the standard error of pmf per score; trace_pmf and trace_valid_mass are "
+        "exact given each trace; every other model's numbers are exact (pmf_se = 0)"
+    )
+    for k in SAMPLED_VARIABLES:
+        if k != "pmf_se" and k in ds:
+            ds[k].attrs["sampling_error"] = (
+                "mean over sampled traces for models in reasoning mode; see pmf_se and "
+                "the file's sampling_error attribute"
+            )
+    ds["topk_token"].attrs["reasoning"] = "empty for models in reasoning mode"
+
+
+def describe_models(ds: xr.Dataset) -> None:
+    """Set what ``ds.attrs["models"]`` says of the measurement, in place: the file's
+    ``collection_protocol`` and ``decoding_tie_rule``, and ``decoding_pmf``'s description
+    (:func:`assemble`; :func:`~xlikert.collect.merge_shards` after joining the shards'
+    models)."""
+    from ..io import read_attrs
+
+    models = read_attrs(ds)["models"]
     ds["decoding_pmf"].attrs["description"] = _per_model(
-        ds.attrs["models"], "decoding_rule", "the decoding grid"
+        models, "decoding_rule", "the decoding grid"
     )
     ds.attrs.update(
-        xlikert_version=__version__,
-        date_created=_now(),
         collection_protocol=(
-            _per_model(ds.attrs["models"], "collection_protocol", "the measurement")
+            _per_model(models, "collection_protocol", "the measurement")
             + ". Valid tokens = vocabulary tokens whose surface form is a scale value with an "
             "optional leading ' ', '▁' or 'Ġ'; each model's answer rule (one token, split "
             "space, multi-token), backend and collection_protocol are in "
@@ -252,7 +278,6 @@ def assemble(
         ),
         decoding_tie_rule=DECODING_TIE_RULE,
     )
-    return ds
 
 
 def _per_model(models: dict[str, dict[str, Any]], key: str, what: str) -> str:

@@ -1,13 +1,22 @@
-"""Resumable, shardable collection runs: prompts Dataset in, results Dataset/netCDF out.
+"""Resumable, shardable, growable collection runs: prompts Dataset in, results netCDF out.
 
 A run is split into fixed *units* (up to ``chunk_size`` prompts of one model that
-share a system prompt). Each model is opened through its backend
+share a system prompt). Every cell (one model, condition and item) has a key: the
+hash of what determines its numbers (:mod:`xlikert.collect.identity`). Before a
+model loads, the run looks its cells' keys up in the output's saved progress and
+in earlier results files (``reuse=``): a cell found there is copied, not
+computed, so a study grows (a model, a factor level, an item) by computing only
+its new cells, and a model whose every cell is found is not loaded at all.
+Each model with cells to compute is opened through its backend
 (:mod:`xlikert.collect.protocol`), scores its units one by one, and is closed
-before the next model loads. Each finished unit is saved in
-``<output>.partial/`` (:class:`~xlikert.collect.store.PartialStore`); rerunning
-the same command after Ctrl-C or ``kill -9`` loads the finished units and
-computes only the rest. The units, their order and their batches are the same as
-in an uninterrupted run, so the final file holds identical numbers. The final
+before the next model loads (:mod:`xlikert.collect.session`).
+
+Each finished unit is saved in ``<output>.partial/``
+(:class:`~xlikert.collect.store.PartialStore`), which one run at a time holds
+(:mod:`xlikert.collect.lock`); rerunning the same command after Ctrl-C, SIGTERM
+or ``kill -9`` computes only the rest, in the same units and batches, so the final
+file holds the numbers of an uninterrupted run. Saved progress of another
+configuration is kept, never deleted without ``discard_progress=True``. The final
 netCDF is written to a temporary name and renamed, so no half-written file ever
 looks complete; a finished output with the same fingerprint is not recomputed.
 """
@@ -17,8 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,16 +33,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .._version import __version__
 from ..dims import check_factor_name
 from ..errors import CollectionError
-from ..io import encode_attrs
 from .layout import cell_labels
 from .options import CollectOptions
 from .protocol import Model, backend_module
-from .record import UnitResult, assemble
-from .store import PartialStore, as_record
-from .templates import PLAIN_FORMAT
+from .session import Session, write_atomic
 
 __all__ = [
     "Plan",
@@ -67,23 +70,6 @@ def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
     if not (n >= 1 and 1 <= i <= n):
         raise CollectionError(f"shard {i}/{n}: need 1 <= i <= n")
     return (i, n)
-
-
-def write_atomic(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write ``ds`` to netCDF at ``path`` atomically (:func:`xlikert.io.to_netcdf`).
-
-    Raises
-    ------
-    CollectionError
-        When the file cannot be written; nothing is left behind.
-    """
-    from ..errors import XlikertError
-    from ..io import to_netcdf
-
-    try:
-        return to_netcdf(ds, path)
-    except (OSError, XlikertError) as exc:
-        raise CollectionError(f"cannot write output {path}: {exc}") from exc
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -164,12 +150,15 @@ class Plan:
         chunk_size = options.chunk_size
         self.sys_flat = [str(s) for s in np.asarray(system.values).ravel()]
         self.user_flat = [str(s) for s in np.asarray(user.values).ravel()]
-        #: Each cell's answer labels (a response format), None: the run's options.
+        #: Each cell's answer labels (a response format, the item's own options; see
+        #: :func:`~xlikert.collect.layout.cell_labels`), None: the run's options.
         self.labels = labels
         # a unit shares a system prompt and (with a format factor) the answer labels
         groups: dict[tuple[Any, str], list[int]] = {}
         for j, s in enumerate(self.sys_flat):
             groups.setdefault((labels[j] if labels else None, s), []).append(j)
+        #: Every model's cells in the order its units take them (a cell's first twin owns it).
+        self.order = [j for cells in groups.values() for j in cells]
         units: list[tuple[int, int, list[int]]] = []  # (model index, unit index, cells)
         for mi in range(len(models)):
             ui = 0
@@ -177,6 +166,8 @@ class Plan:
                 for a in range(0, len(cells), chunk_size):
                     units.append((mi, ui, cells[a : a + chunk_size]))
                     ui += 1
+        #: ``(i, n)``: this run computes part i of n (whole units).
+        self.shard = shard
         if shard:
             i, n = shard
             units = units[(len(units) * (i - 1)) // n : (len(units) * i) // n]
@@ -198,6 +189,34 @@ class Plan:
     def labels_of(self, cells: Sequence[int], options: CollectOptions) -> tuple[str, ...] | None:
         """The answer labels of a unit's cells (they share them)."""
         return self.labels[cells[0]] if self.labels else options.answer_labels
+
+    def key_labels(self, cell: int, options: CollectOptions) -> tuple[str, ...]:
+        """The answer labels a cell is read with, as its key holds them: the label of each
+        score (the digits spelled; ``""`` off the item's support), then, when the item
+        offers non-substantive options, ``"<option>=<label>"`` for every option of the
+        run's ``option`` axis (``""`` after ``=`` where the item does not offer it), so a
+        cell is never taken from a file whose options or their labels differ.
+
+        Examples
+        --------
+        >>> from xlikert.collect.options import CollectOptions
+        >>> opts = CollectOptions(scale=(1, 2, 3), nonsubstantive=("Don't know", "Refused"))
+        >>> plan = Plan.__new__(Plan)
+        >>> plan.labels = [("1", "2", "3", "8", ""), None]
+        >>> plan.key_labels(0, opts)
+        ('1', '2', '3', "Don't know=8", 'Refused=')
+        >>> plan.key_labels(1, opts)
+        ('1', '2', '3')
+        """
+        labels = self.labels[cell] if self.labels else options.answer_labels
+        if not labels:
+            return tuple(str(y) for y in options.scale)
+        n = len(labels) - len(options.nonsubstantive)
+        offered = labels[n:]
+        if not any(offered):
+            return tuple(labels[:n])
+        named = (f"{o}={x}" for o, x in zip(options.nonsubstantive, offered, strict=True))
+        return (*labels[:n], *named)
 
     def prompts(self, cells: Sequence[int]) -> list[tuple[str, str]]:
         return [(self.sys_flat[j], self.user_flat[j]) for j in cells]
@@ -222,6 +241,13 @@ class Plan:
 
 
 def _finished(out_path: Path, fingerprint: str, overwrite: bool) -> xr.Dataset | None:
+    """The finished output of this very configuration, or None when it is to be replaced.
+
+    Raises
+    ------
+    CollectionError
+        The output was made by another configuration and ``overwrite`` is off.
+    """
     from ..io import open_results
 
     try:
@@ -233,9 +259,40 @@ def _finished(out_path: Path, fingerprint: str, overwrite: bool) -> xr.Dataset |
     if not overwrite:
         raise CollectionError(
             f"output {out_path} exists and was made by a different run configuration "
-            "(or is not an xlikert results file); pass overwrite=True / --overwrite to replace it"
+            "(or is not an xlikert results file); pass overwrite=True / --overwrite to replace "
+            "it (its cells whose identity is unchanged are copied, not recomputed), or write "
+            f"to another file with reuse=[{str(out_path)!r}] / --reuse {out_path}"
         )
     return None
+
+
+def _check_reuse(paths: Sequence[str | os.PathLike], out_path: Path | None) -> list[Path]:
+    """The results files to reuse cells from: existing files, not the output itself."""
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    out = []
+    for p in paths:
+        path = Path(p)
+        if not path.is_file():
+            raise CollectionError(f"--reuse {p}: no such results file")
+        if out_path is not None and path.resolve() == out_path.resolve():
+            raise CollectionError(
+                f"--reuse {p} is the output itself: rerunning resumes it, and --overwrite "
+                "replaces it reusing its cells"
+            )
+        out.append(path)
+    return out
+
+
+def _options(options: CollectOptions | None, overrides: dict[str, Any]) -> CollectOptions:
+    if options is None:
+        options = CollectOptions()
+    elif not isinstance(options, CollectOptions):
+        raise CollectionError(
+            f"options must be a CollectOptions (CollectOptions.from_mapping(d) builds one from "
+            f"a dict), got {type(options).__name__}"
+        )
+    return options.replace(where="collect()", **overrides)  # unknown names refused
 
 
 # ---------------------------------------------------------------------------- main entry
@@ -247,6 +304,8 @@ def collect(
     options: CollectOptions | None = None,
     shard: str | tuple[int, int] | None = None,
     overwrite: bool = False,
+    reuse: Sequence[str | os.PathLike] = (),
+    discard_progress: bool = False,
     progress: bool = True,
     on_unit: Callable[[int, int], None] | None = None,
     loader: Callable[[dict[str, Any], CollectOptions, tuple[str, str]], Model] | None = None,
@@ -267,12 +326,36 @@ def collect(
         :mod:`xlikert.collect.backends.vllm`, :mod:`xlikert.collect.backends.openai`); ``name`` is
         the ``model`` level.
     output
-        netCDF path. When given, the run is resumable (``<output>.partial/``) and a
-        finished output with the same fingerprint is opened instead of recomputed.
+        netCDF path. When given, the run is resumable (``<output>.partial/``, which
+        one run at a time holds) and a finished output with the same fingerprint is
+        opened instead of recomputed.
     options
         The run's settings (:class:`~xlikert.collect.options.CollectOptions`:
         the decoding grid, top-k, the answer rule, batch and unit sizes, the
         in-process backends' device and dtype); default: the defaults.
+    shard
+        ``"i/n"``: compute only part i of n (whole units); merge with
+        :func:`~xlikert.collect.merge_shards`.
+    overwrite
+        Replace an output made by another configuration; its cells whose key is
+        unchanged are copied, not recomputed.
+    reuse
+        Earlier results files whose cells are copied where their key is this run's
+        (:mod:`xlikert.collect.identity`): a study grows by its new cells only. The
+        output's own saved progress is always reused.
+    discard_progress
+        Delete the saved progress of other configurations in ``<output>.partial/``
+        first (it is otherwise kept, and reused where it applies).
+    progress
+        Show a progress bar (tqdm) and say what is reused.
+    on_unit
+        Called with (units done, units total) after every unit.
+    loader
+        ``(model entry, options, probe) -> Model`` instead of the entry's
+        backend's ``open`` (to reuse a loaded model, e.g. in benchmarks); called
+        as ``open`` is, ``probe`` being one ``(system, user)`` prompt of the run.
+        The entry's identity (its backend's ``inputs``) is taken to describe the
+        loaded model.
     **overrides
         Any field of :class:`~xlikert.collect.options.CollectOptions` by name,
         overriding ``options`` (``scale``, ``top_k``, ``temperatures``,
@@ -281,43 +364,31 @@ def collect(
         ``trust_remote_code``). Everything is validated before any model loads.
         ``scale`` defaults to the prompts' ``score`` coord or
         ``scale_min``/``scale_max`` attrs; ``temperatures`` and ``top_ps`` are
-        the decoding grid (``decoding_pmf``): the item PMF a sampler would see.
-    shard
-        ``"i/n"``: compute only part i of n (whole units); merge with
-        :func:`~xlikert.collect.merge_shards`.
-    prefix_cache
-        Reuse the system prompt's KV cache (transformers; checked at run time).
-    split_space
-        Count answers whose leading space is a token of its own, exactly
-        (:data:`~xlikert.collect.tokens.SPACED_ANSWER_RULE`); False gives the
-        paper's one-token rule.
-    overwrite
-        Replace an output made by another configuration.
-    progress
-        Show a progress bar (tqdm).
-    on_unit
-        Called with (units done, units total) after every unit.
-    loader
-        ``(model entry, options, probe) -> Model`` instead of the entry's
-        backend's ``open`` (to reuse a loaded model, e.g. in benchmarks); called
-        as ``open`` is, ``probe`` being one ``(system, user)`` prompt of the run.
+        the decoding grid (``decoding_pmf``): the item PMF a sampler would see;
+        ``split_space`` False gives the paper's one-token rule.
 
     Returns
     -------
     xr.Dataset
-        ``pmf``, ``valid_mass``, ``prompt``, ``topk_*``, ``decoding_*`` (DESIGN.md
-        §1), certified bounds for top-k servers, provenance in
-        ``attrs["models"][name]``; with a model in reasoning mode (an entry with
-        ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``, see
-        :mod:`xlikert.collect.reasoning`) also ``pmf_se`` and the ``trace_*``
-        variables on a ``trace`` dim (:data:`~xlikert.schema.TRACE_VARIABLES`),
-        and ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error.
+        ``pmf``, ``valid_mass``, ``prompt_text``, ``topk_*``, ``decoding_*`` (DESIGN.md
+        §1), certified bounds for top-k servers, each cell's ``cell_key`` and
+        ``reused_from``, provenance in ``attrs["models"][name]`` (with the
+        ``cell_identity`` its keys hash), ``attrs["cells_computed"]``,
+        ``attrs["cells_reused"]`` and ``attrs["reuse_sources"]``; with a model in
+        reasoning mode (an entry with ``reasoning = {traces = 8, max_new_tokens =
+        256, seed = 0}``, see :mod:`xlikert.collect.reasoning`) also ``pmf_se``
+        and the ``trace_*`` variables on a ``trace`` dim
+        (:data:`~xlikert.schema.TRACE_VARIABLES`), and
+        ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error.
 
     Raises
     ------
     CollectionError
         Bad prompts, models, options or output path, before anything runs; a
-        model that cannot be loaded or reached (finished units are kept).
+        model that cannot be loaded or reached, a full disk (finished units are
+        kept); :class:`~xlikert.collect.lock.LockHeld` when another run holds the
+        output; :class:`~xlikert.collect.interrupt.RunInterrupted` on SIGTERM or
+        SIGINT, after saving every finished unit.
 
     Examples
     --------
@@ -326,133 +397,23 @@ def collect(
     >>> ds = collect(exp.build_prompts(), exp.models, "results.nc", top_ps=(0.9, 1.0))  # doctest: +SKIP
     >>> opts = CollectOptions.from_mapping(exp.collect, where="demo [collect]")  # doctest: +SKIP
     >>> ds = collect(exp.build_prompts(), exp.models, options=opts)  # doctest: +SKIP
-    >>> ds.pmf.sum("score")  # doctest: +SKIP
+    >>> bigger = collect(exp2.build_prompts(), exp2.models, "v2.nc", reuse=["results.nc"])  # doctest: +SKIP
+    >>> int(bigger.attrs["cells_reused"])  # doctest: +SKIP
+    68
     """
-    from tqdm.auto import tqdm
-
-    if options is None:
-        options = CollectOptions()
-    elif not isinstance(options, CollectOptions):
-        raise CollectionError(
-            f"options must be a CollectOptions (CollectOptions.from_mapping(d) builds one from "
-            f"a dict), got {type(options).__name__}"
-        )
-    options = options.replace(where="collect()", **overrides)  # unknown names refused
+    options = _options(options, overrides)
     system, user = _check_prompts(prompts)
     options = options.replace(where="collect()", scale=_scale_of(prompts, options.scale))
     models = _normalise_models(models)
-    shard_t = parse_shard(shard)
     labels, options = cell_labels(prompts, user, options)  # a format factor, items' own options
-    plan = Plan(system, user, models, options, shard_t, labels)
+    plan = Plan(system, user, models, options, parse_shard(shard), labels)
     out_path = _check_output(output)
+    sources = [(p, True) for p in _check_reuse(reuse, out_path)]
     if out_path is not None and out_path.exists():
         finished = _finished(out_path, plan.fingerprint, overwrite)
         if finished is not None:
             return finished
-    store = PartialStore(out_path, plan.fingerprint, _FORMAT) if out_path is not None else None
-
-    done: dict[tuple[int, int], UnitResult] = {}
-    infos: dict[int, dict[str, Any]] = {}
-    if store is not None:
-        done, infos = store.load(plan.units, len(models))
-    total = sum(len(c) for _, _, c in plan.units)
-    started = time.perf_counter()
-    bar = tqdm(total=total, unit="prompt", desc="collect", disable=not progress, file=sys.stderr,
-               initial=sum(len(r.cells) for r in done.values()), dynamic_ncols=True)  # fmt: skip
-    try:
-        for mi, spec in enumerate(models):
-            mine = [(ui, cells) for m, ui, cells in plan.units if m == mi]
-            todo = [(ui, cells) for ui, cells in mine if (mi, ui) not in done]
-            if not todo and (mi in infos or not mine):
-                continue
-            bar.set_description(f"load {spec['name']}")
-            first = (todo or mine)[0][1]
-            probe = plan.prompts([first[0]])[0]
-            opened = options.replace(answer_labels=plan.labels_of(first, options))
-            model = (loader or backend_module(spec).open)(spec, opened, probe)
-            try:
-                _check_resumed_mode(
-                    spec, model, [done[(mi, ui)] for ui, _ in mine if (mi, ui) in done]
-                )
-                bar.set_description(f"collect {spec['name']}")
-                for ui, cells in todo:
-                    model = _with_labels(model, plan.labels_of(cells, options), spec, loader,
-                                         options, plan.prompts(cells)[0])  # fmt: skip
-                    r = model.score(plan.prompts(cells))
-                    r.check(len(cells), {**options.sizes, "trace": plan.traces[mi]})
-                    r.cells = np.asarray(cells, dtype=np.int64)
-                    done[(mi, ui)] = r
-                    if store is not None:
-                        store.save_unit(mi, ui, r)
-                    bar.update(len(cells))
-                    if on_unit is not None:
-                        on_unit(len(done), len(plan.units))
-                # as a resumed run reads it back from the store (sorted keys, JSON values),
-                # so an interrupted run writes the same attrs as an uninterrupted one
-                infos[mi] = as_record(model.provenance())
-                if store is not None:
-                    store.save_model(mi, infos[mi])
-            finally:
-                model.close()
-                del model
-    finally:
-        bar.close()
-    elapsed = time.perf_counter() - started
-
-    ds = assemble(
-        prompts,
-        user,
-        [m["name"] for m in models],
-        {**options.sizes, "trace": max(plan.traces)},
-        options.coords,
-        [(mi, done[(mi, ui)]) for mi, ui, _ in plan.units],
-        infos,
-        shard=shard_t,
-    )
-    ds.attrs.update(
-        plain_prompt_format=PLAIN_FORMAT,
-        xlikert_fingerprint=plan.fingerprint,
-        xlikert_run_fingerprint=plan.run_fingerprint,
-        history=(
-            f"{ds.attrs['date_created']}: xlikert {__version__} collect ({len(models)} model(s), "
-            f"{total} prompt(s){f', shard {shard_t[0]}/{shard_t[1]}' if shard_t else ''})"
-        ),
-        collection_seconds_last_session=round(elapsed, 3),
-    )
-    if max(plan.traces):
-        ds.attrs["reasoning_models"] = [
-            m["name"] for m, t in zip(models, plan.traces, strict=True) if t
-        ]
-    for name in ("answer_label", "score_label", "option_label"):  # labels of scores, options
-        if name in prompts:
-            ds[name] = prompts[name].astype(str)
-    ds = encode_attrs(ds)  # netCDF-ready as it stands: ds.to_netcdf works
-    if out_path is not None:
-        write_atomic(ds, out_path)
-        store.remove()
-    return ds
-
-
-def _with_labels(model, labels, spec, loader, options: CollectOptions, probe) -> Model:
-    """The model reading answers with ``labels``: relabelled in place where the backend
-    can (every backend of xlikert), else closed and opened again with them."""
-    current = getattr(model, "options", options).answer_labels
-    if labels == current:
-        return model
-    if hasattr(model, "relabel"):
-        model.relabel(labels)
-        return model
-    model.close()
-    return (loader or backend_module(spec).open)(spec, options.replace(answer_labels=labels), probe)
-
-
-def _check_resumed_mode(spec, model, resumed: list[UnitResult]) -> None:
-    """A resumed model must measure in the mode its saved units were measured in."""
-    mode = model.mode
-    before = sorted({r.mode for r in resumed} - {mode})
-    if before:
-        raise CollectionError(
-            f"model {spec['name']!r}: the interrupted run was collected in mode {before} but "
-            f"the engine now gives mode {mode!r}; set mode = {before[0]!r} in the model entry, "
-            "or delete the .partial folder to start again"
-        )
+        sources.append((out_path, False))  # replaced: its cells that still apply are copied
+    session = Session(prompts, user, plan, models, options, loader=loader, progress=progress,
+                      on_unit=on_unit)  # fmt: skip
+    return session.run(out_path, sources, discard=discard_progress)

@@ -1,20 +1,37 @@
-"""The resumable state of a collection run: ``<output>.partial/``.
+"""The saved progress of the runs on one output: ``<output>.partial/``.
 
-:class:`PartialStore` owns the folder: a manifest holding the run's
-fingerprint, one file per finished unit (``m<model>-u<unit>.npz``, written to a
-temporary name and renamed, so a file is either whole or absent) and one record
-per finished model (``model-<i>.json``). Nothing is written before the first
-unit finishes, so a run that fails its start-up checks leaves no folder behind.
-Progress of another configuration is discarded with a warning.
+:class:`PartialStore` owns the folder::
+
+    lock                        the run holding the output (xlikert.collect.lock)
+    manifest.json               the folder's format
+    runs/<run>.json             each configuration that saved units here: its models
+                                (and their identities), factor levels, items, options
+    m<i>-u<j>-<run>.npz         one finished unit: the arrays of its cells, their keys
+    models/<digest>.json        the provenance of a model identity, once it finished
+
+``<run>`` is the start of a configuration's fingerprint, so runs of different
+configurations on one output never write over each other's units. Every file is
+written to a temporary name and renamed (whole or absent). Progress is never
+deleted because the configuration changed: the cells of other configurations
+whose keys this run needs are reused (:mod:`xlikert.collect.reuse`), the rest is
+kept, and the message says what changed (models, factor levels, items,
+options); only ``discard=True`` (``--discard-progress``) deletes it. When the
+output is written, the units of its own configuration are deleted (the file
+holds them), then the folder if nothing else is left in it.
+
+Folders of xlikert before cell keys (``m<i>-u<j>.npz`` beside the manifest) are
+read when their fingerprint is this run's, and kept untouched otherwise.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
+import re
 import shutil
-import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +39,17 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import CollectionError
+from .lock import RunLock
 from .record import UnitResult
 
-__all__ = ["PartialStore", "as_record"]
+__all__ = ["PROGRESS_FORMAT", "PartialStore", "as_record", "describe_change", "disk_error"]
+
+#: The folder's format (in ``manifest.json``).
+PROGRESS_FORMAT = "xlikert-progress-2"
+#: Arrays a unit file holds beside the unit's own (:meth:`UnitResult.to_arrays`).
+_UNIT_EXTRA = ("cell_key", "run", "model_digest")
+_LEGACY = re.compile(r"m\d+-u\d+\.npz")
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
 
 
 def as_record(info: dict[str, Any]) -> dict[str, Any]:
@@ -38,115 +63,346 @@ def as_record(info: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(info, sort_keys=True, default=str))
 
 
-def _atomic_write(path: Path, write) -> None:
+def disk_error(path: str | os.PathLike, what: str, exc: OSError, kept: str = "") -> CollectionError:
+    """A :class:`CollectionError` for a failed write, naming the path and what was written.
+
+    Examples
+    --------
+    >>> str(disk_error("/x/u.npz", "a finished unit", OSError(28, "No space left on device")))
+    'cannot write a finished unit to /x/u.npz: No space left on device (ENOSPC); free space (or make the folder writable) and rerun the same command: it resumes from what was saved'
+    """
+    name = errno.errorcode.get(exc.errno or 0, "")
+    reason = f"{exc.strerror or exc}" + (f" ({name})" if name else "")
+    hint = ""
+    if exc.errno in _DISK_FULL:
+        hint = (
+            "; free space (or make the folder writable) and rerun the same command: it resumes "
+            "from what was saved"
+        )
+    return CollectionError(f"cannot write {what} to {path}: {reason}{kept}{hint}")
+
+
+def _atomic_write(path: Path, write: Callable[[Any], None]) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        write(fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def describe_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What differs between two run descriptions: models, factor levels, items, options.
+
+    Examples
+    --------
+    >>> describe_change({"models": {"a": {}}, "factors": {"target": ["x"]}, "items": ["1"]},
+    ...                 {"models": {"a": {}, "b": {}}, "factors": {"target": ["x", "y"]},
+    ...                  "items": ["1"]})
+    "models added ['b']; target levels added ['y']"
+    """
+    out: list[str] = []
+
+    def sets(what: str, a: list, b: list) -> None:
+        added, removed = [x for x in b if x not in a], [x for x in a if x not in b]
+        out.extend(f"{what} {verb} {xs}" for verb, xs in (("added", added), ("removed", removed))
+                   if xs)  # fmt: skip
+        if not added and not removed and list(a) != list(b):
+            out.append(f"{what} reordered")
+
+    om, nm = old.get("models") or {}, new.get("models") or {}
+    sets("models", list(om), list(nm))
+    for name in (n for n in nm if n in om and om[n] != nm[n]):
+        a, b = om[name] or {}, nm[name] or {}
+        diff = sorted(k for k in {*a, *b} if a.get(k) != b.get(k))
+        out.append(
+            f"model {name!r} changed ({', '.join(f'{k}: {a.get(k)!r} -> {b.get(k)!r}' for k in diff)})"
+        )
+    of, nf = old.get("factors") or {}, new.get("factors") or {}
+    sets("factors", list(of), list(nf))
+    for dim in (d for d in nf if d in of):
+        sets(f"{dim} levels", of[dim], nf[dim])
+    sets("items", old.get("items") or [], new.get("items") or [])
+    oo, no = old.get("options") or {}, new.get("options") or {}
+    out.extend(f"option {k}: {oo.get(k)!r} -> {no.get(k)!r}"
+               for k in sorted({*oo, *no}) if oo.get(k) != no.get(k))  # fmt: skip
+    return "; ".join(out) or "the prompts' texts (same models, levels, items and options)"
 
 
 class PartialStore:
-    """Finished units and model records of one run, kept until its output is written.
+    """Saved units and model records of the runs on one output, and its lock.
 
     Parameters
     ----------
     output : path
         The run's netCDF output; the store is ``<output>.partial/``.
     fingerprint : str
-        The run's configuration hash: saved progress of another one is discarded.
-    format : str
-        The on-disk format tag, recorded in the manifest.
+        This run's configuration hash.
+    description : dict or callable
+        This run's configuration in words (:func:`describe_change` compares them), or a
+        function that builds it (called once, when the lock is held).
 
     Examples
     --------
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
-    >>> store = PartialStore(d / "run.nc", "abc")
-    >>> store.path.exists()  # nothing written yet
+    >>> store = PartialStore(d / "run.nc", "abc" * 20, {})
+    >>> store.path.exists()  # nothing written before open()
     False
     """
 
-    def __init__(self, output: str | os.PathLike, fingerprint: str, format: str = ""):
+    def __init__(
+        self,
+        output: str | os.PathLike,
+        fingerprint: str,
+        description: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+    ):
         self.output = Path(output)
         self.path = self.output.with_name(self.output.name + ".partial")
         self.fingerprint = fingerprint
-        self.format = format
-        manifest = self.path / "manifest.json"
-        if self.path.is_dir():
-            try:
-                old = json.loads(manifest.read_text())
-            except (OSError, ValueError):
-                old = {}
-            if old.get("fingerprint") != fingerprint:  # progress of another configuration
-                stale = len(list(self.path.glob("m*-u*.npz")))
-                if stale:
-                    warnings.warn(
-                        f"{self.path} holds {stale} saved unit(s) of a run with a different "
-                        "configuration (prompts, models, scale or options); starting again",
-                        stacklevel=3,
-                    )
-                shutil.rmtree(self.path)
+        self.run = fingerprint[:16]
+        self._description = description
+        self.lock = RunLock(self.path, self.output)
+        #: Units saved in this folder so far (all configurations).
+        self.saved = 0
+        #: The fingerprint of an older xlikert's units in the folder ("": none).
+        self.legacy = ""
+
+    @property
+    def description(self) -> dict[str, Any]:
+        """This configuration in words (given, or built when first needed: after the lock)."""
+        if callable(self._description):
+            self._description = self._description()
+        return self._description or {}
 
     def __repr__(self) -> str:
-        n = len(list(self.path.glob("m*-u*.npz"))) if self.path.is_dir() else 0
-        return f"<PartialStore {self.path} units={n}>"
+        return f"<PartialStore {self.path} units={len(list(self._unit_files()))}>"
+
+    # ------------------------------------------------------------------ open and close
+    def open(self, *, discard: bool = False) -> list[str]:
+        """Take the lock and read the folder; returns what to tell the user.
+
+        Raises
+        ------
+        LockHeld
+            Another run holds the output.
+        CollectionError
+            The folder cannot be written (naming it).
+        """
+        said: list[str] = []
+        try:
+            taken = self.lock.acquire()
+            if taken:
+                said.append(taken)
+            self.legacy = self._read_legacy()
+            if discard:
+                said += self._discard()
+            manifest = {"format": PROGRESS_FORMAT, "xlikert": __version__}
+            if self.legacy:
+                manifest["legacy_fingerprint"] = self.legacy
+            self._write_json(self.path / "manifest.json", "the progress manifest", manifest)
+        except OSError as exc:
+            self.lock.release()
+            raise disk_error(self.path, "the progress folder", exc) from exc
+        except BaseException:
+            self.lock.release()
+            raise
+        self.saved = len(list(self._unit_files()))
+        said += self._others()
+        return said
+
+    def close(self, *, finished: bool) -> str | None:
+        """Release the lock; after the output is written, delete this run's units (and the
+        folder when nothing else is left). Returns what is kept, if anything."""
+        try:
+            if finished:
+                for f in self._unit_files():
+                    if self._is_own(f):
+                        f.unlink(missing_ok=True)
+                (self.path / "runs" / f"{self.run}.json").unlink(missing_ok=True)
+            left = list(self._unit_files())
+            if not left:
+                self.lock.release()
+                shutil.rmtree(self.path, ignore_errors=True)
+                return None
+        finally:
+            self.lock.release()
+        return (
+            f"kept {len(left)} saved unit(s) of other configurations in {self.path} "
+            "(--discard-progress / discard_progress=True deletes them)"
+        )
+
+    # ------------------------------------------------------------------ what is there
+    def _unit_files(self) -> Iterator[Path]:
+        if self.path.is_dir():
+            yield from sorted(self.path.glob("m*-u*.npz"))
+
+    @staticmethod
+    def _is_legacy(f: Path) -> bool:
+        """A unit file of an older xlikert (``m<i>-u<j>.npz``, no keys)."""
+        return _LEGACY.fullmatch(f.name) is not None
+
+    def _is_own(self, f: Path) -> bool:
+        return f.name.endswith(f"-{self.run}.npz") or self._legacy_same(f)
+
+    def _read_legacy(self) -> str:
+        """The fingerprint of an older xlikert's manifest (its units lie beside it)."""
+        try:
+            old = json.loads((self.path / "manifest.json").read_text())
+        except (OSError, ValueError):
+            return ""
+        return str(old.get("fingerprint") or old.get("legacy_fingerprint") or "")
+
+    def _legacy_same(self, f: Path) -> bool:
+        return self._is_legacy(f) and self.legacy == self.fingerprint
+
+    def _others(self) -> list[str]:
+        """Messages about the units of other configurations found in the folder."""
+        counts: dict[str, int] = {}
+        legacy = 0
+        for f in self._unit_files():
+            if self._is_legacy(f):
+                legacy += not self._legacy_same(f)
+            elif not self._is_own(f):
+                run = f.stem.split("-")[-1]
+                counts[run] = counts.get(run, 0) + 1
+        said = []
+        for run, n in counts.items():
+            try:
+                old = json.loads((self.path / "runs" / f"{run}.json").read_text())
+            except (OSError, ValueError):
+                old = {}
+            said.append(
+                f"{self.path} holds {n} saved unit(s) of another configuration "
+                f"(started {old.get('started', '?')}; changed since: "
+                f"{describe_change(old, self.description)}): the cells that still apply are "
+                "reused, the others are kept (--discard-progress deletes them)"
+            )
+        if legacy:
+            said.append(
+                f"{self.path} holds {legacy} unit(s) saved by an older xlikert for another "
+                "configuration, without cell keys: they cannot be reused and are kept "
+                "(--discard-progress deletes them)"
+            )
+        return said
+
+    def _discard(self) -> list[str]:
+        gone = [f for f in self._unit_files() if not self._is_own(f)]
+        for f in gone:
+            f.unlink()
+        for f in (self.path / "runs").glob("*.json"):
+            if not f.name.startswith(self.run):
+                f.unlink()
+        return [f"deleted {len(gone)} saved unit(s) of other configurations in {self.path}"] * bool(
+            gone
+        )
 
     # ------------------------------------------------------------------ writing
-    def _ensure(self) -> None:
-        if (self.path / "manifest.json").is_file():
-            return
+    def _write_json(self, path: Path, what: str, obj: Any) -> None:
+        text = json.dumps(obj, indent=1, sort_keys=True, default=str).encode()
         try:
-            self.path.mkdir(exist_ok=True)
-            now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-            info = {"fingerprint": self.fingerprint, "format": self.format, "started": now,
-                    "xlikert": __version__}  # fmt: skip
-            text = json.dumps(info, indent=1, sort_keys=True).encode()
-            _atomic_write(self.path / "manifest.json", lambda fh: fh.write(text))
+            path.parent.mkdir(exist_ok=True)
+            _atomic_write(path, lambda fh: fh.write(text))
         except OSError as exc:
-            raise CollectionError(f"cannot write progress to {self.path}: {exc}") from exc
+            raise disk_error(path, what, exc, self._kept()) from exc
 
-    def _unit_file(self, mi: int, ui: int) -> Path:
-        return self.path / f"m{mi:03d}-u{ui:05d}.npz"
+    def _kept(self) -> str:
+        return (
+            f"; the {self.saved} unit(s) saved before in {self.path} are kept" if self.saved else ""
+        )
 
-    def save_unit(self, mi: int, ui: int, result: UnitResult) -> None:
-        """Save one finished unit (atomically)."""
-        self._ensure()
-        arrays = result.to_arrays()
-        _atomic_write(self._unit_file(mi, ui), lambda fh: np.savez(fh, **arrays))
+    def unit_file(self, mi: int, ui: int) -> Path:
+        """The file of this run's unit ``ui`` of model ``mi``."""
+        return self.path / f"m{mi:03d}-u{ui:05d}-{self.run}.npz"
 
-    def save_model(self, mi: int, info: dict[str, Any]) -> None:
-        """Save the provenance record of a finished model."""
-        self._ensure()
-        text = json.dumps(as_record(info), indent=1, sort_keys=True).encode()
-        _atomic_write(self.path / f"model-{mi:03d}.json", lambda fh: fh.write(text))
+    def save_unit(
+        self, mi: int, ui: int, result: UnitResult, keys: list[str], model_digest: str
+    ) -> None:
+        """Save one finished unit with its cells' keys (atomically).
+
+        Raises
+        ------
+        CollectionError
+            The file cannot be written (a full disk, a read-only folder), naming it;
+            the units saved before stay.
+        """
+        if self.saved == 0 or not (self.path / "runs" / f"{self.run}.json").is_file():
+            self._write_json(self.path / "runs" / f"{self.run}.json", "the run's description",
+                             {**self.description, "started": _now()})  # fmt: skip
+        arrays = {**result.to_arrays(), "cell_key": np.asarray(keys, dtype=str),
+                  "run": np.array(self.fingerprint), "model_digest": np.array(model_digest)}  # fmt: skip
+        path = self.unit_file(mi, ui)
+        try:
+            _atomic_write(path, lambda fh: np.savez(fh, **arrays))
+        except OSError as exc:
+            raise disk_error(path, f"finished unit {ui} of model {mi}", exc, self._kept()) from exc
+        self.saved += 1
+
+    def save_model(self, digest: str, info: dict[str, Any]) -> None:
+        """Save the provenance record of a finished model (by its identity's digest)."""
+        self._write_json(self.path / "models" / f"{digest[:32]}.json",
+                         "a model's provenance", as_record(info))  # fmt: skip
 
     # ------------------------------------------------------------------ reading
-    def load_unit(self, mi: int, ui: int) -> UnitResult | None:
-        """A saved unit, or None (an unreadable leftover is removed and recomputed)."""
-        f = self._unit_file(mi, ui)
-        if not f.is_file():
+    def load_model(self, digest: str) -> dict[str, Any] | None:
+        """The provenance saved for a model identity, or None."""
+        f = self.path / "models" / f"{digest[:32]}.json"
+        try:
+            return json.loads(f.read_text()) if digest and f.is_file() else None
+        except (OSError, ValueError):
             return None
+
+    @staticmethod
+    def read_unit(f: Path) -> tuple[UnitResult, dict[str, np.ndarray]] | None:
+        """A saved unit and its extra arrays (keys, run), or None when it is unreadable."""
         try:
             with np.load(f) as z:
-                return UnitResult.from_arrays({k: z[k] for k in z.files})
-        except Exception:
-            f.unlink()
+                arrays = {k: z[k] for k in z.files}
+        except Exception:  # a leftover of a run killed mid-write is never renamed into place
             return None
+        extra = {k: arrays.pop(k) for k in _UNIT_EXTRA if k in arrays}
+        return UnitResult.from_arrays(arrays), extra
 
-    def load_model(self, mi: int) -> dict[str, Any] | None:
+    def keyed_units(self) -> Iterator[tuple[Path, np.ndarray, str]]:
+        """``(file, cell keys, fingerprint of the run that saved it)`` of every saved unit of
+        other configurations (this configuration's resume as units: :meth:`own_units`)."""
+        for f in self._unit_files():
+            if self._is_legacy(f) or self._is_own(f):
+                continue
+            try:
+                with np.load(f) as z:
+                    yield f, np.asarray(z["cell_key"]), str(z["run"])
+            except Exception:
+                continue
+
+    def own_units(
+        self, units: list[tuple[int, int, Any]]
+    ) -> dict[tuple[int, int], tuple[UnitResult, list[str] | None]]:
+        """This configuration's saved units among ``(model, unit, cells)``, with their cells'
+        keys (None for an older xlikert's unit): a resumed run takes them as they are, so it
+        computes the rest in the units and batches of an uninterrupted run."""
+        out = {}
+        for mi, ui, _ in units:
+            f = self.unit_file(mi, ui)
+            if not f.is_file() and self.legacy == self.fingerprint:
+                f = self.path / f"m{mi:03d}-u{ui:05d}.npz"
+            got = self.read_unit(f) if f.is_file() else None
+            if got is not None:
+                keys = got[1].get("cell_key")
+                out[(mi, ui)] = (got[0], None if keys is None else [str(k) for k in keys])
+        return out
+
+    def legacy_model(self, mi: int) -> dict[str, Any] | None:
+        """An older xlikert's record of model ``mi`` of this very configuration."""
         f = self.path / f"model-{mi:03d}.json"
+        if self.legacy != self.fingerprint:
+            return None
         return json.loads(f.read_text()) if f.is_file() else None
-
-    def load(
-        self, units: list[tuple[int, int, Any]], n_models: int
-    ) -> tuple[dict[tuple[int, int], UnitResult], dict[int, dict[str, Any]]]:
-        """The saved units among ``(model, unit, cells)`` and the saved model records."""
-        done = {(mi, ui): r for mi, ui, _ in units if (r := self.load_unit(mi, ui)) is not None}
-        infos = {mi: info for mi in range(n_models) if (info := self.load_model(mi)) is not None}
-        return done, infos
-
-    def remove(self) -> None:
-        """Delete the folder (after the output is written)."""
-        shutil.rmtree(self.path, ignore_errors=True)

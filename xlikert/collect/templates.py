@@ -1,7 +1,8 @@
 """From ``(system, user)`` text to the exact token ids a local engine runs.
 
 Shared by the backends that tokenise themselves (transformers, in-process vLLM),
-so both send a model the same ids (paper §3, DESIGN.md §5):
+so both send a model the same ids (paper section "Constraint"; the protocol of the
+docs' collection page):
 
 * chat models: the tokenizer's chat template with the generation prompt; the
   templated text is tokenised with ``add_special_tokens=False`` (the template

@@ -35,6 +35,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from filelock import FileLock
+
 from .._version import __version__
 from ..errors import CollectionError
 
@@ -133,10 +135,10 @@ def cache_dir() -> Path:
     Examples
     --------
     >>> import os
-    >>> os.environ["XLIKERT_CACHE"] = "/tmp/xlk-cache"
-    >>> str(cache_dir())
+    >>> from unittest import mock
+    >>> with mock.patch.dict(os.environ, {"XLIKERT_CACHE": "/tmp/xlk-cache"}):
+    ...     str(cache_dir())
     '/tmp/xlk-cache'
-    >>> del os.environ["XLIKERT_CACHE"]
     """
     env = os.environ.get("XLIKERT_CACHE")
     if env:
@@ -202,7 +204,8 @@ def resolve_gguf(name: str) -> Path:
     A single-file model is used in place inside its package; a chunked one is
     concatenated once into ``cache_dir()/gguf`` (written to a temporary file and
     renamed, so an interrupted assembly never looks complete). Either way the
-    sha256 is checked before the path is returned.
+    sha256 is checked before the path is returned. One process at a time assembles
+    (a file lock in ``cache_dir()/locks``); the others wait and then use its file.
 
     Raises
     ------
@@ -226,15 +229,32 @@ def resolve_gguf(name: str) -> Path:
         _verify(chunks[0], model.sha256, f"built-in model {name!r}")
         return chunks[0]
     target = cache_dir() / "gguf" / model.filename
-    if target.is_file():
-        _verify(target, model.sha256, f"built-in model {name!r} (cached assembly)")
-        return target
+    if not target.is_file():
+        with _making(target):
+            if not target.is_file():  # not made while this process waited for the lock
+                _assemble(name, chunks, target)
+                return target
+    _verify(target, model.sha256, f"built-in model {name!r} (cached assembly)")
+    return target
+
+
+def _making(target: Path) -> FileLock:
+    """The lock of ``target`` (in ``cache_dir()/locks``): one process at a time makes it
+    (parallel test workers, ``--shard`` runs and notebooks on one machine pay a first
+    assembly or dequantisation once; the others wait, then find it made)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    locks = cache_dir() / "locks"
+    locks.mkdir(exist_ok=True)
+    return FileLock(locks / f"{target.name}.lock")
+
+
+def _assemble(name: str, chunks: list[Path], target: Path) -> None:
+    model = ZOO[name]
     size = sum(c.stat().st_size for c in chunks)
     _notice(
         f"xlikert: assembling built-in model {name!r} for the first time ({size / 1e6:.0f} MB "
         f"from {len(chunks)} chunks into {target.parent}); a one-off cost, later runs reuse it"
     )
-    target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{model.filename}.", suffix=".part", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -246,15 +266,17 @@ def resolve_gguf(name: str) -> Path:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    return target
 
 
 def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Path:
     """A Hugging Face folder (float32 safetensors + tokenizer) made once from a GGUF file.
 
     The folder is ``cache_dir()/models/<label>-<sha[:16]>``, written to a
-    temporary name and renamed. The tensors are dequantised one at a time by
-    transformers' own GGUF tensor processors and written in shards of at most
+    temporary name and renamed, by one process at a time (a file lock in
+    ``cache_dir()/locks``: parallel workers or ``--shard`` runs wait, then load the
+    folder it made). The
+    tensors are dequantised one at a time by transformers' own GGUF tensor
+    processors and written in shards of at most
     :data:`SHARD_BYTES` (with the usual ``model.safetensors.index.json``), so the
     dequantised model is never held whole in memory next to the quantised file.
 
@@ -268,6 +290,13 @@ def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Pa
     target = cache_dir() / "models" / f"{label}-{sha[:16]}"
     if (target / "xlikert-complete.json").is_file():
         return target
+    with _making(target):
+        if not (target / "xlikert-complete.json").is_file():  # not made while we waited
+            _dequantise(gguf_path, sha, label, target)
+    return target
+
+
+def _dequantise(gguf_path: Path, sha: str, label: str, target: Path) -> None:
     _notice(
         f"xlikert: preparing model {label!r} for the first time: dequantising "
         f"{gguf_path.stat().st_size / 1e6:.0f} MB of GGUF weights to float32 in {target.parent} "
@@ -303,9 +332,7 @@ def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Pa
     del model
     gc.collect()
     shutil.rmtree(target, ignore_errors=True)
-    target.parent.mkdir(parents=True, exist_ok=True)
     os.replace(tmp, target)
-    return target
 
 
 #: Largest safetensors shard written while dequantising (one tensor may exceed it).
@@ -339,12 +366,22 @@ def _write_shards(gguf_path: Path, model, out: Path) -> set[str]:
     import torch
     from gguf import GGUFReader, dequantize
     from safetensors.torch import save_file
-    from transformers.modeling_gguf_pytorch_utils import (
-        TENSOR_PROCESSORS,
-        TensorProcessor,
-        get_gguf_hf_weights_map,
-        load_gguf_checkpoint,
-    )
+
+    try:  # internal helpers of transformers (no public API): the collect extra bounds it
+        from transformers.modeling_gguf_pytorch_utils import (
+            TENSOR_PROCESSORS,
+            TensorProcessor,
+            get_gguf_hf_weights_map,
+            load_gguf_checkpoint,
+        )
+    except ImportError as exc:
+        import transformers
+
+        raise CollectionError(
+            f"cannot dequantise {gguf_path.name}: transformers {transformers.__version__} "
+            f"lacks the GGUF helpers xlikert uses ({exc}); install the versions of the "
+            "collect extra (pip install 'xlikert[collect]': transformers>=5.19,<6)"
+        ) from exc
 
     parsed = load_gguf_checkpoint(str(gguf_path), return_tensors=False)
     reader = GGUFReader(str(gguf_path))

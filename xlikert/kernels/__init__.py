@@ -12,6 +12,15 @@ by side:
 >>> with kernels.use_engine("numpy"):
 ...     kernels.get_engine()
 'numpy'
+>>> kernels.get_engine()
+'numba'
+
+The default engine is a :class:`contextvars.ContextVar`: :func:`use_engine` sets it
+for the ``with`` block of the current thread or asyncio task and restores it on
+leaving (an exception included), so no call leaks its choice into another.
+Threads start with the default (``"numba"``); the engine of a call is fixed when
+its kernel handle is made (:func:`get_kernel`), so Dask workers run what the
+caller chose. ``set_engine`` (a process-wide setting with no end) is deprecated.
 
 Kernels
 -------
@@ -20,7 +29,7 @@ convolve_items
     integer grid of ``n`` scores; ``m = k (n - 1) + 1``.
 blocked_comonotone_contrast
     ``(b, r, n), (n), (r), (m) -> (m)``: the comonotone (shared-quantile)
-    linear contrast of ``r`` PMFs (paper eq. comonotone-contrast-pmf), computed
+    linear contrast of ``r`` PMFs (:ref:`eq-comonotone-contrast-pmf`), computed
     in each of ``b`` blocks and mixed uniformly over the blocks.
 consensus_bounds
     ``(k, n), (n), (), () -> (), (), ()``: Multivariate Consensus of ``k``
@@ -39,10 +48,13 @@ noise_ceiling
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from .._compat import deprecated_function
 
 __all__ = [
     "BREAKPOINT_TOL",
@@ -80,7 +92,10 @@ _MODULES = {
     "alignment_metrics": "alignment",
     "noise_ceiling": "alignment",
 }
-_engine: list[str] = ["numba"]
+#: The default engine of the current context (thread, asyncio task); see :func:`use_engine`.
+_ENGINE: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "xlikert_kernel_engine", default="numba"
+)
 
 
 def _resolve(name: str, engine: str):
@@ -106,24 +121,91 @@ def _check(engine: str) -> str:
 
 
 def get_engine() -> str:
-    """The engine used when a function gets ``engine=None`` (default ``"numba"``)."""
-    return _engine[0]
+    """The engine used when a function gets ``engine=None`` (default ``"numba"``).
+
+    Returns
+    -------
+    str
+        ``"numba"`` or ``"numpy"``: the current thread's or task's default.
+
+    Examples
+    --------
+    >>> get_engine()
+    'numba'
+    """
+    return _ENGINE.get()
 
 
+@deprecated_function('the context manager "with xlikert.kernels.use_engine(...):"')
 def set_engine(engine: Engine) -> None:
-    """Set the default engine: ``"numba"`` (compiled kernels) or ``"numpy"`` (twins)."""
-    _engine[0] = _check(engine)
+    """Set the default engine for the rest of the current thread (deprecated).
+
+    A setting with no end leaks into every later call; use :func:`use_engine`,
+    or pass ``engine=`` to the function.
+
+    Parameters
+    ----------
+    engine : {"numba", "numpy"}
+        The new default.
+
+    Raises
+    ------
+    ConfigError
+        An unknown engine.
+
+    Warns
+    -----
+    DeprecationWarning
+        Always: use :func:`use_engine`.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     set_engine("numba")
+    >>> get_engine()
+    'numba'
+    """
+    _ENGINE.set(_check(engine))
 
 
 @contextlib.contextmanager
 def use_engine(engine: Engine) -> Iterator[None]:
-    """Context manager that switches the default engine temporarily."""
-    old = _engine[0]
-    _engine[0] = _check(engine)
+    """Use ``engine`` as the default inside the ``with`` block (this thread or task only).
+
+    ``"numba"``: the compiled kernels; ``"numpy"``: their plain-numpy twins. The
+    previous default comes back on leaving the block, an exception included.
+
+    Parameters
+    ----------
+    engine : {"numba", "numpy"}
+        The default inside the block.
+
+    Yields
+    ------
+    None
+        Control, inside the ``with`` block.
+
+    Raises
+    ------
+    ConfigError
+        An unknown engine.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> pmf = xl.datasets.synthetic_pmf({"model": 2}, n_items=3)
+    >>> with use_engine("numpy"):
+    ...     twin = xl.composite(pmf)
+    >>> bool(abs(twin - xl.composite(pmf)).max() < 1e-12)
+    True
+    """
+    token = _ENGINE.set(_check(engine))
     try:
         yield
     finally:
-        _engine[0] = old
+        _ENGINE.reset(token)
 
 
 @dataclass(frozen=True)
@@ -146,12 +228,33 @@ class KernelHandle:
 def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     """Return kernel ``name`` for ``engine`` (``None``: the current default).
 
+    Parameters
+    ----------
+    name : str
+        A kernel of the list above (``"convolve_items"``, ...).
+    engine : {"numba", "numpy"}, optional
+        The engine; default :func:`get_engine`.
+
+    Returns
+    -------
+    KernelHandle
+        A picklable handle that calls the kernel (or its twin).
+
+    Raises
+    ------
+    ConfigError
+        An unknown engine.
+    KeyError
+        An unknown kernel.
+
+    Examples
+    --------
     >>> import numpy as np, pickle
     >>> k = pickle.loads(pickle.dumps(get_kernel("convolve_items", "numba")))
     >>> k(np.full((2, 2), 0.5), np.zeros(3))
     array([0.25, 0.5 , 0.25])
     """
-    engine = _check(engine or _engine[0])
+    engine = _check(engine or _ENGINE.get())
     if name not in _MODULES:
         raise KeyError(f"unknown kernel {name!r}; kernels: {sorted(_MODULES)}")
     return KernelHandle(name, engine)

@@ -86,6 +86,27 @@ def _gini_binomial(size, r, exact):  # pragma: no cover - compiled
 def alignment_metrics(p, q, y, grid, out):  # pragma: no cover - compiled
     """W1, TV, JS (bits), mean difference of ``p`` vs ``q``, then their one-respondent variances.
 
+    A gufunc, ``(n),(n),(n),(m)->(m)`` with ``m = 8``.
+
+    Parameters
+    ----------
+    p : numpy.ndarray
+        ``(..., n)``: the exact (model) PMF.
+    q : numpy.ndarray
+        ``(..., n)``: the sampled (human) PMF.
+    y : numpy.ndarray
+        ``(..., n)``: the consecutive scale values.
+    grid : numpy.ndarray
+        ``(..., 8)``; only its length is read.
+    out : numpy.ndarray, optional
+        ``(..., 8)``, filled in place.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., 8)``: the four metrics, then the delta-method variance of each
+        for one respondent (divide by ``N`` for the variance of the estimate).
+
     Examples
     --------
     >>> import numpy as np
@@ -152,6 +173,27 @@ def alignment_metrics(p, q, y, grid, out):  # pragma: no cover - compiled
 def noise_ceiling(q, y, size, grid, out):  # pragma: no cover - compiled
     """Expected W1, TV, JS (bits), |mean difference| of two independent samples of ``size``.
 
+    A gufunc, ``(n),(n),(),(m)->(m)`` with ``m = 4``.
+
+    Parameters
+    ----------
+    q : numpy.ndarray
+        ``(..., n)``: the PMF the samples are drawn from.
+    y : numpy.ndarray
+        ``(..., n)``: the consecutive scale values.
+    size : float or numpy.ndarray
+        The sample size ``N`` (a non-integer Kish ``n_eff`` takes the normal
+        approximation).
+    grid : numpy.ndarray
+        ``(..., 4)``; only its length is read.
+    out : numpy.ndarray, optional
+        ``(..., 4)``, filled in place.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., 4)``: the expected W1, TV, JS and ``|mean difference|``.
+
     Examples
     --------
     >>> import numpy as np
@@ -185,6 +227,22 @@ def alignment_metrics_numpy(
     p: np.ndarray, q: np.ndarray, y: np.ndarray, grid: np.ndarray
 ) -> np.ndarray:
     """Plain-numpy twin of :func:`alignment_metrics` (same broadcasting).
+
+    Parameters
+    ----------
+    p : numpy.ndarray
+        ``(..., n)``: the exact (model) PMF.
+    q : numpy.ndarray
+        ``(..., n)``: the sampled (human) PMF.
+    y : numpy.ndarray
+        ``(..., n)``: the consecutive scale values.
+    grid : numpy.ndarray
+        ``(..., 8)``; only its length is read.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., 8)``: the four metrics and their one-respondent variances.
 
     Examples
     --------
@@ -243,6 +301,23 @@ def noise_ceiling_numpy(
     q: np.ndarray, y: np.ndarray, size: np.ndarray, grid: np.ndarray
 ) -> np.ndarray:
     """Plain-numpy twin of :func:`noise_ceiling` (scipy's binomial CDF; same broadcasting).
+
+    Parameters
+    ----------
+    q : numpy.ndarray
+        ``(..., n)``: the PMF the samples are drawn from.
+    y : numpy.ndarray
+        ``(..., n)``: the consecutive scale values.
+    size : float or numpy.ndarray
+        The sample size ``N`` (a non-integer Kish ``n_eff`` takes the normal
+        approximation).
+    grid : numpy.ndarray
+        ``(..., 4)``; only its length is read.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., 4)``: the expected W1, TV, JS and ``|mean difference|``.
 
     Examples
     --------

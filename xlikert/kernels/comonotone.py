@@ -1,6 +1,6 @@
 """Comonotone (shared-quantile) linear contrast of R PMFs, mixed over blocks.
 
-Paper Def. comonotone-contrast and eq. comonotone-contrast-pmf: for PMFs
+The paper's comonotone-coupled linear contrast (:ref:`eq-comonotone-contrast-pmf`): for PMFs
 ``p_1..p_R`` on a common support ``x_1 < ... < x_n`` and coefficients
 ``alpha``, ``Z = sum_r alpha_r F_r^{-1}(U)`` with one shared ``U ~ Unif(0, 1)``.
 ``Z`` is constant between consecutive merged CDF breakpoints, so its PMF is
@@ -51,6 +51,27 @@ _CHUNK_ELEMENTS = 2_000_000
 )
 def blocked_comonotone_contrast(pmf, support, alpha, grid, out):  # pragma: no cover
     """Mean over ``b`` blocks of the comonotone contrast of ``r`` PMFs.
+
+    A gufunc, ``(b,r,n),(n),(r),(m)->(m)``: leading dims broadcast.
+
+    Parameters
+    ----------
+    pmf : numpy.ndarray
+        ``(..., b, r, n)``: in each of ``b`` blocks, ``r`` PMFs on ``support``.
+    support : numpy.ndarray
+        ``(n,)``: the common integer-valued support, increasing.
+    alpha : numpy.ndarray
+        ``(r,)``: integer-valued coefficients.
+    grid : numpy.ndarray
+        ``(..., m)``: consecutive integers covering every value of the contrast.
+    out : numpy.ndarray, optional
+        ``(..., m)``, filled in place.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., m)``: the PMF of the contrast on ``grid``, mixed uniformly over
+        the blocks.
 
     Examples
     --------
@@ -122,6 +143,22 @@ def blocked_comonotone_contrast_numpy(
     pmf: np.ndarray, support: np.ndarray, alpha: np.ndarray, grid: np.ndarray
 ) -> np.ndarray:
     """Plain-numpy twin of :func:`blocked_comonotone_contrast` (vectorised).
+
+    Parameters
+    ----------
+    pmf : numpy.ndarray
+        ``(..., b, r, n)``: in each of ``b`` blocks, ``r`` PMFs on ``support``.
+    support : numpy.ndarray
+        ``(n,)``: the common integer-valued support, increasing.
+    alpha : numpy.ndarray
+        ``(r,)``: integer-valued coefficients.
+    grid : numpy.ndarray
+        ``(..., m)``: consecutive integers covering every value of the contrast.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., m)``: the PMF of the contrast on ``grid``, mixed over the blocks.
 
     Examples
     --------

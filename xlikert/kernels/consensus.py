@@ -1,7 +1,7 @@
 """Kernels of the Consensus layer: Multivariate Consensus with certified bounds.
 
 The Multivariate Consensus of ``K`` conditionally independent items
-(paper eq. consensus-multivariate) is ``1 + E[f(D)]`` with
+(:ref:`eq-consensus-multivariate`) is ``1 + E[f(D)]`` with
 
 * ``D = sum_k (Y_k - mu_k)^2`` the squared distance to the centroid and
 * ``f(D) = log2(1 - sqrt(D) / c)``, ``c = d_max = sqrt(K) * (y_max - y_min)``.
@@ -359,7 +359,30 @@ consensus_core = njit(cache=True)(_make_core(_item_terms, _grid_pass))
     cache=True,
 )
 def consensus_bounds(p, y, tol, max_cells, value, lower, upper):
-    """Gufunc over leading dims of :func:`consensus_core`: ``(k,n),(n),(),()->(),(),()``.
+    """Multivariate Consensus of each condition with certified lower and upper bounds.
+
+    A gufunc over the leading dims of :func:`consensus_core`,
+    ``(k,n),(n),(),()->(),(),()``.
+
+    Parameters
+    ----------
+    p : numpy.ndarray
+        ``(..., k, n)``: the PMFs of ``k`` independent items on the scale ``y``.
+    y : numpy.ndarray
+        ``(n,)``: the consecutive scale values.
+    tol : float
+        The guaranteed bound on ``|value - exact|``.
+    max_cells : int
+        Largest grid one refinement pass may use.
+    value, lower, upper : numpy.ndarray, optional
+        ``(...)``, filled in place.
+
+    Returns
+    -------
+    value : numpy.ndarray
+        ``(...)``: the Consensus (the midpoint of the bounds).
+    lower, upper : numpy.ndarray
+        ``(...)``: its certified lower and upper bounds.
 
     Examples
     --------
@@ -500,7 +523,25 @@ def consensus_core_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
 def consensus_bounds_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
     """Plain-numpy twin of :func:`consensus_bounds`: loops over the leading dims.
 
-    Returns ``(value, lower, upper)`` arrays of shape ``p.shape[:-2]``.
+    Parameters
+    ----------
+    p : numpy.ndarray
+        ``(..., k, n)``: the PMFs of ``k`` independent items on the scale ``y``.
+    y : numpy.ndarray
+        ``(n,)``: the consecutive scale values.
+    tol : float
+        The guaranteed bound on ``|value - exact|``.
+    max_cells : int
+        Largest grid one refinement pass may use.
+
+    Returns
+    -------
+    value : numpy.ndarray
+        Shape ``p.shape[:-2]``: the Consensus.
+    lower : numpy.ndarray
+        Its certified lower bound.
+    upper : numpy.ndarray
+        Its certified upper bound.
 
     Examples
     --------

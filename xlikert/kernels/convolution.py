@@ -1,4 +1,4 @@
-"""Exact convolution of item PMFs (paper eq. item-wise-convolution).
+"""Exact convolution of item PMFs (:ref:`eq-item-wise-convolution`).
 
 The composite score of ``k`` independent items, each on the same ``n``
 consecutive integer scores, lives on ``m = k (n - 1) + 1`` consecutive
@@ -24,6 +24,23 @@ __all__ = ["convolve_items", "convolve_items_numpy"]
 )
 def convolve_items(pmf, grid, out):  # pragma: no cover - compiled
     """Sequential direct convolution of the ``k`` rows of ``pmf`` into ``out``.
+
+    A gufunc, ``(k,n),(m)->(m)``: leading dims broadcast.
+
+    Parameters
+    ----------
+    pmf : numpy.ndarray
+        ``(..., k, n)``: the PMFs of ``k`` items on the same ``n`` consecutive scores.
+    grid : numpy.ndarray
+        ``(..., m)`` with ``m = k (n - 1) + 1``; only its length is read.
+    out : numpy.ndarray, optional
+        ``(..., m)``, filled in place.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., m)``: the PMF of the sum, on the ``m`` consecutive integers from
+        ``k`` times the lowest score.
 
     Examples
     --------
@@ -58,6 +75,18 @@ def convolve_items(pmf, grid, out):  # pragma: no cover - compiled
 
 def convolve_items_numpy(pmf: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """Plain-numpy twin of :func:`convolve_items` (same broadcasting).
+
+    Parameters
+    ----------
+    pmf : numpy.ndarray
+        ``(..., k, n)``: the PMFs of ``k`` items on the same ``n`` consecutive scores.
+    grid : numpy.ndarray
+        ``(..., m)`` with ``m = k (n - 1) + 1``; only its length is read.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(..., m)``: the PMF of the sum.
 
     Examples
     --------

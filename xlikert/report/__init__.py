@@ -6,9 +6,10 @@
 The report follows the pipeline (constraint -> consensus -> construct ->
 reliability -> sampling cost). Factor names come from the file (the dims of ``pmf`` other
 than ``item`` and ``score``, read with :func:`xlikert.dims.factor_dims`, so a
-factor with a reserved name is a ``DesignError`` naming it): ``model`` and
-``target`` are used where they exist, otherwise the first and second factors
-in dim order.
+factor with a reserved name is a ``DesignError`` naming it): the first factor
+(``by``: the x axis, the facets, the rows of the tables) is the model factor
+(:data:`xlikert.dims.MODEL_DIM`) where there is one, else the first in dim order;
+the second is the next varying factor in dim order.
 Sections that need data the file does not hold (a decoding grid, a second
 factor, a human baseline for the instrument) say so instead of appearing.
 
@@ -34,14 +35,16 @@ Heavy imports (matplotlib) happen inside the functions.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import xarray as xr
 
-from ..datasets import load_demo_results, synthetic_results
+from .._compat import moved_attribute
 from . import tables
 from .context import ReportContext
 from .page import Section, render
@@ -57,7 +60,14 @@ from .sections import (
     scale_reliability_section,
 )
 
-__all__ = ["load_demo_results", "synthetic_results", "tables", "write_report"]
+__all__ = ["SECTIONS", "tables", "write_report"]
+
+
+def __getattr__(name: str) -> Any:
+    # the datasets have one home, xlikert.datasets
+    moved = {"load_demo_results": "xlikert.datasets", "synthetic_results": "xlikert.datasets"}
+    return moved_attribute(__name__, name, moved)
+
 
 #: The report's sections, in order: each takes the :class:`~.context.ReportContext` and
 #: returns its :class:`~.page.Section`, or ``None`` where it does not apply.
@@ -159,15 +169,55 @@ def _write_report(
     human: str | Path | xr.Dataset | None = None,
 ) -> Path:
     """:func:`write_report` into the (temporary) folder ``out``: every section, then the page."""
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in {"agg", "pdf", "svg", "cairo", "pgf", "ps"}:
-        matplotlib.use("Agg")
-
     ctx = ReportContext.prepare(
         results, out, country_of_origin=country_of_origin, tol=tol, human=human
     )
-    sections = [s for s in (section(ctx) for section in SECTIONS) if s is not None]
+    with _file_backend(), _plain_text():
+        sections = [s for s in (section(ctx) for section in SECTIONS) if s is not None]
     attrs = ctx.ds.attrs
     ttl = title or str(attrs.get("title") or f"xlikert report: {attrs.get('instrument', '')}")
     return render(out, ttl, sections)
+
+
+@contextlib.contextmanager
+def _file_backend() -> Iterator[None]:
+    """Draw with matplotlib's file backend ``Agg`` inside the block when the current backend
+    opens windows (Qt, Tk, ...), then give the caller that backend back: the report opens no
+    window and changes nothing global. A file backend, or a notebook's inline one, is kept
+    as it is (switching would close the caller's open figures).
+    """
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    old = matplotlib.get_backend()
+    if old.lower() not in _gui_backends():
+        yield
+        return
+    plt.switch_backend("Agg")
+    try:
+        yield
+    finally:
+        plt.switch_backend(old)
+
+
+@contextlib.contextmanager
+def _plain_text() -> Iterator[None]:
+    """Figure text as it is: a factor level or item id such as ``$\\x$`` is not read as
+    matplotlib math (which would show it otherwise, or fail to draw the figure)."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        yield
+
+
+def _gui_backends() -> set[str]:
+    """The names of matplotlib's backends that open windows (lower case)."""
+    try:  # matplotlib >= 3.9
+        from matplotlib.backends import BackendFilter, backend_registry
+
+        names = backend_registry.list_builtin(BackendFilter.INTERACTIVE)
+    except ImportError:  # pragma: no cover - matplotlib 3.8
+        from matplotlib import rcsetup
+
+        names = rcsetup.interactive_bk
+    return {n.lower() for n in names} - {"nbagg", "notebook", "webagg"}

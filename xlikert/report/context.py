@@ -18,23 +18,11 @@ import xarray as xr
 
 from ..analysis.consensus import consensus
 from ..analysis.construct import composite, decompose, summary_table
-from ..dims import factor_dims
+from ..dims import factor_dims, preferred_factor
 from ..errors import DesignError, InvalidPMFError
 from ..io import decode_attrs, open_results
 
-__all__ = ["ReportContext", "as_array"]
-
-
-def as_array(
-    obj: xr.DataArray | xr.Dataset, prefer: tuple[str, ...] = ("consensus", "Cns", "cns", "entropy")
-) -> xr.DataArray:
-    """Engine results may come as a Dataset (value and bounds); take the value."""
-    if isinstance(obj, xr.Dataset):
-        for name in prefer:
-            if name in obj:
-                return obj[name]
-        return obj[next(iter(obj.data_vars))]
-    return obj
+__all__ = ["ReportContext"]
 
 
 def _origin_map(
@@ -63,9 +51,11 @@ class ReportContext:
     factors, varying, constant
         The factor dims of ``pmf``; those with at least two levels; those with one.
     by
-        ``model`` if it is a factor, else the first factor: the x axis / facet.
+        :data:`xlikert.dims.MODEL_DIM` if it is a factor, else the first factor: the x
+        axis, the facet, the rows of the tables.
     second
-        ``target`` if it varies, else the next varying factor (``None`` without).
+        The first varying factor after ``by`` in dim order (``None`` without): the
+        colour, the interaction and the contrasts.
     origin
         Level of ``by`` -> level of ``second`` it originates from (in-group cells).
     tol
@@ -116,12 +106,8 @@ class ReportContext:
             raise DesignError(f"results {source} have no factor dims: pmf dims are {pmf.dims}")
         # a factor with one level is held constant: no effect, contrast or flip to report
         varying = [f for f in factors if pmf.sizes[f] >= 2]
-        by = "model" if "model" in factors else factors[0]
-        second = (
-            "target"
-            if ("target" in varying and by != "target")
-            else next((f for f in varying if f != by), None)
-        )
+        by = preferred_factor(factors)
+        second = preferred_factor(varying, exclude=[by])
         return cls(
             ds=ds,
             source=source,
@@ -146,7 +132,7 @@ class ReportContext:
     @cached_property
     def consensus(self) -> xr.DataArray:
         """Multivariate Consensus per condition, certified to ``tol``."""
-        return as_array(consensus(self.pmf, item_dim="item", tol=self.tol))
+        return consensus(self.pmf, item_dim="item", tol=self.tol)
 
     @cached_property
     def composite(self) -> xr.DataArray:

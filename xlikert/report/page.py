@@ -5,6 +5,15 @@ A section function (see :mod:`xlikert.report.sections`) returns one
 the sections in order (a table of contents, one heading per section).
 Tables and figures are written to ``tables/`` and ``figures/`` when a section
 adds them, so a section holds only the HTML and Markdown that link to them.
+
+Untrusted text (factor names and levels, item ids, subscale names, model names,
+answer labels, file names: anything read from a results file or a CSV) is
+escaped for every output: a paragraph is Markdown written by xlikert, into which
+a section puts such text only through :func:`~xlikert.report.tables.markdown_escape`
+(``md``) or :func:`~xlikert.report.tables.markdown_code` (``md_code``);
+:func:`md_inline` turns that Markdown into HTML. Titles and captions are plain
+text, escaped here for Markdown and HTML (and by :func:`~xlikert.report.tables.to_latex`
+for LaTeX); file names are reduced to safe characters (:func:`slug`).
 """
 
 from __future__ import annotations
@@ -18,8 +27,9 @@ from typing import Any
 import pandas as pd
 
 from . import tables
+from .tables import markdown_escape
 
-__all__ = ["Section", "render"]
+__all__ = ["Section", "md_inline", "render", "slug"]
 
 
 @dataclass
@@ -34,7 +44,8 @@ class Section:
     blocks: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, html, markdown)
 
     def text(self, md: str) -> None:
-        """Add a paragraph (Markdown with ``**bold**`` and ```code```)."""
+        """Add a paragraph: Markdown with ``**bold**``, code spans and backslash escapes,
+        in which every untrusted part is escaped (``md(...)``, ``md_code(...)``)."""
         self.blocks.append(("text", "<p>" + md_inline(md) + "</p>", md))
 
     def table(
@@ -46,7 +57,12 @@ class Section:
         digits: int = 2,
         index: bool = True,
     ) -> None:
-        """Write ``df`` as ``tables/{name}.csv|tex|md`` under ``out`` and add it with links."""
+        """Write ``df`` as ``tables/{name}.csv|tex|md`` under ``out`` and add it with links.
+
+        ``caption`` is plain text (escaped for each format); ``name`` is made a safe
+        file name (:func:`slug`).
+        """
+        name = slug(name)
         frag = tables.export(df, out / "tables", name, caption=caption, digits=digits, index=index)
         links = " · ".join(
             f'<a href="tables/{name}.{ext}">{ext}</a>' for ext in ("csv", "tex", "md")
@@ -56,14 +72,19 @@ class Section:
                 "table",
                 f'<figure class="table"><figcaption>{_html.escape(caption)} '
                 f'<span class="dl">[{links}]</span></figcaption>{frag["html"]}</figure>',
-                f"*{caption}*\n\n{frag['markdown']}",
+                f"*{markdown_escape(caption)}*\n\n{frag['markdown']}",
             )
         )
 
     def figure(self, fig: Any, out: Path, name: str, caption: str) -> None:
-        """Save the matplotlib figure as ``figures/{name}.png`` under ``out``, close it, add it."""
+        """Save the matplotlib figure as ``figures/{name}.png`` under ``out``, close it, add it.
+
+        ``caption`` is plain text (escaped); ``name`` is made a safe file name (:func:`slug`).
+        """
         import matplotlib.pyplot as plt
 
+        name = slug(name)
+        text = markdown_escape(caption)
         (out / "figures").mkdir(parents=True, exist_ok=True)
         fig.savefig(out / "figures" / f"{name}.png", dpi=130, bbox_inches="tight")
         plt.close(fig)
@@ -72,17 +93,60 @@ class Section:
                 "figure",
                 f'<figure><img src="figures/{name}.png" alt="{_html.escape(caption)}">'
                 f"<figcaption>{_html.escape(caption)}</figcaption></figure>",
-                f"![{caption}](figures/{name}.png)\n\n*{caption}*",
+                f"![{text}](figures/{name}.png)\n\n*{text}*",
             )
         )
 
 
+def slug(name: str) -> str:
+    """A file name made of ``[A-Za-z0-9_.-]`` only (any other run becomes ``_``).
+
+    Factor names and levels go into file names (``main_effect_<factor>``), and the file
+    names into HTML attributes and Markdown links: only safe characters get there.
+
+    Examples
+    --------
+    >>> slug('main_effect_a"b <x>/../y')
+    'main_effect_a_b_x_.._y'
+    """
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("_") or "table"
+
+
+#: A code span (a run of backticks up to the same run), a backslash escape, or ``**``.
+_INLINE = re.compile(
+    r"(?<!`)(?P<fence>`++)(?P<code>.*?)(?<!`)(?P=fence)(?!`)|\\(?P<esc>[!-/:-@[-`{-~])|\*\*"
+)
+
+
 def md_inline(text: str) -> str:
-    """The HTML of one paragraph of Markdown (escaped; ``**bold**`` and ```code``` only)."""
-    t = _html.escape(text)
-    t = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", t)
-    t = re.sub(r"`(.+?)`", r"<code>\1</code>", t)
-    return t
+    r"""The HTML of one paragraph of xlikert's Markdown: text, ``**bold**``, code spans
+    (fenced by any run of backticks) and backslash escapes (CommonMark's rules).
+
+    Everything else is text: HTML is escaped, so no markup of the input reaches the page.
+
+    Examples
+    --------
+    >>> md_inline(r"**n** = 2: ``a`b`` and \*x\* <b>")
+    '<strong>n</strong> = 2: <code>a`b</code> and *x* &lt;b&gt;'
+    """
+    out, bold, pos = [], False, 0
+    for m in _INLINE.finditer(text):
+        out.append(_html.escape(text[pos : m.start()]))
+        pos = m.end()
+        if m.group("fence"):
+            code = m.group("code")
+            if len(code) > 1 and code.startswith(" ") and code.endswith(" "):
+                code = code[1:-1]
+            out.append(f"<code>{_html.escape(code)}</code>")
+        elif m.group("esc"):
+            out.append(_html.escape(m.group("esc")))
+        else:
+            out.append("</strong>" if bold else "<strong>")
+            bold = not bold
+    out.append(_html.escape(text[pos:]))
+    if bold:
+        out.append("</strong>")
+    return "".join(out)
 
 
 CSS = """
@@ -99,17 +163,20 @@ table.tbl{border-collapse:collapse;font-size:.88em;margin:.4em 0}
 
 
 def render(out: Path, title: str, sections: list[Section]) -> Path:
-    """Write ``report.md`` and ``index.html`` of ``sections`` into ``out``; the HTML's path."""
+    """Write ``report.md`` and ``index.html`` of ``sections`` into ``out``; the HTML's path.
+
+    ``title`` and the section titles are plain text (escaped for both).
+    """
     from .._version import __version__
 
     toc = "".join(
         f'<li><a href="#s{i}">{_html.escape(sec.title)}</a></li>' for i, sec in enumerate(sections)
     )
     body = []
-    md = [f"# {title}", ""]
+    md = [f"# {markdown_escape(title)}", ""]
     for i, sec in enumerate(sections):
         body.append(f'<h2 id="s{i}">{_html.escape(sec.title)}</h2>')
-        md += [f"## {sec.title}", ""]
+        md += [f"## {markdown_escape(sec.title)}", ""]
         for _kind, h, m in sec.blocks:
             body.append(h)
             md += [m, ""]

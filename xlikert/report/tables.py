@@ -1,275 +1,62 @@
-"""The paper's tables as tidy pandas DataFrames, with CSV / LaTeX / Markdown export.
+"""Tables rendered: CSV, LaTeX, Markdown and HTML, each written once.
 
-Every function returns a plain :class:`pandas.DataFrame`; :func:`export`
-writes it as ``.csv``, ``.tex`` (:func:`to_latex`, pdfLaTeX-safe) and ``.md``
-(:func:`to_markdown`) and returns the HTML fragment the report embeds.
+A table is built in the analysis stage it tabulates (a plain :class:`pandas.DataFrame`:
+:func:`xlikert.summary_table` and the construct stage's tables in
+:mod:`xlikert.analysis.construct.tables`, :func:`xlikert.sampling.sampling_se_table` and
+the other sampling-cost tables in :mod:`xlikert.analysis.cost.tables`,
+:func:`~xlikert.analysis.reliability.reliability_table`,
+:func:`~xlikert.analysis.alignment.alignment_table`,
+:func:`~xlikert.analysis.constraint.failure_summary`,
+:func:`~xlikert.analysis.consensus.consensus_entropy`,
+:func:`~xlikert.analysis.human.human_vs_llm`). This module renders any of them:
+:func:`export` writes ``.csv``, ``.tex`` (:func:`to_latex`, pdfLaTeX-safe) and ``.md``
+(:func:`to_markdown`) and returns the HTML fragment (:func:`to_html`) the report embeds.
+Every header and cell is plain text, escaped for each format (:func:`latex_escape`,
+:func:`markdown_escape`, HTML escaping).
+
+The builders that lived here (``paper_layout``, ``human_vs_llm``, ...) still import from
+here, with a ``DeprecationWarning`` naming their stage.
 """
 
 from __future__ import annotations
 
 import html as _html
-import itertools
 import math
 import re
 import unicodedata
-from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
-from ..errors import DesignError
+from .._compat import moved_attribute
 
 __all__ = [
-    "aggregate_vs_factorial",
-    "consensus_entropy",
+    "MARKDOWN_SPECIAL",
     "export",
-    "failure_summary",
-    "human_vs_llm",
-    "interaction_node",
     "latex_escape",
-    "mixture_moments",
-    "paper_layout",
+    "markdown_code",
+    "markdown_escape",
     "to_html",
     "to_latex",
     "to_markdown",
 ]
 
-_SUMMARY_COLS = ["E", "SD", "SNR", "dPD"]
-#: Mean-item columns of ``xl.summary_table(dec, scoring="both")``.
-_PER_ITEM_COLS = ["E_item", "SD_item"]
+#: The table builders that moved to the analysis stage they tabulate.
+_MOVED = {
+    "aggregate_vs_factorial": "xlikert.analysis.construct",
+    "consensus_entropy": "xlikert.analysis.consensus",
+    "failure_summary": "xlikert.analysis.constraint",
+    "human_vs_llm": "xlikert.analysis.human",
+    "interaction_node": "xlikert.analysis.construct",
+    "mixture_moments": "xlikert.analysis.cost",
+    "paper_layout": "xlikert.analysis.construct",
+}
 
 
-def paper_layout(tidy: pd.DataFrame) -> pd.DataFrame:
-    """The paper's effect table: ``Parameter, E, SD, SNR, dPD``, grand mean row first.
-
-    Parameters
-    ----------
-    tidy
-        ``xl.summary_table(dec)`` output (columns ``term``, ``level``, ``E``,
-        ``SD``, ``SNR``, ``dPD``; grand-mean row with term ``grand``). The
-        per-item columns ``E_item``, ``SD_item`` are kept, and a ``subscale``
-        column comes first, one block of rows per subscale.
-
-    Examples
-    --------
-    >>> t = pd.DataFrame({"term": ["grand", "model"], "level": ["", "a"], "E": [60.0, 1.5],
-    ...                   "SD": [9.0, 2.0], "SNR": [np.nan, 0.75], "dPD": [np.nan, 0.8]})
-    >>> paper_layout(t)["Parameter"].tolist()
-    ['μ∅ (grand mean)', 'a']
-    """
-    df = tidy.copy()
-    is_grand = df["term"].astype(str).isin(["grand", "", "∅", "mu"])
-    labels = []
-    for term, level, g in zip(df["term"], df["level"], is_grand, strict=True):
-        if g:
-            labels.append("μ∅ (grand mean)")
-        elif isinstance(level, tuple):
-            labels.append(" × ".join(map(str, level)))
-        else:
-            labels.append(str(level).replace(":", " × ") if ":" in str(term) else str(level))
-    df.insert(0, "Parameter", labels)
-    df = pd.concat([df[is_grand], df[~is_grand]])
-    cols = ["Parameter", "term", *[c for c in [*_SUMMARY_COLS, *_PER_ITEM_COLS] if c in df]]
-    if "subscale" in df:  # one block per subscale, in order of first appearance
-        df = pd.concat([df[df["subscale"] == name] for name in df["subscale"].unique()])
-        cols.insert(0, "subscale")
-    return df[cols].reset_index(drop=True)
-
-
-def mixture_moments(mean: xr.DataArray, var: xr.DataArray, dims: Sequence[Hashable]) -> xr.Dataset:
-    """Exact mean and variance of the uniform mixture over ``dims`` of per-cell moments.
-
-    ``E = mean(E_c)``, ``Var = mean(Var_c + E_c^2) - E^2`` (law of total variance).
-
-    Examples
-    --------
-    >>> m = xr.DataArray([0.0, 2.0], dims="a"); v = xr.DataArray([1.0, 1.0], dims="a")
-    >>> float(mixture_moments(m, v, ["a"])["var"])
-    2.0
-    """
-    dims = list(dims)
-    if not dims:
-        return xr.Dataset({"mean": mean, "var": var})
-    e = mean.mean(dims)
-    v = (var + mean**2).mean(dims) - e**2
-    return xr.Dataset({"mean": e, "var": v.clip(min=0.0)})
-
-
-def human_vs_llm(
-    pmf: xr.DataArray,
-    baseline: pd.DataFrame,
-    by: Hashable = "model",
-    condition: Mapping[Hashable, object] | None = None,
-) -> pd.DataFrame:
-    """Human samples vs each level of ``by`` (composite E and SD) at ``condition``.
-
-    The LLM composite is the uniform mixture over every factor not in
-    ``condition`` and not ``by`` (exact moments, :func:`mixture_moments`).
-
-    Parameters
-    ----------
-    pmf
-        Item PMFs ``(*factors, item, score)``.
-    baseline
-        :func:`xlikert.datasets.human_baseline` output.
-    by
-        Factor whose levels are compared (default ``model``).
-    condition
-        Selection, e.g. ``{"target": "USA"}`` (the paper's comparison).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``group`` (Human / LLM), ``label``, ``mean``, ``sd``; LLM rows
-        sorted by mean, descending.
-    """
-    from ..analysis.cost import composite_moments
-
-    sel = pmf.sel(dict(condition)) if condition else pmf
-    mom = composite_moments(sel)
-    other = [d for d in mom["mean"].dims if d != by]
-    mix = mixture_moments(mom["mean"], mom["var"], other)
-    llm = pd.DataFrame(
-        {
-            "group": "LLM",
-            "label": [str(v) for v in mix[by].values] if by in mix.dims else ["LLM"],
-            "mean": np.atleast_1d(mix["mean"].values),
-            "sd": np.sqrt(np.atleast_1d(mix["var"].values)),
-        }
-    ).sort_values("mean", ascending=False)
-    human = pd.DataFrame(
-        {
-            "group": "Human",
-            "label": baseline["sample"],
-            "mean": baseline["mean"],
-            "sd": baseline["sd"],
-        }
-    )
-    return pd.concat([human, llm], ignore_index=True)
-
-
-def _origin_of(dec_level: str, origin: Mapping[str, str] | None) -> str | None:
-    return None if origin is None else origin.get(str(dec_level))
-
-
-def aggregate_vs_factorial(
-    dec, row: Hashable, col: Hashable, country_of_origin: Mapping[str, str] | None = None
-) -> pd.DataFrame:
-    """Aggregate main effect of ``row`` vs the ``col x row`` interaction (paper table).
-
-    Panel A: the main effect of each level of ``row`` (what an aggregate
-    benchmark sees, identical across ``col``). Panel B: the interaction of
-    every (row, col) cell; ``reversal`` flags a sign opposite to the row's
-    main effect; ``ingroup`` marks cells whose ``col`` level's country of
-    origin equals the ``row`` level (when ``country_of_origin`` is given).
-
-    Parameters
-    ----------
-    dec
-        ``xl.decompose`` output (DataTree with children ``row`` and the
-        two-factor term).
-    row, col
-        The two factors, e.g. ``"target"`` and ``"model"``.
-    country_of_origin
-        ``col`` level -> origin (a level of ``row``), e.g. ``{"Qwen": "China"}``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``panel`` (A/B), ``row``, ``col``, ``E``, ``SD``, ``SNR``,
-        ``dPD``, ``reversal``, ``ingroup``; named after the factors.
-    """
-    main = dec[str(row)].dataset
-    pair = interaction_node(dec, row, col)
-    rows = []
-    for lv in main[row].values:
-        m = main.sel({row: lv})
-        rows.append(
-            {
-                "panel": "A",
-                row: str(lv),
-                col: f"— (all {col})",
-                **{k: float(m[k]) for k in _SUMMARY_COLS if k in m},
-                "reversal": False,
-                "ingroup": False,
-            }
-        )
-    for lv in main[row].values:
-        e_main = float(main["E"].sel({row: lv}))
-        for cl in pair[col].values:
-            c = pair.sel({row: lv, col: cl})
-            e = float(c["E"])
-            origin = _origin_of(cl, country_of_origin)
-            label = f"{cl} ({origin})" if origin else str(cl)
-            rows.append(
-                {
-                    "panel": "B",
-                    row: str(lv),
-                    col: label,
-                    **{k: float(c[k]) for k in _SUMMARY_COLS if k in c},
-                    "reversal": bool(e * e_main < 0),
-                    "ingroup": bool(origin is not None and origin == str(lv)),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def interaction_node(dec: xr.DataTree, a: Hashable, b: Hashable) -> xr.Dataset:
-    """The ``a`` x ``b`` interaction of a decomposition, whichever order its name has.
-
-    Raises
-    ------
-    DesignError
-        The decomposition has no such interaction (its terms are named).
-    """
-    for name in (f"{a}:{b}", f"{b}:{a}"):
-        if name in dec.children:
-            return dec[name].dataset
-    raise DesignError(
-        f"decomposition has no {a!r} x {b!r} interaction; its terms are {sorted(dec.children)}"
-    )
-
-
-def consensus_entropy(cns: xr.DataArray, ent: xr.DataArray | None = None) -> pd.DataFrame:
-    """Consensus (and joint entropy, bits) per condition, one row per condition.
-
-    Examples
-    --------
-    >>> c = xr.DataArray([0.9, 0.7], dims="model", coords={"model": ["a", "b"]}, name="Cns")
-    >>> consensus_entropy(c).columns.tolist()
-    ['model', 'Cns']
-    """
-    data = {"Cns": cns}
-    if ent is not None:
-        data["Entropy (bits)"] = ent
-    ds = xr.Dataset(
-        {k: v.drop_vars([c for c in v.coords if c not in v.dims]) for k, v in data.items()}
-    )
-    df = (
-        ds.to_dataframe().reset_index()
-        if ds["Cns"].ndim
-        else pd.DataFrame({k: [float(v)] for k, v in ds.items()})
-    )
-    return df
-
-
-def failure_summary(fr: xr.DataArray, by: Hashable | None) -> pd.DataFrame:
-    """Mean, SD and max of the failure rate per level of ``by`` (over conditions and items)."""
-    if by is None:
-        return pd.DataFrame(
-            {"M": [float(fr.mean())], "SD": [float(fr.std())], "max": [float(fr.max())]},
-            index=pd.Index(["all"], name="condition"),
-        )
-    rest = [d for d in fr.dims if d != by]
-    return pd.DataFrame(
-        {
-            "M": fr.mean(rest).to_pandas(),
-            "SD": fr.std(rest).to_pandas(),
-            "max": fr.max(rest).to_pandas(),
-        }
-    )
+def __getattr__(name: str) -> Any:
+    return moved_attribute(__name__, name, _MOVED)
 
 
 # --------------------------------------------------------------------------- export
@@ -321,10 +108,57 @@ def _layout(df: pd.DataFrame, index: bool) -> tuple[list[str], list[list], list[
     return header, rows, kinds
 
 
+#: The characters that are Markdown markup in running text or a table cell (CommonMark and
+#: GitHub: emphasis, code, links and images, raw HTML, entities, headings, tables, strike-
+#: through, math); each is escaped with a backslash, which CommonMark allows before any
+#: ASCII punctuation.
+MARKDOWN_SPECIAL = frozenset("\\`*_{}[]<>#!|&~$^")
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: every run of whitespace that holds a line break, and every
+    other control character, becomes one space (a line break would end a table row, a
+    paragraph or a LaTeX cell)."""
+    text = re.sub(r"\s*[\n\r\f\v\u2028\u2029]\s*", " ", str(text))
+    return "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
+
+
+def markdown_escape(text: str) -> str:
+    r"""Plain text as Markdown that shows it literally: markup escaped, on one line.
+
+    Examples
+    --------
+    >>> print(markdown_escape("<script>*a*_b_ | `c` $x$ & [l](u) #1\nnext"))
+    \<script\>\*a\*\_b\_ \| \`c\` \$x\$ \& \[l\](u) \#1 next
+    """
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in _one_line(text))
+
+
+def markdown_code(text: str) -> str:
+    """Plain text as a Markdown code span that shows it literally (backticks included).
+
+    CommonMark does not read escapes inside a code span, so the fence is one backtick
+    more than the longest run of backticks in ``text`` (and padded with spaces where
+    ``text`` starts or ends with one).
+
+    Examples
+    --------
+    >>> markdown_code("a`b"), markdown_code("plain")
+    ('``a`b``', '`plain`')
+    """
+    text = _one_line(text)
+    fence = "`" * (max((len(m) for m in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def to_markdown(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
     r"""A GitHub-flavoured Markdown table (no ``tabulate`` needed).
 
-    ``|`` inside a header or cell is escaped as ``\|``; missing values are empty.
+    Headers and cells are plain text: their markup is escaped
+    (:func:`markdown_escape`: ``|``, ``*``, ``_``, backticks, ``<``, ...) and line
+    breaks become spaces, so every cell shows what the DataFrame holds; missing
+    values are empty.
 
     Examples
     --------
@@ -332,19 +166,17 @@ def to_markdown(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
     | x | E |
     |---|---|
     | a | 1.23 |
-    >>> print(to_markdown(pd.DataFrame({"|E|": [float("nan")]}), index=False))
-    | \|E\| |
-    |---|
-    |  |
+    >>> print(to_markdown(pd.DataFrame({"|E|": [float("nan")], "*": ["<b>"]}), index=False))
+    | \|E\| | \* |
+    |---|---|
+    |  | \<b\> |
     """
     header, rows, _ = _layout(df, index)
-
-    def cell(text: str) -> str:
-        return " ".join(text.split("\n")).replace("|", r"\|")
-
-    lines = ["| " + " | ".join(cell(c) for c in header) + " |"]
+    lines = ["| " + " | ".join(markdown_escape(c) for c in header) + " |"]
     lines.append("|" + "|".join("---" for _ in header) + "|")
-    lines += ["| " + " | ".join(cell(_fmt(v, digits)) for v in row) + " |" for row in rows]
+    lines += [
+        "| " + " | ".join(markdown_escape(_fmt(v, digits)) for v in row) + " |" for row in rows
+    ]
     return "\n".join(lines)
 
 
@@ -357,6 +189,7 @@ _LATEX_SPECIAL = {
     "_": r"\_",
     "{": r"\{",
     "}": r"\}",
+    "`": r"\textasciigrave{}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     # in pdfLaTeX's default OT1 encoding these would print as other glyphs
@@ -423,6 +256,8 @@ def latex_escape(text: str) -> str:
     letters, ``∅``, ``×``, ``−``, ``≥``, ``✓``, dashes, ...) to LaTeX commands.
     Accented Latin letters are kept (LaTeX reads UTF-8 by default); other
     characters are replaced by their ASCII compatibility form where one exists.
+    Line breaks and other control characters become spaces (a blank line would end
+    the paragraph inside a table cell).
 
     Examples
     --------
@@ -430,7 +265,7 @@ def latex_escape(text: str) -> str:
     \ensuremath{\mu}\ensuremath{\emptyset} \ensuremath{\times} 5\% \& a\_b
     """
     out = []
-    for ch in str(text):
+    for ch in _one_line(text):
         if ch in _LATEX_SPECIAL:
             out.append(_LATEX_SPECIAL[ch])
         elif ch in _LATEX_MATH:
@@ -529,8 +364,3 @@ def export(
     md = to_markdown(df, digits=digits, index=index)
     (out / f"{name}.md").write_text(md + "\n", encoding="utf-8")
     return {"html": to_html(df, digits=digits, index=index), "markdown": md}
-
-
-def pairs(levels: Sequence[str]) -> list[tuple[str, str]]:
-    """All unordered pairs of levels in order (the paper's pairwise contrasts)."""
-    return list(itertools.combinations(levels, 2))

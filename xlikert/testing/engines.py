@@ -30,6 +30,7 @@ from pathlib import Path
 __all__ = [
     "ENGINES",
     "ROOT",
+    "VLLM_ENV",
     "EngineNotInstalled",
     "EngineServer",
     "engine_python",
@@ -38,6 +39,7 @@ __all__ = [
     "smollm2_folder",
     "smollm2_gguf",
     "vllm_server",
+    "zoo_folder",
 ]
 
 #: The source checkout this package was imported from (an editable install), else the
@@ -49,6 +51,11 @@ ROOT = (
 )
 #: Where ``tests/engines/install.sh`` puts the engines' virtual environments.
 ENGINES = Path(os.environ.get("XLIKERT_ENGINES", ROOT / ".engines"))
+
+
+#: Environment of every vLLM process the tests start: a 1 GiB KV cache (the CPU build
+#: reserves its cache in RAM), and vLLM's warnings only.
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
 
 
 class EngineNotInstalled(RuntimeError):
@@ -73,11 +80,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def smollm2_folder() -> Path:
-    """The dequantised Hugging Face folder of the offline SmolLM2 (made once, cached)."""
+def zoo_folder(source: str) -> Path:
+    """The dequantised Hugging Face folder of built-in model ``source`` (made once, cached;
+    parallel processes wait for the one making it)."""
     from xlikert.collect.zoo import model_folder
 
-    return Path(model_folder({"name": "smollm2", "source": "smollm2-135m-instruct"})[0])
+    return Path(model_folder({"name": source, "source": source})[0])
+
+
+def smollm2_folder() -> Path:
+    """The dequantised Hugging Face folder of the offline SmolLM2 (made once, cached)."""
+    return zoo_folder("smollm2-135m-instruct")
 
 
 def smollm2_gguf() -> Path:
@@ -159,8 +172,7 @@ def vllm_server(model_dir: Path, served: str, log: Path, port: int | None = None
         "--enforce-eager", "--max-logprobs", "64", "--max-model-len", "2048",
         "--host", "127.0.0.1", "--port", str(port or free_port()),
     ]  # fmt: skip
-    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    return EngineServer(argv, int(argv[-1]), log, env)
+    return EngineServer(argv, int(argv[-1]), log, VLLM_ENV)
 
 
 def llamacpp_server(

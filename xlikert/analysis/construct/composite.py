@@ -1,4 +1,4 @@
-"""Composite scores: the exact convolution of item PMFs (paper eq. item-wise-convolution).
+"""Composite scores: the exact convolution of item PMFs (:ref:`eq-item-wise-convolution`).
 
 :func:`composite` (and :func:`subscale_composites`, one composite per subscale)
 reflects reverse-keyed items and groups items into subscales first
@@ -156,7 +156,7 @@ def composite(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs with dims ``(*factors, item, score)``; ``score_dim``
         holds consecutive integers ``y_min..y_max``. A results Dataset is read
         through its ``pmf`` variable. The decoding grid (``temperature``,
@@ -248,9 +248,9 @@ def subscale_composites(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs with dims ``(*factors, item_dim, score_dim)``.
-    subscale
+    subscale : xr.DataArray, sequence of str or mapping of str to str, optional
         Subscale of each item: ``None`` reads the item coordinate ``subscale``;
         otherwise a str DataArray on ``item_dim``, a sequence (one per item) or
         a mapping item id -> subscale. Items with subscale ``""`` belong to no

@@ -1,10 +1,10 @@
 """The distributional ANOVA: comonotone contrasts, the Möbius decomposition, contrasts.
 
 * :func:`comonotone_contrast` is the R-term shared-quantile contrast
-  (paper Def. comonotone-contrast, eq. comonotone-contrast-pmf);
+  (:ref:`eq-comonotone-contrast-pmf`);
 * :func:`decompose` builds the grand mixture and every main effect and
-  interaction as a blocked comonotone Möbius contrast (eqs. main-effect-pmf,
-  blocked-slice, interaction-block, interaction-global);
+  interaction as a blocked comonotone Möbius contrast (:ref:`eq-main-effect-pmf`,
+  :ref:`eq-interaction-global`);
 * :func:`contrast` is the pairwise blocked contrast of two levels.
 
 Effect coordinate
@@ -27,6 +27,7 @@ import numpy as np
 import xarray as xr
 
 from ... import kernels
+from ..._compat import renamed_keywords
 from ..._version import __version__
 from ...dims import DECODING_DIMS, factor_dims
 from ...errors import DesignError, XlikertError
@@ -115,40 +116,54 @@ def blocked_contrast(
     return trim_support(out, effect_dim) if trim else out
 
 
+@renamed_keywords(block_dims="dim")
 def comonotone_contrast(
     pmf: xr.DataArray | xr.Dataset,
     alpha: Sequence[float],
     *,
+    dim: Hashable | Sequence[Hashable] = (),
     term_dim: Hashable = "term",
     score_dim: Hashable = "score",
-    block_dims: Sequence[Hashable] = (),
     effect_dim: Hashable = "effect",
     engine: str | None = None,
 ) -> xr.DataArray:
     """PMF of the comonotone contrast ``sum_r alpha_r F_r^{-1}(U)``.
 
-    Paper Def. comonotone-contrast, eq. comonotone-contrast-pmf: the ``R``
-    PMFs along ``term_dim`` share one quantile ``U``; the result is exact.
-    With ``block_dims`` the contrast is formed within every block (cell of
-    ``block_dims``) and the block PMFs are mixed uniformly (eq. interaction-global).
+    The paper's comonotone-coupled linear contrast (:ref:`eq-comonotone-contrast-pmf`):
+    the ``R`` PMFs along ``term_dim`` share one quantile ``U``; the result is exact.
+    With ``dim`` the contrast is formed within every block (cell of the dims
+    ``dim``) and the block PMFs are mixed uniformly over them
+    (:ref:`eq-interaction-global`).
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         PMFs with a ``term_dim`` of length R, on an integer ``score_dim`` (or
         a Dataset: its ``pmf``). Other dims are carried along.
-    alpha
+    alpha : sequence of float
         R integer-valued coefficients, so that the result lives on integers.
-    term_dim, score_dim, block_dims, effect_dim : keyword-only
-        Dimension names; the output replaces ``term_dim``, ``score_dim`` and
-        ``block_dims`` by ``effect_dim`` (tightest integer range with mass).
+    dim : keyword-only
+        The block dims, mixed over (``block_dims=`` is its deprecated name);
+        default none. Other dims are carried along.
+    term_dim, score_dim, effect_dim : keyword-only
+        Core dims; the output replaces ``term_dim``, ``score_dim`` and the
+        dims of ``dim`` by ``effect_dim`` (tightest integer range with mass).
     engine : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
+
+    Returns
+    -------
+    xr.DataArray
+        The contrast's PMF on the integer coordinate ``effect_dim``, with the
+        other dims of ``pmf`` carried along; attrs kept.
 
     Raises
     ------
     XlikertError
         No ``term_dim``, or ``alpha`` not R integers.
+    InvalidPMFError
+        NaN or negative mass, PMFs not summing to 1, a score axis that is not
+        consecutive integers.
     DesignError
         A block dim that is not a dim, ``effect_dim`` already a dim of ``pmf``,
         or another dim with a name xlikert reserves (:mod:`xlikert.dims`).
@@ -178,11 +193,12 @@ def comonotone_contrast(
     if not np.all(np.isfinite(alpha)) or not np.all(alpha == np.round(alpha)):
         raise XlikertError(f"alpha must hold integers (the output grid is integer), got {alpha}")
     pmf = check_pmf(pmf, score_dim)
-    for d in block_dims:
+    blocks = [dim] if isinstance(dim, str) else list(dim)
+    for d in blocks:
         if d not in pmf.dims:
             raise DesignError(f"block dim {d!r} is not a dimension; dims are {tuple(pmf.dims)}")
     x = pmf.rename({term_dim: _TERM})
-    return blocked_contrast(x, alpha, list(block_dims), score_dim, effect_dim, engine)
+    return blocked_contrast(x, alpha, blocks, score_dim, effect_dim, engine)
 
 
 def _mobius_terms(
@@ -222,14 +238,14 @@ def decompose(
     For every non-empty factor subset ``U`` (``|U| <= max_order``) and level
     vector ``lambda_U``, the effect PMF is the uniform mixture over blocks
     ``lambda_-U`` of the comonotone Möbius contrast
-    ``sum_{V ⊆ U} (-1)^{|U|-|V|} M_{V|lambda_-U}(lambda_V)`` (paper eqs.
-    blocked-slice, interaction-block, interaction-global; ``|U| = 1`` is the
-    main effect of eq. main-effect-pmf). Its mean is the classical
+    ``sum_{V ⊆ U} (-1)^{|U|-|V|} M_{V|lambda_-U}(lambda_V)``
+    (:ref:`eq-interaction-global`; ``|U| = 1`` is the main effect,
+    :ref:`eq-main-effect-pmf`). Its mean is the classical
     ANOVA/Hoeffding component ``mu_U(lambda_U)`` of the mean surface.
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs ``(*factors, item, score)`` (composed first by
         :func:`composite`: reverse-keyed items reflected, one composite per
         subscale) or composite PMFs ``(*factors, [subscale], score)``, or a
@@ -356,19 +372,19 @@ def contrast(
 ) -> xr.DataArray:
     """Blocked paired contrast ``S(a, lambda_-c) ⊖ S(b, lambda_-c)``, mixed over blocks.
 
-    The paper's pairwise country-contrast table (appendix tab:country-contrasts):
-    within every block ``lambda_-c`` of the other dims, the comonotone paired
+    The paper's table of pairwise contrasts of the target countries (appendix
+    "Additional tables/figures"): within every block ``lambda_-c`` of the other dims, the comonotone paired
     difference of level ``a`` and level ``b`` of ``dim``; the block PMFs are
     mixed uniformly. Its mean is the difference of the two marginal means.
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs (composed first) or composite PMFs, or a results Dataset
         (its ``pmf``).
-    dim
+    dim : hashable
         The factor to contrast.
-    a, b
+    a, b : hashable, optional
         Two levels of ``dim``. Both omitted: every pair ``i < j`` (in level
         order) along a new dim ``pair`` labelled like ``"USA − China"``.
     item_dim, score_dim : keyword-only
@@ -384,6 +400,17 @@ def contrast(
     xr.DataArray
         PMF over the integer coordinate ``effect`` (plus ``pair``); use
         :func:`summarize` for E, SD, SNR, dPD.
+
+    Raises
+    ------
+    XlikertError
+        Only one of ``a`` and ``b`` given.
+    DesignError
+        ``dim`` not a factor or with fewer than two levels, a level not in
+        ``dim`` or contrasted with itself, a design that is not fully crossed,
+        or a dim with a name xlikert reserves (:mod:`xlikert.dims`).
+    InvalidPMFError
+        An invalid PMF (negative or NaN mass, not summing to 1).
 
     Examples
     --------

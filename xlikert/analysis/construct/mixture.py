@@ -1,5 +1,5 @@
-"""Uniform mixtures over factors: the grand mixture and marginal slices (paper eqs.
-grand-mixture and marginal-slice-U); both are ``.mean(dim)`` of item PMFs mixed
+"""Uniform mixtures over factors: the grand mixture and marginal slices
+(:ref:`eq-grand-mixture`, :ref:`eq-marginal-slice-U`); both are ``.mean(dim)`` of item PMFs mixed
 over the items.
 """
 
@@ -9,11 +9,14 @@ from collections.abc import Hashable, Sequence
 
 import xarray as xr
 
+from ..._compat import renamed_keywords
 from ...dims import factor_dims
 from ...errors import DesignError
-from ...validate import (
-    as_pmf,
-)
+from ...validate import as_pmf
+from ..keying import SUBSCALE_DIM
+
+#: Dims a mixture carries along, never mixes: the subscales of a composite.
+_CARRIED = (SUBSCALE_DIM,)
 
 __all__ = ["grand_mixture", "marginal_slice"]
 
@@ -25,18 +28,26 @@ def grand_mixture(
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
 ) -> xr.DataArray:
-    """Grand mixture ``P_{S_0}``: uniform mixture over the factor dims (eq. grand-mixture).
+    """Grand mixture ``P_{S_0}``: the uniform mixture over the factor dims.
 
-    Works on composite PMFs ``(*factors, score)`` and on item PMFs (then per item).
+    The distributional grand mean (:ref:`eq-grand-mixture`). Works on composite
+    PMFs ``(*factors, score)`` and on item PMFs (then per item).
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         PMFs with factor dims, or a results Dataset (its ``pmf``).
     factors : keyword-only
-        Dims to mix over; default every dim except ``item_dim`` and ``score_dim``.
+        The design's factors, all mixed over; default every dim except
+        ``item_dim``, ``score_dim`` and a composite's ``subscale``. Other dims are
+        batch dims, carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
+
+    Returns
+    -------
+    xr.DataArray
+        The mixture, with the dims of ``pmf`` less the factors; attrs kept.
 
     Raises
     ------
@@ -52,13 +63,14 @@ def grand_mixture(
     ('score',)
     """
     pmf = as_pmf(pmf)
-    dims = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim)
+    dims = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=_CARRIED)
     return pmf.mean(dims, keep_attrs=True)
 
 
+@renamed_keywords(dims="by")
 def marginal_slice(
     pmf: xr.DataArray | xr.Dataset,
-    dims: Hashable | Sequence[Hashable],
+    by: Hashable | Sequence[Hashable],
     *,
     factors: Hashable | Sequence[Hashable] | None = None,
     item_dim: Hashable = "item",
@@ -66,18 +78,33 @@ def marginal_slice(
 ) -> xr.DataArray:
     """Marginal slice ``P_{M_U(lambda_U)}``: uniform mixture over all other factors.
 
-    Paper eq. marginal-slice-U (``dims`` = U).
+    :ref:`eq-marginal-slice-U` (``by`` = U): one PMF per level of the factors
+    ``by`` keeps, each the uniform mixture over the other factors.
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         PMFs with factor dims, or a results Dataset (its ``pmf``).
-    dims
-        The factor(s) U to keep.
+    by : hashable or sequence of hashable
+        The factor(s) U to keep (``dims=`` is its deprecated name).
     factors : keyword-only
-        The design's factors; default every dim except ``item_dim`` and ``score_dim``.
+        The design's factors; default every dim except ``item_dim``,
+        ``score_dim`` and a composite's ``subscale``. The factors not in ``by``
+        are mixed over; other dims are batch dims, carried along.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
+
+    Returns
+    -------
+    xr.DataArray
+        One PMF per level combination of ``by``: the dims of ``pmf`` less the
+        factors mixed over; attrs kept.
+
+    Raises
+    ------
+    DesignError
+        A dim of ``by`` that is not one of the factors, or a dim with a name
+        xlikert reserves (:mod:`xlikert.dims`).
 
     Examples
     --------
@@ -87,8 +114,8 @@ def marginal_slice(
     ('target', 'score')
     """
     pmf = as_pmf(pmf)
-    keep = factor_dims(pmf, dims, item_dim=item_dim, score_dim=score_dim)
-    allf = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim)
+    keep = factor_dims(pmf, by, item_dim=item_dim, score_dim=score_dim, auxiliary=_CARRIED)
+    allf = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=_CARRIED)
     for d in keep:
         if d not in allf:
             raise DesignError(f"{d!r} is not one of the factors {allf}")

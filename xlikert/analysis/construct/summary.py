@@ -1,23 +1,38 @@
-"""Summaries of effect PMFs: E, SD, SNR and dPD (:func:`summarize`), and the tidy
-table of a decomposition (:func:`summary_table`).
+"""Summaries of effect PMFs: E, SD, SNR and dPD (:func:`summarize`).
+
+The tidy table of a decomposition (:func:`~xlikert.summary_table`) and the construct
+stage's other tables are in :mod:`xlikert.analysis.construct.tables`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
+from ..._compat import moved_attribute
 from ...dims import AUXILIARY_DIMS, CORE_DIMS, factor_dims
-from ...errors import DesignError, InputTypeError, InvalidPMFError, XlikertError
-from ...io import read_attrs
+from ...errors import InvalidPMFError
 from ...validate import (
     as_pmf,
 )
 
-__all__ = ["SCORING", "SNR_RTOL", "summarize", "summary_table"]
+__all__ = ["SNR_RTOL", "summarize"]
+
+
+def __getattr__(name: str) -> Any:
+    # moved to the stage's tables module
+    return moved_attribute(
+        __name__,
+        name,
+        {
+            "summary_table": "xlikert.analysis.construct.tables",
+            "SCORING": "xlikert.analysis.construct.tables",
+        },
+    )
+
 
 #: An effect with ``SD <= SNR_RTOL * max|support|`` counts as deterministic (paper:
 #: SNR = +inf if E != 0, 0 if E == 0); ``|E|`` below the same bound counts as 0. The
@@ -41,20 +56,27 @@ def _summary_numpy(
 
 
 def summarize(x: xr.DataArray | xr.Dataset, *, dim: Hashable = "effect") -> xr.Dataset:
-    """E, SD, SNR and dPD of PMFs along ``dim`` (paper eqs. effect-size, sd-effect, snr, dpd).
+    """E, SD, SNR and dPD of PMFs along ``dim``.
 
+    The paper's summaries of an effect (:ref:`eq-effect-summaries`).
     ``SNR = |E| / SD``; where ``SD <= SNR_RTOL * max|z|`` the effect is
     deterministic and SNR is ``+inf`` if ``|E|`` exceeds the same bound, else 0.
     ``dPD = max(P(Z > 0), P(Z < 0))``.
 
     Parameters
     ----------
-    x
+    x : xr.DataArray or xr.Dataset
         PMFs along ``dim`` with a numeric coordinate (``effect``, ``score``,
         ``slope``, ...), or a Dataset with such a ``pmf`` (a decomposition node).
         Other dims are carried along.
     dim : keyword-only
         The support dim.
+
+    Returns
+    -------
+    xr.Dataset
+        ``E``, ``SD``, ``SNR`` and ``dPD`` with the dims of ``x`` less ``dim``;
+        each carries its ``long_name`` and formula in its attrs.
 
     Raises
     ------
@@ -99,123 +121,3 @@ def summarize(x: xr.DataArray | xr.Dataset, *, dim: Hashable = "effect") -> xr.D
     }
     ds["dPD"].attrs = {"long_name": "discrete probability of direction max(P(>0), P(<0))"}
     return ds
-
-
-#: Conventions of :func:`summary_table`'s ``scoring`` (also its ``attrs["scoring"]``).
-SCORING = {
-    "sum": "E and SD in composite-score units: the sum of the items (of each subscale), "
-    "reverse-keyed items reflected",
-    "mean": "E and SD in mean-item units: the composite (sum of the items of each subscale, "
-    "reverse-keyed items reflected) divided by its number of items",
-}
-SCORING["both"] = SCORING["sum"] + "; E_item and SD_item: the same divided by the number of items"
-
-
-def _item_count(ds: xr.Dataset, dec: xr.DataTree) -> xr.DataArray | int:
-    """Items behind each composite of a decomposition node: ``n_items`` per subscale, else all."""
-    if "n_items" in ds.coords:
-        return ds["n_items"]
-    k = dec.attrs.get("decompose_n_items")
-    if k is None:
-        raise DesignError(
-            "the decomposition was made from composite PMFs without an 'n_items' coordinate, "
-            "so its item count is unknown: decompose the item PMFs for scoring='mean'"
-        )
-    return int(k)
-
-
-def summary_table(dec: xr.DataTree, *, scoring: str = "sum") -> pd.DataFrame:
-    """Tidy table of a :func:`decompose` tree: columns term, level, E, SD, SNR, dPD.
-
-    The grand mean row comes first (``term="grand"``, ``level="grand mean"``),
-    then every effect in tree order; multi-factor levels are joined with
-    ``" × "`` (e.g. ``"Aya-32B × China"``). Batch dims, if any, become extra
-    columns (``subscale`` for an instrument with subscales: every row is the
-    effect on one subscale). ``attrs["constant_factors"]`` names the factors
-    :func:`decompose` held constant (one level) with their level.
-
-    Parameters
-    ----------
-    dec
-        The tree of :func:`decompose`.
-    scoring : keyword-only
-        ``"sum"`` (default): E and SD in composite-score units (sums of items,
-        the units of the effect PMFs); ``"mean"``: in mean-item units (divided
-        by the number of items of the composite, per subscale: the convention
-        of instruments scored by item means, e.g. the Big Five); ``"both"``:
-        the sums plus columns ``E_item`` and ``SD_item``. SNR and dPD do not
-        depend on the units. The convention is in ``attrs["scoring"]``.
-
-    Examples
-    --------
-    >>> import xlikert as xl
-    >>> dec = xl.decompose(xl.datasets.synthetic_pmf({"model": 2, "target": 2}, n_items=2))
-    >>> xl.summary_table(dec).columns.tolist()
-    ['term', 'level', 'E', 'SD', 'SNR', 'dPD']
-    >>> xl.summary_table(dec).term.unique().tolist()
-    ['grand', 'model', 'target', 'model:target']
-    >>> t = xl.summary_table(dec, scoring="both")
-    >>> bool((t.E_item == t.E / 2).all()), t.attrs["scoring"].startswith("E and SD in composite")
-    (True, True)
-    """
-    if scoring not in SCORING:
-        raise XlikertError(f"scoring must be one of {sorted(SCORING)}, got {scoring!r}")
-    table = _summary_rows(dec)
-    if scoring != "sum":
-        per_item = _summary_rows(dec, per_item=True)
-        if scoring == "mean":
-            table[["E", "SD"]] = per_item[["E", "SD"]]
-        else:
-            table.insert(table.columns.get_loc("dPD") + 1, "E_item", per_item["E"])
-            table.insert(table.columns.get_loc("E_item") + 1, "SD_item", per_item["SD"])
-    table.attrs["scoring"] = SCORING[scoring]
-    return table
-
-
-def _summary_rows(dec: xr.DataTree, per_item: bool = False) -> pd.DataFrame:
-    """The rows of :func:`summary_table`; with ``per_item`` E and SD divided by the item count."""
-    if not isinstance(dec, xr.DataTree):
-        raise InputTypeError(f"expected the DataTree of xl.decompose, got {type(dec).__name__}")
-    cols = ["E", "SD", "SNR", "dPD"]
-
-    def node(name: str) -> xr.Dataset:
-        ds = dec[name].to_dataset()
-        if per_item:
-            k = _item_count(ds, dec)
-            ds = ds.assign(E=ds["E"] / k, SD=ds["SD"] / k)
-        return ds.reset_coords(drop=True)
-
-    g = node("grand")
-    if g["E"].ndim:
-        gdf = g[["E", "SD"]].to_dataframe().reset_index()
-    else:
-        gdf = pd.DataFrame({"E": [float(g["E"])], "SD": [float(g["SD"])]})
-    gdf.insert(0, "level", "grand mean")
-    gdf.insert(0, "term", "grand")
-    gdf["SNR"] = np.nan
-    gdf["dPD"] = np.nan
-    frames = [gdf]
-    for name in dec.children:
-        if name == "grand":
-            continue
-        ds = node(str(name))
-        factors = str(name).split(":")
-        batch = [d for d in ds["E"].dims if d not in factors]
-        e = ds["E"].transpose(*factors, *batch)
-        shape = e.shape
-        labels = [np.asarray(ds[f].values).astype(str) for f in factors]
-        grids = np.meshgrid(*labels, *[np.arange(ds.sizes[b]) for b in batch], indexing="ij")
-        level = grids[0].ravel()
-        for lab in grids[1 : len(factors)]:
-            level = np.char.add(np.char.add(level, " × "), lab.ravel())
-        data = {"term": np.full(level.size, str(name), dtype=object), "level": level.astype(object)}
-        for c in cols:
-            data[c] = ds[c].transpose(*factors, *batch).values.reshape(-1)
-        for b, grid in zip(batch, grids[len(factors) :], strict=True):
-            data[b] = np.asarray(ds[b].values)[grid.ravel()] if b in ds.coords else grid.ravel()
-        frames.append(pd.DataFrame(data, index=pd.RangeIndex(int(np.prod(shape)))))
-    out = pd.concat(frames, ignore_index=True)
-    extra = [c for c in out.columns if c not in ["term", "level", *cols]]
-    out = out[["term", "level", *cols, *extra]]
-    out.attrs["constant_factors"] = read_attrs(dec).get("decompose_constant_factors") or {}
-    return out

@@ -1,4 +1,4 @@
-"""The per-unit trend effect of an ordered factor (paper appendix "Trend Effects")."""
+"""The per-unit trend effect of an ordered factor (:ref:`eq-trend-mixture`)."""
 
 from __future__ import annotations
 
@@ -77,24 +77,24 @@ def trend(
     subscale: Subscale = SUBSCALE_DIM,
     engine: str | None = None,
 ) -> xr.DataArray:
-    """Per-unit trend ``gamma_c`` over an ordered numeric factor (appendix "Trend Effects").
+    """Per-unit trend ``gamma_c`` over an ordered numeric factor (:ref:`eq-trend-mixture`).
 
     Levels are sorted by their numeric values ``v_1 < ... < v_L`` (uneven spacing
     allowed). For each adjacent pair the paired local difference
     ``S(v_{l+1}, lambda_-c) ⊖ S(v_l, lambda_-c)`` is mixed over blocks
-    (eqs. local-diff-block, local-diff), rescaled by ``1/delta_l``
-    (eq. scaled-local-contrast) and the local slopes are mixed with weights
-    ``delta_l / (v_L - v_1)`` (eq. trend-mixture). ``E[gamma_c]`` is the secant
-    slope of the marginal means (Prop. trend-expectation).
+    (the paper's local differences), rescaled by ``1/delta_l`` (the local
+    slopes) and the local slopes are mixed with weights ``delta_l / (v_L - v_1)``
+    (the per-unit trend; appendix "Trend Effects"). ``E[gamma_c]`` is the secant
+    slope of the marginal means (the paper's secant-slope identity).
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs (composed first) or composite PMFs, or a results Dataset
         (its ``pmf``).
-    dim
+    dim : hashable
         The ordered factor.
-    values
+    values : sequence of float or str, optional
         Numbers per level, or the name of a numeric coordinate along ``dim``.
         Default: ``dim``'s own coordinate if numeric, else the only numeric
         non-index coordinate along it (e.g. ``model_size``).
@@ -111,6 +111,15 @@ def trend(
     xr.DataArray
         PMF on the float coordinate ``slope`` (support points ``z / delta_l``;
         equal floating-point values are merged exactly).
+
+    Raises
+    ------
+    DesignError
+        ``dim`` not a factor or with fewer than two levels, trend values that
+        are missing, not one finite number per level or not distinct, a design
+        that is not fully crossed, or a dim with a name xlikert reserves.
+    InvalidPMFError
+        An invalid PMF (negative or NaN mass, not summing to 1).
 
     Examples
     --------

@@ -26,8 +26,8 @@ has a ``subscale`` dim (a column in the tables): standard errors, effects and
 biases of each subscale's composite, never of their sum. ``reflect=False``
 and ``subscale=None`` opt out.
 
-Flip probabilities use the normal approximation to the estimator (paper eq.
-``flip-prob``) with the *exact* mean and variance of the estimator. Why not the
+Flip probabilities use the normal approximation to the estimator
+(:ref:`eq-flip-prob`) with the *exact* mean and variance of the estimator. Why not the
 exact law: the estimator is a weighted sum of ``N x (#conditions)`` lattice
 variables with weights of different denominators, so its exact distribution
 has millions of atoms at realistic budgets and would need FFT convolutions
@@ -40,17 +40,16 @@ simulation for ``N`` as small as 10).
 
 from __future__ import annotations
 
-from .decoding import correlation, decoding_bias, decoding_bias_table
+from .decoding import correlation, decoding_bias
 from .flips import (
     DEFAULT_EFFECT_BINS,
     effect_coefficients,
     effect_means,
     effect_variances,
     flip_probability,
-    flip_table,
 )
-from .moments import DEFAULT_BUDGETS, composite_moments, standard_error
-from .tables import sampling_se_table
+from .moments import DEFAULT_BUDGETS, composite_moments, mixture_moments, standard_error
+from .tables import decoding_bias_table, flip_table, sampling_se_table
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -64,6 +63,7 @@ __all__ = [
     "effect_variances",
     "flip_probability",
     "flip_table",
+    "mixture_moments",
     "sampling_se_table",
     "standard_error",
 ]

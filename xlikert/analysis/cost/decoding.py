@@ -2,31 +2,36 @@
 
 :func:`decoding_bias` is the bias of the expected composite under each point of
 the stored temperature x top-p grid (``decoding_pmf``, computed at collection on
-the full vocabulary) against the exact PMF; :func:`decoding_bias_table` tabulates
-it and :func:`correlation` relates it to Consensus (paper appendix "Cost of Monte
-Carlo sampling", decoding bias). Closed forms of the exact PMFs; nothing is drawn.
+the full vocabulary) against the exact PMF, and :func:`correlation` relates it to
+Consensus (paper appendix "Cost of Monte Carlo sampling", decoding bias);
+:func:`xlikert.analysis.cost.tables.decoding_bias_table` tabulates both. Closed forms
+of the exact PMFs; nothing is drawn.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
+from typing import Any
 
 import numpy as np
-import pandas as pd
 import xarray as xr
 
+from ..._compat import moved_attribute
 from ...dims import DECODING_DIMS, factor_dims
 from ...errors import InvalidPMFError
 from ...validate import (
     as_pmf,
     check_pmf,
 )
-from ..keying import SUBSCALE_DIM
 from .moments import composite_moments
-from .tables import default_by, level_frame, with_consensus
 
-__all__ = ["correlation", "decoding_bias", "decoding_bias_table"]
+__all__ = ["correlation", "decoding_bias"]
+
+
+def __getattr__(name: str) -> Any:
+    # moved to the stage's tables module
+    return moved_attribute(__name__, name, {"decoding_bias_table": "xlikert.analysis.cost.tables"})
 
 
 # --------------------------------------------------------------------------- decoding
@@ -49,7 +54,7 @@ def decoding_bias(
 
     Parameters
     ----------
-    ds
+    ds : xr.Dataset or xr.DataArray
         Results Dataset with ``decoding_pmf`` ``(*factors, item, temperature,
         top_p, score)`` (and ``pmf``), or the ``decoding_pmf`` DataArray itself
         (then the native setting must be on its grid).
@@ -121,66 +126,20 @@ def decoding_bias(
     return out
 
 
-def decoding_bias_table(
-    bias: xr.DataArray,
-    *,
-    by: Hashable | None = None,
-    consensus: xr.DataArray | xr.Dataset | None = None,
-) -> tuple[pd.DataFrame, dict[str, float]]:
-    """Mean absolute bias and SD of the bias per level of ``by``; correlation with Consensus.
+def correlation(x: xr.DataArray, y: xr.DataArray) -> dict[str, float]:
+    """Pearson ``r`` across all cells of two aligned arrays, with its p-value.
 
-    ``M|Bias|`` is the mean of ``|bias|`` over the grid and the other
-    conditions; ``SD_Bias`` the standard deviation (ddof 0) of the bias over
-    the same cells. With ``consensus``, the Pearson correlation across
-    conditions between Consensus and the per-condition mean ``|bias|`` is
-    returned with its two-sided p-value (SciPy if installed, else NaN).
+    Parameters
+    ----------
+    x, y : xr.DataArray
+        Two arrays on the same dims (``y`` is transposed to ``x``'s order).
 
     Returns
     -------
-    (pandas.DataFrame, dict)
-        The table (one row per level of ``by``, and per subscale for an
-        instrument with subscales; columns ``Cns`` optional, ``M|Bias|``,
-        ``SD_Bias``, ``max|Bias|``) and ``{"r": ..., "p": ..., "n": ...}`` (empty without
-        ``consensus``).
-
-    Examples
-    --------
-    >>> b = xr.DataArray(np.arange(8.0).reshape(2, 2, 2), dims=("model", "temperature", "top_p"),
-    ...                  coords={"model": ["a", "b"]})
-    >>> decoding_bias_table(b)[0]["M|Bias|"].tolist()
-    [1.5, 5.5]
-    """
-    factors = factor_dims(
-        bias,
-        item_dim=None,
-        score_dim=None,
-        auxiliary=[*DECODING_DIMS, SUBSCALE_DIM],
-        what="the bias",
-    )
-    by = default_by(factors, by)
-    rest = [d for d in bias.dims if d not in (by, SUBSCALE_DIM)]
-    absb = abs(bias)
-    df = level_frame(
-        {
-            "M|Bias|": absb.mean(rest),
-            "SD_Bias": bias.std(rest),
-            "max|Bias|": absb.max(rest),
-        },
-        by,
-    )
-    stats: dict[str, float] = {}
-    if consensus is not None:
-        consensus = as_pmf(consensus, "consensus")
-        # Consensus is per condition: correlate it with |bias| mixed over subscales too
-        per_cond = absb.mean([*DECODING_DIMS, *[d for d in absb.dims if d == SUBSCALE_DIM]])
-        cns, per_cond = xr.align(consensus, per_cond, join="exact")
-        df = with_consensus(df, cns, by)
-        stats = correlation(cns, per_cond)
-    return df, stats
-
-
-def correlation(x: xr.DataArray, y: xr.DataArray) -> dict[str, float]:
-    """Pearson ``r`` across all cells of two aligned arrays, with its p-value.
+    dict
+        ``{"r": r, "p": p, "n": n}``: the correlation, its two-sided p-value
+        (SciPy; NaN without it) and the number of cells; ``r`` and ``p`` are NaN
+        for fewer than 3 cells or a constant array.
 
     Examples
     --------

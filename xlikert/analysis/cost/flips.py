@@ -3,8 +3,8 @@
 The exact sum-to-zero contrast behind every factorial parameter
 (:func:`effect_coefficients`, :func:`effect_means`, :func:`effect_variances`), the
 normal approximation with the exact mean and variance of the estimator
-(:func:`flip_probability`, paper eq. ``flip-prob``) and its table by effect size
-(:func:`flip_table`).
+(:func:`flip_probability`, :ref:`eq-flip-prob`); its table by effect size is
+:func:`xlikert.analysis.cost.tables.flip_table`.
 """
 
 from __future__ import annotations
@@ -12,19 +12,20 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..._compat import moved_attribute
+from ...dims import factor_dims
 from ...errors import DesignError
 from ...validate import (
     as_pmf,
     squeeze_constant_factors,
 )
-from ..keying import SUBSCALE_DIM
-from .moments import DEFAULT_BUDGETS, budget_axis, composite_moments, design_factors
-from .tables import fmt_n
+from .moments import DEFAULT_BUDGETS, budget_axis, composite_aux, composite_moments
 
 __all__ = [
     "DEFAULT_EFFECT_BINS",
@@ -32,9 +33,15 @@ __all__ = [
     "effect_means",
     "effect_variances",
     "flip_probability",
-    "flip_table",
 ]
 
+
+def __getattr__(name: str) -> Any:
+    # moved to the stage's tables module
+    return moved_attribute(__name__, name, {"flip_table": "xlikert.analysis.cost.tables"})
+
+
+#: Bin edges of ``|E_exact|`` in the paper's flip table (composite-score units).
 DEFAULT_EFFECT_BINS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, math.inf)
 
 
@@ -62,11 +69,11 @@ def effect_coefficients(
 
     Parameters
     ----------
-    sizes
+    sizes : mapping of hashable to int
         Factor name -> number of levels, in cell-array order.
-    term
+    term : sequence of hashable
         The factors of the parameter (empty for the grand mean).
-    levels
+    levels : mapping of hashable to int
         Factor name -> level index, for every factor in ``term``.
 
     Returns
@@ -110,6 +117,20 @@ def effect_means(
     ``factors`` are the design's factors (default: every dim of ``cell``); other
     dims (e.g. replications) are carried along.
 
+    Parameters
+    ----------
+    cell : xr.DataArray
+        The mean of every condition (cell) of the design.
+    term : sequence of hashable
+        The factors ``U`` of the parameter (empty: the grand mean).
+    factors : keyword-only
+        The design's factors; default every dim of ``cell``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``E_U`` with dims ``(*term, *batch dims)``.
+
     Examples
     --------
     >>> mu = xr.DataArray([[1.0, 3.0], [5.0, 7.0]], dims=("a", "b"))
@@ -138,6 +159,20 @@ def effect_variances(
     factor in U at level a contributes ``(1 - 2/L) var_a + sum_b var_b / L^2``.
     ``factors`` are the design's factors (default: every dim of ``var``); other
     dims (e.g. ``subscale``) are carried along.
+
+    Parameters
+    ----------
+    var : xr.DataArray
+        The variance of every condition (cell) of the design.
+    term : sequence of hashable
+        The factors ``U`` of the parameter.
+    factors : keyword-only
+        The design's factors; default every dim of ``var``.
+
+    Returns
+    -------
+    xr.DataArray
+        ``sum_c alpha_c^2 var_c`` with dims ``(*term, *batch dims)``.
 
     Examples
     --------
@@ -169,29 +204,25 @@ def flip_probability(
     A researcher who samples ``N`` composite answers per condition estimates it
     by ``E_hat = sum_c alpha_c mean_c``, with mean ``E`` and variance
     ``sum_c alpha_c^2 Var(S_c) / N`` (exact). The flip probability is
-    ``Phi(-|E| / SD(E_hat))`` (paper eq. ``flip-prob``), the normal
+    ``Phi(-|E| / SD(E_hat))`` (:ref:`eq-flip-prob`), the normal
     approximation to ``P(sign E_hat != sign E)``; see the module docstring for
     why not the exact law. A parameter with ``E == 0`` gets 0.5.
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs ``(*factors, item, score)`` (or composite PMFs), or a
         results Dataset (its ``pmf``).
-    n
+    n : int or sequence of int
         Per-condition budgets.
     factors : keyword-only
-        Factors of the design (default: every dim but item/score).
+        Factors of the design (default: every dim but item/score). Every other
+        dim is a batch dim, carried along: one parameter per batch cell, a
+        column in the table.
     max_order : keyword-only
         Highest interaction order (default: all).
     item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
-
-    Raises
-    ------
-    DesignError
-        No factor, a dim that is neither a factor nor item/score, or a factor
-        with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Returns
     -------
@@ -199,10 +230,17 @@ def flip_probability(
         Long format, one row per (parameter, budget): ``term``, ``level``,
         ``order``, ``E`` (exact effect), ``n``, ``se`` (SD of the estimator)
         and ``p_flip``; for an instrument with subscales one row per
-        (subscale, parameter, budget) and a column ``subscale``. A factor with
+        (subscale, parameter, budget) and a column ``subscale``, and likewise
+        a column per batch dim. A factor with
         one level is held constant: it has no parameter, and
         ``attrs["constant_factors"]`` names it with its level (no factor with
         two levels: no rows).
+
+    Raises
+    ------
+    DesignError
+        No factor, a given factor that is not a dim, or a factor or batch dim
+        with a name xlikert reserves (:mod:`xlikert.dims`).
 
     Examples
     --------
@@ -215,7 +253,8 @@ def flip_probability(
     True
     """
     pmf = as_pmf(pmf)
-    factors = design_factors(pmf, factors, item_dim, score_dim)
+    aux = composite_aux(pmf, item_dim)
+    factors = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=aux)
     if not factors:
         raise DesignError("flip probabilities need at least one factor; the PMF has none")
     # a factor with one level has no parameter to flip
@@ -223,7 +262,7 @@ def flip_probability(
     # one mean and variance per condition: small, and the table below is eager anyway
     mom = composite_moments(pmf, item_dim=item_dim, score_dim=score_dim).compute()
     budgets = budget_axis(n)
-    batch = [SUBSCALE_DIM] if SUBSCALE_DIM in mom.dims else []
+    batch = [d for d in mom.dims if d not in factors]  # subscale, the grid, other dims
     frames = []
     for term in _terms(factors, max_order):
         e = effect_means(mom["mean"], term, factors=factors)
@@ -249,50 +288,3 @@ def flip_probability(
         table = pd.DataFrame({c: pd.Series(dtype=k) for c, k in kinds.items()})
     table.attrs["constant_factors"] = constant
     return table
-
-
-def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS) -> pd.DataFrame:
-    """Mean flip probability by exact effect-size bin and budget (the paper's flip table).
-
-    Parameters
-    ----------
-    flips
-        Output of :func:`flip_probability`.
-    bins
-        Edges of ``|E|`` bins, left-closed (``[0, 1)``, ..., ``>= 10``).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Index: bin labels; columns ``Params (%)`` and ``N=...`` (mean ``p_flip``;
-        NaN where a bin is empty).
-
-    Examples
-    --------
-    >>> from xlikert.datasets import synthetic_pmf
-    >>> t = flip_table(flip_probability(synthetic_pmf({"m": 3}, n_items=3), n=[10]))
-    >>> list(t.columns)
-    ['Params (%)', 'N=10']
-    """
-    if flips.empty:
-        held = flips.attrs.get("constant_factors") or {}
-        raise DesignError(
-            "no factorial parameter to tabulate: every factor has one level"
-            + (f" (held constant: {held})" if held else "")
-        )
-    edges = list(bins)
-    labels = []
-    for lo, hi in itertools.pairwise(edges):
-        labels.append(f"≥ {lo:g}" if math.isinf(hi) else f"[{lo:g}, {hi:g})")
-    one = flips[flips["n"] == flips["n"].iloc[0]]
-    cat = pd.cut(one["E"].abs(), edges, right=False, labels=labels)
-    share = cat.value_counts(sort=False) / len(one) * 100.0
-    out = pd.DataFrame(
-        {"Params (%)": share.reindex(labels).values}, index=pd.Index(labels, name="|E|")
-    )
-    for nv, grp in flips.groupby("n", sort=True):
-        c = pd.cut(grp["E"].abs(), edges, right=False, labels=labels)
-        out[f"N={fmt_n(nv)}"] = (
-            grp.groupby(c, observed=False)["p_flip"].mean().reindex(labels).values
-        )
-    return out

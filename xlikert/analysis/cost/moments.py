@@ -7,6 +7,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import xarray as xr
 
+from ..._compat import renamed_keywords
 from ...dims import DECODING_DIMS, factor_dims
 from ...errors import DesignError, InvalidPMFError
 from ...validate import (
@@ -23,12 +24,12 @@ __all__ = [
     "composite_aux",
     "composite_moments",
     "design_factors",
+    "mixture_moments",
     "standard_error",
 ]
 
 #: Per-condition budgets of the paper's tables.
 DEFAULT_BUDGETS: tuple[int, ...] = (10, 100, 1000)
-#: Bin edges of ``|E_exact|`` in the paper's flip table (composite-score units).
 
 
 def composite_aux(pmf: xr.DataArray, item_dim: Hashable) -> list[Hashable]:
@@ -84,7 +85,7 @@ def composite_moments(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs with dims ``(*factors, item_dim, score_dim)``, or a results
         Dataset (its ``pmf``); a composite PMF (no ``item_dim``) is accepted
         too. The decoding grid (``temperature``, ``top_p``) is carried along.
@@ -157,26 +158,26 @@ def standard_error(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs ``(*factors, item, score)`` (or composite PMFs), or a
         results Dataset (its ``pmf``).
-    n
+    n : int or sequence of int
         Per-condition budget(s); the result has a dim ``n``.
     dim : keyword-only
         Factor(s) the estimator averages over, or None (per condition).
     item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
 
+    Returns
+    -------
+    xr.DataArray
+        ``se`` with dims ``(*remaining factors, [subscale], n)``.
+
     Raises
     ------
     DesignError
         ``dim`` not a factor, or a factor with a name xlikert reserves
         (:mod:`xlikert.dims`; e.g. ``n``, which the result adds).
-
-    Returns
-    -------
-    xr.DataArray
-        ``se`` with dims ``(*remaining factors, [subscale], n)``.
 
     Examples
     --------
@@ -202,3 +203,39 @@ def standard_error(
         "units": "composite-score points",
     }
     return out
+
+
+@renamed_keywords(dims="dim")
+def mixture_moments(
+    mean: xr.DataArray, var: xr.DataArray, dim: Hashable | Sequence[Hashable]
+) -> xr.Dataset:
+    """Exact mean and variance of the uniform mixture over ``dim`` of per-cell moments.
+
+    ``E = mean(E_c)``, ``Var = mean(Var_c + E_c^2) - E^2`` (law of total variance): the
+    moments of one answer of a condition drawn uniformly from the cells along ``dim``
+    (``dims=`` is its deprecated name; no dim: the moments as given).
+
+    Parameters
+    ----------
+    mean, var : xr.DataArray
+        The mean and variance of one answer of each cell.
+    dim : hashable or sequence of hashable
+        The dims to mix over.
+
+    Returns
+    -------
+    xr.Dataset
+        ``mean`` and ``var`` of the mixture, with the dims of ``mean`` less ``dim``.
+
+    Examples
+    --------
+    >>> m = xr.DataArray([0.0, 2.0], dims="a"); v = xr.DataArray([1.0, 1.0], dims="a")
+    >>> float(mixture_moments(m, v, ["a"])["var"])
+    2.0
+    """
+    dims = [dim] if isinstance(dim, str) else list(dim)
+    if not dims:
+        return xr.Dataset({"mean": mean, "var": var})
+    e = mean.mean(dims)
+    v = (var + mean**2).mean(dims) - e**2
+    return xr.Dataset({"mean": e, "var": v.clip(min=0.0)})

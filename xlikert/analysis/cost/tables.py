@@ -1,22 +1,40 @@
-"""The sampling-cost tables: standard errors by budget, and the helpers the other tables share."""
+"""The sampling-cost tables: standard errors by budget (:func:`sampling_se_table`), sign
+flips by effect size (:func:`flip_table`), decoding bias by level (:func:`decoding_bias_table`).
+
+Each table groups its rows ``by`` one factor (default :data:`xlikert.dims.MODEL_DIM` if
+present, else the first factor) and, for an instrument with subscales, by subscale.
+"""
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
-import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..._compat import moved_attribute
+from ...dims import DECODING_DIMS, factor_dims, preferred_factor
 from ...errors import DesignError
-from ...validate import (
-    as_pmf,
-)
+from ...validate import as_pmf
+from .. import frames
 from ..keying import SUBSCALE_DIM
+from .decoding import correlation
+from .flips import DEFAULT_EFFECT_BINS
 from .moments import design_factors, standard_error
 
-__all__ = ["default_by", "fmt_n", "level_frame", "sampling_se_table", "with_consensus"]
+__all__ = ["decoding_bias_table", "flip_table", "fmt_n", "sampling_se_table"]
+
+
+def __getattr__(name: str) -> Any:
+    # moved to the stage's tables module
+    return moved_attribute(
+        __name__,
+        name,
+        {"level_frame": "xlikert.analysis.frames", "with_consensus": "xlikert.analysis.frames"},
+    )
 
 
 def sampling_se_table(
@@ -32,31 +50,31 @@ def sampling_se_table(
 
     Parameters
     ----------
-    pmf
+    pmf : xr.DataArray or xr.Dataset
         Item PMFs ``(*factors, item, score)``, or a results Dataset (its ``pmf``).
-    n
+    n : int or sequence of int
         Budgets (columns ``N=...``).
     by : keyword-only
         The factor to report per level (default ``model`` if present, else the
         first factor). With a single-cell design, one row ``all``.
     consensus : keyword-only
         Optional Consensus per condition (or the Dataset of
-        ``xl.consensus(..., bounds=True)``); its mean per level is a ``Cns``
+        ``xl.consensus_bounds``); its mean per level is a ``Cns``
         column and rows are sorted by it, descending.
     item_dim, score_dim : keyword-only
         Names of the item and score dimensions.
-
-    Raises
-    ------
-    DesignError
-        ``by`` not a factor, or a factor with a name xlikert reserves
-        (:mod:`xlikert.dims`; e.g. ``n``, the dim of the budgets).
 
     Returns
     -------
     pandas.DataFrame
         Index: the levels of ``by`` (and ``subscale``, for an instrument with
         subscales); columns ``Cns`` (optional) and ``N=...``.
+
+    Raises
+    ------
+    DesignError
+        ``by`` not a factor, or a factor with a name xlikert reserves
+        (:mod:`xlikert.dims`; e.g. ``n``, the dim of the budgets).
 
     Examples
     --------
@@ -67,45 +85,13 @@ def sampling_se_table(
     pmf = as_pmf(pmf)
     factors = design_factors(pmf, None, item_dim, score_dim)
     se = standard_error(pmf, n, item_dim=item_dim, score_dim=score_dim)
-    by = default_by(factors, by)
+    by = preferred_factor(factors, by)
     rest = [d for d in factors if d != by]
     se_by = se.mean(rest) if rest else se
-    df = level_frame({f"N={fmt_n(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by)
-    return with_consensus(df, consensus, by)
-
-
-def level_frame(columns: Mapping[str, xr.DataArray], by: Hashable | None) -> pd.DataFrame:
-    """One row per level of ``by`` (and per subscale), one column per reduced array.
-
-    Without ``by`` and subscales: one row ``all`` (index name ``condition``).
-    """
-    first = next(iter(columns.values()))
-    keys = [d for d in (by, SUBSCALE_DIM) if d is not None and d in first.dims]
-    if not keys:
-        data = {name: [float(da)] for name, da in columns.items()}
-        return pd.DataFrame(data, index=pd.Index(["all"], name="condition"))
-    return pd.DataFrame(
-        {
-            name: da.reset_coords(drop=True).transpose(*keys).to_series()
-            for name, da in columns.items()
-        }
+    df = frames.level_frame(
+        {f"N={fmt_n(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by
     )
-
-
-def with_consensus(
-    df: pd.DataFrame, consensus: xr.DataArray | xr.Dataset | None, by: Hashable | None
-) -> pd.DataFrame:
-    """Insert the mean Consensus per level of ``by`` as column ``Cns``; sort by it, descending."""
-    if consensus is None:
-        return df
-    consensus = as_pmf(consensus, "consensus")
-    if by is None:
-        df.insert(0, "Cns", float(consensus.mean()))
-        return df
-    cns = consensus.mean([d for d in consensus.dims if d != by]).to_pandas()
-    level = df.index.get_level_values(by) if df.index.nlevels > 1 else df.index
-    df.insert(0, "Cns", np.asarray(level.map(cns), dtype=float))
-    return df.sort_values("Cns", ascending=False, kind="stable")
+    return frames.with_consensus(df, consensus, by)
 
 
 def fmt_n(v: int) -> str:
@@ -114,11 +100,119 @@ def fmt_n(v: int) -> str:
     return f"10^{int(exp)}" if v >= 10_000 and exp == int(exp) else str(v)
 
 
-def default_by(factors: Sequence[Hashable], by: Hashable | None) -> Hashable | None:
-    if by is not None:
-        if by not in factors:
-            raise DesignError(f"by={by!r} is not a factor; factors are {list(factors)}")
-        return by
-    if "model" in factors:
-        return "model"
-    return factors[0] if factors else None
+def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS) -> pd.DataFrame:
+    """Mean flip probability by exact effect-size bin and budget (the paper's flip table).
+
+    Parameters
+    ----------
+    flips : pandas.DataFrame
+        Output of :func:`flip_probability`.
+    bins : sequence of float
+        Edges of ``|E|`` bins, left-closed (``[0, 1)``, ..., ``>= 10``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index: bin labels; columns ``Params (%)`` and ``N=...`` (mean ``p_flip``;
+        NaN where a bin is empty).
+
+    Examples
+    --------
+    >>> from xlikert.analysis.cost import flip_probability
+    >>> from xlikert.datasets import synthetic_pmf
+    >>> t = flip_table(flip_probability(synthetic_pmf({"m": 3}, n_items=3), n=[10]))
+    >>> list(t.columns)
+    ['Params (%)', 'N=10']
+    """
+    if flips.empty:
+        held = flips.attrs.get("constant_factors") or {}
+        raise DesignError(
+            "no factorial parameter to tabulate: every factor has one level"
+            + (f" (held constant: {held})" if held else "")
+        )
+    edges = list(bins)
+    labels = []
+    for lo, hi in itertools.pairwise(edges):
+        labels.append(f"≥ {lo:g}" if math.isinf(hi) else f"[{lo:g}, {hi:g})")
+    one = flips[flips["n"] == flips["n"].iloc[0]]
+    cat = pd.cut(one["E"].abs(), edges, right=False, labels=labels)
+    share = cat.value_counts(sort=False) / len(one) * 100.0
+    out = pd.DataFrame(
+        {"Params (%)": share.reindex(labels).values}, index=pd.Index(labels, name="|E|")
+    )
+    for nv, grp in flips.groupby("n", sort=True):
+        c = pd.cut(grp["E"].abs(), edges, right=False, labels=labels)
+        out[f"N={fmt_n(nv)}"] = (
+            grp.groupby(c, observed=False)["p_flip"].mean().reindex(labels).values
+        )
+    return out
+
+
+def decoding_bias_table(
+    bias: xr.DataArray,
+    *,
+    by: Hashable | None = None,
+    consensus: xr.DataArray | xr.Dataset | None = None,
+) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Mean absolute bias and SD of the bias per level of ``by``; correlation with Consensus.
+
+    ``M|Bias|`` is the mean of ``|bias|`` over the grid and the other
+    conditions; ``SD_Bias`` the standard deviation (ddof 0) of the bias over
+    the same cells. With ``consensus``, the Pearson correlation across
+    conditions between Consensus and the per-condition mean ``|bias|`` is
+    returned with its two-sided p-value (SciPy if installed, else NaN).
+
+    Parameters
+    ----------
+    bias : xr.DataArray
+        The bias of :func:`decoding_bias`: ``(*factors, temperature, top_p)``.
+    by : keyword-only
+        The factor to report per level (default ``model`` if present, else the
+        first factor).
+    consensus : keyword-only
+        Optional Consensus per condition (or the Dataset of
+        ``xl.consensus_bounds``): a ``Cns`` column and the correlation.
+
+    Returns
+    -------
+    (pandas.DataFrame, dict)
+        The table (one row per level of ``by``, and per subscale for an
+        instrument with subscales; columns ``Cns`` optional, ``M|Bias|``,
+        ``SD_Bias``, ``max|Bias|``) and ``{"r": ..., "p": ..., "n": ...}`` (empty without
+        ``consensus``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = xr.DataArray(np.arange(8.0).reshape(2, 2, 2), dims=("model", "temperature", "top_p"),
+    ...                  coords={"model": ["a", "b"]})
+    >>> decoding_bias_table(b)[0]["M|Bias|"].tolist()
+    [1.5, 5.5]
+    """
+    factors = factor_dims(
+        bias,
+        item_dim=None,
+        score_dim=None,
+        auxiliary=[*DECODING_DIMS, SUBSCALE_DIM],
+        what="the bias",
+    )
+    by = preferred_factor(factors, by)
+    rest = [d for d in bias.dims if d not in (by, SUBSCALE_DIM)]
+    absb = abs(bias)
+    df = frames.level_frame(
+        {
+            "M|Bias|": absb.mean(rest),
+            "SD_Bias": bias.std(rest),
+            "max|Bias|": absb.max(rest),
+        },
+        by,
+    )
+    stats: dict[str, float] = {}
+    if consensus is not None:
+        consensus = as_pmf(consensus, "consensus")
+        # Consensus is per condition: correlate it with |bias| mixed over subscales too
+        per_cond = absb.mean([*DECODING_DIMS, *[d for d in absb.dims if d == SUBSCALE_DIM]])
+        cns, per_cond = xr.align(consensus, per_cond, join="exact")
+        df = frames.with_consensus(df, cns, by)
+        stats = correlation(cns, per_cond)
+    return df, stats

@@ -22,27 +22,31 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..._compat import moved_attribute
+from ...analysis import alignment as stage
 from ...analysis.alignment import alignment, silicon_population
 from ...analysis.human import human_marginal, human_pmf
 from ...errors import ConfigError, DesignError
 from ...io import decode_attrs, read_attrs
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_code as md_code
+from ..tables import markdown_escape as md
 
-__all__ = [
-    "WEIGHT_COLUMN",
-    "alignment_table",
-    "human_alignment_section",
-    "human_section",
-    "load_human",
-]
+__all__ = ["WEIGHT_COLUMN", "human_alignment_section", "human_section", "load_human"]
+
+
+def __getattr__(name: str) -> Any:
+    return moved_attribute(__name__, name, {"alignment_table": "xlikert.analysis.alignment"})
+
 
 #: The column of survey weights in a CSV of respondents.
 WEIGHT_COLUMN = "weight"
 
 
 def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dataset, str]:
-    """The human PMF Dataset for the results' ``pmf`` and a sentence on how it was read."""
+    """The human PMF Dataset for the results' ``pmf`` and a sentence on how it was read
+    (Markdown: the file name, items, groups and columns escaped)."""
     if isinstance(path, xr.Dataset):
         return path, "a human PMF Dataset"
     path = Path(path)
@@ -50,7 +54,7 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
         raise ConfigError(f"no such human data file: {str(path)!r}")
     if path.suffix.lower() in (".nc", ".nc4", ".netcdf"):
         with xr.open_dataset(path) as ds:
-            return ds.load(), f"the human PMF file `{path.name}`"
+            return ds.load(), f"the human PMF file {md_code(path.name)}"
     table = pd.read_csv(path)
     items = [str(i) for i in pmf["item"].values if str(i) in table.columns]
     if not items:
@@ -64,50 +68,16 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
         table[g] = pd.Categorical(table[g].astype(str), categories=list(map(str, pmf[g].values)))
     scores = pmf["score"].values
     human = human_pmf(
-        table, items, scale=(int(scores[0]), int(scores[-1])), groups=groups, weights=weights
+        table, items, scale=(int(scores[0]), int(scores[-1])), by=groups, weights=weights
     )
     ignored = [c for c in table.columns if c not in {*items, *groups, WEIGHT_COLUMN}]
     how = (
-        f"the respondents in `{path.name}` ({len(table)} rows; items {items}; groups "
-        f"{groups or 'none'}{'; weighted by column `weight`' if weights else ''}"
-        f"{f'; columns ignored: {ignored}' if ignored else ''})"
+        f"the respondents in {md_code(path.name)} ({len(table)} rows; items {md(items)}; "
+        f"groups {md(groups or 'none')}"
+        f"{f'; weighted by column {md_code(WEIGHT_COLUMN)}' if weights else ''}"
+        f"{f'; columns ignored: {md(ignored)}' if ignored else ''})"
     )
     return human, how
-
-
-def _label(cell: dict[Hashable, Any], groups: list[Hashable]) -> str:
-    parts = [f"{g}={cell[g]}" for g in groups if g in cell]
-    return ", ".join(parts) if parts else "all respondents"
-
-
-def alignment_table(model: xr.DataArray, human: xr.Dataset, by: Hashable) -> pd.DataFrame:
-    """Alignment of each ``by`` level (e.g. model) with the human population, each attribute's
-    subgroups and (with several attributes) each cell: tidy rows with estimate, interval, ceiling.
-
-    The model's persona factors named like the human groups are mixed with the human counts
-    (:func:`xlikert.silicon_population`); a model without them is compared as it is.
-    """
-    groups = [d for d in human["n"].dims if d != "item"]
-    targets: list[tuple[list[Hashable], xr.Dataset, xr.DataArray]] = [
-        (groups, human_marginal(human), silicon_population(model, human))
-    ]
-    for g in groups if len(groups) > 1 else []:
-        rest = [d for d in groups if d != g]
-        targets.append(
-            (rest, human_marginal(human, dims=rest), silicon_population(model, human, dims=rest))
-        )
-    if groups:
-        targets.append(([], human, model))
-    frames = []
-    for mixed, h, m in targets:
-        a = alignment(m, h)
-        df = a[["estimate", "lower", "upper", "se", "ceiling"]].to_dataframe().reset_index()
-        kept = [g for g in groups if g not in mixed]
-        df.insert(1, "group", [_label(row, kept) for row in df[kept].to_dict("records")])
-        frames.append(df.drop(columns=kept))
-    out = pd.concat(frames, ignore_index=True)
-    keep = [by, "group", "item", "metric", "estimate", "se", "lower", "upper", "ceiling"]
-    return out[[c for c in keep if c in out.columns]]
 
 
 def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
@@ -120,8 +90,8 @@ def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
         ("all respondents", human_marginal(human).pmf, silicon_population(model, human))
     ]
     if first is not None:
-        h1 = human_marginal(human, dims=rest) if rest else human
-        m1 = silicon_population(model, human, dims=rest) if rest else model
+        h1 = human_marginal(human, dim=rest) if rest else human
+        m1 = silicon_population(model, human, dim=rest) if rest else model
         cols += [
             (f"{first}={v}", h1.pmf.sel({first: v}), m1.sel({first: v}))
             for v in human[first].values
@@ -197,14 +167,14 @@ def human_section(ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by:
     other = [d for d in pmf.dims if d not in (by, "item", "score", *groups)]
     model = pmf.mean(other) if other else pmf  # other factors mixed uniformly
     model = model.sel(item=[i for i in model["item"].values if i in set(h["item"].values)])
-    table = alignment_table(model, h, by)
+    table = stage.alignment_table(model, h, by)
     attrs = read_attrs(alignment(model.isel({by: [0]}), h))
     s = section("Alignment with human respondents")
     s.text(
         f"Human data: {how}. "
-        + (f"The results' factors {other} are mixed uniformly. " if other else "")
+        + (f"The results' factors {md(other)} are mixed uniformly. " if other else "")
         + (
-            f"Personas {groups} of the model are mixed with the respondents' counts "
+            f"Personas {md(groups)} of the model are mixed with the respondents' counts "
             "(silicon population) to compare with the pooled respondents and each attribute's "
             "subgroups. "
             if set(groups) & set(pmf.dims)

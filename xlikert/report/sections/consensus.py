@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ... import plot
-from ...analysis.consensus import entropy
-from .. import tables
-from ..context import ReportContext, as_array
+from ...analysis.consensus import consensus_entropy, entropy
+from ..context import ReportContext
 from ..page import Section
 
 __all__ = ["consensus_section"]
@@ -15,7 +14,7 @@ def consensus_section(ctx: ReportContext) -> Section:
     """Consensus per condition (figure) and the Consensus and entropy table."""
     s = Section("Consensus")
     cns = ctx.consensus
-    ent = as_array(entropy(ctx.pmf, item_dim="item"), prefer=("entropy",))
+    ent = entropy(ctx.pmf, item_dim="item")
     s.figure(
         plot.consensus(cns, x=ctx.by, hue=ctx.second),
         ctx.out,
@@ -23,7 +22,7 @@ def consensus_section(ctx: ReportContext) -> Section:
         f"Multivariate Consensus per condition (certified to ±{ctx.tol:g}).",
     )
     s.table(
-        tables.consensus_entropy(cns, ent),
+        consensus_entropy(cns, ent),
         ctx.out,
         "consensus_entropy",
         "Multivariate Consensus and joint Shannon entropy (bits) per condition.",

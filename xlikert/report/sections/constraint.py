@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ... import plot
-from ...analysis.constraint import failure_rate
-from .. import tables
+from ...analysis.constraint import failure_rate, failure_summary
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_escape as md
 
 __all__ = ["constraint_section"]
 
@@ -24,7 +24,7 @@ def constraint_section(ctx: ReportContext) -> Section:
             f"by {ctx.by}.",
         )
         s.table(
-            tables.failure_summary(fr, ctx.by),
+            failure_summary(fr, ctx.by),
             ctx.out,
             "failure_rate",
             f"Failure rate by {ctx.by}: mean, SD and max over conditions and items.",
@@ -41,7 +41,7 @@ def constraint_section(ctx: ReportContext) -> Section:
         s.text(
             "Valid answers (the rule per model; the full text is in the file's "
             "`attrs['models'][name]['answers']`): "
-            + "; ".join(f"{name}: {rule}" for name, rule in rules.items())
+            + "; ".join(f"{md(name)}: {md(rule)}" for name, rule in rules.items())
             + "."
         )
     return s

@@ -6,10 +6,10 @@ import pandas as pd
 import xarray as xr
 
 from ... import plot
-from ...analysis.construct import SCORING
+from ...analysis.construct import SCORING, paper_layout
+from ...analysis.human import human_vs_llm
 from ...analysis.keying import SUBSCALE_DIM
 from ...datasets import human_baseline
-from .. import tables
 from ..context import ReportContext
 from ..page import Section
 from .per_subscale import composite_parts, views
@@ -36,7 +36,7 @@ def construct_section(ctx: ReportContext) -> Section:
     if base is not None:
         human_baseline_parts(s, ctx, base)
     s.table(
-        tables.paper_layout(ctx.effects),
+        paper_layout(ctx.effects),
         ctx.out,
         "effects",
         "Grand mean, main effects and interactions of the composite score (E, SD, SNR, dPD"
@@ -70,13 +70,18 @@ def baseline_for(ds: xr.Dataset) -> pd.DataFrame | None:
 
 
 def human_baseline_parts(s: Section, ctx: ReportContext, base: pd.DataFrame) -> None:
-    """Human samples vs each ``by`` level's composite (at ``second`` = USA where there is one)."""
+    """Human samples vs each ``by`` level's composite, at the level of ``second`` that is the
+    samples' country where there is one (the paper: target = USA, Shimp & Sharma's US
+    respondents)."""
     by, second = ctx.by, ctx.second
     cond = {}
-    if second is not None and "USA" in [str(v) for v in ctx.pmf[second].values]:
-        cond = {second: "USA"}
-    hv = tables.human_vs_llm(ctx.pmf, base, by=by, condition=cond)
-    where = f" at {second} = USA" if cond else ""
+    countries = set(base["country"].astype(str)) if "country" in base else set()
+    if second is not None and len(countries) == 1:
+        (country,) = countries
+        if country in [str(v) for v in ctx.pmf[second].values]:
+            cond = {second: country}
+    hv = human_vs_llm(ctx.pmf, base, by=by, condition=cond)
+    where = "".join(f" at {k} = {v}" for k, v in cond.items())
     s.table(
         hv,
         ctx.out,

@@ -13,6 +13,7 @@ from ...analysis import cost as sampling
 from ...analysis.keying import SUBSCALE_DIM
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_escape as md
 from .per_subscale import views
 
 __all__ = [
@@ -74,7 +75,7 @@ def standard_error_parts(s: Section, ctx: ReportContext, se: xr.DataArray) -> No
         r = sampling.correlation(cns, se_s.sel(n=SE_BUDGETS[0]))
         if np.isfinite(r["r"]):
             s.text(
-                f"{label}Correlation of SE with Consensus across the {r['n']} conditions: "
+                f"{md(label)}Correlation of SE with Consensus across the {r['n']} conditions: "
                 f"r = {r['r']:.2f} (p = {r['p']:.2g})."
             )
 

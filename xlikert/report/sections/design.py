@@ -8,6 +8,8 @@ import xarray as xr
 from ...analysis.keying import SUBSCALE_DIM
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_code as md_code
+from ..tables import markdown_escape as md
 
 __all__ = ["design_section", "scoring_lines"]
 
@@ -17,7 +19,7 @@ def design_section(ctx: ReportContext) -> Section:
     pmf = ctx.pmf
     s = Section("Design")
     s.text(
-        f"Results: `{ctx.source}`. {int(np.prod([pmf.sizes[f] for f in ctx.factors]))} "
+        f"Results: {md_code(ctx.source)}. {int(np.prod([pmf.sizes[f] for f in ctx.factors]))} "
         f"conditions × {pmf.sizes.get('item', 1)} items on scores "
         f"{int(pmf.score.min())}..{int(pmf.score.max())}; "
         f"{pmf.size // pmf.sizes['score']} exact item PMFs"
@@ -32,8 +34,8 @@ def design_section(ctx: ReportContext) -> Section:
         s.text(
             "Factors: "
             + "; ".join(
-                f"**{f}** ({pmf.sizes[f]}): "
-                + ", ".join(map(str, pmf[f].values[:12]))
+                f"**{md(f)}** ({pmf.sizes[f]}): "
+                + ", ".join(md(v) for v in pmf[f].values[:12])
                 + (" …" if pmf.sizes[f] > 12 else "")
                 for f in ctx.varying
             )
@@ -41,7 +43,7 @@ def design_section(ctx: ReportContext) -> Section:
     if ctx.constant:
         s.text(
             "Held constant (one level, so no effect is estimated): "
-            + "; ".join(f"**{f}** = {pmf[f].values[0]}" for f in ctx.constant)
+            + "; ".join(f"**{md(f)}** = {md(pmf[f].values[0])}" for f in ctx.constant)
             + "."
         )
     if ctx.ds.attrs.get("synthetic"):
@@ -52,10 +54,11 @@ def design_section(ctx: ReportContext) -> Section:
 
 
 def scoring_lines(pmf: xr.DataArray) -> list[str]:
-    """How the composite is scored: the reflected items and the subscales with their items."""
+    """How the composite is scored: the reflected items and the subscales with their items
+    (Markdown, item ids and subscale names escaped)."""
     if "item" not in pmf.coords:
         return []
-    ids = [str(i) for i in pmf["item"].values]
+    ids = [md(i) for i in pmf["item"].values]
     lo, hi = int(pmf["score"].min()), int(pmf["score"].max())
     lines = []
     if "reverse_keyed" in pmf.coords and pmf["reverse_keyed"].dims == ("item",):
@@ -68,7 +71,7 @@ def scoring_lines(pmf: xr.DataArray) -> list[str]:
     subs: dict[str, list[str]] = {}
     if SUBSCALE_DIM in pmf.coords and pmf[SUBSCALE_DIM].dims == ("item",):
         for i, name in zip(ids, pmf[SUBSCALE_DIM].values, strict=True):
-            subs.setdefault(str(name), []).append(i)
+            subs.setdefault(md(name), []).append(i)
     named = {k: v for k, v in subs.items() if k}
     if len(named) >= 2:
         lines.append(

@@ -11,14 +11,22 @@ the mean composite over the conditions it explains.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
-import pandas as pd
 import xarray as xr
 
+from ..._compat import moved_attribute
+from ...analysis import construct
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_code as md_code
+from ..tables import markdown_escape as md
 
-__all__ = ["format_factor", "format_section", "variance_shares"]
+__all__ = ["format_factor", "format_section"]
+
+
+def __getattr__(name: str) -> Any:
+    return moved_attribute(__name__, name, {"variance_shares": "xlikert.analysis.construct"})
 
 
 def format_factor(ds: xr.Dataset) -> Hashable | None:
@@ -27,34 +35,6 @@ def format_factor(ds: xr.Dataset) -> Hashable | None:
         return None
     dims = [d for d in ds["answer_label"].dims if d != "score"]
     return dims[0] if len(dims) == 1 and dims[0] in ds["pmf"].dims else None
-
-
-def variance_shares(effects: pd.DataFrame) -> pd.DataFrame:
-    """Each term's share of the variance of the mean composite over the conditions.
-
-    In a fully crossed design the effects of the mean are orthogonal: the
-    variance of the cell means over the (equally weighted) conditions is the
-    sum over terms of the mean over the term's levels of ``E**2``
-    (:func:`xlikert.summary_table`'s ``E``). The share of a term is its part of
-    that sum.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``term``, ``variance`` and ``share`` (and the batch columns of
-        ``effects``, e.g. ``subscale``: shares per batch).
-    """
-    batch = [c for c in ("subscale",) if c in effects.columns]
-    rows = effects[effects["term"] != "grand"]
-    var = (
-        rows.assign(E2=rows["E"] ** 2)
-        .groupby([*batch, "term"], sort=False)["E2"]
-        .mean()
-        .rename("variance")
-        .reset_index()
-    )
-    total = var.groupby(batch)["variance"].transform("sum") if batch else var["variance"].sum()
-    return var.assign(share=var["variance"] / total)
 
 
 def format_section(ctx: ReportContext) -> Section | None:
@@ -66,12 +46,14 @@ def format_section(ctx: ReportContext) -> Section | None:
     labels = ctx.ds["answer_label"]
     scores = [int(y) for y in labels["score"].values]
     shown = "; ".join(
-        f"{lv}: "
-        + " ".join(f"{x}→{y}" for x, y in zip(labels.sel({fmt: lv}).values, scores, strict=True))
-        for lv in map(str, labels[fmt].values)
+        f"{md(lv)}: "
+        + " ".join(
+            f"{md(x)}→{y}" for x, y in zip(labels.sel({fmt: lv}).values, scores, strict=True)
+        )
+        for lv in labels[fmt].values
     )
     s.text(
-        f"The factor `{fmt}` varies how the scale is shown and which labels answer it. Each "
+        f"The factor {md_code(fmt)} varies how the scale is shown and which labels answer it. Each "
         "level's answer labels are mapped onto the same scores (label→score: "
         f"{shown}), so every level's PMF is on one score axis and the distributional ANOVA "
         "separates the format's effect from the other factors' like any factor's."
@@ -79,16 +61,16 @@ def format_section(ctx: ReportContext) -> Section | None:
     effects = ctx.effects
     terms = [t for t in dict.fromkeys(effects["term"]) if fmt in str(t).split(":")]
     table = effects[effects["term"].isin(terms)]
-    shares = variance_shares(effects)
+    shares = construct.variance_shares(effects)
     sentences = []
     for t in terms:
         rows = shares[shares["term"] == t]
         part = table[table["term"] == t]
-        name = " × ".join(str(t).split(":"))
+        name = md(" × ".join(str(t).split(":")))
         what = "main effect" if t == fmt else "interaction"
         per = (
             ", ".join(
-                f"{p:.0%} ({b})" for p, b in zip(rows["share"], rows["subscale"], strict=True)
+                f"{p:.0%} ({md(b)})" for p, b in zip(rows["share"], rows["subscale"], strict=True)
             )
             if "subscale" in rows.columns
             else f"{float(rows['share'].iloc[0]):.0%}"
@@ -112,7 +94,7 @@ def format_section(ctx: ReportContext) -> Section | None:
         table.reset_index(drop=True),
         ctx.out,
         "format_effects",
-        f"The effects with the format factor `{fmt}`: E, SD, SNR and dPD of each level "
+        f"The effects with the format factor '{fmt}': E, SD, SNR and dPD of each level "
         "(composite-score units, as in the effects table above).",
         index=False,
     )

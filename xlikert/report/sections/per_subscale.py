@@ -3,36 +3,38 @@
 :func:`views` splits a result with a ``subscale`` dim into one selection per
 subscale (with a file-name suffix and a caption prefix); :func:`composite_parts`
 adds, for one composite, the main-effect figures, the interaction of ``by`` and
-``second``, the pairwise contrasts and the per-unit trends.
+``second``, the pairwise contrasts and the per-unit trends (tables built by
+:mod:`xlikert.analysis.construct.tables`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from typing import NamedTuple
 
-import numpy as np
-import pandas as pd
 import xarray as xr
 
 from ... import plot
-from ...analysis.construct import contrast, summarize, trend
+from ...analysis.construct import (
+    aggregate_vs_factorial,
+    contrast_table,
+    interaction_node,
+    trend_table,
+)
 from ...analysis.keying import SUBSCALE_DIM
 from ...errors import DesignError
-from .. import tables
 from ..context import ReportContext
 from ..page import Section
 
 __all__ = [
     "View",
     "composite_parts",
-    "contrast_table",
+    "contrast_parts",
     "interaction_parts",
     "main_effect_figures",
     "tree_view",
-    "trend_rows",
-    "trend_table",
+    "trend_parts",
     "views",
 ]
 
@@ -71,8 +73,8 @@ def composite_parts(s: Section, ctx: ReportContext, view: View) -> None:
     main_effect_figures(s, ctx, view, dec)
     if ctx.second is not None:
         interaction_parts(s, ctx, view, dec)
-        contrast_table(s, ctx, view)
-    trend_table(s, ctx, view)
+        contrast_parts(s, ctx, view)
+    trend_parts(s, ctx, view)
 
 
 def main_effect_figures(s: Section, ctx: ReportContext, view: View, dec: xr.DataTree) -> None:
@@ -92,7 +94,7 @@ def interaction_parts(s: Section, ctx: ReportContext, view: View, dec: xr.DataTr
     """The ``by`` x ``second`` interaction: heatmap (in-group cells marked), aggregate vs factorial."""
     by, second, origin = ctx.by, ctx.second, ctx.origin
     try:
-        node = tables.interaction_node(dec, by, second)
+        node = interaction_node(dec, by, second)
     except DesignError:
         return
     ingroup = None
@@ -109,7 +111,7 @@ def interaction_parts(s: Section, ctx: ReportContext, view: View, dec: xr.DataTr
         f"{view.label}{by} × {second} interaction (E ± SD).",
     )
     s.table(
-        tables.aggregate_vs_factorial(dec, row=second, col=by, country_of_origin=origin),
+        aggregate_vs_factorial(dec, row=second, col=by, country_of_origin=origin),
         ctx.out,
         f"aggregate_vs_factorial{view.tag}",
         f"{view.label}Aggregate ({second} main effect, panel A) vs factorial ({by} × {second} "
@@ -119,20 +121,14 @@ def interaction_parts(s: Section, ctx: ReportContext, view: View, dec: xr.DataTr
     )
 
 
-def contrast_table(s: Section, ctx: ReportContext, view: View) -> None:
+def contrast_parts(s: Section, ctx: ReportContext, view: View) -> None:
     """Pairwise contrasts between the levels of ``second`` (at most 8 levels)."""
     second = ctx.second
-    levels = [str(v) for v in view.data[second].values]
-    if len(levels) > 8:
+    table = contrast_table(view.data, second, max_levels=8)
+    if table.empty:
         return
-    rows = []
-    for a, b in tables.pairs(levels):
-        c = summarize(contrast(view.data, second, a, b))
-        rows.append(
-            {"Contrast": f"{a} − {b}", **{k: float(c[k]) for k in ("E", "SD", "SNR", "dPD")}}
-        )
     s.table(
-        pd.DataFrame(rows),
+        table,
         ctx.out,
         f"contrasts_{second}{view.tag}",
         f"{view.label}Pairwise contrasts between levels of {second}.",
@@ -140,40 +136,17 @@ def contrast_table(s: Section, ctx: ReportContext, view: View) -> None:
     )
 
 
-def trend_table(s: Section, ctx: ReportContext, view: View) -> None:
+def trend_parts(s: Section, ctx: ReportContext, view: View) -> None:
     """Per-unit trends over the factors with a numeric coordinate (none: no table)."""
-    rows = [
-        {"Factor": str(f), "Ordered by": str(name), **row}
-        for f, name, row in trend_rows(view.data, ctx.factors)
-    ]
-    if rows:
-        s.table(
-            pd.DataFrame(rows),
-            ctx.out,
-            f"trends{view.tag}",
-            f"{view.label}Per-unit trend of the composite over each factor with a numeric "
-            "coordinate (paired adjacent-level differences divided by the spacing, "
-            "length-weighted; E is the secant slope of the marginal means).",
-            index=False,
-        )
-
-
-def trend_rows(
-    comp: xr.DataArray, factors: tuple[Hashable, ...]
-) -> Iterator[tuple[Hashable, Hashable, dict[str, float]]]:
-    """(factor, coord name, summary) for every factor with distinct numeric values.
-
-    A factor qualifies through a numeric index or a 1-D numeric non-index coord on
-    its dim (e.g. ``model_size``); the trend runs over those values.
-    """
-    for f in factors:
-        if comp.sizes[f] < 2:
-            continue
-        for name, coord in comp.coords.items():
-            if coord.dims != (f,) or not np.issubdtype(coord.dtype, np.number):
-                continue
-            values = np.asarray(coord.values, dtype=float)
-            if not np.all(np.isfinite(values)) or len(np.unique(values)) != values.size:
-                continue
-            summ = summarize(trend(comp, f, values=values), dim="slope")
-            yield f, name, {k: float(summ[k]) for k in ("E", "SD", "SNR", "dPD")}
+    table = trend_table(view.data, ctx.factors)
+    if table.empty:
+        return
+    s.table(
+        table,
+        ctx.out,
+        f"trends{view.tag}",
+        f"{view.label}Per-unit trend of the composite over each factor with a numeric "
+        "coordinate (paired adjacent-level differences divided by the spacing, "
+        "length-weighted; E is the secant slope of the marginal means).",
+        index=False,
+    )

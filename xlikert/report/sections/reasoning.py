@@ -14,8 +14,11 @@ import xarray as xr
 from ...analysis.constraint import failure_rate
 from ...analysis.construct import composite, decompose, summarize, summary_table
 from ...analysis.traces import trace_se
+from ...dims import MODEL_DIM
 from ..context import ReportContext
 from ..page import Section
+from ..tables import markdown_code as md_code
+from ..tables import markdown_escape as md
 
 __all__ = ["reasoning_section"]
 
@@ -29,10 +32,10 @@ def reasoning_section(ctx: ReportContext) -> Section | None:
     s = Section("Reasoning traces: sampling error and thinking off")
     has = ds["trace_pmf"].notnull().all("score")
     n_traces = has.sum("trace")
-    on = [str(v) for v in ds["model"].values] if "model" in ds.dims else []
-    on = [m for m in on if int(n_traces.sel(model=m).max()) > 0]
+    on = [str(v) for v in ds[MODEL_DIM].values] if MODEL_DIM in ds.dims else []
+    on = [m for m in on if int(n_traces.sel({MODEL_DIM: m}).max()) > 0]
     if not on:  # traces without a model dim: not a file collect wrote
-        s.text("The file holds traces but no `model` dim: no per-model trace summary.")
+        s.text(f"The file holds traces but no `{MODEL_DIM}` dim: no per-model trace summary.")
         return s
     s.text(
         "Models in reasoning mode sample their thought before the answer: `pmf` is the mean over "
@@ -53,8 +56,8 @@ def reasoning_section(ctx: ReportContext) -> Section | None:
 
 def _trace_line(ds: xr.Dataset, m: str, has: xr.DataArray, n_traces: xr.DataArray) -> str:
     """One reasoning model's traces: count, format, truncation, length, valid mass."""
-    cell = ds.sel(model=m)
-    keep = has.sel(model=m)
+    cell = ds.sel({MODEL_DIM: m})
+    keep = has.sel({MODEL_DIM: m})
     infos = ds.attrs.get("models") or {}
     info = infos.get(m, {}) if isinstance(infos.get(m), dict) else {}
     fmt = info.get("reasoning_format", {})
@@ -65,8 +68,9 @@ def _trace_line(ds: xr.Dataset, m: str, has: xr.DataArray, n_traces: xr.DataArra
     )
     length = float(cell["trace_length"].where(keep).mean()) if "trace_length" in ds else np.nan
     return (
-        f"**{m}**: M = {int(n_traces.sel(model=m).max())} traces per prompt "
-        f"({fmt.get('framing', '?')} framing, end marker `{fmt.get('end_marker', '?')}`); "
+        f"**{md(m)}**: M = {int(n_traces.sel({MODEL_DIM: m}).max())} traces per prompt "
+        f"({md(fmt.get('framing', '?'))} framing, end marker "
+        f"{md_code(fmt.get('end_marker', '?'))}); "
         f"{100 * trunc:.0f}% cut at max_new_tokens, {length:.0f} tokens on average; valid "
         f"mass after the trace {float(cell['trace_valid_mass'].where(keep).mean()):.3f}"
     )
@@ -79,7 +83,7 @@ def _composite_summary(p: xr.DataArray) -> xr.Dataset:
 def _composite_table(s: Section, ctx: ReportContext, on: list[str], counts: list[int]) -> None:
     """E and SD of the composite per condition with their jackknife SEs (reasoning models)."""
     ds = ctx.ds
-    groups = [ds] if len(counts) == 1 else [ds.sel(model=[m]) for m in on]
+    groups = [ds] if len(counts) == 1 else [ds.sel({MODEL_DIM: [m]}) for m in on]
     rows = []
     for g in groups:
         est = _composite_summary(g["pmf"])
@@ -89,8 +93,8 @@ def _composite_table(s: Section, ctx: ReportContext, on: list[str], counts: list
         )
         rows.append(frame[["E", "SE(E)", "SD", "SE(SD)"]].reset_index())
     comp = pd.concat(rows, ignore_index=True)
-    if "model" in comp:
-        comp = comp[comp["model"].astype(str).isin(on)]
+    if MODEL_DIM in comp:
+        comp = comp[comp[MODEL_DIM].astype(str).isin(on)]
     s.table(
         comp,
         ctx.out,
@@ -133,7 +137,7 @@ def _thinking_off(s: Section, ctx: ReportContext, on: list[str]) -> None:
     ds = ctx.ds
     infos = ds.attrs.get("models") or {}
     sources = {str(m): str(i.get("source")) for m, i in infos.items() if isinstance(i, dict)}
-    off = [m for m in (str(v) for v in ds["model"].values) if m not in on]
+    off = [m for m in (str(v) for v in ds[MODEL_DIM].values) if m not in on]
     pairs = [(a, b) for a in on for b in off if sources.get(a) and sources.get(a) == sources.get(b)]
     if not pairs:
         s.text(
@@ -141,7 +145,7 @@ def _thinking_off(s: Section, ctx: ReportContext, on: list[str]) -> None:
             "`source`, no `reasoning`) to compare with thinking off."
         )
         return
-    other = [f for f in ctx.factors if f != "model"]
+    other = [f for f in ctx.factors if f != MODEL_DIM]
     s.table(
         pd.concat([_on_off_rows(ds, a, b, other) for a, b in pairs], ignore_index=True),
         ctx.out,
@@ -156,11 +160,11 @@ def _thinking_off(s: Section, ctx: ReportContext, on: list[str]) -> None:
 
 def _on_off_rows(ds: xr.Dataset, a: str, b: str, other: list[Hashable]) -> pd.DataFrame:
     """Composite mean, its SE and the failure rate of model ``a`` (on) and ``b`` (off)."""
-    ga, gb = ds.sel(model=[a]), ds.sel(model=b)
-    ea = _composite_summary(ga["pmf"]).isel(model=0)
-    se = trace_se(ga, _composite_summary).isel(model=0)
+    ga, gb = ds.sel({MODEL_DIM: [a]}), ds.sel({MODEL_DIM: b})
+    ea = _composite_summary(ga["pmf"]).isel({MODEL_DIM: 0})
+    se = trace_se(ga, _composite_summary).isel({MODEL_DIM: 0})
     eb = _composite_summary(gb["pmf"])
-    fa = failure_rate(ga).isel(model=0).mean("item")
+    fa = failure_rate(ga).isel({MODEL_DIM: 0}).mean("item")
     fb = failure_rate(gb).mean("item")
     frame = pd.DataFrame(
         {

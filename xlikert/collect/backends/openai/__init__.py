@@ -48,8 +48,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...options import CollectOptions
+from ...protocol import CellInputs
 from .model import ServerModel
-from .plan import CACHE_RESET
+from .plan import CACHE_RESET, RequestPlan, messages
 from .readout import DECODING_RULE, OUT_OF_ORDER, PADDED_LOGPROB, PROTOCOL
 from .spec import SERVER_KINDS, TRANSPORT_KEYS, ServerSpec, check, parse_server_spec
 
@@ -64,9 +65,31 @@ __all__ = [
     "ServerModel",
     "ServerSpec",
     "check",
+    "inputs",
     "open",
     "parse_server_spec",
 ]
+
+
+#: Request fields that keep a server's prompt cache out of the numbers (a fresh salt per
+#: request): not part of what a cell is measured with.
+_CACHE_FIELDS = ("cache_salt", "cache_prompt")
+
+
+def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
+    """What determines the entry's numbers, without reaching the server: its identity (the
+    checked entry: served model, base URL, revision, request settings) and each prompt's
+    exact chat-completions request (its cache fields left out)."""
+    sspec = parse_server_spec(spec)
+    identity = {k: v for k, v in check(spec, options).items() if k != "name"}
+    identity["backend"] = "openai"
+    plan = RequestPlan(sspec, None, int(options.top_k), sspec.server)
+
+    def sent(prompts):
+        bodies = (plan.body(messages(s, u)) for s, u in prompts)
+        return [{k: v for k, v in b.items() if k not in _CACHE_FIELDS} for b in bodies]
+
+    return CellInputs(identity, sent)
 
 
 def open(spec: dict[str, Any], options: CollectOptions, probe: tuple[str, str]) -> ServerModel:

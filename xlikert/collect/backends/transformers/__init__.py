@@ -27,11 +27,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...identity import in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
+from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...zoo import check_source
 from ..inprocess import ENTRY_KEYS
-from .loading import READOUT, LoadedModel, load_model, wrap_model
+from .loading import READOUT, LoadedModel, load_dtype, load_model, wrap_model
 from .model import TRACE_SAMPLER, LocalModel
 from .scorer import Scorer, read_logits
 
@@ -43,6 +45,7 @@ __all__ = [
     "LocalModel",
     "Scorer",
     "check",
+    "inputs",
     "load_model",
     "open",
     "read_logits",
@@ -70,6 +73,15 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
     if reasoning is not None:
         out["reasoning"] = reasoning
     return out
+
+
+def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
+    """What determines the entry's numbers, before its weights load: its identity (the
+    checked entry, the folder's revision and checksum, the dtype it loads in) and each
+    prompt's token ids, from the tokenizer alone
+    (:func:`~xlikert.collect.identity.in_process_inputs`)."""
+    return in_process_inputs(spec, options, checked=check(spec, options), backend="transformers",
+                             dtype=load_dtype(spec, options))  # fmt: skip
 
 
 def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> LocalModel:

@@ -19,7 +19,7 @@ from ...tokens import AnswerSequences, ValidTokens, answer_rule
 from ...zoo import model_folder
 from ..inprocess import model_provenance, resolve_dtype
 
-__all__ = ["READOUT", "LoadedModel", "load_model", "wrap_model"]
+__all__ = ["READOUT", "LoadedModel", "load_dtype", "load_model", "wrap_model"]
 
 #: What the transformers backend does, recorded per model (``collection_protocol``).
 READOUT = (
@@ -56,6 +56,17 @@ def _default_device(device: str | None) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise CollectionError(f"device {device!r} requested but CUDA is not available")
     return device
+
+
+def load_dtype(spec: dict[str, Any], options: Any) -> str:
+    """The dtype a model entry's weights load in (:func:`load_model`'s rule), without loading.
+
+    The entry's ``dtype`` and ``device``, else the run's options'; ``auto`` resolved
+    for that device.
+    """
+    device = _default_device(spec.get("device", options.device))
+    dtype = _torch_dtype(spec.get("dtype", options.dtype), device, f"model {spec['name']!r}")
+    return str(dtype).replace("torch.", "")
 
 
 @dataclass

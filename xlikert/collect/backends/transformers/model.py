@@ -199,14 +199,13 @@ class LocalModel(InProcessModel):
         import torch
 
         cfg = self.reasoning
-        model, dev = self.lm.model, self.scorer.input_device
+        dev = self.scorer.input_device
         M = len(seeds)
         pad = self.scorer.pad_id
         rngs = [np.random.Generator(np.random.PCG64(s)) for s in seeds]
+        past = self.scorer.new_cache()
+        out = self.scorer.run(past, input_ids=torch.tensor([ids], device=dev))
         with torch.inference_mode():
-            out = model(input_ids=torch.tensor([ids], device=dev), use_cache=True,
-                        **self.scorer._kw())  # fmt: skip
-            past = out.past_key_values
             if M > 1:
                 past.batch_repeat_interleave(M)
             logits = np.repeat(out.logits[:, -1].float().cpu().numpy(), M, axis=0)
@@ -238,11 +237,9 @@ class LocalModel(InProcessModel):
                 mask = torch.cat(
                     [mask, torch.tensor(live, device=dev, dtype=mask.dtype)[:, None]], 1
                 )
-                out = model(input_ids=nxt, attention_mask=mask,
-                            position_ids=torch.tensor(n_real, device=dev)[:, None],
-                            past_key_values=past, use_cache=True, **self.scorer._kw())  # fmt: skip
+                out = self.scorer.run(past, input_ids=nxt, attention_mask=mask,
+                                      position_ids=torch.tensor(n_real, device=dev)[:, None])  # fmt: skip
                 n_real += np.asarray(live)
-                past = out.past_key_values
                 logits = out.logits[:, -1].float().cpu().numpy()
         return gen, ends, (past, mask, n_real)
 

@@ -87,6 +87,10 @@ class Scorer:
         self._last_prefix: tuple[tuple[int, ...], Any] | None = None
         params = inspect.signature(lm.model.forward).parameters
         self._keep = "logits_to_keep" in params
+        # transformers renamed the KV cache argument of forward ``past_key_values`` ->
+        # ``cache`` (the old name warns, to be removed in 5.40); older releases and
+        # remote-code models take only the old name
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
 
     @property
     def prefix_cache(self) -> bool:
@@ -113,11 +117,30 @@ class Scorer:
         key = tuple(prefix)
         if self._last_prefix is not None and self._last_prefix[0] == key:
             return self._last_prefix[1]
-        ids = torch.tensor([prefix], device=self.input_device)
+        cache = self.new_cache()
+        self.run(cache, input_ids=torch.tensor([prefix], device=self.input_device))
+        self._last_prefix = (key, cache)
+        return cache
+
+    def new_cache(self):
+        """An empty KV cache for the model: transformers' ``DynamicCache`` laid out from its
+        config (sliding-window layers where the model has them), as the model makes one."""
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.lm.model.config)
+
+    def run(self, cache=None, keep: int = 1, **inputs):
+        """One forward pass of the model on ``inputs`` (``input_ids``, ``attention_mask``,
+        ``position_ids``), logits kept at the last ``keep`` positions.
+
+        With ``cache`` (from :meth:`new_cache`) the inputs continue the tokens in it and
+        it is extended in place; without, the pass keeps no cache.
+        """
+        import torch
+
+        kw = {self._cache_arg: cache} if cache is not None else {}
         with torch.inference_mode():
-            out = self.lm.model(input_ids=ids, use_cache=True, **self._kw())
-        self._last_prefix = (key, out.past_key_values)
-        return out.past_key_values
+            return self.lm.model(**inputs, **kw, use_cache=cache is not None, **self._kw(keep))
 
     @property
     def pad_id(self) -> int:
@@ -169,14 +192,10 @@ class Scorer:
             pre = torch.tensor(prefix, device=dev).expand(B, -1)
             ids = torch.cat([pre, ids], 1)
             att = torch.cat([torch.ones_like(pre), att], 1)
-        with torch.inference_mode():
-            out = self.lm.model(
-                input_ids=ids,
-                attention_mask=att,
-                position_ids=(att.cumsum(-1) - 1).clamp(min=0),
-                use_cache=False,
-                **self._kw(keep),
-            )
+        out = self.run(
+            None, keep, input_ids=ids, attention_mask=att,
+            position_ids=(att.cumsum(-1) - 1).clamp(min=0),
+        )  # fmt: skip
         return out.logits[:, -keep:, :]
 
     def forward_on_cache(self, past, seen, n_real, rows: list[list[int]], keep: int = 1):
@@ -190,15 +209,10 @@ class Scorer:
         import torch
 
         ids, att = self.left_pad(rows)
-        with torch.inference_mode():
-            out = self.lm.model(
-                input_ids=ids,
-                attention_mask=torch.cat([seen, att], 1),
-                position_ids=n_real[:, None] + (att.cumsum(-1) - 1).clamp(min=0),
-                past_key_values=past,
-                use_cache=True,
-                **self._kw(keep),
-            )
+        out = self.run(
+            past, keep, input_ids=ids, attention_mask=torch.cat([seen, att], 1),
+            position_ids=n_real[:, None] + (att.cumsum(-1) - 1).clamp(min=0),
+        )  # fmt: skip
         return out.logits[:, -keep:, :]
 
     def needs_check(self, path: str) -> bool:

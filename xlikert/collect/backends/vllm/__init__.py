@@ -8,7 +8,16 @@ loads it). Importing this package does not import vLLM.
 
 from __future__ import annotations
 
-from .model import KEYS, READOUT, VLLM_TRACE_SAMPLER, VLLMModel, check, open, unguarded_main_script
+from .model import (
+    KEYS,
+    READOUT,
+    VLLM_TRACE_SAMPLER,
+    VLLMModel,
+    check,
+    inputs,
+    open,
+    unguarded_main_script,
+)
 
 __all__ = [
     "KEYS",
@@ -16,6 +25,7 @@ __all__ = [
     "VLLM_TRACE_SAMPLER",
     "VLLMModel",
     "check",
+    "inputs",
     "open",
     "unguarded_main_script",
 ]

@@ -39,6 +39,7 @@ are shared with the transformers backend (:mod:`xlikert.collect.backends.inproce
 from __future__ import annotations
 
 import ast
+import contextlib
 import gc
 import hashlib
 import importlib.util
@@ -46,21 +47,24 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ....errors import CollectionError
+from ...identity import in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
+from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...templates import PromptTemplate
 from ...tokens import answer_rule
 from ...zoo import check_source, model_folder
 from ..inprocess import ENTRY_KEYS, InProcessModel, model_provenance, resolve_dtype
 
-__all__ = ["READOUT", "VLLMModel", "check", "open"]
+__all__ = ["READOUT", "TESTED_VLLM", "VLLMModel", "check", "check_vllm_version", "inputs", "open"]
 
 #: How the numbers are read off the engine, recorded per model.
 READOUT = (
@@ -100,6 +104,60 @@ PLACEMENT_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parall
 #: ``vllm.LLM`` arguments xlikert sets itself (its readout needs them as they are).
 ENGINE_OWN = ("model", "tokenizer", "logits_processors", "worker_extension_cls",
               "enable_prefix_caching")  # fmt: skip
+
+
+#: The vLLM releases (major, minor) the readout was tested with: it plugs into vLLM's V1
+#: logits-processor and worker-extension interfaces (``vllm.v1.*``), which are internal
+#: and change between releases (the ``vllm`` extra is bounded to match).
+TESTED_VLLM = ((0, 32),)
+
+#: vLLM's switch between its model runners, read from the environment only. xlikert's
+#: readout is a V1 logits processor (the V2 runner loads another interface), so an engine
+#: starts with ``0`` unless the variable is set (the CPU build has only the V1 runner).
+RUNNER_VARIABLE = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set while an engine starts, as it was afterwards.
+
+    vLLM reads its switches from the environment only: the engine's processes, spawned
+    while ``vllm.LLM`` starts, inherit them, and the engine's configuration is fixed
+    then (vLLM 0.32 reads this one nowhere later on the calling side). So the variable
+    need not outlive the start, and a caller's environment is left as it was.
+    """
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def check_vllm_version(version: str) -> None:
+    """Warn when ``version`` is not a vLLM release of :data:`TESTED_VLLM`.
+
+    Examples
+    --------
+    >>> check_vllm_version("0.32.0+cpu")
+    """
+    tested = ", ".join(f"{a}.{b}" for a, b in TESTED_VLLM)
+    try:
+        release = tuple(int(x) for x in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        release = ()
+    if release not in TESTED_VLLM:
+        warnings.warn(
+            f"vLLM {version} is not a release xlikert's readout was tested with ({tested}): "
+            "the readout plugs into vLLM's internal V1 logits-processor interface, so check "
+            "it against the transformers backend (tests/integration/test_engine_vllm.py) "
+            f"or install vLLM {tested}",
+            stacklevel=3,
+        )
 
 
 def _is_main_guard(test: ast.expr) -> bool:
@@ -242,6 +300,14 @@ def _salt(texts: Sequence[str]) -> str:
     return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:32]
 
 
+def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
+    """What determines the entry's numbers, before the engine starts: its identity and each
+    prompt's token ids, from the tokenizer alone
+    (:func:`~xlikert.collect.identity.in_process_inputs`)."""
+    return in_process_inputs(spec, options, checked=check(spec, options), backend="vllm",
+                             dtype=_dtype(spec, options))  # fmt: skip
+
+
 def open(spec: dict[str, Any], options: CollectOptions, probe=None) -> VLLMModel:
     """Load a model entry into an in-process vLLM engine."""
     return VLLMModel(spec, options)
@@ -313,12 +379,14 @@ class VLLMModel(InProcessModel):
             if k in spec:
                 kwargs[k] = spec[k]
         kwargs.update(spec.get("engine_args") or {})
-        # xlikert's readout is a V1 logits processor (the V2 runner loads another interface)
-        os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+        runner = os.environ.get(RUNNER_VARIABLE, "0")
         import vllm
 
+        check_vllm_version(vllm.__version__)
+
         try:
-            self.llm = vllm.LLM(**kwargs) if engine is None else engine
+            with _environ({RUNNER_VARIABLE: runner}):
+                self.llm = vllm.LLM(**kwargs) if engine is None else engine
         except (ValueError, RuntimeError) as exc:
             script = unguarded_main_script()
             if script is not None:  # the likely cause: the spawned engine re-ran the script
@@ -352,7 +420,7 @@ class VLLMModel(InProcessModel):
             vllm=vllm.__version__,
             engine={k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")},
             readout=READOUT,
-            model_runner="VLLM_USE_V2_MODEL_RUNNER=" + os.environ["VLLM_USE_V2_MODEL_RUNNER"],
+            model_runner=f"{RUNNER_VARIABLE}={runner}",
             load_seconds=round(time.perf_counter() - t0, 2),
         )
 

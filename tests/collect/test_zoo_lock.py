@@ -1,0 +1,68 @@
+"""The offline zoo makes each cached file once: a second process waits for the first.
+
+Parallel test workers, ``--shard`` runs and notebooks on one machine may all need a
+built-in model on a clean cache at once; the one that takes the file's lock
+assembles (or dequantises) it, the others wait and then use what it made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+
+from xlikert.collect import zoo
+
+DATA = b"abcabc"
+
+
+def _in_other_thread(call):
+    """Run ``call`` in a thread (another lock holder, as another process would be)."""
+    result: dict = {}
+
+    def run():
+        try:
+            result["value"] = call()
+        except Exception as exc:  # handed back to the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_waiting_process_uses_the_assembly_made_meanwhile(tmp_path, monkeypatch, capsys):
+    chunk = tmp_path / "chunk.bin"
+    chunk.write_bytes(DATA[:3])
+    fake = dataclasses.replace(
+        zoo.ZOO["qwen2.5-coder-0.5b-instruct"], name="fake", filename="fake.gguf",
+        sha256=hashlib.sha256(DATA).hexdigest(),
+    )  # fmt: skip
+    monkeypatch.setitem(zoo.ZOO, "fake", fake)
+    monkeypatch.setattr(zoo, "_chunk_paths", lambda m: [chunk, chunk])
+    monkeypatch.setenv("XLIKERT_CACHE", str(tmp_path / "cache"))
+    target = tmp_path / "cache" / "gguf" / "fake.gguf"
+    with zoo._making(target):  # another process is assembling it
+        thread, result = _in_other_thread(lambda: zoo.resolve_gguf("fake"))
+        thread.join(1.0)
+        assert thread.is_alive() and not result  # it waits for the lock
+        target.write_bytes(DATA)  # what the other process made
+    thread.join(30)
+    assert result == {"value": target}
+    assert "assembling" not in capsys.readouterr().err  # found made: not assembled again
+    assert zoo.resolve_gguf("fake") == target and not list(target.parent.glob("*.part"))
+
+
+def test_a_waiting_process_loads_the_folder_dequantised_meanwhile(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLIKERT_CACHE", str(tmp_path / "cache"))
+    missing = tmp_path / "no-such.gguf"  # dequantising it would fail: the test sees if it tried
+    sha = "0" * 64
+    target = tmp_path / "cache" / "models" / f"m-{sha[:16]}"
+    with zoo._making(target):  # another process is dequantising it
+        thread, result = _in_other_thread(lambda: zoo.dequantised_folder(missing, sha, "m"))
+        thread.join(1.0)
+        assert thread.is_alive() and not result
+        target.mkdir(parents=True)
+        (target / "xlikert-complete.json").write_text("{}")
+    thread.join(30)
+    assert result == {"value": target}

@@ -1,0 +1,208 @@
+"""One in-process vLLM engine for a whole test session: jobs in, answers out.
+
+vLLM is not installed in the test environment, so the in-process backend runs in the
+vLLM venv's Python. ``tests/integration/conftest.py`` starts this file there once per
+session (:class:`VLLMJobs`); the child loads the offline SmolLM2 into one engine and
+runs every job on it, so the tests pay for one engine start, not one each. A job is a
+JSON line on the child's stdin, ``{"job": name, "args": [...]}``; the child runs
+``JOBS[name](*args)`` (they write result files the tests read) and answers with one
+JSON line, ``{"ok": true}`` or ``{"ok": false, "error": <traceback>}``. vLLM's own
+output goes to the log file.
+
+The child is also imported by the processes vLLM spawns (its engine core re-imports
+the main script), so everything runs under the main guard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The one engine's model entry: every job reads through an engine started from it.
+SPEC = {"name": "m", "source": "smollm2-135m-instruct", "backend": "vllm",
+        "enforce_eager": True, "max_model_len": 2048, "gpu_memory_utilization": 0.25}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A job's outcome: ``ok``, else the child's traceback and the log's tail."""
+
+    ok: bool
+    error: str = ""
+
+
+class VLLMJobs:
+    """The parent's end: starts the child in the vLLM venv and its engine, sends jobs, waits
+    for their answers.
+
+    Raises
+    ------
+    RuntimeError
+        The engine did not start (the log's tail says why).
+    """
+
+    def __init__(self, log: Path):
+        from xlikert.testing.engines import VLLM_ENV, engine_python
+
+        self.log = log
+        with open(log, "ab") as fh:
+            self.proc = subprocess.Popen(
+                [str(engine_python("vllm")), __file__], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=fh, env={**os.environ, **VLLM_ENV},
+                text=True, start_new_session=True,
+            )  # fmt: skip
+        started = self.run("start")
+        if not started.ok:
+            self.close()
+            raise RuntimeError(f"the in-process vLLM engine did not start: {started.error}")
+
+    def run(self, job: str, *args: object, timeout: float = 1200) -> Answer:
+        """Run ``job`` on the live engine (started by the first job) and wait for it."""
+        try:
+            self.proc.stdin.write(json.dumps({"job": job, "args": [str(a) for a in args]}) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):  # the child has exited, or was closed
+            return Answer(False, f"the vLLM child has exited\n{self._tail()}")
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            why = "exited" if self.proc.poll() is not None else f"no answer in {timeout} s"
+            self.close()
+            return Answer(False, f"job {job!r}: the vLLM child {why}\n{self._tail()}")
+        answer = json.loads(line)
+        return Answer(True) if answer["ok"] else Answer(False, answer["error"] + self._tail())
+
+    def _tail(self, n: int = 3000) -> str:
+        text = self.log.read_text(errors="replace")
+        return f"--- {self.log} (tail) ---\n{text[-n:]}"
+
+    def close(self) -> None:
+        """Close the child's stdin (it shuts its engine down and exits); kill it if stuck."""
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=60)
+
+
+# ----------------------------------------------------------------------------- the child
+_live: list = []  # the one engine (vllm.LLM), started by the first job
+
+
+def loader(spec, options, probe=None):
+    """``collect``'s loader: a model on the live engine, which ``collect`` does not close."""
+    import xlikert.collect.backends.vllm as backend
+
+    class Kept(backend.VLLMModel):
+        def close(self):
+            pass
+
+    model = Kept(spec, options, engine=_live[0] if _live else None)
+    _live[:1] = [model.llm]
+    return model
+
+
+def start():
+    """Start the engine (the session fixture does, so its cost is the fixture's)."""
+    from xlikert.collect.options import CollectOptions
+
+    loader(SPEC, CollectOptions(scale=tuple(range(1, 8))))
+
+
+def demo(out, multi, persona, persona_toml):
+    """The demo design with a decoding grid, a 0-10 scale (multi-token answers: "10" is two
+    tokens and "1" a prefix of it) and a 1..5 instrument with a free factor (Mini-IPIP x
+    personas), each on the same live engine."""
+    from xlikert.collect import collect
+    from xlikert.design import load_experiment
+
+    runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+    prompts = load_experiment("demo").build_prompts().sel(target=["USA", "China"])
+    collect(prompts, [SPEC], out, progress=False, temperatures=(0.5, 1.0), top_ps=(0.9, 1.0),
+            loader=loader)  # fmt: skip
+    collect(prompts.isel(item=slice(0, 3)), [SPEC], multi, progress=False, scale=range(0, 11),
+            temperatures=(1.0,), top_ps=(0.9, 1.0), loader=loader)  # fmt: skip
+    people = load_experiment(persona_toml).build_prompts().isel(item=slice(0, 4))
+    collect(people, [SPEC], persona, progress=False, temperatures=(0.7, 1.0), top_ps=(0.9, 1.0),
+            loader=loader)  # fmt: skip
+    assert os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == runner, "the runner switch stayed set"
+
+
+def reasoning(a, b, ids_file):
+    """The demo's first two targets and items with three reasoning traces, run twice; the
+    traces' token ids as the backend stores them (of the first run) go to ``ids_file``."""
+    import xlikert.collect.backends.inprocess as base
+    from xlikert.collect import collect
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment("demo").build_prompts().isel(target=[0, 1], item=[0, 1])
+    spec = {**SPEC, "reasoning": {"traces": 3, "max_new_tokens": 24, "seed": 2}}
+    ids = []
+    store = base.store_traces  # the in-process backends' common outline stores them
+
+    def record(res, row, read, traces, *rest):
+        ids.append(traces)
+        return store(res, row, read, traces, *rest)
+
+    base.store_traces = record
+    try:
+        for out in (a, b):
+            collect(prompts, [spec], out, progress=False, loader=loader)
+    finally:
+        base.store_traces = store
+    Path(ids_file).write_text(json.dumps(ids[: len(ids) // 2]))
+
+
+def formats(out):
+    """The built-in ``formats`` experiment (original, reversed, letters), three items."""
+    from xlikert.collect import collect
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment("formats").build_prompts().sel(target=["USA"], item=["1", "2", "3"])
+    collect(prompts, [SPEC], out, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
+            loader=loader)  # fmt: skip
+
+
+def survey(prompts_file, out):
+    """A questionnaire's prompts (:mod:`support.survey`, saved by the test): each item read
+    with its own options, one token or several."""
+    import xarray as xr
+
+    from xlikert.collect import collect
+
+    prompts = xr.open_dataset(prompts_file).load()
+    collect(prompts, [SPEC], out, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
+            loader=loader)  # fmt: skip
+
+
+JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats, "survey": survey}
+
+
+def main() -> None:
+    answers = os.fdopen(os.dup(1), "w", buffering=1)  # the answers' own channel
+    os.dup2(2, 1)  # everything else printed (vLLM, its workers) goes to the log
+    try:
+        for line in sys.stdin:
+            job = json.loads(line)
+            try:
+                JOBS[job["job"]](*job["args"])
+                answer = {"ok": True}
+            except Exception:
+                answer = {"ok": False, "error": traceback.format_exc()}
+            answers.write(json.dumps(answer) + "\n")
+    finally:
+        if _live:
+            _live[0].llm_engine.engine_core.shutdown()
+
+
+if __name__ == "__main__":
+    main()

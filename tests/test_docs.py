@@ -1,0 +1,117 @@
+"""The documentation site builds with warnings as errors, its API reference lists every
+public name, and the examples of its pages and of the README run.
+
+One cold build per test session (``sphinx-build -W -E`` into a temporary folder, the
+API stubs regenerated): the tests of this module share it and run on one worker.
+"""
+
+from __future__ import annotations
+
+import doctest
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import xlikert as xl
+
+pytest.importorskip("sphinx")  # the docs extra, which the test extra installs
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)
+
+pytestmark = pytest.mark.xdist_group("docs")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The built site: (the sphinx-build run, the HTML folder)."""
+    out = tmp_path_factory.mktemp("docs")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html",
+         "-d", str(out / "doctrees"), str(DOCS), str(out / "html")],
+        cwd=ROOT, capture_output=True, text=True, timeout=900, env=env,
+    )  # fmt: skip
+    return run, out / "html"
+
+
+def test_the_site_builds_without_warnings(site):
+    run, html = site
+    assert run.returncode == 0, run.stderr[-6000:]
+    assert (html / "index.html").is_file()
+
+
+def documented(html: Path) -> set[str]:
+    """Every object the site documents, from its inventory (``objects.inv``)."""
+    from sphinx.util.inventory import InventoryFile
+
+    with open(html / "objects.inv", "rb") as fh:
+        inv = InventoryFile.load(fh, "", lambda base, uri: uri)
+    data = getattr(inv, "data", inv)  # an Inventory (Sphinx >= 8.2) or a plain dict
+    return {name for kind, entries in data.items() if kind.startswith("py:") for name in entries}
+
+
+def test_the_api_reference_lists_every_public_name_and_accessor_method(site):
+    run, html = site
+    assert run.returncode == 0, run.stderr[-3000:]
+    names = documented(html)
+    public = {name for name in xl.__all__ if name != "__version__"}
+    missing = {name for name in public if f"xlikert.{name}" not in names}
+    assert not missing, f"xl.* names missing from the API reference (docs/api.rst): {missing}"
+
+    import xarray as xr
+
+    for obj, owner in ((xr.DataArray([0.5, 0.5], dims="score"), "DataArray"),
+                       (xr.Dataset(), "Dataset")):  # fmt: skip
+        methods = {name for name in dir(obj.likert) if not name.startswith("_")}
+        missing = {m for m in methods if f"xarray.{owner}.likert.{m}" not in names}
+        assert not missing, f"{owner}.likert methods missing from docs/api.rst: {missing}"
+
+
+def test_the_api_reference_documents_the_entry_points_of_every_stage(site):
+    run, html = site
+    assert run.returncode == 0, run.stderr[-3000:]
+    names = documented(html)
+    for name in ("xlikert.collect.collect", "xlikert.collect.merge_shards",
+                 "xlikert.design.load_experiment", "xlikert.design.load_instrument",
+                 "xlikert.report.write_report", "xlikert.analysis.cost.standard_error",
+                 "xlikert.errors.AnswerLabelError"):  # fmt: skip
+        assert name in names, name
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+def test_the_examples_of_each_page_run(page, tmp_path, monkeypatch):
+    """Every ``>>>`` example of a page (its ``pycon`` blocks) runs and prints what the
+    page shows."""
+    text = page.read_text("utf-8")
+    pycon = re.compile(r"^```pycon\n(.*?)^```", flags=re.S | re.M)
+    source = "\n".join(pycon.findall(text))
+    stray = re.findall(r"^ *>>> .*", pycon.sub("", text), flags=re.M)
+    assert not stray, f"{page.name}: examples outside a pycon block are not run: {stray}"
+    monkeypatch.chdir(tmp_path)
+    test = doctest.DocTestParser().get_doctest(source, {"__name__": "__docs__"}, page.name,
+                                               str(page), 0)  # fmt: skip
+    out: list[str] = []
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = runner.run(test, out=out.append)
+    assert result.failed == 0, "".join(out)
+
+
+def test_the_readme_example_runs(tmp_path, monkeypatch):
+    """The README's Python example, as a user would paste it."""
+    text = (ROOT / "README.md").read_text("utf-8")
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+
+
+def test_the_readme_fits_on_a_screen():
+    assert len((ROOT / "README.md").read_bytes()) <= 6 * 1024

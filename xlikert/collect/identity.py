@@ -1,0 +1,287 @@
+"""A cell's identity: what determines its numbers, hashed into the cell's key.
+
+A cell of a results file (one model, one condition, one item) is determined by
+
+* the model's identity: its backend's ``check`` of the entry (source, revision,
+  checksum, the backend settings that change numbers), what these resolve to
+  before anything loads (the folder's revision and checksum, a Hugging Face id's
+  commit, the dtype the weights load in) -- :class:`~xlikert.collect.protocol.CellInputs`;
+* the collection options that change the stored values (:data:`NUMBER_OPTIONS`);
+* the answer labels the cell is read with;
+* the exact token ids the model reads (or, for a server that tokenises itself,
+  the exact request sent).
+
+:data:`KEY_RULE` hashes them into the ``cell_key`` stored with every cell
+(:data:`xlikert.schema.CELL_VARIABLES`); the identity and options of each model
+are stored in ``attrs["models"][name]["cell_identity"]``, so a key can be
+recomputed from the file. Left out on purpose: the model's name (a label), the
+batch size, the unit size (``chunk_size``), the prefix cache, the device and
+how an engine is spread over devices. They change which prompts share a
+batch, and so the last bits of float arithmetic (about 2e-6 on SmolLM2 on a
+CPU), not what is measured; a reused cell holds the earlier numbers, copied.
+
+Token ids need only the tokenizer: the keys of a model whose every cell is
+reused are known without loading its weights (:meth:`RunKeys.predict`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import CollectionError
+from ..schema import decode_token_ids
+from .protocol import CellInputs, backend_module
+
+if TYPE_CHECKING:
+    from .options import CollectOptions
+    from .record import UnitResult
+
+__all__ = [
+    "KEY_FORMAT",
+    "KEY_RULE",
+    "NUMBER_OPTIONS",
+    "RunKeys",
+    "cell_key",
+    "hub_commit",
+    "in_process_inputs",
+    "model_digest",
+    "numbers_options",
+    "sent_digest",
+]
+
+#: The version of the key rule (part of every key).
+KEY_FORMAT = "xlikert-cell-1"
+
+#: The collection options that change a cell's stored values.
+NUMBER_OPTIONS = ("scale", "top_k", "temperatures", "top_ps", "split_space")
+
+#: How a ``cell_key`` is computed (stored in the results file).
+KEY_RULE = (
+    "cell_key = sha256(KEY_FORMAT + '\\n' + model_digest + '\\n' + JSON(answer labels) + "
+    "'\\n' + sent_digest); model_digest = sha256(JSON({'model': cell_identity['model'], "
+    "'options': cell_identity['options']}), keys sorted, no spaces); sent_digest = "
+    "sha256(b'ids:' + int64 little-endian token ids) or sha256(b'request:' + JSON(request)); "
+    f"KEY_FORMAT = {KEY_FORMAT!r} (xlikert.collect.identity)"
+)
+
+#: Entry keys of an in-process backend that place the model without changing what it
+#: measures, or that the identity holds resolved (``dtype``, ``trust_remote_code``).
+_PLACEMENT = ("name", "device", "device_map", "dtype", "trust_remote_code")
+
+
+def _json(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def numbers_options(options: CollectOptions) -> dict[str, Any]:
+    """The options that change a cell's stored values (:data:`NUMBER_OPTIONS`) as JSON.
+
+    Examples
+    --------
+    >>> from xlikert.collect.options import CollectOptions
+    >>> numbers_options(CollectOptions(scale=(1, 2, 3), top_k=5))["top_k"]
+    5
+    """
+    return {k: (list(v) if isinstance(v, tuple) else v) for k in NUMBER_OPTIONS
+            if (v := getattr(options, k)) is not None}  # fmt: skip
+
+
+def model_digest(identity: dict[str, Any], options: dict[str, Any]) -> str:
+    """sha256 of a model's identity and the run's number-changing options (:data:`KEY_RULE`)."""
+    return hashlib.sha256(_json({"model": identity, "options": options})).hexdigest()
+
+
+def sent_digest(sent: Any) -> str:
+    """sha256 of what one prompt sent: token ids (ints) or a request (a JSON object).
+
+    Examples
+    --------
+    >>> sent_digest([1, 2, 3]) == sent_digest(np.array([1, 2, 3], dtype=np.int32))
+    True
+    """
+    if isinstance(sent, dict):
+        return hashlib.sha256(b"request:" + _json(sent)).hexdigest()
+    ids = np.asarray(sent, dtype="<i8")
+    return hashlib.sha256(b"ids:" + ids.tobytes()).hexdigest()
+
+
+def cell_key(digest: str, labels: Sequence[str], sent: str) -> str:
+    """The key of one cell from its model digest, answer labels and sent digest.
+
+    Examples
+    --------
+    >>> len(cell_key("m" * 64, ["1", "2"], "s" * 64))
+    64
+    """
+    text = "\n".join([KEY_FORMAT, digest, json.dumps(list(labels)), sent])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def hub_commit(source: str, revision: str | None) -> str:
+    """The commit a Hugging Face id (at ``revision``, default its main branch) resolves
+    to now, read from the local cache or the Hub (``config.json`` only); empty when it
+    cannot be resolved."""
+    try:
+        from transformers.utils import cached_file
+
+        path = cached_file(source, "config.json", revision=revision)
+    except Exception:  # offline and not cached, gated, ...: loading would fail too
+        return ""
+    parts = Path(str(path)).parts
+    return parts[parts.index("snapshots") + 1] if "snapshots" in parts[:-1] else ""
+
+
+def in_process_inputs(
+    spec: dict[str, Any], options: CollectOptions, *, checked: dict[str, Any], backend: str,
+    dtype: str,
+) -> CellInputs:  # fmt: skip
+    """The :class:`~xlikert.collect.protocol.CellInputs` of an in-process backend's entry.
+
+    The identity is the checked entry without its name and placement, with the
+    folder's revision and checksum (:func:`~xlikert.collect.zoo.model_folder`; a
+    Hugging Face id's commit, :func:`hub_commit`), the ``dtype`` the weights load
+    in and ``trust_remote_code``. ``sent`` renders and tokenises the prompts as
+    both in-process backends do (:class:`~xlikert.collect.templates.PromptTemplate`;
+    in reasoning mode the reasoning prompt), loading only the tokenizer.
+    """
+    from .zoo import model_folder
+
+    folder, prov = model_folder(spec)
+    trc = bool(spec.get("trust_remote_code", options.trust_remote_code))
+    revision = prov.get("revision") or ""
+    if folder == str(spec["source"]) and not Path(folder).expanduser().exists():  # a Hub id
+        revision = hub_commit(folder, spec.get("revision")) or revision
+    identity = {k: v for k, v in checked.items() if k not in _PLACEMENT}
+    identity.update(
+        backend=backend, dtype=dtype, trust_remote_code=trc, revision=revision,
+        sha256=prov.get("sha256", ""),
+        **{k: prov[k] for k in ("gguf_file", "upstream", "sha256_of") if prov.get(k)},
+    )  # fmt: skip
+    state: dict[str, Any] = {}
+
+    def sent(prompts: Sequence[tuple[str, str]]) -> list[list[int]]:
+        if not state:
+            state.update(_prompt_encoder(folder, spec, trc))
+        template, fmt = state["template"], state["format"]
+        texts = [fmt.prompt(template, s, u) if fmt else template.render(s, u) for s, u in prompts]
+        return [template.encode(t) for t in texts]
+
+    return CellInputs(identity, sent)
+
+
+def _prompt_encoder(folder: str, spec: dict[str, Any], trc: bool) -> dict[str, Any]:
+    """The tokenizer's template (and reasoning format) of an in-process entry."""
+    from transformers import AutoTokenizer
+
+    from .reasoning import check_reasoning, reasoning_format
+    from .templates import PromptTemplate
+
+    name = str(spec["name"])
+    tok = AutoTokenizer.from_pretrained(
+        folder, trust_remote_code=trc, revision=spec.get("revision")
+    )
+    reasoning = check_reasoning(spec)
+    fmt = reasoning_format(tok, reasoning, name) if reasoning is not None else None
+    return {"template": PromptTemplate(tok, name, spec.get("prompt_format")), "format": fmt}
+
+
+class RunKeys:
+    """The keys of a run's cells, model by model.
+
+    Parameters
+    ----------
+    models
+        The run's model entries.
+    options
+        The run's options.
+    prompts
+        ``cells -> [(system, user)]`` of the run's flat cells.
+    labels
+        ``cell -> answer labels`` (score order).
+    """
+
+    def __init__(
+        self,
+        models: Sequence[dict[str, Any]],
+        options: CollectOptions,
+        prompts: Callable[[Sequence[int]], list[tuple[str, str]]],
+        labels: Callable[[int], tuple[str, ...]],
+    ):
+        self.models, self.options = list(models), options
+        self.prompts, self.labels = prompts, labels
+        self._inputs: dict[int, CellInputs | None] = {}
+        self._keys: dict[int, dict[int, str]] = {}
+
+    def inputs(self, mi: int) -> CellInputs | None:
+        """The model's :class:`CellInputs` (None: its backend has no ``inputs``)."""
+        if mi not in self._inputs:
+            spec = self.models[mi]
+            get = getattr(backend_module(spec), "inputs", None)
+            self._inputs[mi] = None if get is None else get(spec, self.options)
+        return self._inputs[mi]
+
+    def identity(self, mi: int) -> dict[str, Any] | None:
+        """What the model's keys hash (stored as its ``cell_identity``); None: no keys."""
+        inputs = self.inputs(mi)
+        if inputs is None:
+            return None
+        return {"model": inputs.identity, "options": numbers_options(self.options),
+                "key_rule": KEY_RULE}  # fmt: skip
+
+    def digest(self, mi: int) -> str:
+        ident = self.identity(mi)
+        return "" if ident is None else model_digest(ident["model"], ident["options"])
+
+    def _keys_of(self, mi: int, cells: Sequence[int], sent: Sequence[Any]) -> list[str]:
+        digest = self.digest(mi)
+        return [
+            cell_key(digest, self.labels(j), sent_digest(x))
+            for j, x in zip(cells, sent, strict=True)
+        ]
+
+    def predict(self, mi: int, cells: Sequence[int]) -> dict[int, str]:
+        """The keys of ``cells`` of a model before it loads (its tokenizer at most)."""
+        known = self._keys.setdefault(mi, {})
+        new = [j for j in cells if j not in known]
+        inputs = self.inputs(mi)
+        if new and inputs is not None:
+            known.update(zip(new, self._keys_of(mi, new, inputs.sent(self.prompts(new))),
+                             strict=True))  # fmt: skip
+        return {j: known[j] for j in cells if j in known}
+
+    def of_result(self, mi: int, result: UnitResult) -> list[str]:
+        """The keys of a scored unit's cells, from the token ids the model read (the request
+        for a server); keys predicted before must agree (else the reuse was unsound).
+
+        Raises
+        ------
+        CollectionError
+            A predicted key that differs from the one of the ids the model read.
+        """
+        cells = [int(j) for j in result.cells]
+        inputs = self.inputs(mi)
+        if inputs is None:
+            return [""] * len(cells)
+        ids = [str(x) for x in result.data["prompt_token_ids"]]
+        if all(ids):  # the ids the engine read
+            keys = self._keys_of(mi, cells, [decode_token_ids(x) for x in ids])
+        else:  # a server: the request is a function of the prompt
+            keys = self._keys_of(mi, cells, inputs.sent(self.prompts(cells)))
+        known = self._keys.setdefault(mi, {})
+        bad = [j for j, k in zip(cells, keys, strict=True) if known.get(j, k) != k]
+        if bad:
+            raise CollectionError(
+                f"model {self.models[mi]['name']!r}: the token ids read for {len(bad)} prompt(s) "
+                f"(e.g. {self.prompts(bad[:1])[0]!r}) differ from those xlikert predicted from "
+                "the tokenizer before loading, which keyed the reuse of earlier cells; this is "
+                "a bug in xlikert: please report it (run without --reuse, after moving the "
+                "progress folder aside, meanwhile)"
+            )
+        known.update(zip(cells, keys, strict=True))
+        return keys
