@@ -76,14 +76,58 @@ def test_the_api_reference_lists_every_public_name_and_accessor_method(site):
         assert not missing, f"{owner}.likert methods missing from docs/api.rst: {missing}"
 
 
+#: The stages' public modules: every function and class of their ``__all__`` is in the
+#: API reference (as ``module.name``, or as ``xlikert.name`` where ``xl`` exports it).
+STAGES = ("xlikert.design", "xlikert.collect", "xlikert.report", "xlikert.report.tables",
+          "xlikert.schema", "xlikert.errors")  # fmt: skip
+#: Classes whose public methods and properties the reference lists one by one.
+CLASSES = ("xlikert.design.Experiment", "xlikert.design.Instrument",
+           "xlikert.design.ResponseFormat", "xlikert.design.Template",
+           "xlikert.collect.CollectOptions")  # fmt: skip
+
+
+def entry_points() -> dict[str, set[str]]:
+    """Each public function, class, method and property of the stages -> the names the
+    site may document it under."""
+    import importlib
+    import inspect
+
+    out = {}
+    for modname in STAGES:
+        module = importlib.import_module(modname)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                aliases = {f"{modname}.{name}"}
+                if getattr(xl, name, None) is obj:
+                    aliases.add(f"xlikert.{name}")
+                out[f"{modname}.{name}"] = aliases
+    for dotted in CLASSES:
+        modname, _, clsname = dotted.rpartition(".")
+        cls = getattr(importlib.import_module(modname), clsname)
+        for name, obj in vars(cls).items():
+            if not name.startswith("_") and (inspect.isfunction(obj) or isinstance(obj, property)):
+                out[f"{dotted}.{name}"] = {f"{dotted}.{name}"}
+    return out
+
+
+def test_the_entry_points_include_what_a_user_calls():
+    points = entry_points()
+    for name in ("xlikert.collect.collect", "xlikert.collect.merge_shards",
+                 "xlikert.design.load_experiment", "xlikert.design.Experiment.build_prompts",
+                 "xlikert.report.write_report", "xlikert.errors.AnswerLabelError",
+                 "xlikert.errors.XlikertError"):  # fmt: skip
+        assert name in points, name
+
+
 def test_the_api_reference_documents_the_entry_points_of_every_stage(site):
     run, html = site
     assert run.returncode == 0, run.stderr[-3000:]
     names = documented(html)
-    for name in ("xlikert.collect.collect", "xlikert.collect.merge_shards",
-                 "xlikert.design.load_experiment", "xlikert.design.load_instrument",
-                 "xlikert.report.write_report", "xlikert.analysis.cost.standard_error",
-                 "xlikert.errors.AnswerLabelError"):  # fmt: skip
+    missing = sorted(name for name, aliases in entry_points().items() if not aliases & names)
+    assert not missing, f"missing from the API reference (docs/api.rst): {missing}"
+    for name in ("xlikert.analysis.cost.standard_error", "xlikert.collect.lock.LockHeld",
+                 "xlikert.collect.interrupt.RunInterrupted"):  # fmt: skip
         assert name in names, name
 
 
@@ -111,6 +155,20 @@ def test_the_readme_example_runs(tmp_path, monkeypatch):
     (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+
+
+def test_the_readmes_two_commands_are_what_ci_and_getting_started_run():
+    """The README's test command is the one ``.ci/run`` runs, word for word; its demo
+    command is the install of the getting-started page followed by ``xlikert demo``."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    block = re.search(r"```bash\n(.*?)```", readme, flags=re.S).group(1)
+    demo, test = [line for line in block.splitlines() if line and not line.startswith("#")]
+    ci = (ROOT / ".ci" / "run").read_text("utf-8")
+    assert test in ci.splitlines(), f".ci/run does not run the README's test command {test!r}"
+    page = (DOCS / "getting-started.md").read_text("utf-8")
+    install = re.search(r"## Install\n.*?```bash\n(.*?)```", page, flags=re.S).group(1)
+    steps = [line.split("#")[0].strip() for line in install.splitlines() if line.strip()]
+    assert demo == " && ".join([*steps, "xlikert demo -o xlikert-demo"])
 
 
 def test_the_readme_fits_on_a_screen():

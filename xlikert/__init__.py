@@ -46,7 +46,12 @@ from .analysis.consensus import (
     entropy,
     tastle_consensus,
 )
-from .analysis.constraint import failure_rate, item_pmf_from_tokens, renormalize
+from .analysis.constraint import (
+    failure_rate,
+    item_pmf_from_tokens,
+    nonsubstantive_rate,
+    renormalize,
+)
 from .analysis.construct import (
     comonotone_contrast,
     composite,
@@ -62,6 +67,7 @@ from .analysis.construct import (
 from .analysis.human import human_composite, human_marginal, human_pmf, human_pmf_from_counts
 from .analysis.keying import reflect_reverse_keyed
 from .analysis.reliability import reliability
+from .analysis.support import item_points, item_support, nominal_items
 from .analysis.traces import trace_se
 from .errors import (
     CollectionError,
@@ -117,10 +123,14 @@ __all__ = [
     "human_pmf",
     "human_pmf_from_counts",
     "item_pmf_from_tokens",
+    "item_points",
+    "item_support",
     "jensen_shannon",
     "marginal_slice",
     "mean_difference",
     "noise_ceiling",
+    "nominal_items",
+    "nonsubstantive_rate",
     "open_decomposition",
     "open_results",
     "reflect_reverse_keyed",

@@ -27,6 +27,7 @@ import xarray as xr
 
 from .collect.options import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from .collect.readout import nucleus_logprobs
+from .errors import UnknownNameError
 
 __all__ = [
     "ANES96_ITEMS",
@@ -181,8 +182,9 @@ def human_baseline(instrument: str = "CETSCALE") -> pd.DataFrame:
 
     Raises
     ------
-    KeyError
-        When no baseline ships for ``instrument``.
+    UnknownNameError
+        When no baseline ships for ``instrument`` (also a :class:`KeyError`),
+        naming it and the instruments that have one.
 
     Examples
     --------
@@ -194,9 +196,9 @@ def human_baseline(instrument: str = "CETSCALE") -> pd.DataFrame:
         df = pd.read_csv(fh)
     sel = df[df["instrument"].str.lower() == instrument.lower()]
     if sel.empty:
-        raise KeyError(
+        raise UnknownNameError(
             f"no human baseline for instrument {instrument!r}; available: "
-            f"{sorted(df['instrument'].unique())}"
+            f"{', '.join(sorted(df['instrument'].unique()))}"
         )
     return sel.drop(columns="instrument").reset_index(drop=True)
 

@@ -186,7 +186,15 @@ ANALYSIS_VARIABLES: tuple[str, ...] = (
     "loading",
 )
 #: Variables of a human PMF Dataset beside ``pmf`` (:func:`xlikert.human_pmf`).
-HUMAN_VARIABLES: tuple[str, ...] = ("n_missing", "n_eff", "weight")
+HUMAN_VARIABLES: tuple[str, ...] = (
+    "n_missing",
+    "n_eff",
+    "weight",
+    "n_nonsubstantive",
+    "nonsubstantive_weight",
+    "nonsubstantive_rate",
+    "n_answered",
+)
 #: Columns of the tidy tables (``summary_table``, ``flip_probability``) next to batch dims.
 TABLE_COLUMNS: tuple[str, ...] = ("term", "level", "order", "p_flip")
 #: Every variable name a factor coordinate would clash with: name -> role.

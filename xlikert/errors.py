@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "AnswerLabelError",
+    "CodecError",
     "CollectionError",
     "ConfigError",
     "DesignError",
@@ -19,6 +20,9 @@ __all__ = [
     "InternalError",
     "InvalidPMFError",
     "LabelMappingError",
+    "NominalItemError",
+    "TemplateSyntaxError",
+    "UnknownNameError",
     "XlikertError",
 ]
 
@@ -38,8 +42,60 @@ class InputTypeError(XlikertError, TypeError):
     """
 
 
+class UnknownNameError(XlikertError, KeyError):
+    """A name that is not there: an unknown factor, item, format, kernel or data set.
+
+    Also a :class:`KeyError`, so ``except KeyError`` keeps working. The message
+    names the unknown name, where it was looked up and the names there are; unlike
+    a plain :class:`KeyError` it is not quoted.
+
+    Examples
+    --------
+    >>> from xlikert.design import builtin_format
+    >>> builtin_format("likert")
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.UnknownNameError: no built-in format 'likert'; built-in: original, ...
+    """
+
+    def __str__(self) -> str:
+        """The message as given, not quoted as :class:`KeyError` quotes it.
+
+        Returns
+        -------
+        str
+            The message.
+        """
+        return BaseException.__str__(self)
+
+
+class TemplateSyntaxError(XlikertError):
+    """A template has a lone brace, a malformed placeholder or an unknown modifier.
+
+    Raised by :meth:`xlikert.design.Template.parse`; the message names the
+    character or the placeholder where it is. Loading an instrument or experiment file reports it as a
+    :class:`ConfigError` naming the file and field.
+    """
+
+
+class CodecError(XlikertError):
+    """A text in a results file that xlikert's encoders did not write, or a corrupt one.
+
+    Raised by :func:`xlikert.schema.decode_token_ids` and
+    :func:`xlikert.schema.decode_text`; the message names the codec expected and
+    shows the start of the text.
+    """
+
+
 class DesignError(XlikertError):
     """The experimental design is not usable (not fully crossed, too few levels, ...)."""
+
+
+class NominalItemError(DesignError):
+    """A function that needs ordered options got a nominal item (vote choice, religion).
+
+    The message names the nominal items; leave them out (``pmf.sel(item=~pmf.nominal)``).
+    """
 
 
 class ConfigError(XlikertError):

@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import CodecError
+
 __all__ = [
     "BOUND_VARIABLES",
     "CELL_VARIABLES",
@@ -76,10 +78,40 @@ class Variable:
 
     @property
     def is_text(self) -> bool:
+        """Whether the variable holds text (its fill value is a string).
+
+        Returns
+        -------
+        bool
+            True for text variables (stored as object arrays of str in memory).
+
+        Examples
+        --------
+        >>> VARIABLES["prompt_text"].is_text, VARIABLES["pmf"].is_text
+        (True, False)
+        """
         return isinstance(self.fill, str)
 
     def full(self, shape: tuple[int, ...]) -> np.ndarray:
-        """An array of ``shape`` filled with the fill value."""
+        """An array of ``shape`` filled with the fill value.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The array's shape: the cells (or prompts), then the variable's :attr:`dims`.
+
+        Returns
+        -------
+        numpy.ndarray
+            Of the variable's ``dtype``, or of dtype object for text.
+
+        Examples
+        --------
+        >>> VARIABLES["valid_mass"].full((2,))
+        array([nan, nan])
+        >>> VARIABLES["topk_token"].full((1, 2))
+        array([['', '']], dtype=object)
+        """
         return np.full(shape, self.fill, dtype=object if self.is_text else self.dtype)
 
 
@@ -251,7 +283,7 @@ class ItemOption:
 
 #: Each item's response options, recorded when the items have their own (an item with its
 #: own scale, a nominal item, non-substantive options, answers other than the codes;
-#: DESIGN.md section 7). ``score`` is then the union of the items' points; ``<format>`` is
+#: the results schema). ``score`` is then the union of the items' points; ``<format>`` is
 #: the format factor's dim when there is one. Absent: every item is ordinal on the file's
 #: whole ``score`` axis.
 ITEM_OPTIONS: dict[str, ItemOption] = {
@@ -329,9 +361,28 @@ RESULT_VARIABLES: tuple[str, ...] = (
 def variable_table(
     *, bounded: bool = False, traces: int = 0, nonsubstantive: bool = False
 ) -> dict[str, Variable]:
-    """The variables of one unit or file: :data:`VARIABLES`, plus the bounds when
-    ``bounded``, plus the trace variables when ``traces`` > 0, plus the
-    non-substantive masses (and their bounds, when ``bounded``) when ``nonsubstantive``.
+    """The variables of one unit or results file, by name.
+
+    :data:`VARIABLES`, plus :data:`BOUND_VARIABLES` when ``bounded``, plus
+    :data:`TRACE_VARIABLES` when ``traces`` > 0, plus
+    :data:`NONSUBSTANTIVE_VARIABLES` (and :data:`NONSUBSTANTIVE_BOUND_VARIABLES`
+    when ``bounded``) when ``nonsubstantive``.
+
+    Parameters
+    ----------
+    bounded : bool, default False
+        Whether the PMFs are certified intervals (a top-k readout): adds the bound
+        variables (``pmf_lower``, ``pmf_upper``, ...).
+    traces : int, default 0
+        Reasoning traces per cell: any number above 0 adds the trace variables.
+    nonsubstantive : bool, default False
+        Whether some item offers non-substantive options: adds ``nonsubstantive_mass``
+        on the ``option`` dim.
+
+    Returns
+    -------
+    dict of str to Variable
+        Each variable's name and its :class:`Variable` (dims, fill value, attrs, dtype).
 
     Examples
     --------
@@ -356,6 +407,17 @@ _TEXT_CODEC = "zlib+base64:"
 def encode_token_ids(ids: Sequence[int] | np.ndarray) -> str:
     """Token ids as text for the results file: ``int32+zlib+base64:...``.
 
+    Parameters
+    ----------
+    ids : sequence of int or numpy.ndarray
+        The token ids (each fits in an int32).
+
+    Returns
+    -------
+    str
+        The ids as little-endian int32, zlib-compressed and base64-encoded, after the
+        ``int32+zlib+base64:`` prefix; :func:`decode_token_ids` reads it back.
+
     Examples
     --------
     >>> decode_token_ids(encode_token_ids([1, 151643, 7])).tolist()
@@ -368,19 +430,52 @@ def encode_token_ids(ids: Sequence[int] | np.ndarray) -> str:
 def decode_token_ids(text: str) -> np.ndarray:
     """The token ids :func:`encode_token_ids` wrote (int64).
 
+    Parameters
+    ----------
+    text : str
+        A text :func:`encode_token_ids` wrote (``int32+zlib+base64:...``).
+
+    Returns
+    -------
+    numpy.ndarray
+        The token ids, one-dimensional, int64.
+
     Raises
     ------
-    ValueError
-        ``text`` was not written by :func:`encode_token_ids`.
+    CodecError
+        ``text`` was not written by :func:`encode_token_ids` or is corrupt (also a
+        :class:`ValueError`).
+
+    Examples
+    --------
+    >>> decode_token_ids("int32+zlib+base64:eNpjZGBgAAAACAAC")
+    array([1])
     """
-    if not str(text).startswith(_IDS_CODEC):
-        raise ValueError(f"not token ids written by xlikert: {str(text)[:40]!r}")
-    raw = zlib.decompress(base64.b64decode(str(text)[len(_IDS_CODEC) :]))
-    return np.frombuffer(raw, dtype="<i4").astype(np.int64)
+    text = str(text)
+    if not text.startswith(_IDS_CODEC):
+        raise CodecError(
+            f"not token ids written by xlikert (no {_IDS_CODEC!r} prefix): {text[:40]!r}"
+        )
+    try:
+        raw = zlib.decompress(base64.b64decode(text[len(_IDS_CODEC) :], validate=True))
+        return np.frombuffer(raw, dtype="<i4").astype(np.int64)
+    except (ValueError, zlib.error) as exc:
+        raise CodecError(f"corrupt token ids ({exc}): {text[:40]!r}") from exc
 
 
 def encode_text(text: str) -> str:
     """Compress a text for the results file (``zlib+base64:...``), e.g. a reasoning trace.
+
+    Parameters
+    ----------
+    text : str
+        Any text (encoded as UTF-8).
+
+    Returns
+    -------
+    str
+        The text zlib-compressed and base64-encoded after the ``zlib+base64:`` prefix;
+        :func:`decode_text` reads it back.
 
     Examples
     --------
@@ -393,16 +488,38 @@ def encode_text(text: str) -> str:
 def decode_text(blob: str) -> str:
     """The text :func:`encode_text` wrote (empty where ``blob`` is empty).
 
+    Parameters
+    ----------
+    blob : str
+        A text :func:`encode_text` wrote, or ``""`` (a cell without a trace).
+
+    Returns
+    -------
+    str
+        The decoded text; ``""`` for an empty ``blob``.
+
     Raises
     ------
-    ValueError
-        A non-empty ``blob`` that :func:`encode_text` did not write.
+    CodecError
+        A non-empty ``blob`` that :func:`encode_text` did not write, or a corrupt
+        one (also a :class:`ValueError`).
+
+    Examples
+    --------
+    >>> decode_text(encode_text("Strongly agree."))
+    'Strongly agree.'
+    >>> decode_text("")
+    ''
     """
     blob = str(blob)
     if not blob:
         return ""
     if not blob.startswith(_TEXT_CODEC):
-        raise ValueError(
+        raise CodecError(
             f"not a text written by xlikert (no {_TEXT_CODEC!r} prefix): {blob[:40]!r}"
         )
-    return zlib.decompress(base64.b64decode(blob[len(_TEXT_CODEC) :])).decode("utf-8")
+    try:
+        raw = zlib.decompress(base64.b64decode(blob[len(_TEXT_CODEC) :], validate=True))
+        return raw.decode("utf-8")
+    except (ValueError, zlib.error) as exc:
+        raise CodecError(f"corrupt text ({exc}): {blob[:40]!r}") from exc

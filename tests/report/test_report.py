@@ -464,3 +464,77 @@ def test_write_report_gives_the_callers_matplotlib_backend_back(tmp_path, monkey
         plt.switch_backend(before)
     write_report(results, tmp_path / "r2")
     assert seen[-1] == before == matplotlib.get_backend()
+
+
+def _questionnaire_results() -> tuple[xr.Dataset, xr.Dataset]:
+    """Results of items with their own scales, a nominal item and a Don't know option, and
+    human data that count Don't know apart: hand-made, as the collection writes them."""
+    rng = np.random.default_rng(5)
+    supports = {"a": (1, 4), "b": (0, 7), "c": (0, 7), "vote": (1, 2)}
+    items, axis = list(supports), np.arange(0, 8)
+    pmf = np.zeros((2, 2, len(items), axis.size))
+    for j, (lo, hi) in enumerate(supports.values()):
+        pmf[:, :, j, lo : hi + 1] = rng.dirichlet(np.ones(hi - lo + 1), size=(2, 2))
+    dk = np.where(np.array([1, 1, 0, 0], bool), rng.uniform(0.02, 0.2, (2, 2, 4)), np.nan)
+    ds = xr.Dataset(
+        {
+            "pmf": (("model", "party", "item", "score"), pmf),
+            "valid_mass": (("model", "party", "item"), rng.uniform(0.6, 0.75, (2, 2, 4))),
+            "nonsubstantive_mass": (("model", "party", "item", "option"), dk[..., None]),
+        },
+        coords={
+            "model": ["m1", "m2"],
+            "party": ["Dem", "Rep"],
+            "item": items,
+            "score": axis,
+            "option": ["Don't know"],
+            "score_min": ("item", [v[0] for v in supports.values()]),
+            "score_max": ("item", [v[1] for v in supports.values()]),
+            "nominal": ("item", [i == "vote" for i in items]),
+            "reverse_keyed": ("item", [i == "a" for i in items]),
+        },
+    )
+    n = 300
+    table = {"party": rng.choice(["Dem", "Rep"], n)}
+    for item, (lo, hi) in supports.items():
+        table[item] = rng.integers(lo, hi + 1, n)
+    table["a"] = np.where(rng.random(n) < 0.1, 8, table["a"])
+    human = xl.human_pmf(
+        pd.DataFrame(table), items, scale=supports, by=["party"], nonsubstantive={"Don't know": [8]}
+    )
+    return ds, human
+
+
+def test_report_of_a_questionnaire_shows_nonsubstantive_rates_and_nominal_exclusions(tmp_path):
+    ds, human = _questionnaire_results()
+    path = write_report(ds, tmp_path / "r", human=human)
+    html = _assert_report(path, must_have=("Alignment with human respondents",))
+    assert "Nominal items vote are left out of Consensus" in html
+    assert "left out of the composite scores" in html and "left out of reliability" in html
+    assert "Multivariate Consensus needs one scale: it is over the items on 0..7 (b, c)" in html
+    assert "weighs each item by its range" in html
+    ns = pd.read_csv(tmp_path / "r" / "tables" / "nonsubstantive.csv")
+    assert sorted(set(ns["item"])) == ["a", "b"] and set(ns["option"]) == {"Don't know"}
+    want = float(xl.nonsubstantive_rate(ds).sel(model="m1", item="a").mean())
+    got = ns[(ns["model"] == "m1") & (ns["item"] == "a")]["rate_mean"].item()
+    assert got == pytest.approx(want, abs=1e-4)
+    hn = pd.read_csv(tmp_path / "r" / "tables" / "human_nonsubstantive.csv")
+    assert set(hn["item"]) == {"a", "b"}  # the items the model offers Don't know on
+    assert (hn["difference"] - (hn["model_rate"] - hn["human_rate"])).abs().max() < 2e-3
+    rep = pd.read_csv(tmp_path / "r" / "tables" / "human_representativeness.csv")
+    assert "vote" not in set(rep["item"]) and {"a", "b", "c"} <= set(rep["item"])
+
+
+def test_human_csv_of_a_questionnaire_is_read_on_each_items_own_scale(tmp_path):
+    from xlikert.report.sections.alignment import load_human
+
+    ds, _ = _questionnaire_results()
+    table = pd.DataFrame({"party": ["Dem", "Rep"] * 3, "a": [1, 2, 3, 4, 1, 2], "c": [0, 7] * 3})
+    table.to_csv(tmp_path / "h.csv", index=False)
+    human, _ = load_human(tmp_path / "h.csv", ds.pmf)
+    assert human.score.values.tolist() == list(range(8))  # the results' axis
+    assert human.score_max.values.tolist() == [4, 7]
+    table.loc[0, "a"] = 6  # on the results' axis, off item a's own 1..4
+    table.to_csv(tmp_path / "h.csv", index=False)
+    with pytest.raises(xl.DesignError, match=r"column 'a' .* outside the scale 1..4"):
+        load_human(tmp_path / "h.csv", ds.pmf)

@@ -5,12 +5,14 @@
 ========================  ====================================================================
 :mod:`.constraint`        failure rate and renormalised item PMFs (paper section "Constraint")
 :mod:`.keying`            reverse keys and subscales: how the instrument enters the analysis
+:mod:`.support`           each item's own options: its support, number of points, nominal items
 :mod:`.consensus`         Tastle and Multivariate Consensus (certified bounds), entropy
 :mod:`.construct`         composites by convolution, mixtures, the distributional ANOVA,
                           contrasts, trends, summaries; its tables in ``construct.tables``
 :mod:`.reliability`       exact Cronbach's alpha and McDonald's omega over conditions
 :mod:`.human`             human respondents' PMFs from survey tables
 :mod:`.alignment`         model against humans: W1, TV, JS, representativeness, noise ceiling
+:mod:`.nonsubstantive`    "Don't know" and "Refused": human counts, model-minus-human rates
 :mod:`.cost`              what a sampling study would have paid: SEs, sign flips, decoding
                           bias; its tables in ``cost.tables``
 :mod:`.traces`            Monte Carlo error of reasoning-mode PMFs over their traces

@@ -73,6 +73,8 @@ from ..errors import DesignError, InputTypeError, InvalidPMFError
 from ..io import encode_attrs, read_attrs
 from ..validate import as_pmf, check_pmf, check_score_axis, single_chunk
 from .human import human_marginal, mixture_weights
+from .nonsubstantive import nonsubstantive_alignment
+from .support import check_support, item_points, nominal_items, require_ordinal
 
 __all__ = [
     "METRICS",
@@ -95,6 +97,8 @@ METRICS: tuple[str, ...] = (
     "jensen_shannon",
     "mean_difference",
 )
+#: The metrics that need ordered options: NaN for nominal items in :func:`alignment`.
+ORDER_METRICS: tuple[str, ...] = ("wasserstein", "representativeness", "mean_difference")
 _KERNEL_ORDER = ("wasserstein", "total_variation", "jensen_shannon", "mean_difference")
 _GRID = "_metric"
 
@@ -114,6 +118,10 @@ def _human_parts(
         if name in human:
             return q, human[name].astype(np.float64), name
     return q, None, None
+
+
+def _has_rate(human: xr.Dataset | xr.DataArray) -> bool:
+    return isinstance(human, xr.Dataset) and "nonsubstantive_rate" in human
 
 
 def _check_pair(
@@ -170,6 +178,7 @@ def _prepare(
             else None
         )
     p, q = check_pmf(p, score_dim), check_pmf(q, score_dim)
+    check_support(p, item_dim=item_dim, score_dim=score_dim)
     return p, q, size, size_name, y
 
 
@@ -208,6 +217,8 @@ def _one(
     engine: str | None,
 ) -> xr.DataArray:
     p, q, _, _, y = _prepare(model, human, score_dim, item_dim)
+    if name in ORDER_METRICS:
+        require_ordinal(p, name, item_dim=item_dim)
     out = _metrics(p, q, y, score_dim, engine).isel({_GRID: _KERNEL_ORDER.index(name)})
     out = _order(out, p, q, item_dim)
     out.name = name
@@ -246,6 +257,8 @@ def wasserstein(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
@@ -296,6 +309,8 @@ def representativeness(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
@@ -312,7 +327,7 @@ def representativeness(
     0.0
     """
     w1 = wasserstein(model, human, score_dim=score_dim, item_dim=item_dim, engine=engine)
-    out = 1.0 - w1 / (as_pmf(model).sizes[score_dim] - 1)
+    out = 1.0 - w1 / (item_points(as_pmf(model), item_dim=item_dim, score_dim=score_dim) - 1)
     out.name = "representativeness"
     return out
 
@@ -447,6 +462,8 @@ def mean_difference(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
@@ -484,11 +501,11 @@ def _ceiling(
     return out.drop_vars([c for c in out.coords if score_dim in getattr(out[c], "dims", ())])
 
 
-def _by_metric(four: xr.DataArray, n_points: int, kind: str) -> xr.DataArray:
+def _by_metric(four: xr.DataArray, n_points: xr.DataArray, kind: str) -> xr.DataArray:
     """The 4 kernel metrics along ``_metric`` -> the 5 :data:`METRICS` along ``metric``.
 
     ``kind`` is ``"value"`` (representativeness ``1 - W1/(K - 1)``) or ``"se"`` (its SE
-    ``SE(W1)/(K - 1)``).
+    ``SE(W1)/(K - 1)``); ``K`` is each item's own number of points.
     """
     parts = dict(zip(_KERNEL_ORDER, [four.isel({_GRID: i}) for i in range(4)], strict=True))
     scaled = parts["wasserstein"] / (n_points - 1)
@@ -552,7 +569,8 @@ def noise_ceiling(
         )
     y = check_score_axis(q, score_dim)
     factor_dims(q, item_dim=item_dim, score_dim=score_dim, what="the human PMF")
-    out = _by_metric(_ceiling(q, size, y, score_dim, engine), y.size, "value")
+    k = item_points(q, item_dim=item_dim, score_dim=score_dim)
+    out = _by_metric(_ceiling(q, size, y, score_dim, engine), k, "value")
     out = _order(out, q, q, item_dim)
     out.name = "ceiling"
     out.attrs = encode_attrs({"sample_size": size_name, **_METHODS})
@@ -568,7 +586,8 @@ _METHODS = {
     "approximation for non-integer N; JS second order (K+ - 1)/(4 N ln 2); |mean difference| "
     "normal 2 SD/sqrt(pi N)",
     "js_log_base": 2,
-    "representativeness": "1 - W1/(K - 1), K = number of scale points (OpinionQA)",
+    "representativeness": "1 - W1/(K - 1), K = number of points of the item's own scale "
+    "(OpinionQA)",
 }
 
 
@@ -606,6 +625,15 @@ def alignment(
         dims (every dim of both inputs but ``score``, ``metric``); ``metric``
         holds :data:`METRICS`. Attrs name the methods (``se_method``,
         ``interval_method``, ``ceiling_method``, ``js_log_base``, ...).
+        Representativeness divides by each item's own ``K - 1`` (item coordinate
+        ``n_points`` where the items have their own scales, else the attr).
+        For nominal items (item coordinate ``nominal``) the metrics that need an
+        order (:data:`ORDER_METRICS`) are NaN and the attr ``nominal_items`` names
+        them. When ``model`` is a results Dataset with ``nonsubstantive_mass`` and
+        ``human`` counts non-substantive answers, the ``nonsubstantive_*``
+        variables of :func:`xlikert.analysis.nonsubstantive.nonsubstantive_alignment`
+        (model minus human rates, with the human binomial SE) are added on an
+        ``option`` dim.
 
     Raises
     ------
@@ -629,14 +657,16 @@ def alignment(
     p, q, size, size_name, y = _prepare(model, human, score_dim, item_dim)
     if size is None:
         raise DesignError("alignment needs the human sample size: pass xl.human_pmf's Dataset")
-    k = y.size
+    k = item_points(p, item_dim=item_dim, score_dim=score_dim)
     raw = _metrics(p, q, y, score_dim, engine)
     estimate = _by_metric(raw.isel({_GRID: slice(0, 4)}), k, "value")
     se = _by_metric(np.sqrt(raw.isel({_GRID: slice(4, 8)}) / size), k, "se")
     z = float(norm.ppf(0.5 + level / 2))
     metric = {"metric": list(METRICS)}
     lo_bound = xr.DataArray([0.0, 0.0, 0.0, 0.0, -np.inf], dims="metric", coords=metric)
-    hi_bound = xr.DataArray([k - 1.0, 1.0, 1.0, 1.0, np.inf], dims="metric", coords=metric)
+    hi_bound = xr.concat(
+        [k - 1.0, *(xr.DataArray(v) for v in (1.0, 1.0, 1.0, np.inf))], dim="metric"
+    ).assign_coords(metric)
     ds = xr.Dataset(
         {
             "estimate": estimate,
@@ -646,6 +676,10 @@ def alignment(
             "ceiling": _by_metric(_ceiling(q, size, y, score_dim, engine), k, "value"),
         }
     )
+    nominal = nominal_items(p, item_dim=item_dim)
+    if nominal:
+        ordered = xr.DataArray([m in ORDER_METRICS for m in METRICS], dims="metric", coords=metric)
+        ds = ds.where(~(p.coords["nominal"].reset_coords(drop=True) & ordered))
     ds = _order(ds, p, q, item_dim)
     ds["estimate"].attrs["long_name"] = "alignment of the model PMF with the human PMF"
     ds["se"].attrs["long_name"] = "standard error from the human sample (delta method)"
@@ -654,9 +688,20 @@ def alignment(
         **_METHODS,
         "level": level,
         "sample_size": size_name,
-        "n_points": k,
         "history": f"xlikert {__version__}: alignment",
     }
+    if k.ndim:
+        ds = ds.assign_coords(n_points=k)
+    else:
+        ds.attrs["n_points"] = int(k)
+    if isinstance(model, xr.Dataset) and {"nonsubstantive_mass", "valid_mass"} <= set(model):
+        ns = nonsubstantive_alignment(model, human, level=level) if _has_rate(human) else None
+        ds = ds if ns is None else ds.merge(ns, compat="override")
+    if nominal:
+        ds.attrs["nominal_items"] = nominal
+        ds.attrs["nominal_note"] = (
+            f"{', '.join(ORDER_METRICS)} need ordered options: NaN for the nominal items"
+        )
     return encode_attrs(ds)
 
 

@@ -37,7 +37,7 @@ import xarray as xr
 from .. import kernels
 from .._compat import retired_keyword
 from ..dims import CORE_DIMS, DECODING_DIMS, factor_dims
-from ..errors import InternalError, InvalidPMFError, XlikertError
+from ..errors import DesignError, InternalError, InvalidPMFError, XlikertError
 from ..kernels import DEFAULT_MAX_CELLS
 from ..validate import (
     as_pmf,
@@ -47,6 +47,7 @@ from ..validate import (
     describe_cells,
     is_lazy,
 )
+from .support import check_support, require_ordinal, support_bounds
 
 __all__ = [
     "consensus",
@@ -96,15 +97,54 @@ def _prepare(
     return pmf, y
 
 
-def _tastle_numpy(p: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _one_scale(
+    pmf: xr.DataArray | xr.Dataset, item_dim: Hashable, score_dim: Hashable
+) -> xr.DataArray:
+    """The items on their common scale (Multivariate Consensus has one ``d_max``).
+
+    Raises where an item is nominal or the items have different supports.
+    """
+    pmf = as_pmf(pmf)
+    require_ordinal(pmf, "Multivariate Consensus", item_dim=item_dim)
+    if "score_min" not in pmf.coords and "score_max" not in pmf.coords:
+        return pmf
+    check_support(pmf, item_dim=item_dim, score_dim=score_dim)
+    lo, hi = (
+        np.unique(b.values) for b in support_bounds(pmf, item_dim=item_dim, score_dim=score_dim)
+    )
+    if lo.size > 1 or hi.size > 1:
+        ids = (
+            [str(v) for v in np.atleast_1d(pmf[item_dim].values)] if item_dim in pmf.coords else []
+        )
+        spans = [
+            f"{i}: {a}..{b}"
+            for i, a, b in zip(
+                ids,
+                *(np.atleast_1d(c.values) for c in (pmf.score_min, pmf.score_max)),
+                strict=False,
+            )
+        ]
+        raise DesignError(
+            "Multivariate Consensus needs the items of a condition on one scale (one d_max); "
+            f"these items have their own: {spans}; compute it per group of items with the "
+            "same scale, or use tastle_consensus per item"
+        )
+    return pmf.sel({score_dim: slice(int(lo[0]), int(hi[0]))})
+
+
+def _tastle_numpy(
+    p: np.ndarray, ymin: np.ndarray | float, ymax: np.ndarray | float, *, y: np.ndarray
+) -> np.ndarray:
     """Tastle Consensus over the last axis of ``p`` (plain numpy, vectorised).
 
-    ``1 - |y - mu| / d_max`` is computed as ``(d_max - |y - mu|) / d_max`` with
-    ``d_max - |y - mu|`` written as a sum of non-negative terms, so the result
-    stays exact near the ``log`` singularity.
+    ``ymin`` and ``ymax`` are the ends of each PMF's own scale (broadcast over the
+    leading axes); ``p`` is 0 off them. ``1 - |y - mu| / d_max`` is computed as
+    ``(d_max - |y - mu|) / d_max`` with ``d_max - |y - mu|`` written as a sum of
+    non-negative terms, so the result stays exact near the ``log`` singularity.
     """
     p = np.asarray(p, dtype=np.float64)
-    ymin, ymax = y[0], y[-1]
+    ymin = np.asarray(ymin, dtype=np.float64)[..., None]
+    ymax = np.asarray(ymax, dtype=np.float64)[..., None]
     rng = ymax - ymin
     q = p / p.sum(axis=-1, keepdims=True)
     mu = (q * y).sum(axis=-1, keepdims=True)
@@ -140,8 +180,10 @@ def tastle_consensus(
     """Tastle & Wierman Consensus of each PMF, exact (:ref:`eq-consensus-original`).
 
     ``Cns(Y) = 1 + sum_y P(y) log2(1 - |y - mu| / d_max)`` with ``mu`` the mean
-    of the PMF and ``d_max = y_max - y_min`` taken from the ``score``
-    coordinate (the scale, not the support).
+    of the PMF and ``d_max = y_max - y_min`` the width of the item's own scale:
+    its ``score_min..score_max`` where the items have their own options
+    (:mod:`xlikert.analysis.support`), else the ``score`` coordinate (the scale,
+    not the support of the PMF).
 
     Parameters
     ----------
@@ -162,6 +204,8 @@ def tastle_consensus(
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
         A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+    NominalItemError
+        A nominal item (options without an order), naming it.
 
     Examples
     --------
@@ -173,11 +217,16 @@ def tastle_consensus(
     array([1.  , 0.47, 0.74, 0.  ])
     """
     pmf, y = _prepare(pmf, None, score_dim)
+    require_ordinal(pmf, "tastle_consensus")
+    check_support(pmf, score_dim=score_dim)
+    ymin, ymax = support_bounds(pmf, score_dim=score_dim)
     out = xr.apply_ufunc(
         _tastle_numpy,
         pmf,
+        ymin,
+        ymax,
         kwargs={"y": y},
-        input_core_dims=[[score_dim]],
+        input_core_dims=[[score_dim], [], []],
         dask="parallelized",
         output_dtypes=[np.float64],
     )
@@ -226,6 +275,8 @@ def consensus_bounds(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
         missing or empty item dimension.
@@ -271,7 +322,7 @@ def consensus_bounds(
     if not (isinstance(max_cells, int | np.integer) and max_cells >= 1):
         raise XlikertError(f"max_cells must be a positive integer, got {max_cells!r}")
     kernel = kernels.get_kernel("consensus_bounds", engine)
-    pmf, y = _prepare(pmf, item_dim, score_dim)
+    pmf, y = _prepare(_one_scale(pmf, item_dim, score_dim), item_dim, score_dim)
     kwargs = {
         "y": y,
         "tol": tol,
@@ -369,6 +420,8 @@ def consensus(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
         missing or empty item dimension.
@@ -484,6 +537,8 @@ def dissension_bounds(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
@@ -556,6 +611,8 @@ def dissension(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError

@@ -28,7 +28,7 @@ import pandas as pd
 import xarray as xr
 
 from ..dims import factor_dims, preferred_factor
-from ..errors import InputTypeError, InvalidPMFError, XlikertError
+from ..errors import DesignError, InputTypeError, InvalidPMFError, XlikertError
 from ..validate import check_score_axis, describe_cells, is_lazy
 from .frames import level_frame
 
@@ -37,11 +37,14 @@ __all__ = [
     "failure_rate",
     "failure_summary",
     "item_pmf_from_tokens",
+    "nonsubstantive_rate",
     "renormalize",
 ]
 
 #: Absolute tolerance on a valid mass above 1 (or below 0): float32 softmax round-off.
 VALID_MASS_ATOL = 1e-5
+#: The results variable of the non-substantive options' masses (``option`` dim).
+NONSUBSTANTIVE = "nonsubstantive_mass"
 
 
 def _check_mass(
@@ -82,11 +85,15 @@ def _check_mass(
     over = total > 1.0 + atol
     if bool(over.any()):
         raise InvalidPMFError(
-            f"{'valid mass' if sum_dim is None else 'total valid mass'} exceeds 1 "
+            f"{_mass_name(what) if sum_dim is None else 'total valid mass'} exceeds 1 "
             f"(tolerance {atol:g}) at {describe_cells(over)} (max {float(total.max()):.6g}); "
             "pass raw full-vocabulary probabilities, not already renormalised ones or logits"
         )
     return total
+
+
+def _mass_name(what: str) -> str:
+    return "valid mass" if what == "valid_mass" else what
 
 
 def _checked_mass_block(
@@ -97,14 +104,41 @@ def _checked_mass_block(
     return block
 
 
+def _answer_mass(
+    obj: xr.Dataset | xr.DataArray, atol: float
+) -> tuple[xr.DataArray, xr.DataArray | None]:
+    """``valid_mass`` and, when the file has it, ``nonsubstantive_mass`` (checked)."""
+    if isinstance(obj, xr.Dataset):
+        if "valid_mass" not in obj.data_vars:
+            raise InvalidPMFError(
+                "results Dataset has no 'valid_mass' variable (raw probability of the "
+                f"valid tokens); its variables are {sorted(map(str, obj.data_vars))}"
+            )
+        vm, ns = obj["valid_mass"], obj.get(NONSUBSTANTIVE)
+    elif isinstance(obj, xr.DataArray):
+        vm, ns = obj, None
+    else:
+        raise InputTypeError(
+            f"expected a results Dataset or a valid_mass DataArray, got {type(obj).__name__}"
+        )
+    if ns is not None:
+        _check_mass(ns.fillna(0.0), None, NONSUBSTANTIVE, atol)
+    return vm, ns
+
+
 def failure_rate(obj: xr.Dataset | xr.DataArray, *, atol: float = VALID_MASS_ATOL) -> xr.DataArray:
-    """Failure rate ``1 - valid_mass``: the probability of answering off the scale.
+    """Failure rate: the probability of an answer that is none of the item's options.
+
+    ``1 - valid_mass``, less the mass of the non-substantive options ("Don't know",
+    "Refused") where the file has ``nonsubstantive_mass`` (NaN where an item does not
+    offer an option): ``1 - valid_mass - sum_option nonsubstantive_mass``.
 
     Parameters
     ----------
     obj : xr.Dataset or xr.DataArray
         A results Dataset with a ``valid_mass`` variable (dims
-        ``(*factors, item)``), or that variable itself.
+        ``(*factors, item)``, and ``nonsubstantive_mass (*factors, item, option)``
+        when items offer non-substantive options), or ``valid_mass`` itself.
     atol : float, keyword-only
         Valid masses within ``atol`` outside [0, 1] (float32 round-off) are
         accepted; the failure rate is clipped to [0, 1].
@@ -117,8 +151,11 @@ def failure_rate(obj: xr.Dataset | xr.DataArray, *, atol: float = VALID_MASS_ATO
     Raises
     ------
     InvalidPMFError
-        ``valid_mass`` is missing, NaN, or outside [0, 1] beyond ``atol``;
-        the message names the coordinates.
+        ``valid_mass`` is missing, NaN, or outside [0, 1] beyond ``atol``, or the
+        substantive and non-substantive masses add up to more than 1; the message
+        names the coordinates.
+    InputTypeError
+        ``obj`` neither a Dataset nor a DataArray.
 
     Examples
     --------
@@ -129,25 +166,73 @@ def failure_rate(obj: xr.Dataset | xr.DataArray, *, atol: float = VALID_MASS_ATO
     array([[0.01, 0.  ],
            [0.5 , 0.25]])
     """
-    if isinstance(obj, xr.Dataset):
-        if "valid_mass" not in obj.data_vars:
-            raise InvalidPMFError(
-                "results Dataset has no 'valid_mass' variable (raw probability of the "
-                f"valid tokens); its variables are {sorted(map(str, obj.data_vars))}"
-            )
-        vm = obj["valid_mass"]
-    elif isinstance(obj, xr.DataArray):
-        vm = obj
-    else:
-        raise InputTypeError(
-            f"expected a results Dataset or a valid_mass DataArray, got {type(obj).__name__}"
-        )
+    vm, ns = _answer_mass(obj, atol)
     attrs = dict(vm.attrs)
     vm = _check_mass(vm, None, "valid_mass", atol)
+    long_name = "failure rate (1 - valid mass)"
+    if ns is not None:
+        vm = _check_mass(vm + ns.sum("option"), None, f"valid_mass + {NONSUBSTANTIVE}", atol)
+        long_name = "failure rate (1 - valid mass - non-substantive mass)"
     out = (1.0 - vm).clip(0.0, 1.0)
     out.attrs = attrs
-    out.attrs.update(long_name="failure rate (1 - valid mass)", units="1")
+    out.attrs.update(long_name=long_name, units="1")
     return out.rename("failure_rate")
+
+
+def nonsubstantive_rate(results: xr.Dataset, *, atol: float = VALID_MASS_ATOL) -> xr.DataArray:
+    """Share of each non-substantive option among the model's answers (failures left out).
+
+    ``nonsubstantive_mass / (valid_mass + sum_option nonsubstantive_mass)``: the
+    model's "Don't know" (or "Refused") rate among the answers that are one of the
+    item's options, as a survey's rate is among the respondents who answered
+    (missing answers left out, :func:`xlikert.human_pmf`). NaN where an item does
+    not offer the option. Exact, like the masses it is made of.
+
+    Parameters
+    ----------
+    results : xr.Dataset
+        A results Dataset with ``valid_mass`` and ``nonsubstantive_mass``.
+    atol : float, keyword-only
+        Tolerance of the mass checks (:func:`failure_rate`).
+
+    Returns
+    -------
+    xr.DataArray
+        ``nonsubstantive_rate`` with dims ``(*factors, item, option)``, in [0, 1].
+
+    Raises
+    ------
+    DesignError
+        The file has no ``nonsubstantive_mass`` (no item offers a non-substantive option).
+    InvalidPMFError
+        Masses NaN, negative or adding up to more than 1.
+    InputTypeError
+        ``results`` not a Dataset.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, xlikert as xl
+    >>> ds = xr.Dataset({"valid_mass": ("item", [0.6, 0.9]),
+    ...                  "nonsubstantive_mass": (("item", "option"), [[0.2], [np.nan]])},
+    ...                 coords={"item": ["q1", "q2"], "option": ["Don't know"]})
+    >>> xl.nonsubstantive_rate(ds).values.ravel().tolist()
+    [0.25, nan]
+    """
+    if not isinstance(results, xr.Dataset):
+        raise InputTypeError(f"expected a results Dataset, got {type(results).__name__}")
+    vm, ns = _answer_mass(results, atol)
+    if ns is None:
+        raise DesignError(
+            f"the results have no {NONSUBSTANTIVE!r}: no item offers a non-substantive "
+            "option (Don't know, Refused)"
+        )
+    answered = _check_mass(vm + ns.sum("option"), None, f"valid_mass + {NONSUBSTANTIVE}", atol)
+    out = ns / answered
+    out.attrs = {
+        "long_name": "share of the non-substantive option among the model's answers",
+        "units": "1",
+    }
+    return out.rename("nonsubstantive_rate")
 
 
 def renormalize(

@@ -51,6 +51,7 @@ from ..errors import DesignError, InputTypeError
 from ..io import encode_attrs, read_attrs
 from ..validate import check_score_axis
 from .cost import composite_moments, mixture_moments
+from .nonsubstantive import nonsubstantive_variables, pool_nonsubstantive
 
 __all__ = [
     "HUMAN_VARIABLES",
@@ -103,10 +104,18 @@ def _check_table(
 
 
 def _answers(
-    column: pd.Series, name: str, scores: np.ndarray, missing: Sequence[Any]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Score index per respondent (-1 where missing) and the missing mask; bad codes raise."""
-    values = column.where(~column.isin(list(missing)), np.nan) if len(missing) else column
+    column: pd.Series,
+    name: str,
+    scores: np.ndarray,
+    missing: Sequence[Any],
+    options: Mapping[str, Sequence[Any]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Score index per respondent (-1 where missing or non-substantive), the missing mask
+    and the non-substantive option index (-1 where none); bad codes raise."""
+    option = np.full(len(column), -1)
+    for i, codes in enumerate(options.values()):
+        option[column.isin(list(codes)).to_numpy()] = i
+    values = column.where(~column.isin(list(missing)) & (option < 0), np.nan)
     numeric = pd.to_numeric(values, errors="coerce")
     not_number = numeric.isna() & values.notna()
     off = numeric.notna() & ~numeric.isin(scores)
@@ -117,11 +126,12 @@ def _answers(
             f"column {name!r} holds {int(bad.sum())} answer(s) outside the scale "
             f"{int(scores[0])}..{int(scores[-1])}: value(s) {codes[:5].tolist()} "
             f"(first at row {column.index[bad][0]!r}); declare non-answer codes with "
-            "missing=[...] to count them as missing"
+            "missing=[...] to count them as missing (or nonsubstantive={...} as an answer "
+            "that is not an opinion)"
         )
-    miss = numeric.isna().to_numpy()
-    idx = np.where(miss, -1, numeric.fillna(scores[0]).to_numpy().astype(np.int64) - scores[0])
-    return idx, miss
+    miss = numeric.isna().to_numpy() & (option < 0)
+    idx = np.where(miss | (option >= 0), -1, numeric.fillna(scores[0]).to_numpy().astype(np.int64))
+    return idx, miss, option
 
 
 def _item_map(items: Sequence[str] | Mapping[str, str]) -> dict[str, str]:
@@ -131,6 +141,25 @@ def _item_map(items: Sequence[str] | Mapping[str, str]) -> dict[str, str]:
     if not mapping:
         raise DesignError("no items: pass the answer columns, e.g. items=['selfLR', 'ClinLR']")
     return {str(c): str(i) for c, i in mapping.items()}
+
+
+def _item_scales(
+    scale: tuple[int, int] | Mapping[str, tuple[int, int]] | None,
+    instrument: Any,
+    items: dict[str, str],
+) -> dict[str, np.ndarray]:
+    """Each item's own scale points (a mapping item id -> (min, max)), else the one scale."""
+    if not isinstance(scale, Mapping):
+        scores = _scale_and_items(scale, instrument, items)
+        return {item: scores for item in items.values()}
+    unknown = sorted(set(map(str, scale)) - set(items.values()))
+    missing = [item for item in items.values() if item not in set(map(str, scale))]
+    if unknown or missing:
+        raise DesignError(
+            f"scale per item: no scale for items {missing}; scales for unknown items {unknown}"
+        )
+    spec = {str(k): v for k, v in scale.items()}
+    return {item: _scale_and_items(spec[item], instrument, items) for item in items.values()}
 
 
 def _scale_and_items(
@@ -158,11 +187,12 @@ def human_pmf(
     table: pd.DataFrame,
     items: Sequence[str] | Mapping[str, str],
     *,
-    scale: tuple[int, int] | None = None,
+    scale: tuple[int, int] | Mapping[str, tuple[int, int]] | None = None,
     instrument: Any = None,
     by: Sequence[str] = (),
     weights: str | None = None,
     missing: Sequence[Any] = (),
+    nonsubstantive: Mapping[str, Sequence[Any]] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
 ) -> xr.Dataset:
@@ -177,7 +207,10 @@ def human_pmf(
         The answer columns (their names are the item ids), or a mapping
         column -> item id.
     scale, instrument : keyword-only
-        The scale ``(min, max)``; or an instrument
+        The scale ``(min, max)``, or each item's own, a mapping item id ->
+        ``(min, max)`` (then ``score`` is the union of the items' points and the
+        item coordinates ``score_min``, ``score_max`` record each item's support,
+        as in a results file); or an instrument
         (:func:`xlikert.design.load_instrument`): its scale, and every item
         must be one of its items.
     by : keyword-only
@@ -194,6 +227,14 @@ def human_pmf(
         Codes that mean "no answer" (e.g. ``[8, 9]`` for don't know / refused);
         they and NaN are counted in ``n_missing``. Any other code outside the
         scale raises.
+    nonsubstantive : keyword-only
+        Answers that are not opinions, counted apart from the missing ones and
+        from the scale: a mapping option name -> its codes, e.g.
+        ``{"Don't know": [8], "Refused": [9]}`` (the option names of the results
+        file's ``option`` dim). Adds ``n_nonsubstantive``, ``nonsubstantive_rate``
+        (the share of the respondents who answered, substantively or not),
+        ``n_answered`` (and ``nonsubstantive_weight`` when weighted) on an
+        ``option`` dim (:mod:`xlikert.analysis.nonsubstantive`).
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -211,8 +252,9 @@ def human_pmf(
     DesignError
         A column that is not in the table, an answer outside the scale (naming
         the column and the values), a respondent without a group level, a
-        weight that is not positive, an item the instrument does not have, or
-        a group (or an item within a group) with no answering respondent.
+        weight that is not positive, an item the instrument does not have, a code
+        both missing and non-substantive, or a group (or an item within a group)
+        with no answering respondent.
 
     Examples
     --------
@@ -224,10 +266,18 @@ def human_pmf(
     >>> xl.human_pmf(t.assign(q=[1, 5, 2]), ["q"], scale=(1, 2))
     Traceback (most recent call last):
     ...
-    xlikert.errors.DesignError: column 'q' holds 1 answer(s) outside the scale 1..2: value(s) [5] (first at row 1); declare non-answer codes with missing=[...] to count them as missing
+    xlikert.errors.DesignError: column 'q' holds 1 answer(s) outside the scale 1..2: value(s) [5] (first at row 1); declare non-answer codes with missing=[...] to count them as missing (or nonsubstantive={...} as an answer that is not an opinion)
+    >>> t = pd.DataFrame({"q": [1, 2, 8, None]})
+    >>> h = xl.human_pmf(t, ["q"], scale=(1, 2), nonsubstantive={"Don't know": [8]})
+    >>> h.pmf.values.tolist(), int(h.n_missing[0]), h.nonsubstantive_rate.values.tolist()
+    ([[0.5, 0.5]], 1, [[0.3333333333333333]])
     """
     item_of = _item_map(items)
-    scores = _scale_and_items(scale, instrument, item_of)
+    own = _item_scales(scale, instrument, item_of)
+    scores = np.arange(
+        min(int(v[0]) for v in own.values()), max(int(v[-1]) for v in own.values()) + 1
+    )
+    options = _nonsubstantive_codes(nonsubstantive, missing)
     groups = [by] if isinstance(by, str) else list(by)
     w = _check_table(table, list(item_of), groups, weights)
     levels = [_levels(table[g]) for g in groups]
@@ -236,20 +286,26 @@ def human_pmf(
     ]
     shape = tuple(len(lv) for lv in levels)
     cell = np.ravel_multi_index(codes, shape) if groups else np.zeros(len(table), dtype=np.int64)
-    n_cells, k = int(np.prod(shape)), scores.size
+    n_cells, k, n_items = int(np.prod(shape)), scores.size, len(item_of)
     respondents = np.bincount(cell, minlength=n_cells)
     _check_groups(respondents.reshape(shape), groups, levels, "no respondents")
-    out = {v: np.zeros((n_cells, len(item_of))) for v in ("n", "n_missing", "weight", "w2")}
-    total = np.zeros((n_cells, len(item_of), k))
-    for j, col in enumerate(item_of):
-        idx, miss = _answers(table[col], col, scores, missing)
-        ok = ~miss
-        flat = cell[ok] * k + idx[ok]
+    out = {v: np.zeros((n_cells, n_items)) for v in ("n", "n_missing", "weight", "w2", "w2_all")}
+    total = np.zeros((n_cells, n_items, k))
+    ns = {v: np.zeros((n_cells, n_items, len(options))) for v in ("count", "weight")}
+    for j, (col, item) in enumerate(item_of.items()):
+        idx, miss, option = _answers(table[col], col, own[item], missing, options)
+        ok = ~miss & (option < 0)
+        flat = cell[ok] * k + idx[ok] - scores[0]
         total[:, j] = np.bincount(flat, weights=w[ok], minlength=n_cells * k).reshape(n_cells, k)
         out["n"][:, j] = np.bincount(cell[ok], minlength=n_cells)
         out["n_missing"][:, j] = np.bincount(cell[miss], minlength=n_cells)
         out["weight"][:, j] = np.bincount(cell[ok], weights=w[ok], minlength=n_cells)
         out["w2"][:, j] = np.bincount(cell[ok], weights=w[ok] ** 2, minlength=n_cells)
+        out["w2_all"][:, j] = np.bincount(cell[~miss], weights=w[~miss] ** 2, minlength=n_cells)
+        for i in range(len(options)):
+            on = option == i
+            ns["count"][:, j, i] = np.bincount(cell[on], minlength=n_cells)
+            ns["weight"][:, j, i] = np.bincount(cell[on], weights=w[on], minlength=n_cells)
     for j, item in enumerate(item_of.values()):
         _check_groups(out["n"][:, j].reshape(shape), groups, levels, f"no answer to item {item!r}")
     dims = (*groups, item_dim)
@@ -257,7 +313,7 @@ def human_pmf(
     coords.update({item_dim: list(item_of.values()), score_dim: scores})
     pmf = total / out["weight"][..., None]
     data = {
-        "pmf": ((*dims, score_dim), pmf.reshape(*shape, len(item_of), k)),
+        "pmf": ((*dims, score_dim), pmf.reshape(*shape, n_items, k)),
         "n": (dims, out["n"].reshape(*shape, -1).astype(np.int64)),
         "n_missing": (dims, out["n_missing"].reshape(*shape, -1).astype(np.int64)),
     }
@@ -265,6 +321,26 @@ def human_pmf(
         data["n_eff"] = (dims, (out["weight"] ** 2 / out["w2"]).reshape(*shape, -1))
         data["weight"] = (dims, out["weight"].reshape(*shape, -1))
     ds = xr.Dataset(data, coords=coords)
+    if isinstance(scale, Mapping):
+        ds = ds.assign_coords(
+            score_min=(item_dim, [int(own[i][0]) for i in item_of.values()]),
+            score_max=(item_dim, [int(own[i][-1]) for i in item_of.values()]),
+        )
+    if options:
+        part = (*dims, "option")
+        as_da = {
+            v: xr.DataArray(a.reshape(*shape, n_items, -1), dims=part)
+            for v, a in {**ns, "w2": out["w2_all"][..., None]}.items()
+        }
+        ds = ds.assign(
+            nonsubstantive_variables(
+                as_da["count"],
+                as_da["weight"] if weights is not None else None,
+                ds["n"],
+                ds.get("weight"),
+                as_da["w2"].squeeze("option", drop=True),
+            )
+        ).assign_coords(option=list(options))
     attrs = {
         "human_groups": groups,
         "human_weighted": weights is not None,
@@ -273,7 +349,49 @@ def human_pmf(
         "human_n_respondents": len(table),
         "human_items": item_of,
     }
+    if options:
+        attrs["human_nonsubstantive_codes"] = {
+            o: [_plain(v) for v in c] for o, c in options.items()
+        }
     return _finish(ds, scores, attrs, "human_pmf from a table of respondents")
+
+
+def _nonsubstantive_codes(
+    nonsubstantive: Mapping[str, Sequence[Any]] | None, missing: Sequence[Any]
+) -> dict[str, list[Any]]:
+    """Option name -> codes; a code may mean one thing only."""
+    if not nonsubstantive:
+        return {}
+    if not isinstance(nonsubstantive, Mapping):
+        raise DesignError(
+            'nonsubstantive must map each option to its codes, e.g. {"Don\'t know": [8]}'
+        )
+    options = {
+        str(o): [c] if isinstance(c, str | int | float) else list(c)
+        for o, c in nonsubstantive.items()
+    }
+    seen: dict[Any, str] = {m: "missing" for m in missing}
+    for option, codes in options.items():
+        for c in codes:
+            if c in seen:
+                raise DesignError(
+                    f"code {_plain(c)!r} means both {seen[c]!r} and {option!r}; give it one meaning"
+                )
+            seen[c] = option
+    return options
+
+
+def _check_counts(counts: xr.DataArray, dim: Hashable) -> None:
+    """Counts are non-negative integers; the message names the cell."""
+    values = np.asarray(counts.values, dtype=np.float64)
+    bad = ~np.isfinite(values) | (values < 0) | (values != np.round(values))
+    if bad.any():
+        from ..validate import describe_cells
+
+        raise DesignError(
+            "counts must be non-negative integers; bad count at "
+            f"{describe_cells(counts.copy(data=bad).any(dim))}"
+        )
 
 
 def _plain(value: Any) -> Any:
@@ -318,7 +436,11 @@ def _finish(ds: xr.Dataset, scores: np.ndarray, attrs: dict[str, Any], how: str)
 
 
 def human_pmf_from_counts(
-    counts: xr.DataArray, *, item_dim: Hashable = "item", score_dim: Hashable = "score"
+    counts: xr.DataArray,
+    *,
+    nonsubstantive: xr.DataArray | None = None,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
 ) -> xr.Dataset:
     """Human PMF from respondent counts ``(*groups, item, score)`` (unweighted).
 
@@ -327,6 +449,10 @@ def human_pmf_from_counts(
     counts : xr.DataArray
         The number of respondents of each group (every dim but ``item_dim`` and
         ``score_dim``) who gave each answer to each item.
+    nonsubstantive : xr.DataArray, keyword-only
+        Respondents who gave each non-substantive answer ("Don't know"),
+        ``(*groups, item, option)``: counted apart from the scale (as
+        :func:`human_pmf`'s ``nonsubstantive=``).
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -334,7 +460,9 @@ def human_pmf_from_counts(
     -------
     xr.Dataset
         ``pmf`` (the counts divided by their total) and ``n`` (the respondents
-        of each group and item), with the attrs of :func:`human_pmf`.
+        of each group and item), with the attrs of :func:`human_pmf`; with
+        ``nonsubstantive``, also ``n_nonsubstantive``, ``nonsubstantive_rate``
+        and ``n_answered``.
 
     Raises
     ------
@@ -364,15 +492,9 @@ def human_pmf_from_counts(
     groups = [d for d in counts.dims if d not in (item_dim, score_dim)]
     for g in groups:
         check_factor_name(g, where=f"group dim {g!r}")
-    values = np.asarray(counts.values, dtype=np.float64)
-    bad = ~np.isfinite(values) | (values < 0) | (values != np.round(values))
-    if bad.any():
-        from ..validate import describe_cells
-
-        raise DesignError(
-            "counts must be non-negative integers; bad count at "
-            f"{describe_cells(counts.copy(data=bad).any(score_dim))}"
-        )
+    _check_counts(counts, score_dim)
+    if nonsubstantive is not None:
+        _check_counts(nonsubstantive, "option")
     n = counts.sum(score_dim)
     if bool((n == 0).any()):
         from ..validate import describe_cells
@@ -383,6 +505,8 @@ def human_pmf_from_counts(
         )
     ds = xr.Dataset({"pmf": counts.astype(np.float64) / n, "n": n.astype(np.int64)})
     ds = ds.transpose(*groups, item_dim, score_dim)
+    if nonsubstantive is not None:
+        ds = ds.assign(nonsubstantive_variables(nonsubstantive, None, ds["n"], None, None))
     attrs = {"human_groups": groups, "human_weighted": False, "human_weights_column": ""}
     return _finish(ds, scores, attrs, "human_pmf_from_counts")
 
@@ -452,8 +576,8 @@ def human_composite(
     _check_table(table, list(item_of), groups, weights)
     total = pd.Series(0.0, index=table.index)
     for col in item_of:
-        idx, miss = _answers(table[col], col, scores, missing)
-        total = total + np.where(miss, np.nan, idx + scores[0])
+        idx, miss, _ = _answers(table[col], col, scores, missing, {})
+        total = total + np.where(miss, np.nan, idx)
     k = len(item_of)
     composite = pd.DataFrame({"_composite": total}, index=table.index)
     wide = pd.concat([table[[*groups, *([weights] if weights else [])]], composite], axis=1)
@@ -502,7 +626,8 @@ def human_marginal(
     The pooled PMF is the mixture of the group PMFs weighted by their
     respondents (or their survey weights), which is the PMF of the pooled
     respondents; ``n`` and ``n_missing`` add up, and ``n_eff`` pools as
-    ``(sum W)^2 / sum (W^2 / n_eff)``.
+    ``(sum W)^2 / sum (W^2 / n_eff)``; non-substantive answers pool alike
+    (:func:`xlikert.analysis.nonsubstantive.pool_nonsubstantive`).
 
     Parameters
     ----------
@@ -551,6 +676,7 @@ def human_marginal(
     if "n_eff" in human:
         pooled = (human["weight"] ** 2 / human["n_eff"]).sum(dims)
         out["n_eff"] = human["weight"].sum(dims) ** 2 / pooled
+    out.update(pool_nonsubstantive(human, dims))
     ds = xr.Dataset(out)
     attrs["human_groups"] = [g for g in attrs.get("human_groups", []) if g not in dims]
     attrs["history"] = f"{attrs.get('history', '')}\nxlikert {__version__}: pooled over {dims}"

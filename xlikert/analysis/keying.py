@@ -46,6 +46,7 @@ import xarray as xr
 from ..dims import DECODING_DIMS, factor_dims
 from ..errors import DesignError
 from ..validate import as_pmf, check_item_dim, check_score_axis
+from .support import check_support, require_ordinal, support_bounds
 
 __all__ = [
     "SUBSCALE_DIM",
@@ -126,6 +127,10 @@ def reflect_reverse_keyed(
 ) -> xr.DataArray:
     """Reflect the PMF of every reverse-keyed item: ``P'(y) = P(y_min + y_max - y)``.
 
+    ``y_min`` and ``y_max`` are the ends of the item's own scale (its
+    ``score_min..score_max`` where the items have their own options,
+    :mod:`xlikert.analysis.support`), else of the ``score`` coordinate.
+
     Parameters
     ----------
     pmf : xr.DataArray or xr.Dataset
@@ -150,6 +155,8 @@ def reflect_reverse_keyed(
     DesignError
         If there is no keying information, an item id is unknown, or an item
         would be reflected a second time.
+    NominalItemError
+        A reverse-keyed item is nominal (its options have no order to reverse).
 
     Examples
     --------
@@ -180,13 +187,40 @@ def reflect_reverse_keyed(
             f"items {ids} were already reflected (item coordinate 'reflected' is True); "
             "reflecting again would undo it"
         )
-    mask_da = xr.DataArray(mask, dims=(item_dim,))
-    reversed_ = pmf.isel({score_dim: slice(None, None, -1)})
-    reversed_ = reversed_.assign_coords({score_dim: pmf[score_dim].values})
-    out = xr.where(mask_da, reversed_, pmf, keep_attrs=True).transpose(*pmf.dims)
+    require_ordinal(pmf.isel({item_dim: np.flatnonzero(mask)}), "reflect_reverse_keyed")
+    out = _reflected(pmf, mask, item_dim, score_dim)
     out.name = pmf.name
     out.attrs = dict(pmf.attrs)
     return out.assign_coords(reflected=(item_dim, mask | done))
+
+
+def _reflected(
+    pmf: xr.DataArray, mask: np.ndarray, item_dim: Hashable, score_dim: Hashable
+) -> xr.DataArray:
+    """``pmf`` with the ``mask`` items reflected on their own support: ``y -> min + max - y``."""
+    check_support(pmf, item_dim=item_dim, score_dim=score_dim)
+    y = pmf[score_dim].values.astype(np.int64)
+    lo, hi = (
+        np.broadcast_to(b.values, mask.shape)
+        for b in support_bounds(pmf, item_dim=item_dim, score_dim=score_dim)
+    )
+    src = np.tile(np.arange(y.size), (mask.size, 1))  # the score index each point reads
+    for i in np.flatnonzero(mask):
+        on = (y >= lo[i]) & (y <= hi[i])
+        src[i, on] = (lo[i] + hi[i] - y[on]) - y[0]
+    perm = xr.DataArray(src, dims=(item_dim, score_dim))
+    out = xr.apply_ufunc(
+        lambda p, s: np.take_along_axis(p, np.broadcast_to(s, p.shape), axis=-1),
+        pmf,
+        perm,
+        input_core_dims=[[item_dim, score_dim], [item_dim, score_dim]],
+        output_core_dims=[[item_dim, score_dim]],
+        dask="parallelized",
+        output_dtypes=[pmf.dtype],
+        dask_gufunc_kwargs={"allow_rechunk": True},
+        keep_attrs=True,
+    )
+    return out.transpose(*pmf.dims)
 
 
 def reflect_pending(

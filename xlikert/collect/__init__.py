@@ -39,7 +39,47 @@ from .zoo import ZOO, builtin_names, cache_dir, resolve_gguf
 
 
 def load_model(*args, **kwargs):
-    """Load a transformers model for collection; see :func:`xlikert.collect.backends.transformers.load_model`."""
+    """Load a transformers model for collection (torch and transformers imported on call).
+
+    This is :func:`xlikert.collect.backends.transformers.load_model`, imported when
+    called so that ``import xlikert.collect`` does not import torch; the arguments
+    are that function's.
+
+    Parameters
+    ----------
+    *args : Any
+        ``spec`` (a built-in zoo name, a Hugging Face id, a local directory or
+        ``.gguf`` file, or a model entry dict) and ``scale`` (the scale values whose
+        answer tokens are looked up, e.g. ``range(1, 8)``).
+    **kwargs : Any
+        ``device``, ``dtype``, ``device_map``, ``trust_remote_code`` (off unless
+        asked) and ``split_space``: defaults for the keys missing from ``spec``.
+
+    Returns
+    -------
+    xlikert.collect.backends.transformers.LoadedModel
+        The model, its tokenizer, prompt template and valid answer tokens, with
+        its provenance; it implements :class:`Model`.
+
+    Raises
+    ------
+    CollectionError
+        A model that cannot be found or loaded, a dtype or device that does not
+        apply, a tokenizer without a single-token answer for a scale value.
+
+    Examples
+    --------
+    >>> lm = load_model("smollm-135m", range(1, 8))
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.CollectionError: unknown model 'smollm-135m'; built-in models are ...
+
+    With the offline models installed (``requirements/offline-models.txt``):
+
+    >>> lm = load_model("smollm2-135m-instruct", range(1, 8))  # doctest: +SKIP
+    >>> lm.prompt_format  # doctest: +SKIP
+    'chat'
+    """
     from .backends.transformers import load_model as _load
 
     return _load(*args, **kwargs)

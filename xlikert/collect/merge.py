@@ -177,15 +177,44 @@ def merge_shards(
 ) -> xr.Dataset:
     """Merge shard files (each with a ``computed`` mask) into one complete Dataset.
 
+    The shards are the outputs of one run split with ``shard="i/n"`` (``xlikert run
+    --shard i/n``); the merge is the file an unsharded run writes (see
+    :doc:`/cluster`). Cells a shard did not compute but whose key another cell
+    shares (identical prompts) are copied.
+
+    Parameters
+    ----------
+    paths : sequence of str or os.PathLike
+        The shard files, every part of the run once, in any order.
+    output : str or os.PathLike, optional
+        Where to write the merged results (netCDF, written to a temporary file and
+        renamed); none where omitted.
+
+    Returns
+    -------
+    xarray.Dataset
+        The merged results, without the ``computed`` mask; its attrs are those
+        of the unsharded run (no ``shard``; the run's fingerprint, each model's
+        provenance, ``cells_computed``, ``cells_copied`` and ``cells_reused``
+        summed over the shards).
+
     Raises
     ------
     CollectionError
-        When the shards come from different runs, a shard is given twice or is
-        missing (naming it), or cells overlap or are missing; the message names
-        files and cells.
+        When no file is given, the shards come from different runs, a shard is
+        given twice or is missing (naming it), or cells overlap or are missing; the
+        message names files and cells.
 
     Examples
     --------
+    >>> merge_shards([])
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.CollectionError: merge needs at least one shard file
+
+    After ``xlikert run study.toml --shard 1/2 -o part1.nc`` and ``--shard 2/2 -o
+    part2.nc``:
+
     >>> ds = merge_shards(["part1.nc", "part2.nc"], "results.nc")  # doctest: +SKIP
     """
     if not paths:

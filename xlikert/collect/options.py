@@ -265,7 +265,22 @@ class CollectOptions:
 
     @property
     def labels_by_score(self) -> dict[int, str] | None:
-        """Score -> answer label of the points answered (None: the digits of every point)."""
+        """Score -> answer label of the points answered (None: the digits of every point).
+
+        Raises
+        ------
+        CollectionError
+            Answer labels are set but the scale is not known yet.
+
+        Examples
+        --------
+        >>> CollectOptions(scale=(1, 2, 3), answer_labels=("A", "B", "C")).labels_by_score
+        {1: 'A', 2: 'B', 3: 'C'}
+        >>> CollectOptions(scale=(1, 2, 3), answer_labels=("", "B", "C")).labels_by_score
+        {2: 'B', 3: 'C'}
+        >>> CollectOptions().labels_by_score is None
+        True
+        """
         if self.answer_labels is None:
             return None
         scale = self._need_scale()
@@ -273,14 +288,33 @@ class CollectOptions:
 
     @property
     def option_labels(self) -> tuple[str, ...]:
-        """The answer label of each non-substantive option (``""``: not offered)."""
+        """The answer label of each non-substantive option (``""``: not offered).
+
+        Examples
+        --------
+        >>> opts = CollectOptions(scale=(1, 2), nonsubstantive=("Don't know", "Refused"))
+        >>> opts.replace(answer_labels=("1", "2", "8", "")).option_labels
+        ('8', '')
+        """
         if self.answer_labels is None:
             return ("",) * len(self.nonsubstantive)
         return self.answer_labels[len(self.answer_labels) - len(self.nonsubstantive) :]
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:
-        """The option names, in declaration order."""
+        """The option names, in declaration order.
+
+        Returns
+        -------
+        tuple of str
+            The names :meth:`from_mapping`, :meth:`replace` and
+            :func:`~xlikert.collect.collect` take.
+
+        Examples
+        --------
+        >>> CollectOptions.fields()[:4]
+        ('scale', 'top_k', 'temperatures', 'top_ps')
+        """
         return tuple(f.name for f in dataclasses.fields(cls))
 
     @classmethod
@@ -295,12 +329,17 @@ class CollectOptions:
 
         Parameters
         ----------
-        mapping
+        mapping : mapping of str to Any or None
             Field name -> value; None or empty gives ``base`` (or the defaults).
-        where
+        where : str, default ""
             What the mapping is, for error messages (e.g. ``"exp.toml [collect]"``).
-        base
+        base : CollectOptions, optional
             Options the mapping overrides (default: the defaults).
+
+        Returns
+        -------
+        CollectOptions
+            The options, validated.
 
         Raises
         ------
@@ -335,7 +374,34 @@ class CollectOptions:
         return out
 
     def replace(self, where: str = "", **changes: Any) -> CollectOptions:
-        """A copy with ``changes`` (option names), validated like :meth:`from_mapping`."""
+        """A copy with ``changes`` (option names), validated like :meth:`from_mapping`.
+
+        Parameters
+        ----------
+        where : str, default ""
+            What the changes are, for error messages (e.g. ``"--top-k"``).
+        **changes : Any
+            Option name -> new value.
+
+        Returns
+        -------
+        CollectOptions
+            A new instance; ``self`` is unchanged.
+
+        Raises
+        ------
+        CollectionError
+            An unknown name or a bad value, prefixed by ``where``.
+
+        Examples
+        --------
+        >>> CollectOptions().replace(top_k=5).top_k
+        5
+        >>> CollectOptions().replace(where="--top-k", top_k=0)
+        Traceback (most recent call last):
+        ...
+        xlikert.errors.CollectionError: --top-k: top_k must be an integer >= 1, got 0
+        """
         return type(self).from_mapping(changes, where=where, base=self)
 
     def _need_scale(self) -> tuple[int, ...]:
@@ -345,7 +411,18 @@ class CollectOptions:
 
     @property
     def sizes(self) -> dict[str, int]:
-        """Lengths of the per-cell dims of a :class:`~xlikert.collect.record.UnitResult`."""
+        """Lengths of the per-cell dims of a :class:`~xlikert.collect.record.UnitResult`.
+
+        Raises
+        ------
+        CollectionError
+            The scale is not known yet.
+
+        Examples
+        --------
+        >>> CollectOptions(scale=(1, 2, 3), top_k=5, top_ps=(0.9, 1.0)).sizes
+        {'score': 3, 'rank': 5, 'temperature': 4, 'top_p': 2, 'option': 0}
+        """
         return {
             "score": len(self._need_scale()),
             "rank": self.top_k,
@@ -356,7 +433,22 @@ class CollectOptions:
 
     @property
     def coords(self) -> dict[str, Any]:
-        """Coordinates of the per-cell dims of the results Dataset."""
+        """Coordinates of the per-cell dims of the results Dataset (and ``option``).
+
+        ``option`` is there when the run has non-substantive options.
+
+        Raises
+        ------
+        CollectionError
+            The scale is not known yet.
+
+        Examples
+        --------
+        >>> CollectOptions(scale=(1, 2, 3), top_k=2, temperatures=(1.0,)).coords["rank"]
+        array([1, 2])
+        >>> CollectOptions(scale=(1, 2), nonsubstantive=("Don't know",)).coords["option"]
+        array(["Don't know"], dtype='<U10')
+        """
         out = {
             "score": np.asarray(self._need_scale(), dtype=np.int64),
             "rank": np.arange(1, self.top_k + 1),
@@ -368,8 +460,22 @@ class CollectOptions:
         return out
 
     def fingerprinted(self) -> dict[str, Any]:
-        """The settings that change the numbers (not the batch size or the device); the
-        run adds ``chunk_size`` (it fixes the units) and the scale."""
+        """The settings that change the numbers (not the batch size or the device).
+
+        The run's fingerprint adds ``chunk_size`` (it fixes the units) and the scale.
+
+        Returns
+        -------
+        dict of str to Any
+            ``top_k``, ``temperatures``, ``top_ps``, ``dtype``, ``prefix_cache``,
+            ``split_space`` and, where set, ``answer_labels`` and ``nonsubstantive``
+            (JSON-ready values).
+
+        Examples
+        --------
+        >>> sorted(CollectOptions(batch_size=8).fingerprinted())
+        ['dtype', 'prefix_cache', 'split_space', 'temperatures', 'top_k', 'top_ps']
+        """
         out = {
             "top_k": self.top_k,
             "temperatures": list(self.temperatures),

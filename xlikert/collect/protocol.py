@@ -99,25 +99,136 @@ class Model(Protocol):
     options: CollectOptions
 
     def score(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
-        """Score ``(system, user)`` prompts: one row per prompt, every variable of the schema."""
+        """Score ``(system, user)`` prompts: one row per prompt, every variable of the schema.
+
+        Parameters
+        ----------
+        prompts : sequence of (str, str)
+            The unit's prompts, each a system prompt (``""``: none) and a user
+            prompt, already templated.
+
+        Returns
+        -------
+        UnitResult
+            One row per prompt, in order: every variable of
+            :data:`~xlikert.schema.VARIABLES` (with the bounds in mode ``"topk"``,
+            with the traces in reasoning mode), sized by :attr:`options`; the runner
+            checks it with :meth:`UnitResult.check <xlikert.collect.UnitResult.check>`.
+
+        Raises
+        ------
+        CollectionError
+            Where the model cannot score the prompts (e.g. out of memory even on a
+            batch of one prompt), naming the model.
+
+        Examples
+        --------
+        A toy backend that finds every answer equally likely:
+
+        >>> from xlikert.collect import CollectOptions, UnitResult
+        >>> class Uniform:
+        ...     options = CollectOptions(scale=(1, 2, 3, 4, 5))
+        ...
+        ...     def score(self, prompts):
+        ...         result = UnitResult.empty(len(prompts), self.options.sizes)
+        ...         result.data["pmf"][:] = 1 / 5
+        ...         result.data["valid_mass"][:] = 1.0
+        ...         return result
+        >>> prompts = [("", "I am the life of the party."), ("", "I talk to a lot of people.")]
+        >>> result = Uniform().score(prompts)
+        >>> result.check(len(prompts), Uniform.options.sizes)  # as the runner checks it
+        >>> result.data["pmf"].shape
+        (2, 5)
+        """
         ...
 
     def relabel(self, labels: tuple[str, ...] | None) -> None:
         """Read the next units' answers with these labels (one per score; None: the digits).
 
+        The runner calls it between units whose response format changes the answer
+        labels; the model then reads with :attr:`options` whose ``answer_labels``
+        are ``labels``.
+
+        Parameters
+        ----------
+        labels : tuple of str or None
+            One answer label per scale value, lowest first (``("A", "B", ...)``);
+            ``None``: the scale's digits.
+
         Raises
         ------
         AnswerLabelError
             Labels the model's tokenizer cannot read as answers.
+
+        Examples
+        --------
+        A toy backend that only records the labels:
+
+        >>> from xlikert.collect import CollectOptions
+        >>> class Relabelled:
+        ...     options = CollectOptions(scale=(1, 2, 3))
+        ...
+        ...     def relabel(self, labels):
+        ...         self.options = self.options.replace(answer_labels=labels)
+        >>> model = Relabelled()
+        >>> model.relabel(("A", "B", "C"))
+        >>> model.options.labels_by_score
+        {1: 'A', 2: 'B', 3: 'C'}
         """
         ...
 
     def provenance(self) -> dict[str, Any]:
-        """What to record about the model in ``attrs["models"][name]``."""
+        """What to record about the model in ``attrs["models"][name]``.
+
+        Called once the model has scored its units, so it can name every answer
+        rule it read with.
+
+        Returns
+        -------
+        dict of str to Any
+            JSON-serialisable values: the backend's description of the model (what
+            it loaded or reached), the answer rule's valid tokens and, in reasoning
+            mode, the trace settings; ``ds.likert.attrs["models"]`` gives them back
+            from a results file.
+
+        Examples
+        --------
+        A toy backend's description; the results file stores it as JSON:
+
+        >>> import json
+        >>> class Described:
+        ...     def provenance(self):
+        ...         return {"source": "toy:uniform", "valid_tokens": {"1": ["1"], "2": ["2"]}}
+        >>> info = Described().provenance()
+        >>> json.loads(json.dumps(info)) == info
+        True
+        """
         ...
 
     def close(self) -> None:
-        """Release the model's memory (or connections)."""
+        """Release the model's memory (or connections).
+
+        The runner calls it once per model, after the model's last unit or when a
+        run stops; the model is not used after it.
+
+        Examples
+        --------
+        A toy backend holding a session, closed as the runner closes every model:
+
+        >>> class Connected:
+        ...     def __init__(self):
+        ...         self.session = object()  # the weights, or an HTTP session
+        ...
+        ...     def close(self):
+        ...         self.session = None
+        >>> model = Connected()
+        >>> try:
+        ...     pass  # score the model's units
+        ... finally:
+        ...     model.close()
+        >>> model.session is None
+        True
+        """
         ...
 
 

@@ -502,8 +502,33 @@ def store_traces(
 def trace_texts(ds: Any) -> Any:
     """The traces' text of a results Dataset, decompressed (same dims as ``trace_text``).
 
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Results of a reasoning run (a model entry with ``reasoning = {...}``): a
+        ``trace_text`` variable, compressed by :func:`xlikert.schema.encode_text`.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``trace_text`` with each text decompressed (object dtype; ``""`` where a
+        cell has no trace), coords and attrs kept.
+
+    Raises
+    ------
+    CollectionError
+        ``ds`` is not a Dataset, or holds no ``trace_text``.
+
     Examples
     --------
+    >>> import xarray as xr
+    >>> from xlikert.schema import encode_text
+    >>> ds = xr.Dataset({"trace_text": ("trace", [encode_text("I think 5."), ""])})
+    >>> trace_texts(ds).values.tolist()
+    ['I think 5.', '']
+
+    A reasoning run's file:
+
     >>> ds = xl.open_results("reasoning.nc")  # doctest: +SKIP
     >>> print(trace_texts(ds).sel(model="qwen-cot", target="USA", item="1", trace=0).item())  # doctest: +SKIP
     """

@@ -67,6 +67,27 @@ class UnitResult:
     ) -> UnitResult:
         """A record of ``n`` prompts filled with each variable's fill value.
 
+        Parameters
+        ----------
+        n : int
+            The number of prompts (the length of every array's first axis).
+        sizes : Mapping of str to int
+            The lengths of the per-cell dims (``score``, ``rank``, ``temperature``,
+            ``top_p``), as :attr:`CollectOptions.sizes <xlikert.collect.CollectOptions.sizes>`
+            gives them.
+        bounded : bool, default False
+            Add the certified bounds (:data:`~xlikert.schema.BOUND_VARIABLES`) and
+            measure in mode ``"topk"``.
+        traces : int, default 0
+            Reasoning traces per prompt; above 0 adds the trace variables
+            (:data:`~xlikert.schema.TRACE_VARIABLES`) with this many traces.
+
+        Returns
+        -------
+        UnitResult
+            Every variable of the schema at its fill value (NaN, or ``""`` for text),
+            to be filled in by a backend.
+
         Examples
         --------
         >>> r = UnitResult.empty(2, {"score": 7, "rank": 3, "temperature": 1, "top_p": 2})
@@ -85,17 +106,63 @@ class UnitResult:
 
     @property
     def bounded(self) -> bool:
+        """Whether the record holds certified bounds (a unit measured in mode ``"topk"``).
+
+        Returns
+        -------
+        bool
+            True where ``data`` has the bound variables (``pmf_lower`` and the others).
+
+        Examples
+        --------
+        >>> sizes = {"score": 5, "rank": 3, "temperature": 1, "top_p": 1}
+        >>> UnitResult.empty(2, sizes).bounded, UnitResult.empty(2, sizes, bounded=True).bounded
+        (False, True)
+        """
         return "pmf_lower" in self.data
 
     @property
     def traces(self) -> int:
-        """Traces per prompt (0: not in reasoning mode)."""
+        """Traces per prompt (0: not in reasoning mode).
+
+        Returns
+        -------
+        int
+            The length of ``trace_pmf``'s second axis, or 0 without it.
+
+        Examples
+        --------
+        >>> sizes = {"score": 5, "rank": 3, "temperature": 1, "top_p": 1}
+        >>> UnitResult.empty(2, sizes).traces, UnitResult.empty(2, sizes, traces=4).traces
+        (0, 4)
+        """
         return int(np.shape(self.data["trace_pmf"])[1]) if "trace_pmf" in self.data else 0
 
     def check(self, n: int, sizes: Mapping[str, int]) -> None:
         """Raise when a variable is missing or has the wrong shape (a backend bug).
 
-        ``sizes["trace"]`` (default 0) is the number of traces the model samples.
+        Parameters
+        ----------
+        n : int
+            The number of prompts the backend was given.
+        sizes : Mapping of str to int
+            The lengths of the per-cell dims (as for :meth:`empty`);
+            ``sizes["trace"]`` (default 0) is the number of traces the model samples.
+
+        Raises
+        ------
+        CollectionError
+            A variable missing or of the wrong shape, or the wrong number of traces,
+            naming the variable and both shapes.
+
+        Examples
+        --------
+        >>> sizes = {"score": 5, "rank": 3, "temperature": 1, "top_p": 1}
+        >>> UnitResult.empty(2, sizes).check(2, sizes)  # passes silently
+        >>> UnitResult.empty(2, sizes).check(3, sizes)
+        Traceback (most recent call last):
+        ...
+        xlikert.errors.CollectionError: internal error: backend returned 'pmf' with shape (2, 5), ...
         """
         traces = int(sizes.get("trace", 0))
         if self.traces != traces:
@@ -116,7 +183,22 @@ class UnitResult:
 
     # ------------------------------------------------------------------ storage
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """Plain arrays for ``np.savez`` (text as fixed-width unicode)."""
+        """Plain arrays for ``np.savez`` (text as fixed-width unicode).
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            Each variable (text as fixed-width unicode), ``"mode"`` (a 0-d string
+            array) and, where set, ``"cells"`` (the unit's cell indices, int64);
+            :meth:`from_arrays` reads it back.
+
+        Examples
+        --------
+        >>> sizes = {"score": 5, "rank": 3, "temperature": 1, "top_p": 1}
+        >>> arrays = UnitResult.empty(2, sizes).to_arrays()
+        >>> arrays["pmf"].shape, str(arrays["mode"]), arrays["prompt_text"].dtype.kind
+        ((2, 5), 'exact', 'U')
+        """
         out = {
             k: (np.asarray(v).astype(str) if v.dtype == object else v) for k, v in self.data.items()
         }
@@ -127,6 +209,26 @@ class UnitResult:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> UnitResult:
+        """The record :meth:`to_arrays` wrote (as ``np.load`` gives it back).
+
+        Parameters
+        ----------
+        arrays : Mapping of str to numpy.ndarray
+            The variables, and optionally ``"mode"`` (default ``"exact"``) and
+            ``"cells"``.
+
+        Returns
+        -------
+        UnitResult
+            The record, its arrays as given.
+
+        Examples
+        --------
+        >>> sizes = {"score": 5, "rank": 3, "temperature": 1, "top_p": 1}
+        >>> back = UnitResult.from_arrays(UnitResult.empty(2, sizes, bounded=True).to_arrays())
+        >>> back.mode, back.bounded, back.cells is None
+        ('topk', True, True)
+        """
         data = {k: np.asarray(v) for k, v in arrays.items() if k not in ("mode", "cells")}
         mode = str(arrays["mode"]) if "mode" in arrays else "exact"
         cells = np.asarray(arrays["cells"]) if "cells" in arrays else None
@@ -319,12 +421,12 @@ def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> R
 
     Parameters
     ----------
-    ds
+    ds : xarray.Dataset
         A results Dataset (``collect``, :func:`xlikert.open_results`, or plain
         ``xr.open_dataset``).
-    trace : keyword-only
+    trace : int, optional
         Position of the trace along ``trace`` (reasoning mode); None in exact mode.
-    **cell
+    **cell : Any
         One level of every factor and the item (``model=..., target=..., item=...``).
 
     Returns
@@ -341,6 +443,23 @@ def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> R
 
     Examples
     --------
+    The ids are stored as text (:func:`xlikert.schema.encode_token_ids`); a
+    one-cell results file made by hand:
+
+    >>> from xlikert.schema import encode_token_ids
+    >>> ds = xr.Dataset(
+    ...     {"prompt_token_ids": (("model", "item"), [[encode_token_ids([1, 9, 42])]])},
+    ...     coords={"model": ["m"], "item": ["1"]},
+    ... )
+    >>> read_sequence(ds, model="m", item="1").ids
+    array([ 1,  9, 42])
+    >>> read_sequence(ds, model="m")
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.CollectionError: read_sequence needs one level of each of ['item']
+
+    The sequence one trace of a reasoning run was read after, scored again:
+
     >>> ds = xl.open_results("reasoning.nc")  # doctest: +SKIP
     >>> seq = read_sequence(ds, model="qwen-cot", target="USA", item="1", trace=0)  # doctest: +SKIP
     >>> logits = model(torch.tensor([seq.ids])).logits[0, -1]  # doctest: +SKIP

@@ -53,10 +53,30 @@ _FORMAT = "xlikert-collect-3"  # 3: token ids stored; vLLM read by the logits pr
 def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
     """Parse ``"i/n"`` (1-based) into ``(i, n)``.
 
+    Parameters
+    ----------
+    shard : str, tuple of (int, int) or None
+        ``"i/n"`` (the ``--shard`` option: part i of n, counted from 1), the pair
+        ``(i, n)``, or None (no sharding).
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(i, n)``, checked; None for None.
+
+    Raises
+    ------
+    CollectionError
+        A text that is not ``"i/n"``, or ``i`` outside ``1..n``.
+
     Examples
     --------
     >>> parse_shard("2/4")
     (2, 4)
+    >>> parse_shard("5/4")
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.CollectionError: shard 5/4: need 1 <= i <= n
     """
     if shard is None:
         return None
@@ -315,48 +335,48 @@ def collect(
 
     Parameters
     ----------
-    prompts
+    prompts : xarray.Dataset
         Dataset with string variables ``system`` and ``user`` on dims
         ``(*factors, "item")`` (from ``Experiment.build_prompts()``); its item coords
         (``reverse_keyed``, ``subscale``) and attrs are carried into the result.
-    models
+    models : str, dict or sequence of str or dict
         Zoo names, Hugging Face ids, local paths, or dicts (``name``, ``source``,
         ``backend`` = ``"transformers"`` (default), ``"vllm"`` or ``"openai"``, and
         the backend's keys: see :mod:`xlikert.collect.backends.transformers`,
         :mod:`xlikert.collect.backends.vllm`, :mod:`xlikert.collect.backends.openai`); ``name`` is
         the ``model`` level.
-    output
-        netCDF path. When given, the run is resumable (``<output>.partial/``, which
+    output : str or os.PathLike, optional
+        A netCDF path. When given, the run is resumable (``<output>.partial/``, which
         one run at a time holds) and a finished output with the same fingerprint is
         opened instead of recomputed.
-    options
+    options : CollectOptions, optional
         The run's settings (:class:`~xlikert.collect.options.CollectOptions`:
         the decoding grid, top-k, the answer rule, batch and unit sizes, the
         in-process backends' device and dtype); default: the defaults.
-    shard
+    shard : str or tuple of (int, int), optional
         ``"i/n"``: compute only part i of n (whole units); merge with
         :func:`~xlikert.collect.merge_shards`.
-    overwrite
+    overwrite : bool, default False
         Replace an output made by another configuration; its cells whose key is
         unchanged are copied, not recomputed.
-    reuse
+    reuse : sequence of str or os.PathLike, default ()
         Earlier results files whose cells are copied where their key is this run's
         (:mod:`xlikert.collect.identity`): a study grows by its new cells only. The
         output's own saved progress is always reused.
-    discard_progress
+    discard_progress : bool, default False
         Delete the saved progress of other configurations in ``<output>.partial/``
         first (it is otherwise kept, and reused where it applies).
-    progress
+    progress : bool, default True
         Show a progress bar (tqdm) and say what is reused.
-    on_unit
+    on_unit : callable, optional
         Called with (units done, units total) after every unit.
-    loader
+    loader : callable, optional
         ``(model entry, options, probe) -> Model`` instead of the entry's
         backend's ``open`` (to reuse a loaded model, e.g. in benchmarks); called
         as ``open`` is, ``probe`` being one ``(system, user)`` prompt of the run.
         The entry's identity (its backend's ``inputs``) is taken to describe the
         loaded model.
-    **overrides
+    **overrides : Any
         Any field of :class:`~xlikert.collect.options.CollectOptions` by name,
         overriding ``options`` (``scale``, ``top_k``, ``temperatures``,
         ``top_ps``, ``split_space``, ``prefix_cache``, ``batch_size``,
@@ -369,16 +389,18 @@ def collect(
 
     Returns
     -------
-    xr.Dataset
-        ``pmf``, ``valid_mass``, ``prompt_text``, ``topk_*``, ``decoding_*`` (DESIGN.md
-        §1), certified bounds for top-k servers, each cell's ``cell_key`` and
-        ``reused_from``, provenance in ``attrs["models"][name]`` (with the
-        ``cell_identity`` its keys hash), ``attrs["cells_computed"]``,
-        ``attrs["cells_reused"]`` and ``attrs["reuse_sources"]``; with a model in
-        reasoning mode (an entry with ``reasoning = {traces = 8, max_new_tokens =
-        256, seed = 0}``, see :mod:`xlikert.collect.reasoning`) also ``pmf_se``
-        and the ``trace_*`` variables on a ``trace`` dim
-        (:data:`~xlikert.schema.TRACE_VARIABLES`), and
+    xarray.Dataset
+        ``pmf``, ``valid_mass``, ``prompt_text``, ``topk_*``, ``decoding_*`` (the
+        results schema, :mod:`xlikert.schema`; :doc:`/data-model`), certified
+        bounds for top-k servers, each cell's ``cell_key`` and ``reused_from``,
+        provenance in ``ds.likert.attrs["models"][name]`` (with the
+        ``cell_identity`` its keys hash; the attrs are stored as JSON text, so
+        that ``ds.to_netcdf`` works as it stands), ``attrs["cells_computed"]``,
+        ``attrs["cells_copied"]``, ``attrs["cells_reused"]`` and
+        ``attrs["reuse_sources"]``; with a model in reasoning mode (an entry with
+        ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``, see
+        :mod:`xlikert.collect.reasoning`) also ``pmf_se`` and the ``trace_*``
+        variables on a ``trace`` dim (:data:`~xlikert.schema.TRACE_VARIABLES`), and
         ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error.
 
     Raises
@@ -392,8 +414,23 @@ def collect(
 
     Examples
     --------
-    >>> from xlikert.design import load_experiment  # doctest: +SKIP
-    >>> exp = load_experiment("demo")  # doctest: +SKIP
+    Everything is checked before a model loads (these lines run offline):
+
+    >>> from xlikert.design import load_experiment
+    >>> exp = load_experiment("demo")
+    >>> collect(exp.build_prompts(), exp.models, top_ps=(0.9, 1.5))
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.CollectionError: collect(): top_ps must hold finite numbers in (0, 1]; ...
+    >>> collect(exp.build_prompts(), exp.models, shard="1-4")
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.CollectionError: --shard must look like i/n (e.g. 1/4), got '1-4'
+
+    A run (the demo's three offline models: a few minutes on a laptop CPU), the same
+    with the experiment's ``[collect]`` settings, and a bigger study that copies the
+    cells it shares with the first:
+
     >>> ds = collect(exp.build_prompts(), exp.models, "results.nc", top_ps=(0.9, 1.0))  # doctest: +SKIP
     >>> opts = CollectOptions.from_mapping(exp.collect, where="demo [collect]")  # doctest: +SKIP
     >>> ds = collect(exp.build_prompts(), exp.models, options=opts)  # doctest: +SKIP

@@ -84,11 +84,11 @@ def find_valid_tokens(
 
     Parameters
     ----------
-    tokenizer
+    tokenizer : transformers.PreTrainedTokenizerBase or Any
         A transformers tokenizer (anything with ``get_vocab`` and ``decode``).
-    scale
+    scale : range or list of int
         The scale values, e.g. ``range(1, 8)``.
-    labels
+    labels : mapping of int to str, optional
         Score -> the answer label that means it (a response format,
         :mod:`xlikert.design.formats`); default: the score's digits.
 
@@ -105,9 +105,21 @@ def find_valid_tokens(
 
     Examples
     --------
-    >>> vt = find_valid_tokens(tok, range(1, 8))  # doctest: +SKIP
-    >>> vt.surfaces[:2]  # doctest: +SKIP
-    ('1', 'Ġ1')
+    A toy tokenizer with a byte-level vocabulary (``Ġ`` is a leading space):
+
+    >>> class Tokenizer:
+    ...     vocab = {"1": 0, "Ġ1": 1, "2": 2, "Ġ2": 3, "12": 4, "yes": 5}
+    ...     def get_vocab(self):
+    ...         return self.vocab
+    ...     def decode(self, ids):
+    ...         return {i: t for t, i in self.vocab.items()}[ids[0]].replace("Ġ", " ")
+    >>> vt = find_valid_tokens(Tokenizer(), range(1, 3))
+    >>> vt.ids, vt.surfaces, vt.scores
+    ((0, 1, 2, 3), ('1', 'Ġ1', '2', 'Ġ2'), (1, 1, 2, 2))
+    >>> find_valid_tokens(Tokenizer(), range(1, 4))
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.CollectionError: tokenizer 'Tokenizer' has no single-token surface form ...
     """
     scale = [int(v) for v in scale]
     targets = _words(scale, labels)

@@ -121,6 +121,11 @@ ZOO: dict[str, ZooModel] = {
 def builtin_names() -> list[str]:
     """Names of the built-in offline models.
 
+    Returns
+    -------
+    list of str
+        The names of :data:`ZOO`, in its order; each is a model ``source``.
+
     Examples
     --------
     >>> builtin_names()
@@ -131,6 +136,12 @@ def builtin_names() -> list[str]:
 
 def cache_dir() -> Path:
     """The xlikert cache directory: ``$XLIKERT_CACHE`` or the platform's user cache dir.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder (not created here): the assembled GGUF files (``gguf/``), the
+        dequantised models (``models/``) and their locks (``locks/``) live under it.
 
     Examples
     --------
@@ -207,6 +218,16 @@ def resolve_gguf(name: str) -> Path:
     sha256 is checked before the path is returned. One process at a time assembles
     (a file lock in ``cache_dir()/locks``); the others wait and then use its file.
 
+    Parameters
+    ----------
+    name : str
+        A built-in model (:func:`builtin_names`).
+
+    Returns
+    -------
+    pathlib.Path
+        The GGUF file, its sha256 checked.
+
     Raises
     ------
     CollectionError
@@ -215,6 +236,13 @@ def resolve_gguf(name: str) -> Path:
 
     Examples
     --------
+    >>> resolve_gguf("smollm-135m")
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.CollectionError: unknown built-in model 'smollm-135m'; built-in models are ...
+
+    With the offline models installed (``requirements/offline-models.txt``):
+
     >>> resolve_gguf("smollm2-135m-instruct").name  # doctest: +SKIP
     'SmolLM2-135M-Instruct.Q4_1.gguf'
     """

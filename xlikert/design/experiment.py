@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnknownNameError
 from ..schema import ITEM_OPTIONS, PROMPT_VARIABLES
 from .file_schema import SCALE_FIELDS
 from .formats import ResponseFormat
@@ -125,21 +125,81 @@ class Experiment:
 
     @property
     def factors(self) -> dict[str, list[str]]:
+        """Each non-model factor's name and its level labels, in file order.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").factors["format"]
+        ['original', 'reversed', 'letters']
+        """
         return {f.name: list(f.levels) for f in self.factor_specs}
 
     def factor(self, name: str) -> Factor:
+        """One non-model factor by name.
+
+        Parameters
+        ----------
+        name : str
+            The factor's name (a key of :attr:`factors`).
+
+        Returns
+        -------
+        Factor
+            Its kind (``lexicon``, ``framing``, ``format``, ...), levels and the
+            placeholder values each level binds.
+
+        Raises
+        ------
+        UnknownNameError
+            No factor of that name (also a :class:`KeyError`), naming it, the
+            experiment and its factors.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> fmt = load_experiment("formats").factor("format")
+        >>> fmt.kind, fmt.levels
+        ('format', ('original', 'reversed', 'letters'))
+        """
         for f in self.factor_specs:
             if f.name == name:
                 return f
-        raise KeyError(name)
+        names = ", ".join(f.name for f in self.factor_specs) or "none"
+        raise UnknownNameError(
+            f"experiment {self.name!r} has no factor {name!r}; its factors: {names}"
+        )
 
     @property
     def format_factor(self) -> Factor | None:
-        """The factor of kind ``format`` (None without one)."""
+        """The factor of kind ``format`` (None without one).
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").format_factor.name
+        'format'
+        >>> load_experiment("demo").format_factor is None
+        True
+        """
         return next((f for f in self.factor_specs if f.kind == "format"), None)
 
     def answer_labels(self) -> dict[str, dict[int, str]]:
-        """Format level -> score -> answer label (``{}`` without a format factor)."""
+        """Format level -> score -> answer label (``{}`` without a format factor).
+
+        Returns
+        -------
+        dict of str to dict of int to str
+            For each level of :attr:`format_factor`, the label that answers each
+            score of the scale.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> labels = load_experiment("formats").answer_labels()
+        >>> labels["letters"][1], labels["letters"][7], labels["original"][7]
+        ('A', 'G', '7')
+        """
         f = self.format_factor
         if f is None:
             return {}
@@ -149,17 +209,49 @@ class Experiment:
 
     @property
     def response_scale(self) -> Scale:
-        """The effective scale: the options of every item without its own."""
+        """The effective scale: the options of every item without its own.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("anes96_survey").response_scale.scores
+        range(1, 8)
+        """
         return Scale(
             self.scale_min, self.scale_max, dict(self.anchors), self.nonsubstantive, self.answers
         )
 
     def scale_of(self, item_id: str) -> Scale:
-        """The response options of one administered item: its own, or :attr:`response_scale`."""
+        """The response options of one administered item.
+
+        Parameters
+        ----------
+        item_id : str
+            The item's id.
+
+        Returns
+        -------
+        Scale
+            The item's own :class:`~xlikert.design.scale.Scale`, else :attr:`response_scale`.
+
+        Raises
+        ------
+        UnknownNameError
+            No administered item has that id (also a :class:`KeyError`).
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("anes96_survey").scale_of("vote").describe()
+        '0..1 (0=Bill Clinton, 1=Bob Dole), answered with the labels'
+        """
         for it in self.items:
             if it.id == item_id:
                 return it.scale or self.response_scale
-        raise KeyError(item_id)
+        names = ", ".join(it.id for it in self.items)
+        raise UnknownNameError(
+            f"experiment {self.name!r} administers no item {item_id!r}; its items: {names}"
+        )
 
     @property
     def per_item(self) -> bool:
@@ -167,28 +259,67 @@ class Experiment:
 
         That is when some item has its own options or is nominal, or the scale has
         non-substantive options or is answered with letters or labels.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("anes96_survey").per_item, load_experiment("demo").per_item
+        (True, False)
         """
         return has_item_options(self.items, self.response_scale)
 
     @property
     def model_names(self) -> list[str]:
+        """The ``name`` of each model entry: the levels of the ``model`` dim of the results.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("demo").model_names
+        ['SmolLM2-135M-Instruct', 'Qwen2.5-Coder-0.5B-Instruct', 'Gemma-3-270M']
+        """
         return [m["name"] for m in self.models]
 
     @property
     def n_conditions(self) -> int:
-        """Number of cells of the non-model cross."""
+        """Number of cells of the non-model cross.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").n_conditions  # 4 targets x 3 formats
+        12
+        """
         return math.prod(len(f.levels) for f in self.factor_specs)
 
     @property
     def n_prompts(self) -> int:
-        """Number of distinct prompts: conditions x items."""
+        """Number of distinct prompts: conditions x items.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").n_prompts  # 12 conditions x 17 items
+        204
+        """
         return self.n_conditions * len(self.items)
 
     def shown_scales(self) -> dict[str | None, tuple[ShownScale, ...]]:
         """Format level (None without a format factor) -> each item's options as shown.
 
-        Each :class:`~xlikert.design.scale.ShownScale` holds the item's answer
-        labels and the values of its scale placeholders under that level.
+        Returns
+        -------
+        dict of str or None to tuple of ShownScale
+            Per format level, one :class:`~xlikert.design.scale.ShownScale` per
+            administered item (in order): its answer labels and the values of its
+            scale placeholders under that level.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> shown = load_experiment("anes96_survey").shown_scales()[None]
+        >>> shown[4].labels
+        {0: 'Bill Clinton', 1: 'Bob Dole'}
         """
         fmt = self.format_factor
         levels: list[str | None] = list(fmt.levels) if fmt is not None else [None]
@@ -379,7 +510,30 @@ class Experiment:
         }
 
     def summary(self) -> str:
-        """A human-readable description of the design (what ``xlikert prompts`` prints)."""
+        """A human-readable description of the design (what ``xlikert prompts`` prints).
+
+        Returns
+        -------
+        str
+            The experiment, its instrument and scale, the system prompt's source,
+            each factor with its levels, the models, and the count of prompts and
+            forward passes.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> print(load_experiment("formats").summary())
+        Experiment  formats  (...formats.toml)
+        Instrument  cetscale: Consumer Ethnocentric Tendencies Scale (CETSCALE)
+                    17 items, scale 1..7 (1=Strongly disagree, 7=Strongly agree)
+        System      custom template
+        Factors     2
+          target (lexicon, 4 levels): USA, China, Canada, France
+          format (format, 3 levels): original, reversed, letters
+        Models      1 (crossed at collection)
+          SmolLM2-135M-Instruct: smollm2-135m-instruct
+        Prompts     4 x 3 = 12 conditions x 17 items = 204 prompts  (x 1 models = ...
+        """
         inst = self.instrument
         lines = [
             f"Experiment  {self.name}  ({self.path})",
@@ -427,6 +581,19 @@ class Experiment:
 
 def prompts_to_frame(ds: xr.Dataset):
     """One row per prompt: factor levels, item, reverse_keyed, subscale, system, user.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Prompts as :meth:`Experiment.build_prompts` returns them: ``user`` and
+        ``system`` over the prompt factors and ``item``, with ``reverse_keyed`` and
+        ``subscale`` over ``item``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per prompt (C order of ``user``'s dims), a column per dim of
+        ``user``, then ``reverse_keyed``, ``subscale``, ``system`` and ``user``.
 
     Examples
     --------

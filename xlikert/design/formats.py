@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..errors import LabelMappingError
+from ..errors import FormatError, LabelMappingError, UnknownNameError
 
 __all__ = [
     "BUILTIN_FORMATS",
@@ -105,6 +105,16 @@ class ResponseFormat:
     def for_points(self, n_points: int) -> ResponseFormat:
         """This format for a scale of ``n_points`` points: letters resized, else itself.
 
+        Parameters
+        ----------
+        n_points : int
+            The number of points of the item's scale.
+
+        Returns
+        -------
+        ResponseFormat
+            A lettered format with ``n_points`` letters, or this format unchanged.
+
         Examples
         --------
         >>> builtin_format("letters", 7).for_points(4).labels
@@ -113,17 +123,53 @@ class ResponseFormat:
         return replace(self, labels=letters(n_points)) if self.lettered else self
 
     def shown_scores(self, lo: int, hi: int) -> list[int]:
-        """The scores in the order they are shown."""
+        """The scores in the order they are shown.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The lowest and highest scores of the scale.
+
+        Returns
+        -------
+        list of int
+            ``lo..hi``, highest first for a ``"reversed"`` format.
+
+        Examples
+        --------
+        >>> builtin_format("reversed").shown_scores(1, 5)
+        [5, 4, 3, 2, 1]
+        """
         scores = list(range(lo, hi + 1))
         return scores[::-1] if self.order == "reversed" else scores
 
     def shown_labels(self, lo: int, hi: int) -> list[str]:
         """The answer labels in the order they are shown.
 
+        Parameters
+        ----------
+        lo, hi : int
+            The lowest and highest scores of the scale.
+
+        Returns
+        -------
+        list of str
+            One label per shown position: :attr:`labels`, or the digits
+            ``lo..hi``.
+
         Raises
         ------
         LabelMappingError
             When the labels are not one distinct, non-empty label per scale point.
+
+        Examples
+        --------
+        >>> builtin_format("letters", n_points=5).shown_labels(1, 5)
+        ['A', 'B', 'C', 'D', 'E']
+        >>> ResponseFormat("twice", labels=("A", "A")).shown_labels(1, 2)
+        Traceback (most recent call last):
+        ...
+        xlikert.errors.LabelMappingError: format 'twice': ...: labels repeat ['A']
         """
         n = hi - lo + 1
         labels = (
@@ -146,12 +192,66 @@ class ResponseFormat:
         return labels
 
     def labels_by_score(self, lo: int, hi: int) -> dict[int, str]:
-        """Score -> its answer label (a bijection onto ``lo..hi``), in score order."""
+        """Score -> its answer label (a bijection onto ``lo..hi``), in score order.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The lowest and highest scores of the scale.
+
+        Returns
+        -------
+        dict of int to str
+            The label that answers each score: the label shown at the score's
+            position.
+
+        Raises
+        ------
+        LabelMappingError
+            When the labels are not one distinct, non-empty label per scale point.
+
+        Examples
+        --------
+        A reversed scale shows the highest score first, numbered 1:
+
+        >>> builtin_format("reversed").labels_by_score(1, 3)
+        {1: '3', 2: '2', 3: '1'}
+        """
         pairs = dict(zip(self.shown_scores(lo, hi), self.shown_labels(lo, hi), strict=True))
         return {y: pairs[y] for y in range(lo, hi + 1)}
 
     def point_texts(self, lo: int, hi: int, anchors: Mapping[int, str]) -> dict[int, str]:
-        """Score -> text for the points ``{anchors}`` labels under this format."""
+        """Score -> text for the points ``{anchors}`` labels under this format.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The lowest and highest scores of the scale.
+        anchors : mapping of int to str
+            The scale's text of each labelled score (the instrument's or the
+            experiment's ``[scale.anchors]``).
+
+        Returns
+        -------
+        dict of int to str
+            The labelled scores and their text: none for ``"numbers"``, the two
+            ends for ``"ends"``, the scale's own for ``"instrument"``, every point
+            for ``"every"`` (the standard agreement texts fill the middle of a
+            5- or 7-point agree-disagree scale).
+
+        Raises
+        ------
+        LabelMappingError
+            ``"every"`` point labelled, and the scale has no text for some.
+
+        Examples
+        --------
+        >>> ends = {1: "Strongly disagree", 5: "Strongly agree"}
+        >>> builtin_format("labelled").point_texts(1, 5, ends)[2]
+        'Disagree'
+        >>> builtin_format("numbers").point_texts(1, 5, ends)
+        {}
+        """
         if self.anchors == "numbers":
             return {}
         if self.anchors == "ends":
@@ -171,7 +271,38 @@ class ResponseFormat:
         )
 
     def fields(self, lo: int, hi: int, anchors: Mapping[int, str]) -> dict[str, str]:
-        """The scale placeholders as this format renders them (see the module docstring)."""
+        """The scale placeholders as this format renders them (see the module docstring).
+
+        Parameters
+        ----------
+        lo, hi : int
+            The lowest and highest scores of the scale.
+        anchors : mapping of int to str
+            The scale's text of each labelled score (the instrument's or the
+            experiment's ``[scale.anchors]``).
+
+        Returns
+        -------
+        dict of str to str
+            The value of each scale placeholder, as
+            :func:`~xlikert.design.scale_fields` gives them for the original
+            format: ``scale_min`` and ``scale_max`` are the first and last shown
+            labels, ``anchors`` pairs the shown labels with their texts.
+
+        Raises
+        ------
+        LabelMappingError
+            Labels that are not a bijection onto the scale, or points to label
+            without a text.
+
+        Examples
+        --------
+        >>> ends = {1: "Strongly disagree", 5: "Strongly agree"}
+        >>> builtin_format("letters", n_points=5).fields(1, 5, ends)["anchors"]
+        'A=Strongly disagree, E=Strongly agree'
+        >>> builtin_format("reversed").fields(1, 5, ends)["anchors"]
+        '1=Strongly agree, 5=Strongly disagree'
+        """
         scores, labels = self.shown_scores(lo, hi), self.shown_labels(lo, hi)
         texts = self.point_texts(lo, hi, anchors)
         if self.anchors == "numbers":
@@ -193,7 +324,18 @@ class ResponseFormat:
         }
 
     def describe(self) -> str:
-        """One line: order, labelled points, labels."""
+        """One line: order, labelled points, labels.
+
+        Returns
+        -------
+        str
+            The order, the points that carry their text, the answer labels.
+
+        Examples
+        --------
+        >>> builtin_format("letters", n_points=5).describe()
+        'ascending, instrument labelled, answer labels ABCDE'
+        """
         labels = (
             "digits"
             if self.labels is None
@@ -234,14 +376,38 @@ BUILTIN_FORMATS: dict[str, dict[str, Any]] = {
 def builtin_format(name: str, n_points: int | None = None) -> ResponseFormat:
     """A built-in response format by name (:data:`BUILTIN_FORMATS`).
 
-    ``n_points`` sizes the letter labels (default 7; a format is checked against
-    the scale where it is used).
+    Parameters
+    ----------
+    name : str
+        One of :data:`BUILTIN_FORMATS`: ``"original"``, ``"reversed"``,
+        ``"labelled"``, ``"numbers"``, ``"letters"``.
+    n_points : int, optional
+        The number of scale points, which sizes the letter labels of ``"letters"``
+        (default 7); the other formats ignore it. A format is checked against the
+        scale where it is used.
+
+    Returns
+    -------
+    ResponseFormat
+        The format: its order, anchors, answer labels (``None``: the scale's
+        digits) and description.
 
     Raises
     ------
-    KeyError
-        An unknown name.
+    UnknownNameError
+        An unknown name (also a :class:`KeyError`), naming it and the built-in formats.
+
+    Examples
+    --------
+    >>> builtin_format("letters", n_points=5).labels
+    ('A', 'B', 'C', 'D', 'E')
+    >>> builtin_format("reversed").order
+    'reversed'
     """
+    if name not in BUILTIN_FORMATS:
+        raise UnknownNameError(
+            f"no built-in format {name!r}; built-in: {', '.join(BUILTIN_FORMATS)}"
+        )
     spec = dict(BUILTIN_FORMATS[name])
     make = spec.pop("labels", None)
     labels = make(n_points or 7) if make is not None else None
@@ -256,23 +422,23 @@ def format_from_table(name: str, table: Mapping[str, Any], n_points: int) -> Res
 
     Raises
     ------
-    ValueError
-        An unknown key or value, naming it.
+    FormatError
+        An unknown key or value, naming it (also a :class:`ValueError`).
     """
     known = ("base", "order", "anchors", "labels", "description")
     unknown = [k for k in table if k not in known]
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown}; a format level takes {', '.join(known)}")
+        raise FormatError(f"unknown key(s) {unknown}; a format level takes {', '.join(known)}")
     base = table.get("base", "original")
     if base not in BUILTIN_FORMATS:
-        raise ValueError(f"base {base!r} is not a built-in format ({', '.join(BUILTIN_FORMATS)})")
+        raise FormatError(f"base {base!r} is not a built-in format ({', '.join(BUILTIN_FORMATS)})")
     fmt = builtin_format(base, n_points)
     order = table.get("order", fmt.order)
     if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+        raise FormatError(f"order must be one of {ORDERS}, got {order!r}")
     style = table.get("anchors", fmt.anchors)
     if style not in STYLES:
-        raise ValueError(f"anchors must be one of {STYLES}, got {style!r}")
+        raise FormatError(f"anchors must be one of {STYLES}, got {style!r}")
     labels: Sequence[str] | str | None = table.get("labels", fmt.labels)
     if isinstance(labels, str):
         labels = labels.replace(",", " ").split()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnknownNameError
 from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec, ScaleSpec
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Option, Scale
@@ -103,50 +103,158 @@ class Instrument:
 
     @property
     def labels(self) -> dict[int, str]:
-        """Alias of :attr:`anchors`."""
+        """Alias of :attr:`anchors`.
+
+        Examples
+        --------
+        >>> load_instrument("cetscale").labels
+        {1: 'Strongly disagree', 7: 'Strongly agree'}
+        """
         return self.anchors
 
     @property
     def scale(self) -> tuple[int, int]:
+        """The response scale as ``(scale_min, scale_max)``.
+
+        Examples
+        --------
+        >>> load_instrument("mini_ipip").scale
+        (1, 5)
+        """
         return (self.scale_min, self.scale_max)
 
     @property
     def response_scale(self) -> Scale:
-        """The instrument's scale: the response options of every item without its own."""
+        """The instrument's scale: the response options of every item without its own.
+
+        Examples
+        --------
+        >>> load_instrument("anes96_survey").response_scale.nonsubstantive[0].label
+        "Don't know"
+        """
         return Scale(
             self.scale_min, self.scale_max, dict(self.anchors), self.nonsubstantive, self.answers
         )
 
     def scale_of(self, item_id: str) -> Scale:
-        """The response options of one item: its own, or the instrument's."""
+        """The response options of one item: its own, or the instrument's.
+
+        Parameters
+        ----------
+        item_id : str
+            The item's id.
+
+        Returns
+        -------
+        Scale
+            The item's own :class:`~xlikert.design.scale.Scale`, else :attr:`response_scale`.
+
+        Raises
+        ------
+        UnknownNameError
+            No item has that id.
+
+        Examples
+        --------
+        >>> load_instrument("anes96_survey").scale_of("TVnews").describe()
+        '0..7 (0=None, 7=Every day)'
+        """
         return self.item(item_id).scale or self.response_scale
 
     @property
     def n_items(self) -> int:
+        """Number of items.
+
+        Examples
+        --------
+        >>> load_instrument("mini_ipip").n_items
+        20
+        """
         return len(self.items)
 
     @property
     def item_ids(self) -> list[str]:
+        """The items' ids, in file order (the ``item`` coordinate of the results).
+
+        Examples
+        --------
+        >>> load_instrument("mini_ipip").item_ids[:3]
+        ['1', '2', '3']
+        """
         return [it.id for it in self.items]
 
     @property
     def subscales(self) -> list[str]:
-        """Distinct non-empty subscales, in order of first appearance."""
+        """Distinct non-empty subscales, in order of first appearance.
+
+        Examples
+        --------
+        >>> load_instrument("mini_ipip").subscales
+        ['extraversion', 'agreeableness', 'conscientiousness', 'neuroticism', 'intellect']
+        """
         return list(dict.fromkeys(it.subscale for it in self.items if it.subscale))
 
     @property
     def lexicon_fields(self) -> tuple[str, ...]:
+        """The placeholders each level of the lexicon fills (those of its first level).
+
+        Examples
+        --------
+        >>> load_instrument("cetscale").lexicon_fields[:3]
+        ('people', 'adj', 'person')
+        """
         first = next(iter(self.lexicon.values()), {})
         return tuple(first)
 
     def item(self, item_id: str) -> Item:
+        """One item by id.
+
+        Parameters
+        ----------
+        item_id : str
+            The item's id (one of :attr:`item_ids`).
+
+        Returns
+        -------
+        Item
+            Its template, keying and subscale.
+
+        Raises
+        ------
+        UnknownNameError
+            No item of that id (also a :class:`KeyError`), naming it, the
+            instrument and its item ids.
+
+        Examples
+        --------
+        >>> item = load_instrument("mini_ipip").item("1")
+        >>> item.template, item.reverse_keyed, item.subscale
+        ('Am the life of the party.', False, 'extraversion')
+        """
         for it in self.items:
             if it.id == item_id:
                 return it
-        raise KeyError(item_id)
+        ids = self.item_ids
+        shown = ", ".join(ids) if len(ids) <= 12 else f"{ids[0]}, {ids[1]}, ..., {ids[-1]}"
+        raise UnknownNameError(
+            f"instrument {self.name!r} has no item {item_id!r}{suggest(str(item_id), ids)}; "
+            f"its item ids: {shown or 'none'}"
+        )
 
     def scale_labels_json(self) -> str:
-        """The anchors as a JSON object string (keys are the scale values)."""
+        """The anchors as a JSON object string (keys are the scale values).
+
+        Returns
+        -------
+        str
+            The JSON object, keys in scale order (the ``scale_labels`` attribute of
+            the prompts and results).
+
+        Examples
+        --------
+        >>> load_instrument("cetscale").scale_labels_json()
+        '{"1": "Strongly disagree", "7": "Strongly agree"}'
+        """
         return json.dumps({str(k): v for k, v in sorted(self.anchors.items())})
 
     def __repr__(self) -> str:
@@ -205,6 +313,20 @@ def describe_item_scales(items: tuple[Item, ...], default: Scale, indent: str = 
 def scale_fields(scale_min: int, scale_max: int, anchors: Mapping[int, str]) -> dict[str, str]:
     """Values of the scale placeholders (:data:`SCALE_FIELDS`) of a scale answered with its codes.
 
+    Parameters
+    ----------
+    scale_min, scale_max : int
+        The lowest and highest points of the scale.
+    anchors : mapping of int to str
+        The text of the labelled points (e.g. the two ends).
+
+    Returns
+    -------
+    dict of str to str
+        The value of each placeholder: ``scale_min``, ``scale_max``, ``n_points``,
+        ``min_label``, ``max_label`` (``""`` where the end has no anchor),
+        ``anchors`` (``"1=..., 7=..."``) and ``answer_labels`` (``"1, 2, ..., 7"``).
+
     Examples
     --------
     >>> f = scale_fields(1, 7, {1: "Strongly disagree", 7: "Strongly agree"})
@@ -243,6 +365,11 @@ def _instrument_dir():
 def builtin_instruments() -> list[str]:
     """Names of the instruments shipped with xlikert.
 
+    Returns
+    -------
+    list of str
+        The names, sorted; each loads with :func:`load_instrument`.
+
     Examples
     --------
     >>> "cetscale" in builtin_instruments()
@@ -279,13 +406,14 @@ def load_instrument(name_or_path: str | Path) -> Instrument:
 
     Parameters
     ----------
-    name_or_path
-        A built-in name (``"cetscale"``, ``"mini_ipip"``; see
+    name_or_path : str or pathlib.Path
+        A built-in name (``"cetscale"``, ``"mini_ipip"``, ``"anes96"``; see
         :func:`builtin_instruments`) or the path of a TOML instrument file.
 
     Returns
     -------
     Instrument
+        The validated instrument: its items (keying, subscales), scale and anchors.
 
     Raises
     ------

@@ -56,7 +56,18 @@ def _experiment_dir():
 
 
 def builtin_experiments() -> list[str]:
-    """Names of the experiments shipped with xlikert (``"demo"``, ``"paper"``, ``"framing"``, ...)."""
+    """Names of the experiments shipped with xlikert (``"demo"``, ``"paper"``, ``"framing"``, ...).
+
+    Returns
+    -------
+    list of str
+        The names, sorted; each loads with :func:`load_experiment`.
+
+    Examples
+    --------
+    >>> builtin_experiments()
+    ['anes96', 'demo', 'formats', 'framing', 'paper']
+    """
     return sorted(
         p.name.removesuffix(".toml")
         for p in _experiment_dir().iterdir()
@@ -69,11 +80,20 @@ def load_experiment(path_or_builtin: str | Path) -> Experiment:
 
     Parameters
     ----------
-    path_or_builtin
+    path_or_builtin : str or pathlib.Path
         Path of a TOML experiment file, or a built-in name (``"demo"``: the
         offline demo, 3 zoo models x 4 targets on CETSCALE; ``"paper"``: the
         paper's 5 x 4 design; ``"framing"``: 3 models x 4 targets x 6 framings;
-        ``"formats"``: 3 response formats x 4 targets on SmolLM2-135M).
+        ``"formats"``: 3 response formats x 4 targets on SmolLM2-135M;
+        ``"anes96"``: the ANES 1996 example; see :func:`builtin_experiments`).
+        A string is read as a path when it names an existing file, ends in
+        ``.toml`` or holds a path separator.
+
+    Returns
+    -------
+    Experiment
+        The validated experiment: its factors, items, models and templates;
+        :meth:`Experiment.build_prompts` renders its prompts.
 
     Raises
     ------
@@ -100,13 +120,45 @@ def experiment_from_dict(
 ) -> Experiment:
     """Build an :class:`Experiment` from an already parsed table (same schema as the file).
 
-    ``base_dir`` resolves a relative instrument path; ``sha256`` defaults to the
-    hash of the table's canonical JSON.
+    Parameters
+    ----------
+    table : dict
+        The experiment as a TOML file would parse: ``[experiment]``, ``[factors.*]``,
+        ``[[models]]``, optional ``[scale]``, ``[constants]`` and ``[collect]``
+        (see :doc:`/design-files`).
+    file : str, default "<dict>"
+        The name the error messages give the table; its stem is the experiment's
+        name when ``[experiment]`` has none.
+    sha256 : str, optional
+        The experiment's hash, recorded in the results; default: the SHA-256 of the
+        table's canonical JSON.
+    base_dir : str or pathlib.Path, optional
+        The folder a relative instrument path is resolved against (default: the
+        working directory).
+
+    Returns
+    -------
+    Experiment
+        The validated experiment.
 
     Raises
     ------
     ConfigError
         Listing every problem, each naming the file, the item or table and the field.
+
+    Examples
+    --------
+    >>> exp = experiment_from_dict({
+    ...     "experiment": {"name": "mini", "instrument": "cetscale", "items": ["1", "2"]},
+    ...     "factors": {"target": {"levels": ["USA", "France"]}},
+    ...     "models": [{"name": "SmolLM2-135M-Instruct", "source": "smollm2-135m-instruct"}],
+    ... })
+    >>> exp.factors, exp.n_prompts
+    ({'target': ['USA', 'France']}, 4)
+    >>> experiment_from_dict({"experiment": {"instrument": "cetscal"}})
+    Traceback (most recent call last):
+    ...
+    xlikert.errors.ConfigError: <dict>: [experiment], field 'instrument': ...'cetscale'?); ...
     """
     if not isinstance(table, dict):
         raise ConfigError(f"{file}: an experiment must be a table, got {type(table).__name__}")

@@ -33,6 +33,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..errors import TemplateSyntaxError
+
 __all__ = ["MODIFIERS", "Placeholder", "Template", "TemplateSyntaxError"]
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
@@ -45,10 +47,6 @@ def _cap(s: str) -> str:
 
 #: Modifiers accepted after a colon, ``{name:cap}``.
 MODIFIERS = {"cap": _cap, "lower": str.lower, "upper": str.upper}
-
-
-class TemplateSyntaxError(Exception):
-    """Raised by :meth:`Template.parse`; callers wrap it in a ConfigError naming file and field."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,35 @@ class Template:
 
     @classmethod
     def parse(cls, text: str) -> Template:
-        """Parse ``text``; raise :class:`TemplateSyntaxError` on malformed braces or names."""
+        """Parse ``text``; raise :class:`TemplateSyntaxError` on malformed braces or names.
+
+        Parameters
+        ----------
+        text : str
+            A template: literal text, ``{name}`` or ``{name:modifier}``
+            placeholders, ``{{`` and ``}}`` for literal braces.
+
+        Returns
+        -------
+        Template
+            The text and its parts (literal strings and placeholders).
+
+        Raises
+        ------
+        TemplateSyntaxError
+            A lone brace, a placeholder name that is not an identifier, or an
+            unknown modifier, naming the character or placeholder where it is (an
+            :class:`~xlikert.errors.XlikertError`, so also a :class:`ValueError`).
+
+        Examples
+        --------
+        >>> Template.parse("{people:cap} should buy {adj}-made products.").fields
+        ('people', 'adj')
+        >>> Template.parse("a {b")
+        Traceback (most recent call last):
+        ...
+        xlikert.errors.TemplateSyntaxError: lone '{' at character 2 (write '{{' ...)
+        """
         parts: list[str | Placeholder] = []
         pos = 0
         for m in _TOKEN.finditer(text):
@@ -115,7 +141,13 @@ class Template:
 
     @property
     def fields(self) -> tuple[str, ...]:
-        """Distinct placeholder names in order of first appearance."""
+        """Distinct placeholder names in order of first appearance.
+
+        Examples
+        --------
+        >>> Template.parse("{a} and {b}, then {a:lower}").fields
+        ('a', 'b')
+        """
         return tuple(dict.fromkeys(p.name for p in self.parts if isinstance(p, Placeholder)))
 
     def splice(self, name: str, other: Template) -> Template:
@@ -124,6 +156,18 @@ class Template:
         A modifier on the placeholder applies to the whole rendered text of
         ``other``: ``{item:lower}`` lower-cases the item text and the values
         filled into it, ``{item:cap}`` upper-cases its first letter.
+
+        Parameters
+        ----------
+        name : str
+            The placeholder to replace.
+        other : Template
+            The template spliced in its place.
+
+        Returns
+        -------
+        Template
+            A new template; ``self`` is unchanged.
 
         Examples
         --------
@@ -166,6 +210,24 @@ class Template:
 
     def render(self, values: Mapping[str, str]) -> str:
         """Substitute ``values``; a missing field raises ``KeyError`` (checked beforehand by callers).
+
+        A value that ends with a full stop absorbs the full stop that follows its
+        placeholder (``"Into {short}."`` with ``short = "the U.S."``).
+
+        Parameters
+        ----------
+        values : mapping of str to str
+            A value for every placeholder of :attr:`fields`.
+
+        Returns
+        -------
+        str
+            The rendered text, each placeholder's modifier applied.
+
+        Raises
+        ------
+        KeyError
+            A placeholder without a value.
 
         Examples
         --------

@@ -244,8 +244,8 @@ def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     ------
     ConfigError
         An unknown engine.
-    KeyError
-        An unknown kernel.
+    UnknownNameError
+        An unknown kernel (also a :class:`KeyError`), naming it and the kernels.
 
     Examples
     --------
@@ -256,5 +256,7 @@ def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     """
     engine = _check(engine or _ENGINE.get())
     if name not in _MODULES:
-        raise KeyError(f"unknown kernel {name!r}; kernels: {sorted(_MODULES)}")
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError(f"unknown kernel {name!r}; kernels: {', '.join(sorted(_MODULES))}")
     return KernelHandle(name, engine)

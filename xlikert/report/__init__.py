@@ -97,20 +97,22 @@ def write_report(
 
     Parameters
     ----------
-    results
+    results : str, pathlib.Path or xarray.Dataset
         A results file (netCDF) or Dataset with ``pmf`` ``(*factors, item,
         score)``; optional ``valid_mass``, ``decoding_pmf``.
-    out_dir
-        Output folder (created).
-    country_of_origin
+    out_dir : str or pathlib.Path
+        Output folder (created; an existing one has the entries the report writes
+        replaced).
+    country_of_origin : mapping of str to str, optional
         Level of the first factor (e.g. model) -> level of the second (e.g.
         target) it originates from; marks in-group cells. Default: a
         ``country_of_origin`` coordinate on the first factor, if any.
-    tol
+    tol : float, default 1e-4
         Certified tolerance of Multivariate Consensus.
-    title
-        Report title (default from the file's attrs).
-    human
+    title : str, optional
+        Report title (default: the file's ``title`` attribute, else one naming its
+        instrument).
+    human : str, pathlib.Path or xarray.Dataset, optional
         Human data (a CSV of respondents or a human PMF netCDF/Dataset): adds the
         section "Alignment with human respondents" (:mod:`xlikert.report.sections.alignment`).
 
@@ -118,6 +120,13 @@ def write_report(
     -------
     pathlib.Path
         The path of ``index.html``.
+
+    Raises
+    ------
+    xlikert.errors.InvalidPMFError
+        ``results`` hold no ``pmf`` variable.
+    xlikert.errors.DesignError
+        The ``pmf`` has no factor dims, or a factor with a reserved name.
 
     Notes
     -----
@@ -127,8 +136,14 @@ def write_report(
 
     Examples
     --------
-    >>> from xlikert.datasets import synthetic_results
-    >>> path = write_report(synthetic_results(n_items=3), "report/")   # doctest: +SKIP
+    >>> import tempfile
+    >>> from xlikert.datasets import load_demo_results
+    >>> out = Path(tempfile.mkdtemp()) / "report"
+    >>> path = write_report(load_demo_results(verbose=False), out)
+    >>> path.name, sorted(p.name for p in out.iterdir())
+    ('index.html', ['figures', 'index.html', 'report.md', 'tables'])
+    >>> import shutil
+    >>> shutil.rmtree(out.parent)
     """
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import xarray as xr
 
 from ..analysis.consensus import consensus
 from ..analysis.construct import composite, decompose, summary_table
+from ..analysis.support import nominal_items, support_bounds
 from ..dims import factor_dims, preferred_factor
 from ..errors import DesignError, InvalidPMFError
 from ..io import decode_attrs, open_results
@@ -123,16 +125,70 @@ class ReportContext:
         )
 
     @property
-    def pmf(self) -> xr.DataArray:
-        """The item PMFs ``(*factors, item, score)``."""
+    def all_pmf(self) -> xr.DataArray:
+        """Every item's PMFs ``(*factors, item, score)``, nominal items included."""
         return self.ds["pmf"]
+
+    @property
+    def pmf(self) -> xr.DataArray:
+        """The PMFs of the items with ordered options ``(*factors, item, score)``: what the
+        sections that need an order (Consensus, composites, reliability, cost) analyse."""
+        pmf = self.ds["pmf"]
+        if not self.nominal:
+            return pmf
+        return pmf.isel(item=np.flatnonzero(~np.asarray(pmf["nominal"].values, dtype=bool)))
+
+    @cached_property
+    def nominal(self) -> list[str]:
+        """The nominal items (options without an order), left out where an order is needed."""
+        return nominal_items(self.ds["pmf"])
+
+    def nominal_note(self, what: str) -> str:
+        """The sentence a section writes where it leaves the nominal items out."""
+        return (
+            f"Nominal items {', '.join(self.nominal)} are left out of {what}: their options "
+            "have no order, so it is not defined for them."
+        )
+
+    @cached_property
+    def consensus_items(self) -> list[str]:
+        """The items of Multivariate Consensus: all ordered items on one scale, else the
+        largest group of items sharing a scale (it has one ``d_max``)."""
+        pmf = self.pmf
+        ids = [str(i) for i in pmf["item"].values]
+        lo, hi = (np.broadcast_to(b.values, len(ids)) for b in support_bounds(pmf))
+        spans = [(int(a), int(b)) for a, b in zip(lo, hi, strict=True)]
+        best = max(dict.fromkeys(spans), key=spans.count)
+        return [i for i, span in zip(ids, spans, strict=True) if span == best]
+
+    @property
+    def consensus_note(self) -> str | None:
+        """Which items Multivariate Consensus is over, when not all of them."""
+        left = [str(i) for i in self.pmf["item"].values if str(i) not in self.consensus_items]
+        if not left:
+            return None
+        sel = self.consensus_pmf
+        lo, hi = (int(np.atleast_1d(b.values)[0]) for b in support_bounds(sel))
+        return (
+            f"Multivariate Consensus needs one scale: it is over the items on {lo}..{hi} "
+            f"({', '.join(self.consensus_items)}); items {', '.join(left)} have scales of "
+            "their own (their Tastle Consensus is per item)."
+        )
 
     # the analyses several sections share: computed on first use, then kept
     # (cached_property writes the instance __dict__, which a frozen dataclass allows)
     @cached_property
     def consensus(self) -> xr.DataArray:
         """Multivariate Consensus per condition, certified to ``tol``."""
-        return consensus(self.pmf, item_dim="item", tol=self.tol)
+        return consensus(self.consensus_pmf, item_dim="item", tol=self.tol)
+
+    @property
+    def consensus_pmf(self) -> xr.DataArray:
+        """The PMFs of the items of Multivariate Consensus (:attr:`consensus_items`)."""
+        ids = np.asarray(self.pmf["item"].values).astype(str)
+        if len(self.consensus_items) == ids.size:
+            return self.pmf  # as it is: a copy could change the last bit of a sum
+        return self.pmf.isel(item=np.flatnonzero(np.isin(ids, self.consensus_items)))
 
     @cached_property
     def composite(self) -> xr.DataArray:

@@ -126,6 +126,17 @@ def _one_line(text: str) -> str:
 def markdown_escape(text: str) -> str:
     r"""Plain text as Markdown that shows it literally: markup escaped, on one line.
 
+    Parameters
+    ----------
+    text : str
+        Any text (a non-string is converted with :class:`str`).
+
+    Returns
+    -------
+    str
+        ``text`` with a backslash before each character of :data:`MARKDOWN_SPECIAL`,
+        and every line break or other control character replaced by a space.
+
     Examples
     --------
     >>> print(markdown_escape("<script>*a*_b_ | `c` $x$ & [l](u) #1\nnext"))
@@ -140,6 +151,16 @@ def markdown_code(text: str) -> str:
     CommonMark does not read escapes inside a code span, so the fence is one backtick
     more than the longest run of backticks in ``text`` (and padded with spaces where
     ``text`` starts or ends with one).
+
+    Parameters
+    ----------
+    text : str
+        Any text (line breaks and control characters become spaces).
+
+    Returns
+    -------
+    str
+        The code span, fences included.
 
     Examples
     --------
@@ -159,6 +180,23 @@ def to_markdown(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
     (:func:`markdown_escape`: ``|``, ``*``, ``_``, backticks, ``<``, ...) and line
     breaks become spaces, so every cell shows what the DataFrame holds; missing
     values are empty.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table. Its index levels become leading columns (their names as headers)
+        when ``index``; MultiIndex column labels are joined by spaces.
+    digits : int, default 2
+        Decimals of a float cell; a non-zero float below ``10**-digits`` or from
+        ``1e6`` up is written in scientific notation (``1.23e-05``).
+    index : bool, default True
+        Whether to write the index levels as leading columns.
+
+    Returns
+    -------
+    str
+        The table: a header row, the delimiter row, one row per row of ``df``
+        (no trailing newline).
 
     Examples
     --------
@@ -259,6 +297,16 @@ def latex_escape(text: str) -> str:
     Line breaks and other control characters become spaces (a blank line would end
     the paragraph inside a table cell).
 
+    Parameters
+    ----------
+    text : str
+        Any text (a non-string is converted with :class:`str`).
+
+    Returns
+    -------
+    str
+        The text as pdfLaTeX source.
+
     Examples
     --------
     >>> print(latex_escape("μ∅ × 5% & a_b"))
@@ -295,6 +343,27 @@ def to_latex(
     Cells are formatted as in :func:`to_markdown` (missing values empty), then
     escaped with :func:`latex_escape`, as are the headers and the caption.
 
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table. Its index levels become leading columns (their names as headers)
+        when ``index``; MultiIndex column labels are joined by spaces.
+    caption : str, default ""
+        The ``\caption`` (escaped); none where empty.
+    label : str, default ""
+        The ``\label``; characters other than letters, digits and ``:._-`` become
+        ``-``. None where empty.
+    digits : int, default 2
+        Decimals of a float cell; a non-zero float below ``10**-digits`` or from
+        ``1e6`` up is written in scientific notation (``1.23e-05``).
+    index : bool, default True
+        Whether to write the index levels as leading columns.
+
+    Returns
+    -------
+    str
+        The ``table`` environment, ending with a newline.
+
     Examples
     --------
     >>> tex = to_latex(pd.DataFrame({"|E|": ["[0, 1)"], "p": [0.5]}), "A & B", "t", index=False)
@@ -328,7 +397,34 @@ def to_latex(
 
 
 def to_html(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
-    """An HTML ``<table class="tbl">`` with one header row; cells carry ``num``/``bool``/``text``."""
+    """An HTML ``<table class="tbl">`` with one header row; cells carry ``num``/``bool``/``text``.
+
+    Cells are formatted as in :func:`to_markdown` (missing values empty) and
+    HTML-escaped; each ``th`` and ``td`` has the class of its column's kind (``num``,
+    ``bool`` or ``text``), which the report's stylesheet aligns.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table. Its index levels become leading columns (their names as headers)
+        when ``index``; MultiIndex column labels are joined by spaces.
+    digits : int, default 2
+        Decimals of a float cell; a non-zero float below ``10**-digits`` or from
+        ``1e6`` up is written in scientific notation (``1.23e-05``).
+    index : bool, default True
+        Whether to write the index levels as leading columns.
+
+    Returns
+    -------
+    str
+        The ``<table>`` element, on one line.
+
+    Examples
+    --------
+    >>> html = to_html(pd.DataFrame({"E": [0.5], "item": ["<i>"]}), index=False)
+    >>> html.split("<tbody>")[1]
+    '<tr><td class="num">0.50</td><td class="text">&lt;i&gt;</td></tr></tbody></table>'
+    """
     header, rows, kinds = _layout(df, index)
 
     def cells(tag: str, values) -> str:
@@ -352,9 +448,47 @@ def export(
 ) -> dict[str, str]:
     """Write ``name.csv``, ``name.tex`` and ``name.md`` under ``out_dir``.
 
-    The ``.tex`` (:func:`to_latex`) compiles with pdfLaTeX and booktabs; the ``.md``
-    (:func:`to_markdown`) escapes ``|``. Returns ``{"html": ..., "markdown": ...}``
-    fragments for the report.
+    The ``.csv`` keeps the full precision (:meth:`pandas.DataFrame.to_csv`); the
+    ``.tex`` (:func:`to_latex`, labelled ``tab:`` followed by ``name``) compiles with
+    pdfLaTeX and booktabs; the ``.md`` is :func:`to_markdown`.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table. Its index levels become leading columns (their names as headers)
+        when ``index``; MultiIndex column labels are joined by spaces.
+    out_dir : str or pathlib.Path
+        The folder to write in; created where missing. Existing files of the same
+        names are replaced.
+    name : str
+        The files' stem.
+    caption : str, default ""
+        The LaTeX table's caption.
+    digits : int, default 2
+        Decimals of a float cell; a non-zero float below ``10**-digits`` or from
+        ``1e6`` up is written in scientific notation (``1.23e-05``).
+    index : bool, default True
+        Whether to write the index levels as leading columns.
+
+    Returns
+    -------
+    dict of str to str
+        The fragments the report embeds: ``"html"`` (:func:`to_html`) and
+        ``"markdown"`` (:func:`to_markdown`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> fragments = export(pd.DataFrame({"E": [0.5]}), folder, "effects", caption="Effects")
+    >>> sorted(p.name for p in Path(folder).iterdir())
+    ['effects.csv', 'effects.md', 'effects.tex']
+    >>> print(fragments["markdown"])
+    |  | E |
+    |---|---|
+    | 0 | 0.50 |
+    >>> import shutil
+    >>> shutil.rmtree(folder)
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ from ...validate import (
     single_chunk,
 )
 from ..keying import SUBSCALE_DIM, Subscale, reflect_pending, subscale_coords, subscale_groups
+from ..support import require_ordinal
 
 __all__ = ["compose", "composite", "subscale_composites", "to_composite"]
 
@@ -90,6 +91,7 @@ def compose(
 ) -> xr.DataArray:
     """:func:`composite` and :func:`xlikert.design.subscale_composites` (``split_single``)."""
     pmf = as_pmf(pmf)
+    require_ordinal(pmf, "a composite (sum of item scores)", item_dim=item_dim)
     factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     check_item_dim(pmf, item_dim)
     pmf = check_pmf(pmf, score_dim)
@@ -187,6 +189,8 @@ def composite(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     InvalidPMFError
         Negative/NaN mass, PMFs not summing to 1 (``validate.PMF_ATOL``), a
         malformed score axis, or an empty item dim.
@@ -270,6 +274,8 @@ def subscale_composites(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     DesignError
         If no item has a subscale, or the subscale spec does not match the items.
 

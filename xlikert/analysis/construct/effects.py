@@ -43,6 +43,7 @@ from ...validate import (
     squeeze_constant_factors,
 )
 from ..keying import SUBSCALE_DIM, Subscale
+from ..support import require_ordinal
 from .composite import to_composite
 from .summary import summarize
 
@@ -159,6 +160,8 @@ def comonotone_contrast(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     XlikertError
         No ``term_dim``, or ``alpha`` not R integers.
     InvalidPMFError
@@ -177,6 +180,7 @@ def comonotone_contrast(
     {-1: 1.0}
     """
     pmf = as_pmf(pmf)
+    require_ordinal(pmf, "comonotone_contrast")
     if term_dim not in pmf.dims:
         raise XlikertError(f"PMF has no term dimension {term_dim!r}; dims are {tuple(pmf.dims)}")
     if effect_dim in pmf.dims and effect_dim not in (term_dim, score_dim):
@@ -283,6 +287,8 @@ def decompose(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     DesignError
         Missing cells, a factor with no level, bad ``max_order``,
         a dim with a name xlikert reserves (:mod:`xlikert.dims`; e.g. a
@@ -310,6 +316,7 @@ def decompose(
     True
     """
     pmf = as_pmf(pmf)
+    require_ordinal(pmf, "decompose", item_dim=item_dim)
     s = to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
     fac = factor_dims(s, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     order = len(fac) if max_order is None else int(max_order)
@@ -403,6 +410,8 @@ def contrast(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     XlikertError
         Only one of ``a`` and ``b`` given.
     DesignError
@@ -423,6 +432,7 @@ def contrast(
     >>> xl.summarize(c).E.dims
     ('pair',)
     """
+    require_ordinal(as_pmf(pmf), "contrast", item_dim=item_dim)
     s = to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
     factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     check_levels(s, [dim], min_levels=2)

@@ -11,11 +11,13 @@ import xarray as xr
 from ...dims import factor_dims
 from ...errors import DesignError
 from ...validate import (
+    as_pmf,
     check_fully_crossed,
     check_levels,
     single_chunk,
 )
 from ..keying import SUBSCALE_DIM, Subscale
+from ..support import require_ordinal
 from .composite import to_composite
 from .effects import blocked_contrast, trim_support
 
@@ -114,6 +116,8 @@ def trend(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     DesignError
         ``dim`` not a factor or with fewer than two levels, trend values that
         are missing, not one finite number per level or not distinct, a design
@@ -130,6 +134,7 @@ def trend(
     >>> g.dims, bool(abs(g.sum() - 1) < 1e-12)
     (('slope',), True)
     """
+    require_ordinal(as_pmf(pmf), "trend", item_dim=item_dim)
     s = to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
     factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     check_levels(s, [dim], min_levels=2)

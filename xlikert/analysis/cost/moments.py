@@ -17,6 +17,7 @@ from ...validate import (
     check_score_axis,
 )
 from ..keying import SUBSCALE_DIM, reflect_pending, subscale_coords, subscale_groups
+from ..support import require_ordinal
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -101,6 +102,11 @@ def composite_moments(
         ``mean`` and ``var`` with dims ``(*factors)``, plus ``subscale``
         (with its ``n_items`` coordinate) for an instrument with subscales.
 
+    Raises
+    ------
+    NominalItemError
+        A nominal item (options without an order: no sum of scores), naming it.
+
     Examples
     --------
     >>> from xlikert.datasets import synthetic_pmf
@@ -109,6 +115,7 @@ def composite_moments(
     (['mean', 'var'], {'model': 2})
     """
     pmf = as_pmf(pmf)
+    require_ordinal(pmf, "the composite's moments", item_dim=item_dim)
     aux = [*DECODING_DIMS, *composite_aux(pmf, item_dim)]
     factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=aux)
     pmf = check_pmf(pmf, score_dim)

@@ -28,6 +28,7 @@ from ...validate import (
     describe_cells,
 )
 from ..keying import SUBSCALE_DIM, reflect_pending, subscale_groups
+from ..support import require_ordinal
 from .coefficients import (
     UNIQUENESS_BOUND,
     cronbach_alpha,
@@ -167,6 +168,8 @@ def reliability(
 
     Raises
     ------
+    NominalItemError
+        A nominal item (options without an order), naming it.
     DesignError
         ``dim`` missing, empty, not factors of the PMF, or spanning a
         single condition; a (sub)scale with fewer than two items; an item with
@@ -188,6 +191,7 @@ def reliability(
     ('model', 'subscale')
     """
     pmf = as_pmf(pmf)
+    require_ordinal(pmf, "reliability", item_dim=item_dim)
     factors = factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=DECODING_DIMS)
     check_item_dim(pmf, item_dim)
     y = check_score_axis(pmf, score_dim).astype(np.float64)

@@ -24,8 +24,10 @@ import xarray as xr
 
 from ..._compat import moved_attribute
 from ...analysis import alignment as stage
-from ...analysis.alignment import alignment, silicon_population
+from ...analysis.alignment import ORDER_METRICS, alignment, silicon_population
 from ...analysis.human import human_marginal, human_pmf
+from ...analysis.nonsubstantive import nonsubstantive_alignment
+from ...analysis.support import nominal_items
 from ...errors import ConfigError, DesignError
 from ...io import decode_attrs, read_attrs
 from ..context import ReportContext
@@ -67,9 +69,12 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
     for g in groups:  # the group levels in the results' order
         table[g] = pd.Categorical(table[g].astype(str), categories=list(map(str, pmf[g].values)))
     scores = pmf["score"].values
-    human = human_pmf(
-        table, items, scale=(int(scores[0]), int(scores[-1])), by=groups, weights=weights
-    )
+    scale: Any = (int(scores[0]), int(scores[-1]))
+    if "score_min" in pmf.coords:  # each item its own scale, as in the results
+        lo, hi = (pmf.sel(item=items)[c].values for c in ("score_min", "score_max"))
+        scale = {i: (int(a), int(b)) for i, a, b in zip(items, lo, hi, strict=True)}
+    human = human_pmf(table, items, scale=scale, by=groups, weights=weights)
+    human = human.reindex(score=scores, fill_value=0.0)  # on the results' whole axis
     ignored = [c for c in table.columns if c not in {*items, *groups, WEIGHT_COLUMN}]
     how = (
         f"the respondents in {md_code(path.name)} ({len(table)} rows; items {md(items)}; "
@@ -184,6 +189,15 @@ def human_section(ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by:
         f"SE: {attrs['se_method']}. Interval: {attrs['interval_method']} "
         f"({100 * attrs['level']:.0f}%). Ceiling: {attrs['ceiling_method']}."
     )
+    nominal = nominal_items(model)
+    if nominal:
+        s.text(
+            f"Nominal items {', '.join(md(i) for i in nominal)} have no order: W1, representativeness and the mean "
+            "difference are not defined for them (left out of the representativeness table "
+            "and figure, empty in the table of every metric); total variation and "
+            "Jensen–Shannon compare them."
+        )
+        table = table[~table["item"].astype(str).isin(nominal) | ~table.metric.isin(ORDER_METRICS)]
     rep = table[table.metric == "representativeness"].drop(columns="metric")
     s.table(
         rep,
@@ -217,7 +231,49 @@ def human_section(ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by:
         "human_representativeness",
         "Representativeness with intervals; the bar marks the noise ceiling.",
     )
+    if "nonsubstantive_mass" in ds and "nonsubstantive_rate" in h:
+        _nonsubstantive_parts(s, ds, h, by, other, out)
     return s
+
+
+def _nonsubstantive_parts(
+    s, ds: xr.Dataset, h: xr.Dataset, by: Hashable, other: list[Hashable], out: Path
+) -> None:
+    """Model minus human non-substantive rates, for the whole population: the model's
+    masses mixed over the other factors uniformly and over the personas with the human
+    groups' answering respondents."""
+    masses = ds[["valid_mass", "nonsubstantive_mass"]]
+    masses = masses.mean(other, skipna=False) if other else masses  # NaN: not offered
+    items = [i for i in masses["item"].values if i in set(h["item"].values)]
+    masses = masses.sel(item=items)
+    groups = [d for d in h["n_answered"].dims if d != "item" and d in masses.dims]
+    if groups:
+        w = h["n_answered"].astype(float)
+        masses = (masses * w).sum(groups, skipna=False) / w.sum(groups)
+    pooled = human_marginal(h)
+    res = nonsubstantive_alignment(masses, pooled)
+    frame = res.to_dataframe().reset_index().dropna(subset=["nonsubstantive_difference"])
+    names = {"model": "model_rate", "human": "human_rate"}
+    frame = frame.rename(
+        columns=lambda c: names.get(c[15:], c[15:]) if str(c).startswith("nonsubstantive_") else c
+    )
+    s.text(
+        "Non-substantive answers (e.g. Don't know, Refused) apart from the opinions: the model's "
+        "rate among its answers against the respondents' rate among those who answered, for "
+        "the whole population (personas mixed with the respondents' counts). SE: "
+        + res["nonsubstantive_se"].attrs["long_name"]
+        + "."
+    )
+    s.table(
+        frame[[c for c in (by, "item", "option", "model_rate", "human_rate", "difference",
+                           "se", "lower", "upper") if c in frame.columns]],
+        out,
+        "human_nonsubstantive",
+        f"Non-substantive rate by {by}, item and option: model, humans, the difference (model "
+        "minus humans) with the human side's SE and interval.",
+        digits=3,
+        index=False,
+    )  # fmt: skip
 
 
 def human_alignment_section(ctx: ReportContext) -> Section | None:

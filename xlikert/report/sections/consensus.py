@@ -14,7 +14,11 @@ def consensus_section(ctx: ReportContext) -> Section:
     """Consensus per condition (figure) and the Consensus and entropy table."""
     s = Section("Consensus")
     cns = ctx.consensus
-    ent = entropy(ctx.pmf, item_dim="item")
+    ent = entropy(ctx.consensus_pmf, item_dim="item")
+    if ctx.nominal:
+        s.text(ctx.nominal_note("Consensus"))
+    if ctx.consensus_note:
+        s.text(ctx.consensus_note)
     s.figure(
         plot.consensus(cns, x=ctx.by, hue=ctx.second),
         ctx.out,

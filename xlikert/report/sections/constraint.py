@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
+import pandas as pd
+import xarray as xr
+
 from ... import plot
-from ...analysis.constraint import failure_rate, failure_summary
+from ...analysis.constraint import failure_rate, failure_summary, nonsubstantive_rate
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_escape as md
 
-__all__ = ["constraint_section"]
+__all__ = ["constraint_section", "nonsubstantive_parts", "nonsubstantive_table"]
+
+
+def nonsubstantive_table(ds: xr.Dataset, by: Hashable) -> pd.DataFrame:
+    """Non-substantive answers by ``by``, item and option: the mass (mean, max over the other
+    factors' conditions) and the rate among the answers (mean); items that do not offer an
+    option have no row."""
+    frame = xr.Dataset(
+        {"mass": ds["nonsubstantive_mass"], "rate": nonsubstantive_rate(ds)}
+    ).to_dataframe()[["mass", "rate"]]
+    frame = frame.dropna(subset=["mass"]).reset_index()
+    keys = [by, "item", "option"]
+    out = frame.groupby(keys, sort=False).agg(
+        mass_mean=("mass", "mean"), mass_max=("mass", "max"), rate_mean=("rate", "mean")
+    )
+    return out.reset_index()
 
 
 def constraint_section(ctx: ReportContext) -> Section:
@@ -30,6 +50,8 @@ def constraint_section(ctx: ReportContext) -> Section:
             f"Failure rate by {ctx.by}: mean, SD and max over conditions and items.",
             digits=4,
         )
+        if "nonsubstantive_mass" in ctx.ds:
+            nonsubstantive_parts(s, ctx)
     else:
         s.text("The results hold no `valid_mass`: the failure rate cannot be reported.")
     rules = {
@@ -45,3 +67,24 @@ def constraint_section(ctx: ReportContext) -> Section:
             + "."
         )
     return s
+
+
+def nonsubstantive_parts(s: Section, ctx: ReportContext) -> None:
+    """The non-substantive answers ("Don't know", "Refused"): what the failure rate leaves out."""
+    s.text(
+        "Some items offer non-substantive answers (options "
+        + ", ".join(md(o) for o in ctx.ds["option"].values)
+        + "). Their exact mass is measured apart: the item PMFs are over the substantive "
+        "options, and the failure rate is 1 − substantive − non-substantive mass. The rate is "
+        "the option's share among the model's answers (failures left out), as a survey's is "
+        "among the respondents who answered."
+    )
+    s.table(
+        nonsubstantive_table(ctx.ds, ctx.by),
+        ctx.out,
+        "nonsubstantive",
+        f"Non-substantive answers by {ctx.by}, item and option: mass (mean and max over "
+        "conditions) and rate among the answers (mean).",
+        digits=4,
+        index=False,
+    )

@@ -21,6 +21,8 @@ def construct_section(ctx: ReportContext) -> Section:
     """Composite PMFs, human samples where the instrument has a baseline, effects, and
     the parts of every composite (:func:`~.per_subscale.composite_parts`)."""
     s = Section("Construct: composite scores and distributional ANOVA")
+    if ctx.nominal:
+        s.text(ctx.nominal_note("the composite scores and their effects"))
     per_subscale = SUBSCALE_DIM in ctx.composite.dims
     second = ctx.second
     s.figure(

@@ -40,6 +40,8 @@ def sampling_cost_section(ctx: ReportContext) -> Section:
         "flips of every factorial parameter under the normal approximation with exact mean "
         "and variance."
     )
+    if ctx.nominal:
+        s.text(ctx.nominal_note("the composite's sampling cost"))
     se = sampling.standard_error(ctx.pmf, n=SE_BUDGETS)
     standard_error_parts(s, ctx, se)
     sign_flip_parts(s, ctx, per_subscale=SUBSCALE_DIM in se.dims)

@@ -6,6 +6,7 @@ import numpy as np
 import xarray as xr
 
 from ...analysis.keying import SUBSCALE_DIM
+from ...analysis.support import nominal_items, support_bounds
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_code as md_code
@@ -16,7 +17,7 @@ __all__ = ["design_section", "scoring_lines"]
 
 def design_section(ctx: ReportContext) -> Section:
     """What was measured: conditions, items, scores, factors (varying and constant), scoring."""
-    pmf = ctx.pmf
+    pmf = ctx.all_pmf
     s = Section("Design")
     s.text(
         f"Results: {md_code(ctx.source)}. {int(np.prod([pmf.sizes[f] for f in ctx.factors]))} "
@@ -48,9 +49,55 @@ def design_section(ctx: ReportContext) -> Section:
         )
     if ctx.ds.attrs.get("synthetic"):
         s.text("**SYNTHETIC DATA**: these results are random PMFs, no model was run.")
-    for line in scoring_lines(pmf):
+    for line in item_scale_lines(pmf):
+        s.text(line)
+    for line in scoring_lines(ctx.pmf):
         s.text(line)
     return s
+
+
+def item_scale_lines(pmf: xr.DataArray) -> list[str]:
+    """Each item's own scale where the items have their own, and the nominal items
+    (Markdown, item ids escaped); nothing for a file of one scale."""
+    if "item" not in pmf.coords:
+        return []
+    ids = [md(i) for i in pmf["item"].values]
+    lines = []
+    lo, hi = (np.broadcast_to(b.values, len(ids)) for b in support_bounds(pmf))
+    if len({*lo}) > 1 or len({*hi}) > 1:
+        lines.append(
+            "Each item has its own scale: "
+            + "; ".join(f"{i} {a}..{b}" for i, a, b in zip(ids, lo, hi, strict=True))
+            + ". Tastle Consensus, representativeness (K − 1) and the reflection of "
+            "reverse-keyed items use each item's own scale."
+        )
+    nominal = nominal_items(pmf)
+    if nominal:
+        lines.append(
+            f"Nominal items (options without an order): {', '.join(md(i) for i in nominal)}. "
+            "They enter the failure rate, entropy and the alignment's total variation and "
+            "Jensen–Shannon divergence; Consensus, composites, effects, reliability, W1 and "
+            "representativeness need an order and leave them out."
+        )
+    return lines
+
+
+def _weights_line(pmf: xr.DataArray, ids: list[str]) -> str | None:
+    """What a sum of items with unequal ranges weighs, or None when the ranges are equal."""
+    lo, hi = (np.broadcast_to(b.values, len(ids)) for b in support_bounds(pmf))
+    width = hi - lo
+    if len({*width}) < 2:
+        return None
+    share = width / width.sum()
+    return (
+        "The items' ranges differ, so the composite (an exact sum of item scores) weighs each "
+        "item by its range: "
+        + "; ".join(
+            f"{i} {a}..{b} ({100 * w:.0f}% of the composite's range)"
+            for i, a, b, w in zip(ids, lo, hi, share, strict=True)
+        )
+        + ". Rescale the items first if each should count equally."
+    )
 
 
 def scoring_lines(pmf: xr.DataArray) -> list[str]:
@@ -60,12 +107,14 @@ def scoring_lines(pmf: xr.DataArray) -> list[str]:
         return []
     ids = [md(i) for i in pmf["item"].values]
     lo, hi = int(pmf["score"].min()), int(pmf["score"].max())
+    own = _weights_line(pmf, ids)
     lines = []
     if "reverse_keyed" in pmf.coords and pmf["reverse_keyed"].dims == ("item",):
         keyed = [i for i, r in zip(ids, pmf["reverse_keyed"].values, strict=True) if bool(r)]
+        rule = "y → min + max − y on the item's own scale" if own else f"y → {lo + hi} − y"
         if keyed:
             lines.append(
-                f"Scoring: {len(keyed)} reverse-keyed items are reflected (y → {lo + hi} − y) "
+                f"Scoring: {len(keyed)} reverse-keyed items are reflected ({rule}) "
                 f"before any composite: items {', '.join(keyed)}."
             )
     subs: dict[str, list[str]] = {}
@@ -82,8 +131,13 @@ def scoring_lines(pmf: xr.DataArray) -> list[str]:
         )
         if subs.get(""):
             lines.append(f"Items without a subscale, left out: {', '.join(subs[''])}.")
+    elif own:
+        lo_i, hi_i = (np.broadcast_to(b.values, len(ids)) for b in support_bounds(pmf))
+        lines.append(f"Composite: the sum of all {len(ids)} items ({lo_i.sum()}..{hi_i.sum()}).")
     else:
         lines.append(
             f"Composite: the sum of all {len(ids)} items ({lo * len(ids)}..{hi * len(ids)})."
         )
+    if own:
+        lines.append(own)
     return lines

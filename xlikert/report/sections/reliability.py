@@ -108,4 +108,7 @@ def scale_reliability_section(ctx: ReportContext) -> Section:
     respondents = None
     if fmt is not None:
         respondents = [f for f in stage.default_respondents(ctx.pmf, ctx.by) if f != fmt]
-    return reliability_section(ctx.pmf, ctx.out, Section, dim=respondents, by=ctx.by)
+    s = reliability_section(ctx.pmf, ctx.out, Section, dim=respondents, by=ctx.by)
+    if ctx.nominal:
+        s.text(ctx.nominal_note("reliability"))
+    return s

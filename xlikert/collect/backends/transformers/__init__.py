@@ -1,6 +1,7 @@
 """Transformers backend: exact next-token PMFs, one forward pass per (condition, item).
 
-Protocol (paper §3 "Constraint", DESIGN.md §5):
+Protocol (paper §3 "Constraint"; the backend protocol of the docs' architecture page,
+``docs/architecture.md``):
 
 * the prompt's token ids come from :class:`~xlikert.collect.templates.PromptTemplate`
   (chat template with the generation prompt, or the plain format for base models);
