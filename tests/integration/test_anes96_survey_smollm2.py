@@ -57,9 +57,8 @@ def test_each_item_on_its_own_support_with_dont_know_beside_it(run):
     assert bool(dk.sel(item=["TVnews", "vote"]).isnull().all())  # not offered there
     failure = 1 - ds.valid_mass - ds.nonsubstantive_mass.fillna(0).sum("option")
     assert float(failure.min()) >= -1e-9
-    # the vote is read by the names (several tokens), the placements by their digits
-    rules = ds.likert.attrs["models"]["SmolLM2-135M-Instruct"]["valid_tokens_by_labels"]
-    assert any("Bill Clinton" in k for k in rules)
+    # every item read by its own codes: the vote by 0 and 1 only, the placements' 8
+    assert ds.answer_label.sel(item="vote").values.tolist() == ["0", "1", *[""] * 6]
     assert ds.option_label.sel(item="selfLR").item() == "8"
     assert prompts.option_label.sel(item="vote").item() == ""
 
@@ -73,7 +72,7 @@ def test_placements_and_dont_know_equal_an_independent_pass(run):
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     special = set(tok.all_special_ids)
     vocab = {i: t.replace("Ġ", " ") for t, i in tok.get_vocab().items() if i not in special}
-    for item in ("DoleLR", "TVnews"):
+    for item in ("DoleLR", "TVnews", "vote"):
         at = {"model": "SmolLM2-135M-Instruct", "party": "Republican", "education": "college",
               "item": item}  # fmt: skip
         cell = ds.sel(at)

@@ -6,8 +6,8 @@ The survey of :mod:`support.survey` mixes a 1..7 item with a "Don't know" (code 
 with the candidates' names, under a persona and two response formats. Every item's PMF
 over its own points and every non-substantive mass equal an independent forward pass of
 the stored token ids through plain transformers on the same float32 weights (the prompt
-once, each answer spelling on its key-value cache), read by the rule written here
-without xlikert code (<= 1e-5).
+once, every prefix of every answer spelling once on its key-value cache), read by the
+rule written here without xlikert code (<= 1e-5).
 """
 
 from __future__ import annotations
@@ -97,11 +97,13 @@ def every_spelling(reader, vocab, texts, labels: dict) -> dict:
     for k, x in labels.items():
         seqs = list(spell(x, True))
         seqs += [(s, *q) for s in (i for i, t in vocab.items() if t == " ") for q in seqs]
+        seqs = set(seqs)
+        after = reader.tree(seqs)  # the next token after every prefix
         total = 0.0
-        for seq in set(seqs):
-            p = reader.after(seq)
-            lp = sum(np.log(p[j, t]) for j, t in enumerate(seq))
-            total += float(np.exp(lp) * (1.0 - p[-1, goes_on[: p.shape[1]]].sum()))
+        for seq in seqs:
+            lp = sum(np.log(after[seq[:j]][t]) for j, t in enumerate(seq))
+            last = after[seq]
+            total += float(np.exp(lp) * (1.0 - last[goes_on[: last.size]].sum()))
         out[k] = total
     return out
 
