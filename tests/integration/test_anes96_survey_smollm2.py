@@ -125,10 +125,10 @@ def test_alignment_per_item_with_each_items_own_range(run):
     cell = {"party": "Republican", "education": "college"}
     counts = people[people.party == "Republican"]["TVnews"].value_counts()
     counts = counts.reindex(range(8), fill_value=0).values
-    model = ds.pmf.sel(cell, item="TVnews").isel(model=0).values
+    model = ds.pmf.sel({**cell, "item": "TVnews"}).isel(model=0).values
     w1 = wasserstein_distance(np.arange(8), np.arange(8), model, counts)
-    got = a.estimate.sel(cell, item="TVnews", metric="representativeness").isel(model=0)
+    got = a.estimate.sel({**cell, "item": "TVnews", "metric": "representativeness"}).isel(model=0)
     assert float(got) == pytest.approx(1 - w1 / 7, abs=1e-9)
-    vote = a.estimate.sel(cell, item="vote").isel(model=0)
+    vote = a.estimate.sel({**cell, "item": "vote"}).isel(model=0)
     assert np.isnan(float(vote.sel(metric="representativeness")))  # no order
     assert np.isfinite(float(vote.sel(metric="total_variation")))
