@@ -32,6 +32,7 @@ from .errors import UnknownNameError
 
 __all__ = [
     "ANES96_ITEMS",
+    "ANES96_SURVEY_ITEMS",
     "DEMO_RESULTS",
     "anes96_respondents",
     "human_baseline",
@@ -42,6 +43,10 @@ __all__ = [
 
 #: The answer columns of :func:`anes96_respondents` (the items of the ``anes96`` instrument).
 ANES96_ITEMS: tuple[str, ...] = ("selfLR", "ClinLR", "DoleLR")
+
+#: The answer columns of the ``anes96_survey`` instrument: the placements, the days of TV
+#: news in the past week (0..7) and the vote (0 = Clinton, 1 = Dole, nominal).
+ANES96_SURVEY_ITEMS: tuple[str, ...] = (*ANES96_ITEMS, "TVnews", "vote")
 
 
 def synthetic_pmf(
@@ -125,7 +130,11 @@ def anes96_respondents() -> pd.DataFrame:
     extremely liberal), ``party`` (categorical: PID 0-1 ``Democrat``, 2-4
     ``Independent``, leaners included, 5-6 ``Republican``), ``education``
     (categorical: educ 1-4 ``no college``, 5-7 ``college``), and the source
-    columns ``PID``, ``educ``, ``age``, ``income``, ``vote``.
+    columns ``PID``, ``educ``, ``age``, ``income``, ``vote``, ``TVnews``. Each item of
+    the ``anes96_survey`` instrument (:data:`ANES96_SURVEY_ITEMS`) is coded as the data
+    set codes it, as integers: ``TVnews`` the days of the past week (0..7), ``vote``
+    0 = Clinton, 1 = Dole. The extract holds only respondents who answered every
+    question: no code means "Don't know".
 
     Returns
     -------
@@ -137,6 +146,8 @@ def anes96_respondents() -> pd.DataFrame:
     >>> t = anes96_respondents()
     >>> len(t), t.party.value_counts().sort_index().tolist()
     (944, [380, 239, 325])
+    >>> t.vote.value_counts().sort_index().tolist(), int(t.TVnews.max())
+    ([551, 393], 7)
     """
     from statsmodels.datasets import anes96
 
@@ -147,7 +158,8 @@ def anes96_respondents() -> pd.DataFrame:
     )
     education = pd.cut(raw["educ"], [0.5, 4.5, 7.5], labels=["no college", "college"])
     out = out.assign(party=party, education=education)
-    return pd.concat([out, raw[["PID", "educ", "age", "income", "vote"]]], axis=1)
+    codes = raw[["vote", "TVnews"]].astype("int64")  # whole numbers stored as floats
+    return pd.concat([out, raw[["PID", "educ", "age", "income"]], codes], axis=1)
 
 
 #: File name of the demo results shipped as package data.

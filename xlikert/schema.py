@@ -9,9 +9,14 @@ else about each variable are in one table per group:
   token ids, the top-k tokens, the decoding grid);
 * :data:`BOUND_VARIABLES` -- certified intervals, when some cell was only bounded
   (a top-k server);
+* :data:`NONSUBSTANTIVE_VARIABLES` -- the mass of each non-substantive answer ("Don't
+  know"), on an ``option`` dim, when some item offers one (and
+  :data:`NONSUBSTANTIVE_BOUND_VARIABLES`, its certified intervals);
 * :data:`TRACE_VARIABLES` -- reasoning mode, on a ``trace`` dim;
 * :data:`PROMPT_VARIABLES` -- the prompts Dataset the design writes and a shard's
   ``computed`` mask;
+* :data:`ITEM_OPTIONS` -- each item's own options (support, nominal flag, answer and
+  point labels), when the items have their own;
 * :data:`CELL_VARIABLES` -- each cell's identity key and where its numbers came
   from (:mod:`xlikert.collect.identity`), written by the runner.
 
@@ -46,6 +51,9 @@ __all__ = [
     "BOUND_VARIABLES",
     "CELL_VARIABLES",
     "CONTEXT_VARIABLES",
+    "ITEM_OPTIONS",
+    "NONSUBSTANTIVE_BOUND_VARIABLES",
+    "NONSUBSTANTIVE_VARIABLES",
     "PROMPT_VARIABLES",
     "RESULT_VARIABLES",
     "SAMPLED_VARIABLES",
@@ -274,8 +282,66 @@ CONTEXT_VARIABLES: dict[str, Variable] = {
 
 #: The variables that carry Monte Carlo error in a reasoning file (for the models in
 #: reasoning mode); everything else is exact given the traces.
-SAMPLED_VARIABLES = ("pmf", "pmf_se", "valid_mass", "decoding_pmf", "decoding_valid_mass")
+SAMPLED_VARIABLES = (
+    "pmf", "pmf_se", "valid_mass", "nonsubstantive_mass", "decoding_pmf", "decoding_valid_mass"
+)  # fmt: skip
 
+
+#: Non-substantive answers ("Don't know", "Refused"): present when some item offers one.
+#: Their exact mass is measured beside ``pmf``, which stays over the substantive options;
+#: failure rate = 1 - valid_mass - the sum of nonsubstantive_mass over ``option``.
+NONSUBSTANTIVE_VARIABLES: dict[str, Variable] = {
+    "nonsubstantive_mass": Variable(
+        ("option",),
+        _NAN,
+        {
+            "long_name": "non-substantive mass",
+            "description": "sum of P_raw over the answers that mean each non-substantive option; "
+            "NaN where the item does not offer the option",
+        },
+    ),
+}
+#: Their certified intervals, beside :data:`BOUND_VARIABLES` (top-k servers).
+NONSUBSTANTIVE_BOUND_VARIABLES: dict[str, Variable] = {
+    "nonsubstantive_mass_lower": Variable(("option",), _NAN, _BOUND_ATTRS),
+    "nonsubstantive_mass_upper": Variable(("option",), _NAN, _BOUND_ATTRS),
+}
+
+
+@dataclass(frozen=True)
+class ItemOption:
+    """What a results file (and a prompts Dataset) records about the items' options."""
+
+    dims: tuple[str, ...]
+    description: str
+
+
+#: Each item's response options, recorded when the items have their own (an item with its
+#: own scale, a nominal item, non-substantive options, answers other than the codes;
+#: the results schema). ``score`` is then the union of the items' points; ``<format>`` is
+#: the format factor's dim when there is one. Absent: every item is ordinal on the file's
+#: whole ``score`` axis.
+ITEM_OPTIONS: dict[str, ItemOption] = {
+    "score_min": ItemOption(
+        ("item",), "the item's lowest point: its support is score_min..score_max"
+    ),
+    "score_max": ItemOption(
+        ("item",), "the item's highest point: its support is score_min..score_max"
+    ),
+    "nominal": ItemOption(("item",), "True where the item's options have no order"),
+    "answer_label": ItemOption(
+        ("<format>", "item", "score"),
+        "the answer label that means each point of the item (per format level); '' off its support",
+    ),
+    "score_label": ItemOption(
+        ("item", "score"), "the label of each point of the item; '' where none"
+    ),
+    "option_label": ItemOption(
+        ("<format>", "item", "option"),
+        "the answer label that means each non-substantive option (per format level); '' where the "
+        "item does not offer it",
+    ),
+}
 
 #: Variables of the prompts Dataset (the design) and of a shard file, beside the cells'.
 PROMPT_VARIABLES: dict[str, Variable] = {
@@ -312,12 +378,16 @@ CELL_VARIABLES: dict[str, Variable] = {
 }
 
 #: Every variable name of a results file or a prompts Dataset, and the item
-#: coordinate ``reverse_keyed`` (a factor must not take any of them).
+#: coordinates ``reverse_keyed`` and those of :data:`ITEM_OPTIONS` (a factor must not
+#: take any of them).
 RESULT_VARIABLES: tuple[str, ...] = (
     *VARIABLES,
     *BOUND_VARIABLES,
+    *NONSUBSTANTIVE_VARIABLES,
+    *NONSUBSTANTIVE_BOUND_VARIABLES,
     *TRACE_VARIABLES,
     *PROMPT_VARIABLES,
+    *ITEM_OPTIONS,
     *CELL_VARIABLES,
     *CONTEXT_VARIABLES,
     "reverse_keyed",
@@ -325,13 +395,19 @@ RESULT_VARIABLES: tuple[str, ...] = (
 
 
 def variable_table(
-    *, bounded: bool = False, traces: int = 0, context: bool = False
+    *,
+    bounded: bool = False,
+    traces: int = 0,
+    context: bool = False,
+    nonsubstantive: bool = False,
 ) -> dict[str, Variable]:
     """The variables of one unit or results file, by name.
 
     :data:`VARIABLES`, plus :data:`BOUND_VARIABLES` when ``bounded``, plus
     :data:`TRACE_VARIABLES` when ``traces`` > 0, plus
-    :data:`CONTEXT_VARIABLES` when ``context`` (sequential administration).
+    :data:`CONTEXT_VARIABLES` when ``context`` (sequential administration), plus
+    :data:`NONSUBSTANTIVE_VARIABLES` (and :data:`NONSUBSTANTIVE_BOUND_VARIABLES`
+    when ``bounded``) when ``nonsubstantive``.
 
     Parameters
     ----------
@@ -344,6 +420,9 @@ def variable_table(
         Whether the cells were asked in one conversation (sequential
         administration): adds the context variables (the certified bound, the
         pairwise joints, every history read).
+    nonsubstantive : bool, default False
+        Whether some item offers non-substantive options: adds ``nonsubstantive_mass``
+        on the ``option`` dim.
 
     Returns
     -------
@@ -354,10 +433,14 @@ def variable_table(
     --------
     >>> list(variable_table(bounded=True))[-1]
     'valid_mass_upper'
+    >>> list(variable_table(bounded=True, nonsubstantive=True))[-1]
+    'nonsubstantive_mass_upper'
     """
     return {
         **VARIABLES,
         **(BOUND_VARIABLES if bounded else {}),
+        **(NONSUBSTANTIVE_VARIABLES if nonsubstantive else {}),
+        **(NONSUBSTANTIVE_BOUND_VARIABLES if bounded and nonsubstantive else {}),
         **(TRACE_VARIABLES if traces else {}),
         **(CONTEXT_VARIABLES if context else {}),
     }

@@ -26,7 +26,7 @@ def test_example_writes_an_editable_copy_of_a_builtin(tmp_path):
     assert again.exit_code != 0 and "--force" in again.output
     assert runner.invoke(main, ["example", "demo", "-o", str(copy), "--force"]).exit_code == 0
     unknown = runner.invoke(main, ["example", "papr"])
-    assert unknown.exit_code != 0 and "built-ins: anes96, demo" in unknown.output
+    assert unknown.exit_code != 0 and "built-ins: anes96, anes96_survey, demo" in unknown.output
 
 
 def test_prompts_summary_and_csv(tmp_path):

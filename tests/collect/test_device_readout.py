@@ -49,6 +49,32 @@ def test_device_readout_equals_the_host_rules(seed):
         np.testing.assert_allclose(lp[b], want[3], rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pooled_column_is_the_sum_of_its_tokens_on_host_and_device(seed):
+    """A multi-token answer's continuation tokens, read as one summed column, equal the sum
+    of their own columns under every decoding setting, on the host and on the device."""
+    z = _rows(seed)
+    need = np.array([3, 17, 42])
+    pooled = np.arange(100, 1100)  # a third of the vocabulary
+    raw, grid, _, _ = next_token_readout_torch(torch.from_numpy(z), need, TEMPS, TOPS, 0, pooled)
+    for b in range(z.shape[0]):
+        host = next_token_readout(z[b], need, TEMPS, TOPS, 0, pooled)
+        whole = next_token_readout(z[b], np.concatenate([need, pooled]), TEMPS, TOPS, 0)
+        want_raw = np.concatenate(
+            [whole[0][..., :3], np.log(np.exp(whole[0][..., 3:]).sum(-1, keepdims=True))], -1
+        )
+        with np.errstate(divide="ignore"):
+            want_grid = np.concatenate(
+                [whole[1][..., :3], np.log(np.exp(whole[1][..., 3:]).sum(-1, keepdims=True))], -1
+            )
+        for got in (host[0], raw[b]):
+            np.testing.assert_allclose(got, want_raw, rtol=0, atol=1e-12)
+        for got in (host[1], grid[b]):
+            assert np.array_equal(np.isneginf(got), np.isneginf(want_grid))
+            fin = np.isfinite(want_grid)
+            np.testing.assert_allclose(got[fin], want_grid[fin], rtol=0, atol=1e-12)
+
+
 def test_top_k_ties_are_listed_by_id_on_host_and_device():
     z = np.zeros((1, 10), dtype=np.float32)
     z[0, [8, 3]] = 2.0  # two tied leaders, then eight tied tokens

@@ -244,23 +244,29 @@ def test_every_schema_field_is_documented_in_the_readme():
             assert field.description, f"{model.__name__}.{key} has no docstring"
             assert key in rows, f"{model.__name__}.{key}"
     fields = {key for model in schema.MODELS for key in model.model_fields}
-    # the [collect] table's keys are CollectOptions' fields (less the scale: the instrument's)
+    # the [collect] table's keys are CollectOptions' fields (less the scale and its
+    # non-substantive options: the instrument's)
     from dataclasses import fields as dataclass_fields
 
     from xlikert.collect import CollectOptions
 
-    collect = {f.name for f in dataclass_fields(CollectOptions)} - {"scale"}
+    collect = {f.name for f in dataclass_fields(CollectOptions)} - {"scale", "nonsubstantive"}
     assert rows == fields | collect  # and no table row names a key nobody reads
 
 
 def test_readme_examples_follow_the_schema(tmp_path):
     blocks = re.findall(r"```toml\n(.*?)```", README.read_text("utf-8"), flags=re.DOTALL)
-    assert len(blocks) == 2
-    instrument, experiment = (tomllib.loads(b) for b in blocks)
+    assert len(blocks) == 3
+    instrument, questionnaire, experiment = (tomllib.loads(b) for b in blocks)
     schema.InstrumentFile.model_validate(instrument)
     schema.ExperimentFile.model_validate(experiment)
     path = write(tmp_path, "readme.toml", blocks[0])
     assert load_instrument(path).name == "cetscale"
+    # the questionnaire's items and scale, in an instrument of their own
+    head = '[instrument]\nname = "q"\ncitation = "-"\n'
+    items = load_instrument(write(tmp_path, "q.toml", head + blocks[1])).items
+    assert [it.id for it in items] == ["selfLR", "TVnews", "trust", "vote"]
+    assert items[3].nominal and items[1].scale.min == 0 and questionnaire["scale"]["min"] == 1
 
 
 def test_schema_models_forbid_unknown_keys():

@@ -250,11 +250,28 @@ def test_units_hold_one_format_and_each_label_set_is_resolved_once(tiny_dir, mon
     assert len(resolved) == 2  # reversed and letters, once each (the digits at load)
 
 
-def test_labels_that_are_not_single_tokens_are_a_named_error(tiny_dir):
+def test_labels_that_are_not_single_tokens_are_read_whole_in_process_and_refused_by_servers(
+    tiny_dir,
+):
+    """In process, a label of several tokens is read by the multi-token rule (word labels,
+    tests/collect/test_item_options.py checks the numbers); a server gives next-token
+    log-probabilities only and refuses it by name."""
+    from support.fake_server import FakeServer
+
     labels = {**LABELS, "pairs": ["AA", "BB", "CC", "DD", "EE", "FF", "GG"]}
-    spec = [{"name": "tiny", "source": str(tiny_dir)}]
-    with pytest.raises(AnswerLabelError, match="single tokens"):
-        collect(format_prompts(("original", "pairs"), labels), spec, progress=False)
+    prompts = format_prompts(("original", "pairs"), labels)
+    ds = collect(prompts, [{"name": "tiny", "source": str(tiny_dir)}], progress=False)
+    rule = ds.likert.attrs["models"]["tiny"]["valid_tokens_by_labels"]
+    assert "AA BB CC DD EE FF GG" in rule
+    assert bool((ds.valid_mass.sel(format="pairs") > 0).all())
+    srv = FakeServer(tiny_dir)
+    try:
+        entry = {"name": "m", "source": "openai:tiny", "base_url": srv.url, "backoff": 0.01,
+                 "timeout": 30, "tokenizer": str(tiny_dir)}  # fmt: skip
+        with pytest.raises(AnswerLabelError, match="single tokens"):
+            collect(prompts, [entry], progress=False, top_k=6)
+    finally:
+        srv.close()
 
 
 def test_report_has_the_format_section_and_reliability_per_format(collected, tmp_path):

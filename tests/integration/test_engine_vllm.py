@@ -293,3 +293,29 @@ def test_in_process_vllm_reads_each_format_levels_labels(vllm_in_process, tmp_pa
     for var in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
         assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
         np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
+
+
+def test_in_process_vllm_reads_each_items_options(vllm_in_process, tmp_path):
+    """A questionnaire (support/survey.py: 1..7 with "Don't know", 0..7, 1..4 in letters with
+    two options, a nominal vote answered with names) on the live engine: each item's
+    answers, one token or several, travel with its requests; equal to the transformers
+    backend, the non-substantive masses included."""
+    from support.survey import survey_experiment
+
+    from xlikert.io import open_results
+
+    prompts = survey_experiment(tmp_path).build_prompts()
+    saved, out = tmp_path / "prompts.nc", tmp_path / "survey.nc"
+    prompts.to_netcdf(saved)
+    res = vllm_in_process.run("survey", saved, out)
+    assert res.ok, res.error
+    v = open_results(out)
+    loc = collect(prompts, [{"name": "m", "source": "smollm2-135m-instruct"}], progress=False,
+                  temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
+    assert v.nonsubstantive_mass.dims == ("model", "party", "item", "option")
+    labels = v.likert.attrs["models"]["m"]["valid_tokens_by_labels"]
+    assert any("Clinton" in k for k in labels)
+    for var in ("pmf", "valid_mass", "nonsubstantive_mass", "decoding_pmf", "decoding_valid_mass"):
+        assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
+        np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
+    assert float(v.nonsubstantive_mass.sel(item="self").min()) > 0

@@ -184,8 +184,20 @@ def sequential(out):
             loader=loader)  # fmt: skip
 
 
+def survey(prompts_file, out):
+    """A questionnaire's prompts (:mod:`support.survey`, saved by the test): each item read
+    with its own options, one token or several."""
+    import xarray as xr
+
+    from xlikert.collect import collect
+
+    prompts = xr.open_dataset(prompts_file).load()
+    collect(prompts, [SPEC], out, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
+            loader=loader)  # fmt: skip
+
+
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
-        "sequential": sequential}  # fmt: skip
+        "sequential": sequential, "survey": survey}  # fmt: skip
 
 
 def main() -> None:

@@ -7,7 +7,8 @@ A cell of a results file (one model, one condition, one item) is determined by
   before anything loads (the folder's revision and checksum, a Hugging Face id's
   commit, the dtype the weights load in) -- :class:`~xlikert.collect.protocol.CellInputs`;
 * the collection options that change the stored values (:data:`NUMBER_OPTIONS`);
-* the answer labels the cell is read with;
+* the answer labels the cell is read with, and where its item offers non-substantive
+  options each option's name and label (:meth:`~xlikert.collect.runner.Plan.key_labels`);
 * the exact token ids the model reads (or, for a server that tokenises itself,
   the exact request sent).
 

@@ -25,6 +25,8 @@ from ..schema import (
     BOUND_VARIABLES,
     CELL_VARIABLES,
     CONTEXT_VARIABLES,
+    NONSUBSTANTIVE_BOUND_VARIABLES,
+    NONSUBSTANTIVE_VARIABLES,
     TRACE_VARIABLES,
     VARIABLES,
 )
@@ -258,8 +260,11 @@ def merge_shards(
         )
     base = parts[0]
     out = base.drop_vars("computed").copy()
-    names = [*VARIABLES, *(v for v in (*BOUND_VARIABLES, *TRACE_VARIABLES, *CELL_VARIABLES,
-                                       *CONTEXT_VARIABLES) if v in out)]  # fmt: skip
+    optional = (
+        *BOUND_VARIABLES, *NONSUBSTANTIVE_VARIABLES, *NONSUBSTANTIVE_BOUND_VARIABLES,
+        *TRACE_VARIABLES, *CELL_VARIABLES, *CONTEXT_VARIABLES,
+    )  # fmt: skip
+    names = [*VARIABLES, *(v for v in optional if v in out)]
     for ds in parts[1:]:
         mask = ds["computed"]
         for v in names:

@@ -42,7 +42,7 @@ DEFAULT_TOP_PS: tuple[float, ...] = (0.8, 0.9, 1.0)
 #: the unit of saved progress): a model entry may not set them.
 RUN_WIDE_OPTIONS = (
     "scale", "top_k", "temperatures", "top_ps", "split_space", "prefix_cache", "batch_size",
-    "chunk_size", "answer_labels", "tol", "max_passes",
+    "chunk_size", "answer_labels", "nonsubstantive", "tol", "max_passes",
 )  # fmt: skip
 
 
@@ -146,10 +146,17 @@ class CollectOptions:
         Defaults for model entries that do not set them (in-process backends).
     answer_labels
         The answer label of each score, in score order (a response format,
-        :mod:`xlikert.design.formats`); None: the scores' digits. Every answer
+        :mod:`xlikert.design.formats`), then of each non-substantive option
+        (``nonsubstantive``); ``""`` where the item has no such point or option
+        (an item with its own options); None: the scores' digits. Every answer
         rule above reads these labels and puts each one's probability on its
-        score. :func:`~xlikert.collect.collect` sets it per level of a format
-        factor from the prompts' ``answer_label``.
+        score (or option). :func:`~xlikert.collect.collect` sets it per level of
+        a format factor, and per item, from the prompts' ``answer_label`` and
+        ``option_label``.
+    nonsubstantive
+        The non-substantive options ("Don't know", ...) of the results'
+        ``option`` axis; default none (:func:`~xlikert.collect.collect` takes
+        them from the prompts' ``option`` coord).
     tol
         Sequential administration (:mod:`xlikert.collect.context`): the certified
         error asked of every item's PMF, ``|returned - exact| <= tol``; 0 (the
@@ -186,6 +193,7 @@ class CollectOptions:
     device_map: str | None = None
     trust_remote_code: bool = False
     answer_labels: tuple[str, ...] | None = None
+    nonsubstantive: tuple[str, ...] = ()
     tol: float = 0.0
     max_passes: int = 10_000
 
@@ -223,6 +231,12 @@ class CollectOptions:
                 raise _fail(where, f"{name} must be a string, got {getattr(self, name)!r}")
         if self.dtype is not None:
             check_dtype(self.dtype, where)
+        names = self.nonsubstantive
+        if isinstance(names, str | bytes) or not all(isinstance(x, str) and x for x in names):
+            raise _fail(where, f"nonsubstantive must be a list of option labels, got {names!r}")
+        if len(set(names)) < len(names):
+            raise _fail(where, f"nonsubstantive repeats an option: {list(names)}")
+        put("nonsubstantive", tuple(names))
         if self.answer_labels is not None:
             put("answer_labels", self._checked_labels(where))
         tol = self.tol
@@ -236,19 +250,30 @@ class CollectOptions:
         put("max_passes", int(self.max_passes))
 
     def _checked_labels(self, where: str) -> tuple[str, ...]:
-        """The answer labels: distinct non-empty strings, one per scale value."""
+        """The answer labels: distinct non-empty strings, one per scale value and option,
+        ``""`` where the item has no such point or option."""
         labels = self.answer_labels
         if isinstance(labels, str | bytes) or not all(isinstance(x, str) for x in labels):
             raise _fail(where, f"answer_labels must be a list of strings, got {labels!r}")
         labels = tuple(labels)
-        bad = [x for x in labels if not x.strip() or x != x.strip()]
-        dup = sorted({x for x in labels if labels.count(x) > 1})
-        wrong = self.scale is not None and len(labels) != len(self.scale)
-        if bad or dup or wrong:
-            why = (
-                f"blank or padded labels {bad}" if bad
-                else f"repeated labels {dup}" if dup
-                else f"{len(labels)} labels for the {len(self.scale)} scale values {list(self.scale)}"
+        given = [x for x in labels if x]
+        n_scores = len(labels) - len(self.nonsubstantive)
+        bad = [x for x in given if not x.strip() or x != x.strip()]
+        dup = sorted({x for x in given if given.count(x) > 1})
+        wrong = self.scale is not None and n_scores != len(self.scale)
+        few = sum(1 for x in labels[:n_scores] if x) < 2
+        if bad or dup or wrong or few:
+            options = f" and the options {list(self.nonsubstantive)}" if self.nonsubstantive else ""
+            why = next(
+                text
+                for flag, text in (
+                    (bad, f"blank or padded labels {bad}"),
+                    (dup, f"repeated labels {dup}"),
+                    (wrong, f"{len(labels)} labels for the {len(self.scale or ())} scale "
+                            f"values {list(self.scale or ())}{options}"),
+                    (few, "fewer than two points labelled"),
+                )
+                if flag
             )  # fmt: skip
             raise LabelMappingError(
                 (f"{where}: " if where else "")
@@ -258,7 +283,7 @@ class CollectOptions:
 
     @property
     def labels_by_score(self) -> dict[int, str] | None:
-        """Score -> answer label (None: the digits).
+        """Score -> answer label of the points answered (None: the digits of every point).
 
         Raises
         ------
@@ -269,12 +294,29 @@ class CollectOptions:
         --------
         >>> CollectOptions(scale=(1, 2, 3), answer_labels=("A", "B", "C")).labels_by_score
         {1: 'A', 2: 'B', 3: 'C'}
+        >>> CollectOptions(scale=(1, 2, 3), answer_labels=("", "B", "C")).labels_by_score
+        {2: 'B', 3: 'C'}
         >>> CollectOptions().labels_by_score is None
         True
         """
         if self.answer_labels is None:
             return None
-        return dict(zip(self._need_scale(), self.answer_labels, strict=True))
+        scale = self._need_scale()
+        return {y: x for y, x in zip(scale, self.answer_labels, strict=False) if x}
+
+    @property
+    def option_labels(self) -> tuple[str, ...]:
+        """The answer label of each non-substantive option (``""``: not offered).
+
+        Examples
+        --------
+        >>> opts = CollectOptions(scale=(1, 2), nonsubstantive=("Don't know", "Refused"))
+        >>> opts.replace(answer_labels=("1", "2", "8", "")).option_labels
+        ('8', '')
+        """
+        if self.answer_labels is None:
+            return ("",) * len(self.nonsubstantive)
+        return self.answer_labels[len(self.answer_labels) - len(self.nonsubstantive) :]
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:
@@ -330,7 +372,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, tol, max_passes
+        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):
@@ -397,18 +439,21 @@ class CollectOptions:
         Examples
         --------
         >>> CollectOptions(scale=(1, 2, 3), top_k=5, top_ps=(0.9, 1.0)).sizes
-        {'score': 3, 'rank': 5, 'temperature': 4, 'top_p': 2}
+        {'score': 3, 'rank': 5, 'temperature': 4, 'top_p': 2, 'option': 0}
         """
         return {
             "score": len(self._need_scale()),
             "rank": self.top_k,
             "temperature": len(self.temperatures),
             "top_p": len(self.top_ps),
+            "option": len(self.nonsubstantive),
         }
 
     @property
     def coords(self) -> dict[str, Any]:
-        """Coordinates of the per-cell dims of the results Dataset.
+        """Coordinates of the per-cell dims of the results Dataset (and ``option``).
+
+        ``option`` is there when the run has non-substantive options.
 
         Raises
         ------
@@ -419,13 +464,18 @@ class CollectOptions:
         --------
         >>> CollectOptions(scale=(1, 2, 3), top_k=2, temperatures=(1.0,)).coords["rank"]
         array([1, 2])
+        >>> CollectOptions(scale=(1, 2), nonsubstantive=("Don't know",)).coords["option"]
+        array(["Don't know"], dtype='<U10')
         """
-        return {
+        out = {
             "score": np.asarray(self._need_scale(), dtype=np.int64),
             "rank": np.arange(1, self.top_k + 1),
             "temperature": np.asarray(self.temperatures),
             "top_p": np.asarray(self.top_ps),
         }
+        if self.nonsubstantive:
+            out["option"] = np.asarray(self.nonsubstantive, dtype=str)
+        return out
 
     def fingerprinted(self) -> dict[str, Any]:
         """The settings that change the numbers (not the batch size or the device).
@@ -436,7 +486,8 @@ class CollectOptions:
         -------
         dict of str to Any
             ``top_k``, ``temperatures``, ``top_ps``, ``dtype``, ``prefix_cache``,
-            ``split_space`` and, where set, ``answer_labels`` (JSON-ready values).
+            ``split_space`` and, where set, ``answer_labels`` and ``nonsubstantive``
+            (JSON-ready values).
 
         Examples
         --------
@@ -453,6 +504,8 @@ class CollectOptions:
         }
         if self.answer_labels is not None:
             out["answer_labels"] = list(self.answer_labels)
+        if self.nonsubstantive:
+            out["nonsubstantive"] = list(self.nonsubstantive)
         return out
 
 

@@ -11,7 +11,8 @@ keeps no copy of their maths:
 * :func:`nucleus_logprobs` -- temperature and top-p with the stored tie rule
   (:data:`DECODING_TIE_RULE`);
 * :func:`topk_intervals` -- certified intervals from a server's top-k listing
-  (:data:`TOPK_BOUNDS_RULE`).
+  (:data:`TOPK_BOUNDS_RULE`), and :func:`topk_option_intervals` for the mass of
+  each non-substantive answer.
 
 The torch twin that runs the same readout on the accelerator is
 :mod:`xlikert.collect.backends.transformers.device_readout`.
@@ -34,6 +35,7 @@ __all__ = [
     "nucleus_logprobs",
     "scale_mass",
     "topk_intervals",
+    "topk_option_intervals",
 ]
 
 
@@ -125,6 +127,7 @@ def next_token_readout(
     temperatures: Sequence[float],
     top_ps: Sequence[float],
     top_k: int = 0,
+    pooled: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """What every in-process backend reads from full-vocabulary logits rows.
 
@@ -143,12 +146,14 @@ def next_token_readout(
         The decoding grid (:func:`nucleus_logprobs`).
     top_k : int
         How many of the most probable tokens after row 0 to list (0: none).
+    pooled : np.ndarray, optional
+        Token ids wanted only as a sum (:func:`nucleus_logprobs`): one more column.
 
     Returns
     -------
     raw, grid, topk_id, topk_logprob
-        ``(C, len(need))`` log-probabilities at temperature 1 with no nucleus;
-        ``(C, T, P, len(need))`` under each decoding setting; the ``top_k`` ids
+        ``(C, len(need) [+ 1])`` log-probabilities at temperature 1 with no nucleus;
+        ``(C, T, P, len(need) [+ 1])`` under each decoding setting; the ``top_k`` ids
         of row 0 by descending probability (ties by id) and their log-probabilities.
 
     Examples
@@ -160,7 +165,9 @@ def next_token_readout(
     """
     logp = log_softmax(logits)
     raw = logp[:, need]
-    grid = nucleus_logprobs(logits, need, temperatures, top_ps)
+    if pooled is not None:
+        raw = np.concatenate([raw, logsumexp(logp[:, np.asarray(pooled, dtype=np.intp)])], -1)
+    grid = nucleus_logprobs(logits, need, temperatures, top_ps, pooled=pooled)
     k = min(int(top_k), logp.shape[-1])
     if k <= 0:
         return raw, grid, np.empty(0, dtype=np.int64), np.empty(0)
@@ -181,6 +188,7 @@ def nucleus_logprobs(
     top_ps,
     *,
     unlisted_max: np.ndarray | float | None = None,
+    pooled: np.ndarray | None = None,
 ) -> np.ndarray:
     """Log-probabilities a sampler gives the tokens ``need`` under temperature and top-p.
 
@@ -207,11 +215,15 @@ def nucleus_logprobs(
         the listed values as they are, and ``top_p < 1`` is known only when the
         nucleus threshold lies in the list strictly above ``unlisted_max`` (so no
         unlisted token can be in the nucleus). Unknown points are NaN.
+    pooled : np.ndarray, optional
+        Indices of tokens whose probabilities are wanted only as a sum (a multi-token
+        answer's stop check: every token that would continue it): one more column,
+        the log of their summed probability (over the full vocabulary only).
 
     Returns
     -------
     np.ndarray
-        ``(..., len(temperatures), len(top_ps), len(need))`` float64; ``-inf``
+        ``(..., len(temperatures), len(top_ps), len(need) [+ 1])`` float64; ``-inf``
         outside the nucleus, NaN where not computable.
 
     Examples
@@ -232,9 +244,13 @@ def nucleus_logprobs(
         if not 0 < p <= 1:
             raise XlikertError(f"top_p must be in (0, 1], got {p}")
     lead = z.shape[:-1]
-    out = np.full((*lead, len(temps), len(tops), need.size), np.nan)
-    zn = z[..., need]
     complete = unlisted_max is None
+    if pooled is not None and not complete:
+        raise XlikertError("pooled token sums need the full vocabulary, not a top-k list")
+    n = need.size
+    out = np.full((*lead, len(temps), len(tops), n + (pooled is not None)), np.nan)
+    zn = z[..., need]
+    zp = z[..., np.asarray(pooled, dtype=np.intp)] if pooled is not None else None
     lses = {}  # temperature index -> (..., 1) log normaliser of z / T
     for ti, temp in enumerate(temps):
         if complete:
@@ -243,15 +259,18 @@ def nucleus_logprobs(
             lses[ti] = np.zeros((*lead, 1))  # listed values are already normalised
         for pi, top_p in enumerate(tops):
             if ti in lses and top_p >= 1:
-                out[..., ti, pi, :] = zn / temp - lses[ti]
+                out[..., ti, pi, :n] = zn / temp - lses[ti]
+                if zp is not None:
+                    out[..., ti, pi, n] = (logsumexp(zp / temp) - lses[ti])[..., 0]
     cut = [pi for pi, p in enumerate(tops) if p < 1]
     if not cut or not lses:
         return out
     # top_p < 1: row by row, over the row's values sorted in descending order, or only
     # as many of the largest as hold every nucleus asked for (_descending_head)
     rows = int(np.prod(lead, dtype=np.int64))
-    z2, zn2 = z.reshape(rows, z.shape[-1]), zn.reshape(rows, need.size)
-    out2 = out.reshape(rows, len(temps), len(tops), need.size)
+    z2, zn2 = z.reshape(rows, z.shape[-1]), zn.reshape(rows, n)
+    zp2 = zp.reshape(rows, -1) if zp is not None else None
+    out2 = out.reshape(rows, len(temps), len(tops), out.shape[-1])
     lse2 = {ti: lse.reshape(rows) for ti, lse in lses.items()}
     if not complete:
         bound = np.broadcast_to(np.asarray(unlisted_max, dtype=np.float64), lead).reshape(-1)
@@ -269,11 +288,15 @@ def nucleus_logprobs(
                 reached = csum >= tops[pi]
                 k = int(reached.argmax()) if reached.any() else zs.size - 1
                 thr = zs[k]  # the last admitted value; every value tied with it is kept
-                vals = np.where(zn2[r] >= thr, lp - np.log(sp[zs >= thr].sum()), -np.inf)
+                norm = np.log(sp[zs >= thr].sum())
+                vals = np.where(zn2[r] >= thr, lp - norm, -np.inf)
                 # an incomplete list: known only when no unlisted token can reach thr
                 if not complete and not (reached.any() and np.exp(thr / temp - lse) > bound[r]):
                     vals = np.nan
-                out2[r, ti, pi] = vals
+                out2[r, ti, pi, :n] = vals
+                if zp2 is not None:  # the pooled tokens inside the nucleus, summed
+                    inside = zp2[r][zp2[r] >= thr] / temp - lse
+                    out2[r, ti, pi, n] = logsumexp(inside)[0] - norm if inside.size else -np.inf
     return out
 
 
@@ -385,17 +408,10 @@ def topk_intervals(
         raise XlikertError("listed_prob and listed_score must be 1-d arrays of the same length")
     if out_of_order < 0 or rtol < 0:
         raise XlikertError("out_of_order and rtol must be >= 0")
-    n = p.size
-    ranked = np.sort(p)[::-1]
-    j = n - out_of_order  # the true top-j are listed
-    p_b = float(ranked[j - 1]) * (1 + rtol) if j >= 1 else 1.0
+    p_b, R = _unlisted(p, out_of_order, rtol)
     a = scale_mass(p, sc, n_scores)
     a_lo, a_hi = a * (1 - rtol), a * (1 + rtol)
-    R = max(0.0, 1.0 - float(p.sum()) * (1 - rtol))
-    if unlisted_valid is None:
-        U = np.full(n_scores, R)
-    else:
-        U = np.minimum(np.asarray(unlisted_valid, dtype=np.float64) * min(p_b, 1.0), R)
+    U = _unlisted_mass(unlisted_valid, n_scores, p_b, R)
     A = float(a.sum())
     W = np.minimum(U.sum() - U, R)
     others_hi = a_hi.sum() - a_hi
@@ -414,4 +430,72 @@ def topk_intervals(
         "valid_mass_lower": np.float64(float(a_lo.sum())),
         "valid_mass_upper": np.float64(min(float(a_hi.sum()) + min(float(U.sum()), R), 1.0)),
         "unlisted_max": np.float64(min(p_b, 1.0)),
+    }
+
+
+def _unlisted(p: np.ndarray, out_of_order: int, rtol: float) -> tuple[float, float]:
+    """``p_b``, the most an unlisted token can have, and ``R``, the most all of them can have."""
+    ranked = np.sort(p)[::-1]
+    j = p.size - out_of_order  # the true top-j are listed
+    p_b = float(ranked[j - 1]) * (1 + rtol) if j >= 1 else 1.0
+    return p_b, max(0.0, 1.0 - float(p.sum()) * (1 - rtol))
+
+
+def _unlisted_mass(unlisted: np.ndarray | None, n: int, p_b: float, R: float) -> np.ndarray:
+    """``U_y = min(m_y p_b, R)``: the most the unlisted answers of each class can have."""
+    if unlisted is None:
+        return np.full(n, R)
+    return np.minimum(np.asarray(unlisted, dtype=np.float64) * min(p_b, 1.0), R)
+
+
+def topk_option_intervals(
+    listed_prob: np.ndarray,
+    listed_option: np.ndarray,
+    n_options: int,
+    unlisted: np.ndarray | None,
+    *,
+    out_of_order: int = 1,
+    rtol: float = 0.0,
+) -> dict[str, np.ndarray]:
+    """Certified intervals of each non-substantive answer's mass from a server's top-k list.
+
+    As :func:`topk_intervals` (:data:`TOPK_BOUNDS_RULE`) for the raw mass of a
+    class of answers: with ``b_o`` the listed mass of option ``o`` and ``U_o`` the
+    most its unlisted answers can have, the mass is in ``[b_o (1 - rtol),
+    min(1, b_o (1 + rtol) + U_o)]``; the stored value is ``b_o``.
+
+    Parameters
+    ----------
+    listed_prob : np.ndarray
+        ``(n,)`` probabilities of the n distinct listed tokens.
+    listed_option : np.ndarray
+        ``(n,)`` option index of each listed token, -1 where it answers no option.
+    n_options : int
+        Number of options.
+    unlisted : np.ndarray or None
+        ``(n_options,)`` answer tokens of each option not in the list, or None when unknown.
+    out_of_order, rtol
+        As in :func:`topk_intervals`.
+
+    Returns
+    -------
+    dict
+        ``nonsubstantive_mass``, ``nonsubstantive_mass_lower`` and
+        ``nonsubstantive_mass_upper``, each ``(n_options,)``.
+
+    Examples
+    --------
+    >>> b = topk_option_intervals(np.array([0.5, 0.3, 0.1]), np.array([-1, 0, -1]), 1,
+    ...                           np.array([1]), out_of_order=0)
+    >>> b["nonsubstantive_mass"].tolist(), b["nonsubstantive_mass_upper"].round(6).tolist()
+    ([0.3], [0.4])
+    """
+    p = np.asarray(listed_prob, dtype=np.float64)
+    p_b, R = _unlisted(p, out_of_order, rtol)
+    b = scale_mass(p, np.asarray(listed_option), n_options)
+    U = _unlisted_mass(unlisted, n_options, p_b, R)
+    return {
+        "nonsubstantive_mass": b,
+        "nonsubstantive_mass_lower": b * (1 - rtol),
+        "nonsubstantive_mass_upper": np.minimum(b * (1 + rtol) + U, 1.0),
     }

@@ -469,8 +469,9 @@ def store_traces(
     res : UnitResult
         The unit (with :data:`~xlikert.schema.TRACE_VARIABLES`).
     read
-        ``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` after each
-        closed trace (traces first).
+        ``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` (and
+        ``nonsubstantive_mass``, when the item offers options) after each closed
+        trace (traces first).
     traces, ends, seeds, texts
         Per trace: its generated token ids (an ending end-of-turn token dropped),
         how it ended (``"marker"``, ``"eos"``, ``"length"``), its seed, its text.
@@ -486,6 +487,8 @@ def store_traces(
     )  # fmt: skip
     d["decoding_pmf"][row] = read["decoding_pmf"].mean(0)
     d["decoding_valid_mass"][row] = read["decoding_valid_mass"].mean(0)
+    if "nonsubstantive_mass" in read and "nonsubstantive_mass" in d:
+        d["nonsubstantive_mass"][row] = read["nonsubstantive_mass"].mean(0)
     d["trace_pmf"][row] = read["pmf"]
     d["trace_valid_mass"][row] = read["valid_mass"]
     d["trace_truncated"][row] = [e == "length" for e in ends]

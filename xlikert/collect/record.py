@@ -28,6 +28,7 @@ from ..schema import (
     BOUND_VARIABLES,
     CELL_VARIABLES,
     CONTEXT_VARIABLES,
+    NONSUBSTANTIVE_BOUND_VARIABLES,
     PROMPT_VARIABLES,
     SAMPLED_VARIABLES,
     TRACE_VARIABLES,
@@ -51,9 +52,11 @@ class UnitResult:
 
     ``data`` maps each name of :data:`VARIABLES` (and, for bounded units, of
     :data:`BOUND_VARIABLES`; for a model in reasoning mode, of
-    :data:`TRACE_VARIABLES`, with its own number of traces) to an array whose
-    first axis runs over the unit's prompts; ``mode`` is the backend's
-    measurement mode (``"exact"`` or ``"topk"``).
+    :data:`TRACE_VARIABLES`, with its own number of traces; when the run has
+    non-substantive options, ``sizes["option"] > 0``, of
+    :data:`NONSUBSTANTIVE_VARIABLES`) to an array whose first axis runs over the
+    unit's prompts; ``mode`` is the backend's measurement mode (``"exact"`` or
+    ``"topk"``).
     """
 
     data: dict[str, np.ndarray]
@@ -97,10 +100,10 @@ class UnitResult:
         (2, 4, 7)
         """
         sizes = {**sizes, "trace": traces}
-        data = {
-            k: v.full(_shape(v, n, sizes))
-            for k, v in variable_table(bounded=bounded, traces=traces).items()
-        }
+        table = variable_table(
+            bounded=bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0
+        )
+        data = {k: v.full(_shape(v, n, sizes)) for k, v in table.items()}
         return cls(data, mode="topk" if bounded else "exact")
 
     @property
@@ -169,7 +172,10 @@ class UnitResult:
                 f"internal error: backend returned {self.traces} trace(s) per prompt, "
                 f"expected {traces}"
             )
-        for k, v in variable_table(bounded=self.bounded, traces=traces).items():
+        table = variable_table(
+            bounded=self.bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0
+        )
+        for k, v in table.items():
             want = _shape(v, n, {**sizes, "trace": traces})
             got = np.shape(self.data.get(k))
             if k not in self.data or got != want:
@@ -259,7 +265,8 @@ def assemble(
     model_names
         The ``model`` coord.
     sizes, coords
-        Lengths and coords of ``score``, ``rank``, ``temperature``, ``top_p``;
+        Lengths and coords of ``score``, ``rank``, ``temperature``, ``top_p``
+        (and ``option``, adding :data:`NONSUBSTANTIVE_VARIABLES` when > 0);
         ``sizes["trace"]`` (default 0): the most traces of any model in
         reasoning mode (adds :data:`TRACE_VARIABLES` when > 0).
     units
@@ -283,7 +290,10 @@ def assemble(
     histories = [np.shape(r.data["history_pmf"])[1] for _, r in units if "history_pmf" in r.data]
     sizes = {**sizes, "trace": n_traces, "history": max(histories, default=0),
              "other_item": user.sizes["item"], "other_score": sizes["score"]}  # fmt: skip
-    table = variable_table(bounded=bounded, traces=n_traces, context=context)
+    table = variable_table(
+        bounded=bounded, traces=n_traces, context=context,
+        nonsubstantive=sizes.get("option", 0) > 0,
+    )  # fmt: skip
     flat = {k: v.full(_shape(v, M * ncell, sizes)) for k, v in table.items()}
     computed = np.zeros(M * ncell, dtype=bool)
     for mi, r in units:
@@ -298,6 +308,8 @@ def assemble(
                     flat[k][rows] = r.data[k]
             elif k in BOUND_VARIABLES:  # an exact unit in a bounded file: the point itself
                 flat[k][rows] = r.data["pmf" if k.startswith("pmf") else "valid_mass"]
+            elif k in NONSUBSTANTIVE_BOUND_VARIABLES:
+                flat[k][rows] = r.data["nonsubstantive_mass"]
             elif k == "pmf_se":  # a model not in reasoning mode: its pmf is exact
                 flat[k][rows] = 0.0
         computed[rows] = True
@@ -354,7 +366,7 @@ def _describe_modes(ds: xr.Dataset, *, bounded: bool, reasoning: bool) -> None:
         "exact given each trace; every other model's numbers are exact (pmf_se = 0)"
     )
     for k in SAMPLED_VARIABLES:
-        if k != "pmf_se":
+        if k != "pmf_se" and k in ds:
             ds[k].attrs["sampling_error"] = (
                 "mean over sampled traces for models in reasoning mode; see pmf_se and "
                 "the file's sampling_error attribute"

@@ -161,6 +161,24 @@ class ProgressSource:
         return {k: np.stack(v) for k, v in out.items()}
 
 
+def _no_options(arr: np.ndarray, name: str, source: str) -> None:
+    """A source's ``nonsubstantive_mass`` on another ``option`` axis: the cells' keys say
+    they offer no option (a cell that offers one is keyed by the whole axis), so every
+    value is NaN and the run's fill stands in.
+
+    Raises
+    ------
+    CollectionError
+        A value that is not NaN (the keys did not hold the options: a bug).
+    """
+    if not np.isnan(np.asarray(arr, dtype=np.float64)).all():
+        raise CollectionError(
+            f"internal error: cells reused from {source} hold {name} on another option axis; "
+            "please report it (run without --reuse meanwhile)"
+        )
+    return None
+
+
 def open_source(path: str | os.PathLike, *, required: bool) -> ResultsSource | None:
     """A results file to reuse cells from; None (with a warning) for an unkeyed file that was
     not asked for by name.
@@ -241,12 +259,15 @@ class Reuse:
             groups.setdefault((mi, si, self.sources[si].mode(row)), []).append((j, row))
         out = []
         for (mi, si, mode), cells in groups.items():
-            table = variable_table(bounded=mode == "topk", traces=traces[mi])
+            table = variable_table(bounded=mode == "topk", traces=traces[mi],
+                                   nonsubstantive=sizes.get("option", 0) > 0)  # fmt: skip
             got = self.sources[si].take([row for _, row in cells], list(table))
             n, data = len(cells), {}
             for name, var in table.items():
                 shape = (n, *({**sizes, "trace": traces[mi]}[d] for d in var.dims))
                 arr = got.get(name)
+                if arr is not None and "option" in var.dims and arr.shape != shape:
+                    arr = _no_options(arr, name, self.sources[si].label(cells[0][1]))
                 if arr is None:
                     arr = var.full(shape)
                 elif name in TRACE_VARIABLES and "trace" in var.dims:

@@ -36,6 +36,7 @@ import xarray as xr
 from ..dims import MODEL_DIM, check_factor_name
 from ..errors import CollectionError
 from .context.administration import Conversations
+from .layout import cell_labels
 from .options import CollectOptions
 from .protocol import Model, backend_module, backend_of
 from .session import Session, write_atomic
@@ -107,53 +108,6 @@ def _scale_of(prompts: xr.Dataset, scale) -> tuple[int, ...]:
             "'scale_min'/'scale_max' attrs; pass scale=range(1, 8)"
         )
     return tuple(range(int(lo), int(hi) + 1))
-
-
-def _answer_labels(
-    prompts: xr.Dataset, user: xr.DataArray, options: CollectOptions
-) -> list[tuple[str, ...] | None] | None:
-    """Each cell's answer labels (score order; None: the digits) from the prompts' ``answer_label``.
-
-    ``answer_label`` (dims ``(<format factor>, score)``, from a factor of kind
-    ``format``) gives each format level's label of each score; None without it.
-
-    Raises
-    ------
-    CollectionError
-        An ``answer_label`` on other dims, or a scale that is not its ``score``.
-    LabelMappingError
-        A level whose labels are not a bijection onto the scale.
-    """
-    if "answer_label" not in prompts:
-        return None
-    lab = prompts["answer_label"]
-    factors = [d for d in lab.dims if d != "score"]
-    if "score" not in lab.dims or len(factors) != 1 or factors[0] not in user.dims:
-        raise CollectionError(
-            f"prompts 'answer_label' must have dims (<format factor>, 'score') with the format "
-            f"factor a dim of the prompts; got {lab.dims}"
-        )
-    if options.answer_labels is not None:
-        raise CollectionError(
-            "answer_labels is set for the run and the prompts vary the response format "
-            f"(answer_label over {factors[0]!r}); drop one"
-        )
-    fmt = factors[0]
-    scores = tuple(int(v) for v in lab["score"].values)
-    if scores != tuple(options.scale):
-        raise CollectionError(
-            f"prompts 'answer_label' is on the scores {list(scores)}, the run's scale is "
-            f"{list(options.scale)}"
-        )
-    per_level = []
-    for level in lab[fmt].values:
-        labels = tuple(str(x) for x in lab.sel({fmt: level}).transpose("score").values)
-        options.replace(where=f"{fmt} level {level!r}", answer_labels=labels)  # checks them
-        # the digits are the default rule (None), as a model is loaded with
-        per_level.append(None if labels == tuple(str(y) for y in scores) else labels)
-    index = xr.DataArray(np.arange(lab.sizes[fmt]), dims=[fmt], coords={fmt: lab[fmt]})
-    cells = index.broadcast_like(user).transpose(*user.dims).values.ravel()
-    return [per_level[int(i)] for i in cells]
 
 
 def _normalise_models(models) -> list[dict[str, Any]]:
@@ -244,7 +198,8 @@ class Plan:
         seq = context.where if context is not None else {}
         self.sys_flat = [str(s) for s in np.asarray(system.values).ravel()]
         self.user_flat = [str(s) for s in np.asarray(user.values).ravel()]
-        #: Each cell's answer labels (a response format), None: the run's options.
+        #: Each cell's answer labels (a response format, the item's own options; see
+        #: :func:`~xlikert.collect.layout.cell_labels`), None: the run's options.
         self.labels = labels
         # a unit shares a system prompt and (with a format factor) the answer labels
         groups: dict[tuple[Any, str], list[int]] = {}
@@ -293,9 +248,32 @@ class Plan:
         return self.labels[cells[0]] if self.labels else options.answer_labels
 
     def key_labels(self, cell: int, options: CollectOptions) -> tuple[str, ...]:
-        """The answer labels a cell is read with, as its key holds them (the digits spelled)."""
+        """The answer labels a cell is read with, as its key holds them: the label of each
+        score (the digits spelled; ``""`` off the item's support), then, when the item
+        offers non-substantive options, ``"<option>=<label>"`` for every option of the
+        run's ``option`` axis (``""`` after ``=`` where the item does not offer it), so a
+        cell is never taken from a file whose options or their labels differ.
+
+        Examples
+        --------
+        >>> from xlikert.collect.options import CollectOptions
+        >>> opts = CollectOptions(scale=(1, 2, 3), nonsubstantive=("Don't know", "Refused"))
+        >>> plan = Plan.__new__(Plan)
+        >>> plan.labels = [("1", "2", "3", "8", ""), None]
+        >>> plan.key_labels(0, opts)
+        ('1', '2', '3', "Don't know=8", 'Refused=')
+        >>> plan.key_labels(1, opts)
+        ('1', '2', '3')
+        """
         labels = self.labels[cell] if self.labels else options.answer_labels
-        return tuple(labels) if labels else tuple(str(y) for y in options.scale)
+        if not labels:
+            return tuple(str(y) for y in options.scale)
+        n = len(labels) - len(options.nonsubstantive)
+        offered = labels[n:]
+        if not any(offered):
+            return tuple(labels[:n])
+        named = (f"{o}={x}" for o, x in zip(options.nonsubstantive, offered, strict=True))
+        return (*labels[:n], *named)
 
     def prompts(self, cells: Sequence[int]) -> list[tuple[str, str]]:
         return [(self.sys_flat[j], self.user_flat[j]) for j in cells]
@@ -509,7 +487,7 @@ def collect(
     system, user = _check_prompts(prompts)
     options = options.replace(where="collect()", scale=_scale_of(prompts, options.scale))
     models = _normalise_models(models)
-    labels = _answer_labels(prompts, user, options)
+    labels, options = cell_labels(prompts, user, options)  # a format factor, items' own options
     context = Conversations.of(prompts, user)
     if context is not None:
         _check_sequential_backends(models)

@@ -405,8 +405,9 @@ class Session:
             ds.attrs["reasoning_models"] = [
                 m["name"] for m, t in zip(self.models, plan.traces, strict=True) if t
             ]
-        if plan.labels:  # each format level's answer label of each score
-            ds["answer_label"] = self.prompts["answer_label"].astype(str)
+        for name in ("answer_label", "score_label", "option_label"):  # labels of scores, options
+            if name in self.prompts:
+                ds[name] = self.prompts[name].astype(str)
         return encode_attrs(ds)  # netCDF-ready as it stands: ds.to_netcdf works
 
     def _twin_units(self, units: list[tuple[int, UnitResult]]) -> list[tuple[int, UnitResult]]:

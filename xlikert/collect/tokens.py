@@ -18,19 +18,21 @@ token appended (:data:`SPACED_ANSWER_RULE`).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..errors import AnswerLabelError, CollectionError
+from .layout import AnswerLayout, answer_codes
 from .readout import scale_mass
 
 __all__ = [
     "ANSWER_RULE",
     "ONE_TOKEN_RULE",
     "SPACED_ANSWER_RULE",
+    "WORD_ANSWER_RULE",
     "AnswerSequences",
     "ValidTokens",
     "answer_rule",
@@ -173,6 +175,20 @@ ANSWER_RULE = (
 )
 
 
+#: The multi-token rule for answer labels that are words (a candidate's name, "Don't
+#: know"); stored in the results' attrs.
+WORD_ANSWER_RULE = (
+    "answer y = a token sequence t_1..t_n (no special tokens) whose text is the answer label "
+    "of y, exactly (case and inner spaces as written; a token's leading ' ', '▁' or 'Ġ' "
+    "marker is a space), the first token optionally carrying ONE leading marker (or being a "
+    "bare space token itself), FOLLOWED BY a token that does not continue the word (any token "
+    "whose text does not start right away with a letter, a digit or '_', e.g. end-of-turn, "
+    "newline, '.', ' and'); P(y | x) = sum over such spellings of P(t_1..t_n | x) * P(next "
+    "token does not continue the word | x, t_1..t_n); the events are disjoint, so P(y) sums "
+    "to at most 1"
+)
+
+
 #: The one-token rule with a split leading space; stored in the results' attrs.
 SPACED_ANSWER_RULE = (
     "answer y = a valid token for y (its text is str(y), optionally with ONE leading ' ', '▁' "
@@ -201,6 +217,10 @@ class AnswerSequences:
     after the prompt followed by each of the :attr:`contexts` (``()`` is the
     prompt itself); :meth:`masses` turns them into the probability of each
     scale value.
+
+    ``layout`` (None: the scale is the results' ``score`` axis) places an item's
+    answer codes in a results row: its points on the file's ``score`` axis, its
+    non-substantive options on the ``option`` axis (:mod:`xlikert.collect.layout`).
     """
 
     sequences: tuple[tuple[int, ...], ...]
@@ -208,6 +228,7 @@ class AnswerSequences:
     surfaces: tuple[tuple[str, ...], ...]
     continuation: tuple[int, ...] | None
     scale: tuple[int, ...]
+    layout: AnswerLayout | None = None
 
     def as_records(self) -> list[dict[str, Any]]:
         """``[{"ids": [...], "tokens": [...], "score": ...}, ...]`` for provenance."""
@@ -223,9 +244,24 @@ class AnswerSequences:
 
     @property
     def need(self) -> tuple[int, ...]:
-        """Token ids whose probabilities enter some answer (spellings and continuations)."""
-        ids = {t for seq in self.sequences for t in seq} | set(self.continuation or ())
-        return tuple(sorted(ids))
+        """Token ids whose probabilities enter some spelling of an answer."""
+        return tuple(sorted({t for seq in self.sequences for t in seq}))
+
+    @property
+    def pooled(self) -> tuple[int, ...] | None:
+        """The continuation tokens, read as one summed probability (None: no stop check).
+
+        A backend reads them with ``pooled=`` (:func:`~xlikert.collect.readout.next_token_readout`):
+        one column after those of :attr:`need`, the log of their summed probability. A
+        word's continuations are a third of a vocabulary; summed where the logits are,
+        they cost one column, not thousands.
+        """
+        return tuple(sorted(self.continuation)) if self.continuation else None
+
+    @property
+    def width(self) -> int:
+        """Columns of a readout row: :attr:`need`, then one for :attr:`pooled`."""
+        return len(self.need) + (self.pooled is not None)
 
     @property
     def contexts(self) -> tuple[tuple[int, ...], ...]:
@@ -250,9 +286,9 @@ class AnswerSequences:
         Parameters
         ----------
         logq : np.ndarray
-            ``(..., len(contexts), len(need))``: log-probability of token
-            ``need[j]`` after the prompt followed by ``contexts[c]`` (``-inf`` for
-            0, NaN where unknown).
+            ``(..., len(contexts), width)``: log-probability of token ``need[j]``
+            after the prompt followed by ``contexts[c]`` (``-inf`` for 0, NaN where
+            unknown), then (with :attr:`pooled`) of any continuation token.
 
         Returns
         -------
@@ -274,15 +310,14 @@ class AnswerSequences:
         logq = np.asarray(logq, dtype=np.float64)
         ctx = {c: i for i, c in enumerate(self.contexts)}
         col = {t: j for j, t in enumerate(self.need)}
-        if logq.shape[-2:] != (len(ctx), len(col)):
+        if logq.shape[-2:] != (len(ctx), self.width):
             raise CollectionError(
                 f"answer log-probabilities have shape {logq.shape[-2:]}, expected "
-                f"(contexts, need) = {(len(ctx), len(col))}"
+                f"(contexts, need + pooled) = {(len(ctx), self.width)}"
             )
-        if self.continuation is not None:  # P(next token does not continue the number)
-            cont = [col[t] for t in self.continuation]
+        if self.continuation is not None:  # P(next token does not continue the answer)
             with np.errstate(divide="ignore"):
-                going = np.exp(logq[..., cont]).sum(-1)
+                going = np.exp(logq[..., -1]) if self.pooled else np.zeros(logq.shape[:-1])
                 log_stop = np.log1p(-np.minimum(going, 1.0))
         cols = []
         for seq in self.sequences:
@@ -309,8 +344,16 @@ class AnswerSequences:
         dict
             ``pmf (B, S)``, ``valid_mass (B,)`` and, with ``grid``,
             ``decoding_pmf (B, T, P, S)`` and ``decoding_valid_mass (B, T, P)``
-            (NaN PMF where no valid answer is in the nucleus).
+            (NaN PMF where no valid answer is in the nucleus). With a
+            :attr:`layout`, ``S`` is the file's ``score`` axis, ``valid_mass`` the
+            item's points' mass, and ``nonsubstantive_mass (B, O)`` is added when
+            the file has non-substantive options
+            (:meth:`~xlikert.collect.layout.AnswerLayout.readout`).
         """
+        if self.layout is not None:
+            return self.layout.readout(
+                self.masses(raw), None if grid is None else self.masses(grid)
+            )
         out = {}
         with np.errstate(invalid="ignore", divide="ignore"):
             m = self.masses(raw)
@@ -371,41 +414,39 @@ def answer_rule(
     *,
     split_space: bool = True,
     labels: Mapping[int, str] | None = None,
+    nonsubstantive: Sequence[str] | None = None,
 ) -> tuple[ValidTokens, AnswerSequences, str]:
     """The valid tokens, the answer spellings and the rule's description for a tokenizer.
 
-    Single-token scales use the one-token rule, extended by the split-space
+    Single-token answers use the one-token rule, extended by the split-space
     spellings when ``split_space`` and the tokenizer has a bare space token;
-    scales that need several tokens per value (0-10) use every spelling with a
-    stop check (:data:`ANSWER_RULE`). ``labels`` (score -> answer label, a
-    response format) replaces the digits: the rule reads the labels and puts each
-    one's probability on its score. Labels that are not numbers must each be one
-    token (:class:`~xlikert.errors.AnswerLabelError` otherwise).
+    answers that need several tokens (0-10, a candidate's name, "Don't know") use
+    every spelling with a stop check (:data:`ANSWER_RULE` for numbers,
+    :data:`WORD_ANSWER_RULE` when some label is a word). ``labels`` (score ->
+    answer label, a response format or an item's own options) replaces the
+    digits: the rule reads the labels and puts each one's probability on its
+    score; an item answering on part of ``scale`` labels only its own points.
+    ``nonsubstantive`` (one answer label per option of the results' ``option``
+    axis, ``""`` where the item does not offer it) adds the non-substantive
+    answers, read apart from the points (:mod:`xlikert.collect.layout`).
 
     Raises
     ------
     CollectionError
-        When some scale value has no spelling at all.
-    AnswerLabelError
-        When non-numeric answer labels are not single tokens for the tokenizer.
+        When some answer has no spelling at all.
     """
-    scale = [int(v) for v in scale]
-    numeric = labels is None or all(str(labels[v]).isdecimal() for v in scale)
-    answers = None
+    codes, by_code, layout = answer_codes(scale, labels, nonsubstantive)
+    plain = layout is None and labels is None
+    labels = None if plain else by_code
+    scale = list(codes)
+    words = not all(str(by_code[v]).isdecimal() for v in scale)
     if needs_sequences(scale, labels):
-        if not numeric:
-            raise AnswerLabelError(
-                f"answer labels {[labels[v] for v in scale]} are not single tokens: one is the "
-                "start of another"
-            )
         answers = find_answer_sequences(tokenizer, scale, labels)
     else:
         try:
             valid = find_label_tokens(tokenizer, scale, labels)
-        except AnswerLabelError:
-            raise
-        except CollectionError:
-            answers = find_answer_sequences(tokenizer, scale, labels)  # raises when none exist
+        except CollectionError:  # no single token for some label: every spelling
+            answers = find_answer_sequences(tokenizer, scale, labels)
         else:
             answers = (spaced_answers(tokenizer, valid) if split_space else None) or (
                 one_token_answers(valid)
@@ -421,12 +462,13 @@ def answer_rule(
             scores=tuple(y for _, y in singles),
             scale=tuple(scale),
         )
-        rule = "multi-token (exact, teacher forced): " + ANSWER_RULE
+        what = WORD_ANSWER_RULE if words else ANSWER_RULE
+        rule = "multi-token (exact, teacher forced): " + what
     elif answers.is_one_token:
         rule = ONE_TOKEN_RULE
     else:
         rule = "one token or split space (exact, same pass): " + SPACED_ANSWER_RULE
-    return valid, answers, rule
+    return valid, replace(answers, layout=layout), rule
 
 
 def needs_sequences(scale: range | list[int], labels: Mapping[int, str] | None = None) -> bool:
@@ -444,24 +486,49 @@ def needs_sequences(scale: range | list[int], labels: Mapping[int, str] | None =
     return any(a != b and b.startswith(a) for a in texts for b in texts)
 
 
-def _token_texts(tokenizer: Any, maxlen: int) -> dict[int, str]:
-    """Text of every short non-special token: the raw vocabulary string, or its decoding."""
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def _digit(c: str) -> bool:
+    return c in "0123456789"
+
+
+def _token_texts(tokenizer: Any, maxlen: int, decode_long: bool = False) -> dict[int, str]:
+    """Text of every non-special token: the raw vocabulary string, or its decoding.
+
+    A token with a leading marker keeps its raw form (a decoder may strip the
+    marker); a short token is decoded (byte fallback, normaliser quirks); a long one
+    keeps its raw form unless ``decode_long`` (the first character of a word label's
+    next token decides the stop check, and a raw byte-level form spells a newline as
+    the letter ``Ċ``).
+    """
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     byte_re = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
     out: dict[int, str] = {}
+    todo: list[tuple[int, str]] = []
     for token, idx in tokenizer.get_vocab().items():
         if idx in special:
             continue
-        if token[:1] in _MARKERS[1:] or (len(token) > maxlen + 2 and not byte_re.match(token)):
+        marked = token[:1] in _MARKERS[1:]  # keep the marker the decoder may strip
+        long = len(token) > maxlen + 2 and not byte_re.match(token)
+        if marked or (long and not decode_long):
             out[idx] = token
-            continue
-        try:
-            text = tokenizer.decode([idx])
-        except Exception:  # pragma: no cover - exotic tokenizers
-            text = token
-        # keep the raw form when it carries a marker the decoder may strip
-        out[idx] = token if token[:1] in _MARKERS[1:] else text
+        else:
+            todo.append((idx, token))
+    try:
+        texts = tokenizer.batch_decode([[i] for i, _ in todo])
+    except Exception:  # pragma: no cover - exotic tokenizers: one at a time
+        texts = [_decode_one(tokenizer, i, t) for i, t in todo]
+    out.update((i, text) for (i, _), text in zip(todo, texts, strict=True))
     return out
+
+
+def _decode_one(tokenizer: Any, idx: int, token: str) -> str:
+    try:
+        return tokenizer.decode([idx])
+    except Exception:  # pragma: no cover - exotic tokenizers
+        return token
 
 
 def find_answer_sequences(
@@ -495,21 +562,27 @@ def find_answer_sequences(
     scale = [int(v) for v in scale]
     words = _words(scale, labels)
     maxlen = max(len(w) for w in words) + 1
-    texts = _token_texts(tokenizer, maxlen)
+    numeric = all(w.isdecimal() for w in words)
+    texts = _token_texts(tokenizer, maxlen, decode_long=not numeric)
+    # a word label stops at a token that does not go on with a letter, digit or '_';
+    # a number at one that does not go on with a digit
+    goes_on = _digit if numeric else _word_char
     first: dict[str, list[int]] = {}  # body (marker stripped) -> ids
-    inner: dict[str, list[int]] = {}  # text without marker -> ids
+    inner: dict[str, list[int]] = {}  # text, a leading marker read as a space -> ids
     cont: list[int] = []
     for idx, text in texts.items():
         if not text:
             continue
         has_marker = text[0] in _MARKERS[1:]
         body = text[1:] if has_marker else text
-        if not has_marker and text[0] in "0123456789":
+        if not has_marker and goes_on(text[0]):
             cont.append(idx)
         if body and len(body) <= maxlen:
             first.setdefault(body, []).append(idx)
-            if not has_marker:
-                inner.setdefault(body, []).append(idx)
+        # inside a label a marked token is a space and its word ("Don't" + " know")
+        within = " " + body if has_marker else body
+        if within and len(within) <= maxlen:
+            inner.setdefault(within, []).append(idx)
     seqs: list[tuple[tuple[int, ...], int]] = []
 
     def extend(word: str, pos: int, ids: tuple[int, ...], y: int) -> None:

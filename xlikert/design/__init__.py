@@ -21,6 +21,7 @@ from .experiment import Experiment, Factor, prompts_to_frame
 from .formats import BUILTIN_FORMATS, ResponseFormat, builtin_format
 from .instrument import Instrument, Item, builtin_instruments, load_instrument, scale_fields
 from .parser import builtin_experiments, experiment_from_dict, load_experiment
+from .scale import Option, Scale
 from .template import Template
 
 #: Names that moved to the analysis (they work on PMFs, not on designs).
@@ -42,7 +43,9 @@ __all__ = [
     "Factor",
     "Instrument",
     "Item",
+    "Option",
     "ResponseFormat",
+    "Scale",
     "Template",
     "builtin_experiments",
     "builtin_format",

@@ -19,16 +19,12 @@ import numpy as np
 import xarray as xr
 
 from ..errors import ConfigError, UnknownNameError
-from ..schema import PROMPT_VARIABLES
-from .formats import (
-    ResponseFormat,
-)
-from .instrument import (
-    Instrument,
-    Item,
-    scale_fields,
-)
+from ..schema import ITEM_OPTIONS, PROMPT_VARIABLES
+from .file_schema import SCALE_FIELDS
+from .formats import ResponseFormat
+from .instrument import Instrument, Item, describe_item_scales, has_item_options
 from .item_order import ITEM_POSITION
+from .scale import Option, Scale, ShownScale
 from .template import Template
 
 __all__ = [
@@ -103,6 +99,10 @@ class Experiment:
         The file's ``[collect]`` table as written (None without one): the run's
         options, validated where the run is set up
         (:meth:`xlikert.collect.CollectOptions.from_mapping`).
+    nonsubstantive, answers
+        The effective scale's non-substantive options and how it is answered
+        (:class:`~xlikert.design.scale.Scale`); an item with its own options
+        (:attr:`Item.scale <xlikert.design.Item>`) keeps them.
     """
 
     name: str
@@ -121,6 +121,8 @@ class Experiment:
     path: str
     sha256: str
     collect: dict[str, Any] | None = None
+    nonsubstantive: tuple[Option, ...] = ()
+    answers: str = "codes"
     _user_templates: tuple[Template, ...] = field(default=(), compare=False)
     _system_templates: dict[str, Template] = field(default_factory=dict, compare=False)
 
@@ -209,6 +211,67 @@ class Experiment:
         }
 
     @property
+    def response_scale(self) -> Scale:
+        """The effective scale: the options of every item without its own.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("anes96_survey").response_scale.scores
+        range(1, 8)
+        """
+        return Scale(
+            self.scale_min, self.scale_max, dict(self.anchors), self.nonsubstantive, self.answers
+        )
+
+    def scale_of(self, item_id: str) -> Scale:
+        """The response options of one administered item.
+
+        Parameters
+        ----------
+        item_id : str
+            The item's id.
+
+        Returns
+        -------
+        Scale
+            The item's own :class:`~xlikert.design.scale.Scale`, else :attr:`response_scale`.
+
+        Raises
+        ------
+        UnknownNameError
+            No administered item has that id (also a :class:`KeyError`).
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("anes96_survey").scale_of("vote").describe()
+        '0..1 (0=Bill Clinton, 1=Bob Dole), answered with the labels'
+        """
+        for it in self.items:
+            if it.id == item_id:
+                return it.scale or self.response_scale
+        names = ", ".join(it.id for it in self.items)
+        raise UnknownNameError(
+            f"experiment {self.name!r} administers no item {item_id!r}; its items: {names}"
+        )
+
+    @property
+    def per_item(self) -> bool:
+        """True when the prompts record each item's options (see :meth:`build_prompts`).
+
+        That is when some item has its own options or is nominal, or the scale has
+        non-substantive options or is answered with letters or labels.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("anes96_survey").per_item, load_experiment("demo").per_item
+        (True, False)
+        """
+        return has_item_options(self.items, self.response_scale)
+
+    @property
     def model_names(self) -> list[str]:
         """The ``name`` of each model entry: the levels of the ``model`` dim of the results.
 
@@ -244,8 +307,44 @@ class Experiment:
         """
         return self.n_conditions * len(self.items)
 
+    def shown_scales(self) -> dict[str | None, tuple[ShownScale, ...]]:
+        """Format level (None without a format factor) -> each item's options as shown.
+
+        Returns
+        -------
+        dict of str or None to tuple of ShownScale
+            Per format level, one :class:`~xlikert.design.scale.ShownScale` per
+            administered item (in order): its answer labels and the values of its
+            scale placeholders under that level.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> shown = load_experiment("anes96_survey").shown_scales()[None]
+        >>> shown[4].labels
+        {0: 'Bill Clinton', 1: 'Bob Dole'}
+        """
+        fmt = self.format_factor
+        levels: list[str | None] = list(fmt.levels) if fmt is not None else [None]
+        cache: dict[tuple, ShownScale] = {}
+        out = {}
+        for lv in levels:
+            form = fmt.formats[lv] if fmt is not None and lv is not None else None
+            shown = []
+            for it in self.items:
+                scale = self.scale_of(it.id)
+                key = (lv, scale.key)
+                if key not in cache:
+                    cache[key] = scale.show(form)
+                shown.append(cache[key])
+            out[lv] = tuple(shown)
+        return out
+
     def build_prompts(self) -> xr.Dataset:
         """Render every (condition, item) prompt into a Dataset.
+
+        Every template is rendered with the item's own scale placeholders
+        (``{anchors}``, ``{options}``, ...), the system prompt included.
 
         Returns
         -------
@@ -257,7 +356,11 @@ class Experiment:
             ``system`` is "" when there is no system prompt. Attrs:
             ``instrument``, ``instrument_title``, ``citation``, ``scale_min``,
             ``scale_max``, ``scale_labels`` (JSON object), ``instrument_sha256``,
-            ``instrument_file``, ``experiment``, ``experiment_sha256``.
+            ``instrument_file``, ``experiment``, ``experiment_sha256``. With a
+            format factor, ``answer_label (<format factor>, score)``. When the
+            items' options are recorded per item (:attr:`per_item`), the ``score``
+            axis is the union of the items' points (``scale_min``/``scale_max``
+            its ends) and the Dataset adds :data:`xlikert.schema.ITEM_OPTIONS`.
 
         Examples
         --------
@@ -270,23 +373,20 @@ class Experiment:
         """
         specs = self.factor_specs
         shape = [len(f.levels) for f in specs]
-        n_items = len(self.items)
-        system = np.empty([*shape, n_items], dtype=object)
-        user = np.empty([*shape, n_items], dtype=object)
-        base = {**scale_fields(self.scale_min, self.scale_max, self.anchors), **self.constants}
-        fixed = self._system_templates.get("", None)
+        system = np.empty([*shape, len(self.items)], dtype=object)
+        user = np.empty([*shape, len(self.items)], dtype=object)
+        shown = self.shown_scales()
         for idx in itertools.product(*(range(n) for n in shape)):
-            values = dict(base)
-            sys_t = fixed
+            values = dict(self.constants)
+            sys_t = self._system_templates.get("", None)
+            level = None
             for f, i in zip(specs, idx, strict=True):
-                level = f.levels[i]
-                values.update(f.bindings[level])
+                values.update(f.bindings[f.levels[i]])
                 if f.kind == "framing":
-                    sys_t = self._system_templates[f"{f.name}:{level}"]
+                    sys_t = self._system_templates[f"{f.name}:{f.levels[i]}"]
+                level = f.levels[i] if f.kind == "format" else level
             try:
-                sys_text = sys_t.render(values) if sys_t is not None else ""
-                for k, ut in enumerate(self._user_templates):
-                    user[(*idx, k)] = ut.render(values)
+                self._render_condition(idx, values, sys_t, shown[level], system, user)
             except KeyError as exc:  # pragma: no cover - prevented by the checks at load time
                 cond = ", ".join(
                     f"{f.name}={f.levels[i]!r}" for f, i in zip(specs, idx, strict=True)
@@ -294,7 +394,6 @@ class Experiment:
                 raise ConfigError(
                     f"{self.path}: no value for placeholder {exc} at {cond}"
                 ) from None
-            system[idx] = sys_text
         coords: dict[str, Any] = {f.name: np.array(f.levels, dtype=str) for f in specs}
         coords["item"] = np.array([it.id for it in self.items], dtype=str)
         coords["reverse_keyed"] = (
@@ -303,51 +402,132 @@ class Experiment:
         )
         coords["subscale"] = ("item", np.array([it.subscale for it in self.items], dtype=str))
         dims = [*(f.name for f in specs), "item"]
-        extra: dict[str, Any] = {}
+        extra = self._per_item_variables(shown) if self.per_item else self._format_labels()
+        extra = extra.merge(self._item_positions(specs))
+        ds = xr.Dataset(
+            {
+                "system": (dims, system.astype(str), dict(PROMPT_VARIABLES["system"].attrs)),
+                "user": (dims, user.astype(str), dict(PROMPT_VARIABLES["user"].attrs)),
+            },
+            coords=coords,
+            attrs=self._prompt_attrs(),
+        )
+        return ds.merge(extra, combine_attrs="override")
+
+    def _render_condition(
+        self,
+        idx: tuple[int, ...],
+        values: dict[str, str],
+        sys_t: Template | None,
+        shown: tuple[ShownScale, ...],
+        system: np.ndarray,
+        user: np.ndarray,
+    ) -> None:
+        """Fill one condition's prompts, every item with its own scale placeholders."""
+        per_item_system = sys_t is not None and bool(set(sys_t.fields) & set(SCALE_FIELDS))
+        sys_text = sys_t.render({**values, **shown[0].fields}) if sys_t is not None else ""
+        for k, ut in enumerate(self._user_templates):
+            item_values = {**values, **shown[k].fields}
+            user[(*idx, k)] = ut.render(item_values)
+            system[(*idx, k)] = sys_t.render(item_values) if per_item_system else sys_text
+
+    def _format_labels(self) -> xr.Dataset:
+        """``answer_label (<format factor>, score)`` on the one scale (empty without a format)."""
         fmt = self.format_factor
-        if fmt is not None:  # each level's answer labels, on the score axis
-            labels = self.answer_labels()
-            coords["score"] = np.arange(self.scale_min, self.scale_max + 1, dtype=np.int64)
-            extra["answer_label"] = (
-                (fmt.name, "score"),
-                np.array(
-                    [[labels[lv][y] for y in coords["score"]] for lv in fmt.levels], dtype=str
-                ),
-                {
-                    "description": f"the answer label that means each score under each {fmt.name} level"
-                },
-            )
+        if fmt is None:
+            return xr.Dataset()
+        labels = self.answer_labels()
+        score = np.arange(self.scale_min, self.scale_max + 1, dtype=np.int64)
+        return xr.Dataset(
+            {
+                "answer_label": (
+                    (fmt.name, "score"),
+                    np.array([[labels[lv][y] for y in score] for lv in fmt.levels], dtype=str),
+                    {
+                        "description": "the answer label that means each score under each "
+                        f"{fmt.name} level"
+                    },
+                )
+            },
+            coords={fmt.name: np.array(fmt.levels, dtype=str), "score": score},
+        )
+
+    def _item_positions(self, specs) -> xr.Dataset:
+        """``item_position (<item-order factor>, item)``: the 0-based position at which each
+        level asks each item in its conversation (empty without an item-order factor)."""
         order = next((f for f in specs if f.kind == "item_order"), None)
-        if order is not None:  # the position at which each level asks each item
-            extra[ITEM_POSITION] = (
-                (order.name, "item"),
-                np.array([[list(order.orders[lv]).index(k) for k in range(n_items)]
-                          for lv in order.levels], dtype=np.int64),
-                {"description": f"0-based position at which each {order.name} level asks "
-                 "each item in its conversation"},
-            )  # fmt: skip
+        if order is None:
+            return xr.Dataset()
+        n_items = len(self.items)
+        positions = [[list(order.orders[lv]).index(k) for k in range(n_items)]
+                     for lv in order.levels]  # fmt: skip
+        return xr.Dataset(
+            {ITEM_POSITION: ((order.name, "item"), np.array(positions, dtype=np.int64),
+                             {"description": f"0-based position at which each {order.name} "
+                              "level asks each item in its conversation"})},
+            coords={order.name: np.array(order.levels, dtype=str)},
+        )  # fmt: skip
+
+    def _per_item_variables(self, shown: dict[str | None, tuple[ShownScale, ...]]) -> xr.Dataset:
+        """Each item's support, nominal flag, answer labels, point labels and options."""
+        scales = [self.scale_of(it.id) for it in self.items]
+        score = np.arange(min(s.min for s in scales), max(s.max for s in scales) + 1)
+        options = list(dict.fromkeys(o.label for s in scales for o in s.nonsubstantive))
+        fmt = self.format_factor
+        lead = [fmt.name] if fmt is not None else []
+        answer = np.array(
+            [[[sh.labels.get(int(y), "") for y in score] for sh in row] for row in shown.values()],
+            dtype=str,
+        )
+        option = np.array(
+            [[[sh.options.get(o, "") for o in options] for sh in row] for row in shown.values()],
+            dtype=str,
+        ).reshape(len(shown), len(scales), len(options))
+        if fmt is None:
+            answer, option = answer[0], option[0]
+        points = np.array([[s.anchors.get(int(y), "") for y in score] for s in scales], dtype=str)
+        coords: dict[str, Any] = {
+            "score": score.astype(np.int64),
+            "score_min": ("item", np.array([s.min for s in scales], dtype=np.int64)),
+            "score_max": ("item", np.array([s.max for s in scales], dtype=np.int64)),
+            "nominal": ("item", np.array([it.nominal for it in self.items], dtype=bool)),
+        }
+        if fmt is not None:
+            coords[fmt.name] = np.array(fmt.levels, dtype=str)
+        data: dict[str, Any] = {
+            "answer_label": ((*lead, "item", "score"), answer),
+            "score_label": (("item", "score"), points),
+        }
+        if options:
+            coords["option"] = np.array(options, dtype=str)
+            data["option_label"] = ((*lead, "item", "option"), option)
+        for name, (dims, values) in list(data.items()):
+            data[name] = (dims, values, {"description": ITEM_OPTIONS[name].description})
+        for name in ("score_min", "score_max", "nominal"):
+            dim, values = coords[name]
+            coords[name] = (dim, values, {"description": ITEM_OPTIONS[name].description})
+        ds = xr.Dataset(data, coords=coords)
+        return ds.assign_coords(item=np.array([it.id for it in self.items], dtype=str))
+
+    def _prompt_attrs(self) -> dict[str, Any]:
+        """The provenance attrs of the prompts (``scale_min``/``scale_max``: the score axis)."""
         inst = self.instrument
-        attrs = {
+        lo, hi = self.scale_min, self.scale_max
+        if self.per_item:
+            scales = [self.scale_of(it.id) for it in self.items]
+            lo, hi = min(s.min for s in scales), max(s.max for s in scales)
+        return {
             "instrument": inst.name,
             "instrument_title": inst.title,
             "citation": inst.citation,
-            "scale_min": int(self.scale_min),
-            "scale_max": int(self.scale_max),
+            "scale_min": int(lo),
+            "scale_max": int(hi),
             "scale_labels": json.dumps({str(k): v for k, v in sorted(self.anchors.items())}),
             "instrument_sha256": inst.sha256,
             "instrument_file": _provenance_path(inst.path),
             "experiment": self.name,
             "experiment_sha256": self.sha256,
         }
-        return xr.Dataset(
-            {
-                "system": (dims, system.astype(str), dict(PROMPT_VARIABLES["system"].attrs)),
-                "user": (dims, user.astype(str), dict(PROMPT_VARIABLES["user"].attrs)),
-                **extra,
-            },
-            coords=coords,
-            attrs=attrs,
-        )
 
     def summary(self) -> str:
         """A human-readable description of the design (what ``xlikert prompts`` prints).
@@ -380,6 +560,7 @@ class Experiment:
             f"Instrument  {inst.name}: {inst.title}",
             f"            {len(self.items)} items, scale {self.scale_min}..{self.scale_max} "
             f"({', '.join(f'{k}={v}' for k, v in sorted(self.anchors.items()))})",
+            *describe_item_scales(self.items, self.response_scale, indent=" " * 12),
         ]
         keyed = sum(it.reverse_keyed for it in self.items)
         subs = list(dict.fromkeys(it.subscale for it in self.items if it.subscale))

@@ -40,13 +40,15 @@ from .template import Template, TemplateSyntaxError
 #: Placeholders every template may use; their values come from the scale.
 SCALE_FIELDS = (
     "scale_min", "scale_max", "n_points", "min_label", "max_label", "anchors", "answer_labels",
+    "options", "nonsubstantive",
 )  # fmt: skip
 
 #: Names no factor, lexicon field or constant may take (factors also avoid the
 #: names of xlikert.dims: its auxiliary dims and the variables it writes).
 RESERVED = frozenset(
-    {*CORE_DIMS, MODEL_DIM, "system", "user", "reverse_keyed", "subscale", *SCALE_FIELDS}
-)
+    {*CORE_DIMS, MODEL_DIM, "system", "user", "reverse_keyed", "subscale", "nominal",
+     *SCALE_FIELDS}
+)  # fmt: skip
 KINDS = ("lexicon", "framing", "free", "format", "administration", "item_order")
 
 
@@ -95,6 +97,12 @@ def _scale_value(key: Any) -> int:
     raise ValueError("must be a scale value (an integer)")
 
 
+def _trimmed(text: str) -> str:
+    if text != text.strip():
+        raise ValueError("must not start or end with white space")
+    return text
+
+
 def _placeholder_name(name: str) -> str:
     if not name.isidentifier() or name in RESERVED:
         raise ValueError("is not a usable placeholder name (reserved or not an identifier)")
@@ -114,6 +122,9 @@ def _factor_name(name: str) -> str:
 
 
 NonBlank = Annotated[str, AfterValidator(_not_blank), TypeName("non-empty string")]
+Label = Annotated[
+    str, AfterValidator(_not_blank), AfterValidator(_trimmed), TypeName("non-empty string")
+]
 Identifier = Annotated[str, AfterValidator(_identifier), TypeName("identifier")]
 TemplateText = Annotated[str, AfterValidator(_template), TypeName("template")]
 ItemTemplate = Annotated[
@@ -172,8 +183,19 @@ class _Table(BaseModel):
 # --------------------------------------------------------------------------- instrument file
 
 
+class OptionSpec(_Table):
+    """A non-substantive answer option ("Don't know", "Refused"): an answer, not a point of the scale."""
+
+    toml: ClassVar[str] = "[[scale.nonsubstantive]]"
+
+    label: Label
+    """Its text, shown in `{options}`; also its name in the results (the `option` coordinate)."""
+    code: int | None = None
+    """Its code as survey data record it (e.g. `8`); a scale answered with codes is answered with it (default: with the label)."""
+
+
 class ScaleSpec(_Table):
-    """The response scale ``min..max`` and the labels of its points."""
+    """The response scale ``min..max``, the labels of its points, its non-substantive options."""
 
     toml: ClassVar[str] = "[scale]"
 
@@ -183,6 +205,10 @@ class ScaleSpec(_Table):
     """Highest scale value (above ``min``)."""
     anchors: dict[ScaleValue, NonBlank] = {}
     """Scale value -> label (`[scale.anchors]`, `1 = "Strongly disagree"`); both ends need one."""
+    nonsubstantive: list[OptionSpec] = []
+    """Non-substantive options, shown after the points (`nonsubstantive = [{ label = "Don't know", code = 8 }]`)."""
+    answers: Literal["codes", "letters", "labels"] = "codes"
+    """How the model answers: with the codes, with letters `A, B, ...` in the order shown, or with the labels (every point needs one)."""
 
     @model_validator(mode="after")
     def _check_range(self) -> ScaleSpec:
@@ -198,9 +224,43 @@ class ScaleSpec(_Table):
         problems += [
             f'the scale end {end} needs a label (e.g. {end} = "...")' for end in unlabelled
         ]
+        problems += self._option_problems()
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _option_problems(self) -> list[str]:
+        """Non-substantive options off the scale, each code and label once; labels to answer with."""
+        problems = []
+        codes = [o.code for o in self.nonsubstantive if o.code is not None]
+        labels = [o.label for o in self.nonsubstantive]
+        for code in codes:
+            if self.min <= code <= self.max:
+                problems.append(
+                    f"the non-substantive code {code} is a point of the scale "
+                    f"{self.min}..{self.max}; give it a code off the scale"
+                )
+        problems += [f"the non-substantive code {c} is used twice" for c in _repeated(codes)]
+        problems += [f"the non-substantive option {x!r} is listed twice" for x in _repeated(labels)]
+        if self.answers == "labels":
+            bare = [y for y in range(self.min, self.max + 1) if y not in self.anchors]
+            if bare:
+                problems.append(
+                    f'answers = "labels" needs a label on every point; {bare} have none'
+                )
+            texts = [*self.anchors.values(), *labels]
+            problems += [f"the label {x!r} is used twice" for x in _repeated(texts)]
+            problems += [
+                f"the label {x!r} starts or ends with white space (it is the answer)"
+                for x in self.anchors.values()
+                if x != x.strip()
+            ]
+        return problems
+
+
+def _repeated(values: list) -> list:
+    """The values that occur more than once, in order of first appearance."""
+    return [v for v in dict.fromkeys(values) if values.count(v) > 1]
 
 
 class InstrumentHead(_Table):
@@ -243,6 +303,19 @@ class ItemSpec(_Table):
     """The item's subscale (`""`: none)."""
     source_text: str = ""
     """The original wording, for provenance."""
+    nominal: bool = False
+    """Whether the options have no order (vote choice, religion): every point needs a label, and what needs an order refuses the item."""
+    scale: ScaleSpec | None = None
+    """The item's own response options (`[items.scale]`, the keys of `[scale]`), replacing the instrument's for this item."""
+
+    @model_validator(mode="after")
+    def _check_nominal(self) -> ItemSpec:
+        keyed = [k for k in ("reverse_keyed", "subscale") if getattr(self, k)]
+        if self.nominal and keyed:
+            raise ValueError(
+                f"a nominal item has no order to reverse or sum: drop {' and '.join(keyed)}"
+            )
+        return self
 
 
 class InstrumentFile(_Table):
@@ -344,6 +417,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     InstrumentFile,
     InstrumentHead,
     ScaleSpec,
+    OptionSpec,
     ItemSpec,
     ExperimentFile,
     ExperimentHead,

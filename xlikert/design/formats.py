@@ -66,6 +66,7 @@ __all__ = [
     "STYLES",
     "ResponseFormat",
     "builtin_format",
+    "letters",
     "option_orders",
     "order_name",
     "permuted_formats",
@@ -78,7 +79,7 @@ PERMUTE = ("rotations", "all")
 DEFAULT_MAX_LEVELS = 120
 STYLES = ("instrument", "ends", "every", "numbers")
 #: The scale placeholders that show the answer labels: a format factor needs one of them.
-LABEL_FIELDS = ("anchors", "scale_min", "scale_max", "answer_labels")
+LABEL_FIELDS = ("anchors", "scale_min", "scale_max", "answer_labels", "options")
 
 #: Texts of every point of the usual agreement scales (used by ``every`` when the
 #: instrument labels only the ends ``Strongly disagree`` .. ``Strongly agree``).
@@ -112,9 +113,13 @@ class ResponseFormat:
         Which points carry their text in ``{anchors}`` (:data:`STYLES`).
     labels
         Answer labels, one per shown position (first shown first); None: the
-        digits numbering the scale (``scale_min .. scale_max``).
+        digits numbering the scale (``scale_min .. scale_max``), or what an item's
+        own scale answers with (:class:`xlikert.design.scale.Scale`).
     description
         What the level changes.
+    lettered
+        True when the labels are the letters ``A, B, ...`` (as many as the scale
+        has points: :meth:`for_points` resizes them for an item's own scale).
     """
 
     name: str
@@ -122,6 +127,27 @@ class ResponseFormat:
     anchors: Literal["instrument", "ends", "every", "numbers"] = "instrument"
     labels: tuple[str, ...] | None = None
     description: str = ""
+    lettered: bool = False
+
+    def for_points(self, n_points: int) -> ResponseFormat:
+        """This format for a scale of ``n_points`` points: letters resized, else itself.
+
+        Parameters
+        ----------
+        n_points : int
+            The number of points of the item's scale.
+
+        Returns
+        -------
+        ResponseFormat
+            A lettered format with ``n_points`` letters, or this format unchanged.
+
+        Examples
+        --------
+        >>> builtin_format("letters", 7).for_points(4).labels
+        ('A', 'B', 'C', 'D')
+        """
+        return replace(self, labels=letters(n_points)) if self.lettered else self
 
     def shown_scores(self, lo: int, hi: int) -> list[int]:
         """The scores in the order they are shown.
@@ -379,9 +405,11 @@ class ResponseFormat:
         texts = self.point_texts(lo, hi, anchors)
         if self.anchors == "numbers":
             shown = ", ".join(labels)
-        else:
+        else:  # a label that is the point's text (answered by its words) is shown once
             shown = ", ".join(
-                f"{x}={texts[y]}" for y, x in zip(scores, labels, strict=True) if y in texts
+                x if x == texts[y] else f"{x}={texts[y]}"
+                for y, x in zip(scores, labels, strict=True)
+                if y in texts
             )
         return {
             "scale_min": labels[0],
@@ -417,7 +445,16 @@ class ResponseFormat:
         return f"{order}, {self.anchors} labelled, answer labels {labels}"
 
 
-def _letters(n: int) -> tuple[str, ...]:
+def letters(n: int) -> tuple[str, ...]:
+    """The first ``n`` letters ``A, B, ...`` (at most 26).
+
+    Raises
+    ------
+    LabelMappingError
+        More than 26 are asked for.
+    """
+    if n > len(string.ascii_uppercase):
+        raise LabelMappingError(f"{n} options cannot be lettered A..Z (at most 26)")
     return tuple(string.ascii_uppercase[:n])
 
 
@@ -427,7 +464,11 @@ BUILTIN_FORMATS: dict[str, dict[str, Any]] = {
     "reversed": {"order": "reversed", "description": "the points shown from the highest down"},
     "labelled": {"anchors": "every", "description": "every point shown with its text"},
     "numbers": {"anchors": "numbers", "description": "the labels shown with no text"},
-    "letters": {"labels": _letters, "description": "letters A, B, ... as answer labels"},
+    "letters": {
+        "labels": letters,
+        "lettered": True,
+        "description": "letters A, B, ... as answer labels",
+    },
 }
 
 
@@ -506,6 +547,7 @@ def format_from_table(name: str, table: Mapping[str, Any], n_points: int) -> Res
         anchors=style,
         labels=tuple(labels) if labels is not None else None,
         description=str(table.get("description", "")),
+        lettered=fmt.lettered and "labels" not in table,
     )
 
 

@@ -16,8 +16,9 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigError, UnknownNameError
-from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec
+from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec, ScaleSpec
 from .problems import Problems, read_toml, suggest, validate
+from .scale import Option, Scale
 from .template import Template
 
 __all__ = [
@@ -32,13 +33,19 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Item:
-    """One Likert item: a stable id, a template, its keying and its subscale ("" if none)."""
+    """One item: a stable id, a template, its keying and its subscale ("" if none).
+
+    ``scale`` is the item's own response options (None: the instrument's, or the
+    experiment's ``[scale]``); ``nominal`` marks options without an order.
+    """
 
     id: str
     template: str
     reverse_keyed: bool = False
     subscale: str = ""
     source_text: str = ""
+    scale: Scale | None = None
+    nominal: bool = False
 
 
 @dataclass(frozen=True, repr=False)
@@ -68,6 +75,9 @@ class Instrument:
         Extra placeholders an experiment must supply (e.g. ``persona``).
     path, sha256
         Where the file was read from and the sha256 of its bytes.
+    nonsubstantive, answers
+        The scale's non-substantive options and how it is answered
+        (:class:`~xlikert.design.scale.Scale`).
     """
 
     name: str
@@ -87,6 +97,8 @@ class Instrument:
     placeholders: tuple[str, ...]
     path: str
     sha256: str
+    nonsubstantive: tuple[Option, ...] = ()
+    answers: str = "codes"
     templates: dict[str, Template] = field(default_factory=dict, compare=False)
 
     @property
@@ -110,6 +122,44 @@ class Instrument:
         (1, 5)
         """
         return (self.scale_min, self.scale_max)
+
+    @property
+    def response_scale(self) -> Scale:
+        """The instrument's scale: the response options of every item without its own.
+
+        Examples
+        --------
+        >>> load_instrument("anes96_survey").response_scale.nonsubstantive[0].label
+        "Don't know"
+        """
+        return Scale(
+            self.scale_min, self.scale_max, dict(self.anchors), self.nonsubstantive, self.answers
+        )
+
+    def scale_of(self, item_id: str) -> Scale:
+        """The response options of one item: its own, or the instrument's.
+
+        Parameters
+        ----------
+        item_id : str
+            The item's id.
+
+        Returns
+        -------
+        Scale
+            The item's own :class:`~xlikert.design.scale.Scale`, else :attr:`response_scale`.
+
+        Raises
+        ------
+        UnknownNameError
+            No item has that id.
+
+        Examples
+        --------
+        >>> load_instrument("anes96_survey").scale_of("TVnews").describe()
+        '0..7 (0=None, 7=Every day)'
+        """
+        return self.item(item_id).scale or self.response_scale
 
     @property
     def n_items(self) -> int:
@@ -217,13 +267,51 @@ class Instrument:
             f"  reverse-keyed items: {keyed}; subscales: {self.subscales or 'none'}",
             f"  lexicon ({self.lexicon_factor}): {list(self.lexicon) or 'none'}",
             f"  framings ({self.framing_factor}): {list(self.framings) or 'none'}",
+            *describe_item_scales(self.items, self.response_scale, indent="  "),
             f"  file:      {self.path}",
         ]
         return "\n".join(lines)
 
 
+def has_item_options(items: tuple[Item, ...], default: Scale) -> bool:
+    """True when the items' options must be recorded per item.
+
+    That is when some item has its own options or is nominal, or the default
+    scale has non-substantive options or is answered with letters or labels.
+    """
+    return (
+        any(it.scale is not None or it.nominal for it in items)
+        or bool(default.nonsubstantive)
+        or default.answers != "codes"
+    )
+
+
+def describe_item_scales(items: tuple[Item, ...], default: Scale, indent: str = "") -> list[str]:
+    """Lines naming the items whose options are not ``default``'s plain codes (none: ``[]``).
+
+    Examples
+    --------
+    >>> items = (Item("a", "A?"), Item("v", "Vote?", scale=Scale(0, 1, {0: "C", 1: "D"}),
+    ...          nominal=True))
+    >>> describe_item_scales(items, Scale(1, 7, {1: "No", 7: "Yes"}))
+    ['own options: v 0..1 (0=C, 1=D), nominal']
+    """
+    lines = []
+    if default.nonsubstantive or default.answers != "codes":
+        lines.append(f"{indent}scale:     {default.describe()}")
+    own = [
+        f"{it.id} {it.scale.describe()}" + (", nominal" if it.nominal else "")
+        for it in items
+        if it.scale is not None
+    ]
+    own += [f"{it.id} nominal" for it in items if it.scale is None and it.nominal]
+    if own:
+        lines.append(f"{indent}own options: " + "; ".join(own))
+    return lines
+
+
 def scale_fields(scale_min: int, scale_max: int, anchors: Mapping[int, str]) -> dict[str, str]:
-    """Values of the scale placeholders (:data:`SCALE_FIELDS`).
+    """Values of the scale placeholders (:data:`SCALE_FIELDS`) of a scale answered with its codes.
 
     Parameters
     ----------
@@ -245,15 +333,29 @@ def scale_fields(scale_min: int, scale_max: int, anchors: Mapping[int, str]) -> 
     >>> f["anchors"]
     '1=Strongly disagree, 7=Strongly agree'
     """
-    return {
-        "scale_min": str(scale_min),
-        "scale_max": str(scale_max),
-        "n_points": str(scale_max - scale_min + 1),
-        "min_label": anchors.get(scale_min, ""),
-        "max_label": anchors.get(scale_max, ""),
-        "anchors": ", ".join(f"{k}={v}" for k, v in sorted(anchors.items())),
-        "answer_labels": ", ".join(str(v) for v in range(scale_min, scale_max + 1)),
-    }
+    return Scale(scale_min, scale_max, dict(anchors)).show().fields
+
+
+def scale_from_spec(spec: ScaleSpec) -> Scale:
+    """The :class:`~xlikert.design.scale.Scale` a ``[scale]`` table declares."""
+    return Scale(
+        spec.min,
+        spec.max,
+        dict(spec.anchors),
+        tuple(Option(o.label, o.code) for o in spec.nonsubstantive),
+        spec.answers,
+    )
+
+
+def nominal_problems(scale: Scale) -> str:
+    """Why a nominal item cannot have ``scale`` ("" when it can): every option needs its label."""
+    bare = [y for y in scale.scores if y not in scale.anchors]
+    if not bare:
+        return ""
+    return (
+        f"a nominal item's options are known by their labels, but the point(s) {bare} of "
+        f"its scale {scale.min}..{scale.max} have none"
+    )
 
 
 def _instrument_dir():
@@ -397,7 +499,11 @@ def _check_lexicon(p: Problems, lexicon: dict[str, dict[str, str]]) -> tuple[str
 
 
 def _check_items(
-    p: Problems, specs: list[ItemSpec], known: set[str], templates: dict[str, Template]
+    p: Problems,
+    specs: list[ItemSpec],
+    known: set[str],
+    templates: dict[str, Template],
+    default: Scale,
 ) -> list[Item]:
     """The items, with unique ids and known placeholders; their templates go to ``templates``."""
     items: list[Item] = []
@@ -411,7 +517,20 @@ def _check_items(
         seen[it.id] = k
         t = known_placeholders(p, it.template, known, f"{where}, field 'template'")
         templates[f"item:{it.id}"] = t
-        items.append(Item(it.id, it.template, it.reverse_keyed, it.subscale, it.source_text))
+        scale = scale_from_spec(it.scale) if it.scale is not None else None
+        if it.nominal and (why := nominal_problems(scale or default)):
+            p.add(where, why + ("" if scale else " (the instrument's [scale])"))
+        items.append(
+            Item(
+                it.id,
+                it.template,
+                it.reverse_keyed,
+                it.subscale,
+                it.source_text,
+                scale=scale,
+                nominal=it.nominal,
+            )
+        )
     return items
 
 
@@ -432,7 +551,8 @@ def _parse_instrument(table: dict, file: str, digest: str) -> Instrument:
             f"default_framing {framing!r} is not a framing{suggest(framing, spec.framings)}; "
             f"framings: {', '.join(spec.framings) or 'none'}",
         )
-    items = _check_items(p, spec.items, known, templates)
+    default = scale_from_spec(scale)
+    items = _check_items(p, spec.items, known, templates, default)
     p.raise_if_any()
     _warn_lone_subscales(file, items)
     return Instrument(
@@ -453,5 +573,7 @@ def _parse_instrument(table: dict, file: str, digest: str) -> Instrument:
         placeholders=tuple(head.placeholders),
         path=file,
         sha256=digest,
+        nonsubstantive=default.nonsubstantive,
+        answers=default.answers,
         templates=templates,
     )

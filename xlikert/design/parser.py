@@ -40,11 +40,15 @@ from .instrument import (
     Instrument,
     Item,
     builtin_instruments,
+    has_item_options,
     load_instrument,
+    nominal_problems,
     resolve_file,
+    scale_from_spec,
 )
 from .item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, item_orders
 from .problems import Problems, read_toml, suggest, validate
+from .scale import Scale
 from .template import Template, TemplateSyntaxError
 
 __all__ = ["builtin_experiments", "experiment_from_dict", "load_experiment"]
@@ -165,21 +169,18 @@ def experiment_from_dict(
     spec = validate(ExperimentFile, table, p)
     head = spec.experiment
     inst = _instrument_of(p, head.instrument, base_dir)
-    scale = spec.scale
-    lo, hi, anchors = (
-        (scale.min, scale.max, dict(scale.anchors))
-        if scale is not None
-        else (inst.scale_min, inst.scale_max, dict(inst.anchors))
-    )
+    default = inst.response_scale if spec.scale is None else scale_from_spec(spec.scale)
     items = _select_items(p, inst, head.items)
-    factors, failed = _parse_factors(p, inst, spec.factors, (lo, hi, anchors), items)
+    scales = _item_scales(p, items, default, overridden=spec.scale is not None)
+    factors, failed = _parse_factors(p, inst, spec.factors, scales, items)
     system_text, system_source = _system_prompt(p, inst, head, factors)
     models = _check_models(p, spec.models)
     constants = dict(spec.constants)
     supply = _Suppliers.of(p, inst, constants, factors, lenient=failed)
     user_templates = _user_templates(p, inst, head.user, items, supply)
     system_templates = _system_templates(p, factors, system_text, system_source, supply)
-    _check_format_shown(p, factors, user_templates, system_templates, (lo, hi))
+    _check_format_shown(p, factors, user_templates, system_templates, (default.min, default.max))
+    _check_factors_change_prompts(p, factors, (*user_templates, *system_templates.values()))
     p.raise_if_any()
     if sha256 is None:
         sha256 = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
@@ -190,9 +191,9 @@ def experiment_from_dict(
         factor_specs=tuple(factors),
         models=models,
         items=items,
-        scale_min=lo,
-        scale_max=hi,
-        anchors=anchors,
+        scale_min=default.min,
+        scale_max=default.max,
+        anchors=dict(default.anchors),
         constants=constants,
         system=system_text,
         system_source=system_source,
@@ -200,6 +201,8 @@ def experiment_from_dict(
         path=file,
         sha256=sha256,
         collect=dict(spec.collect) if spec.collect is not None else None,
+        nonsubstantive=default.nonsubstantive,
+        answers=default.answers,
         _user_templates=user_templates,
         _system_templates=system_templates,
     )
@@ -230,6 +233,33 @@ def _select_items(p: Problems, inst: Instrument, chosen: list[str] | None) -> tu
     if dup:
         p.add(where, f"duplicate item ids {dup}")
     return inst.items if bad or dup else tuple(inst.item(x) for x in chosen)
+
+
+@dataclass(frozen=True)
+class _ItemScales:
+    """The response options of the items administered: the default, and each item's."""
+
+    default: Scale
+    by_item: dict[str, Scale]
+    per_item: bool  # some item's options differ from the default's plain codes
+
+    def groups(self) -> list[tuple[Scale, list[str]]]:
+        """Each distinct scale and the ids of its items (the default first when used)."""
+        out: dict[tuple, tuple[Scale, list[str]]] = {}
+        for item_id, scale in self.by_item.items():
+            out.setdefault(scale.key, (scale, []))[1].append(item_id)
+        return sorted(out.values(), key=lambda g: g[0].key != self.default.key)
+
+
+def _item_scales(
+    p: Problems, items: tuple[Item, ...], default: Scale, overridden: bool
+) -> _ItemScales:
+    """Each item's options (its own, or the default); a nominal item's checked against them."""
+    by_item = {it.id: it.scale or default for it in items}
+    for it in items:
+        if it.nominal and it.scale is None and overridden and (why := nominal_problems(default)):
+            p.add(f"item {it.id!r}", why + " (the experiment's [scale])")
+    return _ItemScales(default, by_item, has_item_options(items, default))
 
 
 def _system_prompt(
@@ -293,18 +323,20 @@ def _parse_factors(
     p: Problems,
     inst: Instrument,
     specs: dict[str, FactorSpec],
-    scale: tuple[int, int, dict[int, str]],
+    scales: _ItemScales,
     items: tuple[Item, ...] = (),
 ) -> tuple[list[Factor], bool]:
     """The factors that parse, and whether any failed to."""
     factors = [
-        _parse_format(p, name, spec, scale)
+        _parse_format(p, name, spec, scales)
         if spec.kind == "format"
         else _parse_context(p, name, spec, items)
         if spec.kind in ("administration", "item_order") or name == ADMINISTRATION_DIM
         else _parse_factor(p, inst, name, spec)
         for name, spec in specs.items()
     ]
+    if scales.per_item and not any(spec.kind == "format" for spec in specs.values()):
+        _check_shown(p, scales, None, "")
     parsed = [f for f in factors if f is not None]
     _check_context(p, parsed)
     framing = [f.name for f in parsed if f.kind == "framing"]
@@ -574,18 +606,18 @@ def _system_templates(
 # --------------------------------------------------------------------------- formats
 
 
-def _parse_format(
-    p: Problems, name: str, spec: FactorSpec, scale: tuple[int, int, dict[int, str]]
-) -> Factor | None:
+def _parse_format(p: Problems, name: str, spec: FactorSpec, scales: _ItemScales) -> Factor | None:
     """A factor of kind ``format``: each level a built-in format or an inline table, or
     (``permute``) one format shown in every rotation or permutation of the points.
 
-    Each level binds the scale placeholders as its format renders them
-    (:meth:`~xlikert.design.formats.ResponseFormat.fields`) and ``{<factor>}``
-    (the level label); a level whose labels are not a bijection onto the scale
-    is a :class:`~xlikert.errors.LabelMappingError`.
+    Each level binds the scale placeholders as its format renders them on the
+    default scale (:meth:`~xlikert.design.formats.ResponseFormat.fields`; an item
+    with its own options renders its own, :meth:`~xlikert.design.scale.Scale.show`)
+    and ``{<factor>}`` (the level label); a level whose labels are not a bijection
+    onto an item's scale is a :class:`~xlikert.errors.LabelMappingError`.
     """
-    lo, hi, anchors = scale
+    default = scales.default
+    lo, hi = default.min, default.max
     where = f"factor {name!r}"
     raw = spec.levels
     if raw is None and spec.permute is None:
@@ -607,15 +639,16 @@ def _parse_format(
         elif fmt is not None:
             formats[lv] = fmt
     for lv, fmt in formats.items():
-        try:
-            fmt.fields(lo, hi, anchors)  # checks the order, labels and texts against the scale
-        except LabelMappingError as exc:
-            p.add(f"{where} level {lv!r}", str(exc), LabelMappingError)
-            if spec.permute is not None:
-                break  # the permuted levels share the problem: once is enough
+        if not _check_shown(p, scales, fmt, f"{where} level {lv!r}") and spec.permute is not None:
+            break  # the permuted levels share the problem: once is enough
     if len(p.lines) > n_before:
         return None
-    bindings = {lv: {**fmt.fields(lo, hi, anchors), name: lv} for lv, fmt in formats.items()}
+    bindings = {
+        lv: {**default.show(fmt).fields, name: lv}
+        if any(s.key == default.key for s, _ in scales.groups())
+        else {name: lv}
+        for lv, fmt in formats.items()
+    }
     return Factor(
         name, "format", tuple(formats), bindings, description=spec.description, formats=formats
     )
@@ -670,6 +703,22 @@ def _permuted_levels(
         return {}
 
 
+def _check_shown(p: Problems, scales: _ItemScales, fmt: ResponseFormat | None, at: str) -> bool:
+    """Every item's options can be shown and read under ``fmt``; False (reported) if not."""
+    ok = True
+    for scale, ids in scales.groups():
+        try:
+            scale.show(fmt)
+        except LabelMappingError as exc:
+            own = scale.key != scales.default.key
+            items = f"item(s) {', '.join(map(repr, ids))} on their own scale" if own else ""
+            p.add(
+                ", ".join(x for x in (at, items) if x) or "the scale", str(exc), LabelMappingError
+            )
+            ok = False
+    return ok
+
+
 def _check_format_shown(
     p: Problems,
     factors: list[Factor],
@@ -705,3 +754,41 @@ def _check_format_shown(
             "{anchors}",
             FormatNotShownError,
         )
+
+
+def _check_factors_change_prompts(
+    p: Problems, factors: list[Factor], templates: tuple[Template, ...]
+) -> None:
+    """Every level of every non-format factor renders prompts of its own.
+
+    A free or lexicon factor that no rendered template uses, or two levels that
+    fill every used placeholder (and the system prompt) alike, would make
+    replicate conditions with identical prompts and a zero effect. A format
+    factor changes how the answer is read, so it is not checked here.
+    """
+    used = {ph for t in templates for ph in t.fields}
+    for f in factors:
+        if f.kind in ("format", "administration", "item_order"):
+            continue  # they change how the answer is read, or the conversation
+        fields = [k for k in f.fields if k in used]
+        if not fields and f.kind != "framing":
+            others = [k for k in f.fields if k != f.name]
+            its = f" (or its fields {', '.join(others)})" if others else ""
+            p.add(
+                f"factor {f.name!r}",
+                f"changes no prompt: no template the experiment renders (system prompt, user "
+                f"template, items) uses {{{f.name}}}{its}, so its levels would be replicates "
+                "with identical prompts and a zero effect; use it in a template or drop it",
+            )
+            continue
+        first: dict[tuple, str] = {}
+        for level in f.levels:
+            key = (f.systems.get(level), *(f.bindings[level].get(k) for k in fields))
+            if key in first:
+                p.add(
+                    f"factor {f.name!r}",
+                    f"levels {first[key]!r} and {level!r} render identical prompts (the same "
+                    f"text in {', '.join(f'{{{k}}}' for k in fields) or 'the system prompt'}); "
+                    "they would be replicates with a zero effect: merge or change them",
+                )
+            first.setdefault(key, level)

@@ -192,9 +192,11 @@ class InProcessModel:
     def relabel(self, labels: tuple[str, ...] | None) -> None:
         """Read the answers of the next units with these answer labels (a response format).
 
-        ``labels``: one per scale value, in score order (None: the digits). The
-        answer rule (:func:`~xlikert.collect.tokens.answer_rule`) is resolved once
-        per label set and kept; :meth:`_use_answers` hands it to the backend.
+        ``labels``: one per scale value, in score order, then one per
+        non-substantive option of the run (``""`` where the item has no such point
+        or option; None: the digits). The answer rule
+        (:func:`~xlikert.collect.tokens.answer_rule`) is resolved once per label set
+        and kept; :meth:`_use_answers` hands it to the backend.
 
         Raises
         ------
@@ -210,7 +212,7 @@ class InProcessModel:
         if labels not in rules:
             valid, answers, _ = answer_rule(
                 self.tokenizer, options.scale, split_space=options.split_space,
-                labels=options.labels_by_score,
+                labels=options.labels_by_score, nonsubstantive=options.option_labels,
             )  # fmt: skip
             rules[labels] = (valid, answers)
         self.options = options
@@ -231,6 +233,8 @@ class InProcessModel:
         res = UnitResult.empty(len(prompts), self.options.sizes)
         for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
             res.data[key][:] = out[key]
+        if "nonsubstantive_mass" in out:  # else NaN: the item offers no option
+            res.data["nonsubstantive_mass"][:] = out["nonsubstantive_mass"]
         tok = self.tokenizer
         for b, (ids, lps) in enumerate(zip(out["topk_id"], out["topk_logprob"], strict=True)):
             k = len(ids)  # fewer than top_k only for a tiny vocabulary

@@ -152,10 +152,16 @@ class ServerModel:
         self._prov["tokenizer"] = what
 
     def _valid_tokens(self, options: CollectOptions):
-        """The valid tokens of the answer labels (AnswerLabelError: not single tokens)."""
+        """The valid tokens of the answer labels, the non-substantive ones among them
+        (AnswerLabelError: not single tokens)."""
+        from ...layout import answer_codes
         from ...tokens import find_label_tokens
 
-        return find_label_tokens(self.tokenizer, options.scale, options.labels_by_score)
+        codes, labels, _ = answer_codes(
+            options.scale, options.labels_by_score, options.option_labels
+        )
+        plain = options.answer_labels is None
+        return find_label_tokens(self.tokenizer, codes, None if plain else labels)
 
     def relabel(self, labels: tuple[str, ...] | None) -> None:
         """Read the next units' answers with these labels (score order; None: the digits).
@@ -248,9 +254,11 @@ class ServerModel:
 
 def _check_one_token(options: CollectOptions, name: str) -> None:
     """Servers give next-token log-probabilities only: every answer must be one token."""
+    from ...layout import answer_codes
     from ...tokens import needs_sequences
 
-    if needs_sequences(options.scale, options.labels_by_score):
+    codes, labels, _ = answer_codes(options.scale, options.labels_by_score, options.option_labels)
+    if needs_sequences(codes, None if options.answer_labels is None else labels):
         what = (
             f"the scale {list(options.scale)}"
             if options.answer_labels is None

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from ....errors import CollectionError
+from ...layout import answer_codes
 from ...options import CollectOptions
-from ...readout import nucleus_logprobs, scale_mass, topk_intervals
+from ...readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...record import UnitResult
 from .spec import ServerSpec
 
@@ -105,7 +106,9 @@ class Readout:
     """Reads one model's answers: tokens to scores, listings to PMFs and intervals.
 
     ``ids_ok``: the server names tokens by id (else by text); ``valid``/``tokenizer``:
-    the valid tokens and the tokenizer, or None when there is none.
+    the valid tokens and the tokenizer, or None when there is none. An answer's
+    *column* is its score's index on the ``score`` axis, or (a non-substantive
+    answer) ``len(scale)`` + its option's index on the ``option`` axis.
     """
 
     def __init__(self, spec: ServerSpec, options: CollectOptions, mode: str, ids_ok: bool,
@@ -113,16 +116,20 @@ class Readout:
         self.spec, self.options, self.mode, self.ids_ok = spec, options, mode, ids_ok
         self.valid, self.tokenizer = valid, tokenizer
         self.scale = list(options.scale)
-        sidx = {y: i for i, y in enumerate(self.scale)}
-        labels = options.labels_by_score or {y: str(y) for y in self.scale}
-        self._by_text = {labels[y]: i for i, y in enumerate(self.scale)}
+        self.n_options = len(options.nonsubstantive)
+        codes, labels, layout = answer_codes(
+            self.scale, options.labels_by_score, options.option_labels
+        )
+        column = dict(zip(codes, layout.columns if layout else range(len(codes)), strict=True))
+        self.offered = layout.offered if layout else np.zeros(self.n_options, dtype=bool)
+        self._by_text = {labels[c]: column[c] for c in codes}
         self._by_id = (
-            {i: sidx[y] for i, y in zip(valid.ids, valid.scores, strict=True)} if valid else {}
+            {i: column[y] for i, y in zip(valid.ids, valid.scores, strict=True)} if valid else {}
         )
         self.rtol = spec.logprob_rtol if mode == "topk" else 0.0
 
     def score_of(self, key: Any) -> int:
-        """Score index of a listed token (by id with ids, else by text), -1 if not valid."""
+        """Column of a listed token (by id with ids, else by text), -1 if not valid."""
         if self.ids_ok:
             return self._by_id.get(key, -1)
         return self._by_text.get(_strip_marker(str(key)), -1)
@@ -170,43 +177,58 @@ class Readout:
         """
         if self.valid is None:
             return None
-        sidx = {y: i for i, y in enumerate(self.scale)}
         listed = set(keys)
+        cols = [self._by_id[i] for i in self.valid.ids]
         if self.ids_ok:
-            gone = [sidx[y] for i, y in zip(self.valid.ids, self.valid.scores, strict=True)
-                    if i not in listed]  # fmt: skip
+            gone = [c for i, c in zip(self.valid.ids, cols, strict=True) if i not in listed]
         else:
             texts = [self.tokenizer.decode([i]) for i in self.valid.ids]
-            gone = [sidx[y] for t, y in zip(texts, self.valid.scores, strict=True)
+            gone = [c for t, c in zip(texts, cols, strict=True)
                     if t not in listed or texts.count(t) > 1]  # fmt: skip
-        return np.bincount(np.asarray(gone, dtype=np.int64), minlength=len(self.scale))
+        return np.bincount(
+            np.asarray(gone, dtype=np.int64), minlength=len(self.scale) + self.n_options
+        )
 
     def fill(self, res: UnitResult, r: int, msgs: list, listing: Listing,
              got: dict[int, float] | None) -> None:  # fmt: skip
         """Write prompt ``r``'s numbers from its listing and (exact mode) its valid ids."""
         S = len(self.scale)
         keys, shown, lps = listing
-        scores = np.array([self.score_of(k) for k in keys], dtype=np.int64)
+        cols = np.array([self.score_of(k) for k in keys], dtype=np.int64)
         n = min(self.options.top_k, len(keys))
         res.data["topk_token"][r, :n] = shown[:n]
         res.data["topk_logprob"][r, :n] = lps[:n]
         counts = self.unlisted_valid(keys)
-        b = topk_intervals(np.exp(lps), scores, S, counts, out_of_order=OUT_OF_ORDER,
-                           rtol=self.rtol)  # fmt: skip
+        scores = np.where(cols < S, cols, -1)
+        b = topk_intervals(np.exp(lps), scores, S, None if counts is None else counts[:S],
+                           out_of_order=OUT_OF_ORDER, rtol=self.rtol)  # fmt: skip
+        if self.n_options:
+            b.update(topk_option_intervals(
+                np.exp(lps), np.where(cols >= S, cols - S, -1), self.n_options,
+                None if counts is None else counts[S:], out_of_order=OUT_OF_ORDER,
+                rtol=self.rtol,
+            ))  # fmt: skip
         if got is not None:
             # every valid token exactly; the listed ones besides, for the nucleus threshold
             ids = list(self.valid.ids)
             extra = [k for k in keys if k not in got]
             kn_lps = np.array([got[i] for i in ids] + [lps[keys.index(k)] for k in extra])
-            kn_scores = np.array([self.score_of(k) for k in ids + extra], dtype=np.int64)
-            mass = scale_mass(np.exp(kn_lps), kn_scores, S)
-            res.data["valid_mass"][r] = mass.sum()
-            res.data["pmf"][r] = mass / mass.sum()
+            kn_cols = np.array([self.score_of(k) for k in ids + extra], dtype=np.int64)
+            mass = scale_mass(np.exp(kn_lps), kn_cols, S + self.n_options)
+            res.data["valid_mass"][r] = mass[:S].sum()
+            res.data["pmf"][r] = mass[:S] / mass[:S].sum()
+            b["nonsubstantive_mass"] = mass[S:]
+            kn_scores = np.where(kn_cols < S, kn_cols, -1)
         else:
             kn_lps, kn_scores = lps, scores
             for key in ("pmf", "valid_mass", "pmf_lower", "pmf_upper", "valid_mass_lower",
                         "valid_mass_upper"):  # fmt: skip
                 res.data[key][r] = b[key]
+        for key in ("nonsubstantive_mass", "nonsubstantive_mass_lower",
+                    "nonsubstantive_mass_upper"):  # fmt: skip
+            if key in res.data:  # NaN where the item does not offer the option
+                res.data[key][r] = np.where(self.offered, b.get(key, b["nonsubstantive_mass"]),
+                                            np.nan)  # fmt: skip
         self._fill_decoding(res, r, kn_lps, kn_scores, b["unlisted_max"], counts)
         res.data["prompt_text"][r] = json.dumps(msgs, ensure_ascii=False)
 
@@ -219,7 +241,9 @@ class Readout:
         with np.errstate(invalid="ignore"):
             g = scale_mass(np.exp(q), scores[need], len(self.scale))  # (T, P, S)
         gm = g.sum(-1)
-        if self.mode != "exact" and (counts is None or counts.any() or self.rtol > 0):
+        if self.mode != "exact" and (
+            counts is None or counts[: len(self.scale)].any() or self.rtol > 0
+        ):
             # top_p = 1 keeps the unlisted valid tokens, whose mass is unknown: not measured
             gm = np.where(np.asarray(opts.top_ps)[None, :] >= 1, np.nan, gm)
         res.data["decoding_valid_mass"][r] = gm

@@ -37,6 +37,7 @@ def next_token_readout_torch(
     temperatures: Sequence[float],
     top_ps: Sequence[float],
     top_k: int = 0,
+    pooled: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`~xlikert.collect.readout.next_token_readout` for a batch, on the logits' device.
 
@@ -51,11 +52,14 @@ def next_token_readout_torch(
         The decoding grid.
     top_k : int
         How many of the most probable tokens after context 0 to list (0: none).
+    pooled : np.ndarray, optional
+        Token ids wanted only as a sum: one more column, the log of their summed
+        probability (:func:`~xlikert.collect.readout.nucleus_logprobs`).
 
     Returns
     -------
     raw, grid, topk_id, topk_logprob : np.ndarray
-        ``(B, C, len(need))``, ``(B, C, T, P, len(need))`` float64 log-probabilities
+        ``(B, C, len(need) [+ 1])``, ``(B, C, T, P, len(need) [+ 1])`` float64 log-probabilities
         and ``(B, k)`` ids and log-probabilities: for each prompt, what
         :func:`~xlikert.collect.readout.next_token_readout` returns for its ``(C, V)`` rows.
 
@@ -74,8 +78,16 @@ def next_token_readout_torch(
     idx = torch.as_tensor(np.asarray(need, dtype=np.int64), device=z.device)
     temps, tops = [float(t) for t in temperatures], [float(p) for p in top_ps]
     zn = z.index_select(-1, idx)
+    zp = None
+    if pooled is not None:
+        zp = z.index_select(
+            -1, torch.as_tensor(np.asarray(pooled, dtype=np.int64), device=z.device)
+        )
+    n = idx.numel()
     raw = zn - _logsumexp(z)
-    grid = torch.full((b, c, len(temps), len(tops), idx.numel()), float("nan"),
+    if zp is not None:
+        raw = torch.cat([raw, _logsumexp(zp) - _logsumexp(z)], -1)
+    grid = torch.full((b, c, len(temps), len(tops), raw.shape[-1]), float("nan"),
                       dtype=torch.float64, device=z.device)  # fmt: skip
     cut = [pi for pi, p in enumerate(tops) if p < 1]
     zs = torch.sort(z, dim=-1, descending=True).values if cut else None
@@ -84,7 +96,9 @@ def next_token_readout_torch(
         lp = zn / temp - lse
         for pi, top_p in enumerate(tops):
             if top_p >= 1:
-                grid[:, :, ti, pi] = lp
+                grid[:, :, ti, pi, :n] = lp
+                if zp is not None:
+                    grid[:, :, ti, pi, n:] = _logsumexp(zp / temp) - lse
         if zs is None:
             continue
         sp = torch.exp(zs / temp - lse)
@@ -95,9 +109,11 @@ def next_token_readout_torch(
             k = torch.where(reached.any(-1), reached.to(torch.int8).argmax(-1), v - 1)
             thr = zs.gather(-1, k.unsqueeze(-1))  # every value tied with it is kept
             mass = torch.where(zs >= thr, sp, torch.zeros_like(sp)).sum(-1, keepdim=True)
-            grid[:, :, ti, pi] = torch.where(
-                zn >= thr, lp - torch.log(mass), torch.full_like(lp, float("-inf"))
-            )
+            minus_inf = torch.full_like(lp, float("-inf"))
+            grid[:, :, ti, pi, :n] = torch.where(zn >= thr, lp - torch.log(mass), minus_inf)
+            if zp is not None:  # the pooled tokens inside the nucleus, summed
+                inside = torch.where(zp >= thr, zp / temp, torch.full_like(zp, float("-inf")))
+                grid[:, :, ti, pi, n:] = _logsumexp(inside) - lse - torch.log(mass)
     k = min(int(top_k), v)
     if k > 0:
         first = z[:, 0] - _logsumexp(z[:, 0])  # context () is the prompt itself

@@ -248,7 +248,7 @@ def wrap_model(
     template = PromptTemplate(tokenizer, name, prompt_format)
     valid, answers, rule = answer_rule(tokenizer, scale, split_space=split_space)
     n_vocab = model.get_output_embeddings().weight.shape[0]
-    if max(answers.need) >= n_vocab:
+    if max((*answers.need, *(answers.pooled or ()))) >= n_vocab:
         raise CollectionError(f"model {name!r}: valid token ids exceed the model's vocabulary")
     given = dict(provenance or {})
     source = str(given.pop("source", name))

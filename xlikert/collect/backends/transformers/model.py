@@ -72,7 +72,7 @@ class LocalModel(InProcessModel):
     def _use_answers(self, valid: ValidTokens, answers: AnswerSequences) -> None:
         """Read with this answer rule: its teacher-forced leaves and where each context is."""
         n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
-        if max(answers.need) >= n_vocab:
+        if max((*answers.need, *(answers.pooled or ()))) >= n_vocab:
             raise CollectionError(f"model {self.name!r}: answer token ids exceed the vocabulary")
         self._valid, self._answers = valid, answers
         self.leaves = [list(leaf) for leaf in answers.leaves]
@@ -308,8 +308,9 @@ class LocalModel(InProcessModel):
             z = torch.stack([z[:, li, pos] for li, pos in self.where], dim=1)
             o = self.options
             raw, grid, topk_id, topk_lp = next_token_readout_torch(
-                z, np.asarray(self.answers.need), o.temperatures, o.top_ps, o.top_k
-            )
+                z, np.asarray(self.answers.need), o.temperatures, o.top_ps, o.top_k,
+                pooled=self.answers.pooled,
+            )  # fmt: skip
             out = self.answers.readout(raw, np.moveaxis(grid, 1, 3))
             out.update(topk_id=topk_id, topk_logprob=topk_lp)
             return out

@@ -67,7 +67,9 @@ def read_logits(
     need = np.asarray(answers.need)
     # one prompt at a time: the full-vocabulary temporaries stay small
     rows = [
-        next_token_readout(z, need, options.temperatures, options.top_ps, options.top_k)
+        next_token_readout(
+            z, need, options.temperatures, options.top_ps, options.top_k, answers.pooled
+        )
         for z in logits
     ]
     raw, grid, topk_id, topk_logprob = (np.stack(a) for a in zip(*rows, strict=True))

@@ -288,6 +288,11 @@ def _configs(folder: str, trust_remote_code: bool) -> tuple[Any, Any]:
     return config, generation
 
 
+def _ids(ids: Sequence[int] | None) -> list[int] | None:
+    """Token ids as plain ints for a request's ``extra_args`` (None stays None)."""
+    return None if ids is None else [int(i) for i in ids]
+
+
 def _salt(texts: Sequence[str]) -> str:
     """The unit's own prefix-cache salt: its requests share their prefix cache with each
     other only, so its numbers do not depend on the units before it (a resumed run
@@ -422,10 +427,11 @@ class VLLMModel(InProcessModel):
         self.template = PromptTemplate(tokenizer, self.name, prompt_format)
         self.valid, self.answers, rule = answer_rule(
             tokenizer, options.scale, split_space=options.split_space,
-            labels=options.labels_by_score,
+            labels=options.labels_by_score, nonsubstantive=options.option_labels,
         )  # fmt: skip
         self._ask = {
             "need": [int(i) for i in self.answers.need],
+            "pooled": _ids(self.answers.pooled),
             "temperatures": [float(t) for t in options.temperatures],
             "top_ps": [float(p) for p in options.top_ps],
         }
@@ -480,7 +486,11 @@ class VLLMModel(InProcessModel):
     def _use_answers(self, valid, answers) -> None:
         """Read with this answer rule: its tokens travel with each request."""
         self.valid, self.answers = valid, answers
-        self._ask = {**self._ask, "need": [int(i) for i in answers.need]}
+        self._ask = {
+            **self._ask,
+            "need": [int(i) for i in answers.need],
+            "pooled": _ids(answers.pooled),
+        }
 
     def __repr__(self) -> str:
         return f"<VLLMModel {self.name!r} answer_contexts={len(self.answers.contexts)}>"
@@ -516,7 +526,7 @@ class VLLMModel(InProcessModel):
                 "pooling models do not run logits processors)"
             )
         B, C = len(encoded), len(contexts)
-        T, P, N = len(self._ask["temperatures"]), len(self._ask["top_ps"]), len(self._ask["need"])
+        T, P, N = len(self._ask["temperatures"]), len(self._ask["top_ps"]), self.answers.width
         raw = np.array([r[0] for r in rows], dtype=np.float64).reshape(B, C, N)
         grid = np.array([r[1] for r in rows], dtype=np.float64).reshape(B, C, T, P, N)
         out = self.answers.readout(raw, np.moveaxis(grid, 1, 3))

@@ -57,7 +57,8 @@ class ExactReadout(LogitsProcessor):
     """Reads xlikert's statistics off the raw logits row of each request that asks.
 
     A request asks with ``extra_args={"xlikert": {"key": str, "need": [ids],
-    "temperatures": [...], "top_ps": [...], "top_k": int}}``. Rows of a
+    "temperatures": [...], "top_ps": [...], "top_k": int, "pooled": [ids] or None}}``
+    (``pooled``: the continuation tokens of a multi-token answer, read as one sum). Rows of a
     prefill that vLLM runs in chunks reach :meth:`apply` more than once: the
     last write, after the whole prompt, is the one kept.
     """
@@ -91,6 +92,7 @@ class ExactReadout(LogitsProcessor):
                 ask["temperatures"],
                 ask["top_ps"],
                 int(ask.get("top_k", 0)),
+                None if ask.get("pooled") is None else np.asarray(ask["pooled"], dtype=np.int64),
             )
         return logits
 

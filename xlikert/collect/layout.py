@@ -1,0 +1,256 @@
+"""Where an item's answers go in a results row: its points and its non-substantive options.
+
+A results file has one ``score`` axis, the union of its items' points, and one
+``option`` axis, the non-substantive options ("Don't know", "Refused") of any item
+(:data:`xlikert.schema.ITEM_OPTIONS`). An item answers on part of them: its own points (its
+support) and the options it offers, each with its answer label. The answer rule
+(:func:`xlikert.collect.tokens.answer_rule`) reads one probability per *answer
+code*: the item's points, then one code per option it offers (codes above the
+score axis, which mean nothing else). :class:`AnswerLayout` puts each code's mass
+where it belongs:
+
+* ``pmf`` -- the points' masses on the file's ``score`` axis (zero off the
+  support), renormalised; ``valid_mass`` -- their sum (the substantive mass);
+* ``nonsubstantive_mass`` -- each offered option's mass on the ``option`` axis,
+  NaN where the item does not offer it.
+
+The failure rate is what is left: ``1 - valid_mass - nonsubstantive_mass.sum()``.
+
+Examples
+--------
+>>> codes, labels, layout = answer_codes((0, 1, 2, 3), {1: "1", 2: "2"}, ("8", ""))
+>>> codes, labels
+((1, 2, 4), {1: '1', 2: '2', 4: '8'})
+>>> out = layout.readout(np.array([[0.2, 0.6, 0.1]]))
+>>> out["pmf"].round(2).tolist(), out["valid_mass"].round(2).tolist()
+([[0.0, 0.25, 0.75, 0.0]], [0.8])
+>>> out["nonsubstantive_mass"].round(2).tolist()
+[[0.1, nan]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import xarray as xr
+
+from ..errors import CollectionError
+
+if TYPE_CHECKING:
+    from .options import CollectOptions
+
+__all__ = ["AnswerLayout", "answer_codes", "cell_labels"]
+
+
+@dataclass(frozen=True)
+class AnswerLayout:
+    """The columns of a rule's answer codes in a results row (see the module docstring).
+
+    Attributes
+    ----------
+    n_scores, n_options
+        Lengths of the file's ``score`` and ``option`` axes.
+    columns
+        For each answer code of the rule, in its order: the index of its point on
+        the ``score`` axis, or ``n_scores`` + the index of its option.
+    """
+
+    n_scores: int
+    n_options: int
+    columns: tuple[int, ...]
+
+    @property
+    def offered(self) -> np.ndarray:
+        """``(n_options,)`` True where the item offers the option."""
+        out = np.zeros(self.n_options, dtype=bool)
+        out[[c - self.n_scores for c in self.columns if c >= self.n_scores]] = True
+        return out
+
+    def split(self, mass: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(..., codes)`` masses -> ``(..., n_scores)`` points and ``(..., n_options)`` options.
+
+        Points off the support get 0; options the item does not offer get NaN.
+        """
+        mass = np.asarray(mass, dtype=np.float64)
+        full = np.zeros((*mass.shape[:-1], self.n_scores + self.n_options))
+        full[..., list(self.columns)] = mass
+        options = full[..., self.n_scores :]
+        options[..., ~self.offered] = np.nan
+        return full[..., : self.n_scores], options
+
+    def readout(self, mass: np.ndarray, grid: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Item PMFs, substantive and non-substantive masses from each code's mass.
+
+        Parameters
+        ----------
+        mass : np.ndarray
+            ``(B, codes)``: each answer code's probability.
+        grid : np.ndarray, optional
+            ``(B, T, P, codes)``: the same under each decoding setting.
+
+        Returns
+        -------
+        dict
+            ``pmf (B, S)``, ``valid_mass (B,)``, ``nonsubstantive_mass (B, O)`` (when
+            the file has options) and, with ``grid``, ``decoding_pmf (B, T, P, S)`` and
+            ``decoding_valid_mass (B, T, P)`` (the points' mass inside the nucleus; NaN
+            PMF where none is in it).
+        """
+        points, options = self.split(mass)
+        out: dict[str, np.ndarray] = {}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["valid_mass"] = points.sum(-1)
+            out["pmf"] = points / out["valid_mass"][..., None]
+            if self.n_options:
+                out["nonsubstantive_mass"] = options
+            if grid is not None:
+                g, _ = self.split(grid)
+                gm = g.sum(-1)
+                out["decoding_valid_mass"] = gm
+                out["decoding_pmf"] = np.where(gm[..., None] > 0, g / gm[..., None], np.nan)
+        return out
+
+
+def answer_codes(
+    scale: Sequence[int],
+    labels: Mapping[int, str] | None,
+    nonsubstantive: Sequence[str] | None = None,
+) -> tuple[tuple[int, ...], dict[int, str], AnswerLayout | None]:
+    """The answer codes of an item, their labels, and their layout (None: the plain scale).
+
+    Parameters
+    ----------
+    scale
+        The file's ``score`` axis.
+    labels
+        Point -> answer label for the item's points (its support); None: every
+        point of ``scale``, answered with its digits.
+    nonsubstantive
+        One answer label per option of the file's ``option`` axis, ``""`` where the
+        item does not offer it; None or empty: no options.
+
+    Returns
+    -------
+    codes, labels, layout
+        The item's points then one code per offered option (``max(scale) + 1 + j``
+        for option ``j``); each code's answer label; the layout, or None when the
+        item answers on the whole ``scale`` and the file has no options (the rule's
+        own readout is then the row).
+
+    Raises
+    ------
+    CollectionError
+        A point that is not on ``scale``, or fewer than two points.
+    """
+    scale = tuple(int(v) for v in scale)
+    options = tuple(nonsubstantive or ())
+    if labels is None:
+        labels = {y: str(y) for y in scale}
+    points = tuple(y for y in scale if y in labels)
+    off = sorted(set(labels) - set(scale))
+    if off or len(points) < 2:
+        raise CollectionError(
+            f"answer labels {dict(labels)} must label at least two points of the scale "
+            f"{list(scale)}" + (f"; {off} are not on it" if off else "")
+        )
+    top = max(scale) + 1
+    extra = {top + j: x for j, x in enumerate(options) if x}
+    codes = (*points, *extra)
+    by_code = {**{y: str(labels[y]) for y in points}, **extra}
+    if points == scale and not options:
+        return codes, by_code, None
+    index = {y: i for i, y in enumerate(scale)}
+    columns = (*(index[y] for y in points), *(len(scale) + c - top for c in extra))
+    return codes, by_code, AnswerLayout(len(scale), len(options), columns)
+
+
+def cell_labels(
+    prompts: xr.Dataset, user: xr.DataArray, options: CollectOptions
+) -> tuple[list[tuple[str, ...] | None] | None, CollectOptions]:
+    """Each cell's answer labels from the prompts, and the options with their ``option`` axis.
+
+    ``answer_label`` gives the label of each score under each level of a format
+    factor (dims ``(<format factor>, score)``) or, when the items have their own
+    options, of each item's points (dims ``([<format factor>], item, score)``,
+    ``""`` off its support); ``option_label`` (dims ``([<format factor>], item,
+    option)``) the label of each non-substantive option it offers. A cell's labels
+    are its scores' labels, then its options' (see
+    :attr:`~xlikert.collect.options.CollectOptions.answer_labels`); None where they
+    are the digits of every score and no option is offered.
+
+    Returns
+    -------
+    labels, options
+        One entry per cell of ``user`` (flattened in its dim order), or None when
+        the prompts carry no answer labels; the options with ``nonsubstantive`` set
+        to the prompts' ``option`` coord.
+
+    Raises
+    ------
+    CollectionError
+        Labels on dims the prompts do not have, or a ``score`` coord that is not the
+        run's scale; run-wide ``answer_labels`` given as well.
+    LabelMappingError
+        A cell's labels that are not one distinct label per point and option.
+    """
+    if "answer_label" not in prompts:
+        return None, options
+    lab = prompts["answer_label"]
+    opt = prompts.get("option_label")
+    for var, extra in ((lab, "score"), (opt, "option")):
+        if var is None:
+            continue
+        others = [d for d in var.dims if d != extra]
+        if extra not in var.dims or not set(others) <= set(user.dims) or not others:
+            raise CollectionError(
+                f"prompts {var.name!r} must have dims ([<format factor>], [item], {extra!r}) "
+                f"with the others dims of the prompts {user.dims}; got {var.dims}"
+            )
+    if options.answer_labels is not None:
+        raise CollectionError(
+            "answer_labels is set for the run and the prompts carry their own (answer_label "
+            f"over {[d for d in lab.dims if d != 'score']}); drop one"
+        )
+    scores = tuple(int(v) for v in lab["score"].values)
+    if scores != tuple(options.scale):
+        raise CollectionError(
+            f"prompts 'answer_label' is on the scores {list(scores)}, the run's scale is "
+            f"{list(options.scale)}"
+        )
+    names = tuple(str(x) for x in opt["option"].values) if opt is not None else ()
+    options = options.replace(where="collect()", nonsubstantive=names)
+    digits = tuple(str(y) for y in scores)
+    rows = _rows(lab, user, "score")
+    if opt is not None:
+        rows = np.concatenate([rows, _rows(opt, user, "option")], axis=1)
+    named = {d for var in (lab, opt) if var is not None for d in var.dims}
+    checked: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+    out = []
+    for k, row in enumerate(rows):
+        labels = tuple(str(x) for x in row)
+        if labels not in checked:
+            where = _where(user, k, named)
+            options.replace(where=where, answer_labels=labels)  # checks them
+            plain = labels[: len(scores)] == digits and not any(labels[len(scores) :])
+            checked[labels] = None if plain else labels
+        out.append(checked[labels])
+    return out, options
+
+
+def _rows(var: xr.DataArray, user: xr.DataArray, last: str) -> np.ndarray:
+    """``var`` broadcast over the cells of ``user``: ``(cells, len(last))`` strings."""
+    full = var.astype(str).broadcast_like(user).transpose(*user.dims, last)
+    return np.asarray(full.values).reshape(-1, full.sizes[last])
+
+
+def _where(user: xr.DataArray, k: int, dims: set) -> str:
+    """The cell ``k`` of ``user`` (flattened) named by its levels of ``dims``."""
+    index = np.unravel_index(k, user.shape)
+    return ", ".join(
+        f"{d} {user[d].values[i]!r}" if d == "item" else f"{d} level {user[d].values[i]!r}"
+        for d, i in zip(user.dims, index, strict=True)
+        if d in dims
+    )
