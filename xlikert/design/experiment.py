@@ -246,7 +246,7 @@ class Experiment:
         --------
         >>> from xlikert.design import load_experiment
         >>> load_experiment("anes96_survey").scale_of("vote").describe()
-        '0..1 (0=Bill Clinton, 1=Bob Dole), answered with the labels'
+        '0..1 (0=Bill Clinton, 1=Bob Dole)'
         """
         for it in self.items:
             if it.id == item_id:
@@ -321,8 +321,8 @@ class Experiment:
         --------
         >>> from xlikert.design import load_experiment
         >>> shown = load_experiment("anes96_survey").shown_scales()[None]
-        >>> shown[4].labels
-        {0: 'Bill Clinton', 1: 'Bob Dole'}
+        >>> shown[4].labels  # the vote, answered by its codes
+        {0: '0', 1: '1'}
         """
         fmt = self.format_factor
         levels: list[str | None] = list(fmt.levels) if fmt is not None else [None]
