@@ -138,7 +138,6 @@ MODEL_WORD_ELSEWHERE = {
     "xlikert/collect/backends/openai/plan.py": "the OpenAI request field",
     "xlikert/collect/backends/openai/spec.py": "the OpenAI request field, an entry key",
     "xlikert/collect/backends/vllm/model.py": "vllm.LLM's argument",
-    "xlikert/report/sections/alignment.py": "the model side of a model-minus-human rate",
 }
 
 

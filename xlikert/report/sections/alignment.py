@@ -249,9 +249,10 @@ def _nonsubstantive_parts(
     pooled = human_marginal(h)
     res = nonsubstantive_alignment(masses, pooled)
     frame = res.to_dataframe().reset_index().dropna(subset=["nonsubstantive_difference"])
-    names = {"model": "model_rate", "human": "human_rate"}
+    prefix = "nonsubstantive_"
+    names = {"nonsubstantive_model": "model_rate", "nonsubstantive_human": "human_rate"}
     frame = frame.rename(
-        columns=lambda c: names.get(c[15:], c[15:]) if str(c).startswith("nonsubstantive_") else c
+        columns=lambda c: names.get(c, c[len(prefix) :]) if str(c).startswith(prefix) else c
     )
     s.text(
         "Non-substantive answers (e.g. Don't know, Refused) apart from the opinions: the model's "
