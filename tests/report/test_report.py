@@ -511,6 +511,8 @@ def _questionnaire_results() -> tuple[xr.Dataset, xr.Dataset]:
 
 def test_report_of_a_questionnaire_shows_nonsubstantive_rates_and_nominal_exclusions(tmp_path):
     ds, human = _questionnaire_results()
+    # a decoding grid, as a collection writes it: the cost section reads the ordered items only
+    ds["decoding_pmf"] = ds.pmf.expand_dims(temperature=[0.7, 1.0], top_p=[1.0]).copy()
     path = write_report(ds, tmp_path / "r", human=human)
     html = _assert_report(path, must_have=("Alignment with human respondents",))
     assert "Nominal items vote are left out of Consensus" in html
@@ -525,6 +527,8 @@ def test_report_of_a_questionnaire_shows_nonsubstantive_rates_and_nominal_exclus
     hn = pd.read_csv(tmp_path / "r" / "tables" / "human_nonsubstantive.csv")
     assert set(hn["item"]) == {"a", "b"}  # the items the model offers Don't know on
     assert (hn["difference"] - (hn["model_rate"] - hn["human_rate"])).abs().max() < 2e-3
+    bias = pd.read_csv(tmp_path / "r" / "tables" / "decoding_bias.csv")
+    assert len(bias) and "vote" not in bias.to_string()
     rep = pd.read_csv(tmp_path / "r" / "tables" / "human_representativeness.csv")
     assert "vote" not in set(rep["item"]) and {"a", "b", "c"} <= set(rep["item"])
 
