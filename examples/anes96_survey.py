@@ -53,9 +53,9 @@ def main(out: Path) -> None:
     text = "\n\n".join(
         [
             "Alignment by model x persona x item (estimate):",
-            a.estimate.to_dataframe().unstack("metric").round(3).to_string(),
+            a.estimate.to_series().unstack("metric").round(3).to_string(),
             "Model's 'Don't know' mass on the placements:",
-            dk.to_dataframe().round(3).to_string(),
+            dk.to_series().unstack("item").round(3).to_string(),
         ]
     )
     (out / "summary.txt").write_text(text + "\n")
