@@ -129,14 +129,20 @@ class ReportContext:
         """Every item's PMFs ``(*factors, item, score)``, nominal items included."""
         return self.ds["pmf"]
 
+    @cached_property
+    def ordered(self) -> xr.Dataset:
+        """The results of the items with ordered options: what the sections that need an
+        order (Consensus, composites, reliability, cost) analyse."""
+        if not self.nominal:
+            return self.ds
+        keep = ~np.asarray(self.ds["pmf"]["nominal"].values, dtype=bool)
+        return self.ds.isel(item=np.flatnonzero(keep))
+
     @property
     def pmf(self) -> xr.DataArray:
-        """The PMFs of the items with ordered options ``(*factors, item, score)``: what the
-        sections that need an order (Consensus, composites, reliability, cost) analyse."""
-        pmf = self.ds["pmf"]
-        if not self.nominal:
-            return pmf
-        return pmf.isel(item=np.flatnonzero(~np.asarray(pmf["nominal"].values, dtype=bool)))
+        """The PMFs of the items with ordered options ``(*factors, item, score)``
+        (:attr:`ordered`)."""
+        return self.ordered["pmf"]
 
     @cached_property
     def nominal(self) -> list[str]:

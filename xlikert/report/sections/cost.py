@@ -107,8 +107,7 @@ def sign_flip_parts(s: Section, ctx: ReportContext, *, per_subscale: bool) -> No
 def decoding_bias_parts(s: Section, ctx: ReportContext) -> None:
     """Bias of the expected composite over the temperature x top-p grid (``decoding_pmf``)."""
     by, cns = ctx.by, ctx.consensus
-    ds = ctx.ds.sel(item=ctx.pmf["item"].values) if ctx.nominal else ctx.ds  # ordered items
-    bias = sampling.decoding_bias(ds)
+    bias = sampling.decoding_bias(ctx.ordered)
     tab, st = sampling.decoding_bias_table(bias, by=by, consensus=cns)
     s.table(
         tab,
