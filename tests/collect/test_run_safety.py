@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from support.results import without_session
 from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
+from xlikert.collect.interrupt import RunInterrupted
 from xlikert.collect.lock import LockHeld, RunLock
 from xlikert.errors import CollectionError
 
@@ -257,3 +259,44 @@ def test_a_read_only_folder_is_named_before_anything_runs(tiny, tmp_path):
         assert ds.attrs["cells_computed"] == 15 - 2  # item 5: computed once, copied twice
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def _signal_on_render(monkeypatch, after: int) -> dict[str, int]:
+    """SIGTERM to this process from inside the ``after``-th chat template rendered from
+    now on (the template then renders to its end, as a real one does)."""
+    from transformers import PreTrainedTokenizerBase
+
+    render = PreTrainedTokenizerBase.apply_chat_template
+    calls = {"n": 0, "sent": 0}
+
+    def rendering(self, *args, **kw):
+        calls["n"] += 1
+        if calls["n"] == after:
+            calls["sent"] += 1
+            os.kill(os.getpid(), signal.SIGTERM)  # handled between two bytecodes, in here
+        return render(self, *args, **kw)
+
+    monkeypatch.setattr(PreTrainedTokenizerBase, "apply_chat_template", rendering)
+    return calls
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="signals are handled in the main thread only",
+)
+@pytest.mark.parametrize("after", [1, 20])  # while keys are predicted; while units are read
+def test_a_signal_inside_a_chat_template_stops_the_run_and_never_changes_a_prompt(
+    tiny, clean, tmp_path, monkeypatch, after
+):
+    # A chat template that refuses a system turn is rendered again with the system
+    # prompt merged into the user turn; a signal arriving inside the template must not
+    # look like such a refusal (seen once: the rerun failed the key check, exit 1).
+    out, before = tmp_path / "r.nc", signal.getsignal(signal.SIGTERM)
+    calls = _signal_on_render(monkeypatch, after)
+    with pytest.raises(RunInterrupted) as err:
+        collect(tiny_prompts(), spec(tiny), out, **KW)
+    assert calls["sent"] == 1 and err.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before  # the run's handler is gone
+    monkeypatch.undo()
+    collect(tiny_prompts(), spec(tiny), out, **KW)
+    xr.testing.assert_identical(without_session(out), clean)

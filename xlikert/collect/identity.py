@@ -71,6 +71,21 @@ NUMBER_OPTIONS = ("scale", "top_k", "temperatures", "top_ps", "split_space")
 SEQUENTIAL_KEY = "xlikert-sequential-1"
 
 
+def _difference(predicted: Any, read: Any, width: int = 6) -> str:
+    """Where two prompts' token ids (or requests) part, for an error message."""
+    a, b = _plain(predicted), _plain(read)
+    if isinstance(a, dict) or isinstance(b, dict):
+        return f"predicted {json.dumps(a)[:300]}, read {json.dumps(b)[:300]}"
+    at = next(
+        (n for n, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+    lo = max(0, at - 2)
+    return (
+        f"predicted {len(a)} ids, read {len(b)}; first difference at position {at}: "
+        f"predicted {a[lo : at + width]}, read {b[lo : at + width]}"
+    )
+
+
 def _plain(sent: Any) -> Any:
     """Token ids as a JSON list (a server's request as it is)."""
     return sent if isinstance(sent, dict) else np.asarray(sent, dtype=np.int64).tolist()
@@ -360,17 +375,19 @@ class RunKeys:
         if inputs is None:
             return [""] * len(cells)
         ids = [str(x) for x in result.data["prompt_token_ids"]]
-        if all(ids):  # the ids the engine read
-            keys = self._keys_of(mi, cells, [decode_token_ids(x) for x in ids])
-        else:  # a server, or a conversation: what was sent is a function of the prompts
-            keys = self._keys_of(mi, cells, self._sent(inputs, cells))
+        # the ids the engine read; for a server or a conversation, what was sent is a
+        # function of the prompts
+        sent = [decode_token_ids(x) for x in ids] if all(ids) else self._sent(inputs, cells)
+        keys = self._keys_of(mi, cells, sent)
         known = self._keys.setdefault(mi, {})
-        bad = [j for j, k in zip(cells, keys, strict=True) if known.get(j, k) != k]
+        bad = [n for n, (j, k) in enumerate(zip(cells, keys, strict=True)) if known.get(j, k) != k]
         if bad:
+            j = cells[bad[0]]
             raise CollectionError(
                 f"model {self.models[mi]['name']!r}: the token ids read for {len(bad)} prompt(s) "
-                f"(e.g. {self.prompts(bad[:1])[0]!r}) differ from those xlikert predicted from "
-                "the tokenizer before loading, which keyed the reuse of earlier cells; this is "
+                f"(e.g. {self.prompts([j])[0]!r}) differ from those xlikert predicted from "
+                "the tokenizer before loading, which keyed the reuse of earlier cells ("
+                f"{_difference(self._sent(inputs, [j])[0], sent[bad[0]])}); this is "
                 "a bug in xlikert: please report it (run without --reuse, after moving the "
                 "progress folder aside, meanwhile)"
             )

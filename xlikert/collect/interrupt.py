@@ -3,7 +3,10 @@
 While :func:`~xlikert.collect.collect` runs in the main thread, :class:`StopOnSignals`
 handles both signals: the unit being computed is abandoned (it was not
 finished), every finished unit is already saved, and the run ends with
-:class:`RunInterrupted`, which says how to resume. A signal that arrives while a
+:class:`RunInterrupted`, which says how to resume. Inside the run the handler
+raises :class:`StopSignal`, a ``BaseException`` like ``KeyboardInterrupt``: an
+``except Exception`` on the way (a chat template's fallback, a tokenizer's) must
+not swallow the signal and go on with another result. A signal that arrives while a
 unit is being saved is acted on when the save is complete. A second signal
 finds the previous handlers back in place (Python's KeyboardInterrupt for
 SIGINT, the default end for SIGTERM). ``xlikert run`` exits with status 128 +
@@ -21,7 +24,7 @@ from typing import Any
 
 from ..errors import CollectionError
 
-__all__ = ["SIGNALS", "RunInterrupted", "StopOnSignals"]
+__all__ = ["SIGNALS", "RunInterrupted", "StopOnSignals", "StopSignal"]
 
 #: The signals a run stops on (SLURM sends SIGTERM before it kills or preempts a job).
 SIGNALS = ("SIGTERM", "SIGINT")
@@ -46,8 +49,27 @@ class RunInterrupted(CollectionError):
         return 128 + self.signum
 
 
+class StopSignal(BaseException):
+    """A signal arrived during the run: raised by :class:`StopOnSignals` where the run is.
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is, so that no ``except
+    Exception`` between the handler and the run catches it (a chat template that
+    fails is re-rendered without a system turn: a signal caught there would have
+    changed the prompt); the run turns it into :class:`RunInterrupted`.
+
+    Attributes
+    ----------
+    signum
+        The signal's number.
+    """
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        super().__init__(signal.Signals(self.signum).name)
+
+
 class StopOnSignals:
-    """A context in which SIGTERM and SIGINT raise :class:`RunInterrupted` outside saves.
+    """A context in which SIGTERM and SIGINT raise :class:`StopSignal` outside saves.
 
     Outside the main thread signals cannot be handled; there the context does nothing.
 
@@ -82,7 +104,7 @@ class StopOnSignals:
         self.signum = signum
         self._restore()  # a second signal acts at once
         if not self._saving:
-            raise RunInterrupted(signum)
+            raise StopSignal(signum)
 
     @contextlib.contextmanager
     def saving(self, *, last: bool = False) -> Iterator[None]:
@@ -94,4 +116,4 @@ class StopOnSignals:
         finally:
             self._saving -= 1
         if self.signum is not None and not self._saving and not last:
-            raise RunInterrupted(self.signum)
+            raise StopSignal(self.signum)

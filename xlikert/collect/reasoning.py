@@ -307,6 +307,8 @@ def _thinking_template(tokenizer: Any) -> tuple[str, str] | None:
     if not tags and "enable_thinking" not in source:
         return None
     msgs = [{"role": "user", "content": "x"}]
+    from jinja2 import TemplateError
+
     try:
         on = tokenizer.apply_chat_template(
             msgs, tokenize=False, add_generation_prompt=True, enable_thinking=True
@@ -314,7 +316,7 @@ def _thinking_template(tokenizer: Any) -> tuple[str, str] | None:
         off = tokenizer.apply_chat_template(
             msgs, tokenize=False, add_generation_prompt=True, enable_thinking=False
         )
-    except Exception:  # a template that needs a system turn, ...: read the tag only
+    except TemplateError:  # a template that needs a system turn, ...: read the tag only
         on = off = ""
     extra = off[len(on) :] if off.startswith(on) else ""
     found = _THINK_TAG.search(extra) or _THINK_TAG.search(source)

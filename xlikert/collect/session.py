@@ -30,7 +30,7 @@ from ..errors import CollectionError, XlikertError
 from ..io import encode_attrs
 from .context.administration import ITEM_POSITION, context_attrs, score_battery
 from .identity import RunKeys, numbers_options
-from .interrupt import RunInterrupted, StopOnSignals
+from .interrupt import RunInterrupted, StopOnSignals, StopSignal
 from .options import CollectOptions
 from .protocol import Model, backend_module
 from .record import UnitResult, assemble
@@ -123,7 +123,7 @@ class Session:
                     with stop.saving(last=True):  # a signal now: the file is complete first
                         write_atomic(ds, output, kept)
                         finished = True
-        except RunInterrupted as exc:
+        except StopSignal as exc:
             raise RunInterrupted(exc.signum, self._stopped(exc.signum)) from None
         finally:
             if self.store is not None:

@@ -112,7 +112,9 @@ class PromptTemplate:
         its end of turn), then ``user`` with the generation prompt. Without turns
         this is :meth:`render`. The plain format writes each earlier turn as
         :data:`PLAIN_TURN`; a chat template without a system role gets the system
-        prompt merged into the first user turn, as :meth:`render` does.
+        prompt merged into the first user turn, as :meth:`render` does; only the template's
+        own refusal (a ``jinja2.TemplateError``) is taken to mean that, any other error
+        is raised.
 
         Examples
         --------
@@ -133,12 +135,14 @@ class PromptTemplate:
                 {"role": "assistant", "content": answer},
             ]
         msgs.append({"role": "user", "content": user})
+        from jinja2 import TemplateError  # what a chat template raises (raise_exception)
+
         try:
             head = [{"role": "system", "content": system}] if system else []
             return tok.apply_chat_template(
                 head + msgs, tokenize=False, add_generation_prompt=True, **kw
             )
-        except Exception as exc:  # template without a system role
+        except TemplateError as exc:  # a template without a system role refuses one
             if not system:
                 raise CollectionError(f"model {self.name!r}: chat template failed: {exc}") from exc
             msgs[0] = {"role": "user", "content": f"{system}\n\n{msgs[0]['content']}"}
