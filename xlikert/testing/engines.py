@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -35,6 +36,7 @@ __all__ = [
     "EngineServer",
     "engine_python",
     "free_port",
+    "kill_with_parent",
     "llamacpp_server",
     "smollm2_folder",
     "smollm2_gguf",
@@ -100,6 +102,45 @@ def smollm2_gguf() -> Path:
     return resolve_gguf("smollm2-135m-instruct")
 
 
+#: The watcher of :func:`kill_with_parent` (``python -c WATCHER parent group``).
+WATCHER = """
+import os, signal, sys, time
+parent, group = int(sys.argv[1]), int(sys.argv[2])
+while os.getppid() == parent:
+    time.sleep(0.5)
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        sys.exit(0)
+try:
+    os.killpg(group, signal.SIGKILL)
+except ProcessLookupError:
+    pass
+"""
+
+
+def kill_with_parent(group: int) -> subprocess.Popen:
+    """A watcher that kills the process group ``group`` when this process dies.
+
+    An engine runs in its own session (its process group: vLLM's server runs an
+    engine-core child), so a test session killed before its fixtures' teardown (a
+    SIGTERM, a SIGKILL, a CI timeout) would leave it running. The watcher, a small
+    Python process in a session of its own, sees its parent change and kills the
+    group; it exits by itself once the group is gone.
+
+    Examples
+    --------
+    >>> proc = subprocess.Popen(["sleep", "30"], start_new_session=True)  # doctest: +SKIP
+    >>> watcher = kill_with_parent(proc.pid)  # doctest: +SKIP
+    """
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-c", WATCHER, str(os.getpid()), str(group)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+
 class EngineServer:
     """An OpenAI-compatible server process on 127.0.0.1 that can be killed and restarted."""
 
@@ -121,6 +162,7 @@ class EngineServer:
                 self.argv, stdout=fh, stderr=subprocess.STDOUT, env=self.env,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
+        self._watcher = kill_with_parent(self.proc.pid)
         deadline = time.time() + self.ready_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -158,9 +200,12 @@ class EngineServer:
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Kill the server and every process it started (vLLM runs an engine-core child)."""
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):  # the group, even when its leader is gone
             os.killpg(self.proc.pid, sig)
-            self.proc.wait(timeout=60)
+        self.proc.wait(timeout=60)
+        self._watcher.wait(timeout=60)  # it sees the group gone
         self.proc = None
 
 
