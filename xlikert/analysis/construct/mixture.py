@@ -18,6 +18,13 @@ from ..keying import SUBSCALE_DIM
 #: Dims a mixture carries along, never mixes: the subscales of a composite.
 _CARRIED = (SUBSCALE_DIM,)
 
+
+def _carried(pmf: xr.DataArray, item_dim: Hashable) -> tuple[str, ...]:
+    """A composite's subscales are carried along; item PMFs have none (a ``subscale`` dim
+    beside items is a factor with a reserved name, refused by name)."""
+    return () if item_dim in pmf.dims else _CARRIED
+
+
 __all__ = ["grand_mixture", "marginal_slice"]
 
 
@@ -63,7 +70,8 @@ def grand_mixture(
     ('score',)
     """
     pmf = as_pmf(pmf)
-    dims = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=_CARRIED)
+    carried = _carried(pmf, item_dim)
+    dims = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=carried)
     return pmf.mean(dims, keep_attrs=True)
 
 
@@ -114,8 +122,9 @@ def marginal_slice(
     ('target', 'score')
     """
     pmf = as_pmf(pmf)
-    keep = factor_dims(pmf, by, item_dim=item_dim, score_dim=score_dim, auxiliary=_CARRIED)
-    allf = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=_CARRIED)
+    carried = _carried(pmf, item_dim)
+    keep = factor_dims(pmf, by, item_dim=item_dim, score_dim=score_dim, auxiliary=carried)
+    allf = factor_dims(pmf, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=carried)
     for d in keep:
         if d not in allf:
             raise DesignError(f"{d!r} is not one of the factors {allf}")
