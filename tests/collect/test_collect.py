@@ -417,9 +417,14 @@ def test_progress_of_another_configuration_is_kept_with_a_warning(tiny_spec, tmp
     with pytest.raises(KeyboardInterrupt):
         collect(tiny_prompts(), tiny_spec, out, on_unit=stop_after_two, **kw)
     assert len(list((tmp_path / "r.nc.partial").glob("m*-u*.npz"))) == 2
-    with pytest.warns(
-        UserWarning, match=r"2 saved unit\(s\) of another configuration.*top_k"
-    ) as seen:
+    # the run says what it keeps when it starts, and again when it ends
+    end = r"kept 2 saved unit\(s\) of other configurations in .*r\.nc\.partial"
+    with (
+        pytest.warns(UserWarning, match=end),
+        pytest.warns(
+            UserWarning, match=r"2 saved unit\(s\) of another configuration.*top_k"
+        ) as seen,
+    ):
         collect(tiny_prompts(), tiny_spec, out, top_k=5, **kw)
     assert {w.filename for w in seen} == {__file__}  # the caller's line: kept, and kept still
     assert out.exists()  # and the other configuration's units are still there

@@ -213,8 +213,9 @@ def test_vllm_engine_args_are_in_the_fingerprint(tiny_dir, tmp_path, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         collect(tiny_prompts(2, 2), entry(engine_args={"swap_space": 1}), out,
                 on_unit=stop_after_one, **kw)  # fmt: skip
-    with pytest.warns(UserWarning, match=r"1 saved unit\(s\) of another configuration.*"
-                      r"model 'm' changed \(engine_args: \{'swap_space': 1\} -> "):  # fmt: skip
+    with pytest.warns(UserWarning, match=r"kept 1 saved unit\(s\) of other configurations"), \
+            pytest.warns(UserWarning, match=r"1 saved unit\(s\) of another configuration.*"
+                         r"model 'm' changed \(engine_args: \{'swap_space': 1\} -> "):  # fmt: skip
         collect(tiny_prompts(2, 2), entry(engine_args={"swap_space": 2}), out, **kw)
     with pytest.raises(CollectionError, match="made by a different run configuration"):
         collect(tiny_prompts(2, 2), entry(engine_args={"quantization": "fp8"}), out, **kw)

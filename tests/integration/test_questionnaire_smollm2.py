@@ -7,7 +7,8 @@ with the candidates' names, under a persona and two response formats. Every item
 over its own points and every non-substantive mass equal an independent forward pass of
 the stored token ids through plain transformers on the same float32 weights (the prompt
 once, every prefix of every answer spelling once on its key-value cache), read by the
-rule written here without xlikert code (<= 1e-5).
+rule written here without xlikert code (<= 1e-5; masses to 1e-5 relative or 2e-6, the
+float32 noise between a batched and an unbatched pass: 8e-7 seen on a mass of 0.058).
 """
 
 from __future__ import annotations
@@ -128,14 +129,14 @@ def test_each_item_and_option_equals_an_independent_pass(run, independent):
                 mass = one_token(reader, vocab, labels)
             where = f"{fmt}/{item}"
             valid = sum(v for k, v in mass.items() if isinstance(k, int))
-            np.testing.assert_allclose(float(cell.valid_mass), valid, rtol=1e-5, atol=1e-9,
+            np.testing.assert_allclose(float(cell.valid_mass), valid, rtol=1e-5, atol=2e-6,
                                        err_msg=where)  # fmt: skip
             pmf = np.array([mass.get(int(y), 0.0) / valid for y in ds.score.values])
             np.testing.assert_allclose(cell.pmf.values, pmf, atol=1e-5, err_msg=where)
             for o in ds.option.values:
                 got = float(cell.nonsubstantive_mass.sel(option=o))
                 if o in mass:
-                    np.testing.assert_allclose(got, mass[o], rtol=1e-5, atol=1e-9,
+                    np.testing.assert_allclose(got, mass[o], rtol=1e-5, atol=2e-6,
                                                err_msg=f"{where}/{o}")  # fmt: skip
                 else:
                     assert np.isnan(got), f"{where}/{o} is not offered"
