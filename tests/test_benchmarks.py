@@ -346,7 +346,7 @@ def test_readme_blocks_are_what_run_all_writes_from_the_json(render_helpers):
     here."""
     run_all = _import("run_all_for_test", BENCH / "run_all")
     want = {name: body for name, (_, body) in run_all.readme_blocks().items()}
-    assert set(want) == {"suite-time", "demo-time", "vllm-speed"}
+    assert set(want) == {"suite-time", "suite-fresh-time", "demo-time", "vllm-speed"}
     have: dict[str, list[str]] = {}
     for page in run_all.block_pages():
         for name, body in render_helpers.blocks(page.read_text()).items():
@@ -367,6 +367,14 @@ def test_bench_suite_reads_pytests_closing_line():
          "what": "engines already built"}  # fmt: skip
     text = suite.readme_suite(d)
     assert "10.0 min" in text and "3 passed" in text and "engines already built" in text
+    closing = "....\n= 1743 passed, 12 skipped, 2 warnings in 617.12s (0:10:17) =\n"
+    assert suite.pytest_seconds(closing) == 617.12 and suite.pytest_seconds("none") is None
+    fresh = {"date": "2026-11-26", "commit": "6a32397" + "0" * 33, "measured_command": ".ci/run",
+             "ci_wall_s": 1500.0, "pytest_wall_s": 617.12, "counts": {"passed": 1743},
+             "returncode": 0, "machine": {"cpu_count": 2}, "what": "a git clone"}  # fmt: skip
+    text = suite.readme_fresh(fresh)
+    assert "25.0 min in all" in text and "pytest 10.3 min" in text and "6a32397000" in text
+    assert "not recorded yet" in suite.readme_fresh(None)
 
 
 def _private(name: str) -> bool:
