@@ -213,3 +213,24 @@ def test_reuse_copies_the_isolated_cells_and_reads_the_conversations_again(tiny,
     assert not iso_keys & set(seq.cell_key.values.ravel())
     for v in ("pmf", "context_joint", "history_pmf", "cell_key"):
         xr.testing.assert_identical(ds[v], ref[v])
+
+
+def test_items_with_their_own_answers_or_options_are_refused_by_name(tiny, tmp_path):
+    # a questionnaire as fielded (support.survey): a battery's history tree branches on one
+    # scale of answers; before this check the run computed the isolated cells, then failed
+    # inside the first conversation with "a battery of 10 replies has 8 scores"
+    from support.survey import survey_experiment
+
+    exp = survey_experiment(tmp_path, '[factors.administration]\nlevels = ["isolated", "sequential"]\n')  # fmt: skip
+    prompts = exp.build_prompts().sel(party=["Democrat"])
+    out = tmp_path / "r.nc"
+    with pytest.raises(CollectionError) as err:
+        collect(prompts, spec(tiny), out, **KW)
+    msg = str(err.value)
+    assert "'self' (non-substantive options)" in msg
+    assert "'tv' (its own answers)" in msg
+    assert "'trust' (its own answers, non-substantive options)" in msg
+    assert not out.exists() and not out.with_name("r.nc.partial").exists()  # nothing ran
+    # isolated, the same questionnaire runs
+    ds = collect(prompts.sel(administration=["isolated"]), spec(tiny), out, **KW)
+    assert ds.sizes["item"] == 4

@@ -185,6 +185,38 @@ def _check_sequential_backends(models: Sequence[dict[str, Any]]) -> None:
             )
 
 
+def _check_sequential_items(prompts: xr.Dataset, context: Conversations) -> None:
+    """Sequential administration reads the items of a conversation on one answer scale.
+
+    Raises
+    ------
+    CollectionError
+        Under sequential administration, items with answer labels of their own or with
+        non-substantive options (a questionnaire as fielded), named, before anything
+        loads: the conversation's tree branches on one set of answers for every item.
+    """
+    items = [str(i) for i in np.asarray(prompts["item"].values)]
+    own: dict[str, str] = {}
+    if "answer_label" in prompts:
+        lab = prompts["answer_label"]
+        first = lab.isel(item=0)
+        for n, item in enumerate(items):
+            if bool((lab.isel(item=n) != first).any()):
+                own[item] = "its own answers"
+    if "option_label" in prompts:
+        for n, item in enumerate(items):
+            if bool((prompts["option_label"].isel(item=n) != "").any()):
+                own[item] = ", ".join(filter(None, [own.get(item), "non-substantive options"]))
+    if own and context.batteries:
+        named = "; ".join(f"{item!r} ({why})" for item, why in own.items())
+        raise CollectionError(
+            "sequential administration reads every item of a conversation on one scale of "
+            "answers (the history tree branches on them), without non-substantive options; "
+            f"these items differ: {named}. Administer them isolated, or sequentially as "
+            "items on the instrument's one scale"
+        )
+
+
 # ---------------------------------------------------------------------------- plan
 class Plan:
     """The fixed partition of (model, cell) work into units, and the run's fingerprints."""
@@ -491,6 +523,7 @@ def collect(
     context = Conversations.of(prompts, user)
     if context is not None:
         _check_sequential_backends(models)
+        _check_sequential_items(prompts, context)
     plan = Plan(system, user, models, options, parse_shard(shard), labels, context)
     out_path = _check_output(output)
     sources = [(p, True) for p in _check_reuse(reuse, out_path)]
