@@ -44,7 +44,8 @@ def main(out: Path) -> None:
         scale={i: (survey.scale_of(i).min, survey.scale_of(i).max) for i in ANES96_SURVEY_ITEMS},
         instrument=survey,
         by=["party", "education"],
-        nonsubstantive={"Don't know": [8]},  # counted apart (the extract holds none)
+        # the placements offer "Don't know" (code 8; counted apart, the extract holds none)
+        nonsubstantive={"Don't know": {i: [8] for i in ("selfLR", "ClinLR", "DoleLR")}},
     )
     human.to_netcdf(out / "human.nc")
     a = xl.alignment(ds, human)

@@ -85,6 +85,28 @@ def test_human_codes_are_counted_apart_from_missing_and_scale():
         xl.human_pmf(t, ["q1"], scale=(1, 3), nonsubstantive={DK: [8]})  # 9 and 99 undeclared
 
 
+def test_an_option_offered_by_some_items_is_nan_where_it_is_not_offered():
+    # as in a results file: an item that does not offer "Refused" has no rate of it, not 0
+    t = pd.DataFrame({"g": ["a", "a", "b", "b"], "q1": [1, 9, 8, 2], "q2": [1, 2, 8, 3]})
+    h = xl.human_pmf(t, ["q1", "q2"], scale=(1, 3), by=["g"],
+                     nonsubstantive={DK: [8], REF: {"q1": [9]}})  # fmt: skip
+    assert h.n_nonsubstantive.sel(g="a", item="q1").values.tolist() == [0, 1]
+    np.testing.assert_allclose(h.nonsubstantive_rate.sel(g="a", item="q1").values, [0, 0.5])
+    q2 = h.nonsubstantive_rate.sel(item="q2")
+    np.testing.assert_allclose(q2.sel(option=DK).values, [0.0, 0.5])
+    assert bool(q2.sel(option=REF).isnull().all())  # not offered by q2
+    pooled = xl.human_marginal(h).nonsubstantive_rate
+    assert bool(pooled.sel(item="q2", option=REF).isnull())
+    np.testing.assert_allclose(pooled.sel(item="q1").values, [0.25, 0.25])
+    assert h.likert.attrs["human_nonsubstantive_codes"][REF] == {"q1": [9]}
+    # a code of an option that the item does not offer is no answer of that item's scale
+    with pytest.raises(DesignError, match="column 'q2' holds 1 answer"):
+        xl.human_pmf(t.assign(q2=[9, 2, 8, 3]), ["q1", "q2"], scale=(1, 3),
+                     nonsubstantive={DK: [8], REF: {"q1": [9]}})  # fmt: skip
+    with pytest.raises(DesignError, match=r"names item\(s\) \['q3'\]"):
+        xl.human_pmf(t, ["q1", "q2"], scale=(1, 3), nonsubstantive={REF: {"q3": [9]}})
+
+
 def test_weighted_pooling_equals_the_pooled_table():
     rng = np.random.default_rng(3)
     n = 400

@@ -118,10 +118,15 @@ def test_alignment_per_item_with_each_items_own_range(run):
     human = xl.human_pmf(
         people, list(ANES96_SURVEY_ITEMS), instrument=survey, by=["party", "education"],
         scale={i: (survey.scale_of(i).min, survey.scale_of(i).max) for i in ANES96_SURVEY_ITEMS},
-        nonsubstantive={"Don't know": [8]},
+        nonsubstantive={"Don't know": {item: [8] for item in PLACEMENTS}},
     )  # fmt: skip
-    assert float(human.nonsubstantive_rate.max()) == 0.0  # the extract holds no Don't know
+    rate = human.nonsubstantive_rate.sel(option="Don't know")
+    assert float(rate.sel(item=PLACEMENTS).max()) == 0.0  # the extract holds no Don't know
+    assert bool(rate.sel(item=["TVnews", "vote"]).isnull().all())  # they do not offer it
     a = xl.alignment(ds, human)
+    diff = a.nonsubstantive_difference.sel(option="Don't know")
+    assert bool(diff.sel(item="TVnews").isnull().all())
+    assert bool(diff.sel(item=PLACEMENTS).notnull().all())
     cell = {"party": "Republican", "education": "college"}
     counts = people[people.party == "Republican"]["TVnews"].value_counts()
     counts = counts.reindex(range(8), fill_value=0).values

@@ -192,7 +192,7 @@ def human_pmf(
     by: Sequence[str] = (),
     weights: str | None = None,
     missing: Sequence[Any] = (),
-    nonsubstantive: Mapping[str, Sequence[Any]] | None = None,
+    nonsubstantive: Mapping[str, Sequence[Any] | Mapping[str, Sequence[Any]]] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
 ) -> xr.Dataset:
@@ -231,10 +231,14 @@ def human_pmf(
         Answers that are not opinions, counted apart from the missing ones and
         from the scale: a mapping option name -> its codes, e.g.
         ``{"Don't know": [8], "Refused": [9]}`` (the option names of the results
-        file's ``option`` dim). Adds ``n_nonsubstantive``, ``nonsubstantive_rate``
-        (the share of the respondents who answered, substantively or not),
-        ``n_answered`` (and ``nonsubstantive_weight`` when weighted) on an
-        ``option`` dim (:mod:`xlikert.analysis.nonsubstantive`).
+        file's ``option`` dim), offered by every item; or option name -> a mapping
+        item id -> its codes there, offered by those items only, e.g.
+        ``{"Don't know": {"selfLR": [8], "ClinLR": [8]}}``. Adds
+        ``n_nonsubstantive``, ``nonsubstantive_rate`` (the share of the
+        respondents who answered, substantively or not; NaN where the item does
+        not offer the option, as in a results file), ``n_answered`` (and
+        ``nonsubstantive_weight`` when weighted) on an ``option`` dim
+        (:mod:`xlikert.analysis.nonsubstantive`).
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -277,7 +281,8 @@ def human_pmf(
     scores = np.arange(
         min(int(v[0]) for v in own.values()), max(int(v[-1]) for v in own.values()) + 1
     )
-    options = _nonsubstantive_codes(nonsubstantive, missing)
+    codes_in = _nonsubstantive_codes(nonsubstantive, missing, list(item_of.values()))
+    options = next(iter(codes_in.values()))  # the option names, in order
     groups = [by] if isinstance(by, str) else list(by)
     w = _check_table(table, list(item_of), groups, weights)
     levels = [_levels(table[g]) for g in groups]
@@ -293,7 +298,7 @@ def human_pmf(
     total = np.zeros((n_cells, n_items, k))
     ns = {v: np.zeros((n_cells, n_items, len(options))) for v in ("count", "weight")}
     for j, (col, item) in enumerate(item_of.items()):
-        idx, miss, option = _answers(table[col], col, own[item], missing, options)
+        idx, miss, option = _answers(table[col], col, own[item], missing, codes_in[item])
         ok = ~miss & (option < 0)
         flat = cell[ok] * k + idx[ok] - scores[0]
         total[:, j] = np.bincount(flat, weights=w[ok], minlength=n_cells * k).reshape(n_cells, k)
@@ -332,6 +337,10 @@ def human_pmf(
             v: xr.DataArray(a.reshape(*shape, n_items, -1), dims=part)
             for v, a in {**ns, "w2": out["w2_all"][..., None]}.items()
         }
+        offered = xr.DataArray(
+            [[bool(codes_in[i][o]) for o in options] for i in item_of.values()],
+            dims=(item_dim, "option"),
+        )
         ds = ds.assign(
             nonsubstantive_variables(
                 as_da["count"],
@@ -339,6 +348,7 @@ def human_pmf(
                 ds["n"],
                 ds.get("weight"),
                 as_da["w2"].squeeze("option", drop=True),
+                offered=offered,
             )
         ).assign_coords(option=list(options))
     attrs = {
@@ -351,34 +361,49 @@ def human_pmf(
     }
     if options:
         attrs["human_nonsubstantive_codes"] = {
-            o: [_plain(v) for v in c] for o, c in options.items()
+            o: {i: [_plain(v) for v in codes_in[i][o]] for i in item_of.values() if codes_in[i][o]}
+            for o in options
         }
     return _finish(ds, scores, attrs, "human_pmf from a table of respondents")
 
 
+def _codes(c: Any) -> list[Any]:
+    return [c] if isinstance(c, str | int | float) else list(c)
+
+
 def _nonsubstantive_codes(
-    nonsubstantive: Mapping[str, Sequence[Any]] | None, missing: Sequence[Any]
-) -> dict[str, list[Any]]:
-    """Option name -> codes; a code may mean one thing only."""
+    nonsubstantive: Mapping[str, Any] | None, missing: Sequence[Any], items: Sequence[str]
+) -> dict[str, dict[str, list[Any]]]:
+    """Item id -> option name -> its codes there (every option, in order; no codes: the item
+    does not offer it). A code may mean one thing only in an item."""
     if not nonsubstantive:
-        return {}
+        return {item: {} for item in items}
     if not isinstance(nonsubstantive, Mapping):
         raise DesignError(
             'nonsubstantive must map each option to its codes, e.g. {"Don\'t know": [8]}'
         )
-    options = {
-        str(o): [c] if isinstance(c, str | int | float) else list(c)
-        for o, c in nonsubstantive.items()
-    }
-    seen: dict[Any, str] = {m: "missing" for m in missing}
-    for option, codes in options.items():
-        for c in codes:
-            if c in seen:
-                raise DesignError(
-                    f"code {_plain(c)!r} means both {seen[c]!r} and {option!r}; give it one meaning"
-                )
-            seen[c] = option
-    return options
+    out: dict[str, dict[str, list[Any]]] = {item: {} for item in items}
+    for option, codes in nonsubstantive.items():
+        by_item = codes if isinstance(codes, Mapping) else dict.fromkeys(items, codes)
+        unknown = sorted(str(i) for i in by_item if str(i) not in out)
+        if unknown:
+            raise DesignError(
+                f"nonsubstantive option {option!r} names item(s) {unknown} that are not among "
+                f"the items {list(items)}"
+            )
+        for item in items:
+            out[item][str(option)] = _codes(by_item[item]) if item in by_item else []
+    for item, options in out.items():
+        seen: dict[Any, str] = {m: "missing" for m in missing}
+        for option, codes in options.items():
+            for c in codes:
+                if c in seen:
+                    raise DesignError(
+                        f"code {_plain(c)!r} means both {seen[c]!r} and {option!r} in item "
+                        f"{item!r}; give it one meaning"
+                    )
+                seen[c] = option
+    return out
 
 
 def _check_counts(counts: xr.DataArray, dim: Hashable) -> None:

@@ -55,6 +55,8 @@ def nonsubstantive_variables(
     n: xr.DataArray,
     weight: xr.DataArray | None,
     w2: xr.DataArray | None,
+    *,
+    offered: xr.DataArray | None = None,
 ) -> dict[str, xr.DataArray]:
     """The non-substantive variables of a human PMF Dataset, from one table's sums.
 
@@ -71,6 +73,9 @@ def nonsubstantive_variables(
     w2 : xr.DataArray or None
         The summed squared weights of every respondent who answered, substantively or
         not (None: unweighted).
+    offered : xr.DataArray of bool, keyword-only
+        Whether each item offers each option, ``(item, option)`` (None: every item):
+        where it does not, the rate is NaN, as in a results file, not 0.
 
     Returns
     -------
@@ -97,6 +102,8 @@ def nonsubstantive_variables(
         out["nonsubstantive_weight"] = weights
         out["nonsubstantive_rate"] = weights / total
         out["n_answered"] = total**2 / w2
+    if offered is not None:
+        out["nonsubstantive_rate"] = out["nonsubstantive_rate"].where(offered)
     return out
 
 
@@ -130,13 +137,17 @@ def pool_nonsubstantive(human: xr.Dataset, dims: Sequence[Hashable]) -> dict[str
     if "n_nonsubstantive" not in human:
         return {}
     counts = human["n_nonsubstantive"].sum(dims)
+    offered = human["nonsubstantive_rate"].notnull().any(dims)  # NaN: the item does not offer it
     if "nonsubstantive_weight" not in human:
-        return nonsubstantive_variables(counts, None, human["n"].sum(dims), None, None)
+        return nonsubstantive_variables(
+            counts, None, human["n"].sum(dims), None, None, offered=offered
+        )
     total = human["weight"] + human["nonsubstantive_weight"].sum("option")
     w2 = (total**2 / human["n_answered"]).sum(dims)
     return nonsubstantive_variables(
-        counts, human["nonsubstantive_weight"].sum(dims), None, human["weight"].sum(dims), w2
-    )
+        counts, human["nonsubstantive_weight"].sum(dims), None, human["weight"].sum(dims), w2,
+        offered=offered,
+    )  # fmt: skip
 
 
 def nonsubstantive_alignment(
