@@ -194,6 +194,11 @@ def main() -> int:
 TITLE = "Test suite wall time"
 
 
+def _returned(d: dict[str, Any]) -> str:
+    """``""`` for a run that passed, else its return code, for a sentence."""
+    return "" if d["returncode"] == 0 else f", return code {d['returncode']}"
+
+
 def _counts(c: dict[str, int]) -> str:
     return ", ".join(f"{n:,} {k}" for k, n in c.items()) or "counts not found in its output"
 
@@ -216,8 +221,7 @@ def readme_suite(d: dict[str, Any] | None) -> str:
     if d is None:
         return ("Wall time of `python -m pytest -n 2`: not recorded yet "
                 "(`python benchmarks/bench_suite.py` writes `results/suite.json`).")  # fmt: skip
-    m = d["machine"]
-    ok = "" if d["returncode"] == 0 else f", return code {d['returncode']}"
+    m, ok = d["machine"], _returned(d)
     return (
         f"Timed by `benchmarks/bench_suite.py` ({d['date']}, {m.get('cpu_count')} cores, "
         f"`results/suite.json`) with the engines already built and the model cache as the "
@@ -232,8 +236,7 @@ def readme_fresh(d: dict[str, Any] | None) -> str:
     if d is None:
         return ("On a fresh clone: not recorded yet (`python benchmarks/bench_suite.py "
                 "--fresh` writes `results/suite-fresh.json`).")  # fmt: skip
-    m = d["machine"]
-    ok = "" if d["returncode"] == 0 else f", return code {d['returncode']}"
+    m, ok = d["machine"], _returned(d)
     took = "not found" if d["pytest_wall_s"] is None else duration(d["pytest_wall_s"])
     return (
         f"On a fresh clone (`benchmarks/bench_suite.py --fresh`, {d['date']}, commit "
