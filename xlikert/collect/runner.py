@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -197,12 +198,12 @@ def _check_sequential_items(prompts: xr.Dataset, context: Conversations) -> None
     """
     items = [str(i) for i in np.asarray(prompts["item"].values)]
     own: dict[str, str] = {}
-    if "answer_label" in prompts:
+    if "answer_label" in prompts:  # the answers most items share are the instrument's
         lab = prompts["answer_label"]
-        first = lab.isel(item=0)
-        for n, item in enumerate(items):
-            if bool((lab.isel(item=n) != first).any()):
-                own[item] = "its own answers"
+        rows = [tuple(np.asarray(lab.isel(item=n).values).ravel()) for n in range(len(items))]
+        common = Counter(rows).most_common(1)[0][0]
+        own = {item: "its own answers" for item, row in zip(items, rows, strict=True)
+               if row != common}  # fmt: skip
     if "option_label" in prompts:
         for n, item in enumerate(items):
             if bool((prompts["option_label"].isel(item=n) != "").any()):
