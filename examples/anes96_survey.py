@@ -38,14 +38,10 @@ def main(out: Path) -> None:
         out / "respondents.csv", index=False
     )
     survey = load_instrument("anes96_survey")
+    # each item's scale, and the placements' "Don't know" (code 8; counted apart, the
+    # extract holds none), from the instrument
     human = xl.human_pmf(
-        people,
-        list(ANES96_SURVEY_ITEMS),
-        scale={i: (survey.scale_of(i).min, survey.scale_of(i).max) for i in ANES96_SURVEY_ITEMS},
-        instrument=survey,
-        by=["party", "education"],
-        # the placements offer "Don't know" (code 8; counted apart, the extract holds none)
-        nonsubstantive={"Don't know": {i: [8] for i in ("selfLR", "ClinLR", "DoleLR")}},
+        people, list(ANES96_SURVEY_ITEMS), instrument=survey, by=["party", "education"]
     )
     human.to_netcdf(out / "human.nc")
     a = xl.alignment(ds, human)

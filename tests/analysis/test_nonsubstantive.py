@@ -107,6 +107,28 @@ def test_an_option_offered_by_some_items_is_nan_where_it_is_not_offered():
         xl.human_pmf(t, ["q1", "q2"], scale=(1, 3), nonsubstantive={REF: {"q3": [9]}})
 
 
+def test_an_instrument_gives_each_items_scale_and_codes(tmp_path):
+    # the questionnaire as fielded (support.survey): 'self' 1..7 with Don't know = 8, 'tv'
+    # 0..7 with no option, 'trust' 1..4 with Don't know and Refused (no codes: not in data)
+    from support.survey import SURVEY
+
+    from xlikert.design import load_instrument
+
+    (tmp_path / "survey.toml").write_text(SURVEY)
+    survey = load_instrument(tmp_path / "survey.toml")
+    t = pd.DataFrame({"self": [1, 7, 8, 4], "tv": [0, 7, 3, 3], "trust": [1, 2, 4, 4]})
+    h = xl.human_pmf(t, ["self", "tv", "trust"], instrument=survey)
+    assert h.score_min.values.tolist() == [1, 0, 1] and h.score_max.values.tolist() == [7, 7, 4]
+    assert h.option.values.tolist() == [DK]  # the one option with a code
+    rate = h.nonsubstantive_rate.sel(option=DK)
+    assert float(rate.sel(item="self")) == 0.25
+    assert bool(rate.sel(item=["tv", "trust"]).isnull().all())
+    np.testing.assert_allclose(h.pmf.sel(item="tv").values, [0.25, 0, 0, 0.5, 0, 0, 0, 0.25])
+    # what the caller says wins: code 8 counted as missing, and no option left
+    missed = xl.human_pmf(t, ["self", "tv", "trust"], instrument=survey, missing=[8])
+    assert "option" not in missed.dims and int(missed.n_missing.sel(item="self")) == 1
+
+
 def test_weighted_pooling_equals_the_pooled_table():
     rng = np.random.default_rng(3)
     n = 400

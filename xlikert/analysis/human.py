@@ -143,6 +143,28 @@ def _item_map(items: Sequence[str] | Mapping[str, str]) -> dict[str, str]:
     return {str(c): str(i) for c, i in mapping.items()}
 
 
+def _from_instrument(
+    instrument: Any, items: dict[str, str], scale: Any, nonsubstantive: Any, missing: Sequence[Any]
+) -> tuple[Any, Any]:
+    """What an instrument says of its items when the caller did not: each item's own scale
+    (where some item has one) and the codes of the non-substantive options its items
+    offer (option label -> {item: [code]}; options without a code are not in survey data,
+    and a code the caller counts as missing stays missing)."""
+    if instrument is None or not set(items.values()) <= set(instrument.item_ids):
+        return scale, nonsubstantive  # no instrument, or an item it lacks: said later
+    scales = {i: instrument.scale_of(i) for i in items.values()}
+    if scale is None and any(instrument.item(i).scale is not None for i in scales):
+        scale = {i: (sc.min, sc.max) for i, sc in scales.items()}
+    if nonsubstantive is None:
+        codes: dict[str, dict[str, list[int]]] = {}
+        for i, sc in scales.items():
+            for opt in sc.nonsubstantive:
+                if opt.code is not None and opt.code not in missing:
+                    codes.setdefault(opt.label, {})[i] = [opt.code]
+        nonsubstantive = codes or None
+    return scale, nonsubstantive
+
+
 def _item_scales(
     scale: tuple[int, int] | Mapping[str, tuple[int, int]] | None,
     instrument: Any,
@@ -211,8 +233,8 @@ def human_pmf(
         ``(min, max)`` (then ``score`` is the union of the items' points and the
         item coordinates ``score_min``, ``score_max`` record each item's support,
         as in a results file); or an instrument
-        (:func:`xlikert.design.load_instrument`): its scale, and every item
-        must be one of its items.
+        (:func:`xlikert.design.load_instrument`): its scale, or each item's own
+        where some item has one, and every item must be one of its items.
     by : keyword-only
         The group attribute columns (``groups=`` is its deprecated name); each
         becomes a dim with its levels (the categories of a categorical column,
@@ -238,7 +260,8 @@ def human_pmf(
         respondents who answered, substantively or not; NaN where the item does
         not offer the option, as in a results file), ``n_answered`` (and
         ``nonsubstantive_weight`` when weighted) on an ``option`` dim
-        (:mod:`xlikert.analysis.nonsubstantive`).
+        (:mod:`xlikert.analysis.nonsubstantive`). Default with an instrument: the
+        options its items offer that have a code, at those items.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -277,6 +300,7 @@ def human_pmf(
     ([[0.5, 0.5]], 1, [[0.3333333333333333]])
     """
     item_of = _item_map(items)
+    scale, nonsubstantive = _from_instrument(instrument, item_of, scale, nonsubstantive, missing)
     own = _item_scales(scale, instrument, item_of)
     scores = np.arange(
         min(int(v[0]) for v in own.values()), max(int(v[-1]) for v in own.values()) + 1
