@@ -304,7 +304,7 @@ def test_in_process_vllm_reads_each_items_options(vllm_in_process, tmp_path):
 
     from xlikert.io import open_results
 
-    prompts = survey_experiment(tmp_path).build_prompts()
+    prompts = survey_experiment(tmp_path).build_prompts().sel(party=["Democrat"])
     saved, out = tmp_path / "prompts.nc", tmp_path / "survey.nc"
     prompts.to_netcdf(saved)
     res = vllm_in_process.run("survey", saved, out)

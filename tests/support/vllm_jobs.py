@@ -138,13 +138,13 @@ def demo(out, multi, persona, persona_toml):
 
 
 def reasoning(a, b, ids_file):
-    """The demo's first two targets and items with three reasoning traces, run twice; the
-    traces' token ids as the backend stores them (of the first run) go to ``ids_file``."""
+    """The demo's first target and first two items with three reasoning traces, run twice;
+    the traces' token ids as the backend stores them (of the first run) go to ``ids_file``."""
     import xlikert.collect.backends.inprocess as base
     from xlikert.collect import collect
     from xlikert.design import load_experiment
 
-    prompts = load_experiment("demo").build_prompts().isel(target=[0, 1], item=[0, 1])
+    prompts = load_experiment("demo").build_prompts().isel(target=[0], item=[0, 1])
     spec = {**SPEC, "reasoning": {"traces": 3, "max_new_tokens": 24, "seed": 2}}
     ids = []
     store = base.store_traces  # the in-process backends' common outline stores them
