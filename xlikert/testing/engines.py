@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -133,8 +134,6 @@ def kill_with_parent(group: int) -> subprocess.Popen:
     >>> proc = subprocess.Popen(["sleep", "30"], start_new_session=True)  # doctest: +SKIP
     >>> watcher = kill_with_parent(proc.pid)  # doctest: +SKIP
     """
-    import sys
-
     return subprocess.Popen(
         [sys.executable, "-c", WATCHER, str(os.getpid()), str(group)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
