@@ -37,6 +37,7 @@ import xarray as xr
 from ..dims import MODEL_DIM, check_factor_name
 from ..errors import CollectionError
 from .context.administration import Conversations
+from .elicitation import Elicitations, check_elicitation_backends
 from .layout import cell_labels
 from .options import CollectOptions
 from .protocol import Model, backend_module, backend_of
@@ -223,9 +224,12 @@ class Plan:
     """The fixed partition of (model, cell) work into units, and the run's fingerprints."""
 
     def __init__(
-        self, system, user, models, options: CollectOptions, shard, labels=None, context=None
-    ):
+        self, system, user, models, options: CollectOptions, shard, labels=None, context=None,
+        elicitations: Elicitations | None = None,
+    ):  # fmt: skip
         chunk_size = options.chunk_size
+        #: Each cell's elicitation level (:class:`~.elicitation.Elicitations`), or None.
+        self.elicitations = elicitations
         #: The sequential conditions (:class:`~.context.administration.Conversations`), or None.
         self.context = context
         seq = context.where if context is not None else {}
@@ -234,11 +238,15 @@ class Plan:
         #: Each cell's answer labels (a response format, the item's own options; see
         #: :func:`~xlikert.collect.layout.cell_labels`), None: the run's options.
         self.labels = labels
-        # a unit shares a system prompt and (with a format factor) the answer labels
-        groups: dict[tuple[Any, str], list[int]] = {}
+        # a unit shares a system prompt, (with a format factor) the answer labels and (with
+        # an elicitation factor) how the answer is read
+        groups: dict[tuple[Any, ...], list[int]] = {}
         for j, s in enumerate(self.sys_flat):
             if j not in seq:
-                groups.setdefault((labels[j] if labels else None, s), []).append(j)
+                level = elicitations.level(j) if elicitations is not None else None
+                key = (labels[j] if labels else None, s) if level in (None, "first_token") \
+                    else (labels[j] if labels else None, s, level)  # fmt: skip
+                groups.setdefault(key, []).append(j)
         # a conversation (a sequential condition, its cells in the order asked) is one unit
         batteries = context.batteries if context is not None else []
         #: Every model's cells in the order its units take them (a cell's first twin owns it).
@@ -267,6 +275,9 @@ class Plan:
         opts = {**options.fingerprinted(), "chunk_size": chunk_size}
         if labels:  # a response format: the labels of each level
             opts["answer_labels_by_cell"] = sorted({" ".join(x or ()) for x in labels})
+        if elicitations is not None and elicitations.used != ["first_token"]:
+            opts["elicitation"] = {lv: options.elicitation_settings(lv)
+                                   for lv in elicitations.used}  # fmt: skip
         if batteries:  # sequential administration: the conversations and their reading
             opts["sequential"] = {"batteries": batteries, "tol": options.tol,
                                   "max_passes": options.max_passes}  # fmt: skip
@@ -275,6 +286,10 @@ class Plan:
         self.run_fingerprint = self._hash(
             system, user, public, options.scale, {**opts, "shard": None}
         )
+
+    def level_of(self, cell: int) -> str:
+        """The elicitation level of a cell (``first_token`` without the factor)."""
+        return "first_token" if self.elicitations is None else self.elicitations.level(cell)
 
     def labels_of(self, cells: Sequence[int], options: CollectOptions) -> tuple[str, ...] | None:
         """The answer labels of a unit's cells (they share them)."""
@@ -525,7 +540,17 @@ def collect(
     if context is not None:
         _check_sequential_backends(models)
         _check_sequential_items(prompts, context)
-    plan = Plan(system, user, models, options, parse_shard(shard), labels, context)
+    elicitations = Elicitations.of(user)
+    if elicitations is not None:
+        check_elicitation_backends(models, elicitations, options)
+        if context is not None and elicitations.used != ["first_token"]:
+            raise CollectionError(
+                "sequential administration reads the first token after every answer history; "
+                f"it does not combine with the elicitation levels {elicitations.used[1:]} yet: "
+                "give administration = ['isolated'] or elicitation = ['first_token']"
+            )
+    plan = Plan(system, user, models, options, parse_shard(shard), labels, context,
+                elicitations)  # fmt: skip
     out_path = _check_output(output)
     sources = [(p, True) for p in _check_reuse(reuse, out_path)]
     if out_path is not None and out_path.exists():

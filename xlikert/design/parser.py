@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DesignError, FormatError, FormatNotShownError, LabelMappingError
+from .elicitation import ELICITATION_DIM, check_elicitation_levels
 from .experiment import Experiment, Factor
 from .file_schema import (
     RESERVED,
@@ -330,6 +331,8 @@ def _parse_factors(
     factors = [
         _parse_format(p, name, spec, scales)
         if spec.kind == "format"
+        else _parse_elicitation(p, name, spec)
+        if spec.kind == "elicitation" or (spec.kind is None and name == ELICITATION_DIM)
         else _parse_context(p, name, spec, items)
         if spec.kind in ("administration", "item_order") or name == ADMINISTRATION_DIM
         else _parse_factor(p, inst, name, spec)
@@ -379,6 +382,26 @@ def _parse_context(
     levels = tuple(orders)
     return Factor(name, kind, levels, {lv: {} for lv in levels}, {}, spec.description,
                   orders={lv: tuple(o) for lv, o in orders.items()})  # fmt: skip
+
+
+def _parse_elicitation(p: Problems, name: str, spec: FactorSpec) -> Factor | None:
+    """A factor of kind ``elicitation`` (:mod:`.elicitation`): how the answer is read."""
+    where = f"factor {name!r}"
+    if name != ELICITATION_DIM:
+        p.add(where, f"a factor of kind 'elicitation' must be named {ELICITATION_DIM!r}")
+        return None
+    raw = spec.levels
+    if isinstance(raw, dict):
+        p.add(where, f"levels must be a list of names (an array), got {raw}")
+        return None
+    try:
+        levels = check_elicitation_levels(
+            ["first_token", "prefix", "greedy"] if raw is None else list(raw)
+        )
+    except DesignError as exc:
+        p.add(where, str(exc))
+        return None
+    return Factor(name, "elicitation", levels, {lv: {} for lv in levels}, {}, spec.description)
 
 
 def _check_context(p: Problems, factors: list[Factor]) -> None:
@@ -768,7 +791,7 @@ def _check_factors_change_prompts(
     """
     used = {ph for t in templates for ph in t.fields}
     for f in factors:
-        if f.kind in ("format", "administration", "item_order"):
+        if f.kind in ("format", "administration", "item_order", "elicitation"):
             continue  # they change how the answer is read, or the conversation
         fields = [k for k in f.fields if k in used]
         if not fields and f.kind != "framing":

@@ -12,7 +12,7 @@ from ...options import CollectOptions
 from ...reasoning import sample_tokens
 from ...templates import PromptTemplate
 from ...tokens import AnswerSequences, ValidTokens
-from ..inprocess import InProcessModel
+from ..inprocess import InProcessModel, end_of_turn_ids
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
 from .scorer import Scorer, empty_cache, is_oom, read_logits
@@ -164,6 +164,39 @@ class LocalModel(InProcessModel):
         """A reader of one conversation tree (sequential administration): each conversation
         from the longest prefix it shares with one read before (:class:`TreeReader`)."""
         return TreeReader(self.scorer, self.leaves, self.keep, self.readout, self.batch_size)
+
+    # ------------------------------------------------------------------ replies (elicitation)
+    @property
+    def end_of_turn(self) -> frozenset[int]:
+        """Token ids that end the model's turn (:data:`~..inprocess.END_OF_TURN_RULE`)."""
+        model = self.lm.model
+        return frozenset(end_of_turn_ids(self.lm.tokenizer, model.config,
+                                         getattr(model, "generation_config", None)))  # fmt: skip
+
+    def greedy_reply(self, ids: list[int], max_new_tokens: int) -> tuple[list[int], str]:
+        """The greedy reply after ``ids`` (elicitation level ``greedy``): one token per pass
+        on a KV cache, each the argmax of the float32 logits (no repetition penalty or other
+        processor), stopping at an end-of-turn token (left out: ``"eos"``) or after
+        ``max_new_tokens`` tokens (``"length"``)."""
+        import torch
+
+        dev, stop = self.scorer.input_device, self.end_of_turn
+        past = self.scorer.new_cache()
+        try:
+            out = self.scorer.run(past, input_ids=torch.tensor([list(ids)], device=dev))
+            reply: list[int] = []
+            for step in range(int(max_new_tokens)):
+                t = int(torch.argmax(out.logits[0, -1].float()).item())
+                if t in stop:
+                    return reply, "eos"
+                reply.append(t)
+                if step + 1 < max_new_tokens:
+                    out = self.scorer.run(past, input_ids=torch.tensor([[t]], device=dev))
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            raise self._oom(f"a greedy reply of up to {max_new_tokens} tokens") from exc
+        return reply, "length"
 
     # ------------------------------------------------------------------ reasoning mode
     def _sample_and_read(self, texts, encoded, seeds, closing):
