@@ -10,8 +10,6 @@ file with it are the same cells (the same keys) as those of a file without it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import xarray as xr
@@ -19,7 +17,7 @@ import xarray as xr
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from support.tiny import build_model, build_tokenizer, tiny_prompts
+from support.tiny import save_answering_tiny, tiny_prompts
 
 from xlikert.collect import collect
 from xlikert.collect.elicitation import (
@@ -36,22 +34,6 @@ from xlikert.schema import ELICITATION_VARIABLES, decode_token_ids
 
 KW = {"progress": False, "batch_size": 4, "chunk_size": 3, "top_k": 3}
 LEVELS = ["first_token", "prefix", "greedy"]
-
-
-def save_answering_tiny(path: Path, seed: int = 1) -> Path:
-    """A tiny model whose digit tokens are boosted, so that greedy replies write answers
-    (at the first position for some prompts, later for others)."""
-    import torch
-
-    tok = build_tokenizer()
-    model = build_model(len(tok), seed=seed)
-    ids = tok.convert_tokens_to_ids([str(y) for y in range(1, 8)])
-    with torch.no_grad():
-        model.lm_head.weight[ids] *= 1.6
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 @pytest.fixture(scope="module")

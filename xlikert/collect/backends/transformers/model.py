@@ -198,6 +198,20 @@ class LocalModel(InProcessModel):
             raise self._oom(f"a greedy reply of up to {max_new_tokens} tokens") from exc
         return reply, "length"
 
+    def next_token_reader(self, session: str) -> TreeReader:
+        """A reader of one reply tree (elicitation level ``own_words``): the float64
+        next-token log-probabilities of the whole vocabulary after each context
+        (``"logprobs"``, ``(n, V)``), each context run from the longest prefix it shares with
+        a kept one (:class:`TreeReader`)."""
+
+        def readout(logits, n: int) -> dict[str, np.ndarray]:
+            import torch
+
+            z = logits[:, -1, :].to(torch.float64)
+            return {"logprobs": torch.log_softmax(z, -1).cpu().numpy()}
+
+        return TreeReader(self.scorer, [[]], 1, readout, self.batch_size)
+
     # ------------------------------------------------------------------ reasoning mode
     def _sample_and_read(self, texts, encoded, seeds, closing):
         """Per prompt: its M traces sampled in one batch (:meth:`_sample`), then the
