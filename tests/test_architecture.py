@@ -28,8 +28,8 @@ PACKAGE = ROOT / "xlikert"
 PUBLIC_NAMES = {
     "CollectionError", "ConfigError", "DesignError", "InvalidPMFError", "XlikertError",
     "__version__", "alignment", "comonotone_contrast", "composite", "consensus",
-    "consensus_bounds", "contrast", "decompose", "dissension", "dissension_bounds", "entropy",
-    "failure_rate", "grand_mixture", "human_composite", "human_marginal", "human_pmf",
+    "consensus_bounds", "contrast", "decompose", "dissension", "dissension_bounds", "elicitation_validity",
+    "entropy", "failure_rate", "grand_mixture", "human_composite", "human_marginal", "human_pmf",
     "human_pmf_from_counts", "item_pmf_from_tokens", "jensen_shannon", "marginal_slice",
     "mean_difference", "noise_ceiling", "item_points", "item_support", "nominal_items",
     "nonsubstantive_rate",
@@ -48,7 +48,7 @@ ACCESSOR_METHODS = {
     "silicon_population", "summarize", "tastle_consensus", "to_netcdf", "total_variation",
     "trend", "wasserstein",
 }  # fmt: skip
-DATASET_ONLY = {"failure_rate", "human_marginal", "noise_ceiling"}
+DATASET_ONLY = {"elicitation_validity", "failure_rate", "human_marginal", "noise_ceiling"}
 
 
 def test_import_contracts_are_kept():

@@ -63,6 +63,7 @@ from .analysis.construct import (
     summary_table,
     trend,
 )
+from .analysis.elicitation import elicitation_validity
 from .analysis.human import human_composite, human_marginal, human_pmf, human_pmf_from_counts
 from .analysis.keying import reflect_reverse_keyed
 from .analysis.reliability import reliability
@@ -112,6 +113,7 @@ __all__ = [
     "decompose",
     "dissension",
     "dissension_bounds",
+    "elicitation_validity",
     "entropy",
     "failure_rate",
     "grand_mixture",

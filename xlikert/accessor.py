@@ -29,6 +29,7 @@ from .analysis import alignment as _align
 from .analysis import consensus as _consensus
 from .analysis import constraint as _constraint
 from .analysis import construct as _construct
+from .analysis import elicitation as _elicitation
 from .analysis import human as _human
 from .analysis import reliability as _reliability
 from .analysis.keying import Subscale
@@ -375,6 +376,12 @@ class LikertDataArrayAccessor(_Likert):
 @xr.register_dataset_accessor("likert")
 class LikertDatasetAccessor(_Likert):
     """``ds.likert``: the xlikert functions on the results ``ds``, plus :func:`xlikert.failure_rate`."""
+
+    def elicitation_validity(
+        self, *, item_dim: Hashable = "item", score_dim: Hashable = "score"
+    ) -> xr.Dataset:
+        """See :func:`xlikert.elicitation_validity`."""
+        return _elicitation.elicitation_validity(self._obj, item_dim=item_dim, score_dim=score_dim)
 
     def failure_rate(self, *, atol: float = _constraint.VALID_MASS_ATOL) -> xr.DataArray:
         """See :func:`xlikert.failure_rate`."""

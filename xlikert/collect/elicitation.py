@@ -36,6 +36,13 @@ from ..design.elicitation import ANSWER_PARSE_RULE, ELICITATION_DIM, ELICITATION
 from ..errors import CollectionError
 from ..schema import ELICITATION_VARIABLES, encode_token_ids
 from .options import CollectOptions
+from .own_words import (
+    MAX_CHILDREN,
+    OWN_WORDS_BOUND_RULE,
+    REPLY_TREE_RULE,
+    answer_token_scores,
+    score_own_words,
+)
 from .protocol import ElicitingModel, Model, backend_of
 from .record import UnitResult
 
@@ -202,19 +209,6 @@ def parse_answer(reply: Sequence[int], token_score: dict[int, int]) -> tuple[int
     return None
 
 
-def _token_scores(model: Model) -> dict[int, int]:
-    """The run's one-token rule: each valid answer token's score."""
-    answers = model.answers
-    if answers.continuation is not None or any(len(s) > 2 for s in answers.sequences):
-        raise CollectionError(
-            f"model {model.name!r}: the levels greedy and own_words parse one answer token "
-            "of a reply (answer_parse_rule); the run's answers are spelled with several "
-            "tokens (two-digit codes or word labels), which that rule does not read yet"
-        )
-    valid = model.valid
-    return {int(i): int(y) for i, y in zip(valid.ids, valid.scores, strict=True)}
-
-
 def score_elicited(
     model: Model, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
 ) -> UnitResult:
@@ -258,8 +252,6 @@ def score_elicited(
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
     if level == "own_words":
-        from .own_words import score_own_words
-
         return score_own_words(model, texts, [template.encode(t) for t in texts], options, res)
     return _greedy(model, texts, [template.encode(t) for t in texts], options, res)
 
@@ -292,7 +284,7 @@ def _greedy(
     res: UnitResult,
 ) -> UnitResult:  # fmt: skip
     """The greedy replies, their answers and the in-text PMFs."""
-    scores = _token_scores(model)
+    scores = answer_token_scores(model)
     tok = model.tokenizer
     contexts, rows = [], []
     for b, ids in enumerate(encoded):
@@ -329,4 +321,7 @@ def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> di
     for level in elicitations.used:
         for k, v in options.elicitation_settings(level).items():
             out[f"elicitation_{k}" if not k.startswith("own_words") else k] = v
+    if "own_words" in elicitations.used:
+        out.update(reply_tree_rule=REPLY_TREE_RULE, own_words_bound_rule=OWN_WORDS_BOUND_RULE,
+                   own_words_max_children=MAX_CHILDREN)  # fmt: skip
     return out

@@ -38,6 +38,8 @@ __all__ = [
     "OWN_WORDS_BOUND_RULE",
     "REPLY_TREE_RULE",
     "ReplyTree",
+    "answer_token_scores",
+    "bound",
     "reply_tree",
     "sampler_probabilities",
     "score_own_words",
@@ -260,6 +262,37 @@ def reply_tree(
                 order += 1
 
 
+def answer_token_scores(model) -> dict[int, int]:
+    """The run's one-token rule as :data:`~xlikert.design.elicitation.ANSWER_PARSE_RULE`
+    reads it: each valid answer token's score.
+
+    Parameters
+    ----------
+    model
+        An in-process model (its ``valid`` tokens and ``answers`` rule).
+
+    Returns
+    -------
+    dict of int to int
+        Token id -> score.
+
+    Raises
+    ------
+    CollectionError
+        Answers spelled with several tokens (two-digit codes, word labels), which the
+        parsing rule does not read yet.
+    """
+    answers = model.answers
+    if answers.continuation is not None or any(len(s) > 2 for s in answers.sequences):
+        raise CollectionError(
+            f"model {model.name!r}: the levels greedy and own_words parse one answer token "
+            "of a reply (answer_parse_rule); the run's answers are spelled with several "
+            "tokens (two-digit codes or word labels), which that rule does not read yet"
+        )
+    valid = model.valid
+    return {int(i): int(y) for i, y in zip(valid.ids, valid.scores, strict=True)}
+
+
 def score_own_words(
     model, texts: list[str], encoded: list[list[int]], options: CollectOptions, res: UnitResult
 ) -> UnitResult:
@@ -282,9 +315,7 @@ def score_own_words(
         ``res`` with ``pmf``, ``valid_mass``, ``no_answer_mass``, ``elicitation_error``,
         ``elicitation_passes`` and ``elicitation_tol_met`` of every prompt.
     """
-    from .elicitation import _token_scores
-
-    scores = _token_scores(model)
+    scores = answer_token_scores(model)
     scale = list(model.options.scale)
     if model.answers.layout is not None:
         raise CollectionError(
