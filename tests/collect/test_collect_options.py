@@ -21,8 +21,8 @@ from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions, collect
 from xlikert.collect.options import RUN_WIDE_OPTIONS
-from xlikert.collect.readout import DECODING_TIE_RULE
 from xlikert.errors import CollectionError
+from xlikert.kernels.readout import DECODING_TIE_RULE
 
 
 @pytest.fixture(scope="module")

@@ -242,8 +242,8 @@ def test_sample_tokens_inverts_the_cdf_of_the_decoding_rule():
     """The sampler's draw is the inverse CDF of nucleus_logprobs over the vocabulary in
     vocabulary order, for top_p = 1 (its own shorter path) and top_p < 1 alike; a masked
     (-inf) tail is never drawn."""
-    from xlikert.collect.readout import nucleus_logprobs
     from xlikert.collect.reasoning import sample_tokens
+    from xlikert.kernels.readout import nucleus_logprobs
 
     rng = np.random.default_rng(4)
     z = rng.normal(scale=3.0, size=(8, 3000))

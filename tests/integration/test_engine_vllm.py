@@ -20,9 +20,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from xlikert.collect import collect, read_sequence
-from xlikert.collect.readout import topk_intervals
 from xlikert.design import load_experiment
 from xlikert.errors import CollectionError
+from xlikert.kernels.readout import topk_intervals
 from xlikert.testing.engines import ROOT, VLLM_ENV, engine_python
 
 

@@ -14,7 +14,7 @@ probabilities held in xarray.
 
 The rules every collection backend shares to read a next-token distribution
 (token -> scale sum, temperature/top-p, top-k intervals) are the collection's
-contract: :mod:`xlikert.collect.readout`.
+contract: :mod:`xlikert.kernels.readout`.
 """
 
 from __future__ import annotations

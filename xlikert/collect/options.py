@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollectionError, LabelMappingError
+from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 
 __all__ = [
     "DEFAULT_TEMPERATURES",
@@ -32,11 +33,6 @@ __all__ = [
     "check_dtype",
     "check_entry_keys",
 ]
-
-#: The decoding grid's default temperatures (the one place that holds them).
-DEFAULT_TEMPERATURES: tuple[float, ...] = (0.1, 0.5, 1.0, 1.3)
-#: The decoding grid's default top-p values (the one place that holds them).
-DEFAULT_TOP_PS: tuple[float, ...] = (0.8, 0.9, 1.0)
 
 #: Options every model of a run shares (the results' coordinates, the answer rule,
 #: the unit of saved progress): a model entry may not set them.
@@ -117,7 +113,9 @@ def _grid(name: str, value: Any, where: str, ok, rule: str) -> tuple[float, ...]
 class CollectOptions:
     """Run-wide settings every backend reads, validated when built.
 
-    Every default lives here (:data:`DEFAULT_TEMPERATURES`, :data:`DEFAULT_TOP_PS`);
+    Every default lives here (the decoding grid's, beside its rule:
+    :data:`~xlikert.kernels.readout.DEFAULT_TEMPERATURES` and
+    :data:`~xlikert.kernels.readout.DEFAULT_TOP_PS`);
     :func:`~xlikert.collect.collect` takes an instance (``options=``) and/or the same
     names as keywords, ``xlikert run`` as flags, and an experiment file as its
     ``[collect]`` table (:meth:`from_mapping`). Model entries may set ``device``,

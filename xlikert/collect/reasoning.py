@@ -12,7 +12,7 @@ thinks before it answers. For every (condition, item) the backend
    :func:`trace_seed` (the entry's ``seed``, the exact prompt text and the trace
    index), token by token at the entry's ``temperature`` and ``top_p``
    (:func:`sample_tokens`, the nucleus rule of
-   :data:`xlikert.collect.readout.DECODING_TIE_RULE`), until the model writes the
+   :data:`xlikert.kernels.readout.DECODING_TIE_RULE`), until the model writes the
    *end marker* (``</think>``, or ``Answer:`` in the chain-of-thought framing,
    whose turn starts with :data:`COT_PREFILL`),
    ends its turn, or reaches ``max_new_tokens`` (the trace is then *truncated*);
@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollectionError
+from ..kernels.readout import logsumexp, nucleus_logprobs
 from ..schema import decode_text, encode_text, encode_token_ids
-from .readout import logsumexp, nucleus_logprobs
 
 __all__ = [
     "COT_ANSWER_PREFIX",
@@ -382,8 +382,8 @@ def sample_tokens(
 ) -> np.ndarray:
     """Draw one token per row by inverting the CDF of the sampler's distribution.
 
-    The distribution is :func:`xlikert.collect.readout.nucleus_logprobs` over the full
-    vocabulary (:data:`~xlikert.collect.readout.DECODING_TIE_RULE`), in float64.
+    The distribution is :func:`xlikert.kernels.readout.nucleus_logprobs` over the full
+    vocabulary (:data:`~xlikert.kernels.readout.DECODING_TIE_RULE`), in float64.
 
     Parameters
     ----------

@@ -24,6 +24,7 @@ import xarray as xr
 from .._version import __version__
 from ..dims import MODEL_DIM
 from ..errors import CollectionError
+from ..kernels.readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
 from ..schema import (
     BOUND_VARIABLES,
     CELL_VARIABLES,
@@ -36,7 +37,6 @@ from ..schema import (
     decode_token_ids,
     variable_table,
 )
-from .readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
 from .reasoning import REASONING_RULE
 
 __all__ = ["ReadSequence", "UnitResult", "assemble", "describe_models", "read_sequence"]

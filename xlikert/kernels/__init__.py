@@ -6,6 +6,12 @@ and broadcasting rules. The xarray layer (:mod:`xlikert.analysis.construct`) pic
 of them through :func:`get_kernel`, so tests and benchmarks can run both side
 by side:
 
+Beside them, the pure maths the collection shares with the analysis, plain numpy on
+arrays (no kernel, no twin): :mod:`xlikert.kernels.readout` (a next-token
+distribution to the stored numbers: the scale sum, the decoding grid with its tie
+rule, the top-k bounds) and :mod:`xlikert.kernels.history_tree` (the answer-history
+tree of sequential administration: exact or certified PMFs and joints).
+
 >>> from xlikert import kernels
 >>> kernels.get_engine()
 'numba'

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import CollectionError
+from ...kernels.readout import DECODING_TIE_RULE
 from ...schema import encode_token_ids
 from ..options import check_dtype
-from ..readout import DECODING_TIE_RULE
 from ..reasoning import (
     ReasoningFormat,
     reasoning_format,

@@ -27,11 +27,11 @@ import xarray as xr
 
 from ...design.item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, ITEM_POSITION, item_orders
 from ...errors import CollectionError
+from ...kernels.history_tree import item_marginals, pairwise_joints
 from ...schema import variable_table
 from ..protocol import Model
 from ..record import UnitResult
 from .sequential import Battery, administer
-from .tree import item_marginals, pairwise_joints
 
 __all__ = [
     "ADMINISTRATIONS",
@@ -236,7 +236,7 @@ def score_battery(
 
 
 def _probability(tree) -> np.ndarray:
-    from .tree import history_probability
+    from ...kernels.history_tree import history_probability
 
     return history_probability(tree.parent, tree.answer, tree.item, tree.pmf)
 
@@ -263,8 +263,8 @@ def context_attrs(options: Any) -> dict[str, Any]:
     """The attrs of a results file with sequentially administered cells: the rules (what
     the model saw, how failures enter, the certified bound, how the tree is read) and
     the reading's ``tol`` and ``max_passes``."""
+    from ...kernels.history_tree import CERTIFIED_BOUND_RULE, HISTORY_RULE
     from .sequential import CONVERSATION_RULE, EXPANSION_RULE
-    from .tree import CERTIFIED_BOUND_RULE, HISTORY_RULE
 
     return {
         "conversation_rule": CONVERSATION_RULE,
