@@ -8,8 +8,8 @@ import xarray as xr
 from support.pmfs import make_pmf
 
 import xlikert as xl
+from xlikert.core.errors import ConfigError
 from xlikert.datasets import synthetic_pmf
-from xlikert.errors import ConfigError
 
 
 def assert_bit_exact(a: xr.Dataset, b: xr.Dataset) -> None:
@@ -51,7 +51,9 @@ def test_results_round_trip(tmp_path):
     ds = results_dataset()
     path = xl.to_netcdf(ds, tmp_path / "results.nc")
     back = xl.open_results(path)
-    assert_bit_exact(ds.drop_vars("prompt_text"), xl.io.decode_attrs(back).drop_vars("prompt_text"))
+    assert_bit_exact(
+        ds.drop_vars("prompt_text"), xl.core.io.decode_attrs(back).drop_vars("prompt_text")
+    )
     assert back["prompt_text"].values.tolist() == ds["prompt_text"].values.tolist()
     attrs = back.likert.attrs  # the structure, decoded from the JSON text netCDF holds
     assert attrs["revisions"] == {"Aya-32B": "abc", "Qwen3 Next-80B": None}
@@ -69,13 +71,13 @@ def test_results_round_trip(tmp_path):
 
 def test_results_round_trip_the_xarray_way(tmp_path):
     """An xlikert Dataset writes with ds.to_netcdf and reads with xr.open_dataset, as any."""
-    ds = xl.io.encode_attrs(results_dataset())
-    xr.testing.assert_identical(xl.io.encode_attrs(ds), ds)  # encoding is idempotent
+    ds = xl.core.io.encode_attrs(results_dataset())
+    xr.testing.assert_identical(xl.core.io.encode_attrs(ds), ds)  # encoding is idempotent
     ds.to_netcdf(tmp_path / "plain.nc")
     plain = xr.load_dataset(tmp_path / "plain.nc")
     back = xl.open_results(tmp_path / "plain.nc")
     assert_bit_exact(back, plain)
-    assert plain.likert.attrs == ds.likert.attrs == xl.io.read_attrs(results_dataset())
+    assert plain.likert.attrs == ds.likert.attrs == xl.core.io.read_attrs(results_dataset())
     # written again by xarray: the same file content
     back.to_netcdf(tmp_path / "again.nc")
     assert_bit_exact(xr.load_dataset(tmp_path / "again.nc"), plain)

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .dims import MODEL_DIM
-from .errors import UnknownNameError
+from .core.dims import MODEL_DIM
+from .core.errors import UnknownNameError
 from .kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, nucleus_logprobs
 
 __all__ = [
@@ -360,7 +360,7 @@ def load_demo_results(verbose: bool = True) -> xr.Dataset:
     """
     path = _data_path(DEMO_RESULTS)
     if path.is_file():
-        from .io import open_results
+        from .core.io import open_results
 
         with importlib.resources.as_file(path) as p:
             ds = open_results(p)  # file closed on return

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..errors import DesignError, InvalidPMFError
-from ..io import encode_attrs
+from ..core.errors import DesignError, InvalidPMFError
+from ..core.io import encode_attrs
+from ..core.validate import check_score_axis, describe_cells
 from ..kernels.history_tree import full_joint, history_tree
-from ..validate import check_score_axis, describe_cells
 from .keying import SUBSCALE_DIM, subscale_groups
 from .reliability import (
     ZERO_VARIANCE_RTOL,

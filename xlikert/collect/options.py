@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CollectionError, LabelMappingError
+from ..core.errors import CollectionError, LabelMappingError
 from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 
 __all__ = [
@@ -175,7 +175,7 @@ class CollectOptions:
     >>> CollectOptions(top_ps=(0.0, 1.0))
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: top_ps must hold finite numbers in (0, 1]; got 0.0 in [0.0, 1.0]
+    xlikert.core.errors.CollectionError: top_ps must hold finite numbers in (0, 1]; got 0.0 in [0.0, 1.0]
     """
 
     scale: tuple[int, ...] | None = None
@@ -370,7 +370,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):
@@ -416,7 +416,7 @@ class CollectOptions:
         >>> CollectOptions().replace(where="--top-k", top_k=0)
         Traceback (most recent call last):
         ...
-        xlikert.errors.CollectionError: --top-k: top_k must be an integer >= 1, got 0
+        xlikert.core.errors.CollectionError: --top-k: top_k must be an integer >= 1, got 0
         """
         return type(self).from_mapping(changes, where=where, base=self)
 
@@ -526,7 +526,7 @@ def check_entry_keys(spec: Mapping[str, Any], known: Iterable[str], backend: str
     >>> check_entry_keys({"name": "m", "source": "x", "top_ps": [0.9]}, ["name", "source"], "vllm")
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: model 'm': top_ps is a run-wide option (every model of a results file shares the decoding grid, the scale and the answer rule), not a model entry's: set it in the experiment file's [collect] table, with an xlikert run flag (--temperature, --top-p, --top-k, ...) or as a collect() keyword
+    xlikert.core.errors.CollectionError: model 'm': top_ps is a run-wide option (every model of a results file shares the decoding grid, the scale and the answer rule), not a model entry's: set it in the experiment file's [collect] table, with an xlikert run flag (--temperature, --top-p, --top-k, ...) or as a collect() keyword
     """
     known = set(known)
     name = spec.get("name")

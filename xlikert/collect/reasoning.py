@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CollectionError
+from ..core.errors import CollectionError
+from ..core.schema import decode_text, encode_text, encode_token_ids
 from ..kernels.readout import logsumexp, nucleus_logprobs
-from ..schema import decode_text, encode_text, encode_token_ids
 
 __all__ = [
     "COT_ANSWER_PREFIX",
@@ -140,7 +140,7 @@ def check_reasoning(spec: Mapping[str, Any]) -> dict[str, Any] | None:
     >>> check_reasoning({"name": "m", "reasoning": {"trace": 4}})
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: model 'm': unknown key(s) ['trace'] in reasoning; known: ['framing', 'instruction', 'max_new_tokens', 'prefill', 'seed', 'temperature', 'top_p', 'traces']
+    xlikert.core.errors.CollectionError: model 'm': unknown key(s) ['trace'] in reasoning; known: ['framing', 'instruction', 'max_new_tokens', 'prefill', 'seed', 'temperature', 'top_p', 'traces']
     """
     raw = spec.get("reasoning")
     if raw is None:
@@ -469,7 +469,7 @@ def store_traces(
     Parameters
     ----------
     res : UnitResult
-        The unit (with :data:`~xlikert.schema.TRACE_VARIABLES`).
+        The unit (with :data:`~xlikert.core.schema.TRACE_VARIABLES`).
     read
         ``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` (and
         ``nonsubstantive_mass``, when the item offers options) after each closed
@@ -508,7 +508,7 @@ def trace_texts(ds: Any) -> Any:
     ----------
     ds : xarray.Dataset
         Results of a reasoning run (a model entry with ``reasoning = {...}``): a
-        ``trace_text`` variable, compressed by :func:`xlikert.schema.encode_text`.
+        ``trace_text`` variable, compressed by :func:`xlikert.core.schema.encode_text`.
 
     Returns
     -------
@@ -524,7 +524,7 @@ def trace_texts(ds: Any) -> Any:
     Examples
     --------
     >>> import xarray as xr
-    >>> from xlikert.schema import encode_text
+    >>> from xlikert.core.schema import encode_text
     >>> ds = xr.Dataset({"trace_text": ("trace", [encode_text("I think 5."), ""])})
     >>> trace_texts(ds).values.tolist()
     ['I think 5.', '']

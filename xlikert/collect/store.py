@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..errors import CollectionError
+from ..core.errors import CollectionError
 from .lock import RunLock
 from .record import UnitResult
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AnswerLabelError, CollectionError
+from ..core.errors import AnswerLabelError, CollectionError
 from ..kernels.readout import scale_mass
 from .layout import AnswerLayout, answer_codes
 
@@ -119,7 +119,7 @@ def find_valid_tokens(
     >>> find_valid_tokens(Tokenizer(), range(1, 4))
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: tokenizer 'Tokenizer' has no single-token surface form ...
+    xlikert.core.errors.CollectionError: tokenizer 'Tokenizer' has no single-token surface form ...
     """
     scale = [int(v) for v in scale]
     targets = _words(scale, labels)

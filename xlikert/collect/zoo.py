@@ -38,7 +38,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from .._version import __version__
-from ..errors import CollectionError
+from ..core.errors import CollectionError
 
 __all__ = [
     "ZOO",
@@ -239,7 +239,7 @@ def resolve_gguf(name: str) -> Path:
     >>> resolve_gguf("smollm-135m")
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: unknown built-in model 'smollm-135m'; built-in models are ...
+    xlikert.core.errors.CollectionError: unknown built-in model 'smollm-135m'; built-in models are ...
 
     With the offline models installed (``requirements/offline-models.txt``):
 

@@ -117,7 +117,7 @@ def __getattr__(name: str) -> Any:
 
 def _check(engine: str) -> str:
     if engine not in ENGINES:
-        from ..errors import ConfigError
+        from ..core.errors import ConfigError
 
         raise ConfigError(f"unknown kernel engine {engine!r}; choose one of {ENGINES}")
     return engine
@@ -225,7 +225,7 @@ def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     """
     engine = _check(engine or _ENGINE.get())
     if name not in _MODULES:
-        from ..errors import UnknownNameError
+        from ..core.errors import UnknownNameError
 
         raise UnknownNameError(f"unknown kernel {name!r}; kernels: {', '.join(sorted(_MODULES))}")
     return KernelHandle(name, engine)

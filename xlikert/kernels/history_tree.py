@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CollectionError
+from ..core.errors import CollectionError
 
 __all__ = [
     "CERTIFIED_BOUND_RULE",

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import XlikertError
+from ..core.errors import XlikertError
 
 __all__ = [
     "DECODING_TIE_RULE",

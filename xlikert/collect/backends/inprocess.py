@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import CollectionError
+from ...core.errors import CollectionError
+from ...core.schema import encode_token_ids
 from ...kernels.readout import DECODING_TIE_RULE
-from ...schema import encode_token_ids
 from ..options import check_dtype
 from ..reasoning import (
     ReasoningFormat,

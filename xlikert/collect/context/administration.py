@@ -13,7 +13,7 @@ changes no prompt under isolated administration, so it is refused there.
 :class:`Conversations` finds the batteries (the flat cells of each sequential
 condition, in the order asked); the runner makes each one unit of work
 (:mod:`xlikert.collect.session`), read by :func:`score_battery` into the per-unit
-record with :data:`~xlikert.schema.CONTEXT_VARIABLES`.
+record with :data:`~xlikert.core.schema.CONTEXT_VARIABLES`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ...core.errors import CollectionError
+from ...core.schema import variable_table
 from ...design.item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, ITEM_POSITION, item_orders
-from ...errors import CollectionError
 from ...kernels.history_tree import item_marginals, pairwise_joints
-from ...schema import variable_table
 from ..protocol import Model
 from ..record import UnitResult
 from .sequential import Battery, administer
@@ -186,7 +186,7 @@ def score_battery(
     UnitResult
         The cells in the order asked: the mixture PMFs (``pmf``, ``valid_mass``,
         ``decoding_*``), ``prompt_text`` the conversation of the most probable
-        history read, and :data:`~xlikert.schema.CONTEXT_VARIABLES`.
+        history read, and :data:`~xlikert.core.schema.CONTEXT_VARIABLES`.
     """
     systems = {s for s, _ in prompts}
     if len(systems) > 1:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...errors import CollectionError
+from ...core.errors import CollectionError
 from ...kernels.history_tree import (
     CERTIFIED_BOUND_RULE,
     HISTORY_RULE,

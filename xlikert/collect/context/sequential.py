@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import CollectionError
+from ...core.errors import CollectionError
 from ...kernels.history_tree import HistoryTree, certified_fill, item_marginals, pairwise_joints
 from ..protocol import Model, conversation_model
 
@@ -336,7 +336,7 @@ def administer(
 
 
 def _check_args(tol: Any, max_passes: Any, batch: Any) -> tuple[float, int, int]:
-    from ...errors import XlikertError
+    from ...core.errors import XlikertError
 
     try:
         tol = float(tol)

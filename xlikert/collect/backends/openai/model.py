@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from ....kernels.readout import TOPK_BOUNDS_RULE
 from ...options import CollectOptions
 from ...record import UnitResult

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from ....kernels.readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...layout import answer_codes
 from ...options import CollectOptions

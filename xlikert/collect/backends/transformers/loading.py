@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from ...identity import ModelFiles
 from ...templates import PromptTemplate
 from ...tokens import AnswerSequences, ValidTokens, answer_rule

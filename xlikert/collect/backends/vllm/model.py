@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from ...identity import ModelFiles, in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
