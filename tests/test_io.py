@@ -142,3 +142,47 @@ def test_written_file_gets_default_permissions(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_atomic_write_of_a_file_and_a_folder(tmp_path):
+    """Whole or absent: an error inside the block leaves the target as it was and no
+    temporary behind; a folder replaces the old one only once complete."""
+    from xlikert.core.io import atomic_write
+
+    target = tmp_path / "f.bin"
+    with atomic_write(target) as part:
+        assert part.parent == tmp_path and part.name.startswith(".f.bin.")
+        part.write_bytes(b"one")
+    with pytest.raises(KeyboardInterrupt), atomic_write(target) as part:
+        part.write_bytes(b"tw")
+        raise KeyboardInterrupt
+    assert target.read_bytes() == b"one" and sorted(tmp_path.iterdir()) == [target]
+    folder = tmp_path / "d"
+    for text in ("old", "new"):
+        with atomic_write(folder, folder=True) as part:
+            part.mkdir()
+            (part / "x.txt").write_text(text)
+    with pytest.raises(OSError), atomic_write(folder, folder=True) as part:
+        part.mkdir()
+        raise OSError(28, "No space left on device")
+    assert (folder / "x.txt").read_text() == "new"
+    assert sorted(tmp_path.iterdir()) == [folder, target]
+
+
+def test_the_atomic_write_exists_once():
+    """Every move into place is core.io.atomic_write's (the zoo renames shards inside
+    the folder it is writing)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(xl.__file__).parent
+    found = [
+        f"{path.relative_to(root).as_posix()}: {node.value.id}.{node.attr}"
+        for path in root.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("replace", "rename", "mkstemp")
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("os", "tempfile")
+    ]
+    assert sorted(found) == ["collect/zoo.py: os.replace", "core/io.py: os.replace"], found
