@@ -15,7 +15,7 @@ A backend is a module with these functions:
     What determines the entry's numbers, known without loading weights or
     reaching a server (the tokenizer at most): the model's identity and each
     prompt's exact token ids, or the exact request for a server. The runner
-    keys every cell by them (:mod:`xlikert.collect.identity`) and copies a cell
+    keys every cell by them (:mod:`xlikert.collect.run.identity`) and copies a cell
     whose key an earlier results file or saved progress holds instead of
     computing it again. A backend without ``inputs`` gets no reuse.
 
@@ -27,7 +27,7 @@ answer labels when asked (:meth:`Model.relabel`), and describes itself in
 :class:`ConversationModel`: it renders a conversation to token ids and hands out a
 :class:`ContextReader` that reads the answer after many token-id contexts, reusing
 their shared prefixes. This module declares everything the runner
-(:mod:`xlikert.collect.runner`) calls; the backends import it, never the reverse
+(:mod:`xlikert.collect.run.runner`) calls; the backends import it, never the reverse
 (lm-evaluation-harness's ``api/model.py`` seam). The backends, side by side under
 :mod:`xlikert.collect.backends`:
 
@@ -97,7 +97,7 @@ class CellInputs:
         server that tokenises itself.
     prepared
         What the backend resolved on the way (for an in-process entry its
-        :class:`~xlikert.collect.identity.ModelFiles`: the folder, its checksum, the
+        :class:`~xlikert.collect.run.identity.ModelFiles`: the folder, its checksum, the
         tokenizer), handed to its ``open`` in the same run; None: nothing to hand on.
     """
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ....errors import CollectionError
-from ...identity import ModelFiles
+from ...run.identity import ModelFiles
 from ...templates import PromptTemplate
 from ...tokens import AnswerSequences, ValidTokens, answer_rule
 from ..inprocess import model_provenance, resolve_dtype
@@ -149,7 +149,7 @@ def load_model(
         one-token rule, where such answers are constraint failures.
     files
         What ``spec`` resolves to, resolved already in this run (the checked weights,
-        the tokenizer: :class:`~xlikert.collect.identity.ModelFiles`); None: resolved here.
+        the tokenizer: :class:`~xlikert.collect.run.identity.ModelFiles`); None: resolved here.
 
     Examples
     --------

@@ -55,10 +55,10 @@ from typing import Any
 import numpy as np
 
 from ....errors import CollectionError
-from ...identity import ModelFiles, in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
+from ...run.identity import ModelFiles, in_process_inputs
 from ...templates import PromptTemplate
 from ...tokens import answer_rule
 from ...zoo import check_source
@@ -303,7 +303,7 @@ def _salt(texts: Sequence[str]) -> str:
 def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
     """What determines the entry's numbers, before the engine starts: its identity and each
     prompt's token ids, from the tokenizer alone
-    (:func:`~xlikert.collect.identity.in_process_inputs`)."""
+    (:func:`~xlikert.collect.run.identity.in_process_inputs`)."""
     return in_process_inputs(spec, options, checked=check(spec, options), backend="vllm",
                              dtype=_dtype(spec, options))  # fmt: skip
 

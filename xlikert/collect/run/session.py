@@ -1,7 +1,7 @@
 """One collection run: find the cells already measured, compute the rest, assemble the file.
 
 :func:`~xlikert.collect.collect` checks its inputs and builds the plan
-(:class:`~xlikert.collect.runner.Plan`); a :class:`Session` then
+(:class:`~xlikert.collect.run.runner.Plan`); a :class:`Session` then
 
 1. takes the output's lock and reads its saved progress (:class:`~.store.PartialStore`);
 2. keys every cell of the plan (:class:`~.identity.RunKeys`) and looks the keys up in
@@ -25,18 +25,18 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .._version import __version__
-from ..errors import CollectionError, XlikertError
-from ..io import encode_attrs
-from .context.administration import ITEM_POSITION, context_attrs, score_battery
+from ..._version import __version__
+from ...errors import CollectionError, XlikertError
+from ...io import encode_attrs
+from ..context.administration import ITEM_POSITION, context_attrs, score_battery
+from ..options import CollectOptions
+from ..protocol import Model, backend_module
+from ..record import UnitResult, assemble
+from ..templates import PLAIN_FORMAT
 from .identity import RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals, StopSignal
-from .options import CollectOptions
-from .protocol import Model, backend_module
-from .record import UnitResult, assemble
 from .reuse import ProgressSource, Reuse, open_source
 from .store import PartialStore, as_record, disk_error
-from .templates import PLAIN_FORMAT
 
 __all__ = ["Session", "write_atomic"]
 
@@ -49,7 +49,7 @@ def write_atomic(ds: xr.Dataset, path: str | os.PathLike, kept: str = "") -> Pat
     CollectionError
         When the file cannot be written (naming it and why); nothing is left behind.
     """
-    from ..io import to_netcdf
+    from ...io import to_netcdf
 
     try:
         return to_netcdf(ds, path)

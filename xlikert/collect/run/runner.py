@@ -2,18 +2,18 @@
 
 A run is split into fixed *units* (up to ``chunk_size`` prompts of one model that
 share a system prompt). Every cell (one model, condition and item) has a key: the
-hash of what determines its numbers (:mod:`xlikert.collect.identity`). Before a
+hash of what determines its numbers (:mod:`xlikert.collect.run.identity`). Before a
 model loads, the run looks its cells' keys up in the output's saved progress and
 in earlier results files (``reuse=``): a cell found there is copied, not
 computed, so a study grows (a model, a factor level, an item) by computing only
 its new cells, and a model whose every cell is found is not loaded at all.
 Each model with cells to compute is opened through its backend
 (:mod:`xlikert.collect.protocol`), scores its units one by one, and is closed
-before the next model loads (:mod:`xlikert.collect.session`).
+before the next model loads (:mod:`xlikert.collect.run.session`).
 
 Each finished unit is saved in ``<output>.partial/``
-(:class:`~xlikert.collect.store.PartialStore`), which one run at a time holds
-(:mod:`xlikert.collect.lock`); rerunning the same command after Ctrl-C, SIGTERM
+(:class:`~xlikert.collect.run.store.PartialStore`), which one run at a time holds
+(:mod:`xlikert.collect.run.lock`); rerunning the same command after Ctrl-C, SIGTERM
 or ``kill -9`` computes only the rest, in the same units and batches, so the final
 file holds the numbers of an uninterrupted run. Saved progress of another
 configuration is kept, never deleted without ``discard_progress=True``. The final
@@ -34,12 +34,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..dims import MODEL_DIM, check_factor_name
-from ..errors import CollectionError
-from .context.administration import Conversations
-from .layout import cell_labels
-from .options import CollectOptions
-from .protocol import Model, backend_module, backend_of
+from ...dims import MODEL_DIM, check_factor_name
+from ...errors import CollectionError
+from ..context.administration import Conversations
+from ..layout import cell_labels
+from ..options import CollectOptions
+from ..protocol import Model, backend_module, backend_of
 from .session import Session, write_atomic
 
 __all__ = [
@@ -338,7 +338,7 @@ def _finished(out_path: Path, fingerprint: str, overwrite: bool) -> xr.Dataset |
     CollectionError
         The output was made by another configuration and ``overwrite`` is off.
     """
-    from ..io import open_results
+    from ...io import open_results
 
     try:
         old = open_results(out_path)
@@ -435,7 +435,7 @@ def collect(
         unchanged are copied, not recomputed.
     reuse : sequence of str or os.PathLike, default ()
         Earlier results files whose cells are copied where their key is this run's
-        (:mod:`xlikert.collect.identity`): a study grows by its new cells only. The
+        (:mod:`xlikert.collect.run.identity`): a study grows by its new cells only. The
         output's own saved progress is always reused.
     discard_progress : bool, default False
         Delete the saved progress of other configurations in ``<output>.partial/``
@@ -486,8 +486,8 @@ def collect(
     CollectionError
         Bad prompts, models, options or output path, before anything runs; a
         model that cannot be loaded or reached, a full disk (finished units are
-        kept); :class:`~xlikert.collect.lock.LockHeld` when another run holds the
-        output; :class:`~xlikert.collect.interrupt.RunInterrupted` on SIGTERM or
+        kept); :class:`~xlikert.collect.run.lock.LockHeld` when another run holds the
+        output; :class:`~xlikert.collect.run.interrupt.RunInterrupted` on SIGTERM or
         SIGINT, after saving every finished unit.
 
     Examples

@@ -8,7 +8,7 @@ A cell of a results file (one model, one condition, one item) is determined by
   commit, the dtype the weights load in) -- :class:`~xlikert.collect.protocol.CellInputs`;
 * the collection options that change the stored values (:data:`NUMBER_OPTIONS`);
 * the answer labels the cell is read with, and where its item offers non-substantive
-  options each option's name and label (:meth:`~xlikert.collect.runner.Plan.key_labels`);
+  options each option's name and label (:meth:`~xlikert.collect.run.runner.Plan.key_labels`);
 * the exact token ids the model reads (or, for a server that tokenises itself,
   the exact request sent).
 
@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import CollectionError
-from ..schema import decode_token_ids
-from .protocol import CellInputs, backend_module
+from ...errors import CollectionError
+from ...schema import decode_token_ids
+from ..protocol import CellInputs, backend_module
 
 if TYPE_CHECKING:
-    from .options import CollectOptions
-    from .record import UnitResult
+    from ..options import CollectOptions
+    from ..record import UnitResult
 
 __all__ = [
     "KEY_FORMAT",
@@ -97,7 +97,7 @@ KEY_RULE = (
     "'\\n' + sent_digest); model_digest = sha256(JSON({'model': cell_identity['model'], "
     "'options': cell_identity['options']}), keys sorted, no spaces); sent_digest = "
     "sha256(b'ids:' + int64 little-endian token ids) or sha256(b'request:' + JSON(request)); "
-    f"KEY_FORMAT = {KEY_FORMAT!r} (xlikert.collect.identity)"
+    f"KEY_FORMAT = {KEY_FORMAT!r} (xlikert.collect.run.identity)"
 )
 
 #: Entry keys of an in-process backend that place the model without changing what it
@@ -213,7 +213,7 @@ class ModelFiles:
         >>> ModelFiles.resolve({"name": "m", "source": "owner/model"}).folder
         'owner/model'
         """
-        from .zoo import model_folder
+        from ..zoo import model_folder
 
         folder, prov = model_folder(spec)
         trc = bool(spec.get("trust_remote_code", trust_remote_code))
@@ -269,8 +269,8 @@ def in_process_inputs(
 
 def _prompt_encoder(files: ModelFiles, spec: dict[str, Any]) -> dict[str, Any]:
     """The tokenizer's template (and reasoning format) of an in-process entry."""
-    from .reasoning import check_reasoning, reasoning_format
-    from .templates import PromptTemplate
+    from ..reasoning import check_reasoning, reasoning_format
+    from ..templates import PromptTemplate
 
     name = str(spec["name"])
     tok = files.tokenizer()
