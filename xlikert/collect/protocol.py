@@ -97,7 +97,7 @@ class CellInputs:
         server that tokenises itself.
     prepared
         What the backend resolved on the way (for an in-process entry its
-        :class:`~xlikert.collect.run.identity.ModelFiles`: the folder, its checksum, the
+        :class:`~xlikert.collect.backends.inprocess.ModelFiles`: the folder, its checksum, the
         tokenizer), handed to its ``open`` in the same run; None: nothing to hand on.
     """
 

@@ -58,11 +58,17 @@ from ....errors import CollectionError
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
-from ...run.identity import ModelFiles, in_process_inputs
 from ...templates import PromptTemplate
 from ...tokens import answer_rule
 from ...zoo import check_source
-from ..inprocess import ENTRY_KEYS, InProcessModel, model_provenance, resolve_dtype
+from ..inprocess import (
+    ENTRY_KEYS,
+    InProcessModel,
+    ModelFiles,
+    in_process_inputs,
+    model_provenance,
+    resolve_dtype,
+)
 
 __all__ = ["READOUT", "TESTED_VLLM", "VLLMModel", "check", "check_vllm_version", "inputs", "open"]
 
@@ -303,7 +309,7 @@ def _salt(texts: Sequence[str]) -> str:
 def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
     """What determines the entry's numbers, before the engine starts: its identity and each
     prompt's token ids, from the tokenizer alone
-    (:func:`~xlikert.collect.run.identity.in_process_inputs`)."""
+    (:func:`~xlikert.collect.backends.inprocess.in_process_inputs`)."""
     return in_process_inputs(spec, options, checked=check(spec, options), backend="vllm",
                              dtype=_dtype(spec, options))  # fmt: skip
 
