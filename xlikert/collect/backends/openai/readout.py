@@ -20,7 +20,7 @@ from ...layout import answer_codes
 from ...options import CollectOptions
 from ...readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...record import UnitResult
-from .spec import ServerSpec
+from .spec import OpenAISpec
 
 __all__ = [
     "DECODING_RULE",
@@ -63,7 +63,7 @@ PADDED_LOGPROB = -9999.0
 Listing = tuple[list[Any], list[str], np.ndarray]
 
 
-def entries(obj: dict, spec: ServerSpec) -> list[tuple[str, float]]:
+def entries(obj: dict, spec: OpenAISpec) -> list[tuple[str, float]]:
     """``(token, logprob)`` of the ``top_logprobs`` at the generated position."""
     try:
         first = obj["choices"][0]["logprobs"]["content"][0]
@@ -111,7 +111,7 @@ class Readout:
     answer) ``len(scale)`` + its option's index on the ``option`` axis.
     """
 
-    def __init__(self, spec: ServerSpec, options: CollectOptions, mode: str, ids_ok: bool,
+    def __init__(self, spec: OpenAISpec, options: CollectOptions, mode: str, ids_ok: bool,
                  valid=None, tokenizer=None):  # fmt: skip
         self.spec, self.options, self.mode, self.ids_ok = spec, options, mode, ids_ok
         self.valid, self.tokenizer = valid, tokenizer
