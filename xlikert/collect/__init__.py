@@ -31,8 +31,9 @@ from .options import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions
 from .protocol import BACKENDS, Model
 from .reasoning import trace_texts
 from .record import ReadSequence, UnitResult, read_sequence
+from .run.checked import parse_shard
 from .run.merge import merge_shards
-from .run.runner import collect, parse_shard
+from .run.runner import collect
 from .run.store import PartialStore
 from .tokens import ValidTokens, find_valid_tokens
 from .zoo import ZOO, builtin_names, cache_dir, resolve_gguf

@@ -19,6 +19,15 @@ file holds the numbers of an uninterrupted run. Saved progress of another
 configuration is kept, never deleted without ``discard_progress=True``. The final
 netCDF is written to a temporary name and renamed, so no half-written file ever
 looks complete; a finished output with the same fingerprint is not recomputed.
+
+:func:`collect` is one sequence of steps, each reading what the one before made:
+
+1. check the call once (:func:`~xlikert.collect.run.checked.check_run`): prompts,
+   model entries (each by its backend), options, shard, output, reuse files;
+2. plan the units and the fingerprints (:class:`Plan`);
+3. key the cells (:func:`run_keys`), and find the files to copy cells from;
+4. run: find, compute (:class:`~xlikert.collect.run.session.Session`);
+5. assemble the results file and write it.
 """
 
 from __future__ import annotations
@@ -26,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,253 +42,63 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...dims import MODEL_DIM, check_factor_name
 from ...errors import CollectionError
-from ..context.administration import Conversations
-from ..layout import cell_labels
 from ..options import CollectOptions
-from ..protocol import Model, backend_module, backend_of
+from ..protocol import Model
+from .checked import CheckedRun, check_run, parse_shard
+from .identity import RunKeys
 from .session import Session, write_atomic
 
 __all__ = [
     "Plan",
     "collect",
     "parse_shard",
+    "run_keys",
     "write_atomic",
 ]
 
 _FORMAT = "xlikert-collect-3"  # 3: token ids stored; vLLM read by the logits processor
 
 
-def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
-    """Parse ``"i/n"`` (1-based) into ``(i, n)``.
-
-    Parameters
-    ----------
-    shard : str, tuple of (int, int) or None
-        ``"i/n"`` (the ``--shard`` option: part i of n, counted from 1), the pair
-        ``(i, n)``, or None (no sharding).
-
-    Returns
-    -------
-    tuple of (int, int) or None
-        ``(i, n)``, checked; None for None.
-
-    Raises
-    ------
-    CollectionError
-        A text that is not ``"i/n"``, or ``i`` outside ``1..n``.
-
-    Examples
-    --------
-    >>> parse_shard("2/4")
-    (2, 4)
-    >>> parse_shard("5/4")
-    Traceback (most recent call last):
-    ...
-    xlikert.errors.CollectionError: shard 5/4: need 1 <= i <= n
-    """
-    if shard is None:
-        return None
-    if isinstance(shard, str):
-        try:
-            i, n = (int(x) for x in shard.split("/"))
-        except ValueError:
-            raise CollectionError(f"--shard must look like i/n (e.g. 1/4), got {shard!r}") from None
-    else:
-        i, n = shard
-    if not (n >= 1 and 1 <= i <= n):
-        raise CollectionError(f"shard {i}/{n}: need 1 <= i <= n")
-    return (i, n)
-
-
-# ---------------------------------------------------------------------------- inputs
-def _scale_of(prompts: xr.Dataset, scale) -> tuple[int, ...]:
-    if scale is not None:
-        return scale
-    if "score" in prompts.coords:
-        return tuple(int(v) for v in prompts["score"].values)
-    attrs = prompts.attrs
-    lo = next((attrs[k] for k in attrs if str(k).endswith("scale_min")), None)
-    hi = next((attrs[k] for k in attrs if str(k).endswith("scale_max")), None)
-    if lo is None or hi is None:
-        raise CollectionError(
-            "cannot tell the scale: the prompts Dataset has no 'score' coord and no "
-            "'scale_min'/'scale_max' attrs; pass scale=range(1, 8)"
-        )
-    return tuple(range(int(lo), int(hi) + 1))
-
-
-def _normalise_models(models) -> list[dict[str, Any]]:
-    if isinstance(models, str | dict):
-        models = [models]
-    out = []
-    for m in models:
-        d = {"name": m, "source": m} if isinstance(m, str) else dict(m)
-        if "source" not in d and "name" not in d:
-            raise CollectionError(f"model entry {m!r} needs a 'name' or 'source'")
-        d.setdefault("source", d.get("name"))
-        d.setdefault("name", d["source"])
-        d["name"], d["source"] = str(d["name"]), str(d["source"])
-        out.append(d)
-    names = [d["name"] for d in out]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise CollectionError(f"model names must be unique; repeated: {dup}")
-    if not out:
-        raise CollectionError("no models given")
-    return out
-
-
-def _check_prompts(prompts: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
-    for v in ("system", "user"):
-        if v not in prompts:
-            raise CollectionError(
-                f"prompts Dataset lacks variable {v!r}; it has {list(prompts.data_vars)} "
-                "(build it with Experiment.build_prompts())"
-            )
-    if "item" not in prompts["user"].dims:
-        raise CollectionError(f"prompts 'user' has no 'item' dim; dims {prompts['user'].dims}")
-    if MODEL_DIM in prompts["user"].dims or MODEL_DIM in prompts["system"].dims:
-        raise CollectionError(
-            f"prompts must not have a {MODEL_DIM!r} dim; models are given separately"
-        )
-    system, user = xr.broadcast(prompts["system"], prompts["user"])
-    for d in user.dims:  # factor names must not take the names of xlikert's own dims
-        if d != "item":
-            check_factor_name(d, where=f"prompts factor {d!r}")
-    dims = [d for d in user.dims if d != "item"] + ["item"]
-    return system.transpose(*dims), user.transpose(*dims)
-
-
-def _check_output(output) -> Path | None:
-    if output is None:
-        return None
-    out = Path(output)
-    if out.is_dir():
-        raise CollectionError(f"output {out} is a directory; give a .nc file path")
-    if not out.parent.is_dir():
-        raise CollectionError(f"cannot write output {out}: directory {out.parent} does not exist")
-    if not os.access(out.parent, os.W_OK | os.X_OK):
-        raise CollectionError(f"cannot write output {out}: directory {out.parent} is not writable")
-    return out
-
-
-def _check_sequential_backends(models: Sequence[dict[str, Any]]) -> None:
-    """Sequential administration needs a backend that reads token-id contexts exactly.
-
-    Raises
-    ------
-    CollectionError
-        A model entry of a server backend (it renders the conversation itself and lists
-        top-k log-probabilities only), named, before anything loads.
-    """
-    for spec in models:
-        if backend_of(spec) == "openai":
-            raise CollectionError(
-                f"model {spec['name']!r}: sequential administration reads the exact answer "
-                "distribution after every answer history from token ids with a reused prefix; "
-                "an OpenAI-compatible server cannot do that exactly (it renders the "
-                "conversation itself and lists top-k log-probabilities only). Use the "
-                "transformers or the in-process vLLM backend, or administration = 'isolated'"
-            )
-
-
-def _check_sequential_items(prompts: xr.Dataset, context: Conversations) -> None:
-    """Sequential administration reads the items of a conversation on one answer scale.
-
-    Raises
-    ------
-    CollectionError
-        Under sequential administration, items with answer labels of their own or with
-        non-substantive options (a questionnaire as fielded), named, before anything
-        loads: the conversation's tree branches on one set of answers for every item.
-    """
-    items = [str(i) for i in np.asarray(prompts["item"].values)]
-    own: dict[str, str] = {}
-    if "answer_label" in prompts:  # the answers most items share are the instrument's
-        lab = prompts["answer_label"]
-        rows = [tuple(np.asarray(lab.isel(item=n).values).ravel()) for n in range(len(items))]
-        common = Counter(rows).most_common(1)[0][0]
-        own = {item: "its own answers" for item, row in zip(items, rows, strict=True)
-               if row != common}  # fmt: skip
-    if "option_label" in prompts:
-        for n, item in enumerate(items):
-            if bool((prompts["option_label"].isel(item=n) != "").any()):
-                own[item] = ", ".join(filter(None, [own.get(item), "non-substantive options"]))
-    if own and context.batteries:
-        named = "; ".join(f"{item!r} ({why})" for item, why in own.items())
-        raise CollectionError(
-            "sequential administration reads every item of a conversation on one scale of "
-            "answers (the history tree branches on them), without non-substantive options; "
-            f"these items differ: {named}. Administer them isolated, or sequentially as "
-            "items on the instrument's one scale"
-        )
-
-
 # ---------------------------------------------------------------------------- plan
 class Plan:
     """The fixed partition of (model, cell) work into units, and the run's fingerprints."""
 
-    def __init__(
-        self, system, user, models, options: CollectOptions, shard, labels=None, context=None
-    ):
-        chunk_size = options.chunk_size
+    def __init__(self, run: CheckedRun):
+        options, context = run.options, run.context
+        #: The run's options (:attr:`CheckedRun.options`): what every unit is read with.
+        self.options = options
         #: The sequential conditions (:class:`~.context.administration.Conversations`), or None.
         self.context = context
-        seq = context.where if context is not None else {}
-        self.sys_flat = [str(s) for s in np.asarray(system.values).ravel()]
-        self.user_flat = [str(s) for s in np.asarray(user.values).ravel()]
+        self.sys_flat = [str(s) for s in np.asarray(run.system.values).ravel()]
+        self.user_flat = [str(s) for s in np.asarray(run.user.values).ravel()]
         #: Each cell's answer labels (a response format, the item's own options; see
         #: :func:`~xlikert.collect.layout.cell_labels`), None: the run's options.
-        self.labels = labels
-        # a unit shares a system prompt and (with a format factor) the answer labels
-        groups: dict[tuple[Any, str], list[int]] = {}
-        for j, s in enumerate(self.sys_flat):
-            if j not in seq:
-                groups.setdefault((labels[j] if labels else None, s), []).append(j)
+        self.labels = run.labels
+        groups = _groups(self.sys_flat, run.labels, context.where if context is not None else {})
         # a conversation (a sequential condition, its cells in the order asked) is one unit
         batteries = context.batteries if context is not None else []
         #: Every model's cells in the order its units take them (a cell's first twin owns it).
-        self.order = [j for cells in [*groups.values(), *batteries] for j in cells]
-        units: list[tuple[int, int, list[int]]] = []  # (model index, unit index, cells)
-        for mi in range(len(models)):
-            ui = 0
-            for cells in groups.values():
-                for a in range(0, len(cells), chunk_size):
-                    units.append((mi, ui, cells[a : a + chunk_size]))
-                    ui += 1
-            for cells in batteries:
-                units.append((mi, ui, list(cells)))
-                ui += 1
+        self.order = [j for cells in [*groups, *batteries] for j in cells]
         #: ``(i, n)``: this run computes part i of n (whole units).
-        self.shard = shard
-        if shard:
-            i, n = shard
-            units = units[(len(units) * (i - 1)) // n : (len(units) * i) // n]
-        self.units = units
-        # every entry checked by its backend before anything is written
-        public = [backend_module(spec).check(spec, options) for spec in models]
-        self.public = public
-        # traces per prompt of each model (0: not in reasoning mode)
-        self.traces = [int((p.get("reasoning") or {}).get("traces", 0)) for p in public]
-        opts = {**options.fingerprinted(), "chunk_size": chunk_size}
-        if labels:  # a response format: the labels of each level
-            opts["answer_labels_by_cell"] = sorted({" ".join(x or ()) for x in labels})
-        if batteries:  # sequential administration: the conversations and their reading
-            opts["sequential"] = {"batteries": batteries, "tol": options.tol,
-                                  "max_passes": options.max_passes}  # fmt: skip
-        self.fingerprint = self._hash(system, user, public, options.scale, {**opts, "shard": shard})
-        # the same for every shard of one run (and equal to the unsharded run's fingerprint)
-        self.run_fingerprint = self._hash(
-            system, user, public, options.scale, {**opts, "shard": None}
-        )
+        self.shard = run.shard
+        #: ``(model index, unit index, cells)`` of every unit this run computes.
+        self.units = _shard(_units(len(run.models), groups, batteries, options.chunk_size),
+                            run.shard)  # fmt: skip
+        #: Every entry as its backend checked it (:func:`~.checked.check_run`).
+        self.public = run.checked
+        #: Traces per prompt of each model (0: not in reasoning mode).
+        self.traces = [int((p.get("reasoning") or {}).get("traces", 0)) for p in self.public]
+        opts = _fingerprinted(options, run.labels, batteries)
+        self.fingerprint = _hash(run, {**opts, "shard": run.shard})
+        #: The same for every shard of one run (and equal to the unsharded run's fingerprint).
+        self.run_fingerprint = _hash(run, {**opts, "shard": None})
 
-    def labels_of(self, cells: Sequence[int], options: CollectOptions) -> tuple[str, ...] | None:
+    def labels_of(self, cells: Sequence[int]) -> tuple[str, ...] | None:
         """The answer labels of a unit's cells (they share them)."""
-        return self.labels[cells[0]] if self.labels else options.answer_labels
+        return self.labels[cells[0]] if self.labels else self.options.answer_labels
 
-    def key_labels(self, cell: int, options: CollectOptions) -> tuple[str, ...]:
+    def key_labels(self, cell: int) -> tuple[str, ...]:
         """The answer labels a cell is read with, as its key holds them: the label of each
         score (the digits spelled; ``""`` off the item's support), then, when the item
         offers non-substantive options, ``"<option>=<label>"`` for every option of the
@@ -292,12 +110,13 @@ class Plan:
         >>> from xlikert.collect.options import CollectOptions
         >>> opts = CollectOptions(scale=(1, 2, 3), nonsubstantive=("Don't know", "Refused"))
         >>> plan = Plan.__new__(Plan)
-        >>> plan.labels = [("1", "2", "3", "8", ""), None]
-        >>> plan.key_labels(0, opts)
+        >>> plan.options, plan.labels = opts, [("1", "2", "3", "8", ""), None]
+        >>> plan.key_labels(0)
         ('1', '2', '3', "Don't know=8", 'Refused=')
-        >>> plan.key_labels(1, opts)
+        >>> plan.key_labels(1)
         ('1', '2', '3')
         """
+        options = self.options
         labels = self.labels[cell] if self.labels else options.answer_labels
         if not labels:
             return tuple(str(y) for y in options.scale)
@@ -311,23 +130,71 @@ class Plan:
     def prompts(self, cells: Sequence[int]) -> list[tuple[str, str]]:
         return [(self.sys_flat[j], self.user_flat[j]) for j in cells]
 
-    @staticmethod
-    def _hash(system, user, models, scale, options) -> str:
-        h = hashlib.sha256()
-        payload = {
-            "format": _FORMAT,
-            "dims": list(user.dims),
-            "coords": {d: [str(v) for v in user[d].values] for d in user.dims if d in user.coords},
-            "models": models,
-            "scale": list(scale),
-            "options": options,
-        }
-        h.update(json.dumps(payload, sort_keys=True, default=str).encode())
-        for s in np.asarray(system.values).ravel():
-            h.update(str(s).encode() + b"\0")
-        for s in np.asarray(user.values).ravel():
-            h.update(str(s).encode() + b"\0")
-        return h.hexdigest()
+
+def _groups(
+    sys_flat: Sequence[str], labels: Sequence[Any] | None, sequential: Any
+) -> list[list[int]]:
+    """The isolated cells grouped by system prompt and (with a format factor) answer labels:
+    a unit's cells share both."""
+    groups: dict[tuple[Any, str], list[int]] = {}
+    for j, s in enumerate(sys_flat):
+        if j not in sequential:
+            groups.setdefault((labels[j] if labels else None, s), []).append(j)
+    return list(groups.values())
+
+
+def _units(
+    n_models: int, groups: Sequence[list[int]], batteries: Sequence[Sequence[int]], size: int
+) -> list[tuple[int, int, list[int]]]:
+    """Every model's units: each group cut into ``size`` cells, then one unit per
+    conversation; ``(model index, unit index, cells)``."""
+    units: list[tuple[int, int, list[int]]] = []
+    for mi in range(n_models):
+        cut = [cells[a : a + size] for cells in groups for a in range(0, len(cells), size)]
+        cut += [list(cells) for cells in batteries]
+        units += [(mi, ui, cells) for ui, cells in enumerate(cut)]
+    return units
+
+
+def _shard(units: list[Any], shard: tuple[int, int] | None) -> list[Any]:
+    """Part i of n of ``units`` (whole units); all of them without a shard."""
+    if not shard:
+        return units
+    i, n = shard
+    return units[(len(units) * (i - 1)) // n : (len(units) * i) // n]
+
+
+def _fingerprinted(
+    options: CollectOptions, labels: Sequence[Any] | None, batteries: Sequence[Any]
+) -> dict[str, Any]:
+    """The run's settings that enter its fingerprint (the shard added by the caller)."""
+    opts = {**options.fingerprinted(), "chunk_size": options.chunk_size}
+    if labels:  # a response format: the labels of each level
+        opts["answer_labels_by_cell"] = sorted({" ".join(x or ()) for x in labels})
+    if batteries:  # sequential administration: the conversations and their reading
+        opts["sequential"] = {"batteries": batteries, "tol": options.tol,
+                              "max_passes": options.max_passes}  # fmt: skip
+    return opts
+
+
+def _hash(run: CheckedRun, options: dict[str, Any]) -> str:
+    """A run's fingerprint: its prompts, checked model entries, scale and ``options``."""
+    system, user = run.system, run.user
+    h = hashlib.sha256()
+    payload = {
+        "format": _FORMAT,
+        "dims": list(user.dims),
+        "coords": {d: [str(v) for v in user[d].values] for d in user.dims if d in user.coords},
+        "models": run.checked,
+        "scale": list(run.options.scale),
+        "options": options,
+    }
+    h.update(json.dumps(payload, sort_keys=True, default=str).encode())
+    for s in np.asarray(system.values).ravel():
+        h.update(str(s).encode() + b"\0")
+    for s in np.asarray(user.values).ravel():
+        h.update(str(s).encode() + b"\0")
+    return h.hexdigest()
 
 
 def _finished(out_path: Path, fingerprint: str, overwrite: bool) -> xr.Dataset | None:
@@ -354,35 +221,6 @@ def _finished(out_path: Path, fingerprint: str, overwrite: bool) -> xr.Dataset |
             f"to another file with reuse=[{str(out_path)!r}] / --reuse {out_path}"
         )
     return None
-
-
-def _check_reuse(paths: Sequence[str | os.PathLike], out_path: Path | None) -> list[Path]:
-    """The results files to reuse cells from: existing files, not the output itself."""
-    if isinstance(paths, str | os.PathLike):
-        paths = [paths]
-    out = []
-    for p in paths:
-        path = Path(p)
-        if not path.is_file():
-            raise CollectionError(f"--reuse {p}: no such results file")
-        if out_path is not None and path.resolve() == out_path.resolve():
-            raise CollectionError(
-                f"--reuse {p} is the output itself: rerunning resumes it, and --overwrite "
-                "replaces it reusing its cells"
-            )
-        out.append(path)
-    return out
-
-
-def _options(options: CollectOptions | None, overrides: dict[str, Any]) -> CollectOptions:
-    if options is None:
-        options = CollectOptions()
-    elif not isinstance(options, CollectOptions):
-        raise CollectionError(
-            f"options must be a CollectOptions (CollectOptions.from_mapping(d) builds one from "
-            f"a dict), got {type(options).__name__}"
-        )
-    return options.replace(where="collect()", **overrides)  # unknown names refused
 
 
 # ---------------------------------------------------------------------------- main entry
@@ -516,23 +354,36 @@ def collect(
     >>> int(bigger.attrs["cells_reused"])  # doctest: +SKIP
     68
     """
-    options = _options(options, overrides)
-    system, user = _check_prompts(prompts)
-    options = options.replace(where="collect()", scale=_scale_of(prompts, options.scale))
-    models = _normalise_models(models)
-    labels, options = cell_labels(prompts, user, options)  # a format factor, items' own options
-    context = Conversations.of(prompts, user)
-    if context is not None:
-        _check_sequential_backends(models)
-        _check_sequential_items(prompts, context)
-    plan = Plan(system, user, models, options, parse_shard(shard), labels, context)
-    out_path = _check_output(output)
-    sources = [(p, True) for p in _check_reuse(reuse, out_path)]
-    if out_path is not None and out_path.exists():
-        finished = _finished(out_path, plan.fingerprint, overwrite)
+    run = check_run(prompts, models, output, options=options, overrides=overrides,
+                    shard=shard, reuse=reuse)  # fmt: skip
+    plan = Plan(run)
+    sources = _reuse_sources(run, plan, overwrite)
+    if isinstance(sources, xr.Dataset):  # this very configuration, finished before
+        return sources
+    session = Session(run, plan, run_keys(run, plan), loader=loader, progress=progress,
+                      on_unit=on_unit)  # fmt: skip
+    return session.run(run.output, sources, discard=discard_progress)
+
+
+def run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
+    """The keys of the run's cells (:mod:`~xlikert.collect.run.identity`): each model's
+    inputs, the cells' answer labels as the plan reads them, and each sequential cell's
+    conversation."""
+    battery = plan.context.battery_of if plan.context is not None else None
+    return RunKeys(run.models, run.options, plan.prompts, plan.key_labels, battery)
+
+
+def _reuse_sources(
+    run: CheckedRun, plan: Plan, overwrite: bool
+) -> list[tuple[Path, bool]] | xr.Dataset:
+    """The results files to copy cells from, each with whether it was named (``reuse=``)
+    or is the output being replaced; or the output itself when it is this very
+    configuration's, finished."""
+    sources = [(p, True) for p in run.reuse]
+    out = run.output
+    if out is not None and out.exists():
+        finished = _finished(out, plan.fingerprint, overwrite)
         if finished is not None:
             return finished
-        sources.append((out_path, False))  # replaced: its cells that still apply are copied
-    session = Session(prompts, user, plan, models, options, loader=loader, progress=progress,
-                      on_unit=on_unit)  # fmt: skip
-    return session.run(out_path, sources, discard=discard_progress)
+        sources.append((out, False))  # replaced: its cells that still apply are copied
+    return sources
