@@ -5,7 +5,8 @@ options, the per-unit record) and drives the backends through them; no backend
 imports it.
 
 ====================  =================================================================
-:mod:`.runner`        ``collect()``: validate the options, plan the cells, key them, run
+:mod:`.runner`        ``collect()``: check the call, plan the units, key the cells, run
+:mod:`.checked`       the call checked once (:class:`~.checked.CheckedRun`): what every step reads
 :mod:`.session`       one run: find reusable cells, compute the rest, assemble the file
 :mod:`.identity`      a cell's key: what determines its numbers
 :mod:`.reuse`         cells found in earlier results or saved progress, copied
