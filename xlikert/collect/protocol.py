@@ -344,8 +344,8 @@ class ContextReader(Protocol):
 class ConversationModel(Model, Protocol):
     """A :class:`Model` that can read conversations exactly (sequential administration).
 
-    The in-process backends (transformers, vLLM) are; a server backend is not
-    (:func:`conversation_model` refuses it by name).
+    The in-process backends (transformers, vLLM) are; the openai backend (a model behind
+    an OpenAI-compatible server) is not (:func:`conversation_model` refuses it by name).
     """
 
     def conversation(

@@ -453,7 +453,7 @@ def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> R
     Raises
     ------
     CollectionError
-        The file holds no ids (an older file, or a server backend that sent
+        The file holds no ids (an older file, or the openai backend, which sent
         text), the cell is not one cell, or the trace does not exist.
 
     Examples

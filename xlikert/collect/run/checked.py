@@ -258,7 +258,7 @@ def _check_sequential_backends(models: Sequence[dict[str, Any]]) -> None:
     Raises
     ------
     CollectionError
-        A model entry of a server backend (it renders the conversation itself and lists
+        A model entry of the openai backend (it renders the conversation itself and lists
         top-k log-probabilities only), named, before anything loads.
     """
     for spec in models:

@@ -1,4 +1,7 @@
-"""OpenAI-compatible server backend: vLLM, llama.cpp server, hosted chat-completions APIs.
+"""The openai backend: a model behind an OpenAI-compatible server (vLLM, llama.cpp, hosted APIs).
+
+Selected by ``source = "openai:MODEL"`` or ``backend = "openai"``; ``server`` in the
+entry names the program behind the endpoint (``SERVER_KINDS``), not the backend.
 
 One chat-completions request per (condition, item) with ``max_tokens=1``,
 ``logprobs=true`` and ``top_logprobs=k+1``. Two modes, detected at run time:

@@ -33,7 +33,7 @@ __all__ = [
     "token_id",
 ]
 
-#: What the server backend does in each mode, recorded per model (``collection_protocol``).
+#: What the openai backend does in each mode, recorded per model (``collection_protocol``).
 PROTOCOL = {
     "exact": "chat completions over HTTP, the prompt templated by the server: per (condition, "
     "item) one request for the top-k listing and one with logprob_token_ids for every valid "
@@ -45,7 +45,7 @@ PROTOCOL = {
     "pmf_upper, valid_mass_lower, valid_mass_upper; bounds_rule)",
 }
 
-#: How the server backend's decoding grid is made, recorded per model (``decoding_rule``).
+#: How the openai backend's decoding grid is made, recorded per model (``decoding_rule``).
 DECODING_RULE = (
     "xlikert's tie rule (xlikert.collect.readout.DECODING_TIE_RULE) applied to the tokens the "
     "server listed (and, in exact mode, every valid token), not the full vocabulary: only "
