@@ -10,7 +10,7 @@ import pytest
 
 from xlikert.collect import protocol
 from xlikert.collect.protocol import BACKENDS, Backend, backend_module
-from xlikert.errors import CollectionError
+from xlikert.core.errors import CollectionError
 
 SEAM = ("check", "inputs", "open")
 

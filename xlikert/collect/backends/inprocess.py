@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import CollectionError
-from ...schema import encode_token_ids
+from ...core.errors import CollectionError
+from ...core.schema import encode_token_ids
+from ...kernels.readout import DECODING_TIE_RULE
 from ..options import check_dtype
 from ..protocol import CellInputs
-from ..readout import DECODING_TIE_RULE
 from ..reasoning import (
     ReasoningFormat,
     check_reasoning,

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...dims import MODEL_DIM, check_factor_name
-from ...errors import CollectionError
+from ...core.dims import MODEL_DIM, check_factor_name
+from ...core.errors import CollectionError
 from ..context.administration import Conversations
 from ..layout import cell_labels, option_axis
 from ..options import CollectOptions
@@ -165,7 +165,7 @@ def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
     >>> parse_shard("5/4")
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: shard 5/4: need 1 <= i <= n
+    xlikert.core.errors.CollectionError: shard 5/4: need 1 <= i <= n
     """
     if shard is None:
         return None

@@ -14,7 +14,7 @@ import multiprocessing
 import sys
 from typing import Any
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
