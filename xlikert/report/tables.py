@@ -14,8 +14,9 @@ the other sampling-cost tables in :mod:`xlikert.analysis.cost.tables`,
 Every header and cell is plain text, escaped for each format (:func:`latex_escape`,
 :func:`markdown_escape`, HTML escaping).
 
-The builders that lived here (``paper_layout``, ``human_vs_llm``, ...) still import from
-here, with a ``DeprecationWarning`` naming their stage.
+The builders that lived here (``human_vs_llm``, ...) still import from here, with a
+``DeprecationWarning`` naming their stage; the paper's layout of the effect table is
+:func:`xlikert.report.layout.paper_layout`.
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ _MOVED = {
     "human_vs_llm": "xlikert.analysis.human",
     "interaction_node": "xlikert.analysis.construct",
     "mixture_moments": "xlikert.analysis.cost",
-    "paper_layout": "xlikert.analysis.construct",
 }
 
 

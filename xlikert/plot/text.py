@@ -1,0 +1,88 @@
+"""What the figures write: labels from the data, shown as text.
+
+A factor's name, its levels, item ids and subscale names are data: any string. matplotlib
+reads a string with two ``$`` as mathtext (``"$x$"`` is drawn as an italic *x*, and
+``"$\\x$"`` fails to draw), and it hides a legend entry whose label starts with ``_``.
+:func:`escape` makes such a string plain text for matplotlib, with its math parsing left
+on, so that the axes' own labels (a log axis's ``10⁻¹``, written as mathtext) still render.
+Every text of a figure that is built from data goes through :func:`escape` (or
+:func:`labels`, :func:`title`, :func:`names`, which call it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import xarray as xr
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
+__all__ = ["collapse_note", "escape", "labels", "names", "rotate", "title"]
+
+#: A zero-width space: put before a label that starts with ``_`` so that matplotlib's
+#: legend does not take it for a hidden artist's label.
+_ZERO_WIDTH = "\u200b"
+
+
+def escape(value: object) -> str:
+    """``value`` as a string that matplotlib draws as it is.
+
+    Every ``$`` becomes ``\\$`` (matplotlib's escaped dollar, drawn as ``$``) while
+    matplotlib parses math (``rcParams["text.parse_math"]``, on by default); a leading
+    ``_`` gets a zero-width space before it (a legend would drop the entry otherwise).
+
+    Parameters
+    ----------
+    value : object
+        A label from the data (a factor level, factor name, item id, ...).
+
+    Returns
+    -------
+    str
+        The text to give matplotlib.
+
+    Examples
+    --------
+    >>> escape("US $ & <img>")
+    'US \\\\$ & <img>'
+    >>> escape("_hidden")[1:]
+    '_hidden'
+    """
+    import matplotlib
+
+    text = str(value)
+    if matplotlib.rcParams["text.parse_math"] and not matplotlib.rcParams["text.usetex"]:
+        text = text.replace("$", r"\$")
+    return _ZERO_WIDTH + text if text.startswith("_") else text
+
+
+def labels(obj: xr.DataArray, dim: Hashable) -> list[str]:
+    """The levels of ``dim`` as figure text (:func:`escape`); positions where it has none."""
+    if dim in obj.coords:
+        return [escape(v) for v in obj[dim].values]
+    return [str(i) for i in range(obj.sizes[dim])]
+
+
+def title(name: Hashable | None) -> str:
+    """A dim's name as an axis title: underscores as spaces, capitalised, escaped."""
+    return "" if name is None else escape(str(name).replace("_", " ").capitalize())
+
+
+def names(dims: Iterable[Hashable]) -> str:
+    """Dim names as figure text, comma separated."""
+    return ", ".join(escape(d) for d in dims)
+
+
+def collapse_note(dims: Sequence[Hashable]) -> str:
+    """`` (mean over a, b)`` for the dims a figure averages over; empty for none."""
+    return f" (mean over {names(dims)})" if dims else ""
+
+
+def rotate(ax: Axes, ticks: Sequence[str], *, angle: float = 30) -> None:
+    """Slant the x tick labels of ``ax`` when they are too long to stand side by side."""
+    if max((len(s) for s in ticks), default=0) * len(ticks) > 40:
+        for t in ax.get_xticklabels():
+            t.set_rotation(angle)
+            t.set_horizontalalignment("right")
