@@ -27,7 +27,8 @@ def human_pmfs(model: xr.DataArray, human: xr.Dataset, *, by: Hashable | None = 
 
     One row of panels per item; the first column is all respondents (the model mixed
     over its persona factors with the respondents' counts, :func:`xlikert.silicon_population`),
-    then one column per level of the humans' first group attribute.
+    then one column per level of the humans' first group attribute (the model's persona
+    of that level, or the model as it is where it has no such persona factor).
 
     Parameters
     ----------
@@ -70,8 +71,10 @@ def human_pmfs(model: xr.DataArray, human: xr.Dataset, *, by: Hashable | None = 
     if first is not None:
         h1 = human_marginal(human, dim=rest) if rest else human
         m1 = silicon_population(model, human, dim=rest) if rest else model
+        # a model without the persona factor is the same model beside every group
+        pick = (lambda v: m1.sel({first: v})) if first in m1.dims else (lambda v: m1)
         cols += [
-            (f"{text.escape(first)}={text.escape(v)}", h1.pmf.sel({first: v}), m1.sel({first: v}))
+            (f"{text.escape(first)}={text.escape(v)}", h1.pmf.sel({first: v}), pick(v))
             for v in human[first].values
         ]
     items = list(human["item"].values)

@@ -92,7 +92,7 @@ def consensus(
         ax.legend(
             title=text.title(hue), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small"
         )
-    note = f"; bars: range over {', '.join(map(str, rest))}" if rest else ""
+    note = f"; bars: range over {text.names(rest)}" if rest else ""
     ax.set_title(
         "Consensus: 1 = full agreement, 0 = polarised" + text.collapse_note(rest) + note,
         fontsize="medium",

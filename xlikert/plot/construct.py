@@ -131,5 +131,5 @@ def composite_pmfs(
         handles, labels = axes.flat[0].get_legend_handles_labels()
         fig.legend(handles, labels, title=text.title(hue), loc="outside right center")
     if rest:
-        fig.suptitle("Mixed over " + ", ".join(map(str, rest)), fontsize="small")
+        fig.suptitle("Mixed over " + text.names(rest), fontsize="small")
     return fig

@@ -74,12 +74,13 @@ def standard_error(
             ax.fill_between(n, s.min(rest).values, s.max(rest).values, color=c, alpha=0.15, lw=0)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    text.budget_ticks(ax, n)
     ax.set_xlabel("Samples per condition N")
     ax.set_ylabel("SE (composite-score points)")
     ax.grid(True, which="major", alpha=0.3)
     if by is not None:
         ax.legend(title=text.title(by), fontsize="small")
-    note = f"; band: range over {', '.join(map(str, rest))}" if rest else ""
+    note = f"; band: range over {text.names(rest)}" if rest else ""
     ax.set_title("Sampling noise decays as 1/√N" + note, fontsize="medium")
     return fig
 

@@ -105,7 +105,9 @@ def effect_distributions(
         ax.set_xlim(xs.min() - 1, xs.max() + 1)
     for ax in axes.flat[len(names) :]:
         ax.set_visible(False)
-    fig.supxlabel(f"Main effect of {dim} (composite-score points; line: E, band: E ± SD)")
+    fig.supxlabel(
+        f"Main effect of {text.escape(dim)} (composite-score points; line: E, band: E ± SD)"
+    )
     fig.supylabel("Probability")
     return fig
 

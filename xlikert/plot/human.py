@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .._compat import keyword_only
+from . import text
 from .canvas import MARKERS, OKABE_ITO, new_ax
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,11 +67,11 @@ def human_vs_llm(
             color=color,
             capsize=4,
             ms=6,
-            label=g,
+            label=text.escape(g),
             lw=1.3,
         )
         xs.extend(x)
-        labels.extend(sub["label"].astype(str))
+        labels.extend(text.escape(v) for v in sub["label"])
         pos += len(sub) + 1  # a gap between groups
     ax.set_xticks(xs, labels)
     for t in ax.get_xticklabels():

@@ -19,7 +19,7 @@ import xarray as xr
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
-__all__ = ["collapse_note", "escape", "labels", "names", "rotate", "title"]
+__all__ = ["budget_ticks", "collapse_note", "escape", "labels", "names", "rotate", "title"]
 
 #: A zero-width space: put before a label that starts with ``_`` so that matplotlib's
 #: legend does not take it for a hidden artist's label.
@@ -86,3 +86,27 @@ def rotate(ax: Axes, ticks: Sequence[str], *, angle: float = 30) -> None:
         for t in ax.get_xticklabels():
             t.set_rotation(angle)
             t.set_horizontalalignment("right")
+
+
+def budget_ticks(ax: Axes, budgets: Iterable[float], *, most: int = 8) -> None:
+    """Put the x ticks of a log axis of sampling budgets at the budgets themselves.
+
+    A budget below 10,000 is written as a number, a power of ten from 10,000 on as
+    ``10⁴`` (mathtext), any other with thousands separators; the minor ticks are left
+    unlabelled. With more than ``most`` budgets matplotlib's decades stay (labels side by
+    side would run into one another).
+    """
+    from matplotlib.ticker import NullFormatter
+
+    values = sorted({int(v) for v in budgets if v > 0})
+    if not values or len(values) > most:
+        return
+    ax.set_xticks(values, [_budget(v) for v in values])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _budget(v: int) -> str:
+    k = len(str(v)) - 1
+    if v < 10_000:
+        return str(v)
+    return f"$10^{{{k}}}$" if v == 10**k else f"{v:,}"
