@@ -7,7 +7,7 @@ that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
 reserved name raises a ``DesignError``): where a figure picks its factors
 itself, the model factor (:data:`xlikert.dims.MODEL_DIM`) comes first where it
 exists, then the factors in dim order. Every argument after the data is
-keyword-only (passing one by position still works, with a ``DeprecationWarning``).
+keyword-only.
 Labels from the data are drawn as text (:mod:`.text`: a ``$`` in a level name is a
 dollar sign), while the axes' own tick labels render as mathtext (``10⁻¹``).
 Colours are the Okabe-Ito palette (colour-blind safe); continuous maps are

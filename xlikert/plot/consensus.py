@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from .._compat import keyword_only
 from ..dims import factor_dims, preferred_factor
 from . import text
 from .canvas import colors, new_ax
@@ -20,7 +19,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["consensus"]
 
 
-@keyword_only("x", "hue", "ax")
 def consensus(
     cns: xr.DataArray,
     *,

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from .._compat import keyword_only
 from ..dims import factor_dims, preferred_factor
 from . import text
 from .canvas import OKABE_ITO, new_ax, pyplot
@@ -20,7 +19,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["failure_rate"]
 
 
-@keyword_only("by", "ax", "floor")
 def failure_rate(
     fr: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None, floor: float = 1e-16
 ) -> Figure:

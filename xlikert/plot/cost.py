@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .._compat import keyword_only
 from ..dims import DECODING_DIMS, factor_dims, preferred_factor
 from . import text
 from .canvas import MARKERS, colors, new_ax, subplots
@@ -22,7 +21,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["decoding_bias", "flip_probability", "standard_error"]
 
 
-@keyword_only("by", "ax")
 def standard_error(
     se: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None
 ) -> Figure:
@@ -85,7 +83,6 @@ def standard_error(
     return fig
 
 
-@keyword_only("by", "consensus")
 def decoding_bias(
     bias: xr.DataArray, *, by: Hashable | None = None, consensus: xr.DataArray | None = None
 ) -> Figure:
@@ -171,7 +168,6 @@ def decoding_bias(
     return fig
 
 
-@keyword_only("ax", "log_x")
 def flip_probability(flips: pd.DataFrame, *, ax: Axes | None = None, log_x: bool = True) -> Figure:
     """Sign-flip probability vs exact ``|E|``, one colour and marker per budget N.
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from .._compat import keyword_only
 from ..dims import preferred_factor
 from ..errors import DesignError
 from . import text
@@ -112,7 +111,6 @@ def effect_distributions(
     return fig
 
 
-@keyword_only("row", "col", "ingroup", "ax")
 def interaction_heatmap(
     E: xr.DataArray,
     SD: xr.DataArray | None = None,

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .._compat import keyword_only
 from . import text
 from .canvas import MARKERS, OKABE_ITO, new_ax
 
@@ -18,7 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["human_vs_llm"]
 
 
-@keyword_only("ax", "ylabel")
 def human_vs_llm(
     table: pd.DataFrame, *, ax: Axes | None = None, ylabel: str = "Composite score"
 ) -> Figure:
