@@ -25,10 +25,12 @@ __all__ = ["human_pmfs", "representativeness"]
 def human_pmfs(model: xr.DataArray, human: xr.Dataset, *, by: Hashable | None = None) -> Figure:
     """Model PMFs (lines, one per level of ``by``) over human PMFs (bars), per item and group.
 
-    One row of panels per item; the first column is all respondents (the model mixed
-    over its persona factors with the respondents' counts, :func:`xlikert.silicon_population`),
-    then one column per level of the humans' first group attribute (the model's persona
-    of that level, or the model as it is where it has no such persona factor).
+    One row of panels per item, on the item's own points (``score_min`` to ``score_max``
+    where the human PMFs have them; a nominal item's points are not joined by a line).
+    The first column is all respondents (the model mixed over its persona factors with
+    the respondents' counts, :func:`xlikert.silicon_population`), then one column per
+    level of the humans' first group attribute (the model's persona of that level, or
+    the model as it is where it has no such persona factor).
 
     Parameters
     ----------
@@ -83,20 +85,28 @@ def human_pmfs(model: xr.DataArray, human: xr.Dataset, *, by: Hashable | None = 
         len(cols),
         figsize=(2.6 * len(cols) + 0.4, 2.0 * len(items) + 0.6),
         squeeze=False,
-        sharey=True,
+        sharey="row",
         layout="constrained",
     )
-    y = human["score"].values
+    scores = human["score"].values
+    nominal = model.coords.get("nominal")
     levels = model[by].values if by is not None else [None]
     line_colors = colors(len(levels))
     for i, item in enumerate(items):
+        y = scores
+        if "score_min" in human.coords and "score_max" in human.coords:  # its own points
+            lo, hi = (float(human[c].sel(item=item)) for c in ("score_min", "score_max"))
+            y = scores[(scores >= lo) & (scores <= hi)]
+        # a nominal item's answers have no order: points, not a line through them
+        style = "none" if nominal is not None and bool(nominal.sel(item=item)) else "-"
         for j, (title, h, m) in enumerate(cols):
             ax = axes[i, j]
-            ax.bar(y, h.sel(item=item).values, color="#bbbbbb", label="humans")
+            ax.bar(y, h.sel(item=item, score=y).values, color="#bbbbbb", label="humans")
             for level, c in zip(levels, line_colors, strict=True):
-                sel = {"item": item} if level is None else {by: level, "item": item}
+                sel = {"item": item, "score": y} | ({} if level is None else {by: level})
                 label = "model" if level is None else text.escape(level)
-                ax.plot(y, m.sel(sel).values, marker="o", ms=3, color=c, label=label)
+                ms = 3 if style == "-" else 5
+                ax.plot(y, m.sel(sel).values, marker="o", ms=ms, ls=style, color=c, label=label)
             if i == 0:
                 ax.set_title(title, fontsize=8)
             if j == 0:
@@ -161,7 +171,7 @@ def representativeness(table: pd.DataFrame, *, by: Hashable | None = None) -> Fi
     )
     ticks = [f"{text.escape(g)} · {text.escape(i)}" for g, i in rows]
     ax.set_yticks(range(len(rows)), ticks, fontsize=7)
-    ax.invert_yaxis()  # the table's first row on top
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the table's first row on top
     ax.set_xlabel("Representativeness 1 − W1/(K − 1)")
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(

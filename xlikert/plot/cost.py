@@ -148,6 +148,8 @@ def decoding_bias(
             )
             ax.fill_between(x, b.min(red).values, b.max(red).values, color=c, alpha=0.12, lw=0)
         ax.axhline(0, color="0.3", lw=0.8, ls=":")
+        if len(x) <= 8:  # the grid's own values, not a run of 0.825, 0.850, ...
+            ax.set_xticks(x, [f"{v:g}" for v in x])
         ax.set_xlabel("Temperature" if param == "temperature" else "top-p")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("Bias of E[composite]\n(composite-score points)")

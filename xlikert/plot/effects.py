@@ -26,7 +26,7 @@ def effect_distributions(
     summary: xr.Dataset | None = None,
     *,
     effect_dim: Hashable = "effect",
-    col_wrap: int = 4,
+    col_wrap: int = 3,
 ) -> Figure:
     """PMFs of the main effects of one factor (``dec[factor].pmf``), one panel per level.
 
@@ -44,7 +44,7 @@ def effect_distributions(
     effect_dim : keyword-only
         Name of the effect dim.
     col_wrap : keyword-only
-        Panels per row.
+        The most panels per row (the rows are filled evenly).
 
     Returns
     -------
@@ -72,8 +72,8 @@ def effect_distributions(
         )
     dim = levels_dims[0]
     names = text.labels(effect_pmf, dim)
-    ncols = min(col_wrap, len(names))
-    nrows = int(np.ceil(len(names) / ncols))
+    nrows = int(np.ceil(len(names) / col_wrap))
+    ncols = int(np.ceil(len(names) / nrows))  # rows as full as each other: 4 levels, 2 x 2
     fig, axes = subplots(
         nrows,
         ncols,
