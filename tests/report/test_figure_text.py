@@ -167,3 +167,35 @@ def test_escape_keeps_text_as_text_and_leaves_math_on():
         assert not ismath and shown.lstrip("\u200b") == label
     with matplotlib.rc_context({"text.parse_math": False}):
         assert escape("a$b$c") == "a$b$c"  # nothing to escape: drawn as it is
+
+
+@pytest.mark.parametrize(("low", "high", "fewest"), [(0.3, 1.8, 3), (0.05, 15.0, 3)])
+def test_the_flip_figure_labels_its_log_axis_with_numbers_that_stand_apart(low, high, fewest):
+    """Effects within two decades get 1-2-5 steps (a decades-only axis showed one label);
+    wider ones keep the decades. Either way, several labels, none running into another."""
+    e = np.geomspace(low, high, 12)
+    flips = pd.DataFrame(
+        {"n": 10, "E": np.r_[e, 0.0], "order": 1, "p_flip": np.linspace(0.5, 0.0, e.size + 1)}
+    )
+    with plot.offscreen():
+        fig = plot.flip_probability(flips)
+    ax = fig.axes[0]
+    boxes = sorted(_tick_boxes(fig, ax), key=lambda b: b.x0)
+    assert len(boxes) >= fewest, [t.get_text() for t in ax.get_xticklabels()]
+    for left, right in itertools.pairwise(boxes):
+        assert left.x1 <= right.x0, (left, right)
+
+
+def test_figure_numbers_carry_a_true_minus_sign():
+    """Numbers the figures write themselves use '−' as matplotlib's tick labels do."""
+    import xarray as xr
+
+    from xlikert.plot.text import number
+
+    assert number(-0.5, "+.2f") == "\u22120.50" and number(0.5, "+.2f") == "+0.50"
+    effect = xr.DataArray([[-1.5, 2.0], [0.25, -0.75]], dims=("a", "b"),
+                          coords={"a": ["x", "y"], "b": ["u", "v"]})  # fmt: skip
+    with plot.offscreen():
+        fig = plot.interaction_heatmap(effect)
+    cells = [t.get_text() for t in fig.axes[0].texts]
+    assert "\u22121.50" in cells and "+2.00" in cells and not any("-" in c for c in cells)

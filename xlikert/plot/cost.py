@@ -220,7 +220,9 @@ def flip_probability(flips: pd.DataFrame, *, ax: Axes | None = None, log_x: bool
         pos = flips["E"].abs()
         pos = pos[pos > 0]
         if len(pos):
-            ax.set_xscale("symlog", linthresh=max(float(pos.min()), 1e-3))
+            linthresh = max(float(pos.min()), 1e-3)
+            ax.set_xscale("symlog", linthresh=linthresh)
+            text.symlog_ticks(ax, linthresh, float(pos.max()))
     ax.set_ylim(-0.02, 0.52)
     ax.set_xlabel("|E exact| (composite-score points)")
     ax.set_ylabel("P(sign flip)")

@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["effect_distributions", "interaction_heatmap"]
 
+#: The statistics in a main-effect panel's title, and their formats.
+_STATS, _SPECS = ("E", "SNR", "dPD"), ("+.2f", ".2f", ".2f")
+
 
 def effect_distributions(
     effect_pmf: xr.DataArray,
@@ -99,7 +102,8 @@ def effect_distributions(
         title = name
         if summary is not None and "SNR" in summary:
             s = summary.isel({dim: i})
-            title += f"\nE={float(s.E):+.2f}  SNR={float(s.SNR):.2f}  dPD={float(s.dPD):.2f}"
+            e, snr, dpd = (text.number(float(s[k]), f) for k, f in zip(_STATS, _SPECS, strict=True))
+            title += f"\nE={e}  SNR={snr}  dPD={dpd}"
         ax.set_title(title, fontsize="small")
         ax.set_xlim(xs.min() - 1, xs.max() + 1)
     for ax in axes.flat[len(names) :]:
@@ -177,7 +181,7 @@ def interaction_heatmap(
     for i in range(nr):
         for j in range(nc):
             v = float(data.values[i, j])
-            txt = f"{v:+.2f}" + (f"\n±{sd[i, j]:.2f}" if sd is not None else "")
+            txt = text.number(v, "+.2f") + (f"\n±{sd[i, j]:.2f}" if sd is not None else "")
             color = "white" if abs(v) > 0.6 * lim else "black"
             ax.text(j, i, txt, ha="center", va="center", color=color, fontsize="small")
     if ingroup is not None:

@@ -19,7 +19,17 @@ import xarray as xr
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
-__all__ = ["budget_ticks", "collapse_note", "escape", "labels", "names", "rotate", "title"]
+__all__ = [
+    "budget_ticks",
+    "collapse_note",
+    "escape",
+    "labels",
+    "names",
+    "number",
+    "rotate",
+    "symlog_ticks",
+    "title",
+]
 
 #: A zero-width space: put before a label that starts with ``_`` so that matplotlib's
 #: legend does not take it for a hidden artist's label.
@@ -110,3 +120,24 @@ def _budget(v: int) -> str:
     if v < 10_000:
         return str(v)
     return f"$10^{{{k}}}$" if v == 10**k else f"{v:,}"
+
+
+def symlog_ticks(ax: Axes, linthresh: float, top: float) -> None:
+    """Label a symmetric log x axis that spans under two decades at 1, 2, 5 steps.
+
+    matplotlib labels the decades only: from ``linthresh`` to ``top`` within two decades
+    that is one or two numbers. The steps are written as plain numbers (``0.2``, ``0.5``,
+    ``1``, ``2``); a wider axis keeps its decades (``10⁻¹``, ``10⁰``, ...).
+    """
+    from matplotlib.ticker import FuncFormatter, SymmetricalLogLocator
+
+    if top <= 0 or top / linthresh >= 100:
+        return
+    locator = SymmetricalLogLocator(linthresh=linthresh, base=10, subs=[1.0, 2.0, 5.0])
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: number(v, "g")))
+
+
+def number(value: float, spec: str) -> str:
+    """``value`` formatted by ``spec``, with a true minus sign (``−``, as on the axes)."""
+    return format(value, spec).replace("-", "\u2212")
