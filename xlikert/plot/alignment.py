@@ -104,19 +104,19 @@ def human_pmfs(model: xr.DataArray, human: xr.Dataset, *, by: Hashable | None = 
             ax.bar(y, h.sel(item=item, score=y).values, color="#bbbbbb", label="humans")
             for level, c in zip(levels, line_colors, strict=True):
                 sel = {"item": item, "score": y} | ({} if level is None else {by: level})
-                label = "model" if level is None else text.escape(level)
+                label = "LLM" if level is None else text.escape(level)
                 ms = 3 if style == "-" else 5
                 ax.plot(y, m.sel(sel).values, marker="o", ms=ms, ls=style, color=c, label=label)
             if i == 0:
-                ax.set_title(title, fontsize=8)
+                ax.set_title(title, fontsize=9)
             if j == 0:
-                ax.set_ylabel(text.escape(item), fontsize=8)
+                ax.set_ylabel(text.escape(item), fontsize=9)
             ax.set_xticks(y)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(labelsize=8)
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, title=text.title(by), fontsize=7, loc="outside right upper")
-    fig.supxlabel("Score", fontsize=8)
-    fig.supylabel("Probability (rows: items)", fontsize=8)
+    fig.legend(handles, labels, title=text.title(by), fontsize=8, loc="outside right upper")
+    fig.supxlabel("Score", fontsize=9)
+    fig.supylabel("Probability (rows: items)", fontsize=9)
     return fig
 
 
