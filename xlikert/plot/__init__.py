@@ -3,9 +3,9 @@
 Every function takes already computed xarray/pandas objects (so it works on
 any design), draws into ``ax`` (or a new figure) and returns the
 :class:`matplotlib.figure.Figure`. Factor names come from the data (every dim
-that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
+that is not a core or auxiliary dim of :mod:`xlikert.core.dims`; a dim with a
 reserved name raises a ``DesignError``): where a figure picks its factors
-itself, the model factor (:data:`xlikert.dims.MODEL_DIM`) comes first where it
+itself, the model factor (:data:`xlikert.core.dims.MODEL_DIM`) comes first where it
 exists, then the factors in dim order. Every argument after the data is
 keyword-only.
 Labels from the data are drawn as text (:mod:`.text`: a ``$`` in a level name is a

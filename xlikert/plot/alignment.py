@@ -12,7 +12,7 @@ import xarray as xr
 
 from ..analysis.alignment import silicon_population
 from ..analysis.human import human_marginal
-from ..dims import factor_dims, preferred_factor
+from ..core.dims import factor_dims, preferred_factor
 from . import text
 from .canvas import colors, subplots
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from ..dims import factor_dims, preferred_factor
+from ..core.dims import factor_dims, preferred_factor
 from . import text
 from .canvas import colors, new_ax
 
@@ -29,7 +29,7 @@ def consensus(
     """Multivariate Consensus as grouped bars: ``x`` groups, ``hue`` bars.
 
     Further factors are averaged and their range (min to max) is drawn as an
-    error bar. ``x`` defaults to the model factor (:data:`xlikert.dims.MODEL_DIM`)
+    error bar. ``x`` defaults to the model factor (:data:`xlikert.core.dims.MODEL_DIM`)
     where present, else the first factor; ``hue`` to the next factor in dim order.
 
     Parameters
@@ -50,7 +50,7 @@ def consensus(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from ..dims import factor_dims, preferred_factor
+from ..core.dims import factor_dims, preferred_factor
 from . import text
 from .canvas import OKABE_ITO, new_ax, pyplot
 
@@ -48,7 +48,7 @@ def failure_rate(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------

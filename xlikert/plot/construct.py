@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from ..dims import factor_dims, preferred_factor
+from ..core.dims import factor_dims, preferred_factor
 from . import text
 from .canvas import colors, subplots
 
@@ -62,7 +62,7 @@ def composite_pmfs(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..dims import DECODING_DIMS, factor_dims, preferred_factor
+from ..core.dims import DECODING_DIMS, factor_dims, preferred_factor
 from . import text
 from .canvas import MARKERS, colors, new_ax, subplots
 
@@ -48,7 +48,7 @@ def standard_error(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -111,7 +111,7 @@ def decoding_bias(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------

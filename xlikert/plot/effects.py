@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from ..dims import preferred_factor
-from ..errors import DesignError
+from ..core.dims import preferred_factor
+from ..core.errors import DesignError
 from . import text
 from .canvas import OKABE_ITO, new_ax, pyplot, subplots
 
