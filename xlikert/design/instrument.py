@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from ..errors import ConfigError, UnknownNameError
+from ..core.errors import ConfigError, UnknownNameError
 from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec, ScaleSpec
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Option, Scale
