@@ -110,6 +110,7 @@ def test_every_reader_of_the_version_agrees():
     )
     ds = xl.human_pmf(pd.DataFrame({"q": [1, 2, 2, 3]}), ["q"], scale=(1, 3))
     assert ds.attrs["history"].startswith(f"xlikert {version}: ")
+    assert xl.datasets.synthetic_results().attrs["history"].startswith(f"xlikert {version}: ")
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text("utf-8"))
     assert cff["version"] == version and cff["cff-version"] == "1.2.0"
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
