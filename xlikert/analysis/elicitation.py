@@ -27,8 +27,8 @@ from collections.abc import Hashable
 import numpy as np
 import xarray as xr
 
+from ..core.errors import DesignError
 from ..design.elicitation import ELICITATION_DIM
-from ..errors import DesignError
 
 __all__ = ["VALIDITY_VARIABLES", "elicitation_validity"]
 
@@ -54,7 +54,7 @@ def elicitation_validity(
     ----------
     results : xr.Dataset
         A results file with the ``elicitation`` factor and its level ``first_token``
-        (its variables ``pmf`` and those of :data:`~xlikert.schema.ELICITATION_VARIABLES`).
+        (its variables ``pmf`` and those of :data:`~xlikert.core.schema.ELICITATION_VARIABLES`).
     item_dim, score_dim : keyword-only
         The names of the item and score dims.
 

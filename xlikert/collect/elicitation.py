@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..core.errors import CollectionError
+from ..core.schema import ELICITATION_VARIABLES, encode_token_ids
 from ..design.elicitation import ANSWER_PARSE_RULE, ELICITATION_DIM, ELICITATIONS
-from ..errors import CollectionError
-from ..schema import ELICITATION_VARIABLES, encode_token_ids
 from .options import CollectOptions
 from .own_words import (
     MAX_CHILDREN,
@@ -232,7 +232,7 @@ def score_elicited(
         One row per prompt: ``pmf``, ``valid_mass``, ``decoding_*`` as read (NaN
         where a greedy reply writes no answer), ``prompt_text`` and
         ``prompt_token_ids`` (what the PMF was read after), and
-        :data:`~xlikert.schema.ELICITATION_VARIABLES`.
+        :data:`~xlikert.core.schema.ELICITATION_VARIABLES`.
     """
     if level not in ELICITATIONS or level == "first_token":
         raise CollectionError(f"score_elicited reads prefix, greedy or own_words, got {level!r}")

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CollectionError
-from ..schema import encode_token_ids
+from ..core.errors import CollectionError
+from ..core.schema import encode_token_ids
+from ..kernels.readout import nucleus_logprobs
 from .options import CollectOptions
-from .readout import nucleus_logprobs
 from .record import UnitResult
 
 __all__ = [
@@ -307,7 +307,7 @@ def score_own_words(
     options
         The run's options (``reply_tokens``, ``own_words_*``).
     res
-        The unit's record with :data:`~xlikert.schema.ELICITATION_VARIABLES`, filled in place.
+        The unit's record with :data:`~xlikert.core.schema.ELICITATION_VARIABLES`, filled in place.
 
     Returns
     -------

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import DesignError
+from ..core.errors import DesignError
 
 __all__ = [
     "ANSWER_PARSE_RULE",
@@ -87,7 +87,7 @@ def check_elicitation_levels(levels: Sequence[str], where: str = "") -> tuple[st
     >>> check_elicitation_levels(["greedy", "chat"])
     Traceback (most recent call last):
     ...
-    xlikert.errors.DesignError: factor 'elicitation': unknown level(s) ['chat']; its levels are ['first_token', 'prefix', 'greedy', 'own_words']
+    xlikert.core.errors.DesignError: factor 'elicitation': unknown level(s) ['chat']; its levels are ['first_token', 'prefix', 'greedy', 'own_words']
     """
     at = f"{where}: " if where else ""
     if isinstance(levels, str) or not all(isinstance(v, str) for v in levels):
