@@ -42,15 +42,21 @@ def _prompts(levels):
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
-def setup(request, tmp_path_factory):
+def spec(request):
+    """One model's entry (its offline folder made by the session's fixture)."""
+    name = request.param
+    request.getfixturevalue("smollm2_folder" if name == "smol" else "qwen_folder")
+    return {"name": name, "source": MODELS[name]}
+
+
+@pytest.fixture(scope="module")
+def setup(spec, tmp_path_factory):
     """The run of one model, and its float32 weights and tokenizer through plain transformers."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from xlikert.collect.zoo import model_folder
 
-    name = request.param
-    spec = {"name": name, "source": MODELS[name]}
-    request.getfixturevalue("smollm2_folder" if name == "smol" else "qwen_folder")
+    name = spec["name"]
     out = tmp_path_factory.mktemp(f"eli-{name}") / "results.nc"
     # one prompt per pass, no cache: the same float32 computation as the independent pass
     ds = collect(_prompts(["first_token", "prefix", "greedy"]), [spec], out, progress=False,
@@ -140,25 +146,38 @@ def test_greedy_reply_is_generate_and_its_in_text_pmf_a_plain_pass(setup):
     print(f"\n{spec['name']}: {answered} of {len(_cells())} greedy replies write an answer")
 
 
-def test_a_reply_cap_of_one_is_the_first_token_pmf(setup, tmp_path):
-    spec, ds, _, _ = setup
-    one = collect(_prompts(["greedy"]), [spec], progress=False, batch_size=1,
-                  prefix_cache=False, reply_tokens=1).sel(model=spec["name"],
-                                                          elicitation="greedy")  # fmt: skip
-    first = ds.sel(elicitation="first_token")
+def test_a_reply_cap_of_one_is_the_first_token_pmf(spec):
+    from transformers import AutoTokenizer
+
+    from xlikert.collect.zoo import model_folder
+
+    tok = AutoTokenizer.from_pretrained(model_folder(spec)[0])
+    ds = collect(_prompts(["first_token", "greedy"]), [spec], progress=False, batch_size=1,
+                 prefix_cache=False, reply_tokens=1).sel(model=spec["name"])  # fmt: skip
+    one, first = ds.sel(elicitation="greedy"), ds.sel(elicitation="first_token")
     ok = one.reply_answered.values == 1
     top = first.topk_token.isel(rank=0).values
     # the one-token reply is the most probable token; where it is an answer, the PMF read
     # is the first-token PMF
-    assert (one.reply_text.values == np.vectorize(lambda s: s.replace("Ġ", " "))(top)).all()
-    assert ok.any()
-    diff = np.abs(one.pmf.values[ok] - first.pmf.values[ok]).max()
+    ids = [decode_token_ids(str(x)).tolist() for x in one.reply_token_ids.values.ravel()]
+    assert [tok.convert_ids_to_tokens(r) for r in ids] == [[t] for t in top.ravel()]
+    assert np.isnan(one.pmf.values[~ok]).all()
+    diff = np.abs(one.pmf.values[ok] - first.pmf.values[ok]).max() if ok.any() else 0.0
     assert diff <= 1e-6, diff
     np.testing.assert_allclose(one.valid_mass.values[ok], first.valid_mass.values[ok],
                                atol=1e-6, rtol=0)  # fmt: skip
+    print(f"\n{spec['name']}: cap 1: {int(ok.sum())} of {ok.size} one-token replies answer; "
+          f"|pmf - first_token| max {diff:.2e}")  # fmt: skip
+
+
+def test_greedy_agreement_with_the_first_token_mode(setup):
+    spec, ds, _, _ = setup
+    first, greedy = ds.sel(elicitation="first_token"), ds.sel(elicitation="greedy")
+    table = ds.expand_dims(model=[spec["name"]]).likert.elicitation_validity()
     mode = first.pmf.argmax("score").values + 1
-    greedy = ds.sel(elicitation="greedy")
     yes = greedy.reply_answered.values == 1
     agree = int((greedy.reply_answer.values[yes] == mode[yes]).sum())
-    print(f"\n{spec['name']}: cap 1 |pmf - first_token| max {diff:.2e}; greedy (cap {CAP}) "
-          f"answers {int(yes.sum())}/{yes.size}, equal to the first-token mode in {agree}")  # fmt: skip
+    assert float(table.greedy_agreement.mean()) == agree / yes.size
+    assert float(table.greedy_no_answer.mean()) == 1 - yes.mean()
+    print(f"\n{spec['name']}: greedy (cap {CAP}) answers {int(yes.sum())}/{yes.size}, "
+          f"equal to the first-token mode in {agree}")  # fmt: skip
