@@ -300,7 +300,7 @@ def test_shards_and_merge(tiny_spec, tmp_path, base):
 
 def test_provenance_recorded(base, tiny_dir, tmp_path):
     import xlikert as xl
-    from xlikert.collect.runner import write_atomic
+    from xlikert.collect.run.runner import write_atomic
     from xlikert.core.io import open_results
 
     write_atomic(base, tmp_path / "r.nc")
