@@ -381,7 +381,8 @@ class LikertDatasetAccessor(_Likert):
         self, *, item_dim: Hashable = "item", score_dim: Hashable = "score"
     ) -> xr.Dataset:
         """See :func:`xlikert.elicitation_validity`."""
-        return _elicitation.elicitation_validity(self._obj, item_dim=item_dim, score_dim=score_dim)
+        ds: Any = self._obj  # a Dataset: this accessor is the Dataset's
+        return _elicitation.elicitation_validity(ds, item_dim=item_dim, score_dim=score_dim)
 
     def failure_rate(self, *, atol: float = _constraint.VALID_MASS_ATOL) -> xr.DataArray:
         """See :func:`xlikert.failure_rate`."""

@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -92,24 +93,26 @@ def elicitation_validity(
             f"elicitation_validity compares every level with 'first_token'; the file's "
             f"levels are {levels}"
         )
+    item: Any = item_dim  # the names as xarray's typing takes them
+    score: Any = score_dim
     pmf = results["pmf"]
     first = pmf.sel({ELICITATION_DIM: "first_token"}, drop=True)
-    keep = [d for d in first.dims if d not in (item_dim, score_dim)]
-    nan = xr.full_like(first.isel({item_dim: 0, score_dim: 0}, drop=True), np.nan)
+    keep = [d for d in first.dims if d not in (item, score)]
+    nan = xr.full_like(first.isel({item: 0, score: 0}, drop=True), np.nan)
     out = {name: nan.copy() for name in VALIDITY_VARIABLES}
     if "greedy" in levels:
         g = results.sel({ELICITATION_DIM: "greedy"}, drop=True)
-        mode = first[score_dim][first.fillna(-1.0).argmax(score_dim)].drop_vars(score_dim)
+        mode = first[score][first.fillna(-1.0).argmax(score)].drop_vars(score)
         answered = g["reply_answered"] == 1
         agree = answered & (g["reply_answer"] == mode)
-        out["greedy_agreement"] = agree.mean(item_dim)
-        out["greedy_no_answer"] = (g["reply_answered"] == 0).mean(item_dim)
+        out["greedy_agreement"] = agree.mean(item)
+        out["greedy_no_answer"] = (g["reply_answered"] == 0).mean(item)
     if "own_words" in levels:
         o = results.sel({ELICITATION_DIM: "own_words"}, drop=True)
-        tv = 0.5 * np.abs(o["pmf"] - first).sum(score_dim, skipna=False)
-        out["own_words_tv"] = tv.mean(item_dim)
-        out["own_words_tv_bound"] = o["elicitation_error"].mean(item_dim)
-        out["own_words_no_answer"] = o["no_answer_mass"].mean(item_dim)
+        tv = 0.5 * abs(o["pmf"] - first).sum(score, skipna=False)
+        out["own_words_tv"] = tv.mean(item)
+        out["own_words_tv_bound"] = o["elicitation_error"].mean(item)
+        out["own_words_no_answer"] = o["no_answer_mass"].mean(item)
     data = {
         k: v.astype(float).transpose(*keep).assign_attrs(description=VALIDITY_VARIABLES[k])
         for k, v in out.items()

@@ -43,7 +43,7 @@ from .own_words import (
     answer_token_scores,
     score_own_words,
 )
-from .protocol import ElicitingModel, Model, backend_of
+from .protocol import ElicitingModel, backend_of
 from .record import UnitResult
 
 __all__ = [
@@ -210,7 +210,7 @@ def parse_answer(reply: Sequence[int], token_score: dict[int, int]) -> tuple[int
 
 
 def score_elicited(
-    model: Model, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
+    model: Any, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
 ) -> UnitResult:
     """Read one unit of prompts under an elicitation level other than ``first_token``.
 
@@ -263,7 +263,7 @@ def _empty(n: int, options: CollectOptions) -> UnitResult:
     return res
 
 
-def _read(model: Model, contexts: list[list[int]]) -> dict[str, np.ndarray]:
+def _read(model: Any, contexts: list[list[int]]) -> dict[str, np.ndarray]:
     """The readout after each context (one pass each; nothing kept between them)."""
     reader = model.context_reader("elicitation")
     try:
@@ -280,7 +280,7 @@ def _fill(res: UnitResult, rows: Sequence[int], out: dict[str, np.ndarray]) -> N
 
 
 def _greedy(
-    model: Model, texts: list[str], encoded: list[list[int]], options: CollectOptions,
+    model: Any, texts: list[str], encoded: list[list[int]], options: CollectOptions,
     res: UnitResult,
 ) -> UnitResult:  # fmt: skip
     """The greedy replies, their answers and the in-text PMFs."""
