@@ -23,7 +23,8 @@ import xarray as xr
 
 from ... import plot
 from ...analysis import alignment as stage
-from ...analysis.alignment import ORDER_METRICS, alignment
+from ...analysis.alignment import alignment
+from ...analysis.alignment.pairs import ORDER_METRICS
 from ...analysis.human import human_marginal, human_pmf
 from ...analysis.nonsubstantive import nonsubstantive_alignment
 from ...analysis.support import nominal_items
