@@ -21,7 +21,7 @@ def _check_counts(counts: xr.DataArray, dim: Hashable) -> None:
     values = np.asarray(counts.values, dtype=np.float64)
     bad = ~np.isfinite(values) | (values < 0) | (values != np.round(values))
     if bad.any():
-        from ..core.validate import describe_cells
+        from ...core.validate import describe_cells
 
         raise DesignError(
             "counts must be non-negative integers; bad count at "
@@ -91,7 +91,7 @@ def human_pmf_from_counts(
         _check_counts(nonsubstantive, "option")
     n = counts.sum(score_dim)
     if bool((n == 0).any()):
-        from ..core.validate import describe_cells
+        from ...core.validate import describe_cells
 
         raise DesignError(
             f"group with no respondents at {describe_cells(n == 0)}: its PMF is undefined; "
