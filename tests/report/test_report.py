@@ -359,20 +359,20 @@ def test_demo_report_names_the_file_it_was_made_from(tmp_path, monkeypatch):
 
 
 def test_a_section_is_one_entry_in_sections(tmp_path, monkeypatch):
-    """A new section is a function of the context added to ``SECTIONS``; ``None`` leaves it out."""
+    """A new section is a function of the report's inputs added to ``SECTIONS``; ``None`` leaves it out."""
     import xlikert.report as report
     from xlikert.report.page import Section
 
     seen = []
 
-    def extra_section(ctx):
-        seen.append((ctx.by, ctx.second, ctx.out))
+    def extra_section(inputs):
+        seen.append((inputs.by, inputs.second, inputs.out))
         s = Section("Extra section")
-        s.text(f"**{ctx.by}** by `{ctx.second}`.")
-        s.table(pd.DataFrame({"a": [1.5]}), ctx.out, "extra", "An extra table.")
+        s.text(f"**{inputs.by}** by `{inputs.second}`.")
+        s.table(pd.DataFrame({"a": [1.5]}), inputs.out, "extra", "An extra table.")
         return s
 
-    def absent_section(ctx):
+    def absent_section(inputs):
         return None
 
     sections = (*report.SECTIONS[:2], extra_section, absent_section, *report.SECTIONS[2:])

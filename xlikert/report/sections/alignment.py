@@ -30,7 +30,7 @@ from ...analysis.nonsubstantive import nonsubstantive_alignment
 from ...analysis.support import nominal_items
 from ...errors import ConfigError, DesignError
 from ...io import decode_attrs, read_attrs
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
@@ -273,8 +273,8 @@ def _nonsubstantive_parts(
     )  # fmt: skip
 
 
-def human_alignment_section(ctx: ReportContext) -> Section | None:
+def human_alignment_section(inputs: ReportInputs) -> Section | None:
     """Model vs human PMFs and representativeness; ``None`` without human data."""
-    if ctx.human is None:
+    if inputs.human is None:
         return None
-    return human_section(ctx.ds, ctx.human, ctx.out, ctx.by, Section)
+    return human_section(inputs.ds, inputs.human, inputs.out, inputs.by, Section)

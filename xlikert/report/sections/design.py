@@ -7,7 +7,7 @@ import xarray as xr
 
 from ...analysis.keying import SUBSCALE_DIM
 from ...analysis.support import nominal_items, support_bounds
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
@@ -15,43 +15,43 @@ from ..tables import markdown_escape as md
 __all__ = ["design_section", "scoring_lines"]
 
 
-def design_section(ctx: ReportContext) -> Section:
+def design_section(inputs: ReportInputs) -> Section:
     """What was measured: conditions, items, scores, factors (varying and constant), scoring."""
-    pmf = ctx.all_pmf
+    pmf = inputs.all_pmf
     s = Section("Design")
     s.text(
-        f"Results: {md_code(ctx.source)}. {int(np.prod([pmf.sizes[f] for f in ctx.factors]))} "
+        f"Results: {md_code(inputs.source)}. {int(np.prod([pmf.sizes[f] for f in inputs.factors]))} "
         f"conditions × {pmf.sizes.get('item', 1)} items on scores "
         f"{int(pmf.score.min())}..{int(pmf.score.max())}; "
         f"{pmf.size // pmf.sizes['score']} exact item PMFs"
         + (
             " (those of the models in reasoning mode are means over sampled thoughts of exact "
             "PMFs: see the section on reasoning traces)."
-            if "trace_pmf" in ctx.ds
+            if "trace_pmf" in inputs.ds
             else "."
         )
     )
-    if ctx.varying:
+    if inputs.varying:
         s.text(
             "Factors: "
             + "; ".join(
                 f"**{md(f)}** ({pmf.sizes[f]}): "
                 + ", ".join(md(v) for v in pmf[f].values[:12])
                 + (" …" if pmf.sizes[f] > 12 else "")
-                for f in ctx.varying
+                for f in inputs.varying
             )
         )
-    if ctx.constant:
+    if inputs.constant:
         s.text(
             "Held constant (one level, so no effect is estimated): "
-            + "; ".join(f"**{md(f)}** = {md(pmf[f].values[0])}" for f in ctx.constant)
+            + "; ".join(f"**{md(f)}** = {md(pmf[f].values[0])}" for f in inputs.constant)
             + "."
         )
-    if ctx.ds.attrs.get("synthetic"):
+    if inputs.ds.attrs.get("synthetic"):
         s.text("**SYNTHETIC DATA**: these results are random PMFs, no model was run.")
     for line in item_scale_lines(pmf):
         s.text(line)
-    for line in scoring_lines(ctx.pmf):
+    for line in scoring_lines(inputs.pmf):
         s.text(line)
     return s
 

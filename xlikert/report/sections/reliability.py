@@ -17,7 +17,7 @@ from ..._compat import moved_attribute, renamed_keywords
 from ...analysis import reliability as stage
 from ...dims import factor_dims, preferred_factor
 from ...errors import XlikertError
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_escape as md
 from .formats import format_factor
@@ -96,7 +96,7 @@ def reliability_section(
     return s
 
 
-def scale_reliability_section(ctx: ReportContext) -> Section:
+def scale_reliability_section(inputs: ReportInputs) -> Section:
     """α, ω and the weakest item per ``by`` level and subscale, over the other factors'
     conditions.
 
@@ -104,11 +104,11 @@ def scale_reliability_section(ctx: ReportContext) -> Section:
     kind ``format`` the respondents are the other factors' conditions, and each
     format level is a population of its own (per model and format).
     """
-    fmt = format_factor(ctx.ds)
+    fmt = format_factor(inputs.ds)
     respondents = None
     if fmt is not None:
-        respondents = [f for f in stage.default_respondents(ctx.pmf, ctx.by) if f != fmt]
-    s = reliability_section(ctx.pmf, ctx.out, Section, dim=respondents, by=ctx.by)
-    if ctx.nominal:
-        s.text(ctx.nominal_note("reliability"))
+        respondents = [f for f in stage.default_respondents(inputs.pmf, inputs.by) if f != fmt]
+    s = reliability_section(inputs.pmf, inputs.out, Section, dim=respondents, by=inputs.by)
+    if inputs.nominal:
+        s.text(inputs.nominal_note("reliability"))
     return s
