@@ -249,7 +249,7 @@ def test_run_wide_labels_and_options_are_checked():
 
     opts = CollectOptions(scale=(1, 2, 3), nonsubstantive=("Don't know",))
     ok = opts.replace(answer_labels=("", "B", "C", "D"))
-    assert ok.labels_by_score == {2: "B", 3: "C"} and ok.option_labels == ("D",)
+    assert ok.labels_by_score == {2: "B", 3: "C"} and ok.nonsubstantive_labels == ("D",)
     assert ok.sizes["option"] == 1 and ok.coords["option"].tolist() == ["Don't know"]
     with pytest.raises(LabelMappingError, match="3 labels for the 3 scale values"):
         opts.replace(answer_labels=("A", "B", "C"))

@@ -212,7 +212,7 @@ class InProcessModel:
         if labels not in rules:
             valid, answers, _ = answer_rule(
                 self.tokenizer, options.scale, split_space=options.split_space,
-                labels=options.labels_by_score, nonsubstantive=options.option_labels,
+                labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
             )  # fmt: skip
             rules[labels] = (valid, answers)
         self.options = options

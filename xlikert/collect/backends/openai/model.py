@@ -158,7 +158,7 @@ class ServerModel:
         from ...tokens import find_label_tokens
 
         codes, labels, _ = answer_codes(
-            options.scale, options.labels_by_score, options.option_labels
+            options.scale, options.labels_by_score, options.nonsubstantive_labels
         )
         plain = options.answer_labels is None
         return find_label_tokens(self.tokenizer, codes, None if plain else labels)
@@ -257,7 +257,7 @@ def _check_one_token(options: CollectOptions, name: str) -> None:
     from ...layout import answer_codes
     from ...tokens import needs_sequences
 
-    codes, labels, _ = answer_codes(options.scale, options.labels_by_score, options.option_labels)
+    codes, labels, _ = answer_codes(options.scale, options.labels_by_score, options.nonsubstantive_labels)
     if needs_sequences(codes, None if options.answer_labels is None else labels):
         what = (
             f"the scale {list(options.scale)}"

@@ -427,7 +427,7 @@ class VLLMModel(InProcessModel):
         self.template = PromptTemplate(tokenizer, self.name, prompt_format)
         self.valid, self.answers, rule = answer_rule(
             tokenizer, options.scale, split_space=options.split_space,
-            labels=options.labels_by_score, nonsubstantive=options.option_labels,
+            labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
         )  # fmt: skip
         self._ask = {
             "need": [int(i) for i in self.answers.need],
