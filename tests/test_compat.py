@@ -10,7 +10,7 @@ import pytest
 from support.pmfs import make_pmf
 
 import xlikert as xl
-from xlikert import kernels, plot
+from xlikert import plot
 
 
 def _points_here(seen: pytest.WarningsRecorder) -> None:
@@ -60,16 +60,6 @@ def test_a_renamed_keyword_a_retired_keyword_and_a_positional_argument():
     se = xl.sampling.standard_error(pmf, n=[10])
     with pytest.warns(DeprecationWarning, match="by position") as seen:
         plot.standard_error(se, "target")
-    _points_here(seen)
-
-
-def test_a_deprecated_function():
-    engine = kernels.get_engine()
-    with (
-        kernels.use_engine(engine),  # set_engine's setting ends with the block
-        pytest.warns(DeprecationWarning, match=r"set_engine\(\) is deprecated") as seen,
-    ):
-        kernels.set_engine(engine)
     _points_here(seen)
 
 

@@ -57,15 +57,19 @@ def _names(tree: ast.AST) -> set[str]:
             out.add(node.attr)
         elif isinstance(node, ast.alias):
             out.add(node.name.split(".")[-1])
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if re.fullmatch(r"[A-Za-z_][\w.:]*", node.value):  # getattr, lazy-import maps
-                out.add(re.split(r"[.:]", node.value)[-1])
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.fullmatch(r"[A-Za-z_][\w.:]*", node.value)  # getattr, lazy-import maps
+        ):
+            out.add(re.split(r"[.:]", node.value)[-1])
     return out
 
 
 def _is_command(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(
-        "command" in ast.unparse(d) or ast.unparse(d).startswith("click.") for d in node.decorator_list
+        "command" in ast.unparse(d) or ast.unparse(d).startswith("click.")
+        for d in node.decorator_list
     )
 
 

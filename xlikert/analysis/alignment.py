@@ -65,12 +65,12 @@ import pandas as pd
 import xarray as xr
 from scipy.stats import norm
 
-from .. import kernels
 from .._compat import renamed_keywords
 from .._version import __version__
 from ..dims import DECODING_DIMS, factor_dims
 from ..errors import DesignError, InputTypeError, InvalidPMFError
 from ..io import encode_attrs, read_attrs
+from ..kernels import get_kernel
 from ..validate import as_pmf, check_pmf, check_score_axis, single_chunk
 from .human import human_marginal, mixture_weights
 from .nonsubstantive import nonsubstantive_alignment
@@ -189,12 +189,12 @@ def _order(obj: Any, p: xr.DataArray, q: xr.DataArray, item_dim: Hashable) -> An
 
 
 def _metrics(
-    p: xr.DataArray, q: xr.DataArray, y: np.ndarray, score_dim: Hashable, engine: str | None
+    p: xr.DataArray, q: xr.DataArray, y: np.ndarray, score_dim: Hashable, kernels: str | None
 ) -> xr.DataArray:
     """Kernel values along ``_metric``: 4 metrics, then their one-respondent variances."""
     p, q = (single_chunk(x.astype(np.float64), [score_dim]) for x in (p, q))
     out = xr.apply_ufunc(
-        kernels.get_kernel("alignment_metrics", engine),
+        get_kernel("alignment_metrics", kernels),
         p,
         q,
         xr.DataArray(y.astype(np.float64), dims=score_dim),
@@ -214,12 +214,12 @@ def _one(
     name: str,
     score_dim: Hashable,
     item_dim: Hashable,
-    engine: str | None,
+    kernels: str | None,
 ) -> xr.DataArray:
     p, q, _, _, y = _prepare(model, human, score_dim, item_dim)
     if name in ORDER_METRICS:
         require_ordinal(p, name, item_dim=item_dim)
-    out = _metrics(p, q, y, score_dim, engine).isel({_GRID: _KERNEL_ORDER.index(name)})
+    out = _metrics(p, q, y, score_dim, kernels).isel({_GRID: _KERNEL_ORDER.index(name)})
     out = _order(out, p, q, item_dim)
     out.name = name
     return out
@@ -231,7 +231,7 @@ def wasserstein(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Wasserstein-1 distance of model and human PMFs on the ordinal scale (score units).
 
@@ -247,7 +247,7 @@ def wasserstein(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -274,7 +274,7 @@ def wasserstein(
     >>> float(xl.wasserstein(p, p.roll(score=1)))
     1.0
     """
-    return _one(model, human, "wasserstein", score_dim, item_dim, engine)
+    return _one(model, human, "wasserstein", score_dim, item_dim, kernels)
 
 
 def representativeness(
@@ -283,7 +283,7 @@ def representativeness(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """OpinionQA representativeness ``1 - W1 / (K - 1)``, ``K`` the number of scale points.
 
@@ -299,7 +299,7 @@ def representativeness(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -326,7 +326,7 @@ def representativeness(
     >>> float(xl.representativeness(p, p.roll(score=2)))    # opposite ends
     0.0
     """
-    w1 = wasserstein(model, human, score_dim=score_dim, item_dim=item_dim, engine=engine)
+    w1 = wasserstein(model, human, score_dim=score_dim, item_dim=item_dim, kernels=kernels)
     out = 1.0 - w1 / (item_points(as_pmf(model), item_dim=item_dim, score_dim=score_dim) - 1)
     out.name = "representativeness"
     return out
@@ -338,7 +338,7 @@ def total_variation(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Total variation distance of model and human PMFs, in [0, 1].
 
@@ -353,7 +353,7 @@ def total_variation(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -378,7 +378,7 @@ def total_variation(
     >>> float(xl.total_variation(p, p.roll(score=1)))
     0.5
     """
-    return _one(model, human, "total_variation", score_dim, item_dim, engine)
+    return _one(model, human, "total_variation", score_dim, item_dim, kernels)
 
 
 def jensen_shannon(
@@ -387,7 +387,7 @@ def jensen_shannon(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Jensen-Shannon divergence of model and human PMFs, in bits.
 
@@ -403,7 +403,7 @@ def jensen_shannon(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -428,7 +428,7 @@ def jensen_shannon(
     >>> float(xl.jensen_shannon(p, p.roll(score=1)))         # disjoint supports
     1.0
     """
-    return _one(model, human, "jensen_shannon", score_dim, item_dim, engine)
+    return _one(model, human, "jensen_shannon", score_dim, item_dim, kernels)
 
 
 def mean_difference(
@@ -437,7 +437,7 @@ def mean_difference(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Difference of the means of model and human PMFs, model minus humans (score units).
 
@@ -452,7 +452,7 @@ def mean_difference(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -479,15 +479,15 @@ def mean_difference(
     >>> float(xl.mean_difference(p.roll(score=1), p))
     1.0
     """
-    return _one(model, human, "mean_difference", score_dim, item_dim, engine)
+    return _one(model, human, "mean_difference", score_dim, item_dim, kernels)
 
 
 def _ceiling(
-    q: xr.DataArray, size: xr.DataArray, y: np.ndarray, score_dim: Hashable, engine: str | None
+    q: xr.DataArray, size: xr.DataArray, y: np.ndarray, score_dim: Hashable, kernels: str | None
 ) -> xr.DataArray:
     q = single_chunk(q.astype(np.float64), [score_dim])
     out = xr.apply_ufunc(
-        kernels.get_kernel("noise_ceiling", engine),
+        get_kernel("noise_ceiling", kernels),
         q,
         xr.DataArray(y.astype(np.float64), dims=score_dim),
         size,
@@ -518,7 +518,7 @@ def noise_ceiling(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Expected alignment of two independent human samples of the same size (no Monte Carlo).
 
@@ -535,7 +535,7 @@ def noise_ceiling(
         weighted): :func:`xlikert.human_pmf` and friends.
     score_dim, item_dim : keyword-only
         Names of the score and item dims.
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -570,7 +570,7 @@ def noise_ceiling(
     y = check_score_axis(q, score_dim)
     factor_dims(q, item_dim=item_dim, score_dim=score_dim, what="the human PMF")
     k = item_points(q, item_dim=item_dim, score_dim=score_dim)
-    out = _by_metric(_ceiling(q, size, y, score_dim, engine), k, "value")
+    out = _by_metric(_ceiling(q, size, y, score_dim, kernels), k, "value")
     out = _order(out, q, q, item_dim)
     out.name = "ceiling"
     out.attrs = encode_attrs({"sample_size": size_name, **_METHODS})
@@ -598,7 +598,7 @@ def alignment(
     level: float = 0.95,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.Dataset:
     """Every alignment metric of model vs human PMFs, with its SE, interval and noise ceiling.
 
@@ -615,7 +615,7 @@ def alignment(
         Coverage of the interval.
     score_dim, item_dim : keyword-only
         Names of the score and item dims.
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -658,7 +658,7 @@ def alignment(
     if size is None:
         raise DesignError("alignment needs the human sample size: pass xl.human_pmf's Dataset")
     k = item_points(p, item_dim=item_dim, score_dim=score_dim)
-    raw = _metrics(p, q, y, score_dim, engine)
+    raw = _metrics(p, q, y, score_dim, kernels)
     estimate = _by_metric(raw.isel({_GRID: slice(0, 4)}), k, "value")
     se = _by_metric(np.sqrt(raw.isel({_GRID: slice(4, 8)}) / size), k, "se")
     z = float(norm.ppf(0.5 + level / 2))
@@ -673,7 +673,7 @@ def alignment(
             "se": se,
             "lower": np.maximum(estimate - z * se, lo_bound),
             "upper": np.minimum(estimate + z * se, hi_bound),
-            "ceiling": _by_metric(_ceiling(q, size, y, score_dim, engine), k, "value"),
+            "ceiling": _by_metric(_ceiling(q, size, y, score_dim, kernels), k, "value"),
         }
     )
     nominal = nominal_items(p, item_dim=item_dim)

@@ -34,11 +34,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .. import kernels
 from .._compat import retired_keyword
 from ..dims import CORE_DIMS, DECODING_DIMS, factor_dims
 from ..errors import DesignError, InternalError, InvalidPMFError, XlikertError
-from ..kernels import DEFAULT_MAX_CELLS
+from ..kernels import DEFAULT_MAX_CELLS, KernelHandle, get_kernel
 from ..validate import (
     as_pmf,
     check_item_dim,
@@ -241,7 +240,7 @@ def consensus_bounds(
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     max_cells: int = DEFAULT_MAX_CELLS,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.Dataset:
     """Multivariate Consensus with its certified bounds and guaranteed error, as a Dataset.
 
@@ -263,8 +262,8 @@ def consensus_bounds(
         Guaranteed bound on ``|consensus - exact|``; at least ``1e-10``.
     max_cells : int, keyword-only
         Largest grid one refinement pass may use (see :func:`consensus`).
-    engine : {"numba", "numpy"}, optional, keyword-only
-        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_engine`.
+    kernels : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_kernels`.
 
     Returns
     -------
@@ -321,7 +320,7 @@ def consensus_bounds(
     tol = _check_tol(tol)
     if not (isinstance(max_cells, int | np.integer) and max_cells >= 1):
         raise XlikertError(f"max_cells must be a positive integer, got {max_cells!r}")
-    kernel = kernels.get_kernel("consensus_bounds", engine)
+    kernel = get_kernel("consensus_bounds", kernels)
     pmf, y = _prepare(_one_scale(pmf, item_dim, score_dim), item_dim, score_dim)
     kwargs = {
         "y": y,
@@ -366,7 +365,7 @@ def consensus(
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     max_cells: int = DEFAULT_MAX_CELLS,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Multivariate Consensus of each condition, within ``tol`` of the exact value.
 
@@ -406,8 +405,8 @@ def consensus(
         input the warning is issued when the result is computed, once per
         chunk that holds such conditions (threaded or synchronous scheduler;
         a multi-process scheduler keeps its workers' warnings).
-    engine : {"numba", "numpy"}, optional, keyword-only
-        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_engine`.
+    kernels : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_kernels`.
 
     Returns
     -------
@@ -451,7 +450,7 @@ def consensus(
     array([0.598794, 0.333303])
     """
     bounds = consensus_bounds(
-        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, engine=engine
+        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, kernels=kernels
     )
     return bounds["consensus"]
 
@@ -465,7 +464,7 @@ def _bounds_block(
     y: np.ndarray,
     tol: float,
     max_cells: int,
-    kernel: kernels.KernelHandle,
+    kernel: KernelHandle,
     item_dim: Hashable,
     score_dim: Hashable,
 ) -> xr.Dataset:
@@ -506,7 +505,7 @@ def dissension_bounds(
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     max_cells: int = DEFAULT_MAX_CELLS,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.Dataset:
     """Multivariate Dissension with its certified bounds and guaranteed error, as a Dataset.
 
@@ -526,7 +525,7 @@ def dissension_bounds(
         Guaranteed bound on ``|dissension - exact|``; at least ``1e-10``.
     max_cells : int, keyword-only
         Largest grid one refinement pass may use (see :func:`consensus`).
-    engine : {"numba", "numpy"}, optional, keyword-only
+    kernels : {"numba", "numpy"}, optional, keyword-only
         Kernel or its plain-numpy twin.
 
     Returns
@@ -556,7 +555,7 @@ def dissension_bounds(
     (1.0, True)
     """
     res = consensus_bounds(
-        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, engine=engine
+        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, kernels=kernels
     )
     dsn = (1.0 - res.consensus).rename("dissension")
     dsn.attrs = dict(res.consensus.attrs)
@@ -581,7 +580,7 @@ def dissension(
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     max_cells: int = DEFAULT_MAX_CELLS,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Multivariate Dissension ``1 - consensus``, within ``tol`` of the exact value.
 
@@ -601,7 +600,7 @@ def dissension(
         Guaranteed bound on ``|returned - exact|``; at least ``1e-10``.
     max_cells : int, keyword-only
         Largest grid one refinement pass may use (see :func:`consensus`).
-    engine : {"numba", "numpy"}, optional, keyword-only
+    kernels : {"numba", "numpy"}, optional, keyword-only
         Kernel or its plain-numpy twin.
 
     Returns
@@ -629,7 +628,7 @@ def dissension(
     1.0
     """
     bounds = dissension_bounds(
-        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, engine=engine
+        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, kernels=kernels
     )
     return bounds["dissension"]
 

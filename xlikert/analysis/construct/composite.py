@@ -14,8 +14,8 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from ... import kernels
 from ...dims import DECODING_DIMS, factor_dims
+from ...kernels import get_kernel
 from ...validate import (
     as_pmf,
     check_fully_crossed,
@@ -36,7 +36,7 @@ def to_composite(
     pmf: xr.DataArray | xr.Dataset,
     item_dim: Hashable,
     score_dim: Hashable,
-    engine: str | None,
+    kernels: str | None,
     reflect: bool = True,
     subscale: Subscale = SUBSCALE_DIM,
 ) -> xr.DataArray:
@@ -52,20 +52,20 @@ def to_composite(
             score_dim=score_dim,
             reflect=reflect,
             subscale=subscale,
-            engine=engine,
+            kernels=kernels,
         )
     return check_pmf(pmf, score_dim)
 
 
 def _convolve(
-    pmf: xr.DataArray, item_dim: Hashable, score_dim: Hashable, y: np.ndarray, engine: str | None
+    pmf: xr.DataArray, item_dim: Hashable, score_dim: Hashable, y: np.ndarray, kernels: str | None
 ) -> xr.DataArray:
     """Exact convolution of all items along ``item_dim`` (the kernel call)."""
     k = pmf.sizes[item_dim]
     grid = xr.DataArray(np.zeros(k * (y.size - 1) + 1), dims=_GRID)
     data = single_chunk(pmf.astype(np.float64, copy=False), [item_dim, score_dim])
     out = xr.apply_ufunc(
-        kernels.get_kernel("convolve_items", engine),
+        get_kernel("convolve_items", kernels),
         data,
         grid,
         input_core_dims=[[item_dim, score_dim], [_GRID]],
@@ -86,7 +86,7 @@ def compose(
     score_dim: Hashable,
     reflect: bool,
     subscale: Subscale,
-    engine: str | None,
+    kernels: str | None,
     split_single: bool = False,
 ) -> xr.DataArray:
     """:func:`composite` and :func:`xlikert.design.subscale_composites` (``split_single``)."""
@@ -108,12 +108,12 @@ def compose(
     reflected = ids[np.asarray(pmf["reflected"].values, dtype=bool)] if flagged else ids[:0]
     base = pmf.drop_vars([c for c in pmf.coords if c != item_dim and item_dim in pmf[c].dims])
     if groups is None:
-        out = _convolve(base, item_dim, score_dim, y, engine)
+        out = _convolve(base, item_dim, score_dim, y, kernels)
     else:
         n_items = [idx.size for _, idx in groups]
         grid = np.arange(min(n_items) * int(y[0]), max(n_items) * int(y[-1]) + 1)
         parts = [
-            _convolve(base.isel({item_dim: idx}), item_dim, score_dim, y, engine).reindex(
+            _convolve(base.isel({item_dim: idx}), item_dim, score_dim, y, kernels).reindex(
                 {score_dim: grid}, fill_value=0.0
             )
             for _, idx in groups
@@ -142,7 +142,7 @@ def composite(
     score_dim: Hashable = "score",
     reflect: bool = True,
     subscale: Subscale = SUBSCALE_DIM,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Composite-score PMF on the instrument's scale: exact convolution of the item PMFs.
 
@@ -173,7 +173,7 @@ def composite(
         sequence or mapping item id -> subscale), or None: one composite of
         all items. Items with subscale ``""`` are left out when there are
         subscales (listed in the attr ``items_without_subscale``).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"`` (the plain-numpy twin).
 
     Returns
@@ -221,7 +221,7 @@ def composite(
         score_dim=score_dim,
         reflect=reflect,
         subscale=subscale,
-        engine=engine,
+        kernels=kernels,
     )
 
 
@@ -295,6 +295,6 @@ def subscale_composites(
         score_dim=score_dim,
         reflect=reflect,
         subscale=SUBSCALE_DIM if subscale is None else subscale,
-        engine=None,
+        kernels=None,
         split_single=True,
     )
