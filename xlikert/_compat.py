@@ -66,7 +66,7 @@ MOVED: Mapping[str, tuple[str, ...]] = {
     "xlikert.reliability_layer": ("xlikert.analysis.reliability",),
     "xlikert.align": ("xlikert.analysis.alignment",),
     "xlikert.human": ("xlikert.analysis.human",),
-    "xlikert.sampling": ("xlikert.analysis.cost",),
+    "xlikert.sampling": ("xlikert.analysis.sampling",),
     "xlikert.traces": ("xlikert.analysis.traces",),
     "xlikert.data": ("xlikert.datasets",),
     "xlikert.design.scoring": ("xlikert.analysis.keying", "xlikert.analysis.construct"),

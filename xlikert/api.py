@@ -213,7 +213,7 @@ NAMESPACES: dict[str, str] = {
     "design": "xlikert.design",
     "plot": "xlikert.plot",
     "report": "xlikert.report",
-    "sampling": "xlikert.analysis.cost",
+    "sampling": "xlikert.analysis.sampling",
 }
 
 

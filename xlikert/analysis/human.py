@@ -50,8 +50,8 @@ from ..dims import HUMAN_VARIABLES, check_factor_name, factor_dims, preferred_fa
 from ..errors import DesignError, InputTypeError
 from ..io import encode_attrs, read_attrs
 from ..validate import check_score_axis
-from .cost import composite_moments, mixture_moments
 from .nonsubstantive import nonsubstantive_variables, pool_nonsubstantive
+from .sampling import composite_moments, mixture_moments
 
 __all__ = [
     "HUMAN_VARIABLES",
@@ -743,7 +743,7 @@ def human_vs_llm(
 
     The LLM composite is the uniform mixture over every factor not in
     ``condition`` and not ``by`` (exact moments,
-    :func:`xlikert.analysis.cost.mixture_moments`).
+    :func:`xlikert.analysis.sampling.mixture_moments`).
 
     Parameters
     ----------

@@ -9,7 +9,7 @@
 
 The analysis applies the same rule by default: every function that turns item
 PMFs into a composite (:func:`xlikert.composite`, :func:`xlikert.decompose`,
-:func:`xlikert.contrast`, :func:`xlikert.trend`, :mod:`xlikert.analysis.cost`, the
+:func:`xlikert.contrast`, :func:`xlikert.trend`, :mod:`xlikert.analysis.sampling`, the
 report) reflects the reverse-keyed items once (:func:`reflect_pending`) and
 composes the items of each subscale separately (:func:`subscale_groups`), so
 ``score`` is always the construct's scale. ``reflect=False`` and

@@ -1,6 +1,6 @@
 """Section "The cost of generative sampling": SE, sign flips and decoding bias of a sampler.
 
-Computed analytically from the exact PMFs (:mod:`xlikert.analysis.cost`), no simulation.
+Computed analytically from the exact PMFs (:mod:`xlikert.analysis.sampling`), no simulation.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import xarray as xr
 
 from ... import plot
-from ...analysis import cost as sampling
+from ...analysis import sampling
 from ...analysis.keying import SUBSCALE_DIM
 from ..inputs import ReportInputs
 from ..page import Section

@@ -4,7 +4,7 @@ The exact sum-to-zero contrast behind every factorial parameter
 (:func:`effect_coefficients`, :func:`effect_means`, :func:`effect_variances`), the
 normal approximation with the exact mean and variance of the estimator
 (:func:`flip_probability`, :ref:`eq-flip-prob`); its table by effect size is
-:func:`xlikert.analysis.cost.tables.flip_table`.
+:func:`xlikert.analysis.sampling.tables.flip_table`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # moved to the stage's tables module
-    return moved_attribute(__name__, name, {"flip_table": "xlikert.analysis.cost.tables"})
+    return moved_attribute(__name__, name, {"flip_table": "xlikert.analysis.sampling.tables"})
 
 
 #: Bin edges of ``|E_exact|`` in the paper's flip table (composite-score units).

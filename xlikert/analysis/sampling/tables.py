@@ -118,7 +118,7 @@ def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS)
 
     Examples
     --------
-    >>> from xlikert.analysis.cost import flip_probability
+    >>> from xlikert.analysis.sampling import flip_probability
     >>> from xlikert.datasets import synthetic_pmf
     >>> t = flip_table(flip_probability(synthetic_pmf({"m": 3}, n_items=3), n=[10]))
     >>> list(t.columns)
