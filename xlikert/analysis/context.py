@@ -28,10 +28,11 @@ import numpy as np
 import xarray as xr
 
 from ..collect.context import full_joint, history_tree
+from ..dims import OTHER_ITEM_DIM, OTHER_SCORE_DIM, SUBSCALE_DIM
 from ..errors import DesignError, InvalidPMFError
 from ..io import encode_attrs
 from ..validate import check_score_axis, describe_cells
-from .keying import SUBSCALE_DIM, subscale_groups
+from .keying import subscale_groups
 from .reliability import (
     ZERO_VARIANCE_RTOL,
     cronbach_alpha,
@@ -40,8 +41,6 @@ from .reliability import (
 )
 
 __all__ = [
-    "OTHER_ITEM_DIM",
-    "OTHER_SCORE_DIM",
     "carry_over",
     "carry_over_numpy",
     "conversation_consensus",
@@ -51,9 +50,6 @@ __all__ = [
     "joint_covariance_numpy",
 ]
 
-#: The second item and score dims of a pairwise joint.
-OTHER_ITEM_DIM = "other_item"
-OTHER_SCORE_DIM = "other_score"
 _JOINT_DIMS = ("item", OTHER_ITEM_DIM, "score", OTHER_SCORE_DIM)
 
 #: How the coefficients of a conversation are defined (``attrs["convention"]``).

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..dims import SUBSCALE_DIM
 from ..validate import as_pmf
-from .keying import SUBSCALE_DIM
 
 __all__ = ["level_frame", "with_consensus"]
 

@@ -43,22 +43,18 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..dims import DECODING_DIMS, factor_dims
+from ..dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ..errors import DesignError
 from ..validate import as_pmf, check_item_dim, check_score_axis
 from .support import check_support, require_ordinal, support_bounds
 
 __all__ = [
-    "SUBSCALE_DIM",
     "Subscale",
     "reflect_pending",
     "reflect_reverse_keyed",
     "subscale_coords",
     "subscale_groups",
 ]
-
-#: The dim of per-subscale composites (and the item coordinate naming each item's subscale).
-SUBSCALE_DIM = "subscale"
 
 #: How items are grouped into subscales: an item coordinate name, a per-item spec or None.
 Subscale = Hashable | xr.DataArray | Sequence[str] | Mapping[str, str] | None

@@ -90,7 +90,8 @@ def prompts(config: str, output: Path | None, show: int, history: str | None) ->
 
 def _show_conversation(ds, history: str) -> None:
     """Print the messages after ``history`` in the first sequential condition."""
-    from ..design.item_order import ADMINISTRATION_DIM, conversation
+    from ..design.item_order import conversation
+    from ..dims import ADMINISTRATION_DIM
     from ..errors import XlikertError
 
     try:

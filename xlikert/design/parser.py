@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..dims import ADMINISTRATION_DIM
 from ..errors import ConfigError, DesignError, FormatError, FormatNotShownError, LabelMappingError
 from .experiment import Experiment, Factor
 from .file_schema import (
@@ -46,7 +47,7 @@ from .instrument import (
     resolve_file,
     scale_from_spec,
 )
-from .item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, item_orders
+from .item_order import ADMINISTRATIONS, item_orders
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Scale
 from .template import Template, TemplateSyntaxError

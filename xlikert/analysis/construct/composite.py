@@ -14,7 +14,7 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from ...dims import DECODING_DIMS, factor_dims
+from ...dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ...kernels import get_kernel
 from ...validate import (
     as_pmf,
@@ -24,7 +24,7 @@ from ...validate import (
     check_score_axis,
     single_chunk,
 )
-from ..keying import SUBSCALE_DIM, Subscale, reflect_pending, subscale_coords, subscale_groups
+from ..keying import Subscale, reflect_pending, subscale_coords, subscale_groups
 from ..support import require_ordinal
 
 __all__ = ["compose", "composite", "subscale_composites", "to_composite"]

@@ -28,7 +28,7 @@ import xarray as xr
 
 from ..._compat import renamed_keywords
 from ..._version import __version__
-from ...dims import DECODING_DIMS, factor_dims
+from ...dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ...errors import DesignError, XlikertError
 from ...io import encode_attrs
 from ...kernels import get_kernel
@@ -42,7 +42,7 @@ from ...validate import (
     single_chunk,
     squeeze_constant_factors,
 )
-from ..keying import SUBSCALE_DIM, Subscale
+from ..keying import Subscale
 from ..support import require_ordinal
 from .composite import to_composite
 from .summary import summarize

@@ -10,10 +10,9 @@ from collections.abc import Hashable, Sequence
 import xarray as xr
 
 from ..._compat import renamed_keywords
-from ...dims import factor_dims
+from ...dims import SUBSCALE_DIM, factor_dims
 from ...errors import DesignError
 from ...validate import as_pmf
-from ..keying import SUBSCALE_DIM
 
 #: Dims a mixture carries along, never mixes: the subscales of a composite.
 _CARRIED = (SUBSCALE_DIM,)

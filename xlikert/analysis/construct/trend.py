@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...dims import factor_dims
+from ...dims import SUBSCALE_DIM, factor_dims
 from ...errors import DesignError
 from ...validate import (
     as_pmf,
@@ -16,7 +16,7 @@ from ...validate import (
     check_levels,
     single_chunk,
 )
-from ..keying import SUBSCALE_DIM, Subscale
+from ..keying import Subscale
 from ..support import require_ordinal
 from .composite import to_composite
 from .effects import blocked_contrast, trim_support

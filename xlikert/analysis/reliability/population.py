@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 
 from ..._compat import renamed_keywords
-from ...dims import DECODING_DIMS, factor_dims
+from ...dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ...errors import DesignError
 from ...io import encode_attrs
 from ...validate import (
@@ -27,7 +27,7 @@ from ...validate import (
     check_score_axis,
     describe_cells,
 )
-from ..keying import SUBSCALE_DIM, reflect_pending, subscale_groups
+from ..keying import reflect_pending, subscale_groups
 from ..support import require_ordinal
 from .coefficients import (
     UNIQUENESS_BOUND,

@@ -15,9 +15,8 @@ import pandas as pd
 import xarray as xr
 
 from ..._compat import renamed_keywords
-from ...dims import factor_dims, preferred_factor
+from ...dims import SUBSCALE_DIM, factor_dims, preferred_factor
 from ...io import read_attrs
-from ..keying import SUBSCALE_DIM
 from .population import reliability
 
 __all__ = ["RELIABILITY_COLUMNS", "default_respondents", "reliability_table"]

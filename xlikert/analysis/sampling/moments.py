@@ -8,7 +8,7 @@ import numpy as np
 import xarray as xr
 
 from ..._compat import renamed_keywords
-from ...dims import DECODING_DIMS, factor_dims
+from ...dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ...errors import DesignError, InvalidPMFError
 from ...validate import (
     as_pmf,
@@ -16,7 +16,7 @@ from ...validate import (
     check_pmf,
     check_score_axis,
 )
-from ..keying import SUBSCALE_DIM, reflect_pending, subscale_coords, subscale_groups
+from ..keying import reflect_pending, subscale_coords, subscale_groups
 from ..support import require_ordinal
 
 __all__ = [

@@ -16,11 +16,10 @@ import pandas as pd
 import xarray as xr
 
 from ..._compat import moved_attribute
-from ...dims import DECODING_DIMS, factor_dims, preferred_factor
+from ...dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims, preferred_factor
 from ...errors import DesignError
 from ...validate import as_pmf
 from .. import frames
-from ..keying import SUBSCALE_DIM
 from .decoding import correlation
 from .flips import DEFAULT_EFFECT_BINS
 from .moments import design_factors, standard_error

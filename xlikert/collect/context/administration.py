@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...design.item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, ITEM_POSITION, item_orders
+from ...design.item_order import ADMINISTRATIONS, ITEM_POSITION, item_orders
+from ...dims import ADMINISTRATION_DIM
 from ...errors import CollectionError
 from ...schema import variable_table
 from ..protocol import Model

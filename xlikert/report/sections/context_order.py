@@ -21,8 +21,8 @@ import pandas as pd
 import xarray as xr
 
 from ...analysis.context import carry_over
-from ...design.item_order import ADMINISTRATION_DIM, ITEM_POSITION
-from ...dims import MODEL_DIM
+from ...design.item_order import ITEM_POSITION
+from ...dims import ADMINISTRATION_DIM, MODEL_DIM
 from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code

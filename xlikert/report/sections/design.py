@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ...analysis.keying import SUBSCALE_DIM
 from ...analysis.support import nominal_items, support_bounds
+from ...dims import SUBSCALE_DIM
 from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code

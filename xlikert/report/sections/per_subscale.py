@@ -22,7 +22,7 @@ from ...analysis.construct import (
     interaction_node,
     trend_table,
 )
-from ...analysis.keying import SUBSCALE_DIM
+from ...dims import SUBSCALE_DIM
 from ...errors import DesignError
 from ..inputs import ReportInputs
 from ..page import Section

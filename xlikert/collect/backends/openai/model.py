@@ -257,7 +257,9 @@ def _check_one_token(options: CollectOptions, name: str) -> None:
     from ...layout import answer_codes
     from ...tokens import needs_sequences
 
-    codes, labels, _ = answer_codes(options.scale, options.labels_by_score, options.nonsubstantive_labels)
+    codes, labels, _ = answer_codes(
+        options.scale, options.labels_by_score, options.nonsubstantive_labels
+    )
     if needs_sequences(codes, None if options.answer_labels is None else labels):
         what = (
             f"the scale {list(options.scale)}"
