@@ -258,7 +258,7 @@ def test_one_refinement_driver_for_both_twins():
     p = np.array([[0.2, 0.3, 0.5], [0.6, 0.0, 0.4]])
     y = np.arange(1.0, 4.0)
     np.testing.assert_allclose(
-        kc.consensus_core(p, y, 1e-8, 1 << 20), kc.consensus_core_numpy(p, y, 1e-8), atol=1e-14
+        kc.consensus_core(p, y, 1e-8, 1 << 20), kc._consensus_core_numpy(p, y, 1e-8), atol=1e-14
     )
 
 

@@ -5,11 +5,12 @@ no leading underscore, that no other module of the package names (as a name, an
 attribute, an imported name or a string), and that is not public API on purpose:
 not in ``xl.__all__``, not in the ``__all__`` of a documented public module
 (:data:`PUBLIC_MODULES`), not in the API reference (``docs/api.rst``), not a command
-of the command line. Such a helper gets a leading underscore. Measured on main before
-this rule: 61 (the issue's own count, by a rule it did not state, was 54).
+of the command line. Such a helper gets a leading underscore. Measured by
+:func:`module_local_public_helpers` on main before this rule: 61 (the issue's own count,
+by a rule it did not state, was 54); after it: the 6 of :data:`ALLOWED`.
 
 :data:`ALLOWED` lists the ones kept public, each with its reason; the test fails when a
-new one appears (make it private, or give the reason here) or an allowed one goes.
+new one appears (make it private, or give the reason here).
 """
 
 from __future__ import annotations
@@ -40,7 +41,15 @@ PUBLIC_MODULES = (
 )
 
 #: Module-local public helpers kept public on purpose: name -> why.
-ALLOWED: dict[str, str] = {}
+ALLOWED: dict[str, str] = {
+    "xlikert._compat.renamed_keyword": "a shim's decorator; the shims go before 0.1.0",
+    "xlikert._compat.deprecated_function": "a shim's decorator; the shims go before 0.1.0",
+    "xlikert.analysis.context.conversation_reliability": "documented in docs/context.md",
+    "xlikert.analysis.context.conversation_consensus": "documented in docs/context.md",
+    "xlikert.design.file_schema.update_readme": "the development docs' command that "
+    "regenerates the design README's tables (docs/development.md)",
+    "xlikert.design.formats.option_orders": "documented in docs/formats.md",
+}
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -127,10 +136,18 @@ def module_local_public_helpers(root: Path = ROOT) -> list[str]:
 
 
 def test_no_module_local_public_helper():
-    found = set(module_local_public_helpers())
-    assert found == set(ALLOWED), (
-        f"public helpers used only in their own module ({len(found)}): make them private "
-        f"(a leading underscore) or say why in ALLOWED:\n  "
-        + "\n  ".join(sorted(found - set(ALLOWED)))
-        + ("\nno longer found, drop from ALLOWED: " + ", ".join(sorted(set(ALLOWED) - found)))
+    new = set(module_local_public_helpers()) - set(ALLOWED)
+    assert not new, (
+        f"public helpers used only in their own module ({len(new)}): make them private "
+        "(a leading underscore) or say why in ALLOWED:\n  " + "\n  ".join(sorted(new))
     )
+
+
+def test_the_measure_finds_a_module_local_helper(tmp_path):
+    """The measure itself: a public function no other module names is found; one that
+    another module imports, or that a public module's ``__all__`` lists, is not."""
+    package = tmp_path / "xlikert"
+    package.mkdir()
+    (package / "a.py").write_text("def alone():\n    pass\n\n\ndef shared():\n    pass\n")
+    (package / "b.py").write_text("from .a import shared\n")
+    assert module_local_public_helpers(tmp_path) == ["xlikert.a.alone"]

@@ -19,7 +19,7 @@ from xlikert.kernels.consensus import (
     consensus_bounds,
     consensus_bounds_numpy,
     consensus_core,
-    consensus_core_numpy,
+    _consensus_core_numpy,
 )
 
 # --------------------------------------------------------------------------- oracle
@@ -184,7 +184,7 @@ def test_multivariate_within_tol_of_enumeration(case, tol):
     assert err <= tol
     assert lo <= val <= hi <= 1.0  # Cns <= 1, so the certified upper bound is capped there
     # numba kernel == plain-numpy twin (the public values carry the cap at 1)
-    v2, lo2, hi2 = consensus_core_numpy(p, y.astype(float), tol)
+    v2, lo2, hi2 = _consensus_core_numpy(p, y.astype(float), tol)
     np.testing.assert_allclose([min(v2, 1), lo2, min(hi2, 1)], [val, lo, hi], rtol=0, atol=1e-12)
 
 

@@ -534,18 +534,18 @@ def test_report_of_a_questionnaire_shows_nonsubstantive_rates_and_nominal_exclus
 
 
 def test_human_csv_of_a_questionnaire_is_read_on_each_items_own_scale(tmp_path):
-    from xlikert.report.sections.alignment import load_human
+    from xlikert.report.sections.alignment import _load_human
 
     ds, _ = _questionnaire_results()
     table = pd.DataFrame({"party": ["Dem", "Rep"] * 3, "a": [1, 2, 3, 4, 1, 2], "c": [0, 7] * 3})
     table.to_csv(tmp_path / "h.csv", index=False)
-    human, _ = load_human(tmp_path / "h.csv", ds.pmf)
+    human, _ = _load_human(tmp_path / "h.csv", ds.pmf)
     assert human.score.values.tolist() == list(range(8))  # the results' axis
     assert human.score_max.values.tolist() == [4, 7]
     table.loc[0, "a"] = 6  # on the results' axis, off item a's own 1..4
     table.to_csv(tmp_path / "h.csv", index=False)
     with pytest.raises(xl.DesignError, match=r"column 'a' .* outside the scale 1..4"):
-        load_human(tmp_path / "h.csv", ds.pmf)
+        _load_human(tmp_path / "h.csv", ds.pmf)
 
 
 def test_importing_the_report_and_the_figures_sets_no_matplotlib_backend():

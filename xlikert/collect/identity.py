@@ -54,11 +54,9 @@ __all__ = [
     "ModelFiles",
     "RunKeys",
     "cell_key",
-    "hub_commit",
     "in_process_inputs",
     "model_digest",
     "numbers_options",
-    "sent_digest",
 ]
 
 #: The version of the key rule (part of every key).
@@ -127,12 +125,12 @@ def model_digest(identity: dict[str, Any], options: dict[str, Any]) -> str:
     return hashlib.sha256(_json({"model": identity, "options": options})).hexdigest()
 
 
-def sent_digest(sent: Any) -> str:
+def _sent_digest(sent: Any) -> str:
     """sha256 of what one prompt sent: token ids (ints) or a request (a JSON object).
 
     Examples
     --------
-    >>> sent_digest([1, 2, 3]) == sent_digest(np.array([1, 2, 3], dtype=np.int32))
+    >>> _sent_digest([1, 2, 3]) == _sent_digest(np.array([1, 2, 3], dtype=np.int32))
     True
     """
     if isinstance(sent, dict):
@@ -153,7 +151,7 @@ def cell_key(digest: str, labels: Sequence[str], sent: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def hub_commit(source: str, revision: str | None) -> str:
+def _hub_commit(source: str, revision: str | None) -> str:
     """The commit a Hugging Face id (at ``revision``, default its main branch) resolves
     to now, read from the local cache or the Hub (``config.json`` only); empty when it
     cannot be resolved."""
@@ -238,7 +236,7 @@ def in_process_inputs(
 
     The identity is the checked entry without its name and placement, with the
     folder's revision and checksum (:class:`ModelFiles`; a Hugging Face id's
-    commit, :func:`hub_commit`), the ``dtype`` the weights load in and
+    commit, :func:`_hub_commit`), the ``dtype`` the weights load in and
     ``trust_remote_code``. ``sent`` renders and tokenises the prompts as both
     in-process backends do (:class:`~xlikert.collect.templates.PromptTemplate`;
     in reasoning mode the reasoning prompt), loading only the tokenizer. The
@@ -248,7 +246,7 @@ def in_process_inputs(
     folder, prov = files.folder, files.provenance
     revision = prov.get("revision") or ""
     if folder == str(spec["source"]) and not Path(folder).expanduser().exists():  # a Hub id
-        revision = hub_commit(folder, spec.get("revision")) or revision
+        revision = _hub_commit(folder, spec.get("revision")) or revision
     identity = {k: v for k, v in checked.items() if k not in _PLACEMENT}
     identity.update(
         backend=backend, dtype=dtype, trust_remote_code=files.trust_remote_code,
@@ -336,7 +334,7 @@ class RunKeys:
     def _keys_of(self, mi: int, cells: Sequence[int], sent: Sequence[Any]) -> list[str]:
         digest = self.digest(mi)
         return [
-            cell_key(digest, self.labels(j), sent_digest(x))
+            cell_key(digest, self.labels(j), _sent_digest(x))
             for j, x in zip(cells, sent, strict=True)
         ]
 

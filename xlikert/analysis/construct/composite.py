@@ -27,7 +27,7 @@ from ...validate import (
 from ..keying import Subscale, reflect_pending, subscale_coords, subscale_groups
 from ..support import require_ordinal
 
-__all__ = ["compose", "composite", "subscale_composites", "to_composite"]
+__all__ = ["composite", "subscale_composites", "to_composite"]
 
 _GRID = "_grid"
 
@@ -79,7 +79,7 @@ def _convolve(
     )
 
 
-def compose(
+def _compose(
     pmf: xr.DataArray | xr.Dataset,
     *,
     item_dim: Hashable,
@@ -215,7 +215,7 @@ def composite(
     >>> xl.composite(keyed, reflect=False, subscale=None).identical(s)
     True
     """
-    return compose(
+    return _compose(
         pmf,
         item_dim=item_dim,
         score_dim=score_dim,
@@ -289,7 +289,7 @@ def subscale_composites(
     >>> dict(comp.sizes)
     {'model': 2, 'subscale': 2, 'score': 9}
     """
-    return compose(
+    return _compose(
         pmf,
         item_dim=item_dim,
         score_dim=score_dim,

@@ -9,7 +9,7 @@ in the backends) and a few functions:
 
 * the dtype rule (:func:`resolve_dtype`; the names are checked by
   :func:`xlikert.collect.options.check_dtype`);
-* the end-of-turn rule (:func:`end_of_turn_ids`, :data:`END_OF_TURN_RULE`);
+* the end-of-turn rule (:func:`_end_of_turn_ids`, :data:`END_OF_TURN_RULE`);
 * the entry keys both know (:data:`ENTRY_KEYS`) and the provenance both record
   (:func:`model_provenance`, :meth:`InProcessModel.provenance`);
 * the outline of a unit in exact mode and in reasoning mode
@@ -43,14 +43,7 @@ if TYPE_CHECKING:
     from ..options import CollectOptions
     from ..templates import PromptTemplate
 
-__all__ = [
-    "END_OF_TURN_RULE",
-    "ENTRY_KEYS",
-    "InProcessModel",
-    "end_of_turn_ids",
-    "model_provenance",
-    "resolve_dtype",
-]
+__all__ = ["END_OF_TURN_RULE", "ENTRY_KEYS", "InProcessModel", "model_provenance", "resolve_dtype"]
 
 #: Model-entry keys both in-process backends know (each adds its own).
 ENTRY_KEYS = frozenset(
@@ -94,7 +87,7 @@ END_OF_TURN_RULE = (
 )
 
 
-def end_of_turn_ids(tokenizer: Any, model_config: Any, generation_config: Any) -> set[int]:
+def _end_of_turn_ids(tokenizer: Any, model_config: Any, generation_config: Any) -> set[int]:
     """Token ids that end the model's turn (:data:`END_OF_TURN_RULE`).
 
     Each argument is an object with an ``eos_token_id`` (an id, a list of ids
@@ -103,7 +96,7 @@ def end_of_turn_ids(tokenizer: Any, model_config: Any, generation_config: Any) -
     Examples
     --------
     >>> from types import SimpleNamespace as NS
-    >>> sorted(end_of_turn_ids(NS(eos_token_id=2), NS(eos_token_id=[2, 7]), None))
+    >>> sorted(_end_of_turn_ids(NS(eos_token_id=2), NS(eos_token_id=[2, 7]), None))
     [2, 7]
     """
     ids: set[int] = set()
@@ -186,7 +179,7 @@ class InProcessModel:
         self.format = None
         if reasoning is not None:
             self.format = reasoning_format(tokenizer, reasoning, self.name)
-            self.stop_ids = end_of_turn_ids(tokenizer, model_config, generation_config)
+            self.stop_ids = _end_of_turn_ids(tokenizer, model_config, generation_config)
 
     # ------------------------------------------------------------------ answer labels
     def relabel(self, labels: tuple[str, ...] | None) -> None:

@@ -13,10 +13,10 @@ from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_escape as md
 
-__all__ = ["constraint_section", "nonsubstantive_parts", "nonsubstantive_table"]
+__all__ = ["constraint_section"]
 
 
-def nonsubstantive_table(ds: xr.Dataset, by: Hashable) -> pd.DataFrame:
+def _nonsubstantive_table(ds: xr.Dataset, by: Hashable) -> pd.DataFrame:
     """Non-substantive answers by ``by``, item and option: the mass (mean, max over the other
     factors' conditions) and the rate among the answers (mean); items that do not offer an
     option have no row."""
@@ -51,7 +51,7 @@ def constraint_section(inputs: ReportInputs) -> Section:
             digits=4,
         )
         if "nonsubstantive_mass" in inputs.ds:
-            nonsubstantive_parts(s, inputs)
+            _nonsubstantive_parts(s, inputs)
     else:
         s.text("The results hold no `valid_mass`: the failure rate cannot be reported.")
     rules = {
@@ -69,7 +69,7 @@ def constraint_section(inputs: ReportInputs) -> Section:
     return s
 
 
-def nonsubstantive_parts(s: Section, inputs: ReportInputs) -> None:
+def _nonsubstantive_parts(s: Section, inputs: ReportInputs) -> None:
     """The non-substantive answers ("Don't know", "Refused"): what the failure rate leaves out."""
     s.text(
         "Some items offer non-substantive answers (options "
@@ -80,7 +80,7 @@ def nonsubstantive_parts(s: Section, inputs: ReportInputs) -> None:
         "among the respondents who answered."
     )
     s.table(
-        nonsubstantive_table(inputs.ds, inputs.by),
+        _nonsubstantive_table(inputs.ds, inputs.by),
         inputs.out,
         "nonsubstantive",
         f"Non-substantive answers by {inputs.by}, item and option: mass (mean and max over "

@@ -14,7 +14,7 @@ from ..inputs import ReportInputs
 from ..page import Section
 from .per_subscale import composite_parts, views
 
-__all__ = ["baseline_for", "construct_section", "human_baseline_parts"]
+__all__ = ["construct_section"]
 
 
 def construct_section(inputs: ReportInputs) -> Section:
@@ -34,9 +34,9 @@ def construct_section(inputs: ReportInputs) -> Section:
         + (" (small multiples: one row per subscale)" if per_subscale else "")
         + ".",
     )
-    base = baseline_for(inputs.ds)
+    base = _baseline_for(inputs.ds)
     if base is not None:
-        human_baseline_parts(s, inputs, base)
+        _human_baseline_parts(s, inputs, base)
     s.table(
         paper_layout(inputs.effects),
         inputs.out,
@@ -51,7 +51,7 @@ def construct_section(inputs: ReportInputs) -> Section:
     return s
 
 
-def baseline_for(ds: xr.Dataset) -> pd.DataFrame | None:
+def _baseline_for(ds: xr.Dataset) -> pd.DataFrame | None:
     """The published human samples of the file's instrument, if it has them (CETSCALE)."""
     name = str(ds.attrs.get("instrument", ""))
     if not name:
@@ -71,7 +71,7 @@ def baseline_for(ds: xr.Dataset) -> pd.DataFrame | None:
     return base
 
 
-def human_baseline_parts(s: Section, inputs: ReportInputs, base: pd.DataFrame) -> None:
+def _human_baseline_parts(s: Section, inputs: ReportInputs, base: pd.DataFrame) -> None:
     """Human samples vs each ``by`` level's composite, at the level of ``second`` that is the
     samples' country where there is one (the paper: target = USA, Shimp & Sharma's US
     respondents)."""

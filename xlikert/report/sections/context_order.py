@@ -27,10 +27,10 @@ from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 
-__all__ = ["context_section", "sequential_cells"]
+__all__ = ["context_section"]
 
 
-def sequential_cells(ds: xr.Dataset) -> xr.DataArray | None:
+def _sequential_cells(ds: xr.Dataset) -> xr.DataArray | None:
     """Where the results hold sequentially administered cells (bool over the cells), or None."""
     if "context_position" not in ds:
         return None
@@ -53,7 +53,7 @@ def context_section(inputs: ReportInputs) -> Section | None:
     """Isolated vs sequential, positions, order effects, carry-over; ``None`` without any
     sequentially administered cell."""
     ds = inputs.ds
-    seq = sequential_cells(ds)
+    seq = _sequential_cells(ds)
     if seq is None:
         return None
     s = Section("Context and order")

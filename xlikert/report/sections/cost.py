@@ -16,14 +16,7 @@ from ..page import Section
 from ..tables import markdown_escape as md
 from .per_subscale import views
 
-__all__ = [
-    "FLIP_BUDGETS",
-    "SE_BUDGETS",
-    "decoding_bias_parts",
-    "sampling_cost_section",
-    "sign_flip_parts",
-    "standard_error_parts",
-]
+__all__ = ["FLIP_BUDGETS", "SE_BUDGETS", "sampling_cost_section"]
 
 #: Sample sizes N per condition of the standard-error table and figure.
 SE_BUDGETS = (10, 100, 1000, 1_000_000)
@@ -43,10 +36,10 @@ def sampling_cost_section(inputs: ReportInputs) -> Section:
     if inputs.nominal:
         s.text(inputs.nominal_note("the composite's sampling cost"))
     se = sampling.standard_error(inputs.pmf, n=SE_BUDGETS)
-    standard_error_parts(s, inputs, se)
-    sign_flip_parts(s, inputs, per_subscale=SUBSCALE_DIM in se.dims)
+    _standard_error_parts(s, inputs, se)
+    _sign_flip_parts(s, inputs, per_subscale=SUBSCALE_DIM in se.dims)
     if "decoding_pmf" in inputs.ds:
-        decoding_bias_parts(s, inputs)
+        _decoding_bias_parts(s, inputs)
     else:
         s.text(
             "No `decoding_pmf` (temperature × top-p grid) in the results: decoding bias "
@@ -55,7 +48,7 @@ def sampling_cost_section(inputs: ReportInputs) -> Section:
     return s
 
 
-def standard_error_parts(s: Section, inputs: ReportInputs, se: xr.DataArray) -> None:
+def _standard_error_parts(s: Section, inputs: ReportInputs, se: xr.DataArray) -> None:
     """The SE table (sorted by Consensus), and per subscale the SE figure and its correlation."""
     by, cns = inputs.by, inputs.consensus
     per_sub = " and subscale" if SUBSCALE_DIM in se.dims else ""
@@ -82,7 +75,7 @@ def standard_error_parts(s: Section, inputs: ReportInputs, se: xr.DataArray) -> 
             )
 
 
-def sign_flip_parts(s: Section, inputs: ReportInputs, *, per_subscale: bool) -> None:
+def _sign_flip_parts(s: Section, inputs: ReportInputs, *, per_subscale: bool) -> None:
     """Mean sign-flip probability by exact effect size and budget (table and figure)."""
     flips = sampling.flip_probability(inputs.pmf, n=FLIP_BUDGETS)
     if flips.empty:
@@ -104,7 +97,7 @@ def sign_flip_parts(s: Section, inputs: ReportInputs, *, per_subscale: bool) -> 
     )
 
 
-def decoding_bias_parts(s: Section, inputs: ReportInputs) -> None:
+def _decoding_bias_parts(s: Section, inputs: ReportInputs) -> None:
     """Bias of the expected composite over the temperature x top-p grid (``decoding_pmf``)."""
     by, cns = inputs.by, inputs.consensus
     bias = sampling.decoding_bias(inputs.ordered)

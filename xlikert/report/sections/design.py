@@ -12,7 +12,7 @@ from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
 
-__all__ = ["design_section", "scoring_lines"]
+__all__ = ["design_section"]
 
 
 def design_section(inputs: ReportInputs) -> Section:
@@ -49,14 +49,14 @@ def design_section(inputs: ReportInputs) -> Section:
         )
     if inputs.ds.attrs.get("synthetic"):
         s.text("**SYNTHETIC DATA**: these results are random PMFs, no model was run.")
-    for line in item_scale_lines(pmf):
+    for line in _item_scale_lines(pmf):
         s.text(line)
-    for line in scoring_lines(inputs.pmf):
+    for line in _scoring_lines(inputs.pmf):
         s.text(line)
     return s
 
 
-def item_scale_lines(pmf: xr.DataArray) -> list[str]:
+def _item_scale_lines(pmf: xr.DataArray) -> list[str]:
     """Each item's own scale where the items have their own, and the nominal items
     (Markdown, item ids escaped); nothing for a file of one scale."""
     if "item" not in pmf.coords:
@@ -100,7 +100,7 @@ def _weights_line(pmf: xr.DataArray, ids: list[str]) -> str | None:
     )
 
 
-def scoring_lines(pmf: xr.DataArray) -> list[str]:
+def _scoring_lines(pmf: xr.DataArray) -> list[str]:
     """How the composite is scored: the reflected items and the subscales with their items
     (Markdown, item ids and subscale names escaped)."""
     if "item" not in pmf.coords:

@@ -27,16 +27,7 @@ from ...errors import DesignError
 from ..inputs import ReportInputs
 from ..page import Section
 
-__all__ = [
-    "View",
-    "composite_parts",
-    "contrast_parts",
-    "interaction_parts",
-    "main_effect_figures",
-    "tree_view",
-    "trend_parts",
-    "views",
-]
+__all__ = ["View", "composite_parts", "views"]
 
 
 class View(NamedTuple):
@@ -57,7 +48,7 @@ def views(obj: xr.DataArray) -> Iterator[View]:
         yield View(f"_{slug}", f"Subscale {name}: ", obj.sel({SUBSCALE_DIM: name}))
 
 
-def tree_view(dec: xr.DataTree, comp_s: xr.DataArray) -> xr.DataTree:
+def _tree_view(dec: xr.DataTree, comp_s: xr.DataArray) -> xr.DataTree:
     """The decomposition of the subscale that ``comp_s`` was selected at (all of it without)."""
     if SUBSCALE_DIM not in comp_s.coords or SUBSCALE_DIM in comp_s.dims:
         return dec
@@ -69,15 +60,15 @@ def tree_view(dec: xr.DataTree, comp_s: xr.DataArray) -> xr.DataTree:
 
 def composite_parts(s: Section, inputs: ReportInputs, view: View) -> None:
     """Effect figures, interaction, contrasts and trends of one composite (one subscale)."""
-    dec = tree_view(inputs.decomposition, view.data)
-    main_effect_figures(s, inputs, view, dec)
+    dec = _tree_view(inputs.decomposition, view.data)
+    _main_effect_figures(s, inputs, view, dec)
     if inputs.second is not None:
-        interaction_parts(s, inputs, view, dec)
-        contrast_parts(s, inputs, view)
-    trend_parts(s, inputs, view)
+        _interaction_parts(s, inputs, view, dec)
+        _contrast_parts(s, inputs, view)
+    _trend_parts(s, inputs, view)
 
 
-def main_effect_figures(s: Section, inputs: ReportInputs, view: View, dec: xr.DataTree) -> None:
+def _main_effect_figures(s: Section, inputs: ReportInputs, view: View, dec: xr.DataTree) -> None:
     """The distribution of every main effect of a varying factor."""
     for f in inputs.factors:
         if f in dec.children and view.data.sizes[f] >= 2:
@@ -90,7 +81,7 @@ def main_effect_figures(s: Section, inputs: ReportInputs, view: View, dec: xr.Da
             )
 
 
-def interaction_parts(s: Section, inputs: ReportInputs, view: View, dec: xr.DataTree) -> None:
+def _interaction_parts(s: Section, inputs: ReportInputs, view: View, dec: xr.DataTree) -> None:
     """The ``by`` x ``second`` interaction: heatmap (in-group cells marked), aggregate vs factorial."""
     by, second, origin = inputs.by, inputs.second, inputs.origin
     try:
@@ -121,7 +112,7 @@ def interaction_parts(s: Section, inputs: ReportInputs, view: View, dec: xr.Data
     )
 
 
-def contrast_parts(s: Section, inputs: ReportInputs, view: View) -> None:
+def _contrast_parts(s: Section, inputs: ReportInputs, view: View) -> None:
     """Pairwise contrasts between the levels of ``second`` (at most 8 levels)."""
     second = inputs.second
     table = contrast_table(view.data, second, max_levels=8)
@@ -136,7 +127,7 @@ def contrast_parts(s: Section, inputs: ReportInputs, view: View) -> None:
     )
 
 
-def trend_parts(s: Section, inputs: ReportInputs, view: View) -> None:
+def _trend_parts(s: Section, inputs: ReportInputs, view: View) -> None:
     """Per-unit trends over the factors with a numeric coordinate (none: no table)."""
     table = trend_table(view.data, inputs.factors)
     if table.empty:

@@ -1,6 +1,6 @@
 """Section "Reliability": Cronbach's α and McDonald's ω over the conditions.
 
-:func:`reliability_section` builds the report's section from the table of
+:func:`_reliability_section` builds the report's section from the table of
 :func:`xlikert.analysis.reliability.reliability_table`, and
 :func:`scale_reliability_section` is the section's entry in the list of sections.
 """
@@ -22,7 +22,7 @@ from ..page import Section
 from ..tables import markdown_escape as md
 from .formats import format_factor
 
-__all__ = ["reliability_section", "scale_reliability_section"]
+__all__ = ["scale_reliability_section"]
 
 #: Names that moved to the analysis stage they tabulate.
 _MOVED = {
@@ -36,7 +36,7 @@ def __getattr__(name: str) -> Any:
 
 
 @renamed_keywords(respondent_dims="dim")
-def reliability_section(
+def _reliability_section(
     pmf: xr.DataArray,
     out: Path,
     section,
@@ -108,7 +108,7 @@ def scale_reliability_section(inputs: ReportInputs) -> Section:
     respondents = None
     if fmt is not None:
         respondents = [f for f in stage.default_respondents(inputs.pmf, inputs.by) if f != fmt]
-    s = reliability_section(inputs.pmf, inputs.out, Section, dim=respondents, by=inputs.by)
+    s = _reliability_section(inputs.pmf, inputs.out, Section, dim=respondents, by=inputs.by)
     if inputs.nominal:
         s.text(inputs.nominal_note("reliability"))
     return s

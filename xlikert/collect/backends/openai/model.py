@@ -18,7 +18,7 @@ from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
 from .spec import SERVER_KINDS, ServerSpec
 from .transport import Transport
 
-__all__ = ["ServerModel", "load_tokenizer"]
+__all__ = ["ServerModel"]
 
 
 def _tokenizer_name(spec: ServerSpec) -> tuple[str | None, str]:
@@ -31,7 +31,7 @@ def _tokenizer_name(spec: ServerSpec) -> tuple[str | None, str]:
     return None, f"the served name {m!r} is not a tokenizer id or folder"
 
 
-def load_tokenizer(spec: ServerSpec) -> tuple[Any, str]:
+def _load_tokenizer(spec: ServerSpec) -> tuple[Any, str]:
     """The tokenizer of a server model entry and what to record about it.
 
     ``tokenizer``, else the served model's name when it looks like a Hugging Face id
@@ -143,7 +143,7 @@ class ServerModel:
             self.plan.kind = SERVER_KINDS.get(str(info.get("owned_by")), "other")
 
     def _load_tokenizer(self) -> None:
-        tok, what = load_tokenizer(self.spec)
+        tok, what = _load_tokenizer(self.spec)
         if tok is None:
             self._prov["tokenizer_note"] = what
             return

@@ -64,7 +64,7 @@ from ...tokens import answer_rule
 from ...zoo import check_source
 from ..inprocess import ENTRY_KEYS, InProcessModel, model_provenance, resolve_dtype
 
-__all__ = ["READOUT", "TESTED_VLLM", "VLLMModel", "check", "check_vllm_version", "inputs", "open"]
+__all__ = ["READOUT", "TESTED_VLLM", "VLLMModel", "check", "inputs", "open"]
 
 #: How the numbers are read off the engine, recorded per model.
 READOUT = (
@@ -138,12 +138,12 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def check_vllm_version(version: str) -> None:
+def _check_vllm_version(version: str) -> None:
     """Warn when ``version`` is not a vLLM release of :data:`TESTED_VLLM`.
 
     Examples
     --------
-    >>> check_vllm_version("0.32.0+cpu")
+    >>> _check_vllm_version("0.32.0+cpu")
     """
     tested = ", ".join(f"{a}.{b}" for a, b in TESTED_VLLM)
     try:
@@ -399,7 +399,7 @@ class VLLMModel(InProcessModel):
         ``files``: what ``spec`` resolves to, resolved already in this run."""
         import vllm
 
-        check_vllm_version(vllm.__version__)
+        _check_vllm_version(vllm.__version__)
         self.name = str(spec["name"])
         self.options = options
         self._serial = 0
