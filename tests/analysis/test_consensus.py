@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 import xlikert as xl
 from xlikert.errors import InvalidPMFError, XlikertError
 from xlikert.kernels.consensus import (
+    _consensus_core_numpy,
     consensus_bounds,
     consensus_bounds_numpy,
     consensus_core,
-    _consensus_core_numpy,
 )
 
 # --------------------------------------------------------------------------- oracle

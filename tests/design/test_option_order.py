@@ -16,9 +16,9 @@ import pytest
 import xlikert as xl
 from xlikert.design import experiment_from_dict
 from xlikert.design.formats import (
+    _order_name,
     builtin_format,
     option_orders,
-    _order_name,
     permuted_formats,
 )
 from xlikert.errors import FormatError, FormatNotShownError, LabelMappingError
