@@ -244,7 +244,11 @@ def test_no_factor_name_is_written_into_analysis_report_or_plot_code():
         ("xlikert.report.sections.formats", "variance_shares", "xlikert.analysis.construct"),
         ("xlikert.analysis.construct.summary", "summary_table", "xlikert.analysis.construct"),
         ("xlikert.analysis.sampling.flips", "flip_table", "xlikert.analysis.sampling.tables"),
-        ("xlikert.analysis.sampling.decoding", "decoding_bias_table", "xlikert.analysis.sampling.tables"),
+        (
+            "xlikert.analysis.sampling.decoding",
+            "decoding_bias_table",
+            "xlikert.analysis.sampling.tables",
+        ),
         ("xlikert.analysis.sampling.tables", "level_frame", "xlikert.analysis.frames"),
         ("xlikert.report", "synthetic_results", "xlikert.datasets"),
         ("xlikert.report", "load_demo_results", "xlikert.datasets"),
