@@ -26,12 +26,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import _compat
 from . import accessor as _accessor  # noqa: F401  (registers the .likert accessor)
 from . import api as _api
 from ._version import __version__ as __version__
-
-_compat.install()
 
 # Every public name, from the one list of the public API (xlikert.api.API).
 globals().update(_api.exports())

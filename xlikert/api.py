@@ -114,7 +114,7 @@ API: tuple[Section, ...] = (
     Section(
         "Results files",
         (Entry(io.open_results), Entry(io.open_decomposition), Entry(io.to_netcdf, BOTH)),
-        also=("io.read_attrs", "io.encode_attrs", "io.decode_attrs", "io.rename_legacy"),
+        also=("io.read_attrs", "io.encode_attrs", "io.decode_attrs"),
     ),
     Section(
         "Constraint: the failure rate",
