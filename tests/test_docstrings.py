@@ -27,6 +27,7 @@ import xlikert as xl  # noqa: E402
 #: Public modules whose ``__all__`` functions the API reference documents.
 MODULES = (
     "xlikert",
+    "xlikert.api",
     "xlikert.analysis.sampling",
     "xlikert.collect",
     "xlikert.datasets",
