@@ -89,3 +89,14 @@ def test_a_name_added_to_the_list_reaches_all_three(monkeypatch):
 def test_the_namespaces_are_listed_once():
     for name, module in api.NAMESPACES.items():
         assert getattr(xl, name).__name__ == module
+
+
+def test_the_type_stub_is_what_the_list_writes():
+    """Type checkers and editors read ``xlikert/__init__.pyi`` (the names are bound from
+    the list at run time); it holds every name of ``xl.__all__``, from the list."""
+    committed = (ROOT / "xlikert" / "__init__.pyi").read_text("utf-8")
+    assert committed == api.stub(), (
+        'xlikert/__init__.pyi is out of date: python -c "from xlikert import api; api.write_stub()"'
+    )
+    for name in xl.__all__:
+        assert f" as {name}\n" in committed, name

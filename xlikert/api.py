@@ -10,7 +10,10 @@ method. Everything else is derived from it:
   docstring, so ``help(da.likert.decompose)`` shows :func:`xlikert.decompose`'s;
 * the API reference page (``docs/api.rst``), written by the docs extension
   (``docs/_ext/xlikert_docs.py``) from :data:`API` at every build;
-* the tests' name lists (``tests/test_architecture.py``, ``tests/test_api.py``).
+* the tests' name lists (``tests/test_architecture.py``, ``tests/test_api.py``);
+* the type stub ``xlikert/__init__.pyi`` that type checkers and editors read (the names
+  are bound from the list at run time, which they cannot follow): :func:`write_stub`
+  writes it from :func:`stub`, and ``tests/test_api.py`` checks it is current.
 
 To add an analysis function: write it in its stage's module under
 :mod:`xlikert.analysis`, then add one :class:`Entry` to its section below.
@@ -54,6 +57,8 @@ __all__ = [
     "accessor_methods",
     "exports",
     "public_names",
+    "stub",
+    "write_stub",
 ]
 
 #: Which objects have an entry as a ``.likert`` method: both (a PMF DataArray and a
@@ -332,3 +337,72 @@ def accessor_method(fn: Callable[..., Any]) -> Callable[..., Any]:
     self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
     method.__signature__ = signature.replace(parameters=[self_param, *params[1:]])  # type: ignore[attr-defined]
     return method
+
+
+def stub() -> str:
+    """The text of ``xlikert/__init__.pyi``: every name of ``xl.*`` and namespace, typed.
+
+    Returns
+    -------
+    str
+        The stub, one import per public name from the module that defines it.
+
+    Raises
+    ------
+    ValueError
+        Where two entries have one name (:func:`exports`).
+
+    Examples
+    --------
+    >>> from xlikert import api
+    >>> "from xlikert.analysis.construct.effects import decompose as decompose" in api.stub()
+    True
+    """
+    lines = [
+        '"""The names of ``import xlikert as xl``, for type checkers and editors.',
+        "",
+        "Generated from the one list of the public API, :data:`xlikert.api.API`, by",
+        '``python -c "from xlikert import api; api.write_stub()"``; do not edit.',
+        '"""',
+        "",
+    ]
+    imports = {("xlikert", "accessor", "accessor"), ("xlikert", "api", "api")}
+    imports.add(("xlikert._version", "__version__", "__version__"))
+    for name, module in NAMESPACES.items():
+        parent, _, last = module.rpartition(".")
+        imports.add((parent, last, name))
+    imports |= {(obj.__module__, name, name) for name, obj in exports().items()}
+    lines += [f"from {m} import {n} as {a}" for m, n, a in sorted(imports)]
+    lines += ["", "__all__ = ["]
+    lines += [f'    "{name}",' for name in public_names()]
+    lines += ["]", ""]
+    return "\n".join(lines)
+
+
+def write_stub() -> bool:
+    """Write :func:`stub` to ``xlikert/__init__.pyi`` where it differs.
+
+    Returns
+    -------
+    bool
+        True where the file was written.
+
+    Raises
+    ------
+    OSError
+        Where the file cannot be written.
+
+    Examples
+    --------
+    >>> from xlikert import api
+    >>> api.write_stub()  # doctest: +SKIP
+    False
+    """
+    from pathlib import Path
+
+    target = Path(__file__).with_name("__init__.pyi")
+    text = stub()
+    if target.is_file() and target.read_text("utf-8") == text:
+        return False
+    target.write_text(text, "utf-8")
+    return True
