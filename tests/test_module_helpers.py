@@ -29,14 +29,14 @@ PUBLIC_MODULES = (
     "xlikert.collect",
     "xlikert.datasets",
     "xlikert.design",
-    "xlikert.dims",
-    "xlikert.errors",
-    "xlikert.io",
+    "xlikert.core.dims",
+    "xlikert.core.errors",
+    "xlikert.core.io",
     "xlikert.kernels",
     "xlikert.plot",
     "xlikert.report",
     "xlikert.report.tables",
-    "xlikert.schema",
+    "xlikert.core.schema",
     "xlikert.testing.engines",
 )
 

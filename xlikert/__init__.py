@@ -11,8 +11,8 @@ backend protocol; :mod:`xlikert.analysis` holds one module per analysis stage;
 re-exported here (``xl.composite``, ``xl.decompose``, ...; the one list of them is
 :data:`xlikert.api.API`), takes a PMF
 DataArray or a results Dataset first and its dimension arguments by keyword;
-the dimension roles are registered in :mod:`xlikert.dims`, the variables of a
-results file in :mod:`xlikert.schema`.
+the dimension roles are registered in :mod:`xlikert.core.dims`, the variables of a
+results file in :mod:`xlikert.core.schema`.
 
 >>> import xlikert as xl
 >>> ds = xl.open_results("results.nc")            # doctest: +SKIP

@@ -52,14 +52,14 @@ from xlikert.analysis.support import item_points as item_points
 from xlikert.analysis.support import item_support as item_support
 from xlikert.analysis.support import nominal_items as nominal_items
 from xlikert.analysis.traces import trace_se as trace_se
-from xlikert.errors import CollectionError as CollectionError
-from xlikert.errors import ConfigError as ConfigError
-from xlikert.errors import DesignError as DesignError
-from xlikert.errors import InvalidPMFError as InvalidPMFError
-from xlikert.errors import XlikertError as XlikertError
-from xlikert.io import open_decomposition as open_decomposition
-from xlikert.io import open_results as open_results
-from xlikert.io import to_netcdf as to_netcdf
+from xlikert.core.errors import CollectionError as CollectionError
+from xlikert.core.errors import ConfigError as ConfigError
+from xlikert.core.errors import DesignError as DesignError
+from xlikert.core.errors import InvalidPMFError as InvalidPMFError
+from xlikert.core.errors import XlikertError as XlikertError
+from xlikert.core.io import open_decomposition as open_decomposition
+from xlikert.core.io import open_results as open_results
+from xlikert.core.io import to_netcdf as to_netcdf
 
 __all__ = [
     "CollectionError",

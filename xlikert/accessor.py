@@ -24,7 +24,7 @@ from typing import Any
 import xarray as xr
 
 from . import api
-from . import io as _io
+from .core import io as _io
 
 __all__ = ["LikertDataArrayAccessor", "LikertDatasetAccessor"]
 
@@ -35,7 +35,7 @@ class _Likert:
 
     @property
     def attrs(self) -> dict[Any, Any]:
-        """The attrs with their JSON text decoded (provenance as structure); see :func:`xlikert.io.read_attrs`."""
+        """The attrs with their JSON text decoded (provenance as structure); see :func:`xlikert.core.io.read_attrs`."""
         return _io.read_attrs(self._obj)
 
 

@@ -35,7 +35,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import errors, io
 from .analysis import (
     alignment,
     consensus,
@@ -47,6 +46,7 @@ from .analysis import (
     support,
     traces,
 )
+from .core import errors, io
 
 __all__ = [
     "API",
@@ -100,7 +100,7 @@ class Section:
         The ``xl.*`` names, in the order the reference lists them.
     also : tuple of str
         Further names the reference documents under this heading, dotted from
-        :mod:`xlikert` (``"io.read_attrs"``): public in their modules, not in ``xl.*``.
+        :mod:`xlikert` (``"core.io.read_attrs"``): public in their modules, not in ``xl.*``.
     text : str
         A paragraph under the heading (reST).
     """
@@ -119,7 +119,7 @@ API: tuple[Section, ...] = (
     Section(
         "Results files",
         (Entry(io.open_results), Entry(io.open_decomposition), Entry(io.to_netcdf, BOTH)),
-        also=("io.read_attrs", "io.encode_attrs", "io.decode_attrs"),
+        also=("core.io.read_attrs", "core.io.encode_attrs", "core.io.decode_attrs"),
     ),
     Section(
         "Constraint: the failure rate",
@@ -192,16 +192,16 @@ API: tuple[Section, ...] = (
             Entry(errors.CollectionError),
         ),
         also=(
-            "errors.AnswerLabelError",
-            "errors.CodecError",
-            "errors.FormatError",
-            "errors.FormatNotShownError",
-            "errors.InputTypeError",
-            "errors.InternalError",
-            "errors.LabelMappingError",
-            "errors.NominalItemError",
-            "errors.TemplateSyntaxError",
-            "errors.UnknownNameError",
+            "core.errors.AnswerLabelError",
+            "core.errors.CodecError",
+            "core.errors.FormatError",
+            "core.errors.FormatNotShownError",
+            "core.errors.InputTypeError",
+            "core.errors.InternalError",
+            "core.errors.LabelMappingError",
+            "core.errors.NominalItemError",
+            "core.errors.TemplateSyntaxError",
+            "core.errors.UnknownNameError",
         ),
         text=(
             "Every error xlikert raises on bad input is a subclass of :class:`XlikertError` "

@@ -3,9 +3,9 @@
 Every function takes already computed xarray/pandas objects (so it works on
 any design), draws into ``ax`` (or a new figure) and returns the
 :class:`matplotlib.figure.Figure`. Factor names come from the data (every dim
-that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
+that is not a core or auxiliary dim of :mod:`xlikert.core.dims`; a dim with a
 reserved name raises a ``DesignError``): where a figure picks its factors
-itself, the model factor (:data:`xlikert.dims.MODEL_DIM`) comes first where it
+itself, the model factor (:data:`xlikert.core.dims.MODEL_DIM`) comes first where it
 exists, then the factors in dim order. Every argument after the data is
 keyword-only.
 Colours are the Okabe-Ito palette (colour-blind safe); continuous maps are
@@ -45,8 +45,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .dims import DECODING_DIMS, factor_dims, preferred_factor
-from .errors import DesignError
+from .core.dims import DECODING_DIMS, factor_dims, preferred_factor
+from .core.errors import DesignError
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -199,7 +199,7 @@ def failure_rate(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -256,7 +256,7 @@ def consensus(
     """Multivariate Consensus as grouped bars: ``x`` groups, ``hue`` bars.
 
     Further factors are averaged and their range (min to max) is drawn as an
-    error bar. ``x`` defaults to the model factor (:data:`xlikert.dims.MODEL_DIM`)
+    error bar. ``x`` defaults to the model factor (:data:`xlikert.core.dims.MODEL_DIM`)
     where present, else the first factor; ``hue`` to the next factor in dim order.
 
     Parameters
@@ -277,7 +277,7 @@ def consensus(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -367,7 +367,7 @@ def composite_pmfs(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -707,7 +707,7 @@ def standard_error(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -769,7 +769,7 @@ def decoding_bias(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------

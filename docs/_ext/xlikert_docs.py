@@ -4,9 +4,9 @@ Each directive reads one registry of the package, so a page never lists a name t
 code has dropped or misses one it has added:
 
 ``xlikert-dims``
-    the dimension roles and reserved names of :mod:`xlikert.dims`;
+    the dimension roles and reserved names of :mod:`xlikert.core.dims`;
 ``xlikert-results-schema``
-    every variable of a results file, from :mod:`xlikert.schema`.
+    every variable of a results file, from :mod:`xlikert.core.schema`.
 
 And the API reference page itself: :func:`write_api_reference` writes ``docs/api.rst``
 from ``api.rst.tmpl`` (beside this file) and the one list of the public API,
@@ -50,10 +50,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], code: Sequence[i
 
 
 class DimsTable(Directive):
-    """Every name :mod:`xlikert.dims` reserves, with its role and meaning."""
+    """Every name :mod:`xlikert.core.dims` reserves, with its role and meaning."""
 
     def run(self) -> list[nodes.Node]:
-        from xlikert import dims
+        from xlikert.core import dims
 
         rows = [[name, "core dim", text] for name, text in dims.CORE_DIMS.items()]
         rows += [[name, "auxiliary dim", text] for name, text in dims.AUXILIARY_DIMS.items()]
@@ -62,10 +62,10 @@ class DimsTable(Directive):
 
 
 class ResultsSchemaTable(Directive):
-    """The variables of a results file (:mod:`xlikert.schema`), group by group."""
+    """The variables of a results file (:mod:`xlikert.core.schema`), group by group."""
 
     def run(self) -> list[nodes.Node]:
-        from xlikert import schema
+        from xlikert.core import schema
 
         groups = [
             ("always", schema.VARIABLES),

@@ -34,10 +34,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..dims import CORE_DIMS, DECODING_DIMS, factor_dims
-from ..errors import DesignError, InternalError, InvalidPMFError, XlikertError
-from ..kernels import DEFAULT_MAX_CELLS, KernelHandle, get_kernel
-from ..validate import (
+from ..core.dims import CORE_DIMS, DECODING_DIMS, factor_dims
+from ..core.errors import DesignError, InternalError, InvalidPMFError, XlikertError
+from ..core.validate import (
     as_pmf,
     check_item_dim,
     check_pmf,
@@ -45,6 +44,7 @@ from ..validate import (
     describe_cells,
     is_lazy,
 )
+from ..kernels import DEFAULT_MAX_CELLS, KernelHandle, get_kernel
 from .support import check_support, require_ordinal, support_bounds
 
 __all__ = [
@@ -201,7 +201,7 @@ def tastle_consensus(
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     NominalItemError
         A nominal item (options without an order), naming it.
 
@@ -279,7 +279,7 @@ def consensus_bounds(
         NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
         missing or empty item dimension.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     XlikertError
         ``tol`` not a finite number of at least ``1e-10``, ``max_cells`` not a
         positive integer.
@@ -419,7 +419,7 @@ def consensus(
         NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
         missing or empty item dimension.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     XlikertError
         ``tol`` not a finite number of at least ``1e-10``, ``max_cells`` not a
         positive integer.
@@ -535,7 +535,7 @@ def dissension_bounds(
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     XlikertError
         ``tol`` or ``max_cells`` out of range.
 
@@ -606,7 +606,7 @@ def dissension(
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     XlikertError
         ``tol`` or ``max_cells`` out of range.
 
@@ -657,7 +657,7 @@ def entropy(
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
 
     Examples
     --------

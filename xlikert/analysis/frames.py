@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..dims import SUBSCALE_DIM
-from ..validate import as_pmf
+from ..core.dims import SUBSCALE_DIM
+from ..core.validate import as_pmf
 
 __all__ = ["level_frame", "with_consensus"]
 

@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import CollectionError
+from ..core.errors import CollectionError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,7 +133,7 @@ class Model(Protocol):
         -------
         UnitResult
             One row per prompt, in order: every variable of
-            :data:`~xlikert.schema.VARIABLES` (with the bounds in mode ``"topk"``,
+            :data:`~xlikert.core.schema.VARIABLES` (with the bounds in mode ``"topk"``,
             with the traces in reasoning mode), sized by :attr:`options`; the runner
             checks it with :meth:`UnitResult.check <xlikert.collect.UnitResult.check>`.
 

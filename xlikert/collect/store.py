@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..errors import CollectionError
+from ..core.errors import CollectionError
+from ..core.io import atomic_write
 from .lock import RunLock
 from .record import UnitResult
 
@@ -75,19 +76,6 @@ def disk_error(path: str | os.PathLike, what: str, exc: OSError, kept: str = "")
             "from what was saved"
         )
     return CollectionError(f"cannot write {what} to {path}: {reason}{kept}{hint}")
-
-
-def _atomic_write(path: Path, write: Callable[[Any], None]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _now() -> str:
@@ -275,7 +263,8 @@ class PartialStore:
         text = json.dumps(obj, indent=1, sort_keys=True, default=str).encode()
         try:
             path.parent.mkdir(exist_ok=True)
-            _atomic_write(path, lambda fh: fh.write(text))
+            with atomic_write(path) as tmp:
+                tmp.write_bytes(text)
         except OSError as exc:
             raise disk_error(path, what, exc, self._kept()) from exc
 
@@ -306,7 +295,8 @@ class PartialStore:
                   "run": np.array(self.fingerprint), "model_digest": np.array(model_digest)}  # fmt: skip
         path = self.unit_file(mi, ui)
         try:
-            _atomic_write(path, lambda fh: np.savez(fh, **arrays))
+            with atomic_write(path) as tmp, open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
         except OSError as exc:
             raise disk_error(path, f"finished unit {ui} of model {mi}", exc, self._kept()) from exc
         self.saved += 1

@@ -1,7 +1,7 @@
 """The design of context: the ``administration`` factor and item orders.
 
 How the items of a condition are asked is a factor: ``administration``
-(:data:`xlikert.dims.ADMINISTRATION_DIM`) with the levels ``isolated`` (one prompt per item,
+(:data:`xlikert.core.dims.ADMINISTRATION_DIM`) with the levels ``isolated`` (one prompt per item,
 the paper's context isolation; the default without the factor) and
 ``sequential`` (one conversation per condition, the model's own earlier answers in
 it; :mod:`xlikert.collect.context`). Under sequential administration the order in
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import DesignError
+from ..core.errors import DesignError
 
 __all__ = ["ADMINISTRATIONS", "ITEM_POSITION", "conversation", "item_orders"]
 

@@ -14,9 +14,8 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from ...dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
-from ...kernels import get_kernel
-from ...validate import (
+from ...core.dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
+from ...core.validate import (
     as_pmf,
     check_fully_crossed,
     check_item_dim,
@@ -24,6 +23,7 @@ from ...validate import (
     check_score_axis,
     single_chunk,
 )
+from ...kernels import get_kernel
 from ..keying import Subscale, reflect_pending, subscale_coords, subscale_groups
 from ..support import require_ordinal
 
@@ -195,7 +195,7 @@ def composite(
         Negative/NaN mass, PMFs not summing to 1 (``validate.PMF_ATOL``), a
         malformed score axis, or an empty item dim.
     DesignError
-        A factor with a name xlikert reserves (:mod:`xlikert.dims`), or a
+        A factor with a name xlikert reserves (:mod:`xlikert.core.dims`), or a
         subscale spec that does not match the items.
 
     Examples

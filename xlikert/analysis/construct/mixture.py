@@ -9,9 +9,9 @@ from collections.abc import Hashable, Sequence
 
 import xarray as xr
 
-from ...dims import SUBSCALE_DIM, factor_dims
-from ...errors import DesignError
-from ...validate import as_pmf
+from ...core.dims import SUBSCALE_DIM, factor_dims
+from ...core.errors import DesignError
+from ...core.validate import as_pmf
 
 #: Dims a mixture carries along, never mixes: the subscales of a composite.
 _CARRIED = (SUBSCALE_DIM,)
@@ -58,7 +58,7 @@ def grand_mixture(
     ------
     DesignError
         A factor that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -109,7 +109,7 @@ def marginal_slice(
     ------
     DesignError
         A dim of ``by`` that is not one of the factors, or a dim with a name
-        xlikert reserves (:mod:`xlikert.dims`).
+        xlikert reserves (:mod:`xlikert.core.dims`).
 
     Examples
     --------

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ...dims import SUBSCALE_DIM, factor_dims, preferred_factor
-from ...io import read_attrs
+from ...core.dims import SUBSCALE_DIM, factor_dims, preferred_factor
+from ...core.io import read_attrs
 from .population import reliability
 
 __all__ = ["RELIABILITY_COLUMNS", "default_respondents", "reliability_table"]
@@ -24,7 +24,7 @@ __all__ = ["RELIABILITY_COLUMNS", "default_respondents", "reliability_table"]
 def default_respondents(pmf: xr.DataArray, by: Hashable | None = None) -> list[Hashable]:
     """The report's population: every factor except ``by``, in dim order.
 
-    ``by`` (default :data:`xlikert.dims.MODEL_DIM` if a factor, else the first factor)
+    ``by`` (default :data:`xlikert.core.dims.MODEL_DIM` if a factor, else the first factor)
     indexes the populations: each model is its own.
 
     Examples

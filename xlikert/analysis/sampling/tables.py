@@ -1,7 +1,7 @@
 """The sampling-cost tables: standard errors by budget (:func:`sampling_se_table`), sign
 flips by effect size (:func:`flip_table`), decoding bias by level (:func:`decoding_bias_table`).
 
-Each table groups its rows ``by`` one factor (default :data:`xlikert.dims.MODEL_DIM` if
+Each table groups its rows ``by`` one factor (default :data:`xlikert.core.dims.MODEL_DIM` if
 present, else the first factor) and, for an instrument with subscales, by subscale.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Hashable, Sequence
 import pandas as pd
 import xarray as xr
 
-from ...dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims, preferred_factor
-from ...errors import DesignError
-from ...validate import as_pmf
+from ...core.dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims, preferred_factor
+from ...core.errors import DesignError
+from ...core.validate import as_pmf
 from .. import frames
 from .decoding import correlation
 from .flips import DEFAULT_EFFECT_BINS
@@ -62,7 +62,7 @@ def sampling_se_table(
     ------
     DesignError
         ``by`` not a factor, or a factor with a name xlikert reserves
-        (:mod:`xlikert.dims`; e.g. ``n``, the dim of the budgets).
+        (:mod:`xlikert.core.dims`; e.g. ``n``, the dim of the budgets).
 
     Examples
     --------

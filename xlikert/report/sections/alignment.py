@@ -27,8 +27,8 @@ from ...analysis.alignment import ORDER_METRICS, alignment, silicon_population
 from ...analysis.human import human_marginal, human_pmf
 from ...analysis.nonsubstantive import nonsubstantive_alignment
 from ...analysis.support import nominal_items
-from ...errors import ConfigError, DesignError
-from ...io import decode_attrs, read_attrs
+from ...core.errors import ConfigError, DesignError
+from ...core.io import decode_attrs, read_attrs
 from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code

@@ -8,8 +8,8 @@ import xarray as xr
 from ... import plot
 from ...analysis.construct import SCORING, paper_layout
 from ...analysis.human import human_vs_llm
+from ...core.dims import SUBSCALE_DIM
 from ...datasets import human_baseline
-from ...dims import SUBSCALE_DIM
 from ..inputs import ReportInputs
 from ..page import Section
 from .per_subscale import composite_parts, views

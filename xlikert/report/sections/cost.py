@@ -10,7 +10,7 @@ import xarray as xr
 
 from ... import plot
 from ...analysis import sampling
-from ...dims import SUBSCALE_DIM
+from ...core.dims import SUBSCALE_DIM
 from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_escape as md

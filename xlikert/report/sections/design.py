@@ -6,7 +6,7 @@ import numpy as np
 import xarray as xr
 
 from ...analysis.support import nominal_items, support_bounds
-from ...dims import SUBSCALE_DIM
+from ...core.dims import SUBSCALE_DIM
 from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code

@@ -22,8 +22,8 @@ from ...analysis.construct import (
     interaction_node,
     trend_table,
 )
-from ...dims import SUBSCALE_DIM
-from ...errors import DesignError
+from ...core.dims import SUBSCALE_DIM
+from ...core.errors import DesignError
 from ..inputs import ReportInputs
 from ..page import Section
 
