@@ -119,7 +119,12 @@ API: tuple[Section, ...] = (
     Section(
         "Results files",
         (Entry(io.open_results), Entry(io.open_decomposition), Entry(io.to_netcdf, BOTH)),
-        also=("core.io.read_attrs", "core.io.encode_attrs", "core.io.decode_attrs"),
+        also=(
+            "core.io.read_attrs",
+            "core.io.encode_attrs",
+            "core.io.decode_attrs",
+            "core.io.atomic_write",
+        ),
     ),
     Section(
         "Constraint: the failure rate",

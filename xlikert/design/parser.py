@@ -187,6 +187,7 @@ def experiment_from_dict(
     user_templates = _user_templates(p, inst, head.user, items, supply)
     system_templates = _system_templates(p, factors, system_text, system_source, supply)
     _check_format_shown(p, factors, user_templates, system_templates, (default.min, default.max))
+    _check_item_options_shown(p, items, scales, default, user_templates, system_templates)
     _check_factors_change_prompts(p, factors, (*user_templates, *system_templates.values()))
     p.raise_if_any()
     if sha256 is None:
@@ -383,8 +384,8 @@ def _parse_context(
     except DesignError as exc:
         p.add(where, str(exc))
         return None
-    levels = tuple(orders)
-    return Factor(name, kind, levels, {lv: {} for lv in levels}, {}, spec.description,
+    order_levels = tuple(orders)
+    return Factor(name, kind, order_levels, {lv: {} for lv in order_levels}, {}, spec.description,
                   orders={lv: tuple(o) for lv, o in orders.items()})  # fmt: skip
 
 
@@ -482,7 +483,7 @@ def _levels_from_table(
     p: Problems,
     name: str,
     kind: str,
-    levels: dict[str, str | dict[str, str]],
+    levels: dict[str, str | dict[str, str | list[str]]],
     bindings: dict[str, dict[str, str]],
     systems: dict[str, str],
 ) -> None:
@@ -500,7 +501,7 @@ def _levels_from_table(
         elif lists := [k for k, v in value.items() if not isinstance(v, str)]:
             p.add(where, f"field(s) {lists} must be strings (arrays are for format levels)")
         else:
-            bindings[lv] = dict(value)
+            bindings[lv] = {k: str(v) for k, v in value.items()}  # every one a string (above)
 
 
 # --------------------------------------------------------------------------- placeholders
@@ -560,7 +561,9 @@ class _Suppliers:
                     f"constant supplies it; known: {', '.join(known)}",
                 )
             f = self.factors.get(src or "")
-            for level in f.levels if f is not None else ():
+            if f is None:
+                continue
+            for level in f.levels:
                 if ph not in f.bindings[level]:
                     what = "lexicon field" if f.kind == "lexicon" else "field"
                     p.add(
@@ -761,6 +764,51 @@ def _check_format_shown(
             "{anchors}",
             FormatNotShownError,
         )
+
+
+#: Placeholders that show an item's own points (its codes, their range or their texts).
+_POINT_FIELDS = frozenset(SCALE_FIELDS) - {"nonsubstantive"}
+#: Placeholders that show its non-substantive options ("Don't know", "Refused").
+_NONSUBSTANTIVE_FIELDS = frozenset({"options", "nonsubstantive"})
+
+
+def _check_item_options_shown(
+    p: Problems,
+    items: tuple[Item, ...],
+    scales: _ItemScales,
+    default: Scale,
+    user_templates: tuple[Template, ...],
+    system_templates: dict[str, Template],
+) -> None:
+    """An item with its own points, or with non-substantive options, must show them.
+
+    Its prompt (the user template with the item's template spliced in, and every
+    system prompt it is asked under) must have a placeholder that renders them:
+    otherwise the model is asked to choose among options it is never shown.
+    """
+    systems = list(system_templates.values()) or [None]
+    for it, user_t in zip(items, user_templates, strict=True):
+        scale = scales.by_item[it.id]
+        needs = []
+        if it.scale is not None and scale.key != default.key:
+            needs.append((f"its own options ({scale.describe()})", _POINT_FIELDS))
+        if scale.nonsubstantive:
+            names = ", ".join(repr(o.label) for o in scale.nonsubstantive)
+            needs.append((f"its non-substantive option(s) {names}", _NONSUBSTANTIVE_FIELDS))
+        for what, fields in needs:
+            shown = [
+                sys_t
+                for sys_t in systems
+                if fields & {*user_t.fields, *(sys_t.fields if sys_t is not None else ())}
+            ]
+            if len(shown) < len(systems):
+                p.add(
+                    f"item {it.id!r}",
+                    f"has {what}, but its prompt shows them nowhere: no template it renders "
+                    "(system prompt, user template, item) has "
+                    + " or ".join(f"{{{k}}}" for k in sorted(fields))
+                    + "; add {options} to the user template (or the item's template)",
+                )
 
 
 def _check_factors_change_prompts(

@@ -77,12 +77,13 @@ def sampling_se_table(
     rest = [d for d in factors if d != by]
     se_by = se.mean(rest) if rest else se
     df = frames.level_frame(
-        {f"N={_fmt_n(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by
+        {f"N={_budget_label(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by
     )
     return frames.with_consensus(df, consensus, by)
 
 
-def _fmt_n(v: int) -> str:
+def _budget_label(v: int) -> str:
+    """A budget N as the tables' columns name it: ``10^k`` from 10,000 on, else the number."""
     v = int(v)
     exp = math.log10(v) if v > 0 else 0
     return f"10^{int(exp)}" if v >= 10_000 and exp == int(exp) else str(v)
@@ -130,7 +131,7 @@ def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS)
     )
     for nv, grp in flips.groupby("n", sort=True):
         c = pd.cut(grp["E"].abs(), edges, right=False, labels=labels)
-        out[f"N={_fmt_n(nv)}"] = (
+        out[f"N={_budget_label(nv)}"] = (
             grp.groupby(c, observed=False)["p_flip"].mean().reindex(labels).values
         )
     return out
