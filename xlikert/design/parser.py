@@ -786,7 +786,7 @@ def _check_item_options_shown(
     system prompt it is asked under) must have a placeholder that renders them:
     otherwise the model is asked to choose among options it is never shown.
     """
-    systems = list(system_templates.values()) or [None]
+    systems: list[Template | None] = [*system_templates.values()] or [None]
     for it, user_t in zip(items, user_templates, strict=True):
         scale = scales.by_item[it.id]
         needs = []
