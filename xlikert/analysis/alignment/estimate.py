@@ -8,12 +8,12 @@ import numpy as np
 import xarray as xr
 from scipy.stats import norm
 
-from ... import kernels
 from ..._version import __version__
 from ...core.dims import factor_dims
 from ...core.errors import DesignError
 from ...core.io import encode_attrs
 from ...core.validate import check_score_axis, single_chunk
+from ...kernels import get_kernel
 from ..nonsubstantive import nonsubstantive_alignment
 from ..support import item_points, nominal_items
 from .pairs import (
@@ -32,11 +32,11 @@ __all__ = ["alignment", "noise_ceiling"]
 
 
 def _ceiling(
-    q: xr.DataArray, size: xr.DataArray, y: np.ndarray, score_dim: Hashable, engine: str | None
+    q: xr.DataArray, size: xr.DataArray, y: np.ndarray, score_dim: Hashable, kernels: str | None
 ) -> xr.DataArray:
     q = single_chunk(q.astype(np.float64), [score_dim])
     out = xr.apply_ufunc(
-        kernels.get_kernel("noise_ceiling", engine),
+        get_kernel("noise_ceiling", kernels),
         q,
         xr.DataArray(y.astype(np.float64), dims=score_dim),
         size,
@@ -67,7 +67,7 @@ def noise_ceiling(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Expected alignment of two independent human samples of the same size (no Monte Carlo).
 
@@ -84,7 +84,7 @@ def noise_ceiling(
         weighted): :func:`xlikert.human_pmf` and friends.
     score_dim, item_dim : keyword-only
         Names of the score and item dims.
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -119,7 +119,7 @@ def noise_ceiling(
     y = check_score_axis(q, score_dim)
     factor_dims(q, item_dim=item_dim, score_dim=score_dim, what="the human PMF")
     k = item_points(q, item_dim=item_dim, score_dim=score_dim)
-    out = _by_metric(_ceiling(q, size, y, score_dim, engine), k, "value")
+    out = _by_metric(_ceiling(q, size, y, score_dim, kernels), k, "value")
     out = order_dims(out, q, q, item_dim)
     out.name = "ceiling"
     out.attrs = encode_attrs({"sample_size": size_name, **_METHODS})
@@ -147,7 +147,7 @@ def alignment(
     level: float = 0.95,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.Dataset:
     """Every alignment metric of model vs human PMFs, with its SE, interval and noise ceiling.
 
@@ -164,7 +164,7 @@ def alignment(
         Coverage of the interval.
     score_dim, item_dim : keyword-only
         Names of the score and item dims.
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -207,7 +207,7 @@ def alignment(
     if size is None:
         raise DesignError("alignment needs the human sample size: pass xl.human_pmf's Dataset")
     k = item_points(p, item_dim=item_dim, score_dim=score_dim)
-    raw = kernel_metrics(p, q, y, score_dim, engine)
+    raw = kernel_metrics(p, q, y, score_dim, kernels)
     estimate = _by_metric(raw.isel({GRID: slice(0, 4)}), k, "value")
     se = _by_metric(np.sqrt(raw.isel({GRID: slice(4, 8)}) / size), k, "se")
     z = float(norm.ppf(0.5 + level / 2))
@@ -222,7 +222,7 @@ def alignment(
             "se": se,
             "lower": np.maximum(estimate - z * se, lo_bound),
             "upper": np.minimum(estimate + z * se, hi_bound),
-            "ceiling": _by_metric(_ceiling(q, size, y, score_dim, engine), k, "value"),
+            "ceiling": _by_metric(_ceiling(q, size, y, score_dim, kernels), k, "value"),
         }
     )
     nominal = nominal_items(p, item_dim=item_dim)

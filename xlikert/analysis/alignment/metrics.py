@@ -25,7 +25,7 @@ def wasserstein(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Wasserstein-1 distance of model and human PMFs on the ordinal scale (score units).
 
@@ -41,7 +41,7 @@ def wasserstein(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -68,7 +68,7 @@ def wasserstein(
     >>> float(xl.wasserstein(p, p.roll(score=1)))
     1.0
     """
-    return one_metric(model, human, "wasserstein", score_dim, item_dim, engine)
+    return one_metric(model, human, "wasserstein", score_dim, item_dim, kernels)
 
 
 def representativeness(
@@ -77,7 +77,7 @@ def representativeness(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """OpinionQA representativeness ``1 - W1 / (K - 1)``, ``K`` the number of scale points.
 
@@ -93,7 +93,7 @@ def representativeness(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -120,7 +120,7 @@ def representativeness(
     >>> float(xl.representativeness(p, p.roll(score=2)))    # opposite ends
     0.0
     """
-    w1 = wasserstein(model, human, score_dim=score_dim, item_dim=item_dim, engine=engine)
+    w1 = wasserstein(model, human, score_dim=score_dim, item_dim=item_dim, kernels=kernels)
     out = 1.0 - w1 / (item_points(as_pmf(model), item_dim=item_dim, score_dim=score_dim) - 1)
     out.name = "representativeness"
     return out
@@ -132,7 +132,7 @@ def total_variation(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Total variation distance of model and human PMFs, in [0, 1].
 
@@ -147,7 +147,7 @@ def total_variation(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -172,7 +172,7 @@ def total_variation(
     >>> float(xl.total_variation(p, p.roll(score=1)))
     0.5
     """
-    return one_metric(model, human, "total_variation", score_dim, item_dim, engine)
+    return one_metric(model, human, "total_variation", score_dim, item_dim, kernels)
 
 
 def jensen_shannon(
@@ -181,7 +181,7 @@ def jensen_shannon(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Jensen-Shannon divergence of model and human PMFs, in bits.
 
@@ -197,7 +197,7 @@ def jensen_shannon(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -222,7 +222,7 @@ def jensen_shannon(
     >>> float(xl.jensen_shannon(p, p.roll(score=1)))         # disjoint supports
     1.0
     """
-    return one_metric(model, human, "jensen_shannon", score_dim, item_dim, engine)
+    return one_metric(model, human, "jensen_shannon", score_dim, item_dim, kernels)
 
 
 def mean_difference(
@@ -231,7 +231,7 @@ def mean_difference(
     *,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Difference of the means of model and human PMFs, model minus humans (score units).
 
@@ -246,7 +246,7 @@ def mean_difference(
     score_dim, item_dim : keyword-only
         The score dim (consecutive integers, the same in both) and the item dim
         (the same items in both, if either has it).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -273,4 +273,4 @@ def mean_difference(
     >>> float(xl.mean_difference(p.roll(score=1), p))
     1.0
     """
-    return one_metric(model, human, "mean_difference", score_dim, item_dim, engine)
+    return one_metric(model, human, "mean_difference", score_dim, item_dim, kernels)

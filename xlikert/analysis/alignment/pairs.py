@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ... import kernels
 from ...core.dims import DECODING_DIMS, factor_dims
 from ...core.errors import DesignError, InputTypeError, InvalidPMFError
 from ...core.validate import as_pmf, check_pmf, check_score_axis, single_chunk
+from ...kernels import get_kernel
 from ..support import check_support, require_ordinal
 
 __all__ = [
@@ -128,12 +128,12 @@ def order_dims(obj: Any, p: xr.DataArray, q: xr.DataArray, item_dim: Hashable) -
 
 
 def kernel_metrics(
-    p: xr.DataArray, q: xr.DataArray, y: np.ndarray, score_dim: Hashable, engine: str | None
+    p: xr.DataArray, q: xr.DataArray, y: np.ndarray, score_dim: Hashable, kernels: str | None
 ) -> xr.DataArray:
     """Kernel values along ``_metric``: 4 metrics, then their one-respondent variances."""
     p, q = (single_chunk(x.astype(np.float64), [score_dim]) for x in (p, q))
     out = xr.apply_ufunc(
-        kernels.get_kernel("alignment_metrics", engine),
+        get_kernel("alignment_metrics", kernels),
         p,
         q,
         xr.DataArray(y.astype(np.float64), dims=score_dim),
@@ -153,12 +153,12 @@ def one_metric(
     name: str,
     score_dim: Hashable,
     item_dim: Hashable,
-    engine: str | None,
+    kernels: str | None,
 ) -> xr.DataArray:
     p, q, _, _, y = prepare(model, human, score_dim, item_dim)
     if name in ORDER_METRICS:
         require_ordinal(p, name, item_dim=item_dim)
-    out = kernel_metrics(p, q, y, score_dim, engine).isel({GRID: KERNEL_ORDER.index(name)})
+    out = kernel_metrics(p, q, y, score_dim, kernels).isel({GRID: KERNEL_ORDER.index(name)})
     out = order_dims(out, p, q, item_dim)
     out.name = name
     return out

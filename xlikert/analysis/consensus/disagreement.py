@@ -19,7 +19,7 @@ def dissension_bounds(
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     max_cells: int = DEFAULT_MAX_CELLS,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.Dataset:
     """Multivariate Dissension with its certified bounds and guaranteed error, as a Dataset.
 
@@ -39,7 +39,7 @@ def dissension_bounds(
         Guaranteed bound on ``|dissension - exact|``; at least ``1e-10``.
     max_cells : int, keyword-only
         Largest grid one refinement pass may use (see :func:`consensus`).
-    engine : {"numba", "numpy"}, optional, keyword-only
+    kernels : {"numba", "numpy"}, optional, keyword-only
         Kernel or its plain-numpy twin.
 
     Returns
@@ -69,7 +69,7 @@ def dissension_bounds(
     (1.0, True)
     """
     res = consensus_bounds(
-        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, engine=engine
+        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, kernels=kernels
     )
     dsn = (1.0 - res.consensus).rename("dissension")
     dsn.attrs = dict(res.consensus.attrs)
@@ -91,7 +91,7 @@ def dissension(
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     max_cells: int = DEFAULT_MAX_CELLS,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Multivariate Dissension ``1 - consensus``, within ``tol`` of the exact value.
 
@@ -111,7 +111,7 @@ def dissension(
         Guaranteed bound on ``|returned - exact|``; at least ``1e-10``.
     max_cells : int, keyword-only
         Largest grid one refinement pass may use (see :func:`consensus`).
-    engine : {"numba", "numpy"}, optional, keyword-only
+    kernels : {"numba", "numpy"}, optional, keyword-only
         Kernel or its plain-numpy twin.
 
     Returns
@@ -139,6 +139,6 @@ def dissension(
     1.0
     """
     bounds = dissension_bounds(
-        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, engine=engine
+        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, kernels=kernels
     )
     return bounds["dissension"]

@@ -12,10 +12,10 @@ from ...core.errors import DesignError, InvalidPMFError, XlikertError
 from ...core.validate import as_pmf, check_item_dim, check_pmf, check_score_axis, is_lazy
 from ..support import check_support, require_ordinal, support_bounds
 
-__all__ = ["layer_attrs", "one_scale", "prepare", "scale_values"]
+__all__ = ["layer_attrs", "one_scale", "prepare"]
 
 
-def scale_values(pmf: xr.DataArray, score_dim: Hashable) -> np.ndarray:
+def _scale(pmf: xr.DataArray, score_dim: Hashable) -> np.ndarray:
     """Validated scale values as float64; the scale needs two points for ``d_max > 0``."""
     y = check_score_axis(pmf, score_dim).astype(np.float64)
     if y.size < 2:
@@ -33,7 +33,7 @@ def prepare(
     # extra dims are carried along: the decoding grid too, and items when item_dim is None
     factor_dims(pmf, item_dim=item_dim, score_dim=score_dim, auxiliary=[*DECODING_DIMS, *CORE_DIMS])
     pmf = check_pmf(pmf, score_dim)
-    y = scale_values(pmf, score_dim)
+    y = _scale(pmf, score_dim)
     if item_dim is not None:
         if item_dim == score_dim:
             raise XlikertError(f"item_dim and score_dim are both {item_dim!r}")

@@ -9,15 +9,13 @@ from collections.abc import Hashable
 import numpy as np
 import xarray as xr
 
-from ... import kernels
 from ...core.errors import InternalError, XlikertError
 from ...core.validate import describe_cells, is_lazy
-from ...kernels import DEFAULT_MAX_CELLS
+from ...kernels import DEFAULT_MAX_CELLS, KernelHandle, get_kernel
 from .inputs import layer_attrs, one_scale, prepare
 from .tastle import tastle_consensus
 
 __all__ = ["MIN_TOL", "consensus", "consensus_bounds"]
-
 
 #: Smallest ``tol`` accepted by :func:`consensus`: the rigorous allowance for
 #: float64 round-off that widens the bounds reaches ~1e-11 on the finest grids.
@@ -31,7 +29,7 @@ def consensus_bounds(
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     max_cells: int = DEFAULT_MAX_CELLS,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.Dataset:
     """Multivariate Consensus with its certified bounds and guaranteed error, as a Dataset.
 
@@ -53,8 +51,8 @@ def consensus_bounds(
         Guaranteed bound on ``|consensus - exact|``; at least ``1e-10``.
     max_cells : int, keyword-only
         Largest grid one refinement pass may use (see :func:`consensus`).
-    engine : {"numba", "numpy"}, optional, keyword-only
-        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_engine`.
+    kernels : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_kernels`.
 
     Returns
     -------
@@ -111,7 +109,7 @@ def consensus_bounds(
     tol = _check_tol(tol)
     if not (isinstance(max_cells, int | np.integer) and max_cells >= 1):
         raise XlikertError(f"max_cells must be a positive integer, got {max_cells!r}")
-    kernel = kernels.get_kernel("consensus_bounds", engine)
+    kernel = get_kernel("consensus_bounds", kernels)
     pmf, y = prepare(one_scale(pmf, item_dim, score_dim), item_dim, score_dim)
     kwargs = {
         "y": y,
@@ -153,7 +151,7 @@ def consensus(
     score_dim: Hashable = "score",
     tol: float = 1e-4,
     max_cells: int = DEFAULT_MAX_CELLS,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Multivariate Consensus of each condition, within ``tol`` of the exact value.
 
@@ -193,8 +191,8 @@ def consensus(
         input the warning is issued when the result is computed, once per
         chunk that holds such conditions (threaded or synchronous scheduler;
         a multi-process scheduler keeps its workers' warnings).
-    engine : {"numba", "numpy"}, optional, keyword-only
-        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_engine`.
+    kernels : {"numba", "numpy"}, optional, keyword-only
+        Kernel or its plain-numpy twin; default :func:`xlikert.kernels.get_kernels`.
 
     Returns
     -------
@@ -236,7 +234,7 @@ def consensus(
     array([0.598794, 0.333303])
     """
     bounds = consensus_bounds(
-        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, engine=engine
+        pmf, item_dim=item_dim, score_dim=score_dim, tol=tol, max_cells=max_cells, kernels=kernels
     )
     return bounds["consensus"]
 
@@ -250,7 +248,7 @@ def _bounds_block(
     y: np.ndarray,
     tol: float,
     max_cells: int,
-    kernel: kernels.KernelHandle,
+    kernel: KernelHandle,
     item_dim: Hashable,
     score_dim: Hashable,
 ) -> xr.Dataset:

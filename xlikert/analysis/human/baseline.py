@@ -9,7 +9,7 @@ import pandas as pd
 import xarray as xr
 
 from ...core.dims import factor_dims, preferred_factor
-from ..cost import composite_moments, mixture_moments
+from ..sampling import composite_moments, mixture_moments
 
 __all__ = ["human_vs_llm"]
 
@@ -24,7 +24,7 @@ def human_vs_llm(
 
     The LLM composite is the uniform mixture over every factor not in
     ``condition`` and not ``by`` (exact moments,
-    :func:`xlikert.analysis.cost.mixture_moments`).
+    :func:`xlikert.analysis.sampling.mixture_moments`).
 
     Parameters
     ----------
