@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..core.dims import ADMINISTRATION_DIM
 from ..core.errors import (
     ConfigError,
     DesignError,
@@ -53,7 +54,7 @@ from .instrument import (
     resolve_file,
     scale_from_spec,
 )
-from .item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, item_orders
+from .item_order import ADMINISTRATIONS, item_orders
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Scale
 from .template import Template, TemplateSyntaxError

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from ...analysis.elicitation import elicitation_validity
 from ...design.elicitation import ELICITATION_DIM
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 
 __all__ = ["elicitation_section"]
 
 
-def elicitation_section(ctx: ReportContext) -> Section | None:
+def elicitation_section(inputs: ReportInputs) -> Section | None:
     """The validity table; ``None`` without an elicitation factor with ``first_token``."""
-    ds = ctx.ds
+    ds = inputs.ds
     if ELICITATION_DIM not in ds["pmf"].dims:
         return None
     levels = [str(v) for v in ds[ELICITATION_DIM].values]
@@ -38,7 +38,7 @@ def elicitation_section(ctx: ReportContext) -> Section | None:
     table = table.dropna(axis=1, how="all")
     s.table(
         table,
-        ctx.out,
+        inputs.out,
         "elicitation_validity",
         "Validity of the first-token reading per model and condition (means over items): "
         "greedy agreement with the first-token mode, greedy no-answer share, TV to the "

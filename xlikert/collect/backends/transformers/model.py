@@ -12,7 +12,7 @@ from ...options import CollectOptions
 from ...reasoning import sample_tokens
 from ...templates import PromptTemplate
 from ...tokens import AnswerSequences, ValidTokens
-from ..inprocess import InProcessModel, end_of_turn_ids
+from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
 from .scorer import Scorer, empty_cache, is_oom, read_logits
@@ -170,8 +170,8 @@ class LocalModel(InProcessModel):
     def end_of_turn(self) -> frozenset[int]:
         """Token ids that end the model's turn (:data:`~..inprocess.END_OF_TURN_RULE`)."""
         model = self.lm.model
-        return frozenset(end_of_turn_ids(self.lm.tokenizer, model.config,
-                                         getattr(model, "generation_config", None)))  # fmt: skip
+        gen = getattr(model, "generation_config", None)
+        return self._turn_end_ids(self.lm.tokenizer, model.config, gen)
 
     def greedy_reply(self, ids: list[int], max_new_tokens: int) -> tuple[list[int], str]:
         """The greedy reply after ``ids`` (elicitation level ``greedy``): one token per pass
