@@ -42,7 +42,6 @@ from .formats import (
     ResponseFormat,
     builtin_format,
     format_from_table,
-    permuted_formats,
 )
 from .instrument import (
     Instrument,
@@ -55,6 +54,7 @@ from .instrument import (
     scale_from_spec,
 )
 from .item_order import ADMINISTRATIONS, item_orders
+from .option_order import permuted_formats
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Scale
 from .template import Template, TemplateSyntaxError
