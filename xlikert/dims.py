@@ -151,6 +151,7 @@ AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
         "other_score": "the second item's score of a pairwise joint (sequential administration)",
         "history": "answer histories of a conversation's history tree (sequential administration)",
         "option": "non-substantive answer options (Don't know, Refused) of nonsubstantive_mass",
+        "baseline": "baselines of the individual skill scores (population, group persona, uniform)",
     }
 )
 
@@ -190,6 +191,18 @@ ANALYSIS_VARIABLES: tuple[str, ...] = (
     "joint",
     "inter_item_correlation",
     "carry_over",
+    "answer_probability",
+    "log_score",
+    "rps",
+    "brier",
+    "mode_correct",
+    "skill",
+    "skill_se",
+    "baseline_estimate",
+    "retest_agreement",
+    "retest_agreement_se",
+    "normalized_accuracy",
+    "normalized_accuracy_se",
 )
 #: Variables of a human PMF Dataset beside ``pmf`` (:func:`xlikert.human_pmf`).
 HUMAN_VARIABLES: tuple[str, ...] = (
