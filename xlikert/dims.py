@@ -192,6 +192,8 @@ ANALYSIS_VARIABLES: tuple[str, ...] = (
     "inter_item_correlation",
     "carry_over",
     "answer_probability",
+    "answer_score",
+    "answer_option",
     "log_score",
     "rps",
     "brier",

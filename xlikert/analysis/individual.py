@@ -71,8 +71,10 @@ from .support import nominal_items, support_bounds
 __all__ = [
     "BASELINES",
     "INDIVIDUAL_SCORES",
+    "answer_distribution",
     "individual_scores",
     "individual_summary",
+    "respondent_answers",
     "scores_numpy",
 ]
 
@@ -163,10 +165,38 @@ def scores_numpy(
 
 
 # --------------------------------------------------------------------------- inputs
-def _answer_distribution(
-    results: xr.Dataset | xr.DataArray, item_dim: Hashable, score_dim: Hashable
+def answer_distribution(
+    results: xr.Dataset | xr.DataArray,
+    *,
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
 ) -> tuple[xr.DataArray, xr.DataArray | None]:
-    """The model's distribution over the answers: the points' share, the options' share."""
+    """The model's exact distribution over each item's answers, failures left out.
+
+    Parameters
+    ----------
+    results : xr.Dataset or xr.DataArray
+        A results Dataset (or its ``pmf``).
+    item_dim, score_dim : hashable, keyword-only
+        Names of the item and score dims.
+
+    Returns
+    -------
+    tuple of xr.DataArray
+        ``(points, options)``: ``pmf * valid_mass / A`` over ``score_dim`` and
+        ``nonsubstantive_mass / A`` over ``option`` (None without non-substantive
+        options; then ``points`` is ``pmf``), ``A = valid_mass + sum nonsubstantive_mass``.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> ds = xr.Dataset({"pmf": (("item", "score"), [[0.5, 0.5]]), "valid_mass": ("item", [0.5]),
+    ...                  "nonsubstantive_mass": (("item", "option"), [[0.25]])},
+    ...                 coords={"item": ["q"], "score": [1, 2], "option": ["Don't know"]})
+    >>> points, options = answer_distribution(ds)
+    >>> points.values.tolist(), options.values.tolist()
+    ([[0.3333333333333333, 0.3333333333333333]], [[0.3333333333333333]])
+    """
     pmf = as_pmf(results)
     check_score_axis(pmf, score_dim)
     if not isinstance(results, xr.Dataset) or NONSUBSTANTIVE not in results:
@@ -355,6 +385,64 @@ def _score_dataset(
 
 
 # --------------------------------------------------------------------------- public
+def respondent_answers(
+    results: xr.Dataset | xr.DataArray,
+    answers: pd.DataFrame,
+    *,
+    nonsubstantive: Mapping[str, Sequence[Any]] | None = None,
+    missing: Sequence[Any] = (),
+    respondent_dim: Hashable = "respondent",
+    item_dim: Hashable = "item",
+    score_dim: Hashable = "score",
+) -> xr.Dataset:
+    """Every row's answers, checked against each item's own scale and options in ``results``.
+
+    Parameters
+    ----------
+    results : xr.Dataset or xr.DataArray
+        A results Dataset (or its ``pmf``): the items, their supports and options.
+    answers : pandas.DataFrame
+        One row per respondent (index: the respondent id), a column per item.
+    nonsubstantive, missing : keyword-only
+        As in :func:`individual_scores`.
+    respondent_dim, item_dim, score_dim : hashable, keyword-only
+        Names of the respondent, item and score dims.
+
+    Returns
+    -------
+    xr.Dataset
+        ``answer_score (respondent, item)``: the point answered (NaN where the answer is
+        not substantive or missing); ``answer_option``: the non-substantive option
+        answered ("" where none).
+
+    Raises
+    ------
+    DesignError
+        An item without a column or an answer outside its scale and options.
+
+    Examples
+    --------
+    >>> import pandas as pd, xarray as xr
+    >>> res = xr.DataArray([[0.5, 0.5]], dims=("item", "score"),
+    ...                    coords={"item": ["q"], "score": [1, 2]})
+    >>> respondent_answers(res, pd.DataFrame({"q": [2, None]})).answer_score.values.tolist()
+    [[2.0], [nan]]
+    """
+    answers = _check_table(answers, "answers")
+    lay = _layout(results, item_dim, score_dim)
+    point, option = _decode(
+        answers, np.arange(len(answers)), lay["items"], lay["scores"], lay["lo"], lay["hi"],
+        lay["options"], lay["offered"], nonsubstantive, missing, "answers",
+    )  # fmt: skip
+    score = np.where(point >= 0, lay["scores"][np.maximum(point, 0)], np.nan)
+    names = np.asarray(["", *lay["options"]], dtype=object)[option + 1]
+    dims = (respondent_dim, item_dim)
+    return xr.Dataset(
+        {"answer_score": (dims, score), "answer_option": (dims, names.astype(str))},
+        coords={respondent_dim: _ids(answers.index), item_dim: lay["items"]},
+    )
+
+
 def individual_scores(
     results: xr.Dataset | xr.DataArray,
     answers: pd.DataFrame,
@@ -418,7 +506,7 @@ def individual_scores(
     """
     answers = _check_table(answers, "answers")
     lay = _layout(results, item_dim, score_dim)
-    q_points, q_options = _answer_distribution(results, item_dim, score_dim)
+    q_points, q_options = answer_distribution(results, item_dim=item_dim, score_dim=score_dim)
     if persona:
         persona = [persona] if isinstance(persona, str) else list(persona)
         q_points = _persona_pmf(q_points, answers, persona, respondent_dim)
