@@ -49,7 +49,7 @@ RESERVED = frozenset(
     {*CORE_DIMS, MODEL_DIM, "system", "user", "reverse_keyed", "subscale", "nominal",
      *SCALE_FIELDS}
 )  # fmt: skip
-KINDS = ("lexicon", "framing", "free", "format", "administration", "item_order")
+KINDS = ("lexicon", "framing", "free", "format", "administration", "item_order", "respondent")
 
 
 @dataclass(frozen=True)
@@ -364,10 +364,11 @@ class FactorSpec(_Table):
 
     toml: ClassVar[str] = "[factors.<name>]"
 
-    kind: Literal["lexicon", "framing", "free", "format", "administration", "item_order"] | None = (
-        None
-    )
-    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`) or `item_order` (the order of the items in a sequential conversation; default: `administration` for a factor of that name, else inferred from the instrument's factor names)."""
+    kind: (
+        Literal["lexicon", "framing", "free", "format", "administration", "item_order", "respondent"]
+        | None
+    ) = None
+    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`), `item_order` (the order of the items in a sequential conversation) or `respondent` (a free factor with one level per person of a survey table, `xlikert.design.respondent_personas`: two people may share a persona; default: `administration` for a factor of that name, else inferred from the instrument's factor names)."""
     levels: Levels | None = None
     """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`; administration: both; item_order: `as_listed`, `reversed`, `rotation<k>`, `latin_square`, or a table of level -> the item ids in the order asked, space-separated)."""
     description: str = ""
