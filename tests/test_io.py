@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 import pytest
 import xarray as xr
 from support.pmfs import make_pmf
@@ -84,42 +81,6 @@ def test_results_round_trip_the_xarray_way(tmp_path):
     assert_bit_exact(xr.load_dataset(tmp_path / "again.nc"), plain)
     # and the analysis runs on what plain xarray read
     xr.testing.assert_identical(xl.composite(plain), xl.composite(ds))
-
-
-def test_file_written_before_the_prompt_text_rename(tmp_path):
-    """A results file of an older xlikert (text sent stored as ``prompt``) opens renamed."""
-    legacy = Path(__file__).parent / "data" / "legacy_results.nc"
-    raw = xr.load_dataset(legacy)
-    assert "prompt" in raw.data_vars and "prompt_text" not in raw
-    with pytest.warns(
-        UserWarning, match=r"older xlikert: renamed variable\(s\) 'prompt' -> 'prompt_text'"
-    ):
-        ds = xl.open_results(legacy)
-    assert "prompt" not in ds.variables
-    assert ds["prompt_text"].values.tolist() == raw["prompt"].values.tolist()
-    assert (
-        ds.attrs["history"]
-        .splitlines()[-1]
-        .endswith("renamed variable(s) 'prompt' -> 'prompt_text' on reading")
-    )
-    assert ds.attrs["history"].startswith(raw.attrs["history"])
-    # the same numbers as before, and the same analysis
-    assert_bit_exact(ds.drop_vars("prompt_text").drop_attrs(), raw.drop_vars("prompt").drop_attrs())
-    assert ds.likert.attrs["models"] == xl.io.read_attrs(raw)["models"]
-    for f in (xl.decompose, xl.consensus):
-        a, b = f(ds), f(raw)
-        if isinstance(a, xr.DataTree):
-            a, b = xl.summary_table(a), xl.summary_table(b)
-            pd.testing.assert_frame_equal(a, b)
-        else:
-            xr.testing.assert_identical(a, b)
-    # the framing factor took the name: a dim called prompt is not renamed
-    framed = (
-        raw.drop_vars("prompt")
-        .expand_dims(prompt=["v0"])
-        .assign(prompt_text=raw["prompt"].expand_dims(prompt=["v0"]))
-    )
-    xr.testing.assert_identical(xl.io.rename_legacy(framed), framed)
 
 
 def test_dataarray_round_trip(tmp_path):

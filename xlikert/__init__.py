@@ -25,7 +25,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import _compat
 from . import accessor as _accessor  # noqa: F401  (registers the .likert accessor)
 from ._version import __version__
 from .analysis.alignment import (
@@ -77,8 +76,6 @@ from .errors import (
     XlikertError,
 )
 from .io import open_decomposition, open_results, to_netcdf
-
-_compat.install()
 
 #: The namespaces loaded on first use (torch, matplotlib): ``xl.collect``, ``xl.plot``, ...
 #: ``xl.sampling`` is the sampling-cost stage, :mod:`xlikert.analysis.cost`.

@@ -65,10 +65,7 @@ with them, as xarray's ``.mean(dim)``, xskillscore and flox do:
   ``term_dim``, ``trace_dim``, ``token_dim``, each with its one default.
 
 Figures place their factors with matplotlib's and xarray's plotting names
-(``x``, ``hue``, ``row``, ``col``, ``facet``). The old names (``dims=`` of
-``marginal_slice``, ``human_marginal``, ``silicon_population``;
-``respondent_dims=``; ``block_dims=``; ``groups=`` of ``human_pmf``) still work
-with a ``DeprecationWarning`` until xlikert 1.0 (:mod:`xlikert._compat`).
+(``x``, ``hue``, ``row``, ``col``, ``facet``).
 
 Where a function picks a factor by default (the rows of a table, the x axis of
 a figure, the report's first factor), it prefers :data:`MODEL_DIM`, the factor

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,26 +33,21 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ._version import __version__
 from .errors import ConfigError, InputTypeError
 
 __all__ = [
     "JSON_MARKER",
-    "LEGACY_VARIABLES",
     "decode_attrs",
     "encode_attrs",
     "open_decomposition",
     "open_results",
     "read_attrs",
-    "rename_legacy",
     "to_netcdf",
 ]
 
 #: Prefix of attribute strings that hold a JSON-encoded value.
 JSON_MARKER = "xlikert-json:"
 _ENGINE = "netcdf4"
-#: Results variables renamed since files were first written: old name -> new name.
-LEGACY_VARIABLES: Mapping[str, str] = {"prompt": "prompt_text"}
 
 
 def _needs_json(value: Any) -> bool:
@@ -210,61 +204,6 @@ def decode_attrs(ds: xr.Dataset) -> xr.Dataset:
     return _map_attrs(ds, _decode)
 
 
-def rename_legacy(ds: xr.Dataset, source: str = "the Dataset") -> xr.Dataset:
-    """``ds`` with results variables of older files renamed (:data:`LEGACY_VARIABLES`).
-
-    Files written before xlikert named the text sent ``prompt_text`` hold it as
-    ``prompt``; the design card's framing factor is called ``prompt``, so the
-    variable is renamed on reading, said once in a warning and in ``history``.
-    A ``prompt`` that is a dim (the framing factor) is left alone.
-
-    Parameters
-    ----------
-    ds : xr.Dataset
-        A results Dataset, possibly from an older version.
-    source : str
-        How the warning names where ``ds`` came from (e.g. the file).
-
-    Returns
-    -------
-    xr.Dataset
-        ``ds`` itself when nothing is renamed, else a renamed copy with a
-        ``history`` line.
-
-    Warns
-    -----
-    UserWarning
-        When a variable is renamed, naming it.
-
-    Examples
-    --------
-    >>> import warnings, xarray as xr
-    >>> old = xr.Dataset({"prompt": (("item",), ["text"])})
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore")
-    ...     list(rename_legacy(old).data_vars)
-    ['prompt_text']
-    """
-    names = {
-        old: new
-        for old, new in LEGACY_VARIABLES.items()
-        if old in ds.data_vars and old not in ds.dims and new not in ds.variables
-    }
-    if not names:
-        return ds
-    said = ", ".join(f"{o!r} -> {n!r}" for o, n in names.items())
-    warnings.warn(
-        f"{source} was written by an older xlikert: renamed variable(s) {said}",
-        UserWarning,
-        stacklevel=3,
-    )
-    ds = ds.rename_vars(names)
-    line = f"xlikert {__version__} renamed variable(s) {said} on reading"
-    history = ds.attrs.get("history")
-    ds.attrs["history"] = f"{history}\n{line}" if history else line
-    return ds
-
-
 def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathLike) -> Path:
     """Write a Dataset, DataArray or DataTree to netCDF4, atomically, attrs preserved.
 
@@ -350,8 +289,7 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
 
     The Dataset is the one :func:`xlikert.collect.collect` returned: attrs as
     netCDF holds them (structure as JSON text; read it with :func:`read_attrs`
-    or ``ds.likert.attrs``), so ``ds.to_netcdf`` works on it. Variables of files
-    from older versions are renamed (:func:`rename_legacy`).
+    or ``ds.likert.attrs``), so ``ds.to_netcdf`` works on it.
 
     Parameters
     ----------
@@ -369,11 +307,6 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
     ConfigError
         No such file, or a file that netCDF4 cannot read (the message names it).
 
-    Warns
-    -----
-    UserWarning
-        A file from an older version whose variables were renamed.
-
     Examples
     --------
     >>> import tempfile, xlikert as xl
@@ -389,7 +322,7 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
             ds = ds.load()
     except (OSError, ValueError) as exc:  # not netCDF, truncated, unreadable
         raise _unreadable(path, exc) from exc
-    return rename_legacy(ds, source=repr(str(path)))
+    return ds
 
 
 def open_decomposition(path: str | os.PathLike) -> xr.DataTree:

@@ -7,7 +7,7 @@ that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
 reserved name raises a ``DesignError``): where a figure picks its factors
 itself, the model factor (:data:`xlikert.dims.MODEL_DIM`) comes first where it
 exists, then the factors in dim order. Every argument after the data is
-keyword-only (passing one by position still works, with a ``DeprecationWarning``).
+keyword-only.
 Colours are the Okabe-Ito palette (colour-blind safe); continuous maps are
 ``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
 
@@ -45,7 +45,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ._compat import keyword_only
 from .dims import DECODING_DIMS, factor_dims, preferred_factor
 from .errors import DesignError
 
@@ -171,7 +170,6 @@ def _collapse_note(dims: Sequence[Hashable]) -> str:
 
 
 # --------------------------------------------------------------------------- constraint
-@keyword_only("by", "ax", "floor")
 def failure_rate(
     fr: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None, floor: float = 1e-16
 ) -> Figure:
@@ -248,7 +246,6 @@ def failure_rate(
 
 
 # --------------------------------------------------------------------------- consensus
-@keyword_only("x", "hue", "ax")
 def consensus(
     cns: xr.DataArray,
     *,
@@ -327,7 +324,6 @@ def consensus(
 
 
 # --------------------------------------------------------------------------- construct
-@keyword_only("facet", "hue")
 def composite_pmfs(
     comp: xr.DataArray,
     *,
@@ -530,7 +526,6 @@ def effect_distributions(
     return fig
 
 
-@keyword_only("row", "col", "ingroup", "ax")
 def interaction_heatmap(
     E: xr.DataArray,
     SD: xr.DataArray | None = None,
@@ -620,7 +615,6 @@ def interaction_heatmap(
     return fig
 
 
-@keyword_only("ax", "ylabel")
 def human_vs_llm(
     table: pd.DataFrame, *, ax: Axes | None = None, ylabel: str = "Composite score"
 ) -> Figure:
@@ -686,7 +680,6 @@ def human_vs_llm(
 
 
 # --------------------------------------------------------------------------- sampling cost
-@keyword_only("by", "ax")
 def standard_error(
     se: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None
 ) -> Figure:
@@ -748,7 +741,6 @@ def standard_error(
     return fig
 
 
-@keyword_only("by", "consensus")
 def decoding_bias(
     bias: xr.DataArray, *, by: Hashable | None = None, consensus: xr.DataArray | None = None
 ) -> Figure:
@@ -834,7 +826,6 @@ def decoding_bias(
     return fig
 
 
-@keyword_only("ax", "log_x")
 def flip_probability(flips: pd.DataFrame, *, ax: Axes | None = None, log_x: bool = True) -> Figure:
     """Sign-flip probability vs exact ``|E|``, one colour and marker per budget N.
 

@@ -66,7 +66,6 @@ import xarray as xr
 from scipy.stats import norm
 
 from .. import kernels
-from .._compat import renamed_keywords
 from .._version import __version__
 from ..dims import DECODING_DIMS, factor_dims
 from ..errors import DesignError, InputTypeError, InvalidPMFError
@@ -705,7 +704,6 @@ def alignment(
     return encode_attrs(ds)
 
 
-@renamed_keywords(dims="dim")
 def silicon_population(
     model: xr.DataArray | xr.Dataset,
     human: xr.Dataset,
@@ -732,7 +730,7 @@ def silicon_population(
         A human PMF Dataset (:func:`xlikert.human_pmf`): its counts, or sums of
         survey weights, are the mixture weights.
     dim : keyword-only
-        The persona factors to mix over (``dims=`` is its deprecated name);
+        The persona factors to mix over;
         default every human group.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.

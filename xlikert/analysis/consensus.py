@@ -35,7 +35,6 @@ import pandas as pd
 import xarray as xr
 
 from .. import kernels
-from .._compat import retired_keyword
 from ..dims import CORE_DIMS, DECODING_DIMS, factor_dims
 from ..errors import DesignError, InternalError, InvalidPMFError, XlikertError
 from ..kernels import DEFAULT_MAX_CELLS
@@ -356,9 +355,6 @@ def consensus_bounds(
     return res
 
 
-@retired_keyword(
-    "bounds", "xl.consensus_bounds(...) for the certified bounds", redirect=consensus_bounds
-)
 def consensus(
     pmf: xr.DataArray | xr.Dataset,
     *,
@@ -414,9 +410,7 @@ def consensus(
     xr.DataArray
         ``consensus`` with dims ``(*factors)`` (``(*factors, item_dim)`` when
         ``item_dim`` is None). Dask-backed input gives a lazy result. The
-        certified bounds and the error are :func:`consensus_bounds`'s; the
-        keyword ``bounds=True`` of earlier versions still returns them, with a
-        ``DeprecationWarning``.
+        certified bounds and the error are :func:`consensus_bounds`'s.
 
     Raises
     ------
@@ -571,9 +565,6 @@ def dissension_bounds(
     )
 
 
-@retired_keyword(
-    "bounds", "xl.dissension_bounds(...) for the certified bounds", redirect=dissension_bounds
-)
 def dissension(
     pmf: xr.DataArray | xr.Dataset,
     *,

@@ -44,7 +44,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .._compat import renamed_keywords
 from .._version import __version__
 from ..dims import HUMAN_VARIABLES, check_factor_name, factor_dims, preferred_factor
 from ..errors import DesignError, InputTypeError
@@ -204,7 +203,6 @@ def _scale_and_items(
     return np.arange(lo, hi + 1)
 
 
-@renamed_keywords(groups="by")
 def human_pmf(
     table: pd.DataFrame,
     items: Sequence[str] | Mapping[str, str],
@@ -236,7 +234,7 @@ def human_pmf(
         (:func:`xlikert.design.load_instrument`): its scale, or each item's own
         where some item has one, and every item must be one of its items.
     by : keyword-only
-        The group attribute columns (``groups=`` is its deprecated name); each
+        The group attribute columns; each
         becomes a dim with its levels (the categories of a categorical column,
         else the sorted values). Every combination of levels must have
         respondents.
@@ -560,7 +558,6 @@ def human_pmf_from_counts(
     return _finish(ds, scores, attrs, "human_pmf_from_counts")
 
 
-@renamed_keywords(groups="by")
 def human_composite(
     table: pd.DataFrame,
     items: Sequence[str],
@@ -590,7 +587,7 @@ def human_composite(
         The scale of each item ``(min, max)``, or an instrument whose scale it is
         (as :func:`human_pmf`).
     by : keyword-only
-        The group attribute columns (``groups=`` is its deprecated name).
+        The group attribute columns.
     weights : keyword-only
         A column of survey weights (positive), as :func:`human_pmf`.
     missing : keyword-only
@@ -663,7 +660,6 @@ def mixture_weights(human: xr.Dataset) -> xr.DataArray:
     return human["weight"] if "weight" in human else human["n"]
 
 
-@renamed_keywords(dims="dim")
 def human_marginal(
     human: xr.Dataset,
     *,
@@ -683,7 +679,7 @@ def human_marginal(
     human : xr.Dataset
         A human PMF Dataset (:func:`human_pmf`).
     dim : keyword-only
-        The group dim(s) to pool over (``dims=`` is its deprecated name); the
+        The group dim(s) to pool over; the
         other group dims are kept. Default: every group dim.
     item_dim : keyword-only
         Name of the item dim.

@@ -348,22 +348,3 @@ def backend_of(spec: dict[str, Any]) -> str:
 def backend_module(spec: dict[str, Any]):
     """The module implementing the backend of a model entry."""
     return importlib.import_module(BACKENDS[backend_of(spec)])
-
-
-#: Names that moved to :mod:`xlikert.collect.options` (the run-wide options).
-_MOVED = {
-    name: "xlikert.collect.options"
-    for name in (
-        "CollectOptions",
-        "DEFAULT_TEMPERATURES",
-        "DEFAULT_TOP_PS",
-        "RUN_WIDE_OPTIONS",
-        "check_entry_keys",
-    )
-}
-
-
-def __getattr__(name: str) -> Any:
-    from .._compat import moved_attribute
-
-    return moved_attribute(__name__, name, _MOVED)

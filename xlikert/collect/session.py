@@ -275,7 +275,7 @@ class Session:
         digest = self.keys.digest(mi)
         info = None
         if self.store is not None:
-            info = self.store.load_model(digest) or self.store.legacy_model(mi)
+            info = self.store.load_model(digest)
         if info is None:
             info = self.reuse.info(mi)
             if info is not None:

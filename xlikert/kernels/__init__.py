@@ -20,7 +20,7 @@ for the ``with`` block of the current thread or asyncio task and restores it on
 leaving (an exception included), so no call leaks its choice into another.
 Threads start with the default (``"numba"``); the engine of a call is fixed when
 its kernel handle is made (:func:`get_kernel`), so Dask workers run what the
-caller chose. ``set_engine`` (a process-wide setting with no end) is deprecated.
+caller chose.
 
 Kernels
 -------
@@ -54,8 +54,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._compat import deprecated_function
-
 __all__ = [
     "BREAKPOINT_TOL",
     "DEFAULT_MAX_CELLS",
@@ -73,7 +71,6 @@ __all__ = [
     "get_kernel",
     "noise_ceiling",
     "noise_ceiling_numpy",
-    "set_engine",
     "use_engine",
 ]
 
@@ -134,40 +131,6 @@ def get_engine() -> str:
     'numba'
     """
     return _ENGINE.get()
-
-
-@deprecated_function('the context manager "with xlikert.kernels.use_engine(...):"')
-def set_engine(engine: Engine) -> None:
-    """Set the default engine for the rest of the current thread (deprecated).
-
-    A setting with no end leaks into every later call; use :func:`use_engine`,
-    or pass ``engine=`` to the function.
-
-    Parameters
-    ----------
-    engine : {"numba", "numpy"}
-        The new default.
-
-    Raises
-    ------
-    ConfigError
-        An unknown engine.
-
-    Warns
-    -----
-    DeprecationWarning
-        Always: use :func:`use_engine`.
-
-    Examples
-    --------
-    >>> import warnings
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     set_engine("numba")
-    >>> get_engine()
-    'numba'
-    """
-    _ENGINE.set(_check(engine))
 
 
 @contextlib.contextmanager

@@ -42,11 +42,9 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import xarray as xr
 
-from .._compat import moved_attribute
 from ..plot import offscreen
 from . import tables
 from .context import ReportContext
@@ -65,12 +63,6 @@ from .sections import (
 )
 
 __all__ = ["SECTIONS", "tables", "write_report"]
-
-
-def __getattr__(name: str) -> Any:
-    # the datasets have one home, xlikert.datasets
-    moved = {"load_demo_results": "xlikert.datasets", "synthetic_results": "xlikert.datasets"}
-    return moved_attribute(__name__, name, moved)
 
 
 #: The report's sections, in order: each takes the :class:`~.context.ReportContext` and

@@ -27,7 +27,6 @@ import numpy as np
 import xarray as xr
 
 from ... import kernels
-from ..._compat import renamed_keywords
 from ..._version import __version__
 from ...dims import DECODING_DIMS, factor_dims
 from ...errors import DesignError, XlikertError
@@ -117,7 +116,6 @@ def blocked_contrast(
     return trim_support(out, effect_dim) if trim else out
 
 
-@renamed_keywords(block_dims="dim")
 def comonotone_contrast(
     pmf: xr.DataArray | xr.Dataset,
     alpha: Sequence[float],
@@ -144,7 +142,7 @@ def comonotone_contrast(
     alpha : sequence of float
         R integer-valued coefficients, so that the result lives on integers.
     dim : keyword-only
-        The block dims, mixed over (``block_dims=`` is its deprecated name);
+        The block dims, mixed over;
         default none. Other dims are carried along.
     term_dim, score_dim, effect_dim : keyword-only
         Core dims; the output replaces ``term_dim``, ``score_dim`` and the

@@ -9,7 +9,6 @@ from collections.abc import Hashable, Sequence
 
 import xarray as xr
 
-from ..._compat import renamed_keywords
 from ...dims import factor_dims
 from ...errors import DesignError
 from ...validate import as_pmf
@@ -75,7 +74,6 @@ def grand_mixture(
     return pmf.mean(dims, keep_attrs=True)
 
 
-@renamed_keywords(dims="by")
 def marginal_slice(
     pmf: xr.DataArray | xr.Dataset,
     by: Hashable | Sequence[Hashable],
@@ -94,7 +92,7 @@ def marginal_slice(
     pmf : xr.DataArray or xr.Dataset
         PMFs with factor dims, or a results Dataset (its ``pmf``).
     by : hashable or sequence of hashable
-        The factor(s) U to keep (``dims=`` is its deprecated name).
+        The factor(s) U to keep.
     factors : keyword-only
         The design's factors; default every dim except ``item_dim``,
         ``score_dim`` and a composite's ``subscale``. The factors not in ``by``

@@ -7,12 +7,10 @@ stage's other tables are in :mod:`xlikert.analysis.construct.tables`.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ..._compat import moved_attribute
 from ...dims import AUXILIARY_DIMS, CORE_DIMS, factor_dims
 from ...errors import InvalidPMFError
 from ...validate import (
@@ -20,18 +18,6 @@ from ...validate import (
 )
 
 __all__ = ["SNR_RTOL", "summarize"]
-
-
-def __getattr__(name: str) -> Any:
-    # moved to the stage's tables module
-    return moved_attribute(
-        __name__,
-        name,
-        {
-            "summary_table": "xlikert.analysis.construct.tables",
-            "SCORING": "xlikert.analysis.construct.tables",
-        },
-    )
 
 
 #: An effect with ``SD <= SNR_RTOL * max|support|`` counts as deterministic (paper:

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ..._compat import moved_attribute
 from ...dims import DECODING_DIMS, factor_dims
 from ...errors import InvalidPMFError
 from ...validate import (
@@ -27,11 +25,6 @@ from ...validate import (
 from .moments import composite_moments
 
 __all__ = ["correlation", "decoding_bias"]
-
-
-def __getattr__(name: str) -> Any:
-    # moved to the stage's tables module
-    return moved_attribute(__name__, name, {"decoding_bias_table": "xlikert.analysis.cost.tables"})
 
 
 # --------------------------------------------------------------------------- decoding

@@ -7,7 +7,6 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import xarray as xr
 
-from ..._compat import renamed_keywords
 from ...dims import DECODING_DIMS, factor_dims
 from ...errors import DesignError, InvalidPMFError
 from ...validate import (
@@ -212,7 +211,6 @@ def standard_error(
     return out
 
 
-@renamed_keywords(dims="dim")
 def mixture_moments(
     mean: xr.DataArray, var: xr.DataArray, dim: Hashable | Sequence[Hashable]
 ) -> xr.Dataset:
@@ -220,7 +218,7 @@ def mixture_moments(
 
     ``E = mean(E_c)``, ``Var = mean(Var_c + E_c^2) - E^2`` (law of total variance): the
     moments of one answer of a condition drawn uniformly from the cells along ``dim``
-    (``dims=`` is its deprecated name; no dim: the moments as given).
+    (no dim: the moments as given).
 
     Parameters
     ----------

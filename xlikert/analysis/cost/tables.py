@@ -10,12 +10,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Sequence
-from typing import Any
 
 import pandas as pd
 import xarray as xr
 
-from ..._compat import moved_attribute
 from ...dims import DECODING_DIMS, factor_dims, preferred_factor
 from ...errors import DesignError
 from ...validate import as_pmf
@@ -26,15 +24,6 @@ from .flips import DEFAULT_EFFECT_BINS
 from .moments import design_factors, standard_error
 
 __all__ = ["decoding_bias_table", "flip_table", "fmt_n", "sampling_se_table"]
-
-
-def __getattr__(name: str) -> Any:
-    # moved to the stage's tables module
-    return moved_attribute(
-        __name__,
-        name,
-        {"level_frame": "xlikert.analysis.frames", "with_consensus": "xlikert.analysis.frames"},
-    )
 
 
 def sampling_se_table(

@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..._compat import renamed_keywords
 from ...dims import factor_dims, preferred_factor
 from ...io import read_attrs
 from ..keying import SUBSCALE_DIM
@@ -40,7 +39,6 @@ def default_respondents(pmf: xr.DataArray, by: Hashable | None = None) -> list[H
     return [f for f in factors if f != by]
 
 
-@renamed_keywords(respondent_dims="dim")
 def reliability_table(
     pmf: xr.DataArray | xr.Dataset, dim: Hashable | Sequence[Hashable]
 ) -> pd.DataFrame:
@@ -51,8 +49,7 @@ def reliability_table(
     pmf
         Item PMFs or a results Dataset.
     dim
-        The factors whose conditions are the respondents (:func:`xlikert.reliability`;
-        ``respondent_dims=`` is its deprecated name).
+        The factors whose conditions are the respondents (:func:`xlikert.reliability`).
 
     Returns
     -------

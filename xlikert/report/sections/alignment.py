@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..._compat import moved_attribute
 from ...analysis import alignment as stage
 from ...analysis.alignment import ORDER_METRICS, alignment, silicon_population
 from ...analysis.human import human_marginal, human_pmf
@@ -36,10 +35,6 @@ from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
 
 __all__ = ["WEIGHT_COLUMN", "human_alignment_section", "human_section", "load_human"]
-
-
-def __getattr__(name: str) -> Any:
-    return moved_attribute(__name__, name, {"alignment_table": "xlikert.analysis.alignment"})
 
 
 #: The column of survey weights in a CSV of respondents.

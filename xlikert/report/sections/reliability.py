@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any
 
 import xarray as xr
 
-from ..._compat import moved_attribute, renamed_keywords
 from ...analysis import reliability as stage
 from ...dims import factor_dims, preferred_factor
 from ...errors import XlikertError
@@ -24,18 +22,7 @@ from .formats import format_factor
 
 __all__ = ["reliability_section", "scale_reliability_section"]
 
-#: Names that moved to the analysis stage they tabulate.
-_MOVED = {
-    name: "xlikert.analysis.reliability"
-    for name in ("RELIABILITY_COLUMNS", "default_respondents", "reliability_table")
-}
 
-
-def __getattr__(name: str) -> Any:
-    return moved_attribute(__name__, name, _MOVED)
-
-
-@renamed_keywords(respondent_dims="dim")
 def reliability_section(
     pmf: xr.DataArray,
     out: Path,
