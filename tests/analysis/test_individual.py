@@ -188,6 +188,12 @@ def test_group_persona_baseline_reads_each_respondents_group():
         xr.testing.assert_allclose(g.sel(respondent=[who]), want)
     out = individual_summary(res, answers, persona_results=group, persona=["party"])
     assert list(out.baseline.values) == ["population", "group_persona", "uniform"]
+    other = group.assign_coords(model=["m1", "m3"])
+    with pytest.raises(DesignError, match="other 'model' levels than the results"):
+        individual_summary(res, answers, persona_results=other, persona=["party"])
+    with pytest.raises(DesignError, match=r"no items \['vote'\]"):
+        individual_summary(res, answers, persona_results=group.sel(item=["lr", "tv"]),
+                           persona=["party"])  # fmt: skip
     # r0 and r2 are their group's persona: the same scores
     m = individual_scores(res, answers)
     same = m.sel(respondent=["r0", "r2"]).brier

@@ -745,6 +745,16 @@ def individual_summary(
             persona_results, answers.iloc[rows], persona=persona,
             nonsubstantive=nonsubstantive, missing=missing, **kw,
         )  # fmt: skip
+        lost = sorted(set(lay["items"]) - set(map(str, group[item_dim].values)))
+        if lost:
+            raise DesignError(f"the group persona results have no items {lost}")
+        group = group.sel({item_dim: lay["items"]})
+        for d in set(group.dims) & set(model.dims) - {respondent_dim, item_dim}:
+            if list(map(str, group[d].values)) != list(map(str, model[d].values)):
+                raise DesignError(
+                    f"the group persona results have other {d!r} levels than the results: "
+                    f"{list(map(str, group[d].values))} vs {list(map(str, model[d].values))}"
+                )
         baselines = {"population": baselines["population"],
                      "group_persona": group.to_array("metric"),
                      "uniform": baselines["uniform"]}  # fmt: skip
