@@ -38,9 +38,7 @@ from xlikert.design import experiment_from_dict, load_experiment
 from xlikert.design.respondents import respondent_personas
 
 MODEL = {"name": "SmolLM2-135M-Instruct", "source": "smollm2-135m-instruct"}
-PERSONA = (
-    "You are a {age}-year-old {PID} with {educ}[, and your household's income is {income}]."
-)
+PERSONA = "You are a {age}-year-old {PID} with {educ}[, and your household's income is {income}]."
 VALUES = {
     "PID": {0: "strong Democrat", 1: "weak Democrat", 2: "Independent leaning Democrat",
             3: "Independent", 4: "Independent leaning Republican", 5: "weak Republican",
@@ -55,6 +53,8 @@ VALUES = {
          "$40,000-$44,999", "$45,000-$49,999", "$50,000-$59,999", "$60,000-$74,999",
          "$75,000-$89,999", "$90,000-$104,999", "$105,000 or more"], start=1)),
 }  # fmt: skip
+PPI_COLUMNS = ["estimate", "lower", "upper", "human_estimate", "human_lower", "human_upper",
+               "effective_n"]  # fmt: skip
 SYSTEM = (
     "{respondent} You are a respondent in the 1996 American National Election Study. "
     "Answer each question with ONLY the number of one of its options."
@@ -76,14 +76,10 @@ def main(out: Path, n_people: int = 12, seed: int = 1996) -> None:
         "models": [MODEL],
     })  # fmt: skip
     ds = collect(exp.build_prompts(), [MODEL], out / "respondents.nc", progress=True)
-    groups = collect(
-        load_experiment("anes96_survey").build_prompts(), [MODEL], out / "groups.nc"
-    )
+    groups = collect(load_experiment("anes96_survey").build_prompts(), [MODEL], out / "groups.nc")
     scores = individual_scores(ds, people)
     scores.to_netcdf(out / "individual.nc")
-    summary = individual_summary(
-        ds, people, persona_results=groups, persona=["party", "education"]
-    )
+    summary = individual_summary(ds, people, persona_results=groups, persona=["party", "education"])
     summary.to_netcdf(out / "summary.nc")
     rng = np.random.default_rng(seed)
     labeled = sorted(rng.choice(personas.levels, size=n_people // 2, replace=False).tolist())
@@ -101,8 +97,7 @@ def main(out: Path, n_people: int = 12, seed: int = 1996) -> None:
             skill.to_series().unstack("metric").round(3).to_string(),
             f"Dole share, prediction-powered ({ppi.attrs['n_labeled']} answered, "
             f"{ppi.attrs['n_unlabeled']} predicted):",
-            ppi[["estimate", "lower", "upper", "human_estimate", "human_lower", "human_upper",
-                 "effective_n"]].to_dataframe().round(3).to_string(),  # fmt: skip
+            ppi[PPI_COLUMNS].to_dataframe().round(3).to_string(),
         ]
     )
     (out / "summary.txt").write_text(text + "\n")
