@@ -261,3 +261,14 @@ def test_bad_input_is_named():
         individual_scores(group, answers, persona=["party"])
     with pytest.raises(DesignError, match="nonsubstantive options \\['Refused'\\]"):
         individual_scores(res, answers, nonsubstantive={"Refused": [9]})
+
+
+def test_two_group_columns_make_two_dims():
+    res, answers = _results(), _answers()
+    answers = answers.assign(sex=list("ffmmfm"))
+    out = individual_summary(res, answers, by=["party", "sex"])
+    assert dict(out.estimate.sizes) == {"model": 2, "party": 2, "sex": 2, "item": 3, "metric": 5}
+    who = answers.index[(answers.party == "R") & (answers.sex == "m")]
+    v = individual_scores(res, answers).brier.sel(model="m2", item="tv", respondent=list(who))
+    got = out.estimate.sel(model="m2", party="R", sex="m", item="tv", metric="brier")
+    np.testing.assert_allclose(float(got), float(v.mean()), rtol=1e-12)

@@ -802,11 +802,16 @@ def individual_summary(
         "normalized_accuracy_se": (*lead, item_dim, "_group"),
     }
     dims["skill_se"] = dims["baseline_estimate"] = dims["skill"]
+    raw["n"] = raw["n"].max(axis=tuple(range(len(lead)))).astype(np.int64)
+    dims["n"] = (item_dim, "metric", "_group")
     data = {k: (dims.get(k, (*lead, item_dim, "metric", "_group")), v) for k, v in raw.items()}
     if baselines:
         coords["baseline"] = list(baselines)
-    out = xr.Dataset(data, coords={**coords, "_group": index})
-    out["n"] = out["n"].max(lead).astype(np.int64) if lead else out["n"].astype(np.int64)
+    out = xr.Dataset(data, coords=coords)
+    if isinstance(index, pd.MultiIndex):
+        out = out.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "_group"))
+    else:
+        out = out.assign_coords(_group=index)
     if by:
         if len(by) > 1:
             out = out.unstack("_group")
