@@ -1,6 +1,6 @@
 """One meaning per name (issue 32, item 3): the dimension arguments, the return types.
 
-The convention is stated once, in :mod:`xlikert.dims`: ``dim`` = the dims an
+The convention is stated once, in :mod:`xlikert.core.dims`: ``dim`` = the dims an
 operation reduces, ``by`` = the dims it keeps as groups, ``factors`` = the
 design's factors of an analysis of the design. The old keywords are gone (no shims
 before the first release): passing one is Python's ``TypeError``.
@@ -189,11 +189,12 @@ def _code_strings(path):
 
 
 def test_no_factor_name_is_written_into_analysis_report_or_plot_code():
-    """Factor names come from the data; the model factor's name from xlikert.dims."""
+    """Factor names come from the data; the model factor's name from xlikert.core.dims."""
     from pathlib import Path
 
     root = Path(xl.__file__).parent
-    files = [*(root / "analysis").rglob("*.py"), *(root / "report").rglob("*.py"), root / "plot.py"]
+    files = [*(root / "analysis").rglob("*.py"), *(root / "report").rglob("*.py")]
+    files += [*(root / "plot").rglob("*.py")]
     names = {"model", "target", "prompt", "persona", "party", "USA"}
     found = [
         f"{p.relative_to(root)}:{line}: {value!r}"
@@ -207,7 +208,6 @@ def test_no_factor_name_is_written_into_analysis_report_or_plot_code():
 @pytest.mark.parametrize(
     ("module", "name", "home"),
     [
-        ("xlikert.report.tables", "paper_layout", "xlikert.analysis.construct"),
         ("xlikert.report.tables", "aggregate_vs_factorial", "xlikert.analysis.construct"),
         ("xlikert.report.tables", "interaction_node", "xlikert.analysis.construct"),
         ("xlikert.report.tables", "failure_summary", "xlikert.analysis.constraint"),

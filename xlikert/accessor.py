@@ -24,7 +24,6 @@ from typing import Any
 
 import xarray as xr
 
-from . import io as _io
 from .analysis import alignment as _align
 from .analysis import consensus as _consensus
 from .analysis import constraint as _constraint
@@ -32,6 +31,7 @@ from .analysis import construct as _construct
 from .analysis import human as _human
 from .analysis import reliability as _reliability
 from .analysis.keying import Subscale
+from .core import io as _io
 from .kernels import DEFAULT_MAX_CELLS
 
 __all__ = ["LikertDataArrayAccessor", "LikertDatasetAccessor"]
@@ -363,7 +363,7 @@ class _Likert:
 
     @property
     def attrs(self) -> dict[Any, Any]:
-        """The attrs with their JSON text decoded (provenance as structure); see :func:`xlikert.io.read_attrs`."""
+        """The attrs with their JSON text decoded (provenance as structure); see :func:`xlikert.core.io.read_attrs`."""
         return _io.read_attrs(self._obj)
 
 

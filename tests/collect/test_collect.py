@@ -28,7 +28,7 @@ from support.tiny import (
 
 from xlikert.collect import collect, find_valid_tokens, merge_shards
 from xlikert.collect.tokens import find_space_tokens
-from xlikert.errors import CollectionError
+from xlikert.core.errors import CollectionError
 
 HERE = Path(__file__).parent
 VALID_RE = re.compile(r"^[ ▁Ġ]?[1-7]$")
@@ -299,8 +299,9 @@ def test_shards_and_merge(tiny_spec, tmp_path, base):
 
 
 def test_provenance_recorded(base, tiny_dir, tmp_path):
-    from xlikert.collect.runner import write_atomic
-    from xlikert.io import open_results
+    import xlikert as xl
+    from xlikert.collect.run.runner import write_atomic
+    from xlikert.core.io import open_results
 
     write_atomic(base, tmp_path / "r.nc")
     ds = open_results(tmp_path / "r.nc")
@@ -310,7 +311,10 @@ def test_provenance_recorded(base, tiny_dir, tmp_path):
     assert info["dtype"] == "float32" and info["device"] == "cpu"
     assert info["prompt_format"] == "chat" and info["tokenizer"].endswith(str(tiny_dir))
     assert {r["token"] for r in info["valid_tokens"]} >= {"▁3", "Ġ5", " 6"}
-    assert ds.attrs["xlikert_version"] and ds.attrs["date_created"]
+    assert ds.attrs["date_created"]
+    # the one version (xlikert/_version.py), as the metadata and `xlikert --version` read it
+    assert ds.attrs["xlikert_version"] == xl.__version__
+    assert f": xlikert {xl.__version__} collect (" in ds.attrs["history"]
     text = json.dumps(ds.attrs, default=str)
     assert "token=" not in text.lower() and "hf_" not in text
 
@@ -330,7 +334,7 @@ def test_collected_dataset_is_netcdf_ready_the_xarray_way(base, tmp_path):
     # a one-model run decomposes: the model is held constant
     dec = xl.decompose(plain)
     assert sorted(dec.children) == ["grand", "target"]
-    assert xl.io.read_attrs(dec)["decompose_constant_factors"] == {"model": "tiny"}
+    assert xl.core.io.read_attrs(dec)["decompose_constant_factors"] == {"model": "tiny"}
     pd_a, pd_b = xl.summary_table(dec), xl.summary_table(xl.decompose(base))
     assert pd_a.equals(pd_b)
     xr.testing.assert_identical(xl.consensus(plain), xl.consensus(base))
@@ -526,7 +530,7 @@ def test_cli_run(tiny_dir, tmp_path):
     from click.testing import CliRunner
 
     from xlikert.cli import main
-    from xlikert.io import open_results
+    from xlikert.core.io import open_results
 
     cfg = tmp_path / "exp.toml"
     cfg.write_text(

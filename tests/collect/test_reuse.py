@@ -16,10 +16,10 @@ pytest.importorskip("transformers")
 from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
-from xlikert.collect.identity import cell_key, model_digest, sent_digest
-from xlikert.errors import CollectionError
-from xlikert.io import open_results, read_attrs
-from xlikert.schema import decode_token_ids
+from xlikert.collect.run.identity import cell_key, model_digest, sent_digest
+from xlikert.core.errors import CollectionError
+from xlikert.core.io import open_results, read_attrs
+from xlikert.core.schema import decode_token_ids
 
 #: Every per-cell variable a reused cell copies.
 NUMBERS = ("pmf", "valid_mass", "topk_logprob", "decoding_pmf", "decoding_valid_mass")

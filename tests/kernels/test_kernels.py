@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from xlikert import kernels
-from xlikert.errors import XlikertError
+from xlikert.core.errors import XlikertError
 from xlikert.kernels import (
     blocked_comonotone_contrast,
     blocked_comonotone_contrast_numpy,

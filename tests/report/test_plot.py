@@ -13,8 +13,8 @@ import pytest
 import xarray as xr
 
 from xlikert import plot, sampling
+from xlikert.core.errors import DesignError
 from xlikert.datasets import human_baseline, synthetic_pmf
-from xlikert.errors import DesignError
 
 DESIGNS = {
     1: {"model": ["a", "b", "c"]},

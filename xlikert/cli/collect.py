@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ..errors import XlikertError
+from ..core.errors import XlikertError
 
 __all__ = ["FLAGS", "merge", "parse_batch", "parse_floats", "run", "run_options"]
 
@@ -155,8 +155,8 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
               help="sequential administration: forward passes per conversation (default: 10000)")  # fmt: skip
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def run(config, output, shard, overwrite, reuse, discard_progress, quiet, **flags):
-    from ..collect.interrupt import RunInterrupted
-    from ..collect.runner import collect
+    from ..collect.run.interrupt import RunInterrupted
+    from ..collect.run.runner import collect
     from ..design import load_experiment
 
     try:
@@ -195,7 +195,7 @@ def run(config, output, shard, overwrite, reuse, discard_progress, quiet, **flag
 
 def _reuse_note(ds) -> str:
     """``: 12 computed, 34 reused (34 from old.nc)`` when cells were reused, else empty."""
-    from ..io import read_attrs
+    from ..core.io import read_attrs
 
     attrs = read_attrs(ds)
     reused = int(attrs.get("cells_reused", 0))
@@ -224,7 +224,7 @@ def merge(parts, output):
 
     Every shard i of n must be given once: a missing or repeated shard is named.
     """
-    from ..collect.merge import merge_shards
+    from ..collect.run.merge import merge_shards
 
     try:
         ds = merge_shards(list(parts), output)

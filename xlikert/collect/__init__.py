@@ -1,7 +1,7 @@
 """Collection: exact next-token PMFs from local models, vLLM, or OpenAI-compatible servers.
 
 ``collect`` runs a prompts Dataset through one or more models and returns the
-results Dataset (:mod:`xlikert.schema`); ``merge_shards`` combines ``--shard i/n`` parts.
+results Dataset (:mod:`xlikert.core.schema`); ``merge_shards`` combines ``--shard i/n`` parts.
 Every backend implements one small protocol (:mod:`~xlikert.collect.protocol`)
 and returns one per-unit record (:mod:`~xlikert.collect.record`):
 
@@ -27,13 +27,14 @@ Examples
 
 from __future__ import annotations
 
-from .merge import merge_shards
 from .options import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions
 from .protocol import BACKENDS, Model
 from .reasoning import trace_texts
 from .record import ReadSequence, UnitResult, read_sequence
-from .runner import collect, parse_shard
-from .store import PartialStore
+from .run.checked import parse_shard
+from .run.merge import merge_shards
+from .run.runner import collect
+from .run.store import PartialStore
 from .tokens import ValidTokens, find_valid_tokens
 from .zoo import ZOO, builtin_names, cache_dir, resolve_gguf
 
@@ -72,7 +73,7 @@ def load_model(*args, **kwargs):
     >>> lm = load_model("smollm-135m", range(1, 8))
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: unknown model 'smollm-135m'; built-in models are ...
+    xlikert.core.errors.CollectionError: unknown model 'smollm-135m'; built-in models are ...
 
     With the offline models installed (``requirements/offline-models.txt``):
 

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
-from ..errors import ConfigError, UnknownNameError
+from ..core.errors import ConfigError, UnknownNameError
 from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec, ScaleSpec
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Option, Scale
@@ -98,7 +99,7 @@ class Instrument:
     path: str
     sha256: str
     nonsubstantive: tuple[Option, ...] = ()
-    answers: str = "codes"
+    answers: Literal["codes", "letters", "labels"] = "codes"
     templates: dict[str, Template] = field(default_factory=dict, compare=False)
 
     @property

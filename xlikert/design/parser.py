@@ -17,7 +17,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DesignError, FormatError, FormatNotShownError, LabelMappingError
+from ..core.errors import (
+    ConfigError,
+    DesignError,
+    FormatError,
+    FormatNotShownError,
+    LabelMappingError,
+)
 from .experiment import Experiment, Factor
 from .file_schema import (
     RESERVED,
@@ -161,7 +167,7 @@ def experiment_from_dict(
     >>> experiment_from_dict({"experiment": {"instrument": "cetscal"}})
     Traceback (most recent call last):
     ...
-    xlikert.errors.ConfigError: <dict>: [experiment], field 'instrument': ...'cetscale'?); ...
+    xlikert.core.errors.ConfigError: <dict>: [experiment], field 'instrument': ...'cetscale'?); ...
     """
     if not isinstance(table, dict):
         raise ConfigError(f"{file}: an experiment must be a table, got {type(table).__name__}")
@@ -376,8 +382,8 @@ def _parse_context(
     except DesignError as exc:
         p.add(where, str(exc))
         return None
-    levels = tuple(orders)
-    return Factor(name, kind, levels, {lv: {} for lv in levels}, {}, spec.description,
+    order_levels = tuple(orders)
+    return Factor(name, kind, order_levels, {lv: {} for lv in order_levels}, {}, spec.description,
                   orders={lv: tuple(o) for lv, o in orders.items()})  # fmt: skip
 
 
@@ -475,7 +481,7 @@ def _levels_from_table(
     p: Problems,
     name: str,
     kind: str,
-    levels: dict[str, str | dict[str, str]],
+    levels: dict[str, str | dict[str, str | list[str]]],
     bindings: dict[str, dict[str, str]],
     systems: dict[str, str],
 ) -> None:
@@ -493,7 +499,7 @@ def _levels_from_table(
         elif lists := [k for k, v in value.items() if not isinstance(v, str)]:
             p.add(where, f"field(s) {lists} must be strings (arrays are for format levels)")
         else:
-            bindings[lv] = dict(value)
+            bindings[lv] = {k: str(v) for k, v in value.items()}  # every one a string (above)
 
 
 # --------------------------------------------------------------------------- placeholders
@@ -553,7 +559,9 @@ class _Suppliers:
                     f"constant supplies it; known: {', '.join(known)}",
                 )
             f = self.factors.get(src or "")
-            for level in f.levels if f is not None else ():
+            if f is None:
+                continue
+            for level in f.levels:
                 if ph not in f.bindings[level]:
                     what = "lexicon field" if f.kind == "lexicon" else "field"
                     p.add(
@@ -614,7 +622,7 @@ def _parse_format(p: Problems, name: str, spec: FactorSpec, scales: _ItemScales)
     default scale (:meth:`~xlikert.design.formats.ResponseFormat.fields`; an item
     with its own options renders its own, :meth:`~xlikert.design.scale.Scale.show`)
     and ``{<factor>}`` (the level label); a level whose labels are not a bijection
-    onto an item's scale is a :class:`~xlikert.errors.LabelMappingError`.
+    onto an item's scale is a :class:`~xlikert.core.errors.LabelMappingError`.
     """
     default = scales.default
     lo, hi = default.min, default.max

@@ -6,6 +6,12 @@ and broadcasting rules. The xarray layer (:mod:`xlikert.analysis.construct`) pic
 of them through :func:`get_kernel`, so tests and benchmarks can run both side
 by side:
 
+Beside them, the pure maths the collection shares with the analysis, plain numpy on
+arrays (no kernel, no twin): :mod:`xlikert.kernels.readout` (a next-token
+distribution to the stored numbers: the scale sum, the decoding grid with its tie
+rule, the top-k bounds) and :mod:`xlikert.kernels.history_tree` (the answer-history
+tree of sequential administration: exact or certified PMFs and joints).
+
 >>> from xlikert import kernels
 >>> kernels.get_engine()
 'numba'
@@ -111,7 +117,7 @@ def __getattr__(name: str) -> Any:
 
 def _check(engine: str) -> str:
     if engine not in ENGINES:
-        from ..errors import ConfigError
+        from ..core.errors import ConfigError
 
         raise ConfigError(f"unknown kernel engine {engine!r}; choose one of {ENGINES}")
     return engine
@@ -219,7 +225,7 @@ def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     """
     engine = _check(engine or _ENGINE.get())
     if name not in _MODULES:
-        from ..errors import UnknownNameError
+        from ..core.errors import UnknownNameError
 
         raise UnknownNameError(f"unknown kernel {name!r}; kernels: {', '.join(sorted(_MODULES))}")
     return KernelHandle(name, engine)

@@ -5,10 +5,10 @@
 
 The report follows the pipeline (constraint -> consensus -> construct ->
 reliability -> sampling cost). Factor names come from the file (the dims of ``pmf`` other
-than ``item`` and ``score``, read with :func:`xlikert.dims.factor_dims`, so a
+than ``item`` and ``score``, read with :func:`xlikert.core.dims.factor_dims`, so a
 factor with a reserved name is a ``DesignError`` naming it): the first factor
 (``by``: the x axis, the facets, the rows of the tables) is the model factor
-(:data:`xlikert.dims.MODEL_DIM`) where there is one, else the first in dim order;
+(:data:`xlikert.core.dims.MODEL_DIM`) where there is one, else the first in dim order;
 the second is the next varying factor in dim order.
 Sections that need data the file does not hold (a decoding grid, a second
 factor, a human baseline for the instrument) say so instead of appearing.
@@ -120,9 +120,9 @@ def write_report(
 
     Raises
     ------
-    xlikert.errors.InvalidPMFError
+    xlikert.core.errors.InvalidPMFError
         ``results`` hold no ``pmf`` variable.
-    xlikert.errors.DesignError
+    xlikert.core.errors.DesignError
         The ``pmf`` has no factor dims, or a factor with a reserved name.
 
     Notes
@@ -184,7 +184,7 @@ def _write_report(
     ctx = ReportContext.prepare(
         results, out, country_of_origin=country_of_origin, tol=tol, human=human
     )
-    with offscreen(), _plain_text():  # no window, no backend switched: Figure objects
+    with offscreen(), _figure_text():  # no window, no backend switched: Figure objects
         sections = [s for s in (section(ctx) for section in SECTIONS) if s is not None]
     attrs = ctx.ds.attrs
     ttl = title or str(attrs.get("title") or f"xlikert report: {attrs.get('instrument', '')}")
@@ -192,10 +192,12 @@ def _write_report(
 
 
 @contextlib.contextmanager
-def _plain_text() -> Iterator[None]:
-    """Figure text as it is: a factor level or item id such as ``$\\x$`` is not read as
-    matplotlib math (which would show it otherwise, or fail to draw the figure)."""
+def _figure_text() -> Iterator[None]:
+    """matplotlib's text settings the figures are drawn with, whatever the caller's: math
+    parsed (the axes' own tick labels, ``10⁻¹`` on a log axis, are mathtext) and no LaTeX.
+    Labels from the data are escaped by :mod:`xlikert.plot.text` for exactly this: a
+    level such as ``$\\x$`` is drawn as it is."""
     import matplotlib
 
-    with matplotlib.rc_context({"text.parse_math": False}):
+    with matplotlib.rc_context({"text.parse_math": True, "text.usetex": False}):
         yield

@@ -9,9 +9,9 @@ from collections.abc import Hashable, Sequence
 
 import xarray as xr
 
-from ...dims import factor_dims
-from ...errors import DesignError
-from ...validate import as_pmf
+from ...core.dims import factor_dims
+from ...core.errors import DesignError
+from ...core.validate import as_pmf
 from ..keying import SUBSCALE_DIM
 
 #: Dims a mixture carries along, never mixes: the subscales of a composite.
@@ -59,7 +59,7 @@ def grand_mixture(
     ------
     DesignError
         A factor that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -110,7 +110,7 @@ def marginal_slice(
     ------
     DesignError
         A dim of ``by`` that is not one of the factors, or a dim with a name
-        xlikert reserves (:mod:`xlikert.dims`).
+        xlikert reserves (:mod:`xlikert.core.dims`).
 
     Examples
     --------

@@ -11,9 +11,9 @@ from collections.abc import Hashable
 import numpy as np
 import xarray as xr
 
-from ...dims import AUXILIARY_DIMS, CORE_DIMS, factor_dims
-from ...errors import InvalidPMFError
-from ...validate import (
+from ...core.dims import AUXILIARY_DIMS, CORE_DIMS, factor_dims
+from ...core.errors import InvalidPMFError
+from ...core.validate import (
     as_pmf,
 )
 
@@ -70,7 +70,7 @@ def summarize(x: xr.DataArray | xr.Dataset, *, dim: Hashable = "effect") -> xr.D
         ``dim`` missing or without a numeric coordinate.
     DesignError
         Another dim named like one of xlikert's variables (``E``, ``SD``, ...;
-        :mod:`xlikert.dims`), which the output would overwrite.
+        :mod:`xlikert.core.dims`), which the output would overwrite.
 
     Examples
     --------

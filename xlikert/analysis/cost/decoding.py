@@ -16,9 +16,9 @@ from collections.abc import Hashable, Mapping
 import numpy as np
 import xarray as xr
 
-from ...dims import DECODING_DIMS, factor_dims
-from ...errors import InvalidPMFError
-from ...validate import (
+from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.errors import InvalidPMFError
+from ...core.validate import (
     as_pmf,
     check_pmf,
 )

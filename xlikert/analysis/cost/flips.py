@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ...dims import factor_dims
-from ...errors import DesignError
-from ...validate import (
+from ...core.dims import factor_dims
+from ...core.errors import DesignError
+from ...core.validate import (
     as_pmf,
     squeeze_constant_factors,
 )
@@ -233,7 +233,7 @@ def flip_probability(
     ------
     DesignError
         No factor, a given factor that is not a dim, or a factor or batch dim
-        with a name xlikert reserves (:mod:`xlikert.dims`).
+        with a name xlikert reserves (:mod:`xlikert.core.dims`).
 
     Examples
     --------

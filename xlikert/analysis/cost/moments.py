@@ -7,9 +7,9 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import xarray as xr
 
-from ...dims import DECODING_DIMS, factor_dims
-from ...errors import DesignError, InvalidPMFError
-from ...validate import (
+from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.errors import DesignError, InvalidPMFError
+from ...core.validate import (
     as_pmf,
     check_item_dim,
     check_pmf,
@@ -183,7 +183,7 @@ def standard_error(
     ------
     DesignError
         ``dim`` not a factor, or a factor with a name xlikert reserves
-        (:mod:`xlikert.dims`; e.g. ``n``, which the result adds).
+        (:mod:`xlikert.core.dims`; e.g. ``n``, which the result adds).
 
     Examples
     --------

@@ -1,7 +1,7 @@
 """The sampling-cost tables: standard errors by budget (:func:`sampling_se_table`), sign
 flips by effect size (:func:`flip_table`), decoding bias by level (:func:`decoding_bias_table`).
 
-Each table groups its rows ``by`` one factor (default :data:`xlikert.dims.MODEL_DIM` if
+Each table groups its rows ``by`` one factor (default :data:`xlikert.core.dims.MODEL_DIM` if
 present, else the first factor) and, for an instrument with subscales, by subscale.
 """
 
@@ -14,16 +14,16 @@ from collections.abc import Hashable, Sequence
 import pandas as pd
 import xarray as xr
 
-from ...dims import DECODING_DIMS, factor_dims, preferred_factor
-from ...errors import DesignError
-from ...validate import as_pmf
+from ...core.dims import DECODING_DIMS, factor_dims, preferred_factor
+from ...core.errors import DesignError
+from ...core.validate import as_pmf
 from .. import frames
 from ..keying import SUBSCALE_DIM
 from .decoding import correlation
 from .flips import DEFAULT_EFFECT_BINS
 from .moments import design_factors, standard_error
 
-__all__ = ["decoding_bias_table", "flip_table", "fmt_n", "sampling_se_table"]
+__all__ = ["decoding_bias_table", "flip_table", "sampling_se_table"]
 
 
 def sampling_se_table(
@@ -63,7 +63,7 @@ def sampling_se_table(
     ------
     DesignError
         ``by`` not a factor, or a factor with a name xlikert reserves
-        (:mod:`xlikert.dims`; e.g. ``n``, the dim of the budgets).
+        (:mod:`xlikert.core.dims`; e.g. ``n``, the dim of the budgets).
 
     Examples
     --------
@@ -78,12 +78,13 @@ def sampling_se_table(
     rest = [d for d in factors if d != by]
     se_by = se.mean(rest) if rest else se
     df = frames.level_frame(
-        {f"N={fmt_n(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by
+        {f"N={_budget_label(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by
     )
     return frames.with_consensus(df, consensus, by)
 
 
-def fmt_n(v: int) -> str:
+def _budget_label(v: int) -> str:
+    """A budget N as the tables' columns name it: ``10^k`` from 10,000 on, else the number."""
     v = int(v)
     exp = math.log10(v) if v > 0 else 0
     return f"10^{int(exp)}" if v >= 10_000 and exp == int(exp) else str(v)
@@ -131,7 +132,7 @@ def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS)
     )
     for nv, grp in flips.groupby("n", sort=True):
         c = pd.cut(grp["E"].abs(), edges, right=False, labels=labels)
-        out[f"N={fmt_n(nv)}"] = (
+        out[f"N={_budget_label(nv)}"] = (
             grp.groupby(c, observed=False)["p_flip"].mean().reindex(labels).values
         )
     return out

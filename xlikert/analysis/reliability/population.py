@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...dims import DECODING_DIMS, factor_dims
-from ...errors import DesignError
-from ...io import encode_attrs
-from ...validate import (
+from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.errors import DesignError
+from ...core.io import encode_attrs
+from ...core.validate import (
     as_pmf,
     check_fully_crossed,
     check_item_dim,

@@ -13,8 +13,8 @@ from pathlib import Path
 import xarray as xr
 
 from ...analysis import reliability as stage
-from ...dims import factor_dims, preferred_factor
-from ...errors import XlikertError
+from ...core.dims import factor_dims, preferred_factor
+from ...core.errors import XlikertError
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_escape as md
@@ -35,7 +35,7 @@ def reliability_section(
 
     ``section`` is the report's section class (called with the title); the
     respondents ``dim`` default to :func:`~xlikert.analysis.reliability.default_respondents`
-    (every factor but ``by``, default :data:`xlikert.dims.MODEL_DIM` or the first factor).
+    (every factor but ``by``, default :data:`xlikert.core.dims.MODEL_DIM` or the first factor).
     A design where reliability is undefined (no factor besides ``by``, a single
     condition, an item that never varies) gets a sentence saying why instead of a table.
     """

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from .readout import OUT_OF_ORDER, entries, token_id
-from .spec import ServerSpec
+from .spec import OpenAISpec
 from .transport import HTTPStatusFailure, Transport, Unreachable
 
 __all__ = ["CACHE_RESET", "RequestPlan", "messages"]
@@ -56,7 +56,7 @@ class RequestPlan:
     ``other``), which decides how its prompt cache is kept out of the numbers.
     """
 
-    def __init__(self, spec: ServerSpec, transport: Transport, top_k: int, kind: str):
+    def __init__(self, spec: OpenAISpec, transport: Transport, top_k: int, kind: str):
         self.spec = spec
         self.transport = transport
         self.top_k = top_k
@@ -107,7 +107,7 @@ class RequestPlan:
             return send("POST", "/chat/completions", body)
 
     def request(self, body: dict, what: str = "a request") -> dict:
-        """:meth:`post`, its failures told as a :class:`~xlikert.errors.CollectionError`."""
+        """:meth:`post`, its failures told as a :class:`~xlikert.core.errors.CollectionError`."""
         try:
             return self.post(body)
         except HTTPStatusFailure as exc:

@@ -3,9 +3,9 @@
 In exact mode every valid token's log-probability is known, so the PMF and the
 valid mass are exact. In top-k mode only the listed tokens are known: the
 observed numbers are stored as they are, with certified intervals
-(:func:`xlikert.collect.readout.topk_intervals`) around them; nothing unobserved is
+(:func:`xlikert.kernels.readout.topk_intervals`) around them; nothing unobserved is
 imputed. The decoding grid is filled where the nucleus provably lies inside the
-known tokens (:func:`xlikert.collect.readout.nucleus_logprobs`), NaN elsewhere.
+known tokens (:func:`xlikert.kernels.readout.nucleus_logprobs`), NaN elsewhere.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
+from ....kernels.readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...layout import answer_codes
 from ...options import CollectOptions
-from ...readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...record import UnitResult
-from .spec import ServerSpec
+from .spec import OpenAISpec
 
 __all__ = [
     "DECODING_RULE",
@@ -33,7 +33,7 @@ __all__ = [
     "token_id",
 ]
 
-#: What the server backend does in each mode, recorded per model (``collection_protocol``).
+#: What the openai backend does in each mode, recorded per model (``collection_protocol``).
 PROTOCOL = {
     "exact": "chat completions over HTTP, the prompt templated by the server: per (condition, "
     "item) one request for the top-k listing and one with logprob_token_ids for every valid "
@@ -45,9 +45,9 @@ PROTOCOL = {
     "pmf_upper, valid_mass_lower, valid_mass_upper; bounds_rule)",
 }
 
-#: How the server backend's decoding grid is made, recorded per model (``decoding_rule``).
+#: How the openai backend's decoding grid is made, recorded per model (``decoding_rule``).
 DECODING_RULE = (
-    "xlikert's tie rule (xlikert.collect.readout.DECODING_TIE_RULE) applied to the tokens the "
+    "xlikert's tie rule (xlikert.kernels.readout.DECODING_TIE_RULE) applied to the tokens the "
     "server listed (and, in exact mode, every valid token), not the full vocabulary: only "
     "temperature 1 is measured, and only for top-p values whose nucleus provably lies inside "
     "the known tokens; every other grid point is NaN (not measured)"
@@ -63,7 +63,7 @@ PADDED_LOGPROB = -9999.0
 Listing = tuple[list[Any], list[str], np.ndarray]
 
 
-def entries(obj: dict, spec: ServerSpec) -> list[tuple[str, float]]:
+def entries(obj: dict, spec: OpenAISpec) -> list[tuple[str, float]]:
     """``(token, logprob)`` of the ``top_logprobs`` at the generated position."""
     try:
         first = obj["choices"][0]["logprobs"]["content"][0]
@@ -111,7 +111,7 @@ class Readout:
     answer) ``len(scale)`` + its option's index on the ``option`` axis.
     """
 
-    def __init__(self, spec: ServerSpec, options: CollectOptions, mode: str, ids_ok: bool,
+    def __init__(self, spec: OpenAISpec, options: CollectOptions, mode: str, ids_ok: bool,
                  valid=None, tokenizer=None):  # fmt: skip
         self.spec, self.options, self.mode, self.ids_ok = spec, options, mode, ids_ok
         self.valid, self.tokenizer = valid, tokenizer

@@ -9,7 +9,7 @@ Protocol (paper §3 "Constraint"; the backend protocol of the docs' architecture
 * every answer spelling's context (the prompt, or the prompt + a bare space token,
   or + the first tokens of a multi-token answer) is one teacher-forced row, so one
   pass reads every answer (:class:`~xlikert.collect.tokens.AnswerSequences`);
-* the logits go to the shared numpy rules of :mod:`xlikert.collect.readout`:
+* the logits go to the shared numpy rules of :mod:`xlikert.kernels.readout`:
   log-softmax over the FULL vocabulary in float64, the temperature/top-p rule, the
   token -> scale sum;
 * the system-prompt prefix shared by a group of prompts is run once and its KV
@@ -28,12 +28,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...identity import ModelFiles, in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...zoo import check_source
-from ..inprocess import ENTRY_KEYS
+from ..inprocess import ENTRY_KEYS, ModelFiles, in_process_inputs
 from .loading import READOUT, LoadedModel, load_dtype, load_model, wrap_model
 from .model import TRACE_SAMPLER, LocalModel
 from .scorer import Scorer, read_logits
@@ -80,7 +79,7 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
     """What determines the entry's numbers, before its weights load: its identity (the
     checked entry, the folder's revision and checksum, the dtype it loads in) and each
     prompt's token ids, from the tokenizer alone
-    (:func:`~xlikert.collect.identity.in_process_inputs`)."""
+    (:func:`~xlikert.collect.backends.inprocess.in_process_inputs`)."""
     return in_process_inputs(spec, options, checked=check(spec, options), backend="transformers",
                              dtype=load_dtype(spec, options))  # fmt: skip
 

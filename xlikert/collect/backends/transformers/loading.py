@@ -13,11 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ....errors import CollectionError
-from ...identity import ModelFiles
+from ....core.errors import CollectionError
 from ...templates import PromptTemplate
 from ...tokens import AnswerSequences, ValidTokens, answer_rule
-from ..inprocess import model_provenance, resolve_dtype
+from ..inprocess import ModelFiles, model_provenance, resolve_dtype
 
 __all__ = ["READOUT", "LoadedModel", "load_dtype", "load_model", "wrap_model"]
 
@@ -27,7 +26,7 @@ READOUT = (
     "teacher-forced row per answer context (a bare space token, the first tokens of a "
     "multi-token answer), the system prompt's KV cache shared by the items (checked against "
     "an uncached pass); log-softmax of the logits over the full vocabulary in float64 "
-    "(xlikert.collect.readout.next_token_readout); the decoding grid by xlikert's tie rule on the "
+    "(xlikert.kernels.readout.next_token_readout); the decoding grid by xlikert's tie rule on the "
     "full vocabulary"
 )
 
@@ -149,7 +148,7 @@ def load_model(
         one-token rule, where such answers are constraint failures.
     files
         What ``spec`` resolves to, resolved already in this run (the checked weights,
-        the tokenizer: :class:`~xlikert.collect.identity.ModelFiles`); None: resolved here.
+        the tokenizer: :class:`~xlikert.collect.backends.inprocess.ModelFiles`); None: resolved here.
 
     Examples
     --------

@@ -24,10 +24,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import XlikertError
+from ..core.errors import XlikertError
 
 __all__ = [
     "DECODING_TIE_RULE",
+    "DEFAULT_TEMPERATURES",
+    "DEFAULT_TOP_PS",
     "TOPK_BOUNDS_RULE",
     "log_softmax",
     "logsumexp",
@@ -37,6 +39,11 @@ __all__ = [
     "topk_intervals",
     "topk_option_intervals",
 ]
+
+#: The decoding grid's default temperatures (the one place that holds them).
+DEFAULT_TEMPERATURES: tuple[float, ...] = (0.1, 0.5, 1.0, 1.3)
+#: The decoding grid's default top-p values (the one place that holds them).
+DEFAULT_TOP_PS: tuple[float, ...] = (0.8, 0.9, 1.0)
 
 
 #: How the nucleus is formed; stored in the results' attrs (``decoding_tie_rule``).
@@ -292,7 +299,7 @@ def nucleus_logprobs(
                 vals = np.where(zn2[r] >= thr, lp - norm, -np.inf)
                 # an incomplete list: known only when no unlisted token can reach thr
                 if not complete and not (reached.any() and np.exp(thr / temp - lse) > bound[r]):
-                    vals = np.nan
+                    vals.fill(np.nan)
                 out2[r, ti, pi, :n] = vals
                 if zp2 is not None:  # the pooled tokens inside the nucleus, summed
                     inside = zp2[r][zp2[r] >= thr] / temp - lse
@@ -364,7 +371,7 @@ def topk_intervals(
     *,
     out_of_order: int = 1,
     rtol: float = 0.0,
-) -> dict[str, np.ndarray]:
+) -> dict[str, np.ndarray | np.float64]:
     """Certified item-PMF and valid-mass intervals from a server's top-k list.
 
     See :data:`TOPK_BOUNDS_RULE`. Holds for any server that lists at most

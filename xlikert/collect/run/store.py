@@ -2,7 +2,7 @@
 
 :class:`PartialStore` owns the folder::
 
-    lock                        the run holding the output (xlikert.collect.lock)
+    lock                        the run holding the output (xlikert.collect.run.lock)
     manifest.json               the folder's format
     runs/<run>.json             each configuration that saved units here: its models
                                 (and their identities), factor levels, items, options
@@ -13,7 +13,7 @@
 configurations on one output never write over each other's units. Every file is
 written to a temporary name and renamed (whole or absent). Progress is never
 deleted because the configuration changed: the cells of other configurations
-whose keys this run needs are reused (:mod:`xlikert.collect.reuse`), the rest is
+whose keys this run needs are reused (:mod:`xlikert.collect.run.reuse`), the rest is
 kept, and the message says what changed (models, factor levels, items,
 options); only ``discard=True`` (``--discard-progress``) deletes it. When the
 output is written, the units of its own configuration are deleted (the file
@@ -33,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from .._version import __version__
-from ..errors import CollectionError
+from ..._version import __version__
+from ...core.errors import CollectionError
+from ...core.io import atomic_write
+from ..record import UnitResult
 from .lock import RunLock
-from .record import UnitResult
 
 __all__ = ["PROGRESS_FORMAT", "PartialStore", "as_record", "describe_change", "disk_error"]
 
@@ -75,19 +76,6 @@ def disk_error(path: str | os.PathLike, what: str, exc: OSError, kept: str = "")
             "from what was saved"
         )
     return CollectionError(f"cannot write {what} to {path}: {reason}{kept}{hint}")
-
-
-def _atomic_write(path: Path, write: Callable[[Any], None]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _now() -> str:
@@ -275,7 +263,8 @@ class PartialStore:
         text = json.dumps(obj, indent=1, sort_keys=True, default=str).encode()
         try:
             path.parent.mkdir(exist_ok=True)
-            _atomic_write(path, lambda fh: fh.write(text))
+            with atomic_write(path) as tmp:
+                tmp.write_bytes(text)
         except OSError as exc:
             raise disk_error(path, what, exc, self._kept()) from exc
 
@@ -306,7 +295,8 @@ class PartialStore:
                   "run": np.array(self.fingerprint), "model_digest": np.array(model_digest)}  # fmt: skip
         path = self.unit_file(mi, ui)
         try:
-            _atomic_write(path, lambda fh: np.savez(fh, **arrays))
+            with atomic_write(path) as tmp, open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
         except OSError as exc:
             raise disk_error(path, f"finished unit {ui} of model {mi}", exc, self._kept()) from exc
         self.saved += 1

@@ -1,6 +1,6 @@
 """Input checks shared by every layer.
 
-Each check raises a subclass of :class:`~xlikert.errors.XlikertError` whose
+Each check raises a subclass of :class:`~xlikert.core.errors.XlikertError` whose
 message names the problem and the offending coordinates. For Dask-backed input
 the checks that need the values (NaN, sign, normalisation) are built into the
 graph: :func:`check_pmf` returns the array wrapped so that every block is
@@ -77,7 +77,7 @@ def as_pmf(obj: xr.DataArray | xr.Dataset, var: str = "pmf") -> xr.DataArray:
     >>> as_pmf(pmf.values)
     Traceback (most recent call last):
     ...
-    xlikert.errors.InputTypeError: expected an xarray.DataArray of PMFs or a results Dataset with a 'pmf' variable, got ndarray
+    xlikert.core.errors.InputTypeError: expected an xarray.DataArray of PMFs or a results Dataset with a 'pmf' variable, got ndarray
     """
     if isinstance(obj, xr.Dataset):
         if var not in obj.data_vars:
@@ -184,7 +184,7 @@ def check_pmf(
     >>> check_pmf(pmf)
     Traceback (most recent call last):
     ...
-    xlikert.errors.InvalidPMFError: PMF does not sum to 1 (tolerance 1e-06) at item='b' (sum 0.9)
+    xlikert.core.errors.InvalidPMFError: PMF does not sum to 1 (tolerance 1e-06) at item='b' (sum 0.9)
     """
     if not isinstance(pmf, xr.DataArray):
         raise InputTypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")
@@ -198,13 +198,13 @@ def check_pmf(
     nan = values.isnull()
     if bool(nan.any()):
         raise InvalidPMFError(
-            f"PMF holds NaN mass at {describe_cells(nan.any(score_dim))} "
+            f"PMF holds NaN mass at {describe_cells(nan.any([score_dim]))} "
             "(a missing cell? every condition and item needs a PMF)"
         )
     neg = values < 0
     if bool(neg.any()):
-        raise InvalidPMFError(f"PMF holds negative mass at {describe_cells(neg.any(score_dim))}")
-    total = values.sum(score_dim)
+        raise InvalidPMFError(f"PMF holds negative mass at {describe_cells(neg.any([score_dim]))}")
+    total = values.sum([score_dim])
     bad = abs(total - 1.0) > atol
     if bool(bad.any()):
         first = (
@@ -298,7 +298,7 @@ def check_fully_crossed(
     """
     if is_lazy(pmf):
         return
-    missing = pmf.isnull().all(score_dim)
+    missing = pmf.isnull().all([score_dim])
     other = [d for d in missing.dims if d not in factors]
     if other:
         missing = missing.any(other)

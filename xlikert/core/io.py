@@ -1,8 +1,9 @@
 """netCDF round trip of results Datasets and decomposition DataTrees.
 
-Files are written with the ``netcdf4`` engine, atomically (a temporary file in
-the target directory, then :func:`os.replace`), so an interrupted write never
-leaves a truncated file behind.
+Files are written with the ``netcdf4`` engine, atomically (:func:`atomic_write`: a
+temporary file in the target directory, then :func:`os.replace`), so an interrupted
+write never leaves a truncated file behind. :func:`atomic_write` is the package's one
+atomic write: results, saved progress and the offline zoo's files all go through it.
 
 Attribute values netCDF cannot hold (bool, None, dict, nested or mixed lists,
 one-element lists) are kept as JSON text prefixed with :data:`JSON_MARKER`, in
@@ -23,10 +24,12 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import tempfile
-from collections.abc import Mapping
+import secrets
+import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,7 @@ from .errors import ConfigError, InputTypeError
 
 __all__ = [
     "JSON_MARKER",
+    "atomic_write",
     "decode_attrs",
     "encode_attrs",
     "open_decomposition",
@@ -83,7 +87,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _encode(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
-    out = {}
+    out: dict[Any, Any] = {}
     for key, value in attrs.items():
         if _needs_json(value):
             out[key] = JSON_MARKER + json.dumps(_jsonable(value))
@@ -250,24 +254,65 @@ def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathL
         raise InputTypeError(
             f"cannot write {type(obj).__name__} to netCDF; pass a Dataset, DataArray or DataTree"
         )
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_write(path) as tmp:
         encoded.to_netcdf(tmp, engine=_ENGINE, mode="w")
-        # mkstemp creates the file 0600; give it the permissions a plain open() would.
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return path
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, *, folder: bool = False) -> Iterator[Path]:
+    """A temporary path beside ``path`` that becomes ``path`` when the block succeeds.
+
+    What is written under ``path`` is whole or absent. The block writes to the
+    temporary path (hidden, in the target's folder, unique to this process and
+    call; created by the writer, so with the permissions a plain ``open`` gives).
+    When the block ends without an error, a file is flushed to disk
+    (:func:`os.fsync`) and moved onto ``path`` with :func:`os.replace` (atomic on one
+    filesystem): an existing ``path`` is replaced only then. On any error (an
+    interrupt included) the temporary file or folder is removed and ``path`` is left
+    as it was.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target; its folder must exist.
+    folder : bool, keyword-only
+        The block makes a folder at the temporary path (it creates it); an existing
+        folder at ``path`` is removed just before the new one takes its place.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary path to write.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with atomic_write(Path(tmp) / "a.txt") as part:
+    ...         _ = part.write_text("whole")
+    ...     sorted(p.name for p in Path(tmp).iterdir())
+    ['a.txt']
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        yield tmp
+        if folder:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def _check_file(path: str | os.PathLike) -> Path:
