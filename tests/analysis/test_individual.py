@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from xlikert.analysis.individual import individual_scores, individual_summary
-from xlikert.errors import DesignError, InputTypeError
+from xlikert.core.errors import DesignError, InputTypeError
 
 DK = "Don't know"
 

@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from xlikert.analysis.ppi import ppi_mean_numpy, prediction_powered
-from xlikert.errors import DesignError
+from xlikert.core.errors import DesignError
 
 DK = "Don't know"
 

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from xlikert.core.errors import ConfigError, DesignError, InputTypeError
 from xlikert.design import experiment_from_dict
 from xlikert.design.respondents import respondent_personas
-from xlikert.errors import ConfigError, DesignError, InputTypeError
 
 TEMPLATE = "You are a {age}-year-old {sex}[ from {region}][ who left school at {school}]."
 SEX = {1: "man", 2: "woman"}

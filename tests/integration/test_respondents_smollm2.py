@@ -21,10 +21,10 @@ from support.forward import Reader, one_token
 
 from xlikert.analysis.individual import individual_scores, individual_summary
 from xlikert.collect import collect, read_sequence
+from xlikert.core.io import open_results
 from xlikert.datasets import ANES96_SURVEY_ITEMS, anes96_respondents
 from xlikert.design import experiment_from_dict, load_experiment
 from xlikert.design.respondents import respondent_personas
-from xlikert.io import open_results
 
 MODEL = "SmolLM2-135M-Instruct"
 SPEC = [{"name": MODEL, "source": "smollm2-135m-instruct"}]

@@ -64,8 +64,8 @@ import pandas as pd
 import xarray as xr
 from scipy.stats import norm
 
-from ..errors import DesignError, InputTypeError
-from ..validate import as_pmf, check_score_axis
+from ..core.errors import DesignError, InputTypeError
+from ..core.validate import as_pmf, check_score_axis
 from .support import nominal_items, support_bounds
 
 __all__ = [
@@ -502,7 +502,7 @@ def individual_scores(
     >>> individual_scores(res, pd.DataFrame({"q": [3]}, index=[7]))
     Traceback (most recent call last):
     ...
-    xlikert.errors.DesignError: answers: 1 answer(s) to item 'q' are outside the item's scale 1..2: value(s) [3] (first: respondent '7'); declare no-answer codes with missing=[...] (or nonsubstantive={option: codes})
+    xlikert.core.errors.DesignError: answers: 1 answer(s) to item 'q' are outside the item's scale 1..2: value(s) [3] (first: respondent '7'); declare no-answer codes with missing=[...] (or nonsubstantive={option: codes})
     """
     answers = _check_table(answers, "answers")
     lay = _layout(results, item_dim, score_dim)

@@ -38,8 +38,8 @@ import pandas as pd
 import xarray as xr
 from scipy.stats import norm
 
-from ..errors import DesignError
-from ..validate import as_pmf
+from ..core.errors import DesignError
+from ..core.validate import as_pmf
 from .individual import answer_distribution, respondent_answers
 from .support import nominal_items
 

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import DesignError, InputTypeError, TemplateSyntaxError
+from ..core.errors import DesignError, InputTypeError, TemplateSyntaxError
 from .template import Template
 
 __all__ = ["RULES", "RespondentPersonas", "respondent_personas"]
@@ -261,7 +261,7 @@ def respondent_personas(
     >>> respondent_personas(t, "You are {age}, and you voted {vote}.", items=["vote"])
     Traceback (most recent call last):
     ...
-    xlikert.errors.DesignError: the persona template uses column(s) ['vote'] that are also items asked: each person's answer would leak into their persona; leave them out of the template
+    xlikert.core.errors.DesignError: the persona template uses column(s) ['vote'] that are also items asked: each person's answer would leak into their persona; leave them out of the template
     """
     if not isinstance(table, pd.DataFrame):
         raise InputTypeError(
