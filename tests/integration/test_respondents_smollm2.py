@@ -51,9 +51,17 @@ def run(tmp_path_factory, smollm2_folder):
     })  # fmt: skip
     out = tmp_path_factory.mktemp("people")
     collect(exp.build_prompts(), SPEC, out / "people.nc", progress=False)
-    groups = load_experiment("anes96_survey").build_prompts()
-    collect(groups, SPEC, out / "groups.nc", progress=False)
     people.index = people.index.astype(str)
+    drawn = people.loc[personas.levels]  # the group personas of the people drawn only
+    groups = (
+        load_experiment("anes96_survey")
+        .build_prompts()
+        .sel(
+            party=sorted(set(drawn.party.astype(str))),
+            education=sorted(set(drawn.education.astype(str))),
+        )
+    )
+    collect(groups, SPEC, out / "groups.nc", progress=False)
     return people, personas, open_results(out / "people.nc"), open_results(out / "groups.nc")
 
 
