@@ -310,7 +310,7 @@ def respondent_personas(
         dropped = tuple(ids[~keep])
     else:
         required = {f for t, opt in segments if not opt for f in t.fields}
-        for c in required:
+        for c in (c for c in columns if c in required):  # in the template's order
             if gone[c].any():
                 rows = ids[gone[c]].tolist()
                 raise DesignError(
