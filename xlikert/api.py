@@ -191,6 +191,24 @@ API: tuple[Section, ...] = (
         ),
         also=("analysis.nonsubstantive.nonsubstantive_alignment",),
     ),
+    Section(
+        "Individual respondents",
+        (),
+        also=(
+            "design.respondents.respondent_personas",
+            "design.respondents.RespondentPersonas",
+            "analysis.individual.individual_scores",
+            "analysis.individual.individual_summary",
+            "analysis.individual.answer_distribution",
+            "analysis.individual.respondent_answers",
+            "analysis.ppi.prediction_powered",
+            "analysis.ppi.ppi_mean_numpy",
+        ),
+        text=(
+            "Personas from a respondent table, each person's answer scored against the "
+            "model's exact PMF, and population estimates that combine people and predictions."
+        ),
+    ),
     Section("Reasoning models", (Entry(traces.trace_se),)),
     Section(
         "Errors",

@@ -51,6 +51,7 @@ RESERVED = frozenset(
 )  # fmt: skip
 KINDS = (
     "lexicon", "framing", "free", "format", "administration", "item_order", "elicitation",
+    "respondent",
 )  # fmt: skip
 
 
@@ -368,11 +369,18 @@ class FactorSpec(_Table):
 
     kind: (
         Literal[
-            "lexicon", "framing", "free", "format", "administration", "item_order", "elicitation"
+            "lexicon",
+            "framing",
+            "free",
+            "format",
+            "administration",
+            "item_order",
+            "elicitation",
+            "respondent",
         ]
         | None
     ) = None
-    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`) `item_order` (the order of the items in a sequential conversation) or `elicitation` (how the answer is read: levels `first_token`, `prefix`, `greedy`, `own_words`; the factor must be named `elicitation`; default: `administration` or `elicitation` for a factor of that name, else inferred from the instrument's factor names)."""
+    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`), `item_order` (the order of the items in a sequential conversation), `elicitation` (how the answer is read: levels `first_token`, `prefix`, `greedy`, `own_words`; the factor must be named `elicitation`) or `respondent` (a free factor with one level per person of a survey table, `xlikert.design.respondent_personas`: two people may share a persona; default: `administration` or `elicitation` for a factor of that name, else inferred from the instrument's factor names)."""
     levels: Levels | None = None
     """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`; administration: both; elicitation: a list, default `first_token`, `prefix`, `greedy`; item_order: `as_listed`, `reversed`, `rotation<k>`, `latin_square`, or a table of level -> the item ids in the order asked, space-separated)."""
     description: str = ""

@@ -444,7 +444,7 @@ def _parse_factor(p: Problems, inst: Instrument, name: str, spec: FactorSpec) ->
         p.add(where, f"field(s) {given} are for factors of kind 'format', this one is {kind!r}")
         return None
     raw = spec.levels
-    if raw is None and kind == "free":
+    if raw is None and kind in ("free", "respondent"):
         p.add(where, "field 'levels' is missing (a free factor needs its levels)")
         return None
     if raw is None:
@@ -859,6 +859,8 @@ def _check_factors_change_prompts(
                 "with identical prompts and a zero effect; use it in a template or drop it",
             )
             continue
+        if f.kind == "respondent":
+            continue  # its levels are people, not conditions: two may share a background
         first: dict[tuple, str] = {}
         for level in f.levels:
             key = (f.systems.get(level), *(f.bindings[level].get(k) for k in fields))
