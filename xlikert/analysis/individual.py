@@ -75,7 +75,6 @@ __all__ = [
     "individual_scores",
     "individual_summary",
     "respondent_answers",
-    "scores_numpy",
 ]
 
 #: The individual scores, and the value a perfect prediction scores on each.
@@ -92,7 +91,7 @@ NONSUBSTANTIVE = "nonsubstantive_mass"
 
 
 # --------------------------------------------------------------------------- kernel
-def scores_numpy(
+def _scores_numpy(
     q_points: np.ndarray,
     q_options: np.ndarray,
     answer_point: np.ndarray,
@@ -129,7 +128,7 @@ def scores_numpy(
     Examples
     --------
     >>> import numpy as np
-    >>> s = scores_numpy(np.array([[[0.5, 0.3, 0.2]]]), np.zeros((1, 1, 0)),
+    >>> s = _scores_numpy(np.array([[[0.5, 0.3, 0.2]]]), np.zeros((1, 1, 0)),
     ...                  np.array([[1]]), np.array([[-1]]), np.array([3]), np.array([True]))
     >>> round(float(s["brier"][0, 0]), 2), round(float(s["rps"][0, 0]), 3)
     (0.78, 0.145)
@@ -376,7 +375,7 @@ def _score_dataset(
         qo, _ = _to_arrays(q_options.fillna(0.0), "option", respondent_dim, item_dim)
     else:
         qo = np.zeros((*qp.shape[:-1], 0))
-    out = scores_numpy(qp, qo, point, option, lay["hi"] - lay["lo"] + 1, lay["ordinal"])
+    out = _scores_numpy(qp, qo, point, option, lay["hi"] - lay["lo"] + 1, lay["ordinal"])
     coords = {d: q_points[d].values for d in lead}
     coords[respondent_dim] = q_points[respondent_dim].values
     coords[item_dim] = lay["items"]

@@ -106,6 +106,7 @@ __all__ = [
     "COLLECTION_DIMS",
     "CORE_DIMS",
     "DECODING_DIMS",
+    "ELICITATION_DIM",
     "HUMAN_VARIABLES",
     "MODEL_DIM",
     "OTHER_ITEM_DIM",
@@ -127,6 +128,9 @@ MODEL_DIM = "model"
 #: The factor that says how the items of a condition are asked: ``isolated`` (one prompt
 #: per item) or ``sequential`` (earlier items and answers in the conversation).
 ADMINISTRATION_DIM = "administration"
+#: The factor that says how the answer is read: ``first_token`` (the default), ``prefix``,
+#: ``greedy`` or ``own_words`` (:mod:`xlikert.design.elicitation`).
+ELICITATION_DIM = "elicitation"
 #: The dim of per-subscale composites (and the item coordinate naming each item's subscale).
 SUBSCALE_DIM = "subscale"
 #: The second item and score dims of a pairwise joint (sequential administration).

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..core.dims import ELICITATION_DIM
 from ..core.errors import DesignError
 
 __all__ = [
@@ -44,8 +45,6 @@ __all__ = [
     "check_elicitation_levels",
 ]
 
-#: The factor that says how the answer is read.
-ELICITATION_DIM = "elicitation"
 #: Its levels; ``first_token`` is the reading without the factor.
 ELICITATIONS = ("first_token", "prefix", "greedy", "own_words")
 
