@@ -41,8 +41,22 @@ import click
     "results' persona factors, optional 'weight') or a human PMF netCDF (xl.human_pmf); "
     "adds the section 'Alignment with human respondents'.",
 )
+@click.option(
+    "--respondent-answers",
+    "respondents",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The respondents' answers, for results with a 'respondent' factor: a CSV with a "
+    "'respondent' column (its levels) and a column per item; adds the section "
+    "'Individual respondents'.",
+)
 def report(
-    results: str, out_dir: str, origins: tuple[str, ...], tol: float, human: str | None
+    results: str,
+    out_dir: str,
+    origins: tuple[str, ...],
+    tol: float,
+    human: str | None,
+    respondents: str | None,
 ) -> None:
     """Write every table and figure of the analysis of RESULTS (netCDF) into a report."""
     from ..core.errors import XlikertError
@@ -59,7 +73,10 @@ def report(
             k, v = item.split("=", 1)
             mapping[k.strip()] = v.strip()
     try:
-        path = write_report(results, out_dir, country_of_origin=mapping, tol=tol, human=human)
+        path = write_report(
+            results, out_dir, country_of_origin=mapping, tol=tol, human=human,
+            respondents=respondents,
+        )  # fmt: skip
     except XlikertError as exc:  # bad input: a message, not a traceback (as the other commands)
         raise click.ClickException(str(exc)) from exc
     click.echo(f"Report written to {path}")

@@ -40,9 +40,10 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+import pandas as pd
 import xarray as xr
 
 from ..plot import offscreen
@@ -58,6 +59,7 @@ from .sections import (
     elicitation_section,
     format_section,
     human_alignment_section,
+    individual_respondents_section,
     reasoning_section,
     sampling_cost_section,
     scale_reliability_section,
@@ -80,6 +82,7 @@ SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
     scale_reliability_section,
     sampling_cost_section,
     human_alignment_section,
+    individual_respondents_section,
 )
 
 
@@ -91,6 +94,9 @@ def write_report(
     tol: float = 1e-4,
     title: str | None = None,
     human: str | Path | xr.Dataset | None = None,
+    respondents: str | Path | pd.DataFrame | None = None,
+    persona_results: str | Path | xr.Dataset | None = None,
+    persona: Sequence[str] = (),
 ) -> Path:
     """Write ``index.html``, ``report.md``, ``figures/*.png`` and ``tables/*`` into ``out_dir``.
 
@@ -114,6 +120,17 @@ def write_report(
     human : str, pathlib.Path or xarray.Dataset, optional
         Human data (a CSV of respondents or a human PMF netCDF/Dataset): adds the
         section "Alignment with human respondents" (:mod:`xlikert.report.sections.alignment`).
+    respondents : str, pathlib.Path or pandas.DataFrame, optional
+        The respondents' answers, for results with a ``respondent`` factor (one persona
+        per respondent): a DataFrame indexed by the ``respondent`` levels with a column per
+        item, or a CSV with a ``respondent`` column. Adds the section "Individual
+        respondents" (:mod:`xlikert.report.sections.individual`); ignored without a
+        ``respondent`` factor.
+    persona_results : str, pathlib.Path or xarray.Dataset, optional
+        Results of group personas (a file or Dataset): the group-persona baseline of
+        that section, read at each respondent's levels of the columns ``persona``.
+    persona : sequence of str, optional
+        The columns of ``respondents`` naming each respondent's group persona.
 
     Returns
     -------
@@ -149,8 +166,10 @@ def write_report(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         _write_report(
-            results, tmp, country_of_origin=country_of_origin, tol=tol, title=title, human=human
-        )
+            results, tmp, country_of_origin=country_of_origin, tol=tol, title=title,
+            human=human, respondents=respondents, persona_results=persona_results,
+            persona=persona,
+        )  # fmt: skip
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -181,11 +200,15 @@ def _write_report(
     tol: float,
     title: str | None,
     human: str | Path | xr.Dataset | None = None,
+    respondents: str | Path | pd.DataFrame | None = None,
+    persona_results: str | Path | xr.Dataset | None = None,
+    persona: Sequence[str] = (),
 ) -> Path:
     """:func:`write_report` into the (temporary) folder ``out``: every section, then the page."""
     inputs = ReportInputs.prepare(
-        results, out, country_of_origin=country_of_origin, tol=tol, human=human
-    )
+        results, out, country_of_origin=country_of_origin, tol=tol, human=human,
+        respondents=respondents, persona_results=persona_results, persona=persona,
+    )  # fmt: skip
     with offscreen(), _figure_text():  # no window, no backend switched: Figure objects
         sections = [s for s in (section(inputs) for section in SECTIONS) if s is not None]
     attrs = inputs.ds.attrs

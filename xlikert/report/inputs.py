@@ -8,7 +8,7 @@ summary table of effects) are computed on first use and kept.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -19,12 +19,58 @@ import xarray as xr
 
 from ..analysis.consensus import consensus
 from ..analysis.construct import composite, decompose, summary_table
+from ..analysis.individual import individual_summary
 from ..analysis.support import nominal_items, support_bounds
 from ..core.dims import factor_dims, preferred_factor
-from ..core.errors import DesignError, InvalidPMFError
+from ..core.errors import ConfigError, DesignError, InputTypeError, InvalidPMFError
 from ..core.io import decode_attrs, open_results
 
-__all__ = ["ReportInputs"]
+__all__ = ["RESPONDENT_COLUMN", "ReportInputs", "load_respondents"]
+
+#: The factor of one persona per respondent, and the column of a CSV of answers that
+#: holds its levels.
+RESPONDENT_COLUMN = "respondent"
+
+
+def load_respondents(respondents: str | Path | pd.DataFrame) -> pd.DataFrame:
+    """The respondents' answers: a DataFrame as given, or a CSV read with its
+    ``respondent`` column as the index (the levels of the ``respondent`` factor).
+
+    Raises
+    ------
+    ConfigError
+        No such file.
+    DesignError
+        The CSV has no ``respondent`` column.
+    InputTypeError
+        Neither a DataFrame nor a path.
+    """
+    if isinstance(respondents, pd.DataFrame):
+        return respondents
+    if not isinstance(respondents, (str, Path)):
+        raise InputTypeError(
+            "respondents must be a DataFrame of answers or the path of a CSV, "
+            f"not {type(respondents).__name__}"
+        )
+    path = Path(respondents)
+    if not path.is_file():
+        raise ConfigError(f"no such respondents' answers file: {str(path)!r}")
+    table = pd.read_csv(path, dtype={RESPONDENT_COLUMN: str})
+    if RESPONDENT_COLUMN not in table.columns:
+        raise DesignError(
+            f"{path.name}: no column {RESPONDENT_COLUMN!r} (the respondent levels); "
+            f"columns {list(table.columns)}"
+        )
+    return table.set_index(RESPONDENT_COLUMN)
+
+
+def _load_personas(persona_results: str | Path | xr.Dataset) -> xr.Dataset:
+    if isinstance(persona_results, xr.Dataset):
+        return decode_attrs(persona_results)
+    path = Path(persona_results)
+    if not path.is_file():
+        raise ConfigError(f"no such group persona results file: {str(path)!r}")
+    return decode_attrs(open_results(path))
 
 
 def _origin_map(
@@ -64,6 +110,12 @@ class ReportInputs:
         Certified tolerance of Multivariate Consensus.
     human
         Human data for the section "Alignment with human respondents" (or ``None``).
+    respondents
+        The respondents' answers (a DataFrame indexed by the ``respondent`` levels, or
+        a CSV with a ``respondent`` column) for the section "Individual respondents".
+    persona_results, persona
+        Results of group personas and the columns of ``respondents`` that give each
+        respondent's group persona: the group-persona baseline of that section.
     """
 
     ds: xr.Dataset
@@ -77,6 +129,9 @@ class ReportInputs:
     origin: dict[str, str] | None
     tol: float
     human: str | Path | xr.Dataset | None = None
+    respondents: pd.DataFrame | None = None
+    persona_results: xr.Dataset | None = None
+    persona: tuple[str, ...] = ()
 
     @classmethod
     def prepare(
@@ -87,6 +142,9 @@ class ReportInputs:
         country_of_origin: Mapping[str, str] | None,
         tol: float,
         human: str | Path | xr.Dataset | None = None,
+        respondents: str | Path | pd.DataFrame | None = None,
+        persona_results: str | Path | xr.Dataset | None = None,
+        persona: Sequence[str] = (),
     ) -> ReportInputs:
         """Open and check ``results`` (a file or Dataset) and decide the factor roles.
 
@@ -95,7 +153,9 @@ class ReportInputs:
         InvalidPMFError
             The results hold no ``pmf``.
         DesignError
-            ``pmf`` has no factor dims (or a factor with a reserved name).
+            ``pmf`` has no factor dims (or a factor with a reserved name); the
+            respondents' answers do not fit the results (an answer outside its item's
+            scale, a respondent without a row: :func:`xlikert.individual_summary`).
         """
         source = str(results) if not isinstance(results, xr.Dataset) else "(in-memory Dataset)"
         # a Dataset opened with plain xarray still has its JSON attrs encoded
@@ -110,7 +170,7 @@ class ReportInputs:
         varying = [f for f in factors if pmf.sizes[f] >= 2]
         by = preferred_factor(factors)
         second = preferred_factor(varying, exclude=[by])
-        return cls(
+        inputs = cls(
             ds=ds,
             source=source,
             out=out,
@@ -122,7 +182,24 @@ class ReportInputs:
             origin=_origin_map(ds, by, country_of_origin),
             tol=tol,
             human=human,
+            respondents=None if respondents is None else load_respondents(respondents),
+            persona_results=(None if persona_results is None else _load_personas(persona_results)),
+            persona=(persona,) if isinstance(persona, str) else tuple(persona),
         )
+        _ = inputs.individual  # the answers checked before any section runs
+        return inputs
+
+    @cached_property
+    def individual(self) -> xr.Dataset | None:
+        """The individual scores summarised per item with skill scores
+        (:func:`xlikert.analysis.individual.individual_summary`); ``None`` without a
+        ``respondent`` factor or without the respondents' answers."""
+        if RESPONDENT_COLUMN not in self.factors or self.respondents is None:
+            return None
+        return individual_summary(
+            self.ds, self.respondents, persona_results=self.persona_results,
+            persona=list(self.persona),
+        )  # fmt: skip
 
     @property
     def all_pmf(self) -> xr.DataArray:

@@ -28,6 +28,9 @@ module             section
 ``cost``           The cost of generative sampling: SE, sign flips, decoding bias
 ``alignment``      Alignment with human respondents (``--human``), built by
                    :mod:`xlikert.report.sections.alignment`
+``individual``     Individual respondents: each person's answer scored against
+                   the model's exact PMF for that person (only with a
+                   ``respondent`` factor and the respondents' answers)
 =================  ==========================================================
 
 To add a section: write the function (a module here, or beside the report
@@ -47,6 +50,7 @@ from .cost import sampling_cost_section
 from .design import design_section
 from .elicitation import elicitation_section
 from .formats import format_section
+from .individual import individual_respondents_section
 from .reasoning import reasoning_section
 from .reliability import scale_reliability_section
 
@@ -59,6 +63,7 @@ __all__ = [
     "elicitation_section",
     "format_section",
     "human_alignment_section",
+    "individual_respondents_section",
     "reasoning_section",
     "sampling_cost_section",
     "scale_reliability_section",
