@@ -27,24 +27,24 @@ __all__ = ["individual_respondents_section"]
 def individual_respondents_section(inputs: ReportInputs) -> Section | None:
     """Individual scores per item with SEs and skill scores; ``None`` without a
     ``respondent`` factor or without the respondents' answers."""
-    summary = inputs.individual
-    if summary is None:
+    summary, answers = inputs.individual, inputs.respondents
+    if summary is None or answers is None:
         return None
-    answers = inputs.respondents
     lead = [d for d in summary["estimate"].dims if d not in ("item", "metric")]
     metrics = list(INDIVIDUAL_SCORES)
     s = Section("Individual respondents")
     n_people = inputs.ds.sizes[RESPONDENT_COLUMN]
     s.text(
-        f"Each of the {n_people} respondents' answers ({len(answers)} rows of answers) "
-        "is scored against the model's exact PMF for that person's persona: the probability "
+        f"The answers of the {n_people} respondents of the results (the answers table has "
+        f"{len(answers)} rows; all of them make the population baseline) are each "
+        "scored against the model's exact PMF for that person's persona: the probability "
         "of the actual answer, its log (log score), the ranked probability score of an "
         "ordinal item (RPS; conditional on a substantive answer), the Brier score and "
         "whether the model's mode is the answer (tied modes share the credit). "
         "A non-substantive answer is scored against the model's non-substantive mass. "
         "The model's side is exact; the SEs (sd/√n over the respondents who answered) are "
         "the humans' sampling error."
-        + (f" Rows by {', '.join(md(d) for d in lead)}." if lead else "")
+        + (f" Rows by {', '.join(md(str(d)) for d in lead)}." if lead else "")
     )
     frame = summary[["estimate", "se"]].to_dataframe().reset_index()
     wide = frame.pivot_table(
