@@ -151,6 +151,7 @@ AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
         "other_score": "the second item's score of a pairwise joint (sequential administration)",
         "history": "answer histories of a conversation's history tree (sequential administration)",
         "option": "non-substantive answer options (Don't know, Refused) of nonsubstantive_mass",
+        "script": "decimal numeral scripts (ascii, fullwidth, arabic-indic, ...) of script_mass",
     }
 )
 

@@ -308,6 +308,26 @@ NONSUBSTANTIVE_BOUND_VARIABLES: dict[str, Variable] = {
 }
 
 
+#: Numbers in any script (:mod:`xlikert.collect.numerals`): each answer's mass per numeral
+#: script, so a reader sees "shown full-width, answered ASCII". Present when the run's
+#: options give a ``script`` axis (every decimal script of the Unicode version used).
+SCRIPT_VARIABLES: dict[str, Variable] = {
+    "script_mass": Variable(
+        ("script",),
+        _NAN,
+        {
+            "long_name": "valid mass per numeral script",
+            "description": "sum of P_raw over the answers of the item's points written in each "
+            "decimal script (ascii, fullwidth, arabic-indic, ...; the file's numeral_rule); "
+            "over the scripts read it sums to valid_mass where every point's label is a "
+            "number; NaN for a script the rule did not read (numerals = 'shown', or a "
+            "script the tokenizer has no number token for), for word labels and where the "
+            "backend does not measure it (top-k servers, reasoning, sequential cells)",
+        },
+    ),
+}
+
+
 @dataclass(frozen=True)
 class ItemOption:
     """What a results file (and a prompts Dataset) records about the items' options."""
@@ -385,6 +405,7 @@ RESULT_VARIABLES: tuple[str, ...] = (
     *BOUND_VARIABLES,
     *NONSUBSTANTIVE_VARIABLES,
     *NONSUBSTANTIVE_BOUND_VARIABLES,
+    *SCRIPT_VARIABLES,
     *TRACE_VARIABLES,
     *PROMPT_VARIABLES,
     *ITEM_OPTIONS,
@@ -400,6 +421,7 @@ def variable_table(
     traces: int = 0,
     context: bool = False,
     nonsubstantive: bool = False,
+    scripts: bool = False,
 ) -> dict[str, Variable]:
     """The variables of one unit or results file, by name.
 
@@ -423,6 +445,9 @@ def variable_table(
     nonsubstantive : bool, default False
         Whether some item offers non-substantive options: adds ``nonsubstantive_mass``
         on the ``option`` dim.
+    scripts : bool, default False
+        Whether the run has a ``script`` axis: adds :data:`SCRIPT_VARIABLES`
+        (``script_mass``).
 
     Returns
     -------
@@ -441,6 +466,7 @@ def variable_table(
         **(BOUND_VARIABLES if bounded else {}),
         **(NONSUBSTANTIVE_VARIABLES if nonsubstantive else {}),
         **(NONSUBSTANTIVE_BOUND_VARIABLES if bounded and nonsubstantive else {}),
+        **(SCRIPT_VARIABLES if scripts else {}),
         **(TRACE_VARIABLES if traces else {}),
         **(CONTEXT_VARIABLES if context else {}),
     }

@@ -27,6 +27,7 @@ from ..schema import (
     CONTEXT_VARIABLES,
     NONSUBSTANTIVE_BOUND_VARIABLES,
     NONSUBSTANTIVE_VARIABLES,
+    SCRIPT_VARIABLES,
     TRACE_VARIABLES,
     VARIABLES,
 )
@@ -262,7 +263,7 @@ def merge_shards(
     out = base.drop_vars("computed").copy()
     optional = (
         *BOUND_VARIABLES, *NONSUBSTANTIVE_VARIABLES, *NONSUBSTANTIVE_BOUND_VARIABLES,
-        *TRACE_VARIABLES, *CELL_VARIABLES, *CONTEXT_VARIABLES,
+        *SCRIPT_VARIABLES, *TRACE_VARIABLES, *CELL_VARIABLES, *CONTEXT_VARIABLES,
     )  # fmt: skip
     names = [*VARIABLES, *(v for v in optional if v in out)]
     for ds in parts[1:]:

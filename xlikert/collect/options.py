@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollectionError, LabelMappingError
+from .numerals import NUMERAL_MODES, rule_scripts
+from .numerals import scripts as all_scripts
 
 __all__ = [
     "DEFAULT_TEMPERATURES",
@@ -42,7 +44,7 @@ DEFAULT_TOP_PS: tuple[float, ...] = (0.8, 0.9, 1.0)
 #: the unit of saved progress): a model entry may not set them.
 RUN_WIDE_OPTIONS = (
     "scale", "top_k", "temperatures", "top_ps", "split_space", "prefix_cache", "batch_size",
-    "chunk_size", "answer_labels", "nonsubstantive", "tol", "max_passes",
+    "chunk_size", "answer_labels", "nonsubstantive", "tol", "max_passes", "numerals",
 )  # fmt: skip
 
 
@@ -164,6 +166,12 @@ class CollectOptions:
     max_passes
         Sequential administration: the forward passes one conversation may spend;
         spent before ``tol`` is met, the bound reached is stored (never a smaller one).
+    numerals
+        The numeral rule (:mod:`xlikert.collect.numerals`): ``"any"`` (the default)
+        counts a number written in any decimal script the tokenizer knows (ASCII,
+        full-width, Arabic-Indic, Devanagari, ...) as that number; ``"shown"`` only in
+        the scripts of the answer labels the prompt shows (the ASCII digits without a
+        format). Part of every cell's key.
 
     Raises
     ------
@@ -196,6 +204,7 @@ class CollectOptions:
     nonsubstantive: tuple[str, ...] = ()
     tol: float = 0.0
     max_passes: int = 10_000
+    numerals: str = "any"
 
     def __post_init__(self) -> None:
         self._validate("")
@@ -248,6 +257,10 @@ class CollectOptions:
         if not (_is_int(self.max_passes) and self.max_passes >= 1):
             raise _fail(where, f"max_passes must be an integer >= 1, got {self.max_passes!r}")
         put("max_passes", int(self.max_passes))
+        if self.numerals not in NUMERAL_MODES:
+            raise _fail(
+                where, f"numerals must be one of {list(NUMERAL_MODES)}, got {self.numerals!r}"
+            )
 
     def _checked_labels(self, where: str) -> tuple[str, ...]:
         """The answer labels: distinct non-empty strings, one per scale value and option,
@@ -303,6 +316,21 @@ class CollectOptions:
             return None
         scale = self._need_scale()
         return {y: x for y, x in zip(scale, self.answer_labels, strict=False) if x}
+
+    @property
+    def numeral_scripts(self) -> tuple[str, ...] | None:
+        """The scripts the numeral rule counts for these labels (None: every script).
+
+        Examples
+        --------
+        >>> CollectOptions(numerals="shown").numeral_scripts
+        ('ascii',)
+        >>> CollectOptions(scale=(1, 2), answer_labels=("١", "٢"), numerals="shown").numeral_scripts
+        ('arabic-indic',)
+        >>> CollectOptions().numeral_scripts is None
+        True
+        """
+        return rule_scripts(self.numerals, self.labels_by_score)
 
     @property
     def option_labels(self) -> tuple[str, ...]:
@@ -372,7 +400,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes
+        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):
@@ -439,7 +467,7 @@ class CollectOptions:
         Examples
         --------
         >>> CollectOptions(scale=(1, 2, 3), top_k=5, top_ps=(0.9, 1.0)).sizes
-        {'score': 3, 'rank': 5, 'temperature': 4, 'top_p': 2, 'option': 0}
+        {'score': 3, 'rank': 5, 'temperature': 4, 'top_p': 2, 'option': 0, 'script': 66}
         """
         return {
             "score": len(self._need_scale()),
@@ -447,6 +475,7 @@ class CollectOptions:
             "temperature": len(self.temperatures),
             "top_p": len(self.top_ps),
             "option": len(self.nonsubstantive),
+            "script": len(all_scripts()),
         }
 
     @property
@@ -472,6 +501,7 @@ class CollectOptions:
             "rank": np.arange(1, self.top_k + 1),
             "temperature": np.asarray(self.temperatures),
             "top_p": np.asarray(self.top_ps),
+            "script": np.asarray(all_scripts(), dtype=str),
         }
         if self.nonsubstantive:
             out["option"] = np.asarray(self.nonsubstantive, dtype=str)
@@ -486,13 +516,13 @@ class CollectOptions:
         -------
         dict of str to Any
             ``top_k``, ``temperatures``, ``top_ps``, ``dtype``, ``prefix_cache``,
-            ``split_space`` and, where set, ``answer_labels`` and ``nonsubstantive``
+            ``split_space``, ``numerals`` and, where set, ``answer_labels`` and ``nonsubstantive``
             (JSON-ready values).
 
         Examples
         --------
         >>> sorted(CollectOptions(batch_size=8).fingerprinted())
-        ['dtype', 'prefix_cache', 'split_space', 'temperatures', 'top_k', 'top_ps']
+        ['dtype', 'numerals', 'prefix_cache', 'split_space', 'temperatures', 'top_k', 'top_ps']
         """
         out = {
             "top_k": self.top_k,
@@ -501,6 +531,7 @@ class CollectOptions:
             "dtype": self.dtype,
             "prefix_cache": self.prefix_cache,
             "split_space": self.split_space,
+            "numerals": self.numerals,
         }
         if self.answer_labels is not None:
             out["answer_labels"] = list(self.answer_labels)

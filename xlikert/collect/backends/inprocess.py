@@ -213,6 +213,7 @@ class InProcessModel:
             valid, answers, _ = answer_rule(
                 self.tokenizer, options.scale, split_space=options.split_space,
                 labels=options.labels_by_score, nonsubstantive=options.option_labels,
+                scripts=options.numeral_scripts,
             )  # fmt: skip
             rules[labels] = (valid, answers)
         self.options = options
@@ -235,6 +236,8 @@ class InProcessModel:
             res.data[key][:] = out[key]
         if "nonsubstantive_mass" in out:  # else NaN: the item offers no option
             res.data["nonsubstantive_mass"][:] = out["nonsubstantive_mass"]
+        if "script_mass" in res.data and "script_mass" in out:
+            res.data["script_mass"][:] = out["script_mass"]
         tok = self.tokenizer
         for b, (ids, lps) in enumerate(zip(out["topk_id"], out["topk_logprob"], strict=True)):
             k = len(ids)  # fewer than top_k only for a tiny vocabulary

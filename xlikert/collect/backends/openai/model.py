@@ -161,7 +161,9 @@ class ServerModel:
             options.scale, options.labels_by_score, options.option_labels
         )
         plain = options.answer_labels is None
-        return find_label_tokens(self.tokenizer, codes, None if plain else labels)
+        return find_label_tokens(
+            self.tokenizer, codes, None if plain else labels, scripts=options.numeral_scripts
+        )
 
     def relabel(self, labels: tuple[str, ...] | None) -> None:
         """Read the next units' answers with these labels (score order; None: the digits).

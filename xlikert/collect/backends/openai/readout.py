@@ -17,6 +17,8 @@ import numpy as np
 
 from ....errors import CollectionError
 from ...layout import answer_codes
+from ...numerals import read_numeral, rule_scripts
+from ...numerals import scripts as all_scripts
 from ...options import CollectOptions
 from ...readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...record import UnitResult
@@ -123,6 +125,15 @@ class Readout:
         column = dict(zip(codes, layout.columns if layout else range(len(codes)), strict=True))
         self.offered = layout.offered if layout else np.zeros(self.n_options, dtype=bool)
         self._by_text = {labels[c]: column[c] for c in codes}
+        # a label that is a number is answered by that number in the scripts read
+        # (xlikert.collect.numerals): by value, in the valid tokens' scripts
+        numbers = {c: read_numeral(labels[c]) for c in codes}
+        self._by_number = {n[0]: column[c] for c, n in numbers.items() if n is not None}
+        self._scripts = (
+            set(valid.numeral_scripts)
+            if valid is not None
+            else set(rule_scripts(options.numerals, labels.values()) or all_scripts())
+        )
         self._by_id = (
             {i: column[y] for i, y in zip(valid.ids, valid.scores, strict=True)} if valid else {}
         )
@@ -132,7 +143,13 @@ class Readout:
         """Column of a listed token (by id with ids, else by text), -1 if not valid."""
         if self.ids_ok:
             return self._by_id.get(key, -1)
-        return self._by_text.get(_strip_marker(str(key)), -1)
+        text = _strip_marker(str(key))
+        if text in self._by_text:
+            return self._by_text[text]
+        number = read_numeral(text)
+        if number is not None and number[1] in self._scripts:
+            return self._by_number.get(number[0], -1)
+        return -1
 
     def listing(self, obj: dict) -> Listing:
         """Distinct listed tokens (key, shown text, log-probability), most probable first."""
@@ -217,6 +234,8 @@ class Readout:
             mass = scale_mass(np.exp(kn_lps), kn_cols, S + self.n_options)
             res.data["valid_mass"][r] = mass[:S].sum()
             res.data["pmf"][r] = mass[:S] / mass[:S].sum()
+            if "script_mass" in res.data:
+                res.data["script_mass"][r] = self._script_mass(got)
             b["nonsubstantive_mass"] = mass[S:]
             kn_scores = np.where(kn_cols < S, kn_cols, -1)
         else:
@@ -231,6 +250,20 @@ class Readout:
                                             np.nan)  # fmt: skip
         self._fill_decoding(res, r, kn_lps, kn_scores, b["unlisted_max"], counts)
         res.data["prompt_text"][r] = json.dumps(msgs, ensure_ascii=False)
+
+    def _script_mass(self, got: dict[int, float]) -> np.ndarray:
+        """Exact mode: the points' mass per numeral script (NaN: a script not read)."""
+        names = all_scripts()
+        out = np.full(len(names), np.nan)
+        if not self.valid.numeral_scripts:
+            return out
+        index = {c: i for i, c in enumerate(names)}
+        out[[index[c] for c in self.valid.numeral_scripts]] = 0.0
+        S = len(self.scale)
+        for i, c in zip(self.valid.ids, self.valid.scripts, strict=True):
+            if c and self._by_id[i] < S:
+                out[index[c]] += float(np.exp(got[i]))
+        return out
 
     def _fill_decoding(self, res: UnitResult, r: int, lps: np.ndarray, scores: np.ndarray,
                        unlisted_max: float, counts: np.ndarray | None) -> None:  # fmt: skip
