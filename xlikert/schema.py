@@ -150,7 +150,23 @@ VARIABLES: dict[str, Variable] = {
         },
     ),
     "topk_token": Variable(
-        ("rank",), "", {"description": "raw vocabulary tokens of highest probability"}
+        ("rank",),
+        "",
+        {
+            "description": "the tokens of highest probability, as text: each token's bytes "
+            "read as UTF-8, a token that holds an incomplete UTF-8 sequence (a character split "
+            "between tokens) with those bytes escaped ('\\xe4\\xb8'); a server that names "
+            "tokens by text: its text (xlikert.collect.vocabulary)"
+        },
+    ),
+    "topk_token_id": Variable(
+        ("rank",),
+        -1,
+        {
+            "description": "the vocabulary ids of topk_token; -1 where unknown (a server that "
+            "names tokens by text) or past the listing"
+        },
+        "int64",
     ),
     "topk_logprob": Variable(
         ("rank",), _NAN, {"description": "natural-log probability over the full vocabulary"}

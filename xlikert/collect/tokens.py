@@ -30,7 +30,7 @@ from .layout import AnswerLayout, answer_codes
 from .numerals import NUMERAL_RULE, digit_script, read_numeral, render, shown_scripts
 from .numerals import scripts as all_scripts
 from .readout import scale_mass
-from .vocabulary import numeral_index, vocabulary
+from .vocabulary import numeral_index, token_text, vocabulary
 
 __all__ = [
     "ANSWER_RULE",
@@ -67,15 +67,20 @@ class ValidTokens:
     #: The scripts the numeral rule read (empty: no label is a number).
     numeral_scripts: tuple[str, ...] = ()
 
-    def as_records(self) -> list[dict[str, Any]]:
+    def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
         """``[{"id": ..., "token": ..., "score": ..., "script": ...}, ...]`` for provenance.
 
-        ``token`` is the vocabulary string, ``text`` the token's text
-        (:func:`~xlikert.collect.vocabulary.show_bytes` of its bytes), where known.
+        ``token`` is the token's text (:func:`~xlikert.collect.vocabulary.token_text`)
+        when ``tokenizer`` is given, else its vocabulary string.
         """
         scripts = self.scripts or ("",) * len(self.ids)
         return [
-            {"id": i, "token": s, "score": y, **({"script": c} if c else {})}
+            {
+                "id": i,
+                "token": s if tokenizer is None else token_text(tokenizer, i),
+                "score": y,
+                **({"script": c} if c else {}),
+            }
             for i, s, y, c in zip(self.ids, self.surfaces, self.scores, scripts, strict=True)
         ]
 
@@ -313,10 +318,15 @@ class AnswerSequences:
     #: The scripts the numeral rule read (:mod:`xlikert.collect.numerals`).
     numeral_scripts: tuple[str, ...] = ()
 
-    def as_records(self) -> list[dict[str, Any]]:
-        """``[{"ids": [...], "tokens": [...], "score": ...}, ...]`` for provenance."""
+    def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
+        """``[{"ids": [...], "tokens": [...], "score": ...}, ...]`` for provenance
+        (``tokens``: their text with ``tokenizer``, else the vocabulary strings)."""
         return [
-            {"ids": list(i), "tokens": list(t), "score": y}
+            {
+                "ids": list(i),
+                "tokens": list(t) if tokenizer is None else [token_text(tokenizer, k) for k in i],
+                "score": y,
+            }
             for i, t, y in zip(self.sequences, self.surfaces, self.scores, strict=True)
         ]
 

@@ -179,11 +179,11 @@ class ServerModel:
         by_labels = self._prov.setdefault("valid_tokens_by_labels", {})
         if self.valid is not None and not by_labels:
             by_labels[" ".join(self.options.answer_labels or map(str, self.options.scale))] = (
-                self.valid.as_records()
+                self.valid.as_records(self.tokenizer)
             )
         if valid is not None:
             by_labels[" ".join(options.answer_labels or map(str, options.scale))] = (
-                valid.as_records()
+                valid.as_records(self.tokenizer)
             )
         self.options, self.valid = options, valid
         self.readout = Readout(
@@ -222,7 +222,9 @@ class ServerModel:
             prov["logprob_rtol"] = self.spec.logprob_rtol
         if self.spec.revision is not None:
             prov["revision"] = self.spec.revision
-        prov["valid_tokens"] = self.valid.as_records() if self.valid is not None else []
+        prov["valid_tokens"] = (
+            self.valid.as_records(self.tokenizer) if self.valid is not None else []
+        )
         prov.setdefault("tokenizer", "none (valid tokens recognised by their text)")
         return prov
 

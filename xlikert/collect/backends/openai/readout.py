@@ -22,6 +22,7 @@ from ...numerals import scripts as all_scripts
 from ...options import CollectOptions
 from ...readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...record import UnitResult
+from ...vocabulary import token_text
 from .spec import ServerSpec
 
 __all__ = [
@@ -168,7 +169,7 @@ class Readout:
             if self.ids_ok and i is None:
                 raise CollectionError(f"model {self.spec.name!r}: unexpected token {t!r}")
             key = i if i is not None else t
-            shown = self.tokenizer.convert_ids_to_tokens(i) if i is not None else t
+            shown = token_text(self.tokenizer, i) if i is not None else t
             seen.setdefault(key, (shown, lp))  # a sampled token may be listed twice
         keys = sorted(seen, key=lambda k: -seen[k][1])
         return keys, [seen[k][0] for k in keys], np.array([seen[k][1] for k in keys])
@@ -214,6 +215,8 @@ class Readout:
         cols = np.array([self.score_of(k) for k in keys], dtype=np.int64)
         n = min(self.options.top_k, len(keys))
         res.data["topk_token"][r, :n] = shown[:n]
+        if self.ids_ok:
+            res.data["topk_token_id"][r, :n] = np.asarray(keys[:n], dtype=np.int64)
         res.data["topk_logprob"][r, :n] = lps[:n]
         counts = self.unlisted_valid(keys)
         scores = np.where(cols < S, cols, -1)
