@@ -189,3 +189,13 @@ def test_server_readout_reads_numbers_in_any_script(tok):
     counts = {c: valid.scripts.count(c) for c in valid.numeral_scripts}
     for c, n in counts.items():
         assert sm[scripts().index(c)] == pytest.approx(0.05 * n)
+
+
+def test_a_script_shown_without_tokens_of_its_own_takes_the_multi_token_rule(tok):
+    # ٣ is a token, ٥ only its two bytes: the one-token rule could not read ٥ as shown
+    _, ans, rule = answer_rule(tok, [3, 5], labels={3: "٣", 5: "٥"})
+    assert rule.startswith("multi-token")
+    assert any(c == "arabic-indic" and len(s) == 2 and y == 5
+               for s, y, c in zip(ans.sequences, ans.scores, ans.scripts, strict=True))  # fmt: skip
+    _, one, rule = answer_rule(tok, [1, 2, 3], labels={1: "١", 2: "٢", 3: "٣"})
+    assert not rule.startswith("multi-token")

@@ -180,7 +180,11 @@ def find_valid_tokens(
                     continue
                 if text in forms:
                     found[idx] = (token, forms[text], "")
-    present = {v for _, v, _ in found.values()}
+    # a value is present when its label has a token in the label's own script (or, a
+    # word, as written): a number shown in a script the tokenizer spells in bytes (an
+    # Arabic-Indic digit in Qwen's vocabulary) needs the multi-token rule
+    own = {y: read_numeral(t)[1] for y, t in numbers.items()}  # type: ignore[index]
+    present = {v for _, v, c in found.values() if own.get(v, "") == c}
     missing = [v for v in scale if v not in present]
     if missing:
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
