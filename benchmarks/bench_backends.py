@@ -99,7 +99,7 @@ def run_backends(name: str, cfg: dict[str, Any], prompts, tmp: Path):
 
 def compare(name: str, cfg: dict[str, Any], res, secs, n: int) -> list[dict[str, Any]]:
     """One row per pair of backends, and the model's row (top-k, interval, HTTP requests)."""
-    from xlikert.io import read_attrs
+    from xlikert.core.io import read_attrs
 
     rows = []
     for a, b in PAIRS:

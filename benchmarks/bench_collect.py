@@ -10,7 +10,7 @@ ran):
   the last row, gather the digit tokens (the paper's one-token rule);
 * xlikert ``collect``, one-token rule (``split_space=False``, the plain loop's rule):
   batched, length sorted, left padded, the shared system prompt's KV cache,
-  ``logits_to_keep``, the float64 numpy rules of ``xlikert.collect.readout`` (log-softmax,
+  ``logits_to_keep``, the float64 numpy rules of ``xlikert.kernels.readout`` (log-softmax,
   decoding grid, top-k) over the full vocabulary;
 * xlikert ``collect``, split-space rule (the default): also the bare space token
   followed by a digit, exactly (one more token and one more logits row per prompt);

@@ -24,7 +24,7 @@ weights (nothing is downloaded):
   ``xlikert.collect.backends.transformers.wrap_model`` and handed to ``collect(loader=...)`` as a
   ``LocalModel``: the backend's own batching, prefix cache and float64 readout (on a
   GPU in torch on the device, ``device_readout``; on the CPU the numpy rules of
-  ``xlikert.collect.readout`` through ``read_logits``). Timed: the whole ``collect``
+  ``xlikert.kernels.readout`` through ``read_logits``). Timed: the whole ``collect``
   call (CUDA synchronised), the readout's share (``LocalModel.readout``, the device
   synchronised before it starts) and the numpy rules alone (``read_logits``: none on
   a GPU). The batches are those the backend formed (prompts per forward, counted per

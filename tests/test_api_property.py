@@ -6,7 +6,7 @@ xlikert reserves (its auxiliary dims, the variables it writes, private and
 Dataset input, eager or Dask. Every call must either return the result of the
 reference path -- the same PMFs under safe factor names, as an eager
 DataArray, through the plain-numpy kernels -- with the names mapped back, or
-raise an :class:`~xlikert.errors.XlikertError` naming the problem. Never a
+raise an :class:`~xlikert.core.errors.XlikertError` naming the problem. Never a
 raw error, never a different result.
 """
 
@@ -24,10 +24,10 @@ from support.pmfs import make_pmf
 
 import xlikert as xl
 from xlikert import sampling
-from xlikert.errors import XlikertError
+from xlikert.core.errors import XlikertError
 
 SAFE = ["model", "target", "persona", "prompt", "language"]
-# Hard-coded (not read from xlikert.dims) so that the test means the same on any version.
+# Hard-coded (not read from xlikert.core.dims) so that the test means the same on any version.
 RESERVED = [
     "rank",
     "temperature",
@@ -205,7 +205,7 @@ def test_every_xarray_result_writes_the_xarray_way(name, levels, tmp_path):
     """What the analysis returns is netCDF-ready as it stands: ``obj.to_netcdf`` works."""
     pmf = make_pmf(levels, n_items=2, n_scores=3, seed=1).rename(f0="model", f1="target")
     pmf.attrs = {"models": {"m": {"dtype": "float32"}}, "flags": [True], "one": ["x"]}
-    ds = xl.io.encode_attrs(pmf.to_dataset())  # as collect() returns it
+    ds = xl.core.io.encode_attrs(pmf.to_dataset())  # as collect() returns it
     try:
         got = CALLS[name](ds, ["target", "model"], None)
     except XlikertError:  # a contrast or trend of a one-level factor: nothing to write
@@ -220,4 +220,4 @@ def test_every_xarray_result_writes_the_xarray_way(name, levels, tmp_path):
         tmp_path / "out.nc"
     )
     with back:
-        assert xl.io.read_attrs(back) == xl.io.read_attrs(got)
+        assert xl.core.io.read_attrs(back) == xl.core.io.read_attrs(got)

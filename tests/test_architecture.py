@@ -5,7 +5,7 @@
 * no module-level import cycle at all, parents and their sub-modules included;
 * no module imports a private name (``_x``) of another module;
 * the public names (``xl.*``, the accessor's methods) stay what users rely on, and
-  the old import paths keep working with a deprecation warning.
+  no shim keeps an old import path alive (none before the first release).
 """
 
 from __future__ import annotations
@@ -128,33 +128,36 @@ def test_accessor_methods_are_unchanged():
 
 
 @pytest.mark.parametrize(
-    ("old", "name", "new"),
-    [
-        ("xlikert.construct", "composite", "xlikert.analysis.construct"),
-        ("xlikert.consensus_layer", "consensus", "xlikert.analysis.consensus"),
-        ("xlikert.constraint", "nucleus_logprobs", "xlikert.collect.readout"),
-        ("xlikert.design.scoring", "subscale_composites", "xlikert.analysis.construct"),
-        ("xlikert.collect.local", "LocalModel", "xlikert.collect.backends.transformers"),
-        ("xlikert.collect.server", "ServerSpec", "xlikert.collect.backends.openai"),
-        ("xlikert.collect.server.spec", "parse_server_spec", "xlikert.collect.backends.openai"),
-    ],
-)
-def test_an_old_import_path_works_with_a_deprecation_warning(old, name, new):
+    "old",
+    ["xlikert.construct", "xlikert.consensus_layer", "xlikert.constraint", "xlikert.collect.local",
+     "xlikert.collect.server", "xlikert.collect.server.spec", "xlikert.design.scoring"],
+)  # fmt: skip
+def test_no_old_import_path_before_the_first_release(old):
+    """No shims before 0.1.0: a path that moved is gone (docs/development.md, "Renaming a
+    public name", says how a rename is handled from 0.1.0 on)."""
     sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        module = importlib.import_module(old)
-    assert getattr(module, name) is getattr(importlib.import_module(new), name)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
-def test_moved_names_of_a_module_that_stayed_warn():
-    from xlikert.collect import options
+def test_no_shim_machinery():
+    """No module finder, no ``_MOVED`` map, no rename decorator: a module-level
+    ``__getattr__`` only loads the package's own sub-modules lazily."""
+    assert not (PACKAGE / "_compat.py").exists()
+    getattrs = []
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert not names & {"_MOVED", "moved_attribute", "renamed_keywords", "keyword_only"}, path
+        getattrs += [
+            path.relative_to(PACKAGE).as_posix()
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+        ]
+    assert sorted(getattrs) == ["__init__.py", "kernels/__init__.py"]
+    from xlikert.collect import protocol
 
-    with pytest.warns(DeprecationWarning, match="xlikert.collect.options"):
-        from xlikert.collect.protocol import CollectOptions
-    assert CollectOptions is options.CollectOptions
-    with pytest.warns(DeprecationWarning, match="xlikert.analysis.keying"):
-        from xlikert.design import reflect_reverse_keyed
-    assert reflect_reverse_keyed is xl.reflect_reverse_keyed
+    assert not hasattr(protocol, "CollectOptions")
 
 
 def test_importing_the_package_warns_of_nothing():

@@ -1,4 +1,4 @@
-"""The registry of dimension roles (xlikert.dims): complete, and the one rule everywhere."""
+"""The registry of dimension roles (xlikert.core.dims): complete, and the one rule everywhere."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import xarray as xr
 from support.pmfs import make_pmf
 
 import xlikert as xl
-from xlikert import dims, sampling, subscale_composites
+from xlikert import sampling, subscale_composites
 from xlikert.analysis.constraint import item_pmf_from_tokens
+from xlikert.core import dims
+from xlikert.core.errors import DesignError
 from xlikert.datasets import synthetic_results
-from xlikert.errors import DesignError
 
 
 def test_the_names_the_design_notes_list_are_auxiliary():
@@ -79,7 +80,7 @@ def test_every_variable_the_library_writes_is_reserved():
 def test_every_variable_and_dim_of_the_collection_schema_is_registered():
     """dims.py derives the result variables from the schema; every dim the schema uses is
     a core or a collection dim."""
-    from xlikert.schema import BOUND_VARIABLES, TRACE_VARIABLES, VARIABLES
+    from xlikert.core.schema import BOUND_VARIABLES, TRACE_VARIABLES, VARIABLES
 
     table = {**VARIABLES, **BOUND_VARIABLES, **TRACE_VARIABLES}
     assert set(table) <= set(dims.RESULT_VARIABLES)
@@ -130,7 +131,7 @@ def test_the_property_test_draws_reserved_names_from_the_registry():
 
 #: Modules where the string "model" is not the model factor: what the word names there.
 MODEL_WORD_ELSEWHERE = {
-    "xlikert/dims.py": "the registry itself (MODEL_DIM)",
+    "xlikert/core/dims.py": "the registry itself (MODEL_DIM)",
     "xlikert/design/problems.py": "the noun of a [[models]] table in error messages",
     "xlikert/collect/identity.py": "the key of a cell identity's JSON (KEY_RULE)",
     "xlikert/collect/session.py": "the key of a cell identity's JSON",

@@ -79,7 +79,7 @@ def test_the_api_reference_lists_every_public_name_and_accessor_method(site):
 #: The stages' public modules: every function and class of their ``__all__`` is in the
 #: API reference (as ``module.name``, or as ``xlikert.name`` where ``xl`` exports it).
 STAGES = ("xlikert.design", "xlikert.collect", "xlikert.report", "xlikert.report.tables",
-          "xlikert.schema", "xlikert.errors")  # fmt: skip
+          "xlikert.core.schema", "xlikert.core.errors")  # fmt: skip
 #: Classes whose public methods and properties the reference lists one by one.
 CLASSES = ("xlikert.design.Experiment", "xlikert.design.Instrument",
            "xlikert.design.ResponseFormat", "xlikert.design.Template",
@@ -115,8 +115,8 @@ def test_the_entry_points_include_what_a_user_calls():
     points = entry_points()
     for name in ("xlikert.collect.collect", "xlikert.collect.merge_shards",
                  "xlikert.design.load_experiment", "xlikert.design.Experiment.build_prompts",
-                 "xlikert.report.write_report", "xlikert.errors.AnswerLabelError",
-                 "xlikert.errors.XlikertError"):  # fmt: skip
+                 "xlikert.report.write_report", "xlikert.core.errors.AnswerLabelError",
+                 "xlikert.core.errors.XlikertError"):  # fmt: skip
         assert name in points, name
 
 

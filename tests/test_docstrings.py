@@ -31,12 +31,12 @@ MODULES = (
     "xlikert.collect",
     "xlikert.datasets",
     "xlikert.design",
-    "xlikert.dims",
-    "xlikert.io",
+    "xlikert.core.dims",
+    "xlikert.core.io",
     "xlikert.kernels",
     "xlikert.plot",
     "xlikert.report",
-    "xlikert.schema",
+    "xlikert.core.schema",
 )
 #: numpydoc checks this project does not require: an extended summary (ES01), a See
 #: Also section (SA01), and a summary in the infinitive (SS05: the docstrings name
@@ -53,7 +53,7 @@ CLASSES = (
     "xlikert.collect.CollectOptions",
     "xlikert.collect.Model",
     "xlikert.collect.UnitResult",
-    "xlikert.schema.Variable",
+    "xlikert.core.schema.Variable",
 )
 #: A citation of something a reader of the repository cannot open.
 OUTSIDE = re.compile(

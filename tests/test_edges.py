@@ -25,8 +25,8 @@ from support.pmfs import make_pmf
 import xlikert as xl
 from xlikert import plot, reflect_reverse_keyed, sampling, subscale_composites
 from xlikert.cli import main
+from xlikert.core.errors import XlikertError
 from xlikert.design import load_experiment
-from xlikert.errors import XlikertError
 
 #: The auxiliary dims the issue names, and the library's own output dims.
 AUXILIARY = ["rank", "temperature", "top_p", "effect", "slope", "pair", "trace", "n"]
@@ -233,7 +233,7 @@ def test_an_inverted_interval_raises_an_internal_error(monkeypatch):
 
 
 def test_an_inverted_interval_is_not_bad_input():
-    from xlikert.errors import InternalError
+    from xlikert.core.errors import InternalError
 
     assert issubclass(InternalError, RuntimeError)
     assert not issubclass(InternalError, XlikertError)

@@ -1,7 +1,7 @@
 """Every error a user can trigger is an XlikertError that keeps its old builtin base.
 
 Each site below once raised a bare ``KeyError``, ``ValueError`` or ``Exception``; it now
-raises a subclass of :class:`xlikert.errors.XlikertError` that is still caught by the
+raises a subclass of :class:`xlikert.core.errors.XlikertError` that is still caught by the
 old builtin, and its message names the bad value and where it was looked for.
 """
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from xlikert import errors
+from xlikert.core import errors
+from xlikert.core.schema import decode_text, decode_token_ids, encode_text, encode_token_ids
 from xlikert.datasets import human_baseline
 from xlikert.design import Template, builtin_format, load_experiment, load_instrument
 from xlikert.design.formats import format_from_table
 from xlikert.kernels import get_kernel
-from xlikert.schema import decode_text, decode_token_ids, encode_text, encode_token_ids
 
 
 def test_every_error_is_exported_and_an_xlikert_error_but_the_internal_one():

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pandas as pd
 import pytest
 import xarray as xr
 from support.pmfs import make_pmf
 
 import xlikert as xl
+from xlikert.core.errors import ConfigError
 from xlikert.datasets import synthetic_pmf
-from xlikert.errors import ConfigError
 
 
 def assert_bit_exact(a: xr.Dataset, b: xr.Dataset) -> None:
@@ -54,7 +51,9 @@ def test_results_round_trip(tmp_path):
     ds = results_dataset()
     path = xl.to_netcdf(ds, tmp_path / "results.nc")
     back = xl.open_results(path)
-    assert_bit_exact(ds.drop_vars("prompt_text"), xl.io.decode_attrs(back).drop_vars("prompt_text"))
+    assert_bit_exact(
+        ds.drop_vars("prompt_text"), xl.core.io.decode_attrs(back).drop_vars("prompt_text")
+    )
     assert back["prompt_text"].values.tolist() == ds["prompt_text"].values.tolist()
     attrs = back.likert.attrs  # the structure, decoded from the JSON text netCDF holds
     assert attrs["revisions"] == {"Aya-32B": "abc", "Qwen3 Next-80B": None}
@@ -72,54 +71,18 @@ def test_results_round_trip(tmp_path):
 
 def test_results_round_trip_the_xarray_way(tmp_path):
     """An xlikert Dataset writes with ds.to_netcdf and reads with xr.open_dataset, as any."""
-    ds = xl.io.encode_attrs(results_dataset())
-    xr.testing.assert_identical(xl.io.encode_attrs(ds), ds)  # encoding is idempotent
+    ds = xl.core.io.encode_attrs(results_dataset())
+    xr.testing.assert_identical(xl.core.io.encode_attrs(ds), ds)  # encoding is idempotent
     ds.to_netcdf(tmp_path / "plain.nc")
     plain = xr.load_dataset(tmp_path / "plain.nc")
     back = xl.open_results(tmp_path / "plain.nc")
     assert_bit_exact(back, plain)
-    assert plain.likert.attrs == ds.likert.attrs == xl.io.read_attrs(results_dataset())
+    assert plain.likert.attrs == ds.likert.attrs == xl.core.io.read_attrs(results_dataset())
     # written again by xarray: the same file content
     back.to_netcdf(tmp_path / "again.nc")
     assert_bit_exact(xr.load_dataset(tmp_path / "again.nc"), plain)
     # and the analysis runs on what plain xarray read
     xr.testing.assert_identical(xl.composite(plain), xl.composite(ds))
-
-
-def test_file_written_before_the_prompt_text_rename(tmp_path):
-    """A results file of an older xlikert (text sent stored as ``prompt``) opens renamed."""
-    legacy = Path(__file__).parent / "data" / "legacy_results.nc"
-    raw = xr.load_dataset(legacy)
-    assert "prompt" in raw.data_vars and "prompt_text" not in raw
-    with pytest.warns(
-        UserWarning, match=r"older xlikert: renamed variable\(s\) 'prompt' -> 'prompt_text'"
-    ):
-        ds = xl.open_results(legacy)
-    assert "prompt" not in ds.variables
-    assert ds["prompt_text"].values.tolist() == raw["prompt"].values.tolist()
-    assert (
-        ds.attrs["history"]
-        .splitlines()[-1]
-        .endswith("renamed variable(s) 'prompt' -> 'prompt_text' on reading")
-    )
-    assert ds.attrs["history"].startswith(raw.attrs["history"])
-    # the same numbers as before, and the same analysis
-    assert_bit_exact(ds.drop_vars("prompt_text").drop_attrs(), raw.drop_vars("prompt").drop_attrs())
-    assert ds.likert.attrs["models"] == xl.io.read_attrs(raw)["models"]
-    for f in (xl.decompose, xl.consensus):
-        a, b = f(ds), f(raw)
-        if isinstance(a, xr.DataTree):
-            a, b = xl.summary_table(a), xl.summary_table(b)
-            pd.testing.assert_frame_equal(a, b)
-        else:
-            xr.testing.assert_identical(a, b)
-    # the framing factor took the name: a dim called prompt is not renamed
-    framed = (
-        raw.drop_vars("prompt")
-        .expand_dims(prompt=["v0"])
-        .assign(prompt_text=raw["prompt"].expand_dims(prompt=["v0"]))
-    )
-    xr.testing.assert_identical(xl.io.rename_legacy(framed), framed)
 
 
 def test_dataarray_round_trip(tmp_path):
@@ -179,3 +142,47 @@ def test_written_file_gets_default_permissions(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_atomic_write_of_a_file_and_a_folder(tmp_path):
+    """Whole or absent: an error inside the block leaves the target as it was and no
+    temporary behind; a folder replaces the old one only once complete."""
+    from xlikert.core.io import atomic_write
+
+    target = tmp_path / "f.bin"
+    with atomic_write(target) as part:
+        assert part.parent == tmp_path and part.name.startswith(".f.bin.")
+        part.write_bytes(b"one")
+    with pytest.raises(KeyboardInterrupt), atomic_write(target) as part:
+        part.write_bytes(b"tw")
+        raise KeyboardInterrupt
+    assert target.read_bytes() == b"one" and sorted(tmp_path.iterdir()) == [target]
+    folder = tmp_path / "d"
+    for text in ("old", "new"):
+        with atomic_write(folder, folder=True) as part:
+            part.mkdir()
+            (part / "x.txt").write_text(text)
+    with pytest.raises(OSError), atomic_write(folder, folder=True) as part:
+        part.mkdir()
+        raise OSError(28, "No space left on device")
+    assert (folder / "x.txt").read_text() == "new"
+    assert sorted(tmp_path.iterdir()) == [folder, target]
+
+
+def test_the_atomic_write_exists_once():
+    """Every move into place is core.io.atomic_write's (the zoo renames shards inside
+    the folder it is writing)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(xl.__file__).parent
+    found = [
+        f"{path.relative_to(root).as_posix()}: {node.value.id}.{node.attr}"
+        for path in root.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and node.attr in ("replace", "rename", "mkstemp")
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("os", "tempfile")
+    ]
+    assert sorted(found) == ["collect/zoo.py: os.replace", "core/io.py: os.replace"], found

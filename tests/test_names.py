@@ -1,15 +1,14 @@
 """One meaning per name (issue 32, item 3): the dimension arguments, the return types.
 
-The convention is stated once, in :mod:`xlikert.dims`: ``dim`` = the dims an
+The convention is stated once, in :mod:`xlikert.core.dims`: ``dim`` = the dims an
 operation reduces, ``by`` = the dims it keeps as groups, ``factors`` = the
-design's factors of an analysis of the design. Every old keyword still works,
-with a ``DeprecationWarning``, and gives what the new one gives.
+design's factors of an analysis of the design. The old keywords are gone (no shims
+before the first release): passing one is Python's ``TypeError``.
 """
 
 from __future__ import annotations
 
 import inspect
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -61,89 +60,78 @@ def human() -> xr.Dataset:
     return xl.human_pmf(t, ["q"], scale=(1, 5), by=["party", "edu"])
 
 
-def _old_and_new(old, new):
-    with pytest.warns(DeprecationWarning, match=r"is deprecated .* use "):
-        got = old()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        want = new()
-    return got, want
+def _old_refused(old, new):
+    """The old keyword is refused by name (``TypeError``); the result of the new one."""
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        old()
+    return new()
 
 
 def test_marginal_slice_keeps_by(design):
     comp = xl.composite(design)
-    got, want = _old_and_new(
+    want = _old_refused(
         lambda: xl.marginal_slice(comp, dims="persona"),
         lambda: xl.marginal_slice(comp, by="persona"),
     )
-    xr.testing.assert_identical(got, want)
     assert want.dims == ("persona", "score")  # kept, the model mixed over
     xr.testing.assert_identical(xl.marginal_slice(comp, "persona"), want)  # positional
     xr.testing.assert_identical(comp.likert.marginal_slice(by="persona"), want)
-    with pytest.warns(DeprecationWarning):
-        xr.testing.assert_identical(comp.likert.marginal_slice(dims="persona"), want)
-    with pytest.raises(TypeError, match="both"):
-        xl.marginal_slice(comp, by="persona", dims="persona")
+    with pytest.raises(TypeError):
+        comp.likert.marginal_slice(dims="persona")
 
 
 def test_human_marginal_and_silicon_population_reduce_dim(human):
-    got, want = _old_and_new(
+    want = _old_refused(
         lambda: xl.human_marginal(human, dims="edu"), lambda: xl.human_marginal(human, dim="edu")
     )
-    xr.testing.assert_identical(got, want)
     assert "edu" not in want.dims and "party" in want.dims  # edu pooled over, party kept
     model = xl.datasets.synthetic_pmf(
         {"model": 2, "party": ["D", "R"], "edu": ["hi", "lo"]}, n_items=1, scale=(1, 5)
     ).assign_coords(item=["q"])
-    got, want = _old_and_new(
+    want = _old_refused(
         lambda: xl.silicon_population(model, human, dims="edu"),
         lambda: xl.silicon_population(model, human, dim="edu"),
     )
-    xr.testing.assert_identical(got, want)
     assert "edu" not in want.dims and "party" in want.dims
     pooled = xl.human_marginal(human, dim="edu")
     xr.testing.assert_identical(human.likert.human_marginal(dim="edu"), pooled)
-    with pytest.warns(DeprecationWarning):
-        xr.testing.assert_identical(human.likert.human_marginal(dims="edu"), pooled)
-    with pytest.warns(DeprecationWarning):
-        xr.testing.assert_identical(model.likert.silicon_population(human, dims="edu"), want)
+    xr.testing.assert_identical(model.likert.silicon_population(human, dim="edu"), want)
+    with pytest.raises(TypeError):
+        human.likert.human_marginal(dims="edu")
+    with pytest.raises(TypeError):
+        model.likert.silicon_population(human, dims="edu")
 
 
 def test_human_pmf_keeps_by():
     t = pd.DataFrame({"g": ["a", "b", "b"], "q": [1, 2, 2]})
-    got, want = _old_and_new(
+    want = _old_refused(
         lambda: xl.human_pmf(t, ["q"], scale=(1, 2), groups=["g"]),
         lambda: xl.human_pmf(t, ["q"], scale=(1, 2), by=["g"]),
     )
-    xr.testing.assert_identical(got, want)
     assert want.pmf.dims == ("g", "item", "score")
     xr.testing.assert_identical(xl.human_pmf(t, ["q"], scale=(1, 2), by="g"), want)
-    got, want = _old_and_new(
+    want = _old_refused(
         lambda: xl.human_composite(t, ["q"], scale=(1, 2), groups=["g"]),
         lambda: xl.human_composite(t, ["q"], scale=(1, 2), by=["g"]),
     )
-    xr.testing.assert_identical(got, want)
+    assert want.pmf.dims == ("g", "score")
 
 
 def test_reliability_draws_respondents_from_dim(design):
-    got, want = _old_and_new(
+    want = _old_refused(
         lambda: xl.reliability(design, respondent_dims="persona"),
         lambda: xl.reliability(design, dim="persona"),
     )
-    xr.testing.assert_identical(got, want)
     assert want.alpha.dims == ("model",)  # persona reduced: one population per model
-    with pytest.warns(DeprecationWarning):
-        got = design.likert.reliability(respondent_dims="persona")
-    xr.testing.assert_identical(got, want)
+    xr.testing.assert_identical(design.likert.reliability(dim="persona"), want)
 
 
 def test_comonotone_contrast_mixes_over_dim(design):
     terms = xl.composite(design).rename(model="term")
-    got, want = _old_and_new(
+    want = _old_refused(
         lambda: xl.comonotone_contrast(terms, [1, -1], block_dims=["persona"]),
         lambda: xl.comonotone_contrast(terms, [1, -1], dim="persona"),
     )
-    xr.testing.assert_identical(got, want)
     assert want.dims == ("effect",)
 
 
@@ -154,27 +142,18 @@ def test_consensus_returns_one_type_and_the_bounds_have_their_function(design):
     assert isinstance(ds, xr.Dataset)
     assert sorted(ds.data_vars) == ["consensus", "error", "lower", "upper"]
     xr.testing.assert_identical(ds["consensus"], value)
-    with pytest.warns(DeprecationWarning, match=r"consensus_bounds"):
-        old = xl.consensus(design, tol=1e-6, bounds=True)
-    xr.testing.assert_identical(old, ds)
-    with pytest.warns(DeprecationWarning):
-        xr.testing.assert_identical(xl.consensus(design, tol=1e-6, bounds=False), value)
+    with pytest.raises(TypeError, match="bounds"):
+        xl.consensus(design, tol=1e-6, bounds=True)
     dsn = xl.dissension_bounds(design, tol=1e-6)
     xr.testing.assert_allclose(dsn["dissension"], 1 - value)
     xr.testing.assert_identical(xl.dissension(design, tol=1e-6), dsn["dissension"])
-    with pytest.warns(DeprecationWarning, match=r"dissension_bounds"):
-        xr.testing.assert_identical(xl.dissension(design, tol=1e-6, bounds=True), dsn)
+    with pytest.raises(TypeError, match="bounds"):
+        xl.dissension(design, tol=1e-6, bounds=True)
     # the accessor likewise
     xr.testing.assert_identical(design.likert.consensus_bounds(tol=1e-6), ds)
-    with pytest.warns(DeprecationWarning):
-        xr.testing.assert_identical(design.likert.consensus(tol=1e-6, bounds=True), ds)
+    with pytest.raises(TypeError, match="bounds"):
+        design.likert.consensus(tol=1e-6, bounds=True)
     xr.testing.assert_identical(design.likert.dissension_bounds(tol=1e-6), dsn)
-
-
-def test_the_deprecation_warning_points_at_the_callers_line(design):
-    with pytest.warns(DeprecationWarning) as seen:
-        xl.reliability(design, respondent_dims="persona")
-    assert seen[0].filename == __file__
 
 
 def test_flip_probability_carries_batch_dims(design):
@@ -210,7 +189,7 @@ def _code_strings(path):
 
 
 def test_no_factor_name_is_written_into_analysis_report_or_plot_code():
-    """Factor names come from the data; the model factor's name from xlikert.dims."""
+    """Factor names come from the data; the model factor's name from xlikert.core.dims."""
     from pathlib import Path
 
     root = Path(xl.__file__).parent
@@ -250,14 +229,12 @@ def test_no_factor_name_is_written_into_analysis_report_or_plot_code():
         ("xlikert.report", "load_demo_results", "xlikert.datasets"),
     ],
 )
-def test_a_table_or_dataset_has_one_home_and_its_old_path_warns(module, name, home):
+def test_a_table_or_dataset_has_one_home_and_not_its_old_one(module, name, home):
     import importlib
 
     old = importlib.import_module(module)
-    with pytest.warns(DeprecationWarning, match=home.replace(".", r"\.")):
-        moved = getattr(old, name)
-    assert moved is getattr(importlib.import_module(home), name)
-    assert name not in getattr(old, "__all__", ())
+    assert not hasattr(old, name)
+    assert name in importlib.import_module(home).__all__
 
 
 def test_report_tables_module_only_renders():
@@ -272,11 +249,10 @@ def test_report_tables_module_only_renders():
 def test_mixture_moments_reduces_dim():
     m = xr.DataArray([0.0, 2.0], dims="a")
     v = xr.DataArray([1.0, 1.0], dims="a")
-    got, want = _old_and_new(
+    want = _old_refused(
         lambda: sampling.mixture_moments(m, v, dims=["a"]),
         lambda: sampling.mixture_moments(m, v, dim="a"),
     )
-    xr.testing.assert_identical(got, want)
     assert float(want["var"]) == 2.0
 
 

@@ -10,8 +10,8 @@ backend protocol; :mod:`xlikert.analysis` holds one module per analysis stage;
 :mod:`xlikert.report` writes the tables and figures. Every analysis function is
 re-exported here (``xl.composite``, ``xl.decompose``, ...), takes a PMF
 DataArray or a results Dataset first and its dimension arguments by keyword;
-the dimension roles are registered in :mod:`xlikert.dims`, the variables of a
-results file in :mod:`xlikert.schema`.
+the dimension roles are registered in :mod:`xlikert.core.dims`, the variables of a
+results file in :mod:`xlikert.core.schema`.
 
 >>> import xlikert as xl
 >>> ds = xl.open_results("results.nc")            # doctest: +SKIP
@@ -25,7 +25,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import _compat
 from . import accessor as _accessor  # noqa: F401  (registers the .likert accessor)
 from ._version import __version__
 from .analysis.alignment import (
@@ -69,16 +68,14 @@ from .analysis.keying import reflect_reverse_keyed
 from .analysis.reliability import reliability
 from .analysis.support import item_points, item_support, nominal_items
 from .analysis.traces import trace_se
-from .errors import (
+from .core.errors import (
     CollectionError,
     ConfigError,
     DesignError,
     InvalidPMFError,
     XlikertError,
 )
-from .io import open_decomposition, open_results, to_netcdf
-
-_compat.install()
+from .core.io import open_decomposition, open_results, to_netcdf
 
 #: The namespaces loaded on first use (torch, matplotlib): ``xl.collect``, ``xl.plot``, ...
 #: ``xl.sampling`` is the sampling-cost stage, :mod:`xlikert.analysis.cost`.

@@ -24,8 +24,6 @@ from typing import Any
 
 import xarray as xr
 
-from . import io as _io
-from ._compat import renamed_keywords, retired_keyword
 from .analysis import alignment as _align
 from .analysis import consensus as _consensus
 from .analysis import constraint as _constraint
@@ -33,6 +31,7 @@ from .analysis import construct as _construct
 from .analysis import human as _human
 from .analysis import reliability as _reliability
 from .analysis.keying import Subscale
+from .core import io as _io
 from .kernels import DEFAULT_MAX_CELLS
 
 __all__ = ["LikertDataArrayAccessor", "LikertDatasetAccessor"]
@@ -148,7 +147,6 @@ class _Likert:
             self._obj, factors=factors, item_dim=item_dim, score_dim=score_dim
         )
 
-    @renamed_keywords(dims="by")
     def marginal_slice(
         self,
         by: Hashable | Sequence[Hashable],
@@ -181,7 +179,6 @@ class _Likert:
             engine=engine,
         )
 
-    @retired_keyword("bounds", "consensus_bounds(...)", redirect=consensus_bounds)
     def consensus(
         self,
         *,
@@ -220,7 +217,6 @@ class _Likert:
             engine=engine,
         )
 
-    @retired_keyword("bounds", "dissension_bounds(...)", redirect=dissension_bounds)
     def dissension(
         self,
         *,
@@ -329,7 +325,6 @@ class _Likert:
             self._obj, human, score_dim=score_dim, item_dim=item_dim, engine=engine
         )
 
-    @renamed_keywords(dims="dim")
     def silicon_population(
         self,
         human: xr.Dataset,
@@ -343,7 +338,6 @@ class _Likert:
             self._obj, human, dim=dim, item_dim=item_dim, score_dim=score_dim
         )
 
-    @renamed_keywords(respondent_dims="dim")
     def reliability(
         self,
         *,
@@ -369,7 +363,7 @@ class _Likert:
 
     @property
     def attrs(self) -> dict[Any, Any]:
-        """The attrs with their JSON text decoded (provenance as structure); see :func:`xlikert.io.read_attrs`."""
+        """The attrs with their JSON text decoded (provenance as structure); see :func:`xlikert.core.io.read_attrs`."""
         return _io.read_attrs(self._obj)
 
 
@@ -386,7 +380,6 @@ class LikertDatasetAccessor(_Likert):
         """See :func:`xlikert.failure_rate`."""
         return _constraint.failure_rate(self._obj, atol=atol)
 
-    @renamed_keywords(dims="dim")
     def human_marginal(self, *, dim: _Dims = None, item_dim: Hashable = "item") -> xr.Dataset:
         """See :func:`xlikert.human_marginal` (``ds`` a human PMF Dataset)."""
         return _human.human_marginal(self._obj, dim=dim, item_dim=item_dim)

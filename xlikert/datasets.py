@@ -25,10 +25,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .collect.options import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
-from .collect.readout import nucleus_logprobs
-from .dims import MODEL_DIM
-from .errors import UnknownNameError
+from .core.dims import MODEL_DIM
+from .core.errors import UnknownNameError
+from .kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, nucleus_logprobs
 
 __all__ = [
     "ANES96_ITEMS",
@@ -219,7 +218,7 @@ def human_baseline(instrument: str = "CETSCALE") -> pd.DataFrame:
 def _temper(p: np.ndarray, temperature: float, top_p: float) -> np.ndarray:
     """Temperature then nucleus truncation of PMFs along the last axis.
 
-    The collection's rule (:func:`xlikert.collect.readout.nucleus_logprobs`, ties kept),
+    The collection's rule (:func:`xlikert.kernels.readout.nucleus_logprobs`, ties kept),
     applied to the valid-digit PMF instead of the full vocabulary.
     """
     with np.errstate(divide="ignore"):
@@ -361,7 +360,7 @@ def load_demo_results(verbose: bool = True) -> xr.Dataset:
     """
     path = _data_path(DEMO_RESULTS)
     if path.is_file():
-        from .io import open_results
+        from .core.io import open_results
 
         with importlib.resources.as_file(path) as p:
             ds = open_results(p)  # file closed on return

@@ -3,11 +3,11 @@
 Every function takes already computed xarray/pandas objects (so it works on
 any design), draws into ``ax`` (or a new figure) and returns the
 :class:`matplotlib.figure.Figure`. Factor names come from the data (every dim
-that is not a core or auxiliary dim of :mod:`xlikert.dims`; a dim with a
+that is not a core or auxiliary dim of :mod:`xlikert.core.dims`; a dim with a
 reserved name raises a ``DesignError``): where a figure picks its factors
-itself, the model factor (:data:`xlikert.dims.MODEL_DIM`) comes first where it
+itself, the model factor (:data:`xlikert.core.dims.MODEL_DIM`) comes first where it
 exists, then the factors in dim order. Every argument after the data is
-keyword-only (passing one by position still works, with a ``DeprecationWarning``).
+keyword-only.
 Colours are the Okabe-Ito palette (colour-blind safe); continuous maps are
 ``cividis`` and the diverging ``RdBu_r`` (ColorBrewer, colour-blind safe).
 
@@ -45,9 +45,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ._compat import keyword_only
-from .dims import DECODING_DIMS, factor_dims, preferred_factor
-from .errors import DesignError
+from .core.dims import DECODING_DIMS, factor_dims, preferred_factor
+from .core.errors import DesignError
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -171,7 +170,6 @@ def _collapse_note(dims: Sequence[Hashable]) -> str:
 
 
 # --------------------------------------------------------------------------- constraint
-@keyword_only("by", "ax", "floor")
 def failure_rate(
     fr: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None, floor: float = 1e-16
 ) -> Figure:
@@ -201,7 +199,7 @@ def failure_rate(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -248,7 +246,6 @@ def failure_rate(
 
 
 # --------------------------------------------------------------------------- consensus
-@keyword_only("x", "hue", "ax")
 def consensus(
     cns: xr.DataArray,
     *,
@@ -259,7 +256,7 @@ def consensus(
     """Multivariate Consensus as grouped bars: ``x`` groups, ``hue`` bars.
 
     Further factors are averaged and their range (min to max) is drawn as an
-    error bar. ``x`` defaults to the model factor (:data:`xlikert.dims.MODEL_DIM`)
+    error bar. ``x`` defaults to the model factor (:data:`xlikert.core.dims.MODEL_DIM`)
     where present, else the first factor; ``hue`` to the next factor in dim order.
 
     Parameters
@@ -280,7 +277,7 @@ def consensus(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -327,7 +324,6 @@ def consensus(
 
 
 # --------------------------------------------------------------------------- construct
-@keyword_only("facet", "hue")
 def composite_pmfs(
     comp: xr.DataArray,
     *,
@@ -371,7 +367,7 @@ def composite_pmfs(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -530,7 +526,6 @@ def effect_distributions(
     return fig
 
 
-@keyword_only("row", "col", "ingroup", "ax")
 def interaction_heatmap(
     E: xr.DataArray,
     SD: xr.DataArray | None = None,
@@ -620,7 +615,6 @@ def interaction_heatmap(
     return fig
 
 
-@keyword_only("ax", "ylabel")
 def human_vs_llm(
     table: pd.DataFrame, *, ax: Axes | None = None, ylabel: str = "Composite score"
 ) -> Figure:
@@ -686,7 +680,6 @@ def human_vs_llm(
 
 
 # --------------------------------------------------------------------------- sampling cost
-@keyword_only("by", "ax")
 def standard_error(
     se: xr.DataArray, *, by: Hashable | None = None, ax: Axes | None = None
 ) -> Figure:
@@ -714,7 +707,7 @@ def standard_error(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -748,7 +741,6 @@ def standard_error(
     return fig
 
 
-@keyword_only("by", "consensus")
 def decoding_bias(
     bias: xr.DataArray, *, by: Hashable | None = None, consensus: xr.DataArray | None = None
 ) -> Figure:
@@ -777,7 +769,7 @@ def decoding_bias(
     ------
     DesignError
         A factor given that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -834,7 +826,6 @@ def decoding_bias(
     return fig
 
 
-@keyword_only("ax", "log_x")
 def flip_probability(flips: pd.DataFrame, *, ax: Axes | None = None, log_x: bool = True) -> Figure:
     """Sign-flip probability vs exact ``|E|``, one colour and marker per budget N.
 

@@ -4,9 +4,9 @@ Each directive reads one registry of the package, so a page never lists a name t
 code has dropped or misses one it has added:
 
 ``xlikert-dims``
-    the dimension roles and reserved names of :mod:`xlikert.dims`;
+    the dimension roles and reserved names of :mod:`xlikert.core.dims`;
 ``xlikert-results-schema``
-    every variable of a results file, from :mod:`xlikert.schema`.
+    every variable of a results file, from :mod:`xlikert.core.schema`.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], code: Sequence[i
 
 
 class DimsTable(Directive):
-    """Every name :mod:`xlikert.dims` reserves, with its role and meaning."""
+    """Every name :mod:`xlikert.core.dims` reserves, with its role and meaning."""
 
     def run(self) -> list[nodes.Node]:
-        from xlikert import dims
+        from xlikert.core import dims
 
         rows = [[name, "core dim", text] for name, text in dims.CORE_DIMS.items()]
         rows += [[name, "auxiliary dim", text] for name, text in dims.AUXILIARY_DIMS.items()]
@@ -55,10 +55,10 @@ class DimsTable(Directive):
 
 
 class ResultsSchemaTable(Directive):
-    """The variables of a results file (:mod:`xlikert.schema`), group by group."""
+    """The variables of a results file (:mod:`xlikert.core.schema`), group by group."""
 
     def run(self) -> list[nodes.Node]:
-        from xlikert import schema
+        from xlikert.core import schema
 
         groups = [
             ("always", schema.VARIABLES),

@@ -12,7 +12,7 @@ from scipy.stats import wasserstein_distance
 
 import xlikert as xl
 from xlikert import kernels
-from xlikert.errors import DesignError, InvalidPMFError
+from xlikert.core.errors import DesignError, InvalidPMFError
 from xlikert.kernels.alignment import _gini_binomial_numpy
 
 SCORES = np.arange(1, 8)

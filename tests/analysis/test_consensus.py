@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xlikert as xl
-from xlikert.errors import InvalidPMFError, XlikertError
+from xlikert.core.errors import InvalidPMFError, XlikertError
 from xlikert.kernels.consensus import (
     consensus_bounds,
     consensus_bounds_numpy,

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xlikert as xl
-from xlikert.errors import InvalidPMFError, XlikertError
+from xlikert.core.errors import InvalidPMFError, XlikertError
 
 TOKENS = ["1", " 1", "▁1", "2", " 2", "3"]
 PHI = {"1": 1, " 1": 1, "▁1": 1, "2": 2, " 2": 2, "3": 3}
@@ -48,7 +48,7 @@ def test_preimage_sum_and_renormalisation_by_hand():
     assert ds.attrs["instrument"] == "toy"
     assert json.loads(ds.attrs["valid_tokens"]) == PHI
     # the PMFs pass the shared checks and feed the next layers
-    xl.validate.check_pmf(ds.pmf)
+    xl.core.validate.check_pmf(ds.pmf)
     fr = xl.failure_rate(ds)
     np.testing.assert_allclose(fr.values, 1 - ds.valid_mass.values)
     assert fr.name == "failure_rate" and fr.dims == ("model", "item")

@@ -8,7 +8,7 @@ import xarray as xr
 from support.pmfs import make_pmf
 
 import xlikert as xl
-from xlikert.errors import DesignError, InvalidPMFError, XlikertError
+from xlikert.core.errors import DesignError, InvalidPMFError, XlikertError
 
 
 # ----------------------------------------------------------------- composite
@@ -322,7 +322,7 @@ def test_one_level_factor_is_held_constant(tmp_path):
             dec[name].to_dataset().drop_vars("f0"), alone[name].to_dataset()
         )
         assert dec[name]["f0"].item() == "f0_0"
-    attrs = xl.io.read_attrs(dec)
+    attrs = xl.core.io.read_attrs(dec)
     assert attrs["decompose_constant_factors"] == {"f0": "f0_0"}
     assert attrs["decompose_factors"] == ["f1"] and attrs["decompose_max_order"] == 1
     table = xl.summary_table(dec)
@@ -338,7 +338,7 @@ def test_one_level_factor_is_held_constant(tmp_path):
     # netCDF-ready as it stands, one-element lists included
     dec.to_netcdf(tmp_path / "dec.nc")
     back = xl.open_decomposition(tmp_path / "dec.nc")
-    assert xl.io.read_attrs(back)["decompose_factors"] == ["f1"]
+    assert xl.core.io.read_attrs(back)["decompose_factors"] == ["f1"]
 
 
 def test_every_factor_constant_gives_the_grand_mixture_alone():
@@ -348,7 +348,7 @@ def test_every_factor_constant_gives_the_grand_mixture_alone():
     np.testing.assert_allclose(
         dec["grand"]["pmf"].values, xl.composite(pmf).squeeze().values, atol=1e-15
     )
-    assert xl.io.read_attrs(dec)["decompose_constant_factors"] == {"f0": "f0_0", "f1": "f1_0"}
+    assert xl.core.io.read_attrs(dec)["decompose_constant_factors"] == {"f0": "f0_0", "f1": "f1_0"}
     assert xl.summary_table(dec).term.tolist() == ["grand"]
     # no factor dim at all: the same
     assert list(xl.decompose(pmf.isel(f0=0, f1=0, drop=True)).children) == ["grand"]

@@ -23,7 +23,7 @@ from xlikert.analysis.context import (
 )
 from xlikert.analysis.reliability import mcdonald_omega
 from xlikert.collect.context import Battery, administer, sequential_dataset
-from xlikert.errors import CollectionError, DesignError, InvalidPMFError
+from xlikert.core.errors import CollectionError, DesignError, InvalidPMFError
 
 K, S = 4, 3
 Y = np.arange(1.0, S + 1)

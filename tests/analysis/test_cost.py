@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xlikert import sampling
+from xlikert.core.errors import DesignError, InvalidPMFError, XlikertError
 from xlikert.datasets import synthetic_pmf
-from xlikert.errors import DesignError, InvalidPMFError, XlikertError
 
 
 def _draw_composites(pmf: xr.DataArray, size: tuple[int, ...], rng) -> np.ndarray:

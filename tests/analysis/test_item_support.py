@@ -1,7 +1,7 @@
 """Items with their own options: mixed scales and nominal items, on hand-made results.
 
 The results files carry the item coordinates ``score_min``, ``score_max`` and ``nominal``
-(xlikert.schema.ITEM_OPTIONS); everything that depends on the scale uses the item's own
+(xlikert.core.schema.ITEM_OPTIONS); everything that depends on the scale uses the item's own
 support, everything that needs an order refuses a nominal item by name.
 """
 
@@ -14,7 +14,7 @@ import xarray as xr
 from scipy.stats import wasserstein_distance
 
 import xlikert as xl
-from xlikert.errors import InvalidPMFError, NominalItemError
+from xlikert.core.errors import InvalidPMFError, NominalItemError
 
 #: item -> (min, max) on the file's one score axis 0..7 (the union).
 SUPPORTS = {"a": (1, 4), "b": (0, 7), "c": (1, 7), "vote": (1, 2)}
@@ -231,7 +231,7 @@ def test_order_free_functions_work_on_nominal_items():
     assert bool(a.estimate.sel(item="vote", metric=order).isnull().all())
     assert bool(a.estimate.sel(item="vote").drop_sel(metric=order).notnull().all())
     assert bool(a.estimate.sel(item=["a", "b", "c"]).notnull().all())
-    assert xl.io.read_attrs(a)["nominal_items"] == ["vote"]
+    assert xl.core.io.read_attrs(a)["nominal_items"] == ["vote"]
 
 
 def test_old_single_scale_files_analyse_identically():

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xlikert import reflect_reverse_keyed, subscale_composites
+from xlikert.core.errors import DesignError
 from xlikert.datasets import synthetic_pmf
 from xlikert.design import load_experiment
-from xlikert.errors import DesignError
 
 
 def keyed_pmf(seed=0, scale=(1, 5)):

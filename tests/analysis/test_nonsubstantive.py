@@ -9,7 +9,7 @@ import xarray as xr
 
 import xlikert as xl
 from xlikert.analysis.nonsubstantive import nonsubstantive_alignment
-from xlikert.errors import DesignError, InvalidPMFError
+from xlikert.core.errors import DesignError, InvalidPMFError
 
 DK, REF = "Don't know", "Refused"
 

@@ -26,7 +26,7 @@ from xlikert.analysis.reliability import (
     mcdonald_omega,
     one_factor_ml,
 )
-from xlikert.errors import DesignError
+from xlikert.core.errors import DesignError
 
 
 # ----------------------------------------------------------------- helpers
@@ -184,7 +184,7 @@ def test_reverse_keyed_items_are_reflected_first():
     got = xl.reliability(keyed, dim="persona")
     for v in ("alpha", "omega", "item_total", "loading"):
         np.testing.assert_allclose(got[v].values, want[v].values, rtol=1e-12)
-    assert xl.io.read_attrs(got)["reflected_items"] == '["c"]'
+    assert xl.core.io.read_attrs(got)["reflected_items"] == '["c"]'
     raw = xl.reliability(keyed, dim="persona", reflect=False)
     assert float(raw.item_total.sel(item="c")) < 0 < float(got.item_total.sel(item="c"))
     assert float(raw.alpha) < float(got.alpha)
@@ -216,7 +216,7 @@ def test_items_without_subscale_are_left_out():
     pmf = pmf.assign_coords(subscale=("item", ["E", "E", "", "A", "A"]))
     rel = xl.reliability(pmf, dim="persona")
     assert rel.item.values.tolist() == ["q0", "q1", "q3", "q4"]
-    assert xl.io.read_attrs(rel)["items_without_subscale"] == '["q2"]'
+    assert xl.core.io.read_attrs(rel)["items_without_subscale"] == '["q2"]'
 
 
 def test_mini_ipip_layout():
@@ -400,7 +400,7 @@ def test_dataset_dask_accessor_and_netcdf(tmp_path):
     want.to_netcdf(tmp_path / "rel.nc")
     with xr.open_dataset(tmp_path / "rel.nc") as back:
         xr.testing.assert_allclose(back.load(), want)
-        assert xl.io.read_attrs(back)["respondent_dims"] == ["persona"]
+        assert xl.core.io.read_attrs(back)["respondent_dims"] == ["persona"]
 
 
 def test_array_core_broadcasts():

@@ -28,7 +28,7 @@ from support.tiny import (
 
 from xlikert.collect import collect, find_valid_tokens, merge_shards
 from xlikert.collect.tokens import find_space_tokens
-from xlikert.errors import CollectionError
+from xlikert.core.errors import CollectionError
 
 HERE = Path(__file__).parent
 VALID_RE = re.compile(r"^[ ▁Ġ]?[1-7]$")
@@ -304,7 +304,7 @@ def test_shards_and_merge(tiny_spec, tmp_path, base):
 
 def test_provenance_recorded(base, tiny_dir, tmp_path):
     from xlikert.collect.runner import write_atomic
-    from xlikert.io import open_results
+    from xlikert.core.io import open_results
 
     write_atomic(base, tmp_path / "r.nc")
     ds = open_results(tmp_path / "r.nc")
@@ -335,7 +335,7 @@ def test_collected_dataset_is_netcdf_ready_the_xarray_way(base, tmp_path):
     # a one-model run decomposes: the model is held constant
     dec = xl.decompose(plain)
     assert sorted(dec.children) == ["grand", "target"]
-    assert xl.io.read_attrs(dec)["decompose_constant_factors"] == {"model": "tiny"}
+    assert xl.core.io.read_attrs(dec)["decompose_constant_factors"] == {"model": "tiny"}
     pd_a, pd_b = xl.summary_table(dec), xl.summary_table(xl.decompose(base))
     assert pd_a.equals(pd_b)
     xr.testing.assert_identical(xl.consensus(plain), xl.consensus(base))
@@ -531,7 +531,7 @@ def test_cli_run(tiny_dir, tmp_path):
     from click.testing import CliRunner
 
     from xlikert.cli import main
-    from xlikert.io import open_results
+    from xlikert.core.io import open_results
 
     cfg = tmp_path / "exp.toml"
     cfg.write_text(

@@ -21,8 +21,8 @@ from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions, collect
 from xlikert.collect.options import RUN_WIDE_OPTIONS
-from xlikert.collect.readout import DECODING_TIE_RULE
-from xlikert.errors import CollectionError
+from xlikert.core.errors import CollectionError
+from xlikert.kernels.readout import DECODING_TIE_RULE
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +269,7 @@ def _run(cfg, out, *args):
 
 
 def test_cli_flags_reach_the_stored_decoding_grid(tiny_dir, tmp_path):
-    from xlikert.io import open_results
+    from xlikert.core.io import open_results
 
     cfg = tmp_path / "exp.toml"
     cfg.write_text(TOML.format(model=tiny_dir))
@@ -286,8 +286,8 @@ def test_cli_flags_reach_the_stored_decoding_grid(tiny_dir, tmp_path):
 
 
 def test_toml_collect_table_reaches_the_stored_grid_and_flags_take_precedence(tiny_dir, tmp_path):
+    from xlikert.core.io import open_results
     from xlikert.design import load_experiment
-    from xlikert.io import open_results
 
     cfg = tmp_path / "exp.toml"
     cfg.write_text(

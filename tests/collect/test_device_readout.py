@@ -2,7 +2,7 @@
 
 On a GPU the transformers backend reads the answer where the logits are
 (:mod:`xlikert.collect.backends.transformers.device_readout`); these tests run that code on the CPU and
-compare it with :func:`xlikert.collect.readout.next_token_readout`, row by row, and
+compare it with :func:`xlikert.kernels.readout.next_token_readout`, row by row, and
 end to end through ``collect()``.
 """
 
@@ -18,7 +18,7 @@ from support.tiny import save_tiny, tiny_prompts  # noqa: E402
 from xlikert.collect import collect  # noqa: E402
 from xlikert.collect.backends.transformers import LocalModel, load_model  # noqa: E402
 from xlikert.collect.backends.transformers.device_readout import next_token_readout_torch  # noqa: E402
-from xlikert.collect.readout import next_token_readout  # noqa: E402
+from xlikert.kernels.readout import next_token_readout  # noqa: E402
 
 TEMPS, TOPS = (0.1, 0.5, 1.0, 1.3), (0.8, 0.9, 1.0)
 

@@ -20,8 +20,8 @@ from support.tiny import save_tiny
 
 from xlikert.collect import collect, read_sequence
 from xlikert.collect.layout import AnswerLayout, answer_codes
-from xlikert.errors import AnswerLabelError, CollectionError, LabelMappingError
-from xlikert.io import open_results
+from xlikert.core.errors import AnswerLabelError, CollectionError, LabelMappingError
+from xlikert.core.io import open_results
 
 MARKERS = (" ", "▁", "Ġ")
 FORMAT = '[factors.fmt]\nkind = "format"\nlevels = ["original", "letters"]\n'

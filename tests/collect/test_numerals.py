@@ -22,7 +22,7 @@ from xlikert.collect.tokens import (
     known_scripts,
 )
 from xlikert.collect.vocabulary import _byte_level, show_bytes, token_text, vocabulary
-from xlikert.errors import AnswerLabelError, CollectionError
+from xlikert.core.errors import AnswerLabelError, CollectionError
 
 _TO = {b: c for c, b in _byte_level().items()}
 
@@ -197,5 +197,5 @@ def test_a_script_shown_without_tokens_of_its_own_takes_the_multi_token_rule(tok
     assert rule.startswith("multi-token")
     assert any(c == "arabic-indic" and len(s) == 2 and y == 5
                for s, y, c in zip(ans.sequences, ans.scores, ans.scripts, strict=True))  # fmt: skip
-    _, one, rule = answer_rule(tok, [1, 2, 3], labels={1: "١", 2: "٢", 3: "٣"})
+    _, _, rule = answer_rule(tok, [1, 2, 3], labels={1: "١", 2: "٢", 3: "٣"})
     assert not rule.startswith("multi-token")

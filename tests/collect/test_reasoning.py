@@ -36,8 +36,8 @@ from xlikert.collect.reasoning import (
     trace_seed,
     trace_texts,
 )
-from xlikert.errors import CollectionError, XlikertError
-from xlikert.schema import decode_text
+from xlikert.core.errors import CollectionError, XlikertError
+from xlikert.core.schema import decode_text
 
 HERE = Path(__file__).parent
 
@@ -242,8 +242,8 @@ def test_sample_tokens_inverts_the_cdf_of_the_decoding_rule():
     """The sampler's draw is the inverse CDF of nucleus_logprobs over the vocabulary in
     vocabulary order, for top_p = 1 (its own shorter path) and top_p < 1 alike; a masked
     (-inf) tail is never drawn."""
-    from xlikert.collect.readout import nucleus_logprobs
     from xlikert.collect.reasoning import sample_tokens
+    from xlikert.kernels.readout import nucleus_logprobs
 
     rng = np.random.default_rng(4)
     z = rng.normal(scale=3.0, size=(8, 3000))
@@ -507,7 +507,7 @@ def test_every_trace_pmf_recomputes_from_the_files_token_ids(micro_dir, tmp_path
     collect(tiny_prompts(2, 2), spec, out, progress=False)
     ds = xr.load_dataset(out)
     tok, _ = _load(micro_dir)
-    info = xl.io.read_attrs(ds)["models"]["m"]["reasoning_format"]
+    info = xl.core.io.read_attrs(ds)["models"]["m"]["reasoning_format"]
     fmt = ReasoningFormat(info["framing"], info["end_marker"], info["closing_after_marker"],
                           info["closing_forced"], "")  # fmt: skip
     contexts, want, valid = [], [], []

@@ -17,9 +17,9 @@ from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
 from xlikert.collect.identity import cell_key, model_digest, sent_digest
-from xlikert.errors import CollectionError
-from xlikert.io import open_results, read_attrs
-from xlikert.schema import decode_token_ids
+from xlikert.core.errors import CollectionError
+from xlikert.core.io import open_results, read_attrs
+from xlikert.core.schema import decode_token_ids
 
 #: Every per-cell variable a reused cell copies.
 NUMBERS = ("pmf", "valid_mass", "topk_logprob", "decoding_pmf", "decoding_valid_mass")
@@ -218,26 +218,12 @@ def test_progress_of_another_configuration_survives_a_mistaken_run(dirs, tmp_pat
     assert not (tmp_path / "s.nc.partial").exists()
 
 
-def test_an_older_progress_folder_resumes_and_an_older_file_is_not_matched(dirs, tmp_path):
-    """Progress saved by an xlikert without cell keys (m<i>-u<j>.npz beside a manifest
-    holding the fingerprint) resumes its own configuration; a results file without
-    ``cell_key`` cannot be matched: an error when named, a warning when overwritten."""
-    out, partial = tmp_path / "r.nc", tmp_path / "r.nc.partial"
+def test_a_results_file_without_cell_keys_is_not_matched(dirs, tmp_path):
+    """A results file without ``cell_key`` cannot be matched: an error when named, a
+    warning when overwritten."""
+    out = tmp_path / "r.nc"
     models = [entry(dirs, "a")]
-    with pytest.raises(KeyboardInterrupt):
-        collect(tiny_prompts(3, 4), models, out, on_unit=_interrupt_after(2), **KW)
-    runs = list((partial / "runs").glob("*.json"))
-    fingerprint = json.loads(runs[0].read_text())["fingerprint"]
-    for f in partial.glob("m*-u*-*.npz"):  # the older layout: no keys, no run in the name
-        with np.load(f) as z:
-            arrays = {k: z[k] for k in z.files if k not in ("cell_key", "run", "model_digest")}
-        np.savez(partial / (f.name.rsplit("-", 1)[0] + ".npz"), **arrays)
-        f.unlink()
-    (partial / "manifest.json").write_text(json.dumps({"fingerprint": fingerprint}))
-    count = Counter()
-    ds = collect(tiny_prompts(3, 4), models, out, loader=count, **KW)
-    assert count.scored == 12 - 2 * 3 and not partial.exists()
-    cells_equal(ds, collect(tiny_prompts(3, 4), models, **KW))
+    collect(tiny_prompts(3, 4), models, out, **KW)
     unkeyed = open_results(out).drop_vars(["cell_key", "reused_from"])
     unkeyed.to_netcdf(tmp_path / "old.nc")
     with pytest.raises(CollectionError, match=r"--reuse .*old.nc: .*holds no cell keys"):

@@ -27,7 +27,7 @@ from support.tiny import save_tiny, tiny_prompts
 from xlikert.collect import collect
 from xlikert.collect.interrupt import RunInterrupted
 from xlikert.collect.lock import LockHeld, RunLock
-from xlikert.errors import CollectionError
+from xlikert.core.errors import CollectionError
 
 HERE = Path(__file__).parent
 CHILD = HERE.parent / "support" / "collect_child.py"

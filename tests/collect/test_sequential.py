@@ -27,7 +27,7 @@ from xlikert.collect.context import (
     sequential_dataset,
 )
 from xlikert.collect.protocol import conversation_model
-from xlikert.errors import CollectionError, XlikertError
+from xlikert.core.errors import CollectionError, XlikertError
 
 
 def toy_battery(K: int, S: int) -> Battery:

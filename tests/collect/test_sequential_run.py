@@ -25,7 +25,7 @@ from xlikert.collect import collect, merge_shards
 from xlikert.collect.context import Battery, administer
 from xlikert.collect.context.administration import item_orders
 from xlikert.collect.options import CollectOptions
-from xlikert.errors import CollectionError
+from xlikert.core.errors import CollectionError
 
 KW = {"progress": False, "batch_size": 4, "chunk_size": 2, "top_k": 3}
 

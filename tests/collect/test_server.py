@@ -16,7 +16,7 @@ from support.fake_server import FakeServer
 from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
-from xlikert.errors import CollectionError
+from xlikert.core.errors import CollectionError
 
 KEY = "sk-xlikert-test-DO-NOT-STORE-4242"
 
@@ -280,7 +280,7 @@ def test_cli_run_against_server(server, tiny_dir, tmp_path):
     from click.testing import CliRunner
 
     from xlikert.cli import main
-    from xlikert.io import open_results
+    from xlikert.core.io import open_results
 
     srv = server()
     cfg = tmp_path / "exp.toml"

@@ -14,7 +14,7 @@ from xlikert.collect import protocol
 from xlikert.collect.backends import openai as server
 from xlikert.collect.backends.openai import parse_server_spec
 from xlikert.collect.backends.openai.transport import HTTPStatusFailure, Transport, Unreachable
-from xlikert.errors import CollectionError
+from xlikert.core.errors import CollectionError
 
 KEY = "sk-xlikert-transport-DO-NOT-STORE-7777"
 OK = (200, {}, {"object": "list", "data": [{"id": "m"}]})

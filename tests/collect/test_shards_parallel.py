@@ -24,7 +24,7 @@ from support.results import without_session
 from support.tiny import save_tiny
 
 from xlikert.collect import merge_shards
-from xlikert.errors import CollectionError
+from xlikert.core.errors import CollectionError
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 3

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from xlikert.collect.readout import nucleus_logprobs, scale_mass, topk_intervals
+from xlikert.kernels.readout import nucleus_logprobs, scale_mass, topk_intervals
 
 
 # ----------------------------------------------------------------------------- token -> scale

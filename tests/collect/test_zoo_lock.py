@@ -50,7 +50,7 @@ def test_a_waiting_process_uses_the_assembly_made_meanwhile(tmp_path, monkeypatc
     thread.join(30)
     assert result == {"value": target}
     assert "assembling" not in capsys.readouterr().err  # found made: not assembled again
-    assert zoo.resolve_gguf("fake") == target and not list(target.parent.glob("*.part"))
+    assert zoo.resolve_gguf("fake") == target and not list(target.parent.glob(".*"))  # no leftover
 
 
 def test_a_waiting_process_loads_the_folder_dequantised_meanwhile(tmp_path, monkeypatch):

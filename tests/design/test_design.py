@@ -15,6 +15,7 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xlikert.core.errors import ConfigError
 from xlikert.design import (
     Template,
     builtin_experiments,
@@ -25,7 +26,6 @@ from xlikert.design import (
     prompts_to_frame,
 )
 from xlikert.design.template import TemplateSyntaxError
-from xlikert.errors import ConfigError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
@@ -577,7 +577,7 @@ def test_reserved_and_clashing_names(tmp_path):
     raises_config(lambda: load_experiment(path), "factor 'model'", "identifiers other than")
     path = experiment_toml(tmp_path, "[constants]\nadj = 'x'\n[factors.target]\nlevels = ['USA']\n")
     raises_config(lambda: load_experiment(path), "field 'adj' is also supplied by [constants]")
-    # the names of xlikert's own dims and variables (xlikert.dims): file, factor and role
+    # the names of xlikert's own dims and variables (xlikert.core.dims): file, factor and role
     for name, role in [
         ("temperature", "decoding temperature"),
         ("n", "budgets"),

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
+from xlikert.core.errors import ConfigError
 from xlikert.design import (
     builtin_experiments,
     builtin_instruments,
@@ -18,7 +19,6 @@ from xlikert.design import (
     load_instrument,
 )
 from xlikert.design import file_schema as schema
-from xlikert.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "xlikert" / "design" / "README.md"

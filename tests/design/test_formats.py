@@ -13,14 +13,14 @@ import xarray as xr
 
 from xlikert import reflect_reverse_keyed
 from xlikert.collect import CollectOptions
-from xlikert.design import experiment_from_dict, load_experiment
-from xlikert.design.formats import builtin_format, format_from_table
-from xlikert.errors import (
+from xlikert.core.errors import (
     AnswerLabelError,
     ConfigError,
     FormatNotShownError,
     LabelMappingError,
 )
+from xlikert.design import experiment_from_dict, load_experiment
+from xlikert.design.formats import builtin_format, format_from_table
 
 CET = {1: "Strongly disagree", 7: "Strongly agree"}
 
@@ -131,7 +131,7 @@ pytest.importorskip("transformers")
 from support.tiny import save_tiny, tiny_prompts  # noqa: E402
 
 from xlikert.collect import collect  # noqa: E402
-from xlikert.io import open_results  # noqa: E402
+from xlikert.core.io import open_results  # noqa: E402
 
 LABELS = {
     "original": list("1234567"),

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from xlikert.core.errors import ConfigError, DesignError
 from xlikert.design import load_experiment
 from xlikert.design.item_order import item_orders
-from xlikert.errors import ConfigError, DesignError
 
 
 def experiment(tmp_path: Path, factors: str) -> Path:

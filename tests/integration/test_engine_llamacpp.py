@@ -16,8 +16,8 @@ pytest.importorskip("transformers")
 from support.tiny import tiny_prompts
 
 from xlikert.collect import collect
+from xlikert.core.errors import CollectionError
 from xlikert.design import load_experiment
-from xlikert.errors import CollectionError
 from xlikert.testing.engines import llamacpp_server, smollm2_gguf
 
 

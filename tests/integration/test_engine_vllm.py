@@ -20,9 +20,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from xlikert.collect import collect, read_sequence
-from xlikert.collect.readout import topk_intervals
+from xlikert.core.errors import CollectionError
 from xlikert.design import load_experiment
-from xlikert.errors import CollectionError
+from xlikert.kernels.readout import topk_intervals
 from xlikert.testing.engines import ROOT, VLLM_ENV, engine_python
 
 
@@ -142,7 +142,7 @@ def test_killed_server_resumes_to_the_same_file(
     vllm_server.start()  # same port: the same run configuration
     collect(prompts, entry(vllm_server, smollm2_folder), out, progress=False, chunk_size=8)
     assert not partial.exists()
-    from xlikert.io import decode_attrs, open_results
+    from xlikert.core.io import decode_attrs, open_results
 
     a, b = decode_attrs(open_results(clean)), decode_attrs(open_results(out))
     for ds in (a, b):
@@ -159,7 +159,7 @@ def test_in_process_vllm_backend_equals_transformers_backend(vllm_in_process, pr
     persona, persona_toml = tmp_path / "vllm-persona.nc", ROOT / "examples" / "persona.toml"
     res = vllm_in_process.run("demo", out, multi, persona, persona_toml)
     assert res.ok, res.error
-    from xlikert.io import open_results
+    from xlikert.core.io import open_results
 
     v = open_results(out)
     spec = [{"name": "m", "source": "smollm2-135m-instruct"}]
@@ -228,7 +228,7 @@ def test_script_without_main_guard_is_told_what_to_add(smollm2_folder, tmp_path)
     child = "collection started again inside a process that vLLM spawned"
     assert child in res.stderr and f"{script} again" in res.stderr
     last = res.stderr.strip().splitlines()[-1]
-    assert last.startswith("xlikert.errors.CollectionError: model 'm': vLLM could not start")
+    assert last.startswith("xlikert.core.errors.CollectionError: model 'm': vLLM could not start")
     assert f"import your script {script} again" in last
     assert 'if __name__ == "__main__":' in last and "gpu_memory_utilization" not in last
     assert not (tmp_path / "out.nc").exists()
@@ -244,7 +244,7 @@ def test_in_process_vllm_reasoning_mode(vllm_in_process, tmp_path):
     from xlikert.collect.backends.transformers import LocalModel, load_model
     from xlikert.collect.options import CollectOptions
     from xlikert.collect.reasoning import check_reasoning
-    from xlikert.io import open_results
+    from xlikert.core.io import open_results
 
     va, vb = open_results(a), open_results(b)
     np.testing.assert_array_equal(va.trace_text, vb.trace_text)  # reproducible from the seeds
@@ -281,7 +281,7 @@ def test_in_process_vllm_reads_each_format_levels_labels(vllm_in_process, tmp_pa
     out = tmp_path / "formats.nc"
     res = vllm_in_process.run("formats", out)
     assert res.ok, res.error
-    from xlikert.io import open_results
+    from xlikert.core.io import open_results
 
     v = open_results(out)
     prompts = load_experiment("formats").build_prompts().sel(target=["USA"], item=["1", "2", "3"])
@@ -302,7 +302,7 @@ def test_in_process_vllm_reads_each_items_options(vllm_in_process, tmp_path):
     backend, the non-substantive masses included."""
     from support.survey import survey_experiment
 
-    from xlikert.io import open_results
+    from xlikert.core.io import open_results
 
     prompts = survey_experiment(tmp_path).build_prompts().sel(party=["Democrat"])
     saved, out = tmp_path / "prompts.nc", tmp_path / "survey.nc"

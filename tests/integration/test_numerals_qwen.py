@@ -24,8 +24,8 @@ pytest.importorskip("gguf")
 import torch
 
 from xlikert.collect import collect, read_sequence
+from xlikert.core.io import open_results
 from xlikert.design import load_experiment
-from xlikert.io import open_results
 
 pytestmark = [pytest.mark.usefixtures("qwen_folder"), pytest.mark.xdist_group("numerals")]
 

@@ -30,7 +30,7 @@ from support.forward import Reader, one_token
 from support.survey import SURVEY, survey_experiment
 
 from xlikert.collect import collect, read_sequence
-from xlikert.io import open_results
+from xlikert.core.io import open_results
 
 MODEL = "smollm2-135m-instruct"
 #: The 0..7 count also offers "Refused", answered with its word: digits and a word, read

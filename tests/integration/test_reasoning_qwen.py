@@ -29,8 +29,8 @@ import torch
 import xlikert as xl
 from xlikert.collect import collect, read_sequence
 from xlikert.collect.zoo import model_folder
+from xlikert.core.schema import decode_text
 from xlikert.design import load_experiment
-from xlikert.schema import decode_text
 
 QWEN = "qwen2.5-coder-0.5b-instruct"
 
@@ -77,4 +77,4 @@ def test_every_trace_pmf_recomputes_from_the_ids_though_the_text_would_not(tmp_p
                 float(cell.trace_valid_mass.isel(trace=k)), mass.sum(), rtol=1e-4
             )
     assert merged >= 1  # some trace's text retokenises into ids the model never read
-    assert xl.io.read_attrs(ds)["models"]["q"]["reasoning_format"]["framing"] == "cot"
+    assert xl.core.io.read_attrs(ds)["models"]["q"]["reasoning_format"]["framing"] == "cot"

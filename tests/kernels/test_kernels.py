@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from xlikert import kernels
-from xlikert.errors import XlikertError
+from xlikert.core.errors import XlikertError
 from xlikert.kernels import (
     blocked_comonotone_contrast,
     blocked_comonotone_contrast_numpy,
@@ -171,9 +171,7 @@ def test_engine_switch():
 
 
 def test_the_engine_choice_does_not_leak():
-    """use_engine restores the default on an error; another thread never sees it; the
-    process-wide set_engine is deprecated (and, used anyway, stays in its own context)."""
-    import contextvars
+    """use_engine restores the default on an error; another thread never sees it."""
     import threading
 
     with pytest.raises(RuntimeError), kernels.use_engine("numpy"):
@@ -186,13 +184,6 @@ def test_the_engine_choice_does_not_leak():
         worker.join()
         assert kernels.get_engine() == "numpy"
     assert seen == ["numba"]
-
-    def old_style():
-        with pytest.warns(DeprecationWarning, match="use_engine"):
-            kernels.set_engine("numpy")
-        return kernels.get_engine()
-
-    assert contextvars.copy_context().run(old_style) == "numpy"
     assert kernels.get_engine() == "numba"
 
 

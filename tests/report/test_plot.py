@@ -13,8 +13,8 @@ import pytest
 import xarray as xr
 
 from xlikert import plot, sampling
+from xlikert.core.errors import DesignError
 from xlikert.datasets import human_baseline, synthetic_pmf
-from xlikert.errors import DesignError
 
 DESIGNS = {
     1: {"model": ["a", "b", "c"]},
@@ -181,23 +181,16 @@ def test_decoding_bias_layout_does_not_overlap():
     plt.close(fig)
 
 
-def test_arguments_after_the_data_are_keyword_only_and_old_positional_calls_warn():
+def test_arguments_after_the_data_are_keyword_only():
     pmf = synthetic_pmf(DESIGNS[2], n_items=3, seed=3)
     se = sampling.standard_error(pmf, n=[10, 100])
-    with pytest.raises(TypeError, match="at most 3 positional"):
-        plot.standard_error(se, "target", None, "extra")
-    with pytest.raises(TypeError, match="multiple values for argument 'by'"):
-        plot.standard_error(se, "target", by="model")
+    with pytest.raises(TypeError, match="positional argument"):
+        plot.standard_error(se, "target")
     new = plot.standard_error(se, by="target")
-    with pytest.warns(
-        DeprecationWarning, match=r"passing 'by' by position.*standard_error\(by="
-    ) as seen:
-        old = plot.standard_error(se, "target")
-    assert [w.filename for w in seen] == [__file__]  # points at the caller's line
-    assert [t.get_text() for t in old.axes[0].get_legend().get_texts()] == [
-        t.get_text() for t in new.axes[0].get_legend().get_texts()
-    ]
+    assert [t.get_text() for t in new.axes[0].get_legend().get_texts()]
     fig, ax = plt.subplots()
-    with pytest.warns(DeprecationWarning, match=r"'ax', 'log_x'"):
-        got = plot.flip_probability(sampling.flip_probability(pmf, n=[10]), ax, False)
+    flips = sampling.flip_probability(pmf, n=[10])
+    with pytest.raises(TypeError, match="positional argument"):
+        plot.flip_probability(flips, ax, False)
+    got = plot.flip_probability(flips, ax=ax, log_x=False)
     assert got is fig and ax.get_xscale() == "linear"

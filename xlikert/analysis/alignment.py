@@ -66,12 +66,11 @@ import xarray as xr
 from scipy.stats import norm
 
 from .. import kernels
-from .._compat import renamed_keywords
 from .._version import __version__
-from ..dims import DECODING_DIMS, factor_dims
-from ..errors import DesignError, InputTypeError, InvalidPMFError
-from ..io import encode_attrs, read_attrs
-from ..validate import as_pmf, check_pmf, check_score_axis, single_chunk
+from ..core.dims import DECODING_DIMS, factor_dims
+from ..core.errors import DesignError, InputTypeError, InvalidPMFError
+from ..core.io import encode_attrs, read_attrs
+from ..core.validate import as_pmf, check_pmf, check_score_axis, single_chunk
 from .human import human_marginal, mixture_weights
 from .nonsubstantive import nonsubstantive_alignment
 from .support import check_support, item_points, nominal_items, require_ordinal
@@ -263,7 +262,7 @@ def wasserstein(
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
         A dim both have with different items or levels (naming them), or a dim
-        with a name xlikert reserves (:mod:`xlikert.dims`).
+        with a name xlikert reserves (:mod:`xlikert.core.dims`).
     InputTypeError
         ``human`` neither a Dataset nor a DataArray.
 
@@ -315,7 +314,7 @@ def representativeness(
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
         A dim both have with different items or levels (naming them), or a dim
-        with a name xlikert reserves (:mod:`xlikert.dims`).
+        with a name xlikert reserves (:mod:`xlikert.core.dims`).
     InputTypeError
         ``human`` neither a Dataset nor a DataArray.
 
@@ -367,7 +366,7 @@ def total_variation(
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
         A dim both have with different items or levels (naming them), or a dim
-        with a name xlikert reserves (:mod:`xlikert.dims`).
+        with a name xlikert reserves (:mod:`xlikert.core.dims`).
     InputTypeError
         ``human`` neither a Dataset nor a DataArray.
 
@@ -417,7 +416,7 @@ def jensen_shannon(
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
         A dim both have with different items or levels (naming them), or a dim
-        with a name xlikert reserves (:mod:`xlikert.dims`).
+        with a name xlikert reserves (:mod:`xlikert.core.dims`).
     InputTypeError
         ``human`` neither a Dataset nor a DataArray.
 
@@ -468,7 +467,7 @@ def mean_difference(
         Model and human PMFs on different score axes, or an invalid PMF.
     DesignError
         A dim both have with different items or levels (naming them), or a dim
-        with a name xlikert reserves (:mod:`xlikert.dims`).
+        with a name xlikert reserves (:mod:`xlikert.core.dims`).
     InputTypeError
         ``human`` neither a Dataset nor a DataArray.
 
@@ -548,7 +547,7 @@ def noise_ceiling(
     ------
     DesignError
         ``human`` without a sample size (a bare PMF), or a dim with a name
-        xlikert reserves (:mod:`xlikert.dims`).
+        xlikert reserves (:mod:`xlikert.core.dims`).
     InvalidPMFError
         A malformed score axis or an invalid PMF.
     InputTypeError
@@ -705,7 +704,6 @@ def alignment(
     return encode_attrs(ds)
 
 
-@renamed_keywords(dims="dim")
 def silicon_population(
     model: xr.DataArray | xr.Dataset,
     human: xr.Dataset,
@@ -732,7 +730,7 @@ def silicon_population(
         A human PMF Dataset (:func:`xlikert.human_pmf`): its counts, or sums of
         survey weights, are the mixture weights.
     dim : keyword-only
-        The persona factors to mix over (``dims=`` is its deprecated name);
+        The persona factors to mix over;
         default every human group.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.

@@ -35,11 +35,9 @@ import pandas as pd
 import xarray as xr
 
 from .. import kernels
-from .._compat import retired_keyword
-from ..dims import CORE_DIMS, DECODING_DIMS, factor_dims
-from ..errors import DesignError, InternalError, InvalidPMFError, XlikertError
-from ..kernels import DEFAULT_MAX_CELLS
-from ..validate import (
+from ..core.dims import CORE_DIMS, DECODING_DIMS, factor_dims
+from ..core.errors import DesignError, InternalError, InvalidPMFError, XlikertError
+from ..core.validate import (
     as_pmf,
     check_item_dim,
     check_pmf,
@@ -47,6 +45,7 @@ from ..validate import (
     describe_cells,
     is_lazy,
 )
+from ..kernels import DEFAULT_MAX_CELLS
 from .support import check_support, require_ordinal, support_bounds
 
 __all__ = [
@@ -203,7 +202,7 @@ def tastle_consensus(
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     NominalItemError
         A nominal item (options without an order), naming it.
 
@@ -281,7 +280,7 @@ def consensus_bounds(
         NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
         missing or empty item dimension.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     XlikertError
         ``tol`` not a finite number of at least ``1e-10``, ``max_cells`` not a
         positive integer.
@@ -356,9 +355,6 @@ def consensus_bounds(
     return res
 
 
-@retired_keyword(
-    "bounds", "xl.consensus_bounds(...) for the certified bounds", redirect=consensus_bounds
-)
 def consensus(
     pmf: xr.DataArray | xr.Dataset,
     *,
@@ -414,9 +410,7 @@ def consensus(
     xr.DataArray
         ``consensus`` with dims ``(*factors)`` (``(*factors, item_dim)`` when
         ``item_dim`` is None). Dask-backed input gives a lazy result. The
-        certified bounds and the error are :func:`consensus_bounds`'s; the
-        keyword ``bounds=True`` of earlier versions still returns them, with a
-        ``DeprecationWarning``.
+        certified bounds and the error are :func:`consensus_bounds`'s.
 
     Raises
     ------
@@ -426,7 +420,7 @@ def consensus(
         NaN or negative mass, PMFs not summing to 1, a malformed score axis, a
         missing or empty item dimension.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     XlikertError
         ``tol`` not a finite number of at least ``1e-10``, ``max_cells`` not a
         positive integer.
@@ -542,7 +536,7 @@ def dissension_bounds(
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     XlikertError
         ``tol`` or ``max_cells`` out of range.
 
@@ -571,9 +565,6 @@ def dissension_bounds(
     )
 
 
-@retired_keyword(
-    "bounds", "xl.dissension_bounds(...) for the certified bounds", redirect=dissension_bounds
-)
 def dissension(
     pmf: xr.DataArray | xr.Dataset,
     *,
@@ -616,7 +607,7 @@ def dissension(
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     XlikertError
         ``tol`` or ``max_cells`` out of range.
 
@@ -667,7 +658,7 @@ def entropy(
     InvalidPMFError
         NaN or negative mass, PMFs not summing to 1, a malformed score axis.
     DesignError
-        A dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        A dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
 
     Examples
     --------

@@ -14,7 +14,7 @@ probabilities held in xarray.
 
 The rules every collection backend shares to read a next-token distribution
 (token -> scale sum, temperature/top-p, top-k intervals) are the collection's
-contract: :mod:`xlikert.collect.readout`.
+contract: :mod:`xlikert.kernels.readout`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..dims import factor_dims, preferred_factor
-from ..errors import DesignError, InputTypeError, InvalidPMFError, XlikertError
-from ..validate import check_score_axis, describe_cells, is_lazy
+from ..core.dims import factor_dims, preferred_factor
+from ..core.errors import DesignError, InputTypeError, InvalidPMFError, XlikertError
+from ..core.validate import check_score_axis, describe_cells, is_lazy
 from .frames import level_frame
 
 __all__ = [
@@ -467,7 +467,7 @@ def failure_summary(fr: xr.DataArray, by: Hashable | None = None) -> pd.DataFram
     fr
         Failure rates ``(*factors, item)`` (:func:`failure_rate`).
     by
-        The factor whose levels are the rows (default :data:`xlikert.dims.MODEL_DIM` if
+        The factor whose levels are the rows (default :data:`xlikert.core.dims.MODEL_DIM` if
         present, else the first factor); without factors, one row ``all``.
 
     Returns

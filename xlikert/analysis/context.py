@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..collect.context import full_joint, history_tree
-from ..errors import DesignError, InvalidPMFError
-from ..io import encode_attrs
-from ..validate import check_score_axis, describe_cells
+from ..core.errors import DesignError, InvalidPMFError
+from ..core.io import encode_attrs
+from ..core.validate import check_score_axis, describe_cells
+from ..kernels.history_tree import full_joint, history_tree
 from .keying import SUBSCALE_DIM, subscale_groups
 from .reliability import (
     ZERO_VARIANCE_RTOL,
@@ -353,7 +353,7 @@ def conversation_consensus(ds: xr.Dataset) -> xr.DataArray:
     Under isolation the joint of the ``K`` answers is the product of the item PMFs
     (:func:`xlikert.consensus`); in one conversation it is the exact mixture over
     the answer histories, built from the history tree where every history was read
-    (:func:`~xlikert.collect.context.full_joint`), and the consensus sum
+    (:func:`~xlikert.kernels.history_tree.full_joint`), and the consensus sum
     (:func:`joint_consensus_numpy`) runs over its ``S^K`` cells exactly.
 
     Parameters

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..validate import as_pmf
+from ..core.validate import as_pmf
 from .keying import SUBSCALE_DIM
 
 __all__ = ["level_frame", "with_consensus"]

@@ -21,7 +21,7 @@ the same names and levels (:mod:`xlikert.analysis.alignment`).
 Nothing is dropped silently: a missing answer (NaN, or a code listed in
 ``missing``) is counted in ``n_missing``; a code outside the scale, a
 respondent without a group attribute, a bad weight, or a group with no
-respondents is a :class:`~xlikert.errors.DesignError` naming the column and the value.
+respondents is a :class:`~xlikert.core.errors.DesignError` naming the column and the value.
 
 Examples
 --------
@@ -44,12 +44,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .._compat import renamed_keywords
 from .._version import __version__
-from ..dims import HUMAN_VARIABLES, check_factor_name, factor_dims, preferred_factor
-from ..errors import DesignError, InputTypeError
-from ..io import encode_attrs, read_attrs
-from ..validate import check_score_axis
+from ..core.dims import HUMAN_VARIABLES, check_factor_name, factor_dims, preferred_factor
+from ..core.errors import DesignError, InputTypeError
+from ..core.io import encode_attrs, read_attrs
+from ..core.validate import check_score_axis
 from .cost import composite_moments, mixture_moments
 from .nonsubstantive import nonsubstantive_variables, pool_nonsubstantive
 
@@ -204,7 +203,6 @@ def _scale_and_items(
     return np.arange(lo, hi + 1)
 
 
-@renamed_keywords(groups="by")
 def human_pmf(
     table: pd.DataFrame,
     items: Sequence[str] | Mapping[str, str],
@@ -236,7 +234,7 @@ def human_pmf(
         (:func:`xlikert.design.load_instrument`): its scale, or each item's own
         where some item has one, and every item must be one of its items.
     by : keyword-only
-        The group attribute columns (``groups=`` is its deprecated name); each
+        The group attribute columns; each
         becomes a dim with its levels (the categories of a categorical column,
         else the sorted values). Every combination of levels must have
         respondents.
@@ -293,7 +291,7 @@ def human_pmf(
     >>> xl.human_pmf(t.assign(q=[1, 5, 2]), ["q"], scale=(1, 2))
     Traceback (most recent call last):
     ...
-    xlikert.errors.DesignError: column 'q' holds 1 answer(s) outside the scale 1..2: value(s) [5] (first at row 1); declare non-answer codes with missing=[...] to count them as missing (or nonsubstantive={...} as an answer that is not an opinion)
+    xlikert.core.errors.DesignError: column 'q' holds 1 answer(s) outside the scale 1..2: value(s) [5] (first at row 1); declare non-answer codes with missing=[...] to count them as missing (or nonsubstantive={...} as an answer that is not an opinion)
     >>> t = pd.DataFrame({"q": [1, 2, 8, None]})
     >>> h = xl.human_pmf(t, ["q"], scale=(1, 2), nonsubstantive={"Don't know": [8]})
     >>> h.pmf.values.tolist(), int(h.n_missing[0]), h.nonsubstantive_rate.values.tolist()
@@ -435,7 +433,7 @@ def _check_counts(counts: xr.DataArray, dim: Hashable) -> None:
     values = np.asarray(counts.values, dtype=np.float64)
     bad = ~np.isfinite(values) | (values < 0) | (values != np.round(values))
     if bad.any():
-        from ..validate import describe_cells
+        from ..core.validate import describe_cells
 
         raise DesignError(
             "counts must be non-negative integers; bad count at "
@@ -546,7 +544,7 @@ def human_pmf_from_counts(
         _check_counts(nonsubstantive, "option")
     n = counts.sum(score_dim)
     if bool((n == 0).any()):
-        from ..validate import describe_cells
+        from ..core.validate import describe_cells
 
         raise DesignError(
             f"group with no respondents at {describe_cells(n == 0)}: its PMF is undefined; "
@@ -560,7 +558,6 @@ def human_pmf_from_counts(
     return _finish(ds, scores, attrs, "human_pmf_from_counts")
 
 
-@renamed_keywords(groups="by")
 def human_composite(
     table: pd.DataFrame,
     items: Sequence[str],
@@ -590,7 +587,7 @@ def human_composite(
         The scale of each item ``(min, max)``, or an instrument whose scale it is
         (as :func:`human_pmf`).
     by : keyword-only
-        The group attribute columns (``groups=`` is its deprecated name).
+        The group attribute columns.
     weights : keyword-only
         A column of survey weights (positive), as :func:`human_pmf`.
     missing : keyword-only
@@ -663,7 +660,6 @@ def mixture_weights(human: xr.Dataset) -> xr.DataArray:
     return human["weight"] if "weight" in human else human["n"]
 
 
-@renamed_keywords(dims="dim")
 def human_marginal(
     human: xr.Dataset,
     *,
@@ -683,7 +679,7 @@ def human_marginal(
     human : xr.Dataset
         A human PMF Dataset (:func:`human_pmf`).
     dim : keyword-only
-        The group dim(s) to pool over (``dims=`` is its deprecated name); the
+        The group dim(s) to pool over; the
         other group dims are kept. Default: every group dim.
     item_dim : keyword-only
         Name of the item dim.
@@ -752,7 +748,7 @@ def human_vs_llm(
     baseline
         :func:`xlikert.datasets.human_baseline` output.
     by
-        Factor whose levels are compared (default :data:`xlikert.dims.MODEL_DIM` if
+        Factor whose levels are compared (default :data:`xlikert.core.dims.MODEL_DIM` if
         present, else the first factor).
     condition
         Selection, e.g. ``{"target": "USA"}`` (the paper's comparison: the baseline's

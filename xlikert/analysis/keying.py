@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..dims import DECODING_DIMS, factor_dims
-from ..errors import DesignError
-from ..validate import as_pmf, check_item_dim, check_score_axis
+from ..core.dims import DECODING_DIMS, factor_dims
+from ..core.errors import DesignError
+from ..core.validate import as_pmf, check_item_dim, check_score_axis
 from .support import check_support, require_ordinal, support_bounds
 
 __all__ = [

@@ -30,7 +30,7 @@ import numpy as np
 import xarray as xr
 from scipy.stats import norm
 
-from ..errors import DesignError, InputTypeError
+from ..core.errors import DesignError, InputTypeError
 from .constraint import nonsubstantive_rate
 
 __all__ = [

@@ -33,8 +33,8 @@ from collections.abc import Hashable
 import numpy as np
 import xarray as xr
 
-from ..errors import InputTypeError, InvalidPMFError, NominalItemError
-from ..validate import check_score_axis, is_lazy
+from ..core.errors import InputTypeError, InvalidPMFError, NominalItemError
+from ..core.validate import check_score_axis, is_lazy
 
 __all__ = [
     "item_points",
@@ -235,7 +235,7 @@ def nominal_items(pmf: xr.DataArray | xr.Dataset, *, item_dim: Hashable = "item"
 def require_ordinal(
     pmf: xr.DataArray | xr.Dataset, what: str, *, item_dim: Hashable = "item"
 ) -> None:
-    """Raise :class:`~xlikert.errors.NominalItemError` if some item has no order.
+    """Raise :class:`~xlikert.core.errors.NominalItemError` if some item has no order.
 
     Parameters
     ----------
@@ -259,7 +259,7 @@ def require_ordinal(
     >>> require_ordinal(pmf, "xl.composite")
     Traceback (most recent call last):
     ...
-    xlikert.errors.NominalItemError: xl.composite needs ordered options, but items ['vote'] are nominal (their options have no order); leave them out, e.g. pmf.sel(item=~pmf.nominal)
+    xlikert.core.errors.NominalItemError: xl.composite needs ordered options, but items ['vote'] are nominal (their options have no order); leave them out, e.g. pmf.sel(item=~pmf.nominal)
     """
     bad = nominal_items(pmf, item_dim=item_dim)
     if bad:

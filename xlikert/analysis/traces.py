@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..dims import MODEL_DIM
-from ..errors import InputTypeError, InvalidPMFError, XlikertError
-from ..validate import as_pmf, describe_cells
+from ..core.dims import MODEL_DIM
+from ..core.errors import InputTypeError, InvalidPMFError, XlikertError
+from ..core.validate import as_pmf, describe_cells
 
 __all__ = ["leave_one_trace_out", "trace_se"]
 

@@ -55,7 +55,7 @@ def demo_summary(ds) -> str:
     """
     import xlikert as xl
 
-    from ..dims import MODEL_DIM
+    from ..core.dims import MODEL_DIM
 
     def table(df) -> str:
         return df.to_string(float_format=lambda v: f"{v:.3f}")
@@ -107,8 +107,8 @@ def demo(out_dir, batch_size, quiet):
     OUT_DIR/results.nc, OUT_DIR/summary.txt and the report.
     """
     from ..collect import collect
+    from ..core.errors import XlikertError
     from ..design import load_experiment
-    from ..errors import XlikertError
     from .collect import parse_batch
 
     out = Path(out_dir)

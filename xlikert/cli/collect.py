@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ..errors import XlikertError
+from ..core.errors import XlikertError
 
 __all__ = ["FLAGS", "merge", "parse_batch", "parse_floats", "run", "run_options"]
 
@@ -195,7 +195,7 @@ def run(config, output, shard, overwrite, reuse, discard_progress, quiet, **flag
 
 def _reuse_note(ds) -> str:
     """``: 12 computed, 34 reused (34 from old.nc)`` when cells were reused, else empty."""
-    from ..io import read_attrs
+    from ..core.io import read_attrs
 
     attrs = read_attrs(ds)
     reused = int(attrs.get("cells_reused", 0))

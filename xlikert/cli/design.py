@@ -46,8 +46,8 @@ def prompts(config: str, output: Path | None, show: int, history: str | None) ->
     Hugging Face id; offline, one in the local Hugging Face cache) and fails
     naming the file and the model if one cannot be loaded.
     """
+    from ..core.errors import XlikertError
     from ..design import load_experiment, prompts_to_frame
-    from ..errors import XlikertError
 
     if output is not None and output.suffix.lower() not in (".csv", ".jsonl"):
         raise click.BadParameter(
@@ -90,8 +90,8 @@ def prompts(config: str, output: Path | None, show: int, history: str | None) ->
 
 def _show_conversation(ds, history: str) -> None:
     """Print the messages after ``history`` in the first sequential condition."""
+    from ..core.errors import XlikertError
     from ..design.item_order import ADMINISTRATION_DIM, conversation
-    from ..errors import XlikertError
 
     try:
         scores = [int(x) for x in history.replace(" ", "").split(",") if x]
@@ -146,8 +146,8 @@ def example(name: str | None, output: Path | None, force: bool) -> None:
     A built-in runs as it is by name (xlikert prompts paper; xlikert run paper -o
     paper.nc); copy it to change its models, factors or options, then run the copy.
     """
+    from ..core.errors import XlikertError
     from ..design import builtin_experiments, load_experiment
-    from ..errors import XlikertError
 
     names = builtin_experiments()
     if name is None:

@@ -45,7 +45,7 @@ def report(
     results: str, out_dir: str, origins: tuple[str, ...], tol: float, human: str | None
 ) -> None:
     """Write every table and figure of the analysis of RESULTS (netCDF) into a report."""
-    from ..errors import XlikertError
+    from ..core.errors import XlikertError
     from ..report import write_report
 
     mapping = None
@@ -82,8 +82,8 @@ def reliability(results: str, respondents: str | None) -> None:
     subscale; reverse-keyed items are reflected first (xl.reliability).
     """
     from ..analysis.reliability import default_respondents, reliability_table
-    from ..errors import XlikertError
-    from ..io import open_results
+    from ..core.errors import XlikertError
+    from ..core.io import open_results
 
     try:
         ds = open_results(results)

@@ -1,7 +1,7 @@
 """Collection: exact next-token PMFs from local models, vLLM, or OpenAI-compatible servers.
 
 ``collect`` runs a prompts Dataset through one or more models and returns the
-results Dataset (:mod:`xlikert.schema`); ``merge_shards`` combines ``--shard i/n`` parts.
+results Dataset (:mod:`xlikert.core.schema`); ``merge_shards`` combines ``--shard i/n`` parts.
 Every backend implements one small protocol (:mod:`~xlikert.collect.protocol`)
 and returns one per-unit record (:mod:`~xlikert.collect.record`):
 
@@ -72,7 +72,7 @@ def load_model(*args, **kwargs):
     >>> lm = load_model("smollm-135m", range(1, 8))
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: unknown model 'smollm-135m'; built-in models are ...
+    xlikert.core.errors.CollectionError: unknown model 'smollm-135m'; built-in models are ...
 
     With the offline models installed (``requirements/offline-models.txt``):
 

@@ -13,7 +13,7 @@ A cell of a results file (one model, one condition, one item) is determined by
   the exact request sent).
 
 :data:`KEY_RULE` hashes them into the ``cell_key`` stored with every cell
-(:data:`xlikert.schema.CELL_VARIABLES`); the identity and options of each model
+(:data:`xlikert.core.schema.CELL_VARIABLES`); the identity and options of each model
 are stored in ``attrs["models"][name]["cell_identity"]``, so a key can be
 recomputed from the file. Left out on purpose: the model's name (a label), the
 batch size, the unit size (``chunk_size``), the prefix cache, the device and
@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import CollectionError
-from ..schema import decode_token_ids
+from ..core.errors import CollectionError
+from ..core.schema import decode_token_ids
 from .protocol import CellInputs, backend_module
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 A results file has one ``score`` axis, the union of its items' points, and one
 ``option`` axis, the non-substantive options ("Don't know", "Refused") of any item
-(:data:`xlikert.schema.ITEM_OPTIONS`). An item answers on part of them: its own points (its
+(:data:`xlikert.core.schema.ITEM_OPTIONS`). An item answers on part of them: its own points (its
 support) and the options it offers, each with its answer label. The answer rule
 (:func:`xlikert.collect.tokens.answer_rule`) reads one probability per *answer
 code*: the item's points, then one code per option it offers (codes above the
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from ..errors import CollectionError
+from ..core.errors import CollectionError
 
 if TYPE_CHECKING:
     from .options import CollectOptions

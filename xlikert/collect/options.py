@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CollectionError, LabelMappingError
+from ..core.errors import CollectionError, LabelMappingError
+from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from .numerals import NUMERAL_MODES, rule_scripts
 from .numerals import scripts as all_scripts
 
@@ -34,11 +35,6 @@ __all__ = [
     "check_dtype",
     "check_entry_keys",
 ]
-
-#: The decoding grid's default temperatures (the one place that holds them).
-DEFAULT_TEMPERATURES: tuple[float, ...] = (0.1, 0.5, 1.0, 1.3)
-#: The decoding grid's default top-p values (the one place that holds them).
-DEFAULT_TOP_PS: tuple[float, ...] = (0.8, 0.9, 1.0)
 
 #: Options every model of a run shares (the results' coordinates, the answer rule,
 #: the unit of saved progress): a model entry may not set them.
@@ -119,7 +115,9 @@ def _grid(name: str, value: Any, where: str, ok, rule: str) -> tuple[float, ...]
 class CollectOptions:
     """Run-wide settings every backend reads, validated when built.
 
-    Every default lives here (:data:`DEFAULT_TEMPERATURES`, :data:`DEFAULT_TOP_PS`);
+    Every default lives here (the decoding grid's, beside its rule:
+    :data:`~xlikert.kernels.readout.DEFAULT_TEMPERATURES` and
+    :data:`~xlikert.kernels.readout.DEFAULT_TOP_PS`);
     :func:`~xlikert.collect.collect` takes an instance (``options=``) and/or the same
     names as keywords, ``xlikert run`` as flags, and an experiment file as its
     ``[collect]`` table (:meth:`from_mapping`). Model entries may set ``device``,
@@ -185,7 +183,7 @@ class CollectOptions:
     >>> CollectOptions(top_ps=(0.0, 1.0))
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: top_ps must hold finite numbers in (0, 1]; got 0.0 in [0.0, 1.0]
+    xlikert.core.errors.CollectionError: top_ps must hold finite numbers in (0, 1]; got 0.0 in [0.0, 1.0]
     """
 
     scale: tuple[int, ...] | None = None
@@ -400,7 +398,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):
@@ -446,7 +444,7 @@ class CollectOptions:
         >>> CollectOptions().replace(where="--top-k", top_k=0)
         Traceback (most recent call last):
         ...
-        xlikert.errors.CollectionError: --top-k: top_k must be an integer >= 1, got 0
+        xlikert.core.errors.CollectionError: --top-k: top_k must be an integer >= 1, got 0
         """
         return type(self).from_mapping(changes, where=where, base=self)
 
@@ -559,7 +557,7 @@ def check_entry_keys(spec: Mapping[str, Any], known: Iterable[str], backend: str
     >>> check_entry_keys({"name": "m", "source": "x", "top_ps": [0.9]}, ["name", "source"], "vllm")
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: model 'm': top_ps is a run-wide option (every model of a results file shares the decoding grid, the scale and the answer rule), not a model entry's: set it in the experiment file's [collect] table, with an xlikert run flag (--temperature, --top-p, --top-k, ...) or as a collect() keyword
+    xlikert.core.errors.CollectionError: model 'm': top_ps is a run-wide option (every model of a results file shares the decoding grid, the scale and the answer rule), not a model entry's: set it in the experiment file's [collect] table, with an xlikert run flag (--temperature, --top-p, --top-k, ...) or as a collect() keyword
     """
     known = set(known)
     name = spec.get("name")

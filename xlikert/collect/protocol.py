@@ -53,7 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..errors import CollectionError
+from ..core.errors import CollectionError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,7 +133,7 @@ class Model(Protocol):
         -------
         UnitResult
             One row per prompt, in order: every variable of
-            :data:`~xlikert.schema.VARIABLES` (with the bounds in mode ``"topk"``,
+            :data:`~xlikert.core.schema.VARIABLES` (with the bounds in mode ``"topk"``,
             with the traces in reasoning mode), sized by :attr:`options`; the runner
             checks it with :meth:`UnitResult.check <xlikert.collect.UnitResult.check>`.
 
@@ -348,22 +348,3 @@ def backend_of(spec: dict[str, Any]) -> str:
 def backend_module(spec: dict[str, Any]):
     """The module implementing the backend of a model entry."""
     return importlib.import_module(BACKENDS[backend_of(spec)])
-
-
-#: Names that moved to :mod:`xlikert.collect.options` (the run-wide options).
-_MOVED = {
-    name: "xlikert.collect.options"
-    for name in (
-        "CollectOptions",
-        "DEFAULT_TEMPERATURES",
-        "DEFAULT_TOP_PS",
-        "RUN_WIDE_OPTIONS",
-        "check_entry_keys",
-    )
-}
-
-
-def __getattr__(name: str) -> Any:
-    from .._compat import moved_attribute
-
-    return moved_attribute(__name__, name, _MOVED)

@@ -12,7 +12,7 @@ thinks before it answers. For every (condition, item) the backend
    :func:`trace_seed` (the entry's ``seed``, the exact prompt text and the trace
    index), token by token at the entry's ``temperature`` and ``top_p``
    (:func:`sample_tokens`, the nucleus rule of
-   :data:`xlikert.collect.readout.DECODING_TIE_RULE`), until the model writes the
+   :data:`xlikert.kernels.readout.DECODING_TIE_RULE`), until the model writes the
    *end marker* (``</think>``, or ``Answer:`` in the chain-of-thought framing,
    whose turn starts with :data:`COT_PREFILL`),
    ends its turn, or reaches ``max_new_tokens`` (the trace is then *truncated*);
@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CollectionError
-from ..schema import decode_text, encode_text, encode_token_ids
-from .readout import logsumexp, nucleus_logprobs
+from ..core.errors import CollectionError
+from ..core.schema import decode_text, encode_text, encode_token_ids
+from ..kernels.readout import logsumexp, nucleus_logprobs
 
 __all__ = [
     "COT_ANSWER_PREFIX",
@@ -140,7 +140,7 @@ def check_reasoning(spec: Mapping[str, Any]) -> dict[str, Any] | None:
     >>> check_reasoning({"name": "m", "reasoning": {"trace": 4}})
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: model 'm': unknown key(s) ['trace'] in reasoning; known: ['framing', 'instruction', 'max_new_tokens', 'prefill', 'seed', 'temperature', 'top_p', 'traces']
+    xlikert.core.errors.CollectionError: model 'm': unknown key(s) ['trace'] in reasoning; known: ['framing', 'instruction', 'max_new_tokens', 'prefill', 'seed', 'temperature', 'top_p', 'traces']
     """
     raw = spec.get("reasoning")
     if raw is None:
@@ -382,8 +382,8 @@ def sample_tokens(
 ) -> np.ndarray:
     """Draw one token per row by inverting the CDF of the sampler's distribution.
 
-    The distribution is :func:`xlikert.collect.readout.nucleus_logprobs` over the full
-    vocabulary (:data:`~xlikert.collect.readout.DECODING_TIE_RULE`), in float64.
+    The distribution is :func:`xlikert.kernels.readout.nucleus_logprobs` over the full
+    vocabulary (:data:`~xlikert.kernels.readout.DECODING_TIE_RULE`), in float64.
 
     Parameters
     ----------
@@ -469,7 +469,7 @@ def store_traces(
     Parameters
     ----------
     res : UnitResult
-        The unit (with :data:`~xlikert.schema.TRACE_VARIABLES`).
+        The unit (with :data:`~xlikert.core.schema.TRACE_VARIABLES`).
     read
         ``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` (and
         ``nonsubstantive_mass``, when the item offers options) after each closed
@@ -508,7 +508,7 @@ def trace_texts(ds: Any) -> Any:
     ----------
     ds : xarray.Dataset
         Results of a reasoning run (a model entry with ``reasoning = {...}``): a
-        ``trace_text`` variable, compressed by :func:`xlikert.schema.encode_text`.
+        ``trace_text`` variable, compressed by :func:`xlikert.core.schema.encode_text`.
 
     Returns
     -------
@@ -524,7 +524,7 @@ def trace_texts(ds: Any) -> Any:
     Examples
     --------
     >>> import xarray as xr
-    >>> from xlikert.schema import encode_text
+    >>> from xlikert.core.schema import encode_text
     >>> ds = xr.Dataset({"trace_text": ("trace", [encode_text("I think 5."), ""])})
     >>> trace_texts(ds).values.tolist()
     ['I think 5.', '']

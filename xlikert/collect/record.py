@@ -3,7 +3,7 @@
 A *unit* is a fixed group of prompts of one model (see :mod:`xlikert.collect.runner`).
 Every backend — transformers, in-process vLLM, an OpenAI-compatible server —
 scores a unit into a :class:`UnitResult`: the variables of the results schema
-(:mod:`xlikert.schema`), each with a leading ``cell`` axis, the dims and the fill
+(:mod:`xlikert.core.schema`), each with a leading ``cell`` axis, the dims and the fill
 value given there. The
 resumable store saves it as it is (:mod:`xlikert.collect.store`), and
 :func:`assemble` scatters the units of every model into the results Dataset of
@@ -22,9 +22,9 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
-from ..dims import MODEL_DIM
-from ..errors import CollectionError
-from ..schema import (
+from ..core.dims import MODEL_DIM
+from ..core.errors import CollectionError
+from ..core.schema import (
     BOUND_VARIABLES,
     CELL_VARIABLES,
     CONTEXT_VARIABLES,
@@ -36,8 +36,8 @@ from ..schema import (
     decode_token_ids,
     variable_table,
 )
+from ..kernels.readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
 from .numerals import NUMERAL_RULE, UNICODE_VERSION
-from .readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
 from .reasoning import REASONING_RULE
 
 __all__ = ["ReadSequence", "UnitResult", "assemble", "describe_models", "read_sequence"]
@@ -79,11 +79,11 @@ class UnitResult:
             ``top_p``), as :attr:`CollectOptions.sizes <xlikert.collect.CollectOptions.sizes>`
             gives them.
         bounded : bool, default False
-            Add the certified bounds (:data:`~xlikert.schema.BOUND_VARIABLES`) and
+            Add the certified bounds (:data:`~xlikert.core.schema.BOUND_VARIABLES`) and
             measure in mode ``"topk"``.
         traces : int, default 0
             Reasoning traces per prompt; above 0 adds the trace variables
-            (:data:`~xlikert.schema.TRACE_VARIABLES`) with this many traces.
+            (:data:`~xlikert.core.schema.TRACE_VARIABLES`) with this many traces.
 
         Returns
         -------
@@ -166,7 +166,7 @@ class UnitResult:
         >>> UnitResult.empty(2, sizes).check(3, sizes)
         Traceback (most recent call last):
         ...
-        xlikert.errors.CollectionError: internal error: backend returned 'pmf' with shape (2, 5), ...
+        xlikert.core.errors.CollectionError: internal error: backend returned 'pmf' with shape (2, 5), ...
         """
         traces = int(sizes.get("trace", 0))
         if self.traces != traces:
@@ -279,12 +279,12 @@ def assemble(
     shard
         ``(i, n)`` for a shard file: adds the ``computed`` mask.
     cells
-        Variables of :data:`~xlikert.schema.CELL_VARIABLES` (each cell's key and
+        Variables of :data:`~xlikert.core.schema.CELL_VARIABLES` (each cell's key and
         origin), each a flat array over (model, cell): model-major, cells in the
         order of ``user``'s values.
     context
         The run administers some cells sequentially: adds
-        :data:`~xlikert.schema.CONTEXT_VARIABLES` (``history`` as long as the most
+        :data:`~xlikert.core.schema.CONTEXT_VARIABLES` (``history`` as long as the most
         histories any item read; ``other_item`` the item dim).
     """
     M, ncell = len(model_names), int(np.prod(user.shape))
@@ -345,7 +345,7 @@ def assemble(
     if shard:
         ds["computed"] = (dims, computed.reshape(full), dict(PROMPT_VARIABLES["computed"].attrs))
         ds.attrs["shard"] = f"{shard[0]}/{shard[1]}"
-    # Per-model provenance: attrs["models"][name] (a dict; xlikert.io stores it as JSON).
+    # Per-model provenance: attrs["models"][name] (a dict; xlikert.core.io stores it as JSON).
     ds.attrs["models"] = {model_names[mi]: dict(infos.get(mi, {})) for mi in range(M)}
     ds.attrs.update(xlikert_version=__version__, date_created=_now())
     describe_models(ds)
@@ -384,7 +384,7 @@ def describe_models(ds: xr.Dataset) -> None:
     ``collection_protocol`` and ``decoding_tie_rule``, and ``decoding_pmf``'s description
     (:func:`assemble`; :func:`~xlikert.collect.merge_shards` after joining the shards'
     models)."""
-    from ..io import read_attrs
+    from ..core.io import read_attrs
 
     models = read_attrs(ds)["models"]
     ds["decoding_pmf"].attrs["description"] = _per_model(
@@ -463,10 +463,10 @@ def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> R
 
     Examples
     --------
-    The ids are stored as text (:func:`xlikert.schema.encode_token_ids`); a
+    The ids are stored as text (:func:`xlikert.core.schema.encode_token_ids`); a
     one-cell results file made by hand:
 
-    >>> from xlikert.schema import encode_token_ids
+    >>> from xlikert.core.schema import encode_token_ids
     >>> ds = xr.Dataset(
     ...     {"prompt_token_ids": (("model", "item"), [[encode_token_ids([1, 9, 42])]])},
     ...     coords={"model": ["m"], "item": ["1"]},
@@ -476,7 +476,7 @@ def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> R
     >>> read_sequence(ds, model="m")
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: read_sequence needs one level of each of ['item']
+    xlikert.core.errors.CollectionError: read_sequence needs one level of each of ['item']
 
     The sequence one trace of a reasoning run was read after, scored again:
 

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..dims import MODEL_DIM
-from ..errors import CollectionError
-from ..schema import TRACE_VARIABLES, variable_table
+from ..core.dims import MODEL_DIM
+from ..core.errors import CollectionError
+from ..core.schema import TRACE_VARIABLES, variable_table
 from .record import UnitResult
 from .store import PartialStore
 
@@ -72,7 +72,7 @@ class ResultsSource:
                 self.attrs = dict(ds.attrs)
         except (OSError, ValueError) as exc:
             raise CollectionError(f"cannot read {self.path} to reuse its cells: {exc}") from exc
-        from ..io import read_attrs
+        from ..core.io import read_attrs
 
         self.models: dict[str, dict[str, Any]] = (
             read_attrs(xr.Dataset(attrs=self.attrs)).get("models") or {}

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..dims import MODEL_DIM, check_factor_name
-from ..errors import CollectionError
+from ..core.dims import MODEL_DIM, check_factor_name
+from ..core.errors import CollectionError
 from .context.administration import Conversations
 from .layout import cell_labels
 from .options import CollectOptions
@@ -78,7 +78,7 @@ def parse_shard(shard: str | tuple[int, int] | None) -> tuple[int, int] | None:
     >>> parse_shard("5/4")
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: shard 5/4: need 1 <= i <= n
+    xlikert.core.errors.CollectionError: shard 5/4: need 1 <= i <= n
     """
     if shard is None:
         return None
@@ -338,7 +338,7 @@ def _finished(out_path: Path, fingerprint: str, overwrite: bool) -> xr.Dataset |
     CollectionError
         The output was made by another configuration and ``overwrite`` is off.
     """
-    from ..io import open_results
+    from ..core.io import open_results
 
     try:
         old = open_results(out_path)
@@ -466,7 +466,7 @@ def collect(
     -------
     xarray.Dataset
         ``pmf``, ``valid_mass``, ``prompt_text``, ``topk_*``, ``decoding_*`` (the
-        results schema, :mod:`xlikert.schema`; :doc:`/data-model`), certified
+        results schema, :mod:`xlikert.core.schema`; :doc:`/data-model`), certified
         bounds for top-k servers, each cell's ``cell_key`` and ``reused_from``,
         provenance in ``ds.likert.attrs["models"][name]`` (with the
         ``cell_identity`` its keys hash; the attrs are stored as JSON text, so
@@ -475,9 +475,9 @@ def collect(
         ``attrs["reuse_sources"]``; with a model in reasoning mode (an entry with
         ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``, see
         :mod:`xlikert.collect.reasoning`) also ``pmf_se`` and the ``trace_*``
-        variables on a ``trace`` dim (:data:`~xlikert.schema.TRACE_VARIABLES`), and
+        variables on a ``trace`` dim (:data:`~xlikert.core.schema.TRACE_VARIABLES`), and
         ``attrs["sampling_error"]`` saying which numbers carry Monte Carlo error; with
-        sequential conditions, :data:`~xlikert.schema.CONTEXT_VARIABLES` (the certified
+        sequential conditions, :data:`~xlikert.core.schema.CONTEXT_VARIABLES` (the certified
         bound, whether ``tol`` was met, the pairwise joints, every history read) and
         the rules in ``attrs`` (``history_rule``: how the failure mass enters).
 
@@ -499,11 +499,11 @@ def collect(
     >>> collect(exp.build_prompts(), exp.models, top_ps=(0.9, 1.5))
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: collect(): top_ps must hold finite numbers in (0, 1]; ...
+    xlikert.core.errors.CollectionError: collect(): top_ps must hold finite numbers in (0, 1]; ...
     >>> collect(exp.build_prompts(), exp.models, shard="1-4")
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: --shard must look like i/n (e.g. 1/4), got '1-4'
+    xlikert.core.errors.CollectionError: --shard must look like i/n (e.g. 1/4), got '1-4'
 
     A run (the demo's three offline models: a few minutes on a laptop CPU), the same
     with the experiment's ``[collect]`` settings, and a bigger study that copies the

@@ -26,8 +26,8 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
-from ..errors import CollectionError, XlikertError
-from ..io import encode_attrs
+from ..core.errors import CollectionError, XlikertError
+from ..core.io import encode_attrs
 from .context.administration import ITEM_POSITION, context_attrs, score_battery
 from .identity import RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals, StopSignal
@@ -42,14 +42,14 @@ __all__ = ["Session", "write_atomic"]
 
 
 def write_atomic(ds: xr.Dataset, path: str | os.PathLike, kept: str = "") -> Path:
-    """Write ``ds`` to netCDF at ``path`` atomically (:func:`xlikert.io.to_netcdf`).
+    """Write ``ds`` to netCDF at ``path`` atomically (:func:`xlikert.core.io.to_netcdf`).
 
     Raises
     ------
     CollectionError
         When the file cannot be written (naming it and why); nothing is left behind.
     """
-    from ..io import to_netcdf
+    from ..core.io import to_netcdf
 
     try:
         return to_netcdf(ds, path)
@@ -275,7 +275,7 @@ class Session:
         digest = self.keys.digest(mi)
         info = None
         if self.store is not None:
-            info = self.store.load_model(digest) or self.store.legacy_model(mi)
+            info = self.store.load_model(digest)
         if info is None:
             info = self.reuse.info(mi)
             if info is not None:

@@ -18,9 +18,6 @@ kept, and the message says what changed (models, factor levels, items,
 options); only ``discard=True`` (``--discard-progress``) deletes it. When the
 output is written, the units of its own configuration are deleted (the file
 holds them), then the folder if nothing else is left in it.
-
-Folders of xlikert before cell keys (``m<i>-u<j>.npz`` beside the manifest) are
-read when their fingerprint is this run's, and kept untouched otherwise.
 """
 
 from __future__ import annotations
@@ -29,7 +26,6 @@ import datetime as _dt
 import errno
 import json
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..errors import CollectionError
+from ..core.errors import CollectionError
+from ..core.io import atomic_write
 from .lock import RunLock
 from .record import UnitResult
 
@@ -48,7 +45,6 @@ __all__ = ["PROGRESS_FORMAT", "PartialStore", "as_record", "describe_change", "d
 PROGRESS_FORMAT = "xlikert-progress-2"
 #: Arrays a unit file holds beside the unit's own (:meth:`UnitResult.to_arrays`).
 _UNIT_EXTRA = ("cell_key", "run", "model_digest")
-_LEGACY = re.compile(r"m\d+-u\d+\.npz")
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
 
 
@@ -80,19 +76,6 @@ def disk_error(path: str | os.PathLike, what: str, exc: OSError, kept: str = "")
             "from what was saved"
         )
     return CollectionError(f"cannot write {what} to {path}: {reason}{kept}{hint}")
-
-
-def _atomic_write(path: Path, write: Callable[[Any], None]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _now() -> str:
@@ -173,8 +156,6 @@ class PartialStore:
         self.lock = RunLock(self.path, self.output)
         #: Units saved in this folder so far (all configurations).
         self.saved = 0
-        #: The fingerprint of an older xlikert's units in the folder ("": none).
-        self.legacy = ""
 
     @property
     def description(self) -> dict[str, Any]:
@@ -202,12 +183,9 @@ class PartialStore:
             taken = self.lock.acquire()
             if taken:
                 said.append(taken)
-            self.legacy = self._read_legacy()
             if discard:
                 said += self._discard()
             manifest = {"format": PROGRESS_FORMAT, "xlikert": __version__}
-            if self.legacy:
-                manifest["legacy_fingerprint"] = self.legacy
             self._write_json(self.path / "manifest.json", "the progress manifest", manifest)
         except OSError as exc:
             self.lock.release()
@@ -245,33 +223,14 @@ class PartialStore:
         if self.path.is_dir():
             yield from sorted(self.path.glob("m*-u*.npz"))
 
-    @staticmethod
-    def _is_legacy(f: Path) -> bool:
-        """A unit file of an older xlikert (``m<i>-u<j>.npz``, no keys)."""
-        return _LEGACY.fullmatch(f.name) is not None
-
     def _is_own(self, f: Path) -> bool:
-        return f.name.endswith(f"-{self.run}.npz") or self._legacy_same(f)
-
-    def _read_legacy(self) -> str:
-        """The fingerprint of an older xlikert's manifest (its units lie beside it)."""
-        try:
-            old = json.loads((self.path / "manifest.json").read_text())
-        except (OSError, ValueError):
-            return ""
-        return str(old.get("fingerprint") or old.get("legacy_fingerprint") or "")
-
-    def _legacy_same(self, f: Path) -> bool:
-        return self._is_legacy(f) and self.legacy == self.fingerprint
+        return f.name.endswith(f"-{self.run}.npz")
 
     def _others(self) -> list[str]:
         """Messages about the units of other configurations found in the folder."""
         counts: dict[str, int] = {}
-        legacy = 0
         for f in self._unit_files():
-            if self._is_legacy(f):
-                legacy += not self._legacy_same(f)
-            elif not self._is_own(f):
+            if not self._is_own(f):
                 run = f.stem.split("-")[-1]
                 counts[run] = counts.get(run, 0) + 1
         said = []
@@ -285,12 +244,6 @@ class PartialStore:
                 f"(started {old.get('started', '?')}; changed since: "
                 f"{describe_change(old, self.description)}): the cells that still apply are "
                 "reused, the others are kept (--discard-progress deletes them)"
-            )
-        if legacy:
-            said.append(
-                f"{self.path} holds {legacy} unit(s) saved by an older xlikert for another "
-                "configuration, without cell keys: they cannot be reused and are kept "
-                "(--discard-progress deletes them)"
             )
         return said
 
@@ -310,7 +263,8 @@ class PartialStore:
         text = json.dumps(obj, indent=1, sort_keys=True, default=str).encode()
         try:
             path.parent.mkdir(exist_ok=True)
-            _atomic_write(path, lambda fh: fh.write(text))
+            with atomic_write(path) as tmp:
+                tmp.write_bytes(text)
         except OSError as exc:
             raise disk_error(path, what, exc, self._kept()) from exc
 
@@ -341,7 +295,8 @@ class PartialStore:
                   "run": np.array(self.fingerprint), "model_digest": np.array(model_digest)}  # fmt: skip
         path = self.unit_file(mi, ui)
         try:
-            _atomic_write(path, lambda fh: np.savez(fh, **arrays))
+            with atomic_write(path) as tmp, open(tmp, "wb") as fh:
+                np.savez(fh, **arrays)
         except OSError as exc:
             raise disk_error(path, f"finished unit {ui} of model {mi}", exc, self._kept()) from exc
         self.saved += 1
@@ -375,7 +330,7 @@ class PartialStore:
         """``(file, cell keys, fingerprint of the run that saved it)`` of every saved unit of
         other configurations (this configuration's resume as units: :meth:`own_units`)."""
         for f in self._unit_files():
-            if self._is_legacy(f) or self._is_own(f):
+            if self._is_own(f):
                 continue
             try:
                 with np.load(f) as z:
@@ -387,22 +342,13 @@ class PartialStore:
         self, units: list[tuple[int, int, Any]]
     ) -> dict[tuple[int, int], tuple[UnitResult, list[str] | None]]:
         """This configuration's saved units among ``(model, unit, cells)``, with their cells'
-        keys (None for an older xlikert's unit): a resumed run takes them as they are, so it
+        keys: a resumed run takes them as they are, so it
         computes the rest in the units and batches of an uninterrupted run."""
         out = {}
         for mi, ui, _ in units:
             f = self.unit_file(mi, ui)
-            if not f.is_file() and self.legacy == self.fingerprint:
-                f = self.path / f"m{mi:03d}-u{ui:05d}.npz"
             got = self.read_unit(f) if f.is_file() else None
             if got is not None:
                 keys = got[1].get("cell_key")
                 out[(mi, ui)] = (got[0], None if keys is None else [str(k) for k in keys])
         return out
-
-    def legacy_model(self, mi: int) -> dict[str, Any] | None:
-        """An older xlikert's record of model ``mi`` of this very configuration."""
-        f = self.path / f"model-{mi:03d}.json"
-        if self.legacy != self.fingerprint:
-            return None
-        return json.loads(f.read_text()) if f.is_file() else None

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import CollectionError
+from ..core.errors import CollectionError
 
 __all__ = ["PLAIN_FORMAT", "PLAIN_REASONING_FORMAT", "PLAIN_TURN", "PromptTemplate"]
 

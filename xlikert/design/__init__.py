@@ -24,19 +24,6 @@ from .parser import builtin_experiments, experiment_from_dict, load_experiment
 from .scale import Option, Scale
 from .template import Template
 
-#: Names that moved to the analysis (they work on PMFs, not on designs).
-_MOVED = {
-    "reflect_reverse_keyed": "xlikert.analysis.keying",
-    "subscale_composites": "xlikert.analysis.construct",
-}
-
-
-def __getattr__(name: str):
-    from .._compat import moved_attribute
-
-    return moved_attribute(__name__, name, _MOVED)
-
-
 __all__ = [
     "BUILTIN_FORMATS",
     "Experiment",

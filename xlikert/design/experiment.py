@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..errors import ConfigError, UnknownNameError
-from ..schema import ITEM_OPTIONS, PROMPT_VARIABLES
+from ..core.errors import ConfigError, UnknownNameError
+from ..core.schema import ITEM_OPTIONS, PROMPT_VARIABLES
 from .file_schema import SCALE_FIELDS
 from .formats import ResponseFormat
 from .instrument import Instrument, Item, describe_item_scales, has_item_options
@@ -360,7 +360,7 @@ class Experiment:
             format factor, ``answer_label (<format factor>, score)``. When the
             items' options are recorded per item (:attr:`per_item`), the ``score``
             axis is the union of the items' points (``scale_min``/``scale_max``
-            its ends) and the Dataset adds :data:`xlikert.schema.ITEM_OPTIONS`.
+            its ends) and the Dataset adds :data:`xlikert.core.schema.ITEM_OPTIONS`.
 
         Examples
         --------

@@ -33,8 +33,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticUndefined
 
-from ..dims import CORE_DIMS, MODEL_DIM, check_factor_name
-from ..errors import DesignError
+from ..core.dims import CORE_DIMS, MODEL_DIM, check_factor_name
+from ..core.errors import DesignError
 from .template import Template, TemplateSyntaxError
 
 #: Placeholders every template may use; their values come from the scale.
@@ -44,7 +44,7 @@ SCALE_FIELDS = (
 )  # fmt: skip
 
 #: Names no factor, lexicon field or constant may take (factors also avoid the
-#: names of xlikert.dims: its auxiliary dims and the variables it writes).
+#: names of xlikert.core.dims: its auxiliary dims and the variables it writes).
 RESERVED = frozenset(
     {*CORE_DIMS, MODEL_DIM, "system", "user", "reverse_keyed", "subscale", "nominal",
      *SCALE_FIELDS}
@@ -114,7 +114,7 @@ def _factor_name(name: str) -> str:
         raise ValueError(
             "factor names must be identifiers other than " + ", ".join(sorted(RESERVED))
         )
-    try:  # the names of xlikert's own dims and variables (xlikert.dims)
+    try:  # the names of xlikert's own dims and variables (xlikert.core.dims)
         check_factor_name(name, where="")
     except DesignError as exc:
         raise ValueError(str(exc).removeprefix(": ")) from None

@@ -55,7 +55,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..errors import FormatError, LabelMappingError, UnknownNameError
+from ..core.errors import FormatError, LabelMappingError, UnknownNameError
 
 __all__ = [
     "BUILTIN_FORMATS",
@@ -234,7 +234,7 @@ class ResponseFormat:
         >>> ResponseFormat("twice", labels=("A", "A")).shown_labels(1, 2)
         Traceback (most recent call last):
         ...
-        xlikert.errors.LabelMappingError: format 'twice': ...: labels repeat ['A']
+        xlikert.core.errors.LabelMappingError: format 'twice': ...: labels repeat ['A']
         """
         n = hi - lo + 1
         labels = (

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..errors import ConfigError, UnknownNameError
+from ..core.errors import ConfigError, UnknownNameError
 from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec, ScaleSpec
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Option, Scale

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import DesignError
+from ..core.errors import DesignError
 
 __all__ = ["ADMINISTRATIONS", "ADMINISTRATION_DIM", "ITEM_POSITION", "conversation", "item_orders"]
 

@@ -17,7 +17,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, DesignError, FormatError, FormatNotShownError, LabelMappingError
+from ..core.errors import (
+    ConfigError,
+    DesignError,
+    FormatError,
+    FormatNotShownError,
+    LabelMappingError,
+)
 from .experiment import Experiment, Factor
 from .file_schema import (
     RESERVED,
@@ -161,7 +167,7 @@ def experiment_from_dict(
     >>> experiment_from_dict({"experiment": {"instrument": "cetscal"}})
     Traceback (most recent call last):
     ...
-    xlikert.errors.ConfigError: <dict>: [experiment], field 'instrument': ...'cetscale'?); ...
+    xlikert.core.errors.ConfigError: <dict>: [experiment], field 'instrument': ...'cetscale'?); ...
     """
     if not isinstance(table, dict):
         raise ConfigError(f"{file}: an experiment must be a table, got {type(table).__name__}")
@@ -614,7 +620,7 @@ def _parse_format(p: Problems, name: str, spec: FactorSpec, scales: _ItemScales)
     default scale (:meth:`~xlikert.design.formats.ResponseFormat.fields`; an item
     with its own options renders its own, :meth:`~xlikert.design.scale.Scale.show`)
     and ``{<factor>}`` (the level label); a level whose labels are not a bijection
-    onto an item's scale is a :class:`~xlikert.errors.LabelMappingError`.
+    onto an item's scale is a :class:`~xlikert.core.errors.LabelMappingError`.
     """
     default = scales.default
     lo, hi = default.min, default.max

@@ -1,7 +1,7 @@
 """Reading the TOML files and reporting their problems.
 
 Problems are collected, so that one run reports every problem in a file, and
-raised together as one :class:`~xlikert.errors.ConfigError` whose lines name
+raised together as one :class:`~xlikert.core.errors.ConfigError` whose lines name
 the file, the item or table, and the field. :func:`validate` turns the errors
 of a pydantic schema (:mod:`.file_schema`) into such lines.
 """
@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from ..errors import LabelMappingError
+from ..core.errors import LabelMappingError
 from .formats import ResponseFormat, builtin_format, letters
 
 __all__ = ["ANSWERS", "Option", "Scale", "ShownScale"]

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import TemplateSyntaxError
+from ..core.errors import TemplateSyntaxError
 
 __all__ = ["MODIFIERS", "Placeholder", "Template", "TemplateSyntaxError"]
 
@@ -94,7 +94,7 @@ class Template:
         TemplateSyntaxError
             A lone brace, a placeholder name that is not an identifier, or an
             unknown modifier, naming the character or placeholder where it is (an
-            :class:`~xlikert.errors.XlikertError`, so also a :class:`ValueError`).
+            :class:`~xlikert.core.errors.XlikertError`, so also a :class:`ValueError`).
 
         Examples
         --------
@@ -103,7 +103,7 @@ class Template:
         >>> Template.parse("a {b")
         Traceback (most recent call last):
         ...
-        xlikert.errors.TemplateSyntaxError: lone '{' at character 2 (write '{{' ...)
+        xlikert.core.errors.TemplateSyntaxError: lone '{' at character 2 (write '{{' ...)
         """
         parts: list[str | Placeholder] = []
         pos = 0

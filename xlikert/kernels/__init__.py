@@ -6,6 +6,12 @@ and broadcasting rules. The xarray layer (:mod:`xlikert.analysis.construct`) pic
 of them through :func:`get_kernel`, so tests and benchmarks can run both side
 by side:
 
+Beside them, the pure maths the collection shares with the analysis, plain numpy on
+arrays (no kernel, no twin): :mod:`xlikert.kernels.readout` (a next-token
+distribution to the stored numbers: the scale sum, the decoding grid with its tie
+rule, the top-k bounds) and :mod:`xlikert.kernels.history_tree` (the answer-history
+tree of sequential administration: exact or certified PMFs and joints).
+
 >>> from xlikert import kernels
 >>> kernels.get_engine()
 'numba'
@@ -20,7 +26,7 @@ for the ``with`` block of the current thread or asyncio task and restores it on
 leaving (an exception included), so no call leaks its choice into another.
 Threads start with the default (``"numba"``); the engine of a call is fixed when
 its kernel handle is made (:func:`get_kernel`), so Dask workers run what the
-caller chose. ``set_engine`` (a process-wide setting with no end) is deprecated.
+caller chose.
 
 Kernels
 -------
@@ -54,8 +60,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._compat import deprecated_function
-
 __all__ = [
     "BREAKPOINT_TOL",
     "DEFAULT_MAX_CELLS",
@@ -73,7 +77,6 @@ __all__ = [
     "get_kernel",
     "noise_ceiling",
     "noise_ceiling_numpy",
-    "set_engine",
     "use_engine",
 ]
 
@@ -114,7 +117,7 @@ def __getattr__(name: str) -> Any:
 
 def _check(engine: str) -> str:
     if engine not in ENGINES:
-        from ..errors import ConfigError
+        from ..core.errors import ConfigError
 
         raise ConfigError(f"unknown kernel engine {engine!r}; choose one of {ENGINES}")
     return engine
@@ -134,40 +137,6 @@ def get_engine() -> str:
     'numba'
     """
     return _ENGINE.get()
-
-
-@deprecated_function('the context manager "with xlikert.kernels.use_engine(...):"')
-def set_engine(engine: Engine) -> None:
-    """Set the default engine for the rest of the current thread (deprecated).
-
-    A setting with no end leaks into every later call; use :func:`use_engine`,
-    or pass ``engine=`` to the function.
-
-    Parameters
-    ----------
-    engine : {"numba", "numpy"}
-        The new default.
-
-    Raises
-    ------
-    ConfigError
-        An unknown engine.
-
-    Warns
-    -----
-    DeprecationWarning
-        Always: use :func:`use_engine`.
-
-    Examples
-    --------
-    >>> import warnings
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     set_engine("numba")
-    >>> get_engine()
-    'numba'
-    """
-    _ENGINE.set(_check(engine))
 
 
 @contextlib.contextmanager
@@ -256,7 +225,7 @@ def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     """
     engine = _check(engine or _ENGINE.get())
     if name not in _MODULES:
-        from ..errors import UnknownNameError
+        from ..core.errors import UnknownNameError
 
         raise UnknownNameError(f"unknown kernel {name!r}; kernels: {', '.join(sorted(_MODULES))}")
     return KernelHandle(name, engine)

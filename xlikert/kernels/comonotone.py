@@ -11,7 +11,7 @@ left-continuous quantile index ``min{j : F_r(x_j) >= u}``.
 Numerical conventions (identical in the kernel and its numpy twin):
 
 * each CDF is divided by its last value (so it ends at exactly 1; inputs are
-  validated to sum to 1 within ``xlikert.validate.PMF_ATOL`` beforehand);
+  validated to sum to 1 within ``xlikert.core.validate.PMF_ATOL`` beforehand);
 * breakpoints closer than :data:`BREAKPOINT_TOL` (1e-12) to their sorted
   predecessor are merged into one cluster; the mass of the cluster's interval
   is ``hi_c - hi_{c-1}`` (``hi`` = largest breakpoint of a cluster, and the

@@ -5,10 +5,10 @@
 
 The report follows the pipeline (constraint -> consensus -> construct ->
 reliability -> sampling cost). Factor names come from the file (the dims of ``pmf`` other
-than ``item`` and ``score``, read with :func:`xlikert.dims.factor_dims`, so a
+than ``item`` and ``score``, read with :func:`xlikert.core.dims.factor_dims`, so a
 factor with a reserved name is a ``DesignError`` naming it): the first factor
 (``by``: the x axis, the facets, the rows of the tables) is the model factor
-(:data:`xlikert.dims.MODEL_DIM`) where there is one, else the first in dim order;
+(:data:`xlikert.core.dims.MODEL_DIM`) where there is one, else the first in dim order;
 the second is the next varying factor in dim order.
 Sections that need data the file does not hold (a decoding grid, a second
 factor, a human baseline for the instrument) say so instead of appearing.
@@ -42,11 +42,9 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import xarray as xr
 
-from .._compat import moved_attribute
 from ..plot import offscreen
 from . import tables
 from .context import ReportContext
@@ -65,12 +63,6 @@ from .sections import (
 )
 
 __all__ = ["SECTIONS", "tables", "write_report"]
-
-
-def __getattr__(name: str) -> Any:
-    # the datasets have one home, xlikert.datasets
-    moved = {"load_demo_results": "xlikert.datasets", "synthetic_results": "xlikert.datasets"}
-    return moved_attribute(__name__, name, moved)
 
 
 #: The report's sections, in order: each takes the :class:`~.context.ReportContext` and
@@ -128,9 +120,9 @@ def write_report(
 
     Raises
     ------
-    xlikert.errors.InvalidPMFError
+    xlikert.core.errors.InvalidPMFError
         ``results`` hold no ``pmf`` variable.
-    xlikert.errors.DesignError
+    xlikert.core.errors.DesignError
         The ``pmf`` has no factor dims, or a factor with a reserved name.
 
     Notes

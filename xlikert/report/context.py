@@ -20,9 +20,9 @@ import xarray as xr
 from ..analysis.consensus import consensus
 from ..analysis.construct import composite, decompose, summary_table
 from ..analysis.support import nominal_items, support_bounds
-from ..dims import factor_dims, preferred_factor
-from ..errors import DesignError, InvalidPMFError
-from ..io import decode_attrs, open_results
+from ..core.dims import factor_dims, preferred_factor
+from ..core.errors import DesignError, InvalidPMFError
+from ..core.io import decode_attrs, open_results
 
 __all__ = ["ReportContext"]
 
@@ -53,7 +53,7 @@ class ReportContext:
     factors, varying, constant
         The factor dims of ``pmf``; those with at least two levels; those with one.
     by
-        :data:`xlikert.dims.MODEL_DIM` if it is a factor, else the first factor: the x
+        :data:`xlikert.core.dims.MODEL_DIM` if it is a factor, else the first factor: the x
         axis, the facet, the rows of the tables.
     second
         The first varying factor after ``by`` in dim order (``None`` without): the

@@ -13,9 +13,6 @@ the other sampling-cost tables in :mod:`xlikert.analysis.cost.tables`,
 (:func:`to_markdown`) and returns the HTML fragment (:func:`to_html`) the report embeds.
 Every header and cell is plain text, escaped for each format (:func:`latex_escape`,
 :func:`markdown_escape`, HTML escaping).
-
-The builders that lived here (``paper_layout``, ``human_vs_llm``, ...) still import from
-here, with a ``DeprecationWarning`` naming their stage.
 """
 
 from __future__ import annotations
@@ -25,12 +22,9 @@ import math
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from .._compat import moved_attribute
 
 __all__ = [
     "MARKDOWN_SPECIAL",
@@ -42,21 +36,6 @@ __all__ = [
     "to_latex",
     "to_markdown",
 ]
-
-#: The table builders that moved to the analysis stage they tabulate.
-_MOVED = {
-    "aggregate_vs_factorial": "xlikert.analysis.construct",
-    "consensus_entropy": "xlikert.analysis.consensus",
-    "failure_summary": "xlikert.analysis.constraint",
-    "human_vs_llm": "xlikert.analysis.human",
-    "interaction_node": "xlikert.analysis.construct",
-    "mixture_moments": "xlikert.analysis.cost",
-    "paper_layout": "xlikert.analysis.construct",
-}
-
-
-def __getattr__(name: str) -> Any:
-    return moved_attribute(__name__, name, _MOVED)
 
 
 # --------------------------------------------------------------------------- export

@@ -15,8 +15,8 @@ import numpy as np
 import xarray as xr
 
 from ... import kernels
-from ...dims import DECODING_DIMS, factor_dims
-from ...validate import (
+from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.validate import (
     as_pmf,
     check_fully_crossed,
     check_item_dim,
@@ -195,7 +195,7 @@ def composite(
         Negative/NaN mass, PMFs not summing to 1 (``validate.PMF_ATOL``), a
         malformed score axis, or an empty item dim.
     DesignError
-        A factor with a name xlikert reserves (:mod:`xlikert.dims`), or a
+        A factor with a name xlikert reserves (:mod:`xlikert.core.dims`), or a
         subscale spec that does not match the items.
 
     Examples

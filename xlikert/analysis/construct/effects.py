@@ -27,12 +27,11 @@ import numpy as np
 import xarray as xr
 
 from ... import kernels
-from ..._compat import renamed_keywords
 from ..._version import __version__
-from ...dims import DECODING_DIMS, factor_dims
-from ...errors import DesignError, XlikertError
-from ...io import encode_attrs
-from ...validate import (
+from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.errors import DesignError, XlikertError
+from ...core.io import encode_attrs
+from ...core.validate import (
     as_pmf,
     check_fully_crossed,
     check_levels,
@@ -117,7 +116,6 @@ def blocked_contrast(
     return trim_support(out, effect_dim) if trim else out
 
 
-@renamed_keywords(block_dims="dim")
 def comonotone_contrast(
     pmf: xr.DataArray | xr.Dataset,
     alpha: Sequence[float],
@@ -144,7 +142,7 @@ def comonotone_contrast(
     alpha : sequence of float
         R integer-valued coefficients, so that the result lives on integers.
     dim : keyword-only
-        The block dims, mixed over (``block_dims=`` is its deprecated name);
+        The block dims, mixed over;
         default none. Other dims are carried along.
     term_dim, score_dim, effect_dim : keyword-only
         Core dims; the output replaces ``term_dim``, ``score_dim`` and the
@@ -169,7 +167,7 @@ def comonotone_contrast(
         consecutive integers.
     DesignError
         A block dim that is not a dim, ``effect_dim`` already a dim of ``pmf``,
-        or another dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        or another dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -281,7 +279,7 @@ def decompose(
         provenance (``xlikert_version``, ``decompose_factors``,
         ``decompose_constant_factors``, ``decompose_max_order``,
         ``decompose_n_items``), as netCDF holds them (structure as JSON text:
-        :func:`xlikert.io.read_attrs` decodes it), so ``dec.to_netcdf`` works as
+        :func:`xlikert.core.io.read_attrs` decodes it), so ``dec.to_netcdf`` works as
         it stands. E and SD are in composite-score units (sums of items);
         ``summary_table(dec, scoring="mean")`` gives them per item.
 
@@ -291,7 +289,7 @@ def decompose(
         A nominal item (options without an order), naming it.
     DesignError
         Missing cells, a factor with no level, bad ``max_order``,
-        a dim with a name xlikert reserves (:mod:`xlikert.dims`; e.g. a
+        a dim with a name xlikert reserves (:mod:`xlikert.core.dims`; e.g. a
         decoding grid: select one setting first).
     InvalidPMFError
         Invalid PMFs.
@@ -417,7 +415,7 @@ def contrast(
     DesignError
         ``dim`` not a factor or with fewer than two levels, a level not in
         ``dim`` or contrasted with itself, a design that is not fully crossed,
-        or a dim with a name xlikert reserves (:mod:`xlikert.dims`).
+        or a dim with a name xlikert reserves (:mod:`xlikert.core.dims`).
     InvalidPMFError
         An invalid PMF (negative or NaN mass, not summing to 1).
 

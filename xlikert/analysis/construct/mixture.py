@@ -9,10 +9,9 @@ from collections.abc import Hashable, Sequence
 
 import xarray as xr
 
-from ..._compat import renamed_keywords
-from ...dims import factor_dims
-from ...errors import DesignError
-from ...validate import as_pmf
+from ...core.dims import factor_dims
+from ...core.errors import DesignError
+from ...core.validate import as_pmf
 from ..keying import SUBSCALE_DIM
 
 #: Dims a mixture carries along, never mixes: the subscales of a composite.
@@ -60,7 +59,7 @@ def grand_mixture(
     ------
     DesignError
         A factor that is not a dim, or a dim with a name xlikert reserves
-        (:mod:`xlikert.dims`).
+        (:mod:`xlikert.core.dims`).
 
     Examples
     --------
@@ -75,7 +74,6 @@ def grand_mixture(
     return pmf.mean(dims, keep_attrs=True)
 
 
-@renamed_keywords(dims="by")
 def marginal_slice(
     pmf: xr.DataArray | xr.Dataset,
     by: Hashable | Sequence[Hashable],
@@ -94,7 +92,7 @@ def marginal_slice(
     pmf : xr.DataArray or xr.Dataset
         PMFs with factor dims, or a results Dataset (its ``pmf``).
     by : hashable or sequence of hashable
-        The factor(s) U to keep (``dims=`` is its deprecated name).
+        The factor(s) U to keep.
     factors : keyword-only
         The design's factors; default every dim except ``item_dim``,
         ``score_dim`` and a composite's ``subscale``. The factors not in ``by``
@@ -112,7 +110,7 @@ def marginal_slice(
     ------
     DesignError
         A dim of ``by`` that is not one of the factors, or a dim with a name
-        xlikert reserves (:mod:`xlikert.dims`).
+        xlikert reserves (:mod:`xlikert.core.dims`).
 
     Examples
     --------

@@ -7,31 +7,17 @@ stage's other tables are in :mod:`xlikert.analysis.construct.tables`.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ..._compat import moved_attribute
-from ...dims import AUXILIARY_DIMS, CORE_DIMS, factor_dims
-from ...errors import InvalidPMFError
-from ...validate import (
+from ...core.dims import AUXILIARY_DIMS, CORE_DIMS, factor_dims
+from ...core.errors import InvalidPMFError
+from ...core.validate import (
     as_pmf,
 )
 
 __all__ = ["SNR_RTOL", "summarize"]
-
-
-def __getattr__(name: str) -> Any:
-    # moved to the stage's tables module
-    return moved_attribute(
-        __name__,
-        name,
-        {
-            "summary_table": "xlikert.analysis.construct.tables",
-            "SCORING": "xlikert.analysis.construct.tables",
-        },
-    )
 
 
 #: An effect with ``SD <= SNR_RTOL * max|support|`` counts as deterministic (paper:
@@ -84,7 +70,7 @@ def summarize(x: xr.DataArray | xr.Dataset, *, dim: Hashable = "effect") -> xr.D
         ``dim`` missing or without a numeric coordinate.
     DesignError
         Another dim named like one of xlikert's variables (``E``, ``SD``, ...;
-        :mod:`xlikert.dims`), which the output would overwrite.
+        :mod:`xlikert.core.dims`), which the output would overwrite.
 
     Examples
     --------

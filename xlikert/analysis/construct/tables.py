@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ...errors import DesignError, InputTypeError, XlikertError
-from ...io import read_attrs
+from ...core.errors import DesignError, InputTypeError, XlikertError
+from ...core.io import read_attrs
 from ..keying import SUBSCALE_DIM
 from .effects import contrast
 from .summary import summarize

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...dims import factor_dims
-from ...errors import DesignError
-from ...validate import (
+from ...core.dims import factor_dims
+from ...core.errors import DesignError
+from ...core.validate import (
     as_pmf,
     check_fully_crossed,
     check_levels,

@@ -12,26 +12,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ..._compat import moved_attribute
-from ...dims import DECODING_DIMS, factor_dims
-from ...errors import InvalidPMFError
-from ...validate import (
+from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.errors import InvalidPMFError
+from ...core.validate import (
     as_pmf,
     check_pmf,
 )
 from .moments import composite_moments
 
 __all__ = ["correlation", "decoding_bias"]
-
-
-def __getattr__(name: str) -> Any:
-    # moved to the stage's tables module
-    return moved_attribute(__name__, name, {"decoding_bias_table": "xlikert.analysis.cost.tables"})
 
 
 # --------------------------------------------------------------------------- decoding

@@ -12,16 +12,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..._compat import moved_attribute
-from ...dims import factor_dims
-from ...errors import DesignError
-from ...validate import (
+from ...core.dims import factor_dims
+from ...core.errors import DesignError
+from ...core.validate import (
     as_pmf,
     squeeze_constant_factors,
 )
@@ -34,11 +32,6 @@ __all__ = [
     "effect_variances",
     "flip_probability",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    # moved to the stage's tables module
-    return moved_attribute(__name__, name, {"flip_table": "xlikert.analysis.cost.tables"})
 
 
 #: Bin edges of ``|E_exact|`` in the paper's flip table (composite-score units).
@@ -240,7 +233,7 @@ def flip_probability(
     ------
     DesignError
         No factor, a given factor that is not a dim, or a factor or batch dim
-        with a name xlikert reserves (:mod:`xlikert.dims`).
+        with a name xlikert reserves (:mod:`xlikert.core.dims`).
 
     Examples
     --------

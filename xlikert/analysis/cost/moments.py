@@ -7,10 +7,9 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import xarray as xr
 
-from ..._compat import renamed_keywords
-from ...dims import DECODING_DIMS, factor_dims
-from ...errors import DesignError, InvalidPMFError
-from ...validate import (
+from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.errors import DesignError, InvalidPMFError
+from ...core.validate import (
     as_pmf,
     check_item_dim,
     check_pmf,
@@ -184,7 +183,7 @@ def standard_error(
     ------
     DesignError
         ``dim`` not a factor, or a factor with a name xlikert reserves
-        (:mod:`xlikert.dims`; e.g. ``n``, which the result adds).
+        (:mod:`xlikert.core.dims`; e.g. ``n``, which the result adds).
 
     Examples
     --------
@@ -212,7 +211,6 @@ def standard_error(
     return out
 
 
-@renamed_keywords(dims="dim")
 def mixture_moments(
     mean: xr.DataArray, var: xr.DataArray, dim: Hashable | Sequence[Hashable]
 ) -> xr.Dataset:
@@ -220,7 +218,7 @@ def mixture_moments(
 
     ``E = mean(E_c)``, ``Var = mean(Var_c + E_c^2) - E^2`` (law of total variance): the
     moments of one answer of a condition drawn uniformly from the cells along ``dim``
-    (``dims=`` is its deprecated name; no dim: the moments as given).
+    (no dim: the moments as given).
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """The sampling-cost tables: standard errors by budget (:func:`sampling_se_table`), sign
 flips by effect size (:func:`flip_table`), decoding bias by level (:func:`decoding_bias_table`).
 
-Each table groups its rows ``by`` one factor (default :data:`xlikert.dims.MODEL_DIM` if
+Each table groups its rows ``by`` one factor (default :data:`xlikert.core.dims.MODEL_DIM` if
 present, else the first factor) and, for an instrument with subscales, by subscale.
 """
 
@@ -10,15 +10,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Sequence
-from typing import Any
 
 import pandas as pd
 import xarray as xr
 
-from ..._compat import moved_attribute
-from ...dims import DECODING_DIMS, factor_dims, preferred_factor
-from ...errors import DesignError
-from ...validate import as_pmf
+from ...core.dims import DECODING_DIMS, factor_dims, preferred_factor
+from ...core.errors import DesignError
+from ...core.validate import as_pmf
 from .. import frames
 from ..keying import SUBSCALE_DIM
 from .decoding import correlation
@@ -26,15 +24,6 @@ from .flips import DEFAULT_EFFECT_BINS
 from .moments import design_factors, standard_error
 
 __all__ = ["decoding_bias_table", "flip_table", "fmt_n", "sampling_se_table"]
-
-
-def __getattr__(name: str) -> Any:
-    # moved to the stage's tables module
-    return moved_attribute(
-        __name__,
-        name,
-        {"level_frame": "xlikert.analysis.frames", "with_consensus": "xlikert.analysis.frames"},
-    )
 
 
 def sampling_se_table(
@@ -74,7 +63,7 @@ def sampling_se_table(
     ------
     DesignError
         ``by`` not a factor, or a factor with a name xlikert reserves
-        (:mod:`xlikert.dims`; e.g. ``n``, the dim of the budgets).
+        (:mod:`xlikert.core.dims`; e.g. ``n``, the dim of the budgets).
 
     Examples
     --------

@@ -15,11 +15,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..._compat import renamed_keywords
-from ...dims import DECODING_DIMS, factor_dims
-from ...errors import DesignError
-from ...io import encode_attrs
-from ...validate import (
+from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.errors import DesignError
+from ...core.io import encode_attrs
+from ...core.validate import (
     as_pmf,
     check_fully_crossed,
     check_item_dim,
@@ -108,7 +107,6 @@ def _item_ids(pmf: xr.DataArray, item_dim: Hashable) -> np.ndarray:
     return np.arange(pmf.sizes[item_dim]).astype(str)
 
 
-@renamed_keywords(respondent_dims="dim")
 def reliability(
     pmf: xr.DataArray | xr.Dataset,
     *,
@@ -139,7 +137,7 @@ def reliability(
     dim : keyword-only
         The factor(s) whose conditions are the respondents, drawn uniformly
         (e.g. ``"persona"`` or ``["target", "prompt"]``); together at least two
-        conditions. ``respondent_dims=`` is its deprecated name.
+        conditions.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
     reflect : keyword-only

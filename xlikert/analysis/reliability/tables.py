@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..._compat import renamed_keywords
-from ...dims import factor_dims, preferred_factor
-from ...io import read_attrs
+from ...core.dims import factor_dims, preferred_factor
+from ...core.io import read_attrs
 from ..keying import SUBSCALE_DIM
 from .population import reliability
 
@@ -26,7 +25,7 @@ __all__ = ["RELIABILITY_COLUMNS", "default_respondents", "reliability_table"]
 def default_respondents(pmf: xr.DataArray, by: Hashable | None = None) -> list[Hashable]:
     """The report's population: every factor except ``by``, in dim order.
 
-    ``by`` (default :data:`xlikert.dims.MODEL_DIM` if a factor, else the first factor)
+    ``by`` (default :data:`xlikert.core.dims.MODEL_DIM` if a factor, else the first factor)
     indexes the populations: each model is its own.
 
     Examples
@@ -40,7 +39,6 @@ def default_respondents(pmf: xr.DataArray, by: Hashable | None = None) -> list[H
     return [f for f in factors if f != by]
 
 
-@renamed_keywords(respondent_dims="dim")
 def reliability_table(
     pmf: xr.DataArray | xr.Dataset, dim: Hashable | Sequence[Hashable]
 ) -> pd.DataFrame:
@@ -51,8 +49,7 @@ def reliability_table(
     pmf
         Item PMFs or a results Dataset.
     dim
-        The factors whose conditions are the respondents (:func:`xlikert.reliability`;
-        ``respondent_dims=`` is its deprecated name).
+        The factors whose conditions are the respondents (:func:`xlikert.reliability`).
 
     Returns
     -------

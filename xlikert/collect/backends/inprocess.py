@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import CollectionError
-from ...schema import encode_token_ids
+from ...core.errors import CollectionError
+from ...core.schema import encode_token_ids
+from ...kernels.readout import DECODING_TIE_RULE
 from ..options import check_dtype
-from ..readout import DECODING_TIE_RULE
 from ..reasoning import (
     ReasoningFormat,
     reasoning_format,

@@ -10,18 +10,28 @@ histories ``h`` of the items before it::
 
 read in a prefix tree of histories, one forward pass per history, each reusing its
 parent's cached prompt (:mod:`.sequential`); exact where every history is read,
-certified (``|returned - exact| <= tol``) where the tree is pruned (:mod:`.tree`).
+certified (``|returned - exact| <= tol``) where the tree is pruned
+(:mod:`xlikert.kernels.history_tree`).
 The pairwise joints of the items within the conversation come with it.
 
 * :class:`Battery`, :func:`administer`, :class:`SequentialResult` -- asking and reading;
 * :class:`HistoryTree`, :func:`item_marginals`, :func:`pairwise_joints`,
-  :func:`full_joint` -- what a tree gives (plain numpy);
-* :func:`sequential_dataset`, :func:`history_tree`, :func:`battery_from_prompts` --
-  xarray in and out;
+  :func:`full_joint`, :func:`history_tree` -- what a tree gives (plain numpy, the maths in
+  :mod:`xlikert.kernels.history_tree`);
+* :func:`sequential_dataset`, :func:`battery_from_prompts` -- xarray in and out;
 * :class:`Conversations`, :func:`item_orders` -- the ``administration`` factor and
   item orders in a collection run (:mod:`.administration`).
 """
 
+from ...kernels.history_tree import (
+    CERTIFIED_BOUND_RULE,
+    HISTORY_RULE,
+    HistoryTree,
+    full_joint,
+    history_tree,
+    item_marginals,
+    pairwise_joints,
+)
 from .administration import (
     ADMINISTRATION_DIM,
     ADMINISTRATIONS,
@@ -29,7 +39,7 @@ from .administration import (
     Conversations,
     item_orders,
 )
-from .dataset import battery_from_prompts, history_tree, sequential_dataset
+from .dataset import battery_from_prompts, sequential_dataset
 from .sequential import (
     CONVERSATION_RULE,
     DEFAULT_MAX_PASSES,
@@ -37,14 +47,6 @@ from .sequential import (
     Battery,
     SequentialResult,
     administer,
-)
-from .tree import (
-    CERTIFIED_BOUND_RULE,
-    HISTORY_RULE,
-    HistoryTree,
-    full_joint,
-    item_marginals,
-    pairwise_joints,
 )
 
 __all__ = [

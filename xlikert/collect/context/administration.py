@@ -13,7 +13,7 @@ changes no prompt under isolated administration, so it is refused there.
 :class:`Conversations` finds the batteries (the flat cells of each sequential
 condition, in the order asked); the runner makes each one unit of work
 (:mod:`xlikert.collect.session`), read by :func:`score_battery` into the per-unit
-record with :data:`~xlikert.schema.CONTEXT_VARIABLES`.
+record with :data:`~xlikert.core.schema.CONTEXT_VARIABLES`.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ...core.errors import CollectionError
+from ...core.schema import variable_table
 from ...design.item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, ITEM_POSITION, item_orders
-from ...errors import CollectionError
-from ...schema import variable_table
+from ...kernels.history_tree import item_marginals, pairwise_joints
 from ..protocol import Model
 from ..record import UnitResult
 from .sequential import Battery, administer
-from .tree import item_marginals, pairwise_joints
 
 __all__ = [
     "ADMINISTRATIONS",
@@ -186,7 +186,7 @@ def score_battery(
     UnitResult
         The cells in the order asked: the mixture PMFs (``pmf``, ``valid_mass``,
         ``decoding_*``), ``prompt_text`` the conversation of the most probable
-        history read, and :data:`~xlikert.schema.CONTEXT_VARIABLES`.
+        history read, and :data:`~xlikert.core.schema.CONTEXT_VARIABLES`.
     """
     systems = {s for s, _ in prompts}
     if len(systems) > 1:
@@ -236,7 +236,7 @@ def score_battery(
 
 
 def _probability(tree) -> np.ndarray:
-    from .tree import history_probability
+    from ...kernels.history_tree import history_probability
 
     return history_probability(tree.parent, tree.answer, tree.item, tree.pmf)
 
@@ -263,8 +263,8 @@ def context_attrs(options: Any) -> dict[str, Any]:
     """The attrs of a results file with sequentially administered cells: the rules (what
     the model saw, how failures enter, the certified bound, how the tree is read) and
     the reading's ``tol`` and ``max_passes``."""
+    from ...kernels.history_tree import CERTIFIED_BOUND_RULE, HISTORY_RULE
     from .sequential import CONVERSATION_RULE, EXPANSION_RULE
-    from .tree import CERTIFIED_BOUND_RULE, HISTORY_RULE
 
     return {
         "conversation_rule": CONVERSATION_RULE,

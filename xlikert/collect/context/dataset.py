@@ -4,7 +4,7 @@
 into the Dataset of one condition: the items' PMFs (``pmf``, ``valid_mass`` and their
 certified bounds), the pairwise joints (``joint``), and the history tree itself
 (dim ``history``: every history read keeps its PMF and valid mass), with the rules
-in ``attrs``. :func:`history_tree` reads the tree back from it.
+in ``attrs``. :func:`xlikert.kernels.history_tree.history_tree` reads the tree back from it.
 """
 
 from __future__ import annotations
@@ -15,21 +15,17 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...errors import CollectionError
+from ...core.errors import CollectionError
+from ...kernels.history_tree import (
+    CERTIFIED_BOUND_RULE,
+    HISTORY_RULE,
+    TREE_VARIABLES,
+    item_marginals,
+    pairwise_joints,
+)
 from .sequential import CONVERSATION_RULE, EXPANSION_RULE, Battery, SequentialResult
-from .tree import CERTIFIED_BOUND_RULE, HISTORY_RULE, HistoryTree, item_marginals, pairwise_joints
 
-__all__ = ["battery_from_prompts", "history_tree", "sequential_dataset"]
-
-#: The history tree's variables (dim ``history``) and the tree attribute each holds.
-TREE_VARIABLES = {
-    "history_parent": "parent",
-    "history_item": "item",
-    "history_answer": "answer",
-    "history_read": "read",
-    "history_pmf": "pmf",
-    "history_valid_mass": "valid_mass",
-}
+__all__ = ["battery_from_prompts", "sequential_dataset"]
 
 
 def battery_from_prompts(
@@ -164,30 +160,3 @@ def sequential_dataset(
         "exact": "true" if tree.complete else "false",
     }
     return ds
-
-
-def history_tree(ds: xr.Dataset) -> HistoryTree:
-    """The history tree stored in a sequential Dataset (:func:`sequential_dataset`).
-
-    Raises
-    ------
-    CollectionError
-        A Dataset without the tree's variables.
-    """
-    missing = [v for v in TREE_VARIABLES if v not in ds]
-    if missing:
-        raise CollectionError(
-            f"no history tree in this Dataset (missing {missing}): it is not the result of "
-            "sequential administration"
-        )
-    arrays = {attr: np.asarray(ds[var].values) for var, attr in TREE_VARIABLES.items()}
-    return HistoryTree(
-        ds.sizes["item"],
-        ds.sizes["score"],
-        arrays["parent"].astype(np.int64),
-        arrays["item"].astype(np.int64),
-        arrays["answer"].astype(np.int64),
-        arrays["read"].astype(bool),
-        arrays["pmf"].astype(np.float64),
-        arrays["valid_mass"].astype(np.float64),
-    )

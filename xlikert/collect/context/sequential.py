@@ -7,7 +7,7 @@ pass per history read, each from its parent's cached prompt (the backend's
 :class:`~xlikert.collect.protocol.ContextReader`). Histories are read best first
 (largest probability first). A small battery is read completely: exact. A longer
 one stops when the certified error of every item's PMF is at most ``tol``
-(:data:`~xlikert.collect.context.tree.CERTIFIED_BOUND_RULE`) or when
+(:data:`~xlikert.kernels.history_tree.CERTIFIED_BOUND_RULE`) or when
 ``max_passes`` forward passes are spent: then it says so (a ``RuntimeWarning``)
 and keeps the bound it reached, never a smaller one.
 
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import CollectionError
+from ...core.errors import CollectionError
+from ...kernels.history_tree import HistoryTree, certified_fill, item_marginals, pairwise_joints
 from ..protocol import Model, conversation_model
-from .tree import HistoryTree, certified_fill, item_marginals, pairwise_joints
 
 __all__ = [
     "CONVERSATION_RULE",
@@ -159,11 +159,11 @@ class SequentialResult:
     decoding_grid: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
 
     def marginals(self) -> dict[str, np.ndarray]:
-        """:func:`~xlikert.collect.context.tree.item_marginals` of the tree."""
+        """:func:`~xlikert.kernels.history_tree.item_marginals` of the tree."""
         return item_marginals(self.tree)
 
     def joints(self) -> dict[str, np.ndarray]:
-        """:func:`~xlikert.collect.context.tree.pairwise_joints` of the tree."""
+        """:func:`~xlikert.kernels.history_tree.pairwise_joints` of the tree."""
         return pairwise_joints(self.tree)
 
     def conversation(self, model: Model, path: Sequence[int]) -> str:
@@ -256,7 +256,7 @@ def administer(
         The items, in the order asked, and the replies.
     tol : float, keyword-only
         The certified error asked of every item's PMF and valid mass:
-        ``|returned - exact| <= tol`` per score (:data:`~xlikert.collect.context.tree.CERTIFIED_BOUND_RULE`);
+        ``|returned - exact| <= tol`` per score (:data:`~xlikert.kernels.history_tree.CERTIFIED_BOUND_RULE`);
         0 reads every history of positive probability (exact).
     max_passes : int, keyword-only
         The forward passes (histories read) allowed. Reached before ``tol`` is
@@ -336,7 +336,7 @@ def administer(
 
 
 def _check_args(tol: Any, max_passes: Any, batch: Any) -> tuple[float, int, int]:
-    from ...errors import XlikertError
+    from ...core.errors import XlikertError
 
     try:
         tol = float(tol)

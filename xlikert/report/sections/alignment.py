@@ -22,24 +22,19 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..._compat import moved_attribute
 from ...analysis import alignment as stage
 from ...analysis.alignment import ORDER_METRICS, alignment, silicon_population
 from ...analysis.human import human_marginal, human_pmf
 from ...analysis.nonsubstantive import nonsubstantive_alignment
 from ...analysis.support import nominal_items
-from ...errors import ConfigError, DesignError
-from ...io import decode_attrs, read_attrs
+from ...core.errors import ConfigError, DesignError
+from ...core.io import decode_attrs, read_attrs
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
 
 __all__ = ["WEIGHT_COLUMN", "human_alignment_section", "human_section", "load_human"]
-
-
-def __getattr__(name: str) -> Any:
-    return moved_attribute(__name__, name, {"alignment_table": "xlikert.analysis.alignment"})
 
 
 #: The column of survey weights in a CSV of respondents.

@@ -1,7 +1,7 @@
 """Section "Context and order": sequential administration against isolation, order effects.
 
 Only for results with sequentially administered cells (``context_position >= 0``
-somewhere, :data:`~xlikert.schema.CONTEXT_VARIABLES`); a file without them gets no
+somewhere, :data:`~xlikert.core.schema.CONTEXT_VARIABLES`); a file without them gets no
 section and writes nothing. It shows the item means and PMFs under isolated and
 sequential administration (with an ``administration`` factor of both levels), the
 certified bounds of the conversations read, the mean of every item by the position
@@ -21,8 +21,8 @@ import pandas as pd
 import xarray as xr
 
 from ...analysis.context import carry_over
+from ...core.dims import MODEL_DIM
 from ...design.item_order import ADMINISTRATION_DIM, ITEM_POSITION
-from ...dims import MODEL_DIM
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_code as md_code

@@ -11,11 +11,9 @@ the mean composite over the conditions it explains.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 import xarray as xr
 
-from ..._compat import moved_attribute
 from ...analysis import construct
 from ..context import ReportContext
 from ..page import Section
@@ -23,10 +21,6 @@ from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
 
 __all__ = ["format_factor", "format_section"]
-
-
-def __getattr__(name: str) -> Any:
-    return moved_attribute(__name__, name, {"variance_shares": "xlikert.analysis.construct"})
 
 
 def format_factor(ds: xr.Dataset) -> Hashable | None:

@@ -23,7 +23,7 @@ from ...analysis.construct import (
     trend_table,
 )
 from ...analysis.keying import SUBSCALE_DIM
-from ...errors import DesignError
+from ...core.errors import DesignError
 from ..context import ReportContext
 from ..page import Section
 

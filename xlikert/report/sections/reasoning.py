@@ -14,7 +14,7 @@ import xarray as xr
 from ...analysis.constraint import failure_rate
 from ...analysis.construct import composite, decompose, summarize, summary_table
 from ...analysis.traces import trace_se
-from ...dims import MODEL_DIM
+from ...core.dims import MODEL_DIM
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_code as md_code

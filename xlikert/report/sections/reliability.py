@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any
 
 import xarray as xr
 
-from ..._compat import moved_attribute, renamed_keywords
 from ...analysis import reliability as stage
-from ...dims import factor_dims, preferred_factor
-from ...errors import XlikertError
+from ...core.dims import factor_dims, preferred_factor
+from ...core.errors import XlikertError
 from ..context import ReportContext
 from ..page import Section
 from ..tables import markdown_escape as md
@@ -24,18 +22,7 @@ from .formats import format_factor
 
 __all__ = ["reliability_section", "scale_reliability_section"]
 
-#: Names that moved to the analysis stage they tabulate.
-_MOVED = {
-    name: "xlikert.analysis.reliability"
-    for name in ("RELIABILITY_COLUMNS", "default_respondents", "reliability_table")
-}
 
-
-def __getattr__(name: str) -> Any:
-    return moved_attribute(__name__, name, _MOVED)
-
-
-@renamed_keywords(respondent_dims="dim")
 def reliability_section(
     pmf: xr.DataArray,
     out: Path,
@@ -48,7 +35,7 @@ def reliability_section(
 
     ``section`` is the report's section class (called with the title); the
     respondents ``dim`` default to :func:`~xlikert.analysis.reliability.default_respondents`
-    (every factor but ``by``, default :data:`xlikert.dims.MODEL_DIM` or the first factor).
+    (every factor but ``by``, default :data:`xlikert.core.dims.MODEL_DIM` or the first factor).
     A design where reliability is undefined (no factor besides ``by``, a single
     condition, an item that never varies) gets a sentence saying why instead of a table.
     """

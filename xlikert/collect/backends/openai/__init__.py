@@ -16,14 +16,14 @@ One chat-completions request per (condition, item) with ``max_tokens=1``,
     *observed* valid tokens, ``valid_mass`` is the observed valid mass) and the PMF
     is marked bounded: ``pmf_lower``/``pmf_upper`` and
     ``valid_mass_lower``/``valid_mass_upper`` hold certified intervals
-    (:func:`xlikert.collect.readout.topk_intervals`). Servers may list the sampled
+    (:func:`xlikert.kernels.readout.topk_intervals`). Servers may list the sampled
     token first whatever its rank (vLLM does), so xlikert asks for ``k + 1``
     entries and certifies with the rule that allows one entry out of rank order.
     Nothing unobserved is imputed.
 
 The decoding grid needs the full vocabulary; from a server only temperature 1 is
 known, for the top-p values whose nucleus provably lies inside the listed tokens
-(:func:`xlikert.collect.readout.nucleus_logprobs` with ``unlisted_max``); every other
+(:func:`xlikert.kernels.readout.nucleus_logprobs` with ``unlisted_max``); every other
 grid point is NaN (``decoding_valid_mass`` NaN too: not measured).
 
 The API key is read from an environment variable (``api_key_env``, default

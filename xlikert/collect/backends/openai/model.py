@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
+from ....kernels.readout import TOPK_BOUNDS_RULE
 from ...options import CollectOptions
-from ...readout import TOPK_BOUNDS_RULE
 from ...record import UnitResult
 from ...tokens import ONE_TOKEN_RULE
 from .plan import PROMPT_CACHE, RequestPlan, messages

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from .readout import OUT_OF_ORDER, entries, token_id
 from .spec import ServerSpec
 from .transport import HTTPStatusFailure, Transport, Unreachable
@@ -107,7 +107,7 @@ class RequestPlan:
             return send("POST", "/chat/completions", body)
 
     def request(self, body: dict, what: str = "a request") -> dict:
-        """:meth:`post`, its failures told as a :class:`~xlikert.errors.CollectionError`."""
+        """:meth:`post`, its failures told as a :class:`~xlikert.core.errors.CollectionError`."""
         try:
             return self.post(body)
         except HTTPStatusFailure as exc:

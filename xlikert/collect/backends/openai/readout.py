@@ -3,9 +3,9 @@
 In exact mode every valid token's log-probability is known, so the PMF and the
 valid mass are exact. In top-k mode only the listed tokens are known: the
 observed numbers are stored as they are, with certified intervals
-(:func:`xlikert.collect.readout.topk_intervals`) around them; nothing unobserved is
+(:func:`xlikert.kernels.readout.topk_intervals`) around them; nothing unobserved is
 imputed. The decoding grid is filled where the nucleus provably lies inside the
-known tokens (:func:`xlikert.collect.readout.nucleus_logprobs`), NaN elsewhere.
+known tokens (:func:`xlikert.kernels.readout.nucleus_logprobs`), NaN elsewhere.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
+from ....kernels.readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...layout import answer_codes
 from ...numerals import read_numeral, rule_scripts
 from ...numerals import scripts as all_scripts
 from ...options import CollectOptions
-from ...readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...record import UnitResult
 from ...vocabulary import token_text
 from .spec import ServerSpec
@@ -50,7 +50,7 @@ PROTOCOL = {
 
 #: How the server backend's decoding grid is made, recorded per model (``decoding_rule``).
 DECODING_RULE = (
-    "xlikert's tie rule (xlikert.collect.readout.DECODING_TIE_RULE) applied to the tokens the "
+    "xlikert's tie rule (xlikert.kernels.readout.DECODING_TIE_RULE) applied to the tokens the "
     "server listed (and, in exact mode, every valid token), not the full vocabulary: only "
     "temperature 1 is measured, and only for top-p values whose nucleus provably lies inside "
     "the known tokens; every other grid point is NaN (not measured)"

@@ -7,7 +7,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from ...options import CollectOptions, check_entry_keys
 
 __all__ = ["SERVER_KINDS", "TRANSPORT_KEYS", "ServerSpec", "check", "parse_server_spec"]

@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from .spec import ServerSpec
 
 __all__ = ["RETRY_STATUS", "HTTPStatusFailure", "Transport", "Unreachable", "retry_after"]

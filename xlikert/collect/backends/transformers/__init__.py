@@ -9,7 +9,7 @@ Protocol (paper §3 "Constraint"; the backend protocol of the docs' architecture
 * every answer spelling's context (the prompt, or the prompt + a bare space token,
   or + the first tokens of a multi-token answer) is one teacher-forced row, so one
   pass reads every answer (:class:`~xlikert.collect.tokens.AnswerSequences`);
-* the logits go to the shared numpy rules of :mod:`xlikert.collect.readout`:
+* the logits go to the shared numpy rules of :mod:`xlikert.kernels.readout`:
   log-softmax over the FULL vocabulary in float64, the temperature/top-p rule, the
   token -> scale sum;
 * the system-prompt prefix shared by a group of prompts is run once and its KV

@@ -1,6 +1,6 @@
 """The next-token readout on the model's device, in float64 (torch twin of the host rules).
 
-:func:`xlikert.collect.readout.next_token_readout` turns full-vocabulary logits rows
+:func:`xlikert.kernels.readout.next_token_readout` turns full-vocabulary logits rows
 into the answer tokens' log-probabilities, the decoding grid and the top-k list,
 in float64 numpy on the host. On a GPU that means copying every
 ``(batch, contexts, vocabulary)`` logits block to the host and running the
@@ -10,7 +10,7 @@ rules on one CPU core, which can take longer than the forward pass itself
 they are, in float64 (cheap on a GPU next to the forward pass), and moves only
 the small results to the host.
 
-The rules are those of :data:`~xlikert.collect.readout.DECODING_TIE_RULE`; the
+The rules are those of :data:`~xlikert.kernels.readout.DECODING_TIE_RULE`; the
 top-k list is ordered by descending probability, ties by id. The two
 implementations agree to rounding (a test compares them on rows with ties and
 masked tokens to 1e-12); a nucleus boundary that falls exactly on a running sum
@@ -39,7 +39,7 @@ def next_token_readout_torch(
     top_k: int = 0,
     pooled: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`~xlikert.collect.readout.next_token_readout` for a batch, on the logits' device.
+    """:func:`~xlikert.kernels.readout.next_token_readout` for a batch, on the logits' device.
 
     Parameters
     ----------
@@ -54,14 +54,14 @@ def next_token_readout_torch(
         How many of the most probable tokens after context 0 to list (0: none).
     pooled : np.ndarray, optional
         Token ids wanted only as a sum: one more column, the log of their summed
-        probability (:func:`~xlikert.collect.readout.nucleus_logprobs`).
+        probability (:func:`~xlikert.kernels.readout.nucleus_logprobs`).
 
     Returns
     -------
     raw, grid, topk_id, topk_logprob : np.ndarray
         ``(B, C, len(need) [+ 1])``, ``(B, C, T, P, len(need) [+ 1])`` float64 log-probabilities
         and ``(B, k)`` ids and log-probabilities: for each prompt, what
-        :func:`~xlikert.collect.readout.next_token_readout` returns for its ``(C, V)`` rows.
+        :func:`~xlikert.kernels.readout.next_token_readout` returns for its ``(C, V)`` rows.
 
     Examples
     --------

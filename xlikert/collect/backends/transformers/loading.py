@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from ...identity import ModelFiles
 from ...numerals import rule_scripts
 from ...templates import PromptTemplate
@@ -28,7 +28,7 @@ READOUT = (
     "teacher-forced row per answer context (a bare space token, the first tokens of a "
     "multi-token answer), the system prompt's KV cache shared by the items (checked against "
     "an uncached pass); log-softmax of the logits over the full vocabulary in float64 "
-    "(xlikert.collect.readout.next_token_readout); the decoding grid by xlikert's tie rule on the "
+    "(xlikert.kernels.readout.next_token_readout); the decoding grid by xlikert's tie rule on the "
     "full vocabulary"
 )
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from ...options import CollectOptions
 from ...reasoning import sample_tokens
 from ...templates import PromptTemplate

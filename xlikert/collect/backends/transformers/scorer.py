@@ -2,7 +2,7 @@
 
 :class:`Scorer` runs batches of teacher-forced rows with the system prompt's KV
 cache shared (checked against an uncached pass), and :func:`read_logits` hands the
-last positions' logits to the shared readout rules (:mod:`xlikert.collect.readout`).
+last positions' logits to the shared readout rules (:mod:`xlikert.kernels.readout`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ....kernels.readout import next_token_readout
 from ...options import CollectOptions
-from ...readout import next_token_readout
 from ...tokens import AnswerSequences
 from .loading import LoadedModel
 

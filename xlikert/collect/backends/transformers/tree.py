@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from .scorer import Scorer, empty_cache, is_oom
 
 __all__ = ["DEFAULT_TREE_BYTES", "TreeReader"]

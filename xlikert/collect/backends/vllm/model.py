@@ -12,9 +12,9 @@ itself; the prompt + a bare space token for the split-space rule; the prompt +
 the first tokens of a multi-token answer), with ``max_tokens=1``. The engine
 runs xlikert's logits processor (:mod:`xlikert.collect.backends.vllm.readout`), which
 reads the full float32 logits row of that next token with the numpy rules of
-the transformers backend (:func:`xlikert.collect.readout.next_token_readout`): the
+the transformers backend (:func:`xlikert.kernels.readout.next_token_readout`): the
 log-probabilities the answer rule needs, the whole temperature x top-p grid
-under :data:`~xlikert.collect.readout.DECODING_TIE_RULE`, and the top-k listing
+under :data:`~xlikert.kernels.readout.DECODING_TIE_RULE`, and the top-k listing
 after the prompt; a worker extension hands the compact results back. The
 decoding grid is therefore xlikert's rule, as in every other backend, and costs
 no request of its own. The answers are read by
@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import CollectionError
+from ....core.errors import CollectionError
 from ...identity import ModelFiles, in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
@@ -70,7 +70,7 @@ __all__ = ["READOUT", "TESTED_VLLM", "VLLMModel", "check", "check_vllm_version",
 READOUT = (
     "one request per (prompt, answer context), max_tokens=1; xlikert's logits processor "
     "(xlikert.collect.backends.vllm.readout.ExactReadout, vLLM V1 model runner) reads the float32 "
-    "logits row before any penalty or temperature with xlikert.collect.readout.next_token_readout "
+    "logits row before any penalty or temperature with xlikert.kernels.readout.next_token_readout "
     "(float64 numpy: the transformers backend's rules); a worker extension returns the results"
 )
 

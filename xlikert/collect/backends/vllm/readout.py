@@ -6,7 +6,7 @@ The in-process vLLM backend (:mod:`xlikert.collect.backends.vllm`) starts its en
   carries ``SamplingParams(extra_args={"xlikert": ...})`` it takes the float32
   logits row of the next token (before any penalty, temperature or nucleus:
   the processor reports itself as not argmax-invariant, so vLLM runs it on the
-  raw row) and applies :func:`xlikert.collect.readout.next_token_readout`, the same
+  raw row) and applies :func:`xlikert.kernels.readout.next_token_readout`, the same
   numpy rules the transformers backend applies to its rows. The row itself is
   left unchanged.
 * :class:`ReadoutWorker`, a worker extension: ``llm.collective_rpc("xlikert_take",
@@ -33,7 +33,7 @@ from vllm import SamplingParams
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
-from ...readout import next_token_readout
+from ....kernels.readout import next_token_readout
 
 __all__ = ["EXTRA_ARG", "PROCESSOR", "WORKER_EXTENSION", "ExactReadout", "ReadoutWorker"]
 

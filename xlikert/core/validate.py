@@ -1,6 +1,6 @@
 """Input checks shared by every layer.
 
-Each check raises a subclass of :class:`~xlikert.errors.XlikertError` whose
+Each check raises a subclass of :class:`~xlikert.core.errors.XlikertError` whose
 message names the problem and the offending coordinates. For Dask-backed input
 the checks that need the values (NaN, sign, normalisation) are built into the
 graph: :func:`check_pmf` returns the array wrapped so that every block is
@@ -77,7 +77,7 @@ def as_pmf(obj: xr.DataArray | xr.Dataset, var: str = "pmf") -> xr.DataArray:
     >>> as_pmf(pmf.values)
     Traceback (most recent call last):
     ...
-    xlikert.errors.InputTypeError: expected an xarray.DataArray of PMFs or a results Dataset with a 'pmf' variable, got ndarray
+    xlikert.core.errors.InputTypeError: expected an xarray.DataArray of PMFs or a results Dataset with a 'pmf' variable, got ndarray
     """
     if isinstance(obj, xr.Dataset):
         if var not in obj.data_vars:
@@ -184,7 +184,7 @@ def check_pmf(
     >>> check_pmf(pmf)
     Traceback (most recent call last):
     ...
-    xlikert.errors.InvalidPMFError: PMF does not sum to 1 (tolerance 1e-06) at item='b' (sum 0.9)
+    xlikert.core.errors.InvalidPMFError: PMF does not sum to 1 (tolerance 1e-06) at item='b' (sum 0.9)
     """
     if not isinstance(pmf, xr.DataArray):
         raise InputTypeError(f"expected an xarray.DataArray of PMFs, got {type(pmf).__name__}")

@@ -21,20 +21,23 @@ leading dims (the decoding grid: one history distribution per setting).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ...errors import CollectionError
+from ..core.errors import CollectionError
 
 __all__ = [
     "CERTIFIED_BOUND_RULE",
     "HISTORY_RULE",
     "MAX_JOINT_CELLS",
+    "TREE_VARIABLES",
     "HistoryTree",
     "certified_fill",
     "full_joint",
     "history_paths",
     "history_probability",
+    "history_tree",
     "item_marginals",
     "pairwise_joints",
 ]
@@ -59,6 +62,16 @@ CERTIFIED_BOUND_RULE = (
     "of the pairwise joint of items i < j (with U_j). U_j = 0: exact (floating-point round-off "
     "only)"
 )
+
+#: The history tree's variables (dim ``history``) and the tree attribute each holds.
+TREE_VARIABLES = {
+    "history_parent": "parent",
+    "history_item": "item",
+    "history_answer": "answer",
+    "history_read": "read",
+    "history_pmf": "pmf",
+    "history_valid_mass": "valid_mass",
+}
 
 #: Largest number of cells :func:`full_joint` builds (``n_scores ** n_items``).
 MAX_JOINT_CELLS = 1 << 24
@@ -349,3 +362,33 @@ def full_joint(tree: HistoryTree, pmf: np.ndarray | None = None) -> np.ndarray:
     flat = (digits * S ** np.arange(K - 2, -1, -1)).sum(-1) if K > 1 else np.zeros(1, np.int64)
     out[..., flat, :] = prob[..., sel, None] * pmf[..., sel, :]
     return out.reshape(*lead, *([S] * K))
+
+
+def history_tree(ds: Any) -> HistoryTree:
+    """The history tree stored in a sequential Dataset.
+
+    ``ds`` is an ``xarray.Dataset`` holding :data:`TREE_VARIABLES` (dim ``history``), as
+    :func:`xlikert.collect.context.sequential_dataset` writes it; only its arrays are read.
+
+    Raises
+    ------
+    CollectionError
+        A Dataset without the tree's variables.
+    """
+    missing = [v for v in TREE_VARIABLES if v not in ds]
+    if missing:
+        raise CollectionError(
+            f"no history tree in this Dataset (missing {missing}): it is not the result of "
+            "sequential administration"
+        )
+    arrays = {attr: np.asarray(ds[var].values) for var, attr in TREE_VARIABLES.items()}
+    return HistoryTree(
+        ds.sizes["item"],
+        ds.sizes["score"],
+        arrays["parent"].astype(np.int64),
+        arrays["item"].astype(np.int64),
+        arrays["answer"].astype(np.int64),
+        arrays["read"].astype(bool),
+        arrays["pmf"].astype(np.float64),
+        arrays["valid_mass"].astype(np.float64),
+    )

@@ -25,7 +25,7 @@ Where the rule is enforced:
   factor, naming the file and the factor;
 * every public analysis function (construct, sampling, plot, report) reads its
   factors with :func:`factor_dims`, which raises
-  :class:`~xlikert.errors.DesignError` naming the dim, its role and the fix
+  :class:`~xlikert.core.errors.DesignError` naming the dim, its role and the fix
   when an input dim other than the function's core dims (and the auxiliary
   dims the function is documented to carry) has a reserved name. The functions
   that only carry extra dims along (``composite``, ``consensus``, ``entropy``,
@@ -65,10 +65,7 @@ with them, as xarray's ``.mean(dim)``, xskillscore and flox do:
   ``term_dim``, ``trace_dim``, ``token_dim``, each with its one default.
 
 Figures place their factors with matplotlib's and xarray's plotting names
-(``x``, ``hue``, ``row``, ``col``, ``facet``). The old names (``dims=`` of
-``marginal_slice``, ``human_marginal``, ``silicon_population``;
-``respondent_dims=``; ``block_dims=``; ``groups=`` of ``human_pmf``) still work
-with a ``DeprecationWarning`` until xlikert 1.0 (:mod:`xlikert._compat`).
+(``x``, ``hue``, ``row``, ``col``, ``facet``).
 
 Where a function picks a factor by default (the rows of a table, the x axis of
 a figure, the report's first factor), it prefers :data:`MODEL_DIM`, the factor
@@ -78,19 +75,19 @@ report or plot code.
 
 The collection layer uses the auxiliary names ``rank``, ``temperature``,
 ``top_p`` and ``trace`` (:data:`COLLECTION_DIMS`) and the variable names of
-:data:`RESULT_VARIABLES` (the results schema, :mod:`xlikert.schema`).
+:data:`RESULT_VARIABLES` (the results schema, :mod:`xlikert.core.schema`).
 
 Examples
 --------
 >>> import xarray as xr
->>> from xlikert import dims
+>>> from xlikert.core import dims
 >>> pmf = xr.DataArray([[[0.5, 0.5]]], dims=("model", "item", "score"))
 >>> dims.factor_dims(pmf)
 ['model']
 >>> dims.check_factor_name("temperature", where="factor 'temperature'")
 Traceback (most recent call last):
 ...
-xlikert.errors.DesignError: factor 'temperature': the name 'temperature' is reserved by xlikert (auxiliary dim: decoding temperature of the temperature x top-p grid); rename the factor (e.g. 'temperature_level')
+xlikert.core.errors.DesignError: factor 'temperature': the name 'temperature' is reserved by xlikert (auxiliary dim: decoding temperature of the temperature x top-p grid); rename the factor (e.g. 'temperature_level')
 """
 
 from __future__ import annotations
@@ -161,7 +158,7 @@ DECODING_DIMS: tuple[str, ...] = ("temperature", "top_p")
 COLLECTION_DIMS: tuple[str, ...] = ("rank", "temperature", "top_p", "trace")
 
 #: Variables of a results file (collection) and of a prompts Dataset (design):
-#: derived from the results schema (:mod:`xlikert.schema`).
+#: derived from the results schema (:mod:`xlikert.core.schema`).
 RESULT_VARIABLES: tuple[str, ...] = schema.RESULT_VARIABLES
 #: Variables and tree nodes the analysis writes next to factor coordinates.
 ANALYSIS_VARIABLES: tuple[str, ...] = (
@@ -262,7 +259,7 @@ def reserved_role(name: Hashable) -> str | None:
 
 
 def check_factor_name(name: Hashable, where: str) -> None:
-    """Raise :class:`~xlikert.errors.DesignError` if ``name`` may not name a factor.
+    """Raise :class:`~xlikert.core.errors.DesignError` if ``name`` may not name a factor.
 
     Parameters
     ----------
@@ -283,7 +280,7 @@ def check_factor_name(name: Hashable, where: str) -> None:
     >>> check_factor_name("a:b", where="factor 'a:b'")
     Traceback (most recent call last):
     ...
-    xlikert.errors.DesignError: factor 'a:b': the name 'a:b' is reserved by xlikert (':' and '/' join factor names into interaction terms ('model:target')); rename the factor (e.g. 'a_b_level')
+    xlikert.core.errors.DesignError: factor 'a:b': the name 'a:b' is reserved by xlikert (':' and '/' join factor names into interaction terms ('model:target')); rename the factor (e.g. 'a_b_level')
     """
     role = reserved_role(name)
     if role is None:
@@ -355,7 +352,7 @@ def factor_dims(
     >>> factor_dims(se, item_dim=None, score_dim=None, what="the SE")
     Traceback (most recent call last):
     ...
-    xlikert.errors.DesignError: dim 'n' of the SE: the name 'n' is reserved by xlikert (auxiliary dim: sampling budgets of xl.sampling); rename the factor (e.g. 'n_level')
+    xlikert.core.errors.DesignError: dim 'n' of the SE: the name 'n' is reserved by xlikert (auxiliary dim: sampling budgets of xl.sampling); rename the factor (e.g. 'n_level')
     """
     all_dims = list(obj.dims)
     core = [d for d in (item_dim, score_dim) if d is not None]

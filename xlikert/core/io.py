@@ -1,8 +1,9 @@
 """netCDF round trip of results Datasets and decomposition DataTrees.
 
-Files are written with the ``netcdf4`` engine, atomically (a temporary file in
-the target directory, then :func:`os.replace`), so an interrupted write never
-leaves a truncated file behind.
+Files are written with the ``netcdf4`` engine, atomically (:func:`atomic_write`: a
+temporary file in the target directory, then :func:`os.replace`), so an interrupted
+write never leaves a truncated file behind. :func:`atomic_write` is the package's one
+atomic write: results, saved progress and the offline zoo's files all go through it.
 
 Attribute values netCDF cannot hold (bool, None, dict, nested or mixed lists,
 one-element lists) are kept as JSON text prefixed with :data:`JSON_MARKER`, in
@@ -23,37 +24,34 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import tempfile
-import warnings
-from collections.abc import Mapping
+import secrets
+import shutil
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from ._version import __version__
 from .errors import ConfigError, InputTypeError
 
 __all__ = [
     "JSON_MARKER",
-    "LEGACY_VARIABLES",
+    "atomic_write",
     "decode_attrs",
     "encode_attrs",
     "open_decomposition",
     "open_results",
     "read_attrs",
-    "rename_legacy",
     "to_netcdf",
 ]
 
 #: Prefix of attribute strings that hold a JSON-encoded value.
 JSON_MARKER = "xlikert-json:"
 _ENGINE = "netcdf4"
-#: Results variables renamed since files were first written: old name -> new name.
-LEGACY_VARIABLES: Mapping[str, str] = {"prompt": "prompt_text"}
 
 
 def _needs_json(value: Any) -> bool:
@@ -210,61 +208,6 @@ def decode_attrs(ds: xr.Dataset) -> xr.Dataset:
     return _map_attrs(ds, _decode)
 
 
-def rename_legacy(ds: xr.Dataset, source: str = "the Dataset") -> xr.Dataset:
-    """``ds`` with results variables of older files renamed (:data:`LEGACY_VARIABLES`).
-
-    Files written before xlikert named the text sent ``prompt_text`` hold it as
-    ``prompt``; the design card's framing factor is called ``prompt``, so the
-    variable is renamed on reading, said once in a warning and in ``history``.
-    A ``prompt`` that is a dim (the framing factor) is left alone.
-
-    Parameters
-    ----------
-    ds : xr.Dataset
-        A results Dataset, possibly from an older version.
-    source : str
-        How the warning names where ``ds`` came from (e.g. the file).
-
-    Returns
-    -------
-    xr.Dataset
-        ``ds`` itself when nothing is renamed, else a renamed copy with a
-        ``history`` line.
-
-    Warns
-    -----
-    UserWarning
-        When a variable is renamed, naming it.
-
-    Examples
-    --------
-    >>> import warnings, xarray as xr
-    >>> old = xr.Dataset({"prompt": (("item",), ["text"])})
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore")
-    ...     list(rename_legacy(old).data_vars)
-    ['prompt_text']
-    """
-    names = {
-        old: new
-        for old, new in LEGACY_VARIABLES.items()
-        if old in ds.data_vars and old not in ds.dims and new not in ds.variables
-    }
-    if not names:
-        return ds
-    said = ", ".join(f"{o!r} -> {n!r}" for o, n in names.items())
-    warnings.warn(
-        f"{source} was written by an older xlikert: renamed variable(s) {said}",
-        UserWarning,
-        stacklevel=3,
-    )
-    ds = ds.rename_vars(names)
-    line = f"xlikert {__version__} renamed variable(s) {said} on reading"
-    history = ds.attrs.get("history")
-    ds.attrs["history"] = f"{history}\n{line}" if history else line
-    return ds
-
-
 def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathLike) -> Path:
     """Write a Dataset, DataArray or DataTree to netCDF4, atomically, attrs preserved.
 
@@ -311,24 +254,65 @@ def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathL
         raise InputTypeError(
             f"cannot write {type(obj).__name__} to netCDF; pass a Dataset, DataArray or DataTree"
         )
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_write(path) as tmp:
         encoded.to_netcdf(tmp, engine=_ENGINE, mode="w")
-        # mkstemp creates the file 0600; give it the permissions a plain open() would.
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return path
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, *, folder: bool = False) -> Iterator[Path]:
+    """A temporary path beside ``path`` that becomes ``path`` when the block succeeds.
+
+    What is written under ``path`` is whole or absent. The block writes to the
+    temporary path (hidden, in the target's folder, unique to this process and
+    call; created by the writer, so with the permissions a plain ``open`` gives).
+    When the block ends without an error, a file is flushed to disk
+    (:func:`os.fsync`) and moved onto ``path`` with :func:`os.replace` (atomic on one
+    filesystem): an existing ``path`` is replaced only then. On any error (an
+    interrupt included) the temporary file or folder is removed and ``path`` is left
+    as it was.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The target; its folder must exist.
+    folder : bool, keyword-only
+        The block makes a folder at the temporary path (it creates it); an existing
+        folder at ``path`` is removed just before the new one takes its place.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary path to write.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with atomic_write(Path(tmp) / "a.txt") as part:
+    ...         _ = part.write_text("whole")
+    ...     sorted(p.name for p in Path(tmp).iterdir())
+    ['a.txt']
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        yield tmp
+        if folder:
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def _check_file(path: str | os.PathLike) -> Path:
@@ -350,8 +334,7 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
 
     The Dataset is the one :func:`xlikert.collect.collect` returned: attrs as
     netCDF holds them (structure as JSON text; read it with :func:`read_attrs`
-    or ``ds.likert.attrs``), so ``ds.to_netcdf`` works on it. Variables of files
-    from older versions are renamed (:func:`rename_legacy`).
+    or ``ds.likert.attrs``), so ``ds.to_netcdf`` works on it.
 
     Parameters
     ----------
@@ -369,11 +352,6 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
     ConfigError
         No such file, or a file that netCDF4 cannot read (the message names it).
 
-    Warns
-    -----
-    UserWarning
-        A file from an older version whose variables were renamed.
-
     Examples
     --------
     >>> import tempfile, xlikert as xl
@@ -389,7 +367,7 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
             ds = ds.load()
     except (OSError, ValueError) as exc:  # not netCDF, truncated, unreadable
         raise _unreadable(path, exc) from exc
-    return rename_legacy(ds, source=repr(str(path)))
+    return ds
 
 
 def open_decomposition(path: str | os.PathLike) -> xr.DataTree:

@@ -20,7 +20,7 @@ else about each variable are in one table per group:
 * :data:`CELL_VARIABLES` -- each cell's identity key and where its numbers came
   from (:mod:`xlikert.collect.identity`), written by the runner.
 
-Every other list of result variables (:data:`xlikert.dims.RESULT_VARIABLES`, the
+Every other list of result variables (:data:`xlikert.core.dims.RESULT_VARIABLES`, the
 records the backends fill, the merge of shard files) is derived from these tables.
 Text that holds token ids or trace texts is compressed by the codecs here
 (:func:`encode_token_ids`, :func:`encode_text`), so a netCDF file stays small and
@@ -28,7 +28,7 @@ plain ``xr.open_dataset`` reads it.
 
 Examples
 --------
->>> from xlikert import schema
+>>> from xlikert.core import schema
 >>> schema.VARIABLES["pmf"].dims
 ('score',)
 >>> "trace_pmf" in schema.RESULT_VARIABLES

@@ -55,7 +55,7 @@ class UnknownNameError(XlikertError, KeyError):
     >>> builtin_format("likert")
     Traceback (most recent call last):
     ...
-    xlikert.errors.UnknownNameError: no built-in format 'likert'; built-in: original, ...
+    xlikert.core.errors.UnknownNameError: no built-in format 'likert'; built-in: original, ...
     """
 
     def __str__(self) -> str:
@@ -81,8 +81,8 @@ class TemplateSyntaxError(XlikertError):
 class CodecError(XlikertError):
     """A text in a results file that xlikert's encoders did not write, or a corrupt one.
 
-    Raised by :func:`xlikert.schema.decode_token_ids` and
-    :func:`xlikert.schema.decode_text`; the message names the codec expected and
+    Raised by :func:`xlikert.core.schema.decode_token_ids` and
+    :func:`xlikert.core.schema.decode_text`; the message names the codec expected and
     shows the start of the text.
     """
 

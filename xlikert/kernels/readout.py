@@ -24,10 +24,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import XlikertError
+from ..core.errors import XlikertError
 
 __all__ = [
     "DECODING_TIE_RULE",
+    "DEFAULT_TEMPERATURES",
+    "DEFAULT_TOP_PS",
     "TOPK_BOUNDS_RULE",
     "log_softmax",
     "logsumexp",
@@ -37,6 +39,11 @@ __all__ = [
     "topk_intervals",
     "topk_option_intervals",
 ]
+
+#: The decoding grid's default temperatures (the one place that holds them).
+DEFAULT_TEMPERATURES: tuple[float, ...] = (0.1, 0.5, 1.0, 1.3)
+#: The decoding grid's default top-p values (the one place that holds them).
+DEFAULT_TOP_PS: tuple[float, ...] = (0.8, 0.9, 1.0)
 
 
 #: How the nucleus is formed; stored in the results' attrs (``decoding_tie_rule``).
