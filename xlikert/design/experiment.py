@@ -429,6 +429,7 @@ class Experiment:
         order = [f.name for f in self.factor_specs]
         for name in ("system", "user"):
             ds[name] = ds[name].transpose(*order, "item")
+        ds.attrs["language_factor"] = str(lang.name)
         ds.attrs["instrument_languages"] = json.dumps(
             {self.instrument.language: "the instrument's own text", **self.instrument.translations},
             ensure_ascii=False,

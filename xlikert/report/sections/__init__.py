@@ -17,6 +17,8 @@ module             section
                    parts repeated per subscale are in ``per_subscale``
 ``formats``        Response format: the format effect and its interactions
                    (only with a factor of kind ``format``)
+``languages``      Languages: the items that move most between languages, the
+                   composite per language (only with a factor of kind ``language``)
 ``context_order``  Context and order: isolated vs sequential administration,
                    certified bounds, position and item-order effects,
                    carry-over (only with sequentially administered cells)
@@ -44,6 +46,7 @@ from .context_order import context_section
 from .cost import sampling_cost_section
 from .design import design_section
 from .formats import format_section
+from .languages import languages_section
 from .reasoning import reasoning_section
 from .reliability import scale_reliability_section
 
@@ -55,6 +58,7 @@ __all__ = [
     "design_section",
     "format_section",
     "human_alignment_section",
+    "languages_section",
     "reasoning_section",
     "sampling_cost_section",
     "scale_reliability_section",
