@@ -125,6 +125,17 @@ class Instrument:
         from ``[translations.<language>]``; everything else (ids, keying, subscales,
         the scale's values) stays.
 
+        Parameters
+        ----------
+        language : str
+            A language tag of :attr:`languages`.
+
+        Returns
+        -------
+        Instrument
+            The instrument parsed again with the translated texts (its
+            ``language`` set; the same path and translations).
+
         Raises
         ------
         ConfigError

@@ -145,6 +145,9 @@ def experiment_from_dict(
     base_dir : str or pathlib.Path, optional
         The folder a relative instrument path is resolved against (default: the
         working directory).
+    _instrument : Instrument, optional
+        Internal: the instrument to use instead of ``[experiment] instrument`` (one
+        language of an experiment with a ``language`` factor).
 
     Returns
     -------
