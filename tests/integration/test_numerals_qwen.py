@@ -68,7 +68,7 @@ def run(tmp_path_factory):
     exp = load_experiment(path)
     prompts = exp.build_prompts().sel(item=["1", "2"])
     out = folder / "results.nc"
-    collect(prompts, exp.models, out, progress=False, batch_size=1, prefix_cache=False)
+    collect(prompts, exp.models, out, progress=False)
     return exp, prompts, open_results(out)
 
 
@@ -142,21 +142,26 @@ def _spellings(data: dict[int, bytes], text: str, space: int) -> list[tuple[int,
     return sorted(set(seqs))
 
 
-def _probs(model, ids: list[int]) -> np.ndarray:
-    with torch.no_grad():
-        z = model(torch.tensor([ids]), logits_to_keep=1).logits[0, -1].double()
-    return torch.softmax(z, -1).numpy()
-
-
 def _mass(model, ids, seqs, stop_ids) -> float:
     """P of the spellings: product of the tokens' probabilities; with ``stop_ids`` (the
-    continuation ids), times P(the next token is none of them)."""
+    continuation ids), times P(the next token is none of them). The prompt is read once
+    (transformers' own KV cache); each answer context is read on a copy of it."""
+    import copy
+
     total = 0.0
-    cache: dict[tuple[int, ...], np.ndarray] = {}
+    with torch.no_grad():
+        out = model(torch.tensor([ids]), use_cache=True)
+    prompt = out.past_key_values
+    cache: dict[tuple[int, ...], np.ndarray] = {
+        (): torch.softmax(out.logits[0, -1].double(), -1).numpy()
+    }
 
     def dist(ctx):
         if ctx not in cache:
-            cache[ctx] = _probs(model, [*ids, *ctx])
+            with torch.no_grad():
+                z = model(torch.tensor([list(ctx)]), past_key_values=copy.deepcopy(prompt),
+                          use_cache=True).logits[0, -1].double()  # fmt: skip
+            cache[ctx] = torch.softmax(z, -1).numpy()
         return cache[ctx]
 
     for s in seqs:
@@ -242,8 +247,7 @@ def test_each_cell_equals_an_independent_forward_pass(run, independent, fmt):
 def test_numerals_shown_counts_only_the_script_shown(run):
     exp, prompts, ds = run
     one = prompts.sel(format=["fullwidth"], item=["1"])
-    shown = collect(one, exp.models, progress=False, batch_size=1, prefix_cache=False,
-                    numerals="shown")  # fmt: skip
+    shown = collect(one, exp.models, progress=False, numerals="shown")
     cell = shown.sel(model="qwen", target="China", format="fullwidth", item="1")
     full = ds.sel(model="qwen", target="China", format="fullwidth", item="1")
     np.testing.assert_allclose(
@@ -260,7 +264,7 @@ def test_topk_of_a_chinese_prompt_reads_back_as_chinese(run, independent):
     one = prompts.sel(format=["original"], item=["1"]).copy()
     one["system"][:] = "请只用中文回答。"
     one["user"][:] = "你同意这个说法吗？请回答“同意”或“不同意”。"
-    ds = collect(one, exp.models, progress=False, batch_size=1, top_k=10)
+    ds = collect(one, exp.models, progress=False, top_k=10)
     cell = ds.sel(model="qwen", target="China", format="original", item="1")
     texts = [str(t) for t in cell.topk_token.values]
     ids = [int(i) for i in cell.topk_token_id.values]
