@@ -133,8 +133,8 @@ def test_the_property_test_draws_reserved_names_from_the_registry():
 MODEL_WORD_ELSEWHERE = {
     "xlikert/core/dims.py": "the registry itself (MODEL_DIM)",
     "xlikert/design/problems.py": "the noun of a [[models]] table in error messages",
-    "xlikert/collect/identity.py": "the key of a cell identity's JSON (KEY_RULE)",
-    "xlikert/collect/session.py": "the key of a cell identity's JSON",
+    "xlikert/collect/run/identity.py": "the key of a cell identity's JSON (KEY_RULE)",
+    "xlikert/collect/run/session.py": "the key of a cell identity's JSON",
     "xlikert/collect/backends/openai/model.py": "the OpenAI request field",
     "xlikert/collect/backends/openai/plan.py": "the OpenAI request field",
     "xlikert/collect/backends/openai/spec.py": "the OpenAI request field, an entry key",

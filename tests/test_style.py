@@ -1,20 +1,41 @@
-"""The tree stays ruff-clean (lint rules and formatting from pyproject.toml)."""
+"""The checks of ``.pre-commit-config.yaml`` (ruff's lint and format, import-linter), run
+here over the whole tree: what a commit checks is what CI checks."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / ".pre-commit-config.yaml"
 
 
-@pytest.mark.parametrize("args", [["check"], ["format", "--check"]], ids=["lint", "format"])
-def test_ruff(args):
-    ruff = shutil.which("ruff")
-    if ruff is None:
-        pytest.skip("ruff is not installed (it is in the test extra)")
-    run = subprocess.run([ruff, *args, "."], cwd=ROOT, capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
+def _hooks() -> list[dict]:
+    config = yaml.safe_load(CONFIG.read_text("utf-8"))
+    return [hook for repo in config["repos"] for hook in repo["hooks"]]
+
+
+def test_the_hooks_run_offline_with_the_test_extras_tools():
+    """Local hooks only (no hook repository to fetch), the ruff and import-linter checks."""
+    config = yaml.safe_load(CONFIG.read_text("utf-8"))
+    assert [repo["repo"] for repo in config["repos"]] == ["local"]
+    assert {hook["language"] for hook in _hooks()} == {"system"}
+    entries = {hook["entry"] for hook in _hooks()}
+    assert entries == {"ruff check", "ruff format --check", "lint-imports --no-cache"}
+
+
+@pytest.mark.parametrize("hook", _hooks(), ids=lambda hook: hook["id"])
+def test_hook(hook):
+    """The hook's command over the tree (the files of the repository, as ``--all-files``)."""
+    cmd = shlex.split(hook["entry"]) + list(hook.get("args", []))
+    if shutil.which(cmd[0]) is None:
+        pytest.fail(f"{cmd[0]} is not installed (it is in the test extra)")
+    if hook.get("pass_filenames", True):
+        cmd.append(".")  # the tool's own file discovery, as configured in pyproject.toml
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ._version import __version__
 from .core.dims import MODEL_DIM
 from .core.errors import UnknownNameError
 from .kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, nucleus_logprobs
@@ -332,7 +333,7 @@ def synthetic_results(
             "scale_max": 7,
             "synthetic": 1,
             "title": "SYNTHETIC demo results (random PMFs, no model was run)",
-            "history": "xlikert.datasets.synthetic_results",
+            "history": f"xlikert {__version__}: xlikert.datasets.synthetic_results",
         },
     )
     ds["pmf"].attrs["long_name"] = "item PMF over valid answers"

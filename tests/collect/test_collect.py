@@ -303,7 +303,8 @@ def test_shards_and_merge(tiny_spec, tmp_path, base):
 
 
 def test_provenance_recorded(base, tiny_dir, tmp_path):
-    from xlikert.collect.runner import write_atomic
+    import xlikert as xl
+    from xlikert.collect.run.runner import write_atomic
     from xlikert.core.io import open_results
 
     write_atomic(base, tmp_path / "r.nc")
@@ -315,7 +316,10 @@ def test_provenance_recorded(base, tiny_dir, tmp_path):
     assert info["prompt_format"] == "chat" and info["tokenizer"].endswith(str(tiny_dir))
     # "▁3", "Ġ5" and " 6" in the vocabulary: stored as their text
     assert {r["token"] for r in info["valid_tokens"]} >= {" 3", " 5", " 6"}
-    assert ds.attrs["xlikert_version"] and ds.attrs["date_created"]
+    assert ds.attrs["date_created"]
+    # the one version (xlikert/_version.py), as the metadata and `xlikert --version` read it
+    assert ds.attrs["xlikert_version"] == xl.__version__
+    assert f": xlikert {xl.__version__} collect (" in ds.attrs["history"]
     text = json.dumps(ds.attrs, default=str)
     assert "token=" not in text.lower() and "hf_" not in text
 

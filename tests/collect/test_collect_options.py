@@ -81,7 +81,7 @@ def test_options_are_validated_when_built(changes, message):
 
 
 def test_options_defaults_live_in_one_place_and_normalise():
-    import xlikert.collect.runner as runner
+    import xlikert.collect.run.runner as runner
     from xlikert.datasets import synthetic_results
 
     o = CollectOptions()

@@ -12,9 +12,9 @@ import unicodedata
 import numpy as np
 import pytest
 
-from xlikert.collect.identity import numbers_options
 from xlikert.collect.numerals import read_numeral, render, rule_scripts, scripts, shown_scripts
 from xlikert.collect.options import CollectOptions
+from xlikert.collect.run.identity import numbers_options
 from xlikert.collect.tokens import (
     answer_rule,
     find_answer_sequences,
@@ -169,10 +169,10 @@ def test_tokens_read_as_text(tok):
 def test_server_readout_reads_numbers_in_any_script(tok):
     """The OpenAI-compatible backend: listed tokens by text (top-k) and by id (exact)."""
     from xlikert.collect.backends.openai.readout import Readout
-    from xlikert.collect.backends.openai.spec import ServerSpec
+    from xlikert.collect.backends.openai.spec import OpenAISpec
     from xlikert.collect.tokens import find_label_tokens
 
-    spec = ServerSpec(name="m", model="m", base_url="http://127.0.0.1:9")
+    spec = OpenAISpec(name="m", model="m", base_url="http://127.0.0.1:9")
     opts = CollectOptions(scale=(1, 2, 3))
     by_text = Readout(spec, opts, "topk", False)
     assert [by_text.score_of(t) for t in ("1", " ２", "٣", "▁1", "12", "1٠", "x")] == [

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
-from xlikert.collect.identity import cell_key, model_digest, sent_digest
+from xlikert.collect.run.identity import cell_key, model_digest, sent_digest
 from xlikert.core.errors import CollectionError
 from xlikert.core.io import open_results, read_attrs
 from xlikert.core.schema import decode_token_ids

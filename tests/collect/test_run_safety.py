@@ -25,8 +25,8 @@ from support.results import without_session
 from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
-from xlikert.collect.interrupt import RunInterrupted
-from xlikert.collect.lock import LockHeld, RunLock
+from xlikert.collect.run.interrupt import RunInterrupted
+from xlikert.collect.run.lock import LockHeld, RunLock
 from xlikert.core.errors import CollectionError
 
 HERE = Path(__file__).parent

@@ -139,9 +139,9 @@ def test_bad_arguments_and_batteries_are_named():
 
 
 def test_a_server_backend_refuses_with_a_clear_error():
-    from xlikert.collect.backends.openai.model import ServerModel
+    from xlikert.collect.backends.openai.model import OpenAIModel
 
-    server = object.__new__(ServerModel)
+    server = object.__new__(OpenAIModel)
     server.name = "gpt"
     with pytest.raises(CollectionError, match=r"sequential administration .* transformers"):
         conversation_model(server)

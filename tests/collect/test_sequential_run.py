@@ -234,3 +234,29 @@ def test_items_with_their_own_answers_or_options_are_refused_by_name(tiny, tmp_p
     # isolated, the same questionnaire runs
     ds = collect(prompts.sel(administration=["isolated"]), spec(tiny), out, **KW)
     assert ds.sizes["item"] == 4
+
+
+def test_a_sequential_run_reads_the_kv_cache_by_its_current_name(tiny):
+    """transformers renamed a model output's ``past_key_values`` to ``cache``; the old name
+    logs a deprecation notice (once per process: the cache of ``warning_once`` is
+    cleared first), and the history-tree reader must not use it."""
+    import logging
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.warning_once.cache_clear()
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    library = logging.getLogger("transformers")
+    library.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ds = collect(prompts(), spec(tiny), **KW)
+    finally:
+        library.removeHandler(handler)
+    assert int(ds.attrs["cells_computed"]) > 0  # the conversations were read here
+    said = [r.getMessage() for r in records] + [str(w.message) for w in caught]
+    assert not [s for s in said if "past_key_values" in s or "deprecated" in s.lower()], said

@@ -21,11 +21,11 @@ from click.testing import CliRunner
 
 import xlikert as xl
 from xlikert import sampling
-from xlikert.analysis.construct import paper_layout
 from xlikert.analysis.human import human_vs_llm
 from xlikert.cli import main
 from xlikert.datasets import human_baseline, load_demo_results, synthetic_pmf, synthetic_results
 from xlikert.report import tables, write_report
+from xlikert.report.layout import paper_layout
 
 
 def _results_from(pmf: xr.DataArray) -> xr.Dataset:

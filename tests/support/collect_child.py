@@ -16,7 +16,7 @@ from pathlib import Path
 def main() -> None:
     from support.tiny import tiny_prompts
     from xlikert.collect import collect
-    from xlikert.collect.interrupt import RunInterrupted
+    from xlikert.collect.run.interrupt import RunInterrupted
 
     cfg = json.loads(sys.argv[1])
     ready = Path(cfg["ready"]) if cfg.get("ready") else None

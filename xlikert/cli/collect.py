@@ -155,8 +155,8 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
               help="sequential administration: forward passes per conversation (default: 10000)")  # fmt: skip
 @click.option("--quiet", is_flag=True, help="no progress bar")
 def run(config, output, shard, overwrite, reuse, discard_progress, quiet, **flags):
-    from ..collect.interrupt import RunInterrupted
-    from ..collect.runner import collect
+    from ..collect.run.interrupt import RunInterrupted
+    from ..collect.run.runner import collect
     from ..design import load_experiment
 
     try:
@@ -224,7 +224,7 @@ def merge(parts, output):
 
     Every shard i of n must be given once: a missing or repeated shard is named.
     """
-    from ..collect.merge import merge_shards
+    from ..collect.run.merge import merge_shards
 
     try:
         ds = merge_shards(list(parts), output)

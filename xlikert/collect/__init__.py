@@ -27,13 +27,14 @@ Examples
 
 from __future__ import annotations
 
-from .merge import merge_shards
 from .options import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions
 from .protocol import BACKENDS, Model
 from .reasoning import trace_texts
 from .record import ReadSequence, UnitResult, read_sequence
-from .runner import collect, parse_shard
-from .store import PartialStore
+from .run.checked import parse_shard
+from .run.merge import merge_shards
+from .run.runner import collect
+from .run.store import PartialStore
 from .tokens import ValidTokens, find_valid_tokens
 from .zoo import ZOO, builtin_names, cache_dir, resolve_gguf
 

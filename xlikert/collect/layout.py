@@ -42,7 +42,7 @@ from ..core.errors import CollectionError
 if TYPE_CHECKING:
     from .options import CollectOptions
 
-__all__ = ["AnswerLayout", "answer_codes", "cell_labels"]
+__all__ = ["AnswerLayout", "answer_codes", "cell_labels", "option_axis"]
 
 
 @dataclass(frozen=True)
@@ -167,10 +167,32 @@ def answer_codes(
     return codes, by_code, AnswerLayout(len(scale), len(options), columns)
 
 
+def option_axis(prompts: xr.Dataset) -> tuple[str, ...] | None:
+    """The run's ``option`` axis from the prompts: the names of the non-substantive options
+    their ``option_label`` offers (``()``: none), or None when the prompts carry no answer
+    labels (the run's ``nonsubstantive`` option stands).
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> option_axis(xr.Dataset())
+    >>> labels = xr.DataArray([["8", ""]], dims=("item", "option"),
+    ...                       coords={"option": ["Don't know", "Refused"]})
+    >>> option_axis(xr.Dataset({"answer_label": ("score", ["1", "2"]), "option_label": labels}))
+    ("Don't know", 'Refused')
+    """
+    if "answer_label" not in prompts:
+        return None
+    opt = prompts.get("option_label")
+    if opt is None or "option" not in opt.dims:  # none, or misplaced (cell_labels says so)
+        return ()
+    return tuple(str(x) for x in opt["option"].values)
+
+
 def cell_labels(
     prompts: xr.Dataset, user: xr.DataArray, options: CollectOptions
-) -> tuple[list[tuple[str, ...] | None] | None, CollectOptions]:
-    """Each cell's answer labels from the prompts, and the options with their ``option`` axis.
+) -> list[tuple[str, ...] | None] | None:
+    """Each cell's answer labels from the prompts, read with the run's options.
 
     ``answer_label`` gives the label of each score under each level of a format
     factor (dims ``(<format factor>, score)``) or, when the items have their own
@@ -181,12 +203,14 @@ def cell_labels(
     :attr:`~xlikert.collect.options.CollectOptions.answer_labels`); None where they
     are the digits of every score and no option is offered.
 
+    ``options`` are the run's, checked once: their ``nonsubstantive`` is the prompts'
+    ``option`` axis (:func:`option_axis`), their ``scale`` the prompts' scores.
+
     Returns
     -------
-    labels, options
+    list or None
         One entry per cell of ``user`` (flattened in its dim order), or None when
-        the prompts carry no answer labels; the options with ``nonsubstantive`` set
-        to the prompts' ``option`` coord.
+        the prompts carry no answer labels.
 
     Raises
     ------
@@ -197,7 +221,7 @@ def cell_labels(
         A cell's labels that are not one distinct label per point and option.
     """
     if "answer_label" not in prompts:
-        return None, options
+        return None
     lab = prompts["answer_label"]
     opt = prompts.get("option_label")
     for var, extra in ((lab, "score"), (opt, "option")):
@@ -220,8 +244,6 @@ def cell_labels(
             f"prompts 'answer_label' is on the scores {list(scores)}, the run's scale is "
             f"{list(options.scale)}"
         )
-    names = tuple(str(x) for x in opt["option"].values) if opt is not None else ()
-    options = options.replace(where="collect()", nonsubstantive=names)
     digits = tuple(str(y) for y in scores)
     rows = _rows(lab, user, "score")
     if opt is not None:
@@ -237,7 +259,7 @@ def cell_labels(
             plain = labels[: len(scores)] == digits and not any(labels[len(scores) :])
             checked[labels] = None if plain else labels
         out.append(checked[labels])
-    return out, options
+    return out
 
 
 def _rows(var: xr.DataArray, user: xr.DataArray, last: str) -> np.ndarray:

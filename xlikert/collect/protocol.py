@@ -1,23 +1,24 @@
 """The measurement layer's one seam: how the runner talks to a backend.
 
-A backend is a module with these functions:
+A backend is a package ``xlikert.collect.backends.<name>`` whose ``__init__.py``
+defines three functions, typed by :class:`Backend`:
 
 ``check(spec, options) -> dict``
     Validate a model entry before anything runs (no heavy imports, no network)
     and return the part of it that identifies the results (it goes into the
     run's fingerprint; secrets and transport settings are left out).
+``inputs(spec, options) -> CellInputs``
+    What determines the entry's numbers, known without loading weights or
+    reaching a server (the tokenizer at most): the model's identity and each
+    prompt's exact token ids, or the exact request for a server. The runner
+    keys every cell by them (:mod:`xlikert.collect.run.identity`) and copies a cell
+    whose key an earlier results file or saved progress holds instead of
+    computing it again.
 ``open(spec, options, probe, *, prepared=None) -> Model``
     Load the model or connect to it; ``probe`` is one ``(system, user)`` prompt
     a backend may use to detect what the engine supports; ``prepared`` is what
     its ``inputs`` resolved for the same entry in this run (``CellInputs.prepared``:
     the checked weights, the tokenizer), so they are not resolved twice.
-``inputs(spec, options) -> CellInputs``
-    What determines the entry's numbers, known without loading weights or
-    reaching a server (the tokenizer at most): the model's identity and each
-    prompt's exact token ids, or the exact request for a server. The runner
-    keys every cell by them (:mod:`xlikert.collect.identity`) and copies a cell
-    whose key an earlier results file or saved progress holds instead of
-    computing it again. A backend without ``inputs`` gets no reuse.
 
 A :class:`Model` scores a list of ``(system, user)`` prompts into one
 :class:`~xlikert.collect.record.UnitResult`, reads the next units with other
@@ -26,9 +27,10 @@ answer labels when asked (:meth:`Model.relabel`), and describes itself in
 (sequential administration, :mod:`xlikert.collect.context`) is a
 :class:`ConversationModel`: it renders a conversation to token ids and hands out a
 :class:`ContextReader` that reads the answer after many token-id contexts, reusing
-their shared prefixes. This module declares everything the runner
-(:mod:`xlikert.collect.runner`) calls; the backends import it, never the reverse
-(lm-evaluation-harness's ``api/model.py`` seam). The backends, side by side under
+their shared prefixes. This module declares everything the run machinery
+(:mod:`xlikert.collect.run`) calls; the backends import it, never the run, and
+never one another (the import-linter contracts of ``pyproject.toml``; the seam of
+lm-evaluation-harness's ``api/model.py``). The backends, side by side under
 :mod:`xlikert.collect.backends`:
 
 ============  ==================================================  ===============
@@ -37,6 +39,7 @@ their shared prefixes. This module declares everything the runner
 transformers  :mod:`xlikert.collect.backends.transformers`        default
 vllm          :mod:`xlikert.collect.backends.vllm` (in process)   ``backend = "vllm"``
 openai        :mod:`xlikert.collect.backends.openai` (HTTP)       ``source = "openai:..."``
+                                                                  or ``backend = "openai"``
 ============  ==================================================  ===============
 
 The two in-process backends share a base
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
+    "Backend",
     "CellInputs",
     "ContextReader",
     "ConversationModel",
@@ -72,7 +76,7 @@ __all__ = [
     "conversation_model",
 ]
 
-#: Backend name -> module implementing ``check`` and ``open``.
+#: Backend name -> the package implementing it (a :class:`Backend`).
 BACKENDS = {
     "transformers": "xlikert.collect.backends.transformers",
     "vllm": "xlikert.collect.backends.vllm",
@@ -97,13 +101,69 @@ class CellInputs:
         server that tokenises itself.
     prepared
         What the backend resolved on the way (for an in-process entry its
-        :class:`~xlikert.collect.identity.ModelFiles`: the folder, its checksum, the
+        :class:`~xlikert.collect.backends.inprocess.ModelFiles`: the folder, its checksum, the
         tokenizer), handed to its ``open`` in the same run; None: nothing to hand on.
     """
 
     identity: dict[str, Any]
     sent: Callable[[Sequence[tuple[str, str]]], list[Any]]
     prepared: Any = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A backend: the package ``xlikert.collect.backends.<name>`` with these three functions.
+
+    The run (:mod:`xlikert.collect.run`) reaches a backend only through them: it checks
+    every entry before anything runs, keys the entry's cells by its ``inputs``, and
+    opens it only when a cell is left to compute. A module satisfies the protocol by
+    defining the functions (``isinstance(module, Backend)``; :func:`backend_module`).
+
+    Examples
+    --------
+    >>> import xlikert.collect.backends.transformers as transformers
+    >>> isinstance(transformers, Backend)
+    True
+    """
+
+    def check(self, spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
+        """Validate a model entry before anything runs (no heavy imports, no network).
+
+        Returns the entry's fields that identify the results (the run's fingerprint),
+        defaults filled in, secrets and transport settings left out.
+
+        Raises
+        ------
+        CollectionError
+            An unknown key, a value out of range, a source that cannot be found.
+        """
+        ...
+
+    def inputs(self, spec: dict[str, Any], options: CollectOptions) -> CellInputs:
+        """What determines the entry's numbers, known before it loads (:class:`CellInputs`)."""
+        ...
+
+    def open(
+        self,
+        spec: dict[str, Any],
+        options: CollectOptions,
+        probe: tuple[str, str],
+        *,
+        prepared: Any = None,
+    ) -> Model:
+        """Load the model (or connect to it), ready to score.
+
+        ``probe`` is one ``(system, user)`` prompt of the run a backend may send to
+        find what the engine supports; ``prepared`` is the entry's
+        :attr:`CellInputs.prepared` from :meth:`inputs` in this run (None: resolve
+        it here).
+
+        Raises
+        ------
+        CollectionError
+            A model that cannot be loaded or reached, named.
+        """
+        ...
 
 
 @runtime_checkable
@@ -284,8 +344,8 @@ class ContextReader(Protocol):
 class ConversationModel(Model, Protocol):
     """A :class:`Model` that can read conversations exactly (sequential administration).
 
-    The in-process backends (transformers, vLLM) are; a server backend is not
-    (:func:`conversation_model` refuses it by name).
+    The in-process backends (transformers, vLLM) are; the openai backend (a model behind
+    an OpenAI-compatible server) is not (:func:`conversation_model` refuses it by name).
     """
 
     def conversation(
@@ -345,6 +405,17 @@ def backend_of(spec: dict[str, Any]) -> str:
     return str(name)
 
 
-def backend_module(spec: dict[str, Any]):
-    """The module implementing the backend of a model entry."""
-    return importlib.import_module(BACKENDS[backend_of(spec)])
+def backend_module(spec: dict[str, Any]) -> Backend:
+    """The package implementing the backend of a model entry (imported on first use).
+
+    Examples
+    --------
+    >>> backend = backend_module({"name": "m", "source": "openai:gpt-4o-mini"})
+    >>> backend.__name__, isinstance(backend, Backend)
+    ('xlikert.collect.backends.openai', True)
+    """
+    module = importlib.import_module(BACKENDS[backend_of(spec)])
+    if not isinstance(module, Backend):  # a registered backend lacks check, inputs or open
+        missing = [f for f in ("check", "inputs", "open") if not callable(getattr(module, f, None))]
+        raise CollectionError(f"backend module {module.__name__} does not define {missing}")
+    return module

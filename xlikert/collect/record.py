@@ -1,11 +1,11 @@
 """The one per-unit record every backend returns, and its assembly into a results Dataset.
 
-A *unit* is a fixed group of prompts of one model (see :mod:`xlikert.collect.runner`).
+A *unit* is a fixed group of prompts of one model (see :mod:`xlikert.collect.run.runner`).
 Every backend — transformers, in-process vLLM, an OpenAI-compatible server —
 scores a unit into a :class:`UnitResult`: the variables of the results schema
 (:mod:`xlikert.core.schema`), each with a leading ``cell`` axis, the dims and the fill
 value given there. The
-resumable store saves it as it is (:mod:`xlikert.collect.store`), and
+resumable store saves it as it is (:mod:`xlikert.collect.run.store`), and
 :func:`assemble` scatters the units of every model into the results Dataset of
 the results schema; :func:`xlikert.collect.merge_shards` combines shard files by the
 same table.
@@ -458,7 +458,7 @@ def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> R
     Raises
     ------
     CollectionError
-        The file holds no ids (an older file, or a server backend that sent
+        The file holds no ids (an older file, or the openai backend, which sent
         text), the cell is not one cell, or the trace does not exist.
 
     Examples

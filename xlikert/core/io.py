@@ -87,7 +87,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _encode(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
-    out = {}
+    out: dict[Any, Any] = {}
     for key, value in attrs.items():
         if _needs_json(value):
             out[key] = JSON_MARKER + json.dumps(_jsonable(value))

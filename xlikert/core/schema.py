@@ -18,7 +18,7 @@ else about each variable are in one table per group:
 * :data:`ITEM_OPTIONS` -- each item's own options (support, nominal flag, answer and
   point labels), when the items have their own;
 * :data:`CELL_VARIABLES` -- each cell's identity key and where its numbers came
-  from (:mod:`xlikert.collect.identity`), written by the runner.
+  from (:mod:`xlikert.collect.run.identity`), written by the runner.
 
 Every other list of result variables (:data:`xlikert.core.dims.RESULT_VARIABLES`, the
 records the backends fill, the merge of shard files) is derived from these tables.
@@ -389,7 +389,7 @@ PROMPT_VARIABLES: dict[str, Variable] = {
 }
 
 #: Each cell's identity and the origin of its numbers: the runner writes them beside the
-#: backend's variables, so reuse across files is auditable (:mod:`xlikert.collect.identity`).
+#: backend's variables, so reuse across files is auditable (:mod:`xlikert.collect.run.identity`).
 CELL_VARIABLES: dict[str, Variable] = {
     "cell_key": Variable(
         (),
@@ -399,7 +399,7 @@ CELL_VARIABLES: dict[str, Variable] = {
             "(attrs models[name]['cell_identity']), the options that change stored values, "
             "the answer labels and the exact token ids read (or the exact request sent to a "
             "server); cells with equal keys are never computed twice "
-            "(xlikert.collect.identity.KEY_RULE); empty where no cell was collected"
+            "(xlikert.collect.run.identity.KEY_RULE); empty where no cell was collected"
         },
     ),
     "reused_from": Variable(

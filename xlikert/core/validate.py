@@ -198,13 +198,13 @@ def check_pmf(
     nan = values.isnull()
     if bool(nan.any()):
         raise InvalidPMFError(
-            f"PMF holds NaN mass at {describe_cells(nan.any(score_dim))} "
+            f"PMF holds NaN mass at {describe_cells(nan.any([score_dim]))} "
             "(a missing cell? every condition and item needs a PMF)"
         )
     neg = values < 0
     if bool(neg.any()):
-        raise InvalidPMFError(f"PMF holds negative mass at {describe_cells(neg.any(score_dim))}")
-    total = values.sum(score_dim)
+        raise InvalidPMFError(f"PMF holds negative mass at {describe_cells(neg.any([score_dim]))}")
+    total = values.sum([score_dim])
     bad = abs(total - 1.0) > atol
     if bool(bad.any()):
         first = (
@@ -298,7 +298,7 @@ def check_fully_crossed(
     """
     if is_lazy(pmf):
         return
-    missing = pmf.isnull().all(score_dim)
+    missing = pmf.isnull().all([score_dim])
     other = [d for d in missing.dims if d not in factors]
     if other:
         missing = missing.any(other)

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
@@ -122,7 +122,7 @@ class Experiment:
     sha256: str
     collect: dict[str, Any] | None = None
     nonsubstantive: tuple[Option, ...] = ()
-    answers: str = "codes"
+    answers: Literal["codes", "letters", "labels"] = "codes"
     _user_templates: tuple[Template, ...] = field(default=(), compare=False)
     _system_templates: dict[str, Template] = field(default_factory=dict, compare=False)
     #: With a ``language`` factor: each language's experiment (its instrument translated).
@@ -451,7 +451,10 @@ class Experiment:
         for k, ut in enumerate(self._user_templates):
             item_values = {**values, **shown[k].fields}
             user[(*idx, k)] = ut.render(item_values)
-            system[(*idx, k)] = sys_t.render(item_values) if per_item_system else sys_text
+            if per_item_system and sys_t is not None:
+                system[(*idx, k)] = sys_t.render(item_values)
+            else:
+                system[(*idx, k)] = sys_text
 
     def _format_labels(self) -> xr.Dataset:
         """``answer_label (<format factor>, score)`` on the one scale (empty without a format)."""
@@ -464,7 +467,10 @@ class Experiment:
             {
                 "answer_label": (
                     (fmt.name, "score"),
-                    np.array([[labels[lv][y] for y in score] for lv in fmt.levels], dtype=str),
+                    np.array(
+                        [[labels[lv][y] for y in score.tolist()] for lv in fmt.levels],
+                        dtype=np.str_,
+                    ),
                     {
                         "description": "the answer label that means each score under each "
                         f"{fmt.name} level"

@@ -493,7 +493,7 @@ def _default(field: Any) -> str:
 def readme_table(model: type[BaseModel]) -> str:
     """The Markdown reference table of one TOML table: key, type, default, meaning."""
     lines = [
-        f"**`{model.toml}`**: {model.__doc__.strip()}",  # type: ignore[attr-defined]
+        f"**`{model.toml}`**: {(model.__doc__ or '').strip()}",  # type: ignore[attr-defined]
         "",
         "| key | type | default | meaning |",
         "|---|---|---|---|",

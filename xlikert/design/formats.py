@@ -173,9 +173,15 @@ class ResponseFormat:
         [5, 4, 3, 2, 1]
         """
         scores = list(range(lo, hi + 1))
-        if self.order in ORDERS:
-            return scores[::-1] if self.order == "reversed" else scores
-        ranks = list(self.order)
+        order = self.order
+        if isinstance(order, str):
+            if order not in ORDERS:
+                raise LabelMappingError(
+                    f"format {self.name!r}: unknown order {order!r}; one of {', '.join(ORDERS)} "
+                    "or the ranks of the points in the order shown"
+                )
+            return scores[::-1] if order == "reversed" else scores
+        ranks = list(order)
         if sorted(ranks) != list(range(1, len(scores) + 1)):
             raise LabelMappingError(
                 f"format {self.name!r}: the order {ranks} is not a permutation of the ranks "

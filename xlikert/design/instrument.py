@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..core.errors import ConfigError, UnknownNameError
 from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec, ScaleSpec
@@ -99,7 +99,7 @@ class Instrument:
     path: str
     sha256: str
     nonsubstantive: tuple[Option, ...] = ()
-    answers: str = "codes"
+    answers: Literal["codes", "letters", "labels"] = "codes"
     templates: dict[str, Template] = field(default_factory=dict, compare=False)
     #: The language of the texts (a tag such as ``"en"``).
     language: str = "en"

@@ -431,8 +431,8 @@ def _parse_context(
     except DesignError as exc:
         p.add(where, str(exc))
         return None
-    levels = tuple(orders)
-    return Factor(name, kind, levels, {lv: {} for lv in levels}, {}, spec.description,
+    order_levels = tuple(orders)
+    return Factor(name, kind, order_levels, {lv: {} for lv in order_levels}, {}, spec.description,
                   orders={lv: tuple(o) for lv, o in orders.items()})  # fmt: skip
 
 
@@ -530,7 +530,7 @@ def _levels_from_table(
     p: Problems,
     name: str,
     kind: str,
-    levels: dict[str, str | dict[str, str]],
+    levels: dict[str, str | dict[str, str | list[str]]],
     bindings: dict[str, dict[str, str]],
     systems: dict[str, str],
 ) -> None:
@@ -548,7 +548,7 @@ def _levels_from_table(
         elif lists := [k for k, v in value.items() if not isinstance(v, str)]:
             p.add(where, f"field(s) {lists} must be strings (arrays are for format levels)")
         else:
-            bindings[lv] = dict(value)
+            bindings[lv] = {k: str(v) for k, v in value.items()}  # every one a string (above)
 
 
 # --------------------------------------------------------------------------- placeholders
@@ -608,7 +608,9 @@ class _Suppliers:
                     f"constant supplies it; known: {', '.join(known)}",
                 )
             f = self.factors.get(src or "")
-            for level in f.levels if f is not None else ():
+            if f is None:
+                continue
+            for level in f.levels:
                 if ph not in f.bindings[level]:
                     what = "lexicon field" if f.kind == "lexicon" else "field"
                     p.add(

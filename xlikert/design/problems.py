@@ -13,7 +13,7 @@ import hashlib
 import tomllib
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -62,7 +62,8 @@ class Problems:
     def error(self) -> ConfigError:
         """One error listing every problem: of the problems' named class when they share one."""
         kinds = set(self.kinds) | ({None} if len(self.kinds) < len(self.lines) else set())
-        cls = kinds.pop() if len(kinds) == 1 and None not in kinds else ConfigError
+        only = kinds.pop() if len(kinds) == 1 else None
+        cls = only if only is not None else ConfigError
         if len(self.lines) == 1:
             return cls(f"{self.file}: {self.lines[0]}")
         body = "\n".join(f"  - {line}" for line in self.lines)
@@ -118,7 +119,7 @@ def validate(model: type[M], table: dict, p: Problems) -> M:
         p.add(*_describe(error, model, table))
     if not all(_in_row(e["loc"]) for e in errors):
         raise p.error()  # an error outside the elements of arrays
-    for key, k in {(e["loc"][0], e["loc"][1]) for e in errors}:
+    for key, k in {(str(e["loc"][0]), int(e["loc"][1])) for e in errors}:  # rows (_in_row)
         p.dropped.setdefault(key, []).append(k)
     kept = {**table}
     for key, gone in p.dropped.items():
@@ -133,7 +134,7 @@ def _in_row(loc: tuple) -> bool:
     return len(loc) >= 2 and loc[0] in _ROWS and isinstance(loc[1], int)
 
 
-def _describe(error: dict, model: type[BaseModel], table: dict) -> tuple[str, str]:
+def _describe(error: Mapping[str, Any], model: type[BaseModel], table: dict) -> tuple[str, str]:
     """The place (``"item 'q1' (items[0])"``) and the message of one pydantic error."""
     loc = tuple(c for c in error["loc"] if not (isinstance(c, str) and c.startswith("<")))
     whole = error["type"] == "value_error" and _model_at(model, loc) is not None

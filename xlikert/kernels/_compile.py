@@ -54,8 +54,9 @@ def compile_lock_path() -> Path:
     'xlikert-kernels-compile.lock'
     """
     candidates = []
-    if numba.config.CACHE_DIR:
-        candidates.append(Path(numba.config.CACHE_DIR))
+    cache_dir = getattr(numba.config, "CACHE_DIR", "")  # set at run time from NUMBA_CACHE_DIR
+    if cache_dir:
+        candidates.append(Path(cache_dir))
     candidates.append(Path(__file__).parent / "__pycache__")
     for directory in candidates:
         if _writable_dir(directory):

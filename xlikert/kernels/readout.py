@@ -299,7 +299,7 @@ def nucleus_logprobs(
                 vals = np.where(zn2[r] >= thr, lp - norm, -np.inf)
                 # an incomplete list: known only when no unlisted token can reach thr
                 if not complete and not (reached.any() and np.exp(thr / temp - lse) > bound[r]):
-                    vals = np.nan
+                    vals.fill(np.nan)
                 out2[r, ti, pi, :n] = vals
                 if zp2 is not None:  # the pooled tokens inside the nucleus, summed
                     inside = zp2[r][zp2[r] >= thr] / temp - lse
@@ -371,7 +371,7 @@ def topk_intervals(
     *,
     out_of_order: int = 1,
     rtol: float = 0.0,
-) -> dict[str, np.ndarray]:
+) -> dict[str, np.ndarray | np.float64]:
     """Certified item-PMF and valid-mass intervals from a server's top-k list.
 
     See :data:`TOPK_BOUNDS_RULE`. Holds for any server that lists at most

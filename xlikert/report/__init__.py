@@ -186,7 +186,7 @@ def _write_report(
     ctx = ReportContext.prepare(
         results, out, country_of_origin=country_of_origin, tol=tol, human=human
     )
-    with offscreen(), _plain_text():  # no window, no backend switched: Figure objects
+    with offscreen(), _figure_text():  # no window, no backend switched: Figure objects
         sections = [s for s in (section(ctx) for section in SECTIONS) if s is not None]
     attrs = ctx.ds.attrs
     ttl = title or str(attrs.get("title") or f"xlikert report: {attrs.get('instrument', '')}")
@@ -194,10 +194,12 @@ def _write_report(
 
 
 @contextlib.contextmanager
-def _plain_text() -> Iterator[None]:
-    """Figure text as it is: a factor level or item id such as ``$\\x$`` is not read as
-    matplotlib math (which would show it otherwise, or fail to draw the figure)."""
+def _figure_text() -> Iterator[None]:
+    """matplotlib's text settings the figures are drawn with, whatever the caller's: math
+    parsed (the axes' own tick labels, ``10⁻¹`` on a log axis, are mathtext) and no LaTeX.
+    Labels from the data are escaped by :mod:`xlikert.plot.text` for exactly this: a
+    level such as ``$\\x$`` is drawn as it is."""
     import matplotlib
 
-    with matplotlib.rc_context({"text.parse_math": False}):
+    with matplotlib.rc_context({"text.parse_math": True, "text.usetex": False}):
         yield

@@ -14,7 +14,7 @@ Everything here works on PMF DataArrays with named dims (paper appendix
 * :mod:`.trend` -- :func:`trend`, the per-unit trend (appendix "Trend Effects");
 * :mod:`.summary` -- :func:`summarize`: E, SD, SNR, dPD of an effect PMF;
 * :mod:`.tables` -- the stage's tables: :func:`summary_table` (the tidy table of a
-  decomposition), :func:`paper_layout`, :func:`aggregate_vs_factorial`,
+  decomposition), :func:`aggregate_vs_factorial`,
   :func:`contrast_table`, :func:`trend_table`, :func:`variance_shares`.
 
 Every function takes a PMF DataArray or a results Dataset (its ``pmf``) first,
@@ -35,7 +35,6 @@ from .tables import (
     aggregate_vs_factorial,
     contrast_table,
     interaction_node,
-    paper_layout,
     summary_table,
     trend_table,
     variance_shares,
@@ -54,7 +53,6 @@ __all__ = [
     "grand_mixture",
     "interaction_node",
     "marginal_slice",
-    "paper_layout",
     "subscale_composites",
     "summarize",
     "summary_table",

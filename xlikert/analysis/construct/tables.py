@@ -1,9 +1,9 @@
 """The construct stage's tables: the effects of a decomposition and what the paper shows.
 
 * :func:`summary_table` -- the tidy table of a :func:`~xlikert.decompose` tree: term,
-  level, E, SD, SNR, dPD (``xl.summary_table``); :func:`paper_layout` -- the paper's
-  effect table made of it; :func:`variance_shares` -- each term's share of the variance
-  of the mean composite;
+  level, E, SD, SNR, dPD (``xl.summary_table``; the report lays it out as the paper's
+  effect table, :func:`xlikert.report.layout.paper_layout`); :func:`variance_shares` --
+  each term's share of the variance of the mean composite;
 * :func:`aggregate_vs_factorial` -- a main effect beside the two-factor interaction
   (:func:`interaction_node` finds that node);
 * :func:`contrast_table` -- every pairwise contrast of a factor's levels;
@@ -34,7 +34,6 @@ __all__ = [
     "aggregate_vs_factorial",
     "contrast_table",
     "interaction_node",
-    "paper_layout",
     "summary_table",
     "trend_table",
     "variance_shares",
@@ -214,47 +213,6 @@ def variance_shares(effects: pd.DataFrame) -> pd.DataFrame:
     )
     total = var.groupby(batch)["variance"].transform("sum") if batch else var["variance"].sum()
     return var.assign(share=var["variance"] / total)
-
-
-#: Mean-item columns of ``xl.summary_table(dec, scoring="both")``.
-_PER_ITEM_COLS = ["E_item", "SD_item"]
-
-
-def paper_layout(tidy: pd.DataFrame) -> pd.DataFrame:
-    """The paper's effect table: ``Parameter, E, SD, SNR, dPD``, grand mean row first.
-
-    Parameters
-    ----------
-    tidy
-        ``xl.summary_table(dec)`` output (columns ``term``, ``level``, ``E``,
-        ``SD``, ``SNR``, ``dPD``; grand-mean row with term ``grand``). The
-        per-item columns ``E_item``, ``SD_item`` are kept, and a ``subscale``
-        column comes first, one block of rows per subscale.
-
-    Examples
-    --------
-    >>> t = pd.DataFrame({"term": ["grand", "model"], "level": ["", "a"], "E": [60.0, 1.5],
-    ...                   "SD": [9.0, 2.0], "SNR": [np.nan, 0.75], "dPD": [np.nan, 0.8]})
-    >>> paper_layout(t)["Parameter"].tolist()
-    ['μ∅ (grand mean)', 'a']
-    """
-    df = tidy.copy()
-    is_grand = df["term"].astype(str).isin(["grand", "", "∅", "mu"])
-    labels = []
-    for term, level, g in zip(df["term"], df["level"], is_grand, strict=True):
-        if g:
-            labels.append("μ∅ (grand mean)")
-        elif isinstance(level, tuple):
-            labels.append(" × ".join(map(str, level)))
-        else:
-            labels.append(str(level).replace(":", " × ") if ":" in str(term) else str(level))
-    df.insert(0, "Parameter", labels)
-    df = pd.concat([df[is_grand], df[~is_grand]])
-    cols = ["Parameter", "term", *[c for c in [*SUMMARY_COLUMNS, *_PER_ITEM_COLS] if c in df]]
-    if "subscale" in df:  # one block per subscale, in order of first appearance
-        df = pd.concat([df[df["subscale"] == name] for name in df["subscale"].unique()])
-        cols.insert(0, "subscale")
-    return df[cols].reset_index(drop=True)
 
 
 def _origin_of(dec_level: str, origin: Mapping[str, str] | None) -> str | None:

@@ -23,7 +23,7 @@ from .decoding import correlation
 from .flips import DEFAULT_EFFECT_BINS
 from .moments import design_factors, standard_error
 
-__all__ = ["decoding_bias_table", "flip_table", "fmt_n", "sampling_se_table"]
+__all__ = ["decoding_bias_table", "flip_table", "sampling_se_table"]
 
 
 def sampling_se_table(
@@ -78,12 +78,13 @@ def sampling_se_table(
     rest = [d for d in factors if d != by]
     se_by = se.mean(rest) if rest else se
     df = frames.level_frame(
-        {f"N={fmt_n(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by
+        {f"N={_budget_label(v)}": se_by.sel(n=v, drop=True) for v in se_by["n"].values}, by
     )
     return frames.with_consensus(df, consensus, by)
 
 
-def fmt_n(v: int) -> str:
+def _budget_label(v: int) -> str:
+    """A budget N as the tables' columns name it: ``10^k`` from 10,000 on, else the number."""
     v = int(v)
     exp = math.log10(v) if v > 0 else 0
     return f"10^{int(exp)}" if v >= 10_000 and exp == int(exp) else str(v)
@@ -131,7 +132,7 @@ def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS)
     )
     for nv, grp in flips.groupby("n", sort=True):
         c = pd.cut(grp["E"].abs(), edges, right=False, labels=labels)
-        out[f"N={fmt_n(nv)}"] = (
+        out[f"N={_budget_label(nv)}"] = (
             grp.groupby(c, observed=False)["p_flip"].mean().reindex(labels).values
         )
     return out

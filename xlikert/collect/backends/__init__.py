@@ -1,4 +1,8 @@
-"""The collection backends, side by side; each implements :mod:`xlikert.collect.protocol`.
+"""The collection backends, side by side; each is a :class:`~xlikert.collect.protocol.Backend`.
+
+Each ``<name>/__init__.py`` defines the backend's ``check``, ``inputs`` and ``open``;
+the backends import the contracts of :mod:`xlikert.collect`, never one another
+(an import-linter contract).
 
 ========================  ===================================================
 ``transformers``          a transformers model in this process (default)

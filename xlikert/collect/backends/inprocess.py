@@ -13,7 +13,11 @@ in the backends) and a few functions:
 * the entry keys both know (:data:`ENTRY_KEYS`) and the provenance both record
   (:func:`model_provenance`, :meth:`InProcessModel.provenance`);
 * the outline of a unit in exact mode and in reasoning mode
-  (:meth:`InProcessModel.score`).
+  (:meth:`InProcessModel.score`);
+* what an entry resolves to before it loads (:class:`ModelFiles`: the folder, the
+  checksum of its weights, the tokenizer) and the backend's ``inputs`` built from it
+  (:func:`in_process_inputs`: the identity and token ids a run keys its cells by,
+  :mod:`xlikert.collect.run.identity`).
 
 Neither torch nor vLLM is imported here at module level.
 """
@@ -21,6 +25,8 @@ Neither torch nor vLLM is imported here at module level.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,8 +35,10 @@ from ...core.errors import CollectionError
 from ...core.schema import encode_token_ids
 from ...kernels.readout import DECODING_TIE_RULE
 from ..options import check_dtype
+from ..protocol import CellInputs
 from ..reasoning import (
     ReasoningFormat,
+    check_reasoning,
     reasoning_format,
     reasoning_provenance,
     store_traces,
@@ -48,7 +56,10 @@ __all__ = [
     "END_OF_TURN_RULE",
     "ENTRY_KEYS",
     "InProcessModel",
+    "ModelFiles",
     "end_of_turn_ids",
+    "hub_commit",
+    "in_process_inputs",
     "model_provenance",
     "resolve_dtype",
 ]
@@ -333,3 +344,133 @@ class InProcessModel:
                 for labels, (valid, _) in rules.items()
             }
         return info
+
+
+# ------------------------------------------------------------ what an entry resolves to
+#: Entry fields that say where and how an engine runs, not what it reads (not identity).
+_PLACEMENT = ("name", "device", "device_map", "dtype", "trust_remote_code")
+
+
+def hub_commit(source: str, revision: str | None) -> str:
+    """The commit a Hugging Face id (at ``revision``, default its main branch) resolves
+    to now, read from the local cache or the Hub (``config.json`` only); empty when it
+    cannot be resolved."""
+    try:
+        from transformers.utils import cached_file
+
+        path = cached_file(source, "config.json", revision=revision)
+    except Exception:  # offline and not cached, gated, ...: loading would fail too
+        return ""
+    parts = Path(str(path)).parts
+    return parts[parts.index("snapshots") + 1] if "snapshots" in parts[:-1] else ""
+
+
+@dataclass
+class ModelFiles:
+    """What an in-process model entry resolves to before it loads, resolved once per run.
+
+    The folder (or Hugging Face id) an engine loads and the provenance that
+    identifies it (:func:`~xlikert.collect.zoo.model_folder`: the revision, the
+    sha256 of the weights, which hashing a large model's files takes long), and
+    the tokenizer, loaded on first use. A run's keys
+    (:func:`in_process_inputs`) and the backend's ``open`` share one object (a
+    :class:`~xlikert.collect.protocol.CellInputs`' ``prepared``), so nothing is
+    hashed or loaded twice; it lives as long as the run's :class:`RunKeys`.
+
+    Attributes
+    ----------
+    folder
+        What the engine loads: a local folder, a dequantised GGUF folder or a Hub id.
+    provenance
+        ``revision``, ``sha256`` (and ``gguf_file``, ``upstream``, ...) of the weights;
+        copy it before changing it.
+    trust_remote_code
+        Whether the entry's tokenizer and model may run the repository's code.
+    revision
+        The entry's ``revision`` (a Hub branch, tag or commit), None: the default.
+    """
+
+    folder: str
+    provenance: dict[str, str]
+    trust_remote_code: bool = False
+    revision: str | None = None
+    _tokenizer: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def resolve(cls, spec: dict[str, Any], trust_remote_code: bool = False) -> ModelFiles:
+        """Resolve a model entry (a built-in name's checked GGUF, a GGUF file's
+        dequantised folder, a local folder's weights hashed, a Hub id as given).
+
+        Raises
+        ------
+        CollectionError
+            An unknown source, a missing file or a checksum mismatch.
+
+        Examples
+        --------
+        >>> ModelFiles.resolve({"name": "m", "source": "owner/model"}).folder
+        'owner/model'
+        """
+        from ..zoo import model_folder
+
+        folder, prov = model_folder(spec)
+        trc = bool(spec.get("trust_remote_code", trust_remote_code))
+        return cls(folder, prov, trc, spec.get("revision"))
+
+    def tokenizer(self) -> Any:
+        """The entry's tokenizer (``AutoTokenizer``), loaded on the first call only."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(
+                self.folder, trust_remote_code=self.trust_remote_code, revision=self.revision
+            )
+        return self._tokenizer
+
+
+def in_process_inputs(
+    spec: dict[str, Any], options: CollectOptions, *, checked: dict[str, Any], backend: str,
+    dtype: str,
+) -> CellInputs:  # fmt: skip
+    """The :class:`~xlikert.collect.protocol.CellInputs` of an in-process backend's entry.
+
+    The identity is the checked entry without its name and placement, with the
+    folder's revision and checksum (:class:`ModelFiles`; a Hugging Face id's
+    commit, :func:`hub_commit`), the ``dtype`` the weights load in and
+    ``trust_remote_code``. ``sent`` renders and tokenises the prompts as both
+    in-process backends do (:class:`~xlikert.collect.templates.PromptTemplate`;
+    in reasoning mode the reasoning prompt), loading only the tokenizer. The
+    :class:`ModelFiles` are the inputs' ``prepared``, for the backend's ``open``.
+    """
+    files = ModelFiles.resolve(spec, options.trust_remote_code)
+    folder, prov = files.folder, files.provenance
+    revision = prov.get("revision") or ""
+    if folder == str(spec["source"]) and not Path(folder).expanduser().exists():  # a Hub id
+        revision = hub_commit(folder, spec.get("revision")) or revision
+    identity = {k: v for k, v in checked.items() if k not in _PLACEMENT}
+    identity.update(
+        backend=backend, dtype=dtype, trust_remote_code=files.trust_remote_code,
+        revision=revision, sha256=prov.get("sha256", ""),
+        **{k: prov[k] for k in ("gguf_file", "upstream", "sha256_of") if prov.get(k)},
+    )  # fmt: skip
+    state: dict[str, Any] = {}
+
+    def sent(prompts: Sequence[tuple[str, str]]) -> list[list[int]]:
+        if not state:
+            state.update(_prompt_encoder(files, spec))
+        template, fmt = state["template"], state["format"]
+        texts = [fmt.prompt(template, s, u) if fmt else template.render(s, u) for s, u in prompts]
+        return [template.encode(t) for t in texts]
+
+    return CellInputs(identity, sent, prepared=files)
+
+
+def _prompt_encoder(files: ModelFiles, spec: dict[str, Any]) -> dict[str, Any]:
+    """The tokenizer's template (and reasoning format) of an in-process entry."""
+    from ..templates import PromptTemplate
+
+    name = str(spec["name"])
+    tok = files.tokenizer()
+    reasoning = check_reasoning(spec)
+    fmt = reasoning_format(tok, reasoning, name) if reasoning is not None else None
+    return {"template": PromptTemplate(tok, name, spec.get("prompt_format")), "format": fmt}

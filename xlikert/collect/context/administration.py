@@ -12,7 +12,7 @@ changes no prompt under isolated administration, so it is refused there.
 
 :class:`Conversations` finds the batteries (the flat cells of each sequential
 condition, in the order asked); the runner makes each one unit of work
-(:mod:`xlikert.collect.session`), read by :func:`score_battery` into the per-unit
+(:mod:`xlikert.collect.run.session`), read by :func:`score_battery` into the per-unit
 record with :data:`~xlikert.core.schema.CONTEXT_VARIABLES`.
 """
 

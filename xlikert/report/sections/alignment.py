@@ -18,12 +18,12 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ... import plot
 from ...analysis import alignment as stage
-from ...analysis.alignment import ORDER_METRICS, alignment, silicon_population
+from ...analysis.alignment import ORDER_METRICS, alignment
 from ...analysis.human import human_marginal, human_pmf
 from ...analysis.nonsubstantive import nonsubstantive_alignment
 from ...analysis.support import nominal_items
@@ -78,76 +78,6 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
         f"{f'; columns ignored: {md(ignored)}' if ignored else ''})"
     )
     return human, how
-
-
-def _pmf_figure(model: xr.DataArray, human: xr.Dataset, by: Hashable):
-    from matplotlib.figure import Figure
-
-    groups = [d for d in human["n"].dims if d != "item"]
-    first = groups[0] if groups else None
-    rest = [d for d in groups if d != first]
-    cols: list[tuple[str, xr.DataArray, xr.DataArray]] = [
-        ("all respondents", human_marginal(human).pmf, silicon_population(model, human))
-    ]
-    if first is not None:
-        h1 = human_marginal(human, dim=rest) if rest else human
-        m1 = silicon_population(model, human, dim=rest) if rest else model
-        cols += [
-            (f"{first}={v}", h1.pmf.sel({first: v}), m1.sel({first: v}))
-            for v in human[first].values
-        ]
-    items = list(human["item"].values)
-    fig = Figure(figsize=(2.6 * len(cols), 2.0 * len(items)))  # no pyplot: no window
-    axes = fig.subplots(len(items), len(cols), squeeze=False, sharey=True)
-    y = human["score"].values
-    for i, item in enumerate(items):
-        for j, (title, h, m) in enumerate(cols):
-            ax = axes[i, j]
-            ax.bar(y, h.sel(item=item).values, color="#bbbbbb", label="humans")
-            for level in m[by].values:
-                ax.plot(
-                    y, m.sel({by: level, "item": item}).values, marker="o", ms=3, label=str(level)
-                )
-            if i == 0:
-                ax.set_title(title, fontsize=8)
-            if j == 0:
-                ax.set_ylabel(str(item), fontsize=8)
-            ax.set_xticks(y)
-            ax.tick_params(labelsize=7)
-    axes[0, -1].legend(fontsize=6, loc="upper right")
-    fig.tight_layout()
-    return fig
-
-
-def _representativeness_figure(table: pd.DataFrame, by: Hashable):
-    from matplotlib.figure import Figure
-
-    rep = table[table.metric == "representativeness"]
-    labels = list(dict.fromkeys(zip(rep.group, rep["item"], strict=True)))
-    levels = list(dict.fromkeys(rep[by]))
-    fig = Figure(figsize=(7, 0.28 * len(labels) + 1.2))  # no pyplot: no window
-    ax = fig.subplots()
-    pos = {lab: k for k, lab in enumerate(labels)}
-    for j, level in enumerate(levels):
-        sub = rep[rep[by] == level]
-        yy = np.array([pos[(g, i)] for g, i in zip(sub.group, sub["item"], strict=True)])
-        yy = yy + (j - (len(levels) - 1) / 2) * 0.8 / max(len(levels), 1)
-        err = [sub.estimate - sub.lower, sub.upper - sub.estimate]
-        ax.errorbar(sub.estimate, yy, xerr=err, fmt="o", ms=3, label=str(level))
-    ceil = rep.drop_duplicates(["group", "item"])
-    ax.scatter(
-        ceil.ceiling,
-        [pos[(g, i)] for g, i in zip(ceil.group, ceil["item"], strict=True)],
-        marker="|",
-        s=120,
-        color="k",
-        label="noise ceiling (two human samples)",
-    )
-    ax.set_yticks(range(len(labels)), [f"{g} · {i}" for g, i in labels], fontsize=7)
-    ax.set_xlabel("representativeness 1 − W1/(K − 1)")
-    ax.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2)
-    fig.tight_layout()
-    return fig
 
 
 def human_section(ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by: Hashable, section):
@@ -211,13 +141,13 @@ def human_section(ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by:
         index=False,
     )
     s.figure(
-        _pmf_figure(model, h, by),
+        plot.human_pmfs(model, h, by=by),
         out,
         "human_pmfs",
         "Model PMFs (lines) vs human PMFs (bars) per group.",
     )
     s.figure(
-        _representativeness_figure(table, by),
+        plot.representativeness(table, by=by),
         out,
         "human_representativeness",
         "Representativeness with intervals; the bar marks the noise ceiling.",

@@ -6,11 +6,12 @@ import pandas as pd
 import xarray as xr
 
 from ... import plot
-from ...analysis.construct import SCORING, paper_layout
+from ...analysis.construct import SCORING
 from ...analysis.human import human_vs_llm
 from ...analysis.keying import SUBSCALE_DIM
 from ...datasets import human_baseline
 from ..context import ReportContext
+from ..layout import paper_layout
 from ..page import Section
 from .per_subscale import composite_parts, views
 

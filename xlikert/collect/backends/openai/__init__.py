@@ -1,4 +1,7 @@
-"""OpenAI-compatible server backend: vLLM, llama.cpp server, hosted chat-completions APIs.
+"""The openai backend: a model behind an OpenAI-compatible server (vLLM, llama.cpp, hosted APIs).
+
+Selected by ``source = "openai:MODEL"`` or ``backend = "openai"``; ``server`` in the
+entry names the program behind the endpoint (``SERVER_KINDS``), not the backend.
 
 One chat-completions request per (condition, item) with ``max_tokens=1``,
 ``logprobs=true`` and ``top_logprobs=k+1``. Two modes, detected at run time:
@@ -31,15 +34,15 @@ The API key is read from an environment variable (``api_key_env``, default
 fingerprint. HTTP goes through ``httpx`` (a pool of keep-alive connections; proxy
 and TLS settings from the environment).
 
-The backend in four parts:
+The backend's three functions (:class:`~xlikert.collect.protocol.Backend`: :func:`check`,
+:func:`inputs`, :func:`open`) are here; the backend in five parts:
 
 ================  =====================================================================
-:mod:`.spec`      the model entry: :class:`ServerSpec`, :func:`parse_server_spec`,
-                  :func:`check`
+:mod:`.spec`      the model entry: :class:`OpenAISpec`, :func:`parse_openai_spec`
 :mod:`.transport` how requests travel: HTTP client, retries, ``Retry-After``, errors
 :mod:`.plan`      what is sent: request bodies, the mode probe, the waves of requests
 :mod:`.readout`   what comes back: log-probabilities to PMFs and certified intervals
-:mod:`.model`     :class:`ServerModel`, which joins them
+:mod:`.model`     :class:`OpenAIModel`, which joins them
 ================  =====================================================================
 """
 
@@ -49,10 +52,10 @@ from typing import Any
 
 from ...options import CollectOptions
 from ...protocol import CellInputs
-from .model import ServerModel
+from .model import OpenAIModel
 from .plan import CACHE_RESET, RequestPlan, messages
 from .readout import DECODING_RULE, OUT_OF_ORDER, PADDED_LOGPROB, PROTOCOL
-from .spec import SERVER_KINDS, TRANSPORT_KEYS, ServerSpec, check, parse_server_spec
+from .spec import SERVER_KINDS, TRANSPORT_KEYS, OpenAISpec, parse_openai_spec
 
 __all__ = [
     "CACHE_RESET",
@@ -62,12 +65,12 @@ __all__ = [
     "PROTOCOL",
     "SERVER_KINDS",
     "TRANSPORT_KEYS",
-    "ServerModel",
-    "ServerSpec",
+    "OpenAIModel",
+    "OpenAISpec",
     "check",
     "inputs",
     "open",
-    "parse_server_spec",
+    "parse_openai_spec",
 ]
 
 
@@ -76,11 +79,22 @@ __all__ = [
 _CACHE_FIELDS = ("cache_salt", "cache_prompt")
 
 
+def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
+    """Validate an openai model entry (no network); the fields that identify the results.
+
+    The transport settings (:data:`TRANSPORT_KEYS`) are left out, so changing them
+    resumes a run; ``base_url`` is recorded without credentials or query.
+    """
+    sspec = parse_openai_spec(spec)
+    kept = {k: v for k, v in spec.items() if k not in TRANSPORT_KEYS}
+    return {**kept, "base_url": sspec.public_url}
+
+
 def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
     """What determines the entry's numbers, without reaching the server: its identity (the
     checked entry: served model, base URL, revision, request settings) and each prompt's
     exact chat-completions request (its cache fields left out)."""
-    sspec = parse_server_spec(spec)
+    sspec = parse_openai_spec(spec)
     identity = {k: v for k, v in check(spec, options).items() if k != "name"}
     identity["backend"] = "openai"
     plan = RequestPlan(sspec, None, int(options.top_k), sspec.server)
@@ -94,7 +108,7 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
 
 def open(
     spec: dict[str, Any], options: CollectOptions, probe: tuple[str, str], *, prepared: Any = None
-) -> ServerModel:
+) -> OpenAIModel:
     """Connect to the server of a model entry and detect its mode with ``probe``
     (``prepared``: unused, the server loads its model itself)."""
-    return ServerModel.open(parse_server_spec(spec), options, probe)
+    return OpenAIModel.open(parse_openai_spec(spec), options, probe)

@@ -15,13 +15,13 @@ from ...record import UnitResult
 from ...tokens import ONE_TOKEN_RULE
 from .plan import PROMPT_CACHE, RequestPlan, messages
 from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
-from .spec import SERVER_KINDS, ServerSpec
+from .spec import SERVER_KINDS, OpenAISpec
 from .transport import Transport
 
-__all__ = ["ServerModel", "load_tokenizer"]
+__all__ = ["OpenAIModel", "load_tokenizer"]
 
 
-def _tokenizer_name(spec: ServerSpec) -> tuple[str | None, str]:
+def _tokenizer_name(spec: OpenAISpec) -> tuple[str | None, str]:
     """The tokenizer to load (None: none can be) and, when None, why."""
     if spec.tokenizer is not None:
         return spec.tokenizer, ""
@@ -31,7 +31,7 @@ def _tokenizer_name(spec: ServerSpec) -> tuple[str | None, str]:
     return None, f"the served name {m!r} is not a tokenizer id or folder"
 
 
-def load_tokenizer(spec: ServerSpec) -> tuple[Any, str]:
+def load_tokenizer(spec: OpenAISpec) -> tuple[Any, str]:
     """The tokenizer of a server model entry and what to record about it.
 
     ``tokenizer``, else the served model's name when it looks like a Hugging Face id
@@ -77,7 +77,7 @@ def load_tokenizer(spec: ServerSpec) -> tuple[Any, str]:
     return tok, f"{type(tok).__name__}:{name}" + (f"@{spec.revision}" if spec.revision else "")
 
 
-class ServerModel:
+class OpenAIModel:
     """A model behind an OpenAI-compatible server, ready to score prompts.
 
     Built by :meth:`open`, which checks the server, the model name and the
@@ -87,7 +87,7 @@ class ServerModel:
     :class:`~.readout.Readout` (log-probabilities to PMFs and intervals).
     """
 
-    def __init__(self, spec: ServerSpec, options: CollectOptions):
+    def __init__(self, spec: OpenAISpec, options: CollectOptions):
         self.spec = spec
         self.name = spec.name
         self.options = options
@@ -102,7 +102,7 @@ class ServerModel:
 
     def __repr__(self) -> str:
         return (
-            f"<ServerModel {self.spec.name!r} model={self.spec.model!r} "
+            f"<OpenAIModel {self.spec.name!r} model={self.spec.model!r} "
             f"url={self.spec.public_url} mode={self.mode}>"
         )
 
@@ -112,7 +112,7 @@ class ServerModel:
         return self.plan.kind
 
     @classmethod
-    def open(cls, spec: ServerSpec, options: CollectOptions, probe: tuple[str, str]) -> ServerModel:
+    def open(cls, spec: OpenAISpec, options: CollectOptions, probe: tuple[str, str]) -> OpenAIModel:
         """Connect, check the model and detect the mode with one probe prompt."""
         _check_one_token(options, spec.name)
         self = cls(spec, options)

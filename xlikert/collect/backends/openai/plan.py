@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ....core.errors import CollectionError
 from .readout import OUT_OF_ORDER, entries, token_id
-from .spec import ServerSpec
+from .spec import OpenAISpec
 from .transport import HTTPStatusFailure, Transport, Unreachable
 
 __all__ = ["CACHE_RESET", "RequestPlan", "messages"]
@@ -56,7 +56,7 @@ class RequestPlan:
     ``other``), which decides how its prompt cache is kept out of the numbers.
     """
 
-    def __init__(self, spec: ServerSpec, transport: Transport, top_k: int, kind: str):
+    def __init__(self, spec: OpenAISpec, transport: Transport, top_k: int, kind: str):
         self.spec = spec
         self.transport = transport
         self.top_k = top_k

@@ -23,7 +23,7 @@ from ...numerals import scripts as all_scripts
 from ...options import CollectOptions
 from ...record import UnitResult
 from ...vocabulary import token_text
-from .spec import ServerSpec
+from .spec import OpenAISpec
 
 __all__ = [
     "DECODING_RULE",
@@ -36,7 +36,7 @@ __all__ = [
     "token_id",
 ]
 
-#: What the server backend does in each mode, recorded per model (``collection_protocol``).
+#: What the openai backend does in each mode, recorded per model (``collection_protocol``).
 PROTOCOL = {
     "exact": "chat completions over HTTP, the prompt templated by the server: per (condition, "
     "item) one request for the top-k listing and one with logprob_token_ids for every valid "
@@ -48,7 +48,7 @@ PROTOCOL = {
     "pmf_upper, valid_mass_lower, valid_mass_upper; bounds_rule)",
 }
 
-#: How the server backend's decoding grid is made, recorded per model (``decoding_rule``).
+#: How the openai backend's decoding grid is made, recorded per model (``decoding_rule``).
 DECODING_RULE = (
     "xlikert's tie rule (xlikert.kernels.readout.DECODING_TIE_RULE) applied to the tokens the "
     "server listed (and, in exact mode, every valid token), not the full vocabulary: only "
@@ -66,7 +66,7 @@ PADDED_LOGPROB = -9999.0
 Listing = tuple[list[Any], list[str], np.ndarray]
 
 
-def entries(obj: dict, spec: ServerSpec) -> list[tuple[str, float]]:
+def entries(obj: dict, spec: OpenAISpec) -> list[tuple[str, float]]:
     """``(token, logprob)`` of the ``top_logprobs`` at the generated position."""
     try:
         first = obj["choices"][0]["logprobs"]["content"][0]
@@ -114,7 +114,7 @@ class Readout:
     answer) ``len(scale)`` + its option's index on the ``option`` axis.
     """
 
-    def __init__(self, spec: ServerSpec, options: CollectOptions, mode: str, ids_ok: bool,
+    def __init__(self, spec: OpenAISpec, options: CollectOptions, mode: str, ids_ok: bool,
                  valid=None, tokenizer=None):  # fmt: skip
         self.spec, self.options, self.mode, self.ids_ok = spec, options, mode, ids_ok
         self.valid, self.tokenizer = valid, tokenizer

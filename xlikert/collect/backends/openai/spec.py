@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ....core.errors import CollectionError
-from ...options import CollectOptions, check_entry_keys
+from ...options import check_entry_keys
 
-__all__ = ["SERVER_KINDS", "TRANSPORT_KEYS", "ServerSpec", "check", "parse_server_spec"]
+__all__ = ["SERVER_KINDS", "TRANSPORT_KEYS", "OpenAISpec", "parse_openai_spec"]
 
 _KEYS = {
     "name",
@@ -43,8 +43,8 @@ TRANSPORT_KEYS = ("concurrency", "timeout", "max_retries", "backoff")
 
 
 @dataclass(frozen=True)
-class ServerSpec:
-    """A model behind an OpenAI-compatible server (see :func:`parse_server_spec`).
+class OpenAISpec:
+    """A model behind an OpenAI-compatible server (see :func:`parse_openai_spec`).
 
     ``base_url`` may hold a user and password; it is left out of the repr, which
     shows :attr:`public_url` instead.
@@ -79,7 +79,7 @@ class ServerSpec:
         return urllib.parse.urlunsplit((u.scheme, netloc, u.path.rstrip("/"), "", ""))
 
     def __repr__(self) -> str:
-        return f"ServerSpec(name={self.name!r}, model={self.model!r}, url={self.public_url!r})"
+        return f"OpenAISpec(name={self.name!r}, model={self.model!r}, url={self.public_url!r})"
 
 
 def _secret_fields(obj: Any, prefix: str = "") -> list[str]:
@@ -111,10 +111,10 @@ def _refuse(spec: dict[str, Any], where: str) -> None:
     check_entry_keys(spec, _KEYS, "openai")
 
 
-def _build(spec: dict[str, Any], name: str, model: str, base: str) -> ServerSpec:
+def _build(spec: dict[str, Any], name: str, model: str, base: str) -> OpenAISpec:
     seed = spec.get("seed", 0)
     revision = spec.get("revision")
-    return ServerSpec(
+    return OpenAISpec(
         name=name,
         model=str(model),
         base_url=str(base),
@@ -135,7 +135,7 @@ def _build(spec: dict[str, Any], name: str, model: str, base: str) -> ServerSpec
     )
 
 
-def _check_values(out: ServerSpec, where: str) -> None:
+def _check_values(out: OpenAISpec, where: str) -> None:
     if out.mode not in ("auto", "exact", "topk"):
         raise CollectionError(f"{where}: mode must be 'auto', 'exact' or 'topk', got {out.mode!r}")
     kinds = ("auto", *SERVER_KINDS.values(), "other")
@@ -149,7 +149,7 @@ def _check_values(out: ServerSpec, where: str) -> None:
         )
 
 
-def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
+def parse_openai_spec(spec: dict[str, Any]) -> OpenAISpec:
     """Validate a server model entry.
 
     Keys: ``source = "openai:MODEL"`` (or ``backend = "openai"`` and ``model``),
@@ -173,7 +173,7 @@ def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
 
     Examples
     --------
-    >>> s = parse_server_spec({"name": "L", "source": "openai:m", "base_url": "http://h:8000/v1"})
+    >>> s = parse_openai_spec({"name": "L", "source": "openai:m", "base_url": "http://h:8000/v1"})
     >>> s.model, s.public_url, s.mode
     ('m', 'http://h:8000/v1', 'auto')
     """
@@ -194,14 +194,3 @@ def parse_server_spec(spec: dict[str, Any]) -> ServerSpec:
         raise CollectionError(f"{where}: bad value: {exc}") from exc
     _check_values(out, where)
     return out
-
-
-def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
-    """Validate a server model entry (no network); the fields that identify the results.
-
-    The transport settings (:data:`TRANSPORT_KEYS`) are left out, so changing them
-    resumes a run; ``base_url`` is recorded without credentials or query.
-    """
-    sspec = parse_server_spec(spec)
-    kept = {k: v for k, v in spec.items() if k not in TRANSPORT_KEYS}
-    return {**kept, "base_url": sspec.public_url}

@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 from ....core.errors import CollectionError
-from .spec import ServerSpec
+from .spec import OpenAISpec
 
 __all__ = ["RETRY_STATUS", "HTTPStatusFailure", "Transport", "Unreachable", "retry_after"]
 
@@ -127,7 +127,7 @@ class Transport:
     Counts the requests answered (:attr:`requests`) and the retries (:attr:`retries`).
     """
 
-    def __init__(self, spec: ServerSpec):
+    def __init__(self, spec: OpenAISpec):
         self.spec = spec
         u = urllib.parse.urlsplit(spec.base_url)
         basic = None

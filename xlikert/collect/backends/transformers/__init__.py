@@ -28,12 +28,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...identity import ModelFiles, in_process_inputs
 from ...options import CollectOptions, check_dtype, check_entry_keys
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...zoo import check_source
-from ..inprocess import ENTRY_KEYS
+from ..inprocess import ENTRY_KEYS, ModelFiles, in_process_inputs
 from .loading import READOUT, LoadedModel, load_dtype, load_model, wrap_model
 from .model import TRACE_SAMPLER, LocalModel
 from .scorer import Scorer, read_logits
@@ -80,7 +79,7 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
     """What determines the entry's numbers, before its weights load: its identity (the
     checked entry, the folder's revision and checksum, the dtype it loads in) and each
     prompt's token ids, from the tokenizer alone
-    (:func:`~xlikert.collect.identity.in_process_inputs`)."""
+    (:func:`~xlikert.collect.backends.inprocess.in_process_inputs`)."""
     return in_process_inputs(spec, options, checked=check(spec, options), backend="transformers",
                              dtype=load_dtype(spec, options))  # fmt: skip
 

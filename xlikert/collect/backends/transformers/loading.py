@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ....core.errors import CollectionError
-from ...identity import ModelFiles
 from ...numerals import rule_scripts
 from ...templates import PromptTemplate
 from ...tokens import AnswerSequences, ValidTokens, answer_rule
-from ..inprocess import model_provenance, resolve_dtype
+from ..inprocess import ModelFiles, model_provenance, resolve_dtype
 
 __all__ = ["READOUT", "LoadedModel", "load_dtype", "load_model", "wrap_model"]
 
@@ -151,7 +150,7 @@ def load_model(
         one-token rule, where such answers are constraint failures.
     files
         What ``spec`` resolves to, resolved already in this run (the checked weights,
-        the tokenizer: :class:`~xlikert.collect.identity.ModelFiles`); None: resolved here.
+        the tokenizer: :class:`~xlikert.collect.backends.inprocess.ModelFiles`); None: resolved here.
 
     Examples
     --------

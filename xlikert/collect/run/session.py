@@ -1,11 +1,13 @@
 """One collection run: find the cells already measured, compute the rest, assemble the file.
 
-:func:`~xlikert.collect.collect` checks its inputs and builds the plan
-(:class:`~xlikert.collect.runner.Plan`); a :class:`Session` then
+:func:`~xlikert.collect.collect` checks its inputs once
+(:func:`~xlikert.collect.run.checked.check_run`), builds the plan
+(:class:`~xlikert.collect.run.runner.Plan`) and the cells' keys
+(:class:`~.identity.RunKeys`); a :class:`Session` then
 
 1. takes the output's lock and reads its saved progress (:class:`~.store.PartialStore`);
-2. keys every cell of the plan (:class:`~.identity.RunKeys`) and looks the keys up in
-   the saved progress and the earlier results files (:class:`~.reuse.Reuse`);
+2. looks every cell's key up in the saved progress and the earlier results files
+   (:class:`~.reuse.Reuse`);
 3. loads each model that still has cells to compute (one at a time), scores those
    cells unit by unit, saving each finished unit, and stops between saves on
    SIGTERM or SIGINT (:class:`~.interrupt.StopOnSignals`);
@@ -25,18 +27,18 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .._version import __version__
-from ..core.errors import CollectionError, XlikertError
-from ..core.io import encode_attrs
-from .context.administration import ITEM_POSITION, context_attrs, score_battery
+from ..._version import __version__
+from ...core.errors import CollectionError, XlikertError
+from ...core.io import encode_attrs
+from ..context.administration import ITEM_POSITION, context_attrs, score_battery
+from ..options import CollectOptions
+from ..protocol import Model, backend_module
+from ..record import UnitResult, assemble
+from ..templates import PLAIN_FORMAT
 from .identity import RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals, StopSignal
-from .options import CollectOptions
-from .protocol import Model, backend_module
-from .record import UnitResult, assemble
 from .reuse import ProgressSource, Reuse, open_source
 from .store import PartialStore, as_record, disk_error
-from .templates import PLAIN_FORMAT
 
 __all__ = ["Session", "write_atomic"]
 
@@ -49,7 +51,7 @@ def write_atomic(ds: xr.Dataset, path: str | os.PathLike, kept: str = "") -> Pat
     CollectionError
         When the file cannot be written (naming it and why); nothing is left behind.
     """
-    from ..core.io import to_netcdf
+    from ...core.io import to_netcdf
 
     try:
         return to_netcdf(ds, path)
@@ -64,22 +66,20 @@ class Session:
 
     def __init__(
         self,
-        prompts: xr.Dataset,
-        user: xr.DataArray,
+        run: Any,
         plan: Any,
-        models: Sequence[dict[str, Any]],
-        options: CollectOptions,
+        keys: RunKeys,
         *,
         loader: Callable[..., Model] | None = None,
         progress: bool = True,
         on_unit: Callable[[int, int], None] | None = None,
     ):
-        self.prompts, self.user, self.plan = prompts, user, plan
-        self.models, self.options = list(models), options
+        """``run``: the checked call (:class:`~xlikert.collect.run.checked.CheckedRun`);
+        ``plan``: its units (:class:`~xlikert.collect.run.runner.Plan`); ``keys``: its
+        cells' keys (:func:`~xlikert.collect.run.runner.run_keys`)."""
+        self.prompts, self.user, self.plan, self.keys = run.prompts, run.user, plan, keys
+        self.models, self.options = list(run.models), run.options
         self.loader, self.progress, self.on_unit = loader, progress, on_unit
-        battery = plan.context.battery_of if plan.context is not None else None
-        self.keys = RunKeys(models, options, plan.prompts,
-                            lambda j: plan.key_labels(j, options), battery)  # fmt: skip
         self.reuse = Reuse([])
         self.store: PartialStore | None = None
         #: Units computed by this configuration (this session, or saved by an earlier one).
@@ -288,7 +288,7 @@ class Session:
         """Load model ``mi`` (a custom loader, else its backend's ``open`` with what the
         run's keys resolved for it: its weights are hashed and its tokenizer loaded once)."""
         probe = self.plan.prompts([cells[0]])[0]
-        opened = self.options.replace(answer_labels=self.plan.labels_of(cells, self.options))
+        opened = self.options.replace(answer_labels=self.plan.labels_of(cells))
         if self.loader is not None:
             return self.loader(spec, opened, probe)
         inputs = self.keys.inputs(mi)
@@ -304,7 +304,7 @@ class Session:
             self._check_mode(mi, spec, model)
             bar.set_description(f"collect {spec['name']}")
             for ui, cells in todo:
-                model = _with_labels(model, plan.labels_of(cells, options), spec, self.loader,
+                model = _with_labels(model, plan.labels_of(cells), spec, self.loader,
                                      options, plan.prompts(cells)[0])  # fmt: skip
                 r = self._score(model, cells)
                 r.check(len(cells), {**options.sizes, "trace": plan.traces[mi]})
@@ -338,7 +338,7 @@ class Session:
         where = [j % self.user.sizes["item"] for j in cells]
         return score_battery(
             model, plan.prompts(cells), [str(items[k]) for k in where],
-            plan.key_labels(cells[0], options), options.scale, options.sizes,
+            plan.key_labels(cells[0]), options.scale, options.sizes,
             tol=options.tol, max_passes=options.max_passes, n_items=len(items), item_index=where,
         )  # fmt: skip
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from ..core.errors import CollectionError
+from ...core.errors import CollectionError
 
 __all__ = ["SIGNALS", "RunInterrupted", "StopOnSignals", "StopSignal"]
 

@@ -2,7 +2,7 @@
 
 :class:`PartialStore` owns the folder::
 
-    lock                        the run holding the output (xlikert.collect.lock)
+    lock                        the run holding the output (xlikert.collect.run.lock)
     manifest.json               the folder's format
     runs/<run>.json             each configuration that saved units here: its models
                                 (and their identities), factor levels, items, options
@@ -13,7 +13,7 @@
 configurations on one output never write over each other's units. Every file is
 written to a temporary name and renamed (whole or absent). Progress is never
 deleted because the configuration changed: the cells of other configurations
-whose keys this run needs are reused (:mod:`xlikert.collect.reuse`), the rest is
+whose keys this run needs are reused (:mod:`xlikert.collect.run.reuse`), the rest is
 kept, and the message says what changed (models, factor levels, items,
 options); only ``discard=True`` (``--discard-progress``) deletes it. When the
 output is written, the units of its own configuration are deleted (the file
@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from .._version import __version__
-from ..core.errors import CollectionError
-from ..core.io import atomic_write
+from ..._version import __version__
+from ...core.errors import CollectionError
+from ...core.io import atomic_write
+from ..record import UnitResult
 from .lock import RunLock
-from .record import UnitResult
 
 __all__ = ["PROGRESS_FORMAT", "PartialStore", "as_record", "describe_change", "disk_error"]
 

@@ -8,7 +8,7 @@ A cell of a results file (one model, one condition, one item) is determined by
   commit, the dtype the weights load in) -- :class:`~xlikert.collect.protocol.CellInputs`;
 * the collection options that change the stored values (:data:`NUMBER_OPTIONS`);
 * the answer labels the cell is read with, and where its item offers non-substantive
-  options each option's name and label (:meth:`~xlikert.collect.runner.Plan.key_labels`);
+  options each option's name and label (:meth:`~xlikert.collect.run.runner.Plan.key_labels`);
 * the exact token ids the model reads (or, for a server that tokenises itself,
   the exact request sent).
 
@@ -24,8 +24,9 @@ CPU), not what is measured; a reused cell holds the earlier numbers, copied.
 Token ids need only the tokenizer: the keys of a model whose every cell is
 reused are known without loading its weights (:meth:`RunKeys.predict`). What an
 in-process entry resolves to for its identity (the folder, the checksum of its
-weights, the tokenizer: :class:`ModelFiles`) is handed on to the backend's ``open``
-(``CellInputs.prepared``), so a run hashes the weights and loads the tokenizer once.
+weights, the tokenizer: :class:`~xlikert.collect.backends.inprocess.ModelFiles`) is
+handed on to the backend's ``open`` (``CellInputs.prepared``), so a run hashes the
+weights and loads the tokenizer once.
 """
 
 from __future__ import annotations
@@ -33,29 +34,24 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.errors import CollectionError
-from ..core.schema import decode_token_ids
-from .protocol import CellInputs, backend_module
+from ...core.errors import CollectionError
+from ...core.schema import decode_token_ids
+from ..protocol import CellInputs, backend_module
 
 if TYPE_CHECKING:
-    from .options import CollectOptions
-    from .record import UnitResult
+    from ..options import CollectOptions
+    from ..record import UnitResult
 
 __all__ = [
     "KEY_FORMAT",
     "KEY_RULE",
     "NUMBER_OPTIONS",
-    "ModelFiles",
     "RunKeys",
     "cell_key",
-    "hub_commit",
-    "in_process_inputs",
     "model_digest",
     "numbers_options",
     "sent_digest",
@@ -97,12 +93,11 @@ KEY_RULE = (
     "'\\n' + sent_digest); model_digest = sha256(JSON({'model': cell_identity['model'], "
     "'options': cell_identity['options']}), keys sorted, no spaces); sent_digest = "
     "sha256(b'ids:' + int64 little-endian token ids) or sha256(b'request:' + JSON(request)); "
-    f"KEY_FORMAT = {KEY_FORMAT!r} (xlikert.collect.identity)"
+    f"KEY_FORMAT = {KEY_FORMAT!r} (xlikert.collect.run.identity)"
 )
 
 #: Entry keys of an in-process backend that place the model without changing what it
 #: measures, or that the identity holds resolved (``dtype``, ``trust_remote_code``).
-_PLACEMENT = ("name", "device", "device_map", "dtype", "trust_remote_code")
 
 
 def _json(obj: Any) -> bytes:
@@ -151,132 +146,6 @@ def cell_key(digest: str, labels: Sequence[str], sent: str) -> str:
     """
     text = "\n".join([KEY_FORMAT, digest, json.dumps(list(labels)), sent])
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def hub_commit(source: str, revision: str | None) -> str:
-    """The commit a Hugging Face id (at ``revision``, default its main branch) resolves
-    to now, read from the local cache or the Hub (``config.json`` only); empty when it
-    cannot be resolved."""
-    try:
-        from transformers.utils import cached_file
-
-        path = cached_file(source, "config.json", revision=revision)
-    except Exception:  # offline and not cached, gated, ...: loading would fail too
-        return ""
-    parts = Path(str(path)).parts
-    return parts[parts.index("snapshots") + 1] if "snapshots" in parts[:-1] else ""
-
-
-@dataclass
-class ModelFiles:
-    """What an in-process model entry resolves to before it loads, resolved once per run.
-
-    The folder (or Hugging Face id) an engine loads and the provenance that
-    identifies it (:func:`~xlikert.collect.zoo.model_folder`: the revision, the
-    sha256 of the weights, which hashing a large model's files takes long), and
-    the tokenizer, loaded on first use. A run's keys
-    (:func:`in_process_inputs`) and the backend's ``open`` share one object (a
-    :class:`~xlikert.collect.protocol.CellInputs`' ``prepared``), so nothing is
-    hashed or loaded twice; it lives as long as the run's :class:`RunKeys`.
-
-    Attributes
-    ----------
-    folder
-        What the engine loads: a local folder, a dequantised GGUF folder or a Hub id.
-    provenance
-        ``revision``, ``sha256`` (and ``gguf_file``, ``upstream``, ...) of the weights;
-        copy it before changing it.
-    trust_remote_code
-        Whether the entry's tokenizer and model may run the repository's code.
-    revision
-        The entry's ``revision`` (a Hub branch, tag or commit), None: the default.
-    """
-
-    folder: str
-    provenance: dict[str, str]
-    trust_remote_code: bool = False
-    revision: str | None = None
-    _tokenizer: Any = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def resolve(cls, spec: dict[str, Any], trust_remote_code: bool = False) -> ModelFiles:
-        """Resolve a model entry (a built-in name's checked GGUF, a GGUF file's
-        dequantised folder, a local folder's weights hashed, a Hub id as given).
-
-        Raises
-        ------
-        CollectionError
-            An unknown source, a missing file or a checksum mismatch.
-
-        Examples
-        --------
-        >>> ModelFiles.resolve({"name": "m", "source": "owner/model"}).folder
-        'owner/model'
-        """
-        from .zoo import model_folder
-
-        folder, prov = model_folder(spec)
-        trc = bool(spec.get("trust_remote_code", trust_remote_code))
-        return cls(folder, prov, trc, spec.get("revision"))
-
-    def tokenizer(self) -> Any:
-        """The entry's tokenizer (``AutoTokenizer``), loaded on the first call only."""
-        if self._tokenizer is None:
-            from transformers import AutoTokenizer
-
-            self._tokenizer = AutoTokenizer.from_pretrained(
-                self.folder, trust_remote_code=self.trust_remote_code, revision=self.revision
-            )
-        return self._tokenizer
-
-
-def in_process_inputs(
-    spec: dict[str, Any], options: CollectOptions, *, checked: dict[str, Any], backend: str,
-    dtype: str,
-) -> CellInputs:  # fmt: skip
-    """The :class:`~xlikert.collect.protocol.CellInputs` of an in-process backend's entry.
-
-    The identity is the checked entry without its name and placement, with the
-    folder's revision and checksum (:class:`ModelFiles`; a Hugging Face id's
-    commit, :func:`hub_commit`), the ``dtype`` the weights load in and
-    ``trust_remote_code``. ``sent`` renders and tokenises the prompts as both
-    in-process backends do (:class:`~xlikert.collect.templates.PromptTemplate`;
-    in reasoning mode the reasoning prompt), loading only the tokenizer. The
-    :class:`ModelFiles` are the inputs' ``prepared``, for the backend's ``open``.
-    """
-    files = ModelFiles.resolve(spec, options.trust_remote_code)
-    folder, prov = files.folder, files.provenance
-    revision = prov.get("revision") or ""
-    if folder == str(spec["source"]) and not Path(folder).expanduser().exists():  # a Hub id
-        revision = hub_commit(folder, spec.get("revision")) or revision
-    identity = {k: v for k, v in checked.items() if k not in _PLACEMENT}
-    identity.update(
-        backend=backend, dtype=dtype, trust_remote_code=files.trust_remote_code,
-        revision=revision, sha256=prov.get("sha256", ""),
-        **{k: prov[k] for k in ("gguf_file", "upstream", "sha256_of") if prov.get(k)},
-    )  # fmt: skip
-    state: dict[str, Any] = {}
-
-    def sent(prompts: Sequence[tuple[str, str]]) -> list[list[int]]:
-        if not state:
-            state.update(_prompt_encoder(files, spec))
-        template, fmt = state["template"], state["format"]
-        texts = [fmt.prompt(template, s, u) if fmt else template.render(s, u) for s, u in prompts]
-        return [template.encode(t) for t in texts]
-
-    return CellInputs(identity, sent, prepared=files)
-
-
-def _prompt_encoder(files: ModelFiles, spec: dict[str, Any]) -> dict[str, Any]:
-    """The tokenizer's template (and reasoning format) of an in-process entry."""
-    from .reasoning import check_reasoning, reasoning_format
-    from .templates import PromptTemplate
-
-    name = str(spec["name"])
-    tok = files.tokenizer()
-    reasoning = check_reasoning(spec)
-    fmt = reasoning_format(tok, reasoning, name) if reasoning is not None else None
-    return {"template": PromptTemplate(tok, name, spec.get("prompt_format")), "format": fmt}
 
 
 class RunKeys:

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import CollectionError
+from ...core.errors import CollectionError
 
 try:
     import fcntl

@@ -1,6 +1,6 @@
 """Reusing cells: the earlier numbers of every cell whose key a run needs, copied.
 
-A run looks up the key of each of its cells (:mod:`xlikert.collect.identity`) in
+A run looks up the key of each of its cells (:mod:`xlikert.collect.run.identity`) in
 
 * its output's saved progress (:class:`ProgressSource`): its own units of an
   interrupted session, and the units of other configurations run on the same output;
@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core.dims import MODEL_DIM
-from ..core.errors import CollectionError
-from ..core.schema import TRACE_VARIABLES, variable_table
-from .record import UnitResult
+from ...core.dims import MODEL_DIM
+from ...core.errors import CollectionError
+from ...core.schema import TRACE_VARIABLES, variable_table
+from ..record import UnitResult
 from .store import PartialStore
 
 __all__ = ["ProgressSource", "ResultsSource", "Reuse", "open_source"]
@@ -72,7 +72,7 @@ class ResultsSource:
                 self.attrs = dict(ds.attrs)
         except (OSError, ValueError) as exc:
             raise CollectionError(f"cannot read {self.path} to reuse its cells: {exc}") from exc
-        from ..core.io import read_attrs
+        from ...core.io import read_attrs
 
         self.models: dict[str, dict[str, Any]] = (
             read_attrs(xr.Dataset(attrs=self.attrs)).get("models") or {}

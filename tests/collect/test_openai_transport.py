@@ -12,7 +12,7 @@ import pytest
 
 from xlikert.collect import protocol
 from xlikert.collect.backends import openai as server
-from xlikert.collect.backends.openai import parse_server_spec
+from xlikert.collect.backends.openai import parse_openai_spec
 from xlikert.collect.backends.openai.transport import HTTPStatusFailure, Transport, Unreachable
 from xlikert.core.errors import CollectionError
 
@@ -91,7 +91,7 @@ def waits(monkeypatch):
 
 def transport(url, **kw) -> Transport:
     entry = {"name": "m", "source": "openai:m", "base_url": url, "api_key_env": "XLK_T_KEY"}
-    return Transport(parse_server_spec({"backoff": 0.01, "max_retries": 3, **entry, **kw}))
+    return Transport(parse_openai_spec({"backoff": 0.01, "max_retries": 3, **entry, **kw}))
 
 
 def err(status, message, **headers):
@@ -195,7 +195,7 @@ def test_backend_of_is_the_one_rule_for_a_server_entry():
 
 
 def test_spec_repr_hides_the_url_password():
-    s = parse_server_spec({"name": "m", "source": "openai:m", "base_url": "http://u:pa55@h/v1"})
+    s = parse_openai_spec({"name": "m", "source": "openai:m", "base_url": "http://u:pa55@h/v1"})
     assert "pa55" not in repr(s) and "http://h/v1" in repr(s)
     with pytest.raises(CollectionError, match="looks like a secret"):
-        parse_server_spec({"name": "m", "source": "openai:m", "password": "x"})
+        parse_openai_spec({"name": "m", "source": "openai:m", "password": "x"})

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .._version import __version__
-from ..core.dims import MODEL_DIM
-from ..core.errors import CollectionError
-from ..core.schema import (
+from ..._version import __version__
+from ...core.dims import MODEL_DIM
+from ...core.errors import CollectionError
+from ...core.schema import (
     BOUND_VARIABLES,
     CELL_VARIABLES,
     CONTEXT_VARIABLES,
@@ -31,14 +31,14 @@ from ..core.schema import (
     TRACE_VARIABLES,
     VARIABLES,
 )
-from ..core.validate import describe_cells
-from .record import describe_models
+from ...core.validate import describe_cells
+from ..record import describe_models
 
 __all__ = ["merge_shards"]
 
 
 def _read(paths: Sequence[str | os.PathLike]) -> list[xr.Dataset]:
-    from ..core.io import open_results
+    from ...core.io import open_results
 
     parts = []
     for p in paths:
@@ -110,7 +110,7 @@ def _check_shards(paths: Sequence[str | os.PathLike], parts: list[xr.Dataset]) -
 
 
 def _merged_attrs(out: xr.Dataset, paths, parts: list[xr.Dataset], run: Any) -> None:
-    from ..core.io import read_attrs
+    from ...core.io import read_attrs
 
     models: dict = {}
     sources: dict[str, dict[str, Any]] = {}
@@ -243,7 +243,7 @@ def merge_shards(
     """
     if not paths:
         raise CollectionError("merge needs at least one shard file")
-    from ..core.io import encode_attrs
+    from ...core.io import encode_attrs
 
     parts = _pad_histories(_read(paths))
     _check_one_run(paths, parts)
