@@ -823,10 +823,10 @@ def find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
     >>> find_space_tokens(gemma_tokenizer)  # doctest: +SKIP
     (270, 236743)
     """
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    vocab = vocabulary(tokenizer)  # built once per tokenizer
     out = []
-    for token, idx in tokenizer.get_vocab().items():
-        if idx in special or token not in _SPACE_FORMS:
+    for idx, token in vocab.raw.items():
+        if idx in vocab.special or token not in _SPACE_FORMS:
             continue
         try:
             text = tokenizer.decode([idx])
@@ -868,7 +868,7 @@ def spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | None
     ]
     if not spaces or not bare:
         return None
-    vocab_inv = {i: t for t, i in tokenizer.get_vocab().items()}
+    vocab_inv = vocabulary(tokenizer).raw
     script = dict(zip(valid.ids, valid.scripts or ("",) * len(valid.ids), strict=True))
     seqs = [
         ((i,), y, (s,)) for i, s, y in zip(valid.ids, valid.surfaces, valid.scores, strict=True)
