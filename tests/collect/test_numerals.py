@@ -199,3 +199,25 @@ def test_a_script_shown_without_tokens_of_its_own_takes_the_multi_token_rule(tok
                for s, y, c in zip(ans.sequences, ans.scores, ans.scripts, strict=True))  # fmt: skip
     _, _, rule = answer_rule(tok, [1, 2, 3], labels={1: "١", 2: "٢", 3: "٣"})
     assert not rule.startswith("multi-token")
+
+
+def test_word_labels_in_cjk_are_spelled_on_bytes():
+    """Issue 40, item 4: labels that share a prefix and a character split between tokens."""
+    yi = "意".encode()
+    tok = ByteTok(["非常", "同意", "不", "同", yi[:2], yi[2:], " ", "x", "。"])
+    _, ans, rule = answer_rule(tok, [1, 2], labels={1: "非常不同意", 2: "非常同意"})
+    assert rule.startswith("multi-token")
+    got = {
+        (tuple(tok.inv[i] for i in s), y) for s, y in zip(ans.sequences, ans.scores, strict=True)
+    }
+    want = {
+        (("非常", "不", "同意"), 1),
+        (("非常", "不", "同", yi[:2], yi[2:]), 1),
+        (("非常", "同意"), 2),
+        (("非常", "同", yi[:2], yi[2:]), 2),
+    }
+    assert {(tuple(spell(p) for p in s), y) for s, y in want} <= got
+    # "非常" then "不" continues the word: no answer stops after "非常"
+    assert tok.vocab[spell("不")] in ans.continuation
+    assert tok.vocab[spell(yi[:2])] in ans.continuation  # the start of a character
+    assert tok.vocab[spell("。")] not in ans.continuation
