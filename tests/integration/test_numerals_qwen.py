@@ -151,7 +151,7 @@ def _mass(model, ids, seqs, stop_ids) -> float:
     total = 0.0
     with torch.no_grad():
         out = model(torch.tensor([ids]), use_cache=True)
-    prompt = out.past_key_values
+    prompt = out.cache  # transformers >= 5.2 names the KV cache `cache`
     cache: dict[tuple[int, ...], np.ndarray] = {
         (): torch.softmax(out.logits[0, -1].double(), -1).numpy()
     }
@@ -159,7 +159,7 @@ def _mass(model, ids, seqs, stop_ids) -> float:
     def dist(ctx):
         if ctx not in cache:
             with torch.no_grad():
-                z = model(torch.tensor([list(ctx)]), past_key_values=copy.deepcopy(prompt),
+                z = model(torch.tensor([list(ctx)]), cache=copy.deepcopy(prompt),
                           use_cache=True).logits[0, -1].double()  # fmt: skip
             cache[ctx] = torch.softmax(z, -1).numpy()
         return cache[ctx]
