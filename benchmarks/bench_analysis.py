@@ -8,8 +8,8 @@ large    4 factors x 10 levels, 50 items, 1..7, every order up to 4-way
          (goal: < 60 s and < 4 GB peak on 2 cores)
 
 For each design the pipeline (composite + decompose with all effects and
-summaries + summary_table) runs warm with ``engine="numba"`` and
-``engine="numpy"`` side by side in one process; ``xl.consensus(tol=1e-4)`` is
+summaries + summary_table) runs warm with ``kernels="numba"`` and
+``kernels="numpy"`` side by side in one process; ``xl.consensus(tol=1e-4)`` is
 timed too where it is implemented. The large design runs in subprocesses so
 that each engine's peak memory is its own (:func:`peak_rss_mb`: the process's own
 high-water mark, not ``ru_maxrss``, which a child starts at its parent's peak); it
@@ -81,8 +81,8 @@ DASK_CHUNK_F0 = 5
 def _pipeline(pmf, engine: str):
     import xlikert as xl
 
-    s = xl.composite(pmf, engine=engine)
-    dec = xl.decompose(s, engine=engine, progress=False)
+    s = xl.composite(pmf, kernels=engine)
+    dec = xl.decompose(s, kernels=engine, progress=False)
     return xl.summary_table(dec)
 
 
@@ -205,9 +205,9 @@ def _timed_pipeline(pmf, engine: str, lazy: bool = False) -> dict[str, Any]:
     import xlikert as xl
 
     t0 = time.perf_counter()
-    s = xl.composite(pmf, engine=engine)
+    s = xl.composite(pmf, kernels=engine)
     t1 = time.perf_counter()
-    dec = xl.decompose(s, engine=engine, progress=False)
+    dec = xl.decompose(s, kernels=engine, progress=False)
     if lazy:
         dec = dec.compute()
     tab = xl.summary_table(dec)
@@ -324,7 +324,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "analysis: composite + decompose (every order) + summary_table",
         "machine": machine(),
         "quick": args.quick,
-        "baseline": "plain-numpy twin (engine='numpy'), same process",
+        "baseline": "plain-numpy twin (kernels='numpy'), same process",
         "small": [],
         "large": [],
     }
@@ -440,7 +440,7 @@ def _render_small(d: dict[str, Any]) -> list[str]:
     """The small designs' table."""
     out = [
         "Pipeline = `composite` + `decompose` (every order, all summaries) + `summary_table`, "
-        "warm, median of repeats; numpy = the plain-numpy twin (`engine='numpy'`) in the same "
+        "warm, median of repeats; numpy = the plain-numpy twin (`kernels='numpy'`) in the same "
         "process; xlikert/numpy = time ratio (below 1: numba faster). Peak = tracemalloc.",
         "",
     ]

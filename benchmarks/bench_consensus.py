@@ -102,8 +102,8 @@ def measure(args, regime: str, K: int, tol: float, pmf, bf, bf_ms) -> dict[str, 
     y = pmf.score.values.astype(float)
     n_cond, n_np, repeat = args.n_cond, args.n_cond_numpy, args.repeat
     sub = pmf.isel(condition=slice(n_np))
-    t_nb, ds = best_time(lambda: xl.consensus_bounds(pmf, tol=tol, engine="numba"), repeat)
-    t_np, ds_np = best_time(lambda: xl.consensus_bounds(sub, tol=tol, engine="numpy"), 1)
+    t_nb, ds = best_time(lambda: xl.consensus_bounds(pmf, tol=tol, kernels="numba"), repeat)
+    t_np, ds_np = best_time(lambda: xl.consensus_bounds(sub, tol=tol, kernels="numpy"), 1)
     ms_nb, ms_np = 1e3 * t_nb / n_cond, 1e3 * t_np / n_np
     # the kernels alone, on numpy arrays (no validation, no xarray)
     p_all, p_sub = pmf.values, sub.values

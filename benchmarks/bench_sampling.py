@@ -25,7 +25,7 @@ ways in one process:
 
 For each N the table gives the wall time, the seconds per sampled sequence,
 the standard error the budget leaves -- analytic from the exact PMFs,
-``SD(S)/sqrt(N)`` of the composite ``S`` (:func:`xlikert.analysis.cost.standard_error`)
+``SD(S)/sqrt(N)`` of the composite ``S`` (:func:`xlikert.analysis.sampling.standard_error`)
 -- and, for the items actually sampled, the empirical SE (from the sample
 variances) with z-scores of the sampled means against the exact means. A
 second table turns this into the time needed to reach a given precision in
@@ -396,7 +396,7 @@ class Exact(NamedTuple):
 
 def exact_moments(ds, budgets: list[int]) -> Exact:
     """:class:`Exact` from exact collection's results."""
-    from xlikert.analysis.cost import composite_moments, standard_error
+    from xlikert.analysis.sampling import composite_moments, standard_error
 
     pmf = ds.pmf.isel(model=0)  # (target, item, score), renormalised over the scale
     y = pmf.score.values.astype(float)
@@ -901,7 +901,7 @@ def _intro(d: dict[str, Any]) -> list[str]:
         + "; ".join(f"({i}) {t}" for i, t in enumerate(samplers, 1))
         + f". Parser: {gen['parser']}. SE = standard error of the composite score (sum over "
         "the items) per condition, mean over conditions: analytic = SD(S)/sqrt(N) from the "
-        "exact PMFs (`xlikert.analysis.cost.standard_error`); empirical = from the sampled answers "
+        "exact PMFs (`xlikert.analysis.sampling.standard_error`); empirical = from the sampled answers "
         "(conditions sampled in full; per item where none was). × exact = sampling time / "
         "exact time of the same engine. GFLOP per prompt: executed, counted from the shapes "
         "of every forward call in the timed run (transformers) or from each request's prompt "

@@ -24,7 +24,13 @@ sys.path.insert(0, str(ROOT))  # the working tree's xlikert, not another install
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 sys.path.insert(0, str(HERE / "_ext"))
 
+import xlikert_docs  # noqa: E402
+
 import xlikert  # noqa: E402
+
+# The API reference is written from the one list of the public API (xlikert.api.API)
+# and docs/_ext/api.rst.tmpl: a renamed or added function is on the page at once.
+xlikert_docs.write_api_reference()
 
 # Every build starts from scratch (no stale page survives a renamed function): the API
 # stubs are regenerated, and the notebook is copied in beside the pages (Sphinx reads

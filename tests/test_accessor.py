@@ -9,15 +9,11 @@ import xarray as xr
 from support.pmfs import make_pmf
 
 import xlikert as xl
-from xlikert import accessor
+from xlikert import accessor, api
 from xlikert.analysis import consensus as consensus_layer
 from xlikert.analysis import constraint
 
-_METHODS = [
-    name
-    for name, fn in vars(accessor._Likert).items()
-    if callable(fn) and not name.startswith("_") and name != "to_netcdf"
-] + ["failure_rate", "human_marginal", "noise_ceiling"]
+_METHODS = sorted(api.accessor_methods("Dataset"))
 
 
 def test_construct_methods_delegate():
@@ -46,15 +42,12 @@ def test_construct_methods_delegate():
         "entropy",
     ],
 )
-def test_consensus_methods_delegate(monkeypatch, name):
-    calls = []
-    monkeypatch.setattr(consensus_layer, name, lambda *a, **k: calls.append((a, k)) or "ok")
+def test_consensus_methods_delegate(name):
     pmf = make_pmf([2], n_items=2)
     ds = pmf.to_dataset()
-    assert getattr(pmf.likert, name)(score_dim="score") == "ok"
-    assert getattr(ds.likert, name)(score_dim="score") == "ok"
-    assert calls[0][0] == (pmf,) and calls[0][1]["score_dim"] == "score"
-    assert calls[1][0][0] is ds  # the function reads the Dataset's pmf itself
+    fn = getattr(consensus_layer, name)
+    xr.testing.assert_identical(getattr(pmf.likert, name)(score_dim="score"), fn(pmf))
+    xr.testing.assert_identical(getattr(ds.likert, name)(score_dim="score"), fn(ds))
     via_ds = getattr(xl, name)(ds)
     via_da = getattr(xl, name)(pmf)
     xr.testing.assert_identical(via_ds, via_da)
@@ -64,16 +57,49 @@ def test_consensus_methods_delegate(monkeypatch, name):
 def test_method_signature_mirrors_function(name):
     """Every method takes the function's arguments less the first, by the same names and
     kinds with the same defaults: no ``*args, **kwargs`` that hide them."""
-    fn = getattr(constraint if name == "failure_rate" else xl, name)
-    method = getattr(accessor._Likert, name, None) or getattr(accessor.LikertDatasetAccessor, name)
+    fn = getattr(xl, name)
+    method = getattr(accessor.LikertDatasetAccessor, name)
     want = list(inspect.signature(fn).parameters.values())[1:]
     got = list(inspect.signature(method).parameters.values())[1:]  # less self
     assert [(p.name, p.kind, p.default) for p in got] == [(p.name, p.kind, p.default) for p in want]
+    assert [p.annotation for p in got] == [p.annotation for p in want]
+    bound = getattr(make_pmf([2], n_items=2).to_dataset().likert, name)
+    assert inspect.signature(bound) == inspect.signature(fn).replace(
+        parameters=list(inspect.signature(fn).parameters.values())[1:]
+    )
+    assert method.__doc__ == fn.__doc__ and method.__name__ == fn.__name__
 
 
-def test_failure_rate_and_to_netcdf_delegate(monkeypatch, tmp_path):
-    ds = make_pmf([2], n_items=2).to_dataset()
-    monkeypatch.setattr(constraint, "failure_rate", lambda obj, atol: ("fr", obj, atol))
-    assert ds.likert.failure_rate(atol=0.5) == ("fr", ds, 0.5)
+def test_help_shows_the_function_s_signature_and_docstring():
+    import pydoc
+
+    pmf = make_pmf([2], n_items=2)
+    text = pydoc.render_doc(pmf.likert.decompose, renderer=pydoc.plaintext)
+    assert "decompose(*, factors:" in text and "max_order" in text
+    assert xl.decompose.__doc__.splitlines()[0] in text
+
+
+def test_a_method_passes_every_argument_on():
+    calls = []
+    method = api.accessor_method(lambda pmf, dim, *, by=None: calls.append((pmf, dim, by)))
+    holder = type("Holder", (), {"_obj": "the pmf", "f": method})()
+    holder.f("d", by="b")
+    holder.f(dim="d2")
+    assert calls == [("the pmf", "d", "b"), ("the pmf", "d2", None)]
+
+
+def test_the_accessor_is_not_in_the_doctests_twice():
+    """The methods are built in :mod:`xlikert.api`: the accessor module's doctests do not
+    run every function's examples a second time."""
+    import doctest
+
+    found = doctest.DocTestFinder().find(accessor)
+    assert not [t.name for t in found if t.examples and t.name.count(".") > 2]
+
+
+def test_failure_rate_and_to_netcdf_delegate(tmp_path):
+    pmf = make_pmf([2], n_items=2)
+    ds = pmf.to_dataset().assign(valid_mass=pmf.sum("score") * 0.75)
+    xr.testing.assert_identical(ds.likert.failure_rate(atol=0.5), constraint.failure_rate(ds))
     ds.likert.to_netcdf(tmp_path / "x.nc")
     xr.testing.assert_identical(xl.open_results(tmp_path / "x.nc"), ds)

@@ -65,19 +65,19 @@ def _trend_values(obj, dim):
     return np.arange(1.0, obj.sizes[dim] + 1.0)
 
 
-#: name -> call(obj, factor names, engine); the first factor is the one a call is about.
+#: name -> call(obj, factor names, kernels); the first factor is the one a call is about.
 CALLS = {
-    "composite": lambda o, f, e: xl.composite(o, engine=e),
-    "consensus": lambda o, f, e: xl.consensus_bounds(o, tol=1e-6, engine=e),
-    "dissension": lambda o, f, e: xl.dissension(o, tol=1e-6, engine=e),
+    "composite": lambda o, f, e: xl.composite(o, kernels=e),
+    "consensus": lambda o, f, e: xl.consensus_bounds(o, tol=1e-6, kernels=e),
+    "dissension": lambda o, f, e: xl.dissension(o, tol=1e-6, kernels=e),
     "entropy": lambda o, f, e: xl.entropy(o),
     "tastle_consensus": lambda o, f, e: xl.tastle_consensus(o),
     "grand_mixture": lambda o, f, e: xl.grand_mixture(o),
     "marginal_slice": lambda o, f, e: xl.marginal_slice(o, f[0]),
-    "decompose": lambda o, f, e: xl.decompose(o, engine=e, progress=False),
-    "contrast": lambda o, f, e: xl.contrast(o, f[0], engine=e),
-    "trend": lambda o, f, e: xl.trend(o, f[0], values=_trend_values(o, f[0]), engine=e),
-    "summarize": lambda o, f, e: xl.summarize(xl.composite(o, engine=e), dim="score"),
+    "decompose": lambda o, f, e: xl.decompose(o, kernels=e, progress=False),
+    "contrast": lambda o, f, e: xl.contrast(o, f[0], kernels=e),
+    "trend": lambda o, f, e: xl.trend(o, f[0], values=_trend_values(o, f[0]), kernels=e),
+    "summarize": lambda o, f, e: xl.summarize(xl.composite(o, kernels=e), dim="score"),
     "composite_moments": lambda o, f, e: sampling.composite_moments(o),
     "standard_error": lambda o, f, e: sampling.standard_error(o, n=[10, 100]),
     "sampling_se_table": lambda o, f, e: sampling.sampling_se_table(o, n=[10], by=f[0]),

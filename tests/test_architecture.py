@@ -20,35 +20,18 @@ from pathlib import Path
 import pytest
 
 import xlikert as xl
+from xlikert import api
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "xlikert"
 
-#: The public API of DESIGN.md section 2: names users and checks rely on.
-PUBLIC_NAMES = {
-    "CollectionError", "ConfigError", "DesignError", "InvalidPMFError", "XlikertError",
-    "__version__", "alignment", "comonotone_contrast", "composite", "consensus",
-    "consensus_bounds", "contrast", "decompose", "dissension", "dissension_bounds", "entropy",
-    "failure_rate", "grand_mixture", "human_composite", "human_marginal", "human_pmf",
-    "human_pmf_from_counts", "item_pmf_from_tokens", "jensen_shannon", "marginal_slice",
-    "mean_difference", "noise_ceiling", "item_points", "item_support", "nominal_items",
-    "nonsubstantive_rate",
-    "open_decomposition", "open_results", "reflect_reverse_keyed", "reliability",
-    "renormalize", "representativeness", "silicon_population", "subscale_composites",
-    "summarize", "summary_table", "tastle_consensus", "to_netcdf", "total_variation",
-    "trace_se", "trend", "wasserstein",
-}  # fmt: skip
-#: The namespaces under ``xl.`` (loaded on first use).
-NAMESPACES = {"analysis", "collect", "datasets", "design", "plot", "report", "sampling"}
+#: The public names (``xl.*``), the namespaces and the accessor's methods all derive from
+#: the one list :data:`xlikert.api.API`: ``tests/test_api.py`` checks them against it.
+PUBLIC_NAMES = set(api.public_names())
+NAMESPACES = set(api.NAMESPACES)
 #: The accessor's methods on a DataArray; a Dataset has these and :data:`DATASET_ONLY`.
-ACCESSOR_METHODS = {
-    "alignment", "attrs", "composite", "consensus", "consensus_bounds", "contrast", "decompose",
-    "dissension", "dissension_bounds", "entropy", "grand_mixture", "jensen_shannon",
-    "marginal_slice", "mean_difference", "reliability", "representativeness",
-    "silicon_population", "summarize", "tastle_consensus", "to_netcdf", "total_variation",
-    "trend", "wasserstein",
-}  # fmt: skip
-DATASET_ONLY = {"failure_rate", "human_marginal", "noise_ceiling"}
+ACCESSOR_METHODS = set(api.accessor_methods("DataArray")) | {"attrs"}
+DATASET_ONLY = set(api.accessor_methods("Dataset")) - ACCESSOR_METHODS
 
 
 def test_import_contracts_are_kept():
@@ -115,7 +98,7 @@ def test_public_names_are_unchanged():
     assert set(xl.__all__) == PUBLIC_NAMES
     for name in PUBLIC_NAMES | NAMESPACES:
         assert getattr(xl, name) is not None, name
-    assert xl.sampling is importlib.import_module("xlikert.analysis.cost")
+    assert xl.sampling is importlib.import_module(api.NAMESPACES["sampling"])
 
 
 def test_accessor_methods_are_unchanged():

@@ -126,7 +126,7 @@ def test_the_api_reference_documents_the_entry_points_of_every_stage(site):
     names = documented(html)
     missing = sorted(name for name, aliases in entry_points().items() if not aliases & names)
     assert not missing, f"missing from the API reference (docs/api.rst): {missing}"
-    for name in ("xlikert.analysis.cost.standard_error", "xlikert.collect.run.lock.LockHeld",
+    for name in ("xlikert.analysis.sampling.standard_error", "xlikert.collect.run.lock.LockHeld",
                  "xlikert.collect.run.interrupt.RunInterrupted"):  # fmt: skip
         assert name in names, name
 

@@ -27,7 +27,8 @@ import xlikert as xl  # noqa: E402
 #: Public modules whose ``__all__`` functions the API reference documents.
 MODULES = (
     "xlikert",
-    "xlikert.analysis.cost",
+    "xlikert.api",
+    "xlikert.analysis.sampling",
     "xlikert.collect",
     "xlikert.datasets",
     "xlikert.design",

@@ -227,9 +227,9 @@ def test_an_inverted_interval_raises_an_internal_error(monkeypatch):
     monkeypatch.setattr(consensus_kernels, "consensus_bounds_numpy", inverted)
     pmf = make_pmf([2], n_items=2)
     with pytest.raises(RuntimeError, match=r"lower bound exceeds the upper bound at .*f0='f0_0'"):
-        xl.consensus(pmf, engine="numpy")
+        xl.consensus(pmf, kernels="numpy")
     with pytest.raises(RuntimeError, match="lower bound exceeds"):
-        xl.consensus(pmf.chunk({"f0": 1}), engine="numpy").compute(scheduler="synchronous")
+        xl.consensus(pmf.chunk({"f0": 1}), kernels="numpy").compute(scheduler="synchronous")
 
 
 def test_an_inverted_interval_is_not_bad_input():
@@ -258,7 +258,7 @@ def test_one_refinement_driver_for_both_twins():
     p = np.array([[0.2, 0.3, 0.5], [0.6, 0.0, 0.4]])
     y = np.arange(1.0, 4.0)
     np.testing.assert_allclose(
-        kc.consensus_core(p, y, 1e-8, 1 << 20), kc.consensus_core_numpy(p, y, 1e-8), atol=1e-14
+        kc.consensus_core(p, y, 1e-8, 1 << 20), kc._consensus_core_numpy(p, y, 1e-8), atol=1e-14
     )
 
 

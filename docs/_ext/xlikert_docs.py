@@ -7,11 +7,18 @@ code has dropped or misses one it has added:
     the dimension roles and reserved names of :mod:`xlikert.core.dims`;
 ``xlikert-results-schema``
     every variable of a results file, from :mod:`xlikert.core.schema`.
+
+And the API reference page itself: :func:`write_api_reference` writes ``docs/api.rst``
+from ``api.rst.tmpl`` (beside this file) and the one list of the public API,
+:data:`xlikert.api.API` (``conf.py`` calls it at every build; ``python
+docs/_ext/xlikert_docs.py`` calls it by hand).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from docutils import nodes
@@ -77,7 +84,86 @@ class ResultsSchemaTable(Directive):
         return [table(["variable", "dims", "present", "meaning"], rows, code=(0, 1))]
 
 
+HERE = Path(__file__).resolve().parent
+TEMPLATE = HERE / "api.rst.tmpl"
+API_RST = HERE.parent / "api.rst"
+
+
+def _heading(title: str) -> list[str]:
+    return [title, "=" * len(title), ""]
+
+
+def _autosummary(names: Sequence[str], template: str | None = None) -> list[str]:
+    head = [".. autosummary::", "   :toctree: generated/"]
+    head += [f"   :template: {template}"] if template else []
+    return [*head, "", *(f"   {n}" for n in names), ""]
+
+
+def api_sections() -> str:
+    """The reST of the ``xl.*`` sections, ``xl.sampling`` and the ``.likert`` accessor,
+    from :data:`xlikert.api.API` (and ``xl.sampling``'s ``__all__``)."""
+    import importlib
+
+    from xlikert import api
+
+    out: list[str] = []
+    for section in api.API:
+        out += _heading(section.title)
+        out += [section.text, ""] if section.text else []
+        out += [".. currentmodule:: xlikert", ""]
+        out += _autosummary([e.name for e in section.entries] + list(section.also))
+    sampling = importlib.import_module(api.NAMESPACES["sampling"])
+    out += _heading("Sampling cost (``xl.sampling``)")
+    out += [
+        f"``xl.sampling`` is :mod:`{sampling.__name__}`: what a study that samples answers",
+        "would have paid, computed analytically from the exact PMFs.",
+        "",
+        f".. currentmodule:: {sampling.__name__}",
+        "",
+    ]
+    out += _autosummary([n for n in sampling.__all__ if callable(getattr(sampling, n))])
+    out += [".. _api-accessor:", ""]
+    out += _heading("The ``.likert`` accessor")
+    out += [
+        "``da.likert.f(...)`` is ``xl.f(da, ...)``: each method has the signature and the",
+        "docstring of the function it calls, less the first argument. A Dataset's methods",
+        "read its ``pmf``.",
+        "",
+        ".. currentmodule:: xarray",
+        "",
+    ]
+    out += _autosummary(
+        ["DataArray.likert.attrs", "Dataset.likert.attrs"], "autosummary/accessor_attribute.rst"
+    )
+    methods = [
+        f"{owner}.likert.{name}"
+        for owner in ("DataArray", "Dataset")
+        for name in sorted(api.accessor_methods(owner))
+    ]
+    out += _autosummary(methods, "autosummary/accessor_method.rst")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def api_reference() -> str:
+    """The text of ``docs/api.rst``: the template with :func:`api_sections` in it."""
+    return TEMPLATE.read_text("utf-8").replace("{{ generated }}\n", api_sections())
+
+
+def write_api_reference() -> bool:
+    """Write ``docs/api.rst`` where it differs from :func:`api_reference`; True if it did."""
+    text = api_reference()
+    if API_RST.is_file() and API_RST.read_text("utf-8") == text:
+        return False
+    API_RST.write_text(text, "utf-8")
+    return True
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("xlikert-dims", DimsTable)
     app.add_directive("xlikert-results-schema", ResultsSchemaTable)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parents[1]))
+    print("docs/api.rst", "written" if write_api_reference() else "unchanged")

@@ -49,12 +49,12 @@ def test_metrics_equal_independent_computations():
     rng = np.random.default_rng(2)
     p = _da(_pmfs(rng, (3, 2)), ("model", "item", "score"), {"item": ["a", "b"], "score": SCORES})
     q = _da(_pmfs(rng, (4, 2)), ("party", "item", "score"), {"item": ["a", "b"], "score": SCORES})
-    for engine in ("numba", "numpy"):
-        w1 = xl.wasserstein(p, q, engine=engine)
-        tv = xl.total_variation(p, q, engine=engine)
-        js = xl.jensen_shannon(p, q, engine=engine)
-        dm = xl.mean_difference(p, q, engine=engine)
-        rep = xl.representativeness(p, q, engine=engine)
+    for which in ("numba", "numpy"):
+        w1 = xl.wasserstein(p, q, kernels=which)
+        tv = xl.total_variation(p, q, kernels=which)
+        js = xl.jensen_shannon(p, q, kernels=which)
+        dm = xl.mean_difference(p, q, kernels=which)
+        rep = xl.representativeness(p, q, kernels=which)
         assert w1.dims == ("model", "party", "item")
         for m in range(3):
             for g in range(4):

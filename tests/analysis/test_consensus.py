@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 import xlikert as xl
 from xlikert.core.errors import InvalidPMFError, XlikertError
 from xlikert.kernels.consensus import (
+    _consensus_core_numpy,
     consensus_bounds,
     consensus_bounds_numpy,
     consensus_core,
-    consensus_core_numpy,
 )
 
 # --------------------------------------------------------------------------- oracle
@@ -184,7 +184,7 @@ def test_multivariate_within_tol_of_enumeration(case, tol):
     assert err <= tol
     assert lo <= val <= hi <= 1.0  # Cns <= 1, so the certified upper bound is capped there
     # numba kernel == plain-numpy twin (the public values carry the cap at 1)
-    v2, lo2, hi2 = consensus_core_numpy(p, y.astype(float), tol)
+    v2, lo2, hi2 = _consensus_core_numpy(p, y.astype(float), tol)
     np.testing.assert_allclose([min(v2, 1), lo2, min(hi2, 1)], [val, lo, hi], rtol=0, atol=1e-12)
 
 
@@ -258,9 +258,9 @@ def test_kernel_equals_numpy_twin_batched():
             np.testing.assert_allclose(x1, x2, rtol=0, atol=1e-12)
         v, lo, hi = consensus_core(pmf.values[1, 2], y, tol, 1 << 22)
         assert (v, lo, hi) == (a[0][1, 2], a[1][1, 2], a[2][1, 2])
-    with xl.kernels.use_engine("numpy"):
+    with xl.kernels.use_kernels("numpy"):
         via_numpy = xl.consensus(pmf, tol=1e-6)
-    xr.testing.assert_allclose(via_numpy, xl.consensus(pmf, tol=1e-6, engine="numba"), atol=1e-12)
+    xr.testing.assert_allclose(via_numpy, xl.consensus(pmf, tol=1e-6, kernels="numba"), atol=1e-12)
 
 
 def test_max_cells_warns_and_stays_certified():
@@ -378,8 +378,8 @@ def test_bad_input_consensus_specific():
     for tol in (0, -1e-3, 1e-11, float("nan"), "x"):
         with pytest.raises(XlikertError, match="tol must be"):
             xl.consensus(bad(GOOD), tol=tol)
-    with pytest.raises(XlikertError, match="unknown kernel engine"):
-        xl.consensus(bad(GOOD), engine="cuda")
+    with pytest.raises(XlikertError, match="unknown kernels"):
+        xl.consensus(bad(GOOD), kernels="cuda")
     with pytest.raises(XlikertError, match="max_cells"):
         xl.consensus(bad(GOOD), max_cells=0)
     with pytest.raises(TypeError):

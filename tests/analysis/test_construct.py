@@ -12,11 +12,11 @@ from xlikert.core.errors import DesignError, InvalidPMFError, XlikertError
 
 
 # ----------------------------------------------------------------- composite
-@pytest.mark.parametrize("engine", ["numba", "numpy"])
-def test_composite_equals_sequential_np_convolve(engine):
+@pytest.mark.parametrize("kernels", ["numba", "numpy"])
+def test_composite_equals_sequential_np_convolve(kernels):
     pmf = make_pmf([2, 3], n_items=4, n_scores=5, zeros=0.3, seed=4)
     pmf.attrs["instrument"] = "demo"
-    s = xl.composite(pmf, engine=engine)
+    s = xl.composite(pmf, kernels=kernels)
     assert s.dims == ("f0", "f1", "score")
     assert s.score.values.tolist() == list(range(4, 21))
     assert s.attrs["instrument"] == "demo"
@@ -31,16 +31,16 @@ def test_composite_equals_sequential_np_convolve(engine):
 def test_engines_agree_on_decompose_contrast_trend():
     pmf = make_pmf([3, 2, 2], n_items=3, n_scores=4, zeros=0.2, seed=7)
     pmf = pmf.assign_coords(size=("f0", [1.0, 3.0, 10.0]))
-    a = xl.decompose(pmf, engine="numba")
-    b = xl.decompose(pmf, engine="numpy")
+    a = xl.decompose(pmf, kernels="numba")
+    b = xl.decompose(pmf, kernels="numpy")
     for node in a.subtree:
         for v in node.data_vars:
             xr.testing.assert_allclose(node[v], b[node.path][v], atol=1e-13)
     xr.testing.assert_allclose(
-        xl.contrast(pmf, "f0", engine="numba"), xl.contrast(pmf, "f0", engine="numpy"), atol=1e-13
+        xl.contrast(pmf, "f0", kernels="numba"), xl.contrast(pmf, "f0", kernels="numpy"), atol=1e-13
     )
     xr.testing.assert_allclose(
-        xl.trend(pmf, "f0", engine="numba"), xl.trend(pmf, "f0", engine="numpy"), atol=1e-13
+        xl.trend(pmf, "f0", kernels="numba"), xl.trend(pmf, "f0", kernels="numpy"), atol=1e-13
     )
 
 

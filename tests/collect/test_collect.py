@@ -27,7 +27,7 @@ from support.tiny import (
 )
 
 from xlikert.collect import collect, find_valid_tokens, merge_shards
-from xlikert.collect.tokens import find_space_tokens
+from xlikert.collect.tokens import _find_space_tokens
 from xlikert.core.errors import CollectionError
 
 HERE = Path(__file__).parent
@@ -99,7 +99,7 @@ def test_valid_tokens_surface_forms():
         assert s.lstrip(" ▁Ġ") == str(y)
     assert vt.ids == tuple(tok.convert_tokens_to_ids(list(vt.surfaces)))
     # the one bare space token of this tokenizer; "▁1", "Ġ5" are digits with a marker
-    assert find_space_tokens(tok) == (tok.get_vocab()[" "],)
+    assert _find_space_tokens(tok) == (tok.get_vocab()[" "],)
 
 
 def test_pmf_sums_and_valid_mass_match_independent_pass(base, tiny_dir):
@@ -581,11 +581,11 @@ def test_an_untested_vllm_release_is_named():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        backend.check_vllm_version("0.32.0+cpu")
-        backend.check_vllm_version("0.32.4")
+        backend._check_vllm_version("0.32.0+cpu")
+        backend._check_vllm_version("0.32.4")
     for version in ("0.33.0", "0.11.2", "1.0.0", "nightly"):
         with pytest.warns(UserWarning, match=rf"vLLM {version} is not a release .*\(0\.32\)"):
-            backend.check_vllm_version(version)
+            backend._check_vllm_version(version)
 
 
 def test_vllm_runner_switch_is_set_only_while_the_engine_starts(monkeypatch):

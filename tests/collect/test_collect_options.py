@@ -344,7 +344,7 @@ def test_both_in_process_backends_end_a_turn_at_the_same_ids(tmp_path):
     transformers derive it). The vLLM backend passes these ids to its engine."""
     import json
 
-    from xlikert.collect.backends.inprocess import InProcessModel, end_of_turn_ids
+    from xlikert.collect.backends.inprocess import InProcessModel, _end_of_turn_ids
     from xlikert.collect.backends.transformers import LocalModel, load_model
     from xlikert.collect.backends.vllm import model as backend
     from xlikert.collect.reasoning import check_reasoning
@@ -364,5 +364,5 @@ def test_both_in_process_backends_end_a_turn_at_the_same_ids(tmp_path):
         want = {lm.tokenizer.eos_token_id, 5} | extra
         local = LocalModel(lm, opts, reasoning)
         assert isinstance(local, InProcessModel) and local.stop_ids == want
-        assert end_of_turn_ids(lm.tokenizer, *backend._configs(str(d), False)) == want
+        assert _end_of_turn_ids(lm.tokenizer, *backend._configs(str(d), False)) == want
         assert local.provenance()["end_of_turn_ids"] == sorted(want)

@@ -200,13 +200,17 @@ def test_a_cell_read_with_other_options_is_not_reused(tiny_dir, tmp_path):
     """Identical prompts whose "Don't know" is answered otherwise (code 9 for 8), or is
     another option (Refused for Don't know): the item offering it is read again, the other
     items are copied; the keys hold each cell's option names and labels."""
-    user = 'user = "As {party}: {item}\\nAnswer:"\n'  # the options are not shown
     texts = {"a": SURVEY, "b": SURVEY.replace("code = 8", "code = 9"),
              "c": SURVEY.replace('label = "Don\'t know", code = 8', 'label = "Refused", code = 8')}  # fmt: skip
     prompts = {}
     for k, text in texts.items():
         (tmp_path / k).mkdir()
-        prompts[k] = survey_experiment(tmp_path / k, instrument=text, user=user).build_prompts()
+        prompts[k] = survey_experiment(tmp_path / k, instrument=text).build_prompts()
+    # An experiment file must show every item's options (the parser refuses one that does
+    # not), so the identical prompts are made by hand, as a prompts Dataset may be: the
+    # texts of "a" under the options of "b" and "c".
+    for k in "bc":
+        prompts[k]["user"], prompts[k]["system"] = prompts["a"].user, prompts["a"].system
     for k in "bc":
         assert (prompts[k].user == prompts["a"].user).all(), k
         assert (prompts[k].system == prompts["a"].system).all(), k
@@ -249,7 +253,7 @@ def test_run_wide_labels_and_options_are_checked():
 
     opts = CollectOptions(scale=(1, 2, 3), nonsubstantive=("Don't know",))
     ok = opts.replace(answer_labels=("", "B", "C", "D"))
-    assert ok.labels_by_score == {2: "B", 3: "C"} and ok.option_labels == ("D",)
+    assert ok.labels_by_score == {2: "B", 3: "C"} and ok.nonsubstantive_labels == ("D",)
     assert ok.sizes["option"] == 1 and ok.coords["option"].tolist() == ["Don't know"]
     with pytest.raises(LabelMappingError, match="3 labels for the 3 scale values"):
         opts.replace(answer_labels=("A", "B", "C"))

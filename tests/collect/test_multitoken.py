@@ -14,7 +14,7 @@ import torch
 from support.tiny import build_tokenizer, nucleus, save_tiny, tiny_prompts
 
 from xlikert.collect import collect
-from xlikert.collect.tokens import find_answer_sequences, needs_sequences
+from xlikert.collect.tokens import _find_answer_sequences, needs_sequences
 
 SCALE = list(range(0, 11))
 MARKERS = (" ", "▁", "Ġ")
@@ -88,7 +88,7 @@ def brute_force(model, tok, text: str, temp: float = 1.0, top_p: float = 1.0):
 
 def test_spellings_match_brute_force():
     tok = build_tokenizer()
-    ans = find_answer_sequences(tok, SCALE)
+    ans = _find_answer_sequences(tok, SCALE)
     want = spellings(tok)
     got: dict[int, set] = {y: set() for y in SCALE}
     for seq, y in zip(ans.sequences, ans.scores, strict=True):

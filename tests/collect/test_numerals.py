@@ -16,8 +16,8 @@ from xlikert.collect.numerals import read_numeral, render, rule_scripts, scripts
 from xlikert.collect.options import CollectOptions
 from xlikert.collect.run.identity import numbers_options
 from xlikert.collect.tokens import (
+    _find_answer_sequences,
     answer_rule,
-    find_answer_sequences,
     find_valid_tokens,
     known_scripts,
 )
@@ -119,7 +119,7 @@ def test_labels_shown_in_a_script_are_read_as_their_numbers(tok):
 
 
 def test_a_digit_split_between_byte_tokens_is_spelled(tok):
-    ans = find_answer_sequences(tok, [3, 5], {3: "٣", 5: "٥"}, scripts=("arabic-indic",))
+    ans = _find_answer_sequences(tok, [3, 5], {3: "٣", 5: "٥"}, scripts=("arabic-indic",))
     lo, hi = ids_of(tok, "٥".encode()[:1]), ids_of(tok, "٥".encode()[1:])
     five = [s for s, y in zip(ans.sequences, ans.scores, strict=True) if y == 5]
     assert (lo.pop(), hi.pop()) in five

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
-from xlikert.collect.run.identity import cell_key, model_digest, sent_digest
+from xlikert.collect.run.identity import _sent_digest, cell_key, model_digest
 from xlikert.core.errors import CollectionError
 from xlikert.core.io import open_results, read_attrs
 from xlikert.core.schema import decode_token_ids
@@ -173,7 +173,7 @@ def test_a_cell_key_is_recomputed_from_the_file(dirs, tmp_path):
     cell = ds.isel(model=0, target=0, item=1)
     ids = decode_token_ids(str(cell.prompt_token_ids.values))
     labels = [str(y) for y in ds.score.values]
-    assert cell_key(digest, labels, sent_digest(ids)) == str(cell.cell_key.values)
+    assert cell_key(digest, labels, _sent_digest(ids)) == str(cell.cell_key.values)
 
 
 # ----------------------------------------------------------------------------- saved progress
@@ -324,7 +324,7 @@ def test_a_run_hashes_the_weights_and_loads_the_tokenizer_of_each_model_once(
     from xlikert.collect import zoo
 
     calls = {"tokenizer": 0, "sha256": 0}
-    load, sha = transformers.AutoTokenizer.from_pretrained.__func__, zoo.sha256_file
+    load, sha = transformers.AutoTokenizer.from_pretrained.__func__, zoo._sha256_file
 
     def counted_load(cls, *args, **kwargs):
         calls["tokenizer"] += 1
@@ -335,7 +335,7 @@ def test_a_run_hashes_the_weights_and_loads_the_tokenizer_of_each_model_once(
         return sha(*args, **kwargs)
 
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", classmethod(counted_load))
-    monkeypatch.setattr(zoo, "sha256_file", counted_sha)
+    monkeypatch.setattr(zoo, "_sha256_file", counted_sha)
     weights = [p for p in Path(dirs["a"]).iterdir() if p.suffix == ".safetensors"]
     assert weights
     for run in (1, 2):

@@ -104,13 +104,13 @@ def test_merge_names_a_missing_or_repeated_shard(study, parts):
 def test_shard_files_reused_give_the_one_run_cells(study, parts):
     """Shard files as --reuse sources: each gives the cells it computed (not the empty
     cells another shard computed), so nothing is computed and no model loads."""
-    from xlikert.cli.collect import run_options
+    from xlikert.cli.collect import _run_options
     from xlikert.collect import collect
     from xlikert.design import load_experiment
 
     cfg, root = study
     exp = load_experiment(str(cfg))
-    options = run_options(exp.collect, "exp.toml [collect]")
+    options = _run_options(exp.collect, "exp.toml [collect]")
     ds = collect(exp.build_prompts(), exp.models, root / "again.nc", options=options,
                  reuse=parts, progress=False, loader=None)  # fmt: skip
     assert ds.attrs["cells_computed"] == 0 and ds.attrs["cells_copied"] == 0

@@ -59,7 +59,7 @@ def test_a_waiting_process_loads_the_folder_dequantised_meanwhile(tmp_path, monk
     sha = "0" * 64
     target = tmp_path / "cache" / "models" / f"m-{sha[:16]}"
     with zoo._making(target):  # another process is dequantising it
-        thread, result = _in_other_thread(lambda: zoo.dequantised_folder(missing, sha, "m"))
+        thread, result = _in_other_thread(lambda: zoo._dequantised_folder(missing, sha, "m"))
         thread.join(1.0)
         assert thread.is_alive() and not result
         target.mkdir(parents=True)

@@ -229,7 +229,7 @@ def test_collect_table_is_kept_as_given():
 
 def test_readme_tables_are_the_ones_generated_from_the_schema():
     text = README.read_text("utf-8")
-    assert schema.readme_tables() in text, (
+    assert schema._readme_tables() in text, (
         "xlikert/design/README.md is out of date: run "
         'python -c "from xlikert.design.file_schema import update_readme; update_readme()"'
     )

@@ -302,3 +302,31 @@ def test_scale_show_resolves_labels_per_format():
     with pytest.raises(LabelMappingError, match="27 options cannot be lettered"):
         Scale(0, 26, {0: "a", 26: "z"}, answers="letters").show()
     assert np.array_equal(list(s.scores), [1, 2, 3])
+
+
+# --------------------------------------------------------------------------- options shown
+
+
+def test_items_own_options_not_shown_are_named_before_anything_runs(tmp_path):
+    # The case: items with their own scales under a user template without {options}
+    # rendered prompts that showed the model no options, and said nothing.
+    text = error(lambda: experiment(tmp_path, user='user = "As {party}: {item}"\n'), ConfigError)
+    assert "item 'tv': has its own options (0..7" in text
+    assert "item 'trust': has its own options" in text
+    assert "item 'vote': has its own options" in text
+    assert "item 'self': has its non-substantive option(s) \"Don't know\"" in text
+    assert "add {options} to the user template" in text
+
+
+def test_options_shown_in_the_system_prompt_of_every_framing_suffice(tmp_path):
+    user = 'user = "As {party}: {item}"\n'
+    both = SURVEY.replace('plain = "Answer with ONLY the answer label."', 'plain = "{options}"')
+    exp = experiment(tmp_path, user=user, instrument=both.replace("{anchors}", "{options}"))
+    assert "Extremely liberal" in exp.build_prompts().system.sel(item="self").values.flat[0]
+    # one framing that does not show them is enough to refuse: 'shown' has {anchors},
+    # which shows each item's points but not its "Don't know"
+    body = '[factors.framing]\nkind = "framing"\nlevels = ["plain", "shown"]\n'
+    text = error(lambda: experiment(tmp_path, body, instrument=both, user=user), ConfigError)
+    assert "item 'self': has its non-substantive option(s) \"Don't know\"" in text
+    assert "item 'trust': has its non-substantive option(s)" in text
+    assert "item 'tv'" not in text

@@ -102,7 +102,7 @@ def test_streamed_dequantisation_equals_transformers_gguf_loader(tmp_path, monke
     monkeypatch.setenv("XLIKERT_CACHE", str(tmp_path))
     monkeypatch.setattr(zoo, "SHARD_BYTES", 64 << 20)  # several shards even for 135M params
     gguf = zoo.resolve_gguf("smollm2-135m-instruct")
-    folder = zoo.dequantised_folder(gguf, zoo.ZOO["smollm2-135m-instruct"].sha256, "smol")
+    folder = zoo._dequantised_folder(gguf, zoo.ZOO["smollm2-135m-instruct"].sha256, "smol")
     shards = sorted(folder.glob("model-*-of-*.safetensors"))
     assert len(shards) > 1 and (folder / "model.safetensors.index.json").is_file()
     got = {}

@@ -153,12 +153,12 @@ def test_blocks_are_mixed_uniformly():
 
 
 def test_engine_switch():
-    assert kernels.get_engine() == "numba"
-    with kernels.use_engine("numpy"):
+    assert kernels.get_kernels() == "numba"
+    with kernels.use_kernels("numpy"):
         assert kernels.get_kernel("convolve_items") == kernels.KernelHandle(
             "convolve_items", "numpy"
         )
-    assert kernels.get_kernel("convolve_items").engine == "numba"
+    assert kernels.get_kernel("convolve_items").kernels == "numba"
     pmf, grid = np.full((3, 4), 0.25), np.zeros(10)
     np.testing.assert_array_equal(
         kernels.get_kernel("convolve_items", "numpy")(pmf, grid), convolve_items_numpy(pmf, grid)
@@ -166,25 +166,24 @@ def test_engine_switch():
     np.testing.assert_array_equal(
         kernels.get_kernel("convolve_items", "numba")(pmf, grid), convolve_items(pmf, grid)
     )
-    with pytest.raises(XlikertError, match="unknown kernel engine"), kernels.use_engine("cuda"):
+    with pytest.raises(XlikertError, match="unknown kernels"), kernels.use_kernels("cuda"):
         pass
 
 
-def test_the_engine_choice_does_not_leak():
-    """use_engine restores the default on an error; another thread never sees it."""
+def test_the_kernels_choice_does_not_leak():
+    """use_kernels restores the default on an error; another thread never sees it."""
     import threading
 
-    with pytest.raises(RuntimeError), kernels.use_engine("numpy"):
+    with pytest.raises(RuntimeError), kernels.use_kernels("numpy"):
         raise RuntimeError("inside")
-    assert kernels.get_engine() == "numba"
+    assert kernels.get_kernels() == "numba"
     seen = []
-    with kernels.use_engine("numpy"):
-        worker = threading.Thread(target=lambda: seen.append(kernels.get_engine()))
+    with kernels.use_kernels("numpy"):
+        worker = threading.Thread(target=lambda: seen.append(kernels.get_kernels()))
         worker.start()
         worker.join()
-        assert kernels.get_engine() == "numpy"
+        assert kernels.get_kernels() == "numpy"
     assert seen == ["numba"]
-    assert kernels.get_engine() == "numba"
 
 
 def test_kernels_ship_to_a_fresh_process():

@@ -359,20 +359,20 @@ def test_demo_report_names_the_file_it_was_made_from(tmp_path, monkeypatch):
 
 
 def test_a_section_is_one_entry_in_sections(tmp_path, monkeypatch):
-    """A new section is a function of the context added to ``SECTIONS``; ``None`` leaves it out."""
+    """A new section is a function of the report's inputs added to ``SECTIONS``; ``None`` leaves it out."""
     import xlikert.report as report
     from xlikert.report.page import Section
 
     seen = []
 
-    def extra_section(ctx):
-        seen.append((ctx.by, ctx.second, ctx.out))
+    def extra_section(inputs):
+        seen.append((inputs.by, inputs.second, inputs.out))
         s = Section("Extra section")
-        s.text(f"**{ctx.by}** by `{ctx.second}`.")
-        s.table(pd.DataFrame({"a": [1.5]}), ctx.out, "extra", "An extra table.")
+        s.text(f"**{inputs.by}** by `{inputs.second}`.")
+        s.table(pd.DataFrame({"a": [1.5]}), inputs.out, "extra", "An extra table.")
         return s
 
-    def absent_section(ctx):
+    def absent_section(inputs):
         return None
 
     sections = (*report.SECTIONS[:2], extra_section, absent_section, *report.SECTIONS[2:])
@@ -534,18 +534,18 @@ def test_report_of_a_questionnaire_shows_nonsubstantive_rates_and_nominal_exclus
 
 
 def test_human_csv_of_a_questionnaire_is_read_on_each_items_own_scale(tmp_path):
-    from xlikert.report.sections.alignment import load_human
+    from xlikert.report.sections.alignment import _load_human
 
     ds, _ = _questionnaire_results()
     table = pd.DataFrame({"party": ["Dem", "Rep"] * 3, "a": [1, 2, 3, 4, 1, 2], "c": [0, 7] * 3})
     table.to_csv(tmp_path / "h.csv", index=False)
-    human, _ = load_human(tmp_path / "h.csv", ds.pmf)
+    human, _ = _load_human(tmp_path / "h.csv", ds.pmf)
     assert human.score.values.tolist() == list(range(8))  # the results' axis
     assert human.score_max.values.tolist() == [4, 7]
     table.loc[0, "a"] = 6  # on the results' axis, off item a's own 1..4
     table.to_csv(tmp_path / "h.csv", index=False)
     with pytest.raises(xl.DesignError, match=r"column 'a' .* outside the scale 1..4"):
-        load_human(tmp_path / "h.csv", ds.pmf)
+        _load_human(tmp_path / "h.csv", ds.pmf)
 
 
 def test_importing_the_report_and_the_figures_sets_no_matplotlib_backend():

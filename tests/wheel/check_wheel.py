@@ -147,12 +147,13 @@ def build(root: Path, out: Path, *, isolation: bool = True) -> tuple[Path, Path 
 def check_contents(wheel: Path, root: Path) -> list[str]:
     """Problems of the wheel's contents against the package files of ``root`` (none: ``[]``)."""
     names = [n for n in zipfile.ZipFile(wheel).namelist() if not n.endswith("/")]
+    shipped = set(names)
     version = version_of(root)
     dist_info = f"{PACKAGE}-{version}.dist-info"
     problems = [
         f"{name}: missing from the wheel"
         for name in package_files(root)
-        if name not in NOT_SHIPPED and name not in set(names)
+        if name not in NOT_SHIPPED and name not in shipped
     ]
     for name in names:
         parts = PurePosixPath(name).parts

@@ -1,6 +1,6 @@
 """The analysis stages, one module each, in the order of the pipeline::
 
-    constraint -> consensus -> construct -> reliability -> human alignment -> cost
+    constraint -> consensus -> construct -> reliability -> human alignment -> sampling
 
 ========================  ====================================================================
 :mod:`.constraint`        failure rate and renormalised item PMFs (paper section "Constraint")
@@ -13,17 +13,17 @@
 :mod:`.human`             human respondents' PMFs from survey tables
 :mod:`.alignment`         model against humans: W1, TV, JS, representativeness, noise ceiling
 :mod:`.nonsubstantive`    "Don't know" and "Refused": human counts, model-minus-human rates
-:mod:`.cost`              what a sampling study would have paid: SEs, sign flips, decoding
-                          bias; its tables in ``cost.tables``
+:mod:`.sampling`          what a sampling study would have paid: SEs, sign flips, decoding
+                          bias; its tables in ``sampling.tables`` (``xl.sampling``)
 :mod:`.traces`            Monte Carlo error of reasoning-mode PMFs over their traces
 :mod:`.frames`            the tidy frames the stages' tables share (one row per level)
 ========================  ====================================================================
 
 Every analysis function is also at the top of the package (``xl.composite``,
-``xl.decompose``, ...); ``xl.sampling`` is :mod:`.cost`. Each table is built in the
+``xl.decompose``, ...); ``xl.sampling`` is :mod:`.sampling`. Each table is built in the
 stage it tabulates (``failure_summary`` in :mod:`.constraint`, ``consensus_entropy`` in
 :mod:`.consensus`, ``summary_table`` and the paper's effect tables in
 :mod:`.construct.tables`, ``reliability_table`` in :mod:`.reliability`,
 ``alignment_table`` in :mod:`.alignment`, ``human_vs_llm`` in :mod:`.human`, the
-sampling-cost tables in :mod:`.cost.tables`) and rendered by :mod:`xlikert.report.tables`.
+sampling-cost tables in :mod:`.sampling.tables`) and rendered by :mod:`xlikert.report.tables`.
 """

@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..core.dims import OTHER_ITEM_DIM, OTHER_SCORE_DIM, SUBSCALE_DIM
 from ..core.errors import DesignError, InvalidPMFError
 from ..core.io import encode_attrs
 from ..core.validate import check_score_axis, describe_cells
 from ..kernels.history_tree import full_joint, history_tree
-from .keying import SUBSCALE_DIM, subscale_groups
+from .keying import subscale_groups
 from .reliability import (
     ZERO_VARIANCE_RTOL,
     cronbach_alpha,
@@ -40,20 +41,12 @@ from .reliability import (
 )
 
 __all__ = [
-    "OTHER_ITEM_DIM",
-    "OTHER_SCORE_DIM",
     "carry_over",
-    "carry_over_numpy",
     "conversation_consensus",
     "conversation_reliability",
     "inter_item_correlation",
-    "joint_consensus_numpy",
-    "joint_covariance_numpy",
 ]
 
-#: The second item and score dims of a pairwise joint.
-OTHER_ITEM_DIM = "other_item"
-OTHER_SCORE_DIM = "other_score"
 _JOINT_DIMS = ("item", OTHER_ITEM_DIM, "score", OTHER_SCORE_DIM)
 
 #: How the coefficients of a conversation are defined (``attrs["convention"]``).
@@ -68,7 +61,7 @@ CONVERSATION_CONVENTION = (
 
 
 # --------------------------------------------------------------------------- numpy cores
-def joint_covariance_numpy(joint: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _joint_covariance_numpy(joint: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Means ``(..., K)`` and covariance ``(..., K, K)`` of the items from their pairwise joints.
 
     Examples
@@ -76,7 +69,7 @@ def joint_covariance_numpy(joint: np.ndarray, y: np.ndarray) -> tuple[np.ndarray
     >>> j = np.zeros((2, 2, 2, 2))
     >>> j[0, 0] = j[1, 1] = np.diag([0.5, 0.5])
     >>> j[0, 1] = j[1, 0] = np.diag([0.5, 0.5])  # the second answer repeats the first
-    >>> mean, cov = joint_covariance_numpy(j, np.array([1.0, 2.0]))
+    >>> mean, cov = _joint_covariance_numpy(j, np.array([1.0, 2.0]))
     >>> mean.tolist(), cov.tolist()
     ([1.5, 1.5], [[0.25, 0.25], [0.25, 0.25]])
     """
@@ -88,13 +81,13 @@ def joint_covariance_numpy(joint: np.ndarray, y: np.ndarray) -> tuple[np.ndarray
     return mean, second - mean[..., :, None] * mean[..., None, :]
 
 
-def carry_over_numpy(joint: np.ndarray) -> np.ndarray:
+def _carry_over_numpy(joint: np.ndarray) -> np.ndarray:
     """``P(Y_j = b | Y_i = a)`` from ``joint (..., K, K, S, S)``; NaN where ``P(Y_i = a) = 0``.
 
     Examples
     --------
     >>> j = np.array([[[[0.2, 0.3], [0.1, 0.4]]]])
-    >>> carry_over_numpy(j).round(6).tolist()
+    >>> _carry_over_numpy(j).round(6).tolist()
     [[[[0.4, 0.6], [0.2, 0.8]]]]
     """
     joint = np.asarray(joint, dtype=np.float64)
@@ -103,7 +96,7 @@ def carry_over_numpy(joint: np.ndarray) -> np.ndarray:
         return np.where(row > 0, joint / row, np.nan)
 
 
-def joint_consensus_numpy(p: np.ndarray, y: np.ndarray) -> float:
+def _joint_consensus_numpy(p: np.ndarray, y: np.ndarray) -> float:
     """Multivariate Consensus (the formulas page, "Multivariate Consensus") of a whole joint PMF.
 
     ``Cns = 1 + sum_y P(y) log2(1 - ||y - mu|| / d_max)``, ``d_max = sqrt(K)
@@ -113,9 +106,9 @@ def joint_consensus_numpy(p: np.ndarray, y: np.ndarray) -> float:
     Examples
     --------
     >>> p = np.zeros((2, 2)); p[0, 0] = p[1, 1] = 0.5
-    >>> round(joint_consensus_numpy(p, np.array([1.0, 2.0])), 12)
+    >>> round(_joint_consensus_numpy(p, np.array([1.0, 2.0])), 12)
     0.0
-    >>> round(joint_consensus_numpy(np.full((2, 2), 0.25), np.array([1.0, 2.0])), 12)
+    >>> round(_joint_consensus_numpy(np.full((2, 2), 0.25), np.array([1.0, 2.0])), 12)
     0.0
     """
     p = np.asarray(p, dtype=np.float64)
@@ -194,7 +187,7 @@ def inter_item_correlation(joint: xr.DataArray | xr.Dataset) -> xr.DataArray:
     """
     joint = _check_joint(joint)
     y = check_score_axis(joint, "score").astype(np.float64)
-    _, cov = joint_covariance_numpy(joint.values, y)
+    _, cov = _joint_covariance_numpy(joint.values, y)
     sd = np.sqrt(np.clip(np.diagonal(cov, axis1=-2, axis2=-1), 0.0, None))
     with np.errstate(invalid="ignore", divide="ignore"):
         corr = cov / (sd[..., :, None] * sd[..., None, :])
@@ -226,7 +219,7 @@ def carry_over(joint: xr.DataArray | xr.Dataset) -> xr.DataArray:
     [[1.0, 0.0], [0.0, 1.0]]
     """
     joint = _check_joint(joint)
-    out = joint.copy(data=carry_over_numpy(joint.values))
+    out = joint.copy(data=_carry_over_numpy(joint.values))
     out.attrs = {"long_name": "P(answer to other_item | answer to item) within a conversation"}
     return out.rename("carry_over")
 
@@ -321,7 +314,7 @@ def conversation_reliability(
 def _keyed_covariance(joint: xr.DataArray, y: np.ndarray, reflect: bool) -> np.ndarray:
     """The items' covariance ``(..., K, K)``, reverse-keyed items reflected (``y -> min + max
     - y`` flips the sign of their covariances with the others) when ``reflect``."""
-    _, cov = joint_covariance_numpy(joint.values, y)
+    _, cov = _joint_covariance_numpy(joint.values, y)
     if reflect and "reverse_keyed" in joint.coords:
         sign = np.where(np.asarray(joint["reverse_keyed"].values, dtype=bool), -1.0, 1.0)
         cov = cov * sign[:, None] * sign[None, :]
@@ -354,7 +347,7 @@ def conversation_consensus(ds: xr.Dataset) -> xr.DataArray:
     (:func:`xlikert.consensus`); in one conversation it is the exact mixture over
     the answer histories, built from the history tree where every history was read
     (:func:`~xlikert.kernels.history_tree.full_joint`), and the consensus sum
-    (:func:`joint_consensus_numpy`) runs over its ``S^K`` cells exactly.
+    (:func:`_joint_consensus_numpy`) runs over its ``S^K`` cells exactly.
 
     Parameters
     ----------
@@ -376,7 +369,7 @@ def conversation_consensus(ds: xr.Dataset) -> xr.DataArray:
     >>> cns = conversation_consensus(sequential_dataset(result))  # doctest: +SKIP
     """
     y = check_score_axis(ds["pmf"], "score").astype(np.float64)
-    value = joint_consensus_numpy(full_joint(history_tree(ds)), y)
+    value = _joint_consensus_numpy(full_joint(history_tree(ds)), y)
     out = xr.DataArray(value, name="consensus")
     out.attrs = {
         "long_name": "Multivariate Consensus of one conversation (whole joint)",

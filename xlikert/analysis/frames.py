@@ -4,7 +4,7 @@ One row per level of the factor a table groups ``by`` (and per subscale), one co
 per reduced array (:func:`level_frame`); the mean Consensus per level as a column that
 orders the rows (:func:`with_consensus`). The failure-rate table
 (:func:`xlikert.analysis.constraint.failure_summary`) and the sampling-cost tables
-(:mod:`xlikert.analysis.cost.tables`) are built with them.
+(:mod:`xlikert.analysis.sampling.tables`) are built with them.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ..core.dims import SUBSCALE_DIM
 from ..core.validate import as_pmf
-from .keying import SUBSCALE_DIM
 
 __all__ = ["level_frame", "with_consensus"]
 

@@ -9,7 +9,7 @@
 
 The analysis applies the same rule by default: every function that turns item
 PMFs into a composite (:func:`xlikert.composite`, :func:`xlikert.decompose`,
-:func:`xlikert.contrast`, :func:`xlikert.trend`, :mod:`xlikert.analysis.cost`, the
+:func:`xlikert.contrast`, :func:`xlikert.trend`, :mod:`xlikert.analysis.sampling`, the
 report) reflects the reverse-keyed items once (:func:`reflect_pending`) and
 composes the items of each subscale separately (:func:`subscale_groups`), so
 ``score`` is always the construct's scale. ``reflect=False`` and
@@ -43,22 +43,18 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core.dims import DECODING_DIMS, factor_dims
+from ..core.dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ..core.errors import DesignError
 from ..core.validate import as_pmf, check_item_dim, check_score_axis
 from .support import check_support, require_ordinal, support_bounds
 
 __all__ = [
-    "SUBSCALE_DIM",
     "Subscale",
     "reflect_pending",
     "reflect_reverse_keyed",
     "subscale_coords",
     "subscale_groups",
 ]
-
-#: The dim of per-subscale composites (and the item coordinate naming each item's subscale).
-SUBSCALE_DIM = "subscale"
 
 #: How items are grouped into subscales: an item coordinate name, a per-item spec or None.
 Subscale = Hashable | xr.DataArray | Sequence[str] | Mapping[str, str] | None

@@ -30,7 +30,7 @@ from ..core.dims import MODEL_DIM
 from ..core.errors import InputTypeError, InvalidPMFError, XlikertError
 from ..core.validate import as_pmf, describe_cells
 
-__all__ = ["leave_one_trace_out", "trace_se"]
+__all__ = ["trace_se"]
 
 _JK = "_jackknife"
 
@@ -95,7 +95,7 @@ def _traces_of(
     return mean, tp.isel({trace_dim: slice(m)}), m
 
 
-def leave_one_trace_out(
+def _leave_one_trace_out(
     pmf: xr.DataArray | xr.Dataset,
     trace: int,
     *,
@@ -124,7 +124,7 @@ def leave_one_trace_out(
     >>> import xarray as xr
     >>> tp = xr.DataArray([[0.2, 0.8], [0.6, 0.4], [0.4, 0.6]], dims=("trace", "score"),
     ...                   coords={"score": [1, 2]})
-    >>> leave_one_trace_out(tp, 0).values
+    >>> _leave_one_trace_out(tp, 0).values
     array([0.5, 0.5])
     """
     mean, tp, m = _traces_of(pmf, trace_dim, score_dim)

@@ -47,7 +47,7 @@ def main() -> None:
     """xlikert: exact Likert PMFs from language models, and their distributional ANOVA."""
 
 
-def demo_summary(ds) -> str:
+def _demo_summary(ds) -> str:
     """Plain-text summary of a results Dataset through the analysis API.
 
     Failure rate per model, Multivariate Consensus and composite E (SD) per
@@ -130,7 +130,7 @@ def demo(out_dir, batch_size, quiet):
         sizes = " x ".join(f"{d}={n}" for d, n in ds.valid_mass.sizes.items())
         text = (
             f"xlikert demo: experiment {exp.name!r}, {sizes}\n"
-            f"collection {t_collect:.1f} s\n\n{demo_summary(ds)}\n"
+            f"collection {t_collect:.1f} s\n\n{_demo_summary(ds)}\n"
         )
         (out / "summary.txt").write_text(text)
         click.echo(text)

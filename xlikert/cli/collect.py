@@ -15,7 +15,7 @@ import click
 
 from ..core.errors import XlikertError
 
-__all__ = ["FLAGS", "merge", "parse_batch", "parse_floats", "run", "run_options"]
+__all__ = ["FLAGS", "merge", "parse_batch", "run"]
 
 
 def _fail(exc: Exception) -> None:
@@ -34,7 +34,7 @@ def parse_batch(value: str) -> int | str:
     return n
 
 
-def parse_floats(value: str) -> tuple[float, ...]:
+def _parse_floats(value: str) -> tuple[float, ...]:
     """``"0.9,1.0"`` -> ``(0.9, 1.0)`` (a comma-separated list of numbers)."""
     parts = [v.strip() for v in str(value).split(",")]
     try:
@@ -63,7 +63,7 @@ FLAGS: dict[str, str] = {
 }
 
 
-def run_options(collect_table: dict[str, Any] | None, where: str, **flags: Any):
+def _run_options(collect_table: dict[str, Any] | None, where: str, **flags: Any):
     """The run's :class:`~xlikert.collect.options.CollectOptions`: the flags given
     (not None) over the experiment file's ``[collect]`` table over the defaults.
 
@@ -114,9 +114,9 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
     help="results .nc (default: <experiment name>.nc)",
 )  # fmt: skip
 @click.option("--shard", default=None, help="compute only part i of n (e.g. 1/4); merge later")
-@click.option("--temperature", "temperatures", default=None, callback=lambda c, p, v: v and parse_floats(v),
+@click.option("--temperature", "temperatures", default=None, callback=lambda c, p, v: v and _parse_floats(v),
               help="decoding-grid temperatures, comma-separated (default: 0.1,0.5,1.0,1.3)")  # fmt: skip
-@click.option("--top-p", "top_ps", default=None, callback=lambda c, p, v: v and parse_floats(v),
+@click.option("--top-p", "top_ps", default=None, callback=lambda c, p, v: v and _parse_floats(v),
               help="decoding-grid top-p values in (0, 1], comma-separated (default: 0.8,0.9,1.0)")  # fmt: skip
 @click.option(
     "--top-k", default=None, type=int, help="raw top-k tokens stored per prompt (default: 20)"
@@ -161,7 +161,7 @@ def run(config, output, shard, overwrite, reuse, discard_progress, quiet, **flag
 
     try:
         exp = load_experiment(config)
-        options = run_options(exp.collect, f"{exp.path} [collect]", **flags)
+        options = _run_options(exp.collect, f"{exp.path} [collect]", **flags)
         prompts = exp.build_prompts()
         output = output or f"{exp.name}.nc"
         before = _stamp(output)

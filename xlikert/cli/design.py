@@ -90,8 +90,9 @@ def prompts(config: str, output: Path | None, show: int, history: str | None) ->
 
 def _show_conversation(ds, history: str) -> None:
     """Print the messages after ``history`` in the first sequential condition."""
+    from ..core.dims import ADMINISTRATION_DIM
     from ..core.errors import XlikertError
-    from ..design.item_order import ADMINISTRATION_DIM, conversation
+    from ..design.item_order import conversation
 
     try:
         scores = [int(x) for x in history.replace(" ", "").split(",") if x]

@@ -331,13 +331,13 @@ class CollectOptions:
         return rule_scripts(self.numerals, self.labels_by_score)
 
     @property
-    def option_labels(self) -> tuple[str, ...]:
+    def nonsubstantive_labels(self) -> tuple[str, ...]:
         """The answer label of each non-substantive option (``""``: not offered).
 
         Examples
         --------
         >>> opts = CollectOptions(scale=(1, 2), nonsubstantive=("Don't know", "Refused"))
-        >>> opts.replace(answer_labels=("1", "2", "8", "")).option_labels
+        >>> opts.replace(answer_labels=("1", "2", "8", "")).nonsubstantive_labels
         ('8', '')
         """
         if self.answer_labels is None:

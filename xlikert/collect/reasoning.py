@@ -19,7 +19,7 @@ thinks before it answers. For every (condition, item) the backend
 3. closes each trace (:meth:`ReasoningFormat.closing`) and reads the exact
    next-token PMF over the scale after it, with the answer rule of every backend
    (:class:`~xlikert.collect.tokens.AnswerSequences`);
-4. combines the traces (:func:`combine_traces`).
+4. combines the traces (:func:`_combine_traces`).
 
 Only the thoughts are sampled: given a trace, its answer PMF is exact. The mean of
 these conditional PMFs over M traces is an unbiased estimate of the answer
@@ -52,7 +52,6 @@ __all__ = [
     "THINKING_SEPARATOR",
     "ReasoningFormat",
     "check_reasoning",
-    "combine_traces",
     "reasoning_format",
     "reasoning_provenance",
     "sample_tokens",
@@ -422,7 +421,7 @@ def sample_tokens(
 
 
 # ---------------------------------------------------------------------------- results
-def combine_traces(pmf: np.ndarray, valid_mass: np.ndarray, *, axis: int = 1) -> dict[str, Any]:
+def _combine_traces(pmf: np.ndarray, valid_mass: np.ndarray, *, axis: int = 1) -> dict[str, Any]:
     """``pmf``, ``pmf_se`` and ``valid_mass`` of a cell from its traces.
 
     Parameters
@@ -443,7 +442,7 @@ def combine_traces(pmf: np.ndarray, valid_mass: np.ndarray, *, axis: int = 1) ->
 
     Examples
     --------
-    >>> out = combine_traces(np.array([[[0.2, 0.8], [0.6, 0.4]]]), np.array([[1.0, 0.5]]))
+    >>> out = _combine_traces(np.array([[[0.2, 0.8], [0.6, 0.4]]]), np.array([[1.0, 0.5]]))
     >>> out["pmf"], out["pmf_se"], out["valid_mass"]
     (array([[0.4, 0.6]]), array([[0.2, 0.2]]), array([0.75]))
     """
@@ -482,7 +481,7 @@ def store_traces(
         wrote the end marker (True) or did not (False).
     """
 
-    comb = combine_traces(read["pmf"], read["valid_mass"], axis=0)
+    comb = _combine_traces(read["pmf"], read["valid_mass"], axis=0)
     d = res.data
     d["pmf"][row], d["pmf_se"][row], d["valid_mass"][row] = (
         comb["pmf"], comb["pmf_se"], comb["valid_mass"]

@@ -10,7 +10,7 @@ to the digit.
 Many tokenizers (Llama 3, Qwen 2.5, Gemma, SmolLM2) never merge the space into
 the digit: ``"Answer: 5"`` is ``[":", "▁", "5"]``. There the answer ``" 5"``
 starts with a bare space token, and a next-token read counts it as a failure.
-:func:`spaced_answers` adds those spellings (space token, then a digit token
+:func:`_spaced_answers` adds those spellings (space token, then a digit token
 without a marker), scored exactly from the same forward pass with the space
 token appended (:data:`SPACED_ANSWER_RULE`).
 """
@@ -40,14 +40,10 @@ __all__ = [
     "AnswerSequences",
     "ValidTokens",
     "answer_rule",
-    "find_answer_sequences",
     "find_label_tokens",
-    "find_space_tokens",
     "find_valid_tokens",
     "known_scripts",
     "needs_sequences",
-    "one_token_answers",
-    "spaced_answers",
 ]
 
 _MARKERS = ("", " ", "▁", "Ġ")
@@ -517,13 +513,13 @@ class AnswerSequences:
         return out
 
 
-def one_token_answers(valid: ValidTokens) -> AnswerSequences:
+def _one_token_answers(valid: ValidTokens) -> AnswerSequences:
     """The one-token rule as answer spellings: each valid token alone, no stop check.
 
     Examples
     --------
     >>> vt = ValidTokens((16, 17), ("1", "2"), (1, 2), (1, 2))
-    >>> one_token_answers(vt).contexts
+    >>> _one_token_answers(vt).contexts
     ((),)
     """
     return AnswerSequences(
@@ -603,15 +599,15 @@ def answer_rule(
     scale = list(codes)
     words = not all(read_numeral(str(by_code[v])) for v in scale)
     if needs_sequences(scale, labels):
-        answers = find_answer_sequences(tokenizer, scale, labels, scripts=scripts)
+        answers = _find_answer_sequences(tokenizer, scale, labels, scripts=scripts)
     else:
         try:
             valid = find_label_tokens(tokenizer, scale, labels, scripts=scripts)
         except CollectionError:  # no single token for some label: every spelling
-            answers = find_answer_sequences(tokenizer, scale, labels, scripts=scripts)
+            answers = _find_answer_sequences(tokenizer, scale, labels, scripts=scripts)
         else:
-            answers = (spaced_answers(tokenizer, valid) if split_space else None) or (
-                one_token_answers(valid)
+            answers = (_spaced_answers(tokenizer, valid) if split_space else None) or (
+                _one_token_answers(valid)
             )
     if answers.continuation is not None:
         # the one-token answers, for the record; scoring uses every spelling
@@ -658,7 +654,7 @@ def _word_char(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 
-def find_answer_sequences(
+def _find_answer_sequences(
     tokenizer: Any,
     scale: range | list[int],
     labels: Mapping[int, str] | None = None,
@@ -697,7 +693,7 @@ def find_answer_sequences(
 
     Examples
     --------
-    >>> ans = find_answer_sequences(tok, range(0, 11))  # doctest: +SKIP
+    >>> ans = _find_answer_sequences(tok, range(0, 11))  # doctest: +SKIP
     >>> [s for s, y in zip(ans.surfaces, ans.scores) if y == 10]  # doctest: +SKIP
     [('1', '0'), ('Ġ1', '0'), ('10',)]
     """
@@ -741,7 +737,7 @@ def find_answer_sequences(
             for idx in inner.get(word[pos:end], ()):
                 extend(word, end, (*ids, idx), y, c)
 
-    spaces = find_space_tokens(tokenizer)
+    spaces = _find_space_tokens(tokenizer)
     for w, y, c in spell:
         for end in range(1, len(w) + 1):
             for idx in first.get(w[:end], ()):
@@ -811,7 +807,7 @@ def _continues_word(data: bytes) -> bool:
 
 
 # ---------------------------------------------------------------------------- split space
-def find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
+def _find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
     """Ids of the non-special tokens that are exactly one space.
 
     A vocabulary entry ``" "``, ``"▁"``, ``"Ġ"`` or byte-fallback ``"<0x20>"`` that
@@ -820,7 +816,7 @@ def find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
 
     Examples
     --------
-    >>> find_space_tokens(gemma_tokenizer)  # doctest: +SKIP
+    >>> _find_space_tokens(gemma_tokenizer)  # doctest: +SKIP
     (270, 236743)
     """
     vocab = vocabulary(tokenizer)  # built once per tokenizer
@@ -837,7 +833,7 @@ def find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | None:
+def _spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | None:
     """The one-token answers plus their split-space spellings (:data:`SPACED_ANSWER_RULE`).
 
     Parameters
@@ -856,11 +852,11 @@ def spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | None
 
     Examples
     --------
-    >>> ans = spaced_answers(tok, find_valid_tokens(tok, range(1, 8)))  # doctest: +SKIP
+    >>> ans = _spaced_answers(tok, find_valid_tokens(tok, range(1, 8)))  # doctest: +SKIP
     >>> [s for s, y in zip(ans.surfaces, ans.scores) if y == 5]  # doctest: +SKIP
     [('5',), ('▁', '5')]
     """
-    spaces = find_space_tokens(tokenizer)
+    spaces = _find_space_tokens(tokenizer)
     bare = [
         (i, s, y)
         for i, s, y in zip(valid.ids, valid.surfaces, valid.scores, strict=True)

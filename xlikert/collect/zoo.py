@@ -9,14 +9,14 @@ Three small models are installable without a model hub (see
 
 :func:`resolve_gguf` assembles a model's GGUF file into the user cache directory
 (:func:`cache_dir`, overridable with the ``XLIKERT_CACHE`` environment variable) and
-checks its sha256 before use. :func:`dequantised_folder` dequantises it once with
+checks its sha256 before use. :func:`_dequantised_folder` dequantises it once with
 transformers' GGUF support and saves the float32 weights and the tokenizer as a
 Hugging Face folder in the cache, keyed by the sha256: the transformers and vLLM
 backends both load that folder, and a second load takes seconds.
 :func:`model_folder` resolves any model entry's ``source`` to what an engine
 loads.
 
-This module imports torch and transformers only inside :func:`dequantised_folder`.
+This module imports torch and transformers only inside :func:`_dequantised_folder`.
 """
 
 from __future__ import annotations
@@ -45,10 +45,8 @@ __all__ = [
     "builtin_names",
     "cache_dir",
     "check_source",
-    "dequantised_folder",
     "model_folder",
     "resolve_gguf",
-    "sha256_file",
     "source_problem",
 ]
 
@@ -162,7 +160,7 @@ def cache_dir() -> Path:
         return Path(base) / "xlikert"
 
 
-def sha256_file(path: str | os.PathLike, block: int = 1 << 22) -> str:
+def _sha256_file(path: str | os.PathLike, block: int = 1 << 22) -> str:
     """Hex sha256 of a file, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -194,7 +192,7 @@ def _chunk_paths(model: ZooModel) -> list[Path]:
 
 
 def _verify(path: Path, expected: str, what: str) -> None:
-    got = sha256_file(path)
+    got = _sha256_file(path)
     if got != expected:
         raise CollectionError(
             f"checksum mismatch for {what}: {path} has sha256 {got}, expected {expected}. "
@@ -290,7 +288,7 @@ def _assemble(name: str, chunks: list[Path], target: Path) -> None:
         _verify(tmp, model.sha256, f"built-in model {name!r} (assembled from chunks)")
 
 
-def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Path:
+def _dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Path:
     """A Hugging Face folder (float32 safetensors + tokenizer) made once from a GGUF file.
 
     The folder is ``cache_dir()/models/<label>-<sha[:16]>``, written to a
@@ -304,7 +302,7 @@ def dequantised_folder(gguf_path: str | os.PathLike, sha: str, label: str) -> Pa
 
     Examples
     --------
-    >>> dequantised_folder(resolve_gguf("smollm2-135m-instruct"), ZOO["smollm2-135m-instruct"].sha256,
+    >>> _dequantised_folder(resolve_gguf("smollm2-135m-instruct"), ZOO["smollm2-135m-instruct"].sha256,
     ...                    "smollm2-135m-instruct").name  # doctest: +SKIP
     'smollm2-135m-instruct-b179c9523d0e6a0f'
     """
@@ -521,7 +519,7 @@ def model_folder(spec: dict) -> tuple[str, dict[str, str]]:
     """What an engine loads for a model entry, and the provenance that identifies it.
 
     Built-in names and GGUF files (``source = "x.gguf"`` or ``gguf_file``) become
-    their checked, dequantised folder (:func:`dequantised_folder`); a local folder
+    their checked, dequantised folder (:func:`_dequantised_folder`); a local folder
     or a Hugging Face id is returned as given.
 
     Returns
@@ -536,7 +534,7 @@ def model_folder(spec: dict) -> tuple[str, dict[str, str]]:
     path = Path(source).expanduser()
     if source in ZOO:
         zm = ZOO[source]
-        folder = dequantised_folder(resolve_gguf(source), zm.sha256, source)
+        folder = _dequantised_folder(resolve_gguf(source), zm.sha256, source)
         prov = {"revision": zm.package_version, "sha256": zm.sha256, "upstream": zm.hf_id,
                 "gguf_file": zm.filename, "tokenizer_name": f"{zm.hf_id} (from GGUF)"}  # fmt: skip
         return str(folder), prov
@@ -544,13 +542,13 @@ def model_folder(spec: dict) -> tuple[str, dict[str, str]]:
         gguf = path / gguf_file if gguf_file else path
         if not gguf.is_file():
             raise CollectionError(f"model {name!r}: GGUF file {gguf} does not exist")
-        sha = sha256_file(gguf)
+        sha = _sha256_file(gguf)
         if spec.get("sha256") and spec["sha256"] != sha:
             raise CollectionError(
                 f"checksum mismatch for model {name!r}: {gguf} has sha256 {sha}, "
                 f"expected {spec['sha256']}"
             )
-        folder = dequantised_folder(gguf, sha, gguf.stem)
+        folder = _dequantised_folder(gguf, sha, gguf.stem)
         return str(folder), {"revision": "", "sha256": sha, "gguf_file": gguf.name}
     looks_local = path.exists() or source.startswith((".", "/", "~"))
     if looks_local and not path.is_dir():
@@ -569,7 +567,7 @@ def model_folder(spec: dict) -> tuple[str, dict[str, str]]:
         if weights:
             h = hashlib.sha256()
             for w in weights:
-                h.update(f"{w.name}:{sha256_file(w)}\n".encode())
+                h.update(f"{w.name}:{_sha256_file(w)}\n".encode())
             prov["sha256"] = h.hexdigest()
             prov["sha256_of"] = "sha256 of '<file>:<sha256>' lines of the weight files"
         return str(path), prov

@@ -101,14 +101,18 @@ from . import schema
 from .errors import DesignError
 
 __all__ = [
+    "ADMINISTRATION_DIM",
     "AUXILIARY_DIMS",
     "COLLECTION_DIMS",
     "CORE_DIMS",
     "DECODING_DIMS",
     "HUMAN_VARIABLES",
     "MODEL_DIM",
+    "OTHER_ITEM_DIM",
+    "OTHER_SCORE_DIM",
     "RESERVED_NAMES",
     "RESULT_VARIABLES",
+    "SUBSCALE_DIM",
     "TABLE_COLUMNS",
     "VARIABLE_NAMES",
     "check_factor_name",
@@ -120,6 +124,14 @@ __all__ = [
 #: The factor the collection layer makes of an experiment's ``[[models]]`` (one level per
 #: model). Tables, figures and the report prefer it as their rows, x axis or first factor.
 MODEL_DIM = "model"
+#: The factor that says how the items of a condition are asked: ``isolated`` (one prompt
+#: per item) or ``sequential`` (earlier items and answers in the conversation).
+ADMINISTRATION_DIM = "administration"
+#: The dim of per-subscale composites (and the item coordinate naming each item's subscale).
+SUBSCALE_DIM = "subscale"
+#: The second item and score dims of a pairwise joint (sequential administration).
+OTHER_ITEM_DIM = "other_item"
+OTHER_SCORE_DIM = "other_score"
 
 #: Core dims of an item PMF: name -> role.
 CORE_DIMS: Mapping[str, str] = MappingProxyType(
@@ -137,15 +149,15 @@ AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
         "top_p": "decoding top-p of the temperature x top-p grid",
         "trace": "reasoning traces sampled before the answer (reasoning mode)",
         "token": "valid tokens of xl.item_pmf_from_tokens",
-        "subscale": "subscales of xl.design.subscale_composites",
+        SUBSCALE_DIM: "subscales of xl.subscale_composites",
         "effect": "support of an effect PMF (xl.decompose, xl.contrast)",
         "slope": "support of a trend PMF (xl.trend)",
         "pair": "pairs of levels of xl.contrast",
         "term": "terms of xl.comonotone_contrast",
         "n": "sampling budgets of xl.sampling",
         "metric": "alignment metrics of xl.alignment (wasserstein, representativeness, ...)",
-        "other_item": "the second item of a pairwise joint (sequential administration)",
-        "other_score": "the second item's score of a pairwise joint (sequential administration)",
+        OTHER_ITEM_DIM: "the second item of a pairwise joint (sequential administration)",
+        OTHER_SCORE_DIM: "the second item's score of a pairwise joint (sequential administration)",
         "history": "answer histories of a conversation's history tree (sequential administration)",
         "option": "non-substantive answer options (Don't know, Refused) of nonsubstantive_mass",
         "script": "decimal numeral scripts (ascii, fullwidth, arabic-indic, ...) of script_mass",

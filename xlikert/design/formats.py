@@ -68,7 +68,6 @@ __all__ = [
     "builtin_format",
     "letters",
     "option_orders",
-    "order_name",
     "permuted_formats",
 ]
 
@@ -329,7 +328,7 @@ class ResponseFormat:
         if untold and self.permuted(lo, hi):
             raise LabelMappingError(
                 f"format {self.name!r} shows the points in the order "
-                f"{order_name(self.shown_ranks(lo, hi))}, which only the points' texts tell, "
+                f"{_order_name(self.shown_ranks(lo, hi))}, which only the points' texts tell, "
                 f"but the style {self.anchors!r} gives no text for the score(s) {untold}; "
                 "use anchors = 'every' (base 'labelled')"
             )
@@ -440,7 +439,7 @@ class ResponseFormat:
         >>> builtin_format("letters", n_points=5).describe()
         'ascending, instrument labelled, answer labels ABCDE'
         """
-        order = self.order if isinstance(self.order, str) else "shown " + order_name(self.order)
+        order = self.order if isinstance(self.order, str) else "shown " + _order_name(self.order)
         labels = (
             "digits"
             if self.labels is None
@@ -571,13 +570,13 @@ def _order(value: Any) -> Literal["ascending", "reversed"] | tuple[int, ...]:
         ) from None
 
 
-def order_name(ranks: Sequence[int]) -> str:
+def _order_name(ranks: Sequence[int]) -> str:
     """The level label of an order: its ranks, run together (``"34512"``; with ``-``
     between them from 10 points up).
 
     Examples
     --------
-    >>> order_name((3, 4, 5, 1, 2))
+    >>> _order_name((3, 4, 5, 1, 2))
     '34512'
     """
     return ("" if len(ranks) < 10 else "-").join(str(r) for r in ranks)
@@ -649,7 +648,7 @@ def permuted_formats(
     Returns
     -------
     dict of str to ResponseFormat
-        Level label (:func:`order_name`) -> format, in the order of :func:`option_orders`.
+        Level label (:func:`_order_name`) -> format, in the order of :func:`option_orders`.
 
     Raises
     ------
@@ -664,7 +663,7 @@ def permuted_formats(
     """
     out = {}
     for order in option_orders(n_points, permute, max_levels):
-        name = order_name(order)
+        name = _order_name(order)
         what = f"{base.name} with the points shown in the order {name}"
         out[name] = replace(base, name=name, order=order, description=what)
     return out

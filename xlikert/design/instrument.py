@@ -566,7 +566,7 @@ def _warn_lone_subscales(file: Path | str, items: list[Item]) -> None:
             )
 
 
-def known_placeholders(p: Problems, text: str, known: set[str], where: str) -> Template:
+def _known_placeholders(p: Problems, text: str, known: set[str], where: str) -> Template:
     """``text`` as a template (its syntax checked by the schema); unknown placeholders reported."""
     template = Template.parse(text)
     for ph in template.fields:
@@ -614,7 +614,7 @@ def _check_items(
             p.add(where, f"duplicate item id {it.id!r} (first used by items[{seen[it.id]}])")
             continue
         seen[it.id] = k
-        t = known_placeholders(p, it.template, known, f"{where}, field 'template'")
+        t = _known_placeholders(p, it.template, known, f"{where}, field 'template'")
         templates[f"item:{it.id}"] = t
         scale = scale_from_spec(it.scale) if it.scale is not None else None
         if it.nominal and (why := nominal_problems(scale or default)):
@@ -640,7 +640,7 @@ def _parse_instrument(table: dict, file: str, digest: str) -> Instrument:
     fields = _check_lexicon(p, spec.lexicon)
     known = {*SCALE_FIELDS, *fields, *head.placeholders, head.lexicon_factor}
     templates = {
-        f"framing:{name}": known_placeholders(p, text, known, f"framing {name!r}")
+        f"framing:{name}": _known_placeholders(p, text, known, f"framing {name!r}")
         for name, text in spec.framings.items()
     }
     framing = head.default_framing

@@ -1,7 +1,7 @@
 """The design of context: the ``administration`` factor and item orders.
 
 How the items of a condition are asked is a factor: ``administration``
-(:data:`ADMINISTRATION_DIM`) with the levels ``isolated`` (one prompt per item,
+(:data:`xlikert.core.dims.ADMINISTRATION_DIM`) with the levels ``isolated`` (one prompt per item,
 the paper's context isolation; the default without the factor) and
 ``sequential`` (one conversation per condition, the model's own earlier answers in
 it; :mod:`xlikert.collect.context`). Under sequential administration the order in
@@ -23,10 +23,8 @@ from typing import Any
 
 from ..core.errors import DesignError
 
-__all__ = ["ADMINISTRATIONS", "ADMINISTRATION_DIM", "ITEM_POSITION", "conversation", "item_orders"]
+__all__ = ["ADMINISTRATIONS", "ITEM_POSITION", "conversation", "item_orders"]
 
-#: The factor that says how the items of a condition are asked.
-ADMINISTRATION_DIM = "administration"
 #: Its levels.
 ADMINISTRATIONS = ("isolated", "sequential")
 #: The prompts variable that gives the order of an item-order factor's levels.

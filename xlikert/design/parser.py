@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..core.dims import ADMINISTRATION_DIM
 from ..core.errors import (
     ConfigError,
     DesignError,
@@ -52,7 +53,7 @@ from .instrument import (
     resolve_file,
     scale_from_spec,
 )
-from .item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, item_orders
+from .item_order import ADMINISTRATIONS, item_orders
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Scale
 from .template import Template, TemplateSyntaxError
@@ -190,6 +191,7 @@ def experiment_from_dict(
     user_templates = _user_templates(p, inst, head.user, items, supply)
     system_templates = _system_templates(p, factors, system_text, system_source, supply)
     _check_format_shown(p, factors, user_templates, system_templates, (default.min, default.max))
+    _check_item_options_shown(p, items, scales, default, user_templates, system_templates)
     _check_factors_change_prompts(p, factors, (*user_templates, *system_templates.values()))
     p.raise_if_any()
     if sha256 is None:
@@ -811,6 +813,51 @@ def _check_format_shown(
             "{anchors}",
             FormatNotShownError,
         )
+
+
+#: Placeholders that show an item's own points (its codes, their range or their texts).
+_POINT_FIELDS = frozenset(SCALE_FIELDS) - {"nonsubstantive"}
+#: Placeholders that show its non-substantive options ("Don't know", "Refused").
+_NONSUBSTANTIVE_FIELDS = frozenset({"options", "nonsubstantive"})
+
+
+def _check_item_options_shown(
+    p: Problems,
+    items: tuple[Item, ...],
+    scales: _ItemScales,
+    default: Scale,
+    user_templates: tuple[Template, ...],
+    system_templates: dict[str, Template],
+) -> None:
+    """An item with its own points, or with non-substantive options, must show them.
+
+    Its prompt (the user template with the item's template spliced in, and every
+    system prompt it is asked under) must have a placeholder that renders them:
+    otherwise the model is asked to choose among options it is never shown.
+    """
+    systems: list[Template | None] = [*system_templates.values()] or [None]
+    for it, user_t in zip(items, user_templates, strict=True):
+        scale = scales.by_item[it.id]
+        needs = []
+        if it.scale is not None and scale.key != default.key:
+            needs.append((f"its own options ({scale.describe()})", _POINT_FIELDS))
+        if scale.nonsubstantive:
+            names = ", ".join(repr(o.label) for o in scale.nonsubstantive)
+            needs.append((f"its non-substantive option(s) {names}", _NONSUBSTANTIVE_FIELDS))
+        for what, fields in needs:
+            shown = [
+                sys_t
+                for sys_t in systems
+                if fields & {*user_t.fields, *(sys_t.fields if sys_t is not None else ())}
+            ]
+            if len(shown) < len(systems):
+                p.add(
+                    f"item {it.id!r}",
+                    f"has {what}, but its prompt shows them nowhere: no template it renders "
+                    "(system prompt, user template, item) has "
+                    + " or ".join(f"{{{k}}}" for k in sorted(fields))
+                    + "; add {options} to the user template (or the item's template)",
+                )
 
 
 def _check_factors_change_prompts(

@@ -13,18 +13,21 @@ rule, the top-k bounds) and :mod:`xlikert.kernels.history_tree` (the answer-hist
 tree of sequential administration: exact or certified PMFs and joints).
 
 >>> from xlikert import kernels
->>> kernels.get_engine()
+>>> kernels.get_kernels()
 'numba'
->>> with kernels.use_engine("numpy"):
-...     kernels.get_engine()
+>>> with kernels.use_kernels("numpy"):
+...     kernels.get_kernels()
 'numpy'
->>> kernels.get_engine()
+>>> kernels.get_kernels()
 'numba'
 
-The default engine is a :class:`contextvars.ContextVar`: :func:`use_engine` sets it
+Which of the two a call runs, ``"numba"`` (the compiled kernels) or ``"numpy"``
+(their twins), is its *kernels* (``kernels=`` of every analysis function that runs
+one; "engine" is reserved for what runs a model: vLLM, llama.cpp, transformers).
+The default is a :class:`contextvars.ContextVar`: :func:`use_kernels` sets it
 for the ``with`` block of the current thread or asyncio task and restores it on
 leaving (an exception included), so no call leaks its choice into another.
-Threads start with the default (``"numba"``); the engine of a call is fixed when
+Threads start with the default (``"numba"``); the kernels of a call are fixed when
 its kernel handle is made (:func:`get_kernel`), so Dask workers run what the
 caller chose.
 
@@ -63,7 +66,7 @@ from typing import Any, Literal
 __all__ = [
     "BREAKPOINT_TOL",
     "DEFAULT_MAX_CELLS",
-    "ENGINES",
+    "KERNELS",
     "KernelHandle",
     "alignment_metrics",
     "alignment_metrics_numpy",
@@ -73,11 +76,11 @@ __all__ = [
     "consensus_bounds_numpy",
     "convolve_items",
     "convolve_items_numpy",
-    "get_engine",
     "get_kernel",
+    "get_kernels",
     "noise_ceiling",
     "noise_ceiling_numpy",
-    "use_engine",
+    "use_kernels",
 ]
 
 #: Breakpoints of merged CDFs closer than this are one (comonotone contrasts).
@@ -85,8 +88,8 @@ BREAKPOINT_TOL = 1e-12
 #: Default cap on the grid cells of one Multivariate Consensus refinement pass.
 DEFAULT_MAX_CELLS = 1 << 22
 
-Engine = Literal["numba", "numpy"]
-ENGINES: tuple[str, ...] = ("numba", "numpy")
+Kernels = Literal["numba", "numpy"]
+KERNELS: tuple[str, ...] = ("numba", "numpy")
 #: kernel name -> the module of ``xlikert.kernels`` that defines it and its ``_numpy`` twin.
 _MODULES = {
     "convolve_items": "convolution",
@@ -95,17 +98,17 @@ _MODULES = {
     "alignment_metrics": "alignment",
     "noise_ceiling": "alignment",
 }
-#: The default engine of the current context (thread, asyncio task); see :func:`use_engine`.
-_ENGINE: contextvars.ContextVar[str] = contextvars.ContextVar(
+#: The default kernels ("numba" or "numpy") of the current context (thread, asyncio task); see :func:`use_kernels`.
+_KERNELS: contextvars.ContextVar[str] = contextvars.ContextVar(
     "xlikert_kernel_engine", default="numba"
 )
 
 
-def _resolve(name: str, engine: str):
+def _resolve(name: str, kernels: str):
     # numba loads with the first kernel, not with ``import xlikert``: a process that only
     # collects (or a vLLM worker re-importing the user's script) never loads llvmlite
     module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
-    return getattr(module, name if engine == "numba" else f"{name}_numpy")
+    return getattr(module, name if kernels == "numba" else f"{name}_numpy")
 
 
 def __getattr__(name: str) -> Any:
@@ -115,16 +118,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _check(engine: str) -> str:
-    if engine not in ENGINES:
+def _check(kernels: str) -> str:
+    if kernels not in KERNELS:
         from ..core.errors import ConfigError
 
-        raise ConfigError(f"unknown kernel engine {engine!r}; choose one of {ENGINES}")
-    return engine
+        raise ConfigError(f"unknown kernels {kernels!r}; choose one of {KERNELS}")
+    return kernels
 
 
-def get_engine() -> str:
-    """The engine used when a function gets ``engine=None`` (default ``"numba"``).
+def get_kernels() -> str:
+    """The kernels used when a function gets ``kernels=None`` (default ``"numba"``).
 
     Returns
     -------
@@ -133,22 +136,22 @@ def get_engine() -> str:
 
     Examples
     --------
-    >>> get_engine()
+    >>> get_kernels()
     'numba'
     """
-    return _ENGINE.get()
+    return _KERNELS.get()
 
 
 @contextlib.contextmanager
-def use_engine(engine: Engine) -> Iterator[None]:
-    """Use ``engine`` as the default inside the ``with`` block (this thread or task only).
+def use_kernels(kernels: Kernels) -> Iterator[None]:
+    """Use ``kernels`` as the default inside the ``with`` block (this thread or task only).
 
     ``"numba"``: the compiled kernels; ``"numpy"``: their plain-numpy twins. The
     previous default comes back on leaving the block, an exception included.
 
     Parameters
     ----------
-    engine : {"numba", "numpy"}
+    kernels : {"numba", "numpy"}
         The default inside the block.
 
     Yields
@@ -159,27 +162,27 @@ def use_engine(engine: Engine) -> Iterator[None]:
     Raises
     ------
     ConfigError
-        An unknown engine.
+        Unknown kernels (neither "numba" nor "numpy").
 
     Examples
     --------
     >>> import xlikert as xl
     >>> pmf = xl.datasets.synthetic_pmf({"model": 2}, n_items=3)
-    >>> with use_engine("numpy"):
+    >>> with use_kernels("numpy"):
     ...     twin = xl.composite(pmf)
     >>> bool(abs(twin - xl.composite(pmf)).max() < 1e-12)
     True
     """
-    token = _ENGINE.set(_check(engine))
+    token = _KERNELS.set(_check(kernels))
     try:
         yield
     finally:
-        _ENGINE.reset(token)
+        _KERNELS.reset(token)
 
 
 @dataclass(frozen=True)
 class KernelHandle:
-    """A kernel named by ``(name, engine)``, looked up when called.
+    """A kernel named by ``(name, kernels)``, looked up when called.
 
     Dask ships the function of ``apply_ufunc`` to its workers by pickling it. A
     numba gufunc pickles by value, and the rebuilt gufunc crashes when called in
@@ -188,21 +191,21 @@ class KernelHandle:
     """
 
     name: str
-    engine: str
+    kernels: str
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _resolve(self.name, self.engine)(*args, **kwargs)
+        return _resolve(self.name, self.kernels)(*args, **kwargs)
 
 
-def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
-    """Return kernel ``name`` for ``engine`` (``None``: the current default).
+def get_kernel(name: str, kernels: str | None = None) -> KernelHandle:
+    """Return kernel ``name`` for ``kernels`` (``None``: the current default).
 
     Parameters
     ----------
     name : str
         A kernel of the list above (``"convolve_items"``, ...).
-    engine : {"numba", "numpy"}, optional
-        The engine; default :func:`get_engine`.
+    kernels : {"numba", "numpy"}, optional
+        The kernels; default :func:`get_kernels`.
 
     Returns
     -------
@@ -212,7 +215,7 @@ def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     Raises
     ------
     ConfigError
-        An unknown engine.
+        Unknown kernels (neither "numba" nor "numpy").
     UnknownNameError
         An unknown kernel (also a :class:`KeyError`), naming it and the kernels.
 
@@ -223,9 +226,9 @@ def get_kernel(name: str, engine: str | None = None) -> KernelHandle:
     >>> k(np.full((2, 2), 0.5), np.zeros(3))
     array([0.25, 0.5 , 0.25])
     """
-    engine = _check(engine or _ENGINE.get())
+    kernels = _check(kernels or _KERNELS.get())
     if name not in _MODULES:
         from ..core.errors import UnknownNameError
 
         raise UnknownNameError(f"unknown kernel {name!r}; kernels: {', '.join(sorted(_MODULES))}")
-    return KernelHandle(name, engine)
+    return KernelHandle(name, kernels)

@@ -30,7 +30,7 @@ from typing import Any
 import numba
 from filelock import FileLock
 
-__all__ = ["LOCK_NAME", "compile_lock_path", "guvectorize"]
+__all__ = ["LOCK_NAME", "guvectorize"]
 
 #: Name of the lock file beside numba's cache of these kernels.
 LOCK_NAME = "xlikert-kernels-compile.lock"
@@ -44,13 +44,13 @@ def _writable_dir(path: Path) -> bool:
     return os.access(path, os.W_OK | os.X_OK)
 
 
-def compile_lock_path() -> Path:
+def _compile_lock_path() -> Path:
     """The lock file: in ``NUMBA_CACHE_DIR`` when set, else where numba caches these
     kernels (``xlikert/kernels/__pycache__``), else in the temporary directory.
 
     Examples
     --------
-    >>> compile_lock_path().name
+    >>> _compile_lock_path().name
     'xlikert-kernels-compile.lock'
     """
     candidates = []
@@ -83,7 +83,7 @@ def guvectorize(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any
     decorate = numba.guvectorize(*args, **kwargs)
 
     def compile_locked(func: Callable[..., Any]) -> Any:
-        with FileLock(compile_lock_path()):
+        with FileLock(_compile_lock_path()):
             return decorate(func)
 
     return compile_locked

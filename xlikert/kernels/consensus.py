@@ -49,13 +49,7 @@ from numba import njit
 from . import DEFAULT_MAX_CELLS
 from ._compile import guvectorize  # numba.guvectorize under a cross-process compile lock
 
-__all__ = [
-    "DEFAULT_MAX_CELLS",
-    "consensus_bounds",
-    "consensus_bounds_numpy",
-    "consensus_core",
-    "consensus_core_numpy",
-]
+__all__ = ["DEFAULT_MAX_CELLS", "consensus_bounds", "consensus_bounds_numpy", "consensus_core"]
 
 # DEFAULT_MAX_CELLS (xlikert.kernels): the largest grid a refinement pass may allocate.
 
@@ -503,13 +497,13 @@ def _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells):
 _core_numpy = _make_core(_item_terms_numpy, _grid_pass_numpy)
 
 
-def consensus_core_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
+def _consensus_core_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
     """Plain-numpy twin of :func:`consensus_core` (the same driver, the numpy grid pass).
 
     Examples
     --------
     >>> p = np.array([[0.5, 0, 0, 0, 0, 0, 0.5], [0, 0, 0.5, 0, 0.5, 0, 0]])
-    >>> v, lo, hi = consensus_core_numpy(p, np.arange(1.0, 8.0), 1e-6)
+    >>> v, lo, hi = _consensus_core_numpy(p, np.arange(1.0, 8.0), 1e-6)
     >>> round(v, 4)
     0.3273
     >>> bool(lo <= v <= hi and hi - lo <= 2e-6), round(1 + math.log2(1 - math.sqrt(10) / (math.sqrt(2) * 6)), 4)
@@ -557,5 +551,5 @@ def consensus_bounds_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
     tol_b = np.broadcast_to(np.asarray(tol, dtype=np.float64), lead)
     out = np.empty((3, *lead))
     for ix in np.ndindex(*lead):
-        out[(slice(None), *ix)] = consensus_core_numpy(p[ix], y, float(tol_b[ix]), max_cells)
+        out[(slice(None), *ix)] = _consensus_core_numpy(p[ix], y, float(tol_b[ix]), max_cells)
     return out[0], out[1], out[2]

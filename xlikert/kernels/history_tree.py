@@ -35,7 +35,6 @@ __all__ = [
     "HistoryTree",
     "certified_fill",
     "full_joint",
-    "history_paths",
     "history_probability",
     "history_tree",
     "item_marginals",
@@ -120,7 +119,7 @@ class HistoryTree:
     @property
     def paths(self) -> np.ndarray:
         """``(N, K)`` the answers of each history (score indices), -1 past its end."""
-        return history_paths(self.parent, self.answer, self.item, self.n_items)
+        return _history_paths(self.parent, self.answer, self.item, self.n_items)
 
     @property
     def complete(self) -> bool:
@@ -128,14 +127,14 @@ class HistoryTree:
         return bool(self.read.all())
 
 
-def history_paths(
+def _history_paths(
     parent: np.ndarray, answer: np.ndarray, item: np.ndarray, n_items: int
 ) -> np.ndarray:
     """The answers of each history, item by item (``(N, K)``, -1 past its end).
 
     Examples
     --------
-    >>> history_paths(np.array([-1, 0, 0, 1]), np.array([-1, 2, 0, 1]), np.array([0, 1, 1, 2]),
+    >>> _history_paths(np.array([-1, 0, 0, 1]), np.array([-1, 2, 0, 1]), np.array([0, 1, 1, 2]),
     ...               3).tolist()
     [[-1, -1, -1], [2, -1, -1], [0, -1, -1], [2, 1, -1]]
     """

@@ -31,7 +31,6 @@ __all__ = [
     "DEFAULT_TEMPERATURES",
     "DEFAULT_TOP_PS",
     "TOPK_BOUNDS_RULE",
-    "log_softmax",
     "logsumexp",
     "next_token_readout",
     "nucleus_logprobs",
@@ -114,12 +113,12 @@ def scale_mass(token_prob: np.ndarray, token_score: np.ndarray, n_scores: int) -
     return out
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
     """Log-probabilities over the last axis, in float64.
 
     Examples
     --------
-    >>> np.exp(log_softmax(np.array([0.0, np.log(3.0)])))
+    >>> np.exp(_log_softmax(np.array([0.0, np.log(3.0)])))
     array([0.25, 0.75])
     """
     z = np.asarray(logits, dtype=np.float64)
@@ -170,7 +169,7 @@ def next_token_readout(
     >>> np.exp(raw).round(6).tolist(), np.exp(grid).round(6).ravel().tolist(), ids.tolist()
     ([[0.2]], [0.0], [0, 1])
     """
-    logp = log_softmax(logits)
+    logp = _log_softmax(logits)
     raw = logp[:, need]
     if pooled is not None:
         raw = np.concatenate([raw, logsumexp(logp[:, np.asarray(pooled, dtype=np.intp)])], -1)

@@ -24,9 +24,9 @@ function                      module          figure
 :func:`effect_distributions`  ``effects``     main-effect PMFs of one factor, with E and SD
 :func:`interaction_heatmap`   ``effects``     two-factor interaction E (and SD), in-group cells
 :func:`human_vs_llm`          ``human``       human samples vs LLM composites (mean +- SD)
-:func:`standard_error`        ``cost``        SE of the N-sample estimator vs N
-:func:`decoding_bias`         ``cost``        decoding bias vs temperature and vs top-p
-:func:`flip_probability`      ``cost``        sign-flip probability vs exact effect size
+:func:`standard_error`        ``sampling``    SE of the N-sample estimator vs N
+:func:`decoding_bias`         ``sampling``    decoding bias vs temperature and vs top-p
+:func:`flip_probability`      ``sampling``    sign-flip probability vs exact effect size
 :func:`human_pmfs`            ``alignment``   model PMFs over human PMFs, per item and group
 :func:`representativeness`    ``alignment``   representativeness with intervals, noise ceiling
 ============================  ==============  ============================================
@@ -49,9 +49,9 @@ from .canvas import OKABE_ITO, offscreen
 from .consensus import consensus
 from .constraint import failure_rate
 from .construct import composite_pmfs
-from .cost import decoding_bias, flip_probability, standard_error
 from .effects import effect_distributions, interaction_heatmap
 from .human import human_vs_llm
+from .sampling import decoding_bias, flip_probability, standard_error
 
 __all__ = [
     "OKABE_ITO",

@@ -87,7 +87,7 @@ def effect_distributions(
         layout="constrained",
     )
     x = np.asarray(effect_pmf[effect_dim].values, dtype=float)
-    keep = np.asarray((effect_pmf > 1e-6 * float(effect_pmf.max())).any(dim).values)
+    keep = np.asarray((effect_pmf > 1e-6 * float(effect_pmf.max())).any([dim]).values)
     xs = x[keep] if keep.any() else x
     for i, name in enumerate(names):
         ax = axes.flat[i]
@@ -102,8 +102,10 @@ def effect_distributions(
         title = name
         if summary is not None and "SNR" in summary:
             s = summary.isel({dim: i})
-            e, snr, dpd = (text.number(float(s[k]), f) for k, f in zip(_STATS, _SPECS, strict=True))
-            title += f"\nE={e}  SNR={snr}  dPD={dpd}"
+            e_txt, snr, dpd = (
+                text.number(float(s[k]), f) for k, f in zip(_STATS, _SPECS, strict=True)
+            )
+            title += f"\nE={e_txt}  SNR={snr}  dPD={dpd}"
         ax.set_title(title, fontsize="small")
         ax.set_xlim(xs.min() - 1, xs.max() + 1)
     for ax in axes.flat[len(names) :]:

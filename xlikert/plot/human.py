@@ -50,7 +50,9 @@ def human_vs_llm(
     'Composite score\\n(point: E, bar: ±1 SD)'
     """
     fig, ax = new_ax(ax, figsize=(7.0, 3.8))
-    xs, labels, pos = [], [], 0
+    xs: list[int] = []
+    labels: list[str] = []
+    pos = 0
     groups = list(dict.fromkeys(table["group"]))
     styles = {g: (c, m) for g, c, m in zip(groups, ["#000000", *OKABE_ITO], MARKERS, strict=False)}
     for g in groups:
@@ -68,7 +70,7 @@ def human_vs_llm(
             label=text.escape(g),
             lw=1.3,
         )
-        xs.extend(x)
+        xs.extend(x.tolist())
         labels.extend(text.escape(v) for v in sub["label"])
         pos += len(sub) + 1  # a gap between groups
     ax.set_xticks(xs, labels)

@@ -24,7 +24,7 @@ into place when complete, so a report that fails leaves nothing behind (and
 an earlier report in ``out_dir`` untouched).
 
 Layout: :data:`SECTIONS` lists the sections in order; each is a function in
-:mod:`xlikert.report.sections` that takes the :class:`~.context.ReportContext`
+:mod:`xlikert.report.sections` that takes the :class:`~.inputs.ReportInputs`
 (prepared once: results, factor roles, options, output folder, shared analyses)
 and returns its :class:`~.page.Section` (or ``None`` where it does not apply).
 To add a section, write the function and add it to :data:`SECTIONS`.
@@ -47,7 +47,7 @@ import xarray as xr
 
 from ..plot import offscreen
 from . import tables
-from .context import ReportContext
+from .inputs import ReportInputs
 from .page import Section, render
 from .sections import (
     consensus_section,
@@ -66,9 +66,9 @@ from .sections import (
 __all__ = ["SECTIONS", "tables", "write_report"]
 
 
-#: The report's sections, in order: each takes the :class:`~.context.ReportContext` and
+#: The report's sections, in order: each takes the :class:`~.inputs.ReportInputs` and
 #: returns its :class:`~.page.Section`, or ``None`` where it does not apply.
-SECTIONS: tuple[Callable[[ReportContext], Section | None], ...] = (
+SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
     design_section,
     constraint_section,
     consensus_section,
@@ -183,12 +183,12 @@ def _write_report(
     human: str | Path | xr.Dataset | None = None,
 ) -> Path:
     """:func:`write_report` into the (temporary) folder ``out``: every section, then the page."""
-    ctx = ReportContext.prepare(
+    inputs = ReportInputs.prepare(
         results, out, country_of_origin=country_of_origin, tol=tol, human=human
     )
     with offscreen(), _figure_text():  # no window, no backend switched: Figure objects
-        sections = [s for s in (section(ctx) for section in SECTIONS) if s is not None]
-    attrs = ctx.ds.attrs
+        sections = [s for s in (section(inputs) for section in SECTIONS) if s is not None]
+    attrs = inputs.ds.attrs
     ttl = title or str(attrs.get("title") or f"xlikert report: {attrs.get('instrument', '')}")
     return render(out, ttl, sections)
 

@@ -11,7 +11,7 @@ answer labels, file names: anything read from a results file or a CSV) is
 escaped for every output: a paragraph is Markdown written by xlikert, into which
 a section puts such text only through :func:`~xlikert.report.tables.markdown_escape`
 (``md``) or :func:`~xlikert.report.tables.markdown_code` (``md_code``);
-:func:`md_inline` turns that Markdown into HTML. Titles and captions are plain
+:func:`_md_inline` turns that Markdown into HTML. Titles and captions are plain
 text, escaped here for Markdown and HTML (and by :func:`~xlikert.report.tables.to_latex`
 for LaTeX); file names are reduced to safe characters (:func:`slug`).
 """
@@ -29,7 +29,7 @@ import pandas as pd
 from . import tables
 from .tables import markdown_escape
 
-__all__ = ["Section", "md_inline", "render", "slug"]
+__all__ = ["Section", "render", "slug"]
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Section:
     def text(self, md: str) -> None:
         """Add a paragraph: Markdown with ``**bold**``, code spans and backslash escapes,
         in which every untrusted part is escaped (``md(...)``, ``md_code(...)``)."""
-        self.blocks.append(("text", "<p>" + md_inline(md) + "</p>", md))
+        self.blocks.append(("text", "<p>" + _md_inline(md) + "</p>", md))
 
     def table(
         self,
@@ -119,7 +119,7 @@ _INLINE = re.compile(
 )
 
 
-def md_inline(text: str) -> str:
+def _md_inline(text: str) -> str:
     r"""The HTML of one paragraph of xlikert's Markdown: text, ``**bold**``, code spans
     (fenced by any run of backticks) and backslash escapes (CommonMark's rules).
 
@@ -127,7 +127,7 @@ def md_inline(text: str) -> str:
 
     Examples
     --------
-    >>> md_inline(r"**n** = 2: ``a`b`` and \*x\* <b>")
+    >>> _md_inline(r"**n** = 2: ``a`b`` and \*x\* <b>")
     '<strong>n</strong> = 2: <code>a`b</code> and *x* &lt;b&gt;'
     """
     out, bold, pos = [], False, 0

@@ -3,7 +3,7 @@
 A table is built in the analysis stage it tabulates (a plain :class:`pandas.DataFrame`:
 :func:`xlikert.summary_table` and the construct stage's tables in
 :mod:`xlikert.analysis.construct.tables`, :func:`xlikert.sampling.sampling_se_table` and
-the other sampling-cost tables in :mod:`xlikert.analysis.cost.tables`,
+the other sampling-cost tables in :mod:`xlikert.analysis.sampling.tables`,
 :func:`~xlikert.analysis.reliability.reliability_table`,
 :func:`~xlikert.analysis.alignment.alignment_table`,
 :func:`~xlikert.analysis.constraint.failure_summary`,

@@ -21,7 +21,7 @@ Every function takes a PMF DataArray or a results Dataset (its ``pmf``) first,
 then what it is about positionally; dimension arguments and options are
 keyword-only, with the same names and defaults across the package. The hot
 loops live in :mod:`xlikert.kernels` (numba, with plain-numpy twins); pass
-``engine="numpy"`` to run the twins. Dask-backed input stays lazy.
+``kernels="numpy"`` to run the twins. Dask-backed input stays lazy.
 """
 
 from __future__ import annotations

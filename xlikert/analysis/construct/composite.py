@@ -14,8 +14,7 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from ... import kernels
-from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ...core.validate import (
     as_pmf,
     check_fully_crossed,
@@ -24,10 +23,11 @@ from ...core.validate import (
     check_score_axis,
     single_chunk,
 )
-from ..keying import SUBSCALE_DIM, Subscale, reflect_pending, subscale_coords, subscale_groups
+from ...kernels import get_kernel
+from ..keying import Subscale, reflect_pending, subscale_coords, subscale_groups
 from ..support import require_ordinal
 
-__all__ = ["compose", "composite", "subscale_composites", "to_composite"]
+__all__ = ["composite", "subscale_composites", "to_composite"]
 
 _GRID = "_grid"
 
@@ -36,7 +36,7 @@ def to_composite(
     pmf: xr.DataArray | xr.Dataset,
     item_dim: Hashable,
     score_dim: Hashable,
-    engine: str | None,
+    kernels: str | None,
     reflect: bool = True,
     subscale: Subscale = SUBSCALE_DIM,
 ) -> xr.DataArray:
@@ -52,20 +52,20 @@ def to_composite(
             score_dim=score_dim,
             reflect=reflect,
             subscale=subscale,
-            engine=engine,
+            kernels=kernels,
         )
     return check_pmf(pmf, score_dim)
 
 
 def _convolve(
-    pmf: xr.DataArray, item_dim: Hashable, score_dim: Hashable, y: np.ndarray, engine: str | None
+    pmf: xr.DataArray, item_dim: Hashable, score_dim: Hashable, y: np.ndarray, kernels: str | None
 ) -> xr.DataArray:
     """Exact convolution of all items along ``item_dim`` (the kernel call)."""
     k = pmf.sizes[item_dim]
     grid = xr.DataArray(np.zeros(k * (y.size - 1) + 1), dims=_GRID)
     data = single_chunk(pmf.astype(np.float64, copy=False), [item_dim, score_dim])
     out = xr.apply_ufunc(
-        kernels.get_kernel("convolve_items", engine),
+        get_kernel("convolve_items", kernels),
         data,
         grid,
         input_core_dims=[[item_dim, score_dim], [_GRID]],
@@ -79,14 +79,14 @@ def _convolve(
     )
 
 
-def compose(
+def _compose(
     pmf: xr.DataArray | xr.Dataset,
     *,
     item_dim: Hashable,
     score_dim: Hashable,
     reflect: bool,
     subscale: Subscale,
-    engine: str | None,
+    kernels: str | None,
     split_single: bool = False,
 ) -> xr.DataArray:
     """:func:`composite` and :func:`xlikert.design.subscale_composites` (``split_single``)."""
@@ -108,12 +108,12 @@ def compose(
     reflected = ids[np.asarray(pmf["reflected"].values, dtype=bool)] if flagged else ids[:0]
     base = pmf.drop_vars([c for c in pmf.coords if c != item_dim and item_dim in pmf[c].dims])
     if groups is None:
-        out = _convolve(base, item_dim, score_dim, y, engine)
+        out = _convolve(base, item_dim, score_dim, y, kernels)
     else:
         n_items = [idx.size for _, idx in groups]
         grid = np.arange(min(n_items) * int(y[0]), max(n_items) * int(y[-1]) + 1)
         parts = [
-            _convolve(base.isel({item_dim: idx}), item_dim, score_dim, y, engine).reindex(
+            _convolve(base.isel({item_dim: idx}), item_dim, score_dim, y, kernels).reindex(
                 {score_dim: grid}, fill_value=0.0
             )
             for _, idx in groups
@@ -142,7 +142,7 @@ def composite(
     score_dim: Hashable = "score",
     reflect: bool = True,
     subscale: Subscale = SUBSCALE_DIM,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Composite-score PMF on the instrument's scale: exact convolution of the item PMFs.
 
@@ -173,7 +173,7 @@ def composite(
         sequence or mapping item id -> subscale), or None: one composite of
         all items. Items with subscale ``""`` are left out when there are
         subscales (listed in the attr ``items_without_subscale``).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"`` (the plain-numpy twin).
 
     Returns
@@ -215,13 +215,13 @@ def composite(
     >>> xl.composite(keyed, reflect=False, subscale=None).identical(s)
     True
     """
-    return compose(
+    return _compose(
         pmf,
         item_dim=item_dim,
         score_dim=score_dim,
         reflect=reflect,
         subscale=subscale,
-        engine=engine,
+        kernels=kernels,
     )
 
 
@@ -289,12 +289,12 @@ def subscale_composites(
     >>> dict(comp.sizes)
     {'model': 2, 'subscale': 2, 'score': 9}
     """
-    return compose(
+    return _compose(
         pmf,
         item_dim=item_dim,
         score_dim=score_dim,
         reflect=reflect,
         subscale=SUBSCALE_DIM if subscale is None else subscale,
-        engine=None,
+        kernels=None,
         split_single=True,
     )

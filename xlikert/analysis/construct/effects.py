@@ -26,9 +26,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ... import kernels
 from ..._version import __version__
-from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ...core.errors import DesignError, XlikertError
 from ...core.io import encode_attrs
 from ...core.validate import (
@@ -41,7 +40,8 @@ from ...core.validate import (
     single_chunk,
     squeeze_constant_factors,
 )
-from ..keying import SUBSCALE_DIM, Subscale
+from ...kernels import get_kernel
+from ..keying import Subscale
 from ..support import require_ordinal
 from .composite import to_composite
 from .summary import summarize
@@ -71,7 +71,7 @@ def blocked_contrast(
     block_dims: Sequence[Hashable],
     score_dim: Hashable,
     effect_dim: Hashable,
-    engine: str | None,
+    kernels: str | None,
     trim: bool = True,
 ) -> xr.DataArray:
     """Comonotone contrast along ``_term``, mixed uniformly over ``block_dims``.
@@ -95,7 +95,7 @@ def blocked_contrast(
     x = single_chunk(x, [_BLOCK, _TERM, score_dim])
     support = xr.DataArray(y, dims=score_dim)
     coef = xr.DataArray(alpha, dims=_TERM)
-    kernel = kernels.get_kernel("blocked_comonotone_contrast", engine)
+    kernel = get_kernel("blocked_comonotone_contrast", kernels)
     out = xr.apply_ufunc(
         kernel,
         x,
@@ -124,7 +124,7 @@ def comonotone_contrast(
     term_dim: Hashable = "term",
     score_dim: Hashable = "score",
     effect_dim: Hashable = "effect",
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """PMF of the comonotone contrast ``sum_r alpha_r F_r^{-1}(U)``.
 
@@ -147,7 +147,7 @@ def comonotone_contrast(
     term_dim, score_dim, effect_dim : keyword-only
         Core dims; the output replaces ``term_dim``, ``score_dim`` and the
         dims of ``dim`` by ``effect_dim`` (tightest integer range with mass).
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -200,7 +200,7 @@ def comonotone_contrast(
         if d not in pmf.dims:
             raise DesignError(f"block dim {d!r} is not a dimension; dims are {tuple(pmf.dims)}")
     x = pmf.rename({term_dim: _TERM})
-    return blocked_contrast(x, alpha, blocks, score_dim, effect_dim, engine)
+    return blocked_contrast(x, alpha, blocks, score_dim, effect_dim, kernels)
 
 
 def _mobius_terms(
@@ -232,7 +232,7 @@ def decompose(
     score_dim: Hashable = "score",
     reflect: bool = True,
     subscale: Subscale = SUBSCALE_DIM,
-    engine: str | None = None,
+    kernels: str | None = None,
     progress: bool | None = None,
 ) -> xr.DataTree:
     """Exact distributional ANOVA: grand mixture, main effects and interactions.
@@ -263,7 +263,7 @@ def decompose(
     reflect, subscale : keyword-only
         How item PMFs are composed (:func:`composite`): ``reflect=False`` keeps
         reverse-keyed items as answered, ``subscale=None`` sums all items.
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
     progress : keyword-only
         Show a tqdm bar over the subsets; default: only for large designs.
@@ -315,7 +315,7 @@ def decompose(
     """
     pmf = as_pmf(pmf)
     require_ordinal(pmf, "decompose", item_dim=item_dim)
-    s = to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
+    s = to_composite(pmf, item_dim, score_dim, kernels, reflect, subscale)
     fac = factor_dims(s, factors, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     order = len(fac) if max_order is None else int(max_order)
     if fac and not 1 <= order <= len(fac):
@@ -343,7 +343,7 @@ def decompose(
     for u in tqdm(subsets, desc="decompose", disable=not progress):
         stacked, alpha = _mobius_terms(s, u, cache)
         block = [d for d in fac if d not in u]
-        eff = blocked_contrast(stacked, alpha, block, score_dim, "effect", engine)
+        eff = blocked_contrast(stacked, alpha, block, score_dim, "effect", kernels)
         eff = eff.transpose(*u, *batch, "effect")
         ds = summarize(eff, dim="effect")
         ds["pmf"] = eff
@@ -373,7 +373,7 @@ def contrast(
     score_dim: Hashable = "score",
     reflect: bool = True,
     subscale: Subscale = SUBSCALE_DIM,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Blocked paired contrast ``S(a, lambda_-c) ⊖ S(b, lambda_-c)``, mixed over blocks.
 
@@ -397,7 +397,7 @@ def contrast(
     reflect, subscale : keyword-only
         How item PMFs are composed (:func:`composite`); a ``subscale`` dim is
         carried along (one contrast per subscale), never mixed over.
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -431,7 +431,7 @@ def contrast(
     ('pair',)
     """
     require_ordinal(as_pmf(pmf), "contrast", item_dim=item_dim)
-    s = to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
+    s = to_composite(pmf, item_dim, score_dim, kernels, reflect, subscale)
     factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     check_levels(s, [dim], min_levels=2)
     others = [d for d in s.dims if d not in (dim, score_dim, SUBSCALE_DIM)]
@@ -447,7 +447,7 @@ def contrast(
             raise DesignError(f"contrast of level {a!r} with itself")
         ia, ib = labels.index(a), labels.index(b)
         terms = s.isel({dim: [ia, ib]}).rename({dim: _TERM}).drop_vars(_TERM, errors="ignore")
-        out = blocked_contrast(terms, [1, -1], others, score_dim, "effect", engine)
+        out = blocked_contrast(terms, [1, -1], others, score_dim, "effect", kernels)
         out.attrs = {"contrast": f"{a} − {b}", "dim": str(dim)}
         out.name = "pmf"
         return out
@@ -458,7 +458,7 @@ def contrast(
         [s.isel({dim: ia}).drop_vars(dim), s.isel({dim: ib}).drop_vars(dim)],
         dim=_TERM,
     ).transpose("pair", *others, ..., _TERM, score_dim)
-    out = blocked_contrast(terms, [1, -1], others, score_dim, "effect", engine)
+    out = blocked_contrast(terms, [1, -1], others, score_dim, "effect", kernels)
     out = out.assign_coords(pair=[f"{labels[i]} − {labels[j]}" for i, j in pairs])
     out.attrs = {"dim": str(dim)}
     out.name = "pmf"

@@ -9,10 +9,9 @@ from collections.abc import Hashable, Sequence
 
 import xarray as xr
 
-from ...core.dims import factor_dims
+from ...core.dims import SUBSCALE_DIM, factor_dims
 from ...core.errors import DesignError
 from ...core.validate import as_pmf
-from ..keying import SUBSCALE_DIM
 
 #: Dims a mixture carries along, never mixes: the subscales of a composite.
 _CARRIED = (SUBSCALE_DIM,)

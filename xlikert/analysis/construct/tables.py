@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ...core.dims import SUBSCALE_DIM
 from ...core.errors import DesignError, InputTypeError, XlikertError
 from ...core.io import read_attrs
-from ..keying import SUBSCALE_DIM
 from .effects import contrast
 from .summary import summarize
 from .trend import trend

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...core.dims import factor_dims
+from ...core.dims import SUBSCALE_DIM, factor_dims
 from ...core.errors import DesignError
 from ...core.validate import (
     as_pmf,
@@ -16,7 +16,7 @@ from ...core.validate import (
     check_levels,
     single_chunk,
 )
-from ..keying import SUBSCALE_DIM, Subscale
+from ..keying import Subscale
 from ..support import require_ordinal
 from .composite import to_composite
 from .effects import blocked_contrast, trim_support
@@ -77,7 +77,7 @@ def trend(
     score_dim: Hashable = "score",
     reflect: bool = True,
     subscale: Subscale = SUBSCALE_DIM,
-    engine: str | None = None,
+    kernels: str | None = None,
 ) -> xr.DataArray:
     """Per-unit trend ``gamma_c`` over an ordered numeric factor (:ref:`eq-trend-mixture`).
 
@@ -105,7 +105,7 @@ def trend(
     reflect, subscale : keyword-only
         How item PMFs are composed (:func:`composite`); a ``subscale`` dim is
         carried along (one trend per subscale), never mixed over.
-    engine : keyword-only
+    kernels : keyword-only
         ``"numba"`` (default) or ``"numpy"``.
 
     Returns
@@ -135,7 +135,7 @@ def trend(
     (('slope',), True)
     """
     require_ordinal(as_pmf(pmf), "trend", item_dim=item_dim)
-    s = to_composite(pmf, item_dim, score_dim, engine, reflect, subscale)
+    s = to_composite(pmf, item_dim, score_dim, kernels, reflect, subscale)
     factor_dims(s, dim, item_dim=item_dim, score_dim=score_dim, auxiliary=[SUBSCALE_DIM])
     check_levels(s, [dim], min_levels=2)
     v = _trend_values(s, dim, values)
@@ -151,7 +151,7 @@ def trend(
     terms = xr.concat([s.isel({dim: hi}), s.isel({dim: lo})], dim=_TERM).transpose(
         "_step", *others, ..., _TERM, score_dim
     )
-    d = blocked_contrast(terms, [1, -1], others, score_dim, "effect", engine, trim=False)
+    d = blocked_contrast(terms, [1, -1], others, score_dim, "effect", kernels, trim=False)
     d = single_chunk(d, ["_step", "effect"])  # the scatter mixes every step
     z = d["effect"].values.astype(np.float64)
     slopes = z[None, :] / delta[:, None]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ...core.errors import DesignError
 from ...core.io import encode_attrs
 from ...core.validate import (
@@ -26,7 +26,7 @@ from ...core.validate import (
     check_score_axis,
     describe_cells,
 )
-from ..keying import SUBSCALE_DIM, reflect_pending, subscale_groups
+from ..keying import reflect_pending, subscale_groups
 from ..support import require_ordinal
 from .coefficients import (
     UNIQUENESS_BOUND,

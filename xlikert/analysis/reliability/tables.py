@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ...core.dims import factor_dims, preferred_factor
+from ...core.dims import SUBSCALE_DIM, factor_dims, preferred_factor
 from ...core.io import read_attrs
-from ..keying import SUBSCALE_DIM
 from .population import reliability
 
 __all__ = ["RELIABILITY_COLUMNS", "default_respondents", "reliability_table"]

@@ -9,7 +9,7 @@ in the backends) and a few functions:
 
 * the dtype rule (:func:`resolve_dtype`; the names are checked by
   :func:`xlikert.collect.options.check_dtype`);
-* the end-of-turn rule (:func:`end_of_turn_ids`, :data:`END_OF_TURN_RULE`);
+* the end-of-turn rule (:func:`_end_of_turn_ids`, :data:`END_OF_TURN_RULE`);
 * the entry keys both know (:data:`ENTRY_KEYS`) and the provenance both record
   (:func:`model_provenance`, :meth:`InProcessModel.provenance`);
 * the outline of a unit in exact mode and in reasoning mode
@@ -57,8 +57,6 @@ __all__ = [
     "ENTRY_KEYS",
     "InProcessModel",
     "ModelFiles",
-    "end_of_turn_ids",
-    "hub_commit",
     "in_process_inputs",
     "model_provenance",
     "resolve_dtype",
@@ -106,7 +104,7 @@ END_OF_TURN_RULE = (
 )
 
 
-def end_of_turn_ids(tokenizer: Any, model_config: Any, generation_config: Any) -> set[int]:
+def _end_of_turn_ids(tokenizer: Any, model_config: Any, generation_config: Any) -> set[int]:
     """Token ids that end the model's turn (:data:`END_OF_TURN_RULE`).
 
     Each argument is an object with an ``eos_token_id`` (an id, a list of ids
@@ -115,7 +113,7 @@ def end_of_turn_ids(tokenizer: Any, model_config: Any, generation_config: Any) -
     Examples
     --------
     >>> from types import SimpleNamespace as NS
-    >>> sorted(end_of_turn_ids(NS(eos_token_id=2), NS(eos_token_id=[2, 7]), None))
+    >>> sorted(_end_of_turn_ids(NS(eos_token_id=2), NS(eos_token_id=[2, 7]), None))
     [2, 7]
     """
     ids: set[int] = set()
@@ -198,7 +196,7 @@ class InProcessModel:
         self.format = None
         if reasoning is not None:
             self.format = reasoning_format(tokenizer, reasoning, self.name)
-            self.stop_ids = end_of_turn_ids(tokenizer, model_config, generation_config)
+            self.stop_ids = _end_of_turn_ids(tokenizer, model_config, generation_config)
 
     # ------------------------------------------------------------------ answer labels
     def relabel(self, labels: tuple[str, ...] | None) -> None:
@@ -224,7 +222,7 @@ class InProcessModel:
         if labels not in rules:
             valid, answers, _ = answer_rule(
                 self.tokenizer, options.scale, split_space=options.split_space,
-                labels=options.labels_by_score, nonsubstantive=options.option_labels,
+                labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
                 scripts=options.numeral_scripts,
             )  # fmt: skip
             rules[labels] = (valid, answers)
@@ -351,7 +349,7 @@ class InProcessModel:
 _PLACEMENT = ("name", "device", "device_map", "dtype", "trust_remote_code")
 
 
-def hub_commit(source: str, revision: str | None) -> str:
+def _hub_commit(source: str, revision: str | None) -> str:
     """The commit a Hugging Face id (at ``revision``, default its main branch) resolves
     to now, read from the local cache or the Hub (``config.json`` only); empty when it
     cannot be resolved."""
@@ -436,7 +434,7 @@ def in_process_inputs(
 
     The identity is the checked entry without its name and placement, with the
     folder's revision and checksum (:class:`ModelFiles`; a Hugging Face id's
-    commit, :func:`hub_commit`), the ``dtype`` the weights load in and
+    commit, :func:`_hub_commit`), the ``dtype`` the weights load in and
     ``trust_remote_code``. ``sent`` renders and tokenises the prompts as both
     in-process backends do (:class:`~xlikert.collect.templates.PromptTemplate`;
     in reasoning mode the reasoning prompt), loading only the tokenizer. The
@@ -446,7 +444,7 @@ def in_process_inputs(
     folder, prov = files.folder, files.provenance
     revision = prov.get("revision") or ""
     if folder == str(spec["source"]) and not Path(folder).expanduser().exists():  # a Hub id
-        revision = hub_commit(folder, spec.get("revision")) or revision
+        revision = _hub_commit(folder, spec.get("revision")) or revision
     identity = {k: v for k, v in checked.items() if k not in _PLACEMENT}
     identity.update(
         backend=backend, dtype=dtype, trust_remote_code=files.trust_remote_code,

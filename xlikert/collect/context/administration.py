@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ...core.dims import ADMINISTRATION_DIM
 from ...core.errors import CollectionError
 from ...core.schema import variable_table
-from ...design.item_order import ADMINISTRATION_DIM, ADMINISTRATIONS, ITEM_POSITION, item_orders
+from ...design.item_order import ADMINISTRATIONS, ITEM_POSITION, item_orders
 from ...kernels.history_tree import item_marginals, pairwise_joints
 from ..protocol import Model
 from ..record import UnitResult

@@ -54,7 +54,6 @@ __all__ = [
     "cell_key",
     "model_digest",
     "numbers_options",
-    "sent_digest",
 ]
 
 #: The version of the key rule (part of every key).
@@ -122,12 +121,12 @@ def model_digest(identity: dict[str, Any], options: dict[str, Any]) -> str:
     return hashlib.sha256(_json({"model": identity, "options": options})).hexdigest()
 
 
-def sent_digest(sent: Any) -> str:
+def _sent_digest(sent: Any) -> str:
     """sha256 of what one prompt sent: token ids (ints) or a request (a JSON object).
 
     Examples
     --------
-    >>> sent_digest([1, 2, 3]) == sent_digest(np.array([1, 2, 3], dtype=np.int32))
+    >>> _sent_digest([1, 2, 3]) == _sent_digest(np.array([1, 2, 3], dtype=np.int32))
     True
     """
     if isinstance(sent, dict):
@@ -205,7 +204,7 @@ class RunKeys:
     def _keys_of(self, mi: int, cells: Sequence[int], sent: Sequence[Any]) -> list[str]:
         digest = self.digest(mi)
         return [
-            cell_key(digest, self.labels(j), sent_digest(x))
+            cell_key(digest, self.labels(j), _sent_digest(x))
             for j, x in zip(cells, sent, strict=True)
         ]
 

@@ -31,19 +31,19 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LockHeld", "RunLock", "describe_holder", "process_alive"]
+__all__ = ["LockHeld", "RunLock"]
 
 
 class LockHeld(CollectionError):
     """Another run holds the output's lock (the message names it)."""
 
 
-def process_alive(pid: int) -> bool:
+def _process_alive(pid: int) -> bool:
     """Whether a process with this id exists on this host.
 
     Examples
     --------
-    >>> process_alive(os.getpid())
+    >>> _process_alive(os.getpid())
     True
     """
     try:
@@ -55,12 +55,12 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def describe_holder(info: dict[str, Any]) -> str:
+def _describe_holder(info: dict[str, Any]) -> str:
     """``host <h>, process <pid>, started <t>`` from a lock file's record.
 
     Examples
     --------
-    >>> describe_holder({"host": "n1", "pid": 7, "started": "2025-01-01T00:00:00+00:00"})
+    >>> _describe_holder({"host": "n1", "pid": 7, "started": "2025-01-01T00:00:00+00:00"})
     'host n1, process 7, started 2025-01-01T00:00:00+00:00'
     """
     return (
@@ -161,10 +161,10 @@ class RunLock:
 
     @staticmethod
     def _alive(info: dict[str, Any]) -> bool:
-        return info.get("host") == socket.gethostname() and process_alive(int(info.get("pid", 0)))
+        return info.get("host") == socket.gethostname() and _process_alive(int(info.get("pid", 0)))
 
     def _held(self, info: dict[str, Any]) -> LockHeld:
-        who = describe_holder(info) if info else "a run that has not written its name yet"
+        who = _describe_holder(info) if info else "a run that has not written its name yet"
         return LockHeld(
             f"output {self.output} is being collected by another run ({who}; lock {self.path}). "
             "Two runs on one output would write into one progress folder: wait for that run "
@@ -173,13 +173,13 @@ class RunLock:
 
     def _taken_over(self, info: dict[str, Any]) -> str:
         here = info.get("host") == socket.gethostname()
-        if here and not process_alive(int(info.get("pid", 0))):
+        if here and not _process_alive(int(info.get("pid", 0))):
             why = "that process is gone"
         elif here:
             why = "that process id is alive but no longer holds the lock (a reused id)"
         else:
             why = "it no longer holds the lock (that run ended)"
-        return f"took over the lock {self.path} left by {describe_holder(info)}: {why}"
+        return f"took over the lock {self.path} left by {_describe_holder(info)}: {why}"
 
     def release(self) -> None:
         """Remove the lock file and let go of the lock (idempotent)."""

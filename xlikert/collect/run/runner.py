@@ -25,7 +25,7 @@ looks complete; a finished output with the same fingerprint is not recomputed.
 1. check the call once (:func:`~xlikert.collect.run.checked.check_run`): prompts,
    model entries (each by its backend), options, shard, output, reuse files;
 2. plan the units and the fingerprints (:class:`Plan`);
-3. key the cells (:func:`run_keys`), and find the files to copy cells from;
+3. key the cells (:func:`_run_keys`), and find the files to copy cells from;
 4. run: find, compute (:class:`~xlikert.collect.run.session.Session`);
 5. assemble the results file and write it.
 """
@@ -53,7 +53,6 @@ __all__ = [
     "Plan",
     "collect",
     "parse_shard",
-    "run_keys",
     "write_atomic",
 ]
 
@@ -360,12 +359,12 @@ def collect(
     sources = _reuse_sources(run, plan, overwrite)
     if isinstance(sources, xr.Dataset):  # this very configuration, finished before
         return sources
-    session = Session(run, plan, run_keys(run, plan), loader=loader, progress=progress,
+    session = Session(run, plan, _run_keys(run, plan), loader=loader, progress=progress,
                       on_unit=on_unit)  # fmt: skip
     return session.run(run.output, sources, discard=discard_progress)
 
 
-def run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
+def _run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
     """The keys of the run's cells (:mod:`~xlikert.collect.run.identity`): each model's
     inputs, the cells' answer labels as the plan reads them, and each sequential cell's
     conversation."""

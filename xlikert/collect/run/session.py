@@ -76,7 +76,7 @@ class Session:
     ):
         """``run``: the checked call (:class:`~xlikert.collect.run.checked.CheckedRun`);
         ``plan``: its units (:class:`~xlikert.collect.run.runner.Plan`); ``keys``: its
-        cells' keys (:func:`~xlikert.collect.run.runner.run_keys`)."""
+        cells' keys (:func:`~xlikert.collect.run.runner._run_keys`)."""
         self.prompts, self.user, self.plan, self.keys = run.prompts, run.user, plan, keys
         self.models, self.options = list(run.models), run.options
         self.loader, self.progress, self.on_unit = loader, progress, on_unit

@@ -39,7 +39,7 @@ from ...core.io import atomic_write
 from ..record import UnitResult
 from .lock import RunLock
 
-__all__ = ["PROGRESS_FORMAT", "PartialStore", "as_record", "describe_change", "disk_error"]
+__all__ = ["PROGRESS_FORMAT", "PartialStore", "as_record", "disk_error"]
 
 #: The folder's format (in ``manifest.json``).
 PROGRESS_FORMAT = "xlikert-progress-2"
@@ -82,12 +82,12 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def describe_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+def _describe_change(old: dict[str, Any], new: dict[str, Any]) -> str:
     """What differs between two run descriptions: models, factor levels, items, options.
 
     Examples
     --------
-    >>> describe_change({"models": {"a": {}}, "factors": {"target": ["x"]}, "items": ["1"]},
+    >>> _describe_change({"models": {"a": {}}, "factors": {"target": ["x"]}, "items": ["1"]},
     ...                 {"models": {"a": {}, "b": {}}, "factors": {"target": ["x", "y"]},
     ...                  "items": ["1"]})
     "models added ['b']; target levels added ['y']"
@@ -130,7 +130,7 @@ class PartialStore:
     fingerprint : str
         This run's configuration hash.
     description : dict or callable
-        This run's configuration in words (:func:`describe_change` compares them), or a
+        This run's configuration in words (:func:`_describe_change` compares them), or a
         function that builds it (called once, when the lock is held).
 
     Examples
@@ -242,7 +242,7 @@ class PartialStore:
             said.append(
                 f"{self.path} holds {n} saved unit(s) of another configuration "
                 f"(started {old.get('started', '?')}; changed since: "
-                f"{describe_change(old, self.description)}): the cells that still apply are "
+                f"{_describe_change(old, self.description)}): the cells that still apply are "
                 "reused, the others are kept (--discard-progress deletes them)"
             )
         return said

@@ -1,7 +1,7 @@
 """The report's sections, one module each, in the order the report shows them.
 
-Every section is a function ``f(ctx: ReportContext) -> Section | None``: it
-reads the prepared context (:class:`xlikert.report.context.ReportContext`:
+Every section is a function ``f(inputs: ReportInputs) -> Section | None``: it
+reads the prepared inputs (:class:`xlikert.report.inputs.ReportInputs`:
 the results, the factor roles, the options, the output folder, and the
 analyses several sections share), writes its tables and figures through
 :class:`xlikert.report.page.Section`, and returns the section, or ``None``

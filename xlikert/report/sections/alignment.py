@@ -1,7 +1,7 @@
 """Section "Alignment with human respondents" (``xlikert report --human FILE``).
 
 :func:`human_alignment_section` is the section's entry in the list of sections: it
-appears only when human data are given, and :func:`human_section` builds it from the
+appears only when human data are given, and :func:`_human_section` builds it from the
 results and the human data.
 
 The human data are a netCDF human PMF Dataset (:func:`xlikert.human_pmf` written
@@ -23,25 +23,26 @@ import xarray as xr
 
 from ... import plot
 from ...analysis import alignment as stage
-from ...analysis.alignment import ORDER_METRICS, alignment
+from ...analysis.alignment import alignment
+from ...analysis.alignment.pairs import ORDER_METRICS
 from ...analysis.human import human_marginal, human_pmf
 from ...analysis.nonsubstantive import nonsubstantive_alignment
 from ...analysis.support import nominal_items
 from ...core.errors import ConfigError, DesignError
 from ...core.io import decode_attrs, read_attrs
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
 
-__all__ = ["WEIGHT_COLUMN", "human_alignment_section", "human_section", "load_human"]
+__all__ = ["WEIGHT_COLUMN", "human_alignment_section"]
 
 
 #: The column of survey weights in a CSV of respondents.
 WEIGHT_COLUMN = "weight"
 
 
-def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dataset, str]:
+def _load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dataset, str]:
     """The human PMF Dataset for the results' ``pmf`` and a sentence on how it was read
     (Markdown: the file name, items, groups and columns escaped)."""
     if isinstance(path, xr.Dataset):
@@ -80,14 +81,16 @@ def load_human(path: str | Path | xr.Dataset, pmf: xr.DataArray) -> tuple[xr.Dat
     return human, how
 
 
-def human_section(ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by: Hashable, section):
+def _human_section(
+    ds: xr.Dataset, human: str | Path | xr.Dataset, out: Path, by: Hashable, section
+):
     """The section "Alignment with human respondents": model vs human PMFs per group,
     representativeness by ``by`` (model) x group with intervals, and the noise ceiling.
 
     ``section`` is the report's section class (called with the title).
     """
     pmf = ds["pmf"]
-    h, how = load_human(human, pmf)
+    h, how = _load_human(human, pmf)
     h = decode_attrs(h)
     groups = [d for d in h["n"].dims if d != "item"]
     other = [d for d in pmf.dims if d not in (by, "item", "score", *groups)]
@@ -198,8 +201,8 @@ def _nonsubstantive_parts(
     )  # fmt: skip
 
 
-def human_alignment_section(ctx: ReportContext) -> Section | None:
+def human_alignment_section(inputs: ReportInputs) -> Section | None:
     """Model vs human PMFs and representativeness; ``None`` without human data."""
-    if ctx.human is None:
+    if inputs.human is None:
         return None
-    return human_section(ctx.ds, ctx.human, ctx.out, ctx.by, Section)
+    return _human_section(inputs.ds, inputs.human, inputs.out, inputs.by, Section)

@@ -4,30 +4,30 @@ from __future__ import annotations
 
 from ... import plot
 from ...analysis.consensus import consensus_entropy, entropy
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 
 __all__ = ["consensus_section"]
 
 
-def consensus_section(ctx: ReportContext) -> Section:
+def consensus_section(inputs: ReportInputs) -> Section:
     """Consensus per condition (figure) and the Consensus and entropy table."""
     s = Section("Consensus")
-    cns = ctx.consensus
-    ent = entropy(ctx.consensus_pmf, item_dim="item")
-    if ctx.nominal:
-        s.text(ctx.nominal_note("Consensus"))
-    if ctx.consensus_note:
-        s.text(ctx.consensus_note)
+    cns = inputs.consensus
+    ent = entropy(inputs.consensus_pmf, item_dim="item")
+    if inputs.nominal:
+        s.text(inputs.nominal_note("Consensus"))
+    if inputs.consensus_note:
+        s.text(inputs.consensus_note)
     s.figure(
-        plot.consensus(cns, x=ctx.by, hue=ctx.second),
-        ctx.out,
+        plot.consensus(cns, x=inputs.by, hue=inputs.second),
+        inputs.out,
         "consensus",
-        f"Multivariate Consensus per condition (certified to ±{ctx.tol:g}).",
+        f"Multivariate Consensus per condition (certified to ±{inputs.tol:g}).",
     )
     s.table(
         consensus_entropy(cns, ent),
-        ctx.out,
+        inputs.out,
         "consensus_entropy",
         "Multivariate Consensus and joint Shannon entropy (bits) per condition.",
         digits=3,

@@ -9,14 +9,14 @@ import xarray as xr
 
 from ... import plot
 from ...analysis.constraint import failure_rate, failure_summary, nonsubstantive_rate
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_escape as md
 
-__all__ = ["constraint_section", "nonsubstantive_parts", "nonsubstantive_table"]
+__all__ = ["constraint_section"]
 
 
-def nonsubstantive_table(ds: xr.Dataset, by: Hashable) -> pd.DataFrame:
+def _nonsubstantive_table(ds: xr.Dataset, by: Hashable) -> pd.DataFrame:
     """Non-substantive answers by ``by``, item and option: the mass (mean, max over the other
     factors' conditions) and the rate among the answers (mean); items that do not offer an
     option have no row."""
@@ -31,32 +31,32 @@ def nonsubstantive_table(ds: xr.Dataset, by: Hashable) -> pd.DataFrame:
     return out.reset_index()
 
 
-def constraint_section(ctx: ReportContext) -> Section:
+def constraint_section(inputs: ReportInputs) -> Section:
     """Failure rate per condition and item (figure, summary by ``by``) and each model's rule."""
     s = Section("Constraint: failure rate")
-    if "valid_mass" in ctx.ds:
-        fr = failure_rate(ctx.ds)
+    if "valid_mass" in inputs.ds:
+        fr = failure_rate(inputs.ds)
         s.figure(
-            plot.failure_rate(fr, by=ctx.by),
-            ctx.out,
+            plot.failure_rate(fr, by=inputs.by),
+            inputs.out,
             "failure_rate",
             "Failure rate (probability outside the valid answers) per condition and item, "
-            f"by {ctx.by}.",
+            f"by {inputs.by}.",
         )
         s.table(
-            failure_summary(fr, ctx.by),
-            ctx.out,
+            failure_summary(fr, inputs.by),
+            inputs.out,
             "failure_rate",
-            f"Failure rate by {ctx.by}: mean, SD and max over conditions and items.",
+            f"Failure rate by {inputs.by}: mean, SD and max over conditions and items.",
             digits=4,
         )
-        if "nonsubstantive_mass" in ctx.ds:
-            nonsubstantive_parts(s, ctx)
+        if "nonsubstantive_mass" in inputs.ds:
+            _nonsubstantive_parts(s, inputs)
     else:
         s.text("The results hold no `valid_mass`: the failure rate cannot be reported.")
     rules = {
         str(name): str(info["answers"]).split(":")[0]
-        for name, info in (ctx.ds.attrs.get("models") or {}).items()
+        for name, info in (inputs.ds.attrs.get("models") or {}).items()
         if isinstance(info, dict) and info.get("answers")
     }
     if rules:
@@ -69,21 +69,21 @@ def constraint_section(ctx: ReportContext) -> Section:
     return s
 
 
-def nonsubstantive_parts(s: Section, ctx: ReportContext) -> None:
+def _nonsubstantive_parts(s: Section, inputs: ReportInputs) -> None:
     """The non-substantive answers ("Don't know", "Refused"): what the failure rate leaves out."""
     s.text(
         "Some items offer non-substantive answers (options "
-        + ", ".join(md(o) for o in ctx.ds["option"].values)
+        + ", ".join(md(o) for o in inputs.ds["option"].values)
         + "). Their exact mass is measured apart: the item PMFs are over the substantive "
         "options, and the failure rate is 1 − substantive − non-substantive mass. The rate is "
         "the option's share among the model's answers (failures left out), as a survey's is "
         "among the respondents who answered."
     )
     s.table(
-        nonsubstantive_table(ctx.ds, ctx.by),
-        ctx.out,
+        _nonsubstantive_table(inputs.ds, inputs.by),
+        inputs.out,
         "nonsubstantive",
-        f"Non-substantive answers by {ctx.by}, item and option: mass (mean and max over "
+        f"Non-substantive answers by {inputs.by}, item and option: mass (mean and max over "
         "conditions) and rate among the answers (mean).",
         digits=4,
         index=False,

@@ -8,51 +8,51 @@ import xarray as xr
 from ... import plot
 from ...analysis.construct import SCORING
 from ...analysis.human import human_vs_llm
-from ...analysis.keying import SUBSCALE_DIM
+from ...core.dims import SUBSCALE_DIM
 from ...datasets import human_baseline
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..layout import paper_layout
 from ..page import Section
 from .per_subscale import composite_parts, views
 
-__all__ = ["baseline_for", "construct_section", "human_baseline_parts"]
+__all__ = ["construct_section"]
 
 
-def construct_section(ctx: ReportContext) -> Section:
+def construct_section(inputs: ReportInputs) -> Section:
     """Composite PMFs, human samples where the instrument has a baseline, effects, and
     the parts of every composite (:func:`~.per_subscale.composite_parts`)."""
     s = Section("Construct: composite scores and distributional ANOVA")
-    if ctx.nominal:
-        s.text(ctx.nominal_note("the composite scores and their effects"))
-    per_subscale = SUBSCALE_DIM in ctx.composite.dims
-    second = ctx.second
+    if inputs.nominal:
+        s.text(inputs.nominal_note("the composite scores and their effects"))
+    per_subscale = SUBSCALE_DIM in inputs.composite.dims
+    second = inputs.second
     s.figure(
-        plot.composite_pmfs(ctx.composite, facet=ctx.by, hue=second),
-        ctx.out,
+        plot.composite_pmfs(inputs.composite, facet=inputs.by, hue=second),
+        inputs.out,
         "composite_pmfs",
-        f"Exact composite-score PMFs by {ctx.by}"
+        f"Exact composite-score PMFs by {inputs.by}"
         + (f", {second} as colour" if second else "")
         + (" (small multiples: one row per subscale)" if per_subscale else "")
         + ".",
     )
-    base = baseline_for(ctx.ds)
+    base = _baseline_for(inputs.ds)
     if base is not None:
-        human_baseline_parts(s, ctx, base)
+        _human_baseline_parts(s, inputs, base)
     s.table(
-        paper_layout(ctx.effects),
-        ctx.out,
+        paper_layout(inputs.effects),
+        inputs.out,
         "effects",
         "Grand mean, main effects and interactions of the composite score (E, SD, SNR, dPD"
         + (", per subscale" if per_subscale else "")
         + f"). {SCORING['both']}.",
         index=False,
     )
-    for view in views(ctx.composite):
-        composite_parts(s, ctx, view)
+    for view in views(inputs.composite):
+        composite_parts(s, inputs, view)
     return s
 
 
-def baseline_for(ds: xr.Dataset) -> pd.DataFrame | None:
+def _baseline_for(ds: xr.Dataset) -> pd.DataFrame | None:
     """The published human samples of the file's instrument, if it has them (CETSCALE)."""
     name = str(ds.attrs.get("instrument", ""))
     if not name:
@@ -72,29 +72,29 @@ def baseline_for(ds: xr.Dataset) -> pd.DataFrame | None:
     return base
 
 
-def human_baseline_parts(s: Section, ctx: ReportContext, base: pd.DataFrame) -> None:
+def _human_baseline_parts(s: Section, inputs: ReportInputs, base: pd.DataFrame) -> None:
     """Human samples vs each ``by`` level's composite, at the level of ``second`` that is the
     samples' country where there is one (the paper: target = USA, Shimp & Sharma's US
     respondents)."""
-    by, second = ctx.by, ctx.second
+    by, second = inputs.by, inputs.second
     cond = {}
     countries = set(base["country"].astype(str)) if "country" in base else set()
     if second is not None and len(countries) == 1:
         (country,) = countries
-        if country in [str(v) for v in ctx.pmf[second].values]:
+        if country in [str(v) for v in inputs.pmf[second].values]:
             cond = {second: country}
-    hv = human_vs_llm(ctx.pmf, base, by=by, condition=cond)
+    hv = human_vs_llm(inputs.pmf, base, by=by, condition=cond)
     where = "".join(f" at {k} = {v}" for k, v in cond.items())
     s.table(
         hv,
-        ctx.out,
+        inputs.out,
         "human_vs_llm",
         f"Human samples (Shimp & Sharma 1987) vs each {by}'s composite{where}: E and SD.",
         index=False,
     )
     s.figure(
         plot.human_vs_llm(hv),
-        ctx.out,
+        inputs.out,
         "human_vs_llm",
         f"Human samples vs LLMs{where}. Human SD: spread across respondents; "
         "LLM SD: dispersion of one model's PMF (not commensurable).",

@@ -21,16 +21,16 @@ import pandas as pd
 import xarray as xr
 
 from ...analysis.context import carry_over
-from ...core.dims import MODEL_DIM
-from ...design.item_order import ADMINISTRATION_DIM, ITEM_POSITION
-from ..context import ReportContext
+from ...core.dims import ADMINISTRATION_DIM, MODEL_DIM
+from ...design.item_order import ITEM_POSITION
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 
-__all__ = ["context_section", "sequential_cells"]
+__all__ = ["context_section"]
 
 
-def sequential_cells(ds: xr.Dataset) -> xr.DataArray | None:
+def _sequential_cells(ds: xr.Dataset) -> xr.DataArray | None:
     """Where the results hold sequentially administered cells (bool over the cells), or None."""
     if "context_position" not in ds:
         return None
@@ -49,11 +49,11 @@ def _mean(pmf: xr.DataArray) -> xr.DataArray:
     return (pmf * pmf["score"]).sum("score")
 
 
-def context_section(ctx: ReportContext) -> Section | None:
+def context_section(inputs: ReportInputs) -> Section | None:
     """Isolated vs sequential, positions, order effects, carry-over; ``None`` without any
     sequentially administered cell."""
-    ds = ctx.ds
-    seq = sequential_cells(ds)
+    ds = inputs.ds
+    seq = _sequential_cells(ds)
     if seq is None:
         return None
     s = Section("Context and order")
@@ -80,16 +80,16 @@ def context_section(ctx: ReportContext) -> Section | None:
             "meeting tol: their bound is the one reached (table below).**"
         )
     )
-    _bounds_table(s, ctx, seq)
-    _isolated_vs_sequential(s, ctx)
-    _positions(s, ctx, seq)
-    _order_effects(s, ctx)
-    _carry_over(s, ctx, seq)
+    _bounds_table(s, inputs, seq)
+    _isolated_vs_sequential(s, inputs)
+    _positions(s, inputs, seq)
+    _order_effects(s, inputs)
+    _carry_over(s, inputs, seq)
     return s
 
 
-def _bounds_table(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
-    ds = ctx.ds
+def _bounds_table(s: Section, inputs: ReportInputs, seq: xr.DataArray) -> None:
+    ds = inputs.ds
     cond = [d for d in ds["context_error"].dims if d != "item"]
     frame = xr.Dataset(
         {
@@ -105,7 +105,7 @@ def _bounds_table(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
     frame["tol_met"] = frame["tol_met"].map({1.0: "yes", 0.0: "no"})
     s.table(
         frame,
-        ctx.out,
+        inputs.out,
         "context_bounds",
         "Each conversation: forward passes (histories read), whether tol was met within "
         "max_passes, the largest certified error of its items' PMFs, and the largest "
@@ -115,8 +115,8 @@ def _bounds_table(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
     )
 
 
-def _isolated_vs_sequential(s: Section, ctx: ReportContext) -> None:
-    ds = ctx.ds
+def _isolated_vs_sequential(s: Section, inputs: ReportInputs) -> None:
+    ds = inputs.ds
     if ADMINISTRATION_DIM not in ds.dims:
         return
     levels = [str(v) for v in ds[ADMINISTRATION_DIM].values]
@@ -150,7 +150,7 @@ def _isolated_vs_sequential(s: Section, ctx: ReportContext) -> None:
     )
     s.table(
         table,
-        ctx.out,
+        inputs.out,
         "context_isolated_vs_sequential",
         "Mean score of each item under isolated and sequential administration, their "
         "difference, the largest difference of one score's probability, and the certified "
@@ -160,8 +160,8 @@ def _isolated_vs_sequential(s: Section, ctx: ReportContext) -> None:
     )
 
 
-def _positions(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
-    ds = ctx.ds
+def _positions(s: Section, inputs: ReportInputs, seq: xr.DataArray) -> None:
+    ds = inputs.ds
     mean = _mean(ds["pmf"]).where(seq)
     frame = pd.DataFrame(
         {
@@ -179,15 +179,15 @@ def _positions(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
         "(averaged over the other factors), an order factor's levels putting it at different "
         "positions."
     )
-    s.table(table, ctx.out, "context_positions", "Mean score of each item by its position "
+    s.table(table, inputs.out, "context_positions", "Mean score of each item by its position "
             "in the conversation (1 = asked first).", digits=3)  # fmt: skip
 
 
-def _order_effects(s: Section, ctx: ReportContext) -> None:
-    fmt = _order_factor(ctx.ds)
-    if fmt is None or fmt not in ctx.varying:
+def _order_effects(s: Section, inputs: ReportInputs) -> None:
+    fmt = _order_factor(inputs.ds)
+    if fmt is None or fmt not in inputs.varying:
         return
-    effects = ctx.effects
+    effects = inputs.effects
     terms = [t for t in dict.fromkeys(effects["term"]) if fmt in str(t).split(":")]
     table = effects[effects["term"].isin(terms)].reset_index(drop=True)
     s.text(
@@ -196,7 +196,7 @@ def _order_effects(s: Section, ctx: ReportContext) -> None:
     )
     s.table(
         table,
-        ctx.out,
+        inputs.out,
         "context_order_effects",
         f"The effects with the item-order factor '{fmt}': E, SD, SNR and dPD of each level "
         "(composite-score units, as in the effects table).",
@@ -204,8 +204,8 @@ def _order_effects(s: Section, ctx: ReportContext) -> None:
     )
 
 
-def _carry_over(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
-    ds = ctx.ds
+def _carry_over(s: Section, inputs: ReportInputs, seq: xr.DataArray) -> None:
+    ds = inputs.ds
     exact = (seq & (ds["context_error"] == 0)).all("item")  # a pruned tree: not shown
     cond_dims = [d for d in exact.dims if d != MODEL_DIM]
     stacked = exact.any(MODEL_DIM) if MODEL_DIM in exact.dims else exact
@@ -241,6 +241,6 @@ def _carry_over(s: Section, ctx: ReportContext, seq: xr.DataArray) -> None:
     frame = pd.DataFrame(rows)
     if frame[MODEL_DIM].isna().all():
         frame = frame.drop(columns=MODEL_DIM)
-    s.table(frame, ctx.out, "context_carry_over", "Mean of the later item given each answer "
+    s.table(frame, inputs.out, "context_carry_over", "Mean of the later item given each answer "
             f"to the earlier one ({cond}); empty where that answer has probability 0.",
             digits=2, index=False)  # fmt: skip

@@ -1,6 +1,6 @@
 """Section "The cost of generative sampling": SE, sign flips and decoding bias of a sampler.
 
-Computed analytically from the exact PMFs (:mod:`xlikert.analysis.cost`), no simulation.
+Computed analytically from the exact PMFs (:mod:`xlikert.analysis.sampling`), no simulation.
 """
 
 from __future__ import annotations
@@ -9,21 +9,14 @@ import numpy as np
 import xarray as xr
 
 from ... import plot
-from ...analysis import cost as sampling
-from ...analysis.keying import SUBSCALE_DIM
-from ..context import ReportContext
+from ...analysis import sampling
+from ...core.dims import SUBSCALE_DIM
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_escape as md
 from .per_subscale import views
 
-__all__ = [
-    "FLIP_BUDGETS",
-    "SE_BUDGETS",
-    "decoding_bias_parts",
-    "sampling_cost_section",
-    "sign_flip_parts",
-    "standard_error_parts",
-]
+__all__ = ["FLIP_BUDGETS", "SE_BUDGETS", "sampling_cost_section"]
 
 #: Sample sizes N per condition of the standard-error table and figure.
 SE_BUDGETS = (10, 100, 1000, 1_000_000)
@@ -31,7 +24,7 @@ SE_BUDGETS = (10, 100, 1000, 1_000_000)
 FLIP_BUDGETS = (10, 100, 1000)
 
 
-def sampling_cost_section(ctx: ReportContext) -> Section:
+def sampling_cost_section(inputs: ReportInputs) -> Section:
     """What a study sampling N answers per condition would have paid."""
     s = Section("The cost of generative sampling")
     s.text(
@@ -40,13 +33,13 @@ def sampling_cost_section(ctx: ReportContext) -> Section:
         "flips of every factorial parameter under the normal approximation with exact mean "
         "and variance."
     )
-    if ctx.nominal:
-        s.text(ctx.nominal_note("the composite's sampling cost"))
-    se = sampling.standard_error(ctx.pmf, n=SE_BUDGETS)
-    standard_error_parts(s, ctx, se)
-    sign_flip_parts(s, ctx, per_subscale=SUBSCALE_DIM in se.dims)
-    if "decoding_pmf" in ctx.ds:
-        decoding_bias_parts(s, ctx)
+    if inputs.nominal:
+        s.text(inputs.nominal_note("the composite's sampling cost"))
+    se = sampling.standard_error(inputs.pmf, n=SE_BUDGETS)
+    _standard_error_parts(s, inputs, se)
+    _sign_flip_parts(s, inputs, per_subscale=SUBSCALE_DIM in se.dims)
+    if "decoding_pmf" in inputs.ds:
+        _decoding_bias_parts(s, inputs)
     else:
         s.text(
             "No `decoding_pmf` (temperature × top-p grid) in the results: decoding bias "
@@ -55,13 +48,13 @@ def sampling_cost_section(ctx: ReportContext) -> Section:
     return s
 
 
-def standard_error_parts(s: Section, ctx: ReportContext, se: xr.DataArray) -> None:
+def _standard_error_parts(s: Section, inputs: ReportInputs, se: xr.DataArray) -> None:
     """The SE table (sorted by Consensus), and per subscale the SE figure and its correlation."""
-    by, cns = ctx.by, ctx.consensus
+    by, cns = inputs.by, inputs.consensus
     per_sub = " and subscale" if SUBSCALE_DIM in se.dims else ""
     s.table(
-        sampling.sampling_se_table(ctx.pmf, n=SE_BUDGETS, by=by, consensus=cns),
-        ctx.out,
+        sampling.sampling_se_table(inputs.pmf, n=SE_BUDGETS, by=by, consensus=cns),
+        inputs.out,
         "sampling_se",
         f"SE of the N-sample composite estimator, mean over the conditions "
         f"of each {by}{per_sub}, sorted by Consensus.",
@@ -70,7 +63,7 @@ def standard_error_parts(s: Section, ctx: ReportContext, se: xr.DataArray) -> No
     for tag, label, se_s in views(se):
         s.figure(
             plot.standard_error(se_s, by=by),
-            ctx.out,
+            inputs.out,
             f"sampling_se{tag}",
             f"{label}Standard error of the sampling estimator vs N.",
         )
@@ -82,15 +75,15 @@ def standard_error_parts(s: Section, ctx: ReportContext, se: xr.DataArray) -> No
             )
 
 
-def sign_flip_parts(s: Section, ctx: ReportContext, *, per_subscale: bool) -> None:
+def _sign_flip_parts(s: Section, inputs: ReportInputs, *, per_subscale: bool) -> None:
     """Mean sign-flip probability by exact effect size and budget (table and figure)."""
-    flips = sampling.flip_probability(ctx.pmf, n=FLIP_BUDGETS)
+    flips = sampling.flip_probability(inputs.pmf, n=FLIP_BUDGETS)
     if flips.empty:
         s.text("No factor varies, so there is no factorial parameter whose sign could flip.")
         return
     s.table(
         sampling.flip_table(flips),
-        ctx.out,
+        inputs.out,
         "flip_by_effect_size",
         "Mean sign-flip probability by exact |E| and budget N"
         + (" (the parameters of every subscale)." if per_subscale else "."),
@@ -98,27 +91,27 @@ def sign_flip_parts(s: Section, ctx: ReportContext, *, per_subscale: bool) -> No
     )
     s.figure(
         plot.flip_probability(flips),
-        ctx.out,
+        inputs.out,
         "flip_probability",
         "Sign-flip probability vs exact effect size.",
     )
 
 
-def decoding_bias_parts(s: Section, ctx: ReportContext) -> None:
+def _decoding_bias_parts(s: Section, inputs: ReportInputs) -> None:
     """Bias of the expected composite over the temperature x top-p grid (``decoding_pmf``)."""
-    by, cns = ctx.by, ctx.consensus
-    bias = sampling.decoding_bias(ctx.ordered)
+    by, cns = inputs.by, inputs.consensus
+    bias = sampling.decoding_bias(inputs.ordered)
     tab, st = sampling.decoding_bias_table(bias, by=by, consensus=cns)
     s.table(
         tab,
-        ctx.out,
+        inputs.out,
         "decoding_bias",
         "Decoding bias of the expected composite over the temperature × top-p grid.",
     )
     for tag, label, bias_s in views(bias):
         s.figure(
             plot.decoding_bias(bias_s, by=by, consensus=cns),
-            ctx.out,
+            inputs.out,
             f"decoding_bias{tag}",
             f"{label}Decoding bias vs temperature and top-p.",
         )

@@ -5,58 +5,58 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ...analysis.keying import SUBSCALE_DIM
 from ...analysis.support import nominal_items, support_bounds
-from ..context import ReportContext
+from ...core.dims import SUBSCALE_DIM
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
 
-__all__ = ["design_section", "scoring_lines"]
+__all__ = ["design_section"]
 
 
-def design_section(ctx: ReportContext) -> Section:
+def design_section(inputs: ReportInputs) -> Section:
     """What was measured: conditions, items, scores, factors (varying and constant), scoring."""
-    pmf = ctx.all_pmf
+    pmf = inputs.all_pmf
     s = Section("Design")
     s.text(
-        f"Results: {md_code(ctx.source)}. {int(np.prod([pmf.sizes[f] for f in ctx.factors]))} "
+        f"Results: {md_code(inputs.source)}. {int(np.prod([pmf.sizes[f] for f in inputs.factors]))} "
         f"conditions × {pmf.sizes.get('item', 1)} items on scores "
         f"{int(pmf.score.min())}..{int(pmf.score.max())}; "
         f"{pmf.size // pmf.sizes['score']} exact item PMFs"
         + (
             " (those of the models in reasoning mode are means over sampled thoughts of exact "
             "PMFs: see the section on reasoning traces)."
-            if "trace_pmf" in ctx.ds
+            if "trace_pmf" in inputs.ds
             else "."
         )
     )
-    if ctx.varying:
+    if inputs.varying:
         s.text(
             "Factors: "
             + "; ".join(
                 f"**{md(f)}** ({pmf.sizes[f]}): "
                 + ", ".join(md(v) for v in pmf[f].values[:12])
                 + (" …" if pmf.sizes[f] > 12 else "")
-                for f in ctx.varying
+                for f in inputs.varying
             )
         )
-    if ctx.constant:
+    if inputs.constant:
         s.text(
             "Held constant (one level, so no effect is estimated): "
-            + "; ".join(f"**{md(f)}** = {md(pmf[f].values[0])}" for f in ctx.constant)
+            + "; ".join(f"**{md(f)}** = {md(pmf[f].values[0])}" for f in inputs.constant)
             + "."
         )
-    if ctx.ds.attrs.get("synthetic"):
+    if inputs.ds.attrs.get("synthetic"):
         s.text("**SYNTHETIC DATA**: these results are random PMFs, no model was run.")
-    for line in item_scale_lines(pmf):
+    for line in _item_scale_lines(pmf):
         s.text(line)
-    for line in scoring_lines(ctx.pmf):
+    for line in _scoring_lines(inputs.pmf):
         s.text(line)
     return s
 
 
-def item_scale_lines(pmf: xr.DataArray) -> list[str]:
+def _item_scale_lines(pmf: xr.DataArray) -> list[str]:
     """Each item's own scale where the items have their own, and the nominal items
     (Markdown, item ids escaped); nothing for a file of one scale."""
     if "item" not in pmf.coords:
@@ -100,7 +100,7 @@ def _weights_line(pmf: xr.DataArray, ids: list[str]) -> str | None:
     )
 
 
-def scoring_lines(pmf: xr.DataArray) -> list[str]:
+def _scoring_lines(pmf: xr.DataArray) -> list[str]:
     """How the composite is scored: the reflected items and the subscales with their items
     (Markdown, item ids and subscale names escaped)."""
     if "item" not in pmf.coords:

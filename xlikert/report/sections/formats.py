@@ -15,7 +15,7 @@ from collections.abc import Hashable
 import xarray as xr
 
 from ...analysis import construct
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
@@ -31,13 +31,13 @@ def format_factor(ds: xr.Dataset) -> Hashable | None:
     return dims[0] if len(dims) == 1 and dims[0] in ds["pmf"].dims else None
 
 
-def format_section(ctx: ReportContext) -> Section | None:
+def format_section(inputs: ReportInputs) -> Section | None:
     """The format main effect and the interactions with it; ``None`` without a format factor."""
-    fmt = format_factor(ctx.ds)
-    if fmt is None or fmt not in ctx.varying:
+    fmt = format_factor(inputs.ds)
+    if fmt is None or fmt not in inputs.varying:
         return None
     s = Section("Response format")
-    labels = ctx.ds["answer_label"]
+    labels = inputs.ds["answer_label"]
     scores = [int(y) for y in labels["score"].values]
     shown = "; ".join(
         f"{md(lv)}: "
@@ -52,7 +52,7 @@ def format_section(ctx: ReportContext) -> Section | None:
         f"{shown}), so every level's PMF is on one score axis and the distributional ANOVA "
         "separates the format's effect from the other factors' like any factor's."
     )
-    effects = ctx.effects
+    effects = inputs.effects
     terms = [t for t in dict.fromkeys(effects["term"]) if fmt in str(t).split(":")]
     table = effects[effects["term"].isin(terms)]
     shares = construct.variance_shares(effects)
@@ -86,7 +86,7 @@ def format_section(ctx: ReportContext) -> Section | None:
     s.text(" ".join(sentences))
     s.table(
         table.reset_index(drop=True),
-        ctx.out,
+        inputs.out,
         "format_effects",
         f"The effects with the format factor '{fmt}': E, SD, SNR and dPD of each level "
         "(composite-score units, as in the effects table above).",

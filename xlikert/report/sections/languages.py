@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ...analysis.construct import composite
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
@@ -39,14 +39,14 @@ def _w1(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(np.cumsum(a) - np.cumsum(b)).sum())
 
 
-def languages_section(ctx: ReportContext) -> Section | None:
+def languages_section(inputs: ReportInputs) -> Section | None:
     """Items that move most between languages, and the composite per language."""
-    lang = language_factor(ctx.ds)
-    if lang is None or lang not in ctx.varying:
+    lang = language_factor(inputs.ds)
+    if lang is None or lang not in inputs.varying:
         return None
     s = Section("Languages")
-    pmf = ctx.ds["pmf"]
-    others = [d for d in ctx.factors if d != lang]
+    pmf = inputs.ds["pmf"]
+    others = [d for d in inputs.factors if d != lang]
     per = pmf.mean(others) if others else pmf  # (language, item, score)
     levels = [str(x) for x in per[lang].values]
     rows = []
@@ -63,7 +63,7 @@ def languages_section(ctx: ReportContext) -> Section | None:
     comp = comp.mean(others) if others else comp
     mean = (comp * comp["score"]).sum("score")
     by_lang = mean.to_dataframe(name="E").reset_index()
-    provenance = json.loads(ctx.ds.attrs.get("instrument_languages", "{}"))
+    provenance = json.loads(inputs.ds.attrs.get("instrument_languages", "{}"))
     source = "; ".join(f"{md(k)}: {md(v)}" for k, v in provenance.items())
     top = table.iloc[0]
     s.text(
@@ -75,11 +75,11 @@ def languages_section(ctx: ReportContext) -> Section | None:
         "others stay is measured non-invariantly across the translations. The effects of the "
         f"language term (E, dPD) are in the effects table above, under {md_code(lang)}."
     )
-    s.table(table, ctx.out, "language_items",
+    s.table(table, inputs.out, "language_items",
             "Each item's largest move between two languages (Wasserstein-1 distance of its "
             "PMFs, in scale points) and its mean per language, largest first.",
             index=False)  # fmt: skip
-    s.table(by_lang, ctx.out, "language_composite",
+    s.table(by_lang, inputs.out, "language_composite",
             "The composite's mean per language (composite-score units; reverse-keyed items "
             "reflected, per subscale where the instrument has subscales).", index=False)  # fmt: skip
     return s

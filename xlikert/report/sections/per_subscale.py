@@ -22,21 +22,12 @@ from ...analysis.construct import (
     interaction_node,
     trend_table,
 )
-from ...analysis.keying import SUBSCALE_DIM
+from ...core.dims import SUBSCALE_DIM
 from ...core.errors import DesignError
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 
-__all__ = [
-    "View",
-    "composite_parts",
-    "contrast_parts",
-    "interaction_parts",
-    "main_effect_figures",
-    "tree_view",
-    "trend_parts",
-    "views",
-]
+__all__ = ["View", "composite_parts", "views"]
 
 
 class View(NamedTuple):
@@ -57,7 +48,7 @@ def views(obj: xr.DataArray) -> Iterator[View]:
         yield View(f"_{slug}", f"Subscale {name}: ", obj.sel({SUBSCALE_DIM: name}))
 
 
-def tree_view(dec: xr.DataTree, comp_s: xr.DataArray) -> xr.DataTree:
+def _tree_view(dec: xr.DataTree, comp_s: xr.DataArray) -> xr.DataTree:
     """The decomposition of the subscale that ``comp_s`` was selected at (all of it without)."""
     if SUBSCALE_DIM not in comp_s.coords or SUBSCALE_DIM in comp_s.dims:
         return dec
@@ -67,32 +58,32 @@ def tree_view(dec: xr.DataTree, comp_s: xr.DataArray) -> xr.DataTree:
     )
 
 
-def composite_parts(s: Section, ctx: ReportContext, view: View) -> None:
+def composite_parts(s: Section, inputs: ReportInputs, view: View) -> None:
     """Effect figures, interaction, contrasts and trends of one composite (one subscale)."""
-    dec = tree_view(ctx.decomposition, view.data)
-    main_effect_figures(s, ctx, view, dec)
-    if ctx.second is not None:
-        interaction_parts(s, ctx, view, dec)
-        contrast_parts(s, ctx, view)
-    trend_parts(s, ctx, view)
+    dec = _tree_view(inputs.decomposition, view.data)
+    _main_effect_figures(s, inputs, view, dec)
+    if inputs.second is not None:
+        _interaction_parts(s, inputs, view, dec)
+        _contrast_parts(s, inputs, view)
+    _trend_parts(s, inputs, view)
 
 
-def main_effect_figures(s: Section, ctx: ReportContext, view: View, dec: xr.DataTree) -> None:
+def _main_effect_figures(s: Section, inputs: ReportInputs, view: View, dec: xr.DataTree) -> None:
     """The distribution of every main effect of a varying factor."""
-    for f in ctx.factors:
+    for f in inputs.factors:
         if f in dec.children and view.data.sizes[f] >= 2:
             node = dec[str(f)].dataset
             s.figure(
                 plot.effect_distributions(node["pmf"], node),
-                ctx.out,
+                inputs.out,
                 f"main_effect_{f}{view.tag}",
                 f"{view.label}Main-effect distributions of {f}.",
             )
 
 
-def interaction_parts(s: Section, ctx: ReportContext, view: View, dec: xr.DataTree) -> None:
+def _interaction_parts(s: Section, inputs: ReportInputs, view: View, dec: xr.DataTree) -> None:
     """The ``by`` x ``second`` interaction: heatmap (in-group cells marked), aggregate vs factorial."""
-    by, second, origin = ctx.by, ctx.second, ctx.origin
+    by, second, origin = inputs.by, inputs.second, inputs.origin
     try:
         node = interaction_node(dec, by, second)
     except DesignError:
@@ -106,13 +97,13 @@ def interaction_parts(s: Section, ctx: ReportContext, view: View, dec: xr.DataTr
         )
     s.figure(
         plot.interaction_heatmap(node["E"], node["SD"], row=second, col=by, ingroup=ingroup),
-        ctx.out,
+        inputs.out,
         f"interaction_{by}_{second}{view.tag}",
         f"{view.label}{by} × {second} interaction (E ± SD).",
     )
     s.table(
         aggregate_vs_factorial(dec, row=second, col=by, country_of_origin=origin),
-        ctx.out,
+        inputs.out,
         f"aggregate_vs_factorial{view.tag}",
         f"{view.label}Aggregate ({second} main effect, panel A) vs factorial ({by} × {second} "
         "interaction, panel B). reversal: sign opposite to the aggregate; "
@@ -121,29 +112,29 @@ def interaction_parts(s: Section, ctx: ReportContext, view: View, dec: xr.DataTr
     )
 
 
-def contrast_parts(s: Section, ctx: ReportContext, view: View) -> None:
+def _contrast_parts(s: Section, inputs: ReportInputs, view: View) -> None:
     """Pairwise contrasts between the levels of ``second`` (at most 8 levels)."""
-    second = ctx.second
+    second = inputs.second
     table = contrast_table(view.data, second, max_levels=8)
     if table.empty:
         return
     s.table(
         table,
-        ctx.out,
+        inputs.out,
         f"contrasts_{second}{view.tag}",
         f"{view.label}Pairwise contrasts between levels of {second}.",
         index=False,
     )
 
 
-def trend_parts(s: Section, ctx: ReportContext, view: View) -> None:
+def _trend_parts(s: Section, inputs: ReportInputs, view: View) -> None:
     """Per-unit trends over the factors with a numeric coordinate (none: no table)."""
-    table = trend_table(view.data, ctx.factors)
+    table = trend_table(view.data, inputs.factors)
     if table.empty:
         return
     s.table(
         table,
-        ctx.out,
+        inputs.out,
         f"trends{view.tag}",
         f"{view.label}Per-unit trend of the composite over each factor with a numeric "
         "coordinate (paired adjacent-level differences divided by the spacing, "

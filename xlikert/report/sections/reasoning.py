@@ -15,7 +15,7 @@ from ...analysis.constraint import failure_rate
 from ...analysis.construct import composite, decompose, summarize, summary_table
 from ...analysis.traces import trace_se
 from ...core.dims import MODEL_DIM
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
@@ -23,10 +23,10 @@ from ..tables import markdown_escape as md
 __all__ = ["reasoning_section"]
 
 
-def reasoning_section(ctx: ReportContext) -> Section | None:
+def reasoning_section(inputs: ReportInputs) -> Section | None:
     """The trace summary per reasoning model, the composite and the effects with their
     jackknife SEs, and the comparison with thinking off; ``None`` without traces."""
-    ds = ctx.ds
+    ds = inputs.ds
     if "trace_pmf" not in ds or not bool(ds["trace_pmf"].notnull().any()):
         return None
     s = Section("Reasoning traces: sampling error and thinking off")
@@ -48,9 +48,9 @@ def reasoning_section(ctx: ReportContext) -> Section | None:
         + "."
     )
     counts = sorted({int(v) for v in np.unique(n_traces.values)} - {0})
-    _composite_table(s, ctx, on, counts)
-    _effects_table(s, ctx, counts)
-    _thinking_off(s, ctx, on)
+    _composite_table(s, inputs, on, counts)
+    _effects_table(s, inputs, counts)
+    _thinking_off(s, inputs, on)
     return s
 
 
@@ -80,9 +80,9 @@ def _composite_summary(p: xr.DataArray) -> xr.Dataset:
     return summarize(composite(p), dim="score")[["E", "SD"]]
 
 
-def _composite_table(s: Section, ctx: ReportContext, on: list[str], counts: list[int]) -> None:
+def _composite_table(s: Section, inputs: ReportInputs, on: list[str], counts: list[int]) -> None:
     """E and SD of the composite per condition with their jackknife SEs (reasoning models)."""
-    ds = ctx.ds
+    ds = inputs.ds
     groups = [ds] if len(counts) == 1 else [ds.sel({MODEL_DIM: [m]}) for m in on]
     rows = []
     for g in groups:
@@ -97,7 +97,7 @@ def _composite_table(s: Section, ctx: ReportContext, on: list[str], counts: list
         comp = comp[comp[MODEL_DIM].astype(str).isin(on)]
     s.table(
         comp,
-        ctx.out,
+        inputs.out,
         "reasoning_composite",
         "Composite score of the reasoning models per condition: E and SD of the composite "
         "with their trace-sampling standard errors.",
@@ -106,7 +106,7 @@ def _composite_table(s: Section, ctx: ReportContext, on: list[str], counts: list
     )
 
 
-def _effects_table(s: Section, ctx: ReportContext, counts: list[int]) -> None:
+def _effects_table(s: Section, inputs: ReportInputs, counts: list[int]) -> None:
     """The effects of the Construct section with their jackknife SEs (one trace count only)."""
     if len(counts) != 1:
         s.text(
@@ -115,15 +115,15 @@ def _effects_table(s: Section, ctx: ReportContext, counts: list[int]) -> None:
             "above gives each model's own."
         )
         return
-    summ = ctx.effects
-    se_tab = trace_se(ctx.ds, lambda p: summary_table(decompose(p)))
+    summ = inputs.effects
+    se_tab = trace_se(inputs.ds, lambda p: summary_table(decompose(p)))
     eff = summ[["term", "level"]].copy()
     for c in ("E", "SD", "SNR", "dPD"):
         eff[c] = summ[c]
         eff[f"SE({c})"] = se_tab[c]
     s.table(
         eff,
-        ctx.out,
+        inputs.out,
         "reasoning_effects",
         "Grand mean, main effects and interactions (as above) with their trace-sampling "
         "standard errors (jackknife over traces).",
@@ -132,9 +132,9 @@ def _effects_table(s: Section, ctx: ReportContext, counts: list[int]) -> None:
     )
 
 
-def _thinking_off(s: Section, ctx: ReportContext, on: list[str]) -> None:
+def _thinking_off(s: Section, inputs: ReportInputs, on: list[str]) -> None:
     """Thinking on vs off: each reasoning model beside an entry of the same source without."""
-    ds = ctx.ds
+    ds = inputs.ds
     infos = ds.attrs.get("models") or {}
     sources = {str(m): str(i.get("source")) for m, i in infos.items() if isinstance(i, dict)}
     off = [m for m in (str(v) for v in ds[MODEL_DIM].values) if m not in on]
@@ -145,10 +145,10 @@ def _thinking_off(s: Section, ctx: ReportContext, on: list[str]) -> None:
             "`source`, no `reasoning`) to compare with thinking off."
         )
         return
-    other = [f for f in ctx.factors if f != MODEL_DIM]
+    other = [f for f in inputs.factors if f != MODEL_DIM]
     s.table(
         pd.concat([_on_off_rows(ds, a, b, other) for a, b in pairs], ignore_index=True),
-        ctx.out,
+        inputs.out,
         "reasoning_vs_thinking_off",
         "Thinking on vs thinking off (an entry of the same source without reasoning): "
         "composite mean per condition, the reasoning estimate's SE, and the failure rate "

@@ -1,6 +1,6 @@
 """Section "Reliability": Cronbach's α and McDonald's ω over the conditions.
 
-:func:`reliability_section` builds the report's section from the table of
+:func:`_reliability_section` builds the report's section from the table of
 :func:`xlikert.analysis.reliability.reliability_table`, and
 :func:`scale_reliability_section` is the section's entry in the list of sections.
 """
@@ -15,15 +15,15 @@ import xarray as xr
 from ...analysis import reliability as stage
 from ...core.dims import factor_dims, preferred_factor
 from ...core.errors import XlikertError
-from ..context import ReportContext
+from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_escape as md
 from .formats import format_factor
 
-__all__ = ["reliability_section", "scale_reliability_section"]
+__all__ = ["scale_reliability_section"]
 
 
-def reliability_section(
+def _reliability_section(
     pmf: xr.DataArray,
     out: Path,
     section,
@@ -83,7 +83,7 @@ def reliability_section(
     return s
 
 
-def scale_reliability_section(ctx: ReportContext) -> Section:
+def scale_reliability_section(inputs: ReportInputs) -> Section:
     """α, ω and the weakest item per ``by`` level and subscale, over the other factors'
     conditions.
 
@@ -91,11 +91,11 @@ def scale_reliability_section(ctx: ReportContext) -> Section:
     kind ``format`` the respondents are the other factors' conditions, and each
     format level is a population of its own (per model and format).
     """
-    fmt = format_factor(ctx.ds)
+    fmt = format_factor(inputs.ds)
     respondents = None
     if fmt is not None:
-        respondents = [f for f in stage.default_respondents(ctx.pmf, ctx.by) if f != fmt]
-    s = reliability_section(ctx.pmf, ctx.out, Section, dim=respondents, by=ctx.by)
-    if ctx.nominal:
-        s.text(ctx.nominal_note("reliability"))
+        respondents = [f for f in stage.default_respondents(inputs.pmf, inputs.by) if f != fmt]
+    s = _reliability_section(inputs.pmf, inputs.out, Section, dim=respondents, by=inputs.by)
+    if inputs.nominal:
+        s.text(inputs.nominal_note("reliability"))
     return s

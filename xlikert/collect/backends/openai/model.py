@@ -18,7 +18,7 @@ from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
 from .spec import SERVER_KINDS, OpenAISpec
 from .transport import Transport
 
-__all__ = ["OpenAIModel", "load_tokenizer"]
+__all__ = ["OpenAIModel"]
 
 
 def _tokenizer_name(spec: OpenAISpec) -> tuple[str | None, str]:
@@ -31,7 +31,7 @@ def _tokenizer_name(spec: OpenAISpec) -> tuple[str | None, str]:
     return None, f"the served name {m!r} is not a tokenizer id or folder"
 
 
-def load_tokenizer(spec: OpenAISpec) -> tuple[Any, str]:
+def _load_tokenizer(spec: OpenAISpec) -> tuple[Any, str]:
     """The tokenizer of a server model entry and what to record about it.
 
     ``tokenizer``, else the served model's name when it looks like a Hugging Face id
@@ -143,7 +143,7 @@ class OpenAIModel:
             self.plan.kind = SERVER_KINDS.get(str(info.get("owned_by")), "other")
 
     def _load_tokenizer(self) -> None:
-        tok, what = load_tokenizer(self.spec)
+        tok, what = _load_tokenizer(self.spec)
         if tok is None:
             self._prov["tokenizer_note"] = what
             return
@@ -158,7 +158,7 @@ class OpenAIModel:
         from ...tokens import find_label_tokens
 
         codes, labels, _ = answer_codes(
-            options.scale, options.labels_by_score, options.option_labels
+            options.scale, options.labels_by_score, options.nonsubstantive_labels
         )
         plain = options.answer_labels is None
         return find_label_tokens(
@@ -261,7 +261,9 @@ def _check_one_token(options: CollectOptions, name: str) -> None:
     from ...layout import answer_codes
     from ...tokens import needs_sequences
 
-    codes, labels, _ = answer_codes(options.scale, options.labels_by_score, options.option_labels)
+    codes, labels, _ = answer_codes(
+        options.scale, options.labels_by_score, options.nonsubstantive_labels
+    )
     if needs_sequences(codes, None if options.answer_labels is None else labels):
         what = (
             f"the scale {list(options.scale)}"

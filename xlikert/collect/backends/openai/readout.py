@@ -121,7 +121,7 @@ class Readout:
         self.scale = list(options.scale)
         self.n_options = len(options.nonsubstantive)
         codes, labels, layout = answer_codes(
-            self.scale, options.labels_by_score, options.option_labels
+            self.scale, options.labels_by_score, options.nonsubstantive_labels
         )
         column = dict(zip(codes, layout.columns if layout else range(len(codes)), strict=True))
         self.offered = layout.offered if layout else np.zeros(self.n_options, dtype=bool)

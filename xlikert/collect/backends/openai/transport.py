@@ -34,7 +34,7 @@ import httpx
 from ....core.errors import CollectionError
 from .spec import OpenAISpec
 
-__all__ = ["RETRY_STATUS", "HTTPStatusFailure", "Transport", "Unreachable", "retry_after"]
+__all__ = ["RETRY_STATUS", "HTTPStatusFailure", "Transport", "Unreachable"]
 
 #: Statuses that say "try again later"; any other error status is final.
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -56,16 +56,16 @@ class Unreachable(Exception):
     """No answer after the retries: refused or dropped connections, timeouts."""
 
 
-def retry_after(value: str | None, now: float | None = None) -> float | None:
+def _retry_after(value: str | None, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date.
 
     Examples
     --------
-    >>> retry_after("3")
+    >>> _retry_after("3")
     3.0
-    >>> retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0)
+    >>> _retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0)
     10.0
-    >>> retry_after("soon") is None
+    >>> _retry_after("soon") is None
     True
     """
     if not value:
@@ -173,7 +173,7 @@ class Transport:
                 raise HTTPStatusFailure(
                     200, f"response is not JSON: {resp.content[:200]!r}"
                 ) from None
-        wait = retry_after(resp.headers.get("Retry-After"))
+        wait = _retry_after(resp.headers.get("Retry-After"))
         raise HTTPStatusFailure(resp.status_code, _error_message(resp.content), wait)
 
     def _wait(self, attempt: int, last: Exception | None) -> None:

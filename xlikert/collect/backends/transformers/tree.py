@@ -157,7 +157,7 @@ class TreeReader:
             self.tokens_run += sum(len(r) for r in rows)
             logits, past = self._run_uncached(rows, keep_cache=any(keep))
             if past is not None:
-                C, W = 0, logits_width(rows)
+                C, W = 0, _logits_width(rows)
                 self._keep(contexts, keep, past, [0] * len(contexts), C, W)
             return self._readout(logits, len(contexts))
         lcp = [n for _, n in found]
@@ -174,7 +174,7 @@ class TreeReader:
                 self.reuse = False
                 self.close()
                 return self._batch(contexts, keep)
-        self._keep(contexts, keep, past, lcp, seen.shape[1], logits_width(rows))
+        self._keep(contexts, keep, past, lcp, seen.shape[1], _logits_width(rows))
         return self._readout(logits, len(contexts))
 
     def _run_uncached(self, rows: list[list[int]], keep_cache: bool):
@@ -283,7 +283,7 @@ def _nbytes(kv: _Kv) -> int:
     return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
 
 
-def logits_width(rows: list[list[int]]) -> int:
+def _logits_width(rows: list[list[int]]) -> int:
     """The width of a batch of left-padded rows."""
     return max(len(r) for r in rows)
 

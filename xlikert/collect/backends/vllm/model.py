@@ -73,7 +73,6 @@ __all__ = [
     "TESTED_VLLM",
     "VLLMModel",
     "check_engine_args",
-    "check_vllm_version",
     "engine_dtype",
     "guard_advice",
     "unguarded_main_script",
@@ -151,12 +150,12 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def check_vllm_version(version: str) -> None:
+def _check_vllm_version(version: str) -> None:
     """Warn when ``version`` is not a vLLM release of :data:`TESTED_VLLM`.
 
     Examples
     --------
-    >>> check_vllm_version("0.32.0+cpu")
+    >>> _check_vllm_version("0.32.0+cpu")
     """
     tested = ", ".join(f"{a}.{b}" for a, b in TESTED_VLLM)
     try:
@@ -354,7 +353,7 @@ class VLLMModel(InProcessModel):
         ``files``: what ``spec`` resolves to, resolved already in this run."""
         import vllm
 
-        check_vllm_version(vllm.__version__)
+        _check_vllm_version(vllm.__version__)
         self.name = str(spec["name"])
         self.options = options
         self._serial = 0
@@ -382,7 +381,7 @@ class VLLMModel(InProcessModel):
         self.template = PromptTemplate(tokenizer, self.name, prompt_format)
         self.valid, self.answers, rule = answer_rule(
             tokenizer, options.scale, split_space=options.split_space,
-            labels=options.labels_by_score, nonsubstantive=options.option_labels,
+            labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
             scripts=options.numeral_scripts,
         )  # fmt: skip
         self._ask = {

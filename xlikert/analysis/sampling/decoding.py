@@ -4,7 +4,7 @@
 the stored temperature x top-p grid (``decoding_pmf``, computed at collection on
 the full vocabulary) against the exact PMF, and :func:`correlation` relates it to
 Consensus (paper appendix "Cost of Monte Carlo sampling", decoding bias);
-:func:`xlikert.analysis.cost.tables.decoding_bias_table` tabulates both. Closed forms
+:func:`xlikert.analysis.sampling.tables.decoding_bias_table` tabulates both. Closed forms
 of the exact PMFs; nothing is drawn.
 """
 

@@ -7,7 +7,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 import xarray as xr
 
-from ...core.dims import DECODING_DIMS, factor_dims
+from ...core.dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ...core.errors import DesignError, InvalidPMFError
 from ...core.validate import (
     as_pmf,
@@ -15,7 +15,7 @@ from ...core.validate import (
     check_pmf,
     check_score_axis,
 )
-from ..keying import SUBSCALE_DIM, reflect_pending, subscale_coords, subscale_groups
+from ..keying import reflect_pending, subscale_coords, subscale_groups
 from ..support import require_ordinal
 
 __all__ = [

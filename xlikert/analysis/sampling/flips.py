@@ -4,7 +4,7 @@ The exact sum-to-zero contrast behind every factorial parameter
 (:func:`effect_coefficients`, :func:`effect_means`, :func:`effect_variances`), the
 normal approximation with the exact mean and variance of the estimator
 (:func:`flip_probability`, :ref:`eq-flip-prob`); its table by effect size is
-:func:`xlikert.analysis.cost.tables.flip_table`.
+:func:`xlikert.analysis.sampling.tables.flip_table`.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ __all__ = [
 DEFAULT_EFFECT_BINS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, math.inf)
 
 
-def normal_cdf(x: np.ndarray) -> np.ndarray:
+def _normal_cdf(x: np.ndarray) -> np.ndarray:
     """Standard normal CDF, ``Phi(x) = erfc(-x / sqrt 2) / 2`` (no SciPy needed)."""
     x = np.asarray(x, dtype=float)
     return 0.5 * np.vectorize(math.erfc, otypes=[float])(-x / math.sqrt(2.0))
 
 
-def term_name(dims: Sequence[Hashable]) -> str:
+def _term_name(dims: Sequence[Hashable]) -> str:
     return ":".join(str(d) for d in dims)
 
 
@@ -263,10 +263,10 @@ def flip_probability(
         sd = np.sqrt(v / budgets)  # (*term, [subscale], n)
         absE = abs(e)
         z = xr.where(sd > 0, -absE / sd.where(sd > 0), xr.where(absE > 0, -np.inf, 0.0))
-        p = xr.apply_ufunc(normal_cdf, z)
+        p = xr.apply_ufunc(_normal_cdf, z)
         ds = xr.Dataset({"E": e, "se": sd, "p_flip": p}).reset_coords(drop=True)
         df = ds.to_dataframe(dim_order=[*batch, *term, "n"]).reset_index()
-        df.insert(0, "term", term_name(term))
+        df.insert(0, "term", _term_name(term))
         level = df[term[0]].astype(str)
         for f in term[1:]:
             level = level + " × " + df[f].astype(str)

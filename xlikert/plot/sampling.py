@@ -1,4 +1,4 @@
-"""Figures of the sampling cost (:mod:`xlikert.analysis.cost`): the SE of the N-sample
+"""Figures of the sampling cost (:mod:`xlikert.analysis.sampling`): the SE of the N-sample
 estimator, the decoding bias and the sign flips of a sampling study."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def standard_error(
 ) -> Figure:
     """SE of the N-sample estimator vs N (log-log), one line per level of ``by``.
 
-    ``se`` is :func:`xlikert.analysis.cost.standard_error` output ``(*factors, n)``.
+    ``se`` is :func:`xlikert.analysis.sampling.standard_error` output ``(*factors, n)``.
     Lines are the mean over the other conditions; the band spans their min to
     max.
 
@@ -95,7 +95,7 @@ def decoding_bias(
     Parameters
     ----------
     bias : xr.DataArray
-        The bias of :func:`xlikert.analysis.cost.decoding_bias`,
+        The bias of :func:`xlikert.analysis.sampling.decoding_bias`,
         ``(*factors, temperature, top_p)``.
     by : hashable, optional
         The factor of the lines (default the model factor or the first).
@@ -173,13 +173,13 @@ def decoding_bias(
 def flip_probability(flips: pd.DataFrame, *, ax: Axes | None = None, log_x: bool = True) -> Figure:
     """Sign-flip probability vs exact ``|E|``, one colour and marker per budget N.
 
-    ``flips`` is :func:`xlikert.analysis.cost.flip_probability` output. Main effects
+    ``flips`` is :func:`xlikert.analysis.sampling.flip_probability` output. Main effects
     are filled markers, interactions hollow.
 
     Parameters
     ----------
     flips : pandas.DataFrame
-        The table of :func:`xlikert.analysis.cost.flip_probability`.
+        The table of :func:`xlikert.analysis.sampling.flip_probability`.
     ax : matplotlib.axes.Axes, optional
         Axes to draw into; default a new figure.
     log_x : bool

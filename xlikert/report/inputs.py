@@ -1,6 +1,6 @@
-"""What every report section reads: :class:`ReportContext`, prepared once per report.
+"""What every report section reads: :class:`ReportInputs`, prepared once per report.
 
-:meth:`ReportContext.prepare` opens and checks the results and decides the
+:meth:`ReportInputs.prepare` opens and checks the results and decides the
 factor roles (``by``, ``second``) and the in-group map; the analyses that
 several sections share (Consensus, the composite, its decomposition and the
 summary table of effects) are computed on first use and kept.
@@ -24,7 +24,7 @@ from ..core.dims import factor_dims, preferred_factor
 from ..core.errors import DesignError, InvalidPMFError
 from ..core.io import decode_attrs, open_results
 
-__all__ = ["ReportContext"]
+__all__ = ["ReportInputs"]
 
 
 def _origin_map(
@@ -39,7 +39,7 @@ def _origin_map(
 
 
 @dataclass(frozen=True, eq=False)
-class ReportContext:
+class ReportInputs:
     """The prepared input of every section: results, factor roles, options, output folder.
 
     Attributes
@@ -87,7 +87,7 @@ class ReportContext:
         country_of_origin: Mapping[str, str] | None,
         tol: float,
         human: str | Path | xr.Dataset | None = None,
-    ) -> ReportContext:
+    ) -> ReportInputs:
         """Open and check ``results`` (a file or Dataset) and decide the factor roles.
 
         Raises

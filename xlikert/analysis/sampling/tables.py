@@ -14,11 +14,10 @@ from collections.abc import Hashable, Sequence
 import pandas as pd
 import xarray as xr
 
-from ...core.dims import DECODING_DIMS, factor_dims, preferred_factor
+from ...core.dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims, preferred_factor
 from ...core.errors import DesignError
 from ...core.validate import as_pmf
 from .. import frames
-from ..keying import SUBSCALE_DIM
 from .decoding import correlation
 from .flips import DEFAULT_EFFECT_BINS
 from .moments import design_factors, standard_error
@@ -108,7 +107,7 @@ def flip_table(flips: pd.DataFrame, bins: Sequence[float] = DEFAULT_EFFECT_BINS)
 
     Examples
     --------
-    >>> from xlikert.analysis.cost import flip_probability
+    >>> from xlikert.analysis.sampling import flip_probability
     >>> from xlikert.datasets import synthetic_pmf
     >>> t = flip_table(flip_probability(synthetic_pmf({"m": 3}, n_items=3), n=[10]))
     >>> list(t.columns)
