@@ -46,7 +46,10 @@ ALLOWED: dict[str, str] = {
     "xlikert.analysis.context.conversation_consensus": "documented in docs/context.md",
     "xlikert.design.file_schema.update_readme": "the development docs' command that "
     "regenerates the design README's tables (docs/development.md)",
-    "xlikert.design.formats.option_orders": "documented in docs/formats.md",
+    "xlikert.design.option_order.option_orders": "documented in docs/formats.md",
+    "xlikert.collect.elicitation.parse_answer": "documented in docs/elicitation.md",
+    "xlikert.collect.own_words.reply_tree": "documented in docs/elicitation.md",
+    "xlikert.collect.own_words.sampler_probabilities": "documented in docs/elicitation.md",
 }
 
 

@@ -42,6 +42,7 @@ from xlikert.analysis.construct.mixture import marginal_slice as marginal_slice
 from xlikert.analysis.construct.summary import summarize as summarize
 from xlikert.analysis.construct.tables import summary_table as summary_table
 from xlikert.analysis.construct.trend import trend as trend
+from xlikert.analysis.elicitation import elicitation_validity as elicitation_validity
 from xlikert.analysis.human.counts import human_pmf_from_counts as human_pmf_from_counts
 from xlikert.analysis.human.marginal import human_marginal as human_marginal
 from xlikert.analysis.human.survey import human_composite as human_composite
@@ -77,6 +78,7 @@ __all__ = [
     "decompose",
     "dissension",
     "dissension_bounds",
+    "elicitation_validity",
     "entropy",
     "failure_rate",
     "grand_mixture",

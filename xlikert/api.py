@@ -40,6 +40,7 @@ from .analysis import (
     consensus,
     constraint,
     construct,
+    elicitation,
     human,
     keying,
     reliability,
@@ -136,6 +137,10 @@ API: tuple[Section, ...] = (
         ),
     ),
     Section(
+        "Elicitation: what the model would write",
+        (Entry(elicitation.elicitation_validity, DATASET),),
+    ),
+    Section(
         "Each item's own options",
         (Entry(support.item_support), Entry(support.item_points), Entry(support.nominal_items)),
         also=("analysis.support.support_bounds", "analysis.support.require_ordinal"),
@@ -185,6 +190,24 @@ API: tuple[Section, ...] = (
             Entry(alignment.noise_ceiling, DATASET),
         ),
         also=("analysis.nonsubstantive.nonsubstantive_alignment",),
+    ),
+    Section(
+        "Individual respondents",
+        (),
+        also=(
+            "design.respondents.respondent_personas",
+            "design.respondents.RespondentPersonas",
+            "analysis.individual.individual_scores",
+            "analysis.individual.individual_summary",
+            "analysis.individual.answer_distribution",
+            "analysis.individual.respondent_answers",
+            "analysis.ppi.prediction_powered",
+            "analysis.ppi.ppi_mean_numpy",
+        ),
+        text=(
+            "Personas from a respondent table, each person's answer scored against the "
+            "model's exact PMF, and population estimates that combine people and predictions."
+        ),
     ),
     Section("Reasoning models", (Entry(traces.trace_se),)),
     Section(
@@ -294,7 +317,7 @@ def accessor_methods(owner: Literal["DataArray", "Dataset"]) -> dict[str, Callab
     --------
     >>> from xlikert import api
     >>> sorted(set(api.accessor_methods("Dataset")) - set(api.accessor_methods("DataArray")))
-    ['failure_rate', 'human_marginal', 'noise_ceiling']
+    ['elicitation_validity', 'failure_rate', 'human_marginal', 'noise_ceiling']
     """
     if owner not in ("DataArray", "Dataset"):
         raise ValueError(f"owner must be 'DataArray' or 'Dataset', not {owner!r}")

@@ -16,12 +16,8 @@ import pytest
 import xlikert as xl
 from xlikert.core.errors import FormatError, FormatNotShownError, LabelMappingError
 from xlikert.design import experiment_from_dict
-from xlikert.design.formats import (
-    _order_name,
-    builtin_format,
-    option_orders,
-    permuted_formats,
-)
+from xlikert.design.formats import builtin_format, order_name
+from xlikert.design.option_order import option_orders, permuted_formats
 
 SYSTEM = "Response format: {anchors}. Answer with one of {answer_labels}."
 THREE = {"1": "Disagree", "2": "Neither", "3": "Agree"}
@@ -47,8 +43,8 @@ def test_rotations_and_permutations_are_every_order_once():
     assert len(every) == len(set(every)) == 24 and set(every) == set(
         itertools.permutations(range(1, 5))
     )
-    assert _order_name((3, 4, 5, 1, 2)) == "34512"
-    assert _order_name(tuple(range(10, 0, -1))) == "10-9-8-7-6-5-4-3-2-1"
+    assert order_name((3, 4, 5, 1, 2)) == "34512"
+    assert order_name(tuple(range(10, 0, -1))) == "10-9-8-7-6-5-4-3-2-1"
 
 
 def test_a_permuted_format_means_by_each_label_the_point_shown_there():

@@ -215,3 +215,19 @@ def kill_then_resume(model_dir: Path, tmp_path: Path, *extra: str, glob: str, un
             ds.attrs.pop(key)
         files.append(ds)
     return files[0], files[1], n_done, lambda: run(killed)
+
+
+def save_answering_tiny(path: Path, seed: int = 1) -> Path:
+    """A tiny model whose digit tokens are boosted, so that greedy replies write answers
+    (at the first position for some prompts, later for others)."""
+    import torch
+
+    tok = build_tokenizer()
+    model = build_model(len(tok), seed=seed)
+    ids = tok.convert_tokens_to_ids([str(y) for y in range(1, 8)])
+    with torch.no_grad():
+        model.lm_head.weight[ids] *= 1.6
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path

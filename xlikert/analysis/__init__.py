@@ -13,6 +13,10 @@
 :mod:`.human`             human respondents' PMFs from survey tables
 :mod:`.alignment`         model against humans: W1, TV, JS, representativeness, noise ceiling
 :mod:`.nonsubstantive`    "Don't know" and "Refused": human counts, model-minus-human rates
+:mod:`.individual`        one respondent at a time: each person's answer scored against the
+                          model's exact PMF (log, RPS, Brier, mode), skill over baselines
+:mod:`.ppi`               prediction-powered inference: population means and shares from
+                          answered respondents and exact per-person predictions
 :mod:`.sampling`          what a sampling study would have paid: SEs, sign flips, decoding
                           bias; its tables in ``sampling.tables`` (``xl.sampling``)
 :mod:`.traces`            Monte Carlo error of reasoning-mode PMFs over their traces

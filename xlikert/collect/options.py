@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_TEMPERATURES",
     "DEFAULT_TOP_PS",
     "DTYPES",
+    "ELICITATION_OPTIONS",
     "RUN_WIDE_OPTIONS",
     "CollectOptions",
     "check_dtype",
@@ -40,7 +41,16 @@ __all__ = [
 #: the unit of saved progress): a model entry may not set them.
 RUN_WIDE_OPTIONS = (
     "scale", "top_k", "temperatures", "top_ps", "split_space", "prefix_cache", "batch_size",
-    "chunk_size", "answer_labels", "nonsubstantive", "tol", "max_passes", "numerals",
+    "chunk_size", "answer_labels", "nonsubstantive", "tol", "max_passes", "numerals", "answer_prefix",
+    "reply_tokens", "own_words_temperature", "own_words_top_p", "own_words_tol",
+    "own_words_max_passes",
+)  # fmt: skip
+
+#: The options of the elicitation factor (:mod:`xlikert.collect.elicitation`): they enter a
+#: cell's key only where it is read by a level that uses them.
+ELICITATION_OPTIONS = (
+    "answer_prefix", "reply_tokens", "own_words_temperature", "own_words_top_p",
+    "own_words_tol", "own_words_max_passes",
 )  # fmt: skip
 
 
@@ -170,6 +180,18 @@ class CollectOptions:
         full-width, Arabic-Indic, Devanagari, ...) as that number; ``"shown"`` only in
         the scripts of the answer labels the prompt shows (the ASCII digits without a
         format). Part of every cell's key.
+    answer_prefix
+        The elicitation level ``prefix`` (:mod:`xlikert.design.elicitation`): the text
+        the model's turn starts with; the answer is read right after it.
+    reply_tokens
+        The levels ``greedy`` and ``own_words``: the most tokens of a reply (its cap).
+    own_words_temperature, own_words_top_p
+        The level ``own_words``: the sampler whose first written answer is measured.
+    own_words_tol, own_words_max_passes
+        The level ``own_words``: the certified error asked of every cell
+        (``|returned - exact| <= tol`` for ``pmf``, ``valid_mass`` and
+        ``no_answer_mass``; 0: every reply prefix read) and the forward passes one cell
+        may spend; the bound reached is stored, never a smaller one.
 
     Raises
     ------
@@ -203,6 +225,12 @@ class CollectOptions:
     tol: float = 0.0
     max_passes: int = 10_000
     numerals: str = "any"
+    answer_prefix: str = "My answer is"
+    reply_tokens: int = 32
+    own_words_temperature: float = 1.0
+    own_words_top_p: float = 1.0
+    own_words_tol: float = 1e-3
+    own_words_max_passes: int = 256
 
     def __post_init__(self) -> None:
         self._validate("")
@@ -259,6 +287,59 @@ class CollectOptions:
             raise _fail(
                 where, f"numerals must be one of {list(NUMERAL_MODES)}, got {self.numerals!r}"
             )
+        self._validate_elicitation(where, put)
+
+    def _validate_elicitation(self, where: str, put) -> None:
+        """The options of the elicitation factor."""
+        if not isinstance(self.answer_prefix, str) or not self.answer_prefix.strip():
+            raise _fail(
+                where, f"answer_prefix must be a non-empty text, got {self.answer_prefix!r}"
+            )
+        for name in ("reply_tokens", "own_words_max_passes"):
+            v = getattr(self, name)
+            if not (_is_int(v) and v >= 1):
+                raise _fail(where, f"{name} must be an integer >= 1, got {v!r}")
+            put(name, int(v))
+        t, p, tol = self.own_words_temperature, self.own_words_top_p, self.own_words_tol
+        if not (_is_real(t) and math.isfinite(t) and t > 0):
+            raise _fail(where, f"own_words_temperature must be a finite number > 0, got {t!r}")
+        if not (_is_real(p) and 0 < p <= 1):
+            raise _fail(where, f"own_words_top_p must be a number in (0, 1], got {p!r}")
+        if not (_is_real(tol) and math.isfinite(tol) and tol >= 0):
+            raise _fail(
+                where, f"own_words_tol must be a finite number >= 0 (0: exact), got {tol!r}"
+            )
+        put("own_words_temperature", float(t))
+        put("own_words_top_p", float(p))
+        put("own_words_tol", float(tol))
+
+    def elicitation_settings(self, level: str) -> dict[str, Any]:
+        """The options an elicitation level reads (what enters its cells' keys).
+
+        Parameters
+        ----------
+        level : str
+            An elicitation level (:data:`xlikert.design.elicitation.ELICITATIONS`).
+
+        Returns
+        -------
+        dict of str to Any
+            The option names and values the level reads (none for ``first_token``).
+
+        Examples
+        --------
+        >>> CollectOptions().elicitation_settings("greedy")
+        {'reply_tokens': 32}
+        >>> CollectOptions().elicitation_settings("first_token")
+        {}
+        """
+        if level == "prefix":
+            return {"answer_prefix": self.answer_prefix}
+        if level == "greedy":
+            return {"reply_tokens": self.reply_tokens}
+        if level == "own_words":
+            return {k: getattr(self, k) for k in ELICITATION_OPTIONS if k != "answer_prefix"}
+        return {}
 
     def _checked_labels(self, where: str) -> tuple[str, ...]:
         """The answer labels: distinct non-empty strings, one per scale value and option,
@@ -398,7 +479,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, answer_prefix, reply_tokens, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):

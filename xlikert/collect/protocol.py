@@ -70,6 +70,7 @@ __all__ = [
     "CellInputs",
     "ContextReader",
     "ConversationModel",
+    "ElicitingModel",
     "Model",
     "backend_module",
     "backend_of",
@@ -359,6 +360,25 @@ class ConversationModel(Model, Protocol):
 
     def context_reader(self, session: str) -> ContextReader:
         """A reader for one conversation tree; ``session`` names it (vLLM: its cache salt)."""
+        ...
+
+
+@runtime_checkable
+class ElicitingModel(ConversationModel, Protocol):
+    """A :class:`ConversationModel` that also writes replies: the elicitation levels
+    ``greedy`` and ``own_words`` (:mod:`xlikert.collect.elicitation`).
+
+    The transformers backend is; the others refuse those levels by name before
+    anything runs (:func:`xlikert.collect.elicitation.check_elicitation_backends`).
+    """
+
+    #: Token ids that end the model's turn (:data:`~.backends.inprocess.END_OF_TURN_RULE`).
+    end_of_turn: frozenset[int]
+
+    def greedy_reply(self, ids: Sequence[int], max_new_tokens: int) -> tuple[list[int], str]:
+        """The greedy reply after the token ids ``ids``: at each step the token of largest
+        logit, up to ``max_new_tokens`` tokens; the reply's ids (an ending end-of-turn token
+        left out) and how it ended (``"eos"`` or ``"length"``)."""
         ...
 
 

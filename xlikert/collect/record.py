@@ -256,6 +256,7 @@ def assemble(
     shard: tuple[int, int] | None = None,
     cells: Mapping[str, np.ndarray] | None = None,
     context: bool = False,
+    elicitation: bool = False,
 ) -> xr.Dataset:
     """Scatter the units of every model into the results Dataset (the results schema).
 
@@ -286,6 +287,9 @@ def assemble(
         The run administers some cells sequentially: adds
         :data:`~xlikert.core.schema.CONTEXT_VARIABLES` (``history`` as long as the most
         histories any item read; ``other_item`` the item dim).
+    elicitation
+        The run has an elicitation factor: adds
+        :data:`~xlikert.core.schema.ELICITATION_VARIABLES`.
     """
     M, ncell = len(model_names), int(np.prod(user.shape))
     bounded = any(r.bounded for _, r in units)
@@ -296,6 +300,7 @@ def assemble(
     table = variable_table(
         bounded=bounded, traces=n_traces, context=context,
         nonsubstantive=sizes.get("option", 0) > 0, scripts=sizes.get("script", 0) > 0,
+        elicitation=elicitation,
     )  # fmt: skip
     flat = {k: v.full(_shape(v, M * ncell, sizes)) for k, v in table.items()}
     computed = np.zeros(M * ncell, dtype=bool)

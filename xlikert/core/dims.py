@@ -161,6 +161,7 @@ AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
         "history": "answer histories of a conversation's history tree (sequential administration)",
         "option": "non-substantive answer options (Don't know, Refused) of nonsubstantive_mass",
         "script": "decimal numeral scripts (ascii, fullwidth, arabic-indic, ...) of script_mass",
+        "baseline": "baselines of the individual skill scores (population, group persona, uniform)",
     }
 )
 
@@ -200,6 +201,26 @@ ANALYSIS_VARIABLES: tuple[str, ...] = (
     "joint",
     "inter_item_correlation",
     "carry_over",
+    "answer_probability",
+    "answer_score",
+    "answer_option",
+    "human_estimate",
+    "human_se",
+    "human_lower",
+    "human_upper",
+    "effective_n",
+    "ppi_lambda",
+    "log_score",
+    "rps",
+    "brier",
+    "mode_correct",
+    "skill",
+    "skill_se",
+    "baseline_estimate",
+    "retest_agreement",
+    "retest_agreement_se",
+    "normalized_accuracy",
+    "normalized_accuracy_se",
 )
 #: Variables of a human PMF Dataset beside ``pmf`` (:func:`xlikert.human_pmf`).
 HUMAN_VARIABLES: tuple[str, ...] = (

@@ -51,6 +51,7 @@ __all__ = [
     "BOUND_VARIABLES",
     "CELL_VARIABLES",
     "CONTEXT_VARIABLES",
+    "ELICITATION_VARIABLES",
     "ITEM_OPTIONS",
     "NONSUBSTANTIVE_BOUND_VARIABLES",
     "NONSUBSTANTIVE_VARIABLES",
@@ -296,6 +297,39 @@ CONTEXT_VARIABLES: dict[str, Variable] = {
         "mass given the history (its failure mass is 1 - this)"}),
 }  # fmt: skip
 
+_ELI = "; fill where the cell's elicitation level is not {}"
+
+#: Variables of the elicitation factor (:mod:`xlikert.design.elicitation`): the greedy
+#: reply and the answer it writes, the own-words reading's "no answer" mass and bound.
+ELICITATION_VARIABLES: dict[str, Variable] = {
+    "reply_text": Variable((), "", {"description": "the model's greedy reply up to "
+        "reply_tokens tokens (an ending end-of-turn token left out)" + _ELI.format("greedy")}),
+    "reply_token_ids": Variable((), "", {"description": "the reply's token ids, compressed "
+        "like prompt_token_ids" + _ELI.format("greedy")}),
+    "reply_end": Variable((), "", {"description": "how the reply ended: 'eos' (an "
+        "end-of-turn token) or 'length' (reply_tokens reached)" + _ELI.format("greedy")}),
+    "reply_answered": Variable((), -1, {"description": "1 where the reply writes an answer "
+        "(answer_parse_rule), 0 where it writes none (pmf and valid_mass then NaN); -1 where "
+        "the cell's elicitation level is not greedy"}, "int64"),
+    "reply_answer": Variable((), _NAN, {"description": "the score the reply writes "
+        "(answer_parse_rule); NaN where it writes none" + _ELI.format("greedy")}),
+    "reply_answer_position": Variable((), -1, {"description": "0-based position in the reply "
+        "of the answer token: pmf is read after the prompt and the reply's tokens before it "
+        "(prompt_token_ids); -1 where none or not greedy"}, "int64"),
+    "no_answer_mass": Variable((), _NAN, {"description": "probability that the sampled reply "
+        "writes no answer (ends, or reaches reply_tokens, without one); pmf is the first "
+        "answer's distribution given one is written, valid_mass the probability of one"
+        + _ELI.format("own_words")}),
+    "elicitation_error": Variable((), _NAN, {"description": "certified bound on |pmf - exact|, "
+        "|valid_mass - exact| and |no_answer_mass - exact| (0: every reply prefix read, exact)"
+        + _ELI.format("own_words")}),
+    "elicitation_passes": Variable((), -1, {"description": "forward passes the cell's reply "
+        "tree spent (reply prefixes read); -1 where not own_words"}, "int64"),
+    "elicitation_tol_met": Variable((), -1, {"description": "1 where the certified error met "
+        "own_words_tol within own_words_max_passes, 0 where the budget was spent first (the "
+        "bound reached is stored); -1 where not own_words"}, "int64"),
+}  # fmt: skip
+
 #: The variables that carry Monte Carlo error in a reasoning file (for the models in
 #: reasoning mode); everything else is exact given the traces.
 SAMPLED_VARIABLES = (
@@ -427,6 +461,7 @@ RESULT_VARIABLES: tuple[str, ...] = (
     *ITEM_OPTIONS,
     *CELL_VARIABLES,
     *CONTEXT_VARIABLES,
+    *ELICITATION_VARIABLES,
     "reverse_keyed",
 )
 
@@ -438,6 +473,7 @@ def variable_table(
     context: bool = False,
     nonsubstantive: bool = False,
     scripts: bool = False,
+    elicitation: bool = False,
 ) -> dict[str, Variable]:
     """The variables of one unit or results file, by name.
 
@@ -464,6 +500,9 @@ def variable_table(
     scripts : bool, default False
         Whether the run has a ``script`` axis: adds :data:`SCRIPT_VARIABLES`
         (``script_mass``).
+    elicitation : bool, default False
+        Whether the run has an elicitation factor: adds :data:`ELICITATION_VARIABLES`
+        (the greedy reply and its answer, the own-words "no answer" mass and bound).
 
     Returns
     -------
@@ -485,6 +524,7 @@ def variable_table(
         **(SCRIPT_VARIABLES if scripts else {}),
         **(TRACE_VARIABLES if traces else {}),
         **(CONTEXT_VARIABLES if context else {}),
+        **(ELICITATION_VARIABLES if elicitation else {}),
     }
 
 

@@ -49,7 +49,10 @@ RESERVED = frozenset(
     {*CORE_DIMS, MODEL_DIM, "system", "user", "reverse_keyed", "subscale", "nominal",
      *SCALE_FIELDS}
 )  # fmt: skip
-KINDS = ("lexicon", "framing", "free", "format", "administration", "item_order", "language")
+KINDS = (
+    "lexicon", "framing", "free", "format", "administration", "item_order", "elicitation",
+    "respondent", "language",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -386,12 +389,22 @@ class FactorSpec(_Table):
     toml: ClassVar[str] = "[factors.<name>]"
 
     kind: (
-        Literal["lexicon", "framing", "free", "format", "administration", "item_order", "language"]
+        Literal[
+            "lexicon",
+            "framing",
+            "free",
+            "format",
+            "administration",
+            "item_order",
+            "elicitation",
+            "respondent",
+            "language",
+        ]
         | None
     ) = None
-    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`) `item_order` (the order of the items in a sequential conversation) or `language` (levels: the instrument's language and its translations; default: `administration` for a factor of that name, else inferred from the instrument's factor names)."""
+    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`), `item_order` (the order of the items in a sequential conversation), `elicitation` (how the answer is read: levels `first_token`, `prefix`, `greedy`, `own_words`; the factor must be named `elicitation`), `respondent` (a free factor with one level per person of a survey table, `xlikert.design.respondent_personas`: two people may share a persona) or `language` (levels: the instrument's language and its translations; default: `administration` or `elicitation` for a factor of that name, else inferred from the instrument's factor names)."""
     levels: Levels | None = None
-    """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`; administration: both; item_order: `as_listed`, `reversed`, `rotation<k>`, `latin_square`, or a table of level -> the item ids in the order asked, space-separated)."""
+    """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`; administration: both; elicitation: a list, default `first_token`, `prefix`, `greedy`; item_order: `as_listed`, `reversed`, `rotation<k>`, `latin_square`, or a table of level -> the item ids in the order asked, space-separated)."""
     description: str = ""
     """What the factor varies."""
     permute: Literal["rotations", "all"] | None = None

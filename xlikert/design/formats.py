@@ -5,7 +5,7 @@ A response format (a level of a factor of kind ``format``) says
 * the **order** of the scale points as shown: ``ascending`` (the instrument's
   lowest score first), ``reversed`` (highest first), or any permutation, given
   as the ranks of the points in the order shown (``(3, 4, 5, 1, 2)``: the third
-  lowest point first); :func:`option_orders` makes every cyclic rotation or
+  lowest point first); :func:`~xlikert.design.option_order.option_orders` makes every cyclic rotation or
   every permutation, up to a cap;
 * which points carry their text in ``{anchors}``: ``instrument`` (the points
   the instrument labels), ``ends`` (the two ends), ``every`` (every point) or
@@ -39,6 +39,7 @@ Examples
 '1=Strongly agree, 7=Strongly disagree'
 >>> builtin_format("letters", n_points=3).labels_by_score(1, 3)
 {1: 'A', 2: 'B', 3: 'C'}
+>>> from xlikert.design.option_order import permuted_formats
 >>> rotated = permuted_formats(builtin_format("labelled"), 3, "rotations")
 >>> list(rotated)
 ['123', '231', '312']
@@ -48,8 +49,6 @@ Examples
 
 from __future__ import annotations
 
-import itertools
-import math
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -67,14 +66,13 @@ __all__ = [
     "ResponseFormat",
     "builtin_format",
     "letters",
-    "option_orders",
-    "permuted_formats",
+    "order_name",
 ]
 
 ORDERS = ("ascending", "reversed")
 #: The generated option orders: every cyclic rotation, or every permutation, of the points.
 PERMUTE = ("rotations", "all")
-#: The most levels :func:`option_orders` makes unless told otherwise (every order of 5 points).
+#: The most levels :func:`~xlikert.design.option_order.option_orders` makes unless told otherwise (every order of 5 points).
 DEFAULT_MAX_LEVELS = 120
 STYLES = ("instrument", "ends", "every", "numbers")
 #: The scale placeholders that show the answer labels: a format factor needs one of them.
@@ -328,7 +326,7 @@ class ResponseFormat:
         if untold and self.permuted(lo, hi):
             raise LabelMappingError(
                 f"format {self.name!r} shows the points in the order "
-                f"{_order_name(self.shown_ranks(lo, hi))}, which only the points' texts tell, "
+                f"{order_name(self.shown_ranks(lo, hi))}, which only the points' texts tell, "
                 f"but the style {self.anchors!r} gives no text for the score(s) {untold}; "
                 "use anchors = 'every' (base 'labelled')"
             )
@@ -439,7 +437,7 @@ class ResponseFormat:
         >>> builtin_format("letters", n_points=5).describe()
         'ascending, instrument labelled, answer labels ABCDE'
         """
-        order = self.order if isinstance(self.order, str) else "shown " + _order_name(self.order)
+        order = self.order if isinstance(self.order, str) else "shown " + order_name(self.order)
         labels = (
             "digits"
             if self.labels is None
@@ -570,100 +568,13 @@ def _order(value: Any) -> Literal["ascending", "reversed"] | tuple[int, ...]:
         ) from None
 
 
-def _order_name(ranks: Sequence[int]) -> str:
+def order_name(ranks: Sequence[int]) -> str:
     """The level label of an order: its ranks, run together (``"34512"``; with ``-``
     between them from 10 points up).
 
     Examples
     --------
-    >>> _order_name((3, 4, 5, 1, 2))
+    >>> order_name((3, 4, 5, 1, 2))
     '34512'
     """
     return ("" if len(ranks) < 10 else "-").join(str(r) for r in ranks)
-
-
-def option_orders(
-    n_points: int, permute: str, max_levels: int = DEFAULT_MAX_LEVELS
-) -> list[tuple[int, ...]]:
-    """Every cyclic rotation, or every permutation, of the ranks ``1 .. n_points``.
-
-    Parameters
-    ----------
-    n_points
-        The number of points of the scale.
-    permute
-        ``"rotations"`` (``n_points`` orders, the ascending one first) or ``"all"``
-        (``n_points!`` orders, in lexicographic order).
-    max_levels
-        The most orders to make.
-
-    Returns
-    -------
-    list of tuple of int
-        The orders, each the ranks of the points as shown.
-
-    Raises
-    ------
-    FormatError
-        An unknown ``permute``, or more orders than ``max_levels``, naming the count.
-
-    Examples
-    --------
-    >>> option_orders(3, "rotations")
-    [(1, 2, 3), (2, 3, 1), (3, 1, 2)]
-    >>> len(option_orders(5, "all"))
-    120
-    """
-    if permute not in PERMUTE:
-        raise FormatError(f"permute must be one of {PERMUTE}, got {permute!r}")
-    count = n_points if permute == "rotations" else math.factorial(n_points)
-    if count > max_levels:
-        raise FormatError(
-            f"permute = {permute!r} on {n_points} points makes {count} levels, above the cap "
-            f"max_levels = {max_levels}: raise max_levels (each level is a forward pass per "
-            "condition and item) or permute fewer orders"
-        )
-    ranks = tuple(range(1, n_points + 1))
-    if permute == "rotations":
-        return [ranks[k:] + ranks[:k] for k in range(n_points)]
-    return list(itertools.permutations(ranks))
-
-
-def permuted_formats(
-    base: ResponseFormat, n_points: int, permute: str, max_levels: int = DEFAULT_MAX_LEVELS
-) -> dict[str, ResponseFormat]:
-    """The format ``base`` shown in every order :func:`option_orders` makes.
-
-    Parameters
-    ----------
-    base
-        The format whose points are permuted (its labels keep their places).
-    n_points
-        The number of points of the scale.
-    permute
-        ``"rotations"`` or ``"all"``.
-    max_levels
-        The most levels to make.
-
-    Returns
-    -------
-    dict of str to ResponseFormat
-        Level label (:func:`_order_name`) -> format, in the order of :func:`option_orders`.
-
-    Raises
-    ------
-    FormatError
-        As :func:`option_orders`.
-
-    Examples
-    --------
-    >>> fmts = permuted_formats(builtin_format("labelled"), 3, "all")
-    >>> [f.labels_by_score(1, 3)[1] for f in fmts.values()]
-    ['1', '1', '2', '3', '2', '3']
-    """
-    out = {}
-    for order in option_orders(n_points, permute, max_levels):
-        name = _order_name(order)
-        what = f"{base.name} with the points shown in the order {name}"
-        out[name] = replace(base, name=name, order=order, description=what)
-    return out

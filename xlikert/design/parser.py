@@ -25,6 +25,7 @@ from ..core.errors import (
     FormatNotShownError,
     LabelMappingError,
 )
+from .elicitation import ELICITATION_DIM, check_elicitation_levels
 from .experiment import Experiment, Factor
 from .file_schema import (
     RESERVED,
@@ -41,7 +42,6 @@ from .formats import (
     ResponseFormat,
     builtin_format,
     format_from_table,
-    permuted_formats,
 )
 from .instrument import (
     Instrument,
@@ -54,6 +54,7 @@ from .instrument import (
     scale_from_spec,
 )
 from .item_order import ADMINISTRATIONS, item_orders
+from .option_order import permuted_formats
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Scale
 from .template import Template, TemplateSyntaxError
@@ -355,6 +356,8 @@ def _parse_factors(
         if spec.kind == "language"
         else _parse_format(p, name, spec, scales)
         if spec.kind == "format"
+        else _parse_elicitation(p, name, spec)
+        if spec.kind == "elicitation" or (spec.kind is None and name == ELICITATION_DIM)
         else _parse_context(p, name, spec, items)
         if spec.kind in ("administration", "item_order") or name == ADMINISTRATION_DIM
         else _parse_factor(p, inst, name, spec)
@@ -438,6 +441,26 @@ def _parse_context(
                   orders={lv: tuple(o) for lv, o in orders.items()})  # fmt: skip
 
 
+def _parse_elicitation(p: Problems, name: str, spec: FactorSpec) -> Factor | None:
+    """A factor of kind ``elicitation`` (:mod:`.elicitation`): how the answer is read."""
+    where = f"factor {name!r}"
+    if name != ELICITATION_DIM:
+        p.add(where, f"a factor of kind 'elicitation' must be named {ELICITATION_DIM!r}")
+        return None
+    raw = spec.levels
+    if isinstance(raw, dict):
+        p.add(where, f"levels must be a list of names (an array), got {raw}")
+        return None
+    try:
+        levels = check_elicitation_levels(
+            ["first_token", "prefix", "greedy"] if raw is None else list(raw)
+        )
+    except DesignError as exc:
+        p.add(where, str(exc))
+        return None
+    return Factor(name, "elicitation", levels, {lv: {} for lv in levels}, {}, spec.description)
+
+
 def _check_context(p: Problems, factors: list[Factor]) -> None:
     """An item order needs sequential administration and nothing isolated (it would change no
     prompt); one of each kind."""
@@ -470,7 +493,7 @@ def _parse_factor(p: Problems, inst: Instrument, name: str, spec: FactorSpec) ->
         p.add(where, f"field(s) {given} are for factors of kind 'format', this one is {kind!r}")
         return None
     raw = spec.levels
-    if raw is None and kind == "free":
+    if raw is None and kind in ("free", "respondent"):
         p.add(where, "field 'levels' is missing (a free factor needs its levels)")
         return None
     if raw is None:
@@ -872,7 +895,7 @@ def _check_factors_change_prompts(
     """
     used = {ph for t in templates for ph in t.fields}
     for f in factors:
-        if f.kind in ("format", "administration", "item_order", "language"):
+        if f.kind in ("format", "administration", "item_order", "elicitation", "language"):
             continue  # how the answer is read, the conversation, or every text
         fields = [k for k in f.fields if k in used]
         if not fields and f.kind != "framing":
@@ -885,6 +908,8 @@ def _check_factors_change_prompts(
                 "with identical prompts and a zero effect; use it in a template or drop it",
             )
             continue
+        if f.kind == "respondent":
+            continue  # its levels are people, not conditions: two may share a background
         first: dict[tuple, str] = {}
         for level in f.levels:
             key = (f.systems.get(level), *(f.bindings[level].get(k) for k in fields))

@@ -55,6 +55,7 @@ from .sections import (
     construct_section,
     context_section,
     design_section,
+    elicitation_section,
     format_section,
     human_alignment_section,
     languages_section,
@@ -71,6 +72,7 @@ __all__ = ["SECTIONS", "tables", "write_report"]
 SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
     design_section,
     constraint_section,
+    elicitation_section,
     consensus_section,
     construct_section,
     format_section,

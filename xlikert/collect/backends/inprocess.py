@@ -198,6 +198,12 @@ class InProcessModel:
             self.format = reasoning_format(tokenizer, reasoning, self.name)
             self.stop_ids = _end_of_turn_ids(tokenizer, model_config, generation_config)
 
+    @staticmethod
+    def _turn_end_ids(tokenizer: Any, model_config: Any, generation_config: Any) -> frozenset[int]:
+        """The token ids that end the model's turn (:data:`END_OF_TURN_RULE`): what a reply
+        stops at (the elicitation levels ``greedy`` and ``own_words``)."""
+        return frozenset(_end_of_turn_ids(tokenizer, model_config, generation_config))
+
     # ------------------------------------------------------------------ answer labels
     def relabel(self, labels: tuple[str, ...] | None) -> None:
         """Read the answers of the next units with these answer labels (a response format).

@@ -24,6 +24,7 @@ import xarray as xr
 from ...core.dims import MODEL_DIM, check_factor_name
 from ...core.errors import CollectionError
 from ..context.administration import Conversations
+from ..elicitation import Elicitations, check_elicitation_backends
 from ..layout import cell_labels, option_axis
 from ..options import CollectOptions
 from ..protocol import backend_module, backend_of
@@ -55,6 +56,9 @@ class CheckedRun:
     context
         The sequential conditions (:class:`~xlikert.collect.context.administration.Conversations`),
         or None.
+    elicitations
+        Each cell's elicitation level (:class:`~xlikert.collect.elicitation.Elicitations`),
+        or None (no elicitation factor).
     shard
         ``(i, n)``: this run computes part i of n; None: the whole run.
     output
@@ -71,6 +75,7 @@ class CheckedRun:
     options: CollectOptions
     labels: list[tuple[str, ...] | None] | None
     context: Conversations | None
+    elicitations: Elicitations | None
     shard: tuple[int, int] | None
     output: Path | None
     reuse: list[Path]
@@ -103,12 +108,22 @@ def check_run(
     if context is not None:
         _check_sequential_backends(entries)
         _check_sequential_items(prompts, context)
+    elicitations = Elicitations.of(user)
+    if elicitations is not None:
+        check_elicitation_backends(entries, elicitations, run_options)
+        if context is not None and elicitations.used != ["first_token"]:
+            raise CollectionError(
+                "sequential administration reads the first token after every answer history; "
+                f"it does not combine with the elicitation levels {elicitations.used[1:]} yet: "
+                "give administration = ['isolated'] or elicitation = ['first_token']"
+            )
     shard_ = parse_shard(shard)
     checked = [backend_module(spec).check(spec, run_options) for spec in entries]
     out = _check_output(output)
     return CheckedRun(
         prompts=prompts, system=system, user=user, models=entries, checked=checked,
-        options=run_options, labels=labels, context=context, shard=shard_, output=out,
+        options=run_options, labels=labels, context=context, elicitations=elicitations,
+        shard=shard_, output=out,
         reuse=_check_reuse(reuse, out),
     )  # fmt: skip
 

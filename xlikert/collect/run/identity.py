@@ -165,6 +165,10 @@ class RunKeys:
         sequentially administered cell's key hashes what its conversation sent
         (every item's token ids, in order), its position and the reading's
         ``tol`` and ``max_passes`` (:data:`SEQUENTIAL_KEY`).
+    level
+        ``cell -> its elicitation level`` (None: every cell ``first_token``); a cell of
+        another level hashes its level and the settings it reads with its prompt's ids
+        (:func:`~xlikert.collect.elicitation.elicitation_sent`).
     """
 
     def __init__(
@@ -174,10 +178,12 @@ class RunKeys:
         prompts: Callable[[Sequence[int]], list[tuple[str, str]]],
         labels: Callable[[int], tuple[str, ...]],
         battery: Callable[[int], Sequence[int] | None] | None = None,
+        level: Callable[[int], str] | None = None,
     ):
         self.models, self.options = list(models), options
         self.prompts, self.labels = prompts, labels
         self.battery = battery
+        self.level = level
         self._inputs: dict[int, CellInputs | None] = {}
         self._keys: dict[int, dict[int, str]] = {}
 
@@ -217,6 +223,10 @@ class RunKeys:
                 items = [_plain(x) for x in inputs.sent(self.prompts(battery))]
                 sent[n] = {SEQUENTIAL_KEY: {"items": items, "position": list(battery).index(j),
                            "tol": self.options.tol, "max_passes": self.options.max_passes}}  # fmt: skip
+            elif self.level is not None and self.level(j) != "first_token":
+                from ..elicitation import elicitation_sent
+
+                sent[n] = elicitation_sent(self.level(j), sent[n], self.options)
         return sent
 
     def predict(self, mi: int, cells: Sequence[int]) -> dict[int, str]:
@@ -245,7 +255,12 @@ class RunKeys:
         ids = [str(x) for x in result.data["prompt_token_ids"]]
         # the ids the engine read; for a server or a conversation, what was sent is a
         # function of the prompts
-        sent = [decode_token_ids(x) for x in ids] if all(ids) else self._sent(inputs, cells)
+        elicited = self.level is not None and any(self.level(j) != "first_token" for j in cells)
+        sent = (
+            [decode_token_ids(x) for x in ids]
+            if all(ids) and not elicited
+            else self._sent(inputs, cells)
+        )
         keys = self._keys_of(mi, cells, sent)
         known = self._keys.setdefault(mi, {})
         bad = [n for n, (j, k) in enumerate(zip(cells, keys, strict=True)) if known.get(j, k) != k]

@@ -25,6 +25,7 @@ from ...core.schema import (
     BOUND_VARIABLES,
     CELL_VARIABLES,
     CONTEXT_VARIABLES,
+    ELICITATION_VARIABLES,
     NONSUBSTANTIVE_BOUND_VARIABLES,
     NONSUBSTANTIVE_VARIABLES,
     SCRIPT_VARIABLES,
@@ -264,6 +265,7 @@ def merge_shards(
     optional = (
         *BOUND_VARIABLES, *NONSUBSTANTIVE_VARIABLES, *NONSUBSTANTIVE_BOUND_VARIABLES,
         *SCRIPT_VARIABLES, *TRACE_VARIABLES, *CELL_VARIABLES, *CONTEXT_VARIABLES,
+        *ELICITATION_VARIABLES,
     )  # fmt: skip
     names = [*VARIABLES, *(v for v in optional if v in out)]
     for ds in parts[1:]:

@@ -251,9 +251,10 @@ class Reuse:
         return None
 
     def units(
-        self, traces: Sequence[int], sizes: Mapping[str, int]
+        self, traces: Sequence[int], sizes: Mapping[str, int], *, elicitation: bool = False
     ) -> list[tuple[int, UnitResult]]:
-        """The found cells as :class:`UnitResult` rows, one per (model, source, mode)."""
+        """The found cells as :class:`UnitResult` rows, one per (model, source, mode)
+        (``elicitation``: with :data:`~xlikert.core.schema.ELICITATION_VARIABLES`)."""
         groups: dict[tuple[int, int, str], list[tuple[int, Any]]] = {}
         for (mi, j), (si, row) in self.found.items():
             groups.setdefault((mi, si, self.sources[si].mode(row)), []).append((j, row))
@@ -261,7 +262,8 @@ class Reuse:
         for (mi, si, mode), cells in groups.items():
             table = variable_table(bounded=mode == "topk", traces=traces[mi],
                                    nonsubstantive=sizes.get("option", 0) > 0,
-                                   scripts=sizes.get("script", 0) > 0)  # fmt: skip
+                                   scripts=sizes.get("script", 0) > 0,
+                                   elicitation=elicitation)  # fmt: skip
             got = self.sources[si].take([row for _, row in cells], list(table))
             n, data = len(cells), {}
             for name, var in table.items():

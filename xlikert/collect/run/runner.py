@@ -74,7 +74,10 @@ class Plan:
         #: Each cell's answer labels (a response format, the item's own options; see
         #: :func:`~xlikert.collect.layout.cell_labels`), None: the run's options.
         self.labels = run.labels
-        groups = _groups(self.sys_flat, run.labels, context.where if context is not None else {})
+        #: Each cell's elicitation level (:class:`~..elicitation.Elicitations`), or None.
+        self.elicitations = run.elicitations
+        groups = _groups(self.sys_flat, run.labels, context.where if context is not None else {},
+                         self.level_of)  # fmt: skip
         # a conversation (a sequential condition, its cells in the order asked) is one unit
         batteries = context.batteries if context is not None else []
         #: Every model's cells in the order its units take them (a cell's first twin owns it).
@@ -89,9 +92,16 @@ class Plan:
         #: Traces per prompt of each model (0: not in reasoning mode).
         self.traces = [int((p.get("reasoning") or {}).get("traces", 0)) for p in self.public]
         opts = _fingerprinted(options, run.labels, batteries)
+        if run.elicitations is not None and run.elicitations.used != ["first_token"]:
+            opts["elicitation"] = {lv: options.elicitation_settings(lv)
+                                   for lv in run.elicitations.used}  # fmt: skip
         self.fingerprint = _hash(run, {**opts, "shard": run.shard})
         #: The same for every shard of one run (and equal to the unsharded run's fingerprint).
         self.run_fingerprint = _hash(run, {**opts, "shard": None})
+
+    def level_of(self, cell: int) -> str:
+        """The elicitation level of a cell (``first_token`` without the factor)."""
+        return "first_token" if self.elicitations is None else self.elicitations.level(cell)
 
     def labels_of(self, cells: Sequence[int]) -> tuple[str, ...] | None:
         """The answer labels of a unit's cells (they share them)."""
@@ -131,14 +141,17 @@ class Plan:
 
 
 def _groups(
-    sys_flat: Sequence[str], labels: Sequence[Any] | None, sequential: Any
-) -> list[list[int]]:
-    """The isolated cells grouped by system prompt and (with a format factor) answer labels:
-    a unit's cells share both."""
-    groups: dict[tuple[Any, str], list[int]] = {}
+    sys_flat: Sequence[str], labels: Sequence[Any] | None, sequential: Any,
+    level: Callable[[int], str] | None = None,
+) -> list[list[int]]:  # fmt: skip
+    """The isolated cells grouped by system prompt, (with a format factor) answer labels
+    and (with an elicitation factor) how the answer is read: a unit's cells share them."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
     for j, s in enumerate(sys_flat):
         if j not in sequential:
-            groups.setdefault((labels[j] if labels else None, s), []).append(j)
+            key: tuple[Any, ...] = (labels[j] if labels else None, s)
+            how = "first_token" if level is None else level(j)
+            groups.setdefault(key if how == "first_token" else (*key, how), []).append(j)
     return list(groups.values())
 
 
@@ -369,7 +382,8 @@ def _run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
     inputs, the cells' answer labels as the plan reads them, and each sequential cell's
     conversation."""
     battery = plan.context.battery_of if plan.context is not None else None
-    return RunKeys(run.models, run.options, plan.prompts, plan.key_labels, battery)
+    level = plan.level_of if plan.elicitations is not None else None
+    return RunKeys(run.models, run.options, plan.prompts, plan.key_labels, battery, level)
 
 
 def _reuse_sources(

@@ -31,6 +31,7 @@ from ..._version import __version__
 from ...core.errors import CollectionError, XlikertError
 from ...core.io import encode_attrs
 from ..context.administration import ITEM_POSITION, context_attrs, score_battery
+from ..elicitation import elicitation_attrs, score_elicited
 from ..options import CollectOptions
 from ..protocol import Model, backend_module
 from ..record import UnitResult, assemble
@@ -332,8 +333,15 @@ class Session:
     def _score(self, model: Model, cells: list[int]) -> UnitResult:
         """Score one unit: its prompts, or its conversation (a sequential condition)."""
         plan, options = self.plan, self.options
+        level = plan.level_of(cells[0])
+        if level != "first_token":
+            r = score_elicited(model, plan.prompts(cells), level, options)
+            return r
         if plan.context is None or plan.context.battery_of(cells[0]) is None:
-            return model.score(plan.prompts(cells))
+            r = model.score(plan.prompts(cells))
+            if plan.elicitations is not None:  # the file has the elicitation variables
+                r = _with_elicitation_fill(r)
+            return r
         items = np.asarray(self.user["item"].values).astype(str)
         where = [j % self.user.sizes["item"] for j in cells]
         return score_battery(
@@ -362,7 +370,8 @@ class Session:
         plan, options = self.plan, self.options
         units = [(mi, r) for (mi, _), r in sorted(self.done.items())]
         computed = sum(len(r.cells) for _, r in units)
-        units += self.reuse.units(plan.traces, options.sizes)
+        elicited = plan.elicitations is not None
+        units += self.reuse.units(plan.traces, options.sizes, elicitation=elicited)
         twins = self._twin_units(units)
         units += twins
         ncell = int(np.prod(self.user.shape))
@@ -378,8 +387,10 @@ class Session:
             self.prompts, self.user, [m["name"] for m in self.models],
             {**options.sizes, "trace": max(plan.traces)}, options.coords, units, self.infos,
             shard=plan.shard, cells={"cell_key": keys, "reused_from": origin},
-            context=plan.context is not None,
+            context=plan.context is not None, elicitation=elicited,
         )  # fmt: skip
+        if elicited:
+            ds.attrs.update(elicitation_attrs(options, plan.elicitations))
         if plan.context is not None:
             ds.attrs.update(context_attrs(options))
             if ITEM_POSITION in self.prompts:  # each item-order level's positions
@@ -426,6 +437,17 @@ class Session:
             data = {k: np.asarray(v)[rows] for k, v in r.data.items()}
             out.append((mi, UnitResult(data, r.mode, np.asarray([j for j, _ in pairs]))))
         return out
+
+
+def _with_elicitation_fill(r: UnitResult) -> UnitResult:
+    """A first-token unit of a run with an elicitation factor: its elicitation variables at
+    their fill values (saved with the unit, so a resumed run holds the same)."""
+    from ...core.schema import ELICITATION_VARIABLES
+
+    n = len(r.data["pmf"])
+    for name, var in ELICITATION_VARIABLES.items():
+        r.data.setdefault(name, var.full((n,)))
+    return r
 
 
 def _with_labels(model, labels, spec, loader, options: CollectOptions, probe) -> Model:

@@ -12,6 +12,8 @@ module             section
 =================  ==========================================================
 ``design``         Design: conditions, factors, scoring of the composite
 ``constraint``     Constraint: failure rate and each model's answer rule
+``elicitation``   Elicitation: greedy and own-words readings against the first
+                   token (only with an ``elicitation`` factor)
 ``consensus``      Consensus: Multivariate Consensus and joint entropy
 ``construct``      Construct: composite PMFs, human baseline, effects; the
                    parts repeated per subscale are in ``per_subscale``
@@ -45,6 +47,7 @@ from .construct import construct_section
 from .context_order import context_section
 from .cost import sampling_cost_section
 from .design import design_section
+from .elicitation import elicitation_section
 from .formats import format_section
 from .languages import languages_section
 from .reasoning import reasoning_section
@@ -56,6 +59,7 @@ __all__ = [
     "construct_section",
     "context_section",
     "design_section",
+    "elicitation_section",
     "format_section",
     "human_alignment_section",
     "languages_section",

@@ -52,6 +52,12 @@ def constraint_section(inputs: ReportInputs) -> Section:
         )
         if "nonsubstantive_mass" in inputs.ds:
             _nonsubstantive_parts(s, inputs)
+        if "reply_answered" in inputs.ds:
+            s.text(
+                "The failure rate is the first token's: what the model would write is in the "
+                "section Elicitation (its greedy replies without an answer, the own-words "
+                '"no answer" mass).'
+            )
     else:
         s.text("The results hold no `valid_mass`: the failure rate cannot be reported.")
     rules = {

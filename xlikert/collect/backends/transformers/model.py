@@ -165,6 +165,53 @@ class LocalModel(InProcessModel):
         from the longest prefix it shares with one read before (:class:`TreeReader`)."""
         return TreeReader(self.scorer, self.leaves, self.keep, self.readout, self.batch_size)
 
+    # ------------------------------------------------------------------ replies (elicitation)
+    @property
+    def end_of_turn(self) -> frozenset[int]:
+        """Token ids that end the model's turn (:data:`~..inprocess.END_OF_TURN_RULE`)."""
+        model = self.lm.model
+        gen = getattr(model, "generation_config", None)
+        return self._turn_end_ids(self.lm.tokenizer, model.config, gen)
+
+    def greedy_reply(self, ids: list[int], max_new_tokens: int) -> tuple[list[int], str]:
+        """The greedy reply after ``ids`` (elicitation level ``greedy``): one token per pass
+        on a KV cache, each the argmax of the float32 logits (no repetition penalty or other
+        processor), stopping at an end-of-turn token (left out: ``"eos"``) or after
+        ``max_new_tokens`` tokens (``"length"``)."""
+        import torch
+
+        dev, stop = self.scorer.input_device, self.end_of_turn
+        past = self.scorer.new_cache()
+        try:
+            out = self.scorer.run(past, input_ids=torch.tensor([list(ids)], device=dev))
+            reply: list[int] = []
+            for step in range(int(max_new_tokens)):
+                t = int(torch.argmax(out.logits[0, -1].float()).item())
+                if t in stop:
+                    return reply, "eos"
+                reply.append(t)
+                if step + 1 < max_new_tokens:
+                    out = self.scorer.run(past, input_ids=torch.tensor([[t]], device=dev))
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            raise self._oom(f"a greedy reply of up to {max_new_tokens} tokens") from exc
+        return reply, "length"
+
+    def next_token_reader(self, session: str) -> TreeReader:
+        """A reader of one reply tree (elicitation level ``own_words``): the float64
+        next-token log-probabilities of the whole vocabulary after each context
+        (``"logprobs"``, ``(n, V)``), each context run from the longest prefix it shares with
+        a kept one (:class:`TreeReader`)."""
+
+        def readout(logits, n: int) -> dict[str, np.ndarray]:
+            import torch
+
+            z = logits[:, -1, :].to(torch.float64)
+            return {"logprobs": torch.log_softmax(z, -1).cpu().numpy()}
+
+        return TreeReader(self.scorer, [[]], 1, readout, self.batch_size)
+
     # ------------------------------------------------------------------ reasoning mode
     def _sample_and_read(self, texts, encoded, seeds, closing):
         """Per prompt: its M traces sampled in one batch (:meth:`_sample`), then the

@@ -1,0 +1,327 @@
+"""The elicitation factor in a collection run: each level of a cell read as it says.
+
+A prompts Dataset asks for it with a factor named ``elicitation``
+(:data:`~xlikert.design.elicitation.ELICITATION_DIM`), whose levels
+(:data:`~xlikert.design.elicitation.ELICITATIONS`) say how the answer is read:
+
+* ``first_token``: as without the factor (:meth:`Model.score <xlikert.collect.protocol.Model.score>`);
+* ``prefix``: the prompt's token ids followed by the model's turn opened with the run's
+  ``answer_prefix`` (the rendered prompt's text, then the prefix, tokenised together:
+  what a chat template renders for an assistant message that is continued), the
+  answer read right after it, exactly, under the run's answer rule;
+* ``greedy``: the greedy reply up to ``reply_tokens`` tokens
+  (:meth:`~xlikert.collect.protocol.ElicitingModel.greedy_reply`), its answer under
+  :data:`~xlikert.design.elicitation.ANSWER_PARSE_RULE` (:func:`parse_answer`), and
+  the exact PMF after the prompt and the reply's tokens before that answer (the
+  in-text PMF), under the run's answer rule;
+* ``own_words``: the distribution of the first answer of a sampled reply
+  (:mod:`xlikert.collect.own_words`).
+
+Each level of a condition is its own unit of work (:class:`Elicitations` tells the
+runner each cell's level), and a cell's key hashes its level and the settings the
+level reads (:data:`ELICITATION_KEY`), so every level resumes, shards and is reused
+like every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ..core.errors import CollectionError
+from ..core.schema import ELICITATION_VARIABLES, encode_token_ids
+from ..design.elicitation import ANSWER_PARSE_RULE, ELICITATION_DIM, ELICITATIONS
+from .options import CollectOptions
+from .own_words import (
+    MAX_CHILDREN,
+    OWN_WORDS_BOUND_RULE,
+    REPLY_TREE_RULE,
+    answer_token_scores,
+    score_own_words,
+)
+from .protocol import ElicitingModel, backend_of
+from .record import UnitResult
+
+__all__ = [
+    "ELICITATION_KEY",
+    "Elicitations",
+    "check_elicitation_backends",
+    "elicitation_attrs",
+    "elicitation_sent",
+    "parse_answer",
+    "score_elicited",
+]
+
+#: The request key of a cell read by a level other than ``first_token``: its level, the
+#: settings the level reads and the prompt's token ids (or request) are hashed together.
+ELICITATION_KEY = "xlikert-elicitation-1"
+
+#: The levels that write a reply (the model must be an :class:`ElicitingModel`).
+REPLY_LEVELS = ("greedy", "own_words")
+
+
+@dataclass
+class Elicitations:
+    """The elicitation level of each flat cell of a run (in the order of ``user``'s values).
+
+    Attributes
+    ----------
+    levels : list of str
+        One level per flat cell.
+    """
+
+    levels: list[str]
+
+    @classmethod
+    def of(cls, user: xr.DataArray) -> Elicitations | None:
+        """The levels of a run's cells (None: no elicitation factor, every cell first-token).
+
+        Raises
+        ------
+        CollectionError
+            Unknown levels, naming them and the known ones.
+        """
+        if ELICITATION_DIM not in user.dims:
+            return None
+        names = [str(v) for v in user[ELICITATION_DIM].values]
+        bad = [v for v in names if v not in ELICITATIONS]
+        if bad:
+            raise CollectionError(
+                f"factor {ELICITATION_DIM!r}: unknown level(s) {bad}; its levels are "
+                f"{list(ELICITATIONS)}"
+            )
+        axis = user.dims.index(ELICITATION_DIM)
+        index = np.indices(user.shape)[axis].ravel()
+        return cls([names[i] for i in index])
+
+    def level(self, cell: int) -> str:
+        """The level of one flat cell."""
+        return self.levels[int(cell)]
+
+    @property
+    def used(self) -> list[str]:
+        """The levels the run reads, in the order of :data:`ELICITATIONS`."""
+        have = set(self.levels)
+        return [lv for lv in ELICITATIONS if lv in have]
+
+
+def check_elicitation_backends(
+    models: Sequence[dict[str, Any]], elicitations: Elicitations, options: CollectOptions
+) -> None:
+    """Every model can read every level the run asks for, checked before anything loads.
+
+    Raises
+    ------
+    CollectionError
+        A server backend asked for ``own_words`` (it cannot enumerate reply prefixes
+        exactly), or any backend but transformers asked for a level other than
+        ``first_token`` (not implemented there yet); a model in reasoning mode; an answer
+        rule that ``greedy`` or ``own_words`` cannot parse (labels of more than one
+        token, non-substantive options). Each names the model and the level.
+    """
+    used = [lv for lv in elicitations.used if lv != "first_token"]
+    if not used:
+        return
+    for spec in models:
+        backend, name = backend_of(spec), spec["name"]
+        if backend == "openai" and "own_words" in used:
+            raise CollectionError(
+                f"model {name!r}: the elicitation level 'own_words' reads the exact next-token "
+                "distribution after every reply prefix over the full vocabulary; an "
+                "OpenAI-compatible server lists top-k log-probabilities only, so it cannot. "
+                "Use the transformers backend, or drop 'own_words' from the factor"
+            )
+        if backend != "transformers":
+            raise CollectionError(
+                f"model {name!r}: the elicitation level(s) {used} are read by the "
+                f"transformers backend only so far; its backend is {backend!r}. Use the "
+                "transformers backend for these levels, or elicitation = ['first_token']"
+            )
+        if spec.get("reasoning"):
+            raise CollectionError(
+                f"model {name!r}: the elicitation levels {used} read the model's own turn; "
+                "they do not combine with reasoning mode (an entry with reasoning = {...})"
+            )
+    if set(used) & set(REPLY_LEVELS) and options.nonsubstantive:
+        raise CollectionError(
+            f"the elicitation levels {[v for v in used if v in REPLY_LEVELS]} parse the "
+            f"answer token of a reply (answer_parse_rule); the run's non-substantive options "
+            f"{list(options.nonsubstantive)} are not read by that rule yet: drop them or "
+            "these levels"
+        )
+
+
+def elicitation_sent(level: str, sent: Any, options: CollectOptions) -> Any:
+    """What determines a cell of ``level``: the prompt's token ids (or request) as they are
+    for ``first_token``, else those with the level and the settings it reads
+    (:data:`ELICITATION_KEY`).
+
+    Examples
+    --------
+    >>> elicitation_sent("first_token", [1, 2], CollectOptions())
+    [1, 2]
+    >>> elicitation_sent("prefix", [1, 2], CollectOptions())
+    {'xlikert-elicitation-1': {'level': 'prefix', 'settings': {'answer_prefix': 'My answer is'}, 'sent': [1, 2]}}
+    """
+    if level == "first_token":
+        return sent
+    plain = sent if isinstance(sent, dict) else [int(x) for x in np.asarray(sent).ravel()]
+    return {
+        ELICITATION_KEY: {
+            "level": level,
+            "settings": options.elicitation_settings(level),
+            "sent": plain,
+        }
+    }
+
+
+def parse_answer(reply: Sequence[int], token_score: dict[int, int]) -> tuple[int, int] | None:
+    """The answer of a reply (:data:`~xlikert.design.elicitation.ANSWER_PARSE_RULE`).
+
+    Parameters
+    ----------
+    reply : sequence of int
+        The reply's token ids.
+    token_score : dict of int to int
+        Each valid answer token's score (the run's one-token rule).
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(position, score)`` of the first valid answer token of the reply; None
+        where it writes none.
+
+    Examples
+    --------
+    >>> parse_answer([7, 8, 3, 4], {3: 1, 4: 2})
+    (2, 1)
+    >>> parse_answer([7, 8], {3: 1}) is None
+    True
+    """
+    for t, tok in enumerate(reply):
+        y = token_score.get(int(tok))
+        if y is not None:
+            return t, int(y)
+    return None
+
+
+def score_elicited(
+    model: Any, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
+) -> UnitResult:
+    """Read one unit of prompts under an elicitation level other than ``first_token``.
+
+    Parameters
+    ----------
+    model : Model
+        The loaded model: a :class:`~xlikert.collect.protocol.ConversationModel` for
+        ``prefix``, an :class:`~xlikert.collect.protocol.ElicitingModel` for the others.
+    prompts : sequence of (str, str)
+        The unit's ``(system, user)`` prompts.
+    level : str
+        ``prefix``, ``greedy`` or ``own_words``.
+    options : CollectOptions
+        The run's options (``answer_prefix``, ``reply_tokens``, the own-words sampler).
+
+    Returns
+    -------
+    UnitResult
+        One row per prompt: ``pmf``, ``valid_mass``, ``decoding_*`` as read (NaN
+        where a greedy reply writes no answer), ``prompt_text`` and
+        ``prompt_token_ids`` (what the PMF was read after), and
+        :data:`~xlikert.core.schema.ELICITATION_VARIABLES`.
+    """
+    if level not in ELICITATIONS or level == "first_token":
+        raise CollectionError(f"score_elicited reads prefix, greedy or own_words, got {level!r}")
+    if level in REPLY_LEVELS and not isinstance(model, ElicitingModel):
+        raise CollectionError(
+            f"model {model.name!r}: its backend ({type(model).__name__}) cannot write replies; "
+            f"the elicitation level {level!r} needs the transformers backend"
+        )
+    template = model.template
+    texts = [template.render(s, u) for s, u in prompts]
+    res = _empty(len(prompts), model.options)
+    if level == "prefix":
+        texts = [t + options.answer_prefix for t in texts]
+        encoded = [template.encode(t) for t in texts]
+        _fill(res, range(len(texts)), _read(model, encoded))
+        res.data["prompt_text"][:] = texts
+        res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
+        return res
+    if level == "own_words":
+        return score_own_words(model, texts, [template.encode(t) for t in texts], options, res)
+    return _greedy(model, texts, [template.encode(t) for t in texts], options, res)
+
+
+def _empty(n: int, options: CollectOptions) -> UnitResult:
+    res = UnitResult.empty(n, options.sizes)
+    for name, var in ELICITATION_VARIABLES.items():
+        res.data[name] = var.full((n,))
+    return res
+
+
+def _read(model: Any, contexts: list[list[int]]) -> dict[str, np.ndarray]:
+    """The readout after each context (one pass each; nothing kept between them)."""
+    reader = model.context_reader("elicitation")
+    try:
+        return reader.read(contexts, keep=[False] * len(contexts))
+    finally:
+        reader.close()
+
+
+def _fill(res: UnitResult, rows: Sequence[int], out: dict[str, np.ndarray]) -> None:
+    rows = list(rows)
+    for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "nonsubstantive_mass"):
+        if key in out and key in res.data:
+            res.data[key][rows] = out[key]
+
+
+def _greedy(
+    model: Any, texts: list[str], encoded: list[list[int]], options: CollectOptions,
+    res: UnitResult,
+) -> UnitResult:  # fmt: skip
+    """The greedy replies, their answers and the in-text PMFs."""
+    scores = answer_token_scores(model)
+    tok = model.tokenizer
+    contexts, rows = [], []
+    for b, ids in enumerate(encoded):
+        reply, end = model.greedy_reply(ids, options.reply_tokens)
+        d = res.data
+        d["reply_text"][b] = tok.decode(reply, skip_special_tokens=False)
+        d["reply_token_ids"][b] = encode_token_ids(reply)
+        d["reply_end"][b] = end
+        found = parse_answer(reply, scores)
+        d["prompt_text"][b] = texts[b]
+        d["prompt_token_ids"][b] = encode_token_ids(ids)
+        if found is None:
+            d["reply_answered"][b] = 0
+            continue
+        t, y = found
+        d["reply_answered"][b] = 1
+        d["reply_answer"][b] = y
+        d["reply_answer_position"][b] = t
+        ctx = list(ids) + list(reply[:t])
+        d["prompt_text"][b] = texts[b] + tok.decode(reply[:t], skip_special_tokens=False)
+        d["prompt_token_ids"][b] = encode_token_ids(ctx)
+        contexts.append(ctx)
+        rows.append(b)
+    if contexts:
+        _fill(res, rows, _read(model, contexts))
+    return res
+
+
+def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> dict[str, Any]:
+    """The attrs of a results file with an elicitation factor: the parsing rule and the
+    settings of the levels it reads."""
+    out: dict[str, Any] = {"answer_parse_rule": ANSWER_PARSE_RULE,
+                           "elicitation_levels": elicitations.used}  # fmt: skip
+    for level in elicitations.used:
+        for k, v in options.elicitation_settings(level).items():
+            out[f"elicitation_{k}" if not k.startswith("own_words") else k] = v
+    if "own_words" in elicitations.used:
+        out.update(reply_tree_rule=REPLY_TREE_RULE, own_words_bound_rule=OWN_WORDS_BOUND_RULE,
+                   own_words_max_children=MAX_CHILDREN)  # fmt: skip
+    return out

@@ -1,0 +1,349 @@
+"""The elicitation level ``own_words``: the first answer of a sampled reply, an exact mixture.
+
+A reply is sampled at a temperature and top-p (:data:`~xlikert.collect.readout.DECODING_TIE_RULE`)
+up to ``cap`` tokens. Its answer is its first valid answer token
+(:data:`~xlikert.design.elicitation.ANSWER_PARSE_RULE`). The distribution of that
+answer is a mixture over the reply's answer-free prefixes (:data:`REPLY_TREE_RULE`):
+one forward pass after a prefix ``h`` of probability ``w(h)`` gives the sampler's
+next-token distribution ``q(. | h)``; ``w(h) q(t | h)`` goes to the answer of ``t``
+where ``t`` is an answer token, to "no answer" where ``t`` ends the turn or ``h t``
+reaches the cap, and to the child ``h t`` otherwise. Reading every prefix of positive
+probability is exact; prefixes are read best first (largest ``w`` first) and the
+reading stops when the certified bound (:data:`OWN_WORDS_BOUND_RULE`) is at most
+``tol`` or ``max_passes`` prefixes were read. The bound reached is stored, never a
+smaller one.
+
+:func:`reply_tree` is the tree's maths on any reader (``contexts -> next-token
+log-probabilities``); :func:`score_own_words` runs it for a unit of prompts on a
+transformers model, each prompt's tree on one :class:`~.backends.transformers.tree.TreeReader`
+(each prefix run from its parent's kept KV cache).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.errors import CollectionError
+from ..core.schema import encode_token_ids
+from ..kernels.readout import nucleus_logprobs
+from .options import CollectOptions
+from .record import UnitResult
+
+__all__ = [
+    "MAX_CHILDREN",
+    "OWN_WORDS_BOUND_RULE",
+    "REPLY_TREE_RULE",
+    "ReplyTree",
+    "answer_token_scores",
+    "bound",
+    "reply_tree",
+    "sampler_probabilities",
+    "score_own_words",
+]
+
+#: How the mixture is formed; stored with every file that reads ``own_words``.
+REPLY_TREE_RULE = (
+    "own_words: after each answer-free reply prefix h (probability w(h), the root the "
+    "empty reply with w = 1) one forward pass gives the sampler's next-token distribution "
+    "q(.|h) (DECODING_TIE_RULE at own_words_temperature, own_words_top_p); w(h) q(t|h) goes "
+    "to the score of t where t is a valid answer token (answer_parse_rule), to no_answer_mass "
+    "where t ends the turn or h t has reply_tokens tokens, else to the child prefix h t. "
+    "Prefixes are read best first (largest w; of each read prefix at most MAX_CHILDREN "
+    "children, the rest stays unread); valid_mass is the total answer mass, pmf the answer "
+    "mass renormalised over it"
+)
+
+#: The certified bound; stored with every file that reads ``own_words``.
+OWN_WORDS_BOUND_RULE = (
+    "U = the probability of the reply prefixes not read (pruned); the exact answer masses "
+    "are the ones returned plus a share of U, so |valid_mass - exact| <= U, |no_answer_mass - "
+    "exact| <= U and |pmf - exact| <= U / (valid_mass + U); elicitation_error = U / "
+    "(valid_mass + U) (>= U; 0: every prefix read, exact)"
+)
+
+#: The most children a read prefix offers for reading (the largest; the others' mass is
+#: counted in the bound as unread).
+MAX_CHILDREN = 4096
+
+
+def sampler_probabilities(logprobs: np.ndarray, temperature: float, top_p: float) -> np.ndarray:
+    """The sampler's next-token distribution over the full vocabulary (:data:`DECODING_TIE_RULE`).
+
+    Parameters
+    ----------
+    logprobs : np.ndarray
+        ``(..., V)`` log-probabilities (or logits) of the whole vocabulary.
+    temperature, top_p : float
+        The sampler.
+
+    Returns
+    -------
+    np.ndarray
+        ``(..., V)`` float64 probabilities, 0 outside the nucleus.
+
+    Examples
+    --------
+    >>> sampler_probabilities(np.log([0.5, 0.3, 0.2]), 1.0, 0.8).round(3)
+    array([0.625, 0.375, 0.   ])
+    """
+    z = np.asarray(logprobs, dtype=np.float64)
+    lp = nucleus_logprobs(z, np.arange(z.shape[-1]), [temperature], [top_p])[..., 0, 0, :]
+    return np.exp(lp)
+
+
+@dataclass
+class ReplyTree:
+    """What :func:`reply_tree` read for one prompt.
+
+    Attributes
+    ----------
+    answer_mass : np.ndarray
+        ``(S,)`` probability that the reply's first answer is each score (read so far).
+    no_answer : float
+        Probability that the reply writes no answer (read so far).
+    unread : float
+        ``U``: the probability of the prefixes not read.
+    passes : int
+        Prefixes read (forward passes).
+    tol_met : bool
+        Whether the bound met ``tol`` (else ``max_passes`` was spent first).
+    """
+
+    answer_mass: np.ndarray
+    no_answer: float
+    unread: float
+    passes: int
+    tol_met: bool
+
+    @property
+    def valid_mass(self) -> float:
+        """The probability that the reply writes an answer (read so far)."""
+        return float(self.answer_mass.sum())
+
+    @property
+    def pmf(self) -> np.ndarray:
+        """The first answer's distribution given one is written (NaN where none is)."""
+        m = self.valid_mass
+        return self.answer_mass / m if m > 0 else np.full_like(self.answer_mass, np.nan)
+
+    @property
+    def error(self) -> float:
+        """The certified bound :data:`OWN_WORDS_BOUND_RULE`."""
+        return bound(self.valid_mass, self.unread)
+
+
+def bound(valid_mass: float, unread: float) -> float:
+    """``U / (M + U)``: the certified bound on ``pmf``, ``valid_mass`` and ``no_answer_mass``.
+
+    Examples
+    --------
+    >>> bound(0.5, 0.0), bound(0.3, 0.1)
+    (0.0, 0.25)
+    """
+    if unread <= 0:
+        return 0.0
+    return float(unread / (valid_mass + unread))
+
+
+def reply_tree(
+    read: Callable[[list[tuple[int, ...]], list[bool]], np.ndarray],
+    token_score: dict[int, int],
+    scale: Sequence[int],
+    stop: frozenset[int] | set[int],
+    *,
+    cap: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    tol: float = 0.0,
+    max_passes: int = 10_000,
+    batch: int = 8,
+    max_children: int = MAX_CHILDREN,
+) -> ReplyTree:
+    """The first answer of a sampled reply as an exact mixture over reply prefixes.
+
+    Parameters
+    ----------
+    read : callable
+        ``(prefixes, keep) -> (n, V)`` next-token log-probabilities after the prompt
+        followed by each reply prefix (a tuple of token ids, ``()`` the prompt itself);
+        ``keep[i]`` False: no later prefix extends prefix ``i``.
+    token_score : dict of int to int
+        Each valid answer token's score.
+    scale : sequence of int
+        The scores, in the order of ``answer_mass``.
+    stop : set of int
+        The tokens that end the turn.
+    cap : int
+        The most tokens of a reply (>= 1).
+    temperature, top_p : float
+        The sampler (:func:`sampler_probabilities`).
+    tol : float
+        The certified error asked (:data:`OWN_WORDS_BOUND_RULE`); 0: every prefix of
+        positive probability is read.
+    max_passes : int
+        The most prefixes read.
+    batch : int
+        Prefixes read per call of ``read``.
+    max_children : int
+        Of each read prefix at most this many children (the most probable) are offered
+        for reading; the others stay unread (their mass is in the bound).
+
+    Returns
+    -------
+    ReplyTree
+        The answer masses, the "no answer" mass, the unread mass and the passes.
+    """
+    if cap < 1:
+        raise CollectionError(f"reply_tokens must be >= 1, got {cap}")
+    index = {int(y): n for n, y in enumerate(scale)}
+    answer_ids = np.array(sorted(token_score), dtype=np.int64)
+    answer_col = np.array([index[token_score[int(t)]] for t in answer_ids], dtype=np.int64)
+    stop_ids = np.array(sorted(stop), dtype=np.int64)
+    mass = np.zeros(len(scale))
+    none = 0.0
+    # each read prefix's offered children: (ids sorted by weight, weights, suffix sums,
+    # next index); the heap holds each one's next best child
+    groups: list[tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray, list[int]]] = []
+    heap: list[tuple[float, int, int]] = []
+    unread_rest = 0.0  # children never offered (beyond max_children)
+    todo: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
+    passes, order = 0, 0
+
+    def unread() -> float:
+        return float(sum(g[3][g[4][0]] for g in groups) + unread_rest + sum(w for _, w in todo))
+
+    while True:
+        if todo:
+            prefixes = [p for p, _ in todo]
+            keep = [len(p) + 1 < cap for p in prefixes]
+            logp = np.asarray(read(prefixes, keep), dtype=np.float64)
+            passes += len(prefixes)
+            q = sampler_probabilities(logp, temperature, top_p)
+            for (prefix, w), qi in zip(todo, q, strict=True):
+                if answer_ids.size:
+                    np.add.at(mass, answer_col, w * qi[answer_ids])
+                    qi[answer_ids] = 0.0
+                if stop_ids.size:
+                    none += w * float(qi[stop_ids].sum())
+                    qi[stop_ids] = 0.0
+                if len(prefix) + 1 >= cap:  # every other token reaches the cap: no answer
+                    none += w * float(qi.sum())
+                    continue
+                nz = np.flatnonzero(qi > 0)
+                if nz.size > max_children:
+                    top = nz[np.argpartition(-qi[nz], max_children - 1)[:max_children]]
+                    unread_rest += w * float(qi[np.setdiff1d(nz, top)].sum())
+                    nz = top
+                if nz.size == 0:
+                    continue
+                ids = nz[np.argsort(-qi[nz], kind="stable")]
+                weights = w * qi[ids]
+                suffix = np.append(np.cumsum(weights[::-1])[::-1], 0.0)
+                groups.append((prefix, ids, weights, suffix, [0]))
+                heapq.heappush(heap, (-float(weights[0]), order, len(groups) - 1))
+                order += 1
+            todo = []
+        U = unread()
+        met = bound(float(mass.sum()), U) <= tol
+        if met or not heap or passes >= max_passes:
+            return ReplyTree(mass, none, U, passes, bool(met))
+        while heap and len(todo) < min(batch, max_passes - passes):
+            _, _, g = heapq.heappop(heap)
+            prefix, ids, weights, _, at = groups[g]
+            k = at[0]
+            todo.append(((*prefix, int(ids[k])), float(weights[k])))
+            at[0] = k + 1
+            if k + 1 < ids.size:
+                heapq.heappush(heap, (-float(weights[k + 1]), order, g))
+                order += 1
+
+
+def answer_token_scores(model) -> dict[int, int]:
+    """The run's one-token rule as :data:`~xlikert.design.elicitation.ANSWER_PARSE_RULE`
+    reads it: each valid answer token's score.
+
+    Parameters
+    ----------
+    model
+        An in-process model (its ``valid`` tokens and ``answers`` rule).
+
+    Returns
+    -------
+    dict of int to int
+        Token id -> score.
+
+    Raises
+    ------
+    CollectionError
+        Answers spelled with several tokens (two-digit codes, word labels), which the
+        parsing rule does not read yet.
+    """
+    answers = model.answers
+    if answers.continuation is not None or any(len(s) > 2 for s in answers.sequences):
+        raise CollectionError(
+            f"model {model.name!r}: the levels greedy and own_words parse one answer token "
+            "of a reply (answer_parse_rule); the run's answers are spelled with several "
+            "tokens (two-digit codes or word labels), which that rule does not read yet"
+        )
+    valid = model.valid
+    return {int(i): int(y) for i, y in zip(valid.ids, valid.scores, strict=True)}
+
+
+def score_own_words(
+    model, texts: list[str], encoded: list[list[int]], options: CollectOptions, res: UnitResult
+) -> UnitResult:
+    """Read the level ``own_words`` for a unit of prompts (:func:`reply_tree` per prompt).
+
+    Parameters
+    ----------
+    model
+        A transformers model (:class:`~.backends.transformers.model.LocalModel`).
+    texts, encoded
+        The prompts' texts and token ids.
+    options
+        The run's options (``reply_tokens``, ``own_words_*``).
+    res
+        The unit's record with :data:`~xlikert.core.schema.ELICITATION_VARIABLES`, filled in place.
+
+    Returns
+    -------
+    UnitResult
+        ``res`` with ``pmf``, ``valid_mass``, ``no_answer_mass``, ``elicitation_error``,
+        ``elicitation_passes`` and ``elicitation_tol_met`` of every prompt.
+    """
+    scores = answer_token_scores(model)
+    scale = list(model.options.scale)
+    if model.answers.layout is not None:
+        raise CollectionError(
+            f"model {model.name!r}: own_words reads the answers on the run's one scale; items "
+            "with options of their own are not read by it yet"
+        )
+    for b, ids in enumerate(encoded):
+        reader = model.next_token_reader("own_words")
+        try:
+
+            def read(prefixes, keep, ids=ids, reader=reader):
+                return reader.read([list(ids) + list(p) for p in prefixes], keep)["logprobs"]
+
+            tree = reply_tree(
+                read, scores, scale, model.end_of_turn, cap=options.reply_tokens,
+                temperature=options.own_words_temperature, top_p=options.own_words_top_p,
+                tol=options.own_words_tol, max_passes=options.own_words_max_passes,
+                batch=max(1, int(getattr(model, "batch_size", 8))),
+            )  # fmt: skip
+        finally:
+            reader.close()
+        d = res.data
+        d["pmf"][b] = tree.pmf
+        d["valid_mass"][b] = tree.valid_mass
+        d["no_answer_mass"][b] = tree.no_answer
+        d["elicitation_error"][b] = tree.error
+        d["elicitation_passes"][b] = tree.passes
+        d["elicitation_tol_met"][b] = int(tree.tol_met)
+        d["prompt_text"][b] = texts[b]
+        d["prompt_token_ids"][b] = encode_token_ids(ids)
+    return res

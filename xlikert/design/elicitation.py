@@ -1,0 +1,104 @@
+"""The design of elicitation: how the model's answer is read, as a crossed factor.
+
+How an answer is elicited is a factor, ``elicitation`` (:data:`ELICITATION_DIM`),
+crossed with every other factor and kept on the results' axes. Its levels
+(:data:`ELICITATIONS`):
+
+``first_token``
+    The exact PMF of the reply's first token (the paper's reading; the default
+    without the factor: a file without it is unchanged).
+``prefix``
+    The model's turn starts with a given text (the run's ``answer_prefix``,
+    e.g. ``"My answer is"``) and the PMF is read right after it. Exact.
+``greedy``
+    The model's greedy reply up to ``reply_tokens`` tokens; the answer it writes
+    under :data:`ANSWER_PARSE_RULE`, and the exact PMF at the position where it
+    writes it (the in-text PMF, after the model's own preamble). A reply without
+    an answer is flagged.
+``own_words``
+    The distribution of the first answer the model writes in a reply sampled at
+    ``own_words_temperature`` and ``own_words_top_p`` up to ``reply_tokens``
+    tokens, as an exact mixture over reply prefixes (pruned only under a certified
+    bound; :mod:`xlikert.collect.own_words`); the mass of replies without an answer
+    is its own variable, ``no_answer_mass``.
+
+The factor changes no prompt text: what changes is how the answer is read, so the
+collection reads each level of a cell on its own (:mod:`xlikert.collect.elicitation`).
+
+Examples
+--------
+>>> check_elicitation_levels(["first_token", "greedy"])
+('first_token', 'greedy')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core.errors import DesignError
+
+__all__ = [
+    "ANSWER_PARSE_RULE",
+    "ELICITATIONS",
+    "ELICITATION_DIM",
+    "check_elicitation_levels",
+]
+
+#: The factor that says how the answer is read.
+ELICITATION_DIM = "elicitation"
+#: Its levels; ``first_token`` is the reading without the factor.
+ELICITATIONS = ("first_token", "prefix", "greedy", "own_words")
+
+#: How an answer is found in a reply; stored with every file that has the factor.
+ANSWER_PARSE_RULE = (
+    "the answer of a reply is the first token in it that is a valid answer token under the "
+    "run's one-token rule (a token whose surface form is an answer label, with an optional "
+    "leading space or word marker); a bare space followed by a digit is read at the digit. The "
+    "reply is the model's turn up to reply_tokens tokens, ending early at an end-of-turn "
+    "token. A reply in which no such token occurs has no answer (flagged; its mass is "
+    "no_answer_mass). Misreadings: a model restating the scale ('on a scale of 1-7') answers "
+    "its first number; a two-digit code or a word label is not read by this rule (those runs "
+    "refuse greedy and own_words)"
+)
+
+
+def check_elicitation_levels(levels: Sequence[str], where: str = "") -> tuple[str, ...]:
+    """The levels of an elicitation factor, checked.
+
+    Parameters
+    ----------
+    levels : sequence of str
+        The level names, each one of :data:`ELICITATIONS`, none twice.
+    where : str, optional
+        Where they come from, for the message.
+
+    Returns
+    -------
+    tuple of str
+        The levels, in the order given.
+
+    Raises
+    ------
+    DesignError
+        An unknown or repeated level, or none.
+
+    Examples
+    --------
+    >>> check_elicitation_levels(["greedy", "chat"])
+    Traceback (most recent call last):
+    ...
+    xlikert.core.errors.DesignError: factor 'elicitation': unknown level(s) ['chat']; its levels are ['first_token', 'prefix', 'greedy', 'own_words']
+    """
+    at = f"{where}: " if where else ""
+    if isinstance(levels, str) or not all(isinstance(v, str) for v in levels):
+        raise DesignError(f"{at}factor {ELICITATION_DIM!r}: levels must be a list of names")
+    out = tuple(levels)
+    bad = [v for v in out if v not in ELICITATIONS]
+    if bad:
+        raise DesignError(
+            f"{at}factor {ELICITATION_DIM!r}: unknown level(s) {bad}; its levels are "
+            f"{list(ELICITATIONS)}"
+        )
+    if not out or len(set(out)) < len(out):
+        raise DesignError(f"{at}factor {ELICITATION_DIM!r}: give each level once, got {list(out)}")
+    return out
