@@ -23,6 +23,8 @@ import numpy as np
 
 from ..core.errors import CollectionError, LabelMappingError
 from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
+from .numerals import NUMERAL_MODES, rule_scripts
+from .numerals import scripts as all_scripts
 
 __all__ = [
     "DEFAULT_TEMPERATURES",
@@ -39,7 +41,7 @@ __all__ = [
 #: the unit of saved progress): a model entry may not set them.
 RUN_WIDE_OPTIONS = (
     "scale", "top_k", "temperatures", "top_ps", "split_space", "prefix_cache", "batch_size",
-    "chunk_size", "answer_labels", "nonsubstantive", "tol", "max_passes", "answer_prefix",
+    "chunk_size", "answer_labels", "nonsubstantive", "tol", "max_passes", "numerals", "answer_prefix",
     "reply_tokens", "own_words_temperature", "own_words_top_p", "own_words_tol",
     "own_words_max_passes",
 )  # fmt: skip
@@ -172,6 +174,12 @@ class CollectOptions:
     max_passes
         Sequential administration: the forward passes one conversation may spend;
         spent before ``tol`` is met, the bound reached is stored (never a smaller one).
+    numerals
+        The numeral rule (:mod:`xlikert.collect.numerals`): ``"any"`` (the default)
+        counts a number written in any decimal script the tokenizer knows (ASCII,
+        full-width, Arabic-Indic, Devanagari, ...) as that number; ``"shown"`` only in
+        the scripts of the answer labels the prompt shows (the ASCII digits without a
+        format). Part of every cell's key.
     answer_prefix
         The elicitation level ``prefix`` (:mod:`xlikert.design.elicitation`): the text
         the model's turn starts with; the answer is read right after it.
@@ -216,6 +224,7 @@ class CollectOptions:
     nonsubstantive: tuple[str, ...] = ()
     tol: float = 0.0
     max_passes: int = 10_000
+    numerals: str = "any"
     answer_prefix: str = "My answer is"
     reply_tokens: int = 32
     own_words_temperature: float = 1.0
@@ -274,6 +283,10 @@ class CollectOptions:
         if not (_is_int(self.max_passes) and self.max_passes >= 1):
             raise _fail(where, f"max_passes must be an integer >= 1, got {self.max_passes!r}")
         put("max_passes", int(self.max_passes))
+        if self.numerals not in NUMERAL_MODES:
+            raise _fail(
+                where, f"numerals must be one of {list(NUMERAL_MODES)}, got {self.numerals!r}"
+            )
         self._validate_elicitation(where, put)
 
     def _validate_elicitation(self, where: str, put) -> None:
@@ -384,6 +397,21 @@ class CollectOptions:
         return {y: x for y, x in zip(scale, self.answer_labels, strict=False) if x}
 
     @property
+    def numeral_scripts(self) -> tuple[str, ...] | None:
+        """The scripts the numeral rule counts for these labels (None: every script).
+
+        Examples
+        --------
+        >>> CollectOptions(numerals="shown").numeral_scripts
+        ('ascii',)
+        >>> CollectOptions(scale=(1, 2), answer_labels=("١", "٢"), numerals="shown").numeral_scripts
+        ('arabic-indic',)
+        >>> CollectOptions().numeral_scripts is None
+        True
+        """
+        return rule_scripts(self.numerals, self.labels_by_score)
+
+    @property
     def nonsubstantive_labels(self) -> tuple[str, ...]:
         """The answer label of each non-substantive option (``""``: not offered).
 
@@ -451,7 +479,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, answer_prefix, reply_tokens, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, answer_prefix, reply_tokens, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):
@@ -518,7 +546,7 @@ class CollectOptions:
         Examples
         --------
         >>> CollectOptions(scale=(1, 2, 3), top_k=5, top_ps=(0.9, 1.0)).sizes
-        {'score': 3, 'rank': 5, 'temperature': 4, 'top_p': 2, 'option': 0}
+        {'score': 3, 'rank': 5, 'temperature': 4, 'top_p': 2, 'option': 0, 'script': 66}
         """
         return {
             "score": len(self._need_scale()),
@@ -526,6 +554,7 @@ class CollectOptions:
             "temperature": len(self.temperatures),
             "top_p": len(self.top_ps),
             "option": len(self.nonsubstantive),
+            "script": len(all_scripts()),
         }
 
     @property
@@ -551,6 +580,7 @@ class CollectOptions:
             "rank": np.arange(1, self.top_k + 1),
             "temperature": np.asarray(self.temperatures),
             "top_p": np.asarray(self.top_ps),
+            "script": np.asarray(all_scripts(), dtype=str),
         }
         if self.nonsubstantive:
             out["option"] = np.asarray(self.nonsubstantive, dtype=str)
@@ -565,13 +595,13 @@ class CollectOptions:
         -------
         dict of str to Any
             ``top_k``, ``temperatures``, ``top_ps``, ``dtype``, ``prefix_cache``,
-            ``split_space`` and, where set, ``answer_labels`` and ``nonsubstantive``
+            ``split_space``, ``numerals`` and, where set, ``answer_labels`` and ``nonsubstantive``
             (JSON-ready values).
 
         Examples
         --------
         >>> sorted(CollectOptions(batch_size=8).fingerprinted())
-        ['dtype', 'prefix_cache', 'split_space', 'temperatures', 'top_k', 'top_ps']
+        ['dtype', 'numerals', 'prefix_cache', 'split_space', 'temperatures', 'top_k', 'top_ps']
         """
         out = {
             "top_k": self.top_k,
@@ -580,6 +610,7 @@ class CollectOptions:
             "dtype": self.dtype,
             "prefix_cache": self.prefix_cache,
             "split_space": self.split_space,
+            "numerals": self.numerals,
         }
         if self.answer_labels is not None:
             out["answer_labels"] = list(self.answer_labels)

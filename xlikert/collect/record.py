@@ -37,6 +37,7 @@ from ..core.schema import (
     variable_table,
 )
 from ..kernels.readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
+from .numerals import NUMERAL_RULE, UNICODE_VERSION
 from .reasoning import REASONING_RULE
 
 __all__ = ["ReadSequence", "UnitResult", "assemble", "describe_models", "read_sequence"]
@@ -101,8 +102,9 @@ class UnitResult:
         """
         sizes = {**sizes, "trace": traces}
         table = variable_table(
-            bounded=bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0
-        )
+            bounded=bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0,
+            scripts=sizes.get("script", 0) > 0,
+        )  # fmt: skip
         data = {k: v.full(_shape(v, n, sizes)) for k, v in table.items()}
         return cls(data, mode="topk" if bounded else "exact")
 
@@ -173,8 +175,9 @@ class UnitResult:
                 f"expected {traces}"
             )
         table = variable_table(
-            bounded=self.bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0
-        )
+            bounded=self.bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0,
+            scripts=sizes.get("script", 0) > 0,
+        )  # fmt: skip
         for k, v in table.items():
             want = _shape(v, n, {**sizes, "trace": traces})
             got = np.shape(self.data.get(k))
@@ -296,7 +299,8 @@ def assemble(
              "other_item": user.sizes["item"], "other_score": sizes["score"]}  # fmt: skip
     table = variable_table(
         bounded=bounded, traces=n_traces, context=context,
-        nonsubstantive=sizes.get("option", 0) > 0, elicitation=elicitation,
+        nonsubstantive=sizes.get("option", 0) > 0, scripts=sizes.get("script", 0) > 0,
+        elicitation=elicitation,
     )  # fmt: skip
     flat = {k: v.full(_shape(v, M * ncell, sizes)) for k, v in table.items()}
     computed = np.zeros(M * ncell, dtype=bool)
@@ -338,6 +342,8 @@ def assemble(
         all_coords["trace"] = np.arange(n_traces)
     ds = xr.Dataset(data_vars, coords=all_coords, attrs=dict(prompts.attrs))
     _describe_modes(ds, bounded=bounded, reasoning=bool(n_traces))
+    if "script_mass" in ds:
+        ds.attrs.update(numeral_rule=NUMERAL_RULE, unicode_version=UNICODE_VERSION)
     for k, flat_values in (cells or {}).items():
         values = np.asarray(flat_values, dtype=object).reshape(full).astype(str)
         ds[k] = xr.Variable(dims, values, dict(CELL_VARIABLES[k].attrs))

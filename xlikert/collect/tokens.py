@@ -17,8 +17,9 @@ token appended (:data:`SPACED_ANSWER_RULE`).
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +28,9 @@ import numpy as np
 from ..core.errors import AnswerLabelError, CollectionError
 from ..kernels.readout import scale_mass
 from .layout import AnswerLayout, answer_codes
+from .numerals import NUMERAL_RULE, digit_script, read_numeral, render, shown_scripts
+from .numerals import scripts as all_scripts
+from .vocabulary import numeral_index, token_text, vocabulary
 
 __all__ = [
     "ANSWER_RULE",
@@ -38,6 +42,7 @@ __all__ = [
     "answer_rule",
     "find_label_tokens",
     "find_valid_tokens",
+    "known_scripts",
     "needs_sequences",
 ]
 
@@ -53,12 +58,26 @@ class ValidTokens:
     surfaces: tuple[str, ...]
     scores: tuple[int, ...]
     scale: tuple[int, ...]
+    #: Each token's numeral script (:mod:`xlikert.collect.numerals`; ``""`` for a word).
+    scripts: tuple[str, ...] = ()
+    #: The scripts the numeral rule read (empty: no label is a number).
+    numeral_scripts: tuple[str, ...] = ()
 
-    def as_records(self) -> list[dict[str, Any]]:
-        """``[{"id": ..., "token": ..., "score": ...}, ...]`` for provenance."""
+    def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
+        """``[{"id": ..., "token": ..., "score": ..., "script": ...}, ...]`` for provenance.
+
+        ``token`` is the token's text (:func:`~xlikert.collect.vocabulary.token_text`)
+        when ``tokenizer`` is given, else its vocabulary string.
+        """
+        scripts = self.scripts or ("",) * len(self.ids)
         return [
-            {"id": i, "token": s, "score": y}
-            for i, s, y in zip(self.ids, self.surfaces, self.scores, strict=True)
+            {
+                "id": i,
+                "token": s if tokenizer is None else token_text(tokenizer, i),
+                "score": y,
+                **({"script": c} if c else {}),
+            }
+            for i, s, y, c in zip(self.ids, self.surfaces, self.scores, scripts, strict=True)
         ]
 
 
@@ -74,7 +93,11 @@ def _label_note(labels: Mapping[int, str] | None, missing: list[int]) -> str:
 
 
 def find_valid_tokens(
-    tokenizer: Any, scale: range | list[int], labels: Mapping[int, str] | None = None
+    tokenizer: Any,
+    scale: range | list[int],
+    labels: Mapping[int, str] | None = None,
+    *,
+    scripts: Collection[str] | None = None,
 ) -> ValidTokens:
     """Find every vocabulary token that decodes to a value of ``scale``.
 
@@ -87,6 +110,10 @@ def find_valid_tokens(
     labels : mapping of int to str, optional
         Score -> the answer label that means it (a response format,
         :mod:`xlikert.design.formats`); default: the score's digits.
+    scripts : collection of str, optional
+        The numeral scripts counted (:mod:`xlikert.collect.numerals`); default every
+        script: a label that is a number is answered by every token whose text, after
+        one leading space, is that number in any decimal script.
 
     Returns
     -------
@@ -119,26 +146,41 @@ def find_valid_tokens(
     """
     scale = [int(v) for v in scale]
     targets = _words(scale, labels)
-    forms = {m + s: v for s, v in targets.items() for m in _MARKERS}
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    maxlen = max(len(f) for f in forms)
-    byte_re = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
-    found: dict[int, tuple[str, int]] = {}
-    for token, idx in tokenizer.get_vocab().items():
-        if idx in special:
-            continue
-        if token in forms:
-            found[idx] = (token, forms[token])
-            continue
-        if len(token) <= maxlen + 2 or byte_re.match(token):
-            # Decode short tokens too: catches byte-fallback and normaliser quirks.
-            try:
-                text = tokenizer.decode([idx])
-            except Exception:  # pragma: no cover - exotic tokenizers
+    numbers = _numbers(targets)
+    words = {t: v for t, v in targets.items() if t not in numbers.values()}
+    found: dict[int, tuple[str, int, str]] = {}
+    read: tuple[str, ...] = ()
+    if numbers:
+        vocab = vocabulary(tokenizer)
+        by_value = {n: y for y, n in _values(numbers).items()}
+        read = _read_scripts(tokenizer, scripts, numbers)
+        for tok in numeral_index(tokenizer):
+            if tok.value in by_value and tok.script in read:
+                found[tok.id] = (vocab.raw[tok.id], by_value[tok.value], tok.script)
+    if words:
+        forms = {m + s: v for s, v in words.items() for m in _MARKERS}
+        special = set(getattr(tokenizer, "all_special_ids", []) or [])
+        maxlen = max(len(f) for f in forms)
+        byte_re = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
+        for token, idx in tokenizer.get_vocab().items():
+            if idx in special:
                 continue
-            if text in forms:
-                found[idx] = (token, forms[text])
-    present = {v for _, v in found.values()}
+            if token in forms:
+                found[idx] = (token, forms[token], "")
+                continue
+            if len(token) <= maxlen + 2 or byte_re.match(token):
+                # Decode short tokens too: catches byte-fallback and normaliser quirks.
+                try:
+                    text = tokenizer.decode([idx])
+                except Exception:  # pragma: no cover - exotic tokenizers
+                    continue
+                if text in forms:
+                    found[idx] = (token, forms[text], "")
+    # a value is present when its label has a token in the label's own script (or, a
+    # word, as written): a number shown in a script the tokenizer spells in bytes (an
+    # Arabic-Indic digit in Qwen's vocabulary) needs the multi-token rule
+    own = {y: read_numeral(t)[1] for y, t in numbers.items()}  # type: ignore[index]
+    present = {v for _, v, c in found.values() if own.get(v, "") == c}
     missing = [v for v in scale if v not in present]
     if missing:
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
@@ -155,7 +197,53 @@ def find_valid_tokens(
         surfaces=tuple(found[i][0] for i in order),
         scores=tuple(found[i][1] for i in order),
         scale=tuple(scale),
+        scripts=tuple(found[i][2] for i in order),
+        numeral_scripts=read,
     )
+
+
+def _numbers(targets: Mapping[str, int]) -> dict[int, str]:
+    """Score -> label, for the labels that are numbers in some script."""
+    return {y: t for t, y in targets.items() if read_numeral(t) is not None}
+
+
+def _values(numbers: Mapping[int, str]) -> dict[int, int]:
+    """Score -> the number its label writes; two labels of one number raise."""
+    out = {y: read_numeral(t)[0] for y, t in numbers.items()}  # type: ignore[index]
+    if len(set(out.values())) < len(out):
+        same = sorted(t for y, t in numbers.items() if list(out.values()).count(out[y]) > 1)
+        raise AnswerLabelError(
+            f"answer labels {same} write the same number in different scripts: under the "
+            "numeral rule (xlikert.collect.numerals) they are one answer"
+        )
+    return out
+
+
+def known_scripts(tokenizer: Any) -> tuple[str, ...]:
+    """The numeral scripts a tokenizer knows: those with a number as a token of its own.
+
+    Examples
+    --------
+    >>> known_scripts(qwen_tokenizer)  # doctest: +SKIP
+    ('ascii', 'fullwidth')
+    """
+    have = {t.script for t in numeral_index(tokenizer)}
+    return tuple(s for s in all_scripts() if s in have)
+
+
+def _read_scripts(
+    tokenizer: Any, scripts: Collection[str] | None, numbers: Mapping[int, str]
+) -> tuple[str, ...]:
+    """The scripts the numeral rule reads: ``scripts`` (None: those the tokenizer knows),
+    with the scripts of the labels shown always among them."""
+    shown = set(shown_scripts(numbers))
+    want = set(known_scripts(tokenizer)) if scripts is None else set(scripts)
+    unknown = sorted(want - set(all_scripts()))
+    if unknown:
+        raise CollectionError(
+            f"unknown numeral script(s) {unknown}; known: {', '.join(all_scripts())}"
+        )
+    return tuple(s for s in all_scripts() if s in want | shown)
 
 
 # ---------------------------------------------------------------------------- multi-token
@@ -225,11 +313,20 @@ class AnswerSequences:
     continuation: tuple[int, ...] | None
     scale: tuple[int, ...]
     layout: AnswerLayout | None = None
+    #: Each spelling's numeral script (``""``: a word); empty: not recorded.
+    scripts: tuple[str, ...] = ()
+    #: The scripts the numeral rule read (:mod:`xlikert.collect.numerals`).
+    numeral_scripts: tuple[str, ...] = ()
 
-    def as_records(self) -> list[dict[str, Any]]:
-        """``[{"ids": [...], "tokens": [...], "score": ...}, ...]`` for provenance."""
+    def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
+        """``[{"ids": [...], "tokens": [...], "score": ...}, ...]`` for provenance
+        (``tokens``: their text with ``tokenizer``, else the vocabulary strings)."""
         return [
-            {"ids": list(i), "tokens": list(t), "score": y}
+            {
+                "ids": list(i),
+                "tokens": list(t) if tokenizer is None else [token_text(tokenizer, k) for k in i],
+                "score": y,
+            }
             for i, t, y in zip(self.sequences, self.surfaces, self.scores, strict=True)
         ]
 
@@ -276,6 +373,28 @@ class AnswerSequences:
         ctx = self.contexts
         return tuple(c for c in ctx if not any(len(d) > len(c) and d[: len(c)] == c for d in ctx))
 
+    def spelling_masses(self, logq: np.ndarray) -> np.ndarray:
+        """Probability of each spelling (``(..., len(sequences))``), see :meth:`masses`."""
+        logq = np.asarray(logq, dtype=np.float64)
+        ctx = {c: i for i, c in enumerate(self.contexts)}
+        col = {t: j for j, t in enumerate(self.need)}
+        if logq.shape[-2:] != (len(ctx), self.width):
+            raise CollectionError(
+                f"answer log-probabilities have shape {logq.shape[-2:]}, expected "
+                f"(contexts, need + pooled) = {(len(ctx), self.width)}"
+            )
+        if self.continuation is not None:  # P(next token does not continue the answer)
+            with np.errstate(divide="ignore"):
+                going = np.exp(logq[..., -1]) if self.pooled else np.zeros(logq.shape[:-1])
+                log_stop = np.log1p(-np.minimum(going, 1.0))
+        cols = []
+        for seq in self.sequences:
+            lp = sum(logq[..., ctx[seq[:k]], col[t]] for k, t in enumerate(seq))
+            if self.continuation is not None:
+                lp = lp + log_stop[..., ctx[seq]]
+            cols.append(np.exp(lp))
+        return np.stack(cols, axis=-1)
+
     def masses(self, logq: np.ndarray) -> np.ndarray:
         """Probability of each scale value from next-token log-probabilities.
 
@@ -303,26 +422,57 @@ class AnswerSequences:
         >>> ans.masses(logq)
         array([[0.2, 0.3]])
         """
-        logq = np.asarray(logq, dtype=np.float64)
-        ctx = {c: i for i, c in enumerate(self.contexts)}
-        col = {t: j for j, t in enumerate(self.need)}
-        if logq.shape[-2:] != (len(ctx), self.width):
-            raise CollectionError(
-                f"answer log-probabilities have shape {logq.shape[-2:]}, expected "
-                f"(contexts, need + pooled) = {(len(ctx), self.width)}"
-            )
-        if self.continuation is not None:  # P(next token does not continue the answer)
-            with np.errstate(divide="ignore"):
-                going = np.exp(logq[..., -1]) if self.pooled else np.zeros(logq.shape[:-1])
-                log_stop = np.log1p(-np.minimum(going, 1.0))
-        cols = []
-        for seq in self.sequences:
-            lp = sum(logq[..., ctx[seq[:k]], col[t]] for k, t in enumerate(seq))
-            if self.continuation is not None:
-                lp = lp + log_stop[..., ctx[seq]]
-            cols.append(np.exp(lp))
         score = np.array([self.scale.index(y) for y in self.scores])
-        return scale_mass(np.stack(cols, axis=-1), score, len(self.scale))
+        return scale_mass(self.spelling_masses(logq), score, len(self.scale))
+
+    def script_mass(self, logq: np.ndarray) -> np.ndarray:
+        """The points' mass per numeral script (the results' ``script_mass``).
+
+        Parameters
+        ----------
+        logq : np.ndarray
+            As for :meth:`masses`.
+
+        Returns
+        -------
+        np.ndarray
+            ``(..., len(numerals.scripts()))``: the summed probability of the spellings
+            of the item's points written in each script; NaN for a script the rule did
+            not read (:attr:`numeral_scripts`). Over the scripts read it sums to the
+            valid mass when every point's label is a number.
+
+        Examples
+        --------
+        >>> ans = AnswerSequences(((5,), (7,)), (1, 1), (("1",), ("１",)), None, (1, 2),
+        ...                       scripts=("ascii", "fullwidth"),
+        ...                       numeral_scripts=("ascii", "fullwidth"))
+        >>> m = ans.script_mass(np.log([[[0.25, 0.5]]]))
+        >>> m[0, :1].tolist(), float(m[0, all_scripts().index("fullwidth")])
+        ([0.25], 0.5)
+        """
+        names = all_scripts()
+        logq = np.asarray(logq, dtype=np.float64)
+        out = np.full((*logq.shape[:-2], len(names)), np.nan)
+        if not self.numeral_scripts:
+            return out
+        index = {s: i for i, s in enumerate(names)}
+        read = [index[s] for s in self.numeral_scripts]
+        out[..., read] = 0.0
+        points = self._points()
+        keep = [k for k, (y, c) in enumerate(zip(self.scores, self.scripts, strict=True))
+                if c and y in points]  # fmt: skip
+        if keep:
+            p = self.spelling_masses(logq)[..., keep]
+            col = np.array([index[self.scripts[k]] for k in keep])
+            out[..., read] = scale_mass(p, col, len(names))[..., read]
+        return out
+
+    def _points(self) -> set[int]:
+        """The codes that are the item's points (not a non-substantive option)."""
+        if self.layout is None:
+            return set(self.scale)
+        return {y for y, c in zip(self.scale, self.layout.columns, strict=True)
+                if c < self.layout.n_scores}  # fmt: skip
 
     def readout(self, raw: np.ndarray, grid: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Item PMFs, valid masses and the decoding grid from answer log-probabilities.
@@ -347,10 +497,10 @@ class AnswerSequences:
             (:meth:`~xlikert.collect.layout.AnswerLayout.readout`).
         """
         if self.layout is not None:
-            return self.layout.readout(
-                self.masses(raw), None if grid is None else self.masses(grid)
-            )
-        out = {}
+            out = self.layout.readout(self.masses(raw), None if grid is None else self.masses(grid))
+            out["script_mass"] = self.script_mass(raw)
+            return out
+        out = {"script_mass": self.script_mass(raw)}
         with np.errstate(invalid="ignore", divide="ignore"):
             m = self.masses(raw)
             out["valid_mass"] = m.sum(-1)
@@ -378,11 +528,17 @@ def _one_token_answers(valid: ValidTokens) -> AnswerSequences:
         surfaces=tuple((s,) for s in valid.surfaces),
         continuation=None,
         scale=valid.scale,
+        scripts=valid.scripts,
+        numeral_scripts=valid.numeral_scripts,
     )
 
 
 def find_label_tokens(
-    tokenizer: Any, scale: range | list[int], labels: Mapping[int, str] | None = None
+    tokenizer: Any,
+    scale: range | list[int],
+    labels: Mapping[int, str] | None = None,
+    *,
+    scripts: Collection[str] | None = None,
 ) -> ValidTokens:
     """:func:`find_valid_tokens` for a response format's answer labels.
 
@@ -395,9 +551,11 @@ def find_label_tokens(
         caller may fall back to multi-token spellings (:func:`answer_rule`).
     """
     try:
-        return find_valid_tokens(tokenizer, scale, labels)
+        return find_valid_tokens(tokenizer, scale, labels, scripts=scripts)
+    except AnswerLabelError:
+        raise
     except CollectionError as exc:
-        if labels is None or all(str(labels[int(v)]).isdecimal() for v in scale):
+        if labels is None or all(read_numeral(str(labels[int(v)])) for v in scale):
             raise
         raise AnswerLabelError(
             f"answer labels must be single tokens for the model's tokenizer: {exc}"
@@ -411,6 +569,7 @@ def answer_rule(
     split_space: bool = True,
     labels: Mapping[int, str] | None = None,
     nonsubstantive: Sequence[str] | None = None,
+    scripts: Collection[str] | None = None,
 ) -> tuple[ValidTokens, AnswerSequences, str]:
     """The valid tokens, the answer spellings and the rule's description for a tokenizer.
 
@@ -424,7 +583,10 @@ def answer_rule(
     score; an item answering on part of ``scale`` labels only its own points.
     ``nonsubstantive`` (one answer label per option of the results' ``option``
     axis, ``""`` where the item does not offer it) adds the non-substantive
-    answers, read apart from the points (:mod:`xlikert.collect.layout`).
+    answers, read apart from the points (:mod:`xlikert.collect.layout`). A label
+    that is a number is read in every numeral script of ``scripts`` (None: every
+    script the tokenizer knows; the labels' own scripts always;
+    :data:`~xlikert.collect.numerals.NUMERAL_RULE`).
 
     Raises
     ------
@@ -435,14 +597,14 @@ def answer_rule(
     plain = layout is None and labels is None
     labels = None if plain else by_code
     scale = list(codes)
-    words = not all(str(by_code[v]).isdecimal() for v in scale)
+    words = not all(read_numeral(str(by_code[v])) for v in scale)
     if needs_sequences(scale, labels):
-        answers = _find_answer_sequences(tokenizer, scale, labels)
+        answers = _find_answer_sequences(tokenizer, scale, labels, scripts=scripts)
     else:
         try:
-            valid = find_label_tokens(tokenizer, scale, labels)
+            valid = find_label_tokens(tokenizer, scale, labels, scripts=scripts)
         except CollectionError:  # no single token for some label: every spelling
-            answers = _find_answer_sequences(tokenizer, scale, labels)
+            answers = _find_answer_sequences(tokenizer, scale, labels, scripts=scripts)
         else:
             answers = (_spaced_answers(tokenizer, valid) if split_space else None) or (
                 _one_token_answers(valid)
@@ -450,13 +612,17 @@ def answer_rule(
     if answers.continuation is not None:
         # the one-token answers, for the record; scoring uses every spelling
         singles = [
-            (s[0], y) for s, y in zip(answers.sequences, answers.scores, strict=True) if len(s) == 1
+            (s[0], y, c)
+            for s, y, c in zip(answers.sequences, answers.scores, answers.scripts, strict=True)
+            if len(s) == 1
         ]
         valid = ValidTokens(
-            ids=tuple(i for i, _ in singles),
-            surfaces=tuple(tokenizer.convert_ids_to_tokens(i) for i, _ in singles),
-            scores=tuple(y for _, y in singles),
+            ids=tuple(i for i, _, _ in singles),
+            surfaces=tuple(tokenizer.convert_ids_to_tokens(i) for i, _, _ in singles),
+            scores=tuple(y for _, y, _ in singles),
             scale=tuple(scale),
+            scripts=tuple(c for _, _, c in singles),
+            numeral_scripts=answers.numeral_scripts,
         )
         what = WORD_ANSWER_RULE if words else ANSWER_RULE
         rule = "multi-token (exact, teacher forced): " + what
@@ -464,6 +630,8 @@ def answer_rule(
         rule = ONE_TOKEN_RULE
     else:
         rule = "one token or split space (exact, same pass): " + SPACED_ANSWER_RULE
+    if answers.numeral_scripts:
+        rule += f"; numbers in the scripts {', '.join(answers.numeral_scripts)}: " + NUMERAL_RULE
     return valid, replace(answers, layout=layout), rule
 
 
@@ -486,51 +654,21 @@ def _word_char(c: str) -> bool:
     return c.isalnum() or c == "_"
 
 
-def _digit(c: str) -> bool:
-    return c in "0123456789"
-
-
-def _token_texts(tokenizer: Any, maxlen: int, decode_long: bool = False) -> dict[int, str]:
-    """Text of every non-special token: the raw vocabulary string, or its decoding.
-
-    A token with a leading marker keeps its raw form (a decoder may strip the
-    marker); a short token is decoded (byte fallback, normaliser quirks); a long one
-    keeps its raw form unless ``decode_long`` (the first character of a word label's
-    next token decides the stop check, and a raw byte-level form spells a newline as
-    the letter ``Ċ``).
-    """
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    byte_re = re.compile(r"^<0x[0-9A-Fa-f]{2}>$")
-    out: dict[int, str] = {}
-    todo: list[tuple[int, str]] = []
-    for token, idx in tokenizer.get_vocab().items():
-        if idx in special:
-            continue
-        marked = token[:1] in _MARKERS[1:]  # keep the marker the decoder may strip
-        long = len(token) > maxlen + 2 and not byte_re.match(token)
-        if marked or (long and not decode_long):
-            out[idx] = token
-        else:
-            todo.append((idx, token))
-    try:
-        texts = tokenizer.batch_decode([[i] for i, _ in todo])
-    except Exception:  # pragma: no cover - exotic tokenizers: one at a time
-        texts = [_decode_one(tokenizer, i, t) for i, t in todo]
-    out.update((i, text) for (i, _), text in zip(todo, texts, strict=True))
-    return out
-
-
-def _decode_one(tokenizer: Any, idx: int, token: str) -> str:
-    try:
-        return tokenizer.decode([idx])
-    except Exception:  # pragma: no cover - exotic tokenizers
-        return token
-
-
 def _find_answer_sequences(
-    tokenizer: Any, scale: range | list[int], labels: Mapping[int, str] | None = None
+    tokenizer: Any,
+    scale: range | list[int],
+    labels: Mapping[int, str] | None = None,
+    *,
+    scripts: Collection[str] | None = None,
 ) -> AnswerSequences:
     """Enumerate every token spelling of every scale value (see :data:`ANSWER_RULE`).
+
+    Spellings are matched on the tokens' bytes
+    (:func:`~xlikert.collect.vocabulary.token_bytes`), so a character the tokenizer
+    splits between tokens (an Arabic-Indic digit in Qwen's vocabulary is two byte
+    tokens) is spelled as it is written. A label that is a number is spelled in
+    every numeral script read (``scripts``; None: those the tokenizer knows, with
+    the labels' own scripts always read; :mod:`xlikert.collect.numerals`).
 
     Parameters
     ----------
@@ -538,6 +676,10 @@ def _find_answer_sequences(
         A transformers tokenizer.
     scale
         The scale values, e.g. ``range(0, 11)``.
+    labels
+        Score -> answer label; default the score's digits.
+    scripts
+        The numeral scripts counted.
 
     Returns
     -------
@@ -557,46 +699,52 @@ def _find_answer_sequences(
     """
     scale = [int(v) for v in scale]
     words = _words(scale, labels)
-    maxlen = max(len(w) for w in words) + 1
-    numeric = all(w.isdecimal() for w in words)
-    texts = _token_texts(tokenizer, maxlen, decode_long=not numeric)
+    numbers = _numbers(words)
+    read: tuple[str, ...] = ()
+    spell: list[tuple[bytes, int, str]] = []  # (text, score, script)
+    if numbers:
+        read = _read_scripts(tokenizer, scripts, numbers)
+        for y, n in _values(numbers).items():
+            spell += [(render(n, c).encode(), y, c) for c in read]
+    spell += [(w.encode(), y, "") for w, y in words.items() if y not in numbers]
+    numeric = len(numbers) == len(words)
+    vocab = vocabulary(tokenizer)
+    maxlen = max(len(w) for w, _, _ in spell) + 1
     # a word label stops at a token that does not go on with a letter, digit or '_';
-    # a number at one that does not go on with a digit
-    goes_on = _digit if numeric else _word_char
-    first: dict[str, list[int]] = {}  # body (marker stripped) -> ids
-    inner: dict[str, list[int]] = {}  # text, a leading marker read as a space -> ids
+    # a number at one that does not go on with a digit (of any script)
+    goes_on = _continues_number if numeric else _continues_word
+    first: dict[bytes, list[int]] = {}  # body (one leading space stripped) -> ids
+    inner: dict[bytes, list[int]] = {}  # bytes, a leading space kept -> ids
     cont: list[int] = []
-    for idx, text in texts.items():
-        if not text:
+    for idx, data in vocab.data.items():
+        if not data:
             continue
-        has_marker = text[0] in _MARKERS[1:]
-        body = text[1:] if has_marker else text
-        if not has_marker and goes_on(text[0]):
+        marked = data[:1] == b" "
+        body = data[1:] if marked else data
+        if not marked and goes_on(data):
             cont.append(idx)
         if body and len(body) <= maxlen:
             first.setdefault(body, []).append(idx)
-        # inside a label a marked token is a space and its word ("Don't" + " know")
-        within = " " + body if has_marker else body
-        if within and len(within) <= maxlen:
-            inner.setdefault(within, []).append(idx)
-    seqs: list[tuple[tuple[int, ...], int]] = []
+        if len(data) <= maxlen:  # inside a label a leading space is a space
+            inner.setdefault(data, []).append(idx)
+    seqs: list[tuple[tuple[int, ...], int, str]] = []
 
-    def extend(word: str, pos: int, ids: tuple[int, ...], y: int) -> None:
+    def extend(word: bytes, pos: int, ids: tuple[int, ...], y: int, c: str) -> None:
         if pos == len(word):
-            seqs.append((ids, y))
+            seqs.append((ids, y, c))
             return
         for end in range(pos + 1, len(word) + 1):
             for idx in inner.get(word[pos:end], ()):
-                extend(word, end, (*ids, idx), y)
+                extend(word, end, (*ids, idx), y, c)
 
     spaces = _find_space_tokens(tokenizer)
-    for w, y in words.items():
+    for w, y, c in spell:
         for end in range(1, len(w) + 1):
             for idx in first.get(w[:end], ()):
-                extend(w, end, (idx,), y)
+                extend(w, end, (idx,), y, c)
         for idx in spaces:  # " 10" spelled as a bare space token, then "1", "0"
-            extend(w, 0, (idx,), y)
-    present = {y for _, y in seqs}
+            extend(w, 0, (idx,), y, c)
+    present = {y for _, y, _ in seqs}
     missing = [v for v in scale if v not in present]
     if missing:
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
@@ -607,15 +755,55 @@ def _find_answer_sequences(
             f"{sorted({repr(w) for w, v in words.items() if v in missing})} with an optional "
             "leading ' ', '▁' or 'Ġ')"
         )
-    seqs.sort(key=lambda s: (scale.index(s[1]), len(s[0]), s[0]))
-    vocab_inv = {i: t for t, i in tokenizer.get_vocab().items()}
+    seqs = sorted(set(seqs), key=lambda s: (scale.index(s[1]), len(s[0]), s[0]))
     return AnswerSequences(
-        sequences=tuple(s for s, _ in seqs),
-        scores=tuple(y for _, y in seqs),
-        surfaces=tuple(tuple(vocab_inv[i] for i in s) for s, _ in seqs),
+        sequences=tuple(s for s, _, _ in seqs),
+        scores=tuple(y for _, y, _ in seqs),
+        surfaces=tuple(tuple(vocab.raw[i] for i in s) for s, _, _ in seqs),
         continuation=tuple(sorted(cont)),
         scale=tuple(scale),
+        scripts=tuple(c for _, _, c in seqs),
+        numeral_scripts=read,
     )
+
+
+def _first_char(data: bytes) -> str | None:
+    """The first character of ``data``; None when it is cut off (or no UTF-8)."""
+    for k in range(1, min(4, len(data)) + 1):
+        try:
+            return data[:k].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return None
+
+
+@functools.cache
+def _digit_prefixes() -> frozenset[bytes]:
+    """Every proper prefix of the UTF-8 bytes of a decimal digit of any script."""
+    out = set()
+    for s in all_scripts():
+        for d in range(10):
+            b = render(d, s).encode()
+            out.update(b[:k] for k in range(1, len(b)))
+    return frozenset(out)
+
+
+def _continues_number(data: bytes) -> bool:
+    """A token that would go on with a number: its first character is a decimal digit
+    (any script), or its bytes are the start of one (a digit split between tokens)."""
+    c = _first_char(data)
+    if c is None:  # cut off: the token is part of one character
+        return data in _digit_prefixes()
+    return digit_script(c) is not None
+
+
+def _continues_word(data: bytes) -> bool:
+    """A token that would go on with a word: a letter, digit or '_' first, or the start
+    of a character split between tokens (a letter, for all the rule can tell)."""
+    c = _first_char(data)
+    if c is None:
+        return data[:1] >= b"\xc0"
+    return _word_char(c)
 
 
 # ---------------------------------------------------------------------------- split space
@@ -631,10 +819,10 @@ def _find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
     >>> _find_space_tokens(gemma_tokenizer)  # doctest: +SKIP
     (270, 236743)
     """
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    vocab = vocabulary(tokenizer)  # built once per tokenizer
     out = []
-    for token, idx in tokenizer.get_vocab().items():
-        if idx in special or token not in _SPACE_FORMS:
+    for idx, token in vocab.raw.items():
+        if idx in vocab.special or token not in _SPACE_FORMS:
             continue
         try:
             text = tokenizer.decode([idx])
@@ -676,7 +864,8 @@ def _spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | Non
     ]
     if not spaces or not bare:
         return None
-    vocab_inv = {i: t for t, i in tokenizer.get_vocab().items()}
+    vocab_inv = vocabulary(tokenizer).raw
+    script = dict(zip(valid.ids, valid.scripts or ("",) * len(valid.ids), strict=True))
     seqs = [
         ((i,), y, (s,)) for i, s, y in zip(valid.ids, valid.surfaces, valid.scores, strict=True)
     ]
@@ -688,4 +877,6 @@ def _spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | Non
         surfaces=tuple(r[2] for r in seqs),
         continuation=None,
         scale=valid.scale,
+        scripts=tuple(script[r[0][-1]] for r in seqs),
+        numeral_scripts=valid.numeral_scripts,
     )

@@ -164,6 +164,7 @@ AUXILIARY_DIMS: Mapping[str, str] = MappingProxyType(
         OTHER_SCORE_DIM: "the second item's score of a pairwise joint (sequential administration)",
         "history": "answer histories of a conversation's history tree (sequential administration)",
         "option": "non-substantive answer options (Don't know, Refused) of nonsubstantive_mass",
+        "script": "decimal numeral scripts (ascii, fullwidth, arabic-indic, ...) of script_mass",
         "baseline": "baselines of the individual skill scores (population, group persona, uniform)",
     }
 )

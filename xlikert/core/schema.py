@@ -151,7 +151,23 @@ VARIABLES: dict[str, Variable] = {
         },
     ),
     "topk_token": Variable(
-        ("rank",), "", {"description": "raw vocabulary tokens of highest probability"}
+        ("rank",),
+        "",
+        {
+            "description": "the tokens of highest probability, as text: each token's bytes "
+            "read as UTF-8, a token that holds an incomplete UTF-8 sequence (a character split "
+            "between tokens) with those bytes escaped ('\\xe4\\xb8'); a server that names "
+            "tokens by text: its text (xlikert.collect.vocabulary)"
+        },
+    ),
+    "topk_token_id": Variable(
+        ("rank",),
+        -1,
+        {
+            "description": "the vocabulary ids of topk_token; -1 where unknown (a server that "
+            "names tokens by text) or past the listing"
+        },
+        "int64",
     ),
     "topk_logprob": Variable(
         ("rank",), _NAN, {"description": "natural-log probability over the full vocabulary"}
@@ -342,6 +358,26 @@ NONSUBSTANTIVE_BOUND_VARIABLES: dict[str, Variable] = {
 }
 
 
+#: Numbers in any script (:mod:`xlikert.collect.numerals`): each answer's mass per numeral
+#: script, so a reader sees "shown full-width, answered ASCII". Present when the run's
+#: options give a ``script`` axis (every decimal script of the Unicode version used).
+SCRIPT_VARIABLES: dict[str, Variable] = {
+    "script_mass": Variable(
+        ("script",),
+        _NAN,
+        {
+            "long_name": "valid mass per numeral script",
+            "description": "sum of P_raw over the answers of the item's points written in each "
+            "decimal script (ascii, fullwidth, arabic-indic, ...; the file's numeral_rule); "
+            "over the scripts read it sums to valid_mass where every point's label is a "
+            "number; NaN for a script the rule did not read (numerals = 'shown', or a "
+            "script the tokenizer has no number token for), for word labels and where the "
+            "backend does not measure it (top-k servers, reasoning, sequential cells)",
+        },
+    ),
+}
+
+
 @dataclass(frozen=True)
 class ItemOption:
     """What a results file (and a prompts Dataset) records about the items' options."""
@@ -419,6 +455,7 @@ RESULT_VARIABLES: tuple[str, ...] = (
     *BOUND_VARIABLES,
     *NONSUBSTANTIVE_VARIABLES,
     *NONSUBSTANTIVE_BOUND_VARIABLES,
+    *SCRIPT_VARIABLES,
     *TRACE_VARIABLES,
     *PROMPT_VARIABLES,
     *ITEM_OPTIONS,
@@ -435,6 +472,7 @@ def variable_table(
     traces: int = 0,
     context: bool = False,
     nonsubstantive: bool = False,
+    scripts: bool = False,
     elicitation: bool = False,
 ) -> dict[str, Variable]:
     """The variables of one unit or results file, by name.
@@ -459,6 +497,9 @@ def variable_table(
     nonsubstantive : bool, default False
         Whether some item offers non-substantive options: adds ``nonsubstantive_mass``
         on the ``option`` dim.
+    scripts : bool, default False
+        Whether the run has a ``script`` axis: adds :data:`SCRIPT_VARIABLES`
+        (``script_mass``).
     elicitation : bool, default False
         Whether the run has an elicitation factor: adds :data:`ELICITATION_VARIABLES`
         (the greedy reply and its answer, the own-words "no answer" mass and bound).
@@ -480,6 +521,7 @@ def variable_table(
         **(BOUND_VARIABLES if bounded else {}),
         **(NONSUBSTANTIVE_VARIABLES if nonsubstantive else {}),
         **(NONSUBSTANTIVE_BOUND_VARIABLES if bounded and nonsubstantive else {}),
+        **(SCRIPT_VARIABLES if scripts else {}),
         **(TRACE_VARIABLES if traces else {}),
         **(CONTEXT_VARIABLES if context else {}),
         **(ELICITATION_VARIABLES if elicitation else {}),

@@ -125,6 +125,8 @@ class Experiment:
     answers: Literal["codes", "letters", "labels"] = "codes"
     _user_templates: tuple[Template, ...] = field(default=(), compare=False)
     _system_templates: dict[str, Template] = field(default_factory=dict, compare=False)
+    #: With a ``language`` factor: each language's experiment (its instrument translated).
+    _by_language: dict[str, Experiment] = field(default_factory=dict, compare=False)
 
     @property
     def factors(self) -> dict[str, list[str]]:
@@ -372,6 +374,8 @@ class Experiment:
         'Canadians should always buy Canadian-made products instead of imports.'
         """
         specs = self.factor_specs
+        if self._by_language:
+            return self._build_languages()
         shape = [len(f.levels) for f in specs]
         system = np.empty([*shape, len(self.items)], dtype=object)
         user = np.empty([*shape, len(self.items)], dtype=object)
@@ -413,6 +417,24 @@ class Experiment:
             attrs=self._prompt_attrs(),
         )
         return ds.merge(extra, combine_attrs="override")
+
+    def _build_languages(self) -> xr.Dataset:
+        """The prompts of every language (each its translated instrument's), on the
+        ``language`` factor's dim in file order."""
+        lang = next(f for f in self.factor_specs if f.kind == "language")
+        parts = [self._by_language[lv].build_prompts() for lv in lang.levels]
+        ds = xr.concat(parts, dim=lang.name, data_vars=["system", "user"], coords="minimal",
+                       compat="override", join="override", combine_attrs="override")  # fmt: skip
+        ds = ds.assign_coords({lang.name: np.array(lang.levels, dtype=str)})
+        order = [f.name for f in self.factor_specs]
+        for name in ("system", "user"):
+            ds[name] = ds[name].transpose(*order, "item")
+        ds.attrs["language_factor"] = str(lang.name)
+        ds.attrs["instrument_languages"] = json.dumps(
+            {self.instrument.language: "the instrument's own text", **self.instrument.translations},
+            ensure_ascii=False,
+        )
+        return ds
 
     def _render_condition(
         self,

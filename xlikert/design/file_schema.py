@@ -51,7 +51,7 @@ RESERVED = frozenset(
 )  # fmt: skip
 KINDS = (
     "lexicon", "framing", "free", "format", "administration", "item_order", "elicitation",
-    "respondent",
+    "respondent", "language",
 )  # fmt: skip
 
 
@@ -289,6 +289,8 @@ class InstrumentHead(_Table):
     """Framing used when an experiment has no framing factor (`""`: no system prompt)."""
     placeholders: list[Identifier] = []
     """Extra fields an experiment must supply (a free factor or a constant), e.g. `persona`."""
+    language: NonBlank = "en"
+    """The language of the texts of this file (a tag such as `en`); `[translations.<tag>]` gives others."""
 
 
 class ItemSpec(_Table):
@@ -321,6 +323,23 @@ class ItemSpec(_Table):
         return self
 
 
+class TranslationSpec(_Table):
+    """The instrument's texts in another language: `[translations.<language>]`."""
+
+    toml: ClassVar[str] = "[translations.<language>]"
+
+    source: str = ""
+    """Who translated (provenance): a published translation, or the project's own."""
+    items: dict[ItemId, ItemTemplate] = {}
+    """Item id -> the item's text in this language (every item needs one)."""
+    framings: dict[str, TemplateText] = {}
+    """Framing name -> the system-prompt template in this language (every framing needs one)."""
+    anchors: dict[ScaleValue, NonBlank] = {}
+    """Scale value -> label in this language (every anchor of `[scale.anchors]` needs one)."""
+    lexicon: dict[str, Annotated[dict[Identifier, str], Field(min_length=1)]] = {}
+    """Lexicon level -> field -> text in this language (every level and field needs one)."""
+
+
 class InstrumentFile(_Table):
     """An instrument file."""
 
@@ -336,6 +355,8 @@ class InstrumentFile(_Table):
     """Level of the lexicon factor -> field -> text (`[lexicon.Canada]`); every level has the same fields."""
     framings: dict[str, TemplateText] = {}
     """Framing name -> system-prompt template."""
+    translations: dict[NonBlank, TranslationSpec] = {}
+    """Language tag -> the instrument's texts in that language (`[translations.de]`); a `language` factor of an experiment crosses them."""
 
 
 # --------------------------------------------------------------------------- experiment file
@@ -377,10 +398,11 @@ class FactorSpec(_Table):
             "item_order",
             "elicitation",
             "respondent",
+            "language",
         ]
         | None
     ) = None
-    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`), `item_order` (the order of the items in a sequential conversation), `elicitation` (how the answer is read: levels `first_token`, `prefix`, `greedy`, `own_words`; the factor must be named `elicitation`) or `respondent` (a free factor with one level per person of a survey table, `xlikert.design.respondent_personas`: two people may share a persona; default: `administration` or `elicitation` for a factor of that name, else inferred from the instrument's factor names)."""
+    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`), `item_order` (the order of the items in a sequential conversation), `elicitation` (how the answer is read: levels `first_token`, `prefix`, `greedy`, `own_words`; the factor must be named `elicitation`), `respondent` (a free factor with one level per person of a survey table, `xlikert.design.respondent_personas`: two people may share a persona) or `language` (levels: the instrument's language and its translations; default: `administration` or `elicitation` for a factor of that name, else inferred from the instrument's factor names)."""
     levels: Levels | None = None
     """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`; administration: both; elicitation: a list, default `first_token`, `prefix`, `greedy`; item_order: `as_listed`, `reversed`, `rotation<k>`, `latin_square`, or a table of level -> the item ids in the order asked, space-separated)."""
     description: str = ""

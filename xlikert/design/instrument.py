@@ -11,10 +11,10 @@ import difflib
 import json
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..core.errors import ConfigError, UnknownNameError
 from .file_schema import SCALE_FIELDS, InstrumentFile, ItemSpec, ScaleSpec
@@ -101,6 +101,104 @@ class Instrument:
     nonsubstantive: tuple[Option, ...] = ()
     answers: Literal["codes", "letters", "labels"] = "codes"
     templates: dict[str, Template] = field(default_factory=dict, compare=False)
+    #: The language of the texts (a tag such as ``"en"``).
+    language: str = "en"
+    #: Language tag -> who translated it (``[translations.<tag>] source``).
+    translations: dict[str, str] = field(default_factory=dict)
+    _table: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """The instrument's own language, then those of its translations.
+
+        Examples
+        --------
+        >>> load_instrument("bfi_short").languages
+        ('en', 'de', 'zh')
+        """
+        return (self.language, *self.translations)
+
+    def translated(self, language: str) -> Instrument:
+        """The instrument with every text in ``language`` (itself for its own language).
+
+        The item texts, the framings, the scale's anchors and the lexicon are taken
+        from ``[translations.<language>]``; everything else (ids, keying, subscales,
+        the scale's values) stays.
+
+        Parameters
+        ----------
+        language : str
+            A language tag of :attr:`languages`.
+
+        Returns
+        -------
+        Instrument
+            The instrument parsed again with the translated texts (its
+            ``language`` set; the same path and translations).
+
+        Raises
+        ------
+        ConfigError
+            An unknown language, or every text the translation lacks, each named by
+            item (framing, anchor, lexicon level and field) and language.
+
+        Examples
+        --------
+        >>> load_instrument("bfi_short").translated("de").items[0].template
+        'Ich sehe mich als jemand, der eher zurückhaltend, reserviert ist.'
+        """
+        if language == self.language:
+            return self
+        if language not in self.translations:
+            raise ConfigError(
+                f"{self.path}: instrument {self.name!r} has no translation {language!r}; "
+                f"languages: {', '.join(self.languages)}"
+            )
+        table = self._table
+        tr = table.get("translations", {}).get(language, {})
+        where = f"[translations.{language}]"
+        missing = [
+            f"{where}: item {item['id']!r} has no {language!r} translation"
+            for item in table["items"]
+            if str(item["id"]) not in {str(k) for k in tr.get("items", {})}
+        ]
+        missing += [
+            f"{where}: framing {name!r} has no {language!r} translation"
+            for name in table.get("framings", {})
+            if name not in tr.get("framings", {})
+        ]
+        known_ids = {str(item["id"]) for item in table["items"]}
+        missing += [
+            f"{where}: item {k!r} is not an item of the instrument"
+            for k in tr.get("items", {})
+            if str(k) not in known_ids
+        ]
+        given = {int(k) for k in tr.get("anchors", {})}
+        missing += [
+            f"{where}: scale anchor {k} has no {language!r} translation"
+            for k in table["scale"].get("anchors", {})
+            if int(k) not in given
+        ]
+        for level, values in table.get("lexicon", {}).items():
+            have = tr.get("lexicon", {}).get(level, {})
+            missing += [
+                f"{where}: lexicon level {level!r} field {key!r} has no {language!r} translation"
+                for key in values
+                if key not in have
+            ]
+        if missing:
+            raise ConfigError(f"{self.path}: " + "; ".join(missing))
+        items = {str(k): v for k, v in tr.get("items", {}).items()}
+        out = {k: v for k, v in table.items() if k != "translations"}
+        out["instrument"] = {**table["instrument"], "language": language}
+        out["items"] = [{**it, "template": items[str(it["id"])]} for it in table["items"]]
+        if "framings" in table:
+            out["framings"] = dict(tr["framings"])
+        out["scale"] = {**table["scale"], "anchors": dict(tr.get("anchors", {}))}
+        if "lexicon" in table:
+            out["lexicon"] = {lv: dict(tr["lexicon"][lv]) for lv in table["lexicon"]}
+        inst = _parse_instrument(out, f"{self.path} [translations.{language}]", self.sha256)
+        return replace(inst, path=self.path, translations=dict(self.translations))
 
     @property
     def labels(self) -> dict[int, str]:
@@ -577,4 +675,7 @@ def _parse_instrument(table: dict, file: str, digest: str) -> Instrument:
         nonsubstantive=default.nonsubstantive,
         answers=default.answers,
         templates=templates,
+        language=head.language,
+        translations={lang: t.source for lang, t in spec.translations.items()},
+        _table=table,
     )

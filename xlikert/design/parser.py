@@ -128,6 +128,7 @@ def experiment_from_dict(
     file: str = "<dict>",
     sha256: str | None = None,
     base_dir: str | Path | None = None,
+    _instrument: Instrument | None = None,
 ) -> Experiment:
     """Build an :class:`Experiment` from an already parsed table (same schema as the file).
 
@@ -146,6 +147,9 @@ def experiment_from_dict(
     base_dir : str or pathlib.Path, optional
         The folder a relative instrument path is resolved against (default: the
         working directory).
+    _instrument : Instrument, optional
+        Internal: the instrument to use instead of ``[experiment] instrument`` (one
+        language of an experiment with a ``language`` factor).
 
     Returns
     -------
@@ -176,7 +180,7 @@ def experiment_from_dict(
     p = Problems(file)
     spec = validate(ExperimentFile, table, p)
     head = spec.experiment
-    inst = _instrument_of(p, head.instrument, base_dir)
+    inst = _instrument_of(p, head.instrument, base_dir) if _instrument is None else _instrument
     default = inst.response_scale if spec.scale is None else scale_from_spec(spec.scale)
     items = _select_items(p, inst, head.items)
     scales = _item_scales(p, items, default, overridden=spec.scale is not None)
@@ -193,6 +197,16 @@ def experiment_from_dict(
     p.raise_if_any()
     if sha256 is None:
         sha256 = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
+    by_language: dict[str, Experiment] = {}
+    for f in factors:
+        if f.kind == "language":  # one experiment per language, without the factor
+            rest = {**table, "factors": {k: v for k, v in table.get("factors", {}).items()
+                                         if k != f.name}}  # fmt: skip
+            for lv in f.levels:
+                by_language[lv] = experiment_from_dict(
+                    rest, file=file, sha256=sha256, base_dir=base_dir,
+                    _instrument=inst.translated(lv),
+                )  # fmt: skip
     return Experiment(
         name=head.name or (Path(file).stem if file != "<dict>" else "experiment"),
         description=head.description,
@@ -214,6 +228,7 @@ def experiment_from_dict(
         answers=default.answers,
         _user_templates=user_templates,
         _system_templates=system_templates,
+        _by_language=by_language,
     )
 
 
@@ -337,7 +352,9 @@ def _parse_factors(
 ) -> tuple[list[Factor], bool]:
     """The factors that parse, and whether any failed to."""
     factors = [
-        _parse_format(p, name, spec, scales)
+        _parse_language(p, inst, name, spec)
+        if spec.kind == "language"
+        else _parse_format(p, name, spec, scales)
         if spec.kind == "format"
         else _parse_elicitation(p, name, spec)
         if spec.kind == "elicitation" or (spec.kind is None and name == ELICITATION_DIM)
@@ -356,7 +373,39 @@ def _parse_factors(
     formats = [f.name for f in parsed if f.kind == "format"]
     if len(formats) > 1:
         p.add("[factors]", f"only one factor may set the response format, got {formats}")
+    languages = [f.name for f in parsed if f.kind == "language"]
+    if len(languages) > 1:
+        p.add("[factors]", f"only one factor may set the language, got {languages}")
     return parsed, len(parsed) < len(factors)
+
+
+def _parse_language(p: Problems, inst: Instrument, name: str, spec: FactorSpec) -> Factor | None:
+    """A ``language`` factor: its levels are languages of the instrument (default: all),
+    each translation complete (every missing text named, by item and language)."""
+    where = f"factor {name!r}"
+    raw = list(inst.languages) if spec.levels is None else spec.levels
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        p.add(where, "levels of a language factor are language tags, e.g. ['en', 'de', 'zh']")
+        return None
+    n_before = len(p.lines)
+    for lv in raw:
+        if lv not in inst.languages:
+            p.add(
+                where,
+                f"level {lv!r} is not a language of instrument {inst.name!r}"
+                f"{suggest(lv, inst.languages)}; languages: {', '.join(inst.languages)}",
+            )
+            continue
+        try:
+            inst.translated(lv)
+        except ConfigError as exc:
+            p.add(where, str(exc))
+    if len(set(raw)) < len(raw):
+        p.add(where, f"repeats a language: {raw}")
+    if len(p.lines) > n_before:
+        return None
+    bindings = {lv: {name: lv} for lv in raw}
+    return Factor(name, "language", tuple(raw), bindings, description=spec.description)
 
 
 def _parse_context(
@@ -846,8 +895,8 @@ def _check_factors_change_prompts(
     """
     used = {ph for t in templates for ph in t.fields}
     for f in factors:
-        if f.kind in ("format", "administration", "item_order", "elicitation"):
-            continue  # they change how the answer is read, or the conversation
+        if f.kind in ("format", "administration", "item_order", "elicitation", "language"):
+            continue  # how the answer is read, the conversation, or every text
         fields = [k for k in f.fields if k in used]
         if not fields and f.kind != "framing":
             others = [k for k in f.fields if k != f.name]

@@ -46,6 +46,7 @@ from ..reasoning import (
 )
 from ..record import UnitResult
 from ..tokens import AnswerSequences, ValidTokens, answer_rule
+from ..vocabulary import token_text
 
 if TYPE_CHECKING:
     from ..options import CollectOptions
@@ -228,6 +229,7 @@ class InProcessModel:
             valid, answers, _ = answer_rule(
                 self.tokenizer, options.scale, split_space=options.split_space,
                 labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
+                scripts=options.numeral_scripts,
             )  # fmt: skip
             rules[labels] = (valid, answers)
         self.options = options
@@ -250,10 +252,13 @@ class InProcessModel:
             res.data[key][:] = out[key]
         if "nonsubstantive_mass" in out:  # else NaN: the item offers no option
             res.data["nonsubstantive_mass"][:] = out["nonsubstantive_mass"]
+        if "script_mass" in res.data and "script_mass" in out:
+            res.data["script_mass"][:] = out["script_mass"]
         tok = self.tokenizer
         for b, (ids, lps) in enumerate(zip(out["topk_id"], out["topk_logprob"], strict=True)):
             k = len(ids)  # fewer than top_k only for a tiny vocabulary
-            res.data["topk_token"][b, :k] = [tok.convert_ids_to_tokens(int(i)) or "" for i in ids]
+            res.data["topk_token"][b, :k] = [token_text(tok, int(i)) for i in ids]
+            res.data["topk_token_id"][b, :k] = np.asarray(ids, dtype=np.int64)[:k]
             res.data["topk_logprob"][b, :k] = np.asarray(lps)[:k]
         res.data["prompt_text"][:] = texts
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
@@ -332,12 +337,14 @@ class InProcessModel:
             info["system_merged_into_user"] = "true"
         rules = self._rules or {self.options.answer_labels: (self.valid, self.answers)}
         first_valid, first_answers = next(iter(rules.values()))
-        info["valid_tokens"] = first_valid.as_records()
+        info["valid_tokens"] = first_valid.as_records(self.tokenizer)
         if not first_answers.is_one_token:
-            info["answer_spellings"] = first_answers.as_records()
+            info["answer_spellings"] = first_answers.as_records(self.tokenizer)
         if len(rules) > 1 or None not in rules:  # a response format: each label set's tokens
             info["valid_tokens_by_labels"] = {
-                " ".join(labels or (str(y) for y in self.options.scale)): valid.as_records()
+                " ".join(labels or (str(y) for y in self.options.scale)): valid.as_records(
+                    self.tokenizer
+                )
                 for labels, (valid, _) in rules.items()
             }
         return info

@@ -60,7 +60,7 @@ __all__ = [
 KEY_FORMAT = "xlikert-cell-1"
 
 #: The collection options that change a cell's stored values.
-NUMBER_OPTIONS = ("scale", "top_k", "temperatures", "top_ps", "split_space")
+NUMBER_OPTIONS = ("scale", "top_k", "temperatures", "top_ps", "split_space", "numerals")
 
 #: The request key of a sequentially administered cell (its conversation, in order).
 SEQUENTIAL_KEY = "xlikert-sequential-1"

@@ -28,6 +28,7 @@ from ...core.schema import (
     ELICITATION_VARIABLES,
     NONSUBSTANTIVE_BOUND_VARIABLES,
     NONSUBSTANTIVE_VARIABLES,
+    SCRIPT_VARIABLES,
     TRACE_VARIABLES,
     VARIABLES,
 )
@@ -263,7 +264,8 @@ def merge_shards(
     out = base.drop_vars("computed").copy()
     optional = (
         *BOUND_VARIABLES, *NONSUBSTANTIVE_VARIABLES, *NONSUBSTANTIVE_BOUND_VARIABLES,
-        *TRACE_VARIABLES, *CELL_VARIABLES, *CONTEXT_VARIABLES, *ELICITATION_VARIABLES,
+        *SCRIPT_VARIABLES, *TRACE_VARIABLES, *CELL_VARIABLES, *CONTEXT_VARIABLES,
+        *ELICITATION_VARIABLES,
     )  # fmt: skip
     names = [*VARIABLES, *(v for v in optional if v in out)]
     for ds in parts[1:]:

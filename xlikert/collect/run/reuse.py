@@ -262,6 +262,7 @@ class Reuse:
         for (mi, si, mode), cells in groups.items():
             table = variable_table(bounded=mode == "topk", traces=traces[mi],
                                    nonsubstantive=sizes.get("option", 0) > 0,
+                                   scripts=sizes.get("script", 0) > 0,
                                    elicitation=elicitation)  # fmt: skip
             got = self.sources[si].take([row for _, row in cells], list(table))
             n, data = len(cells), {}

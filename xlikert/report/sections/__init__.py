@@ -19,6 +19,8 @@ module             section
                    parts repeated per subscale are in ``per_subscale``
 ``formats``        Response format: the format effect and its interactions
                    (only with a factor of kind ``format``)
+``languages``      Languages: the items that move most between languages, the
+                   composite per language (only with a factor of kind ``language``)
 ``context_order``  Context and order: isolated vs sequential administration,
                    certified bounds, position and item-order effects,
                    carry-over (only with sequentially administered cells)
@@ -51,6 +53,7 @@ from .design import design_section
 from .elicitation import elicitation_section
 from .formats import format_section
 from .individual import individual_respondents_section
+from .languages import languages_section
 from .reasoning import reasoning_section
 from .reliability import scale_reliability_section
 
@@ -64,6 +67,7 @@ __all__ = [
     "format_section",
     "human_alignment_section",
     "individual_respondents_section",
+    "languages_section",
     "reasoning_section",
     "sampling_cost_section",
     "scale_reliability_section",

@@ -161,7 +161,9 @@ class OpenAIModel:
             options.scale, options.labels_by_score, options.nonsubstantive_labels
         )
         plain = options.answer_labels is None
-        return find_label_tokens(self.tokenizer, codes, None if plain else labels)
+        return find_label_tokens(
+            self.tokenizer, codes, None if plain else labels, scripts=options.numeral_scripts
+        )
 
     def relabel(self, labels: tuple[str, ...] | None) -> None:
         """Read the next units' answers with these labels (score order; None: the digits).
@@ -177,11 +179,11 @@ class OpenAIModel:
         by_labels = self._prov.setdefault("valid_tokens_by_labels", {})
         if self.valid is not None and not by_labels:
             by_labels[" ".join(self.options.answer_labels or map(str, self.options.scale))] = (
-                self.valid.as_records()
+                self.valid.as_records(self.tokenizer)
             )
         if valid is not None:
             by_labels[" ".join(options.answer_labels or map(str, options.scale))] = (
-                valid.as_records()
+                valid.as_records(self.tokenizer)
             )
         self.options, self.valid = options, valid
         self.readout = Readout(
@@ -220,7 +222,9 @@ class OpenAIModel:
             prov["logprob_rtol"] = self.spec.logprob_rtol
         if self.spec.revision is not None:
             prov["revision"] = self.spec.revision
-        prov["valid_tokens"] = self.valid.as_records() if self.valid is not None else []
+        prov["valid_tokens"] = (
+            self.valid.as_records(self.tokenizer) if self.valid is not None else []
+        )
         prov.setdefault("tokenizer", "none (valid tokens recognised by their text)")
         return prov
 

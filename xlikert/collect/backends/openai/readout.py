@@ -18,8 +18,11 @@ import numpy as np
 from ....core.errors import CollectionError
 from ....kernels.readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
 from ...layout import answer_codes
+from ...numerals import read_numeral, rule_scripts
+from ...numerals import scripts as all_scripts
 from ...options import CollectOptions
 from ...record import UnitResult
+from ...vocabulary import token_text
 from .spec import OpenAISpec
 
 __all__ = [
@@ -123,6 +126,15 @@ class Readout:
         column = dict(zip(codes, layout.columns if layout else range(len(codes)), strict=True))
         self.offered = layout.offered if layout else np.zeros(self.n_options, dtype=bool)
         self._by_text = {labels[c]: column[c] for c in codes}
+        # a label that is a number is answered by that number in the scripts read
+        # (xlikert.collect.numerals): by value, in the valid tokens' scripts
+        numbers = {c: read_numeral(labels[c]) for c in codes}
+        self._by_number = {n[0]: column[c] for c, n in numbers.items() if n is not None}
+        self._scripts = (
+            set(valid.numeral_scripts)
+            if valid is not None
+            else set(rule_scripts(options.numerals, labels.values()) or all_scripts())
+        )
         self._by_id = (
             {i: column[y] for i, y in zip(valid.ids, valid.scores, strict=True)} if valid else {}
         )
@@ -132,7 +144,13 @@ class Readout:
         """Column of a listed token (by id with ids, else by text), -1 if not valid."""
         if self.ids_ok:
             return self._by_id.get(key, -1)
-        return self._by_text.get(_strip_marker(str(key)), -1)
+        text = _strip_marker(str(key))
+        if text in self._by_text:
+            return self._by_text[text]
+        number = read_numeral(text)
+        if number is not None and number[1] in self._scripts:
+            return self._by_number.get(number[0], -1)
+        return -1
 
     def listing(self, obj: dict) -> Listing:
         """Distinct listed tokens (key, shown text, log-probability), most probable first."""
@@ -151,7 +169,7 @@ class Readout:
             if self.ids_ok and i is None:
                 raise CollectionError(f"model {self.spec.name!r}: unexpected token {t!r}")
             key = i if i is not None else t
-            shown = self.tokenizer.convert_ids_to_tokens(i) if i is not None else t
+            shown = token_text(self.tokenizer, i) if i is not None else t
             seen.setdefault(key, (shown, lp))  # a sampled token may be listed twice
         keys = sorted(seen, key=lambda k: -seen[k][1])
         return keys, [seen[k][0] for k in keys], np.array([seen[k][1] for k in keys])
@@ -197,6 +215,8 @@ class Readout:
         cols = np.array([self.score_of(k) for k in keys], dtype=np.int64)
         n = min(self.options.top_k, len(keys))
         res.data["topk_token"][r, :n] = shown[:n]
+        if self.ids_ok:
+            res.data["topk_token_id"][r, :n] = np.asarray(keys[:n], dtype=np.int64)
         res.data["topk_logprob"][r, :n] = lps[:n]
         counts = self.unlisted_valid(keys)
         scores = np.where(cols < S, cols, -1)
@@ -217,6 +237,8 @@ class Readout:
             mass = scale_mass(np.exp(kn_lps), kn_cols, S + self.n_options)
             res.data["valid_mass"][r] = mass[:S].sum()
             res.data["pmf"][r] = mass[:S] / mass[:S].sum()
+            if "script_mass" in res.data:
+                res.data["script_mass"][r] = self._script_mass(got)
             b["nonsubstantive_mass"] = mass[S:]
             kn_scores = np.where(kn_cols < S, kn_cols, -1)
         else:
@@ -231,6 +253,20 @@ class Readout:
                                             np.nan)  # fmt: skip
         self._fill_decoding(res, r, kn_lps, kn_scores, b["unlisted_max"], counts)
         res.data["prompt_text"][r] = json.dumps(msgs, ensure_ascii=False)
+
+    def _script_mass(self, got: dict[int, float]) -> np.ndarray:
+        """Exact mode: the points' mass per numeral script (NaN: a script not read)."""
+        names = all_scripts()
+        out = np.full(len(names), np.nan)
+        if not self.valid.numeral_scripts:
+            return out
+        index = {c: i for i, c in enumerate(names)}
+        out[[index[c] for c in self.valid.numeral_scripts]] = 0.0
+        S = len(self.scale)
+        for i, c in zip(self.valid.ids, self.valid.scripts, strict=True):
+            if c and self._by_id[i] < S:
+                out[index[c]] += float(np.exp(got[i]))
+        return out
 
     def _fill_decoding(self, res: UnitResult, r: int, lps: np.ndarray, scores: np.ndarray,
                        unlisted_max: float, counts: np.ndarray | None) -> None:  # fmt: skip

@@ -98,5 +98,6 @@ def open(
         trust_remote_code=options.trust_remote_code,
         split_space=options.split_space,
         files=prepared,
+        numerals=options.numerals,
     )
     return LocalModel(lm, options, check_reasoning(spec))

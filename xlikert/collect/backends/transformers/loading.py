@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ....core.errors import CollectionError
+from ...numerals import rule_scripts
 from ...templates import PromptTemplate
 from ...tokens import AnswerSequences, ValidTokens, answer_rule
 from ..inprocess import ModelFiles, model_provenance, resolve_dtype
@@ -124,6 +125,7 @@ def load_model(
     trust_remote_code: bool = False,
     split_space: bool = True,
     files: ModelFiles | None = None,
+    numerals: str = "any",
 ) -> LoadedModel:
     """Load a model for collection.
 
@@ -201,6 +203,7 @@ def load_model(
     lm = wrap_model(
         name, model, tokenizer, scale,
         prompt_format=spec.get("prompt_format"), split_space=split_space, provenance=prov,
+        numerals=numerals,
     )  # fmt: skip
     lm.provenance["load_seconds"] = round(time.perf_counter() - t0, 2)
     return lm
@@ -215,6 +218,7 @@ def wrap_model(
     prompt_format: str | None = None,
     split_space: bool = True,
     provenance: dict[str, Any] | None = None,
+    numerals: str = "any",
 ) -> LoadedModel:
     """A :class:`LoadedModel` around a transformers model already in memory.
 
@@ -245,7 +249,9 @@ def wrap_model(
 
     model.eval()
     template = PromptTemplate(tokenizer, name, prompt_format)
-    valid, answers, rule = answer_rule(tokenizer, scale, split_space=split_space)
+    valid, answers, rule = answer_rule(
+        tokenizer, scale, split_space=split_space, scripts=rule_scripts(numerals, None)
+    )
     n_vocab = model.get_output_embeddings().weight.shape[0]
     if max((*answers.need, *(answers.pooled or ()))) >= n_vocab:
         raise CollectionError(f"model {name!r}: valid token ids exceed the model's vocabulary")

@@ -382,6 +382,7 @@ class VLLMModel(InProcessModel):
         self.valid, self.answers, rule = answer_rule(
             tokenizer, options.scale, split_space=options.split_space,
             labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
+            scripts=options.numeral_scripts,
         )  # fmt: skip
         self._ask = {
             "need": [int(i) for i in self.answers.need],

@@ -1,0 +1,140 @@
+"""Translations in one instrument and the ``language`` factor (issue 40, items 1 and 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import xlikert as xl
+from xlikert.core.errors import ConfigError
+from xlikert.design import load_experiment, load_instrument
+
+INSTRUMENT = """
+[instrument]
+name = "tiny"
+citation = "none"
+language = "en"
+default_framing = "plain"
+lexicon_factor = "target"
+
+[scale]
+min = 1
+max = 5
+[scale.anchors]
+1 = "No"
+5 = "Yes"
+
+[framings]
+plain = "Answer {scale_min}-{scale_max} ({scale_min}={min_label}, {scale_max}={max_label})."
+
+[lexicon.USA]
+people = "Americans"
+[lexicon.France]
+people = "the French"
+
+[[items]]
+id = "a"
+template = "{people:cap} like tea."
+[[items]]
+id = "b"
+template = "{people:cap} like coffee."
+
+[translations.de]
+source = "test"
+anchors = { 1 = "Nein", 5 = "Ja" }
+framings = { plain = "Antworte {scale_min}-{scale_max} ({scale_min}={min_label}, {scale_max}={max_label})." }
+items = { a = "{people:cap} mögen Tee.", b = "{people:cap} mögen Kaffee." }
+lexicon = { USA = { people = "die Amerikaner" }, France = { people = "die Franzosen" } }
+
+[translations.fr]
+source = "test, incomplete"
+anchors = { 1 = "Non" }
+framings = { plain = "Répondez {scale_min}-{scale_max}." }
+items = { a = "{people:cap} aiment le thé." }
+lexicon = { USA = { people = "les Américains" } }
+"""
+
+EXPERIMENT = """
+[experiment]
+instrument = "tiny.toml"
+[factors.target]
+levels = ["USA", "France"]
+[factors.language]
+kind = "language"
+levels = {levels}
+[[models]]
+name = "m"
+source = "smollm2-135m-instruct"
+"""
+
+
+def write(tmp_path, levels):
+    (tmp_path / "tiny.toml").write_text(INSTRUMENT, encoding="utf-8")
+    path = tmp_path / "exp.toml"
+    path.write_text(EXPERIMENT.replace("{levels}", levels), encoding="utf-8")
+    return path
+
+
+def test_a_language_factor_crosses_the_translations(tmp_path):
+    exp = load_experiment(write(tmp_path, '["en", "de"]'))
+    ds = exp.build_prompts()
+    assert dict(ds.sizes) == {"target": 2, "language": 2, "item": 2}
+    assert ds.user.dims == ("target", "language", "item")
+    assert (
+        ds.user.sel(language="de", target="France", item="b").item()
+        == "Die Franzosen mögen Kaffee."
+    )
+    assert ds.user.sel(language="en", target="USA", item="a").item() == "Americans like tea."
+    assert (
+        ds.system.sel(language="de", target="USA", item="a").item()
+        == "Antworte 1-5 (1=Nein, 5=Ja)."
+    )
+    assert exp.factors == {"target": ["USA", "France"], "language": ["en", "de"]}
+
+
+def test_a_missing_translation_is_named_by_item_and_language(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_experiment(write(tmp_path, '["en", "fr"]'))
+    msg = str(err.value)
+    assert "item 'b' has no 'fr' translation" in msg
+    assert "scale anchor 5 has no 'fr' translation" in msg
+    assert "lexicon level 'France' field 'people' has no 'fr' translation" in msg
+    with pytest.raises(ConfigError, match="'it' is not a language"):
+        load_experiment(write(tmp_path, '["en", "it"]'))
+
+
+def test_the_builtin_instrument_in_three_languages_and_two_scripts():
+    inst = load_instrument("bfi_short")
+    assert inst.languages == ("en", "de", "zh")
+    assert "project's own" in inst.translations["zh"]
+    zh = inst.translated("zh")
+    assert all(any("\u4e00" <= c <= "\u9fff" for c in it.template) for it in zh.items)
+    assert [it.reverse_keyed for it in zh.items] == [it.reverse_keyed for it in inst.items]
+    ds = load_experiment("languages").build_prompts()
+    assert list(ds.language.values) == ["en", "de", "zh"]
+    assert "非常同意" in ds.system.sel(language="zh", item="1").item()
+    # the built-in instruments without translations are unchanged
+    cet = load_instrument("cetscale")
+    assert cet.languages == ("en",) and cet.translated("en") is cet
+
+
+def test_decompose_gives_the_classical_anova_of_the_language_term():
+    rng = np.random.default_rng(4)
+    langs, targets, items = ["en", "de", "zh"], ["USA", "China"], ["1", "2", "3"]
+    pmf = xr.DataArray(
+        rng.dirichlet(np.ones(5), size=(3, 2, 3)),
+        dims=("language", "target", "item", "score"),
+        coords={"language": langs, "target": targets, "item": items, "score": np.arange(1, 6)},
+    )
+    dec = xl.decompose(pmf, reflect=False, subscale=None)
+    # the composite's mean per cell, by hand: the sum of the items' means
+    m = (pmf * pmf.score).sum("score").sum("item").values  # (language, target)
+    grand = m.mean()
+    main = m.mean(1) - grand
+    np.testing.assert_allclose(dec["language"].ds.E.values, main, atol=1e-10)
+    inter = m - m.mean(1, keepdims=True) - m.mean(0, keepdims=True) + grand
+    got = dec["language:target"].ds.E.transpose("language", "target").values
+    np.testing.assert_allclose(got, inter, atol=1e-10)
+    # the effects of every language sum to zero, as the ANOVA's do
+    assert abs(float(dec["language"].ds.E.sum())) < 1e-10

@@ -1,0 +1,51 @@
+"""The report's section "Languages" (issue 40, item 5)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import xarray as xr
+
+from xlikert.datasets import synthetic_pmf
+from xlikert.report import write_report
+
+
+def _results(pmf: xr.DataArray) -> xr.Dataset:
+    ds = xr.Dataset({"pmf": pmf, "valid_mass": xr.ones_like(pmf.isel(score=0)) * 0.99})
+    ds.attrs.update(
+        language_factor="language",
+        instrument_languages=json.dumps(
+            {"en": "own", "de": "project's own", "zh": "project's own"}
+        ),
+    )
+    return ds
+
+
+def test_languages_section_names_the_item_that_moves_most(tmp_path):
+    pmf = synthetic_pmf({"model": 2, "language": ["en", "de", "zh"]}, n_items=3, seed=7)
+    # item 2 answered at the top of the scale in zh, everywhere else as drawn
+    top = xr.zeros_like(pmf.isel(item=1, language=2))
+    top[..., -1] = 1.0
+    pmf = pmf.copy()
+    pmf.loc[{"item": pmf["item"].values[1], "language": "zh"}] = top
+    out = tmp_path / "r"
+    html = write_report(_results(pmf), out).read_text(encoding="utf-8")
+    assert "Languages" in html
+    table = (out / "tables" / "language_items.csv").read_text(encoding="utf-8").splitlines()
+    assert table[1].split(",")[0] == str(pmf["item"].values[1])
+    # the W1 distance by hand: the largest over pairs of languages, mixed over the models
+    per = pmf.mean("model").sel(item=pmf["item"].values[1]).transpose("language", "score").values
+    d = max(np.abs(np.cumsum(per[i]) - np.cumsum(per[j])).sum()
+            for i in range(3) for j in range(i + 1, 3))  # fmt: skip
+    assert abs(float(table[1].split(",")[1]) - d) < 1e-9
+    comp = (out / "tables" / "language_composite.csv").read_text(encoding="utf-8")
+    assert "zh" in comp and "de" in comp
+
+
+def test_no_languages_section_without_a_language_factor(tmp_path):
+    pmf = synthetic_pmf({"model": 2, "language": ["en", "de"]}, n_items=2, seed=1)
+    ds = _results(pmf)
+    del ds.attrs["language_factor"]
+    html = write_report(ds, tmp_path / "r").read_text(encoding="utf-8")
+    assert 'id="languages"' not in html.lower() and ">Languages<" not in html
