@@ -2,45 +2,39 @@
 
 An :class:`Experiment` names an instrument, the non-model factors (:class:`Factor`)
 and their levels, and the models; :meth:`Experiment.build_prompts` renders every
-prompt. Experiment files are read by :mod:`xlikert.design.parser` (format in
-``xlikert/design/README.md``).
+prompt (its arrays assembled in :mod:`xlikert.design.prompts`). Experiment files
+are read by :mod:`xlikert.design.parser` (format in ``xlikert/design/README.md``).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
 
 from ..core.errors import ConfigError, UnknownNameError
-from ..core.schema import ITEM_OPTIONS, PROMPT_VARIABLES
-from .file_schema import SCALE_FIELDS
+from ..core.schema import PROMPT_VARIABLES
 from .formats import ResponseFormat
 from .instrument import Instrument, Item, describe_item_scales, has_item_options
-from .item_order import ITEM_POSITION
+from .prompts import (
+    build_languages,
+    format_labels,
+    item_positions,
+    per_item_variables,
+    prompt_attrs,
+    render_condition,
+)
 from .scale import Option, Scale, ShownScale
 from .template import Template
 
 __all__ = [
     "Experiment",
     "Factor",
-    "prompts_to_frame",
 ]
-
-
-def _provenance_path(path: str) -> str:
-    """A built-in file as ``<xlikert>/design/...``, so results carry no local directory."""
-    package = Path(__file__).resolve().parents[1]
-    try:
-        return f"<xlikert>/{Path(path).resolve().relative_to(package).as_posix()}"
-    except ValueError:
-        return str(path)
 
 
 @dataclass(frozen=True)
@@ -375,7 +369,7 @@ class Experiment:
         """
         specs = self.factor_specs
         if self._by_language:
-            return self._build_languages()
+            return build_languages(self)
         shape = [len(f.levels) for f in specs]
         system = np.empty([*shape, len(self.items)], dtype=object)
         user = np.empty([*shape, len(self.items)], dtype=object)
@@ -390,7 +384,7 @@ class Experiment:
                     sys_t = self._system_templates[f"{f.name}:{f.levels[i]}"]
                 level = f.levels[i] if f.kind == "format" else level
             try:
-                self._render_condition(idx, values, sys_t, shown[level], system, user)
+                render_condition(self, idx, values, sys_t, shown[level], system, user)
             except KeyError as exc:  # pragma: no cover - prevented by the checks at load time
                 cond = ", ".join(
                     f"{f.name}={f.levels[i]!r}" for f, i in zip(specs, idx, strict=True)
@@ -406,156 +400,17 @@ class Experiment:
         )
         coords["subscale"] = ("item", np.array([it.subscale for it in self.items], dtype=str))
         dims = [*(f.name for f in specs), "item"]
-        extra = self._per_item_variables(shown) if self.per_item else self._format_labels()
-        extra = extra.merge(self._item_positions(specs))
+        extra = per_item_variables(self, shown) if self.per_item else format_labels(self)
+        extra = extra.merge(item_positions(self, specs))
         ds = xr.Dataset(
             {
                 "system": (dims, system.astype(str), dict(PROMPT_VARIABLES["system"].attrs)),
                 "user": (dims, user.astype(str), dict(PROMPT_VARIABLES["user"].attrs)),
             },
             coords=coords,
-            attrs=self._prompt_attrs(),
+            attrs=prompt_attrs(self),
         )
         return ds.merge(extra, combine_attrs="override")
-
-    def _build_languages(self) -> xr.Dataset:
-        """The prompts of every language (each its translated instrument's), on the
-        ``language`` factor's dim in file order."""
-        lang = next(f for f in self.factor_specs if f.kind == "language")
-        parts = [self._by_language[lv].build_prompts() for lv in lang.levels]
-        ds = xr.concat(parts, dim=lang.name, data_vars=["system", "user"], coords="minimal",
-                       compat="override", join="override", combine_attrs="override")  # fmt: skip
-        ds = ds.assign_coords({lang.name: np.array(lang.levels, dtype=str)})
-        order = [f.name for f in self.factor_specs]
-        for name in ("system", "user"):
-            ds[name] = ds[name].transpose(*order, "item")
-        ds.attrs["language_factor"] = str(lang.name)
-        ds.attrs["instrument_languages"] = json.dumps(
-            {self.instrument.language: "the instrument's own text", **self.instrument.translations},
-            ensure_ascii=False,
-        )
-        return ds
-
-    def _render_condition(
-        self,
-        idx: tuple[int, ...],
-        values: dict[str, str],
-        sys_t: Template | None,
-        shown: tuple[ShownScale, ...],
-        system: np.ndarray,
-        user: np.ndarray,
-    ) -> None:
-        """Fill one condition's prompts, every item with its own scale placeholders."""
-        per_item_system = sys_t is not None and bool(set(sys_t.fields) & set(SCALE_FIELDS))
-        sys_text = sys_t.render({**values, **shown[0].fields}) if sys_t is not None else ""
-        for k, ut in enumerate(self._user_templates):
-            item_values = {**values, **shown[k].fields}
-            user[(*idx, k)] = ut.render(item_values)
-            if per_item_system and sys_t is not None:
-                system[(*idx, k)] = sys_t.render(item_values)
-            else:
-                system[(*idx, k)] = sys_text
-
-    def _format_labels(self) -> xr.Dataset:
-        """``answer_label (<format factor>, score)`` on the one scale (empty without a format)."""
-        fmt = self.format_factor
-        if fmt is None:
-            return xr.Dataset()
-        labels = self.answer_labels()
-        score = np.arange(self.scale_min, self.scale_max + 1, dtype=np.int64)
-        return xr.Dataset(
-            {
-                "answer_label": (
-                    (fmt.name, "score"),
-                    np.array(
-                        [[labels[lv][y] for y in score.tolist()] for lv in fmt.levels],
-                        dtype=np.str_,
-                    ),
-                    {
-                        "description": "the answer label that means each score under each "
-                        f"{fmt.name} level"
-                    },
-                )
-            },
-            coords={fmt.name: np.array(fmt.levels, dtype=str), "score": score},
-        )
-
-    def _item_positions(self, specs) -> xr.Dataset:
-        """``item_position (<item-order factor>, item)``: the 0-based position at which each
-        level asks each item in its conversation (empty without an item-order factor)."""
-        order = next((f for f in specs if f.kind == "item_order"), None)
-        if order is None:
-            return xr.Dataset()
-        n_items = len(self.items)
-        positions = [[list(order.orders[lv]).index(k) for k in range(n_items)]
-                     for lv in order.levels]  # fmt: skip
-        return xr.Dataset(
-            {ITEM_POSITION: ((order.name, "item"), np.array(positions, dtype=np.int64),
-                             {"description": f"0-based position at which each {order.name} "
-                              "level asks each item in its conversation"})},
-            coords={order.name: np.array(order.levels, dtype=str)},
-        )  # fmt: skip
-
-    def _per_item_variables(self, shown: dict[str | None, tuple[ShownScale, ...]]) -> xr.Dataset:
-        """Each item's support, nominal flag, answer labels, point labels and options."""
-        scales = [self.scale_of(it.id) for it in self.items]
-        score = np.arange(min(s.min for s in scales), max(s.max for s in scales) + 1)
-        options = list(dict.fromkeys(o.label for s in scales for o in s.nonsubstantive))
-        fmt = self.format_factor
-        lead = [fmt.name] if fmt is not None else []
-        answer = np.array(
-            [[[sh.labels.get(int(y), "") for y in score] for sh in row] for row in shown.values()],
-            dtype=str,
-        )
-        option = np.array(
-            [[[sh.options.get(o, "") for o in options] for sh in row] for row in shown.values()],
-            dtype=str,
-        ).reshape(len(shown), len(scales), len(options))
-        if fmt is None:
-            answer, option = answer[0], option[0]
-        points = np.array([[s.anchors.get(int(y), "") for y in score] for s in scales], dtype=str)
-        coords: dict[str, Any] = {
-            "score": score.astype(np.int64),
-            "score_min": ("item", np.array([s.min for s in scales], dtype=np.int64)),
-            "score_max": ("item", np.array([s.max for s in scales], dtype=np.int64)),
-            "nominal": ("item", np.array([it.nominal for it in self.items], dtype=bool)),
-        }
-        if fmt is not None:
-            coords[fmt.name] = np.array(fmt.levels, dtype=str)
-        data: dict[str, Any] = {
-            "answer_label": ((*lead, "item", "score"), answer),
-            "score_label": (("item", "score"), points),
-        }
-        if options:
-            coords["option"] = np.array(options, dtype=str)
-            data["option_label"] = ((*lead, "item", "option"), option)
-        for name, (dims, values) in list(data.items()):
-            data[name] = (dims, values, {"description": ITEM_OPTIONS[name].description})
-        for name in ("score_min", "score_max", "nominal"):
-            dim, values = coords[name]
-            coords[name] = (dim, values, {"description": ITEM_OPTIONS[name].description})
-        ds = xr.Dataset(data, coords=coords)
-        return ds.assign_coords(item=np.array([it.id for it in self.items], dtype=str))
-
-    def _prompt_attrs(self) -> dict[str, Any]:
-        """The provenance attrs of the prompts (``scale_min``/``scale_max``: the score axis)."""
-        inst = self.instrument
-        lo, hi = self.scale_min, self.scale_max
-        if self.per_item:
-            scales = [self.scale_of(it.id) for it in self.items]
-            lo, hi = min(s.min for s in scales), max(s.max for s in scales)
-        return {
-            "instrument": inst.name,
-            "instrument_title": inst.title,
-            "citation": inst.citation,
-            "scale_min": int(lo),
-            "scale_max": int(hi),
-            "scale_labels": json.dumps({str(k): v for k, v in sorted(self.anchors.items())}),
-            "instrument_sha256": inst.sha256,
-            "instrument_file": _provenance_path(inst.path),
-            "experiment": self.name,
-            "experiment_sha256": self.sha256,
-        }
 
     def summary(self) -> str:
         """A human-readable description of the design (what ``xlikert prompts`` prints).
@@ -633,45 +488,3 @@ class Experiment:
 
     def __repr__(self) -> str:
         return f"<xlikert.Experiment>\n{self.summary()}"
-
-
-def prompts_to_frame(ds: xr.Dataset):
-    """One row per prompt: factor levels, item, reverse_keyed, subscale, system, user.
-
-    Parameters
-    ----------
-    ds : xarray.Dataset
-        Prompts as :meth:`Experiment.build_prompts` returns them: ``user`` and
-        ``system`` over the prompt factors and ``item``, with ``reverse_keyed`` and
-        ``subscale`` over ``item``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per prompt (C order of ``user``'s dims), a column per dim of
-        ``user``, then ``reverse_keyed``, ``subscale``, ``system`` and ``user``.
-
-    Examples
-    --------
-    >>> from xlikert.design import load_experiment
-    >>> df = prompts_to_frame(load_experiment("demo").build_prompts())
-    >>> list(df.columns)
-    ['target', 'item', 'reverse_keyed', 'subscale', 'system', 'user']
-    >>> len(df)
-    68
-    """
-    import pandas as pd
-
-    dims = list(ds.user.dims)
-    rows = {}
-    grids = np.meshgrid(*(np.asarray(ds[d].values) for d in dims), indexing="ij")
-    for d, g in zip(dims, grids, strict=True):
-        rows[d] = g.ravel()
-    item_pos = np.meshgrid(*(np.arange(ds.sizes[d]) for d in dims), indexing="ij")[
-        dims.index("item")
-    ].ravel()
-    rows["reverse_keyed"] = np.asarray(ds["reverse_keyed"].values)[item_pos]
-    rows["subscale"] = np.asarray(ds["subscale"].values)[item_pos]
-    rows["system"] = np.asarray(ds["system"].values).ravel()
-    rows["user"] = np.asarray(ds["user"].values).ravel()
-    return pd.DataFrame(rows)
