@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from .experiment import Experiment, Factor
 from .formats import BUILTIN_FORMATS, ResponseFormat, builtin_format
-from .instrument import Instrument, Item, builtin_instruments, load_instrument, scale_fields
+from .instrument import Instrument, builtin_instruments, load_instrument
+from .items import Item, scale_fields
 from .parser import builtin_experiments, experiment_from_dict, load_experiment
 from .prompts import prompts_to_frame
 from .scale import Option, Scale

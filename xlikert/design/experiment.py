@@ -19,7 +19,8 @@ import xarray as xr
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.schema import PROMPT_VARIABLES
 from .formats import ResponseFormat
-from .instrument import Instrument, Item, describe_item_scales, has_item_options
+from .instrument import Instrument
+from .items import Item, describe_item_scales, has_item_options
 from .prompts import (
     build_languages,
     format_labels,

@@ -13,7 +13,8 @@ from ..core.errors import FormatNotShownError
 from .experiment import Factor
 from .file_schema import RESERVED, SCALE_FIELDS
 from .formats import LABEL_FIELDS
-from .instrument import Instrument, Item
+from .instrument import Instrument
+from .items import Item
 from .parse_factors import ItemScales
 from .problems import Problems, suggest
 from .scale import Scale

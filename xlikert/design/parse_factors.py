@@ -22,8 +22,9 @@ from .formats import (
     builtin_format,
     format_from_table,
 )
-from .instrument import Instrument, Item, has_item_options, nominal_problems
+from .instrument import Instrument
 from .item_order import ADMINISTRATIONS, item_orders
+from .items import Item, has_item_options, nominal_problems
 from .option_order import permuted_formats
 from .problems import Problems, suggest
 from .scale import Scale

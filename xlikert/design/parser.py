@@ -21,14 +21,8 @@ from typing import Any
 from ..core.errors import ConfigError
 from .experiment import Experiment, Factor
 from .file_schema import ExperimentFile, ExperimentHead, ModelSpec
-from .instrument import (
-    Instrument,
-    Item,
-    builtin_instruments,
-    load_instrument,
-    resolve_file,
-    scale_from_spec,
-)
+from .instrument import Instrument, builtin_instruments, load_instrument, resolve_file
+from .items import Item, scale_from_spec
 from .parse_checks import (
     Suppliers,
     build_system_templates,
