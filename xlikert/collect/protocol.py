@@ -44,7 +44,7 @@ openai        :mod:`xlikert.collect.backends.openai` (HTTP)       ``source = "op
 
 The two in-process backends share a base
 (:mod:`xlikert.collect.backends.inprocess`). Every backend's ``check`` refuses
-model-entry keys it does not know (:func:`~xlikert.collect.options.check_entry_keys`),
+model-entry keys it does not know (:func:`~xlikert.collect.entries.check_entry_keys`),
 and the run-wide options (:class:`~xlikert.collect.options.CollectOptions`) are
 validated when built, before any model loads.
 """

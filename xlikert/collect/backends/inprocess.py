@@ -8,7 +8,7 @@ of a template method: the outline of a unit's scoring is here, the engine work
 in the backends) and a few functions:
 
 * the dtype rule (:func:`resolve_dtype`; the names are checked by
-  :func:`xlikert.collect.options.check_dtype`);
+  :func:`xlikert.collect.entries.check_dtype`);
 * the end-of-turn rule (:func:`_end_of_turn_ids`, :data:`END_OF_TURN_RULE`);
 * the entry keys both know (:data:`ENTRY_KEYS`) and the provenance both record
   (:func:`model_provenance`, :meth:`InProcessModel.provenance`);
@@ -34,7 +34,7 @@ import numpy as np
 from ...core.errors import CollectionError
 from ...core.schema import encode_token_ids
 from ...kernels.readout import DECODING_TIE_RULE
-from ..options import check_dtype
+from ..entries import check_dtype
 from ..protocol import CellInputs
 from ..reasoning import (
     ReasoningFormat,

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...options import CollectOptions, check_dtype, check_entry_keys
+from ...entries import check_dtype, check_entry_keys
+from ...options import CollectOptions
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...zoo import check_source
@@ -60,7 +61,7 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
     """Validate a transformers model entry before anything runs (no heavy imports).
 
     Keys other than :data:`KEYS` are refused
-    (:func:`~xlikert.collect.options.check_entry_keys`). A ``reasoning`` table
+    (:func:`~xlikert.collect.entries.check_entry_keys`). A ``reasoning`` table
     is checked and completed with its defaults
     (:func:`~xlikert.collect.reasoning.check_reasoning`), so it enters the run's
     fingerprint as it will run.
