@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...core.codecs import encode_token_ids
 from ...core.errors import CollectionError
-from ...core.schema import encode_token_ids
 from ...kernels.readout import DECODING_TIE_RULE
 from ..entries import check_dtype
 from ..protocol import CellInputs
