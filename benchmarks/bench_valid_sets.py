@@ -35,7 +35,7 @@ LABELS = {
 def main() -> None:
     from transformers import AutoTokenizer
 
-    from xlikert.collect.tokens import answer_rule
+    from xlikert.collect.spellings import answer_rule
     from xlikert.collect.vocabulary import numeral_index, vocabulary
     from xlikert.testing import engines
 

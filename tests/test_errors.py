@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from xlikert.core import errors
-from xlikert.core.schema import decode_text, decode_token_ids, encode_text, encode_token_ids
+from xlikert.core.codecs import decode_text, decode_token_ids, encode_text, encode_token_ids
 from xlikert.datasets import human_baseline
 from xlikert.design import Template, builtin_format, load_experiment, load_instrument
 from xlikert.design.formats import format_from_table

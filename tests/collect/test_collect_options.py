@@ -20,7 +20,7 @@ pytest.importorskip("transformers")
 from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions, collect
-from xlikert.collect.options import RUN_WIDE_OPTIONS
+from xlikert.collect.entries import RUN_WIDE_OPTIONS
 from xlikert.core.errors import CollectionError
 from xlikert.kernels.readout import DECODING_TIE_RULE
 

@@ -27,8 +27,9 @@ from xlikert.collect.elicitation import (
     parse_answer,
 )
 from xlikert.collect.options import CollectOptions
+from xlikert.core.codecs import decode_token_ids
 from xlikert.core.errors import CollectionError, ConfigError, DesignError
-from xlikert.core.schema import ELICITATION_VARIABLES, decode_token_ids
+from xlikert.core.schema import ELICITATION_VARIABLES
 from xlikert.design.elicitation import check_elicitation_levels
 from xlikert.design.parser import experiment_from_dict
 

@@ -15,12 +15,8 @@ import pytest
 from xlikert.collect.numerals import read_numeral, render, rule_scripts, scripts, shown_scripts
 from xlikert.collect.options import CollectOptions
 from xlikert.collect.run.identity import numbers_options
-from xlikert.collect.tokens import (
-    _find_answer_sequences,
-    answer_rule,
-    find_valid_tokens,
-    known_scripts,
-)
+from xlikert.collect.spellings import _find_answer_sequences, answer_rule
+from xlikert.collect.tokens import find_valid_tokens, known_scripts
 from xlikert.collect.vocabulary import _byte_level, show_bytes, token_text, vocabulary
 from xlikert.core.errors import AnswerLabelError, CollectionError
 

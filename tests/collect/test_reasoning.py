@@ -36,8 +36,8 @@ from xlikert.collect.reasoning import (
     trace_seed,
     trace_texts,
 )
+from xlikert.core.codecs import decode_text
 from xlikert.core.errors import CollectionError, XlikertError
-from xlikert.core.schema import decode_text
 
 HERE = Path(__file__).parent
 

@@ -17,9 +17,9 @@ from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
 from xlikert.collect.run.identity import _sent_digest, cell_key, model_digest
+from xlikert.core.codecs import decode_token_ids
 from xlikert.core.errors import CollectionError
 from xlikert.core.io import open_results, read_attrs
-from xlikert.core.schema import decode_token_ids
 
 #: Every per-cell variable a reused cell copies.
 NUMBERS = ("pmf", "valid_mass", "topk_logprob", "decoding_pmf", "decoding_valid_mass")

@@ -64,7 +64,7 @@ class Replay:
 
     def score(self, prompts):
         from xlikert.collect import UnitResult
-        from xlikert.core.schema import encode_token_ids
+        from xlikert.core.codecs import encode_token_ids
 
         result = UnitResult.empty(len(prompts), self.options.sizes)
         ids = self._sent(prompts)

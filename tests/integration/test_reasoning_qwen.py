@@ -29,7 +29,7 @@ import torch
 import xlikert as xl
 from xlikert.collect import collect, read_sequence
 from xlikert.collect.zoo import model_folder
-from xlikert.core.schema import decode_text
+from xlikert.core.codecs import decode_text
 from xlikert.design import load_experiment
 
 QWEN = "qwen2.5-coder-0.5b-instruct"

@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError
-from ..core.schema import ELICITATION_VARIABLES, encode_token_ids
+from ..core.schema import ELICITATION_VARIABLES
 from ..design.elicitation import ANSWER_PARSE_RULE, ELICITATION_DIM, ELICITATIONS
 from .options import CollectOptions
 from .own_words import (

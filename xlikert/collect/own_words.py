@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError
-from ..core.schema import encode_token_ids
 from ..kernels.readout import nucleus_logprobs
 from .options import CollectOptions
 from .record import UnitResult

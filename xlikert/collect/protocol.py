@@ -44,7 +44,7 @@ openai        :mod:`xlikert.collect.backends.openai` (HTTP)       ``source = "op
 
 The two in-process backends share a base
 (:mod:`xlikert.collect.backends.inprocess`). Every backend's ``check`` refuses
-model-entry keys it does not know (:func:`~xlikert.collect.options.check_entry_keys`),
+model-entry keys it does not know (:func:`~xlikert.collect.entries.check_entry_keys`),
 and the run-wide options (:class:`~xlikert.collect.options.CollectOptions`) are
 validated when built, before any model loads.
 """
@@ -332,7 +332,7 @@ class ContextReader(Protocol):
     ) -> dict[str, np.ndarray]:
         """The readout after each context: ``pmf (B, S)``, ``valid_mass (B,)``,
         ``decoding_pmf (B, T, P, S)`` and ``decoding_valid_mass (B, T, P)`` (the keys of
-        :meth:`~xlikert.collect.tokens.AnswerSequences.readout`); ``keep[b]`` False: no
+        :meth:`~xlikert.collect.sequences.AnswerSequences.readout`); ``keep[b]`` False: no
         later context extends context ``b`` (its state need not be kept)."""
         ...
 

@@ -18,7 +18,7 @@ thinks before it answers. For every (condition, item) the backend
    ends its turn, or reaches ``max_new_tokens`` (the trace is then *truncated*);
 3. closes each trace (:meth:`ReasoningFormat.closing`) and reads the exact
    next-token PMF over the scale after it, with the answer rule of every backend
-   (:class:`~xlikert.collect.tokens.AnswerSequences`);
+   (:class:`~xlikert.collect.sequences.AnswerSequences`);
 4. combines the traces (:func:`_combine_traces`).
 
 Only the thoughts are sampled: given a trace, its answer PMF is exact. The mean of
@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.codecs import decode_text, encode_text, encode_token_ids
 from ..core.errors import CollectionError
-from ..core.schema import decode_text, encode_text, encode_token_ids
 from ..kernels.readout import logsumexp, nucleus_logprobs
 
 __all__ = [
@@ -507,7 +507,7 @@ def trace_texts(ds: Any) -> Any:
     ----------
     ds : xarray.Dataset
         Results of a reasoning run (a model entry with ``reasoning = {...}``): a
-        ``trace_text`` variable, compressed by :func:`xlikert.core.schema.encode_text`.
+        ``trace_text`` variable, compressed by :func:`xlikert.core.codecs.encode_text`.
 
     Returns
     -------
@@ -523,7 +523,7 @@ def trace_texts(ds: Any) -> Any:
     Examples
     --------
     >>> import xarray as xr
-    >>> from xlikert.core.schema import encode_text
+    >>> from xlikert.core.codecs import encode_text
     >>> ds = xr.Dataset({"trace_text": ("trace", [encode_text("I think 5."), ""])})
     >>> trace_texts(ds).values.tolist()
     ['I think 5.', '']

@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from .._version import __version__
+from ..core.codecs import decode_token_ids
 from ..core.dims import MODEL_DIM
 from ..core.errors import CollectionError
 from ..core.schema import (
@@ -33,7 +34,6 @@ from ..core.schema import (
     SAMPLED_VARIABLES,
     TRACE_VARIABLES,
     Variable,
-    decode_token_ids,
     variable_table,
 )
 from ..kernels.readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
@@ -468,10 +468,10 @@ def read_sequence(ds: xr.Dataset, *, trace: int | None = None, **cell: Any) -> R
 
     Examples
     --------
-    The ids are stored as text (:func:`xlikert.core.schema.encode_token_ids`); a
+    The ids are stored as text (:func:`xlikert.core.codecs.encode_token_ids`); a
     one-cell results file made by hand:
 
-    >>> from xlikert.core.schema import encode_token_ids
+    >>> from xlikert.core.codecs import encode_token_ids
     >>> ds = xr.Dataset(
     ...     {"prompt_token_ids": (("model", "item"), [[encode_token_ids([1, 9, 42])]])},
     ...     coords={"model": ["m"], "item": ["1"]},

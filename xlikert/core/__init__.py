@@ -4,6 +4,8 @@
   :class:`~xlikert.core.errors.XlikertError`, a ``ValueError``);
 * :mod:`xlikert.core.schema` -- the results schema: every variable, its dims, fill
   value and codec;
+* :mod:`xlikert.core.codecs` -- the codecs of the text variables (token ids, trace
+  texts);
 * :mod:`xlikert.core.dims` -- the one registry of dimension roles (core, auxiliary,
   reserved) and the calling convention of dimension arguments;
 * :mod:`xlikert.core.validate` -- the shared input checks;

@@ -81,8 +81,8 @@ class TemplateSyntaxError(XlikertError):
 class CodecError(XlikertError):
     """A text in a results file that xlikert's encoders did not write, or a corrupt one.
 
-    Raised by :func:`xlikert.core.schema.decode_token_ids` and
-    :func:`xlikert.core.schema.decode_text`; the message names the codec expected and
+    Raised by :func:`xlikert.core.codecs.decode_token_ids` and
+    :func:`xlikert.core.codecs.decode_text`; the message names the codec expected and
     shows the start of the text.
     """
 

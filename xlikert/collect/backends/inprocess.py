@@ -8,7 +8,7 @@ of a template method: the outline of a unit's scoring is here, the engine work
 in the backends) and a few functions:
 
 * the dtype rule (:func:`resolve_dtype`; the names are checked by
-  :func:`xlikert.collect.options.check_dtype`);
+  :func:`xlikert.collect.entries.check_dtype`);
 * the end-of-turn rule (:func:`_end_of_turn_ids`, :data:`END_OF_TURN_RULE`);
 * the entry keys both know (:data:`ENTRY_KEYS`) and the provenance both record
   (:func:`model_provenance`, :meth:`InProcessModel.provenance`);
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...core.codecs import encode_token_ids
 from ...core.errors import CollectionError
-from ...core.schema import encode_token_ids
 from ...kernels.readout import DECODING_TIE_RULE
-from ..options import check_dtype
+from ..entries import check_dtype
 from ..protocol import CellInputs
 from ..reasoning import (
     ReasoningFormat,
@@ -45,7 +45,9 @@ from ..reasoning import (
     trace_seed,
 )
 from ..record import UnitResult
-from ..tokens import AnswerSequences, ValidTokens, answer_rule
+from ..sequences import AnswerSequences
+from ..spellings import answer_rule
+from ..tokens import ValidTokens
 from ..vocabulary import token_text
 
 if TYPE_CHECKING:
@@ -211,7 +213,7 @@ class InProcessModel:
         ``labels``: one per scale value, in score order, then one per
         non-substantive option of the run (``""`` where the item has no such point
         or option; None: the digits). The answer rule
-        (:func:`~xlikert.collect.tokens.answer_rule`) is resolved once per label set
+        (:func:`~xlikert.collect.spellings.answer_rule`) is resolved once per label set
         and kept; :meth:`_use_answers` hands it to the backend.
 
         Raises

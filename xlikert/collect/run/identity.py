@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...core.codecs import decode_token_ids
 from ...core.errors import CollectionError
-from ...core.schema import decode_token_ids
 from ..protocol import CellInputs, backend_module
 
 if TYPE_CHECKING:

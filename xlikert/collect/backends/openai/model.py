@@ -12,7 +12,7 @@ from ....core.errors import CollectionError
 from ....kernels.readout import TOPK_BOUNDS_RULE
 from ...options import CollectOptions
 from ...record import UnitResult
-from ...tokens import ONE_TOKEN_RULE
+from ...spellings import ONE_TOKEN_RULE
 from .plan import PROMPT_CACHE, RequestPlan, messages
 from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
 from .spec import SERVER_KINDS, OpenAISpec

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ....core.errors import CollectionError
-from ...options import check_entry_keys
+from ...entries import check_entry_keys
 
 __all__ = ["SERVER_KINDS", "TRANSPORT_KEYS", "OpenAISpec", "parse_openai_spec"]
 

@@ -8,7 +8,7 @@ Protocol (paper §3 "Constraint"; the backend protocol of the docs' architecture
 * left padding with explicit position ids; only the last positions' logits;
 * every answer spelling's context (the prompt, or the prompt + a bare space token,
   or + the first tokens of a multi-token answer) is one teacher-forced row, so one
-  pass reads every answer (:class:`~xlikert.collect.tokens.AnswerSequences`);
+  pass reads every answer (:class:`~xlikert.collect.sequences.AnswerSequences`);
 * the logits go to the shared numpy rules of :mod:`xlikert.kernels.readout`:
   log-softmax over the FULL vocabulary in float64, the temperature/top-p rule, the
   token -> scale sum;
@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...options import CollectOptions, check_dtype, check_entry_keys
+from ...entries import check_dtype, check_entry_keys
+from ...options import CollectOptions
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...zoo import check_source
@@ -60,7 +61,7 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
     """Validate a transformers model entry before anything runs (no heavy imports).
 
     Keys other than :data:`KEYS` are refused
-    (:func:`~xlikert.collect.options.check_entry_keys`). A ``reasoning`` table
+    (:func:`~xlikert.collect.entries.check_entry_keys`). A ``reasoning`` table
     is checked and completed with its defaults
     (:func:`~xlikert.collect.reasoning.check_reasoning`), so it enters the run's
     fingerprint as it will run.

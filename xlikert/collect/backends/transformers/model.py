@@ -10,8 +10,9 @@ import numpy as np
 from ....core.errors import CollectionError
 from ...options import CollectOptions
 from ...reasoning import sample_tokens
+from ...sequences import AnswerSequences
 from ...templates import PromptTemplate
-from ...tokens import AnswerSequences, ValidTokens
+from ...tokens import ValidTokens
 from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel

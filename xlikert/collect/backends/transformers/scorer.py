@@ -17,7 +17,7 @@ import numpy as np
 
 from ....kernels.readout import next_token_readout
 from ...options import CollectOptions
-from ...tokens import AnswerSequences
+from ...sequences import AnswerSequences
 from .loading import LoadedModel
 
 __all__ = ["Scorer", "empty_cache", "is_oom", "output_cache", "read_logits"]
@@ -62,7 +62,7 @@ def read_logits(
     -------
     dict
         ``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` (see
-        :meth:`~xlikert.collect.tokens.AnswerSequences.readout`), ``topk_id`` and
+        :meth:`~xlikert.collect.sequences.AnswerSequences.readout`), ``topk_id`` and
         ``topk_logprob`` (``(B, k)``, of the next token after the prompt).
     """
     need = np.asarray(answers.need)

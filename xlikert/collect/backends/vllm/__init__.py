@@ -15,7 +15,8 @@ import sys
 from typing import Any
 
 from ....core.errors import CollectionError
-from ...options import CollectOptions, check_dtype, check_entry_keys
+from ...entries import check_dtype, check_entry_keys
+from ...options import CollectOptions
 from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...zoo import check_source
