@@ -25,14 +25,14 @@ from ..core.dims import factor_dims, preferred_factor
 from ..core.errors import ConfigError, DesignError, InputTypeError, InvalidPMFError
 from ..core.io import decode_attrs, open_results
 
-__all__ = ["RESPONDENT_COLUMN", "ReportInputs", "load_respondents"]
+__all__ = ["RESPONDENT_COLUMN", "ReportInputs"]
 
 #: The factor of one persona per respondent, and the column of a CSV of answers that
 #: holds its levels.
 RESPONDENT_COLUMN = "respondent"
 
 
-def load_respondents(respondents: str | Path | pd.DataFrame) -> pd.DataFrame:
+def _load_respondents(respondents: str | Path | pd.DataFrame) -> pd.DataFrame:
     """The respondents' answers: a DataFrame as given, or a CSV read with its
     ``respondent`` column as the index (the levels of the ``respondent`` factor).
 
@@ -182,7 +182,7 @@ class ReportInputs:
             origin=_origin_map(ds, by, country_of_origin),
             tol=tol,
             human=human,
-            respondents=None if respondents is None else load_respondents(respondents),
+            respondents=None if respondents is None else _load_respondents(respondents),
             persona_results=(None if persona_results is None else _load_personas(persona_results)),
             persona=(persona,) if isinstance(persona, str) else tuple(persona),
         )
