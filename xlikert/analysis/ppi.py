@@ -246,14 +246,16 @@ def prediction_powered(
                 "or estimate a category's share"
             )
         one_pmf = as_pmf(one).isel({item_dim: 0}, drop=True)
-        f = (one_pmf * one_pmf[score_dim]).sum(score_dim)
+        f = (one_pmf * one_pmf[score_dim]).sum([score_dim])
         y = y_people.answer_score
         estimand = f"mean score of {item!r} among substantive answers"
     else:
         if isinstance(category, str):
             offered = [] if options is None else [str(o) for o in options["option"].values]
-            if category not in offered or bool(
-                options.sel({item_dim: item, "option": category}).isnull().all()
+            if (
+                options is None
+                or category not in offered
+                or bool(options.sel({item_dim: item, "option": category}).isnull().all())
             ):
                 raise DesignError(f"item {item!r} does not offer the option {category!r}")
             f = options.sel(option=category).isel({item_dim: 0}, drop=True)

@@ -144,12 +144,13 @@ def read_numeral(text: str) -> tuple[int, str] | None:
     if not body:
         return None
     found = {digit_script(c) for c in body}
-    if len(found) != 1 or None in found:
+    script = found.pop() if len(found) == 1 else None
+    if script is None:
         return None
     if len(body) > 1 and unicodedata.decimal(body[0]) == 0:
         return None
     value = int("".join(str(unicodedata.decimal(c)) for c in body))
-    return (-value if body is not text else value), found.pop()
+    return (-value if body is not text else value), script
 
 
 def render(value: int, script: str) -> str:

@@ -297,7 +297,11 @@ class CollectOptions:
         """The answer labels: distinct non-empty strings, one per scale value and option,
         ``""`` where the item has no such point or option."""
         labels = self.answer_labels
-        if isinstance(labels, str | bytes) or not all(isinstance(x, str) for x in labels):
+        if (
+            labels is None
+            or isinstance(labels, str | bytes)
+            or not all(isinstance(x, str) for x in labels)
+        ):
             raise _fail(where, f"answer_labels must be a list of strings, got {labels!r}")
         labels = tuple(labels)
         given = [x for x in labels if x]

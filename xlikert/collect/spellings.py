@@ -286,7 +286,7 @@ def _first_char(data: bytes) -> str | None:
 @functools.cache
 def _digit_prefixes() -> frozenset[bytes]:
     """Every proper prefix of the UTF-8 bytes of a decimal digit of any script."""
-    out = set()
+    out: set[bytes] = set()
     for s in all_scripts():
         for d in range(10):
             b = render(d, s).encode()
@@ -372,7 +372,7 @@ def _spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | Non
         return None
     vocab_inv = vocabulary(tokenizer).raw
     script = dict(zip(valid.ids, valid.scripts or ("",) * len(valid.ids), strict=True))
-    seqs = [
+    seqs: list[tuple[tuple[int, ...], int, tuple[str, ...]]] = [
         ((i,), y, (s,)) for i, s, y in zip(valid.ids, valid.surfaces, valid.scores, strict=True)
     ]
     seqs += [((m, i), y, (vocab_inv[m], s)) for m in spaces for i, s, y in bare]

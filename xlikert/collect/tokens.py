@@ -179,11 +179,11 @@ def find_valid_tokens(
     missing = [v for v in scale if v not in present]
     if missing:
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
-        words = {v: w for w, v in targets.items()}
+        label_of = {v: w for w, v in targets.items()}
         raise CollectionError(
             f"tokenizer {name!r} has no single-token surface form for scale value(s) "
             f"{missing}{label_note(labels, missing)} (looked for "
-            f"{sorted({repr(words[v]) for v in missing})} with optional "
+            f"{sorted({repr(label_of[v]) for v in missing})} with optional "
             "leading ' ', '▁' or 'Ġ'); multi-token answers are not supported"
         )
     order = sorted(found, key=lambda i: (found[i][1], i))

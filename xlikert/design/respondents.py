@@ -159,7 +159,7 @@ class RespondentPersonas:
 
 def _segments(template: str) -> list[tuple[Template, bool]]:
     """The template's phrases: ``(phrase, optional)`` in order."""
-    out: list[tuple[Template, bool]] = []
+    out: list[tuple[str, bool]] = []
     pos = 0
     for m in _SEGMENT.finditer(template):
         out.append((template[pos : m.start()], False))

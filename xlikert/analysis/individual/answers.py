@@ -184,7 +184,7 @@ def persona_pmf(
                 f"persona column {col!r} holds {bad[:5]}, not levels of the results' factor "
                 f"{col!r} ({sorted(known)})"
             )
-        sel[col] = xr.DataArray(labels, dims=respondent_dim)
+        sel[col] = xr.DataArray(labels, dims=(respondent_dim,))
     out = da.assign_coords({c: da[c].astype(str) for c in persona}).sel(sel)
     return out.drop_vars(list(persona)).assign_coords({respondent_dim: _ids(table.index)})
 
@@ -195,9 +195,9 @@ def answer_layout(
     pmf = as_pmf(results)
     scores = check_score_axis(pmf, score_dim)
     items = [str(i) for i in np.atleast_1d(pmf[item_dim].values)]
-    lo, hi = support_bounds(pmf, item_dim=item_dim, score_dim=score_dim)
-    lo = np.broadcast_to(np.asarray(lo.values), (len(items),)).astype(np.int64)
-    hi = np.broadcast_to(np.asarray(hi.values), (len(items),)).astype(np.int64)
+    lo_da, hi_da = support_bounds(pmf, item_dim=item_dim, score_dim=score_dim)
+    lo = np.broadcast_to(np.asarray(lo_da.values), (len(items),)).astype(np.int64)
+    hi = np.broadcast_to(np.asarray(hi_da.values), (len(items),)).astype(np.int64)
     nominal = set(nominal_items(pmf, item_dim=item_dim))
     options: list[str] = []
     offered = np.zeros((len(items), 0), dtype=bool)

@@ -202,7 +202,13 @@ def individual_summary(
             raise DesignError(f"group column {col!r} has missing values; give them a level")
     kw = {"item_dim": item_dim, "score_dim": score_dim, "respondent_dim": respondent_dim}
     model = individual_scores(
-        results, answers, nonsubstantive=nonsubstantive, missing=missing, **kw
+        results,
+        answers,
+        nonsubstantive=nonsubstantive,
+        missing=missing,
+        item_dim=item_dim,
+        score_dim=score_dim,
+        respondent_dim=respondent_dim,
     )
     ids = np.asarray(model[respondent_dim].values, dtype=object)
     lay = answer_layout(results, item_dim, score_dim)
