@@ -67,6 +67,23 @@ def independent():
     # byte-level BPE: 'Ġ' is a space; every label here is ASCII, spelled by the raw strings
     vocab = {i: t.replace("Ġ", " ") for t, i in tok.get_vocab().items() if i not in special}
     texts = dict(zip(vocab, tok.batch_decode([[i] for i in vocab]), strict=True))
+    # a token that starts a character it does not finish (its first byte a UTF-8 lead
+    # byte): the stated rule counts it as going on with a word (a letter, for all it can
+    # tell); its raw bytes by GPT-2's byte-to-unicode table
+    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
+
+    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    raw = {
+        i: bytes(byte_of[c] for c in t)
+        for t, i in tok.get_vocab().items()
+        if i in vocab and all(c in byte_of for c in t)
+    }
+    for i, data in raw.items():
+        try:
+            data[:4].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start == 0 and data[:1] >= b"\xc0":
+                texts[i] = "a"  # cut off: a letter, for all the rule can tell
     return model, vocab, texts
 
 
