@@ -69,10 +69,11 @@ def independent():
     texts = dict(zip(vocab, tok.batch_decode([[i] for i in vocab]), strict=True))
     # a token that starts a character it does not finish (its first byte a UTF-8 lead
     # byte): the stated rule counts it as going on with a word (a letter, for all it can
-    # tell); its raw bytes by GPT-2's byte-to-unicode table
-    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
-
-    byte_of = {c: b for b, c in bytes_to_unicode().items()}
+    # tell); its raw bytes by GPT-2's byte-to-unicode table (byte-level BPE)
+    shown = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+             *range(ord("®"), ord("ÿ") + 1)]  # fmt: skip
+    moved = [b for b in range(256) if b not in shown]
+    byte_of = {chr(b): b for b in shown} | {chr(256 + n): b for n, b in enumerate(moved)}
     raw = {
         i: bytes(byte_of[c] for c in t)
         for t, i in tok.get_vocab().items()
