@@ -126,7 +126,8 @@ def demo(out, multi, persona, persona_toml):
     from xlikert.design import load_experiment
 
     runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
-    prompts = load_experiment("demo").build_prompts().sel(target=["USA", "China"])
+    # the test module's prompts: 2 targets x 8 items (2 of them do not name the target)
+    prompts = load_experiment("demo").build_prompts().isel(target=[0, 1], item=[*range(6), 9, 11])
     collect(prompts, [SPEC], out, progress=False, temperatures=(0.5, 1.0), top_ps=(0.9, 1.0),
             loader=loader)  # fmt: skip
     collect(prompts.isel(item=slice(0, 3)), [SPEC], multi, progress=False, scale=range(0, 11),
@@ -173,12 +174,12 @@ def formats(out):
 
 
 def sequential(out):
-    """The demo's CETSCALE items 1-3 (target USA) asked in one conversation, every history
+    """The demo's CETSCALE items 1-2 (target USA) asked in one conversation, every history
     read through the live engine's prefix cache (sequential administration)."""
     from xlikert.collect import collect
     from xlikert.design import load_experiment
 
-    prompts = load_experiment("demo").build_prompts().sel(target=["USA"]).isel(item=[0, 1, 2])
+    prompts = load_experiment("demo").build_prompts().sel(target=["USA"]).isel(item=[0, 1])
     prompts = prompts.expand_dims(administration=["sequential"])
     collect(prompts, [SPEC], out, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
             loader=loader)  # fmt: skip
