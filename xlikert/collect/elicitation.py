@@ -33,7 +33,7 @@ import numpy as np
 import xarray as xr
 
 from ..core.codecs import encode_token_ids
-from ..core.errors import CollectionError
+from ..core.errors import CollectionError, ElicitationLevelError
 from ..core.schema import ELICITATION_VARIABLES
 from ..design.elicitation import ANSWER_PARSE_RULE, ELICITATION_DIM, ELICITATIONS
 from .options import CollectOptions
@@ -41,10 +41,11 @@ from .own_words import (
     MAX_CHILDREN,
     OWN_WORDS_BOUND_RULE,
     REPLY_TREE_RULE,
+    ROUND,
     answer_token_scores,
     score_own_words,
 )
-from .protocol import ElicitingModel, backend_of
+from .protocol import ElicitingModel, backend_module, backend_of
 from .record import UnitResult
 
 __all__ = [
@@ -115,33 +116,32 @@ def check_elicitation_backends(
 ) -> None:
     """Every model can read every level the run asks for, checked before anything loads.
 
+    Each backend says which levels it reads with its ``check_elicitation(spec, levels)``
+    (the in-process backends read every level; an OpenAI-compatible server ``prefix`` and
+    ``greedy``); a backend without that function reads ``first_token`` only.
+
     Raises
     ------
+    ElicitationLevelError
+        A backend asked for a level it cannot read (a server asked for ``own_words``),
+        naming the model, the level and the backend.
     CollectionError
-        A server backend asked for ``own_words`` (it cannot enumerate reply prefixes
-        exactly), or any backend but transformers asked for a level other than
-        ``first_token`` (not implemented there yet); a model in reasoning mode; an answer
-        rule that ``greedy`` or ``own_words`` cannot parse (labels of more than one
-        token, non-substantive options). Each names the model and the level.
+        A model in reasoning mode; an answer rule that ``greedy`` or ``own_words`` cannot
+        parse (non-substantive options). Each names the model and the level.
     """
     used = [lv for lv in elicitations.used if lv != "first_token"]
     if not used:
         return
     for spec in models:
         backend, name = backend_of(spec), spec["name"]
-        if backend == "openai" and "own_words" in used:
-            raise CollectionError(
-                f"model {name!r}: the elicitation level 'own_words' reads the exact next-token "
-                "distribution after every reply prefix over the full vocabulary; an "
-                "OpenAI-compatible server lists top-k log-probabilities only, so it cannot. "
-                "Use the transformers backend, or drop 'own_words' from the factor"
+        check = getattr(backend_module(spec), "check_elicitation", None)
+        if check is None:
+            raise ElicitationLevelError(
+                f"model {name!r}: the elicitation level(s) {used} are not read by its backend "
+                f"{backend!r}. Use the transformers or vllm backend, or elicitation = "
+                "['first_token']"
             )
-        if backend != "transformers":
-            raise CollectionError(
-                f"model {name!r}: the elicitation level(s) {used} are read by the "
-                f"transformers backend only so far; its backend is {backend!r}. Use the "
-                "transformers backend for these levels, or elicitation = ['first_token']"
-            )
+        check(spec, tuple(used))
         if spec.get("reasoning"):
             raise CollectionError(
                 f"model {name!r}: the elicitation levels {used} read the model's own turn; "
@@ -240,7 +240,7 @@ def score_elicited(
     if level in REPLY_LEVELS and not isinstance(model, ElicitingModel):
         raise CollectionError(
             f"model {model.name!r}: its backend ({type(model).__name__}) cannot write replies; "
-            f"the elicitation level {level!r} needs the transformers backend"
+            f"the elicitation level {level!r} needs the transformers or vllm backend"
         )
     template = model.template
     texts = [template.render(s, u) for s, u in prompts]
@@ -248,7 +248,7 @@ def score_elicited(
     if level == "prefix":
         texts = [t + options.answer_prefix for t in texts]
         encoded = [template.encode(t) for t in texts]
-        _fill(res, range(len(texts)), _read(model, encoded))
+        _fill(res, range(len(texts)), _read(model, encoded, _session("prefix", texts)))
         res.data["prompt_text"][:] = texts
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
@@ -264,13 +264,26 @@ def _empty(n: int, options: CollectOptions) -> UnitResult:
     return res
 
 
-def _read(model: Any, contexts: list[list[int]]) -> dict[str, np.ndarray]:
-    """The readout after each context (one pass each; nothing kept between them)."""
-    reader = model.context_reader("elicitation")
+def _read(model: Any, contexts: list[list[int]], session: str) -> dict[str, np.ndarray]:
+    """The readout after each context (one pass each; nothing kept between them);
+    ``session``: the unit's own name (vLLM: its prefix-cache salt)."""
+    reader = model.context_reader(session)
     try:
         return reader.read(contexts, keep=[False] * len(contexts))
     finally:
         reader.close()
+
+
+def _session(level: str, texts: Sequence[str]) -> str:
+    """A unit's own reader name: its level and its prompts' texts (so that a reader that
+    caches, vLLM's, shares nothing with other units).
+
+    Examples
+    --------
+    >>> _session("greedy", ["a", "b"])
+    'greedy\x00a\x00b'
+    """
+    return "\0".join([level, *texts])
 
 
 def _fill(res: UnitResult, rows: Sequence[int], out: dict[str, np.ndarray]) -> None:
@@ -310,7 +323,7 @@ def _greedy(
         contexts.append(ctx)
         rows.append(b)
     if contexts:
-        _fill(res, rows, _read(model, contexts))
+        _fill(res, rows, _read(model, contexts, _session("greedy", texts)))
     return res
 
 
@@ -324,5 +337,5 @@ def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> di
             out[f"elicitation_{k}" if not k.startswith("own_words") else k] = v
     if "own_words" in elicitations.used:
         out.update(reply_tree_rule=REPLY_TREE_RULE, own_words_bound_rule=OWN_WORDS_BOUND_RULE,
-                   own_words_max_children=MAX_CHILDREN)  # fmt: skip
+                   own_words_max_children=MAX_CHILDREN, own_words_round=ROUND)  # fmt: skip
     return out
