@@ -25,7 +25,8 @@ like every run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ import xarray as xr
 from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError, ElicitationLevelError
 from ..core.schema import ELICITATION_VARIABLES
-from ..design.elicitation import ANSWER_PARSE_RULE, ELICITATION_DIM, ELICITATIONS
+from ..design.elicitation import ANSWER_PARSE_RULES, ANSWER_PARSES, ELICITATION_DIM, ELICITATIONS
 from .options import CollectOptions
 from .own_words import (
     MAX_CHILDREN,
@@ -56,6 +57,7 @@ __all__ = [
     "elicitation_sent",
     "parse_answer",
     "score_elicited",
+    "stands_alone",
 ]
 
 #: The request key of a cell read by a level other than ``first_token``: its level, the
@@ -126,7 +128,8 @@ def check_elicitation_backends(
         A backend asked for a level it cannot read (a server asked for ``own_words``),
         naming the model, the level and the backend.
     CollectionError
-        A model in reasoning mode; an answer rule that ``greedy`` or ``own_words`` cannot
+        A model in reasoning mode; ``own_words`` with a parsing rule other than
+        ``first_valid``; an answer rule that ``greedy`` or ``own_words`` cannot
         parse (non-substantive options). Each names the model and the level.
     """
     used = [lv for lv in elicitations.used if lv != "first_token"]
@@ -147,6 +150,13 @@ def check_elicitation_backends(
                 f"model {name!r}: the elicitation levels {used} read the model's own turn; "
                 "they do not combine with reasoning mode (an entry with reasoning = {...})"
             )
+    if "own_words" in used and options.answer_parse != "first_valid":
+        raise CollectionError(
+            f"answer_parse = {options.answer_parse!r} reads the text after an answer token; "
+            "the reply tree of own_words reads each answer at its token and does not yet: use "
+            "answer_parse = 'first_valid' for own_words (the stricter rule for greedy in a run "
+            "of its own)"
+        )
     if set(used) & set(REPLY_LEVELS) and options.nonsubstantive:
         raise CollectionError(
             f"the elicitation levels {[v for v in used if v in REPLY_LEVELS]} parse the "
@@ -180,21 +190,32 @@ def elicitation_sent(level: str, sent: Any, options: CollectOptions) -> Any:
     }
 
 
-def parse_answer(reply: Sequence[int], token_score: dict[int, int]) -> tuple[int, int] | None:
-    """The answer of a reply (:data:`~xlikert.design.elicitation.ANSWER_PARSE_RULE`).
+def parse_answer(
+    reply: Sequence[Any],
+    token_score: Mapping[Any, int],
+    *,
+    texts: Sequence[str] | None = None,
+    rule: str = "first_valid",
+) -> tuple[int, int] | None:
+    """The answer of a reply under a parsing rule
+    (:data:`~xlikert.design.elicitation.ANSWER_PARSE_RULES`).
 
     Parameters
     ----------
-    reply : sequence of int
-        The reply's token ids.
-    token_score : dict of int to int
+    reply : sequence
+        The reply's tokens (ids, or, from a server without ids, the keys it lists).
+    token_score : mapping
         Each valid answer token's score (the run's one-token rule).
+    texts : sequence of str, optional
+        Each token's text (``"standalone"`` reads them).
+    rule : str
+        ``"first_valid"`` (the first valid answer token) or ``"standalone"`` (the first
+        one that stands alone in the text: :func:`stands_alone`).
 
     Returns
     -------
     tuple of (int, int) or None
-        ``(position, score)`` of the first valid answer token of the reply; None
-        where it writes none.
+        ``(position, score)`` of the answer token; None where the reply writes none.
 
     Examples
     --------
@@ -202,12 +223,49 @@ def parse_answer(reply: Sequence[int], token_score: dict[int, int]) -> tuple[int
     (2, 1)
     >>> parse_answer([7, 8], {3: 1}) is None
     True
+    >>> texts = ["Scale", " 1", "-", "7", ":", " 5"]
+    >>> digits = {1: 1, 3: 7, 5: 5}
+    >>> parse_answer(range(6), digits, texts=texts), parse_answer(range(6), digits,
+    ...     texts=texts, rule="standalone")
+    ((1, 1), (5, 5))
     """
+    if rule not in ANSWER_PARSES:
+        raise CollectionError(f"answer_parse must be one of {list(ANSWER_PARSES)}, got {rule!r}")
+    if rule == "standalone" and (texts is None or len(texts) != len(reply)):
+        raise CollectionError("the standalone parsing rule reads each reply token's text")
     for t, tok in enumerate(reply):
-        y = token_score.get(int(tok))
-        if y is not None:
-            return t, int(y)
+        y = token_score.get(tok)
+        if y is None:
+            continue
+        if rule == "standalone" and not stands_alone(texts, t):  # type: ignore[arg-type]
+            continue
+        return t, int(y)
     return None
+
+
+#: Before an answer's digits: a letter or digit glued to it, a decimal, the end of a range/fraction.
+_GLUED_BEFORE = re.compile(r"(?:\w|\d[.,]|\d\s*(?:[-\u2013\u2014/]|to)\s*)$")
+#: After an answer's digits: a letter or digit glued to it, a range/fraction, a decimal.
+_GLUED_AFTER = re.compile(r"(?:\w|\s*(?:[-\u2013\u2014/]|to)\s*\d|[.,]\d)")
+
+
+def stands_alone(texts: Sequence[str], t: int) -> bool:
+    """Whether the answer token ``t`` stands alone in the reply's text (the ``standalone``
+    parsing rule, :data:`~xlikert.design.elicitation.STANDALONE_PARSE_RULE`).
+
+    Examples
+    --------
+    >>> stands_alone(["I", " choose", " 5", "."], 2)
+    True
+    >>> stands_alone([" 1", " to", " 7"], 0), stands_alone([" 1", " to", " 7"], 2)
+    (False, False)
+    >>> stands_alone(["Q", "1"], 1), stands_alone([" 1", "st"], 0), stands_alone([" 1", ".5"], 0)
+    (False, False, False)
+    """
+    token = texts[t]
+    lead = token[: len(token) - len(token.lstrip())]
+    before = "".join(texts[:t]) + lead
+    return not (_GLUED_BEFORE.search(before) or _GLUED_AFTER.match("".join(texts[t + 1 :])))
 
 
 def score_elicited(
@@ -275,14 +333,8 @@ def _read(model: Any, contexts: list[list[int]], session: str) -> dict[str, np.n
 
 
 def _session(level: str, texts: Sequence[str]) -> str:
-    """A unit's own reader name: its level and its prompts' texts (so that a reader that
-    caches, vLLM's, shares nothing with other units).
-
-    Examples
-    --------
-    >>> _session("greedy", ["a", "b"])
-    'greedy\x00a\x00b'
-    """
+    """A unit's own reader name: its level and its prompts' texts, NUL-separated (so that a
+    reader that caches, vLLM's, shares nothing with other units)."""
     return "\0".join([level, *texts])
 
 
@@ -307,7 +359,8 @@ def _greedy(
         d["reply_text"][b] = tok.decode(reply, skip_special_tokens=False)
         d["reply_token_ids"][b] = encode_token_ids(reply)
         d["reply_end"][b] = end
-        found = parse_answer(reply, scores)
+        found = parse_answer(reply, scores, texts=[tok.decode([i]) for i in reply],
+                             rule=options.answer_parse)  # fmt: skip
         d["prompt_text"][b] = texts[b]
         d["prompt_token_ids"][b] = encode_token_ids(ids)
         if found is None:
@@ -330,7 +383,8 @@ def _greedy(
 def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> dict[str, Any]:
     """The attrs of a results file with an elicitation factor: the parsing rule and the
     settings of the levels it reads."""
-    out: dict[str, Any] = {"answer_parse_rule": ANSWER_PARSE_RULE,
+    out: dict[str, Any] = {"answer_parse": options.answer_parse,
+                           "answer_parse_rule": ANSWER_PARSE_RULES[options.answer_parse],
                            "elicitation_levels": elicitations.used}  # fmt: skip
     for level in elicitations.used:
         for k, v in options.elicitation_settings(level).items():
