@@ -198,16 +198,17 @@ def survey(prompts_file, out):
 
 #: The elicitation job's settings: every level, short replies, a pruned reply tree.
 ELICITATION = {"answer_prefix": "My answer is", "reply_tokens": 8, "own_words_tol": 0.05,
-               "own_words_max_passes": 16, "temperatures": (1.0,), "top_ps": (1.0,)}  # fmt: skip
+               "own_words_max_passes": 8, "temperatures": (1.0,), "top_ps": (1.0,)}  # fmt: skip
 #: The second model of the elicitation job (its own engine, closed after the job).
 QWEN = {**SPEC, "source": "qwen2.5-coder-0.5b-instruct"}
 
 
 def elicitation_prompts():
-    """CETSCALE items 1-2 of the demo, target USA, with every elicitation level."""
+    """CETSCALE item 17 of the demo, target USA (SmolLM2's greedy reply writes its answer
+    after a preamble: "The answer is 1-7."), with every elicitation level."""
     from xlikert.design import load_experiment
 
-    prompts = load_experiment("demo").build_prompts().sel(target=["USA"], item=["1", "2"])
+    prompts = load_experiment("demo").build_prompts().sel(target=["USA"], item=["17"])
     return prompts.expand_dims(elicitation=["first_token", "prefix", "greedy", "own_words"])
 
 

@@ -46,7 +46,7 @@ from .own_words import (
     answer_token_scores,
     score_own_words,
 )
-from .protocol import ElicitingModel, backend_module, backend_of
+from .protocol import ConversationModel, ElicitingModel, backend_module, backend_of
 from .record import UnitResult
 
 __all__ = [
@@ -295,6 +295,9 @@ def score_elicited(
     """
     if level not in ELICITATIONS or level == "first_token":
         raise CollectionError(f"score_elicited reads prefix, greedy or own_words, got {level!r}")
+    server = getattr(model, "score_elicited", None)  # a server reads its own way
+    if server is not None and not isinstance(model, ConversationModel):
+        return server(prompts, level, options)
     if level in REPLY_LEVELS and not isinstance(model, ElicitingModel):
         raise CollectionError(
             f"model {model.name!r}: its backend ({type(model).__name__}) cannot write replies; "

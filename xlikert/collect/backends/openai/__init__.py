@@ -114,6 +114,16 @@ def check_elicitation(spec: dict[str, Any], levels: tuple[str, ...]) -> None:
             "only, so it cannot. Use the transformers or vllm backend, or drop 'own_words' "
             "from the factor"
         )
+    if "prefix" in levels:
+        from .model import tokenizer_name
+
+        name_, why = tokenizer_name(parse_openai_spec(spec))
+        if name_ is None:
+            raise ElicitationLevelError(
+                f"model {name!r}: the elicitation level 'prefix' renders the prompt with the "
+                f"model's chat template and continues it (a chat endpoint cannot be asked to "
+                f"on every server), so it needs the tokenizer: {why}; give `tokenizer`"
+            )
     other = [lv for lv in levels if lv not in ELICITATION_LEVELS]
     if other:
         raise ElicitationLevelError(
