@@ -1,6 +1,7 @@
 """The elicitation levels ``prefix`` and ``greedy`` on a real OpenAI-compatible server
-(llama-cpp-python's, the session's SmolLM2 GGUF server), one cell each: CETSCALE item 17,
-target USA, whose greedy reply writes its answer after a preamble ("The answer is 1-7.").
+(llama-cpp-python's, the session's SmolLM2 GGUF server), one cell each: CETSCALE item 15,
+target China, whose greedy reply writes its answer after a preamble ("The answer is 1-7.":
+the default parsing rule reads 1, the standalone rule no answer).
 
 The server lists top-k log-probabilities only, so both levels are bounded; the bounds at
 a small ``top_k`` must hold the server's own values read with every token listed. The
@@ -24,7 +25,7 @@ PREFIX, CAP, FULL = "My answer is", 8, 49152
 
 
 def _prompts(levels):
-    ds = load_experiment("demo").build_prompts().sel(target=["USA"], item=["17"])
+    ds = load_experiment("demo").build_prompts().sel(target=["China"], item=["15"])
     return ds.expand_dims(elicitation=levels)
 
 
@@ -43,7 +44,7 @@ def test_prefix_and_greedy_on_a_server_hold_the_servers_own_values(llamacpp_smol
     info = small.likert.attrs["models"]["m"]
     assert info["server_kind"] == "llama-cpp-python"
     assert "elicitation_greedy_protocol" in info and "elicitation_prefix_protocol" in info
-    s = small.sel(model="m", target="USA", item="17")
+    s = small.sel(model="m", target="China", item="15")
     g = s.sel(elicitation="greedy")
     assert int(g.reply_answered) == 1, str(g.reply_text.values)
     t = int(g.reply_answer_position)
@@ -51,7 +52,7 @@ def test_prefix_and_greedy_on_a_server_hold_the_servers_own_values(llamacpp_smol
     # to there, a listing of the whole vocabulary at each position): the intervals shrink
     # to the server's round-off, and the small top-k's intervals hold those values
     full = collect(_prompts(["prefix", "greedy"]), entry, top_k=FULL, reply_tokens=t + 1, **kw)
-    f = full.sel(model="m", target="USA", item="17")
+    f = full.sel(model="m", target="China", item="15")
     assert str(g.reply_text.values).startswith(str(f.sel(elicitation="greedy").reply_text.values))
     for level in ("prefix", "greedy"):
         a, b = s.sel(elicitation=level), f.sel(elicitation=level)
@@ -61,7 +62,7 @@ def test_prefix_and_greedy_on_a_server_hold_the_servers_own_values(llamacpp_smol
         assert float((a.pmf_upper - a.pmf_lower).max()) > 1e-3, level  # really only bounded
     # prefix: the prompt is the tokenizer's chat template continuing the assistant turn
     tok = AutoTokenizer.from_pretrained(smollm2_folder)
-    p = _prompts(["prefix"]).sel(target="USA", item="17", elicitation="prefix")
+    p = _prompts(["prefix"]).sel(target="China", item="15", elicitation="prefix")
     msgs = [{"role": r, "content": str(p[r].values)} for r in ("system", "user")]
     text = tok.apply_chat_template([*msgs, {"role": "assistant", "content": PREFIX}],
                                    tokenize=False, continue_final_message=True)  # fmt: skip
@@ -73,6 +74,12 @@ def test_prefix_and_greedy_on_a_server_hold_the_servers_own_values(llamacpp_smol
     body = {"model": "smol", "messages": msgs, "temperature": 0.0, "max_tokens": CAP}
     own = httpx.post(f"{url}/chat/completions", json=body, timeout=120).json()
     assert str(g.reply_text.values) == own["choices"][0]["message"]["content"]
+    # the stricter rule: "1-7" is a range, not an answer (the same reply, parsed again)
+    strict = collect(_prompts(["greedy"]), entry, top_k=5, reply_tokens=CAP,
+                     answer_parse="standalone", **kw)  # fmt: skip
+    st = strict.sel(model="m", target="China", item="15", elicitation="greedy")
+    assert str(st.reply_text.values) == str(g.reply_text.values)
+    assert int(st.reply_answered) == 0, str(st.reply_text.values)
     print(f"\nserver greedy reply {str(g.reply_text.values)!r}: answer {float(g.reply_answer)} "
           f"at {t}; in-text pmf width (top-5) "
           f"{float((g.pmf_upper - g.pmf_lower).max()):.3f}")  # fmt: skip

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ....core.codecs import encode_token_ids
 from ....core.errors import CollectionError, ElicitationLevelError
@@ -42,8 +42,8 @@ from ...record import UnitResult
 from .plan import messages
 from .readout import OUT_OF_ORDER, token_id
 
-if TYPE_CHECKING:
-    from .model import OpenAIModel
+#: The open server model (:class:`~.model.OpenAIModel`; not imported: it imports this module).
+OpenAIModel = Any
 
 __all__ = ["GREEDY_PROTOCOL", "PREFIX_PROTOCOL", "score_elicited_on_server"]
 
