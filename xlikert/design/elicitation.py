@@ -12,7 +12,8 @@ crossed with every other factor and kept on the results' axes. Its levels
     e.g. ``"My answer is"``) and the PMF is read right after it. Exact.
 ``greedy``
     The model's greedy reply up to ``reply_tokens`` tokens; the answer it writes
-    under :data:`ANSWER_PARSE_RULE`, and the exact PMF at the position where it
+    under the run's parsing rule (``answer_parse``, :data:`ANSWER_PARSE_RULES`: the
+    default :data:`ANSWER_PARSE_RULE`, or the stricter :data:`STANDALONE_PARSE_RULE`), and the exact PMF at the position where it
     writes it (the in-text PMF, after the model's own preamble). A reply without
     an answer is flagged.
 ``own_words``
@@ -44,6 +45,7 @@ __all__ = [
     "ANSWER_PARSE_RULES",
     "ELICITATIONS",
     "ELICITATION_DIM",
+    "STANDALONE_PARSE_RULE",
     "check_elicitation_levels",
 ]
 

@@ -32,6 +32,14 @@ and ``data_parallel_size`` go to vLLM, which spreads a 70B model over GPUs or
 nodes; ``engine_args`` passes any other ``vllm.LLM`` argument (it is part of the
 run's fingerprint: it may change the numbers).
 
+The elicitation levels (:mod:`xlikert.collect.elicitation`): ``prefix`` and ``greedy``'s
+in-text PMF are the requests above after the prompt and the prefix or the reply's
+preamble; ``greedy``'s reply is one request with ``temperature=0`` and the end-of-turn ids
+as its only stop tokens (:meth:`VLLMModel.greedy_reply`); ``own_words`` reads the whole
+float32 logits row after each reply prefix (one request each, ``{"row": true}`` to
+xlikert's processor, all prefixes of a tree under one cache salt so that vLLM's prefix
+caching runs each from its parent's blocks; :class:`RowRequests`).
+
 The outline of a unit, the provenance, the end-of-turn rule and the dtype rules
 are shared with the transformers backend (:mod:`xlikert.collect.backends.inprocess`).
 """
@@ -545,7 +553,7 @@ class VLLMModel(InProcessModel):
         reply = [int(t) for t in out.token_ids]
         if reply and reply[-1] in stop:
             return reply[:-1], "eos"
-        return reply, "length" if len(reply) >= max_new_tokens else "eos"
+        return reply, "length" if out.finish_reason == "length" else "eos"
 
     def next_token_reader(self, session: str) -> RowRequests:
         """A reader of one reply tree (elicitation level ``own_words``): the float64
