@@ -54,7 +54,7 @@ def test_every_level_through_vllm_equals_transformers(which, through_vllm, vllm_
     own = v.sel(elicitation="own_words")
     assert (own.elicitation_passes >= 1).all() and (own.no_answer_mass >= 0).all()
     met = own.elicitation_tol_met == 1
-    assert bool((own.elicitation_error.where(met) <= ELICITATION["own_words_tol"]).all())
+    assert bool(((own.elicitation_error <= ELICITATION["own_words_tol"]) | ~met).all())
     d = float(np.nanmax(np.abs(v.pmf.values - t.pmf.values)))
     print(f"\n{which}: vLLM against transformers, every level: |pmf| max {d:.1e}; greedy "
           f"reply {str(v.reply_text.sel(elicitation='greedy').values.ravel()[0])!r}, own_words "

@@ -57,7 +57,6 @@ __all__ = [
     "elicitation_sent",
     "parse_answer",
     "score_elicited",
-    "stands_alone",
 ]
 
 #: The request key of a cell read by a level other than ``first_token``: its level, the
@@ -210,7 +209,8 @@ def parse_answer(
         Each token's text (``"standalone"`` reads them).
     rule : str
         ``"first_valid"`` (the first valid answer token) or ``"standalone"`` (the first
-        one that stands alone in the text: :func:`stands_alone`).
+        one that stands alone in the text:
+        :data:`~xlikert.design.elicitation.STANDALONE_PARSE_RULE`).
 
     Returns
     -------
@@ -237,7 +237,7 @@ def parse_answer(
         y = token_score.get(tok)
         if y is None:
             continue
-        if rule == "standalone" and not stands_alone(texts, t):  # type: ignore[arg-type]
+        if rule == "standalone" and not _stands_alone(texts, t):  # type: ignore[arg-type]
             continue
         return t, int(y)
     return None
@@ -249,17 +249,17 @@ _GLUED_BEFORE = re.compile(r"(?:\w|\d[.,]|\d\s*(?:[-\u2013\u2014/]|to)\s*)$")
 _GLUED_AFTER = re.compile(r"(?:\w|\s*(?:[-\u2013\u2014/]|to)\s*\d|[.,]\d)")
 
 
-def stands_alone(texts: Sequence[str], t: int) -> bool:
+def _stands_alone(texts: Sequence[str], t: int) -> bool:
     """Whether the answer token ``t`` stands alone in the reply's text (the ``standalone``
     parsing rule, :data:`~xlikert.design.elicitation.STANDALONE_PARSE_RULE`).
 
     Examples
     --------
-    >>> stands_alone(["I", " choose", " 5", "."], 2)
+    >>> _stands_alone(["I", " choose", " 5", "."], 2)
     True
-    >>> stands_alone([" 1", " to", " 7"], 0), stands_alone([" 1", " to", " 7"], 2)
+    >>> _stands_alone([" 1", " to", " 7"], 0), _stands_alone([" 1", " to", " 7"], 2)
     (False, False)
-    >>> stands_alone(["Q", "1"], 1), stands_alone([" 1", "st"], 0), stands_alone([" 1", ".5"], 0)
+    >>> _stands_alone(["Q", "1"], 1), _stands_alone([" 1", "st"], 0), _stands_alone([" 1", ".5"], 0)
     (False, False, False)
     """
     token = texts[t]
