@@ -110,7 +110,7 @@ class ReadoutWorker:
     def xlikert_take(self, keys: list[str]) -> list[list[list[float]] | bytes | None]:
         """The readouts of ``keys`` as plain lists (a whole row: bytes; None where none was
         made), forgotten here."""
-        out = []
+        out: list[list[list[float]] | bytes | None] = []
         for key in keys:
             read = _READS.pop(key, None)
             if read is None:
