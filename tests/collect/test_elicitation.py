@@ -252,6 +252,10 @@ def test_backends_and_modes_that_cannot_read_a_level_are_refused_before_loading(
     # refused by name before anything runs: no server listens on port 9
     with pytest.raises(ElicitationLevelError, match=r"'own_words'.*OpenAI-compatible server"):
         collect(prompts(["first_token", "greedy", "own_words"]), server, **KW)
+    # prefix renders the prompt with the model's chat template: a server entry without a
+    # tokenizer cannot, and is refused by name too
+    with pytest.raises(ElicitationLevelError, match=r"'prefix'.*give `tokenizer`"):
+        collect(prompts(["prefix"]), server, **KW)
     seq = prompts(["greedy"]).expand_dims(administration=["sequential"])
     with pytest.raises(CollectionError, match=r"does not combine|do not combine"):
         collect(seq, [{"name": "tiny", "source": tiny}], **KW)
