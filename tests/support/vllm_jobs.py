@@ -197,8 +197,33 @@ def survey(prompts_file, out):
             loader=loader)  # fmt: skip
 
 
+#: The elicitation job's settings: every level, short replies, a pruned reply tree.
+ELICITATION = {"answer_prefix": "My answer is", "reply_tokens": 8, "own_words_tol": 0.05,
+               "own_words_max_passes": 8, "temperatures": (1.0,), "top_ps": (1.0,)}  # fmt: skip
+#: The second model of the elicitation job (its own engine, closed after the job).
+QWEN = {**SPEC, "source": "qwen2.5-coder-0.5b-instruct"}
+
+
+def elicitation_prompts():
+    """CETSCALE item 17 of the demo, target USA (SmolLM2's greedy reply writes its answer
+    after a preamble: "The answer is 1-7."), with every elicitation level."""
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment("demo").build_prompts().sel(target=["USA"], item=["17"])
+    return prompts.expand_dims(elicitation=["first_token", "prefix", "greedy", "own_words"])
+
+
+def elicitation(smol, qwen):
+    """Every elicitation level of :func:`elicitation_prompts`: SmolLM2 on the live engine,
+    Qwen2.5-Coder-0.5B on an engine of its own (started and shut down here)."""
+    from xlikert.collect import collect
+
+    collect(elicitation_prompts(), [SPEC], smol, progress=False, loader=loader, **ELICITATION)
+    collect(elicitation_prompts(), [QWEN], qwen, progress=False, **ELICITATION)
+
+
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
-        "sequential": sequential, "survey": survey}  # fmt: skip
+        "sequential": sequential, "survey": survey, "elicitation": elicitation}  # fmt: skip
 
 
 def main() -> None:
