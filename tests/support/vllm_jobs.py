@@ -196,8 +196,19 @@ def survey(prompts_file, out):
             loader=loader)  # fmt: skip
 
 
+def numerals(experiment, out):
+    """An experiment file's first item (the test writes one that shows the scale in other
+    scripts' digits), read under the numeral rule on the live engine."""
+    from xlikert.collect import collect
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment(experiment).build_prompts().isel(item=[0])
+    collect(prompts, [SPEC], out, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
+            loader=loader)  # fmt: skip
+
+
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
-        "sequential": sequential, "survey": survey}  # fmt: skip
+        "sequential": sequential, "survey": survey, "numerals": numerals}  # fmt: skip
 
 
 def main() -> None:

@@ -1,0 +1,103 @@
+"""The numeral rule on the real engines (issue 40, item 2): numbers in any script.
+
+A scale shown in full-width (and Arabic-Indic) digits, read by the in-process vLLM
+backend (exact: SmolLM2 spells these digits as two byte tokens, so the multi-token
+rule reads them, teacher forced in the engine) and by the llama.cpp server (top-k:
+Qwen2.5-Coder holds the full-width digits as tokens of their own), each compared with
+the transformers backend's reading of the same prompts under the same rule. One
+item, one or two cells; the engines are the session's (``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from xlikert.collect import collect
+from xlikert.core.io import open_results
+from xlikert.design import load_experiment
+
+EXPERIMENT = """
+[experiment]
+name = "numerals"
+instrument = "cetscale"
+system = '''You are a consumer in a market research study.
+Response format: {{anchors}}.
+Respond with ONLY one of {{answer_labels}}.'''
+
+[factors.target]
+levels = ["China"]
+
+[factors.format]
+kind = "format"
+
+[factors.format.levels]
+{levels}
+
+[[models]]
+name = "m"
+source = "{source}"
+"""
+FULLWIDTH = 'fullwidth = { labels = "１ ２ ３ ４ ５ ６ ７" }'
+ARABIC = 'arabic = { labels = "١ ٢ ٣ ٤ ٥ ٦ ٧" }'
+
+
+def _experiment(tmp_path, source: str, *levels: str):
+    path = tmp_path / "numerals.toml"
+    path.write_text(EXPERIMENT.format(levels="\n".join(levels), source=source), encoding="utf-8")
+    return path
+
+
+def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
+    """Exact mode: each cell, its valid mass and its mass per script equal the transformers
+    backend's under the same rule (SmolLM2: every full-width and Arabic-Indic digit is two
+    byte tokens, so both formats are read by the multi-token rule with its stop check)."""
+    path = _experiment(tmp_path, "smollm2-135m-instruct", FULLWIDTH, ARABIC)
+    out = tmp_path / "numerals.nc"
+    res = vllm_in_process.run("numerals", path, out)
+    assert res.ok, res.error
+    v = open_results(out)
+    exp = load_experiment(path)
+    loc = collect(exp.build_prompts().isel(item=[0]), exp.models, progress=False,
+                  temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
+    assert v.likert.attrs["models"]["m"]["backend"] == "vllm (in process)"
+    assert "１" in str(v.prompt_text.sel(format="fullwidth").values.ravel()[0])
+    sm = v.script_mass.isel(model=0, item=0, target=0)
+    read = [str(s) for s in sm.script.values if not np.isnan(sm.sel(script=s)).all()]
+    assert set(read) == {"ascii", "fullwidth", "arabic-indic"}  # the tokenizer's, and shown
+    # each format's own script is read only where it is shown
+    assert np.isnan(float(sm.sel(format="fullwidth", script="arabic-indic")))
+    assert float(sm.sel(format="fullwidth", script="fullwidth")) > 0
+    for var in ("pmf", "valid_mass", "script_mass", "decoding_pmf", "decoding_valid_mass"):
+        assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
+        np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
+    np.testing.assert_allclose(sm.sum("script"), v.valid_mass.isel(model=0, item=0, target=0),
+                               atol=1e-12)  # fmt: skip
+
+
+def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwen_folder,
+                                                               tmp_path):  # fmt: skip
+    """Top-k mode on Qwen's GGUF, one cell: the listed full-width and ASCII digits are read
+    as the numbers they are. With the whole vocabulary listed the intervals close on the
+    server's values, which equal the transformers backend's under the same one-token
+    rule (the zoo's float32 weights are this GGUF dequantised; the server computes on the
+    quantised ones: measured 0.9788 vs 0.9804 valid mass, PMFs within 0.011)."""
+    path = _experiment(tmp_path, "qwen2.5-coder-0.5b-instruct", FULLWIDTH)
+    prompts = load_experiment(path).build_prompts().isel(item=[0])
+    local = collect(prompts, load_experiment(path).models, progress=False, split_space=False)
+    entry = [{"name": "m", "source": "openai:qwen", "base_url": llamacpp_qwen.url,
+              "tokenizer": str(qwen_folder), "backoff": 0.05}]  # fmt: skip
+    whole = collect(prompts, entry, progress=False, top_k=151_936)
+    info = whole.likert.attrs["models"]["m"]
+    assert info["mode"] == "topk" and info["server_kind"] == "llama-cpp-python"
+    assert {"ascii", "fullwidth"} <= {r.get("script") for r in info["valid_tokens"]}
+    listed = [str(t) for t in whole.topk_token.values.ravel()[:20]]
+    assert {"１", "1"} <= set(listed), listed  # the shown digit and the ASCII one, both listed
+    assert float((whole.pmf_upper - whole.pmf_lower).max()) < 1e-3
+    # under the shown labels alone the valid mass was 0.03-0.05 (issue 40)
+    assert float(whole.valid_mass_lower.min()) > 0.9
+    np.testing.assert_allclose(whole.valid_mass, local.valid_mass, atol=0.01)
+    np.testing.assert_allclose(whole.pmf, local.pmf, atol=0.02)
