@@ -112,7 +112,7 @@ def main(out: Path) -> None:
     as_language = human.assign_coords(country=list(WVS_IMMIG_LANGUAGES.values())).rename(
         country="language"
     )
-    print("report:", write_report(ds, out / "report", human=as_language))
+    print("report:", write_report(out / "results.nc", out / "report", human=as_language))
 
 
 if __name__ == "__main__":

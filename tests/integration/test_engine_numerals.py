@@ -1,6 +1,6 @@
 """The numeral rule on the real engines (issue 40, item 2): numbers in any script.
 
-A scale shown in full-width (and Arabic-Indic) digits, read by the in-process vLLM
+A scale shown in full-width digits, read by the in-process vLLM
 backend (exact: SmolLM2 spells these digits as two byte tokens, so the multi-token
 rule reads them, teacher forced in the engine) and by the llama.cpp server (top-k:
 Qwen2.5-Coder holds the full-width digits as tokens of their own), each compared with
@@ -42,7 +42,6 @@ name = "m"
 source = "{source}"
 """
 FULLWIDTH = 'fullwidth = { labels = "１ ２ ３ ４ ５ ６ ７" }'
-ARABIC = 'arabic = { labels = "١ ٢ ٣ ٤ ٥ ٦ ٧" }'
 
 
 def _experiment(tmp_path, source: str, *levels: str):
@@ -52,10 +51,11 @@ def _experiment(tmp_path, source: str, *levels: str):
 
 
 def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
-    """Exact mode: each cell, its valid mass and its mass per script equal the transformers
-    backend's under the same rule (SmolLM2: every full-width and Arabic-Indic digit is two
-    byte tokens, so both formats are read by the multi-token rule with its stop check)."""
-    path = _experiment(tmp_path, "smollm2-135m-instruct", FULLWIDTH, ARABIC)
+    """Exact mode, one cell: its PMF, valid mass and mass per script equal the transformers
+    backend's under the same rule (SmolLM2 spells every full-width digit as two byte tokens,
+    so the cell is read by the multi-token rule with its stop check; with the Arabic-Indic
+    format as a second cell this passed too, 2026-11-27, at twice the time)."""
+    path = _experiment(tmp_path, "smollm2-135m-instruct", FULLWIDTH)
     out = tmp_path / "numerals.nc"
     res = vllm_in_process.run("numerals", path, out)
     assert res.ok, res.error
@@ -67,9 +67,7 @@ def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
     assert "１" in str(v.prompt_text.sel(format="fullwidth").values.ravel()[0])
     sm = v.script_mass.isel(model=0, item=0, target=0)
     read = [str(s) for s in sm.script.values if not np.isnan(sm.sel(script=s)).all()]
-    assert set(read) == {"ascii", "fullwidth", "arabic-indic"}  # the tokenizer's, and shown
-    # each format's own script is read only where it is shown
-    assert np.isnan(float(sm.sel(format="fullwidth", script="arabic-indic")))
+    assert set(read) == {"ascii", "fullwidth"}  # the tokenizer's own, and the one shown
     assert float(sm.sel(format="fullwidth", script="fullwidth")) > 0
     for var in ("pmf", "valid_mass", "script_mass", "decoding_pmf", "decoding_valid_mass"):
         assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
