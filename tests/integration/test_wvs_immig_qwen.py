@@ -24,7 +24,7 @@ from scipy.stats import wasserstein_distance
 
 import xlikert as xl
 from xlikert.collect import collect
-from xlikert.datasets import WVS_IMMIG_LANGUAGES, wvs_immig_respondents
+from xlikert.datasets import wvs_immig_respondents
 from xlikert.design import load_experiment, load_instrument
 from xlikert.testing.engines import ROOT
 
@@ -38,14 +38,6 @@ def _example():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def test_the_respondents_are_the_registrys_data_set():
-    t = wvs_immig_respondents()
-    assert len(t) == 310_388 and t.country.nunique() == 99  # 97 named, 2 named by code
-    assert int(t.e143.notna().sum()) == 185_279 and set(t.e143.dropna()) == {1.0, 2.0, 3.0, 4.0}
-    assert set(WVS_IMMIG_LANGUAGES) <= set(t.country.cat.categories)
-    assert sorted(t.wave.unique()) == [3, 4, 5, 6]
 
 
 def test_per_country_alignment_equals_scipys_w1():
