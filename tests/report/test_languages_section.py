@@ -63,3 +63,18 @@ def test_no_languages_section_without_a_language_factor(tmp_path):
     del ds.attrs["language_factor"]
     html = write_report(ds, tmp_path / "r").read_text(encoding="utf-8")
     assert 'id="languages"' not in html.lower() and ">Languages<" not in html
+
+
+def test_per_language_table_has_a_column_per_subscale(tmp_path):
+    pmf = synthetic_pmf({"language": ["en", "de"]}, n_items=4, seed=5)
+    pmf = pmf.assign_coords(subscale=("item", ["a", "a", "b", "b"]),
+                            reverse_keyed=("item", [False] * 4))  # fmt: skip
+    out = tmp_path / "r"
+    write_report(_results(pmf), out)
+    comp = pd.read_csv(out / "tables" / "language_composite.csv")
+    assert list(comp.columns) == ["language", "E[a]", "E[b]", "valid mass", "translation"]
+    mean = (pmf * pmf.score).sum("score")
+    by_hand = mean.where(pmf.subscale == "b").sum("item").sel(language="de")
+    assert abs(comp.loc[comp.language == "de", "E[b]"].item() - float(by_hand)) < 1e-9
+    items = pd.read_csv(out / "tables" / "language_items.csv")
+    assert list(items.columns[:2]) == ["item", "subscale"]

@@ -50,6 +50,8 @@ def languages_section(inputs: ReportInputs) -> Section | None:
     others = [d for d in inputs.factors if d != lang]
     per = pmf.mean(others) if others else pmf  # (language, item, score)
     levels = [str(x) for x in per[lang].values]
+    sub = per["subscale"] if "subscale" in per.coords else None
+    with_sub = sub is not None and any(str(v) for v in sub.values)
     rows = []
     for item in per["item"].values:
         x = per.sel(item=item).transpose(lang, "score").values
@@ -57,19 +59,33 @@ def languages_section(inputs: ReportInputs) -> Section | None:
                  for i, j in itertools.combinations(range(len(levels)), 2)]  # fmt: skip
         d, a, b = max(pairs)
         means = (x * per["score"].values).sum(-1)
-        rows.append({"item": str(item), "W1": d, "between": f"{a} – {b}",
+        row = {"item": str(item)}
+        if with_sub:
+            row["subscale"] = str(sub.sel(item=item).values)
+        rows.append({**row, "W1": d, "between": f"{a} – {b}",
                      **{f"E[{lv}]": m for lv, m in zip(levels, means, strict=True)}})  # fmt: skip
     table = pd.DataFrame(rows).sort_values("W1", ascending=False).reset_index(drop=True)
+    # one row per language: the composite's mean (one column per subscale, if any), the
+    # valid mass, the translation's source
     comp = composite(pmf)
     comp = comp.mean(others) if others else comp
     mean = (comp * comp["score"]).sum("score")
-    by_lang = mean.to_dataframe(name="E").reset_index()
+    parts = [d for d in mean.dims if d != lang]
+    by_lang = pd.DataFrame(index=pd.Index([str(v) for v in mean[lang].values], name=lang))
+    if parts:
+        flat = mean.stack(_part=parts).transpose(lang, "_part")
+        for j, key in enumerate(flat["_part"].values):
+            name = "/".join(map(str, key)) if isinstance(key, tuple) else str(key)
+            by_lang[f"E[{name}]"] = flat.values[:, j]
+    else:
+        by_lang["E"] = mean.transpose(lang).values
     if "valid_mass" in inputs.ds:  # how much of each language's answers the rule reads
         vm = inputs.ds["valid_mass"]
         vm = vm.mean([d for d in vm.dims if d != lang])
-        by_lang["valid mass"] = [float(vm.sel({lang: lv})) for lv in by_lang[lang]]
+        by_lang["valid mass"] = [float(vm.sel({lang: lv})) for lv in mean[lang].values]
     provenance = json.loads(inputs.ds.attrs.get("instrument_languages", "{}"))
-    by_lang["translation"] = [provenance.get(str(lv), "not recorded") for lv in by_lang[lang]]
+    by_lang["translation"] = [provenance.get(lv, "not recorded") for lv in by_lang.index]
+    by_lang = by_lang.reset_index()
     top = table.iloc[0]
     moves = (
         "an item that moves while the others stay is measured non-invariantly across the "
@@ -83,7 +99,7 @@ def languages_section(inputs: ReportInputs) -> Section | None:
         f"languages ({', '.join(md(x) for x in levels)}; where each translation comes from: "
         "the table of the composite per language below). Each item's PMF per language is "
         f"mixed over the other factors. The item whose answers move most between two "
-        f"languages is {md(top['item'])} (Wasserstein-1 distance {top['W1']:.2f} scale "
+        f"languages is item {md(top['item'])} (Wasserstein-1 distance {top['W1']:.2f} scale "
         f"points, {md(top['between'])}); {moves}. The effects of the language term (E, dPD) "
         f"are in the effects table above, under {md_code(lang)}."
     )
