@@ -102,12 +102,12 @@ def _human_section(
     s.text(
         f"Human data: {how}. "
         + (
-            f"The results' factors {', '.join(md_code(g) for g in other)} are mixed uniformly. "
+            f"The results' factors {', '.join(md_code(str(g)) for g in other)} are mixed uniformly. "
             if other
             else ""
         )
         + (
-            f"The respondents are grouped by {', '.join(md_code(g) for g in groups)}, "
+            f"The respondents are grouped by {', '.join(md_code(str(g)) for g in groups)}, "
             "factors of the results too: each "
             "group is compared with the model's cells at its level, and for the pooled "
             "respondents the model's levels are mixed with the groups' counts (silicon "

@@ -60,7 +60,7 @@ def languages_section(inputs: ReportInputs) -> Section | None:
         d, a, b = max(pairs)
         means = (x * per["score"].values).sum(-1)
         row = {"item": str(item)}
-        if with_sub:
+        if with_sub and sub is not None:
             row["subscale"] = str(sub.sel(item=item).values)
         rows.append({**row, "W1": d, "between": f"{a} – {b}",
                      **{f"E[{lv}]": m for lv, m in zip(levels, means, strict=True)}})  # fmt: skip
