@@ -82,7 +82,8 @@ def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwe
     as the numbers they are. With the whole vocabulary listed the intervals close on the
     server's values, which equal the transformers backend's under the same one-token
     rule (the zoo's float32 weights are this GGUF dequantised; the server computes on the
-    quantised ones: measured 0.9788 vs 0.9804 valid mass, PMFs within 0.011)."""
+    quantised ones: measured 0.9788 vs 0.9804 valid mass, PMFs within 0.011). Without a
+    tokenizer, the top 20 tokens read by their text bound the same values."""
     path = _experiment(tmp_path, "qwen2.5-coder-0.5b-instruct", FULLWIDTH)
     prompts = load_experiment(path).build_prompts().isel(item=[0])
     local = collect(prompts, load_experiment(path).models, progress=False, split_space=False)
@@ -99,3 +100,13 @@ def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwe
     assert float(whole.valid_mass_lower.min()) > 0.9
     np.testing.assert_allclose(whole.valid_mass, local.valid_mass, atol=0.01)
     np.testing.assert_allclose(whole.pmf, local.pmf, atol=0.02)
+    # without a tokenizer the listed tokens are read by their text: "１" and "1" are 1
+    bare = [{k: v for k, v in entry[0].items() if k != "tokenizer"}]
+    text = collect(prompts, bare, progress=False, top_k=20)
+    assert text.likert.attrs["models"]["m"]["exact_unavailable"].startswith("no tokenizer")
+    assert float(text.valid_mass_lower.min()) > 0.9
+    eps = 1e-6  # the same server, the same log-probabilities
+    assert bool(
+        (text.pmf_lower - eps <= whole.pmf).all() and (whole.pmf <= text.pmf_upper + eps).all()
+    )
+    assert bool((text.valid_mass_lower - eps <= whole.valid_mass).all())
