@@ -56,8 +56,8 @@ def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
     so the cell is read by the multi-token rule with its stop check; with the Arabic-Indic
     format as a second cell this passed too, 2026-11-27, at twice the time)."""
     path = _experiment(tmp_path, "smollm2-135m-instruct", FULLWIDTH)
-    out = tmp_path / "numerals.nc"
-    res = vllm_in_process.run("numerals", path, out)
+    out, shown = tmp_path / "numerals.nc", tmp_path / "shown.nc"
+    res = vllm_in_process.run("numerals", path, out, shown)
     assert res.ok, res.error
     v = open_results(out)
     exp = load_experiment(path)
@@ -74,6 +74,13 @@ def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
         np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
     np.testing.assert_allclose(sm.sum("script"), v.valid_mass.isel(model=0, item=0, target=0),
                                atol=1e-12)  # fmt: skip
+    # numerals="shown": the full-width digits alone, a cell of its own key
+    only = open_results(shown).isel(model=0, item=0, target=0)
+    print(float(only.valid_mass.squeeze()), float(sm.sel(script="fullwidth").squeeze()))
+    np.testing.assert_allclose(only.valid_mass.squeeze(), sm.sel(script="fullwidth").squeeze(),
+                               rtol=1e-4)  # fmt: skip
+    assert np.isnan(float(only.script_mass.sel(script="ascii").squeeze()))
+    assert str(only.cell_key.values) != str(v.cell_key.isel(model=0, item=0, target=0).values)
 
 
 def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwen_folder,
@@ -83,7 +90,8 @@ def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwe
     server's values, which equal the transformers backend's under the same one-token
     rule (the zoo's float32 weights are this GGUF dequantised; the server computes on the
     quantised ones: measured 0.9788 vs 0.9804 valid mass, PMFs within 0.011). Without a
-    tokenizer, the top 20 tokens read by their text bound the same values."""
+    tokenizer, the top 20 tokens read by their text bound the same values; under
+    ``numerals="shown"`` the top 20 bound the full-width mass alone."""
     path = _experiment(tmp_path, "qwen2.5-coder-0.5b-instruct", FULLWIDTH)
     prompts = load_experiment(path).build_prompts().isel(item=[0])
     local = collect(prompts, load_experiment(path).models, progress=False, split_space=False)
@@ -100,6 +108,13 @@ def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwe
     assert float(whole.valid_mass_lower.min()) > 0.9
     np.testing.assert_allclose(whole.valid_mass, local.valid_mass, atol=0.01)
     np.testing.assert_allclose(whole.pmf, local.pmf, atol=0.02)
+    # numerals="shown": only the full-width digits count, which the transformers backend
+    # stores as the cell's full-width script mass (measured about 0.08 of the 0.98)
+    shown = collect(prompts, entry, progress=False, top_k=20, numerals="shown")
+    own = local.script_mass.sel(script="fullwidth")
+    assert float(own.max()) < 0.5 and float(shown.valid_mass_upper.max()) < 0.5
+    assert bool((shown.valid_mass_lower - 0.01 <= own).all())
+    assert bool((own <= shown.valid_mass_upper + 0.01).all())
     # without a tokenizer the listed tokens are read by their text: "１" and "1" are 1
     bare = [{k: v for k, v in entry[0].items() if k != "tokenizer"}]
     text = collect(prompts, bare, progress=False, top_k=20)
