@@ -74,11 +74,11 @@ def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
         np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
     np.testing.assert_allclose(sm.sum("script"), v.valid_mass.isel(model=0, item=0, target=0),
                                atol=1e-12)  # fmt: skip
-    # numerals="shown": the full-width digits alone, a cell of its own key
+    # numerals="shown": the full-width digits alone, a cell of its own key (measured
+    # 0.0391539301484365 both, on one engine)
     only = open_results(shown).isel(model=0, item=0, target=0)
-    print(float(only.valid_mass.squeeze()), float(sm.sel(script="fullwidth").squeeze()))
     np.testing.assert_allclose(only.valid_mass.squeeze(), sm.sel(script="fullwidth").squeeze(),
-                               rtol=1e-4)  # fmt: skip
+                               rtol=1e-9)  # fmt: skip
     assert np.isnan(float(only.script_mass.sel(script="ascii").squeeze()))
     assert str(only.cell_key.values) != str(v.cell_key.isel(model=0, item=0, target=0).values)
 

@@ -196,15 +196,17 @@ def survey(prompts_file, out):
             loader=loader)  # fmt: skip
 
 
-def numerals(experiment, out):
+def numerals(experiment, out, shown):
     """An experiment file's first item (the test writes one that shows the scale in other
-    scripts' digits), read under the numeral rule on the live engine."""
+    scripts' digits), read on the live engine under the numeral rule (``out``) and under
+    the rule restricted to the scripts shown (``shown``: ``numerals="shown"``)."""
     from xlikert.collect import collect
     from xlikert.design import load_experiment
 
     prompts = load_experiment(experiment).build_prompts().isel(item=[0])
-    collect(prompts, [SPEC], out, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
-            loader=loader)  # fmt: skip
+    for path, rule in ((out, "any"), (shown, "shown")):
+        collect(prompts, [SPEC], path, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
+                loader=loader, numerals=rule)  # fmt: skip
 
 
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
