@@ -33,7 +33,7 @@ def test_languages_section_names_the_item_that_moves_most(tmp_path):
     out = tmp_path / "r"
     ds = _results(pmf)
     ds["valid_mass"].loc[{"language": "zh"}] = 0.5
-    html = write_report(ds, out).read_text(encoding="utf-8")
+    html = write_report(ds, out, figures=False).read_text(encoding="utf-8")
     assert "Languages" in html
     table = (out / "tables" / "language_items.csv").read_text(encoding="utf-8").splitlines()
     assert table[1].split(",")[0] == str(pmf["item"].values[1])
@@ -52,7 +52,7 @@ def test_languages_section_names_the_item_that_moves_most(tmp_path):
 
 def test_one_item_is_not_said_to_move_against_the_others(tmp_path):
     pmf = synthetic_pmf({"language": ["en", "de"]}, n_items=1, seed=3)
-    html = write_report(_results(pmf), tmp_path / "r").read_text(encoding="utf-8")
+    html = write_report(_results(pmf), tmp_path / "r", figures=False).read_text(encoding="utf-8")
     assert "with one item" in html and "while the others stay" not in html
     assert "× 1 item on scores" in html and "Composite: the one item" in html
 
@@ -61,7 +61,7 @@ def test_no_languages_section_without_a_language_factor(tmp_path):
     pmf = synthetic_pmf({"model": 2, "language": ["en", "de"]}, n_items=2, seed=1)
     ds = _results(pmf)
     del ds.attrs["language_factor"]
-    html = write_report(ds, tmp_path / "r").read_text(encoding="utf-8")
+    html = write_report(ds, tmp_path / "r", figures=False).read_text(encoding="utf-8")
     assert 'id="languages"' not in html.lower() and ">Languages<" not in html
 
 
@@ -70,7 +70,7 @@ def test_per_language_table_has_a_column_per_subscale(tmp_path):
     pmf = pmf.assign_coords(subscale=("item", ["a", "a", "b", "b"]),
                             reverse_keyed=("item", [False] * 4))  # fmt: skip
     out = tmp_path / "r"
-    write_report(_results(pmf), out)
+    write_report(_results(pmf), out, figures=False)
     comp = pd.read_csv(out / "tables" / "language_composite.csv")
     assert list(comp.columns) == ["language", "E[a]", "E[b]", "valid mass", "translation"]
     mean = (pmf * pmf.score).sum("score")
