@@ -222,8 +222,22 @@ def elicitation(smol, qwen):
     collect(elicitation_prompts(), [QWEN], qwen, progress=False, **ELICITATION)
 
 
+def numerals(experiment, out, shown):
+    """An experiment file's first item (the test writes one that shows the scale in other
+    scripts' digits), read on the live engine under the numeral rule (``out``) and under
+    the rule restricted to the scripts shown (``shown``: ``numerals="shown"``)."""
+    from xlikert.collect import collect
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment(experiment).build_prompts().isel(item=[0])
+    for path, rule in ((out, "any"), (shown, "shown")):
+        collect(prompts, [SPEC], path, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
+                loader=loader, numerals=rule)  # fmt: skip
+
+
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
-        "sequential": sequential, "survey": survey, "elicitation": elicitation}  # fmt: skip
+        "sequential": sequential, "survey": survey, "elicitation": elicitation,
+        "numerals": numerals}  # fmt: skip
 
 
 def main() -> None:
