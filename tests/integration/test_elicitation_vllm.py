@@ -1,6 +1,7 @@
 """Every elicitation level through the in-process vLLM engine (CPU build, prefix caching on)
 against the transformers backend: SmolLM2 on the session's shared engine
-(:mod:`support.vllm_jobs`), Qwen2.5-Coder-0.5B on an engine of its own, both on one
+(:mod:`support.vllm_jobs`), Qwen2.5-Coder-0.5B on an engine of its own (marked costly),
+both on one
 CETSCALE item, 17 (target USA), with ``first_token``, ``prefix``, ``greedy`` and ``own_words``
 (a pruned reply tree). The same replies, the same answers, the same PMFs within float
 noise, the same prefixes read by the reply tree and the same certified bounds."""
@@ -23,17 +24,20 @@ ATOL = 1e-4
 
 
 @pytest.fixture(scope="module")
-def through_vllm(vllm_in_process, qwen_folder, tmp_path_factory):
-    """The folder of the job's two result files (``smol.nc``, ``qwen.nc``), run once."""
-    out = tmp_path_factory.mktemp("elicitation-vllm")
-    res = vllm_in_process.run("elicitation", out / "smol.nc", out / "qwen.nc")
-    assert res.ok, res.error
-    return out
+def through_vllm(vllm_in_process, tmp_path_factory):
+    """The folder of the jobs' result files (``smol.nc``; ``qwen.nc`` when asked for)."""
+    return tmp_path_factory.mktemp("elicitation-vllm")
 
 
-@pytest.mark.parametrize("which", ["smol", "qwen"])
+# Qwen needs an engine of its own (a minute or more to start on 2 cores): a costly test,
+# left out of the default run (`pytest -m costly` runs it; passed 2026-11-27, |pmf| 9.3e-7)
+@pytest.mark.parametrize("which", ["smol", pytest.param("qwen", marks=pytest.mark.costly)])
 def test_every_level_through_vllm_equals_transformers(which, through_vllm, vllm_in_process):
-    v = open_results(through_vllm / f"{which}.nc")
+    path = through_vllm / f"{which}.nc"
+    job = {"smol": "elicitation", "qwen": "elicitation_qwen"}[which]
+    res = vllm_in_process.run(job, path)
+    assert res.ok, res.error
+    v = open_results(path)
     source = {"smol": "smollm2-135m-instruct", "qwen": "qwen2.5-coder-0.5b-instruct"}[which]
     t = collect(elicitation_prompts(), [{"name": "m", "source": source}], progress=False,
                 **ELICITATION)  # fmt: skip

@@ -213,12 +213,18 @@ def elicitation_prompts():
     return prompts.expand_dims(elicitation=["first_token", "prefix", "greedy", "own_words"])
 
 
-def elicitation(smol, qwen):
-    """Every elicitation level of :func:`elicitation_prompts`: SmolLM2 on the live engine,
-    Qwen2.5-Coder-0.5B on an engine of its own (started and shut down here)."""
+def elicitation(smol):
+    """Every elicitation level of :func:`elicitation_prompts`: SmolLM2 on the live engine."""
     from xlikert.collect import collect
 
     collect(elicitation_prompts(), [SPEC], smol, progress=False, loader=loader, **ELICITATION)
+
+
+def elicitation_qwen(qwen):
+    """The same on Qwen2.5-Coder-0.5B, on an engine of its own (started and shut down here:
+    a costly test's job)."""
+    from xlikert.collect import collect
+
     collect(elicitation_prompts(), [QWEN], qwen, progress=False, **ELICITATION)
 
 
@@ -237,7 +243,7 @@ def numerals(experiment, out, shown):
 
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
         "sequential": sequential, "survey": survey, "elicitation": elicitation,
-        "numerals": numerals}  # fmt: skip
+        "elicitation_qwen": elicitation_qwen, "numerals": numerals}  # fmt: skip
 
 
 def main() -> None:
