@@ -28,10 +28,18 @@ pytest.importorskip("transformers")
 from support.survey import SURVEY, survey_experiment  # noqa: E402
 from support.tiny import save_tiny  # noqa: E402
 
+from xlikert.analysis import context as ctx  # noqa: E402
 from xlikert.collect import collect  # noqa: E402
-from xlikert.collect.context import Battery, administer  # noqa: E402
+from xlikert.collect.context import (  # noqa: E402
+    Battery,
+    administer,
+    battery_from_prompts,
+    history_tree,
+    item_marginals,
+    sequential_dataset,
+)
 from xlikert.collect.options import CollectOptions  # noqa: E402
-from xlikert.core.errors import CollectionError  # noqa: E402
+from xlikert.core.errors import CollectionError, InvalidPMFError, NominalItemError  # noqa: E402
 from xlikert.core.io import open_results  # noqa: E402
 
 #: ``self`` (1..7, "Don't know" = 8) and ``tv`` (0..7) of the survey, then a nominal vote.
@@ -247,6 +255,18 @@ def test_the_results_file_holds_the_interview(folder, prompts, truth, tmp_path):
     # the stored decoding grid at T = 1, top-p = 1 is the PMF
     plain = ds.decoding_pmf.sel(temperature=1.0, top_p=1.0)
     np.testing.assert_allclose(plain.values, ds.pmf.values, atol=1e-12)
+    # the tables within the conversation: refused by name over an item with options (the
+    # joint holds its substantive cells), over a nominal item where they need an order
+    with pytest.raises(InvalidPMFError, match=r"items \['self'\] offer non-substantive"):
+        ctx.inter_item_correlation(ds)
+    pair = ds.drop_vars("nonsubstantive_mass").sel(item=["tv", "vote"], other_item=["tv", "vote"])
+    with pytest.raises(NominalItemError, match=r"inter_item_correlation.*\['vote'\]"):
+        ctx.inter_item_correlation(pair)
+    table = ctx.carry_over(pair)  # needs no order: P(vote | tv) from the exact joint
+    np.testing.assert_allclose(
+        table.sel(item="tv", other_item="vote").sum("other_score").sel(score=range(8)), 1.0,
+        atol=1e-9,
+    )  # fmt: skip
 
 
 def test_a_budget_spent_stores_the_bound_it_reached(folder, prompts, truth, tmp_path):
@@ -261,6 +281,25 @@ def test_a_budget_spent_stores_the_bound_it_reached(folder, prompts, truth, tmp_
     assert (np.abs(ds.valid_mass.values - truth["valid_mass"]) <= err + 1e-6).all()
     dk = float(ds.nonsubstantive_mass.sel(item="self", option=DK))
     assert abs(dk - truth["dk"][0]) <= 1e-6
+
+
+def test_the_battery_of_the_prompts_and_its_dataset(local, cell, prompts, tmp_path):
+    one = prompts.isel(party=0, administration=0)
+    b = battery_from_prompts(one)
+    assert b == battery_of(cell, prompts)
+    res = administer(local, b, tol=0.05, batch=4)
+    ds = sequential_dataset(res)
+    assert ds.nonsubstantive_mass.dims == ("item", "option")
+    assert ds.history_nonsubstantive_mass.dims == ("history", "option")
+    assert ds.joint.dims == ("item", "other_item", "score", "other_score")
+    path = tmp_path / "interview.nc"
+    ds.to_netcdf(path)
+    with xr.open_dataset(path) as back:
+        back = back.load()
+    xr.testing.assert_identical(back, ds)
+    m, again = res.marginals(), item_marginals(history_tree(back))
+    for k in ("pmf", "valid_mass", "nonsubstantive_mass", "error", "valid_mass_error"):
+        np.testing.assert_array_equal(again[k], m[k])
 
 
 def test_a_battery_on_other_options_than_the_model_reads_is_named(folder, cell, prompts):
