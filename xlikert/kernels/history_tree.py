@@ -241,7 +241,8 @@ def answer_pmf(
 
     Examples
     --------
-    >>> answer_pmf(np.array([[0.5, 0.5]]), np.array([0.6]), np.array([[0.2, np.nan]])).tolist()
+    >>> q = answer_pmf(np.array([[0.5, 0.5]]), np.array([0.6]), np.array([[0.2, np.nan]]))
+    >>> q.round(12).tolist()
     [[0.375, 0.375, 0.25, 0.0]]
     >>> answer_pmf(np.array([[0.5, 0.5]]), np.array([0.6])).tolist()
     [[0.5, 0.5]]
@@ -339,8 +340,9 @@ def item_marginals(
     prob = history_probability(tree.parent, tree.answer, tree.item, answer_pmf(pmf, vm, ns))
     u = _unexplored(tree, prob)
     lead = pmf.shape[:-2]
-    n_opt = 0 if ns is None else int(np.shape(ns)[-1])
-    options = None if ns is None else np.nan_to_num(np.asarray(ns, dtype=np.float64), nan=0.0)
+    ns_arr = np.full((*pmf.shape[:-1], 0), np.nan) if ns is None else np.asarray(ns, np.float64)
+    n_opt = int(ns_arr.shape[-1])
+    options = np.nan_to_num(ns_arr, nan=0.0)
     known = np.zeros((*lead, tree.n_items, tree.n_scores))
     known_v = np.zeros((*lead, tree.n_items, 1 + n_opt))  # valid, then each option
     offered = np.zeros((tree.n_items, n_opt), dtype=bool)
@@ -350,7 +352,7 @@ def item_marginals(
         known_v[..., j, 0] = (prob[..., sel] * vm[..., sel]).sum(-1)
         if n_opt:
             known_v[..., j, 1:] = (prob[..., sel, None] * options[..., sel, :]).sum(-2)
-            offered[j] = np.isfinite(np.asarray(ns)[..., sel, :]).any(axis=(*range(len(lead)), -2))
+            offered[j] = np.isfinite(ns_arr[..., sel, :]).any(axis=(*range(len(lead)), -2))
     value, error = certified_fill(known, u)
     # the valid (and non-substantive) mass: the mean over the histories read, one PMF of
     # (valid, options..., failed) per history

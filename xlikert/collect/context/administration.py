@@ -246,7 +246,7 @@ def score_battery(
             continue
         r.data["history_pmf"][j, :n] = tree.pmf[nodes]
         r.data["history_valid_mass"][j, :n] = tree.valid_mass[nodes]
-        if n_opt:
+        if tree.nonsubstantive_mass is not None:
             r.data["history_nonsubstantive_mass"][j, :n] = tree.nonsubstantive_mass[nodes]
         r.data["history_probability"][j, :n] = prob[nodes]
         r.data["history_answers"][j, :n] = [",".join(said[a] for a in paths[m, :j]) for m in nodes]

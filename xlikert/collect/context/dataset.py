@@ -59,7 +59,7 @@ def battery_from_prompts(
     >>> ds = xr.Dataset({"user": ("item", ["Tea?", "Coffee?"]), "system": "Rate 1-3."},
     ...                 coords={"item": ["a", "b"]}, attrs={"scale_min": 1, "scale_max": 3})
     >>> battery_from_prompts(ds)
-    Battery(system='Rate 1-3.', questions=('Tea?', 'Coffee?'), replies=('1', '2', '3'), items=('a', 'b'), scores=(1, 2, 3))
+    Battery(system='Rate 1-3.', questions=('Tea?', 'Coffee?'), replies=('1', '2', '3'), items=('a', 'b'), scores=(1, 2, 3), options=(), answers=())
     """
     user = prompts["user"]
     if user.dims != ("item",):

@@ -442,9 +442,10 @@ def _check_answers(model: Model, battery: Battery) -> None:
     if not battery.answers:
         return
     opts = model.options
-    if tuple(opts.scale) != battery.scores or tuple(opts.nonsubstantive) != battery.options:
+    scale = tuple(int(y) for y in opts.scale or ())
+    if scale != battery.scores or tuple(opts.nonsubstantive) != battery.options:
         raise CollectionError(
-            f"model {getattr(model, 'name', model)!r} reads the scores {list(opts.scale)} and "
+            f"model {getattr(model, 'name', model)!r} reads the scores {list(scale)} and "
             f"the options {list(opts.nonsubstantive)}; the battery's items answer on the "
             f"scores {list(battery.scores)} and the options {list(battery.options)}: open the "
             "model with CollectOptions(scale=..., nonsubstantive=...) of the battery"
