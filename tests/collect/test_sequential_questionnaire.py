@@ -312,3 +312,23 @@ def test_a_battery_on_other_options_than_the_model_reads_is_named(folder, cell, 
         Battery("s", ("a", "b"), ("1", "2"), options=(DK,))
     with pytest.raises(CollectionError, match="fewer than two points"):
         Battery("s", ("a",), ("1", "2"), options=(DK,), answers=(("1", "", "8"),))
+
+
+def test_the_conversation_of_a_history_writes_each_answer_with_its_own_label(prompts, tmp_path):
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+    from xlikert.core.errors import DesignError
+    from xlikert.design.item_order import conversation
+
+    item, msgs = conversation(prompts, [DK, 0])
+    assert item == "vote"
+    assert [m for r, m in msgs if r == "assistant"] == ["8", "0"]  # "Don't know" as its code
+    with pytest.raises(DesignError, match=r"item 'tv' does not offer the answer \"Don't know\""):
+        conversation(prompts, [3, DK])
+    with pytest.raises(DesignError, match=r"item 'self' does not offer the answer 0"):
+        conversation(prompts, [0])
+    exp = survey_experiment(tmp_path, SEQUENTIAL, instrument=INSTRUMENT)
+    res = CliRunner().invoke(main, ["prompts", exp.path, "-n", "0", "--history", "Don't know,5"])
+    assert res.exit_code == 0, res.output
+    assert "[assistant]\n8\n" in res.output and "[assistant]\n5\n" in res.output
