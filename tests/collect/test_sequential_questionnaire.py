@@ -332,3 +332,33 @@ def test_the_conversation_of_a_history_writes_each_answer_with_its_own_label(pro
     res = CliRunner().invoke(main, ["prompts", exp.path, "-n", "0", "--history", "Don't know,5"])
     assert res.exit_code == 0, res.output
     assert "[assistant]\n8\n" in res.output and "[assistant]\n5\n" in res.output
+
+
+def test_interviews_resume_and_merge_to_the_clean_file(folder, tmp_path_factory, tmp_path):
+    from support.results import without_session
+
+    from xlikert.collect import merge_shards
+
+    exp = survey_experiment(tmp_path_factory.mktemp("two"), SEQUENTIAL, instrument=INSTRUMENT)
+    two = exp.build_prompts().sel(item=["self", "vote"])  # two conversations of 1 + 8 passes
+    spec = [{"name": "tiny", "source": str(folder)}]
+    clean = tmp_path / "clean.nc"
+    collect(two, spec, clean, **KW)
+    ref = without_session(clean)
+    assert "history_nonsubstantive_mass" in ref
+
+    def stop(done, total):
+        if done == 1:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "r.nc"
+    with pytest.raises(KeyboardInterrupt):
+        collect(two, spec, out, on_unit=stop, **KW)
+    collect(two, spec, out, **KW)
+    xr.testing.assert_identical(without_session(out), ref)
+    parts = [tmp_path / f"s{i}.nc" for i in (1, 2)]
+    for i, p in enumerate(parts, 1):
+        collect(two, spec, p, shard=f"{i}/2", **KW)
+    merged = merge_shards(parts, tmp_path / "merged.nc")
+    for v in ("pmf", "valid_mass", "nonsubstantive_mass", "history_nonsubstantive_mass"):
+        xr.testing.assert_identical(merged[v], ref[v])
