@@ -262,6 +262,11 @@ def test_the_results_file_holds_the_interview(folder, prompts, truth, tmp_path):
     pair = ds.drop_vars("nonsubstantive_mass").sel(item=["tv", "vote"], other_item=["tv", "vote"])
     with pytest.raises(NominalItemError, match=r"inter_item_correlation.*\['vote'\]"):
         ctx.inter_item_correlation(pair)
+    # the report's "Context and order" says why it shows no carry-over table
+    from xlikert.report import write_report
+
+    text = (write_report(out, tmp_path / "report").parent / "report.md").read_text()
+    assert "## Context and order" in text and "No carry-over table is shown" in text
     table = ctx.carry_over(pair)  # needs no order: P(vote | tv) from the exact joint
     np.testing.assert_allclose(
         table.sel(item="tv", other_item="vote").sum("other_score").sel(score=range(8)), 1.0,
