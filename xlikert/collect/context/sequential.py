@@ -11,6 +11,12 @@ one stops when the certified error of every item's PMF is at most ``tol``
 ``max_passes`` forward passes are spent: then it says so (a ``RuntimeWarning``)
 and keeps the bound it reached, never a smaller one.
 
+A questionnaire as fielded is a battery whose items have their own answers
+(:attr:`Battery.answers`: their own points, non-substantive options, nominal items):
+each item is read over its own answers, the tree branches on each of them, options
+included, and an earlier answer is written with its own label
+(:func:`~xlikert.kernels.history_tree.answer_pmf`).
+
 Examples
 --------
 >>> battery = Battery("Rate 1-7.", ("I like tea.", "I like coffee."), ("1", "2", "3"))
