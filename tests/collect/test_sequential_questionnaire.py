@@ -209,6 +209,12 @@ def test_every_history_and_every_item_equals_the_enumeration(local, cell, prompt
     assert np.isnan(marg["nonsubstantive_mass"][1:, 0]).all()
     # each item on its own support: 'self' none on 0, 'vote' none past 3
     assert marg["pmf"][0, 0] == 0 and (marg["pmf"][2, 4:] == 0).all()
+    # one KV-cache reader served every item's rule: each history ran from its parent's cache
+    whole = sum(
+        len(local.conversation(b.system, b.turns(h), b.questions[len(h)])[1]) + 1
+        for h in ([int(a) for a in p if a >= 0] for p in tree.paths)
+    )  # fmt: skip
+    assert res.info["tokens_run"] < whole / 2
     # the conversation the model read writes "Don't know" as its code
     assert "8" in res.conversation(local, [8]) and local.options.answer_labels is None
     # the joint over answers marginalises to each item's answer distribution
