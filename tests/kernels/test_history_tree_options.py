@@ -87,7 +87,9 @@ class Reader:
         ns = m[:, S:].copy()
         for b, ids in enumerate(contexts):  # NaN: an option the item does not offer
             ns[b, [o for o in range(len(OPTIONS)) if S + o not in OFFERED[ids[0] - 1000]]] = np.nan
-        return {"pmf": m[:, :S] / vm[:, None], "valid_mass": vm, "nonsubstantive_mass": ns}
+        with np.errstate(invalid="ignore"):  # no point at all: no PMF (NaN)
+            pmf = m[:, :S] / vm[:, None]
+        return {"pmf": pmf, "valid_mass": vm, "nonsubstantive_mass": ns}
 
     def close(self):
         pass
@@ -177,3 +179,21 @@ def test_answer_pmf_branches_on_points_and_options():
     # only options given: no PMF over the points, the history continues through them
     q = answer_pmf(np.array([[np.nan, np.nan]]), np.array([0.0]), np.array([[0.3, 0.1]]))
     np.testing.assert_allclose(q, [[0, 0, 0.75, 0.25]])
+
+
+def test_a_history_with_only_non_substantive_answers_is_named():
+    class Unsure(Toy):
+        def masses(self, j, h):
+            m = super().masses(j, h)
+            if j == 1 and h == [5]:  # after "Don't know", only "Don't know" again
+                m[:S] = 0.0
+            return m
+
+    from xlikert.core.errors import CollectionError
+
+    with pytest.raises(
+        CollectionError, match=r"'1' after the answers \(0: '0:5'\).*only non-substantive"
+    ):
+        administer(Unsure(seed=2), Battery("sys", ("q0", "q1", "q2"), tuple("01234"),
+                                           ("0", "1", "2"), tuple(range(S)), OPTIONS,
+                                           battery().answers))  # fmt: skip
