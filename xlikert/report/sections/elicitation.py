@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...analysis.elicitation import elicitation_validity
 from ...design.elicitation import ELICITATION_DIM
-from ..inputs import ReportInputs
+from ..inputs import ReportInputs, unanswered_note
 from ..page import Section
 from ..tables import markdown_code as md_code
 
@@ -27,13 +27,19 @@ def elicitation_section(inputs: ReportInputs) -> Section | None:
     if "first_token" not in levels:
         return None
     s = Section("Elicitation")
+    attrs = ds.attrs
     s.text(
-        f"The factor {md_code(ELICITATION_DIM)} reads each cell as {', '.join(levels)}. "
-        "A greedy reply's answer is its first valid answer token "
-        "(`answer_parse_rule` in the file's attributes); a reply without one is a refusal "
-        "or a reply that ends, or reaches the cap, without a code. The total variation to "
-        "the own-words PMF is given with its certified error (docs/elicitation.md)."
+        f"The factor {md_code(ELICITATION_DIM)} reads each cell as "
+        + ", ".join(md_code(v) for v in levels)
+        + ". A reply's answer is its first valid answer token (the rule is "
+        "`answer_parse_rule` in the file's attributes); a reply without one is a refusal, or "
+        "a reply that ends or reaches its cap without a code." + _settings(attrs, levels)
     )
+    if "own_words" in levels and "elicitation_tol_met" in ds:
+        _own_words_budget(s, ds)
+    note = unanswered_note(ds)
+    if note:
+        s.text(note)
     table = elicitation_validity(ds).to_dataframe()
     table = table.dropna(axis=1, how="all")
     s.table(
@@ -46,3 +52,42 @@ def elicitation_section(inputs: ReportInputs) -> Section | None:
         digits=3,
     )
     return s
+
+
+def _settings(attrs: dict, levels: list[str]) -> str:
+    """The settings of the levels read, from the file's attributes (empty where absent)."""
+    parts = []
+    if "prefix" in levels and attrs.get("elicitation_answer_prefix") is not None:
+        parts.append(f"`prefix` opens the reply with {md_code(attrs['elicitation_answer_prefix'])}")
+    cap = attrs.get("elicitation_reply_tokens")
+    if cap is not None and ("greedy" in levels or "own_words" in levels):
+        parts.append(f"replies have at most {int(cap)} tokens")
+    if "own_words" in levels and attrs.get("own_words_temperature") is not None:
+        parts.append(
+            f"`own_words` is the first answer of a reply sampled at temperature "
+            f"{float(attrs['own_words_temperature']):g} and top-p "
+            f"{float(attrs['own_words_top_p']):g}, an exact mixture over the reply's "
+            f"prefixes certified to {float(attrs['own_words_tol']):g} within "
+            f"{int(attrs['own_words_max_passes'])} forward passes per cell"
+        )
+    return (" Settings: " + "; ".join(parts) + ".") if parts else ""
+
+
+def _own_words_budget(s: Section, ds) -> None:
+    """Say where the own-words reading spent its budget before meeting ``tol``."""
+    o = ds.sel({ELICITATION_DIM: "own_words"})
+    met = o["elicitation_tol_met"]
+    short = int((met == 0).sum())
+    if not short:
+        s.text(
+            "Every own-words cell met its certified error; its bound is the column "
+            "`own_words_tv_bound` (the total variation moves by at most the PMF's bound)."
+        )
+        return
+    worst = float(o["elicitation_error"].max())
+    s.text(
+        f"**{short} of {int(met.size)} own-words cells did not meet the asked error** within "
+        f"their budget of forward passes: their stored bound is the one reached (up to "
+        f"{worst:.3g}), and `own_words_tv_bound` carries it. A larger "
+        "`own_words_max_passes`, or a shorter reply cap, tightens it."
+    )
