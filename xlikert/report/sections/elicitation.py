@@ -10,10 +10,12 @@ bound, and the own-words "no answer" mass.
 from __future__ import annotations
 
 from ...analysis.elicitation import elicitation_validity
+from ...core.dims import preferred_factor
 from ...design.elicitation import ELICITATION_DIM
 from ..inputs import ReportInputs, unanswered_note
 from ..page import Section
 from ..tables import markdown_code as md_code
+from ..tables import markdown_escape as md
 
 __all__ = ["elicitation_section"]
 
@@ -40,7 +42,11 @@ def elicitation_section(inputs: ReportInputs) -> Section | None:
     note = unanswered_note(ds)
     if note:
         s.text(note)
-    table = elicitation_validity(ds).to_dataframe()
+    validity = elicitation_validity(ds)
+    rows = list(validity["greedy_agreement"].dims)
+    first = preferred_factor(rows)  # the model factor first (the report's rows)
+    order = [first, *(d for d in rows if d != first)] if first is not None else None
+    table = validity.to_dataframe(dim_order=order)
     table = table.dropna(axis=1, how="all")
     s.table(
         table,
@@ -84,10 +90,25 @@ def _own_words_budget(s: Section, ds) -> None:
             "`own_words_tv_bound` (the total variation moves by at most the PMF's bound)."
         )
         return
+    by = preferred_factor([d for d in met.dims if d != "item"])
+    where = ""
+    if by is not None:
+        per = (met == 0).sum([d for d in met.dims if d != by])
+        n = met.size // met.sizes[by]
+        where = (
+            " ("
+            + ", ".join(
+                f"{md(str(v))}: {int(k)} of {n}"
+                for v, k in zip(met[by].values, per.values, strict=True)
+            )
+            + ")"
+        )
     worst = float(o["elicitation_error"].max())
     s.text(
-        f"**{short} of {int(met.size)} own-words cells did not meet the asked error** within "
-        f"their budget of forward passes: their stored bound is the one reached (up to "
-        f"{worst:.3g}), and `own_words_tv_bound` carries it. A larger "
-        "`own_words_max_passes`, or a shorter reply cap, tightens it."
+        f"**{short} of {int(met.size)} own-words cells did not meet the asked error**{where} "
+        f"within their budget of forward passes: their stored bound is the one reached (up "
+        f"to {worst:.3g}), and `own_words_tv_bound` carries it. In those cells the "
+        "own-words PMF and its TV are what the prefixes read so far give, and the "
+        '"no answer" mass is a lower bound: the prefixes not read may still end without '
+        "an answer. A larger `own_words_max_passes`, or a shorter reply cap, tightens it."
     )
