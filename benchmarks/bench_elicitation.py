@@ -171,7 +171,18 @@ def sample_replies(lm, options, prompt_ids: list[int], cap: int, n: int, batch: 
 
 
 def compare(tree: dict, s: dict, best: dict, scale: list[int]) -> dict[str, Any]:
-    """The sampler at the tree run's tol: N, its cost, and (measured) its actual error."""
+    """The sampler at the tree run's tol: N, its cost, and (measured) its actual error.
+
+    Examples
+    --------
+    >>> s = {"answers": [1, 2] * 10, "tokens": [1] * 20, "prefill_s": 0.5,
+    ...      "seconds": [1.0, 1.0], "batch": 10}
+    >>> row = compare({"cap": 1, "tol": 0.5}, s, {"pmf": [0.5, 0.5], "bound": 0.0}, [1, 2])
+    >>> row["replies_needed"], row["measured"], row["seconds"], row["tokens"]
+    (9, True, 1.5, 9.0)
+    >>> round(row["actual_error_vs_tree"], 4)
+    0.0556
+    """
     answers = np.asarray(s["answers"])
     drawn = answers.size
     share = float((answers > 0).mean())
@@ -322,8 +333,10 @@ def render(d: dict[str, Any]) -> list[str]:
         f"{d['confidence']:g}); tokens are those generated (one forward pass each). "
         "Sampling rows marked *projected* are N times the cost per reply measured on the "
         "replies drawn; *measured* rows drew N replies, and their counted PMF's largest "
-        "error against the tree's (tightest run) is given. Best case: the normal "
-        "approximation with the exact p (a sampler does not know it).",
+        "error against the tree's (tightest run) is given where there are any. Best case: the normal "
+        "approximation with the exact p (a sampler does not know it). Tree time is the "
+        "whole `collect()` call (its checks and the file's assembly included); both sides "
+        "include the prompt's one prefill." + _load(d),
         "",
     ]
     rows = []
@@ -342,12 +355,14 @@ def render(d: dict[str, Any]) -> list[str]:
                 "measured" if c["measured"] else "projected",
                 fmt(c.get("actual_error_vs_tree")), fmt(ratio),
             ])  # fmt: skip
-    out += table(
-        ["model", "cap", "tol", "tree passes", "tree time", "tree bound", "answer share",
-         "sampling N (95%)", "N best case", "sampled tokens", "sampling time", "sampling",
-         "sampled error vs tree", "sampling / tree time"],
-        rows,
-    )  # fmt: skip
+    header = ["model", "cap", "tol", "tree passes", "tree time", "tree bound", "answer share",
+              "sampling N (95%)", "N best case", "sampled tokens", "sampling time", "sampling",
+              "sampled error vs tree", "sampling / tree time"]  # fmt: skip
+    if not any(c["measured"] for r in d["runs"] for c in r["compare"]):  # a column of dashes
+        at = header.index("sampled error vs tree")
+        header = header[:at] + header[at + 1 :]
+        rows = [row[:at] + row[at + 1 :] for row in rows]
+    out += table(header, rows)
     drawn = []
     for r in d["runs"]:
         s = r["sampling"]
@@ -368,6 +383,18 @@ def render(d: dict[str, Any]) -> list[str]:
                 "counted PMF: max error vs tree", "tree bound", "Hoeffding 95% at n"],
                drawn),
     ]  # fmt: skip
+
+
+def _load(d: dict[str, Any]) -> str:
+    """The machine's load during the run, where recorded."""
+    before, after = d.get("load_average_before"), d.get("load_average_after")
+    if not before or not after:
+        return ""
+    return (
+        f" The machine was shared: 1-minute load average {before[0]:.1f} before the run and "
+        f"{after[0]:.1f} after, on {d['machine'].get('cpu_count')} cores, so the times are "
+        "long in absolute terms; tree and sampling ran under the same load."
+    )
 
 
 def sampled_error(counts: dict[str, int], tree_pmf: list[float], delta: float) -> dict[str, Any]:
