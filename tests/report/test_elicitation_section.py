@@ -54,3 +54,26 @@ def test_the_report_renders_with_greedy_cells_that_have_no_pmf(tmp_path):
     assert "model:elicitation" in set(effects["term"])
     html = (out / "index.html").read_text()
     assert "<h2" in html and "Elicitation" in html and "nan" not in html.lower().split("<body")[1]
+
+
+def test_the_section_says_which_own_words_cells_missed_tol(tmp_path):
+    """Own-words cells whose budget was spent before tol: counted per model, their bound
+    named as the one reached, the no-answer mass called a lower bound; the settings read
+    from the file's attributes."""
+    ds = results()
+    met = xr.ones_like(ds["no_answer_mass"], dtype=int)
+    met.loc[{"model": "m2", "elicitation": "own_words", "target": "USA"}] = 0
+    ds["elicitation_tol_met"] = met
+    ds.attrs.update(elicitation_reply_tokens=8, own_words_temperature=0.7, own_words_top_p=0.9,
+                    own_words_tol=0.01, own_words_max_passes=64)  # fmt: skip
+    section = elicitation_section(SimpleNamespace(ds=ds, out=tmp_path))
+    text = "\n".join(md for _, _, md in section.blocks)
+    k = ds.sizes["item"]
+    assert f"**{k} of {met.sel(elicitation='own_words').size} own-words cells did not meet" in text
+    assert f"(m1: 0 of {2 * k}, m2: {k} of {2 * k})" in text and "lower bound" in text
+    worst = float(ds["elicitation_error"].sel(elicitation="own_words").max())
+    assert f"up to {worst:.3g}" in text
+    assert "at most 8 tokens" in text and "temperature 0.7 and top-p 0.9" in text
+    assert "certified to 0.01 within 64 forward passes" in text
+    csv = pd.read_csv(tmp_path / "tables" / "elicitation_validity.csv")
+    assert list(csv.columns[:2]) == ["model", "target"]
