@@ -39,7 +39,7 @@ def constraint_section(inputs: ReportInputs) -> Section:
     if "valid_mass" in ds:
         fr = failure_rate(ds)
         s.figure(
-            plot.failure_rate(fr, by=inputs.by),
+            lambda: plot.failure_rate(fr, by=inputs.by),
             inputs.out,
             "failure_rate",
             "Failure rate (probability outside the valid answers) per condition and item, "
