@@ -144,7 +144,7 @@ def _scoring_lines(pmf: xr.DataArray) -> list[str]:
     return lines
 
 
-def _without_pmf(pmf) -> str:
+def _without_pmf(pmf: xr.DataArray) -> str:
     """The cells without a PMF (a greedy reply that writes no answer), where there are any."""
     n = int(pmf.isnull().all("score").sum())
     if not n or ELICITATION_DIM not in pmf.dims:

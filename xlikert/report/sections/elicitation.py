@@ -9,6 +9,8 @@ bound, and the own-words "no answer" mass.
 
 from __future__ import annotations
 
+import xarray as xr
+
 from ...analysis.elicitation import elicitation_validity
 from ...core.dims import preferred_factor
 from ...design.elicitation import ELICITATION_DIM
@@ -79,7 +81,7 @@ def _settings(attrs: dict, levels: list[str]) -> str:
     return (" Settings: " + "; ".join(parts) + ".") if parts else ""
 
 
-def _own_words_budget(s: Section, ds) -> None:
+def _own_words_budget(s: Section, ds: xr.Dataset) -> None:
     """Say where the own-words reading spent its budget before meeting ``tol``."""
     o = ds.sel({ELICITATION_DIM: "own_words"})
     met = o["elicitation_tol_met"]
