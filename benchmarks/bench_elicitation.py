@@ -392,8 +392,8 @@ def _load(d: dict[str, Any]) -> str:
         return ""
     return (
         f" The machine was shared: 1-minute load average {before[0]:.1f} before the run and "
-        f"{after[0]:.1f} after, on {d['machine'].get('cpu_count')} cores, so the times are "
-        "long in absolute terms; tree and sampling ran under the same load."
+        f"{after[0]:.1f} after, on {d['machine'].get('cpu_count')} cores; tree and sampling "
+        "ran one after the other under that load."
     )
 
 
