@@ -6,7 +6,7 @@ import numpy as np
 import xarray as xr
 
 from ...analysis.support import nominal_items, support_bounds
-from ...core.dims import SUBSCALE_DIM
+from ...core.dims import ELICITATION_DIM, SUBSCALE_DIM
 from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
@@ -32,7 +32,8 @@ def design_section(inputs: ReportInputs) -> Section:
         f"Results: {md_code(inputs.source)}. {int(np.prod([pmf.sizes[f] for f in inputs.factors]))} "
         f"conditions × {_items(pmf.sizes.get('item', 1))} on scores "
         f"{int(pmf.score.min())}..{int(pmf.score.max())}; "
-        f"{pmf.size // pmf.sizes['score']} exact item PMFs"
+        f"{int(pmf.notnull().any('score').sum())} exact item PMFs"
+        + _without_pmf(pmf)
         + (
             " (those of the models in reasoning mode are means over sampled thoughts of exact "
             "PMFs: see the section on reasoning traces)."
@@ -148,3 +149,11 @@ def _scoring_lines(pmf: xr.DataArray) -> list[str]:
     if own:
         lines.append(own)
     return lines
+
+
+def _without_pmf(pmf: xr.DataArray) -> str:
+    """The cells without a PMF (a greedy reply that writes no answer), where there are any."""
+    n = int(pmf.isnull().all("score").sum())
+    if not n or ELICITATION_DIM not in pmf.dims:
+        return ""
+    return f" and {n} cells without one (replies that write no answer: see the section Elicitation)"
