@@ -200,10 +200,16 @@ def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base
     for v in ("pmf", "valid_mass", "decoding_pmf", "topk_logprob"):
         np.testing.assert_allclose(chunked[v], base[v], atol=1e-5, rtol=0, err_msg=v)
     calls.clear()
+    # one unit of 15 prompts: groups of them share more than the system prompt (an item's
+    # opening words), read from their group prefixes (the tree's path, checked once)
     again = run()
+    assert len([c for c in calls if not c[2]]) == 1 and "tree" in lm.cache_checked
+    calls.clear()
+    np.testing.assert_array_equal(again.pmf, run(chunk_size=64).pmf)
     assert [c for c in calls if not c[2]] == []  # checked already: no uncached pass
     assert again.likert.attrs["models"]["tiny"]["prefix_cache"].startswith("on; checked")
-    np.testing.assert_array_equal(again.pmf, run(chunk_size=64).pmf)
+    for v in ("pmf", "valid_mass", "decoding_pmf", "topk_logprob"):
+        np.testing.assert_allclose(again[v], base[v], atol=1e-5, rtol=0, err_msg=v)
 
 
 def test_a_failed_cache_check_turns_caching_off_for_the_loaded_model(base, tiny_dir, monkeypatch):
