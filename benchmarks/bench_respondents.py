@@ -346,6 +346,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="respondent counts of the memory runs (100 1000; quick 20 200)")  # fmt: skip
     ap.add_argument("--repeat", type=int, default=1, help="timed runs per row (1)")
     ap.add_argument("--no-throughput", action="store_true", help="only the memory runs")
+    ap.add_argument("--no-memory", action="store_true", help="only the throughput runs")
     ap.add_argument("--out", default=None)
     ap.add_argument("--rss-child", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tiny", default=None, help=argparse.SUPPRESS)
@@ -375,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                              spread(r["fraction_of_useful_bound_runs"])
                              if "fraction_of_useful_bound_runs" in r else "-",
                              r.get("speedup_vs_plain", 1.0)] for r in res["rows"]], head))  # fmt: skip
-    res["memory"] = memory(args)
+    res["memory"] = [] if args.no_memory else memory(args)
     res.update(load_record(load_before), machine=machine(["torch", "transformers"]))
     write_json(result_path("respondents", args.quick, args.out), res)
     return 0

@@ -171,3 +171,15 @@ def test_each_persona_runs_once_not_once_per_item(tiny, monkeypatch):
     # character) and the newline after it are saved on every item but the first
     assert sum(real) - shared == sum((n - 10 + 1) * (len(ITEMS) - 1) for n in persona)
     assert shared < sum(len(e) for e in encoded)
+
+
+def test_vllm_keeps_its_prefix_cache_on():
+    """The in-process vLLM engine shares a respondent's prefix through its prefix cache,
+    which xlikert sets itself: an entry's engine_args may not turn it off."""
+    from xlikert.collect.backends.vllm.model import ENGINE_OWN, check_engine_args
+    from xlikert.core.errors import CollectionError
+
+    assert "enable_prefix_caching" in ENGINE_OWN
+    check_engine_args({"name": "m", "engine_args": {"swap_space": 1}})
+    with pytest.raises(CollectionError, match=r"engine_args sets \['enable_prefix_caching'\]"):
+        check_engine_args({"name": "m", "engine_args": {"enable_prefix_caching": False}})
