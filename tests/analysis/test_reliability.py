@@ -456,7 +456,7 @@ def test_reliability_table_rows():
 def test_report_has_the_reliability_section(tmp_path):
     from xlikert.report import write_report
 
-    path = write_report(_ipip_results(), tmp_path / "r")
+    path = write_report(_ipip_results(), tmp_path / "r", figures=False)
     md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
     assert "## Reliability" in md and "the 6 conditions of persona" in md
     table = pd.read_csv(tmp_path / "r" / "tables" / "reliability.csv")
@@ -475,11 +475,11 @@ def test_report_says_why_there_is_no_reliability(tmp_path):
     from xlikert.report import write_report
 
     only_models = xr.Dataset({"pmf": make_pmf([3], n_items=3, seed=1).rename(f0="model")})
-    write_report(only_models, tmp_path / "a")
+    write_report(only_models, tmp_path / "a", figures=False)
     md = (tmp_path / "a" / "report.md").read_text(encoding="utf-8")
     assert "No factor besides model: there is no population" in md
     one = xr.Dataset({"pmf": make_pmf([2, 1], n_items=3, seed=1).rename(f0="model", f1="t")})
-    write_report(one, tmp_path / "b")
+    write_report(one, tmp_path / "b", figures=False)
     md = (tmp_path / "b" / "report.md").read_text(encoding="utf-8")
     assert "has a single condition" in md
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -265,6 +266,37 @@ def test_revision_pins_the_tokenizer(server, tiny_dir, monkeypatch):
     with pytest.raises(CollectionError, match="cannot load tokenizer 'org/tiny'"):
         collect(tiny_prompts(1, 1), spec(named, source="openai:org/tiny", revision="v2"),
                 progress=False)  # fmt: skip
+
+
+def test_the_tokenizer_is_loaded_once_per_process_until_its_folder_changes(
+    server, tiny_dir, tmp_path, monkeypatch
+):
+    """A session's runs against one server share the tokenizer (and with it the valid
+    sets, cached per tokenizer object); a tokenizer folder changed on disk is read again."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "tok"
+    shutil.copytree(tiny_dir, folder)
+    loads = []
+    real = AutoTokenizer.from_pretrained
+
+    def counted(name, **kw):
+        if str(name) == str(folder):  # the fake server loads its own, from tiny_dir
+            loads.append(str(name))
+        return real(name, **kw)
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", counted)
+    srv = server()
+    first = collect(tiny_prompts(1, 2), spec(srv, folder), progress=False)
+    again = collect(tiny_prompts(1, 2), spec(srv, folder), progress=False)
+    assert loads == [str(folder)]
+    xr.testing.assert_identical(first.pmf, again.pmf)
+    config = folder / "tokenizer_config.json"
+    config.write_text(config.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    collect(tiny_prompts(1, 2), spec(srv, folder), progress=False)
+    assert loads == [str(folder), str(folder)]
 
 
 def test_url_credentials_are_not_recorded(server, tiny_dir):

@@ -483,7 +483,7 @@ def test_report_shows_trace_se_and_thinking_off(mixed, tmp_path):
     from xlikert.report import write_report
 
     ds = mixed.sel(model=["off", "on3"])
-    write_report(ds, tmp_path / "rep")
+    write_report(ds, tmp_path / "rep", figures=False)
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## Reasoning traces" in md
     assert "on3" in md and "thinking off" in md

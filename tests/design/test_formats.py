@@ -280,7 +280,7 @@ def test_report_has_the_format_section_and_reliability_per_format(collected, tmp
 
     ds = collected[0]
     ds = ds.assign(pmf=ds.pmf.fillna(1 / 7))
-    page = write_report(ds, tmp_path / "report")
+    page = write_report(ds, tmp_path / "report", figures=False)
     md = (page.parent / "report.md").read_text()
     assert "## Response format" in md or "Response format" in md
     assert "The format main effect explains" in md

@@ -74,6 +74,6 @@ def test_anes96_silicon_sample_smollm2(tmp_path):
     # the report with the respondents as CSV
     csv = tmp_path / "people.csv"
     people[[*ANES96_ITEMS, "party", "education", "age"]].to_csv(csv, index=False)
-    write_report(ds, tmp_path / "report", human=csv)
+    write_report(ds, tmp_path / "report", human=csv, figures=False)
     tab = pd.read_csv(tmp_path / "report" / "tables" / "human_representativeness.csv")
     assert {"all respondents", "party=Democrat", "party=Republican"} <= set(tab.group)

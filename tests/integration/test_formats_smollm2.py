@@ -112,7 +112,7 @@ def test_formats_experiment_report_shows_the_format_effect_and_reliability(run, 
 
     _, _, ds, out = run
     assert list(ds.answer_label.sel(format="letters").values) == list("ABCDEFG")
-    page = write_report(out, tmp_path / "report")
+    page = write_report(out, tmp_path / "report", figures=False)
     md = (page.parent / "report.md").read_text()
     assert "Response format" in md and "The format main effect explains" in md
     assert "target × format interaction explains" in md

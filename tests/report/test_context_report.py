@@ -30,7 +30,7 @@ def sequential_results(tmp_path_factory):
 
 def test_the_section_compares_isolation_and_shows_bounds_and_carry_over(sequential_results):
     ds, root = sequential_results
-    out = write_report(root / "r.nc", root / "report").parent
+    out = write_report(root / "r.nc", root / "report", figures=False).parent
     text = (out / "report.md").read_text()
     assert "## Context and order" in text and "the sequential PMFs are exact" in text
     tables = out / "tables"
@@ -49,6 +49,6 @@ def test_the_section_compares_isolation_and_shows_bounds_and_carry_over(sequenti
 
 
 def test_no_sequential_data_no_section_and_no_files(tmp_path):
-    out = write_report(synthetic_results(n_items=4, seed=1), tmp_path / "r").parent
+    out = write_report(synthetic_results(n_items=4, seed=1), tmp_path / "r", figures=False).parent
     assert "Context and order" not in (out / "report.md").read_text()
     assert not list((out / "tables").glob("context_*"))

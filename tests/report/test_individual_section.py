@@ -61,7 +61,9 @@ def test_the_section_renders_scores_and_skill_escaped(tmp_path):
                 "score": [1, 2, 3, 4]},
     )  # fmt: skip
     out = tmp_path / "rep"
-    write_report(ds, out, respondents=answers, persona_results=personas, persona=["party"])
+    write_report(
+        ds, out, respondents=answers, persona_results=personas, persona=["party"], figures=False
+    )
     html = (out / "index.html").read_text()
     md = (out / "report.md").read_text()
     assert "<h2" in html and TITLE in html and f"## {TITLE}" in md
@@ -94,7 +96,7 @@ def test_a_respondent_named_with_markup_is_scored_from_a_csv(tmp_path):
     csv = tmp_path / "answers.csv"
     answers.rename_axis("respondent").reset_index().to_csv(csv, index=False)
     out = tmp_path / "rep"
-    write_report(ds, out, respondents=csv)
+    write_report(ds, out, respondents=csv, figures=False)
     scores = pd.read_csv(out / "tables" / "individual_scores.csv")
     want = individual_summary(ds, answers)
     got = scores[(scores.model == "m1") & (scores["item"] == "a")].iloc[0]["answer_probability"]
@@ -108,10 +110,10 @@ def test_a_respondent_named_with_markup_is_scored_from_a_csv(tmp_path):
 
 def test_absent_without_answers_or_without_a_respondent_factor(tmp_path):
     ds = _results(PEOPLE)
-    write_report(ds, tmp_path / "a")
+    write_report(ds, tmp_path / "a", figures=False)
     assert TITLE not in (tmp_path / "a" / "index.html").read_text()
     plain = ds.rename(respondent="persona")
-    write_report(plain, tmp_path / "b", respondents=_answers(PEOPLE))
+    write_report(plain, tmp_path / "b", respondents=_answers(PEOPLE), figures=False)
     assert TITLE not in (tmp_path / "b" / "index.html").read_text()
     assert TITLE not in (tmp_path / "b" / "report.md").read_text()
 
@@ -120,12 +122,12 @@ def test_bad_answers_are_named(tmp_path):
     ds, answers = _results(PEOPLE), _answers(PEOPLE)
     answers.iloc[2, 0] = 9
     with pytest.raises(DesignError, match="outside the item's scale"):
-        write_report(ds, tmp_path / "r", respondents=answers)
+        write_report(ds, tmp_path / "r", respondents=answers, figures=False)
     assert not (tmp_path / "r").exists()
     csv = tmp_path / "x.csv"
     answers.to_csv(csv, index=False)
     with pytest.raises(DesignError, match="no column 'respondent'"):
-        write_report(ds, tmp_path / "r", respondents=csv)
+        write_report(ds, tmp_path / "r", respondents=csv, figures=False)
 
 
 def test_cli_respondent_answers(tmp_path):

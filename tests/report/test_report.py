@@ -181,6 +181,39 @@ def test_report_from_file_written_by_another_process(tmp_path):
     assert avf.ingroup.sum() == 1  # only the mapping given on the command line
 
 
+def test_a_report_without_figures_has_the_same_text_and_tables(tmp_path):
+    """``figures=False`` (``--no-figures``) draws nothing and says so; every table and
+    every paragraph of the full report is there, to the byte."""
+    import matplotlib.pyplot as plt
+
+    from xlikert.report.page import NO_FIGURES
+
+    nc = tmp_path / "r.nc"
+    xl.to_netcdf(synthetic_results(n_items=3, seed=4), nc)
+    full = write_report(nc, tmp_path / "full").parent
+    before = plt.get_fignums()
+    res = CliRunner().invoke(
+        main, ["report", str(nc), "-o", str(tmp_path / "text"), "--no-figures"]
+    )
+    assert res.exit_code == 0, res.output
+    text = tmp_path / "text"
+    assert not (text / "figures").exists() and (full / "figures").is_dir()
+    assert plt.get_fignums() == before  # none made and left open either
+    md_full = (full / "report.md").read_text(encoding="utf-8").split("\n\n")
+    md_text = (text / "report.md").read_text(encoding="utf-8").split("\n\n")
+    assert f"*{NO_FIGURES}*" in md_text and f"*{NO_FIGURES}*" not in md_full
+    figure_blocks = [b for b in md_full if b.startswith("![")]
+    assert len(figure_blocks) >= 5
+    kept = [b for b in md_full if not b.startswith("![")]
+    captions = {b.split("](")[0].removeprefix("![") for b in figure_blocks}
+    kept = [b for b in kept if b.strip("*") not in captions]  # each figure's caption line
+    assert [b for b in md_text if b != f"*{NO_FIGURES}*"] == kept
+    tables = sorted(p.name for p in (full / "tables").iterdir())
+    assert tables == sorted(p.name for p in (text / "tables").iterdir())
+    for name in tables:
+        assert (full / "tables" / name).read_bytes() == (text / "tables" / name).read_bytes()
+
+
 def test_cli_rejects_bad_origin(tmp_path):
     nc = tmp_path / "r.nc"
     xl.to_netcdf(_results_from(synthetic_pmf({"model": 2}, n_items=2)), nc)
@@ -234,7 +267,7 @@ def test_load_demo_results_labels_synthetic(capsys):
 
 def test_report_trend_over_numeric_coordinate(tmp_path):
     ds = synthetic_results()
-    write_report(ds, tmp_path)
+    write_report(ds, tmp_path, figures=False)
     trends = pd.read_csv(tmp_path / "tables" / "trends.csv")
     assert trends[["Factor", "Ordered by"]].values.tolist() == [["model", "model_size"]]
     # E of the per-unit trend is the secant slope of the model marginal means
@@ -245,7 +278,7 @@ def test_report_trend_over_numeric_coordinate(tmp_path):
     secant = float((means[hi] - means[lo]) / (size[hi] - size[lo]))
     assert trends.E.iloc[0] == pytest.approx(secant, rel=1e-9)
     # a design without numeric coordinates gets no trend table
-    write_report(ds.drop_vars("model_size"), tmp_path / "none")
+    write_report(ds.drop_vars("model_size"), tmp_path / "none", figures=False)
     assert not (tmp_path / "none" / "tables" / "trends.csv").exists()
 
 
@@ -256,17 +289,18 @@ def test_report_names_each_models_answer_rule(tmp_path):
         models[0]: {"answers": "one token or split space (exact, same pass): answer y = ..."},
         models[1]: {"answers": "one token: the next token is a valid token"},
     }
-    html = write_report(ds, tmp_path).read_text(encoding="utf-8")
+    html = write_report(ds, tmp_path, figures=False).read_text(encoding="utf-8")
     assert f"{models[0]}: one token or split space (exact, same pass);" in html
     assert f"{models[1]}: one token." in html
     # the same from a file opened with plain xarray (provenance still JSON-encoded)
     xl.to_netcdf(ds, tmp_path / "r.nc")
     raw = xr.load_dataset(tmp_path / "r.nc")
     assert isinstance(raw.attrs["models"], str)
-    html = write_report(raw, tmp_path / "raw").read_text(encoding="utf-8")
+    html = write_report(raw, tmp_path / "raw", figures=False).read_text(encoding="utf-8")
     assert f"{models[1]}: one token." in html
     # no provenance, no sentence
-    html = write_report(synthetic_results(n_items=3), tmp_path / "bare").read_text(encoding="utf-8")
+    bare = write_report(synthetic_results(n_items=3), tmp_path / "bare", figures=False)
+    html = bare.read_text(encoding="utf-8")
     assert "Valid answers" not in html
 
 
@@ -377,7 +411,9 @@ def test_a_section_is_one_entry_in_sections(tmp_path, monkeypatch):
 
     sections = (*report.SECTIONS[:2], extra_section, absent_section, *report.SECTIONS[2:])
     monkeypatch.setattr(report, "SECTIONS", sections)
-    html = write_report(synthetic_results(n_items=3, seed=1), tmp_path / "r").read_text()
+    html = write_report(
+        synthetic_results(n_items=3, seed=1), tmp_path / "r", figures=False
+    ).read_text()
     assert seen and seen[0][:2] == ("model", "target")
     md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
     heads = re.findall(r"^## (.*)$", md, re.MULTILINE)

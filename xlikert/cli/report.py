@@ -50,6 +50,12 @@ import click
     "'respondent' column (its levels) and a column per item; adds the section "
     "'Individual respondents'.",
 )
+@click.option(
+    "--figures/--no-figures",
+    default=True,
+    show_default=True,
+    help="Draw the figures; --no-figures writes the text and tables only, much faster.",
+)
 def report(
     results: str,
     out_dir: str,
@@ -57,6 +63,7 @@ def report(
     tol: float,
     human: str | None,
     respondents: str | None,
+    figures: bool,
 ) -> None:
     """Write every table and figure of the analysis of RESULTS (netCDF) into a report."""
     from ..core.errors import XlikertError
@@ -75,7 +82,7 @@ def report(
     try:
         path = write_report(
             results, out_dir, country_of_origin=mapping, tol=tol, human=human,
-            respondents=respondents,
+            respondents=respondents, figures=figures,
         )  # fmt: skip
     except XlikertError as exc:  # bad input: a message, not a traceback (as the other commands)
         raise click.ClickException(str(exc)) from exc

@@ -49,7 +49,7 @@ import xarray as xr
 from ..plot import offscreen
 from . import tables
 from .inputs import ReportInputs
-from .page import Section, render
+from .page import DRAW_FIGURES, Section, render
 from .sections import (
     consensus_section,
     constraint_section,
@@ -99,6 +99,7 @@ def write_report(
     respondents: str | Path | pd.DataFrame | None = None,
     persona_results: str | Path | xr.Dataset | None = None,
     persona: Sequence[str] = (),
+    figures: bool = True,
 ) -> Path:
     """Write ``index.html``, ``report.md``, ``figures/*.png`` and ``tables/*`` into ``out_dir``.
 
@@ -133,6 +134,9 @@ def write_report(
         that section, read at each respondent's levels of the columns ``persona``.
     persona : sequence of str, optional
         The columns of ``respondents`` naming each respondent's group persona.
+    figures : bool, default True
+        Draw the figures. ``False`` writes the text and tables only, in a fraction of
+        the time (drawing is most of a report's cost): a quick look at a large design.
 
     Returns
     -------
@@ -170,7 +174,7 @@ def write_report(
         _write_report(
             results, tmp, country_of_origin=country_of_origin, tol=tol, title=title,
             human=human, respondents=respondents, persona_results=persona_results,
-            persona=persona,
+            persona=persona, figures=figures,
         )  # fmt: skip
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -205,17 +209,22 @@ def _write_report(
     respondents: str | Path | pd.DataFrame | None = None,
     persona_results: str | Path | xr.Dataset | None = None,
     persona: Sequence[str] = (),
+    figures: bool = True,
 ) -> Path:
     """:func:`write_report` into the (temporary) folder ``out``: every section, then the page."""
     inputs = ReportInputs.prepare(
         results, out, country_of_origin=country_of_origin, tol=tol, human=human,
         respondents=respondents, persona_results=persona_results, persona=persona,
     )  # fmt: skip
-    with offscreen(), _figure_text():  # no window, no backend switched: Figure objects
-        sections = [s for s in (section(inputs) for section in SECTIONS) if s is not None]
+    drawn = DRAW_FIGURES.set(figures)
+    try:
+        with offscreen(), _figure_text():  # no window, no backend switched: Figure objects
+            sections = [s for s in (section(inputs) for section in SECTIONS) if s is not None]
+    finally:
+        DRAW_FIGURES.reset(drawn)
     attrs = inputs.ds.attrs
     ttl = title or str(attrs.get("title") or f"xlikert report: {attrs.get('instrument', '')}")
-    return render(out, ttl, sections)
+    return render(out, ttl, sections, figures=figures)
 
 
 @contextlib.contextmanager

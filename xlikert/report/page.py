@@ -18,8 +18,10 @@ for LaTeX); file names are reduced to safe characters (:func:`slug`).
 
 from __future__ import annotations
 
+import contextvars
 import html as _html
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,13 @@ import pandas as pd
 from . import tables
 from .tables import markdown_escape
 
-__all__ = ["Section", "render", "slug"]
+__all__ = ["DRAW_FIGURES", "Section", "render", "slug"]
+
+#: The note under the title of a report written with ``figures=False``.
+NO_FIGURES = "Figures not drawn (figures=False): text and tables only."
+#: Whether :meth:`Section.figure` draws: ``write_report(figures=False)`` sets it off for
+#: its sections (text and tables only).
+DRAW_FIGURES: contextvars.ContextVar[bool] = contextvars.ContextVar("draw_figures", default=True)
 
 
 @dataclass
@@ -76,19 +84,24 @@ class Section:
             )
         )
 
-    def figure(self, fig: Any, out: Path, name: str, caption: str) -> None:
+    def figure(self, fig: Any | Callable[[], Any], out: Path, name: str, caption: str) -> None:
         """Save the matplotlib figure as ``figures/{name}.png`` under ``out``, close it, add it.
 
-        ``caption`` is plain text (escaped); ``name`` is made a safe file name (:func:`slug`).
+        ``fig`` is a figure, or a function that makes one: it is called only when figures
+        are drawn (:data:`DRAW_FIGURES`; off, nothing is added). ``caption`` is plain text
+        (escaped); ``name`` is made a safe file name (:func:`slug`).
         """
+        if not DRAW_FIGURES.get():
+            if not callable(fig):
+                _close(fig)
+            return
+        if callable(fig):
+            fig = fig()
         name = slug(name)
         text = markdown_escape(caption)
         (out / "figures").mkdir(parents=True, exist_ok=True)
         fig.savefig(out / "figures" / f"{name}.png", dpi=130, bbox_inches="tight")
-        if getattr(fig.canvas, "manager", None) is not None:  # a pyplot figure: release it
-            import matplotlib.pyplot as plt
-
-            plt.close(fig)
+        _close(fig)
         self.blocks.append(
             (
                 "figure",
@@ -97,6 +110,14 @@ class Section:
                 f"![{text}](figures/{name}.png)\n\n*{text}*",
             )
         )
+
+
+def _close(fig: Any) -> None:
+    """Release a pyplot figure (a bare ``Figure`` is garbage collected)."""
+    if getattr(fig.canvas, "manager", None) is not None:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
 
 
 def slug(name: str) -> str:
@@ -163,10 +184,11 @@ table.tbl{border-collapse:collapse;font-size:.88em;margin:.4em 0}
 """
 
 
-def render(out: Path, title: str, sections: list[Section]) -> Path:
+def render(out: Path, title: str, sections: list[Section], *, figures: bool = True) -> Path:
     """Write ``report.md`` and ``index.html`` of ``sections`` into ``out``; the HTML's path.
 
-    ``title`` and the section titles are plain text (escaped for both).
+    ``title`` and the section titles are plain text (escaped for both). Without
+    ``figures`` the page says under its title that none were drawn.
     """
     from .._version import __version__
 
@@ -175,6 +197,9 @@ def render(out: Path, title: str, sections: list[Section]) -> Path:
     )
     body = []
     md = [f"# {markdown_escape(title)}", ""]
+    if not figures:
+        body.append(f"<p><em>{NO_FIGURES}</em></p>")
+        md += [f"*{NO_FIGURES}*", ""]
     for i, sec in enumerate(sections):
         body.append(f'<h2 id="s{i}">{_html.escape(sec.title)}</h2>')
         md += [f"## {markdown_escape(sec.title)}", ""]

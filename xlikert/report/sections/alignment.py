@@ -144,13 +144,13 @@ def _human_section(
         index=False,
     )
     s.figure(
-        plot.human_pmfs(model, h, by=by),
+        lambda: plot.human_pmfs(model, h, by=by),
         out,
         "human_pmfs",
         "Model PMFs (lines) vs human PMFs (bars) per group.",
     )
     s.figure(
-        plot.representativeness(table, by=by),
+        lambda: plot.representativeness(table, by=by),
         out,
         "human_representativeness",
         "Representativeness with intervals; the bar marks the noise ceiling.",

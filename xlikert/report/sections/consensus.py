@@ -20,7 +20,7 @@ def consensus_section(inputs: ReportInputs) -> Section:
     if inputs.consensus_note:
         s.text(inputs.consensus_note)
     s.figure(
-        plot.consensus(cns, x=inputs.by, hue=inputs.second),
+        lambda: plot.consensus(cns, x=inputs.by, hue=inputs.second),
         inputs.out,
         "consensus",
         f"Multivariate Consensus per condition (certified to ±{inputs.tol:g}).",

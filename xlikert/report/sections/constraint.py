@@ -37,7 +37,7 @@ def constraint_section(inputs: ReportInputs) -> Section:
     if "valid_mass" in inputs.ds:
         fr = failure_rate(inputs.ds)
         s.figure(
-            plot.failure_rate(fr, by=inputs.by),
+            lambda: plot.failure_rate(fr, by=inputs.by),
             inputs.out,
             "failure_rate",
             "Failure rate (probability outside the valid answers) per condition and item, "

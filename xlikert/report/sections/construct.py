@@ -27,7 +27,7 @@ def construct_section(inputs: ReportInputs) -> Section:
     per_subscale = SUBSCALE_DIM in inputs.composite.dims
     second = inputs.second
     s.figure(
-        plot.composite_pmfs(inputs.composite, facet=inputs.by, hue=second),
+        lambda: plot.composite_pmfs(inputs.composite, facet=inputs.by, hue=second),
         inputs.out,
         "composite_pmfs",
         f"Exact composite-score PMFs by {inputs.by}"
@@ -93,7 +93,7 @@ def _human_baseline_parts(s: Section, inputs: ReportInputs, base: pd.DataFrame) 
         index=False,
     )
     s.figure(
-        plot.human_vs_llm(hv),
+        lambda: plot.human_vs_llm(hv),
         inputs.out,
         "human_vs_llm",
         f"Human samples vs LLMs{where}. Human SD: spread across respondents; "

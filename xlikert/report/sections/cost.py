@@ -5,6 +5,8 @@ Computed analytically from the exact PMFs (:mod:`xlikert.analysis.sampling`), no
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import xarray as xr
 
@@ -62,7 +64,7 @@ def _standard_error_parts(s: Section, inputs: ReportInputs, se: xr.DataArray) ->
     )
     for tag, label, se_s in views(se):
         s.figure(
-            plot.standard_error(se_s, by=by),
+            partial(plot.standard_error, se_s, by=by),
             inputs.out,
             f"sampling_se{tag}",
             f"{label}Standard error of the sampling estimator vs N.",
@@ -90,7 +92,7 @@ def _sign_flip_parts(s: Section, inputs: ReportInputs, *, per_subscale: bool) ->
         digits=3,
     )
     s.figure(
-        plot.flip_probability(flips),
+        lambda: plot.flip_probability(flips),
         inputs.out,
         "flip_probability",
         "Sign-flip probability vs exact effect size.",
@@ -110,7 +112,7 @@ def _decoding_bias_parts(s: Section, inputs: ReportInputs) -> None:
     )
     for tag, label, bias_s in views(bias):
         s.figure(
-            plot.decoding_bias(bias_s, by=by, consensus=cns),
+            partial(plot.decoding_bias, bias_s, by=by, consensus=cns),
             inputs.out,
             f"decoding_bias{tag}",
             f"{label}Decoding bias vs temperature and top-p.",

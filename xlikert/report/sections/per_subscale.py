@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import partial
 from typing import NamedTuple
 
 import xarray as xr
@@ -74,7 +75,7 @@ def _main_effect_figures(s: Section, inputs: ReportInputs, view: View, dec: xr.D
         if f in dec.children and view.data.sizes[f] >= 2:
             node = dec[str(f)].dataset
             s.figure(
-                plot.effect_distributions(node["pmf"], node),
+                partial(plot.effect_distributions, node["pmf"], node),
                 inputs.out,
                 f"main_effect_{f}{view.tag}",
                 f"{view.label}Main-effect distributions of {f}.",
@@ -96,7 +97,9 @@ def _interaction_parts(s: Section, inputs: ReportInputs, view: View, dec: xr.Dat
             coords={by: node[by], second: node[second]},
         )
     s.figure(
-        plot.interaction_heatmap(node["E"], node["SD"], row=second, col=by, ingroup=ingroup),
+        lambda: plot.interaction_heatmap(
+            node["E"], node["SD"], row=second, col=by, ingroup=ingroup
+        ),
         inputs.out,
         f"interaction_{by}_{second}{view.tag}",
         f"{view.label}{by} × {second} interaction (E ± SD).",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
@@ -62,11 +63,7 @@ def _load_tokenizer(spec: OpenAISpec) -> tuple[Any, str]:
             "folder, which has no revisions: drop `revision` or name a Hugging Face id"
         )
     try:
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(
-            path, revision=spec.revision, trust_remote_code=spec.trust_remote_code
-        )
+        tok = _pretrained(path, spec.revision, spec.trust_remote_code, _folder_stamp(path))
     except Exception as exc:
         if not required:  # the served name need not be a loadable tokenizer: top-k by text
             return None, (
@@ -75,6 +72,32 @@ def _load_tokenizer(spec: OpenAISpec) -> tuple[Any, str]:
             )
         raise CollectionError(f"{where}: cannot load tokenizer {name!r}: {exc}") from exc
     return tok, f"{type(tok).__name__}:{name}" + (f"@{spec.revision}" if spec.revision else "")
+
+
+def _folder_stamp(path: str) -> tuple[tuple[str, int, int], ...] | None:
+    """A local folder's files as (name, mtime, size): a tokenizer changed on disk is
+    loaded again; None for a Hugging Face id."""
+    if not os.path.isdir(path):
+        return None
+    return tuple(
+        sorted(
+            (e.name, e.stat().st_mtime_ns, e.stat().st_size)
+            for e in os.scandir(path)
+            if e.is_file()
+        )
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _pretrained(path: str, revision: str | None, trust_remote_code: bool, stamp: object) -> Any:
+    """``AutoTokenizer.from_pretrained``, once per process for the same tokenizer: a
+    session's runs against one server share it, and with it the vocabulary's valid sets
+    (:func:`xlikert.collect.vocabulary.vocabulary` is cached per tokenizer object)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(
+        path, revision=revision, trust_remote_code=trust_remote_code
+    )
 
 
 class OpenAIModel:
