@@ -388,8 +388,18 @@ TITLE = "Respondents: each respondent's prefix once, memory flat"
 
 
 def render(d: dict[str, Any]) -> list[str]:
-    g = d["goals"]
-    out = [
+    out: list[str] = []
+    if d.get("rows"):
+        out += _throughput_intro(d)
+        out += _throughput_table(d)
+    mem = d.get("memory") or []
+    if mem:
+        out += _memory_table(d, mem)
+    return out
+
+
+def _throughput_intro(d: dict[str, Any]) -> list[str]:
+    return [
         f"{d['model']}, {d['respondents']} respondents × {d['items']} items (a persona each, "
         "from a seeded synthetic table), one-token rule, model load excluded; the per-prompt "
         f"loop timed on {d['plain_respondents']} respondent(s) (its prompts/s does not depend "
@@ -407,6 +417,11 @@ def render(d: dict[str, Any]) -> list[str]:
         f"{d['load_average_after'][0]:.1f} after (a shared machine: timings have noise).",
         "",
     ]
+
+
+def _throughput_table(d: dict[str, Any]) -> list[str]:
+    g = d["goals"]
+    out: list[str] = []
     if d.get("rows"):
         rows = []
         for r in d["rows"]:
@@ -426,15 +441,19 @@ def render(d: dict[str, Any]) -> list[str]:
                       "useful GFLOP/prompt", "fraction of useful-FLOP bound",
                       "speed-up vs per-prompt loop", "goal"], rows)  # fmt: skip
         out += [
-            "The two layouts give the same PMFs within "
-            f"{d['max_abs_pmf_diff_system_vs_user_layout']:.1e} where their prompts are the "
-            "same text (they are not: the persona moves), so this is the difference between "
-            "two prompts, not float noise; the equality of prefix-shared and per-prompt "
+            "The two layouts are different prompts (the persona moves), so their PMFs differ "
+            f"by the prompt (max |Δpmf| {d['max_abs_pmf_diff_system_vs_user_layout']:.1e}), "
+            "not by float noise; the equality of prefix-shared and per-prompt "
             "collection is tested (tests/collect/test_prefix_groups.py, "
             "tests/integration/test_respondents_smollm2.py).",
             "",
         ]
-    mem = d.get("memory") or []
+    return out
+
+
+def _memory_table(d: dict[str, Any], mem: list[dict[str, Any]]) -> list[str]:
+    g = d["goals"]
+    out: list[str] = []
     if mem:
         lo, hi = mem[0], mem[-1]
         growth = hi["peak_kb"] / lo["peak_kb"] - 1
@@ -444,11 +463,18 @@ def render(d: dict[str, Any]) -> list[str]:
             [[m["respondents"], m["cells"], fmt(m["rss_before_collect_kb"] / 1024),
               fmt(m["peak_kb"] / 1024), fmt(m["seconds"]), fmt(m["file_mb"])] for m in mem],
         )  # fmt: skip
+        own = [(m["peak_kb"] - m["rss_before_collect_kb"]) / 1024 for m in (lo, hi)]
+        per_cell = (own[1] - own[0]) * 1024 / max(1, hi["cells"] - lo["cells"])
         out += [
             f"Peak RSS (tiny random-weight model, character tokenizer; each run its own "
             f"process) grows {pct(growth)} from {lo['respondents']:,} to {hi['respondents']:,} "
             f"respondents: goal ≤ {pct(g['rss_growth'])} growth, "
-            f"{goal(growth <= g['rss_growth'])}.",
+            f"{goal(growth <= g['rss_growth'])}. Above the RSS before `collect`: "
+            f"{fmt(own[0])} MB, then {fmt(own[1])} MB, about {fmt(per_cell)} kB per cell: "
+            "each finished unit is saved to `<output>.partial/` as it completes, but the "
+            "units' results stay in memory until the results Dataset that `collect` returns "
+            "is assembled and written, so the peak grows with the cells (it does not with "
+            "the model: a real model's weights are a fixed part of it).",
             "",
         ]
     return out
