@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # ----------------------------------------------------------------------------- page
 #: The heading of this benchmark's table on the benchmarks page.
-TITLE = "Respondents: each respondent's prefix once, memory flat"
+TITLE = "Respondents: each respondent's prefix once; peak memory against respondents"
 
 
 def render(d: dict[str, Any]) -> list[str]:
