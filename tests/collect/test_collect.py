@@ -459,6 +459,9 @@ def test_oom_backs_off(monkeypatch, tiny_spec, base):
         return real(self, prefix, cache, suffixes, keep)
 
     monkeypatch.setattr(backend.Scorer, "forward_rows", flaky)
+    # every prompt from the unit's common prefix (no group prefixes: that path's own test
+    # is test_oom_backs_off_on_the_groups_path)
+    monkeypatch.setattr(backend.model, "prefix_groups", lambda enc, start: [(start, [0])])
     ds = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
     assert 4 in calls and 2 in calls and calls[-1] == 1
     np.testing.assert_allclose(ds.pmf, base.pmf, atol=1e-5)
@@ -470,6 +473,27 @@ def test_oom_backs_off(monkeypatch, tiny_spec, base):
     monkeypatch.setattr(backend.Scorer, "forward_rows", always)
     with pytest.raises(CollectionError, match="out of memory even on a batch of 1"):
         collect(tiny_prompts(1, 1), tiny_spec, progress=False)
+
+
+def test_oom_backs_off_on_the_groups_path(monkeypatch, tiny_spec, base):
+    """Prompts read from their groups' prefixes (the tree's reader): a pass of more than one
+    row runs out of memory, the batch halves down to one prompt, the numbers are the same."""
+    from xlikert.collect.backends import transformers as backend
+
+    real = backend.Scorer.forward_on_cache
+    calls = []
+
+    def flaky(self, past, seen, n_real, rows, keep=1):
+        calls.append(len(rows))
+        if len(rows) > 1:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, past, seen, n_real, rows, keep)
+
+    monkeypatch.setattr(backend.Scorer, "forward_on_cache", flaky)
+    ds = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
+    assert max(calls) > 1 and calls[-1] == 1
+    np.testing.assert_allclose(ds.pmf, base.pmf, atol=1e-5)
+    assert ds.likert.attrs["models"]["tiny"]["oom_backoffs"] >= 1
 
 
 def test_unknown_device_is_a_clear_error(tiny_spec):
