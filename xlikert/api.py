@@ -222,6 +222,7 @@ API: tuple[Section, ...] = (
         also=(
             "core.errors.AnswerLabelError",
             "core.errors.CodecError",
+            "core.errors.ElicitationLevelError",
             "core.errors.FormatError",
             "core.errors.FormatNotShownError",
             "core.errors.InputTypeError",

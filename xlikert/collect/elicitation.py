@@ -25,7 +25,8 @@ like every run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,18 +34,19 @@ import numpy as np
 import xarray as xr
 
 from ..core.codecs import encode_token_ids
-from ..core.errors import CollectionError
+from ..core.errors import CollectionError, ElicitationLevelError
 from ..core.schema import ELICITATION_VARIABLES
-from ..design.elicitation import ANSWER_PARSE_RULE, ELICITATION_DIM, ELICITATIONS
+from ..design.elicitation import ANSWER_PARSE_RULES, ANSWER_PARSES, ELICITATION_DIM, ELICITATIONS
 from .options import CollectOptions
 from .own_words import (
     MAX_CHILDREN,
     OWN_WORDS_BOUND_RULE,
     REPLY_TREE_RULE,
+    ROUND,
     answer_token_scores,
     score_own_words,
 )
-from .protocol import ElicitingModel, backend_of
+from .protocol import ConversationModel, ElicitingModel, backend_module, backend_of
 from .record import UnitResult
 
 __all__ = [
@@ -115,38 +117,45 @@ def check_elicitation_backends(
 ) -> None:
     """Every model can read every level the run asks for, checked before anything loads.
 
+    Each backend says which levels it reads with its ``check_elicitation(spec, levels)``
+    (the in-process backends read every level; an OpenAI-compatible server ``prefix`` and
+    ``greedy``); a backend without that function reads ``first_token`` only.
+
     Raises
     ------
+    ElicitationLevelError
+        A backend asked for a level it cannot read (a server asked for ``own_words``),
+        naming the model, the level and the backend.
     CollectionError
-        A server backend asked for ``own_words`` (it cannot enumerate reply prefixes
-        exactly), or any backend but transformers asked for a level other than
-        ``first_token`` (not implemented there yet); a model in reasoning mode; an answer
-        rule that ``greedy`` or ``own_words`` cannot parse (labels of more than one
-        token, non-substantive options). Each names the model and the level.
+        A model in reasoning mode; ``own_words`` with a parsing rule other than
+        ``first_valid``; an answer rule that ``greedy`` or ``own_words`` cannot
+        parse (non-substantive options). Each names the model and the level.
     """
     used = [lv for lv in elicitations.used if lv != "first_token"]
     if not used:
         return
     for spec in models:
         backend, name = backend_of(spec), spec["name"]
-        if backend == "openai" and "own_words" in used:
-            raise CollectionError(
-                f"model {name!r}: the elicitation level 'own_words' reads the exact next-token "
-                "distribution after every reply prefix over the full vocabulary; an "
-                "OpenAI-compatible server lists top-k log-probabilities only, so it cannot. "
-                "Use the transformers backend, or drop 'own_words' from the factor"
+        check = getattr(backend_module(spec), "check_elicitation", None)
+        if check is None:
+            raise ElicitationLevelError(
+                f"model {name!r}: the elicitation level(s) {used} are not read by its backend "
+                f"{backend!r}. Use the transformers or vllm backend, or elicitation = "
+                "['first_token']"
             )
-        if backend != "transformers":
-            raise CollectionError(
-                f"model {name!r}: the elicitation level(s) {used} are read by the "
-                f"transformers backend only so far; its backend is {backend!r}. Use the "
-                "transformers backend for these levels, or elicitation = ['first_token']"
-            )
+        check(spec, tuple(used))
         if spec.get("reasoning"):
             raise CollectionError(
                 f"model {name!r}: the elicitation levels {used} read the model's own turn; "
                 "they do not combine with reasoning mode (an entry with reasoning = {...})"
             )
+    if "own_words" in used and options.answer_parse != "first_valid":
+        raise CollectionError(
+            f"answer_parse = {options.answer_parse!r} reads the text after an answer token; "
+            "the reply tree of own_words reads each answer at its token and does not yet: use "
+            "answer_parse = 'first_valid' for own_words (the stricter rule for greedy in a run "
+            "of its own)"
+        )
     if set(used) & set(REPLY_LEVELS) and options.nonsubstantive:
         raise CollectionError(
             f"the elicitation levels {[v for v in used if v in REPLY_LEVELS]} parse the "
@@ -180,21 +189,33 @@ def elicitation_sent(level: str, sent: Any, options: CollectOptions) -> Any:
     }
 
 
-def parse_answer(reply: Sequence[int], token_score: dict[int, int]) -> tuple[int, int] | None:
-    """The answer of a reply (:data:`~xlikert.design.elicitation.ANSWER_PARSE_RULE`).
+def parse_answer(
+    reply: Sequence[Any],
+    token_score: Mapping[Any, int],
+    *,
+    texts: Sequence[str] | None = None,
+    rule: str = "first_valid",
+) -> tuple[int, int] | None:
+    """The answer of a reply under a parsing rule
+    (:data:`~xlikert.design.elicitation.ANSWER_PARSE_RULES`).
 
     Parameters
     ----------
-    reply : sequence of int
-        The reply's token ids.
-    token_score : dict of int to int
+    reply : sequence
+        The reply's tokens (ids, or, from a server without ids, the keys it lists).
+    token_score : mapping
         Each valid answer token's score (the run's one-token rule).
+    texts : sequence of str, optional
+        Each token's text (``"standalone"`` reads them).
+    rule : str
+        ``"first_valid"`` (the first valid answer token) or ``"standalone"`` (the first
+        one that stands alone in the text:
+        :data:`~xlikert.design.elicitation.STANDALONE_PARSE_RULE`).
 
     Returns
     -------
     tuple of (int, int) or None
-        ``(position, score)`` of the first valid answer token of the reply; None
-        where it writes none.
+        ``(position, score)`` of the answer token; None where the reply writes none.
 
     Examples
     --------
@@ -202,12 +223,49 @@ def parse_answer(reply: Sequence[int], token_score: dict[int, int]) -> tuple[int
     (2, 1)
     >>> parse_answer([7, 8], {3: 1}) is None
     True
+    >>> texts = ["Scale", " 1", "-", "7", ":", " 5"]
+    >>> digits = {1: 1, 3: 7, 5: 5}
+    >>> parse_answer(range(6), digits, texts=texts), parse_answer(range(6), digits,
+    ...     texts=texts, rule="standalone")
+    ((1, 1), (5, 5))
     """
+    if rule not in ANSWER_PARSES:
+        raise CollectionError(f"answer_parse must be one of {list(ANSWER_PARSES)}, got {rule!r}")
+    if rule == "standalone" and (texts is None or len(texts) != len(reply)):
+        raise CollectionError("the standalone parsing rule reads each reply token's text")
     for t, tok in enumerate(reply):
-        y = token_score.get(int(tok))
-        if y is not None:
-            return t, int(y)
+        y = token_score.get(tok)
+        if y is None:
+            continue
+        if rule == "standalone" and not _stands_alone(texts, t):  # type: ignore[arg-type]
+            continue
+        return t, int(y)
     return None
+
+
+#: Before an answer's digits: a letter or digit glued to it, a decimal, the end of a range/fraction.
+_GLUED_BEFORE = re.compile(r"(?:\w|\d[.,]|\d\s*(?:[-\u2013\u2014/]|to)\s*)$")
+#: After an answer's digits: a letter or digit glued to it, a range/fraction, a decimal.
+_GLUED_AFTER = re.compile(r"(?:\w|\s*(?:[-\u2013\u2014/]|to)\s*\d|[.,]\d)")
+
+
+def _stands_alone(texts: Sequence[str], t: int) -> bool:
+    """Whether the answer token ``t`` stands alone in the reply's text (the ``standalone``
+    parsing rule, :data:`~xlikert.design.elicitation.STANDALONE_PARSE_RULE`).
+
+    Examples
+    --------
+    >>> _stands_alone(["I", " choose", " 5", "."], 2)
+    True
+    >>> _stands_alone([" 1", " to", " 7"], 0), _stands_alone([" 1", " to", " 7"], 2)
+    (False, False)
+    >>> _stands_alone(["Q", "1"], 1), _stands_alone([" 1", "st"], 0), _stands_alone([" 1", ".5"], 0)
+    (False, False, False)
+    """
+    token = texts[t]
+    lead = token[: len(token) - len(token.lstrip())]
+    before = "".join(texts[:t]) + lead
+    return not (_GLUED_BEFORE.search(before) or _GLUED_AFTER.match("".join(texts[t + 1 :])))
 
 
 def score_elicited(
@@ -237,10 +295,13 @@ def score_elicited(
     """
     if level not in ELICITATIONS or level == "first_token":
         raise CollectionError(f"score_elicited reads prefix, greedy or own_words, got {level!r}")
+    server = getattr(model, "score_elicited", None)  # a server reads its own way
+    if server is not None and not isinstance(model, ConversationModel):
+        return server(prompts, level, options)
     if level in REPLY_LEVELS and not isinstance(model, ElicitingModel):
         raise CollectionError(
             f"model {model.name!r}: its backend ({type(model).__name__}) cannot write replies; "
-            f"the elicitation level {level!r} needs the transformers backend"
+            f"the elicitation level {level!r} needs the transformers or vllm backend"
         )
     template = model.template
     texts = [template.render(s, u) for s, u in prompts]
@@ -248,7 +309,7 @@ def score_elicited(
     if level == "prefix":
         texts = [t + options.answer_prefix for t in texts]
         encoded = [template.encode(t) for t in texts]
-        _fill(res, range(len(texts)), _read(model, encoded))
+        _fill(res, range(len(texts)), _read(model, encoded, _session("prefix", texts)))
         res.data["prompt_text"][:] = texts
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
@@ -264,13 +325,20 @@ def _empty(n: int, options: CollectOptions) -> UnitResult:
     return res
 
 
-def _read(model: Any, contexts: list[list[int]]) -> dict[str, np.ndarray]:
-    """The readout after each context (one pass each; nothing kept between them)."""
-    reader = model.context_reader("elicitation")
+def _read(model: Any, contexts: list[list[int]], session: str) -> dict[str, np.ndarray]:
+    """The readout after each context (one pass each; nothing kept between them);
+    ``session``: the unit's own name (vLLM: its prefix-cache salt)."""
+    reader = model.context_reader(session)
     try:
         return reader.read(contexts, keep=[False] * len(contexts))
     finally:
         reader.close()
+
+
+def _session(level: str, texts: Sequence[str]) -> str:
+    """A unit's own reader name: its level and its prompts' texts, NUL-separated (so that a
+    reader that caches, vLLM's, shares nothing with other units)."""
+    return "\0".join([level, *texts])
 
 
 def _fill(res: UnitResult, rows: Sequence[int], out: dict[str, np.ndarray]) -> None:
@@ -294,7 +362,8 @@ def _greedy(
         d["reply_text"][b] = tok.decode(reply, skip_special_tokens=False)
         d["reply_token_ids"][b] = encode_token_ids(reply)
         d["reply_end"][b] = end
-        found = parse_answer(reply, scores)
+        found = parse_answer(reply, scores, texts=[tok.decode([i]) for i in reply],
+                             rule=options.answer_parse)  # fmt: skip
         d["prompt_text"][b] = texts[b]
         d["prompt_token_ids"][b] = encode_token_ids(ids)
         if found is None:
@@ -310,19 +379,20 @@ def _greedy(
         contexts.append(ctx)
         rows.append(b)
     if contexts:
-        _fill(res, rows, _read(model, contexts))
+        _fill(res, rows, _read(model, contexts, _session("greedy", texts)))
     return res
 
 
 def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> dict[str, Any]:
     """The attrs of a results file with an elicitation factor: the parsing rule and the
     settings of the levels it reads."""
-    out: dict[str, Any] = {"answer_parse_rule": ANSWER_PARSE_RULE,
+    out: dict[str, Any] = {"answer_parse": options.answer_parse,
+                           "answer_parse_rule": ANSWER_PARSE_RULES[options.answer_parse],
                            "elicitation_levels": elicitations.used}  # fmt: skip
     for level in elicitations.used:
         for k, v in options.elicitation_settings(level).items():
             out[f"elicitation_{k}" if not k.startswith("own_words") else k] = v
     if "own_words" in elicitations.used:
         out.update(reply_tree_rule=REPLY_TREE_RULE, own_words_bound_rule=OWN_WORDS_BOUND_RULE,
-                   own_words_max_children=MAX_CHILDREN)  # fmt: skip
+                   own_words_max_children=MAX_CHILDREN, own_words_round=ROUND)  # fmt: skip
     return out

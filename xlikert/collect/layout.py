@@ -97,7 +97,9 @@ class AnswerLayout:
             ``pmf (B, S)``, ``valid_mass (B,)``, ``nonsubstantive_mass (B, O)`` (when
             the file has options) and, with ``grid``, ``decoding_pmf (B, T, P, S)`` and
             ``decoding_valid_mass (B, T, P)`` (the points' mass inside the nucleus; NaN
-            PMF where none is in it).
+            PMF where none is in it) and, when the file has options,
+            ``decoding_nonsubstantive_mass (B, T, P, O)`` (each option's mass inside the
+            nucleus: a conversation's histories branch on it, :mod:`xlikert.collect.context`).
         """
         points, options = self.split(mass)
         out: dict[str, np.ndarray] = {}
@@ -107,8 +109,10 @@ class AnswerLayout:
             if self.n_options:
                 out["nonsubstantive_mass"] = options
             if grid is not None:
-                g, _ = self.split(grid)
+                g, g_options = self.split(grid)
                 gm = g.sum(-1)
+                if self.n_options:
+                    out["decoding_nonsubstantive_mass"] = g_options
                 out["decoding_valid_mass"] = gm
                 out["decoding_pmf"] = np.where(gm[..., None] > 0, g / gm[..., None], np.nan)
         return out

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import CollectionError, LabelMappingError
+from ..design.elicitation import ANSWER_PARSES
 from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from .entries import check_dtype
 from .numerals import NUMERAL_MODES, rule_scripts
@@ -37,7 +38,7 @@ __all__ = [
 #: The options of the elicitation factor (:mod:`xlikert.collect.elicitation`): they enter a
 #: cell's key only where it is read by a level that uses them.
 ELICITATION_OPTIONS = (
-    "answer_prefix", "reply_tokens", "own_words_temperature", "own_words_top_p",
+    "answer_prefix", "reply_tokens", "answer_parse", "own_words_temperature", "own_words_top_p",
     "own_words_tol", "own_words_max_passes",
 )  # fmt: skip
 
@@ -137,6 +138,12 @@ class CollectOptions:
         the model's turn starts with; the answer is read right after it.
     reply_tokens
         The levels ``greedy`` and ``own_words``: the most tokens of a reply (its cap).
+    answer_parse
+        The levels ``greedy`` and ``own_words``: how the answer of a reply is found
+        (:data:`~xlikert.design.elicitation.ANSWER_PARSE_RULES`): ``"first_valid"`` (the
+        default: the first valid answer token) or ``"standalone"`` (the first that stands
+        alone: not part of a word, a range such as "1-7" or a decimal; greedy only). Part
+        of the key of every cell it parses (where not the default).
     own_words_temperature, own_words_top_p
         The level ``own_words``: the sampler whose first written answer is measured.
     own_words_tol, own_words_max_passes
@@ -179,6 +186,7 @@ class CollectOptions:
     numerals: str = "any"
     answer_prefix: str = "My answer is"
     reply_tokens: int = 32
+    answer_parse: str = "first_valid"
     own_words_temperature: float = 1.0
     own_words_top_p: float = 1.0
     own_words_tol: float = 1e-3
@@ -247,6 +255,11 @@ class CollectOptions:
             raise _fail(
                 where, f"answer_prefix must be a non-empty text, got {self.answer_prefix!r}"
             )
+        if self.answer_parse not in ANSWER_PARSES:
+            raise _fail(
+                where,
+                f"answer_parse must be one of {list(ANSWER_PARSES)}, got {self.answer_parse!r}",
+            )
         for name in ("reply_tokens", "own_words_max_passes"):
             v = getattr(self, name)
             if not (_is_int(v) and v >= 1):
@@ -287,10 +300,13 @@ class CollectOptions:
         """
         if level == "prefix":
             return {"answer_prefix": self.answer_prefix}
+        # the default parsing rule is left out: the keys of cells read before the option
+        parse = {} if self.answer_parse == "first_valid" else {"answer_parse": self.answer_parse}
         if level == "greedy":
-            return {"reply_tokens": self.reply_tokens}
+            return {"reply_tokens": self.reply_tokens, **parse}
         if level == "own_words":
-            return {k: getattr(self, k) for k in ELICITATION_OPTIONS if k != "answer_prefix"}
+            skip = ("answer_prefix", "answer_parse")
+            return {**{k: getattr(self, k) for k in ELICITATION_OPTIONS if k not in skip}, **parse}
         return {}
 
     def _checked_labels(self, where: str) -> tuple[str, ...]:
@@ -435,7 +451,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, answer_prefix, reply_tokens, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):

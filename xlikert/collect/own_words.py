@@ -14,9 +14,11 @@ reading stops when the certified bound (:data:`OWN_WORDS_BOUND_RULE`) is at most
 smaller one.
 
 :func:`reply_tree` is the tree's maths on any reader (``contexts -> next-token
-log-probabilities``); :func:`score_own_words` runs it for a unit of prompts on a
-transformers model, each prompt's tree on one :class:`~.backends.transformers.tree.TreeReader`
-(each prefix run from its parent's kept KV cache).
+log-probabilities``); :func:`score_own_words` runs it for a unit of prompts on any
+:class:`~xlikert.collect.protocol.ElicitingModel`, each prompt's tree on one reader of
+the model's (``next_token_reader``): the transformers backend runs each prefix from its
+parent's kept KV cache (:class:`~.backends.transformers.tree.TreeReader`), the vLLM
+backend sends every prefix of a tree under one cache salt (vLLM's prefix caching).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ __all__ = [
     "MAX_CHILDREN",
     "OWN_WORDS_BOUND_RULE",
     "REPLY_TREE_RULE",
+    "ROUND",
     "ReplyTree",
     "answer_token_scores",
     "bound",
@@ -52,8 +55,9 @@ REPLY_TREE_RULE = (
     "q(.|h) (DECODING_TIE_RULE at own_words_temperature, own_words_top_p); w(h) q(t|h) goes "
     "to the score of t where t is a valid answer token (answer_parse_rule), to no_answer_mass "
     "where t ends the turn or h t has reply_tokens tokens, else to the child prefix h t. "
-    "Prefixes are read best first (largest w; of each read prefix at most MAX_CHILDREN "
-    "children, the rest stays unread); valid_mass is the total answer mass, pmf the answer "
+    "Prefixes are read best first, in rounds of up to ROUND (the ROUND largest unread w "
+    "at once, whatever the backend or its batch size; of each read prefix at most "
+    "MAX_CHILDREN children, the rest stays unread); valid_mass is the total answer mass, pmf the answer "
     "mass renormalised over it"
 )
 
@@ -64,6 +68,11 @@ OWN_WORDS_BOUND_RULE = (
     "exact| <= U and |pmf - exact| <= U / (valid_mass + U); elicitation_error = U / "
     "(valid_mass + U) (>= U; 0: every prefix read, exact)"
 )
+
+#: Prefixes read per round (one call of the reader): fixed, so that which prefixes a pruned
+#: tree reads does not depend on the backend or its batch size (a cell's key does not hold
+#: either).
+ROUND = 8
 
 #: The most children a read prefix offers for reading (the largest; the others' mass is
 #: counted in the bound as unread).
@@ -301,7 +310,7 @@ def score_own_words(
     Parameters
     ----------
     model
-        A transformers model (:class:`~.backends.transformers.model.LocalModel`).
+        An :class:`~xlikert.collect.protocol.ElicitingModel` (transformers, vLLM).
     texts, encoded
         The prompts' texts and token ids.
     options
@@ -323,7 +332,7 @@ def score_own_words(
             "with options of their own are not read by it yet"
         )
     for b, ids in enumerate(encoded):
-        reader = model.next_token_reader("own_words")
+        reader = model.next_token_reader("own_words\0" + texts[b])
         try:
 
             def read(prefixes, keep, ids=ids, reader=reader):
@@ -333,7 +342,7 @@ def score_own_words(
                 read, scores, scale, model.end_of_turn, cap=options.reply_tokens,
                 temperature=options.own_words_temperature, top_p=options.own_words_top_p,
                 tol=options.own_words_tol, max_passes=options.own_words_max_passes,
-                batch=max(1, int(getattr(model, "batch_size", 8))),
+                batch=ROUND,
             )  # fmt: skip
         finally:
             reader.close()

@@ -368,8 +368,11 @@ class ElicitingModel(ConversationModel, Protocol):
     """A :class:`ConversationModel` that also writes replies: the elicitation levels
     ``greedy`` and ``own_words`` (:mod:`xlikert.collect.elicitation`).
 
-    The transformers backend is; the others refuse those levels by name before
-    anything runs (:func:`xlikert.collect.elicitation.check_elicitation_backends`).
+    The in-process backends (transformers, vLLM) are: these three members are the only
+    backend-specific part of the levels (the reply tree, the parsing rule and the records
+    are :mod:`xlikert.collect.elicitation` and :mod:`xlikert.collect.own_words`). A backend
+    says which levels it reads with its ``check_elicitation(spec, levels)``, called before
+    anything loads (:func:`xlikert.collect.elicitation.check_elicitation_backends`).
     """
 
     #: Token ids that end the model's turn (:data:`~.backends.inprocess.END_OF_TURN_RULE`).
@@ -379,6 +382,12 @@ class ElicitingModel(ConversationModel, Protocol):
         """The greedy reply after the token ids ``ids``: at each step the token of largest
         logit, up to ``max_new_tokens`` tokens; the reply's ids (an ending end-of-turn token
         left out) and how it ended (``"eos"`` or ``"length"``)."""
+        ...
+
+    def next_token_reader(self, session: str) -> ContextReader:
+        """A reader of one reply tree (``own_words``): its ``read(contexts, keep)`` returns
+        ``{"logprobs": (n, V)}``, the float64 next-token log-probabilities of the whole
+        vocabulary after each context; ``session`` names the tree (vLLM: its cache salt)."""
         ...
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "CollectionError",
     "ConfigError",
     "DesignError",
+    "ElicitationLevelError",
     "FormatError",
     "FormatNotShownError",
     "InputTypeError",
@@ -104,6 +105,11 @@ class ConfigError(XlikertError):
 
 class CollectionError(XlikertError):
     """Collection cannot proceed (unknown model, checksum mismatch, no digit tokens, ...)."""
+
+
+class ElicitationLevelError(CollectionError):
+    """A model's backend cannot read an elicitation level the run asks for (named, with the
+    backend and the reason), raised before anything loads."""
 
 
 class FormatError(ConfigError):

@@ -276,18 +276,25 @@ CONTEXT_VARIABLES: dict[str, Variable] = {
         "bound reached is stored); -1 where administered in isolation"}, "int64"),
     "context_joint": Variable(("other_item", "score", "other_score"), _NAN, {"description":
         "joint PMF P(item = score, other_item = other_score) within the conversation "
-        "(certified: see context_joint_error)" + _SEQ}),
+        "(certified: see context_joint_error); where items offer non-substantive options, "
+        "the cells of the substantive answers of both (the rest of the joint's mass is on "
+        "answers with an option)" + _SEQ}),
     "context_joint_error": Variable(("other_item",), _NAN, {"description": "certified bound "
         "on every cell of context_joint" + _SEQ}),
     "history_answers": Variable(("history",), "", {"description": "a history read: the "
-        "scores of the earlier answers, in the order asked, comma-separated ('' for the "
-        "first item, and past the histories read)"}),
+        "scores of the earlier answers (a non-substantive answer by its option's name), in "
+        "the order asked, comma-separated ('' for the first item, and past the histories "
+        "read)"}),
     "history_probability": Variable(("history",), _NAN, {"description": "P(h), the "
         "probability of the history: the product of the earlier answers' PMFs along it"}),
     "history_pmf": Variable(("history", "score"), _NAN, {"description": "the item's PMF "
         "given the history (renormalised over the valid answers)"}),
     "history_valid_mass": Variable(("history",), _NAN, {"description": "the item's valid "
-        "mass given the history (its failure mass is 1 - this)"}),
+        "mass given the history (its failure mass is 1 - this, less its non-substantive "
+        "mass)"}),
+    "history_nonsubstantive_mass": Variable(("history", "option"), _NAN, {"description":
+        "the mass of each non-substantive option given the history (NaN where the item does "
+        "not offer it); present where some item offers one"}),
 }  # fmt: skip
 
 _ELI = "; fill where the cell's elicitation level is not {}"
@@ -516,6 +523,10 @@ def variable_table(
         **(NONSUBSTANTIVE_BOUND_VARIABLES if bounded and nonsubstantive else {}),
         **(SCRIPT_VARIABLES if scripts else {}),
         **(TRACE_VARIABLES if traces else {}),
-        **(CONTEXT_VARIABLES if context else {}),
+        **(
+            {k: v for k, v in CONTEXT_VARIABLES.items() if nonsubstantive or "option" not in v.dims}
+            if context
+            else {}
+        ),
         **(ELICITATION_VARIABLES if elicitation else {}),
     }

@@ -12,7 +12,8 @@ crossed with every other factor and kept on the results' axes. Its levels
     e.g. ``"My answer is"``) and the PMF is read right after it. Exact.
 ``greedy``
     The model's greedy reply up to ``reply_tokens`` tokens; the answer it writes
-    under :data:`ANSWER_PARSE_RULE`, and the exact PMF at the position where it
+    under the run's parsing rule (``answer_parse``, :data:`ANSWER_PARSE_RULES`: the
+    default :data:`ANSWER_PARSE_RULE`, or the stricter :data:`STANDALONE_PARSE_RULE`), and the exact PMF at the position where it
     writes it (the in-text PMF, after the model's own preamble). A reply without
     an answer is flagged.
 ``own_words``
@@ -39,9 +40,12 @@ from ..core.dims import ELICITATION_DIM
 from ..core.errors import DesignError
 
 __all__ = [
+    "ANSWER_PARSES",
     "ANSWER_PARSE_RULE",
+    "ANSWER_PARSE_RULES",
     "ELICITATIONS",
     "ELICITATION_DIM",
+    "STANDALONE_PARSE_RULE",
     "check_elicitation_levels",
 ]
 
@@ -59,6 +63,27 @@ ANSWER_PARSE_RULE = (
     "its first number; a two-digit code or a word label is not read by this rule (those runs "
     "refuse greedy and own_words)"
 )
+
+#: The stricter rule (``answer_parse = "standalone"``): an answer is a number on its own.
+STANDALONE_PARSE_RULE = (
+    "the answer of a reply is the first token in it that is a valid answer token under the "
+    "run's one-token rule and stands alone in the reply's text: it is not glued to a letter or "
+    "digit before it (no space between: 'Q1', 'x5'), nor to one after it ('1st', '10'), it "
+    "does not end a range or fraction ('1-7', '1 to 7', '1/7': the text before it ends with a "
+    "digit and '-', '–', '—', '/' or 'to'), and it does not start one (the text after it "
+    "starts, after spaces, with one of those and a digit) and is not part of a decimal ('1.5'). Read on the "
+    "reply's text, the tokens decoded one by one. So a model restating the scale ('on a "
+    "scale of 1 to 7, I choose 5') answers 5, not 1. The reply ends as under first_valid; a "
+    "reply in which no such token occurs has no answer. Read by greedy only (own_words "
+    "would need the text after the token, which the reply tree does not read yet)"
+)
+
+#: The parsing rules a run may choose (its ``answer_parse`` option, part of the key of
+#: every cell it parses), each stored with the file as ``answer_parse_rule``.
+ANSWER_PARSE_RULES = {"first_valid": ANSWER_PARSE_RULE, "standalone": STANDALONE_PARSE_RULE}
+
+#: Their names; ``first_valid`` is the default.
+ANSWER_PARSES = tuple(ANSWER_PARSE_RULES)
 
 
 def check_elicitation_levels(levels: Sequence[str], where: str = "") -> tuple[str, ...]:

@@ -112,7 +112,7 @@ def _williams(K: int) -> list[list[int]]:
 
 
 def conversation(
-    prompts: Any, history: Sequence[int], condition: dict[str, Any] | None = None
+    prompts: Any, history: Sequence[int | str], condition: dict[str, Any] | None = None
 ) -> tuple[str, list[tuple[str, str]]]:
     """The messages sequential administration sends after an answer history.
 
@@ -120,8 +120,10 @@ def conversation(
     ----------
     prompts : xr.Dataset
         A prompts Dataset (:meth:`~xlikert.design.Experiment.build_prompts`).
-    history : sequence of int
-        The scores of the earlier answers, in the order asked.
+    history : sequence of int or str
+        The earlier answers, in the order asked: scores, or the names of non-substantive
+        options (``"Don't know"``) where the items offer them. Each is written with its
+        item's own answer label where the items have their own (a questionnaire).
     condition : dict, optional
         One level of every factor but ``item`` (default: the first of each).
 
@@ -137,8 +139,8 @@ def conversation(
     Raises
     ------
     DesignError
-        A score off the scale, a history as long as the battery, or a condition that
-        does not name one level of every factor.
+        A score off the scale (or an answer its item does not offer), a history as long
+        as the battery, or a condition that does not name one level of every factor.
 
     Examples
     --------
@@ -165,22 +167,42 @@ def conversation(
         if "score" in prompts.coords
         else list(range(int(prompts.attrs["scale_min"]), int(prompts.attrs["scale_max"]) + 1))
     )
-    history = [int(y) for y in history]
-    bad = [y for y in history if y not in scores]
+    options = [str(o) for o in prompts["option"].values] if "option" in prompts.coords else []
+    history = [y if isinstance(y, str) and not y.lstrip("-").isdigit() else int(y)
+               for y in history]  # fmt: skip
+    bad = [y for y in history if y not in scores and y not in options]
     if bad:
-        raise DesignError(f"history {history}: {bad} not on the scale {scores}")
+        raise DesignError(
+            f"history {history}: {bad} not on the scale {scores}"
+            + (f" nor among the options {options}" if options else "")
+        )
     if len(history) >= len(ids):
         raise DesignError(
             f"history {history}: a conversation of {len(ids)} items has at most "
             f"{len(ids) - 1} earlier answers"
         )
-    label = {y: str(y) for y in scores}
-    if "answer_label" in one:
-        label = {int(y): str(one["answer_label"].sel(score=y).item()) for y in scores}
     system = str(one["system"].values.ravel()[0]) if "system" in one else ""
     user = one["user"].values
     msgs = [("system", system)] if system else []
     for k, y in enumerate(history):
-        msgs += [("user", str(user[order[k]])), ("assistant", label[y])]
+        msgs += [("user", str(user[order[k]])), ("assistant", _answer_label(one, ids[order[k]], y))]
     asked = int(order[len(history)])
     return ids[asked], [*msgs, ("user", str(user[asked]))]
+
+
+def _answer_label(one: Any, item: str, answer: int | str) -> str:
+    """The label an item's answer is written with: its own where the prompts carry them
+    (``answer_label``, ``option_label``), else the score's digits."""
+    var = "answer_label" if isinstance(answer, int) else "option_label"
+    if var not in one:
+        if isinstance(answer, int):
+            return str(answer)
+        raise DesignError(f"item {item!r} offers no option {answer!r}")
+    lab = one[var]
+    at = {"score" if isinstance(answer, int) else "option": answer}
+    if "item" in lab.dims:
+        at["item"] = item
+    text = str(lab.sel(at).item())
+    if not text:
+        raise DesignError(f"item {item!r} does not offer the answer {answer!r}")
+    return text

@@ -52,7 +52,7 @@ def builtin_experiments() -> list[str]:
     Examples
     --------
     >>> builtin_experiments()
-    ['anes96', 'anes96_survey', 'demo', 'formats', 'framing', 'languages', 'paper']
+    ['anes96', 'anes96_survey', 'demo', 'formats', 'framing', 'languages', 'paper', 'wvs_immig']
     """
     return sorted(
         p.name.removesuffix(".toml")

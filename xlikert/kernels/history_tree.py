@@ -3,11 +3,17 @@
 A conversation asks items ``0 .. K-1`` in turn. A *history* ``h`` is the answers
 to the items before one; the tree holds one node per history read: its item ``j``
 (the length of ``h``), its parent (``h`` less its last answer), that last answer
-(a score index) and, once read ("expanded"), the item's PMF given ``h``
-(renormalised over the valid answers) and its valid mass. The history
-distribution continues through valid answers (:data:`HISTORY_RULE`)::
+(an *answer index*: a score index ``0 .. S-1``, or ``S + o`` for the non-substantive
+option ``o`` of an item that offers it) and, once read ("expanded"), the item's PMF
+given ``h`` (renormalised over its substantive answers), its valid mass and, where
+items offer non-substantive options ("Don't know"), each option's mass. The history
+distribution continues through the answers given (:data:`HISTORY_RULE`)::
 
-    P(root) = 1,    P(h + a) = P(h) * pmf_j(a | h),
+    P(root) = 1,    P(h + a) = P(h) * q_j(a | h),
+
+with ``q_j(. | h)`` the answer distribution of item ``j`` after ``h``
+(:func:`answer_pmf`: its points' and options' masses renormalised over them; the
+item's PMF itself where it offers no option).
 
 and the PMF of item ``j`` is the mixture ``sum_h P(h) pmf_j(. | h)`` over the
 histories of length ``j``. Where some were not read (pruned, or below a node
@@ -31,8 +37,10 @@ __all__ = [
     "CERTIFIED_BOUND_RULE",
     "HISTORY_RULE",
     "MAX_JOINT_CELLS",
+    "TREE_OPTION_VARIABLE",
     "TREE_VARIABLES",
     "HistoryTree",
+    "answer_pmf",
     "certified_fill",
     "full_joint",
     "history_probability",
@@ -48,7 +56,11 @@ HISTORY_RULE = (
     "starts no history, as pmf is renormalised in isolation); the PMF of item j is "
     "sum_h P(h) pmf_j(. | h) and its valid_mass sum_h P(h) valid_mass_j(h) over the histories "
     "of the items before it; every history read keeps its own pmf and valid_mass (its failure "
-    "mass is 1 - valid_mass)"
+    "mass is 1 - valid_mass). An item that offers non-substantive options (its own options: "
+    "'Don't know', 'Refused') branches on each of its own answers, points and options alike: "
+    "P(h + a) = P(h) q_j(a | h) with q_j(a | h) = mass_j(a | h) / (valid_mass_j(h) + sum_o "
+    "nonsubstantive_mass_j(o | h)) over the answers it offers (a failed answer starts no "
+    "history), and its nonsubstantive_mass is sum_h P(h) nonsubstantive_mass_j(. | h)"
 )
 
 #: The certified bound of a pruned tree; stored with every sequential result.
@@ -57,7 +69,8 @@ CERTIFIED_BOUND_RULE = (
     "item j); known(y) = sum over the histories read of P(h) pmf_j(y | h); the exact PMF lies "
     "in [known(y), known(y) + U_j] for every score y; the value returned is known + U_j f with "
     "f = known / sum(known) (uniform when nothing was read), so |returned - exact| <= error_j "
-    "= U_j max_y max(f(y), 1 - f(y)) <= U_j. The same holds for valid_mass and for every cell "
+    "= U_j max_y max(f(y), 1 - f(y)) <= U_j. The same holds for valid_mass (with the "
+    "non-substantive masses and the failure mass, one PMF per history) and for every cell "
     "of the pairwise joint of items i < j (with U_j). U_j = 0: exact (floating-point round-off "
     "only)"
 )
@@ -71,6 +84,8 @@ TREE_VARIABLES = {
     "history_pmf": "pmf",
     "history_valid_mass": "valid_mass",
 }
+#: The tree's variable where items offer non-substantive options (dims ``history, option``).
+TREE_OPTION_VARIABLE = "history_nonsubstantive_mass"
 
 #: Largest number of cells :func:`full_joint` builds (``n_scores ** n_items``).
 MAX_JOINT_CELLS = 1 << 24
@@ -83,13 +98,15 @@ class HistoryTree:
     Attributes
     ----------
     n_items, n_scores : int
-        Items of the conversation (``K``) and scale points (``S``).
+        Items of the conversation (``K``) and scale points (``S``: the union of the
+        items' points when they have their own).
     parent : np.ndarray
         ``(N,)`` index of each node's parent, -1 for the root (the empty history).
     item : np.ndarray
         ``(N,)`` the item each node asks (the length of its history).
     answer : np.ndarray
-        ``(N,)`` the score index of the last answer of its history (-1 for the root).
+        ``(N,)`` the answer index of the last answer of its history (-1 for the root): a
+        score index, or ``S + o`` for the non-substantive option ``o``.
     read : np.ndarray
         ``(N,)`` bool: the node was expanded (one forward pass).
     pmf : np.ndarray
@@ -98,6 +115,11 @@ class HistoryTree:
         ``(N,)`` its valid mass (NaN where not read).
     decoding_pmf, decoding_valid_mass : np.ndarray or None
         ``(N, T, P, S)`` and ``(N, T, P)``: the same under each decoding setting.
+    nonsubstantive_mass : np.ndarray or None
+        ``(N, O)`` the mass of each non-substantive option given the history, NaN where
+        the item does not offer it (or the node was not read); None: no item offers one.
+    decoding_nonsubstantive_mass : np.ndarray or None
+        ``(N, T, P, O)``: the same under each decoding setting.
     """
 
     n_items: int
@@ -110,6 +132,18 @@ class HistoryTree:
     valid_mass: np.ndarray
     decoding_pmf: np.ndarray | None = None
     decoding_valid_mass: np.ndarray | None = None
+    nonsubstantive_mass: np.ndarray | None = None
+    decoding_nonsubstantive_mass: np.ndarray | None = None
+
+    @property
+    def n_options(self) -> int:
+        """Non-substantive options of the answer axis (``O``; 0: none)."""
+        return 0 if self.nonsubstantive_mass is None else int(self.nonsubstantive_mass.shape[-1])
+
+    @property
+    def n_answers(self) -> int:
+        """Answers a history branches on: ``S`` points, then ``O`` options."""
+        return self.n_scores + self.n_options
 
     @property
     def size(self) -> int:
@@ -182,6 +216,52 @@ def history_probability(
     return prob
 
 
+def answer_pmf(
+    pmf: np.ndarray, valid_mass: np.ndarray, nonsubstantive_mass: np.ndarray | None = None
+) -> np.ndarray:
+    """The answer distribution ``q(. | h)`` a history branches on, ``(..., N, S + O)``.
+
+    Where a node's item offers no option (``nonsubstantive_mass`` None, or all NaN in its
+    row) it is the item's PMF itself (zero on the options); else the points' masses
+    (``valid_mass * pmf``) and the offered options' masses, renormalised over them
+    (:data:`HISTORY_RULE`).
+
+    Parameters
+    ----------
+    pmf : np.ndarray
+        ``(..., N, S)`` each node's PMF over its substantive answers.
+    valid_mass : np.ndarray
+        ``(..., N)`` its substantive (valid) mass.
+    nonsubstantive_mass : np.ndarray, optional
+        ``(..., N, O)`` each option's mass, NaN where not offered.
+
+    Returns
+    -------
+    np.ndarray
+
+    Examples
+    --------
+    >>> q = answer_pmf(np.array([[0.5, 0.5]]), np.array([0.6]), np.array([[0.2, np.nan]]))
+    >>> q.round(12).tolist()
+    [[0.375, 0.375, 0.25, 0.0]]
+    >>> answer_pmf(np.array([[0.5, 0.5]]), np.array([0.6])).tolist()
+    [[0.5, 0.5]]
+    """
+    pmf = np.asarray(pmf, dtype=np.float64)
+    if nonsubstantive_mass is None:
+        return pmf
+    ns = np.asarray(nonsubstantive_mass, dtype=np.float64)
+    vm = np.asarray(valid_mass, dtype=np.float64)[..., None]
+    offers = np.isfinite(ns).any(-1, keepdims=True)
+    options = np.nan_to_num(ns, nan=0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = vm + options.sum(-1, keepdims=True)
+        points = np.where(vm > 0, vm * pmf, 0.0)  # only options given: no PMF, a branch
+        mixed = np.concatenate([points, options], -1) / total
+    plain = np.concatenate([pmf, np.zeros_like(options)], -1)
+    return np.where(offers, mixed, plain)
+
+
 def certified_fill(known: np.ndarray, unexplored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The certified value and error from the part read and the mass not read.
 
@@ -217,7 +297,10 @@ def _unexplored(tree: HistoryTree, prob: np.ndarray) -> np.ndarray:
 
 
 def item_marginals(
-    tree: HistoryTree, pmf: np.ndarray | None = None, valid_mass: np.ndarray | None = None
+    tree: HistoryTree,
+    pmf: np.ndarray | None = None,
+    valid_mass: np.ndarray | None = None,
+    nonsubstantive_mass: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """The PMF and valid mass of every item over its histories, with certified bounds.
 
@@ -228,6 +311,9 @@ def item_marginals(
     pmf, valid_mass : np.ndarray, optional
         ``(..., N, S)`` and ``(..., N)`` per-node values (default the tree's own; the
         decoding grid's give one history distribution per setting).
+    nonsubstantive_mass : np.ndarray, optional
+        ``(..., N, O)`` per-node option masses; default the tree's own when ``pmf`` is
+        not given (else none).
 
     Returns
     -------
@@ -235,6 +321,9 @@ def item_marginals(
         ``pmf (..., K, S)``, ``valid_mass (..., K)``, ``pmf_lower``, ``pmf_upper``,
         ``valid_mass_lower``, ``valid_mass_upper``, ``error (..., K)`` (bound on
         ``|pmf - exact|``), ``valid_mass_error`` and ``unexplored (..., K)`` (``U_j``).
+        Where items offer options, also ``nonsubstantive_mass (..., K, O)`` (NaN where
+        the item does not offer the option), ``nonsubstantive_mass_lower``,
+        ``nonsubstantive_mass_upper``; ``valid_mass_error`` then bounds them too.
 
     Examples
     --------
@@ -244,22 +333,33 @@ def item_marginals(
     >>> item_marginals(tree)["pmf"].tolist()
     [[0.5, 0.5], [0.5, 0.5]]
     """
-    pmf = tree.pmf if pmf is None else np.asarray(pmf, dtype=np.float64)
+    own = pmf is None
+    pmf = tree.pmf if own else np.asarray(pmf, dtype=np.float64)
     vm = tree.valid_mass if valid_mass is None else np.asarray(valid_mass, dtype=np.float64)
-    prob = history_probability(tree.parent, tree.answer, tree.item, pmf)
+    ns = tree.nonsubstantive_mass if own else nonsubstantive_mass
+    prob = history_probability(tree.parent, tree.answer, tree.item, answer_pmf(pmf, vm, ns))
     u = _unexplored(tree, prob)
     lead = pmf.shape[:-2]
+    ns_arr = np.full((*pmf.shape[:-1], 0), np.nan) if ns is None else np.asarray(ns, np.float64)
+    n_opt = int(ns_arr.shape[-1])
+    options = np.nan_to_num(ns_arr, nan=0.0)
     known = np.zeros((*lead, tree.n_items, tree.n_scores))
-    known_v = np.zeros((*lead, tree.n_items, 1))
+    known_v = np.zeros((*lead, tree.n_items, 1 + n_opt))  # valid, then each option
+    offered = np.zeros((tree.n_items, n_opt), dtype=bool)
     for j in range(tree.n_items):
         sel = tree.read & (tree.item == j)
         known[..., j, :] = (prob[..., sel, None] * pmf[..., sel, :]).sum(-2)
         known_v[..., j, 0] = (prob[..., sel] * vm[..., sel]).sum(-1)
+        if n_opt:
+            known_v[..., j, 1:] = (prob[..., sel, None] * options[..., sel, :]).sum(-2)
+            offered[j] = np.isfinite(ns_arr[..., sel, :]).any(axis=(*range(len(lead)), -2))
     value, error = certified_fill(known, u)
-    # the valid mass: the mean over the histories read, as a two-point PMF (valid, failed)
+    # the valid (and non-substantive) mass: the mean over the histories read, one PMF of
+    # (valid, options..., failed) per history
     read_mass = known.sum(-1, keepdims=True)
-    v_value, v_error = certified_fill(np.concatenate([known_v, read_mass - known_v], -1), u)
-    return {
+    rest = read_mass - known_v.sum(-1, keepdims=True)
+    v_value, v_error = certified_fill(np.concatenate([known_v, rest], -1), u)
+    out = {
         "pmf": value,
         "valid_mass": v_value[..., 0],
         "pmf_lower": known,
@@ -270,21 +370,29 @@ def item_marginals(
         "valid_mass_error": v_error,
         "unexplored": u,
     }
+    if n_opt:
+        hide = np.where(offered, 0.0, np.nan)
+        out["nonsubstantive_mass"] = v_value[..., 1 : 1 + n_opt] + hide
+        out["nonsubstantive_mass_lower"] = known_v[..., 1:] + hide
+        out["nonsubstantive_mass_upper"] = known_v[..., 1:] + u[..., None] + hide
+    return out
 
 
 def pairwise_joints(tree: HistoryTree, pmf: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The joint PMF of every pair of items in the conversation, with certified bounds.
 
     ``joint[i, j, a, b] = P(Y_i = a, Y_j = b)``; for ``i < j`` it is
-    ``sum_h P(h) 1[h_i = a] pmf_j(b | h)`` over the histories of length ``j``
+    ``sum_h P(h) 1[h_i = a] q_j(b | h)`` over the histories of length ``j``
     (certified with ``U_j`` where some were not read, :func:`certified_fill`);
     ``joint[j, i]`` is its transpose and ``joint[i, i]`` the diagonal of item
-    ``i``'s marginal.
+    ``i``'s marginal. ``a`` and ``b`` run over the answers (:func:`answer_pmf`): the
+    ``S`` points, then the ``O`` options where items offer them (where none does,
+    ``q_j`` is the item's PMF and the joint is over the scores).
 
     Returns
     -------
     dict
-        ``joint (..., K, K, S, S)``, ``error (..., K, K)`` (bound on every cell's
+        ``joint (..., K, K, A, A)`` (``A = S + O``), ``error (..., K, K)`` (bound on every cell's
         ``|joint - exact|``), ``unexplored (..., K, K)``.
 
     Examples
@@ -295,21 +403,23 @@ def pairwise_joints(tree: HistoryTree, pmf: np.ndarray | None = None) -> dict[st
     >>> pairwise_joints(tree)["joint"][0, 1].tolist()  # the second answer repeats the first
     [[0.5, 0.0], [0.0, 0.5]]
     """
-    pmf = tree.pmf if pmf is None else np.asarray(pmf, dtype=np.float64)
+    if pmf is None:
+        pmf = answer_pmf(tree.pmf, tree.valid_mass, tree.nonsubstantive_mass)
+    pmf = np.asarray(pmf, dtype=np.float64)
     prob = history_probability(tree.parent, tree.answer, tree.item, pmf)
     u = _unexplored(tree, prob)
-    marg = item_marginals(tree, pmf)
-    K, S = tree.n_items, tree.n_scores
+    K, S = tree.n_items, pmf.shape[-1]
     lead = pmf.shape[:-2]
     joint = np.zeros((*lead, K, K, S, S))
     error = np.zeros((*lead, K, K))
     paths = tree.paths
     eye = np.eye(S)
     for j in range(K):
-        joint[..., j, j, :, :] = marg["pmf"][..., j, :, None] * eye
-        error[..., j, j] = marg["error"][..., j]
         sel = tree.read & (tree.item == j)
         w = prob[..., sel, None] * pmf[..., sel, :]  # (..., n, S)
+        diag, err = certified_fill(w.sum(-2), u[..., j])  # item j's answer marginal
+        joint[..., j, j, :, :] = diag[..., :, None] * eye
+        error[..., j, j] = err
         for i in range(j):
             onehot = eye[paths[sel, i]]  # (n, S)
             known = np.einsum("na,...nb->...ab", onehot, w)
@@ -324,7 +434,9 @@ def pairwise_joints(tree: HistoryTree, pmf: np.ndarray | None = None) -> dict[st
 def full_joint(tree: HistoryTree, pmf: np.ndarray | None = None) -> np.ndarray:
     """The joint PMF of all ``K`` answers of a completely read tree, ``(..., S, ..., S)``.
 
-    ``P(y_0, .., y_{K-1}) = P(h = y_0 .. y_{K-2}) pmf_{K-1}(y_{K-1} | h)``.
+    ``P(y_0, .., y_{K-1}) = P(h = y_0 .. y_{K-2}) q_{K-1}(y_{K-1} | h)``, over the
+    answers (:func:`answer_pmf`: the ``S`` points, then the ``O`` options where items
+    offer them; ``(..., A, ..., A)``).
 
     Raises
     ------
@@ -340,7 +452,7 @@ def full_joint(tree: HistoryTree, pmf: np.ndarray | None = None) -> np.ndarray:
     >>> full_joint(tree).tolist()
     [[0.5, 0.0], [0.0, 0.5]]
     """
-    K, S = tree.n_items, tree.n_scores
+    K, S = tree.n_items, tree.n_answers
     if not tree.complete:
         raise CollectionError(
             f"the joint of all {K} answers needs every history read; this tree was pruned "
@@ -352,7 +464,9 @@ def full_joint(tree: HistoryTree, pmf: np.ndarray | None = None) -> np.ndarray:
             f"the joint of all {K} answers on {S} scale points has {S**K} cells, more than "
             f"{MAX_JOINT_CELLS}: use the pairwise joints"
         )
-    pmf = tree.pmf if pmf is None else np.asarray(pmf, dtype=np.float64)
+    if pmf is None:
+        pmf = answer_pmf(tree.pmf, tree.valid_mass, tree.nonsubstantive_mass)
+    pmf = np.asarray(pmf, dtype=np.float64)
     prob = history_probability(tree.parent, tree.answer, tree.item, pmf)
     lead = pmf.shape[:-2]
     out = np.zeros((*lead, S ** (K - 1), S))
@@ -381,6 +495,9 @@ def history_tree(ds: Any) -> HistoryTree:
             "sequential administration"
         )
     arrays = {attr: np.asarray(ds[var].values) for var, attr in TREE_VARIABLES.items()}
+    ns = None
+    if TREE_OPTION_VARIABLE in ds:
+        ns = np.asarray(ds[TREE_OPTION_VARIABLE].transpose("history", "option").values)
     return HistoryTree(
         ds.sizes["item"],
         ds.sizes["score"],
@@ -390,4 +507,5 @@ def history_tree(ds: Any) -> HistoryTree:
         arrays["read"].astype(bool),
         arrays["pmf"].astype(np.float64),
         arrays["valid_mass"].astype(np.float64),
+        nonsubstantive_mass=None if ns is None else ns.astype(np.float64),
     )

@@ -21,11 +21,11 @@ from ..analysis.consensus import consensus
 from ..analysis.construct import composite, decompose, summary_table
 from ..analysis.individual import individual_summary
 from ..analysis.support import nominal_items, support_bounds
-from ..core.dims import factor_dims, preferred_factor
+from ..core.dims import ELICITATION_DIM, factor_dims, preferred_factor
 from ..core.errors import ConfigError, DesignError, InputTypeError, InvalidPMFError
 from ..core.io import decode_attrs, open_results
 
-__all__ = ["RESPONDENT_COLUMN", "ReportInputs"]
+__all__ = ["RESPONDENT_COLUMN", "ReportInputs", "unanswered_levels", "unanswered_note"]
 
 #: The factor of one persona per respondent, and the column of a CSV of answers that
 #: holds its levels.
@@ -71,6 +71,50 @@ def _load_personas(persona_results: str | Path | xr.Dataset) -> xr.Dataset:
     if not path.is_file():
         raise ConfigError(f"no such group persona results file: {str(path)!r}")
     return decode_attrs(open_results(path))
+
+
+def unanswered_levels(ds: xr.Dataset, source: str = "results") -> dict[str, tuple[int, int]]:
+    """The elicitation levels with cells that have no PMF (a greedy reply that writes no
+    answer), each with (cells without a PMF, cells).
+
+    The sections that need a PMF in every cell leave these levels out
+    (:attr:`ReportInputs.ordered`); :func:`unanswered_note` says so.
+
+    Raises
+    ------
+    InvalidPMFError
+        Every level has such cells: nothing would be left to analyse.
+    """
+    pmf = ds["pmf"]
+    if ELICITATION_DIM not in pmf.dims:
+        return {}
+    empty = pmf.isnull().all("score")
+    out = {}
+    for level in pmf[ELICITATION_DIM].values:
+        cells = empty.sel({ELICITATION_DIM: level})
+        if bool(cells.any()):
+            out[str(level)] = (int(cells.sum()), int(cells.size))
+    if len(out) == pmf.sizes[ELICITATION_DIM]:
+        raise InvalidPMFError(
+            f"results {source}: every elicitation level has cells without a PMF ({out}: "
+            "cells without a PMF, cells); the report needs one level read in every cell "
+            "(first_token is)"
+        )
+    return out
+
+
+def unanswered_note(ds: xr.Dataset) -> str | None:
+    """The sentence saying which elicitation levels the sections that need a PMF in every
+    cell leave out (:func:`unanswered_levels`); ``None`` where none is."""
+    levels = unanswered_levels(ds)
+    if not levels:
+        return None
+    parts = [f"`{lv}` ({n} of {m} cells)" for lv, (n, m) in levels.items()]
+    return (
+        "Left out of the failure rate and of the sections that need a PMF in every cell "
+        f"(Consensus, composites, effects, reliability, sampling cost): the level {', '.join(parts)}, whose reply "
+        "writes no answer in those cells, so they have no PMF."
+    )
 
 
 def _origin_map(
@@ -208,12 +252,28 @@ class ReportInputs:
 
     @cached_property
     def ordered(self) -> xr.Dataset:
-        """The results of the items with ordered options: what the sections that need an
-        order (Consensus, composites, reliability, cost) analyse."""
+        """The results of the items with ordered options, at the elicitation levels whose
+        every cell has a PMF: what the sections that need an order and a PMF in every cell
+        (Consensus, composites, effects, reliability, cost) analyse."""
+        ds = self.answered
         if not self.nominal:
+            return ds
+        keep = ~np.asarray(ds["pmf"]["nominal"].values, dtype=bool)
+        return ds.isel(item=np.flatnonzero(keep))
+
+    @cached_property
+    def answered(self) -> xr.Dataset:
+        """The results at the elicitation levels whose every cell has a PMF (all of them
+        without the factor): :attr:`unanswered_levels` left out."""
+        if not self.unanswered_levels:
             return self.ds
-        keep = ~np.asarray(self.ds["pmf"]["nominal"].values, dtype=bool)
-        return self.ds.isel(item=np.flatnonzero(keep))
+        keep = [v for v in self.ds[ELICITATION_DIM].values if str(v) not in self.unanswered_levels]
+        return self.ds.sel({ELICITATION_DIM: keep})
+
+    @cached_property
+    def unanswered_levels(self) -> dict[str, tuple[int, int]]:
+        """The elicitation levels left out of :attr:`ordered` (:func:`unanswered_levels`)."""
+        return unanswered_levels(self.ds, self.source)
 
     @property
     def pmf(self) -> xr.DataArray:

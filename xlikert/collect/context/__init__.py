@@ -12,7 +12,10 @@ read in a prefix tree of histories, one forward pass per history, each reusing i
 parent's cached prompt (:mod:`.sequential`); exact where every history is read,
 certified (``|returned - exact| <= tol``) where the tree is pruned
 (:mod:`xlikert.kernels.history_tree`).
-The pairwise joints of the items within the conversation come with it.
+The pairwise joints of the items within the conversation come with it. Items with
+their own options (a questionnaire as fielded: own scales, "Don't know", nominal items)
+are read each over its own answers, and the tree branches on them
+(:attr:`Battery.answers`).
 
 * :class:`Battery`, :func:`administer`, :class:`SequentialResult` -- asking and reading;
 * :class:`HistoryTree`, :func:`item_marginals`, :func:`pairwise_joints`,

@@ -159,6 +159,8 @@ def score_battery(
     max_passes: int,
     n_items: int,
     item_index: Sequence[int],
+    answers: Sequence[tuple[str, ...] | None] | None = None,
+    options: Sequence[str] = (),
 ) -> UnitResult:
     """Read one conversation (:func:`~.sequential.administer`) into a unit record.
 
@@ -174,20 +176,28 @@ def score_battery(
     replies, scale
         The answer label of each score, and the scores.
     sizes
-        The run's per-cell sizes (``score``, ``rank``, ``temperature``, ``top_p``).
+        The run's per-cell sizes (``score``, ``option``, ``rank``, ``temperature``, ``top_p``).
     tol, max_passes
         As :func:`~.sequential.administer` takes them.
     n_items
         The items of the file (``other_item``).
     item_index
         The index on the file's ``item`` dim of each cell of the battery.
+    answers
+        Each cell's own answer labels (:func:`~xlikert.collect.layout.cell_labels`: one per
+        score, then one per option of ``options``; None: the digits, no option), or None
+        (every item answers on ``replies``). Where the items' labels differ or some item
+        offers an option, each item is read over its own answers
+        (:attr:`~.sequential.Battery.answers`).
+    options
+        The run's non-substantive options (the file's ``option`` axis).
 
     Returns
     -------
     UnitResult
         The cells in the order asked: the mixture PMFs (``pmf``, ``valid_mass``,
-        ``decoding_*``), ``prompt_text`` the conversation of the most probable
-        history read, and :data:`~xlikert.core.schema.CONTEXT_VARIABLES`.
+        ``nonsubstantive_mass``, ``decoding_*``), ``prompt_text`` the conversation of the
+        most probable history read, and :data:`~xlikert.core.schema.CONTEXT_VARIABLES`.
     """
     systems = {s for s, _ in prompts}
     if len(systems) > 1:
@@ -195,51 +205,75 @@ def score_battery(
             "sequential administration sends one system prompt per conversation; the items "
             f"{list(items)} of one condition have {len(systems)} different ones"
         )
-    battery = Battery(prompts[0][0], tuple(u for _, u in prompts), tuple(replies),
-                      tuple(items), tuple(scale))  # fmt: skip
+    own = _own_answers(answers, scale, options)
+    battery = Battery(
+        prompts[0][0], tuple(u for _, u in prompts),
+        tuple(str(y) for y in scale) if own else tuple(replies), tuple(items), tuple(scale),
+        tuple(options) if own else (), own,
+    )  # fmt: skip
     res = administer(model, battery, tol=tol, max_passes=max_passes, session=None)
-    tree, K, S = res.tree, len(items), len(replies)
+    tree, K, S, n_opt = res.tree, len(items), len(battery.scores), len(battery.options)
     marg, joints = item_marginals(tree), pairwise_joints(tree)
     prob = _probability(tree)
     by_item = [np.flatnonzero(tree.read & (tree.item == j)) for j in range(K)]
     H = max(len(n) for n in by_item)  # the first item's one history is always read
     r = UnitResult.empty(K, sizes)
-    table = variable_table(context=True)
-    full = {**sizes, "history": H, "other_item": n_items, "other_score": S}
+    table = variable_table(context=True, nonsubstantive=sizes.get("option", 0) > 0)
+    full = {**sizes, "history": H, "other_item": n_items, "other_score": len(scale)}
     for k in ("context_joint", "context_joint_error", "history_answers", "history_probability",
-              "history_pmf", "history_valid_mass"):  # fmt: skip
-        r.data[k] = table[k].full((K, *(full[d] for d in table[k].dims)))
+              "history_pmf", "history_valid_mass", "history_nonsubstantive_mass"):  # fmt: skip
+        if k in table:
+            r.data[k] = table[k].full((K, *(full[d] for d in table[k].dims)))
     r.data["pmf"] = marg["pmf"]
     r.data["valid_mass"] = marg["valid_mass"]
+    if n_opt:
+        r.data["nonsubstantive_mass"] = marg["nonsubstantive_mass"]
     r.data["context_error"] = np.maximum(marg["error"], marg["valid_mass_error"])
     r.data["context_unexplored"] = marg["unexplored"]
     r.data["context_position"] = np.arange(K, dtype=np.int64)
     r.data["context_passes"] = np.full(K, res.passes, dtype=np.int64)
     r.data["context_tol_met"] = np.full(K, int(res.tol_met), dtype=np.int64)
     where = np.asarray(item_index, dtype=np.int64)
-    r.data["context_joint"][:, where] = joints["joint"]
+    # the substantive answers' cells (with options, the rest of the mass is on them)
+    r.data["context_joint"][:, where] = joints["joint"][..., :S, :S]
     r.data["context_joint_error"][:, where] = joints["error"]
     _decoding(r, tree, res.decoding_grid, sizes)
     paths = tree.paths
+    said = [str(y) for y in scale] + list(battery.options)
     for j, nodes in enumerate(by_item):
         n = len(nodes)
         if n == 0:  # every history of this item pruned: its mass is in context_unexplored
             continue
         r.data["history_pmf"][j, :n] = tree.pmf[nodes]
         r.data["history_valid_mass"][j, :n] = tree.valid_mass[nodes]
+        if tree.nonsubstantive_mass is not None:
+            r.data["history_nonsubstantive_mass"][j, :n] = tree.nonsubstantive_mass[nodes]
         r.data["history_probability"][j, :n] = prob[nodes]
-        r.data["history_answers"][j, :n] = [
-            ",".join(str(scale[a]) for a in paths[m, :j]) for m in nodes
-        ]
+        r.data["history_answers"][j, :n] = [",".join(said[a] for a in paths[m, :j]) for m in nodes]
         best = nodes[int(np.argmax(prob[nodes]))]
         r.data["prompt_text"][j] = res.conversation(model, [int(a) for a in paths[best, :j]])
     return r
 
 
-def _probability(tree) -> np.ndarray:
-    from ...kernels.history_tree import history_probability
+def _own_answers(
+    answers: Sequence[tuple[str, ...] | None] | None, scale: Sequence[int], options: Sequence[str]
+) -> tuple[tuple[str, ...], ...]:
+    """Each item's own answer labels, or ``()`` where they all answer on one set of labels
+    without options (the battery's ``replies``)."""
+    if answers is None:
+        return ()
+    plain = (*(str(y) for y in scale), *([""] * len(options)))
+    rows = tuple(plain if row is None else tuple(str(x) for x in row) for row in answers)
+    if len(set(rows)) == 1 and not any(rows[0][len(scale) :]):
+        return ()
+    return rows
 
-    return history_probability(tree.parent, tree.answer, tree.item, tree.pmf)
+
+def _probability(tree) -> np.ndarray:
+    from ...kernels.history_tree import answer_pmf, history_probability
+
+    q = answer_pmf(tree.pmf, tree.valid_mass, tree.nonsubstantive_mass)
+    return history_probability(tree.parent, tree.answer, tree.item, q)
 
 
 def _decoding(r: UnitResult, tree, grid, sizes: Mapping[str, int]) -> None:
@@ -247,10 +281,12 @@ def _decoding(r: UnitResult, tree, grid, sizes: Mapping[str, int]) -> None:
     temps, _ = grid
     if tree.decoding_pmf is None or not temps or sizes.get("temperature", 0) == 0:
         return
+    ns = tree.decoding_nonsubstantive_mass
     dec = item_marginals(
         tree,
         np.moveaxis(tree.decoding_pmf, 0, 2),  # (T, P, N, S)
         np.moveaxis(tree.decoding_valid_mass, 0, 2),
+        None if ns is None else np.moveaxis(ns, 0, 2),  # (T, P, N, O)
     )
     r.data["decoding_pmf"] = np.moveaxis(dec["pmf"], 2, 0)  # (K, T, P, S)
     r.data["decoding_valid_mass"] = np.moveaxis(dec["valid_mass"], 2, 0)

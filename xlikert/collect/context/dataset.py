@@ -9,6 +9,7 @@ in ``attrs``. :func:`xlikert.kernels.history_tree.history_tree` reads the tree b
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from ...core.errors import CollectionError
 from ...kernels.history_tree import (
     CERTIFIED_BOUND_RULE,
     HISTORY_RULE,
+    TREE_OPTION_VARIABLE,
     TREE_VARIABLES,
     item_marginals,
     pairwise_joints,
@@ -39,9 +41,13 @@ def battery_from_prompts(
         One condition: ``user`` with the single dim ``item``, ``system`` the same for
         every item (a conversation has one system prompt).
     replies : sequence of str, optional
-        The reply of each score (the answer labels); default the scale's digits.
+        The reply of each score (the answer labels); default the prompts' own
+        (``answer_label``, ``option_label``: a questionnaire's items with their own
+        answers and non-substantive options, :attr:`Battery.answers`), else the scale's
+        digits.
     scores : sequence of int, optional
-        The scale; default ``scale_min .. scale_max`` of ``prompts.attrs``.
+        The scale; default the prompts' ``score`` axis of ``answer_label``, else
+        ``scale_min .. scale_max`` of ``prompts.attrs``.
 
     Raises
     ------
@@ -53,7 +59,7 @@ def battery_from_prompts(
     >>> ds = xr.Dataset({"user": ("item", ["Tea?", "Coffee?"]), "system": "Rate 1-3."},
     ...                 coords={"item": ["a", "b"]}, attrs={"scale_min": 1, "scale_max": 3})
     >>> battery_from_prompts(ds)
-    Battery(system='Rate 1-3.', questions=('Tea?', 'Coffee?'), replies=('1', '2', '3'), items=('a', 'b'), scores=(1, 2, 3))
+    Battery(system='Rate 1-3.', questions=('Tea?', 'Coffee?'), replies=('1', '2', '3'), items=('a', 'b'), scores=(1, 2, 3), options=(), answers=())
     """
     user = prompts["user"]
     if user.dims != ("item",):
@@ -69,6 +75,8 @@ def battery_from_prompts(
             "sequential administration sends one system prompt per conversation; items "
             f"{ids[0]!r} and {ids[other]!r} have different ones"
         )
+    if replies is None and "answer_label" in prompts:
+        return _own_battery(prompts, texts[0], ids, scores)
     if scores is None:
         scores = range(int(prompts.attrs["scale_min"]), int(prompts.attrs["scale_max"]) + 1)
     scores = [int(y) for y in scores]
@@ -81,6 +89,36 @@ def battery_from_prompts(
     )
 
 
+def _own_battery(
+    prompts: xr.Dataset, system: str, ids: list[str], scores: Sequence[int] | None
+) -> Battery:
+    """The battery of prompts that carry their answer labels (own answers, options)."""
+    lab = prompts["answer_label"]
+    opt = prompts.get("option_label")
+    for var, last in ((lab, "score"), (opt, "option")):
+        if var is not None and not set(var.dims) <= {"item", last}:
+            raise CollectionError(
+                f"a battery is one condition: prompts {var.name!r} on the dims ('item', "
+                f"{last!r}), got {var.dims}"
+            )
+    axis = [int(y) for y in lab["score"].values]
+    if scores is not None and [int(y) for y in scores] != axis:
+        raise CollectionError(f"scores {list(scores)} are not the prompts' score axis {axis}")
+    user = prompts["user"]
+    rows = np.asarray(lab.astype(str).broadcast_like(user).transpose("item", "score").values)
+    options: tuple[str, ...] = ()
+    if opt is not None:
+        options = tuple(str(o) for o in opt["option"].values)
+        extra = opt.astype(str).broadcast_like(user).transpose("item", "option").values
+        rows = np.concatenate([rows, np.asarray(extra)], axis=1)
+    answers = tuple(tuple(str(x) for x in row) for row in rows)
+    questions = tuple(str(u) for u in user.values)
+    if len(set(answers)) == 1 and not any(answers[0][len(axis) :]):
+        return Battery(system, questions, answers[0][: len(axis)], tuple(ids), tuple(axis))
+    return Battery(system, questions, tuple(str(y) for y in axis), tuple(ids), tuple(axis),
+                   options, answers)  # fmt: skip
+
+
 def sequential_dataset(
     result: SequentialResult, item_coords: Mapping[str, Sequence[Any]] | None = None
 ) -> xr.Dataset:
@@ -91,8 +129,12 @@ def sequential_dataset(
     certified ``error (item)`` and ``unexplored (item)`` (the history mass not read,
     ``U_j``); ``joint (item, other_item, score, other_score)`` with ``joint_error``;
     with a decoding grid, ``decoding_pmf`` and ``decoding_valid_mass``; and the tree:
-    ``history_parent``, ``history_item``, ``history_answer`` (score index, -1 at the
-    root), ``history_read``, ``history_pmf (history, score)``, ``history_valid_mass``.
+    ``history_parent``, ``history_item``, ``history_answer`` (answer index: a score's,
+    or the number of scores + an option's; -1 at the root), ``history_read``,
+    ``history_pmf (history, score)``, ``history_valid_mass``. Where items offer
+    non-substantive options (dim ``option``): ``nonsubstantive_mass (item, option)`` with
+    its bounds and ``history_nonsubstantive_mass (history, option)``; the joint holds the
+    cells of the substantive answers.
     ``item_coords`` (e.g. ``reverse_keyed``, ``subscale``) are set on ``item``.
 
     Examples
@@ -102,6 +144,7 @@ def sequential_dataset(
     """
     b, tree = result.battery, result.tree
     m, j = item_marginals(tree), pairwise_joints(tree)
+    S = len(b.scores)
     items = list(b.items)
     coords = {
         "item": items,
@@ -120,19 +163,26 @@ def sequential_dataset(
         "valid_mass_upper": (ITEM, m["valid_mass_upper"]),
         "error": (ITEM, np.maximum(m["error"], m["valid_mass_error"])),
         "unexplored": (ITEM, m["unexplored"]),
-        "joint": (("item", "other_item", "score", "other_score"), j["joint"]),
+        "joint": (("item", "other_item", "score", "other_score"), j["joint"][..., :S, :S]),
         "joint_error": (("item", "other_item"), j["error"]),
     }
     for var, attr in TREE_VARIABLES.items():
         val = getattr(tree, attr)
         data[var] = (("history", "score") if val.ndim == 2 else ("history",), val)
+    if tree.nonsubstantive_mass is not None:
+        coords["option"] = list(b.options)
+        for k in ("nonsubstantive_mass", "nonsubstantive_mass_lower", "nonsubstantive_mass_upper"):
+            data[k] = (("item", "option"), m[k])
+        data[TREE_OPTION_VARIABLE] = (("history", "option"), tree.nonsubstantive_mass)
     temps, tops = result.decoding_grid
     if tree.decoding_pmf is not None and temps:
         coords.update(temperature=list(temps), top_p=list(tops))
+        ns = tree.decoding_nonsubstantive_mass
         dec = item_marginals(
             tree,
             np.moveaxis(tree.decoding_pmf, 0, 2),  # (T, P, N, S)
             np.moveaxis(tree.decoding_valid_mass, 0, 2),
+            None if ns is None else np.moveaxis(ns, 0, 2),  # (T, P, N, O)
         )
         dims = ("temperature", "top_p", "item")
         data["decoding_pmf"] = ((*dims, "score"), dec["pmf"])
@@ -149,6 +199,11 @@ def sequential_dataset(
         "administration": "sequential",
         "system": b.system,
         "replies": list(b.replies),
+        **(
+            {"item_answers": json.dumps(dict(zip(b.items, b.answers, strict=True)))}
+            if b.answers
+            else {}
+        ),
         "conversation_rule": CONVERSATION_RULE,
         "history_rule": HISTORY_RULE,
         "certified_bound_rule": CERTIFIED_BOUND_RULE,

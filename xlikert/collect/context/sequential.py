@@ -11,6 +11,12 @@ one stops when the certified error of every item's PMF is at most ``tol``
 ``max_passes`` forward passes are spent: then it says so (a ``RuntimeWarning``)
 and keeps the bound it reached, never a smaller one.
 
+A questionnaire as fielded is a battery whose items have their own answers
+(:attr:`Battery.answers`: their own points, non-substantive options, nominal items):
+each item is read over its own answers, the tree branches on each of them, options
+included, and an earlier answer is written with its own label
+(:func:`~xlikert.kernels.history_tree.answer_pmf`).
+
 Examples
 --------
 >>> battery = Battery("Rate 1-7.", ("I like tea.", "I like coffee."), ("1", "2", "3"))
@@ -31,7 +37,13 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import CollectionError
-from ...kernels.history_tree import HistoryTree, certified_fill, item_marginals, pairwise_joints
+from ...kernels.history_tree import (
+    HistoryTree,
+    answer_pmf,
+    certified_fill,
+    item_marginals,
+    pairwise_joints,
+)
 from ..protocol import Model, conversation_model
 
 __all__ = [
@@ -49,7 +61,11 @@ CONVERSATION_RULE = (
     "user turn and the model's answer as its reply (the answer label of that score, rendered "
     "by the chat template as an assistant message with its end of turn; in the plain format "
     "'Answer: <label>'); the item asked as the last user turn with the generation prompt; the "
-    "answer read exactly after it, from its token ids, as in isolation"
+    "answer read exactly after it, from its token ids, as in isolation. An item with its own "
+    "options is read over its own answers (its points and the non-substantive options it "
+    "offers, each with its own answer label, as in isolation), and its earlier answer is "
+    "written with that answer's own label (a point's, or an option's such as 'Don't know' "
+    "or its code)"
 )
 
 #: How the tree is read; stored with every sequential result.
@@ -82,6 +98,16 @@ class Battery:
         The items' ids (default ``"1", "2", ...``).
     scores : tuple of int, optional
         The scale values of the replies (default ``1, 2, ...``).
+    options : tuple of str, optional
+        The non-substantive options any item offers (the results' ``option`` axis:
+        ``"Don't know"``, ``"Refused"``).
+    answers : tuple of tuple of str, optional
+        Each item's own answer labels (a questionnaire as fielded): one per score, then
+        one per option, ``""`` off the item's support and for an option it does not
+        offer (the layout of :attr:`~xlikert.collect.options.CollectOptions.answer_labels`).
+        Each item is then read over its own answers, the history tree branches on them
+        and an earlier answer is written with its own label. Empty: every item answers
+        on ``replies``.
 
     Examples
     --------
@@ -90,6 +116,14 @@ class Battery:
     (('1', '2'), (1, 2, 3))
     >>> b.turns([2])
     [('Tea?', '3')]
+
+    A 1..3 item with a "Don't know" (code 8) and an item on 0..2 (the scores' union 0..3):
+
+    >>> q = Battery("Rate.", ("Tea?", "Coffee?"), ("0", "1", "2", "3"), scores=(0, 1, 2, 3),
+    ...             options=("Don't know",),
+    ...             answers=(("", "1", "2", "3", "8"), ("0", "1", "2", "", "")))
+    >>> q.turns([4]), q.offered(1)
+    ([('Tea?', '8')], (0, 1, 2))
     """
 
     system: str
@@ -97,6 +131,8 @@ class Battery:
     replies: tuple[str, ...]
     items: tuple[str, ...] = ()
     scores: tuple[int, ...] = ()
+    options: tuple[str, ...] = ()
+    answers: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "questions", tuple(str(q) for q in self.questions))
@@ -118,10 +154,50 @@ class Battery:
             raise CollectionError(
                 f"a battery of {len(self.replies)} replies has {len(self.scores)} scores"
             )
+        object.__setattr__(self, "options", tuple(str(o) for o in self.options))
+        answers = tuple(tuple(str(x) for x in row) for row in self.answers)
+        object.__setattr__(self, "answers", answers)
+        if not answers:
+            if self.options:
+                raise CollectionError(
+                    f"a battery with non-substantive options {list(self.options)} needs each "
+                    "item's own answers (answers=...): which item offers which, with its label"
+                )
+            return
+        S, A = len(self.scores), len(self.scores) + len(self.options)
+        if len(answers) != len(self.questions):
+            raise CollectionError(
+                f"a battery of {len(self.questions)} questions has answers for {len(answers)}"
+            )
+        for item, row in zip(self.items, answers, strict=True):
+            if len(row) != A:
+                raise CollectionError(
+                    f"item {item!r}: {len(row)} answer labels; the battery has {S} scores "
+                    f"and {len(self.options)} options ({A} labels, '' where not offered)"
+                )
+            if sum(1 for x in row[:S] if x) < 2:
+                raise CollectionError(
+                    f"item {item!r}: answer labels {list(row)} label fewer than two points"
+                )
+
+    def reply(self, item: int, answer: int) -> str:
+        """The reply written for answer index ``answer`` (a score, then an option) of the
+        item at position ``item``."""
+        return self.answers[item][answer] if self.answers else self.replies[answer]
+
+    def offered(self, item: int) -> tuple[int, ...]:
+        """The answer indices the item at position ``item`` offers (its points, its options)."""
+        if not self.answers:
+            return tuple(range(len(self.replies)))
+        return tuple(a for a, x in enumerate(self.answers[item]) if x)
+
+    def labels(self, item: int) -> tuple[str, ...] | None:
+        """The answer labels the item at position ``item`` is read with (None: the model's)."""
+        return self.answers[item] if self.answers else None
 
     def turns(self, path: Sequence[int]) -> list[tuple[str, str]]:
         """The earlier turns of a history: ``(question, reply)`` for each answer."""
-        return [(self.questions[i], self.replies[a]) for i, a in enumerate(path)]
+        return [(self.questions[i], self.reply(i, a)) for i, a in enumerate(path)]
 
 
 @dataclass
@@ -178,15 +254,20 @@ class SequentialResult:
 class _Growing:
     """The tree while it is read: nodes appended, the errors of the raw PMFs kept up to date."""
 
-    def __init__(self, n_items: int, n_scores: int):
-        self.K, self.S = n_items, n_scores
+    #: The readout every node keeps (the others, e.g. ``script_mass``, are not mixed).
+    KEYS = ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "nonsubstantive_mass",
+            "decoding_nonsubstantive_mass")  # fmt: skip
+
+    def __init__(self, n_items: int, n_scores: int, n_options: int = 0):
+        self.K, self.S, self.n_opt = n_items, n_scores, n_options
         self.parent: list[int] = []
         self.item: list[int] = []
         self.answer: list[int] = []
         self.prob: list[float] = []
         self.out: dict[int, dict[str, np.ndarray]] = {}
         self.known = np.zeros((n_items, n_scores))  # the PMFs of the histories read
-        self.known_v = np.zeros((n_items, 2))  # their valid and failed mass
+        # their valid mass, each option's mass and the failed mass
+        self.known_v = np.zeros((n_items, 2 + n_options))
 
     def add(self, parent: int, item: int, answer: int, prob: float) -> int:
         self.parent.append(parent)
@@ -207,7 +288,9 @@ class _Growing:
         self.out[n] = row
         j, p = self.item[n], self.prob[n]
         self.known[j] += p * row["pmf"]
-        self.known_v[j] += p * np.array([row["valid_mass"], 1.0 - row["valid_mass"]])
+        vm = float(row["valid_mass"])
+        options = np.nan_to_num(row["nonsubstantive_mass"], nan=0.0) if self.n_opt else np.zeros(0)
+        self.known_v[j] += p * np.array([vm, *options, 1.0 - vm - options.sum()])
 
     def errors(self) -> np.ndarray:
         """The certified error of every item's PMF and valid mass now."""
@@ -231,7 +314,8 @@ class _Growing:
             self.K, self.S, np.asarray(self.parent, dtype=np.int64),
             np.asarray(self.item, dtype=np.int64), np.asarray(self.answer, dtype=np.int64),
             read, arrays["pmf"], arrays["valid_mass"], arrays.get("decoding_pmf"),
-            arrays.get("decoding_valid_mass"),
+            arrays.get("decoding_valid_mass"), arrays.get("nonsubstantive_mass"),
+            arrays.get("decoding_nonsubstantive_mass"),
         )  # fmt: skip
 
 
@@ -253,7 +337,10 @@ def administer(
         (:class:`~xlikert.collect.protocol.ConversationModel`: the transformers or
         the in-process vLLM backend).
     battery
-        The items, in the order asked, and the replies.
+        The items, in the order asked, and the replies; with its items' own answers
+        (:attr:`Battery.answers`), each item is read over its own answers (the model
+        relabelled to them, :meth:`~xlikert.collect.protocol.Model.relabel`, and set
+        back after) and the tree branches on them, options included.
     tol : float, keyword-only
         The certified error asked of every item's PMF and valid mass:
         ``|returned - exact| <= tol`` per score (:data:`~xlikert.kernels.history_tree.CERTIFIED_BOUND_RULE`);
@@ -276,7 +363,9 @@ def administer(
     ------
     CollectionError
         A backend that cannot read conversations exactly; a history after which
-        the model gives no valid answer at all (no history can continue from it).
+        the model gives no valid answer at all (no history can continue from it), or
+        only non-substantive ones (the item's PMF over its points is undefined there);
+        a battery with its own answers on other scores or options than the model's.
     XlikertError
         ``tol`` negative or not a number, ``max_passes`` or ``batch`` below 1.
 
@@ -287,11 +376,13 @@ def administer(
     """
     tol, max_passes, batch = _check_args(tol, max_passes, batch)
     conv = conversation_model(model)
-    K, S = len(battery.questions), len(battery.replies)
-    grow = _Growing(K, S)
+    _check_answers(model, battery)
+    K, S, n_opt = len(battery.questions), len(battery.scores), len(battery.options)
+    grow = _Growing(K, S, n_opt)
     heap = [(-1.0, grow.add(-1, 0, -1, 1.0))]
     passes, t0 = 0, time.perf_counter()
     reader = conv.context_reader(session or "\0".join((battery.system, *battery.questions)))
+    before = model.options.answer_labels
     try:
         while heap and passes < max_passes and grow.errors().max() > tol:
             take = [
@@ -302,21 +393,23 @@ def administer(
                 conv.conversation(battery.system, battery.turns(p), battery.questions[len(p)])[1]
                 for p in paths
             ]
-            out = reader.read(ids, keep=[len(p) < K - 1 for p in paths])
+            rows = _read(model, reader, battery, paths, ids)
             passes += len(take)
-            for b, (n, p) in enumerate(zip(take, paths, strict=True)):
-                row = {k: np.asarray(v[b], dtype=np.float64) for k, v in out.items()}
-                _check_row(row, battery, p, S)
+            for n, p, row in zip(take, paths, rows, strict=True):
+                _check_row(row, battery, p, S, n_opt)
                 grow.read(n, row)
                 if len(p) == K - 1:
                     continue
-                for a in range(S):
-                    q = grow.prob[n] * float(row["pmf"][a])
-                    if q > 0:
-                        heapq.heappush(heap, (-q, grow.add(n, len(p) + 1, a, q)))
+                q = answer_pmf(row["pmf"], row["valid_mass"], row.get("nonsubstantive_mass"))
+                for a in range(q.size):
+                    w = grow.prob[n] * float(q[a])
+                    if w > 0:
+                        heapq.heappush(heap, (-w, grow.add(n, len(p) + 1, a, w)))
         info = {k: getattr(reader, k) for k in ("tokens_run",) if hasattr(reader, k)}
     finally:
         reader.close()
+        if battery.answers and model.options.answer_labels != before:
+            model.relabel(before)
     error = grow.errors()
     met = bool(error.max() <= tol)
     if not met:
@@ -350,7 +443,55 @@ def _check_args(tol: Any, max_passes: Any, batch: Any) -> tuple[float, int, int]
     return tol, int(max_passes), int(batch)
 
 
-def _check_row(row: dict[str, np.ndarray], battery: Battery, path: list[int], S: int) -> None:
+def _check_answers(model: Model, battery: Battery) -> None:
+    """A battery with its items' own answers is read on the model's scale and options."""
+    if not battery.answers:
+        return
+    opts = model.options
+    scale = tuple(int(y) for y in opts.scale or ())
+    if scale != battery.scores or tuple(opts.nonsubstantive) != battery.options:
+        raise CollectionError(
+            f"model {getattr(model, 'name', model)!r} reads the scores {list(scale)} and "
+            f"the options {list(opts.nonsubstantive)}; the battery's items answer on the "
+            f"scores {list(battery.scores)} and the options {list(battery.options)}: open the "
+            "model with CollectOptions(scale=..., nonsubstantive=...) of the battery"
+        )
+
+
+def _read(
+    model: Model, reader: Any, battery: Battery, paths: list[list[int]], ids: list[list[int]]
+) -> list[dict[str, np.ndarray]]:
+    """The readout after each history, one row each: the histories of the items that share
+    answer labels read together, the model relabelled to them (a battery with its own
+    answers), every row with the same keys (:attr:`_Growing.KEYS`)."""
+    K = len(battery.questions)
+    groups: dict[tuple[str, ...] | None, list[int]] = {}
+    for b, p in enumerate(paths):
+        groups.setdefault(battery.labels(len(p)), []).append(b)
+    rows: list[dict[str, np.ndarray]] = [{} for _ in paths]
+    n_opt = len(battery.options)
+    for labels, members in groups.items():
+        if labels is not None:
+            model.relabel(labels)
+        out = reader.read([ids[b] for b in members], keep=[len(paths[b]) < K - 1 for b in members])
+        for r, b in enumerate(members):
+            row = {k: np.asarray(v[r], dtype=np.float64) for k, v in out.items()
+                   if k in _Growing.KEYS}  # fmt: skip
+            if n_opt:  # NaN: the item offers none of the options
+                row.setdefault("nonsubstantive_mass", np.full(n_opt, np.nan))
+                if "decoding_pmf" in row:
+                    row.setdefault("decoding_nonsubstantive_mass",
+                                   np.full((*row["decoding_valid_mass"].shape, n_opt), np.nan))  # fmt: skip
+            else:
+                row.pop("nonsubstantive_mass", None)
+                row.pop("decoding_nonsubstantive_mass", None)
+            rows[b] = row
+    return rows
+
+
+def _check_row(
+    row: dict[str, np.ndarray], battery: Battery, path: list[int], S: int, n_opt: int = 0
+) -> None:
     """A history read must give a PMF over the battery's scores (no valid answer: no history
     can continue from it, and the conversation's PMFs are undefined)."""
     pmf = row["pmf"]
@@ -358,8 +499,20 @@ def _check_row(row: dict[str, np.ndarray], battery: Battery, path: list[int], S:
         raise CollectionError(
             f"the backend read {pmf.shape[-1]} scores; the battery has {S} replies"
         )
+    if n_opt and row["nonsubstantive_mass"].shape != (n_opt,):
+        raise CollectionError(
+            f"the backend read {row['nonsubstantive_mass'].shape[-1]} non-substantive options; "
+            f"the battery has {n_opt}"
+        )
     if not np.isfinite(pmf).all():
-        said = ", ".join(f"{battery.items[i]}: {battery.replies[a]!r}" for i, a in enumerate(path))
+        said = ", ".join(f"{battery.items[i]}: {battery.reply(i, a)!r}" for i, a in enumerate(path))
+        if n_opt and np.nansum(row["nonsubstantive_mass"]) > 0:
+            raise CollectionError(
+                f"item {battery.items[len(path)]!r} after the answers ({said or 'none'}): the "
+                "model gives only non-substantive answers (substantive mass 0), so the item's "
+                "PMF over its points is undefined after this history; sequential "
+                "administration mixes each item's PMF over its histories"
+            )
         raise CollectionError(
             f"item {battery.items[len(path)]!r} after the answers ({said or 'none'}): the model "
             "gives no valid answer at all (valid mass 0), so no history continues from here; "

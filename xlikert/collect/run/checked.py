@@ -12,13 +12,11 @@ changes none of it.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import xarray as xr
 
 from ...core.dims import MODEL_DIM, check_factor_name
@@ -107,7 +105,6 @@ def check_run(
     context = Conversations.of(prompts, user)
     if context is not None:
         _check_sequential_backends(entries)
-        _check_sequential_items(prompts, context)
     elicitations = Elicitations.of(user)
     if elicitations is not None:
         check_elicitation_backends(entries, elicitations, run_options)
@@ -285,38 +282,6 @@ def _check_sequential_backends(models: Sequence[dict[str, Any]]) -> None:
                 "conversation itself and lists top-k log-probabilities only). Use the "
                 "transformers or the in-process vLLM backend, or administration = 'isolated'"
             )
-
-
-def _check_sequential_items(prompts: xr.Dataset, context: Conversations) -> None:
-    """Sequential administration reads the items of a conversation on one answer scale.
-
-    Raises
-    ------
-    CollectionError
-        Under sequential administration, items with answer labels of their own or with
-        non-substantive options (a questionnaire as fielded), named, before anything
-        loads: the conversation's tree branches on one set of answers for every item.
-    """
-    items = [str(i) for i in np.asarray(prompts["item"].values)]
-    own: dict[str, str] = {}
-    if "answer_label" in prompts:  # the answers most items share are the instrument's
-        lab = prompts["answer_label"]
-        rows = [tuple(np.asarray(lab.isel(item=n).values).ravel()) for n in range(len(items))]
-        common = Counter(rows).most_common(1)[0][0]
-        own = {item: "its own answers" for item, row in zip(items, rows, strict=True)
-               if row != common}  # fmt: skip
-    if "option_label" in prompts:
-        for n, item in enumerate(items):
-            if bool((prompts["option_label"].isel(item=n) != "").any()):
-                own[item] = ", ".join(filter(None, [own.get(item), "non-substantive options"]))
-    if own and context.batteries:
-        named = "; ".join(f"{item!r} ({why})" for item, why in own.items())
-        raise CollectionError(
-            "sequential administration reads every item of a conversation on one scale of "
-            "answers (the history tree branches on them), without non-substantive options; "
-            f"these items differ: {named}. Administer them isolated, or sequentially as "
-            "items on the instrument's one scale"
-        )
 
 
 def _check_reuse(paths: Sequence[str | os.PathLike], out_path: Path | None) -> list[Path]:

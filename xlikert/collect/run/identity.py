@@ -164,7 +164,9 @@ class RunKeys:
         ``cell -> its conversation's cells in the order asked`` (None: isolated); a
         sequentially administered cell's key hashes what its conversation sent
         (every item's token ids, in order), its position and the reading's
-        ``tol`` and ``max_passes`` (:data:`SEQUENTIAL_KEY`).
+        ``tol`` and ``max_passes`` (:data:`SEQUENTIAL_KEY`), and, where its items have
+        answers of their own, every item's answer labels (they are written into the
+        conversation as its earlier answers).
     level
         ``cell -> its elicitation level`` (None: every cell ``first_token``); a cell of
         another level hashes its level and the settings it reads with its prompt's ids
@@ -223,6 +225,9 @@ class RunKeys:
                 items = [_plain(x) for x in inputs.sent(self.prompts(battery))]
                 sent[n] = {SEQUENTIAL_KEY: {"items": items, "position": list(battery).index(j),
                            "tol": self.options.tol, "max_passes": self.options.max_passes}}  # fmt: skip
+                answers = [list(self.labels(b)) for b in battery]
+                if any(a != answers[0] for a in answers):  # items with their own answers
+                    sent[n][SEQUENTIAL_KEY]["answers"] = answers
             elif self.level is not None and self.level(j) != "first_token":
                 from ..elicitation import elicitation_sent
 

@@ -348,6 +348,8 @@ class Session:
             model, plan.prompts(cells), [str(items[k]) for k in where],
             plan.key_labels(cells[0]), options.scale, options.sizes,
             tol=options.tol, max_passes=options.max_passes, n_items=len(items), item_index=where,
+            answers=[plan.labels[c] for c in cells] if plan.labels else None,
+            options=options.nonsubstantive,
         )  # fmt: skip
 
     def _check_mode(self, mi: int, spec: dict[str, Any], model: Model) -> None:

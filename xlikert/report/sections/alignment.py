@@ -101,11 +101,17 @@ def _human_section(
     s = section("Alignment with human respondents")
     s.text(
         f"Human data: {how}. "
-        + (f"The results' factors {md(other)} are mixed uniformly. " if other else "")
         + (
-            f"Personas {md(groups)} of the model are mixed with the respondents' counts "
-            "(silicon population) to compare with the pooled respondents and each attribute's "
-            "subgroups. "
+            f"The results' factors {', '.join(md_code(str(g)) for g in other)} are mixed uniformly. "
+            if other
+            else ""
+        )
+        + (
+            f"The respondents are grouped by {', '.join(md_code(str(g)) for g in groups)}, "
+            "factors of the results too: each "
+            "group is compared with the model's cells at its level, and for the pooled "
+            "respondents the model's levels are mixed with the groups' counts (silicon "
+            "population). "
             if set(groups) & set(pmf.dims)
             else ""
         )

@@ -34,8 +34,10 @@ def _nonsubstantive_table(ds: xr.Dataset, by: Hashable) -> pd.DataFrame:
 def constraint_section(inputs: ReportInputs) -> Section:
     """Failure rate per condition and item (figure, summary by ``by``) and each model's rule."""
     s = Section("Constraint: failure rate")
-    if "valid_mass" in inputs.ds:
-        fr = failure_rate(inputs.ds)
+    ds = inputs.answered  # an elicitation level with replies that write no answer: left out
+    left = bool(inputs.unanswered_levels)
+    if "valid_mass" in ds:
+        fr = failure_rate(ds)
         s.figure(
             lambda: plot.failure_rate(fr, by=inputs.by),
             inputs.out,
@@ -50,13 +52,15 @@ def constraint_section(inputs: ReportInputs) -> Section:
             f"Failure rate by {inputs.by}: mean, SD and max over conditions and items.",
             digits=4,
         )
-        if "nonsubstantive_mass" in inputs.ds:
+        if "nonsubstantive_mass" in ds:
             _nonsubstantive_parts(s, inputs)
-        if "reply_answered" in inputs.ds:
+        if "reply_answered" in ds or "no_answer_mass" in ds:
             s.text(
-                "The failure rate is the first token's: what the model would write is in the "
-                "section Elicitation (its greedy replies without an answer, the own-words "
-                '"no answer" mass).'
+                "The failure rate is the probability outside the valid answers at the token "
+                "where each cell's answer is read. What the model would write is in the "
+                "section **Elicitation**: its greedy replies without an answer, and the "
+                'probability that a sampled reply writes no answer (the own-words "no '
+                'answer" mass).' + (" That section names the level left out here." if left else "")
             )
     else:
         s.text("The results hold no `valid_mass`: the failure rate cannot be reported.")
@@ -79,14 +83,14 @@ def _nonsubstantive_parts(s: Section, inputs: ReportInputs) -> None:
     """The non-substantive answers ("Don't know", "Refused"): what the failure rate leaves out."""
     s.text(
         "Some items offer non-substantive answers (options "
-        + ", ".join(md(o) for o in inputs.ds["option"].values)
+        + ", ".join(md(o) for o in inputs.answered["option"].values)
         + "). Their exact mass is measured apart: the item PMFs are over the substantive "
         "options, and the failure rate is 1 − substantive − non-substantive mass. The rate is "
         "the option's share among the model's answers (failures left out), as a survey's is "
         "among the respondents who answered."
     )
     s.table(
-        _nonsubstantive_table(inputs.ds, inputs.by),
+        _nonsubstantive_table(inputs.answered, inputs.by),
         inputs.out,
         "nonsubstantive",
         f"Non-substantive answers by {inputs.by}, item and option: mass (mean and max over "

@@ -46,7 +46,11 @@ def _order_factor(ds: xr.Dataset) -> Hashable | None:
 
 
 def _mean(pmf: xr.DataArray) -> xr.DataArray:
-    return (pmf * pmf["score"]).sum("score")
+    """Each item's mean score; NaN for a nominal item (its codes have no order)."""
+    mean = (pmf * pmf["score"]).sum("score")
+    if "nominal" in pmf.coords:
+        mean = mean.where(~pmf["nominal"].astype(bool))
+    return mean
 
 
 def context_section(inputs: ReportInputs) -> Section | None:
@@ -65,7 +69,8 @@ def context_section(inputs: ReportInputs) -> Section | None:
         "item a user turn and the model's answer its reply. Each item's PMF is the exact "
         "mixture over the histories of earlier answers, P(a_j) = Σ_h P(h) p_j(a_j | h); "
         "histories continue through valid answers (every answer renormalised over the valid "
-        "ones, as in isolation), and every history's failure mass is stored with it. "
+        "ones, as in isolation; an item with its own options branches on each of its own "
+        "answers, 'Don't know' included), and every history's failure mass is stored with it. "
         + (
             "Every history of positive probability was read: the sequential PMFs are exact. "
             if float(err.max()) == 0
@@ -153,8 +158,9 @@ def _isolated_vs_sequential(s: Section, inputs: ReportInputs) -> None:
         inputs.out,
         "context_isolated_vs_sequential",
         "Mean score of each item under isolated and sequential administration, their "
-        "difference, the largest difference of one score's probability, and the certified "
-        "error of the sequential PMF.",
+        "difference (empty for a nominal item: its codes have no order), the largest "
+        "difference of one score's probability, and the certified error of the sequential "
+        "PMF.",
         digits=3,
         index=False,
     )
@@ -204,6 +210,20 @@ def _order_effects(s: Section, inputs: ReportInputs) -> None:
     )
 
 
+def _carry_over_items(one: xr.Dataset) -> list[str]:
+    """The items of a conversation whose carry-over table is shown: those that offer no
+    non-substantive option and have ordered options."""
+    items = [str(i) for i in np.asarray(one["item"].values)]
+    drop = set()
+    if "nonsubstantive_mass" in one:
+        ns = one["nonsubstantive_mass"]
+        offered = ns.notnull().any([d for d in ns.dims if d != "item"])
+        drop |= {i for i, o in zip(items, np.asarray(offered.values), strict=True) if o}
+    if "nominal" in one.coords:
+        drop |= {i for i, n in zip(items, np.asarray(one["nominal"].values), strict=True) if n}
+    return [i for i in items if i not in drop]
+
+
 def _carry_over(s: Section, inputs: ReportInputs, seq: xr.DataArray) -> None:
     ds = inputs.ds
     exact = (seq & (ds["context_error"] == 0)).all("item")  # a pruned tree: not shown
@@ -218,20 +238,32 @@ def _carry_over(s: Section, inputs: ReportInputs, seq: xr.DataArray) -> None:
                      strict=True))  # fmt: skip
     one = ds.isel(first)
     scores = [int(y) for y in ds["score"].values]
+    kept = _carry_over_items(one)
+    if len(kept) < 2:
+        s.text("No carry-over table is shown: it needs two items asked one after the other "
+               "that offer no non-substantive option (the stored joint holds only the "
+               "substantive answers' cells) and have ordered options (the later item's mean).")  # fmt: skip
+        return
     rows = []
     for m in one[MODEL_DIM].values if MODEL_DIM in one.dims else [None]:
         here = one.sel(model=m) if m is not None else one
         p = here["context_position"].values
         if (p < 0).any() or (here["context_error"] > 0).any():
             continue
-        table = carry_over(here["context_joint"])
+        table = carry_over(here["context_joint"].sel(item=kept, other_item=kept))
         order = [str(i) for i in np.asarray(here["item"].values)[np.argsort(p)]]
         for a, b in itertools.pairwise(order):
+            if a not in kept or b not in kept:
+                continue
             given = table.sel(item=a, other_item=b)
             means = (given * given["other_score"]).sum("other_score", min_count=1).values
             rows.append({MODEL_DIM: m, "earlier": a, "later": b,
                          **{f"after {y}": v for y, v in zip(scores, means, strict=True)}})  # fmt: skip
     cond = ", ".join(f"{d}={ds[d].values[int(i)]}" for d, i in first.items())
+    if not rows:
+        s.text(f"No carry-over table is shown ({cond}): no two items asked one after the "
+               "other both offer no non-substantive option and have ordered options.")  # fmt: skip
+        return
     s.text(
         "Carry-over: how an answer moves the next item's answer. For each item asked right "
         "after another, the mean of its answer given each answer to the earlier item, "

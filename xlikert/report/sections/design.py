@@ -6,7 +6,7 @@ import numpy as np
 import xarray as xr
 
 from ...analysis.support import nominal_items, support_bounds
-from ...core.dims import SUBSCALE_DIM
+from ...core.dims import ELICITATION_DIM, SUBSCALE_DIM
 from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
@@ -15,15 +15,25 @@ from ..tables import markdown_escape as md
 __all__ = ["design_section"]
 
 
+def _items(n: int) -> str:
+    return f"{n} item" if n == 1 else f"{n} items"
+
+
+def _all(n: int) -> str:
+    """What the composite sums: "the sum of all 17 items", or "the one item"."""
+    return "the one item" if n == 1 else f"the sum of all {n} items"
+
+
 def design_section(inputs: ReportInputs) -> Section:
     """What was measured: conditions, items, scores, factors (varying and constant), scoring."""
     pmf = inputs.all_pmf
     s = Section("Design")
     s.text(
         f"Results: {md_code(inputs.source)}. {int(np.prod([pmf.sizes[f] for f in inputs.factors]))} "
-        f"conditions × {pmf.sizes.get('item', 1)} items on scores "
+        f"conditions × {_items(pmf.sizes.get('item', 1))} on scores "
         f"{int(pmf.score.min())}..{int(pmf.score.max())}; "
-        f"{pmf.size // pmf.sizes['score']} exact item PMFs"
+        f"{int(pmf.notnull().any('score').sum())} exact item PMFs"
+        + _without_pmf(pmf)
         + (
             " (those of the models in reasoning mode are means over sampled thoughts of exact "
             "PMFs: see the section on reasoning traces)."
@@ -133,11 +143,17 @@ def _scoring_lines(pmf: xr.DataArray) -> list[str]:
             lines.append(f"Items without a subscale, left out: {', '.join(subs[''])}.")
     elif own:
         lo_i, hi_i = (np.broadcast_to(b.values, len(ids)) for b in support_bounds(pmf))
-        lines.append(f"Composite: the sum of all {len(ids)} items ({lo_i.sum()}..{hi_i.sum()}).")
+        lines.append(f"Composite: {_all(len(ids))} ({lo_i.sum()}..{hi_i.sum()}).")
     else:
-        lines.append(
-            f"Composite: the sum of all {len(ids)} items ({lo * len(ids)}..{hi * len(ids)})."
-        )
+        lines.append(f"Composite: {_all(len(ids))} ({lo * len(ids)}..{hi * len(ids)}).")
     if own:
         lines.append(own)
     return lines
+
+
+def _without_pmf(pmf: xr.DataArray) -> str:
+    """The cells without a PMF (a greedy reply that writes no answer), where there are any."""
+    n = int(pmf.isnull().all("score").sum())
+    if not n or ELICITATION_DIM not in pmf.dims:
+        return ""
+    return f" and {n} cells without one (replies that write no answer: see the section Elicitation)"

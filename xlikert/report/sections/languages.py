@@ -8,7 +8,8 @@ mean); the items whose PMF moves most between two languages (the largest
 Wasserstein-1 distance, in scale points) are listed first: an item whose answers
 move while the others stay is measured non-invariantly across the translations.
 The composite per language is the composite PMF's mean (:func:`xlikert.composite`),
-mixed over the other factors.
+mixed over the other factors, beside the language's mean valid mass and where its
+translation comes from (the instrument's ``[translations.<tag>] source``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def languages_section(inputs: ReportInputs) -> Section | None:
     others = [d for d in inputs.factors if d != lang]
     per = pmf.mean(others) if others else pmf  # (language, item, score)
     levels = [str(x) for x in per[lang].values]
+    sub = per["subscale"] if "subscale" in per.coords else None
+    with_sub = sub is not None and any(str(v) for v in sub.values)
     rows = []
     for item in per["item"].values:
         x = per.sel(item=item).transpose(lang, "score").values
@@ -56,30 +59,57 @@ def languages_section(inputs: ReportInputs) -> Section | None:
                  for i, j in itertools.combinations(range(len(levels)), 2)]  # fmt: skip
         d, a, b = max(pairs)
         means = (x * per["score"].values).sum(-1)
-        rows.append({"item": str(item), "W1": d, "between": f"{a} – {b}",
+        row = {"item": str(item)}
+        if with_sub and sub is not None:
+            row["subscale"] = str(sub.sel(item=item).values)
+        rows.append({**row, "W1": d, "between": f"{a} – {b}",
                      **{f"E[{lv}]": m for lv, m in zip(levels, means, strict=True)}})  # fmt: skip
     table = pd.DataFrame(rows).sort_values("W1", ascending=False).reset_index(drop=True)
+    # one row per language: the composite's mean (one column per subscale, if any), the
+    # valid mass, the translation's source
     comp = composite(pmf)
     comp = comp.mean(others) if others else comp
     mean = (comp * comp["score"]).sum("score")
-    by_lang = mean.to_dataframe(name="E").reset_index()
+    parts = [d for d in mean.dims if d != lang]
+    by_lang = pd.DataFrame(index=pd.Index([str(v) for v in mean[lang].values], name=lang))
+    if parts:
+        flat = mean.stack(_part=parts).transpose(lang, "_part")
+        for j, key in enumerate(flat["_part"].values):
+            name = "/".join(map(str, key)) if isinstance(key, tuple) else str(key)
+            by_lang[f"E[{name}]"] = flat.values[:, j]
+    else:
+        by_lang["E"] = mean.transpose(lang).values
+    if "valid_mass" in inputs.ds:  # how much of each language's answers the rule reads
+        vm = inputs.ds["valid_mass"]
+        vm = vm.mean([d for d in vm.dims if d != lang])
+        by_lang["valid mass"] = [float(vm.sel({lang: lv})) for lv in mean[lang].values]
     provenance = json.loads(inputs.ds.attrs.get("instrument_languages", "{}"))
-    source = "; ".join(f"{md(k)}: {md(v)}" for k, v in provenance.items())
+    by_lang["translation"] = [provenance.get(lv, "not recorded") for lv in by_lang.index]
+    by_lang = by_lang.reset_index()
     top = table.iloc[0]
+    moves = (
+        "an item that moves while the others stay is measured non-invariantly across the "
+        "translations"
+        if len(table) > 1
+        else "with one item, a move between languages cannot be told apart from a change "
+        "of the attitude itself (non-invariance shows as items that move apart)"
+    )
     s.text(
         f"The factor {md_code(lang)} administers the same instrument in {len(levels)} "
-        f"languages ({', '.join(md(x) for x in levels)}; translations: {source or 'not recorded'}). "
-        f"Each item's PMF per language is mixed over the other factors. The item whose answers "
-        f"move most between two languages is {md(top['item'])} (Wasserstein-1 distance "
-        f"{top['W1']:.2f} scale points, {md(top['between'])}); an item that moves while the "
-        "others stay is measured non-invariantly across the translations. The effects of the "
-        f"language term (E, dPD) are in the effects table above, under {md_code(lang)}."
+        f"languages ({', '.join(md(x) for x in levels)}; where each translation comes from: "
+        "the table of the composite per language below). Each item's PMF per language is "
+        f"mixed over the other factors. The item whose answers move most between two "
+        f"languages is item {md(top['item'])} (Wasserstein-1 distance {top['W1']:.2f} scale "
+        f"points, {md(top['between'])}); {moves}. The effects of the language term (E, dPD) "
+        f"are in the effects table above, under {md_code(lang)}."
     )
     s.table(table, inputs.out, "language_items",
             "Each item's largest move between two languages (Wasserstein-1 distance of its "
             "PMFs, in scale points) and its mean per language, largest first.",
             index=False)  # fmt: skip
     s.table(by_lang, inputs.out, "language_composite",
-            "The composite's mean per language (composite-score units; reverse-keyed items "
-            "reflected, per subscale where the instrument has subscales).", index=False)  # fmt: skip
+            "Per language: the composite's mean (composite-score units; reverse-keyed items "
+            "reflected, per subscale where the instrument has subscales), the mean valid mass "
+            "(the share of the answers read as a point of the scale) and where the "
+            "translation comes from.", index=False)  # fmt: skip
     return s

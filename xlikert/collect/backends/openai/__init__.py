@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ....core.errors import ElicitationLevelError
 from ...options import CollectOptions
 from ...protocol import CellInputs
 from .model import OpenAIModel
@@ -68,6 +69,7 @@ __all__ = [
     "OpenAIModel",
     "OpenAISpec",
     "check",
+    "check_elicitation",
     "inputs",
     "open",
     "parse_openai_spec",
@@ -88,6 +90,46 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
     sspec = parse_openai_spec(spec)
     kept = {k: v for k, v in spec.items() if k not in TRANSPORT_KEYS}
     return {**kept, "base_url": sspec.public_url}
+
+
+#: The elicitation levels a server reads (:mod:`xlikert.collect.elicitation`).
+ELICITATION_LEVELS = ("first_token", "prefix", "greedy")
+
+
+def check_elicitation(spec: dict[str, Any], levels: tuple[str, ...]) -> None:
+    """A server reads ``prefix`` and ``greedy`` (:mod:`.elicitation`); ``own_words`` is refused
+    by name before anything runs.
+
+    Raises
+    ------
+    ElicitationLevelError
+        ``own_words`` (or an unknown level), naming the model and why.
+    """
+    name = spec.get("name")
+    if "own_words" in levels:
+        raise ElicitationLevelError(
+            f"model {name!r}: the elicitation level 'own_words' reads the exact next-token "
+            "distribution over the full vocabulary after every reply prefix; an "
+            "OpenAI-compatible server lists top-k log-probabilities of the tokens it writes "
+            "only, so it cannot. Use the transformers or vllm backend, or drop 'own_words' "
+            "from the factor"
+        )
+    if "prefix" in levels:
+        from .model import tokenizer_name
+
+        name_, why = tokenizer_name(parse_openai_spec(spec))
+        if name_ is None:
+            raise ElicitationLevelError(
+                f"model {name!r}: the elicitation level 'prefix' renders the prompt with the "
+                f"model's chat template and continues it (a chat endpoint cannot be asked to "
+                f"on every server), so it needs the tokenizer: {why}; give `tokenizer`"
+            )
+    other = [lv for lv in levels if lv not in ELICITATION_LEVELS]
+    if other:
+        raise ElicitationLevelError(
+            f"model {name!r}: an OpenAI-compatible server reads the elicitation levels "
+            f"{list(ELICITATION_LEVELS)}, not {other}"
+        )
 
 
 def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:

@@ -19,10 +19,10 @@ from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
 from .spec import SERVER_KINDS, OpenAISpec
 from .transport import Transport
 
-__all__ = ["OpenAIModel"]
+__all__ = ["OpenAIModel", "tokenizer_name"]
 
 
-def _tokenizer_name(spec: OpenAISpec) -> tuple[str | None, str]:
+def tokenizer_name(spec: OpenAISpec) -> tuple[str | None, str]:
     """The tokenizer to load (None: none can be) and, when None, why."""
     if spec.tokenizer is not None:
         return spec.tokenizer, ""
@@ -46,7 +46,7 @@ def _load_tokenizer(spec: OpenAISpec) -> tuple[Any, str]:
         A given ``tokenizer`` (or one pinned by ``revision``) that cannot be loaded;
         ``revision`` with a local folder, which has no revisions.
     """
-    name, why = _tokenizer_name(spec)
+    name, why = tokenizer_name(spec)
     required = spec.tokenizer is not None or spec.revision is not None
     where = f"model {spec.name!r}"
     if name is None:
@@ -270,6 +270,18 @@ class OpenAIModel:
         for r, m in enumerate(msgs):
             rd.fill(res, r, m, listings[r], got[r] if got is not None else None)
         return res
+
+    def score_elicited(
+        self, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
+    ) -> UnitResult:
+        """Read the prompts under the elicitation level ``prefix`` or ``greedy``
+        (:func:`~.elicit.score_elicited_on_server`)."""
+        from .elicit import GREEDY_PROTOCOL, PREFIX_PROTOCOL, score_elicited_on_server
+
+        rule = {"prefix": PREFIX_PROTOCOL, "greedy": GREEDY_PROTOCOL}.get(level)
+        if rule is not None:
+            self._prov[f"elicitation_{level}_protocol"] = rule
+        return score_elicited_on_server(self, prompts, level, options)
 
     def close(self) -> None:
         """Stop the worker threads and close every connection."""

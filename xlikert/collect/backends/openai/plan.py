@@ -106,6 +106,28 @@ class RequestPlan:
             send("POST", "/completions", {"model": self.spec.model, **CACHE_RESET})
             return send("POST", "/chat/completions", body)
 
+    def complete(self, body: dict, what: str = "a completion") -> dict:
+        """POST a text completion (``/completions``; the elicitation level ``prefix``), the
+        server's prompt cache kept out of the numbers as for :meth:`post`; its failures
+        told as a :class:`~xlikert.core.errors.CollectionError`."""
+        body = dict(body)
+        if self.kind == "llama.cpp":
+            body["cache_prompt"] = False
+        elif self.kind == "vllm":
+            body["cache_salt"] = uuid.uuid4().hex
+        body.update(self.spec.extra_body)
+        send = self.transport.request
+        try:
+            if self.kind != "llama-cpp-python":
+                return send("POST", "/completions", body)
+            with self._serial:
+                send("POST", "/completions", {"model": self.spec.model, **CACHE_RESET})
+                return send("POST", "/completions", body)
+        except HTTPStatusFailure as exc:
+            raise self.transport.failure(what, exc) from exc
+        except Unreachable as exc:
+            raise self.transport.failure(f"{what} after retries", exc) from exc
+
     def request(self, body: dict, what: str = "a request") -> dict:
         """:meth:`post`, its failures told as a :class:`~xlikert.core.errors.CollectionError`."""
         try:

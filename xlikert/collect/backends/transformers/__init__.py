@@ -46,6 +46,7 @@ __all__ = [
     "LocalModel",
     "Scorer",
     "check",
+    "check_elicitation",
     "inputs",
     "load_model",
     "open",
@@ -55,6 +56,11 @@ __all__ = [
 
 #: The keys of a transformers model entry (:func:`load_model`).
 KEYS = ENTRY_KEYS | {"device", "device_map"}
+
+
+def check_elicitation(spec: dict[str, Any], levels: tuple[str, ...]) -> None:
+    """The transformers backend reads every elicitation level (``prefix``, ``greedy``,
+    ``own_words``; :mod:`xlikert.collect.elicitation`): nothing to refuse."""
 
 
 def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:

@@ -195,7 +195,10 @@ class LocalModel(InProcessModel):
     def context_reader(self, session: str) -> TreeReader:
         """A reader of one conversation tree (sequential administration): each conversation
         from the longest prefix it shares with one read before (:class:`TreeReader`)."""
-        return TreeReader(self.scorer, self.leaves, self.keep, self.readout, self.batch_size)
+        return TreeReader(
+            self.scorer, self.leaves, self.keep, self.readout, self.batch_size,
+            rule=lambda: (self.leaves, self.keep),
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ replies (elicitation)
     @property

@@ -76,6 +76,11 @@ class TreeReader:
         Rows per pass (halved out of memory, down to one context).
     max_bytes
         Memory the kept caches may take (default :data:`DEFAULT_TREE_BYTES`).
+    rule
+        ``() -> (leaves, keep)``: the answer rule's leaves and kept positions now, asked
+        at every :meth:`read` (a conversation whose items have their own answers is read
+        with the model relabelled between reads; the kept caches are of the contexts
+        alone, so they serve any rule). None: ``leaves`` and ``keep`` stay.
     """
 
     def __init__(
@@ -86,8 +91,10 @@ class TreeReader:
         readout: Callable[[Any, int], dict[str, np.ndarray]],
         batch_size: int,
         max_bytes: int | None = None,
+        rule: Callable[[], tuple[list[list[int]], int]] | None = None,
     ):
         self.scorer, self.leaves, self.keep, self._readout = scorer, leaves, keep, readout
+        self._rule = rule
         self.batch_size = max(1, int(batch_size))
         self.max_bytes = _budget(scorer) if max_bytes is None else int(max_bytes)
         self.kept: OrderedDict[tuple[int, ...], _Kv] = OrderedDict()
@@ -118,6 +125,8 @@ class TreeReader:
         """The readout after each context, in batches, each context from its longest kept
         prefix; the caches of the contexts with ``keep`` True are kept for later ones."""
         contexts = [list(c) for c in contexts]
+        if self._rule is not None:
+            self.leaves, self.keep = self._rule()
         if any(not c for c in contexts):
             raise CollectionError(f"model {self.scorer.lm.name!r}: an empty context to read")
         keep = [True] * len(contexts) if keep is None else list(keep)

@@ -39,10 +39,16 @@ __all__ = [
     "VLLM_TRACE_SAMPLER",
     "VLLMModel",
     "check",
+    "check_elicitation",
     "inputs",
     "open",
     "unguarded_main_script",
 ]
+
+
+def check_elicitation(spec: dict[str, Any], levels: tuple[str, ...]) -> None:
+    """The in-process vLLM backend reads every elicitation level (``prefix``, ``greedy``,
+    ``own_words``; :mod:`xlikert.collect.elicitation`): nothing to refuse."""
 
 
 def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:

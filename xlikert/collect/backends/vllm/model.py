@@ -32,6 +32,14 @@ and ``data_parallel_size`` go to vLLM, which spreads a 70B model over GPUs or
 nodes; ``engine_args`` passes any other ``vllm.LLM`` argument (it is part of the
 run's fingerprint: it may change the numbers).
 
+The elicitation levels (:mod:`xlikert.collect.elicitation`): ``prefix`` and ``greedy``'s
+in-text PMF are the requests above after the prompt and the prefix or the reply's
+preamble; ``greedy``'s reply is one request with ``temperature=0`` and the end-of-turn ids
+as its only stop tokens (:meth:`VLLMModel.greedy_reply`); ``own_words`` reads the whole
+float32 logits row after each reply prefix (one request each, ``{"row": true}`` to
+xlikert's processor, all prefixes of a tree under one cache salt so that vLLM's prefix
+caching runs each from its parent's blocks; :class:`RowRequests`).
+
 The outline of a unit, the provenance, the end-of-turn rule and the dtype rules
 are shared with the transformers backend (:mod:`xlikert.collect.backends.inprocess`).
 """
@@ -306,6 +314,26 @@ class TreeRequests:
         """Nothing to drop: vLLM's cache evicts by itself."""
 
 
+class RowRequests:
+    """The vLLM backend's reader of one reply tree (elicitation level ``own_words``): each
+    context one request under the tree's cache salt, its whole logits row read by xlikert's
+    processor, log-softmax in float64 here (as the transformers backend's reader)."""
+
+    def __init__(self, model: VLLMModel, salt: str):
+        self.model, self.salt = model, salt
+
+    def read(
+        self, contexts: Sequence[Sequence[int]], keep: Sequence[bool] | None = None
+    ) -> dict[str, np.ndarray]:
+        """``{"logprobs": (n, V)}`` after each context (``keep``: vLLM's cache decides)."""
+        z = self.model._rows(contexts, self.salt).astype(np.float64)
+        z -= z.max(axis=-1, keepdims=True)
+        return {"logprobs": z - np.log(np.exp(z).sum(axis=-1, keepdims=True))}
+
+    def close(self) -> None:
+        """Nothing to drop: vLLM's cache evicts by itself."""
+
+
 def _engine_args(
     spec: dict[str, Any], options: CollectOptions, files: ModelFiles
 ) -> dict[str, Any]:
@@ -359,6 +387,7 @@ class VLLMModel(InProcessModel):
         self._serial = 0
         t0 = time.perf_counter()
         files = files or ModelFiles.resolve(spec, options.trust_remote_code)
+        self._files = files
         rule = self._read_answers(files.tokenizer(), spec.get("prompt_format"))
         kwargs = _engine_args(spec, options, files)
         runner = os.environ.get(RUNNER_VARIABLE, "0")
@@ -496,6 +525,65 @@ class VLLMModel(InProcessModel):
         is a request set under the tree's own cache salt (vLLM's prefix cache reuses the
         prefixes the conversations share)."""
         return TreeRequests(self, _salt([session]))
+
+    # ------------------------------------------------------------------ replies (elicitation)
+    @property
+    def end_of_turn(self) -> frozenset[int]:
+        """Token ids that end the model's turn (:data:`~..inprocess.END_OF_TURN_RULE`), read
+        from the tokenizer and the folder's configs once."""
+        if getattr(self, "_end_of_turn", None) is None:
+            configs = _configs(self._files.folder, self._files.trust_remote_code)
+            self._end_of_turn = self._turn_end_ids(self.tokenizer, *configs)
+        return self._end_of_turn
+
+    def greedy_reply(self, ids: Sequence[int], max_new_tokens: int) -> tuple[list[int], str]:
+        """The greedy reply after ``ids`` (elicitation level ``greedy``): one request with
+        ``temperature=0`` (vLLM's argmax of the float32 logits; xlikert's processor leaves
+        the row as it is), ``max_tokens=max_new_tokens``, the end-of-turn ids as its only
+        stop tokens (``ignore_eos``: vLLM's own eos is one of them); an ending end-of-turn
+        token is left out (``"eos"``), else ``"length"``."""
+        stop = self.end_of_turn
+        params = self._sampling(
+            max_tokens=int(max_new_tokens), temperature=0.0, stop_token_ids=sorted(stop),
+            ignore_eos=True, detokenize=False, skip_special_tokens=False,
+        )  # fmt: skip
+        req = self._tokens_prompt(prompt_token_ids=[int(t) for t in ids],
+                                  cache_salt=_salt(["greedy", *map(str, ids)]))  # fmt: skip
+        out = self.llm.generate([req], [params], use_tqdm=False)[0].outputs[0]
+        reply = [int(t) for t in out.token_ids]
+        if reply and reply[-1] in stop:
+            return reply[:-1], "eos"
+        return reply, "length" if out.finish_reason == "length" else "eos"
+
+    def next_token_reader(self, session: str) -> RowRequests:
+        """A reader of one reply tree (elicitation level ``own_words``): the float64
+        next-token log-probabilities of the whole vocabulary after each context
+        (``"logprobs"``, ``(n, V)``), every context a request under the tree's own cache
+        salt (vLLM's prefix caching runs each from the blocks its parent filled)."""
+        return RowRequests(self, _salt([session]))
+
+    def _rows(self, contexts: Sequence[Sequence[int]], salt: str) -> np.ndarray:
+        """The float32 logits row after each context, read in the engine (one request with
+        ``max_tokens=1`` each)."""
+        from .readout import EXTRA_ARG
+
+        reqs, params, keys = [], [], []
+        for ctx in contexts:
+            self._serial += 1
+            keys.append(f"{salt}:{self._serial}")
+            reqs.append(self._tokens_prompt(prompt_token_ids=[int(t) for t in ctx],
+                                            cache_salt=salt))  # fmt: skip
+            params.append(self._sampling(max_tokens=1, detokenize=False,
+                                         extra_args={EXTRA_ARG: {"key": keys[-1], "row": True}}))  # fmt: skip
+        self.llm.generate(reqs, params, use_tqdm=False)
+        taken = self.llm.collective_rpc("xlikert_take", args=(keys,))
+        rows = next((r for r in taken if all(x is not None for x in r)), None)
+        if rows is None:
+            raise CollectionError(
+                f"model {self.name!r}: vLLM's workers returned no logits row for some requests "
+                "(xlikert's logits processor did not run on them)"
+            )
+        return np.stack([np.frombuffer(r, dtype=np.float32) for r in rows])
 
     def _sample_and_read(self, texts, encoded, seeds, closing):
         """Sample every trace of the unit with vLLM (one request per trace, its own seed,

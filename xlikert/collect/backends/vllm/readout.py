@@ -69,7 +69,11 @@ class ExactReadout(LogitsProcessor):
     @classmethod
     def validate_params(cls, sampling_params: SamplingParams) -> None:
         ask = _ask(sampling_params)
-        if ask is not None and not {"key", "need", "temperatures", "top_ps"} <= set(ask):
+        if ask is None:
+            return
+        if ask.get("row") and "key" in ask:
+            return
+        if not {"key", "need", "temperatures", "top_ps"} <= set(ask):
             raise ValueError(f"extra_args[{EXTRA_ARG!r}] lacks key, need, temperatures or top_ps")
 
     def is_argmax_invariant(self) -> bool:
@@ -85,6 +89,9 @@ class ExactReadout(LogitsProcessor):
         z = logits[index].float().cpu().numpy()  # one copy for the rows that ask
         for row, i in zip(z, index, strict=True):
             ask = self._rows[i]
+            if ask.get("row"):  # the whole float32 row, as bytes (the reply tree reads it)
+                _READS[ask["key"]] = _POOL.submit(row.astype(np.float32).tobytes)
+                continue
             _READS[ask["key"]] = _POOL.submit(
                 next_token_readout,
                 row[None],
@@ -100,13 +107,18 @@ class ExactReadout(LogitsProcessor):
 class ReadoutWorker:
     """vLLM worker extension: :meth:`xlikert_take` returns the readouts of given requests."""
 
-    def xlikert_take(self, keys: list[str]) -> list[list[list[float]] | None]:
-        """The readouts of ``keys`` as plain lists (None where none was made), forgotten here."""
-        out = []
+    def xlikert_take(self, keys: list[str]) -> list[list[list[float]] | bytes | None]:
+        """The readouts of ``keys`` as plain lists (a whole row: bytes; None where none was
+        made), forgotten here."""
+        out: list[list[list[float]] | bytes | None] = []
         for key in keys:
             read = _READS.pop(key, None)
             if read is None:
                 out.append(None)
                 continue
-            out.append([np.asarray(a).ravel().tolist() for a in read.result()])
+            got = read.result()
+            if isinstance(got, bytes):  # a whole row (a request with "row": true)
+                out.append(got)
+                continue
+            out.append([np.asarray(a).ravel().tolist() for a in got])
         return out
