@@ -200,10 +200,16 @@ def test_shared_prefix_runs_once_across_units_and_is_checked_once_per_model(base
     for v in ("pmf", "valid_mass", "decoding_pmf", "topk_logprob"):
         np.testing.assert_allclose(chunked[v], base[v], atol=1e-5, rtol=0, err_msg=v)
     calls.clear()
+    # one unit of 15 prompts: groups of them share more than the system prompt (an item's
+    # opening words), read from their group prefixes (the tree's path, checked once)
     again = run()
+    assert len([c for c in calls if not c[2]]) == 1 and "tree" in lm.cache_checked
+    calls.clear()
+    np.testing.assert_array_equal(again.pmf, run(chunk_size=64).pmf)
     assert [c for c in calls if not c[2]] == []  # checked already: no uncached pass
     assert again.likert.attrs["models"]["tiny"]["prefix_cache"].startswith("on; checked")
-    np.testing.assert_array_equal(again.pmf, run(chunk_size=64).pmf)
+    for v in ("pmf", "valid_mass", "decoding_pmf", "topk_logprob"):
+        np.testing.assert_allclose(again[v], base[v], atol=1e-5, rtol=0, err_msg=v)
 
 
 def test_a_failed_cache_check_turns_caching_off_for_the_loaded_model(base, tiny_dir, monkeypatch):
@@ -453,6 +459,9 @@ def test_oom_backs_off(monkeypatch, tiny_spec, base):
         return real(self, prefix, cache, suffixes, keep)
 
     monkeypatch.setattr(backend.Scorer, "forward_rows", flaky)
+    # every prompt from the unit's common prefix (no group prefixes: that path's own test
+    # is test_oom_backs_off_on_the_groups_path)
+    monkeypatch.setattr(backend.model, "prefix_groups", lambda enc, start: [(start, [0])])
     ds = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
     assert 4 in calls and 2 in calls and calls[-1] == 1
     np.testing.assert_allclose(ds.pmf, base.pmf, atol=1e-5)
@@ -464,6 +473,27 @@ def test_oom_backs_off(monkeypatch, tiny_spec, base):
     monkeypatch.setattr(backend.Scorer, "forward_rows", always)
     with pytest.raises(CollectionError, match="out of memory even on a batch of 1"):
         collect(tiny_prompts(1, 1), tiny_spec, progress=False)
+
+
+def test_oom_backs_off_on_the_groups_path(monkeypatch, tiny_spec, base):
+    """Prompts read from their groups' prefixes (the tree's reader): a pass of more than one
+    row runs out of memory, the batch halves down to one prompt, the numbers are the same."""
+    from xlikert.collect.backends import transformers as backend
+
+    real = backend.Scorer.forward_on_cache
+    calls = []
+
+    def flaky(self, past, seen, n_real, rows, keep=1):
+        calls.append(len(rows))
+        if len(rows) > 1:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, past, seen, n_real, rows, keep)
+
+    monkeypatch.setattr(backend.Scorer, "forward_on_cache", flaky)
+    ds = collect(tiny_prompts(), tiny_spec, progress=False, batch_size=4)
+    assert max(calls) > 1 and calls[-1] == 1
+    np.testing.assert_allclose(ds.pmf, base.pmf, atol=1e-5)
+    assert ds.likert.attrs["models"]["tiny"]["oom_backoffs"] >= 1
 
 
 def test_unknown_device_is_a_clear_error(tiny_spec):

