@@ -43,6 +43,10 @@ def finish(proc: subprocess.Popen) -> str:
     return out
 
 
+#: One worker makes the study and its shards once (module fixtures are per worker).
+pytestmark = pytest.mark.xdist_group("shards_parallel")
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory) -> tuple[Path, Path]:
     """An experiment of two tiny models, 2 targets and the 17 CETSCALE items (68 cells;

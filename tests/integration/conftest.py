@@ -10,6 +10,7 @@ leaves them out). The costly things are session fixtures, made once per session:
   (:mod:`support.vllm_jobs`), and a llama.cpp server per model. Each engine fixture is
   its own pytest-xdist group (the README's command runs ``--dist loadgroup``): every
   test that uses it runs on the worker that started it, so each engine starts once.
+  Every other module is a group of its own, so its module fixtures are made once.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             )
         if used:
             item.add_marker(pytest.mark.xdist_group(used[0]))
+        elif item.get_closest_marker("xdist_group") is None:
+            # a module's tests on one worker: its module fixtures (a model loaded, a run
+            # collected) are made once, not once on each worker
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture(scope="session")

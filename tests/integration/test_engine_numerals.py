@@ -86,8 +86,8 @@ def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
 def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwen_folder,
                                                                tmp_path):  # fmt: skip
     """Top-k mode on Qwen's GGUF, one cell: the listed full-width and ASCII digits are read
-    as the numbers they are. With the whole vocabulary listed the intervals close on the
-    server's values, which equal the transformers backend's under the same one-token
+    as the numbers they are. With the top 1,000 tokens listed the intervals close on the
+    server's values (within 1e-3), which equal the transformers backend's under the same one-token
     rule (the zoo's float32 weights are this GGUF dequantised; the server computes on the
     quantised ones: measured 0.9788 vs 0.9804 valid mass, PMFs within 0.011). Without a
     tokenizer, the top 20 tokens read by their text bound the same values; under
@@ -97,7 +97,7 @@ def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwe
     local = collect(prompts, load_experiment(path).models, progress=False, split_space=False)
     entry = [{"name": "m", "source": "openai:qwen", "base_url": llamacpp_qwen.url,
               "tokenizer": str(qwen_folder), "backoff": 0.05}]  # fmt: skip
-    whole = collect(prompts, entry, progress=False, top_k=151_936)
+    whole = collect(prompts, entry, progress=False, top_k=1000)  # the vocabulary: 151,936
     info = whole.likert.attrs["models"]["m"]
     assert info["mode"] == "topk" and info["server_kind"] == "llama-cpp-python"
     assert {"ascii", "fullwidth"} <= {r.get("script") for r in info["valid_tokens"]}
