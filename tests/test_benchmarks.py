@@ -111,24 +111,27 @@ def test_bench_gpu_reads_the_datasheet_peak_from_the_device_name(bench_gpu):
     assert peak(None) is None and peak("Intel(R) Xeon(R) Processor") is None
 
 
-def test_bench_gpu_runs_on_the_cpu_with_a_tiny_config(tmp_path, bench_gpu):
-    """``bench_gpu.py --quick`` end to end: its transformers rows are ``collect()``'s numbers
-    on the same random model, its vLLM row runs xlikert's vLLM backend (one engine start,
-    when the engines are installed), and the README renders the rows."""
-    from xlikert.collect import collect
-    from xlikert.testing.engines import ENGINES
-
-    out = tmp_path / "gpu.json"
+def _bench_gpu_quick(out: Path, *extra: str) -> dict:
+    """``bench_gpu.py --quick`` in a child process; its JSON."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     res = subprocess.run(
-        [sys.executable, str(BENCH / "bench_gpu.py"), "--quick", "--out", str(out)],
+        [sys.executable, str(BENCH / "bench_gpu.py"), "--quick", "--out", str(out), *extra],
         capture_output=True, text=True, timeout=900, env=env, cwd=ROOT,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
-    d = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_bench_gpu_runs_on_the_cpu_with_a_tiny_config(tmp_path, bench_gpu):
+    """``bench_gpu.py --quick --no-vllm`` end to end: its transformers rows are ``collect()``'s
+    numbers on the same random model, and the README renders the rows. (Its vLLM row starts
+    an engine of its own: :func:`test_bench_gpu_vllm_row_runs_xlikerts_vllm_backend`.)"""
+    from xlikert.collect import collect
+
+    d = _bench_gpu_quick(tmp_path / "gpu.json", "--no-vllm")
     assert d["tiny"] and d["device"] == "cpu" and d["matmul_tflops"] > 0
     assert d["datasheet_bf16"] == {"device": "unknown", "flops_per_s": None}
     rows = [r for r in d["rows"] if r["backend"] == "transformers"]
@@ -159,7 +162,22 @@ def test_bench_gpu_runs_on_the_cpu_with_a_tiny_config(tmp_path, bench_gpu):
                      progress=False)  # fmt: skip
         np.testing.assert_array_equal(np.asarray(r["pmf"]), ds["pmf"].values.reshape(-1, 7))
         np.testing.assert_array_equal(np.asarray(r["valid_mass"]), ds["valid_mass"].values.ravel())
-    # the vLLM row: collect() with backend "vllm" on load_format="dummy" weights
+    # the README renderer (beside the script) reads these fields
+    text = "\n".join(bench_gpu.render(d))
+    assert "| tiny | transformers |" in text and "unknown for this device" in text
+    for r in rows:
+        assert f"| {bench_gpu.formed(r['batches_formed'])} |" in text
+    missing = bench_gpu.render({"not_run": "not run: no GPU lent to this task"})
+    assert missing[0].startswith("**not run: no GPU lent to this task**")
+
+
+@pytest.mark.costly
+def test_bench_gpu_vllm_row_runs_xlikerts_vllm_backend(tmp_path, bench_gpu):
+    """The vLLM row of ``bench_gpu.py --quick``: ``collect()`` with backend "vllm" on
+    load_format="dummy" weights, on an engine of its own (costly: ``pytest -m costly``)."""
+    from xlikert.testing.engines import ENGINES
+
+    d = _bench_gpu_quick(tmp_path / "gpu.json")
     (vrow,) = [r for r in d["rows"] if r["backend"] == "vllm"]
     if not (ENGINES / "vllm" / "bin" / "python").exists():
         assert vrow["not_run"].startswith("not run: vLLM not installed")
@@ -168,14 +186,8 @@ def test_bench_gpu_runs_on_the_cpu_with_a_tiny_config(tmp_path, bench_gpu):
         assert vrow["load_format"] == "dummy" and vrow["prompts"] == 56
         assert vrow["pmf_sums_to_one_and_mass_in_range"] and vrow["prompts_per_s"] > 0
         assert "logits processor" in vrow["readout"]
-    # the README renderer (beside the script) reads these fields
-    text = "\n".join(bench_gpu.render(d))
-    assert "| tiny | transformers |" in text and "unknown for this device" in text
-    for r in rows:
-        assert f"| {bench_gpu.formed(r['batches_formed'])} |" in text
-    assert ("| tiny | vllm |" in text) and "| unknown |" in text
-    missing = bench_gpu.render({"not_run": "not run: no GPU lent to this task"})
-    assert missing[0].startswith("**not run: no GPU lent to this task**")
+        text = "\n".join(bench_gpu.render(d))
+        assert ("| tiny | vllm |" in text) and "| unknown |" in text
 
 
 SCRIPTS = sorted(BENCH.glob("bench_*.py"))
