@@ -90,6 +90,7 @@ def test_smollm2_end_to_end(tmp_path_factory):
     ]
 
 
+@pytest.mark.costly  # the whole GGUF file dequantised twice (36 s on 2 cores)
 def test_streamed_dequantisation_equals_transformers_gguf_loader(tmp_path, monkeypatch):
     """The zoo writes the float32 folder tensor by tensor (bounded memory); every tensor
     equals what transformers' load_gguf_checkpoint gives for the whole file at once."""

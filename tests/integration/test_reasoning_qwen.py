@@ -35,6 +35,8 @@ from xlikert.design import load_experiment
 QWEN = "qwen2.5-coder-0.5b-instruct"
 
 
+# costly (34 s on 2 cores); tests/collect/test_reasoning.py checks the traces on tiny models
+@pytest.mark.costly
 @pytest.mark.usefixtures("qwen_folder")
 def test_every_trace_pmf_recomputes_from_the_ids_though_the_text_would_not(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
