@@ -21,6 +21,7 @@ from ...protocol import CellInputs
 from ...reasoning import check_reasoning
 from ...zoo import check_source
 from ..inprocess import ModelFiles, in_process_inputs
+from .guard import guard_advice, unguarded_main_script
 from .model import (
     KEYS,
     PLACEMENT_KEYS,
@@ -29,8 +30,6 @@ from .model import (
     VLLMModel,
     check_engine_args,
     engine_dtype,
-    guard_advice,
-    unguarded_main_script,
 )
 
 __all__ = [

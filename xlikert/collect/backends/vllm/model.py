@@ -46,16 +46,13 @@ are shared with the transformers backend (:mod:`xlikert.collect.backends.inproce
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import gc
 import hashlib
 import os
-import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,6 +69,7 @@ from ..inprocess import (
     model_provenance,
     resolve_dtype,
 )
+from .guard import guard_advice, unguarded_main_script
 
 __all__ = [
     "ENGINE_OWN",
@@ -82,8 +80,6 @@ __all__ = [
     "VLLMModel",
     "check_engine_args",
     "engine_dtype",
-    "guard_advice",
-    "unguarded_main_script",
 ]
 
 #: How the numbers are read off the engine, recorded per model.
@@ -178,53 +174,6 @@ def _check_vllm_version(version: str) -> None:
             f"or install vLLM {tested}",
             stacklevel=3,
         )
-
-
-def _is_main_guard(test: ast.expr) -> bool:
-    """``__name__ == "__main__"`` (either side)."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
-        return False
-    sides = [test.left, *test.comparators]
-    return (
-        isinstance(test.ops[0], ast.Eq)
-        and any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
-        and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
-    )
-
-
-def unguarded_main_script() -> str | None:
-    """The script run as ``__main__`` if it has no ``if __name__ == "__main__":`` block.
-
-    vLLM starts its engine core (and, on a CPU, its workers) in new processes
-    by *spawning*: each imports the main script again, so a script whose
-    top-level code calls :func:`~xlikert.collect.collect` starts the whole run
-    again in the child, which fails while it is still bootstrapping. None for
-    an interactive session, a notebook or a guarded script.
-
-    Examples
-    --------
-    >>> unguarded_main_script() is None  # run under pytest: no script of the user's
-    True
-    """
-    path = getattr(sys.modules.get("__main__"), "__file__", None)
-    if not path or not str(path).endswith(".py"):
-        return None
-    try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return None
-    if any(isinstance(n, ast.If) and _is_main_guard(n.test) for n in tree.body):
-        return None
-    return str(path)
-
-
-def guard_advice(script: str) -> str:
-    return (
-        f"vLLM starts its engine in new processes that import your script {script} again, "
-        "and that script runs the collection at import: put it under "
-        "'if __name__ == \"__main__\":' (e.g. def main(): ...; "
-        'if __name__ == "__main__": main())'
-    )
 
 
 def check_engine_args(spec: dict[str, Any]) -> None:
