@@ -5,7 +5,9 @@
 ``tv`` 0..7 (its own scale, no option), ``trust`` 1..4 answered with letters with "Don't
 know" and "Refused" (no codes: lettered E, F), ``vote`` nominal 0..1 answered with the
 candidates' names. :func:`survey_prompts` writes it with an experiment file and builds the
-prompts.
+prompts. ``GERMAN`` is its German translation (``SURVEY + GERMAN``): every text, the items'
+own anchors and the options' labels in ASCII (the tiny tokenizer's characters), the
+candidates as a German ballot might print them, so every answer label of ``vote`` differs.
 """
 
 from __future__ import annotations
@@ -61,6 +63,23 @@ min = 0
 max = 1
 answers = "labels"
 anchors = { 0 = "Clinton", 1 = "Dole" }
+"""
+
+GERMAN = """
+[translations.de]
+source = "the project's own (a test)"
+framings = { plain = "Antworte NUR mit der Antwort.", shown = "Optionen: {anchors}." }
+anchors = { 1 = "Ganz links", 7 = "Ganz rechts" }
+nonsubstantive = { "Don't know" = "Weiss nicht", "Refused" = "Verweigert" }
+[translations.de.items]
+self = "Wo wuerden Sie sich einordnen?"
+tv = "An wie vielen Tagen der letzten Woche haben Sie Nachrichten im Fernsehen gesehen?"
+trust = "Wie sehr vertrauen Sie der Regierung?"
+vote = "Wen haben Sie gewaehlt?"
+[translations.de.item_anchors]
+tv = { 0 = "Keinen", 7 = "Jeden Tag" }
+trust = { 1 = "Nie", 2 = "Manchmal", 3 = "Meistens", 4 = "Immer" }
+vote = { 0 = "Bill Clinton", 1 = "Bob Dole" }
 """
 
 USER = 'user = "As {party}: {item}\\n{options}\\nAnswer:"\n'

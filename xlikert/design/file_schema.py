@@ -338,6 +338,10 @@ class TranslationSpec(_Table):
     """Scale value -> label in this language (every anchor of `[scale.anchors]` needs one)."""
     lexicon: dict[str, Annotated[dict[Identifier, str], Field(min_length=1)]] = {}
     """Lexicon level -> field -> text in this language (every level and field needs one)."""
+    item_anchors: dict[ItemId, dict[ScaleValue, NonBlank]] = {}
+    """Item id -> scale value -> label in this language, for the items with their own scale (`[translations.de.item_anchors.tv]`, `0 = "Keinen"`; every anchor of each `[items.scale.anchors]` needs one)."""
+    nonsubstantive: dict[NonBlank, Label] = {}
+    """A non-substantive option's label -> its label in this language (`[translations.de.nonsubstantive]`, `"Don't know" = "Weiß nicht"`; every option of `[scale]` and of each item's scale needs one). The results keep the instrument's own label as the option's name (the `option` coordinate)."""
 
 
 class InstrumentFile(_Table):

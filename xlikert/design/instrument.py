@@ -27,6 +27,7 @@ from .items import (
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Option, Scale
 from .template import Template
+from .translation import named_options, translated_table, translation_problems
 
 __all__ = [
     "SCALE_FIELDS",
@@ -108,9 +109,11 @@ class Instrument:
     def translated(self, language: str) -> Instrument:
         """The instrument with every text in ``language`` (itself for its own language).
 
-        The item texts, the framings, the scale's anchors and the lexicon are taken
-        from ``[translations.<language>]``; everything else (ids, keying, subscales,
-        the scale's values) stays.
+        The item texts, the framings, the scale's anchors, the anchors of each
+        item's own scale, the non-substantive options' labels and the lexicon are
+        taken from ``[translations.<language>]``; everything else (ids, keying,
+        subscales, the scales' values, the options' codes) stays. Each option keeps
+        the instrument's own label as its name (the ``option`` coordinate).
 
         Parameters
         ----------
@@ -127,7 +130,7 @@ class Instrument:
         ------
         ConfigError
             An unknown language, or every text the translation lacks, each named by
-            item (framing, anchor, lexicon level and field) and language.
+            item (framing, anchor, option, lexicon level and field) and language.
 
         Examples
         --------
@@ -142,49 +145,12 @@ class Instrument:
                 f"languages: {', '.join(self.languages)}"
             )
         table = self._table
-        tr = table.get("translations", {}).get(language, {})
-        where = f"[translations.{language}]"
-        missing = [
-            f"{where}: item {item['id']!r} has no {language!r} translation"
-            for item in table["items"]
-            if str(item["id"]) not in {str(k) for k in tr.get("items", {})}
-        ]
-        missing += [
-            f"{where}: framing {name!r} has no {language!r} translation"
-            for name in table.get("framings", {})
-            if name not in tr.get("framings", {})
-        ]
-        known_ids = {str(item["id"]) for item in table["items"]}
-        missing += [
-            f"{where}: item {k!r} is not an item of the instrument"
-            for k in tr.get("items", {})
-            if str(k) not in known_ids
-        ]
-        given = {int(k) for k in tr.get("anchors", {})}
-        missing += [
-            f"{where}: scale anchor {k} has no {language!r} translation"
-            for k in table["scale"].get("anchors", {})
-            if int(k) not in given
-        ]
-        for level, values in table.get("lexicon", {}).items():
-            have = tr.get("lexicon", {}).get(level, {})
-            missing += [
-                f"{where}: lexicon level {level!r} field {key!r} has no {language!r} translation"
-                for key in values
-                if key not in have
-            ]
+        missing = translation_problems(table, language)
         if missing:
             raise ConfigError(f"{self.path}: " + "; ".join(missing))
-        items = {str(k): v for k, v in tr.get("items", {}).items()}
-        out = {k: v for k, v in table.items() if k != "translations"}
-        out["instrument"] = {**table["instrument"], "language": language}
-        out["items"] = [{**it, "template": items[str(it["id"])]} for it in table["items"]]
-        if "framings" in table:
-            out["framings"] = dict(tr["framings"])
-        out["scale"] = {**table["scale"], "anchors": dict(tr.get("anchors", {}))}
-        if "lexicon" in table:
-            out["lexicon"] = {lv: dict(tr["lexicon"][lv]) for lv in table["lexicon"]}
+        out = translated_table(table, language)
         inst = _parse_instrument(out, f"{self.path} [translations.{language}]", self.sha256)
+        inst = named_options(inst, table)
         return replace(inst, path=self.path, translations=dict(self.translations))
 
     @property

@@ -32,17 +32,32 @@ def _provenance_path(path: str) -> str:
         return str(path)
 
 
+#: The per-item labels a translation may change: carried over the language dim where
+#: the languages' differ (the collection reads each cell with its language's labels).
+LANGUAGE_LABELS = ("answer_label", "option_label", "score_label")
+
+
 def build_languages(exp) -> xr.Dataset:
     """The prompts of every language (each its translated instrument's), on the
-    ``language`` factor's dim in file order."""
+    ``language`` factor's dim in file order.
+
+    ``system`` and ``user`` are each language's; so are ``answer_label``,
+    ``option_label`` and ``score_label`` where the languages' differ (a translated
+    label answered with, shown or named), else the one array all languages share. The
+    ``option`` coordinate is the instrument's own labels in every language."""
     lang = next(f for f in exp.factor_specs if f.kind == "language")
     parts = [exp._by_language[lv].build_prompts() for lv in lang.levels]
-    ds = xr.concat(parts, dim=lang.name, data_vars=["system", "user"], coords="minimal",
+    differ = [name for name in LANGUAGE_LABELS if name in parts[0]
+              and not all(p[name].equals(parts[0][name]) for p in parts[1:])]  # fmt: skip
+    ds = xr.concat(parts, dim=lang.name, data_vars=["system", "user", *differ], coords="minimal",
                    compat="override", join="override", combine_attrs="override")  # fmt: skip
     ds = ds.assign_coords({lang.name: np.array(lang.levels, dtype=str)})
     order = [f.name for f in exp.factor_specs]
     for name in ("system", "user"):
         ds[name] = ds[name].transpose(*order, "item")
+    for name in differ:  # the language dim first, as the format dim is
+        var = ds[name]
+        ds[name] = var.transpose(lang.name, *(d for d in var.dims if d != lang.name))
     ds.attrs["language_factor"] = str(lang.name)
     ds.attrs["instrument_languages"] = json.dumps(
         {exp.instrument.language: "the instrument's own text", **exp.instrument.translations},
@@ -118,7 +133,7 @@ def per_item_variables(exp, shown: dict[str | None, tuple[ShownScale, ...]]) -> 
     """Each item's support, nominal flag, answer labels, point labels and options."""
     scales = [exp.scale_of(it.id) for it in exp.items]
     score = np.arange(min(s.min for s in scales), max(s.max for s in scales) + 1)
-    options = list(dict.fromkeys(o.label for s in scales for o in s.nonsubstantive))
+    options = list(dict.fromkeys(o.name for s in scales for o in s.nonsubstantive))
     fmt = exp.format_factor
     lead = [fmt.name] if fmt is not None else []
     answer = np.array(

@@ -61,15 +61,30 @@ class Option:
     Attributes
     ----------
     label
-        Its text; also its name in the results (the ``option`` coordinate).
+        Its text, shown in the prompt (and answered with where there is no code).
     code
         Its code as survey data record it (e.g. 8, 98, -9), or None. Where the
         item is answered with codes, the model answers with it (with the label
         when there is none); human data count it apart from the scale.
+    name
+        Its name in the results (the ``option`` coordinate): the instrument's own
+        label, the same in every language (default: ``label``).
+
+    Examples
+    --------
+    >>> Option("Don't know", 8).name
+    "Don't know"
+    >>> Option("Weiß nicht", 8, name="Don't know").name
+    "Don't know"
     """
 
     label: str
     code: int | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.label)
 
 
 @dataclass(frozen=True)
@@ -81,7 +96,7 @@ class ShownScale:
     labels
         Score -> the answer label that means it, in score order.
     options
-        Non-substantive option label -> the answer label that means it.
+        Non-substantive option name (:attr:`Option.name`) -> the answer label that means it.
     fields
         The scale placeholders as rendered for the item (:data:`SCALE_FIELDS`).
     """
@@ -221,30 +236,30 @@ class Scale:
             seen[x] = what if what.startswith("point") else repr(what)
         texts = eff.point_texts(lo, hi, self.anchors)
         lines = [_line(labels[y], texts.get(y)) for y in eff.shown_scores(lo, hi)] + [
-            _line(options[o.label], o.label) for o in self.nonsubstantive
+            _line(options[o.name], o.label) for o in self.nonsubstantive
         ]
         fields = eff.fields(lo, hi, self.anchors)
         fields["options"] = "\n".join(lines)
         fields["nonsubstantive"] = ", ".join(
             x if x == o.label else f"{x}={o.label}"
-            for o, x in ((o, options[o.label]) for o in self.nonsubstantive)
+            for o, x in ((o, options[o.name]) for o in self.nonsubstantive)
         )
         return ShownScale(labels, options, fields)
 
     def _option_labels(self, eff: ResponseFormat) -> dict[str, str]:
-        """Non-substantive option label -> its answer label under the format ``eff``."""
+        """Non-substantive option name -> its answer label under the format ``eff``."""
         n, m = self.n_points, len(self.nonsubstantive)
         if eff.lettered:
             return dict(
                 zip(
-                    (o.label for o in self.nonsubstantive),
+                    (o.name for o in self.nonsubstantive),
                     letters(n + m)[n:],
                     strict=True,
                 )
             )
         codes = eff.labels is None  # answered with the codes
         return {
-            o.label: str(o.code) if codes and o.code is not None else o.label
+            o.name: str(o.code) if codes and o.code is not None else o.label
             for o in self.nonsubstantive
         }
 

@@ -125,7 +125,7 @@ def from_instrument(
         for i, sc in scales.items():
             for opt in sc.nonsubstantive:
                 if opt.code is not None and opt.code not in missing:
-                    codes.setdefault(opt.label, {})[i] = [opt.code]
+                    codes.setdefault(opt.name, {})[i] = [opt.code]
         nonsubstantive = codes or None
     return scale, nonsubstantive
 
