@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 import torch
 from support.fake_server import FakeServer
-from support.survey import SURVEY, survey_experiment
+from support.survey import GERMAN, SURVEY, german_by_hand, survey_experiment
 from support.tiny import save_tiny
 
 from xlikert.collect import collect, read_sequence
@@ -230,6 +230,45 @@ def test_a_cell_read_with_other_options_is_not_reused(tiny_dir, tmp_path):
     assert not np.allclose(b.nonsubstantive_mass.sel(one), first.nonsubstantive_mass.sel(one))
     c = open_results(tmp_path / "c.nc")
     assert bool(c.nonsubstantive_mass.sel(item="self", option="Refused").notnull().all())
+
+
+def test_each_language_is_read_with_its_own_labels(tiny_dir, reference, tmp_path):
+    """A two-language run (support.survey GERMAN: the vote answered with other names, the
+    options shown in German): each cell is read with its language's labels, the ``option``
+    coordinate is the instrument's, and each language equals its instrument run alone."""
+    tok, probs = reference
+    lang = '[factors.language]\nkind = "language"\nlevels = ["en", "de"]\n'
+    both = survey_experiment(tmp_path, lang, instrument=SURVEY + GERMAN).build_prompts()
+    (tmp_path / "de").mkdir()
+    alone = {
+        "en": survey_experiment(tmp_path, instrument=SURVEY).build_prompts(),
+        "de": survey_experiment(tmp_path / "de", instrument=german_by_hand()).build_prompts(),
+    }
+    model = [{"name": "t", "source": str(tiny_dir)}]
+    kw = {"progress": False, "batch_size": 4, "chunk_size": 4}
+    ds = collect(both.sel(party=["Republican"]), model, tmp_path / "both.nc", **kw)
+    assert ds.option.values.tolist() == ["Don't know", "Refused"]
+    assert ds.answer_label.dims == ("language", "item", "score")
+    rules = ds.likert.attrs["models"]["t"]["valid_tokens_by_labels"]
+    assert any("Bill Clinton" in k for k in rules) and any(
+        "Clinton" in k and "Bill" not in k for k in rules
+    )
+    for lv, names in (("en", ("Clinton", "Dole")), ("de", ("Bill Clinton", "Bob Dole"))):
+        # the vote's mass is its language's names, by independent forward passes
+        ids = read_sequence(ds, model="t", party="Republican", language=lv, item="vote").ids
+        valid = sum(word_mass(tok, probs, ids, name) for name in names)
+        cell = ds.sel(model="t", party="Republican", language=lv, item="vote")
+        np.testing.assert_allclose(float(cell.valid_mass), valid, rtol=1e-5, err_msg=lv)
+        # and the language run alone gives the same numbers
+        one = collect(alone[lv].sel(party=["Republican"]), model, tmp_path / f"{lv}.nc", **kw)
+        one = one.assign_coords(option=["Don't know", "Refused"])
+        for v in ("pmf", "valid_mass", "nonsubstantive_mass"):
+            got = ds[v].sel(language=lv, drop=True)
+            np.testing.assert_array_equal(got.transpose(*one[v].dims).values, one[v].values)
+    # the German "Weiss nicht"/"Verweigert" are shown, and "Don't know" answered E in both
+    trust = ds.sel(model="t", party="Republican", item="trust")
+    assert "E. Weiss nicht" in str(trust.prompt_text.sel(language="de").item())
+    assert trust.nonsubstantive_mass.notnull().all()
 
 
 # --------------------------------------------------------------------------- the rules

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import xarray as xr
-from support.survey import GERMAN, SURVEY, survey_experiment, write
+from support.survey import GERMAN, SURVEY, german_by_hand, survey_experiment, write
 
 from xlikert.core.errors import ConfigError
 from xlikert.design import (
@@ -67,35 +67,6 @@ def test_two_languages_share_the_option_coordinate_and_carry_their_labels(tmp_pa
         for v in ("user", "system", "answer_label", "option_label", "score_label"):
             got = both[v].sel(language=lang, drop=True) if "language" in both[v].dims else both[v]
             xr.testing.assert_equal(got.transpose(*alone[v].dims), alone[v])
-
-
-def german_by_hand() -> str:
-    """The survey written in German as an instrument of its own."""
-    text = SURVEY
-    for en, de in (
-        ("Answer with ONLY the answer label.", "Antworte NUR mit der Antwort."),
-        ("Options: {anchors}.", "Optionen: {anchors}."),
-        ("Extremely liberal", "Ganz links"),
-        ("Extremely conservative", "Ganz rechts"),
-        ("Don't know", "Weiss nicht"),
-        ("Refused", "Verweigert"),
-        ("Where would you place yourself?", "Wo wuerden Sie sich einordnen?"),
-        ("On how many days in the past week did you watch the news on TV?",
-         "An wie vielen Tagen der letzten Woche haben Sie Nachrichten im Fernsehen gesehen?"),
-        ("How much do you trust the government?", "Wie sehr vertrauen Sie der Regierung?"),
-        ("Whom did you vote for?", "Wen haben Sie gewaehlt?"),
-        ('"None"', '"Keinen"'),
-        ("Every day", "Jeden Tag"),
-        ('"Never"', '"Nie"'),
-        ("Some of the time", "Manchmal"),
-        ("Most of the time", "Meistens"),
-        ("Always", "Immer"),
-        ('"Clinton"', '"Bill Clinton"'),
-        ('"Dole"', '"Bob Dole"'),
-    ):  # fmt: skip
-        assert en in text, en
-        text = text.replace(en, de)
-    return text
 
 
 def test_every_missing_option_translation_is_named_before_anything_loads(tmp_path):

@@ -82,6 +82,37 @@ trust = { 1 = "Nie", 2 = "Manchmal", 3 = "Meistens", 4 = "Immer" }
 vote = { 0 = "Bill Clinton", 1 = "Bob Dole" }
 """
 
+
+def german_by_hand() -> str:
+    """The survey written in German as an instrument of its own (what ``GERMAN`` translates
+    it to, written apart: its options named by their German labels)."""
+    text = SURVEY
+    for en, de in (
+        ("Answer with ONLY the answer label.", "Antworte NUR mit der Antwort."),
+        ("Options: {anchors}.", "Optionen: {anchors}."),
+        ("Extremely liberal", "Ganz links"),
+        ("Extremely conservative", "Ganz rechts"),
+        ("Don't know", "Weiss nicht"),
+        ("Refused", "Verweigert"),
+        ("Where would you place yourself?", "Wo wuerden Sie sich einordnen?"),
+        ("On how many days in the past week did you watch the news on TV?",
+         "An wie vielen Tagen der letzten Woche haben Sie Nachrichten im Fernsehen gesehen?"),
+        ("How much do you trust the government?", "Wie sehr vertrauen Sie der Regierung?"),
+        ("Whom did you vote for?", "Wen haben Sie gewaehlt?"),
+        ('"None"', '"Keinen"'),
+        ("Every day", "Jeden Tag"),
+        ('"Never"', '"Nie"'),
+        ("Some of the time", "Manchmal"),
+        ("Most of the time", "Meistens"),
+        ("Always", "Immer"),
+        ('"Clinton"', '"Bill Clinton"'),
+        ('"Dole"', '"Bob Dole"'),
+    ):  # fmt: skip
+        assert en in text, en
+        text = text.replace(en, de)
+    return text
+
+
 USER = 'user = "As {party}: {item}\\n{options}\\nAnswer:"\n'
 PARTY = '[factors.party.levels]\nDemocrat = "a Democrat"\nRepublican = "a Republican"\n'
 
