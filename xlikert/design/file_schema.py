@@ -324,7 +324,7 @@ class ItemSpec(_Table):
 
 
 class TranslationSpec(_Table):
-    """The instrument's texts in another language: `[translations.<language>]`."""
+    """The instrument's texts in another language (its ids, keying, scale values and option codes stay)."""
 
     toml: ClassVar[str] = "[translations.<language>]"
 
@@ -458,6 +458,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     ScaleSpec,
     OptionSpec,
     ItemSpec,
+    TranslationSpec,
     ExperimentFile,
     ExperimentHead,
     FactorSpec,
