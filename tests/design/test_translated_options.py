@@ -109,3 +109,13 @@ def test_the_builtin_experiments_name_their_options_by_their_labels():
         if "option" in ds.coords:
             labels = {o.label for it in exp.items for o in exp.scale_of(it.id).nonsubstantive}
             assert set(ds.option.values.tolist()) == labels, name
+
+
+def test_human_data_name_a_translated_option_as_the_results_do(tmp_path):
+    from xlikert.analysis.human.inputs import from_instrument
+
+    inst = load_instrument(write(tmp_path, "survey.toml", SURVEY + GERMAN))
+    items = {"q1": "self", "q2": "trust"}
+    for lang in ("en", "de"):
+        _, codes = from_instrument(inst.translated(lang), items, None, None, [])
+        assert codes == {"Don't know": {"self": [8]}}, lang  # trust's options have no code
