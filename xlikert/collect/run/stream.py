@@ -135,8 +135,12 @@ def open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.D
         chunks = (1, _step(v.shape, block_cells), *v.shape[2:])
         name = f"open_lazily-{path}-{k}-{os.stat(path).st_mtime_ns}"
         data = da.from_array(_Text(v, dtype), chunks=chunks, asarray=False, name=name)
-        ds[k] = xr.Variable(v.dims, data, dict(v.attrs))
+        attrs = dict(v.attrs)
+        coords = str(attrs.pop("coordinates", "")).split()  # CF: decoded into coords
+        ds[k] = xr.Variable(v.dims, data, attrs)
+        ds = ds.set_coords([c for c in coords if c in ds.data_vars])
     store.close()  # no handle held: reopened when a variable is read
+    ds.set_close(store.close)  # ds.close() closes it again
     return ds
 
 
