@@ -19,7 +19,7 @@ from support.tiny import save_tiny, tiny_prompts
 
 from xlikert.collect import collect
 from xlikert.collect.run import session
-from xlikert.collect.run.stream import StoredUnit, open_lazily
+from xlikert.collect.run.stream import StoredUnit, _open_lazily
 from xlikert.core.io import open_results
 
 KW = {"progress": False, "batch_size": 2, "chunk_size": 2}
@@ -68,7 +68,7 @@ def test_a_streamed_file_equals_the_in_memory_assembly(tiny, tmp_path, monkeypat
 def test_open_lazily_decodes_text_as_xarray_does(tiny, tmp_path):
     out = tmp_path / "r.nc"
     collect(tiny_prompts(n_targets=3, n_items=4), tiny, out, **KW)
-    lazy = open_lazily(out, block_cells=2)  # one target level a block
+    lazy = _open_lazily(out, block_cells=2)  # one target level a block
     assert lazy["prompt_text"].chunks[1] == (1, 1, 1)
     _same(open_results(out), lazy.load())
     lazy.close()

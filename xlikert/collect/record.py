@@ -145,6 +145,16 @@ class UnitResult:
     def shape(self, name: str) -> tuple[int, ...]:
         """The shape of variable ``name`` (a stored unit gives it without reading the data).
 
+        Parameters
+        ----------
+        name : str
+            A variable of :attr:`data`.
+
+        Returns
+        -------
+        tuple of int
+            Its shape (the first axis: the unit's prompts).
+
         Examples
         --------
         >>> UnitResult.empty(2, {"score": 5, "rank": 3, "temperature": 1, "top_p": 1}).shape("pmf")

@@ -89,7 +89,7 @@ def write_streamed(ds: xr.Dataset, path: str | os.PathLike, write) -> xr.Dataset
 
     with dask.config.set(scheduler="synchronous"):
         write(ds, path)
-    return open_lazily(path)
+    return _open_lazily(path)
 
 
 class _Text:
@@ -104,7 +104,7 @@ class _Text:
         return np.asarray(self.raw[key].values, dtype=object).astype(self.dtype)
 
 
-def open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.Dataset:
+def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.Dataset:
     """A results file opened lazily: nothing of its per-cell variables is read until used.
 
     ``xr.open_dataset`` reads every text variable whole when it opens a file (to decode
@@ -133,7 +133,7 @@ def open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.D
     ds = xr.open_dataset(store, drop_variables=list(found))
     for k, (v, dtype) in found.items():
         chunks = (1, _step(v.shape, block_cells), *v.shape[2:])
-        name = f"open_lazily-{path}-{k}-{os.stat(path).st_mtime_ns}"
+        name = f"_open_lazily-{path}-{k}-{os.stat(path).st_mtime_ns}"
         data = da.from_array(_Text(v, dtype), chunks=chunks, asarray=False, name=name)
         attrs = dict(v.attrs)
         coords = str(attrs.pop("coordinates", "")).split()  # CF: decoded into coords
