@@ -76,6 +76,21 @@ def test_open_lazily_decodes_text_as_xarray_does(tiny, tmp_path):
         assert not _open_here(out)  # ds.close() closes what reading opened
 
 
+def test_a_returned_dataset_refuses_a_file_written_again(tiny, tmp_path):
+    """The Dataset collect returned reads its file lazily: after the output is written
+    again (another configuration), reading it is refused by name, never another run's."""
+    from xlikert.core.errors import CollectionError
+
+    out = tmp_path / "r.nc"
+    first = collect(tiny_prompts(n_items=3), tiny, out, **KW)
+    kept = collect(tiny_prompts(n_items=3), tiny, tmp_path / "k.nc", **KW).load()
+    collect(tiny_prompts(n_items=4), tiny, out, overwrite=True, **KW)
+    for name in ("pmf", "prompt_text"):
+        with pytest.raises(CollectionError, match=rf"the results file {out} was replaced"):
+            first[name].load()
+    _same(kept, collect(tiny_prompts(n_items=3), tiny, tmp_path / "k.nc", **KW).load())
+
+
 def test_a_stored_unit_reads_its_arrays_from_its_file(tmp_path):
     from xlikert.collect.record import UnitResult
 

@@ -92,34 +92,53 @@ def write_streamed(ds: xr.Dataset, path: str | os.PathLike, write) -> xr.Dataset
     return _open_lazily(path)
 
 
-class _Text:
-    """A per-cell text variable of a netCDF file (xarray's lazy, undecoded variable),
-    decoded as xarray decodes it (vlen strings to fixed-width unicode of the variable's
-    widest value), block by block, through xarray's own file handle and locks."""
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
-    def __init__(self, raw: xr.Variable, dtype: np.dtype):
-        self.raw, self.dtype, self.shape, self.ndim = raw, dtype, raw.shape, raw.ndim
+
+class _Blocks:
+    """Blocks of one per-cell variable of a results file, read when asked for: the
+    variable as xarray decodes it, or (``text``) xarray's undecoded variable-length
+    strings decoded as xarray decodes them (to fixed-width unicode of the variable's
+    widest value), through xarray's own file handle and locks. A file changed since it
+    was opened is refused by name: its values are not this Dataset's."""
+
+    def __init__(self, var: xr.Variable, path: Path, stamp, dtype: np.dtype, text: bool):
+        self.var, self.path, self.stamp, self.dtype, self.text = var, path, stamp, dtype, text
+        self.shape, self.ndim = var.shape, var.ndim
 
     def __getitem__(self, key) -> np.ndarray:
-        return np.asarray(self.raw[key].values, dtype=object).astype(self.dtype)
+        from ...core.errors import CollectionError
+
+        if not self.path.is_file() or _stamp(self.path) != self.stamp:
+            raise CollectionError(
+                f"the results file {self.path} was replaced or changed after collect returned "
+                "this Dataset (which reads it lazily); open it again (xl.open_results), or "
+                "load() a Dataset before its file is written again"
+            )
+        values = self.var[key].values
+        return np.asarray(values, dtype=object).astype(self.dtype) if self.text else values
 
 
 def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.Dataset:
     """A results file opened lazily: nothing of its per-cell variables is read until used.
 
-    ``xr.open_dataset`` reads every text variable whole when it opens a file (to decode
-    its variable-length strings to fixed-width unicode); here the per-cell text variables
-    (dims ``model``, the factors, ...) are dask arrays of blocks decoded the same way when
-    read, so the values and attrs are those of :func:`xlikert.core.io.open_results`. No
-    file handle stays open (xarray reopens the file when a variable is read;
-    ``ds.close()`` closes it).
+    The per-cell variables (dims ``model``, the factors, ...) are dask arrays of blocks of
+    about ``block_cells`` cells, read when used: the values and attrs are those of
+    :func:`xlikert.core.io.open_results`. (``xr.open_dataset`` alone would read every text
+    variable whole, to decode its variable-length strings to fixed-width unicode; here
+    each block is decoded the same way when read.) No file handle stays open (xarray
+    reopens the file when a block is read; ``ds.close()`` closes it); a read after the
+    file was replaced raises :class:`~xlikert.core.errors.CollectionError`.
     """
     import dask.array as da
     from xarray.backends import NetCDF4DataStore
 
     path = Path(path)
+    stamp = _stamp(path)
     store = NetCDF4DataStore.open(path)
-    found: dict[str, tuple[xr.Variable, np.dtype]] = {}
+    text: dict[str, tuple[xr.Variable, np.dtype]] = {}
     for k, v in store.get_variables().items():
         if not (v.dtype == object and v.ndim >= 2 and v.dims[0] == "model"
                 and "_FillValue" not in v.attrs):  # fmt: skip
@@ -129,17 +148,20 @@ def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.
         for i in range(0, v.shape[1], step):
             block = np.asarray(v[:, i : i + step].values, dtype=object).astype(str)
             width = max(width, block.itemsize // 4)
-        found[k] = (v, np.dtype(f"<U{width}"))
-    ds = xr.open_dataset(store, drop_variables=list(found))
-    for k, (v, dtype) in found.items():
-        chunks = (1, _step(v.shape, block_cells), *v.shape[2:])
-        name = f"_open_lazily-{path}-{k}-{os.stat(path).st_mtime_ns}"
-        data = da.from_array(_Text(v, dtype), chunks=chunks, asarray=False, name=name)
         attrs = dict(v.attrs)
         coords = str(attrs.pop("coordinates", "")).split()  # CF: decoded into coords
-        ds[k] = xr.Variable(v.dims, data, attrs)
+        text[k] = (xr.Variable(v.dims, v._data, attrs), np.dtype(f"<U{width}"), coords)
+    ds = xr.open_dataset(store, drop_variables=list(text), cache=False)
+    cells = {k: (v.variable, v.dtype, []) for k, v in ds.data_vars.items()
+             if v.ndim >= 2 and v.dims[0] == "model"}  # fmt: skip
+    for k, (v, dtype, coords) in {**cells, **text}.items():
+        chunks = (1, _step(v.shape, block_cells), *v.shape[2:])
+        blocks = _Blocks(v, path, stamp, dtype, text=k in text)
+        data = da.from_array(blocks, chunks=chunks, asarray=False,
+                             name=f"open-{path}-{k}-{stamp[1]}")  # fmt: skip
+        ds[k] = xr.Variable(v.dims, data, dict(v.attrs), dict(v.encoding))
         ds = ds.set_coords([c for c in coords if c in ds.data_vars])
-    store.close()  # no handle held: reopened when a variable is read
+    store.close()  # no handle held: reopened when a block is read
     ds.set_close(store.close)  # ds.close() closes it again
     return ds
 
