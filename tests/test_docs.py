@@ -2,7 +2,9 @@
 public name, and the examples of its pages and of the README run.
 
 One cold build per test session (``sphinx-build -W -E`` into a temporary folder, the
-API stubs regenerated): the tests of this module share it and run on one worker.
+API stubs regenerated): the tests of this module share it and run on one worker. The
+build does not execute the walkthrough notebook (10 of its 30 s):
+``tests/test_notebooks.py`` runs every notebook, and a release's docs build does.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def site(tmp_path_factory):
     }
     run = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-E", "-q", "-b", "html",
+         "-D", "nb_execution_mode=off",
          "-d", str(out / "doctrees"), str(DOCS), str(out / "html")],
         cwd=ROOT, capture_output=True, text=True, timeout=900, env=env,
     )  # fmt: skip

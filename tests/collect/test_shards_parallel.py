@@ -60,7 +60,13 @@ def study(tmp_path_factory) -> tuple[Path, Path]:
         "[collect]\nchunk_size = 5\nbatch_size = 4\ntop_k = 5\n\n"
         f'[[models]]\nname = "a"\nsource = "{a}"\n\n[[models]]\nname = "b"\nsource = "{b}"\n'
     )
-    finish(xlikert("run", str(cfg), "-o", str(root / "one.nc"), "--quiet"))
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+
+    # the one run in this process (the shards below are processes of their own)
+    res = CliRunner().invoke(main, ["run", str(cfg), "-o", str(root / "one.nc"), "--quiet"])
+    assert res.exit_code == 0, res.output
     return cfg, root
 
 

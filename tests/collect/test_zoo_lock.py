@@ -11,6 +11,8 @@ import dataclasses
 import hashlib
 import threading
 
+import pytest
+
 from xlikert.collect import zoo
 
 DATA = b"abcabc"
@@ -66,3 +68,28 @@ def test_a_waiting_process_loads_the_folder_dequantised_meanwhile(tmp_path, monk
         (target / "xlikert-complete.json").write_text("{}")
     thread.join(30)
     assert result == {"value": target}
+
+
+def test_one_gguf_reader_while_dequantising(tmp_path, monkeypatch):
+    """transformers parses the file for its config, tokenizer and tensor names, xlikert for
+    the tensors: within ``_parsed_once`` they share one reader of that file."""
+    import gguf
+
+    made = []
+
+    class Reader:
+        def __init__(self, path, mode="r"):
+            made.append((str(path), mode))
+
+    monkeypatch.setattr(gguf, "GGUFReader", Reader)
+    path, other = tmp_path / "m.gguf", tmp_path / "other.gguf"
+    with zoo._parsed_once(path):
+        first = gguf.GGUFReader(str(path))
+        assert gguf.GGUFReader(path) is first  # a str or a Path of the same file
+        assert gguf.GGUFReader(str(other)) is not first  # another file: its own reader
+        assert gguf.GGUFReader(str(path), "r+") is not first  # another mode: its own
+    assert made == [(str(path), "r"), (str(other), "r"), (str(path), "r+")]
+    assert gguf.GGUFReader is Reader  # given back after the block
+    with zoo._parsed_once(path), pytest.raises(RuntimeError):
+        raise RuntimeError("a failed dequantisation")
+    assert gguf.GGUFReader is Reader

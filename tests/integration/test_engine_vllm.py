@@ -308,7 +308,19 @@ def test_in_process_vllm_reads_each_format_levels_labels(vllm_in_process, tmp_pa
         np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
 
 
-def test_in_process_vllm_reads_each_items_options(vllm_in_process, tmp_path):
+# The nominal vote answered with names ("Clinton", "Dole") is 154 answer contexts, each a
+# request: about 50 s on the engine, so the default run reads the other three items (their
+# own scales, letters, "Don't know" and "Refused"), and multi-token answers on this engine
+# are read by the demo job's 0..10 scale; the whole questionnaire is a costly test.
+@pytest.mark.parametrize(
+    "items",
+    [
+        ("self", "tv", "trust"),
+        pytest.param(("self", "tv", "trust", "vote"), marks=pytest.mark.costly),
+    ],
+    ids=["three-items", "with-names"],
+)
+def test_in_process_vllm_reads_each_items_options(vllm_in_process, tmp_path, items):
     """A questionnaire (support/survey.py: 1..7 with "Don't know", 0..7, 1..4 in letters with
     two options, a nominal vote answered with names) on the live engine: each item's
     answers, one token or several, travel with its requests; equal to the transformers
@@ -317,7 +329,7 @@ def test_in_process_vllm_reads_each_items_options(vllm_in_process, tmp_path):
 
     from xlikert.core.io import open_results
 
-    prompts = survey_experiment(tmp_path).build_prompts().sel(party=["Democrat"])
+    prompts = survey_experiment(tmp_path).build_prompts().sel(party=["Democrat"], item=list(items))
     saved, out = tmp_path / "prompts.nc", tmp_path / "survey.nc"
     prompts.to_netcdf(saved)
     res = vllm_in_process.run("survey", saved, out)
@@ -327,7 +339,8 @@ def test_in_process_vllm_reads_each_items_options(vllm_in_process, tmp_path):
                   temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
     assert v.nonsubstantive_mass.dims == ("model", "party", "item", "option")
     labels = v.likert.attrs["models"]["m"]["valid_tokens_by_labels"]
-    assert any("Clinton" in k for k in labels)
+    assert ("vote" not in items) or any("Clinton" in k for k in labels)
+    assert len(labels) == len(items)  # each item's own answers
     for var in ("pmf", "valid_mass", "nonsubstantive_mass", "decoding_pmf", "decoding_valid_mass"):
         assert (np.isnan(v[var].values) == np.isnan(loc[var].values)).all(), var
         np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)

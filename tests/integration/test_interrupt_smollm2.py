@@ -1,4 +1,5 @@
-"""SIGTERM mid-run on the real SmolLM2-135M-Instruct (offline zoo), through ``xlikert run``.
+"""SIGTERM mid-run on the real SmolLM2-135M-Instruct (offline zoo), through ``xlikert run``
+(the stopped run a process of its own; the clean run and the resume in the test's).
 
 What a SLURM job sees when its time runs out or it is preempted: the run stops after
 saving every finished unit, says how to resume and exits with 128 + 15; the rerun ends
@@ -53,14 +54,23 @@ def xlikert(*args: str, **kw) -> subprocess.Popen:
                             **kw)  # fmt: skip
 
 
+def in_process(cfg: Path, out: Path, *args: str) -> str:
+    """``xlikert run`` in the test's process (only the run that is stopped needs its own)."""
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+
+    res = CliRunner().invoke(main, ["run", str(cfg), "-o", str(out), "--quiet", *args])
+    assert res.exit_code == 0, res.output[-3000:]
+    return res.output
+
+
 def test_sigterm_mid_run_exits_143_and_the_rerun_equals_a_clean_run(tmp_path):
     cfg = tmp_path / "exp.toml"
     cfg.write_text(CONFIG)
     clean, out = tmp_path / "clean.nc", tmp_path / "r.nc"
     partial = tmp_path / "r.nc.partial"
-    proc = xlikert("run", str(cfg), "-o", str(clean), "--quiet")
-    _, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, err[-3000:]
+    in_process(cfg, clean)
 
     proc = xlikert("run", str(cfg), "-o", str(out), "--quiet")
     deadline = time.time() + 600
@@ -78,18 +88,13 @@ def test_sigterm_mid_run_exits_143_and_the_rerun_equals_a_clean_run(tmp_path):
     ) in err
     assert f"resume with: xlikert run {cfg} -o {out} --quiet" in err
 
-    proc = xlikert("run", str(cfg), "-o", str(out), "--quiet")
-    said, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, err[-3000:]
+    said = in_process(cfg, out)
     assert f"wrote {out}: 17 prompts" in said and not partial.exists()
     xr.testing.assert_identical(without_session(out), without_session(clean))
 
     # the batching tolerance: other units and batches give the same numbers up to float noise
     other = tmp_path / "other.nc"
-    proc = xlikert("run", str(cfg), "-o", str(other), "--quiet", "--chunk-size", "17",
-                   "--batch-size", "17")  # fmt: skip
-    _, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, err[-3000:]
+    in_process(cfg, other, "--chunk-size", "17", "--batch-size", "17")
     a, b = without_session(clean), without_session(other)
     diff = float(np.abs(a.pmf - b.pmf).max())
     print(f"SmolLM2 pmf, units of 2 vs 17 prompts: max |difference| {diff:.2e}")

@@ -153,15 +153,15 @@ def _spellings(data: dict[int, bytes], text: str, space: int) -> list[tuple[int,
     return sorted(set(seqs))
 
 
-def _mass(model, ids, seqs, stop_ids) -> float:
-    """P of the spellings: product of the tokens' probabilities; with ``stop_ids`` (the
-    continuation ids), times P(the next token is none of them). The prompt is read once
-    (transformers' own KV cache); each answer context is read on a copy of it."""
+def _masses(model, ids, spellings, stop_ids) -> np.ndarray:
+    """P of each score's spellings: the product of the tokens' probabilities; with
+    ``stop_ids`` (the continuation ids), times P(the next token is none of them). The
+    prompt is read once (transformers' own KV cache, logits at its last position only);
+    each answer context is read on a copy of it, once for every score."""
     import copy
 
-    total = 0.0
     with torch.no_grad():
-        out = model(torch.tensor([ids]), use_cache=True)
+        out = model(torch.tensor([ids]), use_cache=True, logits_to_keep=1)
     prompt = out.cache  # transformers >= 5.2 names the KV cache `cache`
     cache: dict[tuple[int, ...], np.ndarray] = {
         (): torch.softmax(out.logits[0, -1].double(), -1).numpy()
@@ -171,18 +171,22 @@ def _mass(model, ids, seqs, stop_ids) -> float:
         if ctx not in cache:
             with torch.no_grad():
                 z = model(torch.tensor([list(ctx)]), cache=copy.deepcopy(prompt),
-                          use_cache=True).logits[0, -1].double()  # fmt: skip
+                          use_cache=True, logits_to_keep=1).logits[0, -1].double()  # fmt: skip
             cache[ctx] = torch.softmax(z, -1).numpy()
         return cache[ctx]
 
-    for s in seqs:
-        p = 1.0
-        for k, t in enumerate(s):
-            p *= dist(s[:k])[t]
-        if stop_ids is not None:
-            p *= 1.0 - dist(s)[stop_ids].sum()
-        total += p
-    return total
+    def mass(seqs) -> float:
+        total = 0.0
+        for s in seqs:
+            p = 1.0
+            for k, t in enumerate(s):
+                p *= dist(s[:k])[t]
+            if stop_ids is not None:
+                p *= 1.0 - dist(s)[stop_ids].sum()
+            total += p
+        return total
+
+    return np.asarray([mass(seqs) for seqs in spellings])
 
 
 def test_qwen_digits_per_script_are_pinned(independent):
@@ -247,13 +251,13 @@ def test_each_cell_equals_an_independent_forward_pass(run, independent, fmt):
     ids = read_sequence(ds, model="qwen", target="China", format=fmt, item=item).ids.tolist()
     labels = SCRIPT_DIGITS[fmt]
     # the label shown first means score 1 (ascending formats): label digit d means score d
-    masses = []
+    spellings = []
     for y in range(1, 8):
         seqs = [s for sc in scripts for s in _spellings(data, SCRIPT_DIGITS[sc][y], space)]
         if not multi:  # the one-token rule with split space: no stop check, <= 2 tokens
             seqs = [s for s in seqs if len(s) == 1 or (len(s) == 2 and s[0] == space)]
-        masses.append(_mass(model, ids, seqs, stop))
-    masses = np.asarray(masses)
+        spellings.append(seqs)
+    masses = _masses(model, ids, spellings, stop)
     cell = ds.sel(model="qwen", target="China", format=fmt, item=item)
     assert labels[1] in str(cell.prompt_text.values)
     np.testing.assert_allclose(float(cell.valid_mass), masses.sum(), atol=1e-5)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import xarray as xr
 
 CHAT_TEMPLATE = (
@@ -178,25 +179,24 @@ HERE = Path(__file__).parent
 
 
 def kill_then_resume(model_dir: Path, tmp_path: Path, *extra: str, glob: str, units: int):
-    """The resume child run once cleanly, and once killed (SIGKILL) as soon as ``units``
-    saved units match ``glob``, then rerun to the end.
+    """The resume child's run killed (SIGKILL) in a process of its own as soon as
+    ``units`` saved units match ``glob``, then resumed to the end, beside a clean run
+    (the resume and the clean run in this process: what they read is the killed
+    process's saved progress).
 
     Returns the clean and the resumed file (opened, loaded, their date/history attrs
-    dropped), the number of saved units at the kill, and a function that reruns the
-    child on the resumed output.
+    dropped), the number of saved units at the kill, and a function that runs the
+    resume again on the resumed output.
     """
+    from support import resume_child
+
     env = dict(
         os.environ, PYTHONPATH=f"{HERE.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
     )
     child = HERE / "resume_child.py"
     clean, killed = tmp_path / "clean.nc", tmp_path / "killed.nc"
-
-    def run(out, delay="0", **kw):
-        cmd = [sys.executable, child, model_dir, out, delay, *extra]
-        return subprocess.run(cmd, env=env, timeout=300, **kw)
-
-    run(clean, check=True)
     proc = subprocess.Popen([sys.executable, child, model_dir, killed, "0.5", *extra], env=env)
+    resume_child.run(model_dir, clean, 0.0, *extra)  # while the child starts
     partial = tmp_path / "killed.nc.partial"
     deadline = time.time() + 120
     while time.time() < deadline and len(list(partial.glob(glob))) < units:
@@ -205,7 +205,8 @@ def kill_then_resume(model_dir: Path, tmp_path: Path, *extra: str, glob: str, un
     proc.wait()
     n_done = len(list(partial.glob(glob)))
     assert not killed.exists()  # nothing looks complete
-    run(killed, check=True)
+    with pytest.warns(UserWarning, match="took over the lock .* that process is gone"):
+        resume_child.run(model_dir, killed, 0.0, *extra)
     assert not partial.exists()
     files = []
     for path in (clean, killed):
@@ -214,7 +215,7 @@ def kill_then_resume(model_dir: Path, tmp_path: Path, *extra: str, glob: str, un
         for key in ("date_created", "history", "collection_seconds_last_session"):
             ds.attrs.pop(key)
         files.append(ds)
-    return files[0], files[1], n_done, lambda: run(killed)
+    return files[0], files[1], n_done, lambda: resume_child.run(model_dir, killed, 0.0, *extra)
 
 
 def save_answering_tiny(path: Path, seed: int = 1) -> Path:

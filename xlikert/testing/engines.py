@@ -222,10 +222,17 @@ def vllm_server(model_dir: Path, served: str, log: Path, port: int | None = None
 def llamacpp_server(
     gguf: Path, served: str, log: Path, port: int | None = None, logits_all: bool = True
 ) -> EngineServer:
-    """``llama_cpp.server`` serving a GGUF file (log-probabilities need ``logits_all``)."""
+    """``llama_cpp.server`` serving a GGUF file (log-probabilities need ``logits_all``).
+
+    Its threads follow ``OMP_NUM_THREADS`` where it is set (a test worker's share of
+    the cores): llama.cpp otherwise reads prompts on a thread per core, which spin
+    against the other workers' threads.
+    """
+    threads = os.environ.get("OMP_NUM_THREADS", "").strip()
     argv = [
         str(engine_python("llamacpp")), "-m", "llama_cpp.server", "--model", str(gguf),
         "--model_alias", served, "--logits_all", str(logits_all).lower(), "--n_ctx", "2048",
+        *(["--n_threads", threads, "--n_threads_batch", threads] if threads.isdigit() else []),
         "--host", "127.0.0.1", "--port", str(port or free_port()),
     ]  # fmt: skip
     return EngineServer(argv, int(argv[-1]), log)
