@@ -243,7 +243,9 @@ class RunKeys:
         known = self._keys.setdefault(mi, {})
         new = [j for j in cells if j not in known]
         inputs = self.inputs(mi)
-        for at in range(0, len(new) if inputs is not None else 0, _PREDICT_BLOCK):
+        for at in range(0, len(new), _PREDICT_BLOCK):
+            if inputs is None:  # no keys for this backend
+                break
             block = new[at : at + _PREDICT_BLOCK]  # a block at a time: memory flat in cells
             known.update(zip(block, self._keys_of(mi, block, self._sent(inputs, block)),
                              strict=True))  # fmt: skip

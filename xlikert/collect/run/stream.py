@@ -138,7 +138,7 @@ def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.
     path = Path(path)
     stamp = _stamp(path)
     store = NetCDF4DataStore.open(path)
-    text: dict[str, tuple[xr.Variable, np.dtype]] = {}
+    text: dict[str, tuple[xr.Variable, np.dtype, list[str]]] = {}
     for k, v in store.get_variables().items():
         if not (v.dtype == object and v.ndim >= 2 and v.dims[0] == "model"
                 and "_FillValue" not in v.attrs):  # fmt: skip
@@ -152,7 +152,8 @@ def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.
         coords = str(attrs.pop("coordinates", "")).split()  # CF: decoded into coords
         text[k] = (xr.Variable(v.dims, v._data, attrs), np.dtype(f"<U{width}"), coords)
     ds = xr.open_dataset(store, drop_variables=list(text), cache=False)
-    cells = {k: (v.variable, v.dtype, []) for k, v in ds.data_vars.items()
+    cells: dict[str, tuple[xr.Variable, np.dtype, list[str]]] = {
+        str(k): (v.variable, v.dtype, []) for k, v in ds.data_vars.items()
              if v.ndim >= 2 and v.dims[0] == "model"}  # fmt: skip
     for k, (v, dtype, coords) in {**cells, **text}.items():
         chunks = (1, _step(v.shape, block_cells), *v.shape[2:])
