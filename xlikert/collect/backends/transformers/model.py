@@ -17,7 +17,7 @@ from ...tokens import ValidTokens
 from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
-from .scorer import Scorer, empty_cache, is_oom, read_logits
+from .scorer import Scorer, empty_cache, in_batches, is_oom, read_logits
 from .tree import TreeReader
 
 __all__ = ["TRACE_SAMPLER", "LocalModel"]
@@ -161,35 +161,33 @@ class LocalModel(InProcessModel):
         order = sorted(range(len(suffixes)), key=lambda r: (len(suffixes[r]), r))
         L = len(self.leaves)
         res: dict[str, np.ndarray] = {}
-        a = 0
-        while a < len(order):
+        state = {"cache": cache}
+
+        def size(left: int) -> int:  # equal batches of at most batch_size // L suffixes
             bs = max(1, self.batch_size // L)  # one teacher-forced row per (suffix, leaf)
-            left = len(order) - a
-            nb = -(-left // bs)
-            rows = order[a : a + -(-left // nb)]
+            return -(-left // -(-left // bs))
+
+        def step(at: list[int]) -> bool:
+            rows = [order[i] for i in at]
             batch = [suffixes[r] + leaf for r in rows for leaf in self.leaves]
-            try:
-                logits = self.scorer.forward_rows(prefix, cache, batch, keep=self.keep)
-                if cache is not None and self.scorer.needs_check("prefix"):
-                    self.scorer.check_prefix_cache(prefix, logits[0, -1], batch[0])
-                    if not self.scorer.prefix_cache:
-                        cache = None
-                        continue  # recompute this batch without the cache
-                out = self.readout(logits, len(rows))
-            except Exception as exc:
-                if not is_oom(exc):
-                    raise
-                if len(rows) == 1:
-                    raise self._oom(f"{len(prefix) + len(suffixes[rows[0]])} tokens") from exc
-                self.batch_size = max(1, self.batch_size // 2)  # prompts, not rows
-                self.backoffs += 1
-                empty_cache()
-                continue
-            for key, val in out.items():
+            logits = self.scorer.forward_rows(prefix, state["cache"], batch, keep=self.keep)
+            if state["cache"] is not None and self.scorer.needs_check("prefix"):
+                self.scorer.check_prefix_cache(prefix, logits[0, -1], batch[0])
+                if not self.scorer.prefix_cache:
+                    state["cache"] = None
+                    return False  # recompute this batch without the cache
+            for key, val in self.readout(logits, len(rows)).items():
                 if key not in res:
                     res[key] = np.zeros((len(suffixes), *val.shape[1:]), dtype=val.dtype)
                 res[key][rows] = val
-            a += len(rows)
+            return True
+
+        def halve() -> None:
+            self.batch_size = max(1, self.batch_size // 2)  # prompts, not rows
+            self.backoffs += 1
+
+        in_batches(len(order), size, step, halve,
+                   lambda at: self._oom(f"{len(prefix) + len(suffixes[order[at[0]]])} tokens"))  # fmt: skip
         return res
 
     def context_reader(self, session: str) -> TreeReader:

@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import inspect
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from ...options import CollectOptions
 from ...sequences import AnswerSequences
 from .loading import LoadedModel
 
-__all__ = ["Scorer", "empty_cache", "is_oom", "output_cache", "read_logits"]
+__all__ = ["Scorer", "empty_cache", "in_batches", "is_oom", "output_cache", "read_logits"]
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -41,6 +42,60 @@ def empty_cache() -> None:
 
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def in_batches(
+    n: int,
+    size: Callable[[int], int],
+    step: Callable[[list[int]], bool | None],
+    halve: Callable[[], None],
+    too_big: Callable[[list[int]], Exception],
+) -> None:
+    """Run ``step`` over the rows ``0..n-1`` in batches, halving them out of memory.
+
+    Parameters
+    ----------
+    n : int
+        The number of rows.
+    size : callable
+        ``size(left)``: the rows of the next batch when ``left`` rows are left (read
+        again after every halving).
+    step : callable
+        ``step(rows)`` runs a batch; returning False runs the same batch again (a check
+        that changed how it must be run).
+    halve : callable
+        Called when a batch of more than one row runs out of memory, before it is run
+        again (it halves what ``size`` gives).
+    too_big : callable
+        ``too_big(rows)``: the error raised when one row alone runs out of memory.
+
+    Examples
+    --------
+    >>> seen, cap = [], [4]
+    >>> def step(rows):
+    ...     if len(rows) > 2:
+    ...         raise MemoryError
+    ...     seen.append(rows)
+    >>> in_batches(5, lambda left: min(cap[0], left), step,
+    ...            lambda: cap.__setitem__(0, cap[0] // 2), lambda rows: ValueError(rows))
+    >>> seen
+    [[0, 1], [2, 3], [4]]
+    """
+    a = 0
+    while a < n:
+        rows = list(range(a, a + size(n - a)))
+        try:
+            again = step(rows) is False
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            if len(rows) == 1:
+                raise too_big(rows) from exc
+            halve()
+            empty_cache()
+            continue
+        if not again:
+            a += len(rows)
 
 
 def read_logits(

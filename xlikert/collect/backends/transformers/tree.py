@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ....core.errors import CollectionError
-from .scorer import Scorer, empty_cache, is_oom, output_cache
+from .scorer import Scorer, empty_cache, in_batches, output_cache
 
 __all__ = ["DEFAULT_TREE_BYTES", "TreeReader"]
 
@@ -131,29 +131,22 @@ class TreeReader:
             raise CollectionError(f"model {self.scorer.lm.name!r}: an empty context to read")
         keep = [True] * len(contexts) if keep is None else list(keep)
         res: dict[str, np.ndarray] = {}
-        a = 0
-        while a < len(contexts):
-            n = max(1, self.batch_size // len(self.leaves))
-            rows = list(range(a, min(a + n, len(contexts))))
-            try:
-                out = self._batch([contexts[r] for r in rows], [keep[r] for r in rows])
-            except Exception as exc:
-                if not is_oom(exc):
-                    raise
-                if len(rows) == 1:
-                    raise CollectionError(
-                        f"model {self.scorer.lm.name!r} runs out of memory reading one "
-                        f"conversation of {len(contexts[rows[0]])} tokens; use a smaller dtype "
-                        "or a bigger device"
-                    ) from exc
-                self.batch_size = max(1, self.batch_size // 2)
-                empty_cache()
-                continue
+
+        def step(rows: list[int]) -> None:
+            out = self._batch([contexts[r] for r in rows], [keep[r] for r in rows])
             for key, val in out.items():
                 if key not in res:
                     res[key] = np.zeros((len(contexts), *val.shape[1:]), dtype=val.dtype)
                 res[key][rows] = val
-            a += len(rows)
+
+        in_batches(
+            len(contexts), lambda left: min(left, max(1, self.batch_size // len(self.leaves))),
+            step, self._halve,
+            lambda rows: CollectionError(
+                f"model {self.scorer.lm.name!r} runs out of memory reading one conversation "
+                f"of {len(contexts[rows[0]])} tokens; use a smaller dtype or a bigger device"
+            ),
+        )  # fmt: skip
         self.contexts_read += len(contexts)
         return res
 
@@ -166,25 +159,23 @@ class TreeReader:
         :attr:`reuse`, and nothing is kept).
         """
         contexts = [list(c) for c in contexts if c]
-        a = 0
-        while a < len(contexts) and self.reuse is not False:
-            n = max(1, self.batch_size)
-            batch = contexts[a : a + n]
-            try:
-                self._prefill(batch)
-            except Exception as exc:
-                if not is_oom(exc):
-                    raise
-                if len(batch) == 1:
-                    raise CollectionError(
-                        f"model {self.scorer.lm.name!r} runs out of memory on a shared prefix "
-                        f"of {len(batch[0])} tokens; use a smaller dtype or a bigger device"
-                    ) from exc
-                self.batch_size = max(1, self.batch_size // 2)
-                empty_cache()
-                continue
-            a += len(batch)
+
+        def step(rows: list[int]) -> None:
+            if self.reuse is not False:  # else nothing is kept: the rest is skipped
+                self._prefill([contexts[r] for r in rows])
+
+        in_batches(
+            len(contexts), lambda left: min(left, max(1, self.batch_size)), step, self._halve,
+            lambda rows: CollectionError(
+                f"model {self.scorer.lm.name!r} runs out of memory on a shared prefix "
+                f"of {len(contexts[rows[0]])} tokens; use a smaller dtype or a bigger device"
+            ),
+        )  # fmt: skip
         return self.reuse is not False
+
+    def _halve(self) -> None:
+        """Out of memory: half the rows per pass from now on."""
+        self.batch_size = max(1, self.batch_size // 2)
 
     def _prefill(self, contexts: list[list[int]]) -> None:
         """One pass over ``contexts`` (no leaves, one logits row each), their caches kept."""
