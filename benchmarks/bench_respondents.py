@@ -34,7 +34,9 @@ Usage::
     python benchmarks/bench_respondents.py           # 500 respondents; RSS 100 vs 1,000
     python benchmarks/bench_respondents.py --respondents 100   # a smaller full run
 
-Writes ``benchmarks/results/respondents.json`` (``respondents-quick.json``).
+Writes ``benchmarks/results/respondents.json`` (``respondents-quick.json``);
+``--no-throughput`` on an existing file replaces only its memory runs (the throughput
+rows stay; ``memory_command``, ``memory_load_average`` say how the memory was run).
 """
 
 from __future__ import annotations
@@ -391,9 +393,17 @@ def main(argv: list[str] | None = None) -> int:
                              spread(r["fraction_of_useful_bound_runs"])
                              if "fraction_of_useful_bound_runs" in r else "-",
                              r.get("speedup_vs_plain", 1.0)] for r in res["rows"]], head))  # fmt: skip
+    path = result_path("respondents", args.quick, args.out)
+    if args.no_throughput and Path(path).is_file():  # keep the throughput rows there
+        mem = memory(args)
+        res = json.loads(Path(path).read_text())
+        res.update(memory=mem, memory_command=" ".join(["python", *sys.argv]),
+                   memory_load_average={"before": load_before, "after": load_average()})  # fmt: skip
+        write_json(path, res)
+        return 0
     res["memory"] = [] if args.no_memory else memory(args)
     res.update(load_record(load_before), machine=machine(["torch", "transformers"]))
-    write_json(result_path("respondents", args.quick, args.out), res)
+    write_json(path, res)
     return 0
 
 
@@ -490,10 +500,12 @@ def _memory_table(d: dict[str, Any], mem: list[dict[str, Any]]) -> list[str]:
             f"respondents: goal ≤ {pct(g['rss_growth'])} growth, "
             f"{goal(growth <= g['rss_growth'])}. Above the RSS before `collect`: "
             f"{fmt(own[0])} MB, then {fmt(own[1])} MB, about {fmt(per_cell)} kB per cell: "
-            "each finished unit is saved to `<output>.partial/` as it completes, but the "
-            "units' results stay in memory until the results Dataset that `collect` returns "
-            "is assembled and written, so the peak grows with the cells (it does not with "
-            "the model: a real model's weights are a fixed part of it)."
+            "each finished unit is saved to `<output>.partial/` as it completes and is not "
+            "kept in memory; the results file is written block by block (about 2,048 cells "
+            "at a time) from the saved units, and `collect` returns it opened lazily "
+            "(xlikert/collect/run/stream.py). What still grows with the cells is held per "
+            "cell by the run itself (its plan's prompts, its cells' keys, the units' cell "
+            "indices), not the results."
             + (f" Memory runs: `{d['memory_command']}`." if d.get("memory_command") else ""),
             "",
         ]

@@ -140,7 +140,27 @@ class UnitResult:
         >>> UnitResult.empty(2, sizes).traces, UnitResult.empty(2, sizes, traces=4).traces
         (0, 4)
         """
-        return int(np.shape(self.data["trace_pmf"])[1]) if "trace_pmf" in self.data else 0
+        return int(self.shape("trace_pmf")[1]) if "trace_pmf" in self.data else 0
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The shape of variable ``name`` (a stored unit gives it without reading the data).
+
+        Parameters
+        ----------
+        name : str
+            A variable of :attr:`data`.
+
+        Returns
+        -------
+        tuple of int
+            Its shape (the first axis: the unit's prompts).
+
+        Examples
+        --------
+        >>> UnitResult.empty(2, {"score": 5, "rank": 3, "temperature": 1, "top_p": 1}).shape("pmf")
+        (2, 5)
+        """
+        return tuple(np.shape(self.data[name]))
 
     def check(self, n: int, sizes: Mapping[str, int]) -> None:
         """Raise when a variable is missing or has the wrong shape (a backend bug).
@@ -257,6 +277,7 @@ def assemble(
     cells: Mapping[str, np.ndarray] | None = None,
     context: bool = False,
     elicitation: bool = False,
+    block_cells: int | None = None,
 ) -> xr.Dataset:
     """Scatter the units of every model into the results Dataset (the results schema).
 
@@ -290,11 +311,17 @@ def assemble(
     elicitation
         The run has an elicitation factor: adds
         :data:`~xlikert.core.schema.ELICITATION_VARIABLES`.
+    block_cells
+        None: every variable in memory. Else each variable is a dask array of blocks of
+        about this many cells (along the model and the first factor), each block filled
+        from the units when it is computed: ``to_netcdf`` writes the file block by block,
+        so the units' data (lazy, :class:`~xlikert.collect.run.stream.StoredUnit`) is
+        read from disk a block at a time and the whole never sits in memory.
     """
     M, ncell = len(model_names), int(np.prod(user.shape))
     bounded = any(r.bounded for _, r in units)
     n_traces = int(sizes.get("trace", 0))
-    histories = [np.shape(r.data["history_pmf"])[1] for _, r in units if "history_pmf" in r.data]
+    histories = [r.shape("history_pmf")[1] for _, r in units if "history_pmf" in r.data]
     sizes = {**sizes, "trace": n_traces, "history": max(histories, default=0),
              "other_item": user.sizes["item"], "other_score": sizes["score"]}  # fmt: skip
     table = variable_table(
@@ -302,33 +329,21 @@ def assemble(
         nonsubstantive=sizes.get("option", 0) > 0, scripts=sizes.get("script", 0) > 0,
         elicitation=elicitation,
     )  # fmt: skip
-    flat = {k: v.full(_shape(v, M * ncell, sizes)) for k, v in table.items()}
+    rows_of = [mi * ncell + np.asarray(r.cells, dtype=np.int64) for mi, r in units]
     computed = np.zeros(M * ncell, dtype=bool)
-    for mi, r in units:
-        rows = mi * ncell + np.asarray(r.cells)
-        for k in table:
-            if k in r.data:
-                if k in TRACE_VARIABLES and TRACE_VARIABLES[k].dims[:1] == ("trace",):
-                    flat[k][rows, : r.traces] = r.data[k]  # fewer traces: the rest stays fill
-                elif k in CONTEXT_VARIABLES and CONTEXT_VARIABLES[k].dims[:1] == ("history",):
-                    flat[k][rows, : np.shape(r.data[k])[1]] = r.data[k]  # padded with fill
-                else:
-                    flat[k][rows] = r.data[k]
-            elif k in BOUND_VARIABLES:  # an exact unit in a bounded file: the point itself
-                flat[k][rows] = r.data["pmf" if k.startswith("pmf") else "valid_mass"]
-            elif k in NONSUBSTANTIVE_BOUND_VARIABLES:
-                flat[k][rows] = r.data["nonsubstantive_mass"]
-            elif k == "pmf_se":  # a model not in reasoning mode: its pmf is exact
-                flat[k][rows] = 0.0
+    for rows in rows_of:
         computed[rows] = True
     dims = (MODEL_DIM, *user.dims)
     full = (M, *user.shape)
     data_vars = {}
     for k, v in table.items():
-        arr = flat[k].reshape(*full, *(sizes[d] for d in v.dims))
-        data_vars[k] = xr.Variable(
-            (*dims, *v.dims), arr.astype(str) if v.is_text else arr, dict(v.attrs)
-        )
+        if block_cells is None:
+            arr = _fill(k, v, units, rows_of, sizes, 0, M * ncell).reshape(
+                *full, *(sizes[d] for d in v.dims)
+            )
+        else:
+            arr = _blocks(k, v, units, rows_of, sizes, full, block_cells)
+        data_vars[k] = xr.Variable((*dims, *v.dims), arr, dict(v.attrs))
     all_coords: dict[str, Any] = {d: user[d] for d in user.dims if d in user.coords}
     for name, co in prompts.coords.items():  # item coords (reverse_keyed, subscale, ...)
         if name not in all_coords and set(co.dims) <= set(user.dims):
@@ -355,6 +370,59 @@ def assemble(
     ds.attrs.update(xlikert_version=__version__, date_created=_now())
     describe_models(ds)
     return ds
+
+
+def _fill(k, v, units, rows_of, sizes, lo: int, hi: int) -> np.ndarray:
+    """Variable ``k`` (schema ``v``) over the flat (model, cell) rows ``lo`` to ``hi``: its
+    fill value, the units' values scattered in (text as fixed-width unicode)."""
+    out = v.full(_shape(v, hi - lo, sizes))
+    for (_, r), rows in zip(units, rows_of, strict=True):
+        inside = (rows >= lo) & (rows < hi)
+        if not inside.any():
+            continue
+        at = rows[inside] - lo
+        if k in r.data:
+            x = np.asarray(r.data[k])[inside]
+            if k in TRACE_VARIABLES and TRACE_VARIABLES[k].dims[:1] == ("trace",):
+                out[at, : r.traces] = x  # fewer traces: the rest stays fill
+            elif k in CONTEXT_VARIABLES and CONTEXT_VARIABLES[k].dims[:1] == ("history",):
+                out[at, : np.shape(x)[1]] = x  # padded with fill
+            else:
+                out[at] = x
+        elif k in BOUND_VARIABLES:  # an exact unit in a bounded file: the point itself
+            out[at] = np.asarray(r.data["pmf" if k.startswith("pmf") else "valid_mass"])[inside]
+        elif k in NONSUBSTANTIVE_BOUND_VARIABLES:
+            out[at] = np.asarray(r.data["nonsubstantive_mass"])[inside]
+        elif k == "pmf_se":  # a model not in reasoning mode: its pmf is exact
+            out[at] = 0.0
+    return out.astype(str) if v.is_text else out
+
+
+def _blocks(k, v, units, rows_of, sizes, full: tuple[int, ...], block_cells: int):
+    """Variable ``k`` as a dask array (dims: model, the factors, the item, its own) of
+    blocks along the model and the first factor, each filled by :func:`_fill` when computed."""
+    import dask
+    import dask.array as da
+
+    inner = full[2:]
+    per = int(np.prod(inner, dtype=np.int64))  # rows per level of the first factor
+    step = max(1, block_cells // max(per, 1))
+    own = tuple(sizes[d] for d in v.dims)
+    dtype = np.dtype(str) if v.is_text else v.full((0, *own)).dtype
+
+    def block(lo: int, n: int) -> np.ndarray:
+        return _fill(k, v, units, rows_of, sizes, lo, lo + n * per).reshape(1, n, *inner, *own)
+
+    models = []
+    for mi in range(full[0]):
+        parts = []
+        for i in range(0, full[1], step):
+            n = min(step, full[1] - i)
+            lo = (mi * full[1] + i) * per
+            parts.append(da.from_delayed(dask.delayed(block, pure=False)(lo, n),
+                                         (1, n, *inner, *own), dtype=dtype))  # fmt: skip
+        models.append(da.concatenate(parts, axis=1))
+    return da.concatenate(models, axis=0)
 
 
 def _describe_modes(ds: xr.Dataset, *, bounded: bool, reasoning: bool) -> None:

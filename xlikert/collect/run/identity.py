@@ -147,6 +147,10 @@ def cell_key(digest: str, labels: Sequence[str], sent: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+#: Cells tokenised at a time when their keys are predicted (their ids are not kept).
+_PREDICT_BLOCK = 1024
+
+
 class RunKeys:
     """The keys of a run's cells, model by model.
 
@@ -239,8 +243,11 @@ class RunKeys:
         known = self._keys.setdefault(mi, {})
         new = [j for j in cells if j not in known]
         inputs = self.inputs(mi)
-        if new and inputs is not None:
-            known.update(zip(new, self._keys_of(mi, new, self._sent(inputs, new)),
+        for at in range(0, len(new), _PREDICT_BLOCK):
+            if inputs is None:  # no keys for this backend
+                break
+            block = new[at : at + _PREDICT_BLOCK]  # a block at a time: memory flat in cells
+            known.update(zip(block, self._keys_of(mi, block, self._sent(inputs, block)),
                              strict=True))  # fmt: skip
         return {j: known[j] for j in cells if j in known}
 

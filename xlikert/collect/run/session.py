@@ -40,6 +40,7 @@ from .identity import RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals, StopSignal
 from .reuse import ProgressSource, Reuse, open_source
 from .store import PartialStore, as_record, disk_error
+from .stream import BLOCK_CELLS, StoredUnit, write_streamed
 
 __all__ = ["Session", "write_atomic"]
 
@@ -118,11 +119,12 @@ class Session:
             with StopOnSignals() as stop:
                 self.find(reuse)
                 self.compute(stop)
-                ds = self.assemble(time.perf_counter() - started)
+                streamed = output is not None
+                ds = self.assemble(time.perf_counter() - started, streamed=streamed)
                 if output is not None:
                     kept = f"; the finished units in {self.store.path} are kept"
                     with stop.saving(last=True):  # a signal now: the file is complete first
-                        write_atomic(ds, output, kept)
+                        ds = write_streamed(ds, output, lambda d, p: write_atomic(d, p, kept))
                         finished = True
         except StopSignal as exc:
             raise RunInterrupted(exc.signum, self._stopped(exc.signum)) from None
@@ -177,7 +179,7 @@ class Session:
         sources: list[Any] = []
         if self.store is not None:
             for (mi, ui), (r, keys) in self.store.own_units(self.plan.units).items():
-                self.done[(mi, ui)] = r
+                self.done[(mi, ui)] = StoredUnit.of(r, self.store.unit_file(mi, ui))
                 if keys is not None:
                     self.cell_keys.update(zip(((mi, int(j)) for j in r.cells), keys, strict=True))
             sources.append(ProgressSource(self.store))
@@ -312,8 +314,9 @@ class Session:
                 r.cells = np.asarray(cells, dtype=np.int64)
                 keys = self.keys.of_result(mi, r)
                 with stop.saving():
-                    if self.store is not None:
+                    if self.store is not None:  # kept on disk, not in memory
                         self.store.save_unit(mi, ui, r, keys, self.keys.digest(mi))
+                        r = StoredUnit.of(r, self.store.unit_file(mi, ui))
                     self.done[(mi, ui)] = r
                     self.cell_keys.update(((mi, j), k) for j, k in zip(cells, keys, strict=True))
                     self.computed_now += len(cells)
@@ -366,9 +369,10 @@ class Session:
             )
 
     # ------------------------------------------------------------------ the file
-    def assemble(self, seconds: float = 0.0) -> xr.Dataset:
+    def assemble(self, seconds: float = 0.0, *, streamed: bool = False) -> xr.Dataset:
         """The results Dataset of every planned cell, computed and reused, with its attrs
-        (``seconds``: this session's collection time)."""
+        (``seconds``: this session's collection time); ``streamed``: its variables dask
+        arrays read from the saved units block by block (:mod:`.stream`)."""
         plan, options = self.plan, self.options
         units = [(mi, r) for (mi, _), r in sorted(self.done.items())]
         computed = sum(len(r.cells) for _, r in units)
@@ -390,6 +394,7 @@ class Session:
             {**options.sizes, "trace": max(plan.traces)}, options.coords, units, self.infos,
             shard=plan.shard, cells={"cell_key": keys, "reused_from": origin},
             context=plan.context is not None, elicitation=elicited,
+            block_cells=BLOCK_CELLS if streamed else None,
         )  # fmt: skip
         if elicited:
             ds.attrs.update(elicitation_attrs(options, plan.elicitations))
