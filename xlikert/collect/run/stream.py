@@ -16,7 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import xarray as xr
+from xarray.backends import BackendArray
+from xarray.core import indexing
 
+from ...core.dims import MODEL_DIM
 from ..record import UnitResult
 
 __all__ = ["BLOCK_CELLS", "StoredArrays", "StoredUnit", "write_streamed"]
@@ -97,18 +100,24 @@ def _stamp(path: Path) -> tuple[int, int, int]:
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-class _Blocks:
-    """Blocks of one per-cell variable of a results file, read when asked for: the
-    variable as xarray decodes it, or (``text``) xarray's undecoded variable-length
-    strings decoded as xarray decodes them (to fixed-width unicode of the variable's
-    widest value), through xarray's own file handle and locks. A file changed since it
-    was opened is refused by name: its values are not this Dataset's."""
+class _Cells(BackendArray):
+    """One per-cell variable of a results file, read when indexed (xarray's lazy
+    indexing, as ``xr.open_dataset`` gives): the variable as xarray decodes it, or
+    (``text``) xarray's undecoded variable-length strings decoded as xarray decodes
+    them (to fixed-width unicode of the variable's widest value), through xarray's own
+    file handle and locks. A file changed since it was opened is refused by name: its
+    values are not this Dataset's."""
 
     def __init__(self, var: xr.Variable, path: Path, stamp, dtype: np.dtype, text: bool):
-        self.var, self.path, self.stamp, self.dtype, self.text = var, path, stamp, dtype, text
-        self.shape, self.ndim = var.shape, var.ndim
+        self.var, self.path, self.stamp, self.text = var, path, stamp, text
+        self.shape, self.dtype = var.shape, np.dtype(dtype)
 
-    def __getitem__(self, key) -> np.ndarray:
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, self._read
+        )
+
+    def _read(self, key: tuple) -> np.ndarray:
         from ...core.errors import CollectionError
 
         if not self.path.is_file() or _stamp(self.path) != self.stamp:
@@ -124,15 +133,15 @@ class _Blocks:
 def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.Dataset:
     """A results file opened lazily: nothing of its per-cell variables is read until used.
 
-    The per-cell variables (dims ``model``, the factors, ...) are dask arrays of blocks of
-    about ``block_cells`` cells, read when used: the values and attrs are those of
-    :func:`xlikert.core.io.open_results`. (``xr.open_dataset`` alone would read every text
-    variable whole, to decode its variable-length strings to fixed-width unicode; here
-    each block is decoded the same way when read.) No file handle stays open (xarray
-    reopens the file when a block is read; ``ds.close()`` closes it); a read after the
-    file was replaced raises :class:`~xlikert.core.errors.CollectionError`.
+    The per-cell variables (dims ``model``, the factors, ...) are read when indexed or
+    used, as ``xr.open_dataset`` reads a variable (numpy arrays, no dask): the values
+    and attrs are those of :func:`xlikert.core.io.open_results`. (``xr.open_dataset``
+    alone would read every text variable whole, to decode its variable-length strings
+    to fixed-width unicode; here the part read is decoded the same way.) Nothing read
+    is kept (``.load()`` keeps it). No file handle stays open (xarray reopens the file
+    for a read; ``ds.close()`` closes it); a read after the file was replaced raises
+    :class:`~xlikert.core.errors.CollectionError`.
     """
-    import dask.array as da
     from xarray.backends import NetCDF4DataStore
 
     path = Path(path)
@@ -140,26 +149,26 @@ def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.
     store = NetCDF4DataStore.open(path)
     text: dict[str, tuple[xr.Variable, np.dtype, list[str]]] = {}
     for k, v in store.get_variables().items():
-        if not (v.dtype == object and v.ndim >= 2 and v.dims[0] == "model"
+        if not (v.dtype == object and v.ndim >= 2 and v.dims[0] == MODEL_DIM
                 and "_FillValue" not in v.attrs):  # fmt: skip
             continue
         step = _step(v.shape, block_cells)
-        width = 1  # the widest value, as xarray's decoding finds it
+        width = 1  # the widest value, as xarray's decoding finds it (read block by block)
         for i in range(0, v.shape[1], step):
             block = np.asarray(v[:, i : i + step].values, dtype=object).astype(str)
             width = max(width, block.itemsize // 4)
         attrs = dict(v.attrs)
         coords = str(attrs.pop("coordinates", "")).split()  # CF: decoded into coords
+        # v._data: the backend's lazily indexed array (v.data would read it whole)
         text[k] = (xr.Variable(v.dims, v._data, attrs), np.dtype(f"<U{width}"), coords)
     ds = xr.open_dataset(store, drop_variables=list(text), cache=False)
     cells: dict[str, tuple[xr.Variable, np.dtype, list[str]]] = {
         str(k): (v.variable, v.dtype, []) for k, v in ds.data_vars.items()
-             if v.ndim >= 2 and v.dims[0] == "model"}  # fmt: skip
+             if v.ndim >= 2 and v.dims[0] == MODEL_DIM}  # fmt: skip
+    for k in set(ds.variables) - set(cells):  # the rest is small: read now, kept
+        ds[k].load()
     for k, (v, dtype, coords) in {**cells, **text}.items():
-        chunks = (1, _step(v.shape, block_cells), *v.shape[2:])
-        blocks = _Blocks(v, path, stamp, dtype, text=k in text)
-        data = da.from_array(blocks, chunks=chunks, asarray=False,
-                             name=f"open-{path}-{k}-{stamp[1]}")  # fmt: skip
+        data = indexing.LazilyIndexedArray(_Cells(v, path, stamp, dtype, text=k in text))
         ds[k] = xr.Variable(v.dims, data, dict(v.attrs), dict(v.encoding))
         ds = ds.set_coords([c for c in coords if c in ds.data_vars])
     store.close()  # no handle held: reopened when a block is read
