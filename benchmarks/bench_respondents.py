@@ -401,7 +401,12 @@ def main(argv: list[str] | None = None) -> int:
                    memory_load_average={"before": load_before, "after": load_average()})  # fmt: skip
         write_json(path, res)
         return 0
-    res["memory"] = [] if args.no_memory else memory(args)
+    if args.no_memory and Path(path).is_file():  # keep the memory runs there
+        old = json.loads(Path(path).read_text())
+        res.update({k: old[k] for k in ("memory", "memory_command", "memory_load_average")
+                    if k in old})  # fmt: skip
+    else:
+        res["memory"] = [] if args.no_memory else memory(args)
     res.update(load_record(load_before), machine=machine(["torch", "transformers"]))
     write_json(path, res)
     return 0
