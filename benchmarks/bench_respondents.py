@@ -381,30 +381,30 @@ def main(argv: list[str] | None = None) -> int:
         rss_child(args.rss_child, args.tiny, args.rss_out)
         return 0
     load_before = load_average()
+    path = result_path("respondents", args.quick, args.out)
+    kept = json.loads(Path(path).read_text()) if Path(path).is_file() else {}  # the last runs
     res: dict[str, Any] = {"benchmark": "respondents", "quick": args.quick, "model": QUICK_MODEL,
                            "items": N_ITEMS, "respondents": args.respondents,
                            "plain_respondents": args.plain_respondents, "repeat": args.repeat,
                            "goals": GOALS}  # fmt: skip
     if not args.no_throughput:
         res.update(throughput(args))
-        write_json(result_path("respondents", args.quick, args.out), res)  # kept if memory fails
+        write_json(path, {**kept, **res})  # kept if memory fails
         head = ["method", "persona", "prompts", "prompts/s", "of useful bound", "speed-up"]
         print(format_table([[r["method"], r["persona"], r["prompts"], r["prompts_per_s"],
                              spread(r["fraction_of_useful_bound_runs"])
                              if "fraction_of_useful_bound_runs" in r else "-",
                              r.get("speedup_vs_plain", 1.0)] for r in res["rows"]], head))  # fmt: skip
-    path = result_path("respondents", args.quick, args.out)
-    if args.no_throughput and Path(path).is_file():  # keep the throughput rows there
+    if args.no_throughput and kept:  # keep the throughput rows there
         mem = memory(args)
-        res = json.loads(Path(path).read_text())
+        res = kept
         res.update(memory=mem, memory_command=" ".join(["python", *sys.argv]),
                    memory_load_average={"before": load_before, "after": load_average()})  # fmt: skip
         write_json(path, res)
         return 0
-    if args.no_memory and Path(path).is_file():  # keep the memory runs there
-        old = json.loads(Path(path).read_text())
-        res.update({k: old[k] for k in ("memory", "memory_command", "memory_load_average")
-                    if k in old})  # fmt: skip
+    if args.no_memory and kept:  # keep the memory runs there
+        res.update({k: kept[k] for k in ("memory", "memory_command", "memory_load_average")
+                    if k in kept})  # fmt: skip
     else:
         res["memory"] = [] if args.no_memory else memory(args)
     res.update(load_record(load_before), machine=machine(["torch", "transformers"]))
