@@ -187,6 +187,45 @@ def test_server_readout_reads_numbers_in_any_script(tok):
         assert sm[scripts().index(c)] == pytest.approx(0.05 * n)
 
 
+def test_server_topk_listing_bounds_each_scripts_mass(tok):
+    """Top-k mode: each script's listed mass, and a certified interval that holds the
+    script's true mass under the full distribution whatever the server left unlisted."""
+    from xlikert.collect.backends.openai.readout import Readout
+    from xlikert.collect.backends.openai.spec import OpenAISpec
+    from xlikert.collect.record import UnitResult
+    from xlikert.collect.tokens import find_label_tokens
+
+    spec = OpenAISpec(name="m", model="m", base_url="http://127.0.0.1:9")
+    opts = CollectOptions(scale=(1, 2, 3), top_k=4)
+    valid = find_label_tokens(tok, [1, 2, 3])
+    readout = Readout(spec, opts, "topk", True, valid, tok)
+    script = dict(zip(valid.ids, valid.scripts, strict=True))
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.full(len(tok.vocab), 0.3))
+    truth = np.zeros(len(scripts()))
+    for i, c in script.items():
+        truth[scripts().index(c)] += p[i]
+    for n in (2, 4, 8, len(tok.vocab)):  # the server lists its n most probable tokens
+        keys = [int(i) for i in np.argsort(-p)[:n]]
+        res = UnitResult.empty(1, {**opts.sizes, "script": len(scripts())}, bounded=True)
+        readout._script_intervals(res, 0, keys, np.log(p[keys]))
+        lo, hi, point = (res.data[k][0] for k in ("script_mass_lower", "script_mass_upper",
+                                                  "script_mass"))  # fmt: skip
+        read = [scripts().index(c) for c in valid.numeral_scripts]
+        assert (lo[read] <= truth[read] + 1e-12).all() and (truth[read] <= hi[read] + 1e-12).all()
+        listed = np.zeros(len(scripts()))
+        for i in keys:
+            if i in script:
+                listed[scripts().index(script[i])] += p[i]
+        np.testing.assert_allclose(point[read], listed[read], rtol=1e-12)
+        off = np.setdiff1d(np.arange(len(scripts())), read)
+        assert np.isnan(point[off]).all() and np.isnan(hi[off]).all()
+        if n == len(tok.vocab):  # everything listed: the point, within the server's rtol
+            r = readout.rtol
+            np.testing.assert_allclose(lo[read], truth[read] * (1 - r), rtol=1e-12)
+            np.testing.assert_allclose(hi[read], truth[read] * (1 + r), rtol=1e-12)
+
+
 def test_a_script_shown_without_tokens_of_its_own_takes_the_multi_token_rule(tok):
     # ٣ is a token, ٥ only its two bytes: the one-token rule could not read ٥ as shown
     _, ans, rule = answer_rule(tok, [3, 5], labels={3: "٣", 5: "٥"})

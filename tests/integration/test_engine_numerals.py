@@ -125,3 +125,12 @@ def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwe
         (text.pmf_lower - eps <= whole.pmf).all() and (whole.pmf <= text.pmf_upper + eps).all()
     )
     assert bool((text.valid_mass_lower - eps <= whole.valid_mass).all())
+    # each script's mass in top-k mode: its interval closes with the top 1,000 on the
+    # transformers backend's script mass, and the top 20 read by text bound it
+    for c in ("ascii", "fullwidth"):
+        mass = whole.script_mass.sel(script=c)
+        width = whole.script_mass_upper.sel(script=c) - whole.script_mass_lower.sel(script=c)
+        assert float(width.max()) < 1e-3, c
+        np.testing.assert_allclose(mass, local.script_mass.sel(script=c), atol=0.01)
+        assert bool((text.script_mass_lower.sel(script=c) - eps <= mass).all()), c
+        assert bool((mass <= text.script_mass_upper.sel(script=c) + eps).all()), c

@@ -32,6 +32,7 @@ from ..core.schema import (
     NONSUBSTANTIVE_BOUND_VARIABLES,
     PROMPT_VARIABLES,
     SAMPLED_VARIABLES,
+    SCRIPT_BOUND_VARIABLES,
     TRACE_VARIABLES,
     Variable,
     variable_table,
@@ -393,6 +394,8 @@ def _fill(k, v, units, rows_of, sizes, lo: int, hi: int) -> np.ndarray:
             out[at] = np.asarray(r.data["pmf" if k.startswith("pmf") else "valid_mass"])[inside]
         elif k in NONSUBSTANTIVE_BOUND_VARIABLES:
             out[at] = np.asarray(r.data["nonsubstantive_mass"])[inside]
+        elif k in SCRIPT_BOUND_VARIABLES and "script_mass" in r.data:
+            out[at] = np.asarray(r.data["script_mass"])[inside]
         elif k == "pmf_se":  # a model not in reasoning mode: its pmf is exact
             out[at] = 0.0
     return out.astype(str) if v.is_text else out

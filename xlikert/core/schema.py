@@ -55,6 +55,7 @@ __all__ = [
     "PROMPT_VARIABLES",
     "RESULT_VARIABLES",
     "SAMPLED_VARIABLES",
+    "SCRIPT_BOUND_VARIABLES",
     "TRACE_VARIABLES",
     "VARIABLES",
     "Variable",
@@ -370,11 +371,19 @@ SCRIPT_VARIABLES: dict[str, Variable] = {
             "description": "sum of P_raw over the answers of the item's points written in each "
             "decimal script (ascii, fullwidth, arabic-indic, ...; the file's numeral_rule); "
             "over the scripts read it sums to valid_mass where every point's label is a "
-            "number; NaN for a script the rule did not read (numerals = 'shown', or a "
-            "script the tokenizer has no number token for), for word labels and where the "
-            "backend does not measure it (top-k servers, reasoning, sequential cells)",
+            "number; in top-k mode the listed mass of each script (its certified interval: "
+            "script_mass_lower, script_mass_upper); NaN for a script the rule did not read "
+            "(numerals = 'shown', or a script the tokenizer has no number token for), for "
+            "word labels and where the backend does not measure it (reasoning, sequential "
+            "cells)",
         },
     ),
+}
+
+#: Certified intervals of each script's mass, present when some unit was only bounded.
+SCRIPT_BOUND_VARIABLES: dict[str, Variable] = {
+    "script_mass_lower": Variable(("script",), _NAN, _BOUND_ATTRS),
+    "script_mass_upper": Variable(("script",), _NAN, _BOUND_ATTRS),
 }
 
 
@@ -481,7 +490,8 @@ def variable_table(
     :data:`TRACE_VARIABLES` when ``traces`` > 0, plus
     :data:`CONTEXT_VARIABLES` when ``context`` (sequential administration), plus
     :data:`NONSUBSTANTIVE_VARIABLES` (and :data:`NONSUBSTANTIVE_BOUND_VARIABLES`
-    when ``bounded``) when ``nonsubstantive``.
+    when ``bounded``) when ``nonsubstantive``, plus :data:`SCRIPT_VARIABLES` (and
+    :data:`SCRIPT_BOUND_VARIABLES` when ``bounded``) when ``scripts``.
 
     Parameters
     ----------
@@ -499,7 +509,7 @@ def variable_table(
         on the ``option`` dim.
     scripts : bool, default False
         Whether the run has a ``script`` axis: adds :data:`SCRIPT_VARIABLES`
-        (``script_mass``).
+        (``script_mass``), and with ``bounded`` its intervals.
     elicitation : bool, default False
         Whether the run has an elicitation factor: adds :data:`ELICITATION_VARIABLES`
         (the greedy reply and its answer, the own-words "no answer" mass and bound).
@@ -522,6 +532,7 @@ def variable_table(
         **(NONSUBSTANTIVE_VARIABLES if nonsubstantive else {}),
         **(NONSUBSTANTIVE_BOUND_VARIABLES if bounded and nonsubstantive else {}),
         **(SCRIPT_VARIABLES if scripts else {}),
+        **(SCRIPT_BOUND_VARIABLES if bounded and scripts else {}),
         **(TRACE_VARIABLES if traces else {}),
         **(
             {k: v for k, v in CONTEXT_VARIABLES.items() if nonsubstantive or "option" not in v.dims}

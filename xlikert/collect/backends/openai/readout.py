@@ -138,6 +138,9 @@ class Readout:
         self._by_id = (
             {i: column[y] for i, y in zip(valid.ids, valid.scores, strict=True)} if valid else {}
         )
+        self._script_by_id = (
+            dict(zip(valid.ids, valid.scripts, strict=True)) if valid is not None else {}
+        )
         self.rtol = spec.logprob_rtol if mode == "topk" else 0.0
 
     def score_of(self, key: Any) -> int:
@@ -246,6 +249,8 @@ class Readout:
             for key in ("pmf", "valid_mass", "pmf_lower", "pmf_upper", "valid_mass_lower",
                         "valid_mass_upper"):  # fmt: skip
                 res.data[key][r] = b[key]
+            if "script_mass_lower" in res.data:
+                self._script_intervals(res, r, keys, lps)
         for key in ("nonsubstantive_mass", "nonsubstantive_mass_lower",
                     "nonsubstantive_mass_upper"):  # fmt: skip
             if key in res.data:  # NaN where the item does not offer the option
@@ -267,6 +272,42 @@ class Readout:
             if c and self._by_id[i] < S:
                 out[index[c]] += float(np.exp(got[i]))
         return out
+
+    def _script_of(self, key: Any) -> str | None:
+        """The numeral script of a listed answer to a point of the scale (None: another
+        token, or a label that is not a number)."""
+        if self.score_of(key) < 0 or self.score_of(key) >= len(self.scale):
+            return None
+        if self.ids_ok:
+            return self._script_by_id.get(key) or None
+        number = read_numeral(_strip_marker(str(key)))
+        return number[1] if number is not None else None
+
+    def _script_intervals(self, res: UnitResult, r: int, keys: list, lps: np.ndarray) -> None:
+        """Top-k mode: each script's listed mass and its certified interval (as a
+        non-substantive answer's, :func:`topk_option_intervals`); NaN for a script the
+        rule does not read."""
+        names = all_scripts()
+        index = {c: i for i, c in enumerate(names)}
+        read = [c for c in names if c in self._scripts]
+        listed = np.array([index.get(self._script_of(k) or "", -1) for k in keys])
+        unlisted = None
+        if self.valid is not None:  # the tokenizer's point tokens of each script not listed
+            held = set(keys) if self.ids_ok else {_strip_marker(str(k)) for k in keys}
+            unlisted = np.zeros(len(names))
+            for i, c in zip(self.valid.ids, self.valid.scripts, strict=True):
+                if c and self._by_id[i] < len(self.scale):
+                    text = i if self.ids_ok else _strip_marker(token_text(self.tokenizer, i))
+                    unlisted[index[c]] += text not in held
+        # a script's answers are a class of answers, bounded as an option's answers are
+        b = topk_option_intervals(np.exp(lps), listed, len(names), unlisted,
+                                  out_of_order=OUT_OF_ORDER, rtol=self.rtol)  # fmt: skip
+        off = np.array([c not in read for c in names])
+        res.data["script_mass"][r] = np.where(off, np.nan, b["nonsubstantive_mass"])
+        for key in ("lower", "upper"):
+            res.data[f"script_mass_{key}"][r] = np.where(
+                off, np.nan, b[f"nonsubstantive_mass_{key}"]
+            )
 
     def _fill_decoding(self, res: UnitResult, r: int, lps: np.ndarray, scores: np.ndarray,
                        unlisted_max: float, counts: np.ndarray | None) -> None:  # fmt: skip
