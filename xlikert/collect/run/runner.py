@@ -331,9 +331,9 @@ def collect(
         bound, whether ``tol`` was met, the pairwise joints, every history read) and
         the rules in ``attrs`` (``history_rule``: how the failure mass enters).
         With an ``output``, the file as written, opened lazily (each per-cell variable
-        read when used, as ``xr.open_dataset`` reads it, its values those of
-        :func:`xlikert.open_results`; ``.load()`` it to keep it in memory; a read after
-        the file was written again raises :class:`CollectionError`): the run's memory does not
+        read in blocks when used, its values those of :func:`xlikert.open_results`; no
+        file handle held; ``.load()`` it to keep it in memory, and a read after the file
+        was written again raises :class:`CollectionError`): the run's memory does not
         grow with its cells. Without one, the Dataset in memory.
 
     Raises

@@ -138,11 +138,8 @@ def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.
     and attrs are those of :func:`xlikert.core.io.open_results`. (``xr.open_dataset``
     alone would read every text variable whole, to decode its variable-length strings
     to fixed-width unicode; here the part read is decoded the same way.) Nothing read
-    is kept (``.load()`` keeps it). The file stays open for reading, as
-    ``xr.open_dataset`` leaves it (``ds.close()`` closes it): writing the Dataset to
-    its own path is then refused by the file's lock, as xarray refuses it, instead of
-    truncating the file before its values are read. A read after the file was replaced
-    (``os.replace``, as every xlikert writer does) raises
+    is kept (``.load()`` keeps it). No file handle stays open (xarray reopens the file
+    for a read; ``ds.close()`` closes it); a read after the file was replaced raises
     :class:`~xlikert.core.errors.CollectionError`.
     """
     from xarray.backends import NetCDF4DataStore
@@ -174,7 +171,8 @@ def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.
         data = indexing.LazilyIndexedArray(_Cells(v, path, stamp, dtype, text=k in text))
         ds[k] = xr.Variable(v.dims, data, dict(v.attrs), dict(v.encoding))
         ds = ds.set_coords([c for c in coords if c in ds.data_vars])
-    ds.set_close(store.close)  # held open, as open_dataset holds it; ds.close() closes it
+    store.close()  # no handle held: reopened when a block is read
+    ds.set_close(store.close)  # ds.close() closes it again
     return ds
 
 
