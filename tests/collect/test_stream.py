@@ -77,6 +77,22 @@ def test_open_lazily_decodes_text_as_xarray_does(tiny, tmp_path):
         assert not _open_here(out)  # ds.close() closes what reading opened
 
 
+def test_the_returned_dataset_written_over_its_own_file_by_xlikert(tiny, tmp_path):
+    """xl.to_netcdf writes a temporary file and renames it: the lazily read result can be
+    written over its own file (an attr added), and the file holds the same values."""
+    import xlikert as xl
+
+    out = tmp_path / "r.nc"
+    ds = collect(tiny_prompts(n_items=3), tiny, out, **KW)
+    before = open_results(out).load()
+    ds.attrs["note"] = "checked"
+    xl.to_netcdf(ds, out)
+    after = open_results(out)
+    assert after.attrs["note"] == "checked"
+    after.attrs.pop("note")
+    _same(before, after)
+
+
 def test_a_returned_dataset_refuses_a_file_written_again(tiny, tmp_path):
     """The Dataset collect returned reads its file lazily: after the output is written
     again (another configuration), reading it is refused by name, never another run's."""

@@ -334,7 +334,10 @@ def collect(
         read in blocks when used, its values those of :func:`xlikert.open_results`; no
         file handle held; ``.load()`` it to keep it in memory, and a read after the file
         was written again raises :class:`CollectionError`): the run's memory does not
-        grow with its cells. Without one, the Dataset in memory.
+        grow with its cells. Without one, the Dataset in memory. To write it again, use
+        :func:`xlikert.to_netcdf` (a temporary file, then a rename) or another path:
+        ``ds.to_netcdf(output)`` over its own file truncates the file before its values
+        are read (``.load()`` it first).
 
     Raises
     ------
