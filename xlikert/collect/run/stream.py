@@ -171,7 +171,7 @@ def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.
         data = indexing.LazilyIndexedArray(_Cells(v, path, stamp, dtype, text=k in text))
         ds[k] = xr.Variable(v.dims, data, dict(v.attrs), dict(v.encoding))
         ds = ds.set_coords([c for c in coords if c in ds.data_vars])
-    store.close()  # no handle held: reopened when a block is read
+    store.close()  # no handle held: xarray reopens the file when a variable is read
     ds.set_close(store.close)  # ds.close() closes it again
     return ds
 

@@ -276,7 +276,7 @@ class Readout:
     def _script_of(self, key: Any) -> str | None:
         """The numeral script of a listed answer to a point of the scale (None: another
         token, or a label that is not a number)."""
-        if self.score_of(key) < 0 or self.score_of(key) >= len(self.scale):
+        if not 0 <= self.score_of(key) < len(self.scale):
             return None
         if self.ids_ok:
             return self._script_by_id.get(key) or None
