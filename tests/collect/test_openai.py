@@ -354,3 +354,47 @@ def test_results_say_what_the_server_backend_did(server, tiny_dir, local):
     assert desc.startswith("models 'm': " + DECODING_RULE) and "models 't': probabilities" in desc
     assert both.attrs["collection_protocol"].startswith("models 'm': " + PROTOCOL["exact"])
     assert "models 't': one forward pass" in both.attrs["collection_protocol"]
+
+
+def test_multi_token_answers_are_read_exactly_on_a_vllm_server(server, tiny_dir):
+    """0..10 ("1" is a prefix of "10") on a server with vLLM's requests (``/tokenize``, then
+    one ``/completions`` request with ``logprob_token_ids`` per answer context): the
+    multi-token rule, teacher forced, equals the transformers backend's; top-k mode and a
+    server without the extension refuse it by name, as does an elicitation level."""
+    from xlikert.collect.backends.openai.contexts import MULTI_TOKEN_PROTOCOL
+
+    prompts, scale = tiny_prompts(1, 2), range(0, 11)
+    local = collect(prompts, [{"name": "m", "source": str(tiny_dir)}], progress=False,
+                    scale=scale, temperatures=(0.5, 1.0), top_ps=(0.9, 1.0))  # fmt: skip
+    srv = server()
+    ds = collect(prompts, spec(srv, tiny_dir), progress=False, scale=scale,
+                 temperatures=(0.5, 1.0), top_ps=(0.9, 1.0))  # fmt: skip
+    info = ds.likert.attrs["models"]["m"]
+    assert info["mode"] == "exact" and info["answers"].startswith("multi-token")
+    assert info["collection_protocol"].endswith(MULTI_TOKEN_PROTOCOL)
+    assert any(len(r["ids"]) > 1 for r in info["answer_spellings"])
+    assert float(local.valid_mass.min()) > 0  # the rule reads something
+    for v in ("pmf", "valid_mass", "topk_logprob"):  # the server's float32 log-probabilities
+        np.testing.assert_allclose(ds[v], local[v], atol=1e-6, rtol=1e-6, err_msg=v)
+    one = {"temperature": 1.0, "top_p": 1.0}  # the full distribution: the only grid point
+    np.testing.assert_allclose(ds.decoding_pmf.sel(one), local.decoding_pmf.sel(one), atol=1e-6)
+    assert int(ds.decoding_pmf.notnull().sum()) == int(ds.decoding_pmf.sel(one).notnull().sum())
+    # GET /models, the probe, its /tokenize; per prompt the listing, /tokenize and the contexts
+    from xlikert.collect.backends.openai.model import _pretrained
+    from xlikert.collect.spellings import answer_rule
+
+    _, answers, _ = answer_rule(_pretrained(str(tiny_dir), None, False, None), scale,
+                                split_space=False)  # fmt: skip
+    n = int(ds.attrs["cells_computed"])
+    assert info["http_requests_last_session"] == 3 + n * (2 + len(answers.contexts))
+    with pytest.raises(CollectionError, match=r"\[0, 1, 2.*needs multi-token answers"):
+        collect(prompts, spec(srv, tiny_dir, mode="topk"), progress=False, scale=scale)
+    old = server(ids=False)
+    with pytest.raises(CollectionError, match=r"need several tokens.*in top-k mode: the server "
+                                              r"ignored logprob_token_ids"):  # fmt: skip
+        collect(prompts, spec(old, tiny_dir), progress=False, scale=scale)
+    from xlikert.core.errors import ElicitationLevelError
+
+    with pytest.raises(ElicitationLevelError, match="some answers need several tokens"):
+        collect(prompts.expand_dims(elicitation=["first_token", "greedy"]), spec(srv, tiny_dir),
+                progress=False, scale=scale)  # fmt: skip

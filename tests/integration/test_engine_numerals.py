@@ -50,6 +50,14 @@ def _experiment(tmp_path, source: str, *levels: str):
     return path
 
 
+def _transformers_reading(path):
+    """The transformers backend's reading of the experiment's first item under the same
+    rule (the reference of every engine here)."""
+    exp = load_experiment(path)
+    return collect(exp.build_prompts().isel(item=[0]), exp.models, progress=False,
+                   temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
+
+
 def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
     """Exact mode, one cell: its PMF, valid mass and mass per script equal the transformers
     backend's under the same rule (SmolLM2 spells every full-width digit as two byte tokens,
@@ -60,9 +68,7 @@ def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
     res = vllm_in_process.run("numerals", path, out, shown)
     assert res.ok, res.error
     v = open_results(out)
-    exp = load_experiment(path)
-    loc = collect(exp.build_prompts().isel(item=[0]), exp.models, progress=False,
-                  temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
+    loc = _transformers_reading(path)
     assert v.likert.attrs["models"]["m"]["backend"] == "vllm (in process)"
     assert "１" in str(v.prompt_text.sel(format="fullwidth").values.ravel()[0])
     sm = v.script_mass.isel(model=0, item=0, target=0)
@@ -81,6 +87,45 @@ def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
                                rtol=1e-9)  # fmt: skip
     assert np.isnan(float(only.script_mass.sel(script="ascii").squeeze()))
     assert str(only.cell_key.values) != str(v.cell_key.isel(model=0, item=0, target=0).values)
+
+
+def test_vllm_server_reads_fullwidth_by_the_multi_token_rule(vllm_server, smollm2_folder,
+                                                              tmp_path):  # fmt: skip
+    """The vLLM server in exact mode (the mode the openai backend picks there), one cell:
+    SmolLM2 spells every full-width digit as two byte tokens, so the server reads the
+    multi-token rule teacher forced (``/tokenize``, then one ``/completions`` request with
+    ``logprob_token_ids`` per answer context); its PMF, valid mass and mass per script equal
+    the transformers backend's within the tolerance of the vLLM server's other comparison
+    (atol 1e-4, test_engine_vllm.py). Top-k mode cannot read such answers: refused by name."""
+    from xlikert.collect.backends.openai.contexts import MULTI_TOKEN_PROTOCOL
+    from xlikert.core.errors import CollectionError
+
+    path = _experiment(tmp_path, "smollm2-135m-instruct", FULLWIDTH)
+    prompts = load_experiment(path).build_prompts().isel(item=[0])
+    entry = [{"name": "m", "source": "openai:smol", "base_url": vllm_server.url,
+              "tokenizer": str(smollm2_folder), "concurrency": 4}]  # fmt: skip
+    ds = collect(prompts, entry, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0))
+    loc = _transformers_reading(path)
+    info = ds.likert.attrs["models"]["m"]
+    assert info["mode"] == "exact" and info["served_owned_by"] == "vllm"
+    assert info["answers"].startswith("multi-token")
+    assert info["collection_protocol"].endswith(MULTI_TOKEN_PROTOCOL)
+    assert any(len(r["ids"]) == 2 and r["tokens"][0] == "\\xef\\xbc"
+               for r in info["answer_spellings"])  # fmt: skip
+    sm = ds.script_mass.isel(model=0, item=0, target=0)
+    read = [str(s) for s in sm.script.values if not np.isnan(sm.sel(script=s)).all()]
+    assert set(read) == {"ascii", "fullwidth"}
+    assert float(sm.sel(script="fullwidth").min()) > 0
+    for var in ("pmf", "valid_mass", "script_mass", "topk_logprob"):
+        assert (np.isnan(ds[var].values) == np.isnan(loc[var].values)).all(), var
+        np.testing.assert_allclose(ds[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
+    one = {"temperature": 1.0, "top_p": 1.0}  # the full distribution: measured, the PMF
+    np.testing.assert_allclose(ds.decoding_pmf.sel(one), loc.decoding_pmf.sel(one), atol=1e-4)
+    assert bool(ds.decoding_pmf.sel(top_p=0.9).isnull().all())  # not measured on a server
+    np.testing.assert_allclose(sm.sum("script"), ds.valid_mass.isel(model=0, item=0, target=0),
+                               atol=1e-12)  # fmt: skip
+    with pytest.raises(CollectionError, match=r"need several tokens.*in top-k mode"):
+        collect(prompts, [{**entry[0], "mode": "topk"}], progress=False)
 
 
 def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwen_folder,

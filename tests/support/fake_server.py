@@ -7,6 +7,14 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import numpy as np
+
+
+def _token_prompt(body: dict) -> bool:
+    """A ``/completions`` prompt of token ids (what the multi-token reads send)."""
+    p = body.get("prompt")
+    return isinstance(p, list) and all(isinstance(t, int) for t in p)
+
 
 class FakeServer:
     """OpenAI-compatible ``/v1/chat/completions`` and ``/v1/models`` on 127.0.0.1.
@@ -14,6 +22,8 @@ class FakeServer:
     ``ids``: honour vLLM's ``logprob_token_ids`` and ``return_tokens_as_token_ids``
     (else ignore them, as an older server); ``reject_extras``: answer 400 to them (as
     a strict hosted API); ``logprobs``: False returns ``logprobs: null``;
+    ``ids`` also serves vLLM's ``POST /tokenize`` (chat messages, at the root) and
+    ``/v1/completions`` on a token-id prompt, the requests of multi-token answers;
     ``fail_every``/``drop_every``: every n-th request gets 429 / a dropped
     connection (the 429 says ``Retry-After: retry_after``, a callable giving the
     value each time); ``break_after``: every request after the n-th gets 503; ``padded``: a
@@ -98,7 +108,12 @@ class FakeServer:
                 body = json.loads(self.rfile.read(n))
                 if not self._gate():
                     return
-                if self._route() != "/v1/chat/completions":
+                route = self._route()
+                if outer.ids and route == "/tokenize":  # vLLM's, at the server's root
+                    return self._send(200, outer.tokenize(body))
+                if outer.ids and route == "/v1/completions" and _token_prompt(body):
+                    return self._send(200, outer.complete(body))
+                if route != "/v1/chat/completions":
                     return self._send(404, {"error": {"message": "not found"}})
                 if body.get("model") != outer.served:
                     msg = f"The model `{body.get('model')}` does not exist."
@@ -116,6 +131,33 @@ class FakeServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def _logp(self, ids):
+        import torch
+
+        with self.lock:
+            logits = self.scorer.forward([], None, [ids])[0]
+        return torch.log_softmax(logits.double(), -1)
+
+    def tokenize(self, body) -> dict:
+        """vLLM's ``POST /tokenize`` with chat messages: the templated prompt's ids."""
+        msgs = body["messages"]
+        system = next((m["content"] for m in msgs if m["role"] == "system"), "")
+        user = next(m["content"] for m in msgs if m["role"] == "user")
+        ids = self.lm.encode(self.lm.render(system, user))
+        return {"count": len(ids), "max_model_len": 4096, "tokens": ids}
+
+    def complete(self, body) -> dict:
+        """``/v1/completions`` on a token-id prompt with ``logprob_token_ids`` (vLLM's
+        extension; float32 log-probabilities, as vLLM returns them)."""
+        logp = self._logp([int(t) for t in body["prompt"]])
+        best = int(logp.argmax())
+        chosen = list(body.get("logprob_token_ids") or [])
+        top = {f"token_id:{i}": float(np.float32(logp[i])) for i in [best, *chosen]}
+        lp = {"tokens": [f"token_id:{best}"], "token_logprobs": [float(logp[best])],
+              "top_logprobs": [top], "text_offset": [0]}  # fmt: skip
+        return {"id": "cmpl-x", "object": "text_completion", "model": self.served,
+                "choices": [{"index": 0, "text": "", "logprobs": lp, "finish_reason": "length"}]}  # fmt: skip
 
     def answer(self, body) -> dict:
         import torch

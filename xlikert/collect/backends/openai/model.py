@@ -9,11 +9,14 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ....core.errors import CollectionError
+import numpy as np
+
+from ....core.errors import CollectionError, ElicitationLevelError
 from ....kernels.readout import TOPK_BOUNDS_RULE
 from ...options import CollectOptions
 from ...record import UnitResult
-from ...spellings import ONE_TOKEN_RULE
+from ...spellings import ONE_TOKEN_RULE, answer_rule
+from .contexts import MULTI_TOKEN_PROTOCOL, ContextReads, read_ids
 from .plan import PROMPT_CACHE, RequestPlan, messages
 from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
 from .spec import SERVER_KINDS, OpenAISpec
@@ -118,6 +121,11 @@ class OpenAIModel:
         self.plan = RequestPlan(spec, self.transport, int(options.top_k), spec.server)
         self.tokenizer = None
         self.valid = None
+        #: The answer spellings when some answer needs several tokens (else None: the
+        #: one-token rule, :attr:`valid`), read by :class:`~.contexts.ContextReads`.
+        self.answers = None
+        #: The answer rule of each label set read (with a tokenizer), for the provenance.
+        self._rules: dict[str, str] = {}
         self.mode = "topk"
         self.readout = Readout(spec, options, "topk", False)
         self._prov: dict[str, Any] = {}
@@ -136,15 +144,30 @@ class OpenAIModel:
 
     @classmethod
     def open(cls, spec: OpenAISpec, options: CollectOptions, probe: tuple[str, str]) -> OpenAIModel:
-        """Connect, check the model and detect the mode with one probe prompt."""
-        _check_one_token(options, spec.name)
+        """Connect, check the model and detect the mode with one probe prompt.
+
+        Answers that need several tokens are read exactly on a vLLM server
+        (:mod:`.contexts`); elsewhere they are refused, naming why.
+        """
+        if spec.mode == "topk":  # refused before the server is reached
+            _check_one_token(options, spec.name)
         self = cls(spec, options)
         try:
             self._check_models()
             self._load_tokenizer()
+            if self.tokenizer is None:
+                _check_one_token(options, spec.name)
+            asked = None
+            if self.answers is not None:
+                asked = read_ids(self.answers)
+            elif self.valid is not None:
+                asked = self.valid.ids
             mode, ids_ok, why = self.plan.detect(
-                messages(*probe), self.valid.ids if self.valid else None, self.tokenizer is not None
+                messages(*probe), asked, self.tokenizer is not None
             )
+            if self.answers is not None:
+                self._check_multi_token(mode, why)
+                ContextReads(self.plan, self.answers).prompt_ids(messages(*probe))
         except BaseException:
             self.close()
             raise
@@ -171,21 +194,47 @@ class OpenAIModel:
             self._prov["tokenizer_note"] = what
             return
         self.tokenizer = tok
-        self.valid = self._valid_tokens(self.options)
+        self.valid, self.answers, rule = self._answer_rule(self.options)
+        self._rules = {_labels_key(self.options): rule}
+        if self.answers is not None:
+            self._prov["answer_spellings"] = self.answers.as_records(tok)
         self._prov["tokenizer"] = what
 
-    def _valid_tokens(self, options: CollectOptions):
-        """The valid tokens of the answer labels, the non-substantive ones among them
-        (AnswerLabelError: not single tokens)."""
+    def _answer_rule(self, options: CollectOptions):
+        """``(valid, answers, rule)``: the valid tokens of the answer labels (the
+        non-substantive ones among them); the answer spellings when some answer needs
+        several tokens (else None: the one-token rule, a server cannot condition on an
+        appended space token); the rule's description
+        (:func:`~xlikert.collect.spellings.answer_rule`). Only numbers are read in several
+        tokens: a word label must be one token (AnswerLabelError, naming it)."""
         from ...layout import answer_codes
+        from ...numerals import read_numeral
         from ...tokens import find_label_tokens
 
         codes, labels, _ = answer_codes(
             options.scale, options.labels_by_score, options.nonsubstantive_labels
         )
-        plain = options.answer_labels is None
-        return find_label_tokens(
-            self.tokenizer, codes, None if plain else labels, scripts=options.numeral_scripts
+        if not all(read_numeral(str(labels[c])) for c in codes):
+            plain = options.answer_labels is None
+            valid = find_label_tokens(
+                self.tokenizer, codes, None if plain else labels, scripts=options.numeral_scripts
+            )
+            return valid, None, ONE_TOKEN_RULE
+        valid, answers, rule = answer_rule(
+            self.tokenizer, options.scale, split_space=False, labels=options.labels_by_score,
+            nonsubstantive=options.nonsubstantive_labels, scripts=options.numeral_scripts,
+        )  # fmt: skip
+        return valid, (None if answers.is_one_token else answers), rule
+
+    def _check_multi_token(self, mode: str, why: str) -> None:
+        """Multi-token answers are read in exact mode only (a vLLM server)."""
+        if mode == "exact":
+            return
+        raise CollectionError(
+            f"model {self.name!r}: some answers need several tokens "
+            f"({_spelled(self.answers, self.tokenizer)}); a server reads them exactly, teacher "
+            f"forced, in exact mode only (a vLLM server with logprob_token_ids), and it is in "
+            f"top-k mode: {why}. Use such a server or the transformers or vllm backend"
         )
 
     def relabel(self, labels: tuple[str, ...] | None) -> None:
@@ -197,18 +246,23 @@ class OpenAIModel:
         if labels == self.options.answer_labels:
             return
         options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
-        _check_one_token(options, self.name)
-        valid = self._valid_tokens(options) if self.tokenizer is not None else None
+        valid, answers, rule = None, None, ""
+        if self.tokenizer is None:
+            _check_one_token(options, self.name)
+        else:
+            valid, answers, rule = self._answer_rule(options)
+            if answers is not None:
+                self.answers = answers
+                self._check_multi_token(self.mode, self._prov.get("exact_unavailable", ""))
+                self._prov.setdefault("answer_spellings", answers.as_records(self.tokenizer))
         by_labels = self._prov.setdefault("valid_tokens_by_labels", {})
         if self.valid is not None and not by_labels:
-            by_labels[" ".join(self.options.answer_labels or map(str, self.options.scale))] = (
-                self.valid.as_records(self.tokenizer)
-            )
+            by_labels[_labels_key(self.options)] = self.valid.as_records(self.tokenizer)
         if valid is not None:
-            by_labels[" ".join(options.answer_labels or map(str, options.scale))] = (
-                valid.as_records(self.tokenizer)
-            )
-        self.options, self.valid = options, valid
+            by_labels[_labels_key(options)] = valid.as_records(self.tokenizer)
+        self.options, self.valid, self.answers = options, valid, answers
+        if rule:
+            self._rules.setdefault(_labels_key(options), rule)
         self.readout = Readout(
             self.spec, options, self.mode, self.readout.ids_ok, valid, self.tokenizer
         )
@@ -218,26 +272,36 @@ class OpenAIModel:
         prov = dict(self._prov)
         skip = ("messages", "model", "stream", "n", "cache_salt")  # the salt: fresh per request
         request = {k: v for k, v in self.plan.body([]).items() if k not in skip}
+        one_token = ONE_TOKEN_RULE + (
+            " (a server cannot condition on an appended space token, so an answer whose "
+            "leading space is a token of its own counts as a failure)"
+        )
+        rules = [r if r.startswith("multi-token") else one_token for r in self._rules.values()]
+        multi = any(r.startswith("multi-token") for r in rules)
         prov.update(
             backend="openai-compatible chat completions",
             source=f"openai:{self.spec.model}",
             server=self.spec.public_url,
             served_model=self.spec.model,
             mode=self.mode,
-            collection_protocol=PROTOCOL[self.mode],
+            collection_protocol=PROTOCOL[self.mode]
+            + (f"; {MULTI_TOKEN_PROTOCOL}" if multi else ""),
             decoding_rule=DECODING_RULE,
             api_key_env=self.spec.api_key_env,
             request=json.dumps(request, sort_keys=True)
             + (" + logprob_token_ids=<valid ids>" if self.mode == "exact" else ""),
             prompt_format="chat messages (JSON), templated by the server",
             concurrency=self.spec.concurrency,
-            answers=ONE_TOKEN_RULE + " (a server cannot condition on an appended space token, "
-            "so an answer whose leading space is a token of its own counts as a failure)",
+            answers=rules[0] if rules else one_token,
             topk_listing=f"asked for top_k + {OUT_OF_ORDER} entries, kept the top_k most "
             "probable: a server may list its sampled token first whatever its rank",
             http_requests_last_session=self.transport.requests,
             http_retries_last_session=self.transport.retries,
         )
+        if len(set(rules)) > 1:  # a response format read under two rules: each label set's
+            prov["answers_by_labels"] = {
+                k: r if r.startswith("multi-token") else one_token for k, r in self._rules.items()
+            }
         prov["server_kind"] = self.kind
         prov["prompt_cache"] = PROMPT_CACHE.get(self.kind, "not controlled by xlikert")
         if self.mode == "topk":
@@ -262,6 +326,8 @@ class OpenAIModel:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
         msgs = [messages(*p) for p in prompts]
+        if self.answers is not None:
+            return self._score_contexts(res, msgs)
         ids = list(self.valid.ids) if self.mode == "exact" else None
         rd = self.readout
         listings, got = self.plan.waves(
@@ -271,12 +337,54 @@ class OpenAIModel:
             rd.fill(res, r, m, listings[r], got[r] if got is not None else None)
         return res
 
+    def _score_contexts(self, res: UnitResult, msgs: list[list]) -> UnitResult:
+        """Multi-token answers (:mod:`.contexts`): every top-k listing first, then the
+        prompts' token ids (``/tokenize``), then one ``logprob_token_ids`` request per
+        (prompt, answer context). The decoding grid is measured at temperature 1 and top-p 1
+        only (the full distribution: the PMF itself); NaN elsewhere."""
+        rd, pool = self.readout, self._pool
+        reads = ContextReads(self.plan, self.answers)
+        listings = list(pool.map(lambda m: rd.listing(self.plan.request(
+            self.plan.body(m, as_ids=rd.ids_ok))), msgs))  # fmt: skip
+        ids = list(pool.map(reads.prompt_ids, msgs))
+        raw = reads.read(pool, ids)
+        opts = self.options
+        grid = np.full((len(msgs), len(opts.temperatures), len(opts.top_ps), *raw.shape[1:]),
+                       np.nan)  # fmt: skip
+        for t, temp in enumerate(opts.temperatures):
+            for p, top_p in enumerate(opts.top_ps):
+                if temp == 1.0 and top_p >= 1.0:
+                    grid[:, t, p] = raw
+        out = self.answers.readout(raw, grid)
+        for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass",
+                    "nonsubstantive_mass", "script_mass"):  # fmt: skip
+            if key in out and key in res.data:  # else NaN (an item without options)
+                res.data[key][:] = out[key]
+        for r, m in enumerate(msgs):
+            rd.write_listing(res, r, listings[r])
+            res.data["prompt_text"][r] = json.dumps(m, ensure_ascii=False)
+        return res
+
     def score_elicited(
         self, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
     ) -> UnitResult:
         """Read the prompts under the elicitation level ``prefix`` or ``greedy``
-        (:func:`~.elicit.score_elicited_on_server`)."""
+        (:func:`~.elicit.score_elicited_on_server`; one-token answers only).
+
+        Raises
+        ------
+        ElicitationLevelError
+            Answers that need several tokens: both levels read one top-k listing.
+        """
         from .elicit import GREEDY_PROTOCOL, PREFIX_PROTOCOL, score_elicited_on_server
+
+        if self.answers is not None:
+            raise ElicitationLevelError(
+                f"model {self.name!r}: the elicitation level {level!r} reads the answer from "
+                "one top-k listing on a server, and some answers need several tokens "
+                f"({_spelled(self.answers, self.tokenizer)}): use the transformers or vllm "
+                "backend, or first_token"
+            )
 
         rule = {"prefix": PREFIX_PROTOCOL, "greedy": GREEDY_PROTOCOL}.get(level)
         if rule is not None:
@@ -310,3 +418,17 @@ def _check_one_token(options: CollectOptions, name: str) -> None:
             "of another's); servers give next-token log-probabilities only: use the "
             "transformers or vllm backend"
         )
+
+
+def _labels_key(options: CollectOptions) -> str:
+    """A label set as the provenance names it: the labels (or the scale's digits) joined."""
+    return " ".join(options.answer_labels or map(str, options.scale))
+
+
+def _spelled(answers: Any, tokenizer: Any) -> str:
+    """The answers that need several tokens, as a short text for a message."""
+    from ...vocabulary import token_text
+
+    long = [(y, s) for y, s in zip(answers.scores, answers.sequences, strict=True) if len(s) > 1]
+    shown = [f"{y}: {[token_text(tokenizer, i) for i in s]}" for y, s in long[:3]]
+    return "; ".join(shown) + (f"; {len(long) - 3} more spellings" if len(long) > 3 else "")

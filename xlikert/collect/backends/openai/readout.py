@@ -210,17 +210,23 @@ class Readout:
             np.asarray(gone, dtype=np.int64), minlength=len(self.scale) + self.n_options
         )
 
-    def fill(self, res: UnitResult, r: int, msgs: list, listing: Listing,
-             got: dict[int, float] | None) -> None:  # fmt: skip
-        """Write prompt ``r``'s numbers from its listing and (exact mode) its valid ids."""
-        S = len(self.scale)
+    def write_listing(self, res: UnitResult, r: int, listing: Listing) -> None:
+        """Prompt ``r``'s top-k tokens, ids (when the server names them) and
+        log-probabilities, the ``top_k`` most probable of the listing."""
         keys, shown, lps = listing
-        cols = np.array([self.score_of(k) for k in keys], dtype=np.int64)
         n = min(self.options.top_k, len(keys))
         res.data["topk_token"][r, :n] = shown[:n]
         if self.ids_ok:
             res.data["topk_token_id"][r, :n] = np.asarray(keys[:n], dtype=np.int64)
         res.data["topk_logprob"][r, :n] = lps[:n]
+
+    def fill(self, res: UnitResult, r: int, msgs: list, listing: Listing,
+             got: dict[int, float] | None) -> None:  # fmt: skip
+        """Write prompt ``r``'s numbers from its listing and (exact mode) its valid ids."""
+        S = len(self.scale)
+        keys, _, lps = listing
+        cols = np.array([self.score_of(k) for k in keys], dtype=np.int64)
+        self.write_listing(res, r, listing)
         counts = self.unlisted_valid(keys)
         scores = np.where(cols < S, cols, -1)
         b = topk_intervals(np.exp(lps), scores, S, None if counts is None else counts[:S],
