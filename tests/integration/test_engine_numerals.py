@@ -2,7 +2,8 @@
 
 A scale shown in full-width digits, read by the in-process vLLM
 backend (exact: SmolLM2 spells these digits as two byte tokens, so the multi-token
-rule reads them, teacher forced in the engine) and by the llama.cpp server (top-k:
+rule reads them, teacher forced in the engine), by the vLLM server (exact mode, the
+same rule teacher forced over HTTP) and by the llama.cpp server (top-k:
 Qwen2.5-Coder holds the full-width digits as tokens of their own), each compared with
 the transformers backend's reading of the same prompts under the same rule. One
 item, one or two cells; the engines are the session's (``conftest.py``).

@@ -24,6 +24,10 @@ One chat-completions request per (condition, item) with ``max_tokens=1``,
     entries and certifies with the rule that allows one entry out of rank order.
     Nothing unobserved is imputed.
 
+Answers of several tokens (a number the tokenizer spells in more than one token: 0-10,
+a full-width digit in byte tokens) are read in exact mode only, by the multi-token rule
+teacher forced on a vLLM server (:mod:`.contexts`); word labels must be one token.
+
 The decoding grid needs the full vocabulary; from a server only temperature 1 is
 known, for the top-p values whose nucleus provably lies inside the listed tokens
 (:func:`xlikert.kernels.readout.nucleus_logprobs` with ``unlisted_max``); every other
@@ -35,13 +39,14 @@ fingerprint. HTTP goes through ``httpx`` (a pool of keep-alive connections; prox
 and TLS settings from the environment).
 
 The backend's three functions (:class:`~xlikert.collect.protocol.Backend`: :func:`check`,
-:func:`inputs`, :func:`open`) are here; the backend in five parts:
+:func:`inputs`, :func:`open`) are here; the backend in six parts:
 
 ================  =====================================================================
 :mod:`.spec`      the model entry: :class:`OpenAISpec`, :func:`parse_openai_spec`
 :mod:`.transport` how requests travel: HTTP client, retries, ``Retry-After``, errors
 :mod:`.plan`      what is sent: request bodies, the mode probe, the waves of requests
 :mod:`.readout`   what comes back: log-probabilities to PMFs and certified intervals
+:mod:`.contexts`  answers of several tokens: one request per answer context (vLLM)
 :mod:`.model`     :class:`OpenAIModel`, which joins them
 ================  =====================================================================
 """

@@ -39,7 +39,7 @@ from .plan import RequestPlan
 from .readout import PADDED_LOGPROB, token_id
 from .transport import HTTPStatusFailure, Unreachable
 
-__all__ = ["MULTI_TOKEN_PROTOCOL", "ContextReads", "read_ids", "server_root"]
+__all__ = ["MULTI_TOKEN_PROTOCOL", "ContextReads", "read_ids"]
 
 #: What the openai backend does for multi-token answers, recorded per model
 #: (``collection_protocol``).
@@ -54,13 +54,13 @@ MULTI_TOKEN_PROTOCOL = (
 )
 
 
-def server_root(public_url: str) -> str:
+def _server_root(public_url: str) -> str:
     """The server's root URL: ``base_url`` without its ``/v1`` (vLLM serves ``/tokenize``
     there).
 
     Examples
     --------
-    >>> server_root("http://127.0.0.1:8000/v1"), server_root("http://h/api/v1/")
+    >>> _server_root("http://127.0.0.1:8000/v1"), _server_root("http://h/api/v1/")
     ('http://127.0.0.1:8000', 'http://h/api')
     """
     url = public_url.rstrip("/")
@@ -86,7 +86,7 @@ class ContextReads:
     def __init__(self, plan: RequestPlan, answers: AnswerSequences):
         self.plan, self.answers = plan, answers
         self.ids = read_ids(answers)
-        self.root = server_root(plan.spec.public_url)
+        self.root = _server_root(plan.spec.public_url)
 
     def _send(self, route: str, body: dict, what: str) -> Any:
         try:
