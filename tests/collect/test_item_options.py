@@ -15,7 +15,14 @@ pytest.importorskip("transformers")
 
 import torch
 from support.fake_server import FakeServer
-from support.survey import GERMAN, SURVEY, german_by_hand, survey_experiment
+from support.survey import (
+    GERMAN,
+    GERMAN_USER,
+    IN_TWO_LANGUAGES,
+    SURVEY,
+    german_by_hand,
+    survey_experiment,
+)
 from support.tiny import save_tiny
 
 from xlikert.collect import collect, read_sequence
@@ -237,12 +244,13 @@ def test_each_language_is_read_with_its_own_labels(tiny_dir, reference, tmp_path
     options shown in German): each cell is read with its language's labels, the ``option``
     coordinate is the instrument's, and each language equals its instrument run alone."""
     tok, probs = reference
-    lang = '[factors.language]\nkind = "language"\nlevels = ["en", "de"]\n'
-    both = survey_experiment(tmp_path, lang, instrument=SURVEY + GERMAN).build_prompts()
+    both = survey_experiment(tmp_path, IN_TWO_LANGUAGES, instrument=SURVEY + GERMAN).build_prompts()
     (tmp_path / "de").mkdir()
     alone = {
         "en": survey_experiment(tmp_path, instrument=SURVEY).build_prompts(),
-        "de": survey_experiment(tmp_path / "de", instrument=german_by_hand()).build_prompts(),
+        "de": survey_experiment(
+            tmp_path / "de", instrument=german_by_hand(), user=GERMAN_USER
+        ).build_prompts(),
     }
     model = [{"name": "t", "source": str(tiny_dir)}]
     kw = {"progress": False, "batch_size": 4, "chunk_size": 4}

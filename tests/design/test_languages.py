@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -102,6 +104,90 @@ def test_a_missing_translation_is_named_by_item_and_language(tmp_path):
     assert "lexicon level 'France' field 'people' has no 'fr' translation" in msg
     with pytest.raises(ConfigError, match="'it' is not a language"):
         load_experiment(write(tmp_path, '["en", "it"]'))
+
+
+OWN_TEXTS = """
+[experiment]
+instrument = "tiny.toml"
+system = "Answer with {answer_labels}: {anchors}; {nonsubstantive}."
+[scale]
+min = 1
+max = 4
+anchors = { 1 = "Never", 4 = "Always" }
+nonsubstantive = [{ label = "Don't know", code = 8 }]
+[factors.target]
+levels = ["USA"]
+[factors.language]
+kind = "language"
+levels = ["en", "de"]
+[[models]]
+name = "m"
+source = "smollm2-135m-instruct"
+"""
+GERMAN_TEXTS = """
+[translations.de]
+system = "Antworten Sie mit {answer_labels}: {anchors}; {nonsubstantive}."
+anchors = { 1 = "Nie", 4 = "Immer" }
+nonsubstantive = { "Don't know" = "Weiß nicht" }
+"""
+
+
+def test_the_experiments_own_texts_are_translated(tmp_path):
+    """The texts an experiment adds (its system prompt, its [scale]'s labels) are each
+    language's; the option keeps the experiment's label as its name; the attrs give the
+    scale's labels of every language."""
+    (tmp_path / "tiny.toml").write_text(INSTRUMENT, encoding="utf-8")
+    path = tmp_path / "exp.toml"
+    path.write_text(OWN_TEXTS + GERMAN_TEXTS, encoding="utf-8")
+    ds = load_experiment(path).build_prompts()
+    de, en = (ds.system.sel(language=lv, target="USA", item="a").item() for lv in ("de", "en"))
+    assert de == "Antworten Sie mit 1, 2, 3, 4: 1=Nie, 4=Immer; 8=Weiß nicht.", de
+    assert en == "Answer with 1, 2, 3, 4: 1=Never, 4=Always; 8=Don't know.", en
+    assert ds.user.sel(language="de", target="USA", item="a").item() == "Die Amerikaner mögen Tee."
+    assert ds.option.values.tolist() == ["Don't know"]
+    assert json.loads(ds.attrs["scale_labels"]) == {"1": "Never", "4": "Always"}
+    assert json.loads(ds.attrs["scale_labels_by_language"]) == {
+        "en": {"1": "Never", "4": "Always"},
+        "de": {"1": "Nie", "4": "Immer"},
+    }
+    # the instrument's scale in a language run: each language's anchors
+    bfi = load_experiment("languages").build_prompts()
+    by_language = json.loads(bfi.attrs["scale_labels_by_language"])
+    assert by_language["zh"] == {"1": "非常不同意", "5": "非常同意"}
+    assert json.loads(bfi.attrs["scale_labels"]) == by_language["en"]
+
+
+def test_an_experiment_text_without_its_translation_is_named(tmp_path):
+    (tmp_path / "tiny.toml").write_text(INSTRUMENT, encoding="utf-8")
+    path = tmp_path / "exp.toml"
+    lacking = GERMAN_TEXTS.replace(', 4 = "Immer"', "").replace(
+        '"Don\'t know" = ', '"Dont know" = '
+    )
+    path.write_text(OWN_TEXTS + lacking + '[translations.fr]\nanchors = { 1 = "Jamais" }\n',
+                    encoding="utf-8")  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        load_experiment(path)
+    msg = str(err.value)
+    assert "[translations.de]: the experiment's [scale] anchor 4 has no 'de' translation" in msg
+    assert "the experiment's [scale] option \"Don't know\" has no 'de' translation" in msg
+    assert "nonsubstantive 'Dont know' is not an option of the experiment's [scale]" in msg
+    assert "[translations.fr]: 'fr' is not a level of the language factor (levels: en, de)" in msg
+    # no translation at all: the system prompt, both anchors and the option, named
+    path.write_text(OWN_TEXTS, encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_experiment(path)
+    assert str(err.value).count("has no 'de' translation") == 4, str(err.value)
+    assert "[experiment] system has no 'de' translation (give it; the same text keeps it)" in (
+        str(err.value)
+    )
+    # translations without a language factor to use them
+    path.write_text(
+        OWN_TEXTS.replace('[factors.language]\nkind = "language"\nlevels = ["en", "de"]\n', "")
+        + GERMAN_TEXTS,
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match="no language factor to translate its texts for"):
+        load_experiment(path)
 
 
 def test_the_builtin_instrument_in_three_languages_and_two_scripts():

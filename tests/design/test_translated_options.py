@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 import xarray as xr
-from support.survey import GERMAN, SURVEY, german_by_hand, survey_experiment, write
+from support.survey import (
+    GERMAN,
+    GERMAN_USER,
+    IN_TWO_LANGUAGES,
+    SURVEY,
+    german_by_hand,
+    survey_experiment,
+    write,
+)
 
 from xlikert.core.errors import ConfigError
 from xlikert.design import (
@@ -17,8 +25,6 @@ from xlikert.design import (
     load_experiment,
     load_instrument,
 )
-
-LANGUAGE = '[factors.language]\nkind = "language"\nlevels = ["en", "de"]\n'
 
 
 def test_the_items_own_anchors_and_the_options_are_translated(tmp_path):
@@ -45,7 +51,7 @@ def test_the_items_own_anchors_and_the_options_are_translated(tmp_path):
 
 
 def test_two_languages_share_the_option_coordinate_and_carry_their_labels(tmp_path):
-    both = survey_experiment(tmp_path, LANGUAGE, instrument=SURVEY + GERMAN).build_prompts()
+    both = survey_experiment(tmp_path, IN_TWO_LANGUAGES, instrument=SURVEY + GERMAN).build_prompts()
     assert both.option.values.tolist() == ["Don't know", "Refused"]
     # the answer labels differ (the vote's names): one per language, read per cell
     assert both.answer_label.dims == ("language", "item", "score")
@@ -57,10 +63,13 @@ def test_two_languages_share_the_option_coordinate_and_carry_their_labels(tmp_pa
     assert both.option_label.dims == ("item", "option")
     user = both.user.sel(language="de", party="Democrat", item="trust").item()
     assert "E. Weiss nicht\nF. Verweigert" in user and "Don't know" not in user
+    assert user.startswith("Als ") and user.endswith("Antwort:")  # the experiment's own text
     assert "0. Keinen" in both.user.sel(language="de", party="Democrat", item="tv").item()
     # each language equals its instrument administered alone (German: written by hand)
     (tmp_path / "de").mkdir()
-    alone_de = survey_experiment(tmp_path / "de", instrument=german_by_hand()).build_prompts()
+    alone_de = survey_experiment(
+        tmp_path / "de", instrument=german_by_hand(), user=GERMAN_USER
+    ).build_prompts()
     alone_de = alone_de.assign_coords(option=["Don't know", "Refused"])
     alone_en = survey_experiment(tmp_path, instrument=SURVEY + GERMAN).build_prompts()
     for lang, alone in (("de", alone_de), ("en", alone_en)):
@@ -76,7 +85,7 @@ def test_every_missing_option_translation_is_named_before_anything_loads(tmp_pat
         .replace('vote = { 0 = "Bill Clinton", 1 = "Bob Dole" }', 'self = { 1 = "x" }')
     )
     with pytest.raises(ConfigError) as err:
-        survey_experiment(tmp_path, LANGUAGE, instrument=SURVEY + lacking)
+        survey_experiment(tmp_path, IN_TWO_LANGUAGES, instrument=SURVEY + lacking)
     msg = str(err.value)
     assert "item 'tv' scale anchor 7 has no 'de' translation" in msg
     assert "item 'vote' scale anchor 0 has no 'de' translation" in msg
@@ -86,11 +95,11 @@ def test_every_missing_option_translation_is_named_before_anything_loads(tmp_pat
     assert "item_anchors 'self' is not an item with its own scale" in msg
     extra = GERMAN.replace('tv = { 0 = "Keinen", ', 'tv = { 3 = "Drei", 0 = "Keinen", ')
     with pytest.raises(ConfigError, match="item 'tv' scale anchor 3 is not an anchor"):
-        survey_experiment(tmp_path, LANGUAGE, instrument=SURVEY + extra)
+        survey_experiment(tmp_path, IN_TWO_LANGUAGES, instrument=SURVEY + extra)
     # a translated label that clashes on its scale is refused as the file's own would be
     clash = GERMAN.replace('"Refused" = "Verweigert"', '"Refused" = "Weiss nicht"')
     with pytest.raises(ConfigError, match="Weiss nicht"):
-        survey_experiment(tmp_path, LANGUAGE, instrument=SURVEY + clash)
+        survey_experiment(tmp_path, IN_TWO_LANGUAGES, instrument=SURVEY + clash)
 
 
 @pytest.mark.parametrize("name", builtin_instruments())

@@ -115,6 +115,15 @@ def german_by_hand() -> str:
 
 USER = 'user = "As {party}: {item}\\n{options}\\nAnswer:"\n'
 PARTY = '[factors.party.levels]\nDemocrat = "a Democrat"\nRepublican = "a Republican"\n'
+#: The experiment's own user template in German (an experiment translates every text it
+#: adds to the instrument's).
+GERMAN_USER = 'user = "Als {party}: {item}\\n{options}\\nAntwort:"\n'
+#: English and German crossed: the language factor and the experiment's German texts.
+IN_TWO_LANGUAGES = (
+    '[factors.language]\nkind = "language"\nlevels = ["en", "de"]\n'
+    + "[translations.de]\n"
+    + GERMAN_USER
+)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

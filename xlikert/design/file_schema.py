@@ -433,6 +433,21 @@ class ModelSpec(BaseModel):
     """Whether to run the model repository's own code (Hugging Face)."""
 
 
+class ExperimentTranslationSpec(_Table):
+    """The experiment's own texts in one language of its `language` factor."""
+
+    toml: ClassVar[str] = "[translations.<language>] (experiment)"
+
+    system: TemplateText | None = None
+    """The `[experiment] system` template in this language (needed where the experiment sets one; the same text keeps it)."""
+    user: TemplateText | None = None
+    """The `[experiment] user` template in this language (needed where the experiment sets one)."""
+    anchors: dict[ScaleValue, NonBlank] = {}
+    """Scale value -> label in this language (every anchor of the experiment's `[scale.anchors]` needs one)."""
+    nonsubstantive: dict[NonBlank, Label] = {}
+    """An option's label in the experiment's `[scale]` -> its label in this language (every option needs one; the results keep the experiment's label as its name)."""
+
+
 class ExperimentFile(_Table):
     """An experiment file."""
 
@@ -450,6 +465,8 @@ class ExperimentFile(_Table):
     """Overrides the instrument's scale (same keys as its `[scale]`)."""
     collect: dict[str, Any] | None = None
     """Collection options: a table checked by the collection layer (`xlikert.collect.options.CollectOptions`)."""
+    translations: dict[NonBlank, ExperimentTranslationSpec] = {}
+    """Language tag -> the experiment's own texts (`system`, `user`, `[scale]` labels) in that language of its `language` factor (`[translations.zh]`)."""
 
 
 MODELS: tuple[type[BaseModel], ...] = (
@@ -463,6 +480,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     ExperimentHead,
     FactorSpec,
     ModelSpec,
+    ExperimentTranslationSpec,
 )
 
 

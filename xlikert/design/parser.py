@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from .parse_checks import (
 )
 from .parse_factors import item_scales, parse_factors
 from .problems import Problems, read_toml, suggest, validate
+from .scale import Option
+from .translation import experiment_translation_problems, translated_experiment
 
 __all__ = ["builtin_experiments", "experiment_from_dict", "load_experiment"]
 
@@ -104,6 +107,7 @@ def experiment_from_dict(
     sha256: str | None = None,
     base_dir: str | Path | None = None,
     _instrument: Instrument | None = None,
+    _options_named_like: tuple[Option, ...] | None = None,
 ) -> Experiment:
     """Build an :class:`Experiment` from an already parsed table (same schema as the file).
 
@@ -125,6 +129,9 @@ def experiment_from_dict(
     _instrument : Instrument, optional
         Internal: the instrument to use instead of ``[experiment] instrument`` (one
         language of an experiment with a ``language`` factor).
+    _options_named_like : tuple of Option, optional
+        Internal: the options whose names the ``[scale]``'s options take (the
+        experiment's own, where its ``[scale]`` is translated).
 
     Returns
     -------
@@ -157,6 +164,11 @@ def experiment_from_dict(
     head = spec.experiment
     inst = _instrument_of(p, head.instrument, base_dir) if _instrument is None else _instrument
     default = inst.response_scale if spec.scale is None else scale_from_spec(spec.scale)
+    if _options_named_like is not None:  # a translated [scale]: its options keep their names
+        default = replace(default, nonsubstantive=tuple(
+            replace(o, name=own.name)
+            for o, own in zip(default.nonsubstantive, _options_named_like, strict=True)
+        ))  # fmt: skip
     items = _select_items(p, inst, head.items)
     scales = item_scales(p, items, default, overridden=spec.scale is not None)
     factors, failed = parse_factors(p, inst, spec.factors, scales, items)
@@ -169,6 +181,9 @@ def experiment_from_dict(
     check_format_shown(p, factors, user_templates, system_templates, (default.min, default.max))
     check_item_options_shown(p, items, scales, default, user_templates, system_templates)
     check_factors_change_prompts(p, factors, (*user_templates, *system_templates.values()))
+    languages = next((f.levels for f in factors if f.kind == "language"), None)
+    for problem in experiment_translation_problems(table, languages, inst.language):
+        p.add("[translations]", problem)
     p.raise_if_any()
     if sha256 is None:
         sha256 = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
@@ -179,8 +194,9 @@ def experiment_from_dict(
                                          if k != f.name}}  # fmt: skip
             for lv in f.levels:
                 by_language[lv] = experiment_from_dict(
-                    rest, file=file, sha256=sha256, base_dir=base_dir,
-                    _instrument=inst.translated(lv),
+                    translated_experiment(rest, lv), file=file, sha256=sha256,
+                    base_dir=base_dir, _instrument=inst.translated(lv),
+                    _options_named_like=None if spec.scale is None else default.nonsubstantive,
                 )  # fmt: skip
     return Experiment(
         name=head.name or (Path(file).stem if file != "<dict>" else "experiment"),

@@ -44,7 +44,10 @@ def build_languages(exp) -> xr.Dataset:
     ``system`` and ``user`` are each language's; so are ``answer_label``,
     ``option_label`` and ``score_label`` where the languages' differ (a translated
     label answered with, shown or named), else the one array all languages share. The
-    ``option`` coordinate is the instrument's own labels in every language."""
+    ``option`` coordinate is the instrument's own labels in every language. The attrs
+    ``scale_labels`` are the instrument's own language's anchors (the experiment's
+    ``[scale]``'s where it has one), ``scale_labels_by_language`` every language's (a
+    JSON object: language -> score -> label)."""
     lang = next(f for f in exp.factor_specs if f.kind == "language")
     parts = [exp._by_language[lv].build_prompts() for lv in lang.levels]
     differ = [name for name in LANGUAGE_LABELS if name in parts[0]
@@ -59,6 +62,13 @@ def build_languages(exp) -> xr.Dataset:
         var = ds[name]
         ds[name] = var.transpose(lang.name, *(d for d in var.dims if d != lang.name))
     ds.attrs["language_factor"] = str(lang.name)
+    # the scale's labels: the instrument's own language's, and each language's beside them
+    ds.attrs["scale_labels"] = json.dumps({str(k): v for k, v in sorted(exp.anchors.items())})
+    ds.attrs["scale_labels_by_language"] = json.dumps(
+        {lv: {str(k): v for k, v in sorted(exp._by_language[lv].anchors.items())}
+         for lv in lang.levels},
+        ensure_ascii=False,
+    )  # fmt: skip
     ds.attrs["instrument_languages"] = json.dumps(
         {exp.instrument.language: "the instrument's own text", **exp.instrument.translations},
         ensure_ascii=False,

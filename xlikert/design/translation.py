@@ -6,6 +6,11 @@ entry and language; :func:`translated_table` is the instrument's table with the
 translated texts; :func:`named_options` gives the translated non-substantive options
 the instrument's own labels as their names (:attr:`~xlikert.design.scale.Option.name`),
 so the ``option`` coordinate of results is one coordinate across languages.
+
+An experiment with a ``language`` factor translates the texts it adds to the
+instrument's (``[experiment] system`` and ``user``, its ``[scale]`` labels) in its own
+``[translations.<language>]``: :func:`experiment_translation_problems` names what is
+missing, :func:`translated_experiment` applies them.
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ from typing import Any
 from .items import Item
 from .scale import Option, Scale
 
-__all__ = ["named_options", "translated_table", "translation_problems"]
+__all__ = [
+    "experiment_translation_problems",
+    "named_options",
+    "translated_experiment",
+    "translated_table",
+    "translation_problems",
+]
 
 
 def _own_scales(table: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -173,3 +184,130 @@ def named_options(inst: Any, table: dict[str, Any]) -> Any:
         nonsubstantive=_named(inst.nonsubstantive, table["scale"].get("nonsubstantive", [])),
         items=tuple(item(it) for it in inst.items),
     )
+
+
+def _experiment_texts(table: dict[str, Any]) -> dict[str, Any]:
+    """The texts an experiment table adds to its instrument's: ``system``, ``user`` (when
+    given and not the default ``{item}``), its ``[scale]`` anchors and option labels."""
+    head, scale = table.get("experiment", {}), table.get("scale") or {}
+    out: dict[str, Any] = {}
+    if head.get("system"):  # "" (no system prompt) has nothing to translate
+        out["system"] = head["system"]
+    if head.get("user", "{item}") != "{item}":
+        out["user"] = head["user"]
+    if scale.get("anchors"):
+        out["anchors"] = {int(k) for k in scale["anchors"]}
+    if scale.get("nonsubstantive"):
+        out["nonsubstantive"] = [str(o["label"]) for o in scale["nonsubstantive"]]
+    return out
+
+
+def experiment_translation_problems(
+    table: dict[str, Any], languages: tuple[str, ...] | None, own: str
+) -> list[str]:
+    """Every text of an experiment (``system``, ``user``, ``[scale]`` labels) that its
+    ``[translations.<language>]`` lacks for a level of its language factor, and every
+    translation no level needs, each named by text and language.
+
+    Parameters
+    ----------
+    table : dict
+        The experiment table as parsed.
+    languages : tuple of str or None
+        The levels of its language factor (None: it has none).
+    own : str
+        The instrument's own language (its level uses the experiment's own texts).
+
+    Examples
+    --------
+    >>> table = {"experiment": {"instrument": "bfi_short", "system": "Answer {answer_labels}."},
+    ...          "scale": {"min": 1, "max": 5, "anchors": {1: "No", 5: "Yes"}},
+    ...          "translations": {"de": {"system": "Antworten Sie {answer_labels}.",
+    ...                                  "anchors": {1: "Nein"}}}}
+    >>> for p in experiment_translation_problems(table, ("en", "de", "zh"), "en"):
+    ...     print(p)
+    [translations.de]: the experiment's [scale] anchor 5 has no 'de' translation
+    [translations.zh]: the experiment's [experiment] system has no 'zh' translation (give it; the same text keeps it)
+    [translations.zh]: the experiment's [scale] anchor 1 has no 'zh' translation
+    [translations.zh]: the experiment's [scale] anchor 5 has no 'zh' translation
+    """
+    given = table.get("translations") or {}
+    if languages is None:
+        return [
+            f"[translations.{lv}]: the experiment has no language factor to translate its texts for"
+            for lv in given
+        ]
+    texts, problems = _experiment_texts(table), []
+    for lv in given:
+        if lv == own:
+            problems.append(
+                f"[translations.{lv}]: {lv!r} is the instrument's own language: the experiment's "
+                "own texts are its texts"
+            )
+        elif lv not in languages:
+            problems.append(
+                f"[translations.{lv}]: {lv!r} is not a level of the language factor "
+                f"(levels: {', '.join(languages)})"
+            )
+    for lv in languages:
+        if lv == own:
+            continue
+        tr, where = given.get(lv, {}), f"[translations.{lv}]"
+        problems += [
+            f"{where}: the experiment's [experiment] {key} has no {lv!r} translation "
+            "(give it; the same text keeps it)"
+            for key in ("system", "user")
+            if key in texts and key not in tr
+        ]
+        have = {int(k) for k in tr.get("anchors", {})}
+        problems += [
+            f"{where}: the experiment's [scale] anchor {y} has no {lv!r} translation"
+            for y in sorted(texts.get("anchors", set()) - have)
+        ]
+        problems += [
+            f"{where}: the experiment's [scale] anchor {y} is not an anchor of its [scale]"
+            for y in sorted(have - texts.get("anchors", set()))
+        ]
+        options, named = (
+            texts.get("nonsubstantive", []),
+            {str(k) for k in tr.get("nonsubstantive", {})},
+        )
+        problems += [
+            f"{where}: the experiment's [scale] option {o!r} has no {lv!r} translation"
+            for o in options
+            if o not in named
+        ]
+        problems += [
+            f"{where}: nonsubstantive {k!r} is not an option of the experiment's [scale]"
+            for k in sorted(named - set(options))
+        ]
+        problems += [
+            f"{where}: the experiment sets no {key} to translate"
+            for key in ("system", "user")
+            if key in tr and key not in texts
+        ]
+    return problems
+
+
+def translated_experiment(table: dict[str, Any], language: str) -> dict[str, Any]:
+    """The experiment table with its own texts in ``language`` and no translations
+    (:func:`experiment_translation_problems` found nothing); the own language's table
+    is returned without its translations."""
+    out = {k: v for k, v in table.items() if k != "translations"}
+    tr = (table.get("translations") or {}).get(language)
+    if tr is None:
+        return out
+    head = {**out["experiment"]}
+    head.update({k: tr[k] for k in ("system", "user") if k in tr})
+    out["experiment"] = head
+    if out.get("scale"):
+        scale = {**out["scale"]}
+        if "anchors" in tr:
+            scale["anchors"] = dict(tr["anchors"])
+        if scale.get("nonsubstantive"):
+            names = {str(k): v for k, v in tr.get("nonsubstantive", {}).items()}
+            scale["nonsubstantive"] = [
+                {**o, "label": names[str(o["label"])]} for o in scale["nonsubstantive"]
+            ]
+        out["scale"] = scale
+    return out
