@@ -15,6 +15,7 @@ from ....core.errors import CollectionError, ElicitationLevelError
 from ....kernels.readout import TOPK_BOUNDS_RULE
 from ...options import CollectOptions
 from ...record import UnitResult
+from ...sequences import AnswerSequences
 from ...spellings import ONE_TOKEN_RULE, answer_rule
 from .contexts import MULTI_TOKEN_PROTOCOL, ContextReads, read_ids
 from .plan import PROMPT_CACHE, RequestPlan, messages
@@ -123,7 +124,7 @@ class OpenAIModel:
         self.valid = None
         #: The answer spellings when some answer needs several tokens (else None: the
         #: one-token rule, :attr:`valid`), read by :class:`~.contexts.ContextReads`.
-        self.answers = None
+        self.answers: AnswerSequences | None = None
         #: The answer rule of each label set read (with a tokenizer), for the provenance.
         self._rules: dict[str, str] = {}
         self.mode = "topk"
@@ -211,17 +212,19 @@ class OpenAIModel:
         from ...numerals import read_numeral
         from ...tokens import find_label_tokens
 
+        scale = list(options.scale or ())
         codes, labels, _ = answer_codes(
-            options.scale, options.labels_by_score, options.nonsubstantive_labels
+            scale, options.labels_by_score, options.nonsubstantive_labels
         )
         if not all(read_numeral(str(labels[c])) for c in codes):
             plain = options.answer_labels is None
             valid = find_label_tokens(
-                self.tokenizer, codes, None if plain else labels, scripts=options.numeral_scripts
-            )
+                self.tokenizer, list(codes), None if plain else labels,
+                scripts=options.numeral_scripts,
+            )  # fmt: skip
             return valid, None, ONE_TOKEN_RULE
         valid, answers, rule = answer_rule(
-            self.tokenizer, options.scale, split_space=False, labels=options.labels_by_score,
+            self.tokenizer, scale, split_space=False, labels=options.labels_by_score,
             nonsubstantive=options.nonsubstantive_labels, scripts=options.numeral_scripts,
         )  # fmt: skip
         return valid, (None if answers.is_one_token else answers), rule
@@ -327,7 +330,7 @@ class OpenAIModel:
             self._pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
         msgs = [messages(*p) for p in prompts]
         if self.answers is not None:
-            return self._score_contexts(res, msgs)
+            return self._score_contexts(res, msgs, self.answers, self._pool)
         ids = list(self.valid.ids) if self.mode == "exact" else None
         rd = self.readout
         listings, got = self.plan.waves(
@@ -337,13 +340,14 @@ class OpenAIModel:
             rd.fill(res, r, m, listings[r], got[r] if got is not None else None)
         return res
 
-    def _score_contexts(self, res: UnitResult, msgs: list[list]) -> UnitResult:
+    def _score_contexts(self, res: UnitResult, msgs: list[list], answers: AnswerSequences,
+                        pool: ThreadPoolExecutor) -> UnitResult:  # fmt: skip
         """Multi-token answers (:mod:`.contexts`): every top-k listing first, then the
         prompts' token ids (``/tokenize``), then one ``logprob_token_ids`` request per
         (prompt, answer context). The decoding grid is measured at temperature 1 and top-p 1
         only (the full distribution: the PMF itself); NaN elsewhere."""
-        rd, pool = self.readout, self._pool
-        reads = ContextReads(self.plan, self.answers)
+        rd = self.readout
+        reads = ContextReads(self.plan, answers)
         listings = list(pool.map(lambda m: rd.listing(self.plan.request(
             self.plan.body(m, as_ids=rd.ids_ok))), msgs))  # fmt: skip
         ids = list(pool.map(reads.prompt_ids, msgs))
@@ -355,7 +359,7 @@ class OpenAIModel:
             for p, top_p in enumerate(opts.top_ps):
                 if temp == 1.0 and top_p >= 1.0:
                     grid[:, t, p] = raw
-        out = self.answers.readout(raw, grid)
+        out = answers.readout(raw, grid)
         for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass",
                     "nonsubstantive_mass", "script_mass"):  # fmt: skip
             if key in out and key in res.data:  # else NaN (an item without options)
