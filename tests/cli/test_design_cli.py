@@ -48,6 +48,26 @@ def test_prompts_summary_and_csv(tmp_path):
     assert row.system.splitlines()[0] == "You are a consumer in a market research study."
 
 
+def test_prompts_shows_each_languages_prompts_and_sources():
+    """With a language factor, -n N prints the first N prompts of every language, and the
+    summary says where each language's text comes from (the model check fails offline
+    only if the zoo cannot load Qwen: the prompts are printed before it)."""
+    result = CliRunner().invoke(main, ["prompts", "languages", "-n", "2"])
+    text = result.output
+    heads = [line for line in text.splitlines() if line.startswith("--- prompt")]
+    assert heads == [
+        "--- prompt 1 of 30: language=en, item=1",
+        "--- prompt 2 of 30: language=en, item=2",
+        "--- prompt 11 of 30: language=de, item=1",
+        "--- prompt 12 of 30: language=de, item=2",
+        "--- prompt 21 of 30: language=zh, item=1",
+        "--- prompt 22 of 30: language=zh, item=2",
+    ], text
+    assert "我认为自己是一个比较内敛、含蓄的人。" in text
+    line = next(x for x in text.splitlines() if x.startswith("Languages   "))
+    assert "en: the instrument's own text" in line and "zh: the project's own translation" in line
+
+
 def test_prompts_jsonl_builtin_name(tmp_path):
     out = tmp_path / "prompts.jsonl"
     result = CliRunner().invoke(main, ["prompts", "framing", "-o", str(out), "--show", "0"])

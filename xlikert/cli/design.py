@@ -25,7 +25,7 @@ __all__ = ["example", "prompts"]
     type=click.IntRange(min=0),
     default=1,
     show_default=True,
-    help="Print the first N rendered prompts.",
+    help="Print the first N rendered prompts (of each language, with a language factor).",
 )
 @click.option(
     "--history",
@@ -67,8 +67,10 @@ def prompts(config: str, output: Path | None, show: int, history: str | None) ->
         raise click.ClickException(str(exc)) from exc
     click.echo(exp.summary())
     df = prompts_to_frame(ds)
-    for k in range(min(show, len(df))):
-        row = df.iloc[k]
+    lang = ds.attrs.get("language_factor")
+    shown = (df.groupby(lang, sort=False).head(show) if lang in df else df.head(show)).index
+    for k in shown:
+        row = df.loc[k]
         cond = ", ".join(f"{d}={row[d]}" for d in exp.factors) or "(single condition)"
         click.echo(f"\n--- prompt {k + 1} of {len(df)}: {cond}, item={row['item']}")
         click.echo(f"[system]\n{row['system'] or '(none)'}")

@@ -452,6 +452,11 @@ class Experiment:
             lines.append(
                 f"            reverse-keyed items: {keyed}; subscales: {', '.join(subs) or 'none'}"
             )
+        if self._by_language:  # where each language's text comes from
+            sources = {inst.language: "the instrument's own text", **inst.translations}
+            lines.append("Languages   " + "; ".join(
+                f"{lv}: {sources.get(lv) or 'source not stated'}" for lv in self._by_language
+            ))  # fmt: skip
         lines.append(f"System      {self.system_source}")
         lines.append(f"Factors     {len(self.factor_specs)}")
         for f in self.factor_specs:

@@ -141,6 +141,14 @@ def _open_lazily(path: str | os.PathLike, block_cells: int = BLOCK_CELLS) -> xr.
     is kept (``.load()`` keeps it). No file handle stays open (xarray reopens the file
     for a read; ``ds.close()`` closes it); a read after the file was replaced raises
     :class:`~xlikert.core.errors.CollectionError`.
+
+    Why no handle is held: a held handle would make HDF5 refuse ``ds.to_netcdf(path)``
+    over this very file (which now truncates it before its values are read: write it
+    with :func:`xlikert.to_netcdf`), but netCDF-C 4.10.1 (netCDF4 1.7.5, HDF5 2.2.0)
+    crashes the process when the same file is held open, a second handle reads a
+    variable-length string variable and is closed, and the file is opened twice more
+    (measured with plain ``netCDF4.Dataset`` calls on a two-variable file): the reuse of
+    a results file in the same process opens it that way.
     """
     from xarray.backends import NetCDF4DataStore
 
