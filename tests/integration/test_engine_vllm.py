@@ -200,7 +200,7 @@ def test_in_process_vllm_backend_equals_transformers_backend(vllm_in_process, pr
     )
     # multi-token answers with a stop check, from teacher-forced contexts on both engines
     vm = open_results(multi)
-    lm = collect(prompts.isel(item=slice(0, 3)), spec,
+    lm = collect(prompts.isel(item=slice(0, 1)), spec,
                  progress=False, scale=range(0, 11), temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
     assert vm.likert.attrs["models"]["m"]["answers"].startswith("multi-token")
     assert len(vm.likert.attrs["models"]["m"]["answer_spellings"]) > 11
@@ -208,7 +208,7 @@ def test_in_process_vllm_backend_equals_transformers_backend(vllm_in_process, pr
         np.testing.assert_allclose(vm[var], lm[var], atol=1e-4, rtol=0, err_msg=f"0-10 {var}")
     # the Mini-IPIP (1..5) under three personas (a free factor)
     vp = open_results(persona)
-    lp = collect(load_experiment(persona_toml).build_prompts().isel(item=slice(0, 4)), spec,
+    lp = collect(load_experiment(persona_toml).build_prompts().isel(item=slice(0, 2)), spec,
                  progress=False, temperatures=(0.7, 1.0), top_ps=(0.9, 1.0))  # fmt: skip
     assert vp.pmf.dims == ("model", "persona", "item", "score")
     assert vp.score.values.tolist() == [1, 2, 3, 4, 5] and vp.sizes["persona"] == 3

@@ -130,9 +130,9 @@ def demo(out, multi, persona, persona_toml):
     prompts = load_experiment("demo").build_prompts().isel(target=[0, 1], item=[*range(6), 9, 11])
     collect(prompts, [SPEC], out, progress=False, temperatures=(0.5, 1.0), top_ps=(0.9, 1.0),
             loader=loader)  # fmt: skip
-    collect(prompts.isel(item=slice(0, 3)), [SPEC], multi, progress=False, scale=range(0, 11),
+    collect(prompts.isel(item=slice(0, 1)), [SPEC], multi, progress=False, scale=range(0, 11),
             temperatures=(1.0,), top_ps=(0.9, 1.0), loader=loader)  # fmt: skip
-    people = load_experiment(persona_toml).build_prompts().isel(item=slice(0, 4))
+    people = load_experiment(persona_toml).build_prompts().isel(item=slice(0, 2))
     collect(people, [SPEC], persona, progress=False, temperatures=(0.7, 1.0), top_ps=(0.9, 1.0),
             loader=loader)  # fmt: skip
     assert os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == runner, "the runner switch stayed set"
