@@ -28,7 +28,7 @@ instrument = "cetscale"
 system = '''You are a consumer in a market research study.
 Response format: {{anchors}}.
 Respond with ONLY one of {{answer_labels}}.'''
-
+{scale}
 [factors.target]
 levels = ["China"]
 
@@ -43,11 +43,16 @@ name = "m"
 source = "{source}"
 """
 FULLWIDTH = 'fullwidth = { labels = "１ ２ ３ ４ ５ ６ ７" }'
+#: SmolLM2 spells each full-width digit in two byte tokens: its cells read the scale 1..3
+#: (every answer context is an engine request; 1..7 took twice the time, the same checks)
+SHORT = '[scale]\nmin = 1\nmax = 3\nanchors = { 1 = "Strongly disagree", 3 = "Strongly agree" }\n'
+FULLWIDTH_SHORT = 'fullwidth = { labels = "１ ２ ３" }'
 
 
-def _experiment(tmp_path, source: str, *levels: str):
+def _experiment(tmp_path, source: str, *levels: str, scale: str = ""):
     path = tmp_path / "numerals.toml"
-    path.write_text(EXPERIMENT.format(levels="\n".join(levels), source=source), encoding="utf-8")
+    text = EXPERIMENT.format(levels="\n".join(levels), source=source, scale=scale)
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -64,7 +69,7 @@ def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
     backend's under the same rule (SmolLM2 spells every full-width digit as two byte tokens,
     so the cell is read by the multi-token rule with its stop check; with the Arabic-Indic
     format as a second cell this passed too, 2026-11-27, at twice the time)."""
-    path = _experiment(tmp_path, "smollm2-135m-instruct", FULLWIDTH)
+    path = _experiment(tmp_path, "smollm2-135m-instruct", FULLWIDTH_SHORT, scale=SHORT)
     out, shown = tmp_path / "numerals.nc", tmp_path / "shown.nc"
     res = vllm_in_process.run("numerals", path, out, shown)
     assert res.ok, res.error
@@ -81,8 +86,7 @@ def test_in_process_vllm_reads_numbers_in_any_script(vllm_in_process, tmp_path):
         np.testing.assert_allclose(v[var], loc[var], atol=1e-4, rtol=0, err_msg=var)
     np.testing.assert_allclose(sm.sum("script"), v.valid_mass.isel(model=0, item=0, target=0),
                                atol=1e-12)  # fmt: skip
-    # numerals="shown": the full-width digits alone, a cell of its own key (measured
-    # 0.0391539301484365 both, on one engine)
+    # numerals="shown": the full-width digits alone, a cell of its own key
     only = open_results(shown).isel(model=0, item=0, target=0)
     np.testing.assert_allclose(only.valid_mass.squeeze(), sm.sel(script="fullwidth").squeeze(),
                                rtol=1e-9)  # fmt: skip
@@ -101,10 +105,10 @@ def test_vllm_server_reads_fullwidth_by_the_multi_token_rule(vllm_server, smollm
     from xlikert.collect.backends.openai.contexts import MULTI_TOKEN_PROTOCOL
     from xlikert.core.errors import CollectionError
 
-    path = _experiment(tmp_path, "smollm2-135m-instruct", FULLWIDTH)
+    path = _experiment(tmp_path, "smollm2-135m-instruct", FULLWIDTH_SHORT, scale=SHORT)
     prompts = load_experiment(path).build_prompts().isel(item=[0])
-    # 55 requests for the cell (50 answer contexts): 16 in flight, batched by the server
-    # (measured 8.7 s against 11.2 s with 4 in flight, the same numbers to the bit)
+    # a request per answer context, 16 in flight, batched by the server (on the scale 1..7:
+    # 55 requests, 8.7 s against 11.2 s with 4 in flight, the same numbers to the bit)
     entry = [{"name": "m", "source": "openai:smol", "base_url": vllm_server.url,
               "tokenizer": str(smollm2_folder), "concurrency": 16}]  # fmt: skip
     ds = collect(prompts, entry, progress=False, temperatures=(1.0,), top_ps=(0.9, 1.0))
