@@ -17,10 +17,22 @@ from ...tokens import ValidTokens
 from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
-from .scorer import Scorer, empty_cache, in_batches, is_oom, read_logits
+from .scorer import (
+    Scorer,
+    context_readout,
+    empty_cache,
+    finish_readout,
+    in_batches,
+    is_oom,
+)
 from .tree import TreeReader
 
-__all__ = ["TRACE_SAMPLER", "LocalModel"]
+__all__ = ["LOGITS_BYTES", "TRACE_SAMPLER", "LocalModel"]
+
+#: The most logits (float32 bytes) one prompt's teacher-forced leaves hold at once: an
+#: answer rule of more (a word label of many spellings in a large vocabulary: 1,012
+#: leaves of 非常不同意 / 非常同意 in Qwen 2.5's, 11 GB) is read a chunk of leaves at a time.
+LOGITS_BYTES = 1 << 30
 
 #: How the transformers backend samples a trace; stored in the model's provenance.
 TRACE_SAMPLER = (
@@ -169,6 +181,21 @@ class LocalModel(InProcessModel):
 
         def step(at: list[int]) -> bool:
             rows = [order[i] for i in at]
+            if self._leaf_chunks():  # one prompt per batch: its leaves a chunk at a time
+                if state["cache"] is not None and self.scorer.needs_check("prefix"):
+                    row = suffixes[rows[0]] + self.leaves[0]
+                    one = self.scorer.forward_rows(prefix, state["cache"], [row], keep=self.keep)
+                    self.scorer.check_prefix_cache(prefix, one[0, -1], row)
+                    if not self.scorer.prefix_cache:
+                        state["cache"] = None
+                for r in rows:
+                    for key, val in self._read_in_leaf_chunks(
+                        prefix, state["cache"], suffixes[r]
+                    ).items():
+                        if key not in res:
+                            res[key] = np.zeros((len(suffixes), *val.shape[1:]), val.dtype)
+                        res[key][r] = val[0]
+                return True
             batch = [suffixes[r] + leaf for r in rows for leaf in self.leaves]
             logits = self.scorer.forward_rows(prefix, state["cache"], batch, keep=self.keep)
             if state["cache"] is not None and self.scorer.needs_check("prefix"):
@@ -189,6 +216,11 @@ class LocalModel(InProcessModel):
         in_batches(len(order), size, step, halve,
                    lambda at: self._oom(f"{len(prefix) + len(suffixes[order[at[0]]])} tokens"))  # fmt: skip
         return res
+
+    def _leaf_chunks(self) -> bool:
+        """Whether one prompt's leaves hold more logits than :data:`LOGITS_BYTES` at once."""
+        n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
+        return len(self.leaves) * self.keep * n_vocab * 4 > LOGITS_BYTES
 
     def context_reader(self, session: str) -> TreeReader:
         """A reader of one conversation tree (sequential administration): each conversation
@@ -381,22 +413,61 @@ class LocalModel(InProcessModel):
         Every forward pass of :meth:`read_prompts` and of the reasoning mode ends here:
         a subclass may wrap it (to time it) or replace it (to draw answers from the
         same logits), as the benchmarks do."""
+        return finish_readout(self.answers, *self._context_readout(logits, n, self.where))
+
+    def _context_readout(self, logits, n: int, where: list[tuple[int, int]]):
+        """``(raw, grid, topk_id, topk_logprob)`` of the contexts at ``where`` (leaf row of
+        ``logits``, kept position), from ``(n * leaves, positions, V)`` logits
+        (:func:`~.scorer.context_readout`, or its torch twin on the device)."""
+        n_leaves, keep = logits.shape[0] // n, logits.shape[1]
         if self.readout_on_device:
             import torch
 
-            z = logits.reshape(n, len(self.leaves), self.keep, logits.shape[-1])
-            z = torch.stack([z[:, li, pos] for li, pos in self.where], dim=1)
+            z = logits.reshape(n, n_leaves, keep, logits.shape[-1])
+            z = torch.stack([z[:, li, pos] for li, pos in where], dim=1)
             o = self.options
-            raw, grid, topk_id, topk_lp = next_token_readout_torch(
+            return next_token_readout_torch(
                 z, np.asarray(self.answers.need), o.temperatures, o.top_ps, o.top_k,
                 pooled=self.answers.pooled,
             )  # fmt: skip
-            out = self.answers.readout(raw, np.moveaxis(grid, 1, 3))
-            out.update(topk_id=topk_id, topk_logprob=topk_lp)
-            return out
-        z = logits.float().cpu().numpy().reshape(n, len(self.leaves), self.keep, -1)
-        z = np.stack([z[:, li, pos] for li, pos in self.where], axis=1)
-        return read_logits(z, self.answers, self.options)
+        z = logits.float().cpu().numpy().reshape(n, n_leaves, keep, -1)
+        z = np.stack([z[:, li, pos] for li, pos in where], axis=1)
+        return context_readout(z, self.answers, self.options)
+
+    def _read_in_leaf_chunks(self, prefix: list[int], cache, suffix: list[int]):
+        """One prompt's readout with its teacher-forced leaves run a chunk at a time, each
+        chunk's logits (``chunk x keep x V``) within :data:`LOGITS_BYTES`: answers of many
+        spellings (a word label in a large vocabulary) would otherwise hold every leaf's
+        logits at once. Each context is read from the chunk of its leaf; the numbers are
+        those of one batch of every leaf (a test compares them)."""
+        n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
+        per = max(1, LOGITS_BYTES // (self.keep * n_vocab * 4))
+        parts: list[tuple[list[int], tuple]] = []
+        top = None
+        for a in range(0, len(self.leaves), per):
+            chunk = range(a, min(a + per, len(self.leaves)))
+            ctx = [c for c, (li, _) in enumerate(self.where) if li in chunk]
+            if not ctx:
+                continue
+            logits = self.scorer.forward_rows(
+                prefix, cache, [suffix + self.leaves[li] for li in chunk], keep=self.keep
+            )
+            # rows shorter than keep (a chunk of short leaves) return fewer positions: the
+            # last ones, where every context of the chunk's leaves is
+            shift = self.keep - logits.shape[1]
+            where = [(self.where[c][0] - a, self.where[c][1] - shift) for c in ctx]
+            raw, grid, topk_id, topk_lp = self._context_readout(logits, 1, where)
+            parts.append((ctx, (raw, grid)))
+            if ctx[0] == 0:  # the top-k list is of the first context: the prompt alone
+                top = (topk_id, topk_lp)
+        C = len(self.where)
+        raw0, grid0 = parts[0][1]
+        raw = np.full((1, C, *raw0.shape[2:]), np.nan)
+        grid = np.full((1, C, *grid0.shape[2:]), np.nan)
+        for ctx, (r, g) in parts:
+            raw[:, ctx], grid[:, ctx] = r, g
+        assert top is not None  # context 0 is the empty one, read in some chunk
+        return finish_readout(self.answers, raw, grid, *top)
 
     def _wrote_marker(self, ids: list[int]) -> bool:
         marker = self.format.marker

@@ -21,7 +21,16 @@ from ...options import CollectOptions
 from ...sequences import AnswerSequences
 from .loading import LoadedModel
 
-__all__ = ["Scorer", "empty_cache", "in_batches", "is_oom", "output_cache", "read_logits"]
+__all__ = [
+    "Scorer",
+    "context_readout",
+    "empty_cache",
+    "finish_readout",
+    "in_batches",
+    "is_oom",
+    "output_cache",
+    "read_logits",
+]
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -120,15 +129,32 @@ def read_logits(
         :meth:`~xlikert.collect.sequences.AnswerSequences.readout`), ``topk_id`` and
         ``topk_logprob`` (``(B, k)``, of the next token after the prompt).
     """
+    return finish_readout(answers, *context_readout(logits, answers, options))
+
+
+def context_readout(
+    logits: np.ndarray, answers: AnswerSequences, options: CollectOptions
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(raw, grid, topk_id, topk_logprob)`` of ``(B, C, V)`` logits after some of the
+    answer contexts, in float64 numpy (:func:`~xlikert.kernels.readout.next_token_readout`
+    per prompt: the full-vocabulary temporaries stay small); the top-k list is of each
+    prompt's first context."""
     need = np.asarray(answers.need)
-    # one prompt at a time: the full-vocabulary temporaries stay small
     rows = [
         next_token_readout(
             z, need, options.temperatures, options.top_ps, options.top_k, answers.pooled
         )
         for z in logits
     ]
-    raw, grid, topk_id, topk_logprob = (np.stack(a) for a in zip(*rows, strict=True))
+    return tuple(np.stack(a) for a in zip(*rows, strict=True))  # type: ignore[return-value]
+
+
+def finish_readout(
+    answers: AnswerSequences, raw: np.ndarray, grid: np.ndarray, topk_id, topk_logprob
+) -> dict[str, np.ndarray]:
+    """Item PMFs and decoding grid from every context's ``raw`` ``(B, C, K)`` and ``grid``
+    ``(B, C, T, P, K)`` (:meth:`~xlikert.collect.sequences.AnswerSequences.readout`), the
+    top-k list beside them."""
     out = answers.readout(raw, np.moveaxis(grid, 1, 3))
     out.update(topk_id=topk_id, topk_logprob=topk_logprob)
     return out
