@@ -308,3 +308,40 @@ def test_run_wide_labels_and_options_are_checked():
         opts.replace(answer_labels=("", "", "C", "D"))
     with pytest.raises(CollectionError, match="repeats an option"):
         CollectOptions(nonsubstantive=("x", "x"))
+
+
+def test_leaves_read_a_chunk_at_a_time_give_the_same_numbers(collected, tiny_dir, prompts,
+                                                             tmp_path, monkeypatch):  # fmt: skip
+    """An answer rule whose leaves hold more logits than LOGITS_BYTES (a word label of many
+    spellings in a large vocabulary) is read a chunk of leaves at a time: here every chunk
+    is one leaf, and every number equals the reading of all leaves in one batch."""
+    from xlikert.collect.backends.transformers import model as local
+
+    whole, _ = collected
+    monkeypatch.setattr(local, "LOGITS_BYTES", 1)  # one leaf per chunk
+    part = prompts.sel(party=["Republican"])
+    ds = collect(part, [{"name": "t", "source": str(tiny_dir)}], tmp_path / "chunked.nc",
+                 progress=False, batch_size=4, chunk_size=4)  # fmt: skip
+    one = whole.sel(party=["Republican"])
+    for var in ("pmf", "valid_mass", "nonsubstantive_mass", "decoding_pmf", "topk_logprob"):
+        assert (np.isnan(ds[var].values) == np.isnan(one[var].values)).all(), var
+        np.testing.assert_allclose(ds[var], one[var], atol=1e-6, rtol=0, err_msg=var)
+    assert (ds.topk_token_id.values == one.topk_token_id.values).all()
+    spelled = ds.likert.attrs["models"]["t"]["answer_spellings"]
+    assert len(spelled) > 2  # the vote's names: several leaves, read one chunk each
+
+
+def test_labels_spelled_in_too_many_ways_are_refused_by_name(tiny_dir, prompts, tmp_path):
+    """max_answer_positions caps the tokens the multi-token rule teacher-forces per prompt:
+    the vote's names (several spellings each) over it are refused, naming them, before any
+    unit is read (the vote is the last item: a unit a prompt, the others come first)."""
+    out = tmp_path / "refused.nc"
+    with pytest.raises(
+        AnswerLabelError, match=r"'Clinton' \(\d+ spellings\).*max_answer_positions=2"
+    ):
+        collect(prompts.sel(party=["Republican"], fmt=["original"]),
+                [{"name": "t", "source": str(tiny_dir)}], out, progress=False, chunk_size=1,
+                max_answer_positions=2)  # fmt: skip
+    assert not out.exists()
+    saved = list(tmp_path.rglob("*.npz"))  # no unit read, none saved
+    assert saved == [], saved

@@ -133,6 +133,13 @@ class CollectOptions:
         full-width, Arabic-Indic, Devanagari, ...) as that number; ``"shown"`` only in
         the scripts of the answer labels the prompt shows (the ASCII digits without a
         format). Part of every cell's key.
+    max_answer_positions
+        The most tokens the multi-token rule may teacher-force per prompt: the tokens of
+        every spelling of every answer label (a word label in a large vocabulary may be
+        spelled in tens of thousands of ways: "Strongly disagree" ... "Strongly agree" in
+        Qwen 2.5's, 51,699 spellings). Counted before anything is read; more is refused,
+        naming the labels (answer with codes or letters instead). Not part of the key: it
+        refuses, it does not change a number.
     answer_prefix
         The elicitation level ``prefix`` (:mod:`xlikert.design.elicitation`): the text
         the model's turn starts with; the answer is read right after it.
@@ -184,6 +191,7 @@ class CollectOptions:
     tol: float = 0.0
     max_passes: int = 10_000
     numerals: str = "any"
+    max_answer_positions: int = 20_000
     answer_prefix: str = "My answer is"
     reply_tokens: int = 32
     answer_parse: str = "first_valid"
@@ -243,6 +251,12 @@ class CollectOptions:
         if not (_is_int(self.max_passes) and self.max_passes >= 1):
             raise _fail(where, f"max_passes must be an integer >= 1, got {self.max_passes!r}")
         put("max_passes", int(self.max_passes))
+        if not (_is_int(self.max_answer_positions) and self.max_answer_positions >= 1):
+            raise _fail(
+                where,
+                f"max_answer_positions must be an integer >= 1, got {self.max_answer_positions!r}",
+            )
+        put("max_answer_positions", int(self.max_answer_positions))
         if self.numerals not in NUMERAL_MODES:
             raise _fail(
                 where, f"numerals must be one of {list(NUMERAL_MODES)}, got {self.numerals!r}"
@@ -451,7 +465,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):

@@ -91,6 +91,7 @@ def answer_rule(
     labels: Mapping[int, str] | None = None,
     nonsubstantive: Sequence[str] | None = None,
     scripts: Collection[str] | None = None,
+    max_positions: int | None = None,
 ) -> tuple[ValidTokens, AnswerSequences, str]:
     """The valid tokens, the answer spellings and the rule's description for a tokenizer.
 
@@ -109,10 +110,16 @@ def answer_rule(
     script the tokenizer knows; the labels' own scripts always;
     :data:`~xlikert.collect.numerals.NUMERAL_RULE`).
 
+    ``max_positions`` (None: no limit) caps the token positions the multi-token rule
+    teacher-forces per prompt (the tokens of every spelling): counted before any spelling
+    is listed, so labels spelled in millions of ways are refused at once.
+
     Raises
     ------
     CollectionError
         When some answer has no spelling at all.
+    AnswerLabelError
+        When the spellings hold more than ``max_positions`` tokens, naming the labels.
     """
     codes, by_code, layout = answer_codes(scale, labels, nonsubstantive)
     plain = layout is None and labels is None
@@ -120,12 +127,16 @@ def answer_rule(
     scale = list(codes)
     words = not all(read_numeral(str(by_code[v])) for v in scale)
     if needs_sequences(scale, labels):
-        answers = _find_answer_sequences(tokenizer, scale, labels, scripts=scripts)
+        answers = _find_answer_sequences(
+            tokenizer, scale, labels, scripts=scripts, max_positions=max_positions
+        )
     else:
         try:
             valid = find_label_tokens(tokenizer, scale, labels, scripts=scripts)
         except CollectionError:  # no single token for some label: every spelling
-            answers = _find_answer_sequences(tokenizer, scale, labels, scripts=scripts)
+            answers = _find_answer_sequences(
+                tokenizer, scale, labels, scripts=scripts, max_positions=max_positions
+            )
         else:
             answers = (_spaced_answers(tokenizer, valid) if split_space else None) or (
                 one_token_answers(valid)
@@ -166,6 +177,7 @@ def _find_answer_sequences(
     labels: Mapping[int, str] | None = None,
     *,
     scripts: Collection[str] | None = None,
+    max_positions: int | None = None,
 ) -> AnswerSequences:
     """Enumerate every token spelling of every scale value (see :data:`ANSWER_RULE`).
 
@@ -244,6 +256,8 @@ def _find_answer_sequences(
                 extend(word, end, (*ids, idx), y, c)
 
     spaces = _find_space_tokens(tokenizer)
+    if max_positions is not None:
+        _check_spelling_cost(tokenizer, spell, first, inner, len(spaces), max_positions)
     for w, y, c in spell:
         for end in range(1, len(w) + 1):
             for idx in first.get(w[:end], ()):
@@ -270,6 +284,61 @@ def _find_answer_sequences(
         scale=tuple(scale),
         scripts=tuple(c for _, _, c in seqs),
         numeral_scripts=read,
+    )
+
+
+def _spelling_cost(
+    word: bytes, first: Mapping[bytes, Sequence[int]], inner: Mapping[bytes, Sequence[int]],
+    n_spaces: int,
+) -> tuple[int, int]:  # fmt: skip
+    """``(spellings, tokens)``: how many token sequences spell ``word`` under the
+    multi-token rule (a first token from ``first``, which strips one leading space, or one
+    of ``n_spaces`` bare space tokens; then tokens from ``inner``) and how many tokens they
+    hold together, counted without listing them (dynamic programming over byte positions).
+
+    Examples
+    --------
+    >>> first = inner = {b"a": [1], b"b": [2], b"ab": [3]}
+    >>> _spelling_cost(b"ab", first, inner, n_spaces=1)  # a|b, ab, each after a space too
+    (4, 8)
+    """
+    n = len(word)
+    ways, toks = [0] * (n + 1), [0] * (n + 1)  # completions from each byte position
+    ways[n] = 1
+    for pos in range(n - 1, -1, -1):
+        for end in range(pos + 1, n + 1):
+            k = len(inner.get(word[pos:end], ()))
+            if k:
+                ways[pos] += k * ways[end]
+                toks[pos] += k * (toks[end] + ways[end])
+    total, tokens = n_spaces * ways[0], n_spaces * (toks[0] + ways[0])
+    for end in range(1, n + 1):
+        k = len(first.get(word[:end], ()))
+        total += k * ways[end]
+        tokens += k * (toks[end] + ways[end])
+    return total, tokens
+
+
+def _check_spelling_cost(
+    tokenizer: Any, spell: list[tuple[bytes, int, str]], first, inner, n_spaces: int,
+    limit: int,
+) -> None:  # fmt: skip
+    """Refuse answers whose spellings hold more than ``limit`` tokens, naming the labels."""
+    from ..core.errors import AnswerLabelError
+
+    cost = {w: _spelling_cost(w, first, inner, n_spaces) for w, _, _ in spell}
+    tokens = sum(t for _, t in cost.values())
+    if tokens <= limit:
+        return
+    name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    worst = sorted(cost.items(), key=lambda kv: -kv[1][1])[:3]
+    shown = ", ".join(f"{w.decode(errors='replace')!r} ({n:,} spellings)" for w, (n, _) in worst)
+    raise AnswerLabelError(
+        f"the answer labels are spelled in too many ways by tokenizer {name!r}: {shown}; "
+        f"the multi-token rule reads every spelling, {tokens:,} teacher-forced tokens per "
+        f"prompt, more than max_answer_positions={limit:,}. Answer with codes or letters "
+        '([scale] answers = "codes" or "letters", or a response format), use shorter '
+        "labels, or raise max_answer_positions ([collect] or collect(...))"
     )
 
 

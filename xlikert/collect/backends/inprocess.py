@@ -188,6 +188,8 @@ class InProcessModel:
     #: Answer labels -> (valid tokens, answer spellings): each label set the model
     #: has read with (:meth:`relabel`); None until the first relabel.
     _rules: dict[tuple[str, ...] | None, tuple[ValidTokens, AnswerSequences]] | None = None
+    #: The rule's description of each label set read after the first (``answers``).
+    _rule_texts: dict[tuple[str, ...] | None, str] | None = None
 
     def _start_reasoning(
         self, reasoning: dict[str, Any] | None, tokenizer: Any, model_config: Any,
@@ -228,12 +230,13 @@ class InProcessModel:
             return
         options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
         if labels not in rules:
-            valid, answers, _ = answer_rule(
+            valid, answers, text = answer_rule(
                 self.tokenizer, options.scale, split_space=options.split_space,
                 labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
-                scripts=options.numeral_scripts,
+                scripts=options.numeral_scripts, max_positions=options.max_answer_positions,
             )  # fmt: skip
             rules[labels] = (valid, answers)
+            self._rule_texts = {**(self._rule_texts or {}), labels: text}
         self.options = options
         self._use_answers(*rules[labels])
 
@@ -349,6 +352,13 @@ class InProcessModel:
                 )
                 for labels, (valid, _) in rules.items()
             }
+            texts = {labels: (self._rule_texts or {}).get(labels, info.get("answers"))
+                     for labels in rules}  # fmt: skip
+            if len(set(texts.values())) > 1:  # the label sets read under different rules
+                info["answers_by_labels"] = {
+                    " ".join(labels or (str(y) for y in self.options.scale)): text
+                    for labels, text in texts.items()
+                }
         return info
 
 

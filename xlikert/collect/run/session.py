@@ -305,6 +305,12 @@ class Session:
         model = self._open(mi, spec, first)
         try:
             self._check_mode(mi, spec, model)
+            if hasattr(model, "relabel"):  # every label set's rule before any unit is read:
+                # a label the model cannot read is refused first (each rule is kept)
+                sets = {plan.labels_of(cells): cells for _, cells in todo}
+                for labels, cells in sets.items():
+                    model = _with_labels(model, labels, spec, self.loader, options,
+                                         plan.prompts(cells)[0])  # fmt: skip
             bar.set_description(f"collect {spec['name']}")
             for ui, cells in todo:
                 model = _with_labels(model, plan.labels_of(cells), spec, self.loader,

@@ -226,6 +226,7 @@ class OpenAIModel:
         valid, answers, rule = answer_rule(
             self.tokenizer, scale, split_space=False, labels=options.labels_by_score,
             nonsubstantive=options.nonsubstantive_labels, scripts=options.numeral_scripts,
+            max_positions=options.max_answer_positions,
         )  # fmt: skip
         return valid, (None if answers.is_one_token else answers), rule
 

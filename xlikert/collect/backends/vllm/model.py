@@ -360,7 +360,7 @@ class VLLMModel(InProcessModel):
         self.valid, self.answers, rule = answer_rule(
             tokenizer, options.scale, split_space=options.split_space,
             labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
-            scripts=options.numeral_scripts,
+            scripts=options.numeral_scripts, max_positions=options.max_answer_positions,
         )  # fmt: skip
         self._ask = {
             "need": [int(i) for i in self.answers.need],
