@@ -23,6 +23,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 import torch
+from support.forward import Reader
 
 from xlikert.collect import collect, read_sequence
 from xlikert.core.io import open_results
@@ -295,3 +296,113 @@ def test_topk_of_a_chinese_prompt_reads_back_as_chinese(run, independent):
     for t, i in zip(texts, ids, strict=True):
         if "\\x" not in t:  # whole characters: the tokenizer's own decoding
             assert t == tok.decode([i]), (t, i)
+
+
+# ---------------------------------------------------------------- word labels (item 4)
+WORDS = """
+[instrument]
+name = "tea"
+citation = "none"
+language = "zh"
+default_framing = "plain"
+
+[scale]
+min = 1
+max = {n}
+answers = "labels"
+anchors = {{ {anchors} }}
+
+[framings]
+plain = "请对下面的说法表态。只回答以下之一：{{answer_labels}}。"
+
+[[items]]
+id = "1"
+template = "我喜欢喝茶。"
+"""
+
+
+def _word_cont(data: dict[int, bytes]) -> np.ndarray:
+    """Ids that go on with a word: a letter, digit or '_' first, or the start of a
+    character cut off (a lead byte first)."""
+    out = []
+    for i, b in data.items():
+        first = None
+        for k in range(1, min(4, len(b)) + 1):
+            try:
+                first = b[:k].decode()
+                break
+            except UnicodeDecodeError:
+                continue
+        if (first is None and b[:1] >= b"\xc0") or (first and (first.isalnum() or first == "_")):
+            out.append(i)
+    return np.asarray(out)
+
+
+def _word_cell(tmp_path, labels: list[str]):
+    anchors = ", ".join(f'{y} = "{w}"' for y, w in enumerate(labels, 1))
+    (tmp_path / "tea.toml").write_text(WORDS.format(n=len(labels), anchors=anchors), "utf-8")
+    (tmp_path / "exp.toml").write_text(
+        '[experiment]\ninstrument = "tea.toml"\n[[models]]\nname = "qwen"\n'
+        'source = "qwen2.5-coder-0.5b-instruct"\n', encoding="utf-8")  # fmt: skip
+    exp = load_experiment(tmp_path / "exp.toml")
+    return collect(exp.build_prompts(), exp.models, progress=False)
+
+
+def _check_word_cell(ds, independent, labels: list[str]) -> None:
+    tok, model, data = independent
+    space = tok.convert_tokens_to_ids("Ġ")
+    ids = read_sequence(ds, model="qwen", item="1").ids.tolist()
+    spellings = [_spellings(data, w, space) for w in labels]
+    info = ds.likert.attrs["models"]["qwen"]
+    assert info["answers_by_labels"][" ".join(labels)].startswith("multi-token"), info
+    from xlikert.collect.spellings import answer_rule  # the same spellings as listed here
+
+    _, ans, _ = answer_rule(tok, list(range(1, len(labels) + 1)),
+                            labels=dict(enumerate(labels, 1)))  # fmt: skip
+    assert set(ans.sequences) == {s for seqs in spellings for s in seqs}
+    # every prefix of every spelling read once, on the prompt's cache (a trie walk)
+    dist = Reader(model, ids).tree([s for seqs in spellings for s in seqs])
+    stop = _word_cont(data)
+    masses = np.array([
+        sum(np.prod([dist[s[:k]][t] for k, t in enumerate(s)]) * (1.0 - dist[s][stop].sum())
+            for s in seqs)
+        for seqs in spellings
+    ])  # fmt: skip
+    cell = ds.isel(model=0).sel(item="1")
+    np.testing.assert_allclose(float(cell.valid_mass), masses.sum(), atol=1e-5)
+    np.testing.assert_allclose(cell.pmf.values, masses / masses.sum(), atol=1e-5)
+
+
+def test_chinese_word_labels_equal_an_independent_pass(independent, tmp_path):
+    """Issue 40, item 4, on Qwen's tokenizer: 反对 / 同意 answered with the labels, every
+    spelling (52, most of them splitting a character between byte tokens) with its stop
+    check, against plain transformers over spellings listed here from the bytes."""
+    labels = ["反对", "同意"]
+    _check_word_cell(_word_cell(tmp_path, labels), independent, labels)
+
+
+@pytest.mark.costly
+def test_labels_sharing_a_prefix_equal_an_independent_pass(independent, tmp_path):
+    """非常不同意 / 非常同意: after 非常 the word goes on, so no answer stops there (1,012
+    spellings; the reading runs its 1,012 leaves a chunk at a time)."""
+    labels = ["非常不同意", "非常同意"]
+    _check_word_cell(_word_cell(tmp_path, labels), independent, labels)
+
+
+def test_labels_of_too_many_spellings_are_refused_before_reading(independent):
+    """Qwen 2.5 spells "Strongly disagree" ... "Strongly agree" in 51,699 ways: refused at
+    once, naming the labels (counted, not listed); the count is the listing's."""
+    from xlikert.collect.spellings import answer_rule
+    from xlikert.core.errors import AnswerLabelError
+
+    tok, _, _ = independent
+    english = {1: "Strongly disagree", 2: "Disagree", 3: "Agree", 4: "Strongly agree"}
+    with pytest.raises(AnswerLabelError, match=r"'Strongly disagree' \([\d,]+ spellings\)"):
+        answer_rule(tok, [1, 2, 3, 4], labels=english, max_positions=20_000)
+    _, ans, _ = answer_rule(tok, [1, 2], labels={1: "不同意", 2: "同意"}, max_positions=20_000)
+    with pytest.raises(AnswerLabelError, match="max_answer_positions=100"):
+        answer_rule(tok, [1, 2], labels={1: "不同意", 2: "同意"}, max_positions=100)
+    n_tokens = sum(len(s) for s in ans.sequences)
+    answer_rule(tok, [1, 2], labels={1: "不同意", 2: "同意"}, max_positions=n_tokens)
+    with pytest.raises(AnswerLabelError):
+        answer_rule(tok, [1, 2], labels={1: "不同意", 2: "同意"}, max_positions=n_tokens - 1)
