@@ -345,3 +345,15 @@ def test_labels_spelled_in_too_many_ways_are_refused_by_name(tiny_dir, prompts, 
     assert not out.exists()
     saved = list(tmp_path.rglob("*.npz"))  # no unit read, none saved
     assert saved == [], saved
+
+
+def test_sequential_refuses_leaves_it_cannot_hold(tiny_dir, prompts, tmp_path, monkeypatch):
+    """Sequential administration reads every leaf of a context at once: where they hold more
+    logits than LOGITS_BYTES it is refused by name (the prompt reader takes them in chunks)."""
+    from xlikert.collect.backends.transformers import model as local
+
+    monkeypatch.setattr(local, "LOGITS_BYTES", 1)
+    seq = prompts.sel(party=["Republican"], fmt=["original"], item=["tv", "self"])
+    with pytest.raises(CollectionError, match="sequential administration reads every spelling"):
+        collect(seq.expand_dims(administration=["sequential"]),
+                [{"name": "t", "source": str(tiny_dir)}], progress=False)  # fmt: skip

@@ -147,7 +147,10 @@ class LocalModel(InProcessModel):
         then every group's prefix from it, then the prompts, sorted by group and length,
         in batches that mix groups (each row's prefix left padded in the batch's cache).
         None where this model's cache cannot be kept and padded (sliding windows,
-        recurrent layers): the caller reads the unit from its common prefix alone."""
+        recurrent layers), or where a prompt's leaves are read a chunk at a time: the
+        caller reads the unit from its common prefix alone."""
+        if self._leaf_chunks():
+            return None
         with TreeReader(self.scorer, self.leaves, self.keep, self.readout, self.batch_size) as tr:
             if P and not tr.prefill([encoded[0][:P]]):
                 return None
@@ -217,6 +220,16 @@ class LocalModel(InProcessModel):
                    lambda at: self._oom(f"{len(prefix) + len(suffixes[order[at[0]]])} tokens"))  # fmt: skip
         return res
 
+    def _refuse_leaf_chunks(self, what: str) -> None:
+        """``what`` reads every leaf of a context at once: refused, by name, where they
+        hold more logits than :data:`LOGITS_BYTES` (the prompt reader takes them in chunks)."""
+        if self._leaf_chunks():
+            raise CollectionError(
+                f"model {self.name!r}: {what} reads every spelling of the answers at once, and "
+                f"this rule has {len(self.leaves):,} (more than {LOGITS_BYTES >> 20} MiB of "
+                "logits a context): answer with codes or letters, or shorter labels"
+            )
+
     def _leaf_chunks(self) -> bool:
         """Whether one prompt's leaves hold more logits than :data:`LOGITS_BYTES` at once."""
         n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
@@ -225,6 +238,7 @@ class LocalModel(InProcessModel):
     def context_reader(self, session: str) -> TreeReader:
         """A reader of one conversation tree (sequential administration): each conversation
         from the longest prefix it shares with one read before (:class:`TreeReader`)."""
+        self._refuse_leaf_chunks("sequential administration")
         return TreeReader(
             self.scorer, self.leaves, self.keep, self.readout, self.batch_size,
             rule=lambda: (self.leaves, self.keep),
@@ -282,6 +296,7 @@ class LocalModel(InProcessModel):
         """Per prompt: its M traces sampled in one batch (:meth:`_sample`), then the
         answer after each closed trace read on the sampling's KV cache
         (:meth:`_read_after_traces`), or afresh when prefix caching is off."""
+        self._refuse_leaf_chunks("the reasoning mode")
         cfg = self.reasoning
         for ids, ss in zip(encoded, seeds, strict=True):
             try:
