@@ -24,9 +24,10 @@ weights (nothing is downloaded):
   ``xlikert.collect.backends.transformers.wrap_model`` and handed to ``collect(loader=...)`` as a
   ``LocalModel``: the backend's own batching, prefix cache and float64 readout (on a
   GPU in torch on the device, ``device_readout``; on the CPU the numpy rules of
-  ``xlikert.kernels.readout`` through ``read_logits``). Timed: the whole ``collect``
+  ``xlikert.kernels.readout`` through ``context_readout``). Timed: the whole ``collect``
   call (CUDA synchronised), the readout's share (``LocalModel.readout``, the device
-  synchronised before it starts) and the numpy rules alone (``read_logits``: none on
+  synchronised before it starts) and the numpy rules alone (``context_readout`` and
+  ``finish_readout``: none on
   a GPU). The batches are those the backend formed (prompts per forward, counted per
   batch);
 * **vLLM**: ``collect`` with ``backend = "vllm"`` (xlikert's in-process backend,
@@ -257,8 +258,8 @@ class ReadoutTimer:
 
     :attr:`model_class` is the backend's ``LocalModel`` whose ``readout`` (the logits'
     copy to the host and the numpy rules) is timed, the device synchronised before it
-    starts, and the prompts of each batch counted; ``read_logits`` (the numpy rules
-    alone) is timed as well. :meth:`reset` before each run.
+    starts, and the prompts of each batch counted; the numpy rules alone
+    (:attr:`RULES`) are timed as well. :meth:`reset` before each run.
     """
 
     def __init__(self, sync) -> None:
@@ -284,19 +285,28 @@ class ReadoutTimer:
     def reset(self) -> None:
         self.readout_s, self.rules_s, self.batches = 0.0, 0.0, []
 
+    #: The host's numpy rules in the backend's module: the next-token readout of every
+    #: context, then the answers' PMFs from it.
+    RULES = ("context_readout", "finish_readout")
+
     def __enter__(self) -> ReadoutTimer:
-        rules = self._rules = self._module.read_logits
+        self._rules = {name: getattr(self._module, name) for name in self.RULES}
 
-        def timed_rules(*a, **k):
-            out, seconds = timed(lambda: rules(*a, **k))
-            self.rules_s += seconds
-            return out
+        def timing(rules):
+            def timed_rules(*a, **k):
+                out, seconds = timed(lambda: rules(*a, **k))
+                self.rules_s += seconds
+                return out
 
-        self._module.read_logits = timed_rules
+            return timed_rules
+
+        for name, rules in self._rules.items():
+            setattr(self._module, name, timing(rules))
         return self
 
     def __exit__(self, *exc) -> None:
-        self._module.read_logits = self._rules
+        for name, rules in self._rules.items():
+            setattr(self._module, name, rules)
 
 
 def time_batch(args, prompts, spec, lm, timer, counter, batch: int, device: str):
