@@ -101,6 +101,16 @@ def independent(qwen_folder):
     return tok, model, data
 
 
+def _first_char(b: bytes) -> str | None:
+    """The first character of a token's bytes; None where they cut it off."""
+    for k in range(1, min(4, len(b)) + 1):
+        try:
+            return b[:k].decode()
+        except UnicodeDecodeError:
+            continue
+    return None
+
+
 def _cont(data: dict[int, bytes]) -> np.ndarray:
     """Ids that go on with a number: a decimal digit first (any script), or the start
     of one's UTF-8 bytes (a digit split between tokens), no leading space."""
@@ -111,16 +121,7 @@ def _cont(data: dict[int, bytes]) -> np.ndarray:
             starts.update(b[:k] for k in range(1, len(b)))
     out = []
     for i, b in data.items():
-        try:
-            first = b.decode("utf-8", errors="strict")[:1]
-        except UnicodeDecodeError:
-            first = None
-            for k in range(1, min(4, len(b)) + 1):
-                try:
-                    first = b[:k].decode()
-                    break
-                except UnicodeDecodeError:
-                    continue
+        first = _first_char(b)
         if first is None:
             if b in starts:
                 out.append(i)
@@ -326,13 +327,7 @@ def _word_cont(data: dict[int, bytes]) -> np.ndarray:
     character cut off (a lead byte first)."""
     out = []
     for i, b in data.items():
-        first = None
-        for k in range(1, min(4, len(b)) + 1):
-            try:
-                first = b[:k].decode()
-                break
-            except UnicodeDecodeError:
-                continue
+        first = _first_char(b)
         if (first is None and b[:1] >= b"\xc0") or (first and (first.isalnum() or first == "_")):
             out.append(i)
     return np.asarray(out)
