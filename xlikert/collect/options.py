@@ -15,7 +15,7 @@ import difflib
 import functools
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_TOP_PS",
     "ELICITATION_OPTIONS",
     "CollectOptions",
+    "labels_key",
 ]
 
 #: The options of the elicitation factor (:mod:`xlikert.collect.elicitation`): they enter a
@@ -41,6 +42,18 @@ ELICITATION_OPTIONS = (
     "answer_prefix", "reply_tokens", "answer_parse", "own_words_temperature", "own_words_top_p",
     "own_words_tol", "own_words_max_passes",
 )  # fmt: skip
+
+
+def labels_key(labels: Sequence[str] | None, scale: Sequence[int]) -> str:
+    """A label set as a model's provenance names it (``valid_tokens_by_labels``,
+    ``answers_by_labels``): the labels joined by spaces, the scale's digits for None.
+
+    Examples
+    --------
+    >>> labels_key(("A", "B", "C"), (1, 2, 3)), labels_key(None, (1, 2, 3))
+    ('A B C', '1 2 3')
+    """
+    return " ".join(labels or map(str, scale))
 
 
 def _fail(where: str, message: str) -> CollectionError:

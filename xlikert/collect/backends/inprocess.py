@@ -35,6 +35,7 @@ from ...core.codecs import encode_token_ids
 from ...core.errors import CollectionError
 from ...kernels.readout import DECODING_TIE_RULE
 from ..entries import check_dtype
+from ..options import labels_key
 from ..protocol import CellInputs
 from ..reasoning import (
     ReasoningFormat,
@@ -185,11 +186,12 @@ class InProcessModel:
     reasoning: dict[str, Any] | None = None
     format: ReasoningFormat | None = None
     stop_ids: set[int]
-    #: Answer labels -> (valid tokens, answer spellings): each label set the model
-    #: has read with (:meth:`relabel`); None until the first relabel.
-    _rules: dict[tuple[str, ...] | None, tuple[ValidTokens, AnswerSequences]] | None = None
-    #: The rule's description of each label set read after the first (``answers``).
-    _rule_texts: dict[tuple[str, ...] | None, str] | None = None
+    #: Answer labels -> (valid tokens, answer spellings, the rule's description; None for
+    #: the rule the model was opened with, its ``answers``): each label set the model has
+    #: read with (:meth:`relabel`); None until the first relabel.
+    _rules: dict[tuple[str, ...] | None, tuple[ValidTokens, AnswerSequences, str | None]] | None = (
+        None
+    )
 
     def _start_reasoning(
         self, reasoning: dict[str, Any] | None, tokenizer: Any, model_config: Any,
@@ -224,7 +226,7 @@ class InProcessModel:
             Labels that are not single tokens for the model's tokenizer.
         """
         if self._rules is None:  # the rule the model was opened with
-            self._rules = {self.options.answer_labels: (self.valid, self.answers)}
+            self._rules = {self.options.answer_labels: (self.valid, self.answers, None)}
         rules = self._rules
         if labels == self.options.answer_labels:
             return
@@ -235,10 +237,9 @@ class InProcessModel:
                 labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
                 scripts=options.numeral_scripts, max_positions=options.max_answer_positions,
             )  # fmt: skip
-            rules[labels] = (valid, answers)
-            self._rule_texts = {**(self._rule_texts or {}), labels: text}
+            rules[labels] = (valid, answers, text)
         self.options = options
-        self._use_answers(*rules[labels])
+        self._use_answers(*rules[labels][:2])
 
     def _use_answers(self, valid: ValidTokens, answers: AnswerSequences) -> None:
         """Score the next units with this answer rule (the backend's hook)."""
@@ -340,25 +341,21 @@ class InProcessModel:
             info["end_of_turn_rule"] = END_OF_TURN_RULE
         if self.template.system_merged:
             info["system_merged_into_user"] = "true"
-        rules = self._rules or {self.options.answer_labels: (self.valid, self.answers)}
-        first_valid, first_answers = next(iter(rules.values()))
+        rules = self._rules or {self.options.answer_labels: (self.valid, self.answers, None)}
+        first_valid, first_answers, _ = next(iter(rules.values()))
         info["valid_tokens"] = first_valid.as_records(self.tokenizer)
         if not first_answers.is_one_token:
             info["answer_spellings"] = first_answers.as_records(self.tokenizer)
         if len(rules) > 1 or None not in rules:  # a response format: each label set's tokens
+            scale = self.options.scale
             info["valid_tokens_by_labels"] = {
-                " ".join(labels or (str(y) for y in self.options.scale)): valid.as_records(
-                    self.tokenizer
-                )
-                for labels, (valid, _) in rules.items()
+                labels_key(labels, scale): valid.as_records(self.tokenizer)
+                for labels, (valid, _, _) in rules.items()
             }
-            texts = {labels: (self._rule_texts or {}).get(labels, info.get("answers"))
-                     for labels in rules}  # fmt: skip
+            texts = {labels_key(labels, scale): text or info.get("answers")
+                     for labels, (_, _, text) in rules.items()}  # fmt: skip
             if len(set(texts.values())) > 1:  # the label sets read under different rules
-                info["answers_by_labels"] = {
-                    " ".join(labels or (str(y) for y in self.options.scale)): text
-                    for labels, text in texts.items()
-                }
+                info["answers_by_labels"] = texts
         return info
 
 

@@ -27,7 +27,6 @@ Exact mode only: a top-k listing after the prompt cannot bound the later tokens.
 
 from __future__ import annotations
 
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,7 +36,6 @@ from ....core.errors import CollectionError
 from ...sequences import AnswerSequences
 from .plan import RequestPlan
 from .readout import PADDED_LOGPROB, token_id
-from .transport import HTTPStatusFailure, Unreachable
 
 __all__ = ["MULTI_TOKEN_PROTOCOL", "ContextReads", "read_ids"]
 
@@ -88,14 +86,6 @@ class ContextReads:
         self.ids = read_ids(answers)
         self.root = _server_root(plan.spec.public_url)
 
-    def _send(self, route: str, body: dict, what: str) -> Any:
-        try:
-            return self.plan.transport.request("POST", route, body)
-        except HTTPStatusFailure as exc:
-            raise self.plan.transport.failure(what, exc) from exc
-        except Unreachable as exc:
-            raise self.plan.transport.failure(f"{what} after retries", exc) from exc
-
     def prompt_ids(self, msgs: list) -> list[int]:
         """The prompt's token ids, templated by the server (``POST /tokenize``).
 
@@ -106,7 +96,9 @@ class ContextReads:
         """
         body = {"model": self.plan.spec.model, "messages": msgs, "add_generation_prompt": True}
         what = "POST /tokenize (multi-token answers need the prompt's token ids; vLLM serves it)"
-        obj = self._send(f"{self.root}/tokenize", body, what)
+        # the server's root, not /v1
+        obj = self.plan.told(what, self.plan.transport.request, "POST", f"{self.root}/tokenize",
+                             body)  # fmt: skip
         tokens = obj.get("tokens") if isinstance(obj, dict) else None
         if not isinstance(tokens, list) or not tokens:
             raise CollectionError(
@@ -116,18 +108,17 @@ class ContextReads:
         return [int(t) for t in tokens]
 
     def body(self, ids: list[int]) -> dict[str, Any]:
-        """The ``/completions`` request that reads the tokens after ``ids``."""
+        """The ``/completions`` request that reads the tokens after ``ids`` (the salt and
+        ``extra_body`` are added when it is sent, :meth:`RequestPlan.complete`)."""
         spec = self.plan.spec
         body: dict[str, Any] = {
             "model": spec.model, "prompt": ids, "max_tokens": 1,
             "temperature": spec.temperature, "top_p": 1.0, "logprobs": 1,
             "logprob_token_ids": self.ids, "return_tokens_as_token_ids": True,
             "add_special_tokens": False, "n": 1, "stream": False,
-            "cache_salt": uuid.uuid4().hex,
         }  # fmt: skip
         if spec.seed is not None:
             body["seed"] = spec.seed
-        body.update(spec.extra_body)
         return body
 
     def row(self, obj: dict) -> np.ndarray:
@@ -162,7 +153,7 @@ class ContextReads:
         jobs = [list(p) + [int(t) for t in c] for p in prompts for c in contexts]
 
         def one(ids: list[int]) -> np.ndarray:
-            return self.row(self._send("/completions", self.body(ids), "a context request"))
+            return self.row(self.plan.complete(self.body(ids), "a context request"))
 
         rows = list(pool.map(one, jobs))
         return np.array(rows, dtype=np.float64).reshape(len(prompts), len(contexts), -1)

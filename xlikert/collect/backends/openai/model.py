@@ -13,7 +13,7 @@ import numpy as np
 
 from ....core.errors import CollectionError, ElicitationLevelError
 from ....kernels.readout import TOPK_BOUNDS_RULE
-from ...options import CollectOptions
+from ...options import CollectOptions, labels_key
 from ...record import UnitResult
 from ...sequences import AnswerSequences
 from ...spellings import ONE_TOKEN_RULE, answer_rule
@@ -125,8 +125,9 @@ class OpenAIModel:
         #: The answer spellings when some answer needs several tokens (else None: the
         #: one-token rule, :attr:`valid`), read by :class:`~.contexts.ContextReads`.
         self.answers: AnswerSequences | None = None
-        #: The answer rule of each label set read (with a tokenizer), for the provenance.
-        self._rules: dict[str, str] = {}
+        #: Each label set read (with a tokenizer) -> its answer rule (:meth:`_answer_rule`):
+        #: worked out once, and named in the provenance.
+        self._rules: dict[tuple[str, ...] | None, tuple[Any, AnswerSequences | None, str]] = {}
         self.mode = "topk"
         self.readout = Readout(spec, options, "topk", False)
         self._prov: dict[str, Any] = {}
@@ -196,7 +197,7 @@ class OpenAIModel:
             return
         self.tokenizer = tok
         self.valid, self.answers, rule = self._answer_rule(self.options)
-        self._rules = {_labels_key(self.options): rule}
+        self._rules = {self.options.answer_labels: (self.valid, self.answers, rule)}
         if self.answers is not None:
             self._prov["answer_spellings"] = self.answers.as_records(tok)
         self._prov["tokenizer"] = what
@@ -250,23 +251,27 @@ class OpenAIModel:
         if labels == self.options.answer_labels:
             return
         options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
-        valid, answers, rule = None, None, ""
+        valid, answers = None, None
         if self.tokenizer is None:
             _check_one_token(options, self.name)
         else:
-            valid, answers, rule = self._answer_rule(options)
+            if labels not in self._rules:
+                self._rules[labels] = self._answer_rule(options)
+            valid, answers, _ = self._rules[labels]
             if answers is not None:
                 self.answers = answers
                 self._check_multi_token(self.mode, self._prov.get("exact_unavailable", ""))
                 self._prov.setdefault("answer_spellings", answers.as_records(self.tokenizer))
         by_labels = self._prov.setdefault("valid_tokens_by_labels", {})
         if self.valid is not None and not by_labels:
-            by_labels[_labels_key(self.options)] = self.valid.as_records(self.tokenizer)
+            by_labels[labels_key(self.options.answer_labels, self.options.scale)] = (
+                self.valid.as_records(self.tokenizer)
+            )
         if valid is not None:
-            by_labels[_labels_key(options)] = valid.as_records(self.tokenizer)
+            by_labels[labels_key(options.answer_labels, options.scale)] = valid.as_records(
+                self.tokenizer
+            )
         self.options, self.valid, self.answers = options, valid, answers
-        if rule:
-            self._rules.setdefault(_labels_key(options), rule)
         self.readout = Readout(
             self.spec, options, self.mode, self.readout.ids_ok, valid, self.tokenizer
         )
@@ -280,7 +285,9 @@ class OpenAIModel:
             " (a server cannot condition on an appended space token, so an answer whose "
             "leading space is a token of its own counts as a failure)"
         )
-        rules = [r if r.startswith("multi-token") else one_token for r in self._rules.values()]
+        by_labels = {labels_key(labels, self.options.scale): r if r.startswith("multi-token")
+                     else one_token for labels, (_, _, r) in self._rules.items()}  # fmt: skip
+        rules = list(by_labels.values())
         multi = any(r.startswith("multi-token") for r in rules)
         prov.update(
             backend="openai-compatible chat completions",
@@ -303,9 +310,7 @@ class OpenAIModel:
             http_retries_last_session=self.transport.retries,
         )
         if len(set(rules)) > 1:  # a response format read under two rules: each label set's
-            prov["answers_by_labels"] = {
-                k: r if r.startswith("multi-token") else one_token for k, r in self._rules.items()
-            }
+            prov["answers_by_labels"] = by_labels
         prov["server_kind"] = self.kind
         prov["prompt_cache"] = PROMPT_CACHE.get(self.kind, "not controlled by xlikert")
         if self.mode == "topk":
@@ -423,11 +428,6 @@ def _check_one_token(options: CollectOptions, name: str) -> None:
             "of another's); servers give next-token log-probabilities only: use the "
             "transformers or vllm backend"
         )
-
-
-def _labels_key(options: CollectOptions) -> str:
-    """A label set as the provenance names it: the labels (or the scale's digits) joined."""
-    return " ".join(options.answer_labels or map(str, options.scale))
 
 
 def _spelled(answers: Any, tokenizer: Any) -> str:

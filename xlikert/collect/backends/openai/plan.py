@@ -117,21 +117,25 @@ class RequestPlan:
             body["cache_salt"] = uuid.uuid4().hex
         body.update(self.spec.extra_body)
         send = self.transport.request
-        try:
+
+        def post() -> dict:
             if self.kind != "llama-cpp-python":
                 return send("POST", "/completions", body)
             with self._serial:
                 send("POST", "/completions", {"model": self.spec.model, **CACHE_RESET})
                 return send("POST", "/completions", body)
-        except HTTPStatusFailure as exc:
-            raise self.transport.failure(what, exc) from exc
-        except Unreachable as exc:
-            raise self.transport.failure(f"{what} after retries", exc) from exc
+
+        return self.told(what, post)
 
     def request(self, body: dict, what: str = "a request") -> dict:
         """:meth:`post`, its failures told as a :class:`~xlikert.core.errors.CollectionError`."""
+        return self.told(what, self.post, body)
+
+    def told(self, what: str, send: Callable[..., Any], *args: Any) -> Any:
+        """``send(*args)``, an HTTP failure (after the transport's retries) told as a
+        :class:`~xlikert.core.errors.CollectionError` naming ``what`` was sent."""
         try:
-            return self.post(body)
+            return send(*args)
         except HTTPStatusFailure as exc:
             raise self.transport.failure(what, exc) from exc
         except Unreachable as exc:

@@ -191,22 +191,19 @@ class LocalModel(InProcessModel):
                     self.scorer.check_prefix_cache(prefix, one[0, -1], row)
                     if not self.scorer.prefix_cache:
                         state["cache"] = None
-                for r in rows:
-                    for key, val in self._read_in_leaf_chunks(
-                        prefix, state["cache"], suffixes[r]
-                    ).items():
-                        if key not in res:
-                            res[key] = np.zeros((len(suffixes), *val.shape[1:]), val.dtype)
-                        res[key][r] = val[0]
-                return True
-            batch = [suffixes[r] + leaf for r in rows for leaf in self.leaves]
-            logits = self.scorer.forward_rows(prefix, state["cache"], batch, keep=self.keep)
-            if state["cache"] is not None and self.scorer.needs_check("prefix"):
-                self.scorer.check_prefix_cache(prefix, logits[0, -1], batch[0])
-                if not self.scorer.prefix_cache:
-                    state["cache"] = None
-                    return False  # recompute this batch without the cache
-            for key, val in self.readout(logits, len(rows)).items():
+                each = [self._read_in_leaf_chunks(prefix, state["cache"], suffixes[r])
+                        for r in rows]  # fmt: skip
+                out = {key: np.concatenate([o[key] for o in each]) for key in each[0]}
+            else:
+                batch = [suffixes[r] + leaf for r in rows for leaf in self.leaves]
+                logits = self.scorer.forward_rows(prefix, state["cache"], batch, keep=self.keep)
+                if state["cache"] is not None and self.scorer.needs_check("prefix"):
+                    self.scorer.check_prefix_cache(prefix, logits[0, -1], batch[0])
+                    if not self.scorer.prefix_cache:
+                        state["cache"] = None
+                        return False  # recompute this batch without the cache
+                out = self.readout(logits, len(rows))
+            for key, val in out.items():
                 if key not in res:
                     res[key] = np.zeros((len(suffixes), *val.shape[1:]), dtype=val.dtype)
                 res[key][rows] = val
