@@ -453,9 +453,8 @@ class Experiment:
                 f"            reverse-keyed items: {keyed}; subscales: {', '.join(subs) or 'none'}"
             )
         if self._by_language:  # where each language's text comes from
-            sources = {inst.language: "the instrument's own text", **inst.translations}
             lines.append("Languages   " + "; ".join(
-                f"{lv}: {sources.get(lv) or 'source not stated'}" for lv in self._by_language
+                f"{lv}: {inst.sources.get(lv) or 'source not stated'}" for lv in self._by_language
             ))  # fmt: skip
         lines.append(f"System      {self.system_source}")
         lines.append(f"Factors     {len(self.factor_specs)}")

@@ -7,7 +7,6 @@ with :func:`builtin_instruments`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -25,7 +24,7 @@ from .items import (
     warn_lone_subscales,
 )
 from .problems import Problems, read_toml, suggest, validate
-from .scale import Option, Scale
+from .scale import Option, Scale, anchors_json
 from .template import Template
 from .translation import named_options, translated_table, translation_problems
 
@@ -105,6 +104,17 @@ class Instrument:
         ('en', 'de', 'zh')
         """
         return (self.language, *self.translations)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Language -> where its text comes from (own text, then each ``source``).
+
+        Examples
+        --------
+        >>> load_instrument("bfi_short").sources["en"]
+        "the instrument's own text"
+        """
+        return {self.language: "the instrument's own text", **self.translations}
 
     def translated(self, language: str) -> Instrument:
         """The instrument with every text in ``language`` (itself for its own language).
@@ -307,7 +317,7 @@ class Instrument:
         >>> load_instrument("cetscale").scale_labels_json()
         '{"1": "Strongly disagree", "7": "Strongly agree"}'
         """
-        return json.dumps({str(k): v for k, v in sorted(self.anchors.items())})
+        return anchors_json(self.anchors)
 
     def __repr__(self) -> str:
         keyed = sum(it.reverse_keyed for it in self.items)

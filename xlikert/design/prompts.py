@@ -17,7 +17,7 @@ import xarray as xr
 from ..core.schema import ITEM_OPTIONS
 from .file_schema import SCALE_FIELDS
 from .item_order import ITEM_POSITION
-from .scale import ShownScale
+from .scale import ShownScale, anchors_json
 from .template import Template
 
 __all__ = ["prompts_to_frame"]
@@ -63,16 +63,13 @@ def build_languages(exp) -> xr.Dataset:
         ds[name] = var.transpose(lang.name, *(d for d in var.dims if d != lang.name))
     ds.attrs["language_factor"] = str(lang.name)
     # the scale's labels: the instrument's own language's, and each language's beside them
-    ds.attrs["scale_labels"] = json.dumps({str(k): v for k, v in sorted(exp.anchors.items())})
+    ds.attrs["scale_labels"] = anchors_json(exp.anchors)
     ds.attrs["scale_labels_by_language"] = json.dumps(
         {lv: {str(k): v for k, v in sorted(exp._by_language[lv].anchors.items())}
          for lv in lang.levels},
         ensure_ascii=False,
     )  # fmt: skip
-    ds.attrs["instrument_languages"] = json.dumps(
-        {exp.instrument.language: "the instrument's own text", **exp.instrument.translations},
-        ensure_ascii=False,
-    )
+    ds.attrs["instrument_languages"] = json.dumps(exp.instrument.sources, ensure_ascii=False)
     return ds
 
 
@@ -194,7 +191,7 @@ def prompt_attrs(exp) -> dict[str, Any]:
         "citation": inst.citation,
         "scale_min": int(lo),
         "scale_max": int(hi),
-        "scale_labels": json.dumps({str(k): v for k, v in sorted(exp.anchors.items())}),
+        "scale_labels": anchors_json(exp.anchors),
         "instrument_sha256": inst.sha256,
         "instrument_file": _provenance_path(inst.path),
         "experiment": exp.name,

@@ -41,6 +41,7 @@ B. Dole
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -48,7 +49,7 @@ from typing import Literal
 from ..core.errors import LabelMappingError
 from .formats import ResponseFormat, builtin_format, letters
 
-__all__ = ["ANSWERS", "Option", "Scale", "ShownScale"]
+__all__ = ["ANSWERS", "Option", "Scale", "ShownScale", "anchors_json"]
 
 #: How an item is answered: with its codes, with letters, or with its labels.
 ANSWERS = ("codes", "letters", "labels")
@@ -267,3 +268,15 @@ class Scale:
 def _line(label: str, text: str | None) -> str:
     """One line of ``{options}``: ``"A. text"``, or the label alone (no text, or it is the text)."""
     return label if text is None or text == label else f"{label}. {text}"
+
+
+def anchors_json(anchors: Mapping[int, str], *, ensure_ascii: bool = True) -> str:
+    """Score -> label as a JSON object string, keys in scale order (the ``scale_labels``
+    attribute of the prompts and results).
+
+    Examples
+    --------
+    >>> anchors_json({7: "Agree", 1: "Disagree"})
+    '{"1": "Disagree", "7": "Agree"}'
+    """
+    return json.dumps({str(k): v for k, v in sorted(anchors.items())}, ensure_ascii=ensure_ascii)
