@@ -100,7 +100,8 @@ def answered(ds: xr.Dataset) -> pd.DataFrame:
         for item in ds.item.values:
             cell = ds.sel(format=fmt, item=item).squeeze()
             probs = np.exp(cell.topk_logprob.values.astype(float))
-            numbers = [read_numeral(str(t).lstrip(" ")) for t in cell.topk_token.values]
+            # the rule's reading: one leading space, then a number in one script
+            numbers = [read_numeral(str(t).removeprefix(" ")) for t in cell.topk_token.values]
             off = sum(p for p, n in zip(probs, numbers, strict=True)
                       if n is not None and not lo <= n[0] <= hi)  # fmt: skip
             named = sum(p for p, t in zip(probs, cell.topk_token.values, strict=True)
