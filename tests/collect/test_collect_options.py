@@ -71,6 +71,8 @@ class Recorder:
         ({"scale": (1.5, 2)}, r"scale must be a list of integers"),
         ({"split_space": "no"}, r"split_space must be true or false, got 'no'"),
         ({"dtype": "int4"}, r"unknown dtype 'int4'; choose one of"),
+        ({"max_answer_positions": 0}, r"max_answer_positions must be an integer >= 1, got 0"),
+        ({"max_answer_positions": True}, r"max_answer_positions must be an integer >= 1"),
     ],
 )
 def test_options_are_validated_when_built(changes, message):
