@@ -9,9 +9,10 @@
    and nothing else is: no tests, no benchmarks, nothing outside ``xlikert/`` and its
    ``.dist-info``;
 3. installs the wheel into a fresh virtual environment with its core dependencies only
-   (a plain venv: ``--system-site-packages`` would be faster, but there the checkout's
-   editable install serves any top-level module the wheel lacks, measured: a
-   ``datasets.py`` deleted from the installed wheel was imported from the checkout);
+   (a plain venv: one that sees the running environment would be faster, but there the
+   checkout's editable install could serve a top-level module the wheel lacks, measured
+   with ``--system-site-packages``: a ``datasets.py`` deleted from the installed wheel was
+   imported from the checkout);
 4. from a temporary folder outside the checkout, with no ``PYTHONPATH``, runs
    ``xlikert --version``, ``xlikert prompts demo`` and ``xlikert example demo``, and loads
    every built-in instrument, experiment and data set (:data:`SMOKE`), checking that
@@ -175,17 +176,59 @@ def check_contents(wheel: Path, root: Path) -> list[str]:
     return problems
 
 
-def make_venv(venv: Path, wheel: Path, *, system_site_packages: bool = False) -> None:
+def running_package_dirs() -> list[str]:
+    """The folders this interpreter imports installed packages from, in its own order.
+
+    Whatever made the environment (the system interpreter, a venv, a venv with system
+    site packages, a conda env), its installed packages sit in the ``site-packages`` or
+    ``dist-packages`` folders on :data:`sys.path`. The checkout itself is never one of
+    them: an editable install serves it through a ``.pth`` file, which a folder listed
+    here does not run.
+    """
+    seen: list[str] = []
+    for entry in sys.path:
+        path = Path(entry)
+        if path.name in {"site-packages", "dist-packages"} and path.is_dir():
+            if str(path) not in seen:
+                seen.append(str(path))
+    return seen
+
+
+def venv_site_packages(venv: Path) -> Path:
+    """The ``site-packages`` folder of the venv at ``venv`` (made by this interpreter)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return venv / "lib" / version / "site-packages"
+
+
+def fresh_venv(venv: Path, *, see_running_packages: bool = False) -> Path:
+    """A fresh venv at ``venv`` without pip; its python.
+
+    ``see_running_packages`` lets it import the packages of the environment running this
+    check, however that was made: a ``.pth`` file lists :func:`running_package_dirs`
+    after the venv's own ``site-packages``, so what is installed into the venv comes
+    first. (``--system-site-packages`` would show the *base* interpreter's packages, which
+    inside a venv or a conda env are not the running ones: in a user's venv the wheel
+    test then failed on ``No module named 'xarray'``.)
+    """
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])  # this pip installs
+    if see_running_packages:
+        site = venv_site_packages(venv)
+        lines = "".join(f"{path}\n" for path in running_package_dirs())
+        (site / "_running_environment.pth").write_text(lines, "utf-8")
+    return venv / "bin" / "python"
+
+
+def make_venv(venv: Path, wheel: Path, *, see_running_packages: bool = False) -> None:
     """A fresh venv at ``venv`` with ``wheel`` installed (not editable).
 
-    Plain: pip installs the wheel's core dependencies. With ``system_site_packages`` the
-    venv sees this interpreter's packages and pip installs the wheel alone, offline.
+    Plain: pip installs the wheel's core dependencies. With ``see_running_packages`` the
+    venv also sees the running environment's packages (:func:`fresh_venv`) and pip
+    installs the wheel alone, offline.
     """
-    cmd = [sys.executable, "-m", "venv", "--without-pip", str(venv)]  # this pip installs
-    run(cmd + (["--system-site-packages"] if system_site_packages else []))
-    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q"]
+    python = fresh_venv(venv, see_running_packages=see_running_packages)
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
     offline = ["--no-deps", "--no-index", "--ignore-installed"]
-    run([*pip, *(offline if system_site_packages else []), str(wheel)])
+    run([*pip, *(offline if see_running_packages else []), str(wheel)])
 
 
 def smoke(venv: Path, root: Path, *, commands: bool = True) -> str:
