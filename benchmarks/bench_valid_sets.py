@@ -2,8 +2,8 @@
 
 Times, on Qwen2.5-Coder-0.5B-Instruct's tokenizer (the offline zoo's), what the answer
 rules cost before any forward pass: the tokenizer's bytes
-(:func:`xlikert.collect.vocabulary.vocabulary`, once per tokenizer), the index of every
-token that is a number in some script (:func:`~xlikert.collect.vocabulary.numeral_index`)
+(:func:`xlikert.collect.answers.vocabulary.vocabulary`, once per tokenizer), the index of every
+token that is a number in some script (:func:`~xlikert.collect.answers.vocabulary.numeral_index`)
 and the answer rule of four label sets (ASCII 1..7, full-width, Arabic-Indic, 0..10);
 then the same again, which the per-tokenizer cache answers. No model is loaded: the
 rule costs no forward pass.
@@ -48,8 +48,8 @@ def main(argv: list[str] | None = None) -> None:
     parse_args(argv)
     from transformers import AutoTokenizer
 
-    from xlikert.collect.spellings import answer_rule
-    from xlikert.collect.vocabulary import numeral_index, vocabulary
+    from xlikert.collect.answers.spellings import answer_rule
+    from xlikert.collect.answers.vocabulary import numeral_index, vocabulary
     from xlikert.testing import engines
 
     tok = AutoTokenizer.from_pretrained(engines.zoo_folder("qwen2.5-coder-0.5b-instruct"))

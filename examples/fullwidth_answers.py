@@ -38,7 +38,7 @@ import pandas as pd
 import xarray as xr
 
 from xlikert.collect import collect
-from xlikert.collect.numerals import read_numeral
+from xlikert.collect.answers.numerals import read_numeral
 from xlikert.design import load_experiment
 
 MODEL = '[[models]]\nname = "qwen"\nsource = "qwen2.5-coder-0.5b-instruct"\n'

@@ -47,9 +47,9 @@ ALLOWED: dict[str, str] = {
     "xlikert.design.file_schema.update_readme": "the development docs' command that "
     "regenerates the design README's tables (docs/development.md)",
     "xlikert.design.option_order.option_orders": "documented in docs/formats.md",
-    "xlikert.collect.tokens.known_scripts": "documented in docs/languages.md",
-    "xlikert.collect.vocabulary.show_bytes": "documented in docs/languages.md",
-    "xlikert.collect.vocabulary.token_bytes": "documented in docs/languages.md",
+    "xlikert.collect.answers.tokens.known_scripts": "documented in docs/languages.md",
+    "xlikert.collect.answers.vocabulary.show_bytes": "documented in docs/languages.md",
+    "xlikert.collect.answers.vocabulary.token_bytes": "documented in docs/languages.md",
     "xlikert.collect.elicitation.parse_answer": "documented in docs/elicitation.md",
     "xlikert.collect.own_words.reply_tree": "documented in docs/elicitation.md",
     "xlikert.collect.own_words.sampler_probabilities": "documented in docs/elicitation.md",

@@ -41,7 +41,7 @@ def test_each_backend_takes_the_protocols_arguments(name):
 def test_the_backend_module_of_an_entry_is_checked_against_the_protocol(monkeypatch):
     entry = {"name": "m", "source": "openai:m"}
     assert backend_module(entry) is importlib.import_module(BACKENDS["openai"])
-    monkeypatch.setitem(protocol.BACKENDS, "openai", "xlikert.collect.layout")  # no seam
+    monkeypatch.setitem(protocol.BACKENDS, "openai", "xlikert.collect.answers.layout")  # no seam
     with pytest.raises(CollectionError, match=r"xlikert\.collect\.layout does not define "
                        r"\['check', 'inputs', 'open'\]"):  # fmt: skip
         backend_module(entry)

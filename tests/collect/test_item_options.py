@@ -26,7 +26,7 @@ from support.survey import (
 from support.tiny import save_tiny
 
 from xlikert.collect import collect, read_sequence
-from xlikert.collect.layout import AnswerLayout, answer_codes
+from xlikert.collect.answers.layout import AnswerLayout, answer_codes
 from xlikert.core.errors import AnswerLabelError, CollectionError, LabelMappingError
 from xlikert.core.io import open_results
 

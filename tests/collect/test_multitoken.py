@@ -14,8 +14,8 @@ import torch
 from support.tiny import build_tokenizer, nucleus, save_tiny, tiny_prompts
 
 from xlikert.collect import collect
-from xlikert.collect.spellings import _find_answer_sequences
-from xlikert.collect.tokens import needs_sequences
+from xlikert.collect.answers.spellings import _find_answer_sequences
+from xlikert.collect.answers.tokens import needs_sequences
 
 SCALE = list(range(0, 11))
 MARKERS = (" ", "▁", "Ġ")

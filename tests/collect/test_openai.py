@@ -381,7 +381,7 @@ def test_multi_token_answers_are_read_exactly_on_a_vllm_server(server, tiny_dir)
     assert int(ds.decoding_pmf.notnull().sum()) == int(ds.decoding_pmf.sel(one).notnull().sum())
     # GET /models, the probe, its /tokenize; per prompt the listing, /tokenize and the contexts
     from xlikert.collect.backends.openai.model import _pretrained
-    from xlikert.collect.spellings import answer_rule
+    from xlikert.collect.answers.spellings import answer_rule
 
     _, answers, _ = answer_rule(_pretrained(str(tiny_dir), None, False, None), scale,
                                 split_space=False)  # fmt: skip

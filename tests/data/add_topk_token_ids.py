@@ -21,7 +21,7 @@ def main() -> None:
     from make_demo_results import DEMO
     from transformers import AutoTokenizer
 
-    from xlikert.collect.vocabulary import token_text
+    from xlikert.collect.answers.vocabulary import token_text
     from xlikert.collect.zoo import model_folder
     from xlikert.core.io import read_attrs, to_netcdf
     from xlikert.datasets import load_demo_results

@@ -193,8 +193,8 @@ def _masses(model, ids, spellings, stop_ids) -> np.ndarray:
 
 def test_qwen_digits_per_script_are_pinned(independent):
     """Which scripts' digits Qwen's vocabulary holds as tokens of their own."""
-    from xlikert.collect.tokens import known_scripts
-    from xlikert.collect.vocabulary import numeral_index
+    from xlikert.collect.answers.tokens import known_scripts
+    from xlikert.collect.answers.vocabulary import numeral_index
 
     tok, _, _ = independent
     assert known_scripts(tok) == ("ascii", "fullwidth")
@@ -350,7 +350,7 @@ def _check_word_cell(ds, independent, labels: list[str]) -> None:
     spellings = [_spellings(data, w, space) for w in labels]
     info = ds.likert.attrs["models"]["qwen"]
     assert info["answers_by_labels"][" ".join(labels)].startswith("multi-token"), info
-    from xlikert.collect.spellings import answer_rule  # the same spellings as listed here
+    from xlikert.collect.answers.spellings import answer_rule  # the same spellings as listed here
 
     _, ans, _ = answer_rule(tok, list(range(1, len(labels) + 1)),
                             labels=dict(enumerate(labels, 1)))  # fmt: skip
@@ -388,7 +388,7 @@ def test_labels_sharing_a_prefix_equal_an_independent_pass(independent, tmp_path
 def test_labels_of_too_many_spellings_are_refused_before_reading(independent):
     """Qwen 2.5 spells "Strongly disagree" ... "Strongly agree" in 51,699 ways: refused at
     once, naming the labels (counted, not listed); the count is the listing's."""
-    from xlikert.collect.spellings import answer_rule
+    from xlikert.collect.answers.spellings import answer_rule
     from xlikert.core.errors import AnswerLabelError
 
     tok, _, _ = independent

@@ -35,7 +35,7 @@ from .run.checked import parse_shard
 from .run.merge import merge_shards
 from .run.runner import collect
 from .run.store import PartialStore
-from .tokens import ValidTokens, find_valid_tokens
+from .answers.tokens import ValidTokens, find_valid_tokens
 from .zoo import ZOO, builtin_names, cache_dir, resolve_gguf
 
 

@@ -25,8 +25,8 @@ from ..core.errors import CollectionError, LabelMappingError
 from ..design.elicitation import ANSWER_PARSES
 from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from .entries import check_dtype
-from .numerals import NUMERAL_MODES, rule_scripts
-from .numerals import scripts as all_scripts
+from .answers.numerals import NUMERAL_MODES, rule_scripts
+from .answers.numerals import scripts as all_scripts
 
 __all__ = [
     "DEFAULT_TEMPERATURES",
@@ -141,7 +141,7 @@ class CollectOptions:
         Sequential administration: the forward passes one conversation may spend;
         spent before ``tol`` is met, the bound reached is stored (never a smaller one).
     numerals
-        The numeral rule (:mod:`xlikert.collect.numerals`): ``"any"`` (the default)
+        The numeral rule (:mod:`xlikert.collect.answers.numerals`): ``"any"`` (the default)
         counts a number written in any decimal script the tokenizer knows (ASCII,
         full-width, Arabic-Indic, Devanagari, ...) as that number; ``"shown"`` only in
         the scripts of the answer labels the prompt shows (the ASCII digits without a

@@ -332,7 +332,7 @@ class ContextReader(Protocol):
     ) -> dict[str, np.ndarray]:
         """The readout after each context: ``pmf (B, S)``, ``valid_mass (B,)``,
         ``decoding_pmf (B, T, P, S)`` and ``decoding_valid_mass (B, T, P)`` (the keys of
-        :meth:`~xlikert.collect.sequences.AnswerSequences.readout`); ``keep[b]`` False: no
+        :meth:`~xlikert.collect.answers.sequences.AnswerSequences.readout`); ``keep[b]`` False: no
         later context extends context ``b`` (its state need not be kept)."""
         ...
 

@@ -18,7 +18,7 @@ thinks before it answers. For every (condition, item) the backend
    ends its turn, or reaches ``max_new_tokens`` (the trace is then *truncated*);
 3. closes each trace (:meth:`ReasoningFormat.closing`) and reads the exact
    next-token PMF over the scale after it, with the answer rule of every backend
-   (:class:`~xlikert.collect.sequences.AnswerSequences`);
+   (:class:`~xlikert.collect.answers.sequences.AnswerSequences`);
 4. combines the traces (:func:`_combine_traces`).
 
 Only the thoughts are sampled: given a trace, its answer PMF is exact. The mean of

@@ -38,7 +38,7 @@ from ..core.schema import (
     variable_table,
 )
 from ..kernels.readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
-from .numerals import NUMERAL_RULE, UNICODE_VERSION
+from .answers.numerals import NUMERAL_RULE, UNICODE_VERSION
 from .reasoning import REASONING_RULE
 
 __all__ = ["ReadSequence", "UnitResult", "assemble", "describe_models", "read_sequence"]

@@ -151,7 +151,7 @@ VARIABLES: dict[str, Variable] = {
             "description": "the tokens of highest probability, as text: each token's bytes "
             "read as UTF-8, a token that holds an incomplete UTF-8 sequence (a character split "
             "between tokens) with those bytes escaped ('\\xe4\\xb8'); a server that names "
-            "tokens by text: its text (xlikert.collect.vocabulary)"
+            "tokens by text: its text (xlikert.collect.answers.vocabulary)"
         },
     ),
     "topk_token_id": Variable(
@@ -359,7 +359,7 @@ NONSUBSTANTIVE_BOUND_VARIABLES: dict[str, Variable] = {
 }
 
 
-#: Numbers in any script (:mod:`xlikert.collect.numerals`): each answer's mass per numeral
+#: Numbers in any script (:mod:`xlikert.collect.answers.numerals`): each answer's mass per numeral
 #: script, so a reader sees "shown full-width, answered ASCII". Present when the run's
 #: options give a ``script`` axis (every decimal script of the Unicode version used).
 SCRIPT_VARIABLES: dict[str, Variable] = {

@@ -33,7 +33,7 @@ import sys
 import unicodedata
 from collections.abc import Iterable, Mapping
 
-from ..core.errors import CollectionError
+from ...core.errors import CollectionError
 
 __all__ = [
     "NUMERAL_MODES",

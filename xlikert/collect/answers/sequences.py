@@ -1,8 +1,8 @@
 """The answer spellings: every token sequence that spells a scale value, and the readout.
 
 :class:`AnswerSequences` is the answer rule every backend applies; the spellings are
-found by :mod:`xlikert.collect.spellings` (several tokens, a split space) or are the
-valid tokens alone (:func:`one_token_answers`; :mod:`xlikert.collect.tokens`).
+found by :mod:`xlikert.collect.answers.spellings` (several tokens, a split space) or are the
+valid tokens alone (:func:`one_token_answers`; :mod:`xlikert.collect.answers.tokens`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import CollectionError
-from ..kernels.readout import scale_mass
+from ...core.errors import CollectionError
+from ...kernels.readout import scale_mass
 from .layout import AnswerLayout
 from .numerals import scripts as all_scripts
 from .tokens import ValidTokens
@@ -39,7 +39,7 @@ class AnswerSequences:
 
     ``layout`` (None: the scale is the results' ``score`` axis) places an item's
     answer codes in a results row: its points on the file's ``score`` axis, its
-    non-substantive options on the ``option`` axis (:mod:`xlikert.collect.layout`).
+    non-substantive options on the ``option`` axis (:mod:`xlikert.collect.answers.layout`).
     """
 
     sequences: tuple[tuple[int, ...], ...]
@@ -50,7 +50,7 @@ class AnswerSequences:
     layout: AnswerLayout | None = None
     #: Each spelling's numeral script (``""``: a word); empty: not recorded.
     scripts: tuple[str, ...] = ()
-    #: The scripts the numeral rule read (:mod:`xlikert.collect.numerals`).
+    #: The scripts the numeral rule read (:mod:`xlikert.collect.answers.numerals`).
     numeral_scripts: tuple[str, ...] = ()
 
     def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
@@ -229,7 +229,7 @@ class AnswerSequences:
             :attr:`layout`, ``S`` is the file's ``score`` axis, ``valid_mass`` the
             item's points' mass, and ``nonsubstantive_mass (B, O)`` is added when
             the file has non-substantive options
-            (:meth:`~xlikert.collect.layout.AnswerLayout.readout`).
+            (:meth:`~xlikert.collect.answers.layout.AnswerLayout.readout`).
         """
         if self.layout is not None:
             out = self.layout.readout(self.masses(raw), None if grid is None else self.masses(grid))

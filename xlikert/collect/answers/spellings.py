@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..core.errors import CollectionError
+from ...core.errors import CollectionError
 from .layout import answer_codes
 from .numerals import NUMERAL_RULE, digit_script, read_numeral, render
 from .numerals import scripts as all_scripts
@@ -105,10 +105,10 @@ def answer_rule(
     score; an item answering on part of ``scale`` labels only its own points.
     ``nonsubstantive`` (one answer label per option of the results' ``option``
     axis, ``""`` where the item does not offer it) adds the non-substantive
-    answers, read apart from the points (:mod:`xlikert.collect.layout`). A label
+    answers, read apart from the points (:mod:`xlikert.collect.answers.layout`). A label
     that is a number is read in every numeral script of ``scripts`` (None: every
     script the tokenizer knows; the labels' own scripts always;
-    :data:`~xlikert.collect.numerals.NUMERAL_RULE`).
+    :data:`~xlikert.collect.answers.numerals.NUMERAL_RULE`).
 
     ``max_positions`` (None: no limit) caps the token positions the multi-token rule
     teacher-forces per prompt (the tokens of every spelling): counted before any spelling
@@ -182,11 +182,11 @@ def _find_answer_sequences(
     """Enumerate every token spelling of every scale value (see :data:`ANSWER_RULE`).
 
     Spellings are matched on the tokens' bytes
-    (:func:`~xlikert.collect.vocabulary.token_bytes`), so a character the tokenizer
+    (:func:`~xlikert.collect.answers.vocabulary.token_bytes`), so a character the tokenizer
     splits between tokens (an Arabic-Indic digit in Qwen's vocabulary is two byte
     tokens) is spelled as it is written. A label that is a number is spelled in
     every numeral script read (``scripts``; None: those the tokenizer knows, with
-    the labels' own scripts always read; :mod:`xlikert.collect.numerals`).
+    the labels' own scripts always read; :mod:`xlikert.collect.answers.numerals`).
 
     Parameters
     ----------
@@ -324,7 +324,7 @@ def _check_spelling_cost(
     limit: int,
 ) -> None:  # fmt: skip
     """Refuse answers whose spellings hold more than ``limit`` tokens, naming the labels."""
-    from ..core.errors import AnswerLabelError
+    from ...core.errors import AnswerLabelError
 
     cost = {w: _spelling_cost(w, first, inner, n_spaces) for w, _, _ in spell}
     tokens = sum(t for _, t in cost.values())

@@ -10,10 +10,10 @@ to the digit.
 Many tokenizers (Llama 3, Qwen 2.5, Gemma, SmolLM2) never merge the space into
 the digit: ``"Answer: 5"`` is ``[":", "▁", "5"]``. There the answer ``" 5"``
 starts with a bare space token, and a next-token read counts it as a failure.
-:mod:`xlikert.collect.spellings` adds those spellings (space token, then a digit
+:mod:`xlikert.collect.answers.spellings` adds those spellings (space token, then a digit
 token without a marker), scored exactly from the same forward pass with the space
-token appended (:data:`~xlikert.collect.spellings.SPACED_ANSWER_RULE`); the answer
-spellings themselves are :class:`~xlikert.collect.sequences.AnswerSequences`.
+token appended (:data:`~xlikert.collect.answers.spellings.SPACED_ANSWER_RULE`); the answer
+spellings themselves are :class:`~xlikert.collect.answers.sequences.AnswerSequences`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.errors import AnswerLabelError, CollectionError
+from ...core.errors import AnswerLabelError, CollectionError
 from .numerals import read_numeral, shown_scripts
 from .numerals import scripts as all_scripts
 from .vocabulary import numeral_index, token_text, vocabulary
@@ -53,7 +53,7 @@ class ValidTokens:
     surfaces: tuple[str, ...]
     scores: tuple[int, ...]
     scale: tuple[int, ...]
-    #: Each token's numeral script (:mod:`xlikert.collect.numerals`; ``""`` for a word).
+    #: Each token's numeral script (:mod:`xlikert.collect.answers.numerals`; ``""`` for a word).
     scripts: tuple[str, ...] = ()
     #: The scripts the numeral rule read (empty: no label is a number).
     numeral_scripts: tuple[str, ...] = ()
@@ -61,7 +61,7 @@ class ValidTokens:
     def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
         """``[{"id": ..., "token": ..., "score": ..., "script": ...}, ...]`` for provenance.
 
-        ``token`` is the token's text (:func:`~xlikert.collect.vocabulary.token_text`)
+        ``token`` is the token's text (:func:`~xlikert.collect.answers.vocabulary.token_text`)
         when ``tokenizer`` is given, else its vocabulary string.
         """
         scripts = self.scripts or ("",) * len(self.ids)
@@ -106,7 +106,7 @@ def find_valid_tokens(
         Score -> the answer label that means it (a response format,
         :mod:`xlikert.design.formats`); default: the score's digits.
     scripts : collection of str, optional
-        The numeral scripts counted (:mod:`xlikert.collect.numerals`); default every
+        The numeral scripts counted (:mod:`xlikert.collect.answers.numerals`); default every
         script: a label that is a number is answered by every token whose text, after
         one leading space, is that number in any decimal script.
 
@@ -209,7 +209,7 @@ def number_values(numbers: Mapping[int, str]) -> dict[int, int]:
         same = sorted(t for y, t in numbers.items() if list(out.values()).count(out[y]) > 1)
         raise AnswerLabelError(
             f"answer labels {same} write the same number in different scripts: under the "
-            "numeral rule (xlikert.collect.numerals) they are one answer"
+            "numeral rule (xlikert.collect.answers.numerals) they are one answer"
         )
     return out
 
@@ -256,7 +256,7 @@ def find_label_tokens(
         Labels that are not numbers and are not single tokens for the tokenizer.
     CollectionError
         Numeric labels (the digits by default) without a single-token form: the
-        caller may fall back to multi-token spellings (:func:`~xlikert.collect.spellings.answer_rule`).
+        caller may fall back to multi-token spellings (:func:`~xlikert.collect.answers.spellings.answer_rule`).
     """
     try:
         return find_valid_tokens(tokenizer, scale, labels, scripts=scripts)

@@ -12,7 +12,7 @@ Byte-level and SentencePiece vocabularies spell the bytes (no decode is needed);
 tokenizer of another kind is asked to ``decode`` each token once (a leading ``▁`` or
 ``Ġ`` it keeps as a letter is read as a space, as the answer rules always have).
 :func:`numeral_index` lists every token whose text is a number in some decimal
-script (:mod:`xlikert.collect.numerals`). Both are cached per tokenizer, so the valid
+script (:mod:`xlikert.collect.answers.numerals`). Both are cached per tokenizer, so the valid
 sets of every label set of a run cost one pass over the vocabulary and no forward pass.
 """
 

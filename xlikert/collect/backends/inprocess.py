@@ -46,10 +46,10 @@ from ..reasoning import (
     trace_seed,
 )
 from ..record import UnitResult
-from ..sequences import AnswerSequences
-from ..spellings import answer_rule
-from ..tokens import ValidTokens
-from ..vocabulary import token_text
+from ..answers.sequences import AnswerSequences
+from ..answers.spellings import answer_rule
+from ..answers.tokens import ValidTokens
+from ..answers.vocabulary import token_text
 
 if TYPE_CHECKING:
     from ..options import CollectOptions
@@ -217,7 +217,7 @@ class InProcessModel:
         ``labels``: one per scale value, in score order, then one per
         non-substantive option of the run (``""`` where the item has no such point
         or option; None: the digits). The answer rule
-        (:func:`~xlikert.collect.spellings.answer_rule`) is resolved once per label set
+        (:func:`~xlikert.collect.answers.spellings.answer_rule`) is resolved once per label set
         and kept; :meth:`_use_answers` hands it to the backend.
 
         Raises

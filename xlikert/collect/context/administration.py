@@ -184,7 +184,7 @@ def score_battery(
     item_index
         The index on the file's ``item`` dim of each cell of the battery.
     answers
-        Each cell's own answer labels (:func:`~xlikert.collect.layout.cell_labels`: one per
+        Each cell's own answer labels (:func:`~xlikert.collect.run.labels.cell_labels`: one per
         score, then one per option of ``options``; None: the digits, no option), or None
         (every item answers on ``replies``). Where the items' labels differ or some item
         offers an option, each item is read over its own answers

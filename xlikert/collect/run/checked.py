@@ -23,7 +23,7 @@ from ...core.dims import MODEL_DIM, check_factor_name
 from ...core.errors import CollectionError
 from ..context.administration import Conversations
 from ..elicitation import Elicitations, check_elicitation_backends
-from ..layout import cell_labels, option_axis
+from .labels import cell_labels, option_axis
 from ..options import CollectOptions
 from ..protocol import backend_module, backend_of
 
@@ -49,7 +49,7 @@ class CheckedRun:
         The run's options, validated once: the call's ``options`` and overrides, the
         prompts' scale where none was given, and their ``option`` axis.
     labels
-        Each cell's answer labels (:func:`~xlikert.collect.layout.cell_labels`);
+        Each cell's answer labels (:func:`~xlikert.collect.run.labels.cell_labels`);
         None: the run's options.
     context
         The sequential conditions (:class:`~xlikert.collect.context.administration.Conversations`),
@@ -142,7 +142,7 @@ def _run_options(
 ) -> CollectOptions:
     """The run's options, validated in one step: ``given`` with the call's ``overrides``
     (unknown names refused), the prompts' scale where none is given and the ``option``
-    axis their answer labels carry (:func:`~xlikert.collect.layout.option_axis`)."""
+    axis their answer labels carry (:func:`~xlikert.collect.run.labels.option_axis`)."""
     changes = dict(overrides)
     changes["scale"] = _scale_of(prompts, changes.get("scale", given.scale))
     names = option_axis(prompts)

@@ -72,7 +72,7 @@ class Plan:
         self.sys_flat = [str(s) for s in np.asarray(run.system.values).ravel()]
         self.user_flat = [str(s) for s in np.asarray(run.user.values).ravel()]
         #: Each cell's answer labels (a response format, the item's own options; see
-        #: :func:`~xlikert.collect.layout.cell_labels`), None: the run's options.
+        #: :func:`~xlikert.collect.run.labels.cell_labels`), None: the run's options.
         self.labels = run.labels
         #: Each cell's elicitation level (:class:`~..elicitation.Elicitations`), or None.
         self.elicitations = run.elicitations

@@ -2,7 +2,7 @@
 
 A scale whose answers need several tokens (``0..10``: "1" is a prefix of "10"; a label
 the tokenizer spells in bytes, as SmolLM2 spells the full-width digit "１" in two byte
-tokens) is read by the multi-token rule (:mod:`xlikert.collect.spellings`): the
+tokens) is read by the multi-token rule (:mod:`xlikert.collect.answers.spellings`): the
 probability of each spelling is the product of its tokens' conditional probabilities,
 each read after the prompt followed by the spelling's earlier tokens, times the
 probability of stopping after it. A chat endpoint takes text, and the earlier tokens
@@ -12,7 +12,7 @@ of a spelling may be part of a character, so the contexts are sent as token ids:
    ``POST /tokenize`` with the messages (``add_generation_prompt``, the chat
    endpoint's default; the server's root, not ``/v1``), so the ids are those a chat
    completion runs;
-2. per answer context (:attr:`~xlikert.collect.sequences.AnswerSequences.contexts`)
+2. per answer context (:attr:`~xlikert.collect.answers.sequences.AnswerSequences.contexts`)
    one ``/completions`` request with the prompt's ids followed by the context's,
    ``max_tokens=1`` and vLLM's ``logprob_token_ids`` with every token the rule reads
    there: the spellings' tokens and the tokens that would continue a number (summed
@@ -20,7 +20,7 @@ of a spelling may be part of a character, so the contexts are sent as token ids:
 
 Every request carries a fresh ``cache_salt`` (as every request of the backend to a vLLM
 server): no number depends on which requests came before. The rows are read by
-:meth:`~xlikert.collect.sequences.AnswerSequences.readout`, as the in-process backends read
+:meth:`~xlikert.collect.answers.sequences.AnswerSequences.readout`, as the in-process backends read
 theirs. The top-k listing after the prompt is the chat-completions listing of exact mode.
 Exact mode only: a top-k listing after the prompt cannot bound the later tokens.
 """
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ....core.errors import CollectionError
-from ...sequences import AnswerSequences
+from ...answers.sequences import AnswerSequences
 from .plan import RequestPlan
 from .readout import PADDED_LOGPROB, token_id
 
@@ -48,7 +48,7 @@ MULTI_TOKEN_PROTOCOL = (
     "then one /completions request per answer context (the prompt's ids and the context's; "
     "max_tokens=1, logprob_token_ids=the spellings' tokens and the number-continuing tokens, "
     "return_tokens_as_token_ids, a fresh cache_salt each); the answers read by "
-    "xlikert.collect.sequences.AnswerSequences.readout (the in-process backends' rule)"
+    "xlikert.collect.answers.sequences.AnswerSequences.readout (the in-process backends' rule)"
 )
 
 

@@ -15,8 +15,8 @@ from ....core.errors import CollectionError, ElicitationLevelError
 from ....kernels.readout import TOPK_BOUNDS_RULE
 from ...options import CollectOptions, labels_key
 from ...record import UnitResult
-from ...sequences import AnswerSequences
-from ...spellings import ONE_TOKEN_RULE, answer_rule
+from ...answers.sequences import AnswerSequences
+from ...answers.spellings import ONE_TOKEN_RULE, answer_rule
 from .contexts import MULTI_TOKEN_PROTOCOL, ContextReads, read_ids
 from .plan import PROMPT_CACHE, RequestPlan, messages
 from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
@@ -96,7 +96,7 @@ def _folder_stamp(path: str) -> tuple[tuple[str, int, int], ...] | None:
 def _pretrained(path: str, revision: str | None, trust_remote_code: bool, stamp: object) -> Any:
     """``AutoTokenizer.from_pretrained``, once per process for the same tokenizer: a
     session's runs against one server share it, and with it the vocabulary's valid sets
-    (:func:`xlikert.collect.vocabulary.vocabulary` is cached per tokenizer object)."""
+    (:func:`xlikert.collect.answers.vocabulary.vocabulary` is cached per tokenizer object)."""
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(
@@ -207,11 +207,11 @@ class OpenAIModel:
         non-substantive ones among them); the answer spellings when some answer needs
         several tokens (else None: the one-token rule, a server cannot condition on an
         appended space token); the rule's description
-        (:func:`~xlikert.collect.spellings.answer_rule`). Only numbers are read in several
+        (:func:`~xlikert.collect.answers.spellings.answer_rule`). Only numbers are read in several
         tokens: a word label must be one token (AnswerLabelError, naming it)."""
-        from ...layout import answer_codes
-        from ...numerals import read_numeral
-        from ...tokens import find_label_tokens
+        from ...answers.layout import answer_codes
+        from ...answers.numerals import read_numeral
+        from ...answers.tokens import find_label_tokens
 
         scale = list(options.scale or ())
         codes, labels, _ = answer_codes(
@@ -411,8 +411,8 @@ class OpenAIModel:
 
 def _check_one_token(options: CollectOptions, name: str) -> None:
     """Servers give next-token log-probabilities only: every answer must be one token."""
-    from ...layout import answer_codes
-    from ...tokens import needs_sequences
+    from ...answers.layout import answer_codes
+    from ...answers.tokens import needs_sequences
 
     codes, labels, _ = answer_codes(
         options.scale, options.labels_by_score, options.nonsubstantive_labels
@@ -432,7 +432,7 @@ def _check_one_token(options: CollectOptions, name: str) -> None:
 
 def _spelled(answers: Any, tokenizer: Any) -> str:
     """The answers that need several tokens, as a short text for a message."""
-    from ...vocabulary import token_text
+    from ...answers.vocabulary import token_text
 
     long = [(y, s) for y, s in zip(answers.scores, answers.sequences, strict=True) if len(s) > 1]
     shown = [f"{y}: {[token_text(tokenizer, i) for i in s]}" for y, s in long[:3]]

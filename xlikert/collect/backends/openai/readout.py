@@ -17,12 +17,12 @@ import numpy as np
 
 from ....core.errors import CollectionError
 from ....kernels.readout import nucleus_logprobs, scale_mass, topk_intervals, topk_option_intervals
-from ...layout import answer_codes
-from ...numerals import read_numeral, rule_scripts
-from ...numerals import scripts as all_scripts
+from ...answers.layout import answer_codes
+from ...answers.numerals import read_numeral, rule_scripts
+from ...answers.numerals import scripts as all_scripts
 from ...options import CollectOptions
 from ...record import UnitResult
-from ...vocabulary import token_text
+from ...answers.vocabulary import token_text
 from .spec import OpenAISpec
 
 __all__ = [
@@ -127,7 +127,7 @@ class Readout:
         self.offered = layout.offered if layout else np.zeros(self.n_options, dtype=bool)
         self._by_text = {labels[c]: column[c] for c in codes}
         # a label that is a number is answered by that number in the scripts read
-        # (xlikert.collect.numerals): by value, in the valid tokens' scripts
+        # (xlikert.collect.answers.numerals): by value, in the valid tokens' scripts
         numbers = {c: read_numeral(labels[c]) for c in codes}
         self._by_number = {n[0]: column[c] for c, n in numbers.items() if n is not None}
         self._scripts = (

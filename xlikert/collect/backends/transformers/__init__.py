@@ -8,7 +8,7 @@ Protocol (paper §3 "Constraint"; the backend protocol of the docs' architecture
 * left padding with explicit position ids; only the last positions' logits;
 * every answer spelling's context (the prompt, or the prompt + a bare space token,
   or + the first tokens of a multi-token answer) is one teacher-forced row, so one
-  pass reads every answer (:class:`~xlikert.collect.sequences.AnswerSequences`);
+  pass reads every answer (:class:`~xlikert.collect.answers.sequences.AnswerSequences`);
 * the logits go to the shared numpy rules of :mod:`xlikert.kernels.readout`:
   log-softmax over the FULL vocabulary in float64, the temperature/top-p rule, the
   token -> scale sum;

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ....core.errors import CollectionError
-from ...numerals import rule_scripts
-from ...sequences import AnswerSequences
-from ...spellings import answer_rule
+from ...answers.numerals import rule_scripts
+from ...answers.sequences import AnswerSequences
+from ...answers.spellings import answer_rule
 from ...templates import PromptTemplate
-from ...tokens import ValidTokens
+from ...answers.tokens import ValidTokens
 from ..inprocess import ModelFiles, model_provenance, resolve_dtype
 
 __all__ = ["READOUT", "LoadedModel", "load_dtype", "load_model", "wrap_model"]
@@ -148,7 +148,7 @@ def load_model(
     split_space
         Also count answers whose leading space is a token of its own (``"▁"``
         then ``"5"``), exactly, in the same forward pass
-        (:data:`~xlikert.collect.spellings.SPACED_ANSWER_RULE`). Off: the paper's
+        (:data:`~xlikert.collect.answers.spellings.SPACED_ANSWER_RULE`). Off: the paper's
         one-token rule, where such answers are constraint failures.
     files
         What ``spec`` resolves to, resolved already in this run (the checked weights,

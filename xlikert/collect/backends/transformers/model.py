@@ -11,9 +11,9 @@ from ....core.errors import CollectionError
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
 from ...reasoning import sample_tokens
-from ...sequences import AnswerSequences
+from ...answers.sequences import AnswerSequences
 from ...templates import PromptTemplate
-from ...tokens import ValidTokens
+from ...answers.tokens import ValidTokens
 from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel

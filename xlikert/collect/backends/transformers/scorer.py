@@ -18,7 +18,7 @@ import numpy as np
 
 from ....kernels.readout import next_token_readout
 from ...options import CollectOptions
-from ...sequences import AnswerSequences
+from ...answers.sequences import AnswerSequences
 from .loading import LoadedModel
 
 __all__ = [
@@ -126,7 +126,7 @@ def read_logits(
     -------
     dict
         ``pmf``, ``valid_mass``, ``decoding_pmf``, ``decoding_valid_mass`` (see
-        :meth:`~xlikert.collect.sequences.AnswerSequences.readout`), ``topk_id`` and
+        :meth:`~xlikert.collect.answers.sequences.AnswerSequences.readout`), ``topk_id`` and
         ``topk_logprob`` (``(B, k)``, of the next token after the prompt).
     """
     return finish_readout(answers, *context_readout(logits, answers, options))
@@ -153,7 +153,7 @@ def finish_readout(
     answers: AnswerSequences, raw: np.ndarray, grid: np.ndarray, topk_id, topk_logprob
 ) -> dict[str, np.ndarray]:
     """Item PMFs and decoding grid from every context's ``raw`` ``(B, C, K)`` and ``grid``
-    ``(B, C, T, P, K)`` (:meth:`~xlikert.collect.sequences.AnswerSequences.readout`), the
+    ``(B, C, T, P, K)`` (:meth:`~xlikert.collect.answers.sequences.AnswerSequences.readout`), the
     top-k list beside them."""
     out = answers.readout(raw, np.moveaxis(grid, 1, 3))
     out.update(topk_id=topk_id, topk_logprob=topk_logprob)

@@ -18,7 +18,7 @@ under :data:`~xlikert.kernels.readout.DECODING_TIE_RULE`, and the top-k listing
 after the prompt; a worker extension hands the compact results back. The
 decoding grid is therefore xlikert's rule, as in every other backend, and costs
 no request of its own. The answers are read by
-:meth:`~xlikert.collect.sequences.AnswerSequences.readout`.
+:meth:`~xlikert.collect.answers.sequences.AnswerSequences.readout`.
 
 The processor is a vLLM V1 logits processor: the engine is started with the V1
 model runner (``VLLM_USE_V2_MODEL_RUNNER=0`` unless set; the CPU build has only
@@ -60,7 +60,7 @@ import numpy as np
 from ....core.errors import CollectionError
 from ...options import CollectOptions
 from ...reasoning import check_reasoning
-from ...spellings import answer_rule
+from ...answers.spellings import answer_rule
 from ...templates import PromptTemplate
 from ..inprocess import (
     ENTRY_KEYS,
