@@ -27,7 +27,7 @@ from support.tiny import (
 )
 
 from xlikert.collect import collect, find_valid_tokens, merge_shards
-from xlikert.collect.answers.spellings import _find_space_tokens
+from xlikert.collect.answers.trie import find_space_tokens as _find_space_tokens
 from xlikert.core.errors import CollectionError
 
 HERE = Path(__file__).parent

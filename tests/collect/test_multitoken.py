@@ -128,7 +128,7 @@ def test_exact_pmf_equals_enumeration(result, tiny_dir):
 
 def test_provenance_and_batching(result, tiny_dir, prompts):
     info = result.likert.attrs["models"]["t"]
-    assert info["answers"].startswith("multi-token (exact")
+    assert info["answers"].startswith("multi-token (certified walk")
     tens = [r for r in info["answer_spellings"] if r["score"] == 10]
     # stored as text: the tiny tokenizer's '▁1' is the text " 1", beside the bare space token
     assert {tuple(r["tokens"]) for r in tens} == {("1", "0"), (" 1", "0"), (" ", "1", "0")}
@@ -141,3 +141,7 @@ def test_provenance_and_batching(result, tiny_dir, prompts):
     )
     np.testing.assert_allclose(other.pmf, result.pmf, atol=1e-6)
     np.testing.assert_allclose(other.valid_mass, result.valid_mass, rtol=1e-5)
+    # the walk read the same nodes whatever the batch size, and met its tolerance
+    np.testing.assert_array_equal(other.answer_passes, result.answer_passes)
+    assert bool((result.answer_tol_met == 1).all())
+    assert bool((result.answer_error <= 1e-6).all())

@@ -24,9 +24,9 @@ import numpy as np
 from ..core.errors import CollectionError, LabelMappingError
 from ..design.elicitation import ANSWER_PARSES
 from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
-from .entries import check_dtype
 from .answers.numerals import NUMERAL_MODES, rule_scripts
 from .answers.numerals import scripts as all_scripts
+from .entries import check_dtype
 
 __all__ = [
     "DEFAULT_TEMPERATURES",
@@ -152,7 +152,20 @@ class CollectOptions:
         spelled in tens of thousands of ways: "Strongly disagree" ... "Strongly agree" in
         Qwen 2.5's, 51,699 spellings). Counted before anything is read; more is refused,
         naming the labels (answer with codes or letters instead). Not part of the key: it
-        refuses, it does not change a number.
+        refuses, it does not change a number. The transformers backend reads a prompt's
+        answers by the walk (``answer_tol``) and needs no listing: there it applies only to
+        the paths that still list the spellings (sequential administration, the reasoning
+        mode, the other backends).
+    answer_tol
+        Answers of several tokens (word labels, numbers of several digits) read by the
+        certified walk over the labels' spellings (:mod:`xlikert.collect.answers.walk`,
+        transformers backend): the walk stops once every answer's mass, the valid mass and
+        the decoding grid's masses are certified within ``answer_tol``; 0 reads every
+        spelling of positive probability (exact). Part of every cell's key.
+    answer_max_passes
+        The walk's budget: the most next-token reads (trie nodes) per prompt; spent before
+        ``answer_tol`` is met, the bound reached is stored (``answer_tol_met`` 0) and the
+        run says so. Part of every cell's key.
     answer_prefix
         The elicitation level ``prefix`` (:mod:`xlikert.design.elicitation`): the text
         the model's turn starts with; the answer is read right after it.
@@ -205,6 +218,8 @@ class CollectOptions:
     max_passes: int = 10_000
     numerals: str = "any"
     max_answer_positions: int = 20_000
+    answer_tol: float = 1e-6
+    answer_max_passes: int = 4096
     answer_prefix: str = "My answer is"
     reply_tokens: int = 32
     answer_parse: str = "first_valid"
@@ -270,6 +285,16 @@ class CollectOptions:
                 f"max_answer_positions must be an integer >= 1, got {self.max_answer_positions!r}",
             )
         put("max_answer_positions", int(self.max_answer_positions))
+        at = self.answer_tol
+        if not (_is_real(at) and math.isfinite(at) and at >= 0):
+            raise _fail(where, f"answer_tol must be a finite number >= 0 (0: exact), got {at!r}")
+        put("answer_tol", float(at))
+        if not (_is_int(self.answer_max_passes) and self.answer_max_passes >= 1):
+            raise _fail(
+                where,
+                f"answer_max_passes must be an integer >= 1, got {self.answer_max_passes!r}",
+            )
+        put("answer_max_passes", int(self.answer_max_passes))
         if self.numerals not in NUMERAL_MODES:
             raise _fail(
                 where, f"numerals must be one of {list(NUMERAL_MODES)}, got {self.numerals!r}"
@@ -478,7 +503,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_tol, answer_max_passes, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):

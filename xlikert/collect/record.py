@@ -39,6 +39,7 @@ from ..core.schema import (
 )
 from ..kernels.readout import DECODING_TIE_RULE, TOPK_BOUNDS_RULE
 from .answers.numerals import NUMERAL_RULE, UNICODE_VERSION
+from .answers.walk import WALK_RULE
 from .reasoning import REASONING_RULE
 
 __all__ = ["ReadSequence", "UnitResult", "assemble", "describe_models", "read_sequence"]
@@ -67,8 +68,9 @@ class UnitResult:
 
     @classmethod
     def empty(
-        cls, n: int, sizes: Mapping[str, int], *, bounded: bool = False, traces: int = 0
-    ) -> UnitResult:
+        cls, n: int, sizes: Mapping[str, int], *, bounded: bool = False, traces: int = 0,
+        walk: bool = False,
+    ) -> UnitResult:  # fmt: skip
         """A record of ``n`` prompts filled with each variable's fill value.
 
         Parameters
@@ -85,6 +87,10 @@ class UnitResult:
         traces : int, default 0
             Reasoning traces per prompt; above 0 adds the trace variables
             (:data:`~xlikert.core.schema.TRACE_VARIABLES`) with this many traces.
+        walk : bool, default False
+            Word answers read by the certified walk: adds the bounds and
+            :data:`~xlikert.core.schema.WALK_VARIABLES`, in mode ``"exact"`` (the
+            bound is stored beside the point, :mod:`xlikert.collect.answers.walk`).
 
         Returns
         -------
@@ -103,11 +109,16 @@ class UnitResult:
         """
         sizes = {**sizes, "trace": traces}
         table = variable_table(
-            bounded=bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0,
-            scripts=sizes.get("script", 0) > 0,
+            bounded=bounded or walk, traces=traces, nonsubstantive=sizes.get("option", 0) > 0,
+            scripts=sizes.get("script", 0) > 0, walk=walk,
         )  # fmt: skip
         data = {k: v.full(_shape(v, n, sizes)) for k, v in table.items()}
         return cls(data, mode="topk" if bounded else "exact")
+
+    @property
+    def walked(self) -> bool:
+        """Whether the record holds the walk's variables (word answers read by the walk)."""
+        return "answer_passes" in self.data
 
     @property
     def bounded(self) -> bool:
@@ -197,7 +208,7 @@ class UnitResult:
             )
         table = variable_table(
             bounded=self.bounded, traces=traces, nonsubstantive=sizes.get("option", 0) > 0,
-            scripts=sizes.get("script", 0) > 0,
+            scripts=sizes.get("script", 0) > 0, walk=self.walked,
         )  # fmt: skip
         for k, v in table.items():
             want = _shape(v, n, {**sizes, "trace": traces})
@@ -321,6 +332,7 @@ def assemble(
     """
     M, ncell = len(model_names), int(np.prod(user.shape))
     bounded = any(r.bounded for _, r in units)
+    walked = any(r.walked for _, r in units)
     n_traces = int(sizes.get("trace", 0))
     histories = [r.shape("history_pmf")[1] for _, r in units if "history_pmf" in r.data]
     sizes = {**sizes, "trace": n_traces, "history": max(histories, default=0),
@@ -328,7 +340,7 @@ def assemble(
     table = variable_table(
         bounded=bounded, traces=n_traces, context=context,
         nonsubstantive=sizes.get("option", 0) > 0, scripts=sizes.get("script", 0) > 0,
-        elicitation=elicitation,
+        elicitation=elicitation, walk=walked,
     )  # fmt: skip
     rows_of = [mi * ncell + np.asarray(r.cells, dtype=np.int64) for mi, r in units]
     computed = np.zeros(M * ncell, dtype=bool)
@@ -358,6 +370,12 @@ def assemble(
         all_coords["trace"] = np.arange(n_traces)
     ds = xr.Dataset(data_vars, coords=all_coords, attrs=dict(prompts.attrs))
     _describe_modes(ds, bounded=bounded, reasoning=bool(n_traces))
+    if walked:
+        ds.attrs["walk_rule"] = WALK_RULE
+        ds["pmf"].attrs["bounded"] = (
+            "where pmf_lower < pmf_upper the pmf is only bounded: a top-k server (bounds_rule) "
+            "or word answers whose walk stopped at answer_tol (walk_rule, answer_error)"
+        )
     if "script_mass" in ds:
         ds.attrs.update(numeral_rule=NUMERAL_RULE, unicode_version=UNICODE_VERSION)
     for k, flat_values in (cells or {}).items():

@@ -58,6 +58,7 @@ __all__ = [
     "SCRIPT_BOUND_VARIABLES",
     "TRACE_VARIABLES",
     "VARIABLES",
+    "WALK_VARIABLES",
     "Variable",
     "variable_table",
 ]
@@ -331,6 +332,30 @@ ELICITATION_VARIABLES: dict[str, Variable] = {
         "bound reached is stored); -1 where not own_words"}, "int64"),
 }  # fmt: skip
 
+_WALK = "; fill where the cell's answers were not read by the walk"
+
+#: Variables of the cells whose word answers were read by the certified walk over the
+#: labels' spellings (:mod:`xlikert.collect.answers.walk`); their ``pmf`` and ``valid_mass``
+#: intervals are the bound variables (``pmf_lower``, ...).
+WALK_VARIABLES: dict[str, Variable] = {
+    "answer_error": Variable((), _NAN, {"description": "certified bound on |mass - exact| of "
+        "every answer's mass, valid_mass, nonsubstantive_mass, script_mass and "
+        "decoding_valid_mass of the cell: the unread mass of the labels' trie (0: every "
+        "spelling read, exact); the pmf's own interval is pmf_lower, pmf_upper" + _WALK}),
+    "answer_passes": Variable((), -1, {"description": "next-token reads (trie nodes) the "
+        "walk spent on the cell; -1 where not walked"}, "int64"),
+    "answer_tol_met": Variable((), -1, {"description": "1 where answer_error met answer_tol "
+        "within answer_max_passes, 0 where the budget was spent first (the bound reached is "
+        "stored); -1 where not walked"}, "int64"),
+    "canonical_pmf": Variable(("score",), _NAN, {"description": "the PMF over the item's "
+        "points of each label's canonical tokenization alone (the tokens the tokenizer "
+        "gives the label, no stop check), renormalised: what lm-evaluation-harness and "
+        "PsyBORGS compute" + _WALK}),
+    "canonical_valid_mass": Variable((), _NAN, {"description": "the summed probability of "
+        "the points' canonical tokenizations (beside valid_mass: the mass the other "
+        "spellings carry)" + _WALK}),
+}  # fmt: skip
+
 #: The variables that carry Monte Carlo error in a reasoning file (for the models in
 #: reasoning mode); everything else is exact given the traces.
 SAMPLED_VARIABLES = (
@@ -471,6 +496,7 @@ RESULT_VARIABLES: tuple[str, ...] = (
     *CELL_VARIABLES,
     *CONTEXT_VARIABLES,
     *ELICITATION_VARIABLES,
+    *WALK_VARIABLES,
     "reverse_keyed",
 )
 
@@ -483,6 +509,7 @@ def variable_table(
     nonsubstantive: bool = False,
     scripts: bool = False,
     elicitation: bool = False,
+    walk: bool = False,
 ) -> dict[str, Variable]:
     """The variables of one unit or results file, by name.
 
@@ -513,6 +540,9 @@ def variable_table(
     elicitation : bool, default False
         Whether the run has an elicitation factor: adds :data:`ELICITATION_VARIABLES`
         (the greedy reply and its answer, the own-words "no answer" mass and bound).
+    walk : bool, default False
+        Whether some cell's word answers were read by the walk: adds
+        :data:`WALK_VARIABLES` (its bound, passes, and the canonical reading).
 
     Returns
     -------
@@ -540,4 +570,5 @@ def variable_table(
             else {}
         ),
         **(ELICITATION_VARIABLES if elicitation else {}),
+        **(WALK_VARIABLES if walk else {}),
     }

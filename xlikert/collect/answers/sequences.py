@@ -17,6 +17,7 @@ from ...kernels.readout import scale_mass
 from .layout import AnswerLayout
 from .numerals import scripts as all_scripts
 from .tokens import ValidTokens
+from .trie import LabelTrie
 from .vocabulary import token_text
 
 __all__ = ["AnswerSequences", "one_token_answers"]
@@ -52,6 +53,10 @@ class AnswerSequences:
     scripts: tuple[str, ...] = ()
     #: The scripts the numeral rule read (:mod:`xlikert.collect.answers.numerals`).
     numeral_scripts: tuple[str, ...] = ()
+    #: The labels' trie, for a backend that reads them by the certified walk
+    #: (:mod:`xlikert.collect.answers.walk`); with ``sequences == ()`` only the walk reads
+    #: the rule (its spellings too many to list).
+    trie: LabelTrie | None = None
 
     def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
         """``[{"ids": [...], "tokens": [...], "score": ...}, ...]`` for provenance

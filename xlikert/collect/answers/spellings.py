@@ -15,8 +15,7 @@ from typing import Any
 
 from ...core.errors import CollectionError
 from .layout import answer_codes
-from .numerals import NUMERAL_RULE, digit_script, read_numeral, render
-from .numerals import scripts as all_scripts
+from .numerals import NUMERAL_RULE, read_numeral
 from .sequences import AnswerSequences, one_token_answers
 from .tokens import (
     MARKERS,
@@ -25,11 +24,10 @@ from .tokens import (
     find_label_tokens,
     label_note,
     needs_sequences,
-    number_labels,
-    number_values,
-    read_scripts,
 )
+from .trie import LabelTrie, find_space_tokens, spelling_pieces
 from .vocabulary import vocabulary
+from .walk import WALK_RULE
 
 __all__ = [
     "ANSWER_RULE",
@@ -38,9 +36,6 @@ __all__ = [
     "WORD_ANSWER_RULE",
     "answer_rule",
 ]
-
-_SPACE_FORMS = (" ", "▁", "Ġ", "<0x20>")
-
 
 # ---------------------------------------------------------------------------- multi-token
 #: The definition of a multi-token answer; stored in the results' attrs.
@@ -92,6 +87,7 @@ def answer_rule(
     nonsubstantive: Sequence[str] | None = None,
     scripts: Collection[str] | None = None,
     max_positions: int | None = None,
+    walk: bool = False,
 ) -> tuple[ValidTokens, AnswerSequences, str]:
     """The valid tokens, the answer spellings and the rule's description for a tokenizer.
 
@@ -114,6 +110,12 @@ def answer_rule(
     teacher-forces per prompt (the tokens of every spelling): counted before any spelling
     is listed, so labels spelled in millions of ways are refused at once.
 
+    ``walk`` (a backend that reads answers by the certified walk,
+    :mod:`xlikert.collect.answers.walk`): a multi-token rule carries its labels' trie
+    (:attr:`AnswerSequences.trie`) and is not refused for its spellings' number; they are
+    listed only where they fit ``max_positions`` (for the paths that read the list), else
+    the rule has none (``sequences == ()``) and only the walk reads it.
+
     Raises
     ------
     CollectionError
@@ -126,17 +128,17 @@ def answer_rule(
     labels = None if plain else by_code
     scale = list(codes)
     words = not all(read_numeral(str(by_code[v])) for v in scale)
+    several = functools.partial(
+        _walked_sequences if walk else _find_answer_sequences,
+        tokenizer, scale, labels, scripts=scripts, max_positions=max_positions,
+    )  # fmt: skip
     if needs_sequences(scale, labels):
-        answers = _find_answer_sequences(
-            tokenizer, scale, labels, scripts=scripts, max_positions=max_positions
-        )
+        answers = several()
     else:
         try:
             valid = find_label_tokens(tokenizer, scale, labels, scripts=scripts)
         except CollectionError:  # no single token for some label: every spelling
-            answers = _find_answer_sequences(
-                tokenizer, scale, labels, scripts=scripts, max_positions=max_positions
-            )
+            answers = several()
         else:
             answers = (_spaced_answers(tokenizer, valid) if split_space else None) or (
                 one_token_answers(valid)
@@ -157,7 +159,8 @@ def answer_rule(
             numeral_scripts=answers.numeral_scripts,
         )
         what = WORD_ANSWER_RULE if words else ANSWER_RULE
-        rule = "multi-token (exact, teacher forced): " + what
+        how = "certified walk: " + WALK_RULE if answers.trie else "exact, teacher forced"
+        rule = f"multi-token ({how}): " + what
     elif answers.is_one_token:
         rule = ONE_TOKEN_RULE
     else:
@@ -165,10 +168,6 @@ def answer_rule(
     if answers.numeral_scripts:
         rule += f"; numbers in the scripts {', '.join(answers.numeral_scripts)}: " + NUMERAL_RULE
     return valid, replace(answers, layout=layout), rule
-
-
-def _word_char(c: str) -> bool:
-    return c.isalnum() or c == "_"
 
 
 def _find_answer_sequences(
@@ -186,7 +185,9 @@ def _find_answer_sequences(
     splits between tokens (an Arabic-Indic digit in Qwen's vocabulary is two byte
     tokens) is spelled as it is written. A label that is a number is spelled in
     every numeral script read (``scripts``; None: those the tokenizer knows, with
-    the labels' own scripts always read; :mod:`xlikert.collect.answers.numerals`).
+    the labels' own scripts always read; :mod:`xlikert.collect.answers.numerals`). The
+    spellings are the leaves of the labels' trie (:mod:`xlikert.collect.answers.trie`),
+    listed from the same :class:`~xlikert.collect.answers.trie.SpellingPieces`.
 
     Parameters
     ----------
@@ -216,35 +217,8 @@ def _find_answer_sequences(
     [('1', '0'), ('Ġ1', '0'), ('10',)]
     """
     scale = [int(v) for v in scale]
-    words = answer_words(scale, labels)
-    numbers = number_labels(words)
-    read: tuple[str, ...] = ()
-    spell: list[tuple[bytes, int, str]] = []  # (text, score, script)
-    if numbers:
-        read = read_scripts(tokenizer, scripts, numbers)
-        for y, n in number_values(numbers).items():
-            spell += [(render(n, c).encode(), y, c) for c in read]
-    spell += [(w.encode(), y, "") for w, y in words.items() if y not in numbers]
-    numeric = len(numbers) == len(words)
-    vocab = vocabulary(tokenizer)
-    maxlen = max(len(w) for w, _, _ in spell) + 1
-    # a word label stops at a token that does not go on with a letter, digit or '_';
-    # a number at one that does not go on with a digit (of any script)
-    goes_on = _continues_number if numeric else _continues_word
-    first: dict[bytes, list[int]] = {}  # body (one leading space stripped) -> ids
-    inner: dict[bytes, list[int]] = {}  # bytes, a leading space kept -> ids
-    cont: list[int] = []
-    for idx, data in vocab.data.items():
-        if not data:
-            continue
-        marked = data[:1] == b" "
-        body = data[1:] if marked else data
-        if not marked and goes_on(data):
-            cont.append(idx)
-        if body and len(body) <= maxlen:
-            first.setdefault(body, []).append(idx)
-        if len(data) <= maxlen:  # inside a label a leading space is a space
-            inner.setdefault(data, []).append(idx)
+    p = spelling_pieces(tokenizer, scale, labels, scripts=scripts)
+    spell = list(zip(p.words, p.codes, p.scripts, strict=True))
     seqs: list[tuple[tuple[int, ...], int, str]] = []
 
     def extend(word: bytes, pos: int, ids: tuple[int, ...], y: int, c: str) -> None:
@@ -252,21 +226,66 @@ def _find_answer_sequences(
             seqs.append((ids, y, c))
             return
         for end in range(pos + 1, len(word) + 1):
-            for idx in inner.get(word[pos:end], ()):
+            for idx in p.inner.get(word[pos:end], ()):
                 extend(word, end, (*ids, idx), y, c)
 
-    spaces = _find_space_tokens(tokenizer)
     if max_positions is not None:
-        _check_spelling_cost(tokenizer, spell, first, inner, len(spaces), max_positions)
+        _check_spelling_cost(tokenizer, spell, p.first, p.inner, len(p.spaces), max_positions)
     for w, y, c in spell:
         for end in range(1, len(w) + 1):
-            for idx in first.get(w[:end], ()):
+            for idx in p.first.get(w[:end], ()):
                 extend(w, end, (idx,), y, c)
-        for idx in spaces:  # " 10" spelled as a bare space token, then "1", "0"
+        for idx in p.spaces:  # " 10" spelled as a bare space token, then "1", "0"
             extend(w, 0, (idx,), y, c)
-    present = {y for _, y, _ in seqs}
+    _check_spelled(tokenizer, scale, labels, {y for _, y, _ in seqs})
+    seqs = sorted(set(seqs), key=lambda s: (scale.index(s[1]), len(s[0]), s[0]))
+    raw = vocabulary(tokenizer).raw
+    return AnswerSequences(
+        sequences=tuple(s for s, _, _ in seqs),
+        scores=tuple(y for _, y, _ in seqs),
+        surfaces=tuple(tuple(raw[i] for i in s) for s, _, _ in seqs),
+        continuation=p.continuation,
+        scale=tuple(scale),
+        scripts=tuple(c for _, _, c in seqs),
+        numeral_scripts=p.numeral_scripts,
+    )
+
+
+def _walked_sequences(
+    tokenizer: Any,
+    scale: range | list[int],
+    labels: Mapping[int, str] | None = None,
+    *,
+    scripts: Collection[str] | None = None,
+    max_positions: int | None = None,
+) -> AnswerSequences:
+    """The multi-token rule for a backend that walks the labels' trie: the trie attached,
+    every answer checked to have some spelling (counted, not listed), and the spellings
+    listed only where they hold at most ``max_positions`` tokens (else none)."""
+    scale = [int(v) for v in scale]
+    p = spelling_pieces(tokenizer, scale, labels, scripts=scripts)
+    cost = {
+        (w, y): _spelling_cost(w, p.first, p.inner, len(p.spaces))
+        for w, y in zip(p.words, p.codes, strict=True)
+    }
+    _check_spelled(tokenizer, scale, labels, {y for (_, y), (n, _) in cost.items() if n})
+    trie = LabelTrie(p, tuple(scale))
+    if max_positions is None or sum(t for _, t in cost.values()) <= max_positions:
+        listed = _find_answer_sequences(tokenizer, scale, labels, scripts=scripts)
+        return replace(listed, trie=trie)
+    return AnswerSequences(
+        sequences=(), scores=(), surfaces=(), continuation=p.continuation,
+        scale=tuple(scale), numeral_scripts=p.numeral_scripts, trie=trie,
+    )  # fmt: skip
+
+
+def _check_spelled(
+    tokenizer: Any, scale: list[int], labels: Mapping[int, str] | None, present: set[int]
+) -> None:
+    """Refuse, naming them, the answers of ``scale`` that no token sequence spells."""
     missing = [v for v in scale if v not in present]
     if missing:
+        words = answer_words(scale, labels)
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         raise CollectionError(
             f"tokenizer {name!r} has no single-token surface form for scale value(s) "
@@ -275,16 +294,6 @@ def _find_answer_sequences(
             f"{sorted({repr(w) for w, v in words.items() if v in missing})} with an optional "
             "leading ' ', '▁' or 'Ġ')"
         )
-    seqs = sorted(set(seqs), key=lambda s: (scale.index(s[1]), len(s[0]), s[0]))
-    return AnswerSequences(
-        sequences=tuple(s for s, _, _ in seqs),
-        scores=tuple(y for _, y, _ in seqs),
-        surfaces=tuple(tuple(vocab.raw[i] for i in s) for s, _, _ in seqs),
-        continuation=tuple(sorted(cont)),
-        scale=tuple(scale),
-        scripts=tuple(c for _, _, c in seqs),
-        numeral_scripts=read,
-    )
 
 
 def _spelling_cost(
@@ -342,72 +351,7 @@ def _check_spelling_cost(
     )
 
 
-def _first_char(data: bytes) -> str | None:
-    """The first character of ``data``; None when it is cut off (or no UTF-8)."""
-    for k in range(1, min(4, len(data)) + 1):
-        try:
-            return data[:k].decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-    return None
-
-
-@functools.cache
-def _digit_prefixes() -> frozenset[bytes]:
-    """Every proper prefix of the UTF-8 bytes of a decimal digit of any script."""
-    out: set[bytes] = set()
-    for s in all_scripts():
-        for d in range(10):
-            b = render(d, s).encode()
-            out.update(b[:k] for k in range(1, len(b)))
-    return frozenset(out)
-
-
-def _continues_number(data: bytes) -> bool:
-    """A token that would go on with a number: its first character is a decimal digit
-    (any script), or its bytes are the start of one (a digit split between tokens)."""
-    c = _first_char(data)
-    if c is None:  # cut off: the token is part of one character
-        return data in _digit_prefixes()
-    return digit_script(c) is not None
-
-
-def _continues_word(data: bytes) -> bool:
-    """A token that would go on with a word: a letter, digit or '_' first, or the start
-    of a character split between tokens (a letter, for all the rule can tell)."""
-    c = _first_char(data)
-    if c is None:
-        return data[:1] >= b"\xc0"
-    return _word_char(c)
-
-
 # ---------------------------------------------------------------------------- split space
-def _find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
-    """Ids of the non-special tokens that are exactly one space.
-
-    A vocabulary entry ``" "``, ``"▁"``, ``"Ġ"`` or byte-fallback ``"<0x20>"`` that
-    decodes to a single space (or to nothing, as some SentencePiece decoders do
-    for a lone ``▁``). Gemma's literal ``"Ġ"`` decodes to ``"Ġ"`` and is not one.
-
-    Examples
-    --------
-    >>> _find_space_tokens(gemma_tokenizer)  # doctest: +SKIP
-    (270, 236743)
-    """
-    vocab = vocabulary(tokenizer)  # built once per tokenizer
-    out = []
-    for idx, token in vocab.raw.items():
-        if idx in vocab.special or token not in _SPACE_FORMS:
-            continue
-        try:
-            text = tokenizer.decode([idx])
-        except Exception:  # pragma: no cover - exotic tokenizers
-            continue
-        if text == " " or (text == "" and token in ("▁", "Ġ")):
-            out.append(idx)
-    return tuple(sorted(out))
-
-
 def _spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | None:
     """The one-token answers plus their split-space spellings (:data:`SPACED_ANSWER_RULE`).
 
@@ -431,7 +375,7 @@ def _spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | Non
     >>> [s for s, y in zip(ans.surfaces, ans.scores) if y == 5]  # doctest: +SKIP
     [('5',), ('▁', '5')]
     """
-    spaces = _find_space_tokens(tokenizer)
+    spaces = find_space_tokens(tokenizer)
     bare = [
         (i, s, y)
         for i, s, y in zip(valid.ids, valid.surfaces, valid.scores, strict=True)

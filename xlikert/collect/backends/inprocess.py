@@ -33,7 +33,17 @@ import numpy as np
 
 from ...core.codecs import encode_token_ids
 from ...core.errors import CollectionError
+from ...core.schema import (
+    BOUND_VARIABLES,
+    NONSUBSTANTIVE_BOUND_VARIABLES,
+    SCRIPT_BOUND_VARIABLES,
+    WALK_VARIABLES,
+)
 from ...kernels.readout import DECODING_TIE_RULE
+from ..answers.sequences import AnswerSequences
+from ..answers.spellings import answer_rule
+from ..answers.tokens import ValidTokens
+from ..answers.vocabulary import token_text
 from ..entries import check_dtype
 from ..options import labels_key
 from ..protocol import CellInputs
@@ -46,10 +56,6 @@ from ..reasoning import (
     trace_seed,
 )
 from ..record import UnitResult
-from ..answers.sequences import AnswerSequences
-from ..answers.spellings import answer_rule
-from ..answers.tokens import ValidTokens
-from ..answers.vocabulary import token_text
 
 if TYPE_CHECKING:
     from ..options import CollectOptions
@@ -179,6 +185,9 @@ class InProcessModel:
     """
 
     mode = "exact"
+    #: Whether the backend reads answers of several tokens by the certified walk over the
+    #: labels' trie (:mod:`xlikert.collect.answers.walk`) rather than every spelling listed.
+    walks_labels = False
     #: How the backend samples a trace; stored in the model's provenance.
     TRACE_SAMPLER = ""
     name: str
@@ -236,6 +245,7 @@ class InProcessModel:
                 self.tokenizer, options.scale, split_space=options.split_space,
                 labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
                 scripts=options.numeral_scripts, max_positions=options.max_answer_positions,
+                walk=self.walks_labels,
             )  # fmt: skip
             rules[labels] = (valid, answers, text)
         self.options = options
@@ -253,9 +263,14 @@ class InProcessModel:
         texts = [self.template.render(s, u) for s, u in prompts]
         encoded = [self.template.encode(t) for t in texts]
         out = self.read_prompts(texts, encoded)
-        res = UnitResult.empty(len(prompts), self.options.sizes)
+        walked = "answer_passes" in out  # read by the walk: its bounds and record too
+        res = UnitResult.empty(len(prompts), self.options.sizes, walk=walked)
         for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
             res.data[key][:] = out[key]
+        for key in (*BOUND_VARIABLES, *NONSUBSTANTIVE_BOUND_VARIABLES, *SCRIPT_BOUND_VARIABLES,
+                    *WALK_VARIABLES):  # fmt: skip
+            if walked and key in res.data:
+                res.data[key][:] = out[key]
         if "nonsubstantive_mass" in out:  # else NaN: the item offers no option
             res.data["nonsubstantive_mass"][:] = out["nonsubstantive_mass"]
         if "script_mass" in res.data and "script_mass" in out:

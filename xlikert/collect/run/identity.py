@@ -60,7 +60,10 @@ __all__ = [
 KEY_FORMAT = "xlikert-cell-1"
 
 #: The collection options that change a cell's stored values.
-NUMBER_OPTIONS = ("scale", "top_k", "temperatures", "top_ps", "split_space", "numerals")
+NUMBER_OPTIONS = (
+    "scale", "top_k", "temperatures", "top_ps", "split_space", "numerals", "answer_tol",
+    "answer_max_passes",
+)  # fmt: skip
 
 #: The request key of a sequentially administered cell (its conversation, in order).
 SEQUENTIAL_KEY = "xlikert-sequential-1"

@@ -32,6 +32,7 @@ from ...core.schema import (
     SCRIPT_VARIABLES,
     TRACE_VARIABLES,
     VARIABLES,
+    WALK_VARIABLES,
 )
 from ...core.validate import describe_cells
 from ..record import describe_models
@@ -266,7 +267,7 @@ def merge_shards(
     optional = (
         *BOUND_VARIABLES, *NONSUBSTANTIVE_VARIABLES, *NONSUBSTANTIVE_BOUND_VARIABLES,
         *SCRIPT_VARIABLES, *SCRIPT_BOUND_VARIABLES, *TRACE_VARIABLES, *CELL_VARIABLES, *CONTEXT_VARIABLES,
-        *ELICITATION_VARIABLES,
+        *ELICITATION_VARIABLES, *WALK_VARIABLES,
     )  # fmt: skip
     names = [*VARIABLES, *(v for v in optional if v in out)]
     for ds in parts[1:]:

@@ -17,8 +17,8 @@ from ....core.errors import CollectionError
 from ...answers.numerals import rule_scripts
 from ...answers.sequences import AnswerSequences
 from ...answers.spellings import answer_rule
-from ...templates import PromptTemplate
 from ...answers.tokens import ValidTokens
+from ...templates import PromptTemplate
 from ..inprocess import ModelFiles, model_provenance, resolve_dtype
 
 __all__ = ["READOUT", "LoadedModel", "load_dtype", "load_model", "wrap_model"]
@@ -252,8 +252,9 @@ def wrap_model(
     model.eval()
     template = PromptTemplate(tokenizer, name, prompt_format)
     valid, answers, rule = answer_rule(
-        tokenizer, scale, split_space=split_space, scripts=rule_scripts(numerals, None)
-    )
+        tokenizer, scale, split_space=split_space, scripts=rule_scripts(numerals, None),
+        walk=True,
+    )  # fmt: skip
     n_vocab = model.get_output_embeddings().weight.shape[0]
     if max((*answers.need, *(answers.pooled or ()))) >= n_vocab:
         raise CollectionError(f"model {name!r}: valid token ids exceed the model's vocabulary")

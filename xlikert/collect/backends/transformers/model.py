@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ....core.errors import CollectionError
+from ...answers.sequences import AnswerSequences
+from ...answers.tokens import ValidTokens
+from ...answers.walk import WalkProgress, walk_labels, walk_readout
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
 from ...reasoning import sample_tokens
-from ...answers.sequences import AnswerSequences
 from ...templates import PromptTemplate
-from ...answers.tokens import ValidTokens
 from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
@@ -27,12 +29,16 @@ from .scorer import (
 )
 from .tree import TreeReader
 
-__all__ = ["LOGITS_BYTES", "TRACE_SAMPLER", "LocalModel"]
+__all__ = ["LOGITS_BYTES", "TRACE_SAMPLER", "WALK_BYTES", "LocalModel"]
 
 #: The most logits (float32 bytes) one prompt's teacher-forced leaves hold at once: an
 #: answer rule of more (a word label of many spellings in a large vocabulary: 1,012
 #: leaves of 非常不同意 / 非常同意 in Qwen 2.5's, 11 GB) is read a chunk of leaves at a time.
 LOGITS_BYTES = 1 << 30
+
+#: The most memory the KV caches kept by one unit's label walks may take (each node's
+#: cache is its parent's for its children; a prompt's are dropped when its walk ends).
+WALK_BYTES = 1 << 29
 
 #: How the transformers backend samples a trace; stored in the model's provenance.
 TRACE_SAMPLER = (
@@ -42,6 +48,12 @@ TRACE_SAMPLER = (
     "seed, prompt text, index): u ~ U[0, 1), token = inverse CDF of nucleus_logprobs(logits, "
     "temperature, top_p) over the full vocabulary in float64 (DECODING_TIE_RULE)"
 )
+
+
+def _logits_rows(logits, n: int) -> dict[str, np.ndarray]:
+    """A :class:`TreeReader` readout: each context's last logits row, float32 on the host
+    (the walk takes the log-softmax over the whole vocabulary in float64)."""
+    return {"logits": logits[:, -1, :].float().cpu().numpy()}
 
 
 class LocalModel(InProcessModel):
@@ -55,6 +67,7 @@ class LocalModel(InProcessModel):
     """
 
     TRACE_SAMPLER = TRACE_SAMPLER
+    walks_labels = True
 
     def __init__(
         self,
@@ -78,17 +91,29 @@ class LocalModel(InProcessModel):
         )
         self.initial_batch_size = self.batch_size
         self.backoffs = 0
+        #: Trie nodes the label walks read (all prompts so far).
+        self.walk_passes = 0
+        #: Called after each round of a prompt's label walk (a run may show progress).
+        self.on_walk_round: Callable[[WalkProgress], None] | None = None
         self._use_answers(lm.valid, lm.answers)
         if options.answer_labels is not None:  # the loaded model's rule reads the digits
             labels, self.options = options.answer_labels, options.replace(answer_labels=None)
             self.relabel(labels)
 
     def _use_answers(self, valid: ValidTokens, answers: AnswerSequences) -> None:
-        """Read with this answer rule: its teacher-forced leaves and where each context is."""
+        """Read with this answer rule: its teacher-forced leaves and where each context is
+        (none where only the walk reads the rule: its spellings too many to list)."""
         n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
-        if max((*answers.need, *(answers.pooled or ()))) >= n_vocab:
+        ids = (*answers.need, *(answers.pooled or ()))
+        if answers.trie is not None:
+            p = answers.trie.pieces
+            ids += (*p.spaces, *(t for v in p.first.values() for t in v))
+        if max(ids) >= n_vocab:
             raise CollectionError(f"model {self.name!r}: answer token ids exceed the vocabulary")
         self._valid, self._answers = valid, answers
+        if not answers.sequences:
+            self.leaves, self.keep, self.where = [], 1, []
+            return
         self.leaves = [list(leaf) for leaf in answers.leaves]
         self.keep = max(len(leaf) for leaf in self.leaves) + 1
         # context -> (leaf row, kept position) holding the logits after prompt + context
@@ -122,7 +147,10 @@ class LocalModel(InProcessModel):
         the KV cache, then :meth:`_read` of every prompt; where groups of the prompts share
         a longer prefix (each respondent's persona and the text up to where their items
         differ, :func:`~xlikert.collect.prefixes.prefix_groups`), each group's prefix is also
-        run once (:meth:`_read_groups`)."""
+        run once (:meth:`_read_groups`). Answers of several tokens are read by the certified
+        walk over their labels' trie (:meth:`_walk_prompts`)."""
+        if self.answers.trie is not None:
+            return self._walk_prompts(encoded)
         P = common_prefix(encoded)
         if self.scorer.prefix_cache and len(encoded) > 2:
             groups = prefix_groups(encoded, P)
@@ -217,9 +245,50 @@ class LocalModel(InProcessModel):
                    lambda at: self._oom(f"{len(prefix) + len(suffixes[order[at[0]]])} tokens"))  # fmt: skip
         return res
 
+    def _walk_prompts(self, encoded: list[list[int]]) -> dict[str, np.ndarray]:
+        """Each prompt's answers by the certified walk over the labels' trie
+        (:func:`~xlikert.collect.answers.walk.walk_labels`): each node read from its
+        parent's KV cache on one :class:`TreeReader` (the unit's shared prefix run once and
+        kept; a prompt's nodes' caches dropped once its walk is done, so memory is bounded
+        by :data:`WALK_BYTES` and one round's logits)."""
+        o, trie = self.options, self.answers.trie
+        assert trie is not None
+        canonical = trie.canonical(self.lm.tokenizer)
+        P = common_prefix(encoded) if self.scorer.prefix_cache else 0
+        walks = []
+        with TreeReader(self.scorer, [[]], 1, _logits_rows, self.batch_size,
+                        max_bytes=WALK_BYTES) as tr:  # fmt: skip
+            if P:
+                tr.prefill([encoded[0][:P]])
+            for ids in encoded:
+
+                def read(nodes, keep, ids=ids):
+                    return tr.read([ids + list(n) for n in nodes], keep)["logits"]
+
+                walks.append(walk_labels(
+                    trie, read, tol=o.answer_tol, max_passes=o.answer_max_passes,
+                    temperatures=o.temperatures, top_ps=o.top_ps, top_k=o.top_k,
+                    canonical=canonical, on_round=self.on_walk_round,
+                ))  # fmt: skip
+                tr.retain([encoded[0][:P]] if P else [])
+            if tr.batch_size < self.batch_size:  # halved out of memory
+                self.batch_size = tr.batch_size
+                self.backoffs += 1
+        self.walk_passes += sum(w.passes for w in walks)
+        grid = (len(o.temperatures), len(o.top_ps))
+        return walk_readout(walks, trie, self.answers.layout, grid)
+
     def _refuse_leaf_chunks(self, what: str) -> None:
         """``what`` reads every leaf of a context at once: refused, by name, where they
-        hold more logits than :data:`LOGITS_BYTES` (the prompt reader takes them in chunks)."""
+        hold more logits than :data:`LOGITS_BYTES` (the prompt reader takes them in chunks),
+        or where the rule's spellings are too many to list (only the walk reads them)."""
+        if not self.answers.sequences:
+            raise CollectionError(
+                f"model {self.name!r}: {what} reads every spelling of the answers, and these "
+                "labels have more than max_answer_positions tokens of spellings (the walk "
+                "that reads them for a prompt does not yet serve this path): answer with "
+                "codes or letters, use shorter labels, or raise max_answer_positions"
+            )
         if self._leaf_chunks():
             raise CollectionError(
                 f"model {self.name!r}: {what} reads every spelling of the answers at once, and "

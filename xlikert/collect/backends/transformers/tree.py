@@ -118,6 +118,16 @@ class TreeReader:
         self.bytes = 0
         empty_cache()
 
+    def retain(self, keys: Sequence[Sequence[int]]) -> None:
+        """Drop every kept cache but those of the contexts ``keys`` (a prompt's walk is
+        done: its nodes' caches go, the unit's shared prefix stays)."""
+        want = {tuple(k) for k in keys}
+        for key in [k for k in self.kept if k not in want]:
+            self.bytes -= _nbytes(self.kept.pop(key))
+        self.trie = _Trie()
+        for k in self.kept:
+            self.trie.add(k)
+
     # ------------------------------------------------------------------ reading
     def read(
         self, contexts: Sequence[Sequence[int]], keep: Sequence[bool] | None = None

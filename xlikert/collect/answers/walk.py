@@ -1,0 +1,476 @@
+"""The best-first certified walk over the labels' trie: word answers read exactly and fast.
+
+The multi-token rule sums, over every spelling of a label, the spelling's probability
+times the probability that the next token does not go on with it. Listing the
+spellings is hopeless in a large vocabulary ("Strongly disagree" has 43,596 in Qwen
+2.5's), yet almost all of a label's mass sits on a handful. The walk reads the tree of
+spellings (:class:`~xlikert.collect.answers.trie.LabelTrie`) from the root (the prompt)
+down, one next-token read a node, the nodes of largest unread mass first:
+
+* a read splits the node's mass ``m`` three ways: ``m * P(t)`` to each child (a token
+  ``t`` that keeps the bytes a label prefix), ``m * P(next token does not go on)`` to
+  the label the node completes (if any), the rest to failure;
+* an unread node's mass is certified: each label's mass lies in ``[read, read + the
+  unread mass of the nodes consistent with it]`` (:func:`mass_bounds`);
+* nodes are read in rounds of :data:`ROUND_NODES`, the frontier's largest first (ties by
+  token ids), so a backend of any batch size reads the same nodes; the walk stops when
+  the certified width is at most ``tol`` or the pass budget is spent. ``tol = 0`` reads
+  every node of positive mass: the exhaustive rule itself.
+
+The numbers are pure numpy; a backend only supplies the next-token rows (a
+:class:`NodeReader`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ...kernels.readout import next_token_readout
+from .layout import AnswerLayout
+from .numerals import scripts as all_scripts
+from .trie import LabelTrie
+
+__all__ = [
+    "ROUND_NODES",
+    "WALK_RULE",
+    "LabelWalk",
+    "NodeReader",
+    "WalkProgress",
+    "mass_bounds",
+    "walk_labels",
+    "walk_readout",
+]
+
+#: Nodes read per round (fewer in the last round of a budget): fixed, so that every
+#: backend and batch size reads the same nodes.
+ROUND_NODES = 32
+
+#: How the walk reads a rule's labels; stored in the results' attrs.
+WALK_RULE = (
+    "word answers by a best-first walk over the labels' token trie: a node is a token prefix "
+    "whose bytes are a prefix of some label; a read (log-softmax over the whole vocabulary) "
+    "gives each child token's mass, the completed label's mass times P(next token does not "
+    f"go on) and failure; rounds of {ROUND_NODES} nodes of largest unread mass (any column of "
+    "the decoding grid; ties by token ids) until the unread mass (counted once per label "
+    "consistent with a node where labels overlap) is <= answer_tol in every column, or "
+    "answer_max_passes nodes are read; each mass lies in [read, read + unread mass of the "
+    "nodes consistent with it]; pmf bounds: [lo_y / (lo_y + hi_rest), hi_y / (hi_y + "
+    "lo_rest)]; the stored point is the read mass (the lower end)"
+)
+
+
+class NodeReader(Protocol):
+    """Reads the next token after nodes: the walk's one call into a backend."""
+
+    def __call__(self, nodes: Sequence[tuple[int, ...]], keep: Sequence[bool]) -> np.ndarray:
+        """``(len(nodes), V)`` next-token logits (or log-probabilities) over the whole
+        vocabulary after the prompt followed by each node's tokens (``()``: the prompt);
+        ``keep[i]`` False: no later node extends node ``i`` (its state need not be kept)."""
+        ...
+
+
+@dataclass(frozen=True)
+class WalkProgress:
+    """What the walk reports after each round (a run may show it)."""
+
+    passes: int
+    budget: int
+    unread: float
+    elapsed: float
+
+
+@dataclass(frozen=True)
+class LabelWalk:
+    """What a walk read: the completed masses, the unread frontier and the cost.
+
+    Attributes
+    ----------
+    read
+        ``(G, S)``: each answer's mass read (column 0 at temperature 1 with no nucleus,
+        then each setting of the decoding grid, temperatures outer).
+    word_read
+        ``(G, W)``: the same per word of the trie (a number once per numeral script).
+    frontier_mass, frontier_mask
+        ``(N, G)`` masses and ``(N, S)`` consistent answers of the unread nodes.
+    disjoint
+        :attr:`LabelTrie.disjoint <xlikert.collect.answers.trie.LabelTrie.disjoint>`.
+    passes, rounds
+        Nodes read and rounds.
+    width
+        The certified width reached: the largest unread mass over the columns.
+    tol_met
+        Whether ``width <= tol``.
+    canonical
+        ``(S,)``: the probability of each label's canonical tokenization (the tokens
+        alone, no stop check: what lm-evaluation-harness computes); NaN where unknown.
+    topk_id, topk_logprob
+        The most probable tokens after the prompt.
+    """
+
+    read: np.ndarray
+    word_read: np.ndarray
+    frontier_mass: np.ndarray
+    frontier_mask: np.ndarray
+    disjoint: bool
+    passes: int
+    rounds: int
+    width: float
+    tol_met: bool
+    canonical: np.ndarray
+    topk_id: np.ndarray
+    topk_logprob: np.ndarray
+
+    def bounds(self, group: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """:func:`mass_bounds` of this walk over the answers ``group`` (default all)."""
+        return mass_bounds(
+            self.read, self.frontier_mass, self.frontier_mask, group, disjoint=self.disjoint
+        )
+
+
+def mass_bounds(
+    read: np.ndarray,
+    frontier_mass: np.ndarray,
+    frontier_mask: np.ndarray,
+    group: np.ndarray | None = None,
+    *,
+    disjoint: bool = True,
+) -> dict[str, np.ndarray]:
+    """Certified bounds on each answer's mass, the group's valid mass and its PMF.
+
+    With ``lo_y`` the mass read for answer ``y`` and ``u_n`` the mass of unread node ``n``:
+
+    * ``mass_y`` lies in ``[lo_y, hi_y]``, ``hi_y = lo_y + sum of u_n over the nodes
+      consistent with y`` (one answer's spellings through a node are disjoint events);
+    * the group's valid mass lies in ``[sum lo, sum lo + sum of u_n * w_n]``, ``w_n = 1``
+      for a node consistent with some answer of the group (``disjoint``), else the number
+      of such answers (labels that overlap: each may take the node's whole mass);
+    * ``pmf_y = mass_y / (mass_y + rest_y)`` grows with ``mass_y`` and falls with the
+      group's other mass ``rest_y`` in ``[lo_rest, hi_rest]``, so it lies in
+      ``[lo_y / (lo_y + hi_rest), hi_y / (hi_y + lo_rest)]`` (0/0: 0 below; above, 1
+      where ``hi_y > 0``, else 0).
+
+    Parameters
+    ----------
+    read : np.ndarray
+        ``(G, S)`` masses read, per column ``G``.
+    frontier_mass : np.ndarray
+        ``(N, G)`` unread nodes' masses.
+    frontier_mask : np.ndarray
+        ``(N, S)`` True where node ``n`` is consistent with answer ``s``.
+    group : np.ndarray, optional
+        ``(S,)`` bool: the answers of the PMF (an item's points); default all.
+    disjoint : bool
+        Whether the answers' spellings are disjoint events.
+
+    Returns
+    -------
+    dict
+        ``mass_lower``, ``mass_upper``, ``pmf_lower``, ``pmf_upper`` ``(G, S)`` (the PMF
+        0 off the group) and ``valid_lower``, ``valid_upper`` ``(G,)``.
+
+    Examples
+    --------
+    >>> b = mass_bounds(np.array([[0.5, 0.2]]), np.array([[0.1], [0.05]]),
+    ...                 np.array([[True, False], [True, True]]))
+    >>> b["mass_upper"].round(3).tolist(), b["valid_upper"].round(3).tolist()
+    ([[0.65, 0.25]], [0.85])
+    >>> b["pmf_lower"].round(4).tolist(), b["pmf_upper"].round(4).tolist()
+    ([[0.6667, 0.2353]], [[0.7647, 0.3333]])
+    """
+    read = np.asarray(read, dtype=np.float64)
+    fm = np.asarray(frontier_mass, dtype=np.float64).reshape(-1, read.shape[0])
+    mask = np.asarray(frontier_mask, dtype=bool).reshape(fm.shape[0], read.shape[1])
+    g = np.ones(read.shape[1], dtype=bool) if group is None else np.asarray(group, dtype=bool)
+    hi = read + fm.T @ mask
+    count = mask[:, g].sum(1)  # answers of the group consistent with each node
+    others = count[:, None] - (mask & g[None, :])
+    w_valid = (count > 0) if disjoint else count
+    w_others = (others > 0) if disjoint else others
+    lo_valid = read[:, g].sum(1)
+    lo_rest = lo_valid[:, None] - np.where(g, read, 0.0)
+    hi_rest = lo_rest + fm.T @ w_others
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_lo = np.where(read > 0, read / (read + hi_rest), 0.0)
+        p_hi = np.where(hi > 0, hi / (hi + lo_rest), 0.0)
+    return {
+        "mass_lower": read,
+        "mass_upper": hi,
+        "pmf_lower": np.where(g, p_lo, 0.0),
+        "pmf_upper": np.where(g, p_hi, 0.0),
+        "valid_lower": lo_valid,
+        "valid_upper": lo_valid + fm.T @ w_valid,
+    }
+
+
+@dataclass
+class _Node:
+    tokens: tuple[int, ...]
+    data: bytes
+    root: bool
+    mass: np.ndarray  # (G,)
+
+
+class _Frontier:
+    """The unread nodes, largest mass (over the columns) first, ties by token ids."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, tuple[int, ...]]] = []
+        self.live: dict[tuple[int, ...], _Node] = {}
+
+    def push(self, node: _Node) -> None:
+        self.live[node.tokens] = node
+        heapq.heappush(self.heap, (-float(node.mass.max()), node.tokens))
+
+    def pop(self, n: int) -> list[_Node]:
+        out: list[_Node] = []
+        while self.heap and len(out) < n:
+            _, key = heapq.heappop(self.heap)
+            node = self.live.pop(key, None)
+            if node is not None:
+                out.append(node)
+        return out
+
+    def take(self, keys: Sequence[tuple[int, ...]]) -> list[_Node]:
+        """The nodes ``keys`` (those unread), out of the frontier, in key order."""
+        return [self.live.pop(k) for k in sorted(keys) if k in self.live]
+
+    def arrays(self, trie: LabelTrie, G: int) -> tuple[np.ndarray, np.ndarray]:
+        nodes = list(self.live.values())
+        mass = np.array([n.mass for n in nodes]).reshape(len(nodes), G)
+        mask = np.array([trie.mask(n.data) for n in nodes]).reshape(len(nodes), len(trie.scale))
+        return mass, mask
+
+
+def _unread(trie: LabelTrie, frontier: _Frontier, G: int, disjoint: bool) -> float:
+    """The certified width: the frontier's mass (once per consistent label where labels
+    overlap), the largest over the columns."""
+    mass, mask = frontier.arrays(trie, G)
+    w = np.ones(len(mass)) if disjoint else mask.sum(1).astype(float)
+    return float((mass * w[:, None]).sum(0).max()) if len(mass) else 0.0
+
+
+def walk_labels(
+    trie: LabelTrie,
+    read: NodeReader,
+    *,
+    tol: float = 0.0,
+    max_passes: int = 1024,
+    temperatures: Sequence[float] = (1.0,),
+    top_ps: Sequence[float] = (1.0,),
+    top_k: int = 0,
+    canonical: Sequence[tuple[int, ...] | None] = (),
+    round_nodes: int = ROUND_NODES,
+    on_round: Callable[[WalkProgress], None] | None = None,
+) -> LabelWalk:
+    """Walk the labels' trie after one prompt until the unread mass is at most ``tol``.
+
+    Parameters
+    ----------
+    trie
+        The rule's :class:`~xlikert.collect.answers.trie.LabelTrie`.
+    read
+        The backend's :class:`NodeReader` for this prompt.
+    tol
+        The certified width asked: the unread mass, in every column (0: every node of
+        positive mass, exact).
+    max_passes
+        The most nodes read in the walk (the canonical spellings' prefixes may add a few).
+    temperatures, top_ps
+        The decoding grid, read from the same rows (its columns follow column 0).
+    top_k
+        How many of the most probable tokens after the prompt to list.
+    canonical
+        Per answer, the token ids of its label's canonical tokenization (None: none):
+        the prefixes the walk did not read are read after it, so that their mass is known.
+    round_nodes
+        Nodes per round.
+    on_round
+        Called after each round with its :class:`WalkProgress`.
+
+    Returns
+    -------
+    LabelWalk
+    """
+    t0 = time.perf_counter()
+    T, P = len(temperatures), len(top_ps)
+    G, S, W = 1 + T * P, len(trie.scale), len(trie.pieces.words)
+    cont = np.asarray(trie.pieces.continuation, dtype=np.intp)
+    disjoint = trie.disjoint
+    state = {"read": np.zeros((G, W)), "passes": 0, "rounds": 0, "top": None}
+    wanted = {c[:k] for c in canonical if c for k in range(len(c) + 1)}
+    seen: dict[tuple[int, ...], float] = {}
+    frontier = _Frontier()
+    frontier.push(_Node((), b"", True, np.ones(G)))
+
+    def run(nodes: list[_Node]) -> None:
+        kids = [trie.children(n.data, n.root) for n in nodes]
+        rows = np.asarray(read([n.tokens for n in nodes], [bool(k) for k in kids]))
+        need = np.array(sorted({t for k in kids for t, _ in k}), dtype=np.intp)
+        raw, grid, ids, lps = next_token_readout(
+            rows, need, temperatures, top_ps, top_k if state["top"] is None else 0,
+            pooled=cont if cont.size else None,
+        )  # fmt: skip
+        if state["top"] is None:
+            state["top"] = (ids, lps)
+        lp = np.concatenate([raw[:, None], grid.reshape(len(nodes), T * P, -1)], 1)
+        p = np.nan_to_num(np.exp(lp), nan=0.0)
+        col = {int(t): j for j, t in enumerate(need)}
+        for i, (node, children) in enumerate(zip(nodes, kids, strict=True)):
+            w = trie.completes(node.data)
+            if w >= 0:
+                stop = 1.0 - np.minimum(p[i, :, -1], 1.0) if cont.size else 1.0
+                state["read"][:, w] += node.mass * stop
+            for t, data in children:
+                m = node.mass * p[i, :, col[t]]
+                key = (*node.tokens, t)
+                if key in wanted:
+                    seen[key] = float(m[0])
+                if m.max() > 0:
+                    frontier.push(_Node(key, data, False, m))
+        state["passes"] += len(nodes)
+        state["rounds"] += 1
+
+    width = 1.0
+    while True:
+        width = _unread(trie, frontier, G, disjoint) if state["rounds"] else 1.0
+        left = max_passes - state["passes"]
+        if state["rounds"] and on_round is not None:
+            on_round(WalkProgress(state["passes"], max_passes, width,
+                                  time.perf_counter() - t0))  # fmt: skip
+        if (state["rounds"] and width <= tol) or left <= 0 or not frontier.live:
+            break
+        run(frontier.pop(min(round_nodes, left)))
+    width = _unread(trie, frontier, G, disjoint)
+    tol_met = width <= tol
+    while True:  # the canonical spellings' unread prefixes, shortest first
+        keys = [k for k in wanted if k in frontier.live and any(
+            len(c) > len(k) and c[: len(k)] == k for c in canonical if c)]  # fmt: skip
+        if not keys:
+            break
+        short = min(len(k) for k in keys)
+        run(frontier.take([k for k in keys if len(k) == short]))
+    fmass, fmask = frontier.arrays(trie, G)
+    code = np.zeros((G, S))
+    np.add.at(code.T, trie.word_code, state["read"].T)
+    seen[()] = 1.0
+    canon = np.array([seen.get(tuple(c), 0.0 if _dead(c, seen) else np.nan) if c else np.nan
+                      for c in canonical] or [np.nan] * S)  # fmt: skip
+    ids, lps = state["top"] if state["top"] is not None else (np.empty(0, int), np.empty(0))
+    return LabelWalk(
+        read=code, word_read=state["read"], frontier_mass=fmass, frontier_mask=fmask,
+        disjoint=disjoint, passes=state["passes"], rounds=state["rounds"], width=width,
+        tol_met=tol_met, canonical=canon, topk_id=ids, topk_logprob=lps,
+    )  # fmt: skip
+
+
+def _dead(tokens: tuple[int, ...], seen: dict[tuple[int, ...], float]) -> bool:
+    """Whether a prefix of ``tokens`` was found of mass 0 (then so is the whole)."""
+    return any(seen.get(tokens[:k], 1.0) == 0.0 for k in range(1, len(tokens)))
+
+
+def walk_readout(
+    walks: Sequence[LabelWalk],
+    trie: LabelTrie,
+    layout: AnswerLayout | None,
+    grid: tuple[int, int],
+) -> dict[str, np.ndarray]:
+    """The results row of each prompt's walk: the readout of every multi-token rule, the
+    certified bounds and the walk's record beside it.
+
+    Parameters
+    ----------
+    walks
+        One :class:`LabelWalk` per prompt.
+    trie
+        The rule's trie.
+    layout
+        Where the rule's answer codes go in a results row (None: they are the ``score``
+        axis; :mod:`xlikert.collect.answers.layout`).
+    grid
+        ``(T, P)``: the decoding grid's shape.
+
+    Returns
+    -------
+    dict
+        The keys of :meth:`AnswerSequences.readout
+        <xlikert.collect.answers.sequences.AnswerSequences.readout>` from the masses read
+        (the lower ends), ``topk_id``, ``topk_logprob``, the bound variables
+        (``pmf_lower``, ``pmf_upper``, ``valid_mass_lower``, ``valid_mass_upper`` and,
+        with options, ``nonsubstantive_mass_lower``/``_upper``; with scripts,
+        ``script_mass_lower``/``_upper``) and the walk's (``answer_error``,
+        ``answer_passes``, ``answer_tol_met``, ``canonical_pmf``, ``canonical_valid_mass``).
+    """
+    B, S = len(walks), len(trie.scale)
+    T, P = grid
+    read = np.stack([w.read for w in walks])  # (B, G, S)
+    raw, tp = read[:, 0], read[:, 1:].reshape(B, T, P, S)
+    if layout is None:
+        points = np.ones(S, dtype=bool)
+        out = _plain_readout(raw, tp)
+    else:
+        points = np.asarray(layout.columns) < layout.n_scores
+        out = layout.readout(raw, tp)
+    bounds = [w.bounds(points) for w in walks]
+    lo = np.stack([b["pmf_lower"][0] for b in bounds])
+    hi = np.stack([b["pmf_upper"][0] for b in bounds])
+    m_hi = np.stack([b["mass_upper"][0] for b in bounds])
+    canon = np.stack([w.canonical for w in walks])
+    canon_valid = np.where(points, canon, 0.0).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        canon_pmf = np.where(points, canon, 0.0) / canon_valid[:, None]
+    if layout is not None:
+        (lo, _), (hi, _) = layout.split(lo), layout.split(hi)
+        canon_pmf = layout.split(canon_pmf)[0]
+        if layout.n_options:
+            out["nonsubstantive_mass_lower"] = out["nonsubstantive_mass"]
+            out["nonsubstantive_mass_upper"] = layout.split(m_hi)[1]
+    out.update(
+        pmf_lower=lo, pmf_upper=hi,
+        valid_mass_lower=np.array([b["valid_lower"][0] for b in bounds]),
+        valid_mass_upper=np.array([b["valid_upper"][0] for b in bounds]),
+        answer_error=np.array([w.width for w in walks]),
+        answer_passes=np.array([w.passes for w in walks], dtype=np.int64),
+        answer_tol_met=np.array([int(w.tol_met) for w in walks], dtype=np.int64),
+        canonical_pmf=canon_pmf, canonical_valid_mass=canon_valid,
+        topk_id=[w.topk_id for w in walks], topk_logprob=[w.topk_logprob for w in walks],
+    )  # fmt: skip
+    script = _script_mass(walks, trie, points)
+    out["script_mass"] = script
+    out["script_mass_lower"] = script
+    out["script_mass_upper"] = script + np.array([w.width for w in walks])[:, None]
+    return out
+
+
+def _plain_readout(raw: np.ndarray, grid: np.ndarray) -> dict[str, np.ndarray]:
+    """PMFs and valid masses of answers that are the ``score`` axis (no layout)."""
+    out: dict[str, np.ndarray] = {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["valid_mass"] = raw.sum(-1)
+        out["pmf"] = raw / out["valid_mass"][..., None]
+        gm = grid.sum(-1)
+        out["decoding_valid_mass"] = gm
+        out["decoding_pmf"] = np.where(gm[..., None] > 0, grid / gm[..., None], np.nan)
+    return out
+
+
+def _script_mass(walks: Sequence[LabelWalk], trie: LabelTrie, points: np.ndarray) -> np.ndarray:
+    """``(B, len(numerals.scripts()))``: the points' mass read per numeral script (NaN for a
+    script the rule did not read), as :meth:`AnswerSequences.script_mass
+    <xlikert.collect.answers.sequences.AnswerSequences.script_mass>` sums it."""
+    names = all_scripts()
+    out = np.full((len(walks), len(names)), np.nan)
+    p = trie.pieces
+    if not p.numeral_scripts:
+        return out
+    index = {s: i for i, s in enumerate(names)}
+    out[:, [index[s] for s in p.numeral_scripts]] = 0.0
+    for k, (c, s) in enumerate(zip(trie.word_code, p.scripts, strict=True)):
+        if s and points[c]:
+            out[:, index[s]] += [w.word_read[0, k] for w in walks]
+    return out
