@@ -61,6 +61,7 @@ from ..core.errors import CollectionError
 if TYPE_CHECKING:
     import numpy as np
 
+    from .answers.walk import NodeReader, WalkProgress
     from .options import CollectOptions
     from .record import UnitResult
 
@@ -71,6 +72,7 @@ __all__ = [
     "ContextReader",
     "ConversationModel",
     "ElicitingModel",
+    "LabelWalkingModel",
     "Model",
     "backend_module",
     "backend_of",
@@ -338,6 +340,29 @@ class ContextReader(Protocol):
 
     def close(self) -> None:
         """Drop every kept state."""
+        ...
+
+
+@runtime_checkable
+class LabelWalkingModel(Model, Protocol):
+    """A :class:`Model` that reads answers of several tokens (word labels, numbers of several
+    digits) by the certified walk over the labels' trie (:mod:`xlikert.collect.answers.walk`)
+    instead of listing every spelling: the transformers backend.
+
+    The walk itself is backend-agnostic numpy; a backend supplies one :meth:`node_reader`
+    per prompt, whose calls are the walk's rounds.
+    """
+
+    #: Called after each round of a prompt's walk (passes read, budget, unread mass,
+    #: elapsed seconds): a run may show it; None: nothing called.
+    on_walk_round: Callable[[WalkProgress], None] | None
+    #: Trie nodes read by every walk so far.
+    walk_passes: int
+
+    def node_reader(self, prompt: Sequence[int]) -> tuple[NodeReader, Callable[[], None]]:
+        """A reader of the next-token rows after ``prompt`` followed by each node's tokens
+        (:class:`~xlikert.collect.answers.walk.NodeReader`: logits or log-probabilities over
+        the whole vocabulary), and a function that releases what it kept."""
         ...
 
 

@@ -298,75 +298,96 @@ def walk_labels(
     LabelWalk
     """
     t0 = time.perf_counter()
-    T, P = len(temperatures), len(top_ps)
-    G, S, W = 1 + T * P, len(trie.scale), len(trie.pieces.words)
-    cont = np.asarray(trie.pieces.continuation, dtype=np.intp)
-    disjoint = trie.disjoint
-    state = {"read": np.zeros((G, W)), "passes": 0, "rounds": 0, "top": None}
-    wanted = {c[:k] for c in canonical if c for k in range(len(c) + 1)}
-    seen: dict[tuple[int, ...], float] = {}
-    frontier = _Frontier()
-    frontier.push(_Node((), b"", True, np.ones(G)))
+    w = _Walker(trie, read, temperatures, top_ps, top_k, canonical)
+    width = 1.0
+    while True:
+        width = w.width() if w.rounds else 1.0
+        left = max_passes - w.passes
+        if w.rounds and on_round is not None:
+            on_round(WalkProgress(w.passes, max_passes, width, time.perf_counter() - t0))
+        if (w.rounds and width <= tol) or left <= 0 or not w.frontier.live:
+            break
+        w.run(w.frontier.pop(min(round_nodes, left)))
+    width = w.width()
+    tol_met = width <= tol
+    w.read_canonical()
+    return w.result(width, tol_met)
 
-    def run(nodes: list[_Node]) -> None:
-        kids = [trie.children(n.data, n.root) for n in nodes]
-        rows = np.asarray(read([n.tokens for n in nodes], [bool(k) for k in kids]))
+
+class _Walker:
+    """The state of one walk: the frontier, the masses read, the cost."""
+
+    def __init__(self, trie, read, temperatures, top_ps, top_k, canonical) -> None:
+        self.trie, self.reader = trie, read
+        self.temperatures, self.top_ps, self.top_k = temperatures, top_ps, top_k
+        self.G = 1 + len(temperatures) * len(top_ps)
+        self.cont = np.asarray(trie.pieces.continuation, dtype=np.intp)
+        self.disjoint = trie.disjoint
+        self.read = np.zeros((self.G, len(trie.pieces.words)))
+        self.passes = self.rounds = 0
+        self.top: tuple[np.ndarray, np.ndarray] | None = None
+        self.canonical = list(canonical)
+        self.wanted = {c[:k] for c in self.canonical if c for k in range(len(c) + 1)}
+        self.seen: dict[tuple[int, ...], float] = {}
+        self.frontier = _Frontier()
+        self.frontier.push(_Node((), b"", True, np.ones(self.G)))
+
+    def width(self) -> float:
+        return _unread(self.trie, self.frontier, self.G, self.disjoint)
+
+    def run(self, nodes: list[_Node]) -> None:
+        """Read ``nodes`` (one round): completions, children, the rest failure."""
+        kids = [self.trie.children(n.data, n.root) for n in nodes]
+        rows = np.asarray(self.reader([n.tokens for n in nodes], [bool(k) for k in kids]))
         need = np.array(sorted({t for k in kids for t, _ in k}), dtype=np.intp)
         raw, grid, ids, lps = next_token_readout(
-            rows, need, temperatures, top_ps, top_k if state["top"] is None else 0,
-            pooled=cont if cont.size else None,
+            rows, need, self.temperatures, self.top_ps, self.top_k if self.top is None else 0,
+            pooled=self.cont if self.cont.size else None,
         )  # fmt: skip
-        if state["top"] is None:
-            state["top"] = (ids, lps)
-        lp = np.concatenate([raw[:, None], grid.reshape(len(nodes), T * P, -1)], 1)
+        if self.top is None:
+            self.top = (ids, lps)
+        lp = np.concatenate([raw[:, None], grid.reshape(len(nodes), self.G - 1, -1)], 1)
         p = np.nan_to_num(np.exp(lp), nan=0.0)
         col = {int(t): j for j, t in enumerate(need)}
         for i, (node, children) in enumerate(zip(nodes, kids, strict=True)):
-            w = trie.completes(node.data)
+            w = self.trie.completes(node.data)
             if w >= 0:
-                stop = 1.0 - np.minimum(p[i, :, -1], 1.0) if cont.size else 1.0
-                state["read"][:, w] += node.mass * stop
+                stop = 1.0 - np.minimum(p[i, :, -1], 1.0) if self.cont.size else 1.0
+                self.read[:, w] += node.mass * stop
             for t, data in children:
                 m = node.mass * p[i, :, col[t]]
                 key = (*node.tokens, t)
-                if key in wanted:
-                    seen[key] = float(m[0])
+                if key in self.wanted:
+                    self.seen[key] = float(m[0])
                 if m.max() > 0:
-                    frontier.push(_Node(key, data, False, m))
-        state["passes"] += len(nodes)
-        state["rounds"] += 1
+                    self.frontier.push(_Node(key, data, False, m))
+        self.passes += len(nodes)
+        self.rounds += 1
 
-    width = 1.0
-    while True:
-        width = _unread(trie, frontier, G, disjoint) if state["rounds"] else 1.0
-        left = max_passes - state["passes"]
-        if state["rounds"] and on_round is not None:
-            on_round(WalkProgress(state["passes"], max_passes, width,
-                                  time.perf_counter() - t0))  # fmt: skip
-        if (state["rounds"] and width <= tol) or left <= 0 or not frontier.live:
-            break
-        run(frontier.pop(min(round_nodes, left)))
-    width = _unread(trie, frontier, G, disjoint)
-    tol_met = width <= tol
-    while True:  # the canonical spellings' unread prefixes, shortest first
-        keys = [k for k in wanted if k in frontier.live and any(
-            len(c) > len(k) and c[: len(k)] == k for c in canonical if c)]  # fmt: skip
-        if not keys:
-            break
-        short = min(len(k) for k in keys)
-        run(frontier.take([k for k in keys if len(k) == short]))
-    fmass, fmask = frontier.arrays(trie, G)
-    code = np.zeros((G, S))
-    np.add.at(code.T, trie.word_code, state["read"].T)
-    seen[()] = 1.0
-    canon = np.array([seen.get(tuple(c), 0.0 if _dead(c, seen) else np.nan) if c else np.nan
-                      for c in canonical] or [np.nan] * S)  # fmt: skip
-    ids, lps = state["top"] if state["top"] is not None else (np.empty(0, int), np.empty(0))
-    return LabelWalk(
-        read=code, word_read=state["read"], frontier_mass=fmass, frontier_mask=fmask,
-        disjoint=disjoint, passes=state["passes"], rounds=state["rounds"], width=width,
-        tol_met=tol_met, canonical=canon, topk_id=ids, topk_logprob=lps,
-    )  # fmt: skip
+    def read_canonical(self) -> None:
+        """Read the canonical spellings' unread proper prefixes, shortest first."""
+        while True:
+            keys = [k for k in self.wanted if k in self.frontier.live and any(
+                len(c) > len(k) and c[: len(k)] == k for c in self.canonical if c)]  # fmt: skip
+            if not keys:
+                return
+            short = min(len(k) for k in keys)
+            self.run(self.frontier.take([k for k in keys if len(k) == short]))
+
+    def result(self, width: float, tol_met: bool) -> LabelWalk:
+        trie, S = self.trie, len(self.trie.scale)
+        fmass, fmask = self.frontier.arrays(trie, self.G)
+        code = np.zeros((self.G, S))
+        np.add.at(code.T, trie.word_code, self.read.T)
+        seen = {**self.seen, (): 1.0}
+        canon = np.array([seen.get(tuple(c), 0.0 if _dead(c, seen) else np.nan) if c else np.nan
+                          for c in self.canonical] or [np.nan] * S)  # fmt: skip
+        ids, lps = self.top if self.top is not None else (np.empty(0, int), np.empty(0))
+        return LabelWalk(
+            read=code, word_read=self.read, frontier_mass=fmass, frontier_mask=fmask,
+            disjoint=self.disjoint, passes=self.passes, rounds=self.rounds, width=width,
+            tol_met=tol_met, canonical=canon, topk_id=ids, topk_logprob=lps,
+        )  # fmt: skip
 
 
 def _dead(tokens: tuple[int, ...], seen: dict[tuple[int, ...], float]) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,7 @@ import numpy as np
 from ....core.errors import CollectionError
 from ...answers.sequences import AnswerSequences
 from ...answers.tokens import ValidTokens
-from ...answers.walk import WalkProgress, walk_labels, walk_readout
+from ...answers.walk import NodeReader, WalkProgress, walk_labels, walk_readout
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
 from ...reasoning import sample_tokens
@@ -54,6 +54,15 @@ def _logits_rows(logits, n: int) -> dict[str, np.ndarray]:
     """A :class:`TreeReader` readout: each context's last logits row, float32 on the host
     (the walk takes the log-softmax over the whole vocabulary in float64)."""
     return {"logits": logits[:, -1, :].float().cpu().numpy()}
+
+
+def _on_tree(tr: TreeReader, prompt: list[int]) -> NodeReader:
+    """The walk's :class:`~xlikert.collect.answers.walk.NodeReader` of one prompt on ``tr``."""
+
+    def read(nodes: Sequence[tuple[int, ...]], keep: Sequence[bool]) -> np.ndarray:
+        return tr.read([prompt + list(n) for n in nodes], keep)["logits"]
+
+    return read
 
 
 class LocalModel(InProcessModel):
@@ -261,12 +270,8 @@ class LocalModel(InProcessModel):
             if P:
                 tr.prefill([encoded[0][:P]])
             for ids in encoded:
-
-                def read(nodes, keep, ids=ids):
-                    return tr.read([ids + list(n) for n in nodes], keep)["logits"]
-
                 walks.append(walk_labels(
-                    trie, read, tol=o.answer_tol, max_passes=o.answer_max_passes,
+                    trie, _on_tree(tr, ids), tol=o.answer_tol, max_passes=o.answer_max_passes,
                     temperatures=o.temperatures, top_ps=o.top_ps, top_k=o.top_k,
                     canonical=canonical, on_round=self.on_walk_round,
                 ))  # fmt: skip
@@ -277,6 +282,13 @@ class LocalModel(InProcessModel):
         self.walk_passes += sum(w.passes for w in walks)
         grid = (len(o.temperatures), len(o.top_ps))
         return walk_readout(walks, trie, self.answers.layout, grid)
+
+    def node_reader(self, prompt: Sequence[int]) -> tuple[NodeReader, Callable[[], None]]:
+        """A reader of the next-token logits after ``prompt`` and each node's tokens, each
+        node run from its parent's kept KV cache (:class:`TreeReader`), and its ``close``
+        (:meth:`~xlikert.collect.protocol.LabelWalkingModel.node_reader`)."""
+        tr = TreeReader(self.scorer, [[]], 1, _logits_rows, self.batch_size, max_bytes=WALK_BYTES)
+        return _on_tree(tr, list(prompt)), tr.close
 
     def _refuse_leaf_chunks(self, what: str) -> None:
         """``what`` reads every leaf of a context at once: refused, by name, where they
