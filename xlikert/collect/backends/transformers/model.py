@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -100,8 +101,8 @@ class LocalModel(InProcessModel):
         )
         self.initial_batch_size = self.batch_size
         self.backoffs = 0
-        #: Trie nodes the label walks read (all prompts so far).
-        self.walk_passes = 0
+        #: Trie nodes the label walks read, and the walks that spent their budget first.
+        self.walk_passes = self.walks_short = 0
         #: Called after each round of a prompt's label walk (a run may show progress).
         self.on_walk_round: Callable[[WalkProgress], None] | None = None
         self._use_answers(lm.valid, lm.answers)
@@ -280,6 +281,18 @@ class LocalModel(InProcessModel):
                 self.batch_size = tr.batch_size
                 self.backoffs += 1
         self.walk_passes += sum(w.passes for w in walks)
+        short = [w for w in walks if not w.tol_met]
+        if short:
+            self.walks_short += len(short)
+            warnings.warn(
+                f"model {self.name!r}: answer_max_passes={o.answer_max_passes} reads were spent "
+                f"before the answers' certified width met answer_tol={o.answer_tol:g} in "
+                f"{len(short)} of {len(walks)} prompts (widths up to "
+                f"{max(w.width for w in short):.3g}, stored as answer_error with "
+                "answer_tol_met = 0). Raise answer_max_passes or answer_tol.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         grid = (len(o.temperatures), len(o.top_ps))
         return walk_readout(walks, trie, self.answers.layout, grid)
 
@@ -582,6 +595,7 @@ class LocalModel(InProcessModel):
             info["readout"] = "on the model's device, float64 torch (device_readout)"
         info["batch_size"] = self.initial_batch_size
         info["oom_backoffs"] = self.backoffs
+
         return info
 
     def close(self) -> None:
