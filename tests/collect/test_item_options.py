@@ -331,20 +331,25 @@ def test_leaves_read_a_chunk_at_a_time_give_the_same_numbers(collected, tiny_dir
     assert len(spelled) > 2  # the vote's names: several leaves, read one chunk each
 
 
-def test_labels_spelled_in_too_many_ways_are_refused_by_name(tiny_dir, prompts, tmp_path):
-    """max_answer_positions caps the tokens the multi-token rule teacher-forces per prompt:
-    the vote's names (several spellings each) over it are refused, naming them, before any
-    unit is read (the vote is the last item: a unit a prompt, the others come first)."""
-    out = tmp_path / "refused.nc"
-    with pytest.raises(
-        AnswerLabelError, match=r"'Clinton' \(\d+ spellings\).*max_answer_positions=2"
-    ):
-        collect(prompts.sel(party=["Republican"], fmt=["original"]),
-                [{"name": "t", "source": str(tiny_dir)}], out, progress=False, chunk_size=1,
+def test_labels_spelled_in_too_many_ways_are_walked_not_refused(tiny_dir, prompts, tmp_path):
+    """max_answer_positions caps the tokens a listing of every spelling teacher-forces. The
+    transformers backend reads a prompt's answers by the walk over the labels' trie and lists
+    nothing: the vote's names (several spellings each) are read under any cap, as without
+    one. Sequential administration, which still lists every spelling, refuses them by name
+    (the vote is the last item: a unit a prompt, the others come first)."""
+    part = prompts.sel(party=["Republican"], fmt=["original"])
+    model = [{"name": "t", "source": str(tiny_dir)}]
+    capped = collect(part, model, progress=False, max_answer_positions=2, answer_tol=0.0)
+    free = collect(part, model, progress=False, answer_tol=0.0)
+    for var in ("pmf", "valid_mass", "nonsubstantive_mass"):
+        np.testing.assert_allclose(capped[var], free[var], atol=1e-12, err_msg=var)
+    vote = capped.sel(item="vote").isel(model=0).squeeze()
+    assert int(vote.answer_passes) > 2 and int(vote.answer_tol_met) == 1
+    assert float(vote.answer_error) == 0.0
+    seq = part.sel(item=["tv", "self"])
+    with pytest.raises(CollectionError, match="max_answer_positions"):
+        collect(seq.expand_dims(administration=["sequential"]), model, progress=False,
                 max_answer_positions=2)  # fmt: skip
-    assert not out.exists()
-    saved = list(tmp_path.rglob("*.npz"))  # no unit read, none saved
-    assert saved == [], saved
 
 
 def test_sequential_refuses_leaves_it_cannot_hold(tiny_dir, prompts, tmp_path, monkeypatch):

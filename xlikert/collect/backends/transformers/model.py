@@ -321,6 +321,12 @@ class LocalModel(InProcessModel):
                 "logits a context): answer with codes or letters, or shorter labels"
             )
 
+    def _listed(self, what: str) -> tuple[list[list[int]], int]:
+        """The rule's leaves and kept positions now, for a reader that reads every spelling
+        (refused, by name, where they are not listed or too many to hold at once)."""
+        self._refuse_leaf_chunks(what)
+        return self.leaves, self.keep
+
     def _leaf_chunks(self) -> bool:
         """Whether one prompt's leaves hold more logits than :data:`LOGITS_BYTES` at once."""
         n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
@@ -332,7 +338,7 @@ class LocalModel(InProcessModel):
         self._refuse_leaf_chunks("sequential administration")
         return TreeReader(
             self.scorer, self.leaves, self.keep, self.readout, self.batch_size,
-            rule=lambda: (self.leaves, self.keep),
+            rule=lambda: self._listed("sequential administration"),
         )  # fmt: skip
 
     # ------------------------------------------------------------------ replies (elicitation)
