@@ -338,10 +338,10 @@ _WALK = "; fill where the cell's answers were not read by the walk"
 #: labels' spellings (:mod:`xlikert.collect.answers.walk`); their ``pmf`` and ``valid_mass``
 #: intervals are the bound variables (``pmf_lower``, ...).
 WALK_VARIABLES: dict[str, Variable] = {
-    "answer_error": Variable((), _NAN, {"description": "certified bound on |mass - exact| of "
-        "every answer's mass, valid_mass, nonsubstantive_mass, script_mass and "
-        "decoding_valid_mass of the cell: the unread mass of the labels' trie (0: every "
-        "spelling read, exact); the pmf's own interval is pmf_lower, pmf_upper" + _WALK}),
+    "answer_error": Variable((), _NAN, {"description": "certified bound on |pmf - exact| "
+        "(its interval: pmf_lower, pmf_upper) and on |mass - exact| of valid_mass, "
+        "nonsubstantive_mass, script_mass and decoding_valid_mass: the unread mass of the "
+        "labels' trie (0: every spelling read, exact)" + _WALK}),
     "answer_passes": Variable((), -1, {"description": "next-token reads (trie nodes) the "
         "walk spent on the cell; -1 where not walked"}, "int64"),
     "answer_tol_met": Variable((), -1, {"description": "1 where answer_error met answer_tol "

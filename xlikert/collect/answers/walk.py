@@ -58,7 +58,8 @@ WALK_RULE = (
     "gives each child token's mass, the completed label's mass times P(next token does not "
     f"go on) and failure; rounds of {ROUND_NODES} nodes of largest unread mass (any column of "
     "the decoding grid; ties by token ids) until the unread mass (counted once per label "
-    "consistent with a node where labels overlap) is <= answer_tol in every column, or "
+    "consistent with a node where labels overlap) is <= answer_tol in every column and the "
+    "pmf's interval at temperature 1 is no wider, or "
     "answer_max_passes nodes are read; each mass lies in [read, read + unread mass of the "
     "nodes consistent with it]; pmf bounds: [lo_y / (lo_y + hi_rest), hi_y / (hi_y + "
     "lo_rest)]; the stored point is the read mass (the lower end)"
@@ -103,7 +104,8 @@ class LabelWalk:
     passes, rounds
         Nodes read and rounds.
     width
-        The certified width reached: the largest unread mass over the columns.
+        The certified width reached: the largest of the unread mass over the columns and
+        of the PMF's interval widths at temperature 1.
     tol_met
         Whether ``width <= tol``.
     canonical
@@ -247,12 +249,22 @@ class _Frontier:
         return mass, mask
 
 
-def _unread(trie: LabelTrie, frontier: _Frontier, G: int, disjoint: bool) -> float:
-    """The certified width: the frontier's mass (once per consistent label where labels
-    overlap), the largest over the columns."""
+def _width(
+    trie: LabelTrie, frontier: _Frontier, read: np.ndarray, G: int, disjoint: bool,
+    points: np.ndarray | None,
+) -> float:  # fmt: skip
+    """The certified width: the largest of the frontier's mass (once per consistent label
+    where labels overlap) over the columns, and of the PMF's interval widths over the
+    points at temperature 1 (:func:`mass_bounds`; 0 where nothing is unread)."""
     mass, mask = frontier.arrays(trie, G)
+    if not len(mass):
+        return 0.0
     w = np.ones(len(mass)) if disjoint else mask.sum(1).astype(float)
-    return float((mass * w[:, None]).sum(0).max()) if len(mass) else 0.0
+    code = np.zeros((1, len(trie.scale)))
+    np.add.at(code[0], trie.word_code, read[0])
+    b = mass_bounds(code, mass[:, :1], mask, points, disjoint=disjoint)
+    pmf = float((b["pmf_upper"] - b["pmf_lower"]).max())
+    return max(float((mass * w[:, None]).sum(0).max()), pmf)
 
 
 def walk_labels(
@@ -265,6 +277,7 @@ def walk_labels(
     top_ps: Sequence[float] = (1.0,),
     top_k: int = 0,
     canonical: Sequence[tuple[int, ...] | None] = (),
+    points: np.ndarray | None = None,
     round_nodes: int = ROUND_NODES,
     on_round: Callable[[WalkProgress], None] | None = None,
 ) -> LabelWalk:
@@ -277,14 +290,17 @@ def walk_labels(
     read
         The backend's :class:`NodeReader` for this prompt.
     tol
-        The certified width asked: the unread mass, in every column (0: every node of
-        positive mass, exact).
+        The certified width asked: of every mass (each answer's and the valid mass, in every
+        column of the grid) and of the PMF over ``points`` at temperature 1 (its interval,
+        :func:`mass_bounds`); 0: every node of positive mass, exact.
     max_passes
         The most nodes read in the walk (the canonical spellings' prefixes may add a few).
     temperatures, top_ps
         The decoding grid, read from the same rows (its columns follow column 0).
     top_k
         How many of the most probable tokens after the prompt to list.
+    points
+        ``(S,)`` bool: the answers of the PMF (an item's points; default all).
     canonical
         Per answer, the token ids of its label's canonical tokenization (None: none):
         the prefixes the walk did not read are read after it, so that their mass is known.
@@ -299,6 +315,7 @@ def walk_labels(
     """
     t0 = time.perf_counter()
     w = _Walker(trie, read, temperatures, top_ps, top_k, canonical)
+    w.points = None if points is None else np.asarray(points, dtype=bool)
     width = 1.0
     while True:
         width = w.width() if w.rounds else 1.0
@@ -331,9 +348,10 @@ class _Walker:
         self.seen: dict[tuple[int, ...], float] = {}
         self.frontier = _Frontier()
         self.frontier.push(_Node((), b"", True, np.ones(self.G)))
+        self.points: np.ndarray | None = None
 
     def width(self) -> float:
-        return _unread(self.trie, self.frontier, self.G, self.disjoint)
+        return _width(self.trie, self.frontier, self.read, self.G, self.disjoint, self.points)
 
     def run(self, nodes: list[_Node]) -> None:
         """Read ``nodes`` (one round): completions, children, the rest failure."""

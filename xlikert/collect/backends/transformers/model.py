@@ -264,6 +264,8 @@ class LocalModel(InProcessModel):
         o, trie = self.options, self.answers.trie
         assert trie is not None
         canonical = trie.canonical(self.lm.tokenizer)
+        layout = self.answers.layout
+        points = None if layout is None else np.asarray(layout.columns) < layout.n_scores
         P = common_prefix(encoded) if self.scorer.prefix_cache else 0
         walks = []
         with TreeReader(self.scorer, [[]], 1, _logits_rows, self.batch_size,
@@ -274,7 +276,7 @@ class LocalModel(InProcessModel):
                 walks.append(walk_labels(
                     trie, _on_tree(tr, ids), tol=o.answer_tol, max_passes=o.answer_max_passes,
                     temperatures=o.temperatures, top_ps=o.top_ps, top_k=o.top_k,
-                    canonical=canonical, on_round=self.on_walk_round,
+                    canonical=canonical, points=points, on_round=self.on_walk_round,
                 ))  # fmt: skip
                 tr.retain([encoded[0][:P]] if P else [])
             if tr.batch_size < self.batch_size:  # halved out of memory
