@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import json_line_child, machine, print_table, result_path, write_json  # noqa: E402
+from _common import json_line_child, machine, print_table, result_path, write_json
 
 EN7 = ["Strongly disagree", "Disagree", "Somewhat disagree", "Neither agree nor disagree",
        "Somewhat agree", "Agree", "Strongly agree"]  # fmt: skip

@@ -73,6 +73,12 @@ class Recorder:
         ({"dtype": "int4"}, r"unknown dtype 'int4'; choose one of"),
         ({"max_answer_positions": 0}, r"max_answer_positions must be an integer >= 1, got 0"),
         ({"max_answer_positions": True}, r"max_answer_positions must be an integer >= 1"),
+        (
+            {"answer_tol": -1e-3},
+            r"answer_tol must be a finite number >= 0 \(0: exact\), got -0.001",
+        ),
+        ({"answer_tol": float("nan")}, r"answer_tol must be a finite number >= 0"),
+        ({"answer_max_passes": 0}, r"answer_max_passes must be an integer >= 1, got 0"),
     ],
 )
 def test_options_are_validated_when_built(changes, message):

@@ -346,7 +346,7 @@ def test_labels_spelled_in_too_many_ways_are_walked_not_refused(tiny_dir, prompt
     vote = capped.sel(item="vote").isel(model=0).squeeze()
     assert int(vote.answer_passes) > 2 and int(vote.answer_tol_met) == 1
     assert float(vote.answer_error) == 0.0
-    seq = part.sel(item=["tv", "self"])
+    seq = part.sel(item=["tv", "vote"])
     with pytest.raises(CollectionError, match="max_answer_positions"):
         collect(seq.expand_dims(administration=["sequential"]), model, progress=False,
                 max_answer_positions=2)  # fmt: skip
