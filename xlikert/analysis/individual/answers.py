@@ -4,6 +4,7 @@ model's distribution over an item's answers (points and non-substantive options)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ import xarray as xr
 
 from ...core.errors import DesignError, InputTypeError
 from ...core.validate import as_pmf, check_score_axis
+from ..human.labels import text_answers
 from ..support import nominal_items, support_bounds
 
 __all__ = [
@@ -99,8 +101,12 @@ def decode_answers(
     nonsubstantive: Mapping[str, Sequence[Any]] | None,
     missing: Sequence[Any],
     what: str,
+    labels: Sequence[Mapping[int, str]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's answer to each item: score-axis index and option index (-1: none)."""
+    """Each row's answer to each item: score-axis index and option index (-1: none).
+    Answers given as text are read as the item's point ``labels`` and the options'
+    names (case-insensitively, without surrounding spaces); other texts raise."""
+    labels = labels if labels is not None else [{} for _ in items]
     absent = [i for i in items if i not in table.columns]
     if absent:
         raise DesignError(
@@ -118,7 +124,8 @@ def decode_answers(
     option = np.full((n, n_items), -1, dtype=np.int64)
     sub = table.iloc[rows]
     for j, item in enumerate(items):
-        col = sub[item]
+        keep = [c for o in options for c in codes.get(o, [])] + list(missing)
+        col = text_answers(sub[item], item, {**labels[j], **{o: o for o in options}}, keep)
         is_opt = np.full(n, -1, dtype=np.int64)
         for k, o in enumerate(options):
             hit = col.isin(codes.get(o, [])).to_numpy() | (col.astype(object) == o).to_numpy()
@@ -209,12 +216,38 @@ def answer_layout(
     return {
         "scores": scores,
         "items": items,
+        "labels": point_labels(results, items, item_dim, score_dim),
         "lo": lo,
         "hi": hi,
         "ordinal": np.array([i not in nominal for i in items]),
         "options": options,
         "offered": offered,
     }
+
+
+def point_labels(
+    results: xr.Dataset | xr.DataArray,
+    items: Sequence[str],
+    item_dim: Hashable,
+    score_dim: Hashable,
+) -> list[dict[int, str]]:
+    """Each item's point labels: the results' ``score_label (item, score)``, else the
+    anchors of their ``scale_labels`` attr (every item), else none."""
+    if "score_label" in results.coords or (
+        isinstance(results, xr.Dataset) and "score_label" in results
+    ):
+        lab = results["score_label"].transpose(item_dim, score_dim)
+        scores = [int(v) for v in lab[score_dim].values]
+        return [
+            {y: str(t) for y, t in zip(scores, lab.sel({item_dim: i}).values, strict=True) if t}
+            for i in items
+        ]
+    raw = results.attrs.get("scale_labels")
+    try:
+        anchors = {int(k): str(v) for k, v in json.loads(raw).items()} if raw else {}
+    except (TypeError, ValueError, AttributeError):
+        anchors = {}
+    return [dict(anchors) for _ in items]
 
 
 def respondent_answers(
@@ -264,7 +297,7 @@ def respondent_answers(
     lay = answer_layout(results, item_dim, score_dim)
     point, option = decode_answers(
         answers, np.arange(len(answers)), lay["items"], lay["scores"], lay["lo"], lay["hi"],
-        lay["options"], lay["offered"], nonsubstantive, missing, "answers",
+        lay["options"], lay["offered"], nonsubstantive, missing, "answers", lay["labels"],
     )  # fmt: skip
     score = np.where(point >= 0, lay["scores"][np.maximum(point, 0)], np.nan)
     names = np.asarray(["", *lay["options"]], dtype=object)[option + 1]

@@ -216,7 +216,7 @@ def individual_scores(
         rows = respondent_rows(answers, levels, "answers")
     point, option = decode_answers(
         answers, rows, lay["items"], lay["scores"], lay["lo"], lay["hi"], lay["options"],
-        lay["offered"], nonsubstantive, missing, "answers",
+        lay["offered"], nonsubstantive, missing, "answers", lay["labels"],
     )  # fmt: skip
     out = score_dataset(
         q_points, q_options, point, option, lay, respondent_dim, item_dim, score_dim

@@ -215,7 +215,7 @@ def individual_summary(
     everyone = np.arange(len(answers))
     point_all, option_all = decode_answers(
         answers, everyone, lay["items"], lay["scores"], lay["lo"], lay["hi"], lay["options"],
-        lay["offered"], nonsubstantive, missing, "answers",
+        lay["offered"], nonsubstantive, missing, "answers", lay["labels"],
     )  # fmt: skip
     rows = respondent_rows(answers, ids, "answers")
     point, option = point_all[rows], option_all[rows]
@@ -257,7 +257,7 @@ def individual_summary(
         r_rows = respondent_rows(retest, ids, "retest")
         r_point, r_option = decode_answers(
             retest, r_rows, lay["items"], lay["scores"], lay["lo"], lay["hi"], lay["options"],
-            lay["offered"], nonsubstantive, missing, "retest",
+            lay["offered"], nonsubstantive, missing, "retest", lay["labels"],
         )  # fmt: skip
         n_scores = lay["scores"].size
         first = np.where(point >= 0, point, np.where(option >= 0, n_scores + option, -1))
