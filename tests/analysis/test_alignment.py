@@ -269,7 +269,10 @@ def test_bad_human_data_names_column_and_value():
         DesignError, match=r"column 'a' .* outside the scale 1..7: value\(s\) \[12\]"
     ):
         xl.human_pmf(t, ["a"], scale=(1, 7))
-    with pytest.raises(DesignError, match=r"column 'a' holds 1 answer\(s\) that are not labels of the item: 'x' \(1\)"):
+    with pytest.raises(
+        DesignError,
+        match=r"column 'a' holds 1 answer\(s\) that are not labels of the item: 'x' \(1\)",
+    ):
         xl.human_pmf(t.assign(a=["1", "x", "2"]), ["a"], scale=(1, 7))
     with pytest.raises(DesignError, match="column 'zz' is not in the respondents table"):
         xl.human_pmf(t, ["zz"], scale=(1, 7))
