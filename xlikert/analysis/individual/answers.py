@@ -23,6 +23,7 @@ __all__ = [
     "answer_layout",
     "check_table",
     "decode_answers",
+    "left_out_text",
     "persona_pmf",
     "respondent_answers",
     "respondent_rows",
@@ -169,8 +170,15 @@ def respondent_rows(table: pd.DataFrame, levels: np.ndarray, what: str) -> np.nd
 
 def persona_pmf(
     da: xr.DataArray, table: pd.DataFrame, persona: Sequence[str], respondent_dim: Hashable
-) -> xr.DataArray:
-    """Each respondent's group persona: ``da`` read at the row's levels of ``persona``."""
+) -> tuple[xr.DataArray, dict[str, str]]:
+    """Each respondent's group persona: ``da`` read at the row's levels of ``persona``.
+
+    A row whose levels are not all levels of the results (or that has no value) is left
+    out: it is read at the first level (to be masked by the caller) and named, with why,
+    in the second value (respondent id -> reason). No row with a persona raises.
+    """
+    ids = _ids(table.index)
+    why = np.full(len(table), "", dtype=object)
     sel = {}
     for col in persona:
         if col not in table.columns:
@@ -179,21 +187,47 @@ def persona_pmf(
             raise DesignError(
                 f"the group persona results have no factor {col!r}; their dims: {list(da.dims)}"
             )
-        values = table[col]
-        if values.isna().any():
-            first = _ids(table.index)[int(np.flatnonzero(values.isna().to_numpy())[0])]
-            raise DesignError(f"persona column {col!r} has no value for respondent {first!r}")
-        labels = values.astype(str).to_numpy()
-        known = set(map(str, da[col].values))
-        bad = sorted(set(labels) - known)
-        if bad:
-            raise DesignError(
-                f"persona column {col!r} holds {bad[:5]}, not levels of the results' factor "
-                f"{col!r} ({sorted(known)})"
+        known = [str(v) for v in da[col].values]
+        absent = table[col].isna().to_numpy()
+        labels = np.where(absent, "", table[col].astype(str).to_numpy())
+        unknown = ~absent & ~np.isin(labels, known)
+        for i in np.flatnonzero((absent | unknown) & (why == "")):
+            why[i] = (
+                f"no value in persona column {col!r}"
+                if absent[i]
+                else f"{col}={labels[i]!r} is not a level of the persona results' {col!r} {known}"
             )
-        sel[col] = xr.DataArray(labels, dims=(respondent_dim,))
+        sel[col] = xr.DataArray(
+            np.where(absent | unknown, known[0], labels), dims=(respondent_dim,)
+        )
+    left_out = {str(ids[i]): str(why[i]) for i in np.flatnonzero(why != "")}
+    if len(left_out) == len(table):
+        raise DesignError(
+            f"no respondent's group is a group persona of the results: {left_out_text(left_out, len(table))}"
+        )
     out = da.assign_coords({c: da[c].astype(str) for c in persona}).sel(sel)
-    return out.drop_vars(list(persona)).assign_coords({respondent_dim: _ids(table.index)})
+    return out.drop_vars(list(persona)).assign_coords({respondent_dim: ids}), left_out
+
+
+def left_out_text(left_out: Mapping[str, str], n: int) -> str:
+    """The respondents left out of a group-persona baseline, grouped by why.
+
+    Examples
+    --------
+    >>> left_out_text({"r1": "party='R' is not a level", "r3": "party='R' is not a level"}, 6)
+    "2 of 6 respondents left out of the group persona baseline: ['r1', 'r3'] (party='R' is not a level)"
+    """
+    by_why: dict[str, list[str]] = {}
+    for who, why in left_out.items():
+        by_why.setdefault(why, []).append(who)
+    parts = [
+        f"{who[:5]}{f' and {len(who) - 5} more' if len(who) > 5 else ''} ({why})"
+        for why, who in by_why.items()
+    ]
+    return (
+        f"{len(left_out)} of {n} respondents left out of the group persona baseline: "
+        + "; ".join(parts)
+    )
 
 
 def answer_layout(

@@ -233,6 +233,7 @@ def individual_summary(
         baselines[name] = score_dataset(
             q_points, q_options, point, option, lay, respondent_dim, item_dim, score_dim
         ).to_array("metric")
+    persona_note = ""
     if persona_results is not None:
         group = individual_scores(
             persona_results, answers.iloc[rows], persona=persona,
@@ -248,6 +249,8 @@ def individual_summary(
                     f"the group persona results have other {d!r} levels than the results: "
                     f"{list(map(str, group[d].values))} vs {list(map(str, model[d].values))}"
                 )
+        if "group_persona_left_out" in group.attrs:
+            persona_note = str(group.attrs["group_persona_left_out"])
         baselines = {"population": baselines["population"],
                      "group_persona": group.to_array("metric"),
                      "uniform": baselines["uniform"]}  # fmt: skip
@@ -321,4 +324,6 @@ def individual_summary(
         "model's side is exact",
         "population_baseline": "shares of the answers of every row of the answers table",
     }
+    if persona_note:
+        out.attrs["group_persona_left_out"] = persona_note
     return out

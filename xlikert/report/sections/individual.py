@@ -91,6 +91,9 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         )
         + ")."
     )
+    if "group_persona_left_out" in summary.attrs:
+        s.text(md(str(summary.attrs["group_persona_left_out"])) + ": their group persona "
+               "skill is over the other respondents.")  # fmt: skip
     s.table(
         skill.reset_index(),
         inputs.out,
