@@ -220,11 +220,33 @@ def reliability(
     alphas, omegas, item_total, loading = _fit_groups(
         cov, groups, ids.size, spread, named, remaining, pmf, respondents
     )
-    used = np.concatenate([idx for _, idx in groups])
-    used.sort()
+    used = np.sort(np.concatenate([idx for _, idx in groups]))
+    ds = _reliability_dataset(
+        (alphas, omegas, item_total, loading), groups, used, ids, named, remaining,
+        rem_coords, item_coords, item_dim,
+    )  # fmt: skip
+    ds.attrs = _reliability_attrs(pmf, respondents, ids, used, item_dim)
+    return encode_attrs(ds)
 
+
+def _reliability_dataset(
+    fits: tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray],
+    groups: list[tuple[str, np.ndarray]],
+    used: np.ndarray,
+    ids: np.ndarray,
+    named: bool,
+    remaining: list[Hashable],
+    rem_coords: dict[Hashable, xr.Variable],
+    item_coords: dict[Hashable, xr.Variable],
+    item_dim: Hashable,
+) -> xr.Dataset:
+    """``alpha``, ``omega`` per (sub)scale and ``item_total``, ``loading`` per used item."""
+    alphas, omegas, item_total, loading = fits
     scale_dims = [*remaining, SUBSCALE_DIM] if named else remaining
-    stack = (lambda xs: np.stack(xs, axis=-1)) if named else (lambda xs: xs[0])
+
+    def stack(xs: list[np.ndarray]) -> np.ndarray:
+        return np.stack(xs, axis=-1) if named else xs[0]
+
     coords: dict[Hashable, Any] = dict(rem_coords)
     if named:
         coords[SUBSCALE_DIM] = np.array([g for g, _ in groups], dtype=str)
@@ -252,6 +274,17 @@ def reliability(
         "of its subscale)"
     }
     ds["loading"].attrs = {"long_name": "standardized loading of the one-factor ML model"}
+    return ds
+
+
+def _reliability_attrs(
+    pmf: xr.DataArray,
+    respondents: list[Hashable],
+    ids: np.ndarray,
+    used: np.ndarray,
+    item_dim: Hashable,
+) -> dict[str, Any]:
+    """The population, the convention, the items reflected and those without a subscale."""
     attrs: dict[str, Any] = {
         "respondent_dims": [str(d) for d in respondents],
         "n_conditions": int(np.prod([pmf.sizes[d] for d in respondents])),
@@ -264,8 +297,7 @@ def reliability(
         )
     if used.size < ids.size:
         attrs["items_without_subscale"] = json.dumps(np.delete(ids, used).tolist())
-    ds.attrs = attrs
-    return encode_attrs(ds)
+    return attrs
 
 
 def _check_group_sizes(groups: list[tuple[str, np.ndarray]], ids: np.ndarray, named: bool) -> None:
