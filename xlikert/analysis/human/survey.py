@@ -240,21 +240,27 @@ def tally_numpy(
     """
     ok = ~missing & (option < 0)
     flat = cell[ok] * n_scores + index[ok]
-    total = np.bincount(flat, weights=weights[ok], minlength=n_cells * n_scores)
+    w = weights
     out = {
-        "total": total.reshape(n_cells, n_scores),
-        "n": np.bincount(cell[ok], minlength=n_cells).astype(np.float64),
-        "n_missing": np.bincount(cell[missing], minlength=n_cells).astype(np.float64),
-        "weight": np.bincount(cell[ok], weights=weights[ok], minlength=n_cells),
-        "w2": np.bincount(cell[ok], weights=weights[ok] ** 2, minlength=n_cells),
-        "w2_all": np.bincount(cell[~missing], weights=weights[~missing] ** 2, minlength=n_cells),
+        "total": _bins(flat, w[ok], n_cells * n_scores).reshape(n_cells, n_scores),
+        "n": _bins(cell[ok], None, n_cells),
+        "n_missing": _bins(cell[missing], None, n_cells),
+        "weight": _bins(cell[ok], w[ok], n_cells),
+        "w2": _bins(cell[ok], w[ok] ** 2, n_cells),
+        "w2_all": _bins(cell[~missing], w[~missing] ** 2, n_cells),
     }
     on = option >= 0
     pos = cell[on] * n_options + option[on]
-    size = n_cells * n_options
-    out["ns_count"] = np.bincount(pos, minlength=size).astype(np.float64).reshape(n_cells, -1)
-    out["ns_weight"] = np.bincount(pos, weights=weights[on], minlength=size).reshape(n_cells, -1)
+    out["ns_count"] = _bins(pos, None, n_cells * n_options).reshape(n_cells, -1)
+    out["ns_weight"] = _bins(pos, w[on], n_cells * n_options).reshape(n_cells, -1)
     return out
+
+
+def _bins(
+    x: npt.NDArray[np.int64], weights: npt.NDArray[np.float64] | None, n: int
+) -> npt.NDArray[np.float64]:
+    """``np.bincount`` as float64: the counts, or the summed weights, of ``0..n-1``."""
+    return np.asarray(np.bincount(x, weights=weights, minlength=n), dtype=np.float64)
 
 
 def _pmf_dataset(
@@ -424,4 +430,5 @@ def human_composite(
     attrs["human_composite"] = True
     attrs["history"] += f" (composite of {k} items, the respondents' own sums)"
     out.attrs = attrs
-    return encode_attrs(out)
+    encoded: xr.Dataset = encode_attrs(out)
+    return encoded

@@ -52,7 +52,8 @@ class _Groups:
         self.starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
 
     def sum(self, x: np.ndarray) -> np.ndarray:
-        return np.add.reduceat(x[..., self.order], self.starts, axis=-1)
+        out: np.ndarray = np.add.reduceat(x[..., self.order], self.starts, axis=-1)
+        return out
 
     def mean(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ok = ~np.isnan(x)
@@ -66,7 +67,8 @@ class _Groups:
         ok = ~np.isnan(x)
         with np.errstate(invalid="ignore", divide="ignore"):
             dev = np.where(ok, x - mean[..., self.codes], 0.0)
-            return np.sqrt(self.sum(dev**2) / (n - 1) / n)
+            se: np.ndarray = np.sqrt(self.sum(dev**2) / (n - 1) / n)
+        return se
 
 
 def summary_numpy(

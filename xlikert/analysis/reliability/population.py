@@ -67,7 +67,11 @@ def _as_list(dims: Hashable | Iterable[Hashable]) -> list[Hashable]:
 
 
 def _check_respondents(
-    pmf: xr.DataArray, dim: Any, factors: list[Hashable], item_dim, score_dim
+    pmf: xr.DataArray,
+    dim: Any,
+    factors: list[Hashable],
+    item_dim: Hashable,
+    score_dim: Hashable,
 ) -> list[Hashable]:
     if dim is None:
         raise DesignError(
@@ -226,7 +230,8 @@ def reliability(
         rem_coords, item_coords, item_dim,
     )  # fmt: skip
     ds.attrs = _reliability_attrs(pmf, respondents, ids, used, item_dim)
-    return encode_attrs(ds)
+    out: xr.Dataset = encode_attrs(ds)
+    return out
 
 
 def _reliability_dataset(
@@ -324,9 +329,9 @@ def _population_covariance(
     The exact moments of every (condition, item) from its PMF, then
     :func:`item_covariance` over the conditions spanned by ``respondents``.
     """
-    support = xr.DataArray(y, dims=score_dim)
-    mean = (pmf * support).sum(score_dim)
-    var = (pmf * (support - mean) ** 2).sum(score_dim).clip(min=0.0)
+    support = xr.DataArray(y, dims=(score_dim,))
+    mean = (pmf * support).sum([score_dim])
+    var = (pmf * (support - mean) ** 2).sum([score_dim]).clip(min=0.0)
     order = [*remaining, _RESPONDENT, item_dim]
     mean_np = mean.stack({_RESPONDENT: respondents}, create_index=False).transpose(*order)
     var_np = var.stack({_RESPONDENT: respondents}, create_index=False).transpose(*order)
