@@ -98,14 +98,14 @@ def test_the_clipped_estimate_and_interval_are_ppi_py_s(seed):
     y = (1 + rng.binomial(2, 0.1 + 0.8 * p[:n])).astype(float)
     f = 2 + [0.1, 2.0, -0.5, 0.7][seed] * (p - 0.5) + 0.05 * rng.standard_normal(n + big_n)
     lam, est, lo, hi = _ppi_py_mean_ci(y, f[:n], f[n:], alpha=0.1)
-    out = ppi_mean_numpy(y, f[:n], f[n:], level=0.9)
+    out = ppi_mean_numpy(y, f[:n], f[n:], confidence=0.9)
     assert float(out["ppi_lambda"]) == pytest.approx(lam, rel=1e-12, abs=1e-15)
     for key, want in [("estimate", est), ("lower", lo), ("upper", hi)]:
         assert float(out[key]) == pytest.approx(want, rel=1e-12), key
     # the same formulas at a fixed lambda: the original estimator and the humans alone
     for fixed, kw in [(1.0, {"power_tuning": False}), (0.0, None)]:
         _, est, lo, hi = _ppi_py_mean_ci(y, f[:n], f[n:], alpha=0.1, lam=fixed)
-        got = ppi_mean_numpy(y, f[:n], f[n:], level=0.9, **kw) if kw else None
+        got = ppi_mean_numpy(y, f[:n], f[n:], confidence=0.9, **kw) if kw else None
         if got is None:  # lambda = 0 is the humans-only interval beside every result
             got = {"estimate": out["human_estimate"], "lower": out["human_lower"],
                    "upper": out["human_upper"]}  # fmt: skip

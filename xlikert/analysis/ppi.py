@@ -57,7 +57,7 @@ def ppi_mean_numpy(
     f_labeled: npt.ArrayLike,
     f_unlabeled: npt.ArrayLike,
     *,
-    level: float = 0.95,
+    confidence: float = 0.95,
     power_tuning: bool = True,
     clip: bool = True,
 ) -> dict[str, FloatArray]:
@@ -85,7 +85,7 @@ def ppi_mean_numpy(
         ``(..., n)``: the model's predictions for them.
     f_unlabeled : array_like
         ``(..., N)``: the model's predictions for the respondents without an answer.
-    level : float, keyword-only
+    confidence : float, keyword-only
         Coverage of the normal intervals.
     power_tuning : bool, keyword-only
         Tune ``lambda`` (PPI++); False: ``lambda = 1`` (the original estimator).
@@ -134,7 +134,7 @@ def ppi_mean_numpy(
     estimate = (y - lam[..., None] * fl).mean(-1) + (lam[..., None] * fu).mean(-1)
     var = (y - lam[..., None] * fl).var(-1) / n + (lam[..., None] * fu).var(-1) / big_n
     se, human_se = np.sqrt(var), np.sqrt(y.var(-1) / n)
-    z = float(norm.ppf(0.5 + level / 2))
+    z = float(norm.ppf(0.5 + confidence / 2))
     with np.errstate(invalid="ignore", divide="ignore"):
         effective_n = n * human_se**2 / var
     return {
@@ -180,7 +180,7 @@ def prediction_powered(
     labeled: Sequence[Any] | None = None,
     nonsubstantive: Mapping[str, Sequence[Any]] | None = None,
     missing: Sequence[Any] = (),
-    level: float = 0.95,
+    confidence: float = 0.95,
     power_tuning: bool = True,
     clip: bool = True,
     squeeze: bool = True,
@@ -210,7 +210,7 @@ def prediction_powered(
         every respondent of ``results`` with an answer in ``answers``.
     nonsubstantive, missing : keyword-only
         As in :func:`xlikert.analysis.individual.individual_scores`.
-    level : float, keyword-only
+    confidence : float, keyword-only
         Coverage of the intervals.
     power_tuning : bool, keyword-only
         PPI++'s tuned ``lambda`` (default) or the original ``lambda = 1``.
@@ -265,7 +265,7 @@ def prediction_powered(
     f_lab = f.sel({respondent_dim: lab}).transpose(*lead, respondent_dim).values
     f_unlab = f.sel({respondent_dim: unlab}).transpose(*lead, respondent_dim).values
     out = ppi_mean_numpy(
-        y.values, f_lab, f_unlab, level=level, power_tuning=power_tuning, clip=clip
+        y.values, f_lab, f_unlab, confidence=confidence, power_tuning=power_tuning, clip=clip
     )
     ds = xr.Dataset({k: (lead, v) for k, v in out.items()}, coords={d: f[d].values for d in lead})
     if squeeze:
@@ -275,7 +275,7 @@ def prediction_powered(
         "n_unlabeled": len(unlab),
         "item": str(item),
         "estimand": estimand,
-        "level": level,
+        "confidence": confidence,
         "power_tuning": int(power_tuning),
         "ppi_clip": int(clip),
         "ppi": "Angelopoulos et al. 2023; the model's predictions exact, the SE the humans'",

@@ -166,7 +166,7 @@ def individual_summary(
     retest: pd.DataFrame | None = None,
     nonsubstantive: Mapping[str, Sequence[Any]] | None = None,
     missing: Sequence[Any] = (),
-    level: float = 0.95,
+    confidence: float = 0.95,
     respondent_dim: Hashable = "respondent",
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
@@ -195,7 +195,7 @@ def individual_summary(
         ``mode_correct`` over it), with SEs.
     nonsubstantive, missing : keyword-only
         As in :func:`individual_scores`.
-    level : float, keyword-only
+    confidence : float, keyword-only
         Coverage of the normal intervals ``lower``, ``upper``.
     respondent_dim, item_dim, score_dim : hashable, keyword-only
         Names of the respondent factor and the item and score dims.
@@ -272,11 +272,11 @@ def individual_summary(
     scores = scores.transpose(*order)
     base = {k: v.broadcast_like(scores).transpose(*order).values for k, v in baselines.items()}
     codes, index = _group_codes(answers.iloc[rows], by)
-    z = float(norm.ppf(0.5 + level / 2))
+    z = float(norm.ppf(0.5 + confidence / 2))
     raw = summary_numpy(scores.values, base, agree, codes, len(index), z=z)
     out = _summary_dataset(raw, scores, lead, lay, list(baselines), index, by, item_dim)
     out.attrs = {
-        "level": level,
+        "confidence": confidence,
         "individual_se": "sd / sqrt(n) over respondents: the humans' sampling error; the "
         "model's side is exact",
         "population_baseline": "shares of the answers of every row of the answers table",
