@@ -273,7 +273,7 @@ def respondent_personas(
         words[c] = _words(col, c, value_maps.get(c)).to_numpy()
     gone = {c: np.asarray(pd.isna(w), dtype=bool) for c, w in words.items()}
     required = [c for c in columns if c in {f for t, opt in segments if not opt for f in t.fields}]
-    keep = kept_rows(gone, required if rule == "omit-phrase" else None, ids)
+    keep = _kept_rows(gone, required if rule == "omit-phrase" else None, ids)
     dropped = tuple(ids[~keep]) if rule == "drop-row" else ()
     kept, draw = _draw(keep, ids, sample, seed, rule, columns)
     personas: dict[str, str] = {}
@@ -336,7 +336,7 @@ def _checked(
     return segments, columns, value_maps, ids
 
 
-def kept_rows(
+def _kept_rows(
     gone: Mapping[str, npt.NDArray[np.bool_]], required: Sequence[str] | None, ids: pd.Index
 ) -> npt.NDArray[np.bool_]:
     """The rows a missing-value rule keeps.
@@ -365,9 +365,9 @@ def kept_rows(
     --------
     >>> import numpy as np, pandas as pd
     >>> gone = {"age": np.array([False, True]), "sex": np.array([False, False])}
-    >>> kept_rows(gone, None, pd.Index(["a", "b"])).tolist()
+    >>> _kept_rows(gone, None, pd.Index(["a", "b"])).tolist()
     [True, False]
-    >>> kept_rows(gone, ["sex"], pd.Index(["a", "b"])).tolist()
+    >>> _kept_rows(gone, ["sex"], pd.Index(["a", "b"])).tolist()
     [True, True]
     """
     n = len(ids)

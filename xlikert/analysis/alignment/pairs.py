@@ -74,7 +74,7 @@ def check_pair(
     y = check_score_axis(p, score_dim)
     yq = check_score_axis(q, score_dim)
     if not np.array_equal(y, yq):
-        raise InvalidPMFError(scale_mismatch(y, yq, score_dim))
+        raise InvalidPMFError(_scale_mismatch(y, yq, score_dim))
     reorder: dict[Hashable, np.ndarray] = {}
     for d in set(p.dims) & set(q.dims) - {score_dim}:
         a, b = (list(map(str, x[d].values)) if d in x.coords else None for x in (p, q))
@@ -95,13 +95,13 @@ def check_pair(
     return y, reorder
 
 
-def scale_mismatch(y: np.ndarray, yq: np.ndarray, score_dim: Hashable) -> str:
+def _scale_mismatch(y: np.ndarray, yq: np.ndarray, score_dim: Hashable) -> str:
     """The message of a model and a human PMF on different score axes, with the fix.
 
     Examples
     --------
     >>> import numpy as np
-    >>> print(scale_mismatch(np.arange(0, 9), np.arange(1, 4), "score"))
+    >>> print(_scale_mismatch(np.arange(0, 9), np.arange(1, 4), "score"))
     model and human PMFs are on different scales: model 'score' 0..8, human 1..3; \
 read the human answers on each item's own scale with human_pmf(..., instrument=...) \
 (or scale={item: (min, max)}), or compare on the human scale with \

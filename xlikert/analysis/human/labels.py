@@ -23,10 +23,10 @@ import pandas as pd
 
 from ...core.errors import DesignError
 
-__all__ = ["label_key", "resolve_labels", "text_answers"]
+__all__ = ["resolve_labels", "text_answers"]
 
 
-def label_key(text: str) -> str:
+def _label_key(text: str) -> str:
     """A label as it is matched: without surrounding spaces, case folded.
 
     Parameters
@@ -41,7 +41,7 @@ def label_key(text: str) -> str:
 
     Examples
     --------
-    >>> label_key("  Very Happy ")
+    >>> _label_key("  Very Happy ")
     'very happy'
     """
     return text.strip().casefold()
@@ -50,8 +50,8 @@ def label_key(text: str) -> str:
 def _lookup(labels: Mapping[Any, str], keep: Sequence[Any]) -> dict[str, Any]:
     """Key -> the value an answer of that text becomes; two meanings of one key raise."""
     out: dict[str, Any] = {}
-    pairs = [(label_key(str(t)), v) for v, t in labels.items() if str(t).strip()]
-    pairs += [(label_key(v), v) for v in keep if isinstance(v, str)]
+    pairs = [(_label_key(str(t)), v) for v, t in labels.items() if str(t).strip()]
+    pairs += [(_label_key(v), v) for v in keep if isinstance(v, str)]
     for key, value in pairs:
         if key in out and out[key] != value:
             raise DesignError(
@@ -110,7 +110,7 @@ def text_answers(
     text = pd.Series(values[is_text], dtype=object)
     numeric = pd.to_numeric(text, errors="coerce").notna().to_numpy()
     lookup = _lookup(labels, keep)
-    keys = [label_key(t) for t in text]
+    keys = [_label_key(t) for t in text]
     known = np.array([k in lookup for k in keys], dtype=bool)
     unknown = ~numeric & ~known
     if unknown.any():

@@ -27,7 +27,7 @@ from .inputs import (
 )
 from .labels import resolve_labels
 
-__all__ = ["human_composite", "human_pmf", "tally_numpy"]
+__all__ = ["human_composite", "human_pmf"]
 
 
 def human_pmf(
@@ -165,7 +165,7 @@ def human_pmf(
             table[col], col, own[item], missing, codes_in[item], said[item]
         )
         index = np.where(idx >= 0, idx - scores[0], -1)
-        tally = tally_numpy(
+        tally = _tally_numpy(
             cell,
             index,
             miss,
@@ -192,7 +192,7 @@ def human_pmf(
     return finish_pmf(ds, scores, attrs, "human_pmf from a table of respondents")
 
 
-def tally_numpy(
+def _tally_numpy(
     cell: npt.NDArray[np.int64],
     index: npt.NDArray[np.int64],
     missing: npt.NDArray[np.bool_],
@@ -232,7 +232,7 @@ def tally_numpy(
     Examples
     --------
     >>> import numpy as np
-    >>> out = tally_numpy(np.array([0, 0, 1, 1]), np.array([0, 1, 1, -1]),
+    >>> out = _tally_numpy(np.array([0, 0, 1, 1]), np.array([0, 1, 1, -1]),
     ...                   np.array([False, False, False, True]), np.array([-1, -1, -1, -1]),
     ...                   np.ones(4), n_cells=2, n_scores=2, n_options=0)
     >>> out["total"].tolist(), out["n"].tolist(), out["n_missing"].tolist()

@@ -250,7 +250,7 @@ def answer_layout(
     return {
         "scores": scores,
         "items": items,
-        "labels": point_labels(results, items, item_dim, score_dim),
+        "labels": _point_labels(results, items, item_dim, score_dim),
         "lo": lo,
         "hi": hi,
         "ordinal": np.array([i not in nominal for i in items]),
@@ -259,7 +259,7 @@ def answer_layout(
     }
 
 
-def point_labels(
+def _point_labels(
     results: xr.Dataset | xr.DataArray,
     items: Sequence[str],
     item_dim: Hashable,

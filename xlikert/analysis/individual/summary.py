@@ -17,7 +17,7 @@ from ...core.errors import DesignError
 from .answers import answer_layout, check_table, decode_answers, respondent_rows
 from .scores import INDIVIDUAL_SCORES, individual_scores, score_dataset
 
-__all__ = ["BASELINES", "individual_summary", "summary_numpy"]
+__all__ = ["BASELINES", "individual_summary"]
 
 #: The baselines of the skill scores, in order.
 BASELINES: tuple[str, ...] = ("population", "group_persona", "uniform")
@@ -71,7 +71,7 @@ class _Groups:
         return se
 
 
-def summary_numpy(
+def _summary_numpy(
     scores: npt.NDArray[np.float64],
     baselines: Mapping[str, npt.NDArray[np.float64]],
     agree: npt.NDArray[np.float64] | None,
@@ -110,7 +110,7 @@ def summary_numpy(
     --------
     >>> import numpy as np
     >>> s = np.array([[[0.5, 0.7, 0.9]] * 5])  # one item, five metrics, three people
-    >>> out = summary_numpy(s, {"uniform": np.full_like(s, 0.5)}, None,
+    >>> out = _summary_numpy(s, {"uniform": np.full_like(s, 0.5)}, None,
     ...                     np.array([0, 0, 1]), 2, z=1.96)
     >>> out["estimate"][0, 0].round(3).tolist(), out["n"][0, 0].tolist()
     ([0.6, 0.9], [2.0, 1.0])
@@ -234,7 +234,7 @@ def individual_summary(
     """
     answers = check_table(answers, "answers")
     by = _check_by(answers, by, persona_results, persona)
-    dims = Dims(respondent_dim, item_dim, score_dim)
+    dims = _DimNames(respondent_dim, item_dim, score_dim)
     model = individual_scores(
         results, answers, nonsubstantive=nonsubstantive, missing=missing,
         respondent_dim=respondent_dim, item_dim=item_dim, score_dim=score_dim,
@@ -273,7 +273,7 @@ def individual_summary(
     base = {k: v.broadcast_like(scores).transpose(*order).values for k, v in baselines.items()}
     codes, index = _group_codes(answers.iloc[rows], by)
     z = float(norm.ppf(0.5 + confidence / 2))
-    raw = summary_numpy(scores.values, base, agree, codes, len(index), z=z)
+    raw = _summary_numpy(scores.values, base, agree, codes, len(index), z=z)
     out = _summary_dataset(raw, scores, lead, lay, list(baselines), index, by, item_dim)
     out.attrs = {
         "confidence": confidence,
@@ -286,7 +286,7 @@ def individual_summary(
     return out
 
 
-class Dims(NamedTuple):
+class _DimNames(NamedTuple):
     """The names of the respondent, item and score dims."""
 
     respondent: Hashable
@@ -319,7 +319,7 @@ def _fixed_baselines(
     point: npt.NDArray[np.int64],
     option: npt.NDArray[np.int64],
     ids: npt.NDArray[Any],
-    dims: Dims,
+    dims: _DimNames,
 ) -> dict[str, xr.DataArray]:
     """The population and uniform baselines' scores ``(metric, respondent, item)``."""
     out: dict[str, xr.DataArray] = {}
@@ -342,7 +342,7 @@ def _fixed_baselines(
 
 
 def _group_baseline(
-    group: xr.Dataset, model: xr.Dataset, lay: dict[str, Any], dims: Dims
+    group: xr.Dataset, model: xr.Dataset, lay: dict[str, Any], dims: _DimNames
 ) -> xr.DataArray:
     """The group personas' scores, checked against the results' items and factor levels."""
     lost = sorted(set(lay["items"]) - set(map(str, group[dims.item].values)))
@@ -366,7 +366,7 @@ def _retest_agreement(
     option: npt.NDArray[np.int64],
     nonsubstantive: Mapping[str, Sequence[Any]] | None,
     missing: Sequence[Any],
-    dims: Dims,
+    dims: _DimNames,
 ) -> xr.DataArray:
     """1 where a respondent gave the same answer at the retest, 0 where not, NaN where
     either is missing: ``(respondent, item)``."""
@@ -408,7 +408,7 @@ def _summary_dataset(
     by: list[str],
     item_dim: Hashable,
 ) -> xr.Dataset:
-    """The Dataset of :func:`individual_summary` from :func:`summary_numpy`'s arrays."""
+    """The Dataset of :func:`individual_summary` from :func:`_summary_numpy`'s arrays."""
     coords: dict[Hashable, Any] = {d: scores[d].values for d in lead}
     coords.update({item_dim: lay["items"], "metric": list(INDIVIDUAL_SCORES)})
     dims: dict[str, tuple[Hashable, ...]] = {
