@@ -143,3 +143,16 @@ def test_individual_scores_and_ppi_read_label_answers_as_codes(gss):
     bad = text.assign(happy=["very hapy"] * 2 + list(text.happy.iloc[2:]))
     with pytest.raises(DesignError, match=r"'very hapy' \(2\); its labels: 'very happy'"):
         individual_scores(res, bad)
+
+
+def test_the_scale_labels_attr_labels_every_item_without_score_label():
+    res = _respondent_results(6).drop_vars("score_label")
+    res.attrs["scale_labels"] = '{"1": "very happy", "2": "pretty happy", "3": "not too happy"}'
+    ids = [f"r{i}" for i in range(6)]
+    text = pd.DataFrame({"happy": ["Very happy", "not too happy ", "pretty happy", "very happy",
+                                   "Don't Know", None]}, index=ids, dtype=object)  # fmt: skip
+    coded = pd.DataFrame({"happy": [1, 3, 2, 1, "Don't know", None]}, index=ids, dtype=object)
+    xr.testing.assert_identical(individual_scores(res, text), individual_scores(res, coded))
+    res.attrs["scale_labels"] = "not json"
+    with pytest.raises(DesignError, match="scale_labels is not a JSON object"):
+        individual_scores(res, text)

@@ -276,11 +276,14 @@ def _point_labels(
             {y: str(t) for y, t in zip(scores, lab.sel({item_dim: i}).values, strict=True) if t}
             for i in items
         ]
-    raw = results.attrs.get("scale_labels")
+    raw = results.attrs.get("scale_labels") or {}
     try:
-        anchors = {int(k): str(v) for k, v in json.loads(raw).items()} if raw else {}
-    except (TypeError, ValueError, AttributeError):
-        anchors = {}
+        given = json.loads(raw) if isinstance(raw, str) else raw
+        anchors = {int(k): str(v) for k, v in dict(given).items()}
+    except (TypeError, ValueError) as exc:
+        raise DesignError(
+            f"the results' attr scale_labels is not a JSON object of code -> label: {raw!r}"
+        ) from exc
     return [dict(anchors) for _ in items]
 
 
