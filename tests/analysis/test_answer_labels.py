@@ -83,6 +83,19 @@ def test_an_unknown_label_is_named_with_its_count(gss):
         xl.human_pmf(gss, ["happy"], scale=(1, 3))
 
 
+def test_a_composite_of_label_answers_is_the_composite_of_the_codes():
+    inst = load_instrument("anes96_survey")
+    people = anes96_respondents()
+    anchors = inst.scale_of("selfLR").anchors
+    text = people[["selfLR", "ClinLR", "party"]].astype(object)
+    text["selfLR"] = text["selfLR"].map(anchors).str.upper()
+    items = ["selfLR", "ClinLR"]
+    want = xl.human_composite(people, items, instrument=inst, by=["party"])
+    xr.testing.assert_identical(
+        xl.human_composite(text, items, instrument=inst, by=["party"]), want
+    )
+
+
 def test_two_meanings_of_one_label_are_refused():
     with pytest.raises(DesignError, match="the label 'yes' means both 1 and 2"):
         xl.human_pmf(

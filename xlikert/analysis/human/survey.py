@@ -355,6 +355,7 @@ def human_composite(
     by: Sequence[str] = (),
     weights: str | None = None,
     missing: Sequence[Any] = (),
+    labels: Mapping[Any, Any] | None = None,
     score_dim: Hashable = "score",
 ) -> xr.Dataset:
     """Human PMF of the composite score (the sum of ``items``), with dims ``(*by, score)``.
@@ -380,6 +381,8 @@ def human_composite(
         A column of survey weights (positive), as :func:`human_pmf`.
     missing : keyword-only
         Codes that mean "no answer"; such a respondent is counted in ``n_missing``.
+    labels : keyword-only
+        The labels of the items' points, for answers given as text (as :func:`human_pmf`).
     score_dim : keyword-only
         Name of the score dim.
 
@@ -408,9 +411,10 @@ def human_composite(
     scores = scale_and_items(scale, instrument, item_of)
     groups = [by] if isinstance(by, str) else list(by)
     check_table(table, list(item_of), groups, weights)
+    said = resolve_labels(labels, instrument, list(item_of.values()))
     total = pd.Series(0.0, index=table.index)
-    for col in item_of:
-        idx, miss, _ = read_answers(table[col], col, scores, missing, {})
+    for col, item in item_of.items():
+        idx, miss, _ = read_answers(table[col], col, scores, missing, {}, said[item])
         total = total + np.where(miss, np.nan, idx)
     k = len(item_of)
     composite = pd.DataFrame({"_composite": total}, index=table.index)
