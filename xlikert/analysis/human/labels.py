@@ -104,28 +104,30 @@ def text_answers(
     xlikert.core.errors.DesignError: column 'q' holds 3 answer(s) that are not labels of the item: 'yse' (2), 'maybe' (1); its labels: 'yes', 'No'; declare no-answer texts with missing=[...], or give the labels (labels=... or instrument=...)
     """
     values = column.to_numpy(dtype=object)
-    is_text = np.array([isinstance(v, str) for v in values], dtype=bool)
+    is_text = np.fromiter((isinstance(v, str) for v in values), dtype=bool, count=len(values))
     if not is_text.any():
         return column
-    text = pd.Series(values[is_text], dtype=object)
-    numeric = pd.to_numeric(text, errors="coerce").notna().to_numpy()
+    uniq, inverse = np.unique(values[is_text].astype(str), return_inverse=True)
+    numeric = pd.to_numeric(pd.Series(uniq, dtype=object), errors="coerce").notna().to_numpy()
     lookup = _lookup(labels, keep)
-    keys = [_label_key(t) for t in text]
-    known = np.array([k in lookup for k in keys], dtype=bool)
-    unknown = ~numeric & ~known
+    keys = [_label_key(t) for t in uniq]
+    unknown = ~numeric & np.array([k not in lookup for k in keys], dtype=bool)
     if unknown.any():
-        counts = text[unknown].value_counts(sort=True)
-        named = ", ".join(f"{v!r} ({int(c)})" for v, c in counts.items())
+        counts = np.bincount(inverse, minlength=uniq.size)
+        order = sorted(np.flatnonzero(unknown), key=lambda i: (-counts[i], uniq[i]))
+        named = ", ".join(f"{str(uniq[i])!r} ({int(counts[i])})" for i in order)
         shown = ", ".join(repr(str(t)) for t in labels.values() if str(t).strip()) or "none"
         raise DesignError(
-            f"column {name!r} holds {int(unknown.sum())} answer(s) that are not labels of the "
-            f"item: {named}; its labels: {shown}; declare no-answer texts with missing=[...], "
-            "or give the labels (labels=... or instrument=...)"
+            f"column {name!r} holds {int(counts[unknown].sum())} answer(s) that are not labels "
+            f"of the item: {named}; its labels: {shown}; declare no-answer texts with "
+            "missing=[...], or give the labels (labels=... or instrument=...)"
         )
-    out = values.copy()
-    where = np.flatnonzero(is_text)
+    meant = np.empty(uniq.size, dtype=object)
     for i in np.flatnonzero(~numeric):
-        out[where[i]] = lookup[keys[i]]
+        meant[i] = lookup[keys[i]]
+    out = values.copy()
+    replace = ~numeric[inverse]
+    out[np.flatnonzero(is_text)[replace]] = meant[inverse[replace]]
     return pd.Series(out, index=column.index, name=column.name)
 
 
