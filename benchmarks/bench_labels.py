@@ -50,7 +50,11 @@ ITEMS_EN = [
     "Only those products that are unavailable in the U.S. should be imported.",
     "American people should always buy American-made products instead of imports.",
 ]
-ITEMS_ZH = ["购买外国产品是不爱国的。", "只有国内买不到的产品才应该进口。", "中国人应该总是购买国产产品。"]
+ITEMS_ZH = [
+    "购买外国产品是不爱国的。",
+    "只有国内买不到的产品才应该进口。",
+    "中国人应该总是购买国产产品。",
+]
 ITEMS_VOTE = [
     "In the 1996 presidential election, who did you vote for?",
     "If the 1996 election were held today, who would you vote for?",
@@ -197,10 +201,10 @@ def main() -> int:
             print(proc.stderr[-2000:])
             continue
         results.append(rec)
+        write_json(result_path("labels", False, args.out),  # after each case: kept if stopped
+                   {"machine": machine(["torch", "transformers"]), "cases": results,
+                    "failed": failed, "tols": tols, "items": args.items})  # fmt: skip
     _table(results)
-    write_json(result_path("labels", False, args.out),
-               {"machine": machine(["torch", "transformers"]), "cases": results,
-                "failed": failed, "tols": tols, "items": args.items})  # fmt: skip
     return 0 if not failed else 1
 
 
