@@ -325,10 +325,9 @@ def walk_labels(
         if (w.rounds and width <= tol) or left <= 0 or not w.frontier.live:
             break
         w.run(w.frontier.pop(min(round_nodes, left)))
+    w.read_canonical()  # reads only narrow the bound
     width = w.width()
-    tol_met = width <= tol
-    w.read_canonical()
-    return w.result(width, tol_met)
+    return w.result(width, width <= tol)
 
 
 class _Walker:
