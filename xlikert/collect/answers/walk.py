@@ -49,7 +49,7 @@ __all__ = [
 
 #: Nodes read per round (fewer in the last round of a budget): fixed, so that every
 #: backend and batch size reads the same nodes.
-ROUND_NODES = 32
+ROUND_NODES = 64
 
 #: How the walk reads a rule's labels; stored in the results' attrs.
 WALK_RULE = (

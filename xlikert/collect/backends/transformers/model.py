@@ -12,7 +12,7 @@ import numpy as np
 from ....core.errors import CollectionError
 from ...answers.sequences import AnswerSequences
 from ...answers.tokens import ValidTokens
-from ...answers.walk import NodeReader, WalkProgress, walk_labels, walk_readout
+from ...answers.walk import ROUND_NODES, NodeReader, WalkProgress, walk_labels, walk_readout
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
 from ...reasoning import sample_tokens
@@ -268,7 +268,8 @@ class LocalModel(InProcessModel):
         points = None if layout is None else np.asarray(layout.columns) < layout.n_scores
         P = common_prefix(encoded) if self.scorer.prefix_cache else 0
         walks = []
-        with TreeReader(self.scorer, [[]], 1, _logits_rows, self.batch_size,
+        # a round in one pass: a forward's cost on a CPU is mostly reading the weights
+        with TreeReader(self.scorer, [[]], 1, _logits_rows, max(self.batch_size, ROUND_NODES),
                         max_bytes=WALK_BYTES) as tr:  # fmt: skip
             if P:
                 tr.prefill([encoded[0][:P]])
@@ -302,7 +303,8 @@ class LocalModel(InProcessModel):
         """A reader of the next-token logits after ``prompt`` and each node's tokens, each
         node run from its parent's kept KV cache (:class:`TreeReader`), and its ``close``
         (:meth:`~xlikert.collect.protocol.LabelWalkingModel.node_reader`)."""
-        tr = TreeReader(self.scorer, [[]], 1, _logits_rows, self.batch_size, max_bytes=WALK_BYTES)
+        bs = max(self.batch_size, ROUND_NODES)
+        tr = TreeReader(self.scorer, [[]], 1, _logits_rows, bs, max_bytes=WALK_BYTES)
         return _on_tree(tr, list(prompt)), tr.close
 
     def _refuse_leaf_chunks(self, what: str) -> None:
