@@ -13,10 +13,10 @@ import xarray as xr
 
 from ...core.errors import DesignError, InputTypeError
 from ...core.validate import as_pmf, check_score_axis
+from ..constraint import NONSUBSTANTIVE
 from ..support import nominal_items, support_bounds
 
 __all__ = [
-    "NONSUBSTANTIVE",
     "answer_distribution",
     "answer_layout",
     "check_table",
@@ -25,8 +25,6 @@ __all__ = [
     "respondent_answers",
     "respondent_rows",
 ]
-
-NONSUBSTANTIVE = "nonsubstantive_mass"
 
 
 def answer_distribution(
