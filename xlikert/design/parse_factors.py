@@ -46,7 +46,7 @@ class ItemScales:
         return sorted(out.values(), key=lambda g: g[0].key != self.default.key)
 
 
-def item_scales(
+def parse_item_scales(
     p: Problems, items: tuple[Item, ...], default: Scale, overridden: bool
 ) -> ItemScales:
     """Each item's options (its own, or the default); a nominal item's checked against them."""

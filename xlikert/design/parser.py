@@ -32,7 +32,7 @@ from .parse_checks import (
     check_format_shown,
     check_item_options_shown,
 )
-from .parse_factors import item_scales, parse_factors
+from .parse_factors import parse_factors, parse_item_scales
 from .problems import Problems, read_toml, suggest, validate
 from .scale import Option
 from .translation import experiment_translation_problems, translated_experiment
@@ -170,7 +170,7 @@ def experiment_from_dict(
             for o, own in zip(default.nonsubstantive, _options_named_like, strict=True)
         ))  # fmt: skip
     items = _select_items(p, inst, head.items)
-    scales = item_scales(p, items, default, overridden=spec.scale is not None)
+    scales = parse_item_scales(p, items, default, overridden=spec.scale is not None)
     factors, failed = parse_factors(p, inst, spec.factors, scales, items)
     system_text, system_source = _system_prompt(p, inst, head, factors)
     models = _check_models(p, spec.models)
