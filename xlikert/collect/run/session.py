@@ -42,11 +42,13 @@ from .reuse import ProgressSource, Reuse, open_source
 from .store import PartialStore, as_record, disk_error
 from .stream import BLOCK_CELLS, StoredUnit, write_streamed
 
-__all__ = ["Session", "write_atomic"]
+__all__ = ["Session", "write_results_file"]
 
 
-def write_atomic(ds: xr.Dataset, path: str | os.PathLike, kept: str = "") -> Path:
-    """Write ``ds`` to netCDF at ``path`` atomically (:func:`xlikert.core.io.to_netcdf`).
+def write_results_file(ds: xr.Dataset, path: str | os.PathLike, kept: str = "") -> Path:
+    """Write the results file: ``ds`` to netCDF at ``path``, atomically
+    (:func:`xlikert.core.io.to_netcdf`, through :func:`~xlikert.core.io.atomic_write`),
+    a failure said as a :class:`CollectionError` naming the file and the work ``kept``.
 
     Raises
     ------
@@ -124,7 +126,7 @@ class Session:
                 if output is not None:
                     kept = f"; the finished units in {self.store.path} are kept"
                     with stop.saving(last=True):  # a signal now: the file is complete first
-                        ds = write_streamed(ds, output, lambda d, p: write_atomic(d, p, kept))
+                        ds = write_streamed(ds, output, lambda d, p: write_results_file(d, p, kept))
                         finished = True
         except StopSignal as exc:
             raise RunInterrupted(exc.signum, self._stopped(exc.signum)) from None
