@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["example", "prompts"]
+__all__ = ["example_command", "prompts_command"]
 
 
 @click.command("prompts")
@@ -34,7 +34,7 @@ __all__ = ["example", "prompts"]
     "(scores in the order asked, comma-separated, e.g. 3,5; a non-substantive option by its "
     'name, e.g. "Don\'t know",5), for the first sequential condition.',
 )
-def prompts(config: str, output: Path | None, show: int, history: str | None) -> None:
+def prompts_command(config: str, output: Path | None, show: int, history: str | None) -> None:
     """Render every prompt of the experiment CONFIG (a .toml file or a built-in name, e.g. demo).
 
     Prints the design (instrument, factors, levels, models, counts) and, with
@@ -143,7 +143,7 @@ def _model_problems(exp) -> list[str]:
     help="Write the copy to this file (default: NAME.toml in the current folder).",
 )
 @click.option("--force", is_flag=True, help="Overwrite the file if it exists.")
-def example(name: str | None, output: Path | None, force: bool) -> None:
+def example_command(name: str | None, output: Path | None, force: bool) -> None:
     """Write an editable copy of the built-in experiment NAME; without NAME, list them.
 
     A built-in runs as it is by name (xlikert prompts paper; xlikert run paper -o

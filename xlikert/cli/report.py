@@ -56,7 +56,7 @@ import click
     show_default=True,
     help="Draw the figures; --no-figures writes the text and tables only, much faster.",
 )
-def report(
+def report_command(
     results: str,
     out_dir: str,
     origins: tuple[str, ...],
@@ -99,7 +99,7 @@ def report(
     "target,prompt). Default: every factor except model. The other factors (e.g. model) "
     "each get their own population.",
 )
-def reliability(results: str, respondents: str | None) -> None:
+def reliability_command(results: str, respondents: str | None) -> None:
     """Print exact Cronbach's alpha, McDonald's omega and the weakest item of RESULTS.
 
     One row per population (each level of the factors not among the respondents) and
