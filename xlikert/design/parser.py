@@ -30,7 +30,7 @@ from .parse_checks import (
     build_user_templates,
     check_factors_change_prompts,
     check_format_shown,
-    check_item_options_shown,
+    check_item_scales_shown,
 )
 from .parse_factors import parse_factors, parse_item_scales
 from .problems import Problems, read_toml, suggest, validate
@@ -179,7 +179,7 @@ def experiment_from_dict(
     user_templates = build_user_templates(p, inst, head.user, items, supply)
     system_templates = build_system_templates(p, factors, system_text, system_source, supply)
     check_format_shown(p, factors, user_templates, system_templates, (default.min, default.max))
-    check_item_options_shown(p, items, scales, default, user_templates, system_templates)
+    check_item_scales_shown(p, items, scales, default, user_templates, system_templates)
     check_factors_change_prompts(p, factors, (*user_templates, *system_templates.values()))
     languages = next((f.levels for f in factors if f.kind == "language"), None)
     for problem in experiment_translation_problems(table, languages, inst.language):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core.schema import ITEM_OPTIONS
+from ..core.schema import ITEM_SCALE_VARIABLES
 from .file_schema import SCALE_FIELDS
 from .item_order import ITEM_POSITION
 from .scale import ShownScale, anchors_json
@@ -170,10 +170,10 @@ def per_item_variables(exp, shown: dict[str | None, tuple[ShownScale, ...]]) -> 
         coords["option"] = np.array(options, dtype=str)
         data["option_label"] = ((*lead, "item", "option"), option)
     for name, (dims, values) in list(data.items()):
-        data[name] = (dims, values, {"description": ITEM_OPTIONS[name].description})
+        data[name] = (dims, values, {"description": ITEM_SCALE_VARIABLES[name].description})
     for name in ("score_min", "score_max", "nominal"):
         dim, values = coords[name]
-        coords[name] = (dim, values, {"description": ITEM_OPTIONS[name].description})
+        coords[name] = (dim, values, {"description": ITEM_SCALE_VARIABLES[name].description})
     ds = xr.Dataset(data, coords=coords)
     return ds.assign_coords(item=np.array([it.id for it in exp.items], dtype=str))
 

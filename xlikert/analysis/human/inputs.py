@@ -73,12 +73,13 @@ def read_answers(
     name: str,
     scores: np.ndarray,
     missing: Sequence[Any],
-    options: Mapping[str, Sequence[Any]],
+    nonsubstantive_codes: Mapping[str, Sequence[Any]],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Score index per respondent (-1 where missing or non-substantive), the missing mask
-    and the non-substantive option index (-1 where none); bad codes raise."""
+    and the non-substantive option index (-1 where none; ``nonsubstantive_codes``: each
+    option's label -> its codes in ``column``); bad codes raise."""
     option = np.full(len(column), -1)
-    for i, codes in enumerate(options.values()):
+    for i, codes in enumerate(nonsubstantive_codes.values()):
         option[column.isin(list(codes)).to_numpy()] = i
     values = column.where(~column.isin(list(missing)) & (option < 0), np.nan)
     numeric = pd.to_numeric(values, errors="coerce")
