@@ -48,6 +48,7 @@ def prompts_command(config: str, output: Path | None, show: int, history: str | 
     naming the file and the model if one cannot be loaded.
     """
     from ..core.errors import XlikertError
+    from ..core.schema import LANGUAGE_FACTOR_ATTR
     from ..design import load_experiment, prompts_to_frame
 
     if output is not None and output.suffix.lower() not in (".csv", ".jsonl"):
@@ -67,7 +68,7 @@ def prompts_command(config: str, output: Path | None, show: int, history: str | 
         raise click.ClickException(str(exc)) from exc
     click.echo(exp.summary())
     df = prompts_to_frame(ds)
-    lang = ds.attrs.get("language_factor")
+    lang = ds.attrs.get(LANGUAGE_FACTOR_ATTR)
     shown = (df.groupby(lang, sort=False).head(show) if lang in df else df.head(show)).index
     for k in shown:
         row = df.loc[k]

@@ -48,14 +48,22 @@ __all__ = [
     "BOUND_VARIABLES",
     "CELL_VARIABLES",
     "CONTEXT_VARIABLES",
+    "ELICITATION_SETTING_ATTRS",
     "ELICITATION_VARIABLES",
+    "INSTRUMENT_LANGUAGES_ATTR",
     "ITEM_SCALE_VARIABLES",
+    "LANGUAGE_FACTOR_ATTR",
     "NONSUBSTANTIVE_BOUND_VARIABLES",
     "NONSUBSTANTIVE_VARIABLES",
+    "N_CONDITIONS_ATTR",
     "PROMPT_VARIABLES",
+    "RESPONDENT_DIMS_ATTR",
     "RESULT_VARIABLES",
     "SAMPLED_VARIABLES",
+    "SCALE_LABELS_BY_LANGUAGE_ATTR",
     "SCRIPT_BOUND_VARIABLES",
+    "SEQUENTIAL_MAX_PASSES_ATTR",
+    "SEQUENTIAL_TOL_ATTR",
     "TRACE_VARIABLES",
     "VARIABLES",
     "Variable",
@@ -473,6 +481,41 @@ RESULT_VARIABLES: tuple[str, ...] = (
     *ELICITATION_VARIABLES,
     "reverse_keyed",
 )
+
+# The attributes of a results file (and of the tables made from it) that the report and
+# the command line read back, each named once: the module that writes one and those that
+# read it use these names.
+
+#: The language factor's name (a prompts Dataset with a factor of kind ``language``;
+#: :mod:`xlikert.design.prompts`).
+LANGUAGE_FACTOR_ATTR = "language_factor"
+#: JSON: language -> score -> label, the scale's labels in every language.
+SCALE_LABELS_BY_LANGUAGE_ATTR = "scale_labels_by_language"
+#: JSON: language -> where its text comes from (the instrument's translations).
+INSTRUMENT_LANGUAGES_ATTR = "instrument_languages"
+
+#: The attr of each setting an elicitation level reads (a field of
+#: :class:`~xlikert.collect.options.CollectOptions`, written by
+#: :func:`xlikert.collect.elicitation.elicitation_attrs`): setting -> attr.
+ELICITATION_SETTING_ATTRS: dict[str, str] = {
+    "answer_prefix": "elicitation_answer_prefix",
+    "reply_tokens": "elicitation_reply_tokens",
+    "answer_parse": "elicitation_answer_parse",
+    "own_words_temperature": "own_words_temperature",
+    "own_words_top_p": "own_words_top_p",
+    "own_words_tol": "own_words_tol",
+    "own_words_max_passes": "own_words_max_passes",
+}
+
+#: The certified bound and the forward-pass budget of the sequentially administered cells
+#: (:mod:`xlikert.collect.context.administration`).
+SEQUENTIAL_TOL_ATTR = "sequential_tol"
+SEQUENTIAL_MAX_PASSES_ATTR = "sequential_max_passes"
+
+#: A reliability table's respondents: the factors whose conditions are the respondents,
+#: and the number of those conditions (:mod:`xlikert.analysis.reliability`).
+RESPONDENT_DIMS_ATTR = "respondent_dims"
+N_CONDITIONS_ATTR = "n_conditions"
 
 
 def variable_table(

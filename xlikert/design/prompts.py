@@ -14,7 +14,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core.schema import ITEM_SCALE_VARIABLES
+from ..core.schema import (
+    INSTRUMENT_LANGUAGES_ATTR,
+    ITEM_SCALE_VARIABLES,
+    LANGUAGE_FACTOR_ATTR,
+    SCALE_LABELS_BY_LANGUAGE_ATTR,
+)
 from .file_schema import SCALE_FIELDS
 from .item_order import ITEM_POSITION
 from .scale import ShownScale, anchors_json
@@ -61,15 +66,15 @@ def build_languages(exp) -> xr.Dataset:
     for name in differ:  # the language dim first, as the format dim is
         var = ds[name]
         ds[name] = var.transpose(lang.name, *(d for d in var.dims if d != lang.name))
-    ds.attrs["language_factor"] = str(lang.name)
+    ds.attrs[LANGUAGE_FACTOR_ATTR] = str(lang.name)
     # the scale's labels: the instrument's own language's, and each language's beside them
     ds.attrs["scale_labels"] = anchors_json(exp.anchors)
-    ds.attrs["scale_labels_by_language"] = json.dumps(
+    ds.attrs[SCALE_LABELS_BY_LANGUAGE_ATTR] = json.dumps(
         {lv: {str(k): v for k, v in sorted(exp._by_language[lv].anchors.items())}
          for lv in lang.levels},
         ensure_ascii=False,
     )  # fmt: skip
-    ds.attrs["instrument_languages"] = json.dumps(exp.instrument.sources, ensure_ascii=False)
+    ds.attrs[INSTRUMENT_LANGUAGES_ATTR] = json.dumps(exp.instrument.sources, ensure_ascii=False)
     return ds
 
 
