@@ -2,6 +2,7 @@
 
 * the import contracts of ``[tool.importlinter]`` in pyproject.toml (the pipeline's
   layers import only downwards; no package has an import cycle), run by import-linter;
+* every module of the package is in a contract (a layer of its package's contract);
 * no module-level import cycle at all, parents and their sub-modules included;
 * no module imports a private name (``_x``) of another module;
 * the public names (``xl.*``, the accessor's methods) stay what users rely on, and
@@ -14,6 +15,7 @@ import ast
 import importlib
 import subprocess
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -42,6 +44,63 @@ def test_import_contracts_are_kept():
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def package_modules(package: Path = PACKAGE) -> set[str]:
+    """Every module and sub-package under ``package`` (dotted), the package itself left out."""
+    names = {_module_name(path) for path in package.rglob("*.py")}
+    return names - {_module_name(package / "__init__.py")}
+
+
+def contracted(contracts: list[dict]) -> set[str]:
+    """The modules a contract of ``[tool.importlinter]`` names: each layer of a layers
+    contract (in each of its containers) and each module of an independence contract."""
+    named: set[str] = set()
+    for contract in contracts:
+        if contract["type"] == "layers":
+            named |= {
+                f"{container}.{name.strip().strip('()')}"
+                for container in contract["containers"]
+                for layer in contract["layers"]
+                for name in layer.replace(":", "|").split("|")
+            }
+        elif contract["type"] == "independence":
+            named |= set(contract["modules"])
+    return named
+
+
+def left_out(modules: set[str], contracts: list[dict]) -> list[str]:
+    """The modules no contract orders."""
+    return sorted(modules - contracted(contracts))
+
+
+def _contracts() -> list[dict]:
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        return tomllib.load(fh)["tool"]["importlinter"]["contracts"]
+
+
+def test_every_module_is_in_a_contract():
+    """Listing the package's modules against the contracts leaves none out: each is a
+    layer (or an independent module) of the contract on its parent package."""
+    missing = left_out(package_modules(), _contracts())
+    assert not missing, "modules in no import contract (pyproject.toml):\n" + "\n".join(missing)
+    assert {"xlikert.collect.answers.numerals", "xlikert.kernels._compile"} <= contracted(
+        _contracts()
+    )
+
+
+def test_a_module_in_no_contract_is_listed():
+    contracts = _contracts()
+    modules = package_modules() | {"xlikert.report.extra", "xlikert.collect.run.executor"}
+    assert left_out(modules, contracts) == ["xlikert.collect.run.executor", "xlikert.report.extra"]
+    design = next(c for c in contracts if c.get("containers") == ["xlikert.design"])
+    shorter = [
+        *(c for c in contracts if c is not design),
+        {**design, "layers": design["layers"][1:]},
+    ]
+    assert left_out(package_modules(), shorter) == [
+        f"xlikert.design.{name.strip()}" for name in design["layers"][0].split("|")
+    ]
 
 
 def _module_name(path: Path) -> str:
