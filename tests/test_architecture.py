@@ -103,6 +103,33 @@ def test_a_module_in_no_contract_is_listed():
     ]
 
 
+#: Folders of tests/ that are no package's mirror: helpers, data, real models and engines,
+#: the built wheel.
+NOT_MIRRORS = {"support", "data", "integration", "engines", "wheel"}
+#: Packages without a folder of tests, and where they are tested.
+UNMIRRORED = {"testing": "its test engines: tests/engines/ and tests/integration/"}
+
+
+def test_tests_mirror_the_package_one_level_down():
+    """tests/<pkg>/ for each package of xlikert, tests/collect/<sub>/ for each of collect's
+    sub-packages; no folder of tests names a package that is not there."""
+    tests = ROOT / "tests"
+    folders = {
+        path.relative_to(tests).as_posix()
+        for path in tests.rglob("*")
+        if path.is_dir() and path.name != "__pycache__"
+        and not set(path.relative_to(tests).parts) & NOT_MIRRORS
+    }  # fmt: skip
+    packages = {
+        path.parent.relative_to(PACKAGE).as_posix()
+        for path in [*PACKAGE.glob("*/__init__.py"), *PACKAGE.glob("collect/*/__init__.py")]
+    }
+    assert folders <= packages, f"test folders of no package: {sorted(folders - packages)}"
+    assert packages - folders == set(UNMIRRORED), sorted(packages - folders)
+    for folder in folders:
+        assert list((tests / folder).glob("test_*.py")), f"tests/{folder} holds no test file"
+
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -42,6 +42,6 @@ def test_the_backend_module_of_an_entry_is_checked_against_the_protocol(monkeypa
     entry = {"name": "m", "source": "openai:m"}
     assert backend_module(entry) is importlib.import_module(BACKENDS["openai"])
     monkeypatch.setitem(protocol.BACKENDS, "openai", "xlikert.collect.answers.layout")  # no seam
-    with pytest.raises(CollectionError, match=r"xlikert\.collect\.layout does not define "
+    with pytest.raises(CollectionError, match=r"xlikert\.collect\.answers\.layout does not define "
                        r"\['check', 'inputs', 'open'\]"):  # fmt: skip
         backend_module(entry)
