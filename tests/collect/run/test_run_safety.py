@@ -52,9 +52,7 @@ def spec(tiny: str) -> list[dict[str, str]]:
 
 
 def child(tiny: str, out: Path, **cfg) -> subprocess.Popen:
-    env = dict(
-        os.environ, PYTHONPATH=f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    )
+    env = dict(os.environ, PYTHONPATH=f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     arg = json.dumps({"model_dir": tiny, "out": str(out), "models": ["tiny"], **cfg})
     return subprocess.Popen([sys.executable, str(CHILD), arg], env=env, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
