@@ -199,7 +199,8 @@ def test_accessor_methods_are_unchanged():
 @pytest.mark.parametrize(
     "old",
     ["xlikert.construct", "xlikert.consensus_layer", "xlikert.constraint", "xlikert.collect.local",
-     "xlikert.collect.server", "xlikert.collect.server.spec", "xlikert.design.scoring"],
+     "xlikert.collect.server", "xlikert.collect.server.spec", "xlikert.design.scoring",
+     "xlikert.report.sections.context_order", "xlikert.report.sections.cost"],
 )  # fmt: skip
 def test_no_old_import_path_before_the_first_release(old):
     """No shims before 0.1.0: a path that moved is gone (docs/development.md, "Renaming a
