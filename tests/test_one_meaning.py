@@ -75,19 +75,13 @@ SAME_MEANING: dict[str, frozenset[str]] = {
 }  # fmt: skip
 
 #: Collisions left for after the merge of concurrent work (issue 49): their renames edit
-#: files being refactored at the same time (xlikert/analysis/human/survey.py and
-#: xlikert/analysis/individual/summary.py; the openai backend's typed model). The lead
-#: empties this set after those merges.
+#: files being refactored at the same time (the openai backend's typed model). The lead
+#: empties this set after that merge.
 PENDING: dict[str, frozenset[str]] = {
     # the open server model: a class in model.py, an alias of Any in elicit.py (which
     # model.py imports); the typed engines of issue 49 (deliverable 3) remove the alias
     "OpenAIModel": frozenset(
         {"xlikert.collect.backends.openai.elicit", "xlikert.collect.backends.openai.model"}
-    ),
-    # a survey table's weights (human) vs an answer table (individual): rename to
-    # check_survey_table and check_answer_table
-    "check_table": frozenset(
-        {"xlikert.analysis.human.inputs", "xlikert.analysis.individual.answers"}
     ),
 }
 

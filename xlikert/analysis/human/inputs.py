@@ -17,7 +17,7 @@ from .labels import text_answers
 
 __all__ = [
     "check_groups",
-    "check_table",
+    "check_survey_table",
     "finish_pmf",
     "from_instrument",
     "group_levels",
@@ -36,7 +36,7 @@ def group_levels(column: pd.Series) -> list[Any]:
     return sorted(column.dropna().unique().tolist(), key=lambda v: (str(type(v)), v))
 
 
-def check_table(
+def check_survey_table(
     table: pd.DataFrame, columns: Sequence[str], groups: Sequence[str], weights: str | None
 ) -> pd.Series:
     if not isinstance(table, pd.DataFrame):
