@@ -26,10 +26,6 @@ ATTRS = {
     if key != value
 }
 
-#: Written as a literal until the concurrent refactoring of this file is merged (issue 49):
-#: the lead replaces these by the schema's names then.
-PENDING = {"xlikert/analysis/reliability/population.py": {"respondent_dims", "n_conditions"}}
-
 
 def _literals(path: Path) -> set[str]:
     """The string constants of a module, less those of its ``__all__``."""
@@ -59,7 +55,7 @@ def test_no_module_spells_an_attr_of_the_schema():
         f"{rel}: {value!r} (xlikert.core.schema.{ATTRS[value]})"
         for path in sorted((ROOT / "xlikert").rglob("*.py"))
         if (rel := path.relative_to(ROOT).as_posix()) != "xlikert/core/schema.py"
-        for value in _literals(path) & set(ATTRS) - PENDING.get(rel, set())
+        for value in _literals(path) & set(ATTRS)
     }
     assert not spelled, "attr names spelled out instead of the schema's:\n" + "\n".join(
         sorted(spelled)
