@@ -9,6 +9,8 @@ bound, and the own-words "no answer" mass.
 
 from __future__ import annotations
 
+from typing import Any
+
 import xarray as xr
 
 from ...analysis.elicitation import elicitation_validity
@@ -66,7 +68,7 @@ def elicitation_section(inputs: ReportInputs) -> Section | None:
 def _settings(attrs: dict, levels: list[str]) -> str:
     """The settings of the levels read, from the file's attributes (empty where absent)."""
     parts = []
-    setting = {k: attrs.get(a) for k, a in ELICITATION_SETTING_ATTRS.items()}
+    setting: dict[str, Any] = {k: attrs.get(a) for k, a in ELICITATION_SETTING_ATTRS.items()}
     if "prefix" in levels and setting["answer_prefix"] is not None:
         parts.append(f"`prefix` opens the reply with {md_code(setting['answer_prefix'])}")
     cap = setting["reply_tokens"]
