@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 
 from ....core.errors import CollectionError
+from ...answers.sequences import AnswerSequences
+from ...answers.tokens import ValidTokens
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
 from ...reasoning import sample_tokens
-from ...answers.sequences import AnswerSequences
 from ...templates import PromptTemplate
-from ...answers.tokens import ValidTokens
 from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
@@ -122,12 +122,12 @@ class LocalModel(InProcessModel):
         the KV cache, then :meth:`_read` of every prompt; where groups of the prompts share
         a longer prefix (each respondent's persona and the text up to where their items
         differ, :func:`~xlikert.collect.prefixes.prefix_groups`), each group's prefix is also
-        run once (:meth:`_read_groups`)."""
+        run once (:meth:`read_groups`)."""
         P = common_prefix(encoded)
         if self.scorer.prefix_cache and len(encoded) > 2:
             groups = prefix_groups(encoded, P)
             if any(n > P for n, _ in groups):
-                out = self._read_groups(encoded, P, groups)
+                out = self.read_groups(encoded, P, groups)
                 if out is not None:
                     return out
         prefix = encoded[0][:P]
@@ -139,7 +139,7 @@ class LocalModel(InProcessModel):
             raise self._oom(f"shared prefix of {P} tokens") from exc
         return self._read(prefix, cache, [e[P:] for e in encoded])
 
-    def _read_groups(
+    def read_groups(
         self, encoded: list[list[int]], P: int, groups: list[tuple[int, list[int]]]
     ) -> dict[str, np.ndarray] | None:
         """Every prompt read from its group's prefix, run once a group on a
@@ -329,6 +329,7 @@ class LocalModel(InProcessModel):
         import torch
 
         cfg = self.reasoning
+        assert cfg is not None, "called in reasoning mode only"
         dev = self.scorer.input_device
         M = len(seeds)
         pad = self.scorer.pad_id
@@ -482,6 +483,7 @@ class LocalModel(InProcessModel):
         return finish_readout(self.answers, raw, grid, *top)
 
     def _wrote_marker(self, ids: list[int]) -> bool:
+        assert self.format is not None, "called in reasoning mode only"
         marker = self.format.marker
         tail = self.lm.tokenizer.decode(ids[-(len(marker) + 1) :], skip_special_tokens=False)
         return tail.endswith(marker)
@@ -506,6 +508,6 @@ class LocalModel(InProcessModel):
     def close(self) -> None:
         """Drop this handle's references to the weights, so their memory can go back
         before the next model loads (a caller holding the :class:`LoadedModel` keeps it)."""
-        self.lm = self.scorer = None
+        self.lm = self.scorer = None  # type: ignore[assignment]  # not used after close
         gc.collect()
         empty_cache()
