@@ -52,6 +52,7 @@ from .protocol import (
     ElicitingBackend,
     ElicitingModel,
     Model,
+    Sent,
     ServerElicitingModel,
     backend_module,
     backend_of,
@@ -175,7 +176,7 @@ def check_elicitation_backends(
         )
 
 
-def elicitation_sent(level: str, sent: Any, options: CollectOptions) -> Any:
+def elicitation_sent(level: str, sent: Sent, options: CollectOptions) -> Sent:
     """What determines a cell of ``level``: the prompt's token ids (or request) as they are
     for ``first_token``, else those with the level and the settings it reads
     (:data:`ELICITATION_KEY`).

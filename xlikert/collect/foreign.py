@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, TypeAlias
 
 __all__ = [
-    "Engine", "GenerationConfig", "KVCache", "ModelConfig", "Tensor", "Tokenizer", "TorchModule",
+    "Engine", "GenerationConfig", "KVCache", "ModelConfig", "ModelOutput", "Tensor", "Tokenizer", "TorchModule",
 ]  # fmt: skip
 
 #: A tokenizer: Hugging Face's (``PreTrainedTokenizerBase``) or a GGUF file's.
@@ -27,5 +27,7 @@ Tensor: TypeAlias = Any
 TorchModule: TypeAlias = Any
 #: A vLLM engine (``vllm.LLM``) or a part of it.
 Engine: TypeAlias = Any
+#: What a transformers model's forward pass returns (``ModelOutput``: logits, cache, ...).
+ModelOutput: TypeAlias = Any
 #: A model's key-value cache (transformers' ``Cache``, or the legacy tuple of tensors).
 KVCache: TypeAlias = Any

@@ -101,6 +101,7 @@ __all__ = [
     "Model",
     "MultiTokenModel",
     "PrefixGroupModel",
+    "Sent",
     "ServerElicitingModel",
     "backend_module",
     "backend_of",
@@ -112,6 +113,9 @@ __all__ = [
 #: ``valid_mass (B,)``, ``decoding_pmf (B, T, P, S)``, ... as
 #: :meth:`~xlikert.collect.answers.sequences.AnswerSequences.readout` names them).
 AnswerArrays: TypeAlias = dict[str, np.ndarray]
+#: What a prompt sends to the model: its exact token ids, or the exact request (a JSON
+#: object) for a server that tokenises itself (:attr:`CellInputs.sent`).
+Sent: TypeAlias = Sequence[int] | np.ndarray | dict[str, Any]
 
 #: Backend name -> the package implementing it (a :class:`Backend`).
 BACKENDS = {
@@ -143,8 +147,8 @@ class CellInputs:
     """
 
     identity: dict[str, Any]
-    sent: Callable[[Sequence[tuple[str, str]]], list[Any]]
-    prepared: Any = None
+    sent: Callable[[Sequence[tuple[str, str]]], Sequence[Sent]]
+    prepared: object = None
 
 
 @runtime_checkable
@@ -186,7 +190,7 @@ class Backend(Protocol):
         options: CollectOptions,
         probe: tuple[str, str],
         *,
-        prepared: Any = None,
+        prepared: object = None,
     ) -> Model:
         """Load the model (or connect to it), ready to score.
 

@@ -111,7 +111,9 @@ def _check_shards(paths: Sequence[str | os.PathLike], parts: list[xr.Dataset]) -
             )
 
 
-def _merged_attrs(out: xr.Dataset, paths, parts: list[xr.Dataset], run: Any) -> None:
+def _merged_attrs(
+    out: xr.Dataset, paths: Sequence[str | os.PathLike[str]], parts: list[xr.Dataset], run: object
+) -> None:
     from ...core.io import read_attrs
 
     models: dict = {}

@@ -22,7 +22,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -41,6 +41,9 @@ from .interrupt import RunInterrupted, StopOnSignals, StopSignal
 from .reuse import ProgressSource, Reuse, open_source
 from .store import PartialStore, as_record, disk_error
 from .stream import BLOCK_CELLS, StoredUnit, write_streamed
+
+if TYPE_CHECKING:
+    from .checked import CheckedRun
 
 __all__ = ["Session", "write_atomic"]
 
@@ -68,8 +71,8 @@ class Session:
 
     def __init__(
         self,
-        run: Any,
-        plan: Any,
+        run: CheckedRun,
+        plan: Any,  # a runner.Plan (runner imports this module)
         keys: RunKeys,
         *,
         loader: Callable[..., Model] | None = None,
@@ -178,10 +181,10 @@ class Session:
         configurations' progress, earlier results files)."""
         sources: list[Any] = []
         if self.store is not None:
-            for (mi, ui), (r, keys) in self.store.own_units(self.plan.units).items():
+            for (mi, ui), (r, saved) in self.store.own_units(self.plan.units).items():
                 self.done[(mi, ui)] = StoredUnit.of(r, self.store.unit_file(mi, ui))
-                if keys is not None:
-                    self.cell_keys.update(zip(((mi, int(j)) for j in r.cells), keys, strict=True))
+                if saved is not None:
+                    self.cell_keys.update(zip(((mi, int(j)) for j in r.cells), saved, strict=True))
             sources.append(ProgressSource(self.store))
         sources += [s for p, named in paths if (s := open_source(p, required=named)) is not None]
         self.reuse = Reuse(sources)

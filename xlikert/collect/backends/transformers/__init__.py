@@ -98,7 +98,7 @@ def open(
     ``prepared``: the entry's files as :func:`inputs` resolved them in this run."""
     lm = load_model(
         spec,
-        options.scale,
+        options.known_scale,
         device=options.device,
         dtype=options.dtype,
         device_map=options.device_map,

@@ -18,6 +18,7 @@ import numpy as np
 
 from ....kernels.readout import next_token_readout
 from ...answers.sequences import AnswerSequences
+from ...foreign import KVCache, ModelOutput
 from ...options import CollectOptions
 from .loading import LoadedModel
 
@@ -160,7 +161,7 @@ def finish_readout(
     return out
 
 
-def output_cache(out: Any) -> Any:
+def output_cache(out: ModelOutput) -> KVCache:
     """The KV cache a forward pass returned: the output's ``cache`` field (transformers
     renamed it from ``past_key_values``, whose reading now logs a deprecation notice);
     ``past_key_values`` only on a release or a remote-code model without the new field."""
@@ -230,7 +231,9 @@ class Scorer:
 
         kw = {self._cache_arg: cache} if cache is not None else {}
         with torch.inference_mode():
-            return self.lm.model(**inputs, **kw, use_cache=cache is not None, **self.keep_kwargs(keep))
+            return self.lm.model(
+                **inputs, **kw, use_cache=cache is not None, **self.keep_kwargs(keep)
+            )
 
     @property
     def pad_id(self) -> int:

@@ -60,7 +60,7 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
             (
                 str(m.__file__)
                 for m in (sys.modules.get("__mp_main__"), sys.modules.get("__main__"))
-                if getattr(m, "__file__", None)
+                if m is not None and getattr(m, "__file__", None)
             ),
             "(the main script)",
         )
