@@ -110,6 +110,26 @@ class UnitResult:
         return cls(data, mode="topk" if bounded else "exact")
 
     @property
+    def placed_cells(self) -> np.ndarray:
+        """:attr:`cells`, known: the flat cell indices of a unit the runner placed.
+
+        Raises
+        ------
+        CollectionError
+            A unit not placed yet (its ``cells`` are None).
+
+        Examples
+        --------
+        >>> r = UnitResult.empty(2, {"score": 3, "rank": 1, "temperature": 1, "top_p": 1})
+        >>> r.cells = np.array([4, 7])
+        >>> r.placed_cells.tolist()
+        [4, 7]
+        """
+        if self.cells is None:
+            raise CollectionError("internal error: a unit read before the runner placed it")
+        return self.cells
+
+    @property
     def bounded(self) -> bool:
         """Whether the record holds certified bounds (a unit measured in mode ``"topk"``).
 

@@ -260,7 +260,7 @@ class RunKeys:
         CollectionError
             A predicted key that differs from the one of the ids the model read.
         """
-        cells = [int(j) for j in result.cells]
+        cells = [int(j) for j in result.placed_cells]
         inputs = self.inputs(mi)
         if inputs is None:
             return [""] * len(cells)
