@@ -35,7 +35,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -44,6 +44,9 @@ from ..core.errors import CollectionError
 from ..kernels.readout import logsumexp, nucleus_logprobs
 from .foreign import Tokenizer
 from .templates import PromptTemplate
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = [
     "COT_ANSWER_PREFIX",
@@ -502,7 +505,7 @@ def store_traces(
     d["trace_closing_ids"][row] = [encode_token_ids(closing[e == "marker"]) for e in ends]
 
 
-def trace_texts(ds: Any) -> Any:
+def trace_texts(ds: object) -> xr.DataArray:
     """The traces' text of a results Dataset, decompressed (same dims as ``trace_text``).
 
     Parameters

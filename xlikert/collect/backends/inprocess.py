@@ -73,7 +73,7 @@ ENTRY_KEYS = frozenset(
 )  # fmt: skip
 
 
-def resolve_dtype(dtype: Any, *, gpu: bool, on_gpu_auto: str, where: str) -> str:
+def resolve_dtype(dtype: object, *, gpu: bool, on_gpu_auto: str, where: str) -> str:
     """The dtype a model is loaded in.
 
     ``auto`` is float32 without a GPU in both backends (the softmax is float64

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +141,7 @@ class Plan:
 
 
 def _groups(
-    sys_flat: Sequence[str], labels: Sequence[Any] | None, sequential: Any,
+    sys_flat: Sequence[str], labels: Sequence[Any] | None, sequential: Container[int],
     level: Callable[[int], str] | None = None,
 ) -> list[list[int]]:  # fmt: skip
     """The isolated cells grouped by system prompt, (with a format factor) answer labels

@@ -259,7 +259,7 @@ class PartialStore:
         )
 
     # ------------------------------------------------------------------ writing
-    def _write_json(self, path: Path, what: str, obj: Any) -> None:
+    def _write_json(self, path: Path, what: str, obj: object) -> None:
         text = json.dumps(obj, indent=1, sort_keys=True, default=str).encode()
         try:
             path.parent.mkdir(exist_ok=True)

@@ -92,7 +92,11 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
 
 
 def open(
-    spec: dict[str, Any], options: CollectOptions, probe=None, *, prepared: ModelFiles | None = None
+    spec: dict[str, Any],
+    options: CollectOptions,
+    probe: tuple[str, str] | None = None,
+    *,
+    prepared: ModelFiles | None = None,
 ) -> LocalModel:
     """Load a model entry into a :class:`LocalModel` (in reasoning mode with ``reasoning``);
     ``prepared``: the entry's files as :func:`inputs` resolved them in this run."""

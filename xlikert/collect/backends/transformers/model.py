@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from ....core.errors import CollectionError
 from ...answers.sequences import AnswerSequences
 from ...answers.tokens import ValidTokens
+from ...foreign import KVCache, Tensor
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
 from ...reasoning import sample_tokens
@@ -166,7 +168,9 @@ class LocalModel(InProcessModel):
         back = np.argsort(order)
         return {key: val[back] for key, val in out.items()}
 
-    def _read(self, prefix: list[int], cache, suffixes: list[list[int]]) -> dict[str, np.ndarray]:
+    def _read(
+        self, prefix: list[int], cache: KVCache, suffixes: list[list[int]]
+    ) -> dict[str, np.ndarray]:
         """:func:`read_logits` of ``prefix + suffix`` for every suffix, in batches.
 
         Sorted by length (fewer pads) and split into equal batches; the order and
@@ -289,12 +293,16 @@ class LocalModel(InProcessModel):
         return TreeReader(self.scorer, [[]], 1, readout, self.batch_size)
 
     # ------------------------------------------------------------------ reasoning mode
-    def _sample_and_read(self, texts, encoded, seeds, closing):
+    def _sample_and_read(
+        self, texts: list[str], encoded: list[list[int]], seeds: list[list[int]],
+        closing: dict[bool, list[int]],
+    ) -> Iterator[tuple[list[list[int]], list[str], dict[str, np.ndarray]]]:  # fmt: skip
         """Per prompt: its M traces sampled in one batch (:meth:`_sample`), then the
         answer after each closed trace read on the sampling's KV cache
         (:meth:`_read_after_traces`), or afresh when prefix caching is off."""
         self._refuse_leaf_chunks("the reasoning mode")
         cfg = self.reasoning
+        assert cfg is not None, "called in reasoning mode only"
         for ids, ss in zip(encoded, seeds, strict=True):
             try:
                 traces, ends, state = self._sample(ids, ss)
@@ -417,7 +425,7 @@ class LocalModel(InProcessModel):
         """
         return not str(self.lm.device).startswith("cpu")
 
-    def readout(self, logits, n: int) -> dict[str, np.ndarray]:
+    def readout(self, logits: Tensor, n: int) -> dict[str, np.ndarray]:
         """The next-token readout of a batch: :func:`read_logits` of ``n`` contexts from
         ``(n * L, keep, V)`` logits, one row per (context, teacher-forced leaf), the
         leaves' positions in ``self.where`` (on the device where the logits are,
@@ -428,7 +436,9 @@ class LocalModel(InProcessModel):
         same logits), as the benchmarks do."""
         return finish_readout(self.answers, *self._context_readout(logits, n, self.where))
 
-    def _context_readout(self, logits, n: int, where: list[tuple[int, int]]):
+    def _context_readout(
+        self, logits: Tensor, n: int, where: list[tuple[int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(raw, grid, topk_id, topk_logprob)`` of the contexts at ``where`` (leaf row of
         ``logits``, kept position), from ``(n * leaves, positions, V)`` logits
         (:func:`~.scorer.context_readout`, or its torch twin on the device)."""
@@ -447,7 +457,9 @@ class LocalModel(InProcessModel):
         z = np.stack([z[:, li, pos] for li, pos in where], axis=1)
         return context_readout(z, self.answers, self.options)
 
-    def _read_in_leaf_chunks(self, prefix: list[int], cache, suffix: list[int]):
+    def _read_in_leaf_chunks(
+        self, prefix: list[int], cache: KVCache, suffix: list[int]
+    ) -> dict[str, np.ndarray]:
         """One prompt's readout with its teacher-forced leaves run a chunk at a time, each
         chunk's logits (``chunk x keep x V``) within :data:`LOGITS_BYTES`: answers of many
         spellings (a word label in a large vocabulary) would otherwise hold every leaf's

@@ -542,11 +542,15 @@ class VLLMModel(InProcessModel):
             )
         return np.stack([np.frombuffer(r, dtype=np.float32) for r in rows])
 
-    def _sample_and_read(self, texts, encoded, seeds, closing):
+    def _sample_and_read(
+        self, texts: list[str], encoded: list[list[int]], seeds: list[list[int]],
+        closing: dict[bool, list[int]],
+    ) -> Iterator[tuple[list[list[int]], list[str], dict[str, np.ndarray]]]:  # fmt: skip
         """Sample every trace of the unit with vLLM (one request per trace, its own seed,
         stopping at the end marker and the end-of-turn ids), close each, and read the answer
         after it with the same requests as exact mode; then hand them out per prompt."""
         cfg, fmt, tok = self.reasoning, self.format, self.tokenizer
+        assert cfg is not None and fmt is not None, "called in reasoning mode only"
         M = cfg["traces"]
         salt = _salt(texts)
         stop_ids = sorted(self.stop_ids)
