@@ -27,22 +27,22 @@ answer labels when asked (:meth:`Model.relabel`), and describes itself in
 checked with ``isinstance`` where it is needed, so a backend that lacks a capability
 says so by its type:
 
-=========================  ==========================================  ==================
-capability                 protocol (its members)                      backends
-=========================  ==========================================  ==================
-one-token reading          :class:`Model` (``score``, ``relabel``)     every backend
-multi-token reading        :class:`MultiTokenModel` (``read_prompts``  transformers, vllm
+=========================  ==============================================  ==================
+capability                 protocol (its members)                          backends
+=========================  ==============================================  ==================
+one-token reading          :class:`Model` (``score``, ``relabel``)         every backend
+multi-token reading        :class:`MultiTokenModel` (``read_prompts``      transformers, vllm
                            and the answer rule it reads with)
-prefix groups              :class:`PrefixGroupModel` (``read_groups``) transformers
-the tree reader            :class:`ConversationModel`                  transformers, vllm
-                           (``context_reader`` -> :class:`ContextReader`)
-elicitation (in process)   :class:`ElicitingModel` (``greedy_reply``,  transformers, vllm
+prefix groups              :class:`PrefixGroupModel` (``read_groups``)     transformers
+the tree reader            :class:`ConversationModel` (``context_reader``  transformers, vllm
+                           -> :class:`ContextReader`)
+elicitation (in process)   :class:`ElicitingModel` (``greedy_reply``,      transformers, vllm
                            ``next_token_reader``)
-elicitation (on a server)  :class:`ServerElicitingModel`               openai
+elicitation (on a server)  :class:`ServerElicitingModel`                   openai
                            (``score_elicited``)
-levels checked before      :class:`ElicitingBackend`                   every backend
-anything loads             (``check_elicitation``)
-=========================  ==========================================  ==================
+levels, before loading     :class:`ElicitingBackend`                       every backend
+                           (``check_elicitation``)
+=========================  ==============================================  ==================
 
 A :class:`ConversationModel` reads whole conversations exactly (sequential
 administration, :mod:`xlikert.collect.context`): it renders a conversation to token

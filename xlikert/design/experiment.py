@@ -125,8 +125,9 @@ class Experiment:
 
     @property
     def user_templates(self) -> tuple[Template, ...]:
-        """Each item's user template, in item order (the experiment's ``user`` with the
-        item's text and scale placeholders in it).
+        """Each item's user template, in item order.
+
+        The experiment's ``user`` with the item's text and scale placeholders in it.
 
         Examples
         --------
@@ -139,8 +140,9 @@ class Experiment:
 
     @property
     def language_experiments(self) -> dict[str, Experiment]:
-        """With a ``language`` factor, each language's experiment (its instrument
-        translated), by level; else empty.
+        """Each language's experiment by level (its instrument translated), else empty.
+
+        Filled where the experiment has a ``language`` factor.
 
         Examples
         --------
