@@ -20,7 +20,7 @@ from ..core.errors import ConfigError, UnknownNameError
 from ..core.schema import PROMPT_VARIABLES
 from .formats import ResponseFormat
 from .instrument import Instrument
-from .items import Item, describe_item_scales, has_item_options
+from .items import Item, describe_item_scales, has_item_scales
 from .prompts import (
     build_languages,
     format_labels,
@@ -122,6 +122,35 @@ class Experiment:
     _system_templates: dict[str, Template] = field(default_factory=dict, compare=False)
     #: With a ``language`` factor: each language's experiment (its instrument translated).
     _by_language: dict[str, Experiment] = field(default_factory=dict, compare=False)
+
+    @property
+    def user_templates(self) -> tuple[Template, ...]:
+        """Each item's user template, in item order.
+
+        The experiment's ``user`` with the item's text and scale placeholders in it.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> exp = load_experiment("formats")
+        >>> len(exp.user_templates) == len(exp.items)
+        True
+        """
+        return self._user_templates
+
+    @property
+    def language_experiments(self) -> dict[str, Experiment]:
+        """Each language's experiment by level (its instrument translated), else empty.
+
+        Filled where the experiment has a ``language`` factor.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").language_experiments
+        {}
+        """
+        return dict(self._by_language)
 
     @property
     def factors(self) -> dict[str, list[str]]:
@@ -266,7 +295,7 @@ class Experiment:
         >>> load_experiment("anes96_survey").per_item, load_experiment("demo").per_item
         (True, False)
         """
-        return has_item_options(self.items, self.response_scale)
+        return has_item_scales(self.items, self.response_scale)
 
     @property
     def model_names(self) -> list[str]:
@@ -357,7 +386,7 @@ class Experiment:
             format factor, ``answer_label (<format factor>, score)``. When the
             items' options are recorded per item (:attr:`per_item`), the ``score``
             axis is the union of the items' points (``scale_min``/``scale_max``
-            its ends) and the Dataset adds :data:`xlikert.core.schema.ITEM_OPTIONS`.
+            its ends) and the Dataset adds :data:`xlikert.core.schema.ITEM_SCALE_VARIABLES`.
 
         Examples
         --------

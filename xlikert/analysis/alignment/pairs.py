@@ -25,7 +25,7 @@ __all__ = [
     "kernel_metrics",
     "one_metric",
     "order_dims",
-    "prepare",
+    "prepare_alignment",
 ]
 
 #: The metrics of :func:`alignment` (coords of its ``metric`` dim).
@@ -123,7 +123,7 @@ model.sel(score=slice(1, 3)) (an item's PMF is zero off its own scale)
     return head + "one scale: the human PMF's, built with the results' scale"
 
 
-def prepare(
+def prepare_alignment(
     model: xr.DataArray | xr.Dataset,
     human: xr.Dataset | xr.DataArray,
     score_dim: Hashable,
@@ -161,7 +161,7 @@ def kernel_metrics(
         get_kernel("alignment_metrics", kernels),
         p,
         q,
-        xr.DataArray(y.astype(np.float64), dims=score_dim),
+        xr.DataArray(y.astype(np.float64), dims=[score_dim]),
         xr.DataArray(np.zeros(2 * len(KERNEL_ORDER)), dims=GRID),
         input_core_dims=[[score_dim], [score_dim], [score_dim], [GRID]],
         output_core_dims=[[GRID]],
@@ -169,7 +169,10 @@ def kernel_metrics(
         output_dtypes=[np.float64],
         keep_attrs=False,
     )
-    return out.drop_vars([c for c in out.coords if score_dim in getattr(out[c], "dims", ())])
+    result: xr.DataArray = out.drop_vars(
+        [c for c in out.coords if score_dim in getattr(out[c], "dims", ())]
+    )
+    return result
 
 
 def one_metric(
@@ -180,10 +183,11 @@ def one_metric(
     item_dim: Hashable,
     kernels: str | None,
 ) -> xr.DataArray:
-    p, q, _, _, y = prepare(model, human, score_dim, item_dim)
+    p, q, _, _, y = prepare_alignment(model, human, score_dim, item_dim)
     if name in ORDER_METRICS:
         require_ordinal(p, name, item_dim=item_dim)
     out = kernel_metrics(p, q, y, score_dim, kernels).isel({GRID: KERNEL_ORDER.index(name)})
     out = order_dims(out, p, q, item_dim)
     out.name = name
-    return out
+    result: xr.DataArray = out
+    return result

@@ -8,7 +8,7 @@ import numpy as np
 import xarray as xr
 
 from ..support import check_support, require_ordinal, support_bounds
-from .inputs import layer_attrs, prepare
+from .inputs import layer_attrs, prepare_consensus
 
 __all__ = ["tastle_consensus"]
 
@@ -34,7 +34,8 @@ def _tastle_numpy(
     comp = np.where(y >= mu, (ymax - y) + u, (y - ymin) + v)  # d_max - |y - mu|
     with np.errstate(divide="ignore", invalid="ignore"):
         term = np.where(q > 0.0, q * np.log2(comp / rng), 0.0)
-    return 1.0 + term.sum(axis=-1)
+    result: np.ndarray = 1.0 + term.sum(axis=-1)
+    return result
 
 
 def tastle_consensus(
@@ -79,7 +80,7 @@ def tastle_consensus(
     >>> tastle_consensus(pmf).round(2).values
     array([1.  , 0.47, 0.74, 0.  ])
     """
-    pmf, y = prepare(pmf, None, score_dim)
+    pmf, y = prepare_consensus(pmf, None, score_dim)
     require_ordinal(pmf, "tastle_consensus")
     check_support(pmf, score_dim=score_dim)
     ymin, ymax = support_bounds(pmf, score_dim=score_dim)
@@ -94,4 +95,5 @@ def tastle_consensus(
         output_dtypes=[np.float64],
     )
     out.attrs = layer_attrs(pmf, long_name="Tastle Consensus", units="1")
-    return out.rename("tastle_consensus")
+    result: xr.DataArray = out.rename("tastle_consensus")
+    return result

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...core.errors import CollectionError
 from ...kernels.readout import scale_mass
+from ..foreign import Tokenizer
 from .layout import AnswerLayout
 from .numerals import scripts as all_scripts
 from .tokens import ValidTokens
@@ -58,7 +59,7 @@ class AnswerSequences:
     #: the rule (its spellings too many to list).
     trie: LabelTrie | None = None
 
-    def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
+    def as_records(self, tokenizer: Tokenizer = None) -> list[dict[str, Any]]:
         """``[{"ids": [...], "tokens": [...], "score": ...}, ...]`` for provenance
         (``tokens``: their text with ``tokenizer``, else the vocabulary strings)."""
         return [

@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from ...core.errors import CollectionError
+from ..foreign import Tokenizer
 from .layout import answer_codes
 from .numerals import NUMERAL_RULE, read_numeral
 from .sequences import AnswerSequences, one_token_answers
@@ -79,8 +79,8 @@ ONE_TOKEN_RULE = "one token: the next token is a valid token"
 
 
 def answer_rule(
-    tokenizer: Any,
-    scale: range | list[int],
+    tokenizer: Tokenizer,
+    scale: Sequence[int],
     *,
     split_space: bool = True,
     labels: Mapping[int, str] | None = None,
@@ -171,8 +171,8 @@ def answer_rule(
 
 
 def _find_answer_sequences(
-    tokenizer: Any,
-    scale: range | list[int],
+    tokenizer: Tokenizer,
+    scale: Sequence[int],
     labels: Mapping[int, str] | None = None,
     *,
     scripts: Collection[str] | None = None,
@@ -252,7 +252,7 @@ def _find_answer_sequences(
 
 
 def _walked_sequences(
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     scale: range | list[int],
     labels: Mapping[int, str] | None = None,
     *,
@@ -280,7 +280,7 @@ def _walked_sequences(
 
 
 def _check_spelled(
-    tokenizer: Any, scale: list[int], labels: Mapping[int, str] | None, present: set[int]
+    tokenizer: Tokenizer, scale: list[int], labels: Mapping[int, str] | None, present: set[int]
 ) -> None:
     """Refuse, naming them, the answers of ``scale`` that no token sequence spells."""
     missing = [v for v in scale if v not in present]
@@ -329,7 +329,7 @@ def _spelling_cost(
 
 
 def _check_spelling_cost(
-    tokenizer: Any, spell: list[tuple[bytes, int, str]], first, inner, n_spaces: int,
+    tokenizer: Tokenizer, spell: list[tuple[bytes, int, str]], first, inner, n_spaces: int,
     limit: int,
 ) -> None:  # fmt: skip
     """Refuse answers whose spellings hold more than ``limit`` tokens, naming the labels."""
@@ -352,7 +352,7 @@ def _check_spelling_cost(
 
 
 # ---------------------------------------------------------------------------- split space
-def _spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | None:
+def _spaced_answers(tokenizer: Tokenizer, valid: ValidTokens) -> AnswerSequences | None:
     """The one-token answers plus their split-space spellings (:data:`SPACED_ANSWER_RULE`).
 
     Parameters

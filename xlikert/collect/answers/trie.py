@@ -18,11 +18,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from .numerals import digit_script, render
+from ..foreign import Tokenizer
+from .numerals import digit_script, write_numeral
 from .numerals import scripts as all_scripts
 from .tokens import answer_words, number_labels, number_values, read_scripts
 from .vocabulary import vocabulary
@@ -78,7 +78,7 @@ class SpellingPieces:
 
 
 def spelling_pieces(
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     scale: Sequence[int],
     labels: Mapping[int, str] | None = None,
     *,
@@ -97,7 +97,7 @@ def spelling_pieces(
     if numbers:
         read = read_scripts(tokenizer, scripts, numbers)
         for y, n in number_values(numbers).items():
-            spell += [(render(n, c).encode(), y, c) for c in read]
+            spell += [(write_numeral(n, c).encode(), y, c) for c in read]
     spell += [(w.encode(), y, "") for w, y in words.items() if y not in numbers]
     numeric = len(numbers) == len(words)
     goes_on = _continues_number if numeric else _continues_word
@@ -196,7 +196,7 @@ class LabelTrie:
         """The index in :attr:`pieces` ``.words`` of the label ``data`` spells; -1: none."""
         return self._complete.get(data, -1)
 
-    def canonical(self, tokenizer: Any) -> tuple[tuple[int, ...] | None, ...]:
+    def canonical(self, tokenizer: Tokenizer) -> tuple[tuple[int, ...] | None, ...]:
         """Each answer's canonical tokenization: the tokenizer's encoding of its label as
         shown, no special tokens (what lm-evaluation-harness scores); None: no label."""
         shown = self.pieces.labels
@@ -246,7 +246,7 @@ def _digit_prefixes() -> frozenset[bytes]:
     out: set[bytes] = set()
     for s in all_scripts():
         for d in range(10):
-            b = render(d, s).encode()
+            b = write_numeral(d, s).encode()
             out.update(b[:k] for k in range(1, len(b)))
     return frozenset(out)
 
@@ -269,7 +269,7 @@ def _continues_word(data: bytes) -> bool:
     return c.isalnum() or c == "_"
 
 
-def find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
+def find_space_tokens(tokenizer: Tokenizer) -> tuple[int, ...]:
     """Ids of the non-special tokens that are exactly one space.
 
     A vocabulary entry ``" "``, ``"▁"``, ``"Ġ"`` or byte-fallback ``"<0x20>"`` that
