@@ -27,7 +27,7 @@ import heapq
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -417,7 +417,7 @@ def walk_readout(
     trie: LabelTrie,
     layout: AnswerLayout | None,
     grid: tuple[int, int],
-) -> dict[str, np.ndarray]:
+) -> dict[str, Any]:
     """The results row of each prompt's walk: the readout of every multi-token rule, the
     certified bounds and the walk's record beside it.
 
@@ -450,7 +450,7 @@ def walk_readout(
     raw, tp = read[:, 0], read[:, 1:].reshape(B, T, P, S)
     if layout is None:
         points = np.ones(S, dtype=bool)
-        out = _plain_readout(raw, tp)
+        out: dict[str, Any] = _plain_readout(raw, tp)
     else:
         points = np.asarray(layout.columns) < layout.n_scores
         out = layout.readout(raw, tp)

@@ -123,7 +123,8 @@ class LocalModel(InProcessModel):
             raise CollectionError(f"model {self.name!r}: answer token ids exceed the vocabulary")
         self._valid, self._answers = valid, answers
         if not answers.sequences:
-            self.leaves, self.keep, self.where = [], 1, []
+            self.leaves, self.keep = [], 1
+            self.where: list[tuple[int, int]] = []
             return
         self.leaves = [list(leaf) for leaf in answers.leaves]
         self.keep = max(len(leaf) for leaf in self.leaves) + 1
