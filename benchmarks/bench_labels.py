@@ -129,8 +129,9 @@ def child(case: str, tols: list[float], n_items: int, budget: int, exhaustive: b
     rows = []
     walk_tols = [*tols, *([0.0] if exhaustive else [])]
     for tol in walk_tols:
-        if labels is None:
+        if labels is None:  # the loaded rule reads 1-7: 0-10 as labels that are numbers
             opts = CollectOptions(scale=tuple(range(0, 11)), answer_tol=tol,
+                                  answer_labels=tuple(str(v) for v in range(11)),
                                   answer_max_passes=budget)  # fmt: skip
         else:
             opts = CollectOptions(scale=tuple(range(1, n + 1)), answer_labels=tuple(labels),
