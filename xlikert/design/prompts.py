@@ -17,6 +17,7 @@ import xarray as xr
 from ..core.schema import ITEM_OPTIONS
 from .file_schema import SCALE_FIELDS
 from .item_order import ITEM_POSITION
+from .perturbation import Perturbation, perturbation_attrs, perturbed_prompt
 from .scale import ShownScale, anchors_json
 from .template import Template
 
@@ -81,13 +82,19 @@ def render_condition(
     shown: tuple[ShownScale, ...],
     system: np.ndarray,
     user: np.ndarray,
+    noise: Perturbation | None = None,
 ) -> None:
-    """Fill one condition's prompts, every item with its own scale placeholders."""
+    """Fill one condition's prompts, every item with its own scale placeholders (and its
+    text under the condition's perturbation, :mod:`.perturbation`)."""
     per_item_system = sys_t is not None and bool(set(sys_t.fields) & set(SCALE_FIELDS))
     sys_text = sys_t.render({**values, **shown[0].fields}) if sys_t is not None else ""
     for k, ut in enumerate(exp._user_templates):
         item_values = {**values, **shown[k].fields}
         user[(*idx, k)] = ut.render(item_values)
+        if noise is not None:
+            it = exp.items[k]
+            item_t = exp.instrument.templates.get(f"item:{it.id}") or Template.parse(it.template)
+            user[(*idx, k)] = perturbed_prompt(user[(*idx, k)], item_t, it.id, item_values, noise)
         if per_item_system and sys_t is not None:
             system[(*idx, k)] = sys_t.render(item_values)
         else:
@@ -196,6 +203,7 @@ def prompt_attrs(exp) -> dict[str, Any]:
         "instrument_file": _provenance_path(inst.path),
         "experiment": exp.name,
         "experiment_sha256": exp.sha256,
+        **perturbation_attrs(exp.factor_specs),
     }
 
 
