@@ -344,7 +344,8 @@ class Session:
         plan, options = self.plan, self.options
         level = plan.level_of(cells[0])
         if level != "first_token":
-            r = score_elicited(model, plan.prompts(cells), level, options)
+            labels = plan.key_labels(cells[0]) if level == "stated" else None
+            r = score_elicited(model, plan.prompts(cells), level, options, labels)
             return r
         if plan.context is None or plan.context.battery_of(cells[0]) is None:
             r = model.score(plan.prompts(cells))
