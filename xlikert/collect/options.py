@@ -24,9 +24,9 @@ import numpy as np
 from ..core.errors import CollectionError, LabelMappingError
 from ..design.elicitation import ANSWER_PARSES, DEFAULT_STATED_INSTRUCTION
 from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
-from .entries import check_dtype
 from .answers.numerals import NUMERAL_MODES, rule_scripts
 from .answers.numerals import scripts as all_scripts
+from .entries import check_dtype
 
 __all__ = [
     "DEFAULT_TEMPERATURES",

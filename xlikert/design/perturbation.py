@@ -156,7 +156,7 @@ def parse_rule(rule: str | Mapping[str, object], items: Sequence[str] = ()) -> P
         if rest not in (["upper"], ["lower"]):
             raise DesignError(f"rule {rule!r}: write 'case upper' or 'case lower'")
         return Perturbation("case", case=rest[0])
-    keys = dict(w.split("=", 1) if "=" in w else (w, "") for w in rest)
+    keys = {w.partition("=")[0]: w.partition("=")[2] for w in rest}
     unknown = sorted(set(keys) - {"rate", "seed"})
     if unknown or name == "none" or set(keys) != {"rate", "seed"}:
         raise DesignError(f"rule {rule!r}: {name} takes rate=R and seed=S (got {rest})")

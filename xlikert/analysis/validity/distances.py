@@ -3,8 +3,7 @@ differences between levels (the xarray side of :func:`xlikert.validity`)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import xarray as xr
@@ -21,7 +20,7 @@ __all__ = ["check_human", "level_distances", "model_population"]
 _ORDERED = ("wasserstein",)
 
 
-def check_human(human: Any, items: list[str], item_dim: Hashable) -> tuple[xr.Dataset, list[str]]:
+def check_human(human: Any, items: list[str], item_dim: Any) -> tuple[xr.Dataset, list[str]]:
     """The human PMF Dataset at the results' items, and the human items not compared.
 
     Raises
@@ -50,7 +49,7 @@ def check_human(human: Any, items: list[str], item_dim: Hashable) -> tuple[xr.Da
     return human.sel({item_dim: items}), unused
 
 
-def model_population(p: xr.DataArray, human: xr.Dataset, respondent_dim: Hashable) -> xr.DataArray:
+def model_population(p: xr.DataArray, human: xr.Dataset, respondent_dim: Any) -> xr.DataArray:
     """The model's PMF of the population: a ``respondent`` factor the human data do not have
     is mixed uniformly (each respondent one person; a cell without a PMF stays NaN)."""
     if respondent_dim in p.dims and respondent_dim not in human["pmf"].dims:
@@ -58,7 +57,7 @@ def model_population(p: xr.DataArray, human: xr.Dataset, respondent_dim: Hashabl
     return p
 
 
-def _apply(p: xr.DataArray, q: xr.DataArray, score_dim: Hashable) -> tuple[xr.DataArray, ...]:
+def _apply(p: xr.DataArray, q: xr.DataArray, score_dim: Any) -> tuple[xr.DataArray, ...]:
     values, grads = xr.apply_ufunc(
         distance_gradients,
         p,
@@ -72,7 +71,7 @@ def _apply(p: xr.DataArray, q: xr.DataArray, score_dim: Hashable) -> tuple[xr.Da
     return values.assign_coords(metric=list(DISTANCES)), grads.assign_coords(metric=list(DISTANCES))
 
 
-def _variance(q: xr.DataArray, g: xr.DataArray, size: xr.DataArray, score_dim: Hashable):
+def _variance(q: xr.DataArray, g: xr.DataArray, size: xr.DataArray, score_dim: Any):
     one = xr.apply_ufunc(
         delta_variance, q, g, input_core_dims=[[score_dim], [score_dim]], dask="parallelized",
         output_dtypes=[np.float64],
@@ -81,7 +80,7 @@ def _variance(q: xr.DataArray, g: xr.DataArray, size: xr.DataArray, score_dim: H
 
 
 def level_distances(
-    p: xr.DataArray, human: xr.Dataset, dim: Hashable, item_dim: Hashable, score_dim: Hashable
+    p: xr.DataArray, human: xr.Dataset, dim: Any, item_dim: Any, score_dim: Any
 ) -> xr.Dataset:
     """Per cell: each level's W1, TV, JS to the humans with the SE, and each pair's
     difference with its paired SE; per condition: the means over the items every level
@@ -96,7 +95,8 @@ def level_distances(
     answered = p.notnull().all(score_dim)
     # a cell without a PMF reads the human PMF as a placeholder (checks pass); masked below
     p_filled = xr.where(answered, p, as_pmf(human)).transpose(*p.dims, ...)
-    p_filled, q, size, size_name, _ = prepare(p_filled, human, score_dim, item_dim)
+    p_filled, q, size_or_none, size_name, _ = prepare(p_filled, human, score_dim, item_dim)
+    size = cast(xr.DataArray, size_or_none)  # check_human refused a human PMF without one
     values, grads = _apply(p_filled, q, score_dim)
     nominal = nominal_items(p, item_dim=item_dim)
     keep = answered

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,8 +23,8 @@ RESPONDENT_SCORES: tuple[str, ...] = ("log_score", "rps", "brier")
 
 
 def _population_marginal(
-    p: xr.DataArray, answers: pd.DataFrame, missing: Sequence[Any], item_dim: Hashable,
-    score_dim: Hashable,
+    p: xr.DataArray, answers: pd.DataFrame, missing: Sequence[Any], item_dim: Any,
+    score_dim: Any,
 ) -> xr.DataArray:  # fmt: skip
     """The shares of the answers of every row of ``answers`` per item, on ``p``'s axis."""
     items = [str(i) for i in p[item_dim].values]
@@ -37,8 +37,8 @@ def _population_marginal(
 
 def _per_person(
     results: xr.DataArray, answers: pd.DataFrame, missing: Sequence[Any],
-    respondent_dim: Hashable, item_dim: Hashable, score_dim: Hashable,
-) -> xr.Dataset:  # fmt: skip
+    respondent_dim: Any, item_dim: Any, score_dim: Any,
+) -> xr.DataArray:  # fmt: skip
     """Each person's scores, the mean over the items they and the model answered."""
     s = individual_scores(
         results, answers, missing=missing, respondent_dim=respondent_dim, item_dim=item_dim,
@@ -49,8 +49,8 @@ def _per_person(
 
 
 def respondent_validity(
-    p: xr.DataArray, answers: pd.DataFrame, dim: Hashable, missing: Sequence[Any],
-    respondent_dim: Hashable, item_dim: Hashable, score_dim: Hashable,
+    p: xr.DataArray, answers: pd.DataFrame, dim: Any, missing: Sequence[Any],
+    respondent_dim: Any, item_dim: Any, score_dim: Any,
 ) -> xr.Dataset:  # fmt: skip
     """Per level: each individual score's mean over the people, its skill over the
     population marginal, and each pair of levels' paired differences, with SEs.
