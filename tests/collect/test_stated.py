@@ -176,11 +176,11 @@ def test_the_stored_reply_is_generate_and_each_cell_is_parsed(tiny, tmp_path):
                 reading = parse_stated(model.tokenizer.decode(reply, skip_special_tokens=True),
                                        labels)  # fmt: skip
                 assert str(c.stated_status.values) == reading.status
-                assert np.isnan(float(c.valid_mass))
                 if reading.pmf is None:
-                    assert np.isnan(c.pmf.values).all()
+                    assert np.isnan(c.pmf.values).all() and np.isnan(float(c.valid_mass))
                 else:
                     np.testing.assert_allclose(c.pmf.values, reading.pmf)
+                    assert float(c.valid_mass) == 1.0
     finally:
         model.close()
     # resumed and reused by cell key: a second run computes nothing
@@ -236,6 +236,7 @@ def test_an_ok_reply_puts_its_pmf_on_the_items_own_points():
     d = _stated(model, opts).data
     assert d["stated_status"][0] == "ok" and d["stated_sum"][0] == 100.0
     np.testing.assert_allclose(d["pmf"][0], [0.0, 0.25, 0.75, 0.0])
+    assert d["valid_mass"][0] == 1.0
     assert json.loads(d["stated_numbers"][0]) == {"B": 25.0, "C": 75.0}
     assert (
         d["prompt_text"][0]
@@ -244,4 +245,4 @@ def test_an_ok_reply_puts_its_pmf_on_the_items_own_points():
     short = _stated(_Replying('{"B": 25, "C": 75}'),
                     CollectOptions(scale=(0, 1, 2, 3), stated_tokens=9))  # fmt: skip
     assert short.data["stated_status"][0] == "missing_options"  # cut at 9 tokens: B only
-    assert np.isnan(short.data["pmf"][0]).all()
+    assert np.isnan(short.data["pmf"][0]).all() and np.isnan(short.data["valid_mass"][0])

@@ -1,7 +1,7 @@
 """The elicitation level ``stated`` on SmolLM2-135M (the offline model): the stored reply is
 plain transformers' ``generate(do_sample=False)`` on the tokenizer's own chat template with
 the instruction in the user's turn, and each cell's status, numbers and PMF are the parser's
-reading of it (two cells)."""
+reading of it (one cell: plain generate on two busy cores is slow)."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ from xlikert.collect.stated import parse_stated, stated_user
 from xlikert.core.codecs import decode_token_ids
 from xlikert.design import load_experiment
 
-CAP = 48
+CAP = 32
 
 
 def _prompts():
-    ds = load_experiment("demo").build_prompts().sel(target=["USA", "China"], item=["1"])
+    ds = load_experiment("demo").build_prompts().sel(target=["USA"], item=["1"])
     return ds.expand_dims(elicitation=["stated"])
 
 
@@ -47,7 +47,7 @@ def test_the_stated_reply_is_generate_and_is_parsed(smollm2_folder, tmp_path):
     labels = [str(y) for y in range(1, 8)]
     instruction = CollectOptions().stated_instruction
     prompts = _prompts()
-    for target in ("USA", "China"):
+    for target in ("USA",):
         p = prompts.sel(elicitation="stated", target=target, item="1")
         cell = ds.sel(elicitation="stated", target=target, item="1")
         messages = [{"role": "system", "content": str(p.system.values)},

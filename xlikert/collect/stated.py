@@ -8,7 +8,9 @@ order). The model's greedy reply (up to ``stated_tokens`` tokens) is parsed unde
 label -> number (``stated_numbers``), their raw sum (``stated_sum``), the parse status
 (``stated_status``, :data:`~xlikert.design.elicitation.STATED_STATUSES`) and, where it is ``ok``, the renormalised
 PMF (``pmf``). A reply that does not parse has no PMF: it is counted by its status, not
-dropped. ``valid_mass`` is NaN: a stated distribution has no token mass.
+dropped. ``valid_mass`` is 1 where the reply states a distribution over the options
+(status ``ok``: all its stated mass is on them) and NaN where it does not, as a greedy
+reply without an answer: no token mass is read.
 
 Examples
 --------
@@ -193,7 +195,7 @@ def score_stated(
         d["stated_status"][b] = reading.status
         d["stated_numbers"][b] = reading.numbers_json(labels)
         d["stated_sum"][b] = reading.raw_sum
-        d["valid_mass"][b] = np.nan
+        d["valid_mass"][b] = np.nan if reading.pmf is None else 1.0
         if reading.pmf is not None:
             d["pmf"][b] = 0.0
             d["pmf"][b, where] = reading.pmf
