@@ -68,3 +68,19 @@ def test_the_report_renders_the_section(tmp_path):
         pytest.skip("no Chromium on the PATH: the rendered DOM is not checked")
     dom = rendered_dom(out / "index.html")
     assert "Which reading is closest to people" in dom and "closest_reading" in dom
+
+
+def test_the_report_renders_a_stated_level(tmp_path):
+    """A stated level (valid_mass 1 where the reply parsed, NaN and no PMF where not) is
+    read by every section like the other levels."""
+    import xarray as xr
+
+    ds = results().assign_coords(elicitation=["first_token", "greedy", "stated"])
+    no_pmf = ds["pmf"].isnull().all("score")
+    ds["valid_mass"] = xr.where(no_pmf, np.nan, 0.8)
+    ds["valid_mass"].loc[{"elicitation": "stated"}] = 1.0
+    out = xl.report.write_report(ds, tmp_path / "r", human=_human(ds), figures=False).parent
+    md = (out / "report.md").read_text()
+    assert "## Elicitation" in md and "## Which reading is closest to people" in md
+    table = pd.read_csv(out / "tables" / "closest_reading.csv")
+    assert set(table["elicitation"]) == {"first_token", "greedy", "stated"}
