@@ -25,8 +25,8 @@ Examples
 >>> rule = parse_rule("typos rate=0.3 seed=7")
 >>> rule.name, rule.rate, rule.seed
 ('typos', 0.3, 7)
->>> perturb("Buy local products.", parse_rule("case upper"), "1")
-'BUY LOCAL PRODUCTS.'
+>>> parse_rule("case upper").text
+'case upper'
 """
 
 from __future__ import annotations
@@ -45,10 +45,8 @@ __all__ = [
     "PERTURBATION_RULES",
     "Perturbation",
     "parse_rule",
-    "perturb",
     "perturbation_attrs",
     "perturbed_prompt",
-    "rule_rng",
 ]
 
 #: Each rule and what it does to the item's text (stored with the prompts).
@@ -169,12 +167,12 @@ def parse_rule(rule: str | Mapping[str, object], items: Sequence[str] = ()) -> P
     return Perturbation(name, rate=rate, seed=int(seed))
 
 
-def rule_rng(seed: int, item_id: str) -> np.random.Generator:
+def _rule_rng(seed: int, item_id: str) -> np.random.Generator:
     """The generator a random rule draws from for one item: ``default_rng([seed, crc32(id)])``.
 
     Examples
     --------
-    >>> float(rule_rng(1, "a").random()) == float(rule_rng(1, "a").random())
+    >>> float(_rule_rng(1, "a").random()) == float(_rule_rng(1, "a").random())
     True
     """
     return np.random.default_rng([int(seed), zlib.crc32(str(item_id).encode("utf-8"))])
@@ -204,20 +202,20 @@ def _typos(text: str, rate: float, rng: np.random.Generator) -> str:
     return "".join(out)
 
 
-def perturb(text: str, rule: Perturbation, item_id: str) -> str:
+def _perturb(text: str, rule: Perturbation, item_id: str) -> str:
     """The item's rendered text under ``rule`` (a paraphrase is applied by the caller).
 
     Examples
     --------
-    >>> perturb("a b c", parse_rule("whitespace rate=1 seed=0"), "q")
+    >>> _perturb("a b c", parse_rule("whitespace rate=1 seed=0"), "q")
     'a  b  c'
-    >>> perturb("abc", parse_rule("typos rate=0 seed=3"), "q")
+    >>> _perturb("abc", parse_rule("typos rate=0 seed=3"), "q")
     'abc'
     """
     if rule.name == "typos":
-        return _typos(text, rule.rate, rule_rng(rule.seed, item_id))
+        return _typos(text, rule.rate, _rule_rng(rule.seed, item_id))
     if rule.name == "whitespace":
-        rng = rule_rng(rule.seed, item_id)
+        rng = _rule_rng(rule.seed, item_id)
         return "".join("  " if c == " " and rng.random() < rule.rate else c for c in text)
     if rule.name == "case":
         return text.upper() if rule.case == "upper" else text.lower()
@@ -250,7 +248,7 @@ def perturbed_prompt(
     if rule.name == "paraphrase":
         new = Template.parse(rule.paraphrases[item_id]).render(values)
     else:
-        new = perturb(original, rule, item_id)
+        new = _perturb(original, rule, item_id)
     if original not in prompt:
         raise ConfigError(
             f"item {item_id!r}: its text {original!r} is not in the rendered prompt, so the "
