@@ -155,7 +155,7 @@ def test_the_level_that_is_the_human_distribution_ranks_first():
         first = (v["closest"].sel(metric=metric) == "truth").mean()
         assert float(first) >= 0.95, (metric, float(first))
     # the confidence says the same: the truth's lead is mostly large
-    conf = v["closest_confidence"].where(v["closest"] == "truth")
+    conf = v["closest_probability"].where(v["closest"] == "truth")
     assert float(conf.median()) > 0.8
 
 

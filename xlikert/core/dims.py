@@ -237,7 +237,7 @@ ANALYSIS_VARIABLES: tuple[str, ...] = (
     "closest",
     "runner_up",
     "closest_z",
-    "closest_confidence",
+    "closest_probability",
     "individual",
     "individual_se",
     "individual_difference",

@@ -15,7 +15,7 @@ xlikert reads a model's answer several ways, each a level of the ``elicitation``
   upper bound (the items' human PMFs come from the same people, whose correlation across
   items the PMFs do not hold);
 * the closest level per metric, the runner-up, and ``closest_z``: the lead over the
-  runner-up in SEs of their paired difference, with ``closest_confidence = Phi(z)``;
+  runner-up in SEs of their paired difference, with ``closest_probability = Phi(z)``;
 * with a ``respondent`` factor and the people's answers: each level's individual scores
   (log score, RPS, Brier; :mod:`xlikert.analysis.individual`) averaged per person over the
   items, their means over the people, the skill over the population marginal, and the

@@ -14,7 +14,7 @@ from ...core.dims import ELICITATION_DIM, factor_dims
 from ...core.errors import DesignError, InputTypeError
 from ...core.io import encode_attrs, read_attrs
 from ...core.validate import as_pmf
-from .core import DISTANCES, closest_level, confidence
+from .core import DISTANCES, closest_level, lead_probability
 from .distances import check_human, level_distances, model_population
 from .people import RESPONDENT_SCORES, respondent_validity
 
@@ -32,7 +32,7 @@ VALIDITY_METHODS = {
     "items)",
     "closest_method": "the level with the smallest overall distance (the largest skill for "
     "the individual scores); closest_z = its lead over the runner-up / the SE of their "
-    "paired difference; closest_confidence = Phi(closest_z), a one-sided normal probability",
+    "paired difference; closest_probability = Phi(closest_z), a one-sided normal probability",
     "individual_method": "each person's score averaged over the items they and the model "
     "answered, then the mean over the people with sd/sqrt(n); pairs over the same people; "
     "skill (S - B)/(P - B) over the population marginal of the answers table by the delta "
@@ -55,7 +55,7 @@ def _closest(ds: xr.Dataset, mean: str, pair_se: str, dim: Hashable, lower: bool
             "closest": (dims, name[best].astype(str)),
             "runner_up": (dims, name[second].astype(str)),
             "closest_z": (dims, z),
-            "closest_confidence": (dims, confidence(z)),
+            "closest_probability": (dims, lead_probability(z)),
         },
         coords={d: m[d].values for d in dims},
     )
@@ -108,7 +108,7 @@ def validity(
         ``difference_se``; per condition ``overall``, ``overall_se`` (a bound),
         ``overall_difference``, ``overall_difference_se``, ``items_compared``,
         ``cells_unanswered``; ``closest``, ``runner_up``, ``closest_z``,
-        ``closest_confidence``; with ``answers`` ``individual``, ``individual_se``,
+        ``closest_probability``; with ``answers`` ``individual``, ``individual_se``,
         ``skill``, ``skill_se`` and their ``_difference`` over pairs,
         ``respondents_compared``. Attrs: the results' attrs, and how each number is made.
 

@@ -15,9 +15,9 @@ from scipy.stats import norm
 __all__ = [
     "DISTANCES",
     "closest_level",
-    "confidence",
     "delta_variance",
     "distance_gradients",
+    "lead_probability",
     "level_pairs",
     "paired_mean",
     "paired_skill",
@@ -164,13 +164,13 @@ def closest_level(
     return np.where(two, best, -1), np.where(two, second, -1), np.where(two, z, np.nan)
 
 
-def confidence(z: np.ndarray) -> np.ndarray:
+def lead_probability(z: np.ndarray) -> np.ndarray:
     """``Phi(z)``: the normal probability that the closest level's lead is not a sampling
     artefact of the humans (one-sided; NaN stays NaN).
 
     Examples
     --------
-    >>> round(float(confidence(np.array(1.6448536269514722))), 3)
+    >>> round(float(lead_probability(np.array(1.6448536269514722))), 3)
     0.95
     """
     return norm.cdf(z)

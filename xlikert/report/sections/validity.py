@@ -43,7 +43,7 @@ def _table(v, levels_dim: str) -> pd.DataFrame:
     frame = pd.DataFrame({k: x.to_series() for k, x in parts.items()})
     best = v["closest"].sel(metric="wasserstein", drop=True)
     is_best = (v[levels_dim] == best).transpose(*dims)
-    sure = v["closest_confidence"].sel(metric="wasserstein", drop=True).where(is_best)
+    sure = v["closest_probability"].sel(metric="wasserstein", drop=True).where(is_best)
     frame["closest by W1"] = is_best.to_series().map({True: "yes", False: ""})
     frame["P(closest)"] = sure.transpose(*dims).to_series()
     return frame.reset_index()
