@@ -99,7 +99,8 @@ def delta_variance(q: np.ndarray, gradient: np.ndarray) -> np.ndarray:
     """
     q = np.asarray(q, np.float64)
     g = np.asarray(gradient, np.float64)
-    return np.maximum((q * g**2).sum(-1) - (q * g).sum(-1) ** 2, 0.0)
+    out: np.ndarray = np.maximum((q * g**2).sum(-1) - (q * g).sum(-1) ** 2, 0.0)
+    return out
 
 
 def level_pairs(levels: list[str]) -> tuple[list[int], list[int], list[str]]:
@@ -173,7 +174,7 @@ def lead_probability(z: np.ndarray) -> np.ndarray:
     >>> round(float(lead_probability(np.array(1.6448536269514722))), 3)
     0.95
     """
-    return norm.cdf(z)
+    return np.asarray(norm.cdf(z), dtype=np.float64)
 
 
 def paired_mean(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -71,12 +71,13 @@ def _apply(p: xr.DataArray, q: xr.DataArray, score_dim: Any) -> tuple[xr.DataArr
     return values.assign_coords(metric=list(DISTANCES)), grads.assign_coords(metric=list(DISTANCES))
 
 
-def _variance(q: xr.DataArray, g: xr.DataArray, size: xr.DataArray, score_dim: Any):
+def _variance(q: xr.DataArray, g: xr.DataArray, size: xr.DataArray, score_dim: Any) -> xr.DataArray:
     one = xr.apply_ufunc(
         delta_variance, q, g, input_core_dims=[[score_dim], [score_dim]], dask="parallelized",
         output_dtypes=[np.float64],
     )  # fmt: skip
-    return np.sqrt(one / size)
+    out: xr.DataArray = np.sqrt(one / size)
+    return out
 
 
 def level_distances(
@@ -94,7 +95,7 @@ def level_distances(
     human = human.sel(reorder) if reorder else human
     answered = p.notnull().all(score_dim)
     # a cell without a PMF reads the human PMF as a placeholder (checks pass); masked below
-    p_filled = xr.where(answered, p, as_pmf(human)).transpose(*p.dims, ...)
+    p_filled = p.where(answered, as_pmf(human)).transpose(*p.dims, ...)
     p_filled, q, size_or_none, size_name, _ = prepare(p_filled, human, score_dim, item_dim)
     size = cast(xr.DataArray, size_or_none)  # check_human refused a human PMF without one
     values, grads = _apply(p_filled, q, score_dim)

@@ -84,7 +84,7 @@ def respondent_validity(
     skill_diff = [paired_skill(m[..., a, k, :], m[..., c, k, :], b[k], perfect[k])
                   for a, c in zip(ia, ib, strict=True) for k in range(len(perfect))]  # fmt: skip
 
-    def stack(parts: list, j: int, n_rows: int) -> np.ndarray:
+    def stack(parts: Sequence[tuple[np.ndarray, ...]], j: int, n_rows: int) -> np.ndarray:
         arr = np.stack([x[j] for x in parts], -1)
         return arr.reshape(*arr.shape[:-1], n_rows, len(perfect))
 
