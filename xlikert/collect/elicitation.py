@@ -38,7 +38,7 @@ import xarray as xr
 
 from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError, ElicitationLevelError
-from ..core.schema import ELICITATION_VARIABLES
+from ..core.schema import ELICITATION_SETTING_ATTRS, ELICITATION_VARIABLES
 from ..design.elicitation import (
     ANSWER_PARSE_RULES,
     ANSWER_PARSES,
@@ -425,7 +425,7 @@ def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> di
                            "elicitation_levels": elicitations.used}  # fmt: skip
     for level in elicitations.used:
         for k, v in options.elicitation_settings(level).items():
-            out[f"elicitation_{k}" if not k.startswith("own_words") else k] = v
+            out[ELICITATION_SETTING_ATTRS[k]] = v
     if "stated" in elicitations.used:
         out.update(stated_parse_rule=STATED_PARSE_RULE,
                    stated_statuses=json.dumps(STATED_STATUSES))  # fmt: skip
