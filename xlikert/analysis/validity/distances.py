@@ -10,7 +10,7 @@ import xarray as xr
 
 from ...core.errors import DesignError
 from ...core.validate import as_pmf
-from ..alignment.pairs import check_pair, human_parts, prepare
+from ..alignment.pairs import check_pair, human_parts, prepare_alignment
 from ..support import nominal_items
 from .core import DISTANCES, delta_variance, distance_gradients, level_pairs
 
@@ -96,7 +96,9 @@ def level_distances(
     answered = p.notnull().all(score_dim)
     # a cell without a PMF reads the human PMF as a placeholder (checks pass); masked below
     p_filled = p.where(answered, as_pmf(human)).transpose(*p.dims, ...)
-    p_filled, q, size_or_none, size_name, _ = prepare(p_filled, human, score_dim, item_dim)
+    p_filled, q, size_or_none, size_name, _ = prepare_alignment(
+        p_filled, human, score_dim, item_dim
+    )
     size = cast(xr.DataArray, size_or_none)  # check_human refused a human PMF without one
     values, grads = _apply(p_filled, q, score_dim)
     nominal = nominal_items(p, item_dim=item_dim)
