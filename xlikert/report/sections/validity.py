@@ -20,7 +20,7 @@ from ...core.io import decode_attrs
 from ..inputs import RESPONDENT_COLUMN, ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
-from .alignment import _load_human
+from .human_data import load_human
 
 __all__ = ["closest_reading_section"]
 
@@ -57,7 +57,7 @@ def closest_reading_section(inputs: ReportInputs) -> Section | None:
         return None
     if ds.sizes[ELICITATION_DIM] < 2:
         return None
-    human, how = _load_human(inputs.human, ds["pmf"])
+    human, how = load_human(inputs.human, ds["pmf"])
     human = decode_attrs(human)
     have = {str(i) for i in human["item"].values}
     items = [str(i) for i in ds["item"].values if str(i) in have]
