@@ -43,9 +43,11 @@ import numpy as np
 import xarray as xr
 
 from ...core.errors import CollectionError
-from ..options import CollectOptions
+from ..options import EXECUTORS, CollectOptions
 from ..protocol import Model
 from .checked import CheckedRun, check_run, parse_shard
+from .cluster import RayExecutor
+from .executor import Executor, InProcess
 from .identity import RunKeys
 from .session import Session, write_atomic
 
@@ -249,6 +251,7 @@ def collect(
     progress: bool = True,
     on_unit: Callable[[int, int], None] | None = None,
     loader: Callable[[dict[str, Any], CollectOptions, tuple[str, str]], Model] | None = None,
+    executor: Any = None,
     **overrides: Any,
 ) -> xr.Dataset:
     """Collect exact next-token item PMFs for every (model, condition, item).
@@ -300,6 +303,14 @@ def collect(
         as ``open`` is, ``probe`` being one ``(system, user)`` prompt of the run.
         The entry's identity (its backend's ``inputs``) is taken to describe the
         loaded model.
+    executor : str or Executor, optional
+        Where the units are computed (:mod:`xlikert.collect.run.executor`):
+        ``"in_process"`` (one model at a time in this process), ``"ray"`` (model
+        replicas on a Ray cluster: :class:`~xlikert.collect.run.cluster.RayExecutor`,
+        with the options' ``ray_address`` and ``replicas``), or an executor object
+        (e.g. ``RayExecutor("local", replicas=2)``); default: the options'
+        ``executor``. The results file is the same, but for ``attrs["cluster"]``
+        (nodes, replicas, which replica computed which unit).
     **overrides : Any
         Any field of :class:`~xlikert.collect.options.CollectOptions` by name,
         overriding ``options`` (``scale``, ``top_k``, ``temperatures``,
@@ -380,8 +391,10 @@ def collect(
     sources = _reuse_sources(run, plan, overwrite)
     if isinstance(sources, xr.Dataset):  # this very configuration, finished before
         return sources
+    chosen = make_executor(executor, run.options)
+    chosen.prepare(run.models, run.options)  # refuses a model the cluster has no room for
     session = Session(run, plan, _run_keys(run, plan), loader=loader, progress=progress,
-                      on_unit=on_unit)  # fmt: skip
+                      on_unit=on_unit, executor=chosen)  # fmt: skip
     return session.run(run.output, sources, discard=discard_progress)
 
 
@@ -408,3 +421,35 @@ def _reuse_sources(
             return finished
         sources.append((out, False))  # replaced: its cells that still apply are copied
     return sources
+
+
+def make_executor(executor: Any, options: CollectOptions) -> Executor:
+    """The executor of a run: ``executor`` as given (a name or an :class:`Executor`), else
+    the options' (``executor``, ``ray_address``, ``replicas``).
+
+    Raises
+    ------
+    CollectionError
+        An unknown name, or an object that is no executor; Ray not installed.
+
+    Examples
+    --------
+    >>> make_executor(None, CollectOptions()).name
+    'in_process'
+    >>> make_executor("dask", CollectOptions())
+    Traceback (most recent call last):
+    ...
+    xlikert.core.errors.CollectionError: collect(): executor must be one of ['in_process', 'ray'] or an Executor (prepare, compute, record), got 'dask'
+    """
+    if executor is None:
+        executor = options.executor
+    if isinstance(executor, Executor):
+        return executor
+    if executor == "in_process":
+        return InProcess()
+    if executor == "ray":
+        return RayExecutor(options.ray_address, replicas=options.replicas)
+    raise CollectionError(
+        f"collect(): executor must be one of {list(EXECUTORS)} or an Executor (prepare, "
+        f"compute, record), got {executor!r}"
+    )
