@@ -65,3 +65,22 @@ def test_plan_finds_reused_cells_and_bounds_own_words(model, tmp_path):
     assert row["passes"] <= spent["passes"] <= row["passes_max"]
     own_words_cells = 2 * 3  # 2 targets x 3 items, none in the first file
     assert row["passes_max"] - row["passes"] == own_words_cells * (KW["own_words_max_passes"] - 1)
+
+
+def test_xlikert_plan_prints_the_table_and_its_assumptions(model, tmp_path):
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(
+        '[experiment]\nname = "cost"\ninstrument = "cetscale"\n\n'
+        '[factors.target]\nlevels = ["USA"]\n\n[collect]\nchunk_size = 5\ntop_k = 3\n\n'
+        f'[[models]]\nname = "tiny"\nsource = "{model[0]["source"]}"\n'
+    )
+    res = CliRunner().invoke(main, ["plan", str(cfg), "--throughput", "tiny=2000"])
+    assert res.exit_code == 0, res.output
+    assert "prompt_tokens" in res.output and "2 x parameters x tokens" in res.output
+    assert "{'tiny': 'given'}" in res.output
+    bad = CliRunner().invoke(main, ["plan", str(cfg), "--throughput", "fast"])
+    assert bad.exit_code != 0 and "MODEL=tokens per second" in bad.output

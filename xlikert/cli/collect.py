@@ -275,7 +275,10 @@ def _parse_rates(values: tuple[str, ...]) -> float | dict[str, float] | None:
 @click.option("--probe", default=0, type=int,
               help="measure each model's throughput on this machine over this many prompts "
               "(loads the model)")  # fmt: skip
-def plan(config, output, reuse, throughput, probe):
+@click.option("--spent", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="a results file of this study: set what its run spent beside the "
+              "projection")  # fmt: skip
+def plan(config, output, reuse, throughput, probe, spent):
     """The cost of running the experiment CONFIG before it runs: per model, its cells, those
     already found in the output or --reuse files, the forward passes and prompt tokens to
     compute (with the upper bounds of own-words and sequential budgets), the FLOPs, and the
@@ -294,3 +297,22 @@ def plan(config, output, reuse, throughput, probe):
     click.echo(df.to_string(float_format=lambda v: f"{v:.4g}"))
     for k, v in df.attrs["assumptions"].items():
         click.echo(f"{k}: {v}")
+    if spent is not None:
+        click.echo(_beside(df, spent))
+
+
+def _beside(df, path: str) -> str:
+    """The projection beside what the run that wrote ``path`` spent (cells it computed,
+    their passes and prompt tokens, its collection seconds)."""
+    from ..collect.run.cost import cost_spent
+    from ..core.io import open_results, read_attrs
+
+    ds = open_results(path)
+    got = cost_spent(ds)
+    cols = ["to_compute", "passes", "passes_max", "prompt_tokens", "seconds"]
+    both = df[cols].join(got.add_prefix("spent_"), how="outer")
+    seconds = read_attrs(ds).get("collection_seconds_last_session")
+    return (
+        f"projected beside spent ({path}; its last session collected for {seconds} s):\n"
+        + both.to_string(float_format=lambda v: f"{v:.4g}")
+    )

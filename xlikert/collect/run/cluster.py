@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -250,6 +251,10 @@ class RayExecutor:
         self._reps: list[_Rep] = []
         self._unit_of: dict[tuple[int, int], str] = {}
         self._names: list[str] = []
+        #: Seconds: ``connect`` (to the cluster), ``first_load`` (from the start of the
+        #: units to the first replica loaded), ``units`` (from the start of the units to
+        #: the last saved), ``save`` (the driver saving units), ``saves`` (their number).
+        self.timing: dict[str, float] = {}
 
     # ------------------------------------------------------------------ before anything loads
     def prepare(self, models: Sequence[dict[str, Any]], options: CollectOptions) -> None:
@@ -262,7 +267,9 @@ class RayExecutor:
             the largest node has.
         """
         ray = self.ray = import_ray()
+        t0 = time.perf_counter()
         self._connect(ray)
+        self.timing["connect"] = round(time.perf_counter() - t0, 3)
         self._nodes = [n for n in ray.nodes() if n.get("Alive")]
         gpus = sum(float(n["Resources"].get("GPU", 0)) for n in self._nodes)
         self._names = [str(m["name"]) for m in models]
@@ -377,7 +384,7 @@ class RayExecutor:
                  "resources": self._needs[r.mi]} for r in self._reps]  # fmt: skip
         units = {f"{self._names[mi]}/{ui}": rid for (mi, ui), rid in sorted(self._unit_of.items())}
         return {"executor": "ray", "address": self.address, "nodes": nodes, "replicas": reps,
-                "units": units}  # fmt: skip
+                "units": units, "seconds": self.timing}  # fmt: skip
 
 
 class _Dispatch:
@@ -390,6 +397,8 @@ class _Dispatch:
         self.pending: dict[Any, tuple[str, _Rep]] = {}
         self.failures = dict.fromkeys(queues, 0)
         self.finished: set[int] = set()
+        self.t0 = time.perf_counter()
+        ex.timing.update(save=0.0, saves=0)
 
     def run(self) -> None:
         for mi, q in self.queues.items():
@@ -426,13 +435,19 @@ class _Dispatch:
             ) from exc
         if kind == "load":
             rep.where = {k: value[k] for k in ("node", "host", "pid")}
+            self.ex.timing.setdefault("first_load", round(time.perf_counter() - self.t0, 3))
             self.session._check_mode(rep.mi, self.session.models[rep.mi],
                                      _Mode(value["mode"]))  # fmt: skip
         elif kind == "unit":  # the replica's next unit first: it computes while this saves
             ui, cells = rep.unit
             rep.unit = None
             self._next(rep)
+            t0 = time.perf_counter()
             self.session.save_unit(rep.mi, ui, cells, value, self.stop, self.bar)
+            timing = self.ex.timing
+            timing["save"] = round(timing["save"] + time.perf_counter() - t0, 6)
+            timing["saves"] += 1
+            timing["units"] = round(time.perf_counter() - self.t0, 3)
             self.ex._unit_of[(rep.mi, ui)] = rep.id
             rep.units, rep.cells = rep.units + 1, rep.cells + len(cells)
             return None

@@ -48,7 +48,7 @@ COLUMNS = ("cells", "found", "to_compute", "passes", "passes_max", "prompt_token
 
 FLOPS_RULE = "2 x parameters x tokens (forward pass only)"
 TOKENS_RULE = (
-    "tokens_max: every prompt's tokens, plus, for each pass beyond a cell's first, its new "
+    "every prompt's tokens, plus, for each pass beyond a cell's first, its new "
     "tokens only (read from its parent's cache): one reply token per greedy or own-words "
     "pass, the longest item prompt of the conversation per history pass"
 )
