@@ -267,6 +267,7 @@ class RayExecutor:
             the largest node has.
         """
         ray = self.ray = import_ray()
+        self._reps, self._unit_of, self.timing = [], {}, {}  # one run's record
         t0 = time.perf_counter()
         self._connect(ray)
         self.timing["connect"] = round(time.perf_counter() - t0, 3)

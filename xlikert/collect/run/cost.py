@@ -65,20 +65,32 @@ def cost_plan(
     probe: int = 0,
     **overrides: Any,
 ) -> pd.DataFrame:
-    """Per model: the cells, those already found, and the passes, tokens, FLOPs and time
-    left to compute (see the module's text for every count's rule).
+    """The cost of a study per model, before it runs (only tokenizers load).
+
+    For each model: the cells, those already found, and the passes, tokens, FLOPs and
+    time left to compute (each count's rule: :mod:`xlikert.collect.run.cost`).
 
     Parameters
     ----------
-    prompts, models, output, options, reuse, **overrides
-        As :func:`~xlikert.collect.collect` takes them; the output's cells (a finished
-        file, or one ``--overwrite`` would replace) and the ``reuse`` files' are found.
+    prompts : xarray.Dataset
+        As :func:`~xlikert.collect.collect` takes them.
+    models : str, dict or sequence of str or dict
+        As :func:`~xlikert.collect.collect` takes them.
+    output : str or os.PathLike, optional
+        The run's output: its cells are found (a finished file, or one ``--overwrite``
+        would replace).
+    options : CollectOptions, optional
+        The run's settings, as :func:`~xlikert.collect.collect` takes them.
+    reuse : sequence of str or os.PathLike, default ()
+        Earlier results files whose cells are found.
     tokens_per_second : float or dict of str to float, optional
         The throughput of one replica in prompt tokens per second (one number, or one per
         model name); the projection's assumption.
     probe : int, default 0
         Measure the throughput of each model without one given on this machine: load it
         and time ``probe`` of its prompts (:func:`probe_throughput`).
+    **overrides : Any
+        Fields of :class:`~xlikert.collect.options.CollectOptions` by name.
 
     Returns
     -------
@@ -89,6 +101,13 @@ def cost_plan(
     ------
     CollectionError
         What :func:`~xlikert.collect.collect` refuses, before anything loads.
+
+    Examples
+    --------
+    >>> from xlikert.design import load_experiment
+    >>> exp = load_experiment("demo")
+    >>> df = cost_plan(exp.build_prompts(), exp.models, tokens_per_second=2000)  # doctest: +SKIP
+    >>> df[["cells", "to_compute", "prompt_tokens", "flops", "seconds"]]  # doctest: +SKIP
     """
     from .checked import check_run
     from .runner import Plan, _reuse_sources, _run_keys
@@ -209,10 +228,28 @@ def _n_ids(x: Any) -> int:
 
 
 def cost_spent(ds: xr.Dataset) -> pd.DataFrame:
-    """What a run computed, per model, counted as :func:`cost_plan` counts it: cells
-    computed (not reused or copied), passes (one per first-token or prefix cell, the
-    reply's tokens per greedy cell, ``elicitation_passes`` per own-words cell,
-    ``context_passes`` per conversation) and their prompts' tokens."""
+    """What a run computed, per model, counted as :func:`cost_plan` counts it.
+
+    The cells it computed (not reused, not copied from a cell with the same key), their
+    passes (one per first-token or prefix cell, one plus the reply's tokens per greedy
+    cell, ``elicitation_passes`` per own-words cell, ``context_passes`` per
+    conversation) and their prompts' tokens (``prompt_token_ids``).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A results file of :func:`~xlikert.collect.collect`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per model: ``to_compute``, ``passes``, ``prompt_tokens``.
+
+    Examples
+    --------
+    >>> import xlikert as xl
+    >>> cost_spent(xl.open_results("results.nc"))  # doctest: +SKIP
+    """
     rows = {}
     for name in ds["model"].values.astype(str):
         m = ds.sel(model=name)

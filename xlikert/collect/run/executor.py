@@ -4,8 +4,8 @@ A :class:`~.session.Session` finds the cells already measured, then hands the un
 still to compute to its executor, and saves each finished unit itself
 (:meth:`~.session.Session.save_unit`): the executor decides only *where* a unit is
 scored, never what it holds, so lock, resume, reuse, keys and the results file are
-the same whichever computed it (DESIGN.md section 9: a cluster is an executor of the
-same units, not a second runner).
+the same whichever computed it (a cluster is an executor of the same units, not a second
+runner).
 
 ======================  ===============================================================
 :class:`InProcess`      today's run: one model at a time, loaded here, its units in order
