@@ -4,7 +4,7 @@ Each replica is a Ray actor (:class:`Replica`) that loads one model once and sco
 the units it is handed, as :class:`~.session.Session` scores them in one process.
 The driver (the process that called :func:`~xlikert.collect.collect`) hands each
 model's units out one at a time to whichever of its replicas is free, the costliest
-first (:func:`unit_cost`), so a fast node takes more of them; it receives every
+first (:func:`_unit_cost`), so a fast node takes more of them; it receives every
 finished unit and saves it through the run's unit store
 (:meth:`~.session.Session.save_unit`). Lock, resume, reuse, keys and the final file
 are therefore the single-process run's; the file adds only ``attrs["cluster"]``: the
@@ -41,7 +41,7 @@ from ...core.errors import CollectionError, XlikertError
 from ..options import CollectOptions
 from ..protocol import backend_module
 
-__all__ = ["RayExecutor", "Replica", "UnitWork", "replica_resources", "unit_cost"]
+__all__ = ["RayExecutor", "Replica", "UnitWork"]
 
 #: The message when Ray is missing.
 NO_RAY = (
@@ -50,7 +50,7 @@ NO_RAY = (
 )
 
 
-def import_ray() -> Any:
+def _import_ray() -> Any:
     """The ``ray`` module.
 
     Raises
@@ -65,19 +65,19 @@ def import_ray() -> Any:
     return ray
 
 
-def replica_resources(spec: dict[str, Any], options: CollectOptions, *, cpus: int,
+def _replica_resources(spec: dict[str, Any], options: CollectOptions, *, cpus: int,
                       cluster_gpus: float) -> dict[str, float]:  # fmt: skip
     """The resources one replica of a model entry asks for: ``{"CPU": .., "GPU": ..}``.
 
     Examples
     --------
     >>> opts = CollectOptions()
-    >>> replica_resources({"name": "m", "backend": "vllm", "tensor_parallel_size": 4}, opts,
+    >>> _replica_resources({"name": "m", "backend": "vllm", "tensor_parallel_size": 4}, opts,
     ...                   cpus=1, cluster_gpus=8)
     {'CPU': 1.0, 'GPU': 4.0}
-    >>> replica_resources({"name": "m"}, opts, cpus=2, cluster_gpus=0)
+    >>> _replica_resources({"name": "m"}, opts, cpus=2, cluster_gpus=0)
     {'CPU': 2.0, 'GPU': 0.0}
-    >>> replica_resources({"name": "m", "device": "cuda"}, opts, cpus=1, cluster_gpus=0)
+    >>> _replica_resources({"name": "m", "device": "cuda"}, opts, cpus=1, cluster_gpus=0)
     {'CPU': 1.0, 'GPU': 1.0}
     """
     backend = spec.get("backend", "transformers")
@@ -91,7 +91,7 @@ def replica_resources(spec: dict[str, Any], options: CollectOptions, *, cpus: in
     return {"CPU": float(cpus), "GPU": float(gpus)}
 
 
-def unit_cost(plan: Any, options: CollectOptions, cells: Sequence[int]) -> tuple[int, int]:
+def _unit_cost(plan: Any, options: CollectOptions, cells: Sequence[int]) -> tuple[int, int]:
     """A unit's cost where it is known before it runs: the upper bound of its forward
     passes (one per cell read at the first token or after a prefix; the reply cap per
     ``greedy`` cell; ``own_words_max_passes`` per ``own_words`` cell; ``max_passes`` per
@@ -155,7 +155,7 @@ class Replica:
     def load(self, work: UnitWork, mi: int, label_sets: list[list[int]]) -> dict[str, Any]:
         """Load model ``mi`` with the labels of ``label_sets[0]``'s cells, then check that it
         reads every other label set (as the session does before a unit is read)."""
-        from .session import _with_labels
+        from .session import with_labels
 
         self.work, self.mi = work, mi
         plan, spec, options = work.plan, work.models[mi], work.options
@@ -169,18 +169,18 @@ class Replica:
                                                    prepared=work.prepared[mi])  # fmt: skip
         if hasattr(self.model, "relabel"):
             for cells in label_sets:
-                self.model = _with_labels(self.model, plan.labels_of(cells), spec, work.loader,
+                self.model = with_labels(self.model, plan.labels_of(cells), spec, work.loader,
                                           options, plan.prompts(cells)[0])  # fmt: skip
         return {"mode": self.model.mode, **self.where()}
 
     def score(self, cells: list[int]) -> Any:
         """Score one unit of the loaded model (a :class:`~xlikert.collect.record.UnitResult`)."""
-        from .session import _with_labels
+        from .session import with_labels
 
         work = self.work
         assert work is not None, "load() first"
         plan = work.plan
-        self.model = _with_labels(self.model, plan.labels_of(cells), work.models[self.mi],
+        self.model = with_labels(self.model, plan.labels_of(cells), work.models[self.mi],
                                   work.loader, work.options, plan.prompts(cells)[0])  # fmt: skip
         return work._score(self.model, cells)
 
@@ -266,15 +266,29 @@ class RayExecutor:
             Ray not installed; the cluster cannot be reached; a model asks for more than
             the largest node has.
         """
-        ray = self.ray = import_ray()
+        ray = self.ray = _import_ray()
         self._reps, self._unit_of, self.timing = [], {}, {}  # one run's record
         t0 = time.perf_counter()
         self._connect(ray)
         self.timing["connect"] = round(time.perf_counter() - t0, 3)
+        try:
+            self._check_room(ray, models, options)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Disconnect from the cluster (and stop it, where this run started it)."""
+        if self._started:
+            self.ray.shutdown()
+            self._started = False
+
+    def _check_room(self, ray: Any, models: Sequence[dict[str, Any]],
+                    options: CollectOptions) -> None:  # fmt: skip
         self._nodes = [n for n in ray.nodes() if n.get("Alive")]
         gpus = sum(float(n["Resources"].get("GPU", 0)) for n in self._nodes)
         self._names = [str(m["name"]) for m in models]
-        self._needs = [replica_resources(m, options, cpus=self.cpus, cluster_gpus=gpus)
+        self._needs = [_replica_resources(m, options, cpus=self.cpus, cluster_gpus=gpus)
                        for m in models]  # fmt: skip
         for spec, need in zip(models, self._needs, strict=True):
             if not self._fits(need):
@@ -339,7 +353,7 @@ class RayExecutor:
                         [_portable(i.prepared) if i is not None else None for i in inputs],
                         session.loader)  # fmt: skip
         ref = ray.put(unit)
-        queues = {mi: deque(sorted(todo, key=lambda u: unit_cost(session.plan, session.options,
+        queues = {mi: deque(sorted(todo, key=lambda u: _unit_cost(session.plan, session.options,
                                                                  u[1]), reverse=True))
                   for mi, _, todo in work}  # fmt: skip
         bar.set_description(f"collect on ray ({len(self._nodes)} node(s))")
@@ -350,9 +364,7 @@ class RayExecutor:
                 if not rep.ended:
                     rep.ended = "stopped"
                 ray.kill(rep.actor, no_restart=True)
-            if self._started:
-                ray.shutdown()
-                self._started = False
+            self.close()
 
     def start(self, mi: int, ref: Any, label_sets: list[list[int]]) -> tuple[_Rep, Any]:
         """A new replica of model ``mi``, and the reference of its load."""

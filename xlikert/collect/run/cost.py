@@ -16,7 +16,7 @@ model, what is left to compute:
 * ``flops``: 2 x parameters x ``tokens_max`` (a forward pass's multiply-adds; the
   parameters counted from the weights' headers, none loaded), and
 * ``seconds``: ``tokens_max`` at a stated throughput (prompt tokens per second of one
-  replica): given, or measured by a short probe on this machine (:func:`probe_throughput`,
+  replica): given, or measured by a short probe on this machine (:func:`_probe_throughput`,
   which loads the model).
 
 :func:`cost_spent` reads the same counts from a results file (its computed cells), so a
@@ -40,7 +40,7 @@ import xarray as xr
 from ..options import CollectOptions
 from ..protocol import backend_module
 
-__all__ = ["COLUMNS", "cost_plan", "cost_spent", "probe_throughput"]
+__all__ = ["COLUMNS", "cost_plan", "cost_spent"]
 
 #: The columns of :func:`cost_plan` (and of :func:`cost_spent`, less the projection's).
 COLUMNS = ("cells", "found", "to_compute", "passes", "passes_max", "prompt_tokens",
@@ -88,7 +88,7 @@ def cost_plan(
         model name); the projection's assumption.
     probe : int, default 0
         Measure the throughput of each model without one given on this machine: load it
-        and time ``probe`` of its prompts (:func:`probe_throughput`).
+        and time ``probe`` of its prompts (:func:`_probe_throughput`).
     **overrides : Any
         Fields of :class:`~xlikert.collect.options.CollectOptions` by name.
 
@@ -110,15 +110,15 @@ def cost_plan(
     >>> df[["cells", "to_compute", "prompt_tokens", "flops", "seconds"]]  # doctest: +SKIP
     """
     from .checked import check_run
-    from .runner import Plan, _reuse_sources, _run_keys
+    from .runner import Plan, reuse_sources, run_keys
     from .session import Session
 
     run = check_run(prompts, models, output, options=options, overrides=overrides,
                     shard=None, reuse=reuse)  # fmt: skip
     plan = Plan(run)
-    keys = _run_keys(run, plan)
+    keys = run_keys(run, plan)
     session = Session(run, plan, keys, progress=False)
-    sources = _reuse_sources(run, plan, overwrite=True)
+    sources = reuse_sources(run, plan, overwrite=True)
     finished = isinstance(sources, xr.Dataset)
     if not finished:
         session.find(sources)
@@ -198,13 +198,13 @@ def _rate(spec: dict[str, Any], given: float | dict[str, float] | None, probe: i
     if probe:
         cells = [j for m, _, c in plan.units if m == mi for j in c][:probe]
         inputs = keys.inputs(mi)
-        rate = probe_throughput(spec, run.options, plan.prompts(cells),
+        rate = _probe_throughput(spec, run.options, plan.prompts(cells),
                                 prepared=None if inputs is None else inputs.prepared)  # fmt: skip
         return rate, f"probe: {len(cells)} prompts on this machine"
     return float("nan"), "none given (pass tokens_per_second or probe)"
 
 
-def probe_throughput(spec: dict[str, Any], options: CollectOptions,
+def _probe_throughput(spec: dict[str, Any], options: CollectOptions,
                      prompts: list[tuple[str, str]], *, prepared: Any = None) -> float:  # fmt: skip
     """Prompt tokens per second of ``spec`` scoring ``prompts`` on this machine (the model
     loaded, one warm-up batch, then the prompts timed; first-token reading)."""

@@ -25,7 +25,7 @@ looks complete; a finished output with the same fingerprint is not recomputed.
 1. check the call once (:func:`~xlikert.collect.run.checked.check_run`): prompts,
    model entries (each by its backend), options, shard, output, reuse files;
 2. plan the units and the fingerprints (:class:`Plan`);
-3. key the cells (:func:`_run_keys`), and find the files to copy cells from;
+3. key the cells (:func:`run_keys`), and find the files to copy cells from;
 4. run: find, compute (:class:`~xlikert.collect.run.session.Session`);
 5. assemble the results file and write it.
 """
@@ -55,6 +55,8 @@ __all__ = [
     "Plan",
     "collect",
     "parse_shard",
+    "reuse_sources",
+    "run_keys",
     "write_atomic",
 ]
 
@@ -388,17 +390,17 @@ def collect(
     run = check_run(prompts, models, output, options=options, overrides=overrides,
                     shard=shard, reuse=reuse)  # fmt: skip
     plan = Plan(run)
-    sources = _reuse_sources(run, plan, overwrite)
+    sources = reuse_sources(run, plan, overwrite)
     if isinstance(sources, xr.Dataset):  # this very configuration, finished before
         return sources
-    chosen = make_executor(executor, run.options)
+    chosen = _make_executor(executor, run.options)
     chosen.prepare(run.models, run.options)  # refuses a model the cluster has no room for
-    session = Session(run, plan, _run_keys(run, plan), loader=loader, progress=progress,
+    session = Session(run, plan, run_keys(run, plan), loader=loader, progress=progress,
                       on_unit=on_unit, executor=chosen)  # fmt: skip
     return session.run(run.output, sources, discard=discard_progress)
 
 
-def _run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
+def run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
     """The keys of the run's cells (:mod:`~xlikert.collect.run.identity`): each model's
     inputs, the cells' answer labels as the plan reads them, and each sequential cell's
     conversation."""
@@ -407,7 +409,7 @@ def _run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
     return RunKeys(run.models, run.options, plan.prompts, plan.key_labels, battery, level)
 
 
-def _reuse_sources(
+def reuse_sources(
     run: CheckedRun, plan: Plan, overwrite: bool
 ) -> list[tuple[Path, bool]] | xr.Dataset:
     """The results files to copy cells from, each with whether it was named (``reuse=``)
@@ -423,7 +425,7 @@ def _reuse_sources(
     return sources
 
 
-def make_executor(executor: Any, options: CollectOptions) -> Executor:
+def _make_executor(executor: Any, options: CollectOptions) -> Executor:
     """The executor of a run: ``executor`` as given (a name or an :class:`Executor`), else
     the options' (``executor``, ``ray_address``, ``replicas``).
 
@@ -434,9 +436,9 @@ def make_executor(executor: Any, options: CollectOptions) -> Executor:
 
     Examples
     --------
-    >>> make_executor(None, CollectOptions()).name
+    >>> _make_executor(None, CollectOptions()).name
     'in_process'
-    >>> make_executor("dask", CollectOptions())
+    >>> _make_executor("dask", CollectOptions())
     Traceback (most recent call last):
     ...
     xlikert.core.errors.CollectionError: collect(): executor must be one of ['in_process', 'ray'] or an Executor (prepare, compute, record), got 'dask'

@@ -43,7 +43,7 @@ from .reuse import ProgressSource, Reuse, open_source
 from .store import PartialStore, as_record, disk_error
 from .stream import BLOCK_CELLS, StoredUnit, write_streamed
 
-__all__ = ["Session", "write_atomic"]
+__all__ = ["Session", "with_labels", "write_atomic"]
 
 
 def write_atomic(ds: xr.Dataset, path: str | os.PathLike, kept: str = "") -> Path:
@@ -80,7 +80,7 @@ class Session:
     ):
         """``run``: the checked call (:class:`~xlikert.collect.run.checked.CheckedRun`);
         ``plan``: its units (:class:`~xlikert.collect.run.runner.Plan`); ``keys``: its
-        cells' keys (:func:`~xlikert.collect.run.runner._run_keys`); ``executor``: where
+        cells' keys (:func:`~xlikert.collect.run.runner.run_keys`); ``executor``: where
         the units are computed (:mod:`.executor`; None: in this process)."""
         self.prompts, self.user, self.plan, self.keys = run.prompts, run.user, plan, keys
         self.models, self.options = list(run.models), run.options
@@ -314,11 +314,11 @@ class Session:
                 # a label the model cannot read is refused first (each rule is kept)
                 sets = {plan.labels_of(cells): cells for _, cells in todo}
                 for labels, cells in sets.items():
-                    model = _with_labels(model, labels, spec, self.loader, options,
+                    model = with_labels(model, labels, spec, self.loader, options,
                                          plan.prompts(cells)[0])  # fmt: skip
             bar.set_description(f"collect {spec['name']}")
             for ui, cells in todo:
-                model = _with_labels(model, plan.labels_of(cells), spec, self.loader,
+                model = with_labels(model, plan.labels_of(cells), spec, self.loader,
                                      options, plan.prompts(cells)[0])  # fmt: skip
                 self.save_unit(mi, ui, cells, self._score(model, cells), stop, bar)
             self.finish_model(mi, model.provenance())
@@ -479,7 +479,7 @@ def _with_elicitation_fill(r: UnitResult) -> UnitResult:
     return r
 
 
-def _with_labels(model, labels, spec, loader, options: CollectOptions, probe) -> Model:
+def with_labels(model, labels, spec, loader, options: CollectOptions, probe) -> Model:
     """The model reading answers with ``labels``: relabelled in place where the backend
     can (every backend of xlikert), else closed and opened again with them."""
     current = getattr(model, "options", options).answer_labels
