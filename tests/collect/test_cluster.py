@@ -199,3 +199,24 @@ def test_the_executor_is_refused_by_name_before_anything_runs(spec):
         collect(elicited(), spec, executor="dask", **KW)
     with pytest.raises(CollectionError, match="replicas must be an integer >= 1"):
         collect(elicited(), spec, executor="ray", replicas=0, **KW)
+
+
+def test_xlikert_run_ray_refuses_by_name_before_anything_loads(ray_cluster, spec, tmp_path):
+    """``xlikert run --ray ADDRESS`` takes the Ray executor: a model asking for a GPU the
+    cluster lacks is refused by name, nothing written."""
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(
+        '[experiment]\nname = "ray"\ninstrument = "cetscale"\n\n'
+        f'[[models]]\nname = "gpu"\nsource = "{spec[1]["source"]}"\ndevice = "cuda"\n'
+    )
+    out = tmp_path / "o.nc"
+    res = CliRunner().invoke(main, ["run", str(cfg), "-o", str(out), "--ray", ray_cluster.address,
+                                    "--quiet"])  # fmt: skip
+    assert res.exit_code != 0 and "model 'gpu' asks for 1 GPU(s)" in res.output, res.output
+    assert not out.exists() and not (tmp_path / "o.nc.partial").exists()
+    bad = CliRunner().invoke(main, ["run", str(cfg), "--replicas", "0", "--ray", "auto"])
+    assert bad.exit_code != 0 and "replicas must be an integer >= 1" in bad.output
