@@ -211,6 +211,7 @@ def test_xlikert_run_ray_refuses_by_name_before_anything_loads(ray_cluster, spec
     cfg = tmp_path / "exp.toml"
     cfg.write_text(
         '[experiment]\nname = "ray"\ninstrument = "cetscale"\n\n'
+        '[factors.target]\nlevels = ["USA"]\n\n'
         f'[[models]]\nname = "gpu"\nsource = "{spec[1]["source"]}"\ndevice = "cuda"\n'
     )
     out = tmp_path / "o.nc"
