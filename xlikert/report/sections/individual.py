@@ -13,7 +13,10 @@ The model's side is exact; the SEs are the humans' sampling error.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import pandas as pd
+import xarray as xr
 
 from ...analysis.individual import INDIVIDUAL_SCORES
 from ..inputs import RESPONDENT_COLUMN, ReportInputs
@@ -66,6 +69,15 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         digits=3,
         index=False,
     )
+    _skill_table(s, inputs, summary, lead, metrics)
+    return s
+
+
+def _skill_table(
+    s: Section, inputs: ReportInputs, summary: xr.Dataset, lead: list[Hashable], metrics: list[str]
+) -> None:
+    """The skill against each baseline, with SEs, and the respondents the group persona
+    baseline left out."""
     baselines = [str(b) for b in summary["baseline"].values]
     frame = summary[["skill", "skill_se"]].to_dataframe().reset_index()
     wide = frame.pivot_table(
@@ -91,6 +103,9 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         )
         + ")."
     )
+    if "group_persona_left_out" in summary.attrs:
+        s.text(md(str(summary.attrs["group_persona_left_out"])) + ": their group persona "
+               "skill is over the other respondents.")  # fmt: skip
     s.table(
         skill.reset_index(),
         inputs.out,
@@ -100,4 +115,3 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         digits=3,
         index=False,
     )
-    return s
