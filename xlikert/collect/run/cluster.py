@@ -452,6 +452,7 @@ class _Dispatch:
             self.session._check_mode(rep.mi, self.session.models[rep.mi],
                                      _Mode(value["mode"]))  # fmt: skip
         elif kind == "unit":  # the replica's next unit first: it computes while this saves
+            assert rep.unit is not None, "a unit's result from a replica that held none"
             ui, cells = rep.unit
             rep.unit = None
             self._next(rep)
@@ -525,7 +526,7 @@ class _Mode:
 
 def _portable(prepared: Any) -> Any:
     """An entry's resolved files without the loaded tokenizer (the replica loads its own)."""
-    if dataclasses.is_dataclass(prepared) and hasattr(prepared, "_tokenizer"):
+    if hasattr(prepared, "_tokenizer") and not isinstance(prepared, type):
         return dataclasses.replace(prepared, _tokenizer=None)
     return prepared
 
