@@ -7,11 +7,9 @@ scored, never what it holds, so lock, resume, reuse, keys and the results file a
 the same whichever computed it (a cluster is an executor of the same units, not a second
 runner).
 
-======================  ===============================================================
-:class:`InProcess`      today's run: one model at a time, loaded here, its units in order
-:class:`~.cluster.RayExecutor`  replicas of each model as Ray actors, units handed out
-                        dynamically, costliest first (:mod:`.cluster`)
-======================  ===============================================================
+* :class:`InProcess`: today's run, one model at a time, loaded here, its units in order;
+* :class:`~.cluster.RayExecutor`: replicas of each model as Ray actors, units handed out
+  dynamically, the costliest first (:mod:`.cluster`).
 """
 
 from __future__ import annotations
