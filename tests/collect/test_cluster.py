@@ -130,11 +130,16 @@ import sys, time
 from support.tiny import tiny_prompts
 from xlikert.collect import collect
 from xlikert.collect.run.cluster import RayExecutor
+from xlikert.collect.run.interrupt import RunInterrupted
 prompts = tiny_prompts(n_targets=2, n_items=3).expand_dims(
     administration=["isolated", "sequential"])
-collect(prompts, [{"name": "tiny2", "source": sys.argv[2]}], sys.argv[3], progress=False,
-        batch_size=2, chunk_size=2, top_k=3, executor=RayExecutor(sys.argv[1], replicas=2),
-        on_unit=lambda done, total: time.sleep(float(sys.argv[4])))
+try:
+    collect(prompts, [{"name": "tiny2", "source": sys.argv[2]}], sys.argv[3], progress=False,
+            batch_size=2, chunk_size=2, top_k=3, executor=RayExecutor(sys.argv[1], replicas=2),
+            on_unit=lambda done, total: time.sleep(float(sys.argv[4])))
+except RunInterrupted as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(exc.exit_status)
 """
 
 
@@ -221,3 +226,29 @@ def test_xlikert_run_ray_refuses_by_name_before_anything_loads(ray_cluster, spec
     assert not out.exists() and not (tmp_path / "o.nc.partial").exists()
     bad = CliRunner().invoke(main, ["run", str(cfg), "--replicas", "0", "--ray", "auto"])
     assert bad.exit_code != 0 and "replicas must be an integer >= 1" in bad.output
+
+
+def test_sigterm_stops_the_driver_after_saving_every_finished_unit(ray_cluster, spec, tmp_path):
+    """SIGTERM to a driver on the cluster: every finished unit saved, the replicas ended,
+    exit status 143 and the message saying how to resume; the lock is free again."""
+    from xlikert.collect.run.lock import RunLock
+
+    out = tmp_path / "t.nc"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), str(HERE.parent),
+                                                      os.environ.get("PYTHONPATH", "")]))  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, ray_cluster.address,
+                             spec[1]["source"], str(out), "1.0"], env=env, text=True,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    partial = tmp_path / "t.nc.partial"
+    deadline = time.time() + 240
+    while time.time() < deadline and not list(partial.glob("m*-u*.npz")):
+        assert proc.poll() is None, "the driver ended before the signal"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert "stopped by SIGTERM after saving every finished unit" in err
+    assert list(partial.glob("m*-u*.npz")) and not out.exists()
+    lock = RunLock(partial, out)
+    lock.acquire()  # free (no LockHeld): the stopped run released it
+    lock.release()

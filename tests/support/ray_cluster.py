@@ -110,7 +110,7 @@ class LocalCluster:
                 logs = "".join(f.read_text()[-1500:] for f in sorted(self.tmp.glob("*.log")))
                 raise RuntimeError(f"ray start ended ({p.returncode}):\n{logs}")
 
-    def stop(self, grace: float = 15.0) -> None:
+    def stop(self, grace: float = 5.0) -> None:
         """End every process group this cluster started (by its id), then its folder."""
         for p in reversed(self.procs):
             _signal_group(p, signal.SIGTERM)
