@@ -86,13 +86,13 @@ class ResultsSource:
                 **{k: self.attrs[k] for k in ("xlikert_fingerprint", "date_created")
                    if k in self.attrs}}  # fmt: skip
 
-    def info(self, row: Any) -> dict[str, Any]:
+    def info(self, row: int) -> dict[str, Any]:
         return dict(self.models.get(str(self._model[row])) or {})
 
-    def mode(self, row: Any) -> str:
+    def mode(self, row: int) -> str:
         return "topk" if self.info(row).get("mode") == "topk" else "exact"
 
-    def label(self, row: Any) -> str:
+    def label(self, row: int) -> str:
         return self.name
 
     def take(self, rows: Sequence[Any], names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -130,22 +130,22 @@ class ProgressSource:
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "path": str(self.store.path.resolve())}
 
-    def _unit(self, row: Any) -> tuple[UnitResult, dict[str, np.ndarray]] | None:
+    def _unit(self, row: int) -> tuple[UnitResult, dict[str, np.ndarray]] | None:
         f = self._rows[row][0]
         if f not in self._cache:
             self._cache[f] = self.store.read_unit(f)
         return self._cache[f]
 
-    def info(self, row: Any) -> dict[str, Any]:
+    def info(self, row: int) -> dict[str, Any]:
         got = self._unit(row)
         digest = str(got[1].get("model_digest", "")) if got else ""
         return dict(self.store.load_model(digest) or {})
 
-    def mode(self, row: Any) -> str:
+    def mode(self, row: int) -> str:
         got = self._unit(row)
         return got[0].mode if got else "exact"
 
-    def label(self, row: Any) -> str:
+    def label(self, row: int) -> str:
         return self.name
 
     def take(self, rows: Sequence[Any], names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -270,7 +270,8 @@ class Reuse:
                 shape = (n, *({**sizes, "trace": traces[mi]}[d] for d in var.dims))
                 arr = got.get(name)
                 if arr is not None and "option" in var.dims and arr.shape != shape:
-                    arr = _no_options(arr, name, self.sources[si].label(cells[0][1]))
+                    _no_options(arr, name, self.sources[si].label(cells[0][1]))
+                    arr = None
                 if arr is None:
                     arr = var.full(shape)
                 elif name in TRACE_VARIABLES and "trace" in var.dims:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,7 @@ class Plan:
         options = self.options
         labels = self.labels[cell] if self.labels else options.answer_labels
         if not labels:
-            return tuple(str(y) for y in options.scale)
+            return tuple(str(y) for y in options.known_scale)
         n = len(labels) - len(options.nonsubstantive)
         offered = labels[n:]
         if not any(offered):
@@ -145,7 +145,7 @@ class Plan:
 
 
 def _groups(
-    sys_flat: Sequence[str], labels: Sequence[Any] | None, sequential: Any,
+    sys_flat: Sequence[str], labels: Sequence[Any] | None, sequential: Container[int],
     level: Callable[[int], str] | None = None,
 ) -> list[list[int]]:  # fmt: skip
     """The isolated cells grouped by system prompt, (with a format factor) answer labels
@@ -202,7 +202,7 @@ def _hash(run: CheckedRun, options: dict[str, Any]) -> str:
         "dims": list(user.dims),
         "coords": {d: [str(v) for v in user[d].values] for d in user.dims if d in user.coords},
         "models": run.checked,
-        "scale": list(run.options.scale),
+        "scale": list(run.options.known_scale),
         "options": options,
     }
     h.update(json.dumps(payload, sort_keys=True, default=str).encode())
