@@ -121,11 +121,11 @@ class UnitWork:
     prepared: list[Any]
     loader: Callable[..., Any] | None = None
 
-    def _score(self, model: Any, cells: list[int]) -> Any:
-        """Score one unit as :meth:`~.session.Session._score` does (the same code)."""
+    def score_unit(self, model: Any, cells: list[int]) -> Any:
+        """Score one unit as :meth:`~.session.Session.score_unit` does (the same code)."""
         from .session import Session
 
-        return Session._score(self, model, cells)  # type: ignore[arg-type]
+        return Session.score_unit(self, model, cells)  # type: ignore[arg-type]
 
 
 class Replica:
@@ -182,7 +182,7 @@ class Replica:
         plan = work.plan
         self.model = with_labels(self.model, plan.labels_of(cells), work.models[self.mi],
                                   work.loader, work.options, plan.prompts(cells)[0])  # fmt: skip
-        return work._score(self.model, cells)
+        return work.score_unit(self.model, cells)
 
     def provenance(self) -> dict[str, Any]:
         """The loaded model's provenance (as the session records it)."""
@@ -449,7 +449,7 @@ class _Dispatch:
         if kind == "load":
             rep.where = {k: value[k] for k in ("node", "host", "pid")}
             self.ex.timing.setdefault("first_load", round(time.perf_counter() - self.t0, 3))
-            self.session._check_mode(rep.mi, self.session.models[rep.mi],
+            self.session.check_mode(rep.mi, self.session.models[rep.mi],
                                      _Mode(value["mode"]))  # fmt: skip
         elif kind == "unit":  # the replica's next unit first: it computes while this saves
             assert rep.unit is not None, "a unit's result from a replica that held none"
@@ -519,7 +519,7 @@ class _Dispatch:
 
 @dataclasses.dataclass
 class _Mode:
-    """A model's mode as a replica reported it (what :meth:`Session._check_mode` reads)."""
+    """A model's mode as a replica reported it (what :meth:`Session.check_mode` reads)."""
 
     mode: str
 

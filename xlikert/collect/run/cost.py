@@ -120,7 +120,7 @@ def cost_plan(
     session = Session(run, plan, keys, progress=False)
     sources = reuse_sources(run, plan, overwrite=True)
     finished = isinstance(sources, xr.Dataset)
-    if not finished:
+    if not isinstance(sources, xr.Dataset):
         session.find(sources)
     rows, how = {}, {}
     for mi, spec in enumerate(run.models):

@@ -57,7 +57,7 @@ class InProcess:
     def compute(self, session: Any, work: Sequence[Work], stop: Any, bar: Any) -> None:
         """Load each model in turn and score its units in plan order."""
         for mi, spec, todo in work:
-            session._compute_model(mi, spec, todo, stop, bar)
+            session.compute_model(mi, spec, todo, stop, bar)
 
     def record(self) -> dict[str, Any] | None:
         """None: a run in one process has no cluster record (its file is the plain one)."""

@@ -311,13 +311,14 @@ class Session:
         prepared = None if inputs is None else inputs.prepared
         return backend_module(spec).open(spec, opened, probe, prepared=prepared)
 
-    def _compute_model(self, mi, spec, todo, stop: StopOnSignals, bar) -> None:
+    def compute_model(self, mi, spec, todo, stop: StopOnSignals, bar) -> None:
+        """Load model ``mi`` here, score its units ``todo`` in order, save each."""
         plan, options = self.plan, self.options
         bar.set_description(f"load {spec['name']}")
         first = todo[0][1] if todo else next(c for m, _, c in plan.units if m == mi)
         model = self._open(mi, spec, first)
         try:
-            self._check_mode(mi, spec, model)
+            self.check_mode(mi, spec, model)
             if hasattr(model, "relabel"):  # every label set's rule before any unit is read:
                 # a label the model cannot read is refused first (each rule is kept)
                 sets = {plan.labels_of(cells): cells for _, cells in todo}
@@ -328,7 +329,7 @@ class Session:
             for ui, cells in todo:
                 model = with_labels(model, plan.labels_of(cells), spec, self.loader,
                                      options, plan.prompts(cells)[0])  # fmt: skip
-                self.save_unit(mi, ui, cells, self._score(model, cells), stop, bar)
+                self.save_unit(mi, ui, cells, self.score_unit(model, cells), stop, bar)
             self.finish_model(mi, model.provenance())
         finally:
             model.close()
@@ -360,7 +361,7 @@ class Session:
         if self.store is not None:
             self.store.save_model(self.keys.digest(mi), self.infos[mi])
 
-    def _score(self, model: Model, cells: list[int]) -> UnitResult:
+    def score_unit(self, model: Model, cells: list[int]) -> UnitResult:
         """Score one unit: its prompts, or its conversation (a sequential condition)."""
         plan, options = self.plan, self.options
         level = plan.level_of(cells[0])
@@ -382,7 +383,7 @@ class Session:
             options=options.nonsubstantive,
         )  # fmt: skip
 
-    def _check_mode(self, mi: int, spec: dict[str, Any], model: Model) -> None:
+    def check_mode(self, mi: int, spec: dict[str, Any], model: Model) -> None:
         """A model must measure in the mode its reused cells were measured in."""
         modes = {r.mode: "saved progress" for (m, _), r in self.done.items() if m == mi}
         modes.update(self.reuse.modes(mi))
