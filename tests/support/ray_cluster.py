@@ -1,7 +1,7 @@
 """A local Ray cluster of two nodes on this machine: ``ray start --head`` and a second
 ``ray start --address`` on loopback, each a process group of its own (stopped by its id).
 
-Used by tests/collect/test_cluster.py (one cluster per session) and
+Used by tests/collect/run/test_cluster.py (one cluster per session) and
 benchmarks/bench_cluster.py.
 """
 

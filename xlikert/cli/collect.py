@@ -15,7 +15,7 @@ import click
 
 from ..core.errors import XlikertError
 
-__all__ = ["FLAGS", "merge", "parse_batch", "plan", "run"]
+__all__ = ["FLAGS", "merge_command", "parse_batch", "plan_command", "run_command"]
 
 
 def _fail(exc: Exception) -> None:
@@ -108,7 +108,7 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
 """
 
 
-@click.command(help=_HELP)
+@click.command("run", help=_HELP)
 @click.argument("config")
 @click.option(
     "-o", "--output", default=None, type=click.Path(dir_okay=False),
@@ -161,7 +161,8 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
 @click.option("--replicas", default=None, type=int,
               help="with --ray: replicas of each model (default: as many as fit)")  # fmt: skip
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def run(config, output, shard, overwrite, reuse, discard_progress, quiet, ray_address, **flags):
+def run_command(config, output, shard, overwrite, reuse, discard_progress, quiet, ray_address,
+                **flags):  # fmt: skip
     from ..collect.run.interrupt import RunInterrupted
     from ..collect.run.runner import collect
     from ..design import load_experiment
@@ -225,10 +226,10 @@ def _stamp(path: str | os.PathLike) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-@click.command()
+@click.command("merge")
 @click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
-def merge(parts, output):
+def merge_command(parts, output):
     """Merge the shard files PARTS of a --shard i/n run into one results file.
 
     Every shard i of n must be given once: a missing or repeated shard is named.
@@ -259,7 +260,7 @@ def _parse_rates(values: tuple[str, ...]) -> float | dict[str, float] | None:
     return out.pop("") if list(out) == [""] else out
 
 
-@click.command()
+@click.command("plan")
 @click.argument("config")
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
               help="the results .nc the run would write (its cells are found)")  # fmt: skip
@@ -278,7 +279,7 @@ def _parse_rates(values: tuple[str, ...]) -> float | dict[str, float] | None:
 @click.option("--spent", default=None, type=click.Path(exists=True, dir_okay=False),
               help="a results file of this study: set what its run spent beside the "
               "projection")  # fmt: skip
-def plan(config, output, reuse, throughput, probe, spent):
+def plan_command(config, output, reuse, throughput, probe, spent):
     """The cost of running the experiment CONFIG before it runs: per model, its cells, those
     already found in the output or --reuse files, the forward passes and prompt tokens to
     compute (with the upper bounds of own-words and sequential budgets), the FLOPs, and the

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["MARKERS", "OKABE_ITO", "colors", "new_ax", "offscreen", "pyplot", "subplots"]
+__all__ = ["MARKER_SHAPES", "OKABE_ITO", "colors", "new_ax", "offscreen", "pyplot", "subplots"]
 
 #: Okabe & Ito (2008) colour-blind-safe qualitative palette (black last).
 OKABE_ITO = (
@@ -29,8 +29,8 @@ OKABE_ITO = (
     "#F0E442",
     "#000000",
 )
-#: The markers of the lines and points of one level each, in order.
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: The matplotlib marker shapes of the lines and points of one level each, in order.
+MARKER_SHAPES = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: Whether figures are drawn as standalone Figure objects (:func:`offscreen`), in this context.
 _OFFSCREEN: ContextVar[bool] = ContextVar("xlikert_plot_offscreen", default=False)
 #: The keywords of ``subplots`` that place the axes (the others make the figure).

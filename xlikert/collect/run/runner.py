@@ -49,7 +49,7 @@ from .checked import CheckedRun, check_run, parse_shard
 from .cluster import RayExecutor
 from .executor import Executor, InProcess
 from .identity import RunKeys
-from .session import Session, write_atomic
+from .session import Session, write_results_file
 
 __all__ = [
     "Plan",
@@ -57,7 +57,7 @@ __all__ = [
     "parse_shard",
     "reuse_sources",
     "run_keys",
-    "write_atomic",
+    "write_results_file",
 ]
 
 _FORMAT = "xlikert-collect-3"  # 3: token ids stored; vLLM read by the logits processor

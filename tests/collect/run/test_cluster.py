@@ -29,7 +29,8 @@ from xlikert.core.errors import CollectionError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("ray_cluster")]
 
-HERE = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[2]  # tests/ (support/ is in it)
+ROOT = TESTS.parent
 KW = {"progress": False, "batch_size": 2, "chunk_size": 2, "top_k": 3, "reply_tokens": 3,
       "own_words_tol": 0.05, "own_words_max_passes": 12}  # fmt: skip
 LEVELS = ["first_token", "greedy", "own_words"]
@@ -150,7 +151,7 @@ def test_driver_killed_then_rerun_gives_the_same_file(ray_cluster, spec, tmp_pat
     clean = tmp_path / "clean.nc"
     collect(sequential(), model, clean, batch_size=2, chunk_size=2, top_k=3, progress=False)
     out = tmp_path / "killed.nc"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), str(HERE.parent),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS),
                                                       os.environ.get("PYTHONPATH", "")]))  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, ray_cluster.address,
                              model[0]["source"], str(out), "1.0"], env=env)  # fmt: skip
@@ -234,7 +235,7 @@ def test_sigterm_stops_the_driver_after_saving_every_finished_unit(ray_cluster, 
     from xlikert.collect.run.lock import RunLock
 
     out = tmp_path / "t.nc"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), str(HERE.parent),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS),
                                                       os.environ.get("PYTHONPATH", "")]))  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, ray_cluster.address,
                              spec[1]["source"], str(out), "1.0"], env=env, text=True,
