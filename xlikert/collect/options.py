@@ -531,7 +531,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes, executor, ray_address, replicas
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes, stated_instruction, stated_tokens, executor, ray_address, replicas
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):
