@@ -31,8 +31,7 @@ from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
-from .human_data import WEIGHT_COLUMN
-from .human_data import load_human as _load_human
+from .human_data import WEIGHT_COLUMN, load_human
 
 __all__ = ["WEIGHT_COLUMN", "human_alignment_section"]
 
@@ -46,7 +45,7 @@ def _human_section(
     ``section`` is the report's section class (called with the title).
     """
     pmf = ds["pmf"]
-    h, how = _load_human(human, pmf)
+    h, how = load_human(human, pmf)
     h = decode_attrs(h)
     groups = [d for d in h["n"].dims if d != "item"]
     other = [d for d in pmf.dims if d not in (by, "item", "score", *groups)]
