@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import CollectionError, LabelMappingError
-from ..design.elicitation import ANSWER_PARSES
+from ..design.elicitation import ANSWER_PARSES, DEFAULT_STATED_INSTRUCTION
 from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from .answers.numerals import NUMERAL_MODES, rule_scripts
 from .answers.numerals import scripts as all_scripts
@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_TEMPERATURES",
     "DEFAULT_TOP_PS",
     "ELICITATION_OPTIONS",
+    "EXECUTORS",
     "CollectOptions",
     "labels_key",
 ]
@@ -40,8 +41,12 @@ __all__ = [
 #: cell's key only where it is read by a level that uses them.
 ELICITATION_OPTIONS = (
     "answer_prefix", "reply_tokens", "answer_parse", "own_words_temperature", "own_words_top_p",
-    "own_words_tol", "own_words_max_passes",
+    "own_words_tol", "own_words_max_passes", "stated_instruction", "stated_tokens",
 )  # fmt: skip
+
+#: Where a run's units are computed (:mod:`xlikert.collect.run.executor`); the numbers do
+#: not depend on it.
+EXECUTORS = ("in_process", "ray")
 
 
 def labels_key(labels: Sequence[str] | None, scale: Sequence[int]) -> str:
@@ -184,6 +189,22 @@ class CollectOptions:
         (``|returned - exact| <= tol`` for ``pmf``, ``valid_mass`` and
         ``no_answer_mass``; 0: every reply prefix read) and the forward passes one cell
         may spend; the bound reached is stored, never a smaller one.
+    stated_instruction, stated_tokens
+        The level ``stated``: the instruction added to the user's text (it must name the
+        options with ``{options}``, where the cell's answer labels are put) and the most
+        tokens of the reply that states the distribution.
+    executor
+        Where the units are computed (:mod:`xlikert.collect.run.executor`):
+        ``"in_process"`` (the default: one model at a time in this process) or ``"ray"``
+        (model replicas as actors of a Ray cluster, :mod:`xlikert.collect.run.cluster`).
+        Not part of any key: the results file is the same.
+    ray_address
+        The executor ``"ray"``: the cluster, ``"auto"`` (the one running here, as ``ray
+        start`` left it), ``"local"`` (one started on this machine for the run) or
+        ``host:port`` of its head.
+    replicas
+        The executor ``"ray"``: replicas of each model; None (the default): as many as
+        the cluster has room for, at most one per unit.
 
     Raises
     ------
@@ -227,6 +248,11 @@ class CollectOptions:
     own_words_top_p: float = 1.0
     own_words_tol: float = 1e-3
     own_words_max_passes: int = 256
+    stated_instruction: str = DEFAULT_STATED_INSTRUCTION
+    stated_tokens: int = 128
+    executor: str = "in_process"
+    ray_address: str = "auto"
+    replicas: int | None = None
 
     def __post_init__(self) -> None:
         self._validate("")
@@ -300,6 +326,22 @@ class CollectOptions:
                 where, f"numerals must be one of {list(NUMERAL_MODES)}, got {self.numerals!r}"
             )
         self._validate_elicitation(where, put)
+        self._validate_executor(where, put)
+
+    def _validate_executor(self, where: str, put) -> None:
+        """The options of the executor (where units are computed, not what they hold)."""
+        if self.executor not in EXECUTORS:
+            raise _fail(where, f"executor must be one of {list(EXECUTORS)}, got {self.executor!r}")
+        if not (isinstance(self.ray_address, str) and self.ray_address.strip()):
+            raise _fail(
+                where,
+                "ray_address must be 'auto', 'local' or host:port of a Ray cluster's head, "
+                f"got {self.ray_address!r}",
+            )
+        if self.replicas is not None:
+            if not (_is_int(self.replicas) and self.replicas >= 1):
+                raise _fail(where, f"replicas must be an integer >= 1, got {self.replicas!r}")
+            put("replicas", int(self.replicas))
 
     def _validate_elicitation(self, where: str, put) -> None:
         """The options of the elicitation factor."""
@@ -312,7 +354,15 @@ class CollectOptions:
                 where,
                 f"answer_parse must be one of {list(ANSWER_PARSES)}, got {self.answer_parse!r}",
             )
-        for name in ("reply_tokens", "own_words_max_passes"):
+        if not isinstance(self.stated_instruction, str) or "{options}" not in (
+            self.stated_instruction
+        ):
+            raise _fail(
+                where,
+                "stated_instruction must name the options with {options} (the cell's answer "
+                f"labels are put there), got {self.stated_instruction!r}",
+            )
+        for name in ("reply_tokens", "own_words_max_passes", "stated_tokens"):
             v = getattr(self, name)
             if not (_is_int(v) and v >= 1):
                 raise _fail(where, f"{name} must be an integer >= 1, got {v!r}")
@@ -356,8 +406,11 @@ class CollectOptions:
         parse = {} if self.answer_parse == "first_valid" else {"answer_parse": self.answer_parse}
         if level == "greedy":
             return {"reply_tokens": self.reply_tokens, **parse}
+        if level == "stated":
+            return {"stated_instruction": self.stated_instruction,
+                    "stated_tokens": self.stated_tokens}  # fmt: skip
         if level == "own_words":
-            skip = ("answer_prefix", "answer_parse")
+            skip = ("answer_prefix", "answer_parse", "stated_instruction", "stated_tokens")
             return {**{k: getattr(self, k) for k in ELICITATION_OPTIONS if k not in skip}, **parse}
         return {}
 
@@ -503,7 +556,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_tol, answer_max_passes, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_tol, answer_max_passes, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes, stated_instruction, stated_tokens, executor, ray_address, replicas
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):
