@@ -50,8 +50,12 @@ def _equal_to_listing(lm, labels, system, user):
     m, text, walked = _read(lm, labels, system, user, answer_tol=0.0, answer_max_passes=10**6)
     listed = _listed(m, text, labels)
     assert int(walked["answer_tol_met"][0]) == 1 and float(walked["answer_error"][0]) == 0.0
-    for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass"):
+    for key in ("pmf", "valid_mass"):
         np.testing.assert_allclose(walked[key], listed[key], atol=1e-6, rtol=0, err_msg=key)
+    # the grid divides the logits by T = 0.1: the float32 noise between a row read from
+    # its parent's cache and a teacher-forced batch grows tenfold (SmolLM2: 1.2e-6)
+    for key in ("decoding_pmf", "decoding_valid_mass"):
+        np.testing.assert_allclose(walked[key], listed[key], atol=1e-5, rtol=0, err_msg=key)
     return walked
 
 
