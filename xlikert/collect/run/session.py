@@ -36,9 +36,9 @@ from ..options import CollectOptions
 from ..protocol import Model, backend_module
 from ..record import UnitResult, assemble
 from ..templates import PLAIN_FORMAT
-from .identity import RunKeys, numbers_options
+from .identity import KEY_FORMAT, RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals, StopSignal
-from .reuse import ProgressSource, Reuse, open_source
+from .reuse import ProgressSource, ResultsSource, Reuse, RunCells, open_source, shortfall
 from .store import PartialStore, as_record, disk_error
 from .stream import BLOCK_CELLS, StoredUnit, write_streamed
 
@@ -93,6 +93,11 @@ class Session:
         self.infos: dict[int, dict[str, Any]] = {}
         self.computed_now = 0
         self.units_done = 0
+        #: A results file -> model name -> why its cells were not reused -> how many.
+        self.shortfall: dict[str, dict[str, dict[str, int]]] = {}
+        #: The run's ``score`` and ``option`` axes (a reused cell is placed on them).
+        self.axes = {"score": [int(y) for y in self.options.scale],
+                     "option": [str(o) for o in self.options.nonsubstantive]}  # fmt: skip
 
     # ------------------------------------------------------------------ the run
     def run(
@@ -111,7 +116,8 @@ class Session:
         """
         finished = False
         if output is not None:
-            self.store = PartialStore(output, self.plan.fingerprint, self.description)
+            self.store = PartialStore(output, self.plan.fingerprint, self.description,
+                                      axes=self.axes)  # fmt: skip
             for line in self.store.open(discard=discard):
                 warnings.warn(line, UserWarning, stacklevel=3)  # run < collect < its caller
         try:
@@ -151,6 +157,7 @@ class Session:
             },
             "items": [str(v) for v in user["item"].values] if "item" in user.coords else [],
             "options": {
+                "scale": list(opts.scale),
                 **numbers_options(opts),
                 "chunk_size": opts.chunk_size,
                 "prefix_cache": opts.prefix_cache,
@@ -187,8 +194,10 @@ class Session:
         self.reuse = Reuse(sources)
         own = {(mi, int(j)) for (mi, _), r in self.done.items() for j in r.cells}
         planned = {(mi, j) for mi, _, c in self.plan.units for j in c}
+        predicted: dict[str, dict[int, str]] = {}
         for mi in sorted({mi for mi, _, _ in self.plan.units}):
             keys = self.keys.predict(mi, self.plan.order)  # the whole plan's: twins across shards
+            predicted[self.models[mi]["name"]] = keys
             own -= self._drop_stale(mi, keys)
             first: dict[str, int] = {}
             for j in self.plan.order:
@@ -201,7 +210,28 @@ class Session:
                 seq = self.plan.context.where if self.plan.context is not None else {}
                 self.reuse.lookup(mi, {j: k for j, k in keys.items() if (mi, j) in planned
                                        and (mi, j) not in own and j not in seq})  # fmt: skip
+        self._find_shortfall(predicted)
         self._say_found()
+
+    def _find_shortfall(self, predicted: dict[str, dict[int, str]]) -> None:
+        """Why each results file gave fewer cells than it holds, per model (:func:`shortfall`);
+        a file keyed by an earlier rule is a warning (its cells are computed again)."""
+        run = RunCells(predicted, {m["name"]: self.keys.identity(mi)
+                                   for mi, m in enumerate(self.models)},
+                       self.user, self.plan.key_labels)  # fmt: skip
+        for src in self.reuse.sources:
+            if isinstance(src, ResultsSource) and (why := shortfall(src, run)):
+                self.shortfall[src.name] = why
+                stale = {n: c for n, r in why.items() for w, c in r.items()
+                         if w.startswith("keyed by an earlier rule")}  # fmt: skip
+                if stale:
+                    warnings.warn(
+                        f"{src.name} was keyed by an earlier key rule than today's "
+                        f"({KEY_FORMAT}: a cell's key holds its own item's labels, not the "
+                        f"run's score axis): its {sum(stale.values())} cell(s) of model(s) "
+                        f"{sorted(stale)} cannot be matched and are computed again",
+                        UserWarning, stacklevel=5,
+                    )  # fmt: skip
 
     def _drop_stale(self, mi: int, keys: dict[int, str]) -> set[tuple[int, int]]:
         """Forget this configuration's saved units of model ``mi`` whose keys are not the
@@ -238,6 +268,11 @@ class Session:
             parts += [f"{twins} the same as another cell (copied)"] * bool(twins)
             print(f"collect: {total} cells: {'; '.join(parts)}; "
                   f"{total - own - reused - twins} to compute", file=sys.stderr)  # fmt: skip
+        for path, models in self.shortfall.items() if self.progress else ():
+            for name, why in models.items():
+                said = "; ".join(f"{n} {w}" for w, n in why.items())
+                print(f"collect: not reused from {path}, model {name!r}: {said}",
+                      file=sys.stderr)  # fmt: skip
 
     # ------------------------------------------------------------------ computing cells
     def todo(self, mi: int) -> list[tuple[int, list[int]]]:
@@ -355,7 +390,7 @@ class Session:
         where = [j % self.user.sizes["item"] for j in cells]
         return score_battery(
             model, plan.prompts(cells), [str(items[k]) for k in where],
-            plan.key_labels(cells[0]), options.scale, options.sizes,
+            plan.replies(cells[0]), options.scale, options.sizes,
             tol=options.tol, max_passes=options.max_passes, n_items=len(items), item_index=where,
             answers=[plan.labels[c] for c in cells] if plan.labels else None,
             options=options.nonsubstantive,
@@ -383,7 +418,7 @@ class Session:
         units = [(mi, r) for (mi, _), r in sorted(self.done.items())]
         computed = sum(len(r.cells) for _, r in units)
         elicited = plan.elicitations is not None
-        units += self.reuse.units(plan.traces, options.sizes, elicitation=elicited)
+        units += self.reuse.units(plan.traces, options.sizes, elicitation=elicited, axes=self.axes)
         twins = self._twin_units(units)
         units += twins
         ncell = int(np.prod(self.user.shape))
@@ -423,7 +458,7 @@ class Session:
             cells_computed=computed,
             cells_copied=sum(len(r.cells) for _, r in twins),
             cells_reused=reused,
-            reuse_sources=self.reuse.describe(),
+            reuse_sources=self._sources(),
         )
         if max(plan.traces):
             ds.attrs["reasoning_models"] = [
@@ -433,6 +468,16 @@ class Session:
             if name in self.prompts:
                 ds[name] = self.prompts[name].astype(str)
         return encode_attrs(ds)  # netCDF-ready as it stands: ds.to_netcdf works
+
+    def _sources(self) -> dict[str, dict[str, Any]]:
+        """Each source that gave cells (how many), and each results file that gave fewer than
+        it holds, with why per model (``not_reused``: model -> reason -> cells)."""
+        out = self.reuse.describe()
+        for src in self.reuse.sources:
+            if src.name in self.shortfall:
+                entry = out.setdefault(src.name, {**src.describe(), "cells": 0})
+                entry["not_reused"] = self.shortfall[src.name]
+        return out
 
     def _twin_units(self, units: list[tuple[int, UnitResult]]) -> list[tuple[int, UnitResult]]:
         """Copies of the cells whose twin (the earlier cell of the same key) ``units`` hold."""
