@@ -441,7 +441,9 @@ def test_a_run_says_why_a_file_gave_fewer_cells_per_model(dirs, tmp_path, capsys
     ds = collect(tiny_prompts(1, 3), models, reuse=reuse, **{**KW, "top_k": 5})
     why = read_attrs(ds)["reuse_sources"][str(reuse[0])]["not_reused"]
     assert why["a"] == {"other settings (top_k: 20 -> 5)": 3}
-    ds = collect(tiny_prompts(1, 3), models, reuse=reuse, **{**KW, "answer_labels": list("ABCDEFG")})
+    ds = collect(
+        tiny_prompts(1, 3), models, reuse=reuse, **{**KW, "answer_labels": list("ABCDEFG")}
+    )
     assert read_attrs(ds)["reuse_sources"][str(reuse[0])]["not_reused"]["a"] == {
         "other answer labels": 3
     }

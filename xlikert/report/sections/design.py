@@ -61,6 +61,9 @@ def design_section(inputs: ReportInputs) -> Section:
         s.text("**SYNTHETIC DATA**: these results are random PMFs, no model was run.")
     for line in _item_scale_lines(pmf):
         s.text(line)
+    if inputs.no_composite:
+        s.text(inputs.composite_note())
+        return s
     for line in _scoring_lines(inputs.pmf):
         s.text(line)
     return s

@@ -14,6 +14,7 @@ The model's side is exact; the SEs are the humans' sampling error.
 from __future__ import annotations
 
 import pandas as pd
+import xarray as xr
 
 from ...analysis.individual import INDIVIDUAL_SCORES
 from ..inputs import RESPONDENT_COLUMN, ReportInputs
@@ -31,7 +32,6 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
     if summary is None or answers is None:
         return None
     lead = [d for d in summary["estimate"].dims if d not in ("item", "metric")]
-    metrics = list(INDIVIDUAL_SCORES)
     s = Section("Individual respondents")
     n_people = inputs.ds.sizes[RESPONDENT_COLUMN]
     s.text(
@@ -46,18 +46,8 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         "the humans' sampling error."
         + (f" Rows by {', '.join(md(str(d)) for d in lead)}." if lead else "")
     )
-    frame = summary[["estimate", "se"]].to_dataframe().reset_index()
-    wide = frame.pivot_table(
-        index=[*lead, "item"], columns="metric", values=["estimate", "se"], sort=False
-    )
-    n = summary["n"].sel(metric="answer_probability").to_series().rename("n")
-    table = pd.DataFrame(index=wide.index)
-    table["n"] = n.reindex(table.index.get_level_values("item")).to_numpy()
-    for m in metrics:
-        table[m] = wide[("estimate", m)]
-        table[f"{m}_se"] = wide[("se", m)]
     s.table(
-        table.reset_index(),
+        _scores_table(summary, lead).reset_index(),
         inputs.out,
         "individual_scores",
         "Mean individual score per item over the respondents (n: respondents who "
@@ -66,6 +56,27 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         digits=3,
         index=False,
     )
+    _skill_parts(s, inputs, summary, lead)
+    return s
+
+
+def _scores_table(summary: xr.Dataset, lead: list) -> pd.DataFrame:
+    """Each score's mean and SE per (``lead`` levels, item), with the respondents counted."""
+    frame = summary[["estimate", "se"]].to_dataframe().reset_index()
+    wide = frame.pivot_table(
+        index=[*lead, "item"], columns="metric", values=["estimate", "se"], sort=False
+    )
+    n = summary["n"].sel(metric="answer_probability").to_series().rename("n")
+    table = pd.DataFrame(index=wide.index)
+    table["n"] = n.reindex(table.index.get_level_values("item")).to_numpy()
+    for m in INDIVIDUAL_SCORES:
+        table[m] = wide[("estimate", m)]
+        table[f"{m}_se"] = wide[("se", m)]
+    return table
+
+
+def _skill_parts(s: Section, inputs: ReportInputs, summary: xr.Dataset, lead: list) -> None:
+    """The skill against each baseline: how it is computed, and its table with SEs."""
     baselines = [str(b) for b in summary["baseline"].values]
     frame = summary[["skill", "skill_se"]].to_dataframe().reset_index()
     wide = frame.pivot_table(
@@ -73,7 +84,7 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         sort=False,
     )  # fmt: skip
     skill = pd.DataFrame(index=wide.index)
-    for m in metrics:
+    for m in INDIVIDUAL_SCORES:
         skill[m] = wide[("skill", m)]
         skill[f"{m}_se"] = wide[("skill_se", m)]
     s.text(
@@ -100,4 +111,3 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         digits=3,
         index=False,
     )
-    return s
