@@ -46,6 +46,7 @@ from .own_words import (
     answer_token_scores,
     score_own_words,
 )
+from .progress import CellProgressFn
 from .protocol import ConversationModel, ElicitingModel, backend_module, backend_of
 from .record import UnitResult
 
@@ -269,8 +270,9 @@ def _stands_alone(texts: Sequence[str], t: int) -> bool:
 
 
 def score_elicited(
-    model: Any, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
-) -> UnitResult:
+    model: Any, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions,
+    progress: CellProgressFn | None = None,
+) -> UnitResult:  # fmt: skip
     """Read one unit of prompts under an elicitation level other than ``first_token``.
 
     Parameters
@@ -284,6 +286,9 @@ def score_elicited(
         ``prefix``, ``greedy`` or ``own_words``.
     options : CollectOptions
         The run's options (``answer_prefix``, ``reply_tokens``, the own-words sampler).
+    progress : callable, optional
+        Told the passes, bound, unread mass and time of each own-words prompt as it is
+        read (:mod:`xlikert.collect.progress`).
 
     Returns
     -------
@@ -314,7 +319,8 @@ def score_elicited(
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
     if level == "own_words":
-        return score_own_words(model, texts, [template.encode(t) for t in texts], options, res)
+        encoded = [template.encode(t) for t in texts]
+        return score_own_words(model, texts, encoded, options, res, progress=progress)
     return _greedy(model, texts, [template.encode(t) for t in texts], options, res)
 
 

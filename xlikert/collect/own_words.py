@@ -33,6 +33,7 @@ from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError
 from ..kernels.readout import nucleus_logprobs
 from .options import CollectOptions
+from .progress import CellClock, CellProgressFn
 from .record import UnitResult
 
 __all__ = [
@@ -171,6 +172,7 @@ def reply_tree(
     max_passes: int = 10_000,
     batch: int = 8,
     max_children: int = MAX_CHILDREN,
+    progress: CellProgressFn | None = None,
 ) -> ReplyTree:
     """The first answer of a sampled reply as an exact mixture over reply prefixes.
 
@@ -200,6 +202,9 @@ def reply_tree(
     max_children : int
         Of each read prefix at most this many children (the most probable) are offered
         for reading; the others stay unread (their mass is in the bound).
+    progress : callable, optional
+        Called after each round of passes with the passes read, the bound reached, the
+        unread mass and the time spent (:class:`~xlikert.collect.progress.CellProgress`).
 
     Returns
     -------
@@ -221,6 +226,7 @@ def reply_tree(
     unread_rest = 0.0  # children never offered (beyond max_children)
     todo: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
     passes, order = 0, 0
+    clock = CellClock(progress, "own words", budget=max_passes, tol=tol)
 
     def unread() -> float:
         return float(sum(g[3][g[4][0]] for g in groups) + unread_rest + sum(w for _, w in todo))
@@ -257,7 +263,9 @@ def reply_tree(
                 order += 1
             todo = []
         U = unread()
-        met = bound(float(mass.sum()), U) <= tol
+        reached = bound(float(mass.sum()), U)
+        clock(passes=passes, bound=reached, unread=U)
+        met = reached <= tol
         if met or not heap or passes >= max_passes:
             return ReplyTree(mass, none, U, passes, bool(met))
         while heap and len(todo) < min(batch, max_passes - passes):
@@ -303,8 +311,9 @@ def answer_token_scores(model) -> dict[int, int]:
 
 
 def score_own_words(
-    model, texts: list[str], encoded: list[list[int]], options: CollectOptions, res: UnitResult
-) -> UnitResult:
+    model, texts: list[str], encoded: list[list[int]], options: CollectOptions, res: UnitResult,
+    progress: CellProgressFn | None = None,
+) -> UnitResult:  # fmt: skip
     """Read the level ``own_words`` for a unit of prompts (:func:`reply_tree` per prompt).
 
     Parameters
@@ -317,6 +326,8 @@ def score_own_words(
         The run's options (``reply_tokens``, ``own_words_*``).
     res
         The unit's record with :data:`~xlikert.core.schema.ELICITATION_VARIABLES`, filled in place.
+    progress
+        Told each prompt's passes, bound, unread mass and time (:func:`reply_tree`).
 
     Returns
     -------
@@ -342,7 +353,7 @@ def score_own_words(
                 read, scores, scale, model.end_of_turn, cap=options.reply_tokens,
                 temperature=options.own_words_temperature, top_p=options.own_words_top_p,
                 tol=options.own_words_tol, max_passes=options.own_words_max_passes,
-                batch=ROUND,
+                batch=ROUND, progress=progress,
             )  # fmt: skip
         finally:
             reader.close()

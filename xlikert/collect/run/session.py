@@ -33,6 +33,7 @@ from ...core.io import encode_attrs
 from ..context.administration import ITEM_POSITION, context_attrs, score_battery
 from ..elicitation import elicitation_attrs, score_elicited
 from ..options import CollectOptions
+from ..progress import CellProgressFn, bar_postfix
 from ..protocol import Model, backend_module
 from ..record import UnitResult, assemble
 from ..templates import PLAIN_FORMAT
@@ -350,7 +351,7 @@ class Session:
             for ui, cells in todo:
                 model = _with_labels(model, plan.labels_of(cells), spec, self.loader,
                                      options, plan.prompts(cells)[0])  # fmt: skip
-                r = self._score(model, cells)
+                r = self._score(model, cells, bar_postfix(bar))
                 r.check(len(cells), {**options.sizes, "trace": plan.traces[mi]})
                 r.cells = np.asarray(cells, dtype=np.int64)
                 keys = self.keys.of_result(mi, r)
@@ -374,13 +375,15 @@ class Session:
             model.close()
             del model
 
-    def _score(self, model: Model, cells: list[int]) -> UnitResult:
-        """Score one unit: its prompts, or its conversation (a sequential condition)."""
+    def _score(
+        self, model: Model, cells: list[int], progress: CellProgressFn | None = None
+    ) -> UnitResult:
+        """Score one unit: its prompts, or its conversation (a sequential condition);
+        a long reader (own words, a conversation) tells ``progress`` how far it is."""
         plan, options = self.plan, self.options
         level = plan.level_of(cells[0])
         if level != "first_token":
-            r = score_elicited(model, plan.prompts(cells), level, options)
-            return r
+            return score_elicited(model, plan.prompts(cells), level, options, progress=progress)
         if plan.context is None or plan.context.battery_of(cells[0]) is None:
             r = model.score(plan.prompts(cells))
             if plan.elicitations is not None:  # the file has the elicitation variables
@@ -393,7 +396,7 @@ class Session:
             plan.replies(cells[0]), options.scale, options.sizes,
             tol=options.tol, max_passes=options.max_passes, n_items=len(items), item_index=where,
             answers=[plan.labels[c] for c in cells] if plan.labels else None,
-            options=options.nonsubstantive,
+            options=options.nonsubstantive, progress=progress,
         )  # fmt: skip
 
     def _check_mode(self, mi: int, spec: dict[str, Any], model: Model) -> None:
