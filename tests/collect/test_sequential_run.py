@@ -270,7 +270,7 @@ def test_a_conversation_reports_its_progress_and_the_run_shows_it(model, tiny, c
     """The sequential tree tells the progress seam its passes, bound, unread mass and time
     after every round; through the runner they are on the progress bar."""
     cond = prompts().sel(administration="sequential").isel(target=0)
-    battery = Battery(str(cond.system.values[0]), tuple(str(u) for u in cond.user.values),
+    battery = Battery(str(np.ravel(cond.system.values)[0]), tuple(str(u) for u in cond.user.values),
                       tuple(str(y) for y in range(1, 8)), tuple(cond.item.values.astype(str)),
                       tuple(range(1, 8)))  # fmt: skip
     seen = []

@@ -104,6 +104,10 @@ class ResultsSource:
         today = {n for n, f in self.formats.items() if f == KEY_FORMAT}
         return ((k, i) for i, k in enumerate(self._keys) if k and self._model[i] in today)
 
+    def model_names(self) -> list[str]:
+        """The models the file holds cells of (its ``model`` levels, and those it records)."""
+        return sorted({*self.formats, *(str(m) for m in np.unique(self._model))})
+
     def rows_of(self, name: str) -> list[int]:
         """The keyed rows of model ``name`` (any key rule)."""
         return [i for i, k in enumerate(self._keys) if k and self._model[i] == name]
@@ -419,12 +423,10 @@ def shortfall(source: ResultsSource, run: RunCells) -> dict[str, dict[str, int]]
     and compared: not asked, other answer labels, other options, another prompt.
     """
     out: dict[str, dict[str, int]] = {}
-    for name in sorted({*source.formats, *(str(m) for m in set(source._model))}):
-        rows = source.rows_of(name)
-        keys = run.keys.get(name)
-        usable = keys is not None and source.formats.get(name) == KEY_FORMAT
-        found = set(keys.values()) if usable and keys else set()
-        missed = [r for r in rows if source.key_of(r) not in found]
+    found = {k for keys in run.keys.values() for k in keys.values()}  # any model's (renamed)
+    for name in source.model_names():
+        today = source.formats.get(name) == KEY_FORMAT
+        missed = [r for r in source.rows_of(name) if not today or source.key_of(r) not in found]
         if missed:
             out[name] = _why(source, run, name, missed)
     return out
