@@ -54,7 +54,7 @@ VALUES = {
          "$75,000-$89,999", "$90,000-$104,999", "$105,000 or more"], start=1)),
 }  # fmt: skip
 PPI_COLUMNS = ["estimate", "lower", "upper", "human_estimate", "human_lower", "human_upper",
-               "effective_n"]  # fmt: skip
+               "effective_n", "ppi_lambda", "ppi_lambda_unclipped"]  # fmt: skip
 SYSTEM = (
     "{respondent} You are a respondent in the 1996 American National Election Study. "
     "Answer each question with ONLY the number of one of its options."
@@ -97,7 +97,7 @@ def main(out: Path, n_people: int = 12, seed: int = 1996) -> None:
             skill.to_series().unstack("metric").round(3).to_string(),
             f"Dole share, prediction-powered ({ppi.attrs['n_labeled']} answered, "
             f"{ppi.attrs['n_unlabeled']} predicted):",
-            ppi[PPI_COLUMNS].to_dataframe().round(3).to_string(),
+            ppi[PPI_COLUMNS].to_pandas().round(3).to_string(),  # one model: scalars
         ]
     )
     (out / "summary.txt").write_text(text + "\n")

@@ -269,7 +269,10 @@ def test_bad_human_data_names_column_and_value():
         DesignError, match=r"column 'a' .* outside the scale 1..7: value\(s\) \[12\]"
     ):
         xl.human_pmf(t, ["a"], scale=(1, 7))
-    with pytest.raises(DesignError, match=r"column 'a' .*value\(s\) \['x'\]"):
+    with pytest.raises(
+        DesignError,
+        match=r"column 'a' holds 1 answer\(s\) that are not labels of the item: 'x' \(1\)",
+    ):
         xl.human_pmf(t.assign(a=["1", "x", "2"]), ["a"], scale=(1, 7))
     with pytest.raises(DesignError, match="column 'zz' is not in the respondents table"):
         xl.human_pmf(t, ["zz"], scale=(1, 7))
@@ -298,6 +301,34 @@ def test_bad_human_data_names_column_and_value():
         xl.alignment(model, human)
     with pytest.raises(InvalidPMFError, match="different scales"):
         xl.alignment(model.isel(score=slice(0, 5)).pipe(lambda x: x / x.sum("score")), human)
+
+
+def test_a_scale_mismatch_names_the_fix():
+    """The issue's study: the model's file has the run-wide axis 0..8 (an attendance item
+    beside happiness), the human PMF of happiness 1..3."""
+    t = pd.DataFrame({"happy": [1, 2, 2, 3, 1]})
+    human = xl.human_pmf(t, ["happy"], scale=(1, 3))
+    pmf = np.zeros((1, 1, 9))
+    pmf[0, 0, 1:4] = [0.3, 0.5, 0.2]
+    model = xr.DataArray(pmf, dims=("model", "item", "score"),
+                         coords={"model": ["m"], "item": ["happy"], "score": np.arange(9)})  # fmt: skip
+    want = (
+        "model and human PMFs are on different scales: model 'score' 0..8, human 1..3; read "
+        "the human answers on each item's own scale with human_pmf(..., instrument=...) (or "
+        "scale={item: (min, max)}), or compare on the human scale with "
+        "model.sel(score=slice(1, 3)) (an item's PMF is zero off its own scale)"
+    )
+    with pytest.raises(InvalidPMFError) as err:
+        xl.alignment(model, human)
+    assert str(err.value) == want
+    # the fix it names works
+    a = xl.alignment(model.sel(score=slice(1, 3)), human)
+    assert float(a.estimate.sel(item="happy", metric="total_variation").item()) >= 0
+    wider = xl.human_pmf(t, ["happy"], scale=(0, 8))
+    with pytest.raises(
+        InvalidPMFError, match=r"the model's scale with human.sel\(score=slice\(1, 3\)\)"
+    ):
+        xl.alignment(model.sel(score=slice(1, 3)), wider)
 
 
 def test_accessor_delegates():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -200,6 +202,34 @@ def test_group_persona_baseline_reads_each_respondents_group():
     np.testing.assert_allclose(g.brier.sel(respondent=["r0", "r2"]), same)
 
 
+def test_a_group_persona_baseline_scores_the_matching_respondents_and_names_the_rest():
+    res, answers = _results(), _answers()
+    group = res.isel(respondent=[0, 2]).rename(respondent="party").assign_coords(party=["D", "X"])
+    lost = sorted(answers.index[answers.party == "R"])
+    note = (
+        f"{len(lost)} of 6 respondents left out of the group persona baseline: {lost} "
+        "(party='R' is not a level of the persona results' 'party' ['D', 'X'])"
+    )
+    with pytest.warns(UserWarning, match=re.escape(note)):
+        g = individual_scores(group, answers, persona=["party"])
+    assert g.attrs["group_persona_left_out"] == note
+    assert bool(g.brier.sel(respondent=lost).isnull().all())
+    kept = [r for r in answers.index if r not in lost]
+    full = res.isel(respondent=[0, 2]).rename(respondent="party").assign_coords(party=["D", "R"])
+    want = individual_scores(full, answers, persona=["party"]).sel(respondent=kept)
+    xr.testing.assert_identical(g.sel(respondent=kept).drop_attrs(), want.drop_attrs())
+    with pytest.warns(UserWarning, match="left out of the group persona baseline"):
+        out = individual_summary(res, answers, persona_results=group, persona=["party"])
+    assert out.attrs["group_persona_left_out"] == note
+    # the skill against the group persona pairs the kept respondents only
+    m = individual_scores(res, answers).sel(respondent=kept, model="m1", item="tv")
+    b = want.sel(model="m1", item="tv")
+    got = out.baseline_estimate.sel(model="m1", item="tv", metric="brier", baseline="group_persona")
+    np.testing.assert_allclose(float(got), float(b.brier.mean()), rtol=1e-12)
+    skill = out.skill.sel(model="m1", item="tv", metric="brier", baseline="group_persona")
+    np.testing.assert_allclose(float(skill), 1 - float(m.brier.mean() / b.brier.mean()), rtol=1e-12)
+
+
 def test_retest_ceiling():
     res, answers = _results(), _answers()
     retest = answers.assign(tv=[0, 2, 2, 1, 0, 0])  # 4 of 6 the same
@@ -256,9 +286,11 @@ def test_bad_input_is_named():
         individual_scores(res, answers.to_numpy())
     with pytest.raises(DesignError, match="no 'respondent' factor"):
         individual_scores(res.isel(respondent=0), answers)
-    group = res.isel(respondent=[0, 2]).rename(respondent="party").assign_coords(party=["D", "X"])
-    with pytest.raises(DesignError, match=r"persona column 'party' holds \['R'\]"):
+    group = res.isel(respondent=[0, 2]).rename(respondent="party").assign_coords(party=["X", "Y"])
+    with pytest.raises(DesignError, match="no respondent's group is a group persona"):
         individual_scores(group, answers, persona=["party"])
+    with pytest.raises(DesignError, match="persona column 'sex' is not in the answers table"):
+        individual_scores(group, answers, persona=["sex"])
     with pytest.raises(DesignError, match="nonsubstantive options \\['Refused'\\]"):
         individual_scores(res, answers, nonsubstantive={"Refused": [9]})
 

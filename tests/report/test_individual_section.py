@@ -90,6 +90,27 @@ def test_the_section_renders_scores_and_skill_escaped(tmp_path):
     assert "group personas' results" in md
 
 
+def test_respondents_left_out_of_the_group_persona_baseline_are_named(tmp_path):
+    ds, answers = _results(PEOPLE), _answers(PEOPLE)
+    personas = xr.Dataset(
+        {"pmf": (("model", "party", "item", "score"),
+                 np.random.default_rng(2).dirichlet(np.ones(4), size=(2, 1, 3)))},
+        coords={"model": ["m1", "m2"], "party": ["D"], "item": ["a", "b", NASTY_ITEM],
+                "score": [1, 2, 3, 4]},
+    )  # fmt: skip
+    out = tmp_path / "rep"
+    with pytest.warns(UserWarning, match="4 of 8 respondents left out"):
+        write_report(
+            ds, out, respondents=answers, persona_results=personas, persona=["party"],
+            figures=False,
+        )  # fmt: skip
+    md = (out / "report.md").read_text()
+    assert "4 of 8 respondents left out of the group persona baseline" in md
+    assert "is not a level of the persona results" in md
+    skill = pd.read_csv(out / "tables" / "individual_skill.csv")
+    assert sorted(set(skill.baseline)) == ["group_persona", "population", "uniform"]
+
+
 def test_a_respondent_named_with_markup_is_scored_from_a_csv(tmp_path):
     people = [NASTY_PERSON, "r1", "r2", "r3"]
     ds, answers = _results(people), _answers(people)

@@ -151,7 +151,7 @@ def pool_nonsubstantive(human: xr.Dataset, dims: Sequence[Hashable]) -> dict[str
 
 
 def nonsubstantive_alignment(
-    model: xr.Dataset, human: xr.Dataset, *, level: float = 0.95
+    model: xr.Dataset, human: xr.Dataset, *, confidence: float = 0.95
 ) -> xr.Dataset:
     """Model minus human non-substantive rates, with the human side's standard error.
 
@@ -162,7 +162,7 @@ def nonsubstantive_alignment(
     human : xr.Dataset
         A human PMF Dataset with ``nonsubstantive_rate`` and ``n_answered``
         (:func:`xlikert.human_pmf` with ``nonsubstantive=``), with the same options.
-    level : float, keyword-only
+    confidence : float, keyword-only
         Coverage of the Wald interval.
 
     Returns
@@ -212,7 +212,7 @@ def nonsubstantive_alignment(
     q = q.sel(option=p["option"].values)
     se = np.sqrt(q * (1.0 - q) / human["n_answered"])
     diff = p - q
-    z = float(norm.ppf(0.5 + level / 2))
+    z = float(norm.ppf(0.5 + confidence / 2))
     ds = xr.Dataset(
         {
             "nonsubstantive_model": p,
@@ -229,6 +229,6 @@ def nonsubstantive_alignment(
         "who answered (Kish effective size when weighted); the model's rate is exact; a human "
         "rate of 0 or 1 has SE 0 (Wald)"
     )
-    ds.attrs = {"level": level, "nonsubstantive_rate": "share among the answers (failures and "
+    ds.attrs = {"confidence": confidence, "nonsubstantive_rate": "share among the answers (failures and "
                 "missing answers left out)"}  # fmt: skip
     return ds

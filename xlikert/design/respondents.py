@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ..core.errors import DesignError, InputTypeError, TemplateSyntaxError
@@ -263,6 +264,43 @@ def respondent_personas(
     ...
     xlikert.core.errors.DesignError: the persona template uses column(s) ['vote'] that are also items asked: each person's answer would leak into their persona; leave them out of the template
     """
+    segments, columns, value_maps, ids = _checked(table, template, values, items, rule)
+    words: dict[str, npt.NDArray[Any]] = {}
+    for c in columns:
+        col = table[c]
+        if missing:
+            col = col.where(~col.isin(list(missing)))
+        words[c] = _words(col, c, value_maps.get(c)).to_numpy()
+    gone = {c: np.asarray(pd.isna(w), dtype=bool) for c, w in words.items()}
+    required = [c for c in columns if c in {f for t, opt in segments if not opt for f in t.fields}]
+    keep = _kept_rows(gone, required if rule == "omit-phrase" else None, ids)
+    dropped = tuple(ids[~keep]) if rule == "drop-row" else ()
+    kept, draw = _draw(keep, ids, sample, seed, rule, columns)
+    personas: dict[str, str] = {}
+    omitted = 0
+    for r in kept:
+        parts = []
+        for t, opt in segments:
+            row = {f: words[f][r] for f in t.fields}
+            if opt and any(pd.isna(v) for v in row.values()):
+                omitted += 1
+                continue
+            parts.append(t.render(row))
+        personas[str(ids[r])] = "".join(parts)
+    return RespondentPersonas(
+        name=name, personas=personas, columns=columns, template=template, rule=rule,
+        dropped=dropped, omitted=omitted, draw=draw,
+    )  # fmt: skip
+
+
+def _checked(
+    table: pd.DataFrame,
+    template: str,
+    values: Mapping[str, Mapping[Any, str]] | None,
+    items: Sequence[str],
+    rule: str,
+) -> tuple[list[tuple[Template, bool]], tuple[str, ...], dict[str, Mapping[Any, str]], pd.Index]:
+    """The template's phrases and columns, the value maps and the row ids, checked."""
     if not isinstance(table, pd.DataFrame):
         raise InputTypeError(
             f"expected the respondents as a pandas DataFrame, got {type(table).__name__}"
@@ -285,8 +323,8 @@ def respondent_personas(
             f"the persona template uses column(s) {leak} that are also items asked: each "
             "person's answer would leak into their persona; leave them out of the template"
         )
-    values = dict(values or {})
-    unused = sorted(set(values) - set(columns))
+    value_maps = dict(values or {})
+    unused = sorted(set(value_maps) - set(columns))
     if unused:
         raise DesignError(f"value maps for column(s) {unused} that the template does not use")
     ids = pd.Index([str(v) for v in table.index])
@@ -295,56 +333,80 @@ def respondent_personas(
             f"the table has repeated row ids {ids[ids.duplicated()].unique().tolist()[:5]}; "
             "one row per respondent"
         )
-    words = {}
-    for c in columns:
-        col = table[c]
-        if missing:
-            col = col.where(~col.isin(list(missing)))
-        words[c] = _words(col, c, values.get(c)).to_numpy()
-    gone = {c: pd.isna(w) for c, w in words.items()}
-    keep = np.ones(len(table), dtype=bool)
-    dropped: tuple[str, ...] = ()
-    if rule == "drop-row":
+    return segments, columns, value_maps, ids
+
+
+def _kept_rows(
+    gone: Mapping[str, npt.NDArray[np.bool_]], required: Sequence[str] | None, ids: pd.Index
+) -> npt.NDArray[np.bool_]:
+    """The rows a missing-value rule keeps.
+
+    Parameters
+    ----------
+    gone : mapping of str to np.ndarray of bool
+        Column -> where its value is missing, one entry per row.
+    required : sequence of str or None
+        None: ``"drop-row"`` (a row missing any value is dropped). Else ``"omit-phrase"``:
+        the columns outside every optional phrase, which may not be missing.
+    ids : pandas.Index
+        The row ids, for the message.
+
+    Returns
+    -------
+    np.ndarray of bool
+        Where a row is kept.
+
+    Raises
+    ------
+    DesignError
+        A required column missing in some row (naming the rows).
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> gone = {"age": np.array([False, True]), "sex": np.array([False, False])}
+    >>> _kept_rows(gone, None, pd.Index(["a", "b"])).tolist()
+    [True, False]
+    >>> _kept_rows(gone, ["sex"], pd.Index(["a", "b"])).tolist()
+    [True, True]
+    """
+    n = len(ids)
+    keep = np.ones(n, dtype=bool)
+    if required is None:
         for g in gone.values():
             keep &= ~g
-        dropped = tuple(ids[~keep])
-    else:
-        required = {f for t, opt in segments if not opt for f in t.fields}
-        for c in (c for c in columns if c in required):  # in the template's order
-            if gone[c].any():
-                rows = ids[gone[c]].tolist()
-                raise DesignError(
-                    f"column {c!r} is missing for rows {rows[:5]}{' ...' if len(rows) > 5 else ''}"
-                    f" ({len(rows)} rows) and is outside every optional phrase '[...]': put its "
-                    "phrase in brackets, or use rule='drop-row'"
-                )
+        return keep
+    for c in required:  # in the template's order
+        if gone[c].any():
+            rows = ids[gone[c]].tolist()
+            raise DesignError(
+                f"column {c!r} is missing for rows {rows[:5]}{' ...' if len(rows) > 5 else ''}"
+                f" ({len(rows)} rows) and is outside every optional phrase '[...]': put its "
+                "phrase in brackets, or use rule='drop-row'"
+            )
+    return keep
+
+
+def _draw(
+    keep: npt.NDArray[np.bool_],
+    ids: pd.Index,
+    sample: int | None,
+    seed: int | None,
+    rule: str,
+    columns: tuple[str, ...],
+) -> tuple[npt.NDArray[np.intp], dict[str, Any]]:
+    """The rows drawn from those kept (all of them without a sample), and the draw."""
     kept = np.flatnonzero(keep)
     if kept.size == 0:
         raise DesignError(f"no row is left: every row misses a value of {list(columns)}")
-    draw: dict[str, Any] = {}
-    if sample is not None:
-        if seed is None:
-            raise DesignError("a sample of rows needs a seed, so the draw can be repeated")
-        if not 0 < int(sample) <= kept.size:
-            raise DesignError(
-                f"sample={sample} rows, but {kept.size} rows are kept (rule {rule!r})"
-            )
-        rng = np.random.default_rng(seed)
-        kept = np.sort(rng.choice(kept, size=int(sample), replace=False))
-        draw = {"seed": seed, "size": int(sample), "population": int(keep.sum()),
-                "rows": ids[kept].tolist()}  # fmt: skip
-    personas: dict[str, str] = {}
-    omitted = 0
-    for r in kept:
-        parts = []
-        for t, opt in segments:
-            row = {f: words[f][r] for f in t.fields}
-            if opt and any(pd.isna(v) for v in row.values()):
-                omitted += 1
-                continue
-            parts.append(t.render(row))
-        personas[ids[r]] = "".join(parts)
-    return RespondentPersonas(
-        name=name, personas=personas, columns=columns, template=template, rule=rule,
-        dropped=dropped, omitted=omitted, draw=draw,
-    )  # fmt: skip
+    if sample is None:
+        return kept, {}
+    if seed is None:
+        raise DesignError("a sample of rows needs a seed, so the draw can be repeated")
+    if not 0 < int(sample) <= kept.size:
+        raise DesignError(f"sample={sample} rows, but {kept.size} rows are kept (rule {rule!r})")
+    rng = np.random.default_rng(seed)
+    kept = np.sort(rng.choice(kept, size=int(sample), replace=False))
+    draw = {"seed": seed, "size": int(sample), "population": int(keep.sum()),
+            "rows": ids[kept].tolist()}  # fmt: skip
+    return kept, draw

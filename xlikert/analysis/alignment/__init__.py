@@ -29,7 +29,7 @@ noise ceiling:
   not differentiable (``p`` and ``q`` CDFs touching) the SE is that of the
   one-sided derivative and understates the error; the estimate is also biased
   upwards for small ``N`` (a distance is never negative);
-* ``lower``, ``upper`` -- the Wald interval ``estimate -+ z SE`` at ``level``,
+* ``lower``, ``upper`` -- the Wald interval ``estimate -+ z SE`` at ``confidence``,
   clipped to the metric's range;
 * ``ceiling`` -- the expected value of the metric between two independent human
   samples of the same size ``N`` from ``q``: what a second survey of the same

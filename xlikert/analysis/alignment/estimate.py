@@ -144,7 +144,7 @@ def alignment(
     model: xr.DataArray | xr.Dataset,
     human: xr.Dataset,
     *,
-    level: float = 0.95,
+    confidence: float = 0.95,
     score_dim: Hashable = "score",
     item_dim: Hashable = "item",
     kernels: str | None = None,
@@ -160,7 +160,7 @@ def alignment(
         A human PMF Dataset (:func:`xlikert.human_pmf`,
         :func:`xlikert.human_composite`, :func:`xlikert.human_marginal`) with
         ``n`` (and ``n_eff`` when weighted).
-    level : keyword-only
+    confidence : keyword-only
         Coverage of the interval.
     score_dim, item_dim : keyword-only
         Names of the score and item dims.
@@ -201,8 +201,8 @@ def alignment(
     >>> float(a.estimate), round(float(a.ceiling), 3)      # a perfect model, and two samples
     (0.0, 0.098)
     """
-    if not 0 < level < 1:
-        raise DesignError(f"level must be in (0, 1), got {level!r}")
+    if not 0 < confidence < 1:
+        raise DesignError(f"confidence must be in (0, 1), got {confidence!r}")
     p, q, size, size_name, y = prepare(model, human, score_dim, item_dim)
     if size is None:
         raise DesignError("alignment needs the human sample size: pass xl.human_pmf's Dataset")
@@ -210,7 +210,7 @@ def alignment(
     raw = kernel_metrics(p, q, y, score_dim, kernels)
     estimate = _by_metric(raw.isel({GRID: slice(0, 4)}), k, "value")
     se = _by_metric(np.sqrt(raw.isel({GRID: slice(4, 8)}) / size), k, "se")
-    z = float(norm.ppf(0.5 + level / 2))
+    z = float(norm.ppf(0.5 + confidence / 2))
     metric = {"metric": list(METRICS)}
     lo_bound = xr.DataArray([0.0, 0.0, 0.0, 0.0, -np.inf], dims="metric", coords=metric)
     hi_bound = xr.concat(
@@ -235,7 +235,7 @@ def alignment(
     ds["ceiling"].attrs["long_name"] = "expected value for two independent human samples of size N"
     ds.attrs = {
         **_METHODS,
-        "level": level,
+        "confidence": confidence,
         "sample_size": size_name,
         "history": f"xlikert {__version__}: alignment",
     }
@@ -244,7 +244,11 @@ def alignment(
     else:
         ds.attrs["n_points"] = int(k)
     if isinstance(model, xr.Dataset) and {"nonsubstantive_mass", "valid_mass"} <= set(model):
-        ns = nonsubstantive_alignment(model, human, level=level) if has_rate(human) else None
+        ns = (
+            nonsubstantive_alignment(model, human, confidence=confidence)
+            if has_rate(human)
+            else None
+        )
         ds = ds if ns is None else ds.merge(ns, compat="override")
     if nominal:
         ds.attrs["nominal_items"] = nominal

@@ -74,10 +74,7 @@ def check_pair(
     y = check_score_axis(p, score_dim)
     yq = check_score_axis(q, score_dim)
     if not np.array_equal(y, yq):
-        raise InvalidPMFError(
-            f"model and human PMFs are on different scales: model {score_dim!r} "
-            f"{y[0]}..{y[-1]}, human {yq[0]}..{yq[-1]}"
-        )
+        raise InvalidPMFError(_scale_mismatch(y, yq, score_dim))
     reorder: dict[Hashable, np.ndarray] = {}
     for d in set(p.dims) & set(q.dims) - {score_dim}:
         a, b = (list(map(str, x[d].values)) if d in x.coords else None for x in (p, q))
@@ -96,6 +93,34 @@ def check_pair(
             + f"; select common ones with .sel({d}=[...])"
         )
     return y, reorder
+
+
+def _scale_mismatch(y: np.ndarray, yq: np.ndarray, score_dim: Hashable) -> str:
+    """The message of a model and a human PMF on different score axes, with the fix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> print(_scale_mismatch(np.arange(0, 9), np.arange(1, 4), "score"))
+    model and human PMFs are on different scales: model 'score' 0..8, human 1..3; \
+read the human answers on each item's own scale with human_pmf(..., instrument=...) \
+(or scale={item: (min, max)}), or compare on the human scale with \
+model.sel(score=slice(1, 3)) (an item's PMF is zero off its own scale)
+    """
+    (lo, hi), (qlo, qhi) = (int(y[0]), int(y[-1])), (int(yq[0]), int(yq[-1]))
+    head = (
+        f"model and human PMFs are on different scales: model {score_dim!r} {lo}..{hi}, "
+        f"human {qlo}..{qhi}; read the human answers on each item's own scale with "
+        "human_pmf(..., instrument=...) (or scale={item: (min, max)}), or compare on "
+    )
+    if set(yq.tolist()) <= set(y.tolist()):
+        return head + (
+            f"the human scale with model.sel({score_dim}=slice({qlo}, {qhi})) (an item's "
+            "PMF is zero off its own scale)"
+        )
+    if set(y.tolist()) <= set(yq.tolist()):
+        return head + f"the model's scale with human.sel({score_dim}=slice({lo}, {hi}))"
+    return head + "one scale: the human PMF's, built with the results' scale"
 
 
 def prepare(

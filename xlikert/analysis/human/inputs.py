@@ -13,6 +13,7 @@ from ..._version import __version__
 from ...core.dims import check_factor_name
 from ...core.errors import DesignError, InputTypeError
 from ...core.io import encode_attrs
+from .labels import text_answers
 
 __all__ = [
     "check_groups",
@@ -74,9 +75,16 @@ def read_answers(
     scores: np.ndarray,
     missing: Sequence[Any],
     options: Mapping[str, Sequence[Any]],
+    labels: Mapping[int, str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Score index per respondent (-1 where missing or non-substantive), the missing mask
-    and the non-substantive option index (-1 where none); bad codes raise."""
+    and the non-substantive option index (-1 where none); bad codes raise. Answers given
+    as text are read as the points' ``labels`` and the options' names (their first code);
+    an unknown text raises, named with its count."""
+    texts: dict[Any, str] = {c[0]: o for o, c in options.items() if c}
+    texts.update(labels or {})
+    keep = [c for codes in options.values() for c in codes] + list(missing)
+    column = text_answers(column, name, texts, keep)
     option = np.full(len(column), -1)
     for i, codes in enumerate(options.values()):
         option[column.isin(list(codes)).to_numpy()] = i

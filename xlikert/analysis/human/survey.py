@@ -6,6 +6,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import xarray as xr
 
@@ -24,6 +25,7 @@ from .inputs import (
     read_answers,
     scale_and_items,
 )
+from .labels import resolve_labels
 
 __all__ = ["human_composite", "human_pmf"]
 
@@ -38,6 +40,7 @@ def human_pmf(
     weights: str | None = None,
     missing: Sequence[Any] = (),
     nonsubstantive: Mapping[str, Sequence[Any] | Mapping[str, Sequence[Any]]] | None = None,
+    labels: Mapping[Any, Any] | None = None,
     item_dim: Hashable = "item",
     score_dim: Hashable = "score",
 ) -> xr.Dataset:
@@ -85,6 +88,12 @@ def human_pmf(
         ``nonsubstantive_weight`` when weighted) on an ``option`` dim
         (:mod:`xlikert.analysis.nonsubstantive`). Default with an instrument: the
         options its items offer that have a code, at those items.
+    labels : keyword-only
+        The labels of the items' points, for answers given as text: one mapping
+        code -> label for every item, or item id -> such a mapping. Default with an
+        instrument: its anchors of each item. A text answer is matched to the labels
+        (and to the non-substantive options' names) case-insensitively and without
+        surrounding spaces; a text that is none of them raises, named with its count.
     item_dim, score_dim : keyword-only
         Names of the item and score dims.
 
@@ -121,6 +130,11 @@ def human_pmf(
     >>> h = xl.human_pmf(t, ["q"], scale=(1, 2), nonsubstantive={"Don't know": [8]})
     >>> h.pmf.values.tolist(), int(h.n_missing[0]), h.nonsubstantive_rate.values.tolist()
     ([[0.5, 0.5]], 1, [[0.3333333333333333]])
+    >>> t = pd.DataFrame({"q": ["Yes", " no", "YES", "Don't know"]})
+    >>> h = xl.human_pmf(t, ["q"], scale=(0, 1), labels={0: "no", 1: "yes"},
+    ...                  nonsubstantive={"Don't know": [8]})
+    >>> h.pmf.values.tolist(), h.n_nonsubstantive.values.tolist()
+    ([[0.3333333333333333, 0.6666666666666666]], [[1]])
     """
     item_of = item_map(items)
     scale, nonsubstantive = from_instrument(instrument, item_of, scale, nonsubstantive, missing)
@@ -129,81 +143,195 @@ def human_pmf(
         min(int(v[0]) for v in own.values()), max(int(v[-1]) for v in own.values()) + 1
     )
     codes_in = nonsubstantive_codes(nonsubstantive, missing, list(item_of.values()))
-    options = next(iter(codes_in.values()))  # the option names, in order
+    options = list(next(iter(codes_in.values())))  # the option names, in order
+    said = resolve_labels(labels, instrument, list(item_of.values()))
     groups = [by] if isinstance(by, str) else list(by)
-    w = check_table(table, list(item_of), groups, weights)
+    w = check_table(table, list(item_of), groups, weights).to_numpy(dtype=np.float64)
     levels = [group_levels(table[g]) for g in groups]
     codes = [
         pd.Categorical(table[g], categories=lv).codes for g, lv in zip(groups, levels, strict=True)
     ]
     shape = tuple(len(lv) for lv in levels)
     cell = np.ravel_multi_index(codes, shape) if groups else np.zeros(len(table), dtype=np.int64)
-    n_cells, k, n_items = int(np.prod(shape)), scores.size, len(item_of)
-    respondents = np.bincount(cell, minlength=n_cells)
-    check_groups(respondents.reshape(shape), groups, levels, "no respondents")
-    out = {v: np.zeros((n_cells, n_items)) for v in ("n", "n_missing", "weight", "w2", "w2_all")}
-    total = np.zeros((n_cells, n_items, k))
-    ns = {v: np.zeros((n_cells, n_items, len(options))) for v in ("count", "weight")}
-    for j, (col, item) in enumerate(item_of.items()):
-        idx, miss, option = read_answers(table[col], col, own[item], missing, codes_in[item])
-        ok = ~miss & (option < 0)
-        flat = cell[ok] * k + idx[ok] - scores[0]
-        total[:, j] = np.bincount(flat, weights=w[ok], minlength=n_cells * k).reshape(n_cells, k)
-        out["n"][:, j] = np.bincount(cell[ok], minlength=n_cells)
-        out["n_missing"][:, j] = np.bincount(cell[miss], minlength=n_cells)
-        out["weight"][:, j] = np.bincount(cell[ok], weights=w[ok], minlength=n_cells)
-        out["w2"][:, j] = np.bincount(cell[ok], weights=w[ok] ** 2, minlength=n_cells)
-        out["w2_all"][:, j] = np.bincount(cell[~miss], weights=w[~miss] ** 2, minlength=n_cells)
-        for i in range(len(options)):
-            on = option == i
-            ns["count"][:, j, i] = np.bincount(cell[on], minlength=n_cells)
-            ns["weight"][:, j, i] = np.bincount(cell[on], weights=w[on], minlength=n_cells)
-    for j, item in enumerate(item_of.values()):
-        check_groups(out["n"][:, j].reshape(shape), groups, levels, f"no answer to item {item!r}")
-    dims = (*groups, item_dim)
-    coords = {g: lv for g, lv in zip(groups, levels, strict=True)}
+    check_groups(
+        np.bincount(cell, minlength=int(np.prod(shape))).reshape(shape),
+        groups,
+        levels,
+        "no respondents",
+    )
+    tallies = []
+    for col, item in item_of.items():
+        idx, miss, option = read_answers(
+            table[col], col, own[item], missing, codes_in[item], said[item]
+        )
+        index = np.where(idx >= 0, idx - scores[0], -1)
+        tally = _tally_numpy(
+            cell,
+            index,
+            miss,
+            option,
+            w,
+            n_cells=int(np.prod(shape)),
+            n_scores=scores.size,
+            n_options=len(options),
+        )
+        check_groups(tally["n"].reshape(shape), groups, levels, f"no answer to item {item!r}")
+        tallies.append(tally)
+    sums = {v: np.stack([t[v] for t in tallies], axis=1) for v in tallies[0]}
+    coords: dict[Hashable, Any] = {g: lv for g, lv in zip(groups, levels, strict=True)}
     coords.update({item_dim: list(item_of.values()), score_dim: scores})
-    pmf = total / out["weight"][..., None]
-    data = {
-        "pmf": ((*dims, score_dim), pmf.reshape(*shape, n_items, k)),
-        "n": (dims, out["n"].reshape(*shape, -1).astype(np.int64)),
-        "n_missing": (dims, out["n_missing"].reshape(*shape, -1).astype(np.int64)),
-    }
-    if weights is not None:
-        data["n_eff"] = (dims, (out["weight"] ** 2 / out["w2"]).reshape(*shape, -1))
-        data["weight"] = (dims, out["weight"].reshape(*shape, -1))
-    ds = xr.Dataset(data, coords=coords)
+    ds = _pmf_dataset(sums, shape, (*groups, item_dim), score_dim, coords, weights is not None)
     if isinstance(scale, Mapping):
         ds = ds.assign_coords(
             score_min=(item_dim, [int(own[i][0]) for i in item_of.values()]),
             score_max=(item_dim, [int(own[i][-1]) for i in item_of.values()]),
         )
     if options:
-        part = (*dims, "option")
-        as_da = {
-            v: xr.DataArray(a.reshape(*shape, n_items, -1), dims=part)
-            for v, a in {**ns, "w2": out["w2_all"][..., None]}.items()
-        }
-        offered = xr.DataArray(
-            [[bool(codes_in[i][o]) for o in options] for i in item_of.values()],
-            dims=(item_dim, "option"),
-        )
-        ds = ds.assign(
-            nonsubstantive_variables(
-                as_da["count"],
-                as_da["weight"] if weights is not None else None,
-                ds["n"],
-                ds.get("weight"),
-                as_da["w2"].squeeze("option", drop=True),
-                offered=offered,
-            )
-        ).assign_coords(option=list(options))
-    attrs = {
+        ds = _with_options(ds, sums, shape, item_dim, codes_in, options, weights is not None)
+    attrs = _human_attrs(groups, weights, missing, len(table), item_of, codes_in, options)
+    return finish_pmf(ds, scores, attrs, "human_pmf from a table of respondents")
+
+
+def _tally_numpy(
+    cell: npt.NDArray[np.int64],
+    index: npt.NDArray[np.int64],
+    missing: npt.NDArray[np.bool_],
+    option: npt.NDArray[np.int64],
+    weights: npt.NDArray[np.float64],
+    *,
+    n_cells: int,
+    n_scores: int,
+    n_options: int,
+) -> dict[str, npt.NDArray[np.float64]]:
+    """One item's answers tallied per group cell (the numpy core of :func:`human_pmf`).
+
+    Parameters
+    ----------
+    cell : np.ndarray of int
+        ``(n,)``: each respondent's group cell, ``0..n_cells-1``.
+    index : np.ndarray of int
+        ``(n,)``: the position of each respondent's point on the score axis, -1 where
+        the answer is missing or non-substantive.
+    missing : np.ndarray of bool
+        ``(n,)``: no answer.
+    option : np.ndarray of int
+        ``(n,)``: the non-substantive option answered, -1 where none.
+    weights : np.ndarray of float
+        ``(n,)``: the survey weights (ones when unweighted).
+    n_cells, n_scores, n_options : int, keyword-only
+        The number of group cells, score points and non-substantive options.
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        ``total (n_cells, n_scores)``: the summed weights of each point;
+        ``n``, ``n_missing``, ``weight``, ``w2`` (of the substantive answers), ``w2_all``
+        (of every answer) ``(n_cells,)``; ``ns_count``, ``ns_weight``
+        ``(n_cells, n_options)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = _tally_numpy(np.array([0, 0, 1, 1]), np.array([0, 1, 1, -1]),
+    ...                   np.array([False, False, False, True]), np.array([-1, -1, -1, -1]),
+    ...                   np.ones(4), n_cells=2, n_scores=2, n_options=0)
+    >>> out["total"].tolist(), out["n"].tolist(), out["n_missing"].tolist()
+    ([[1.0, 1.0], [0.0, 1.0]], [2.0, 1.0], [0.0, 1.0])
+    """
+    ok = ~missing & (option < 0)
+    flat = cell[ok] * n_scores + index[ok]
+    w = weights
+    out = {
+        "total": _bins(flat, w[ok], n_cells * n_scores).reshape(n_cells, n_scores),
+        "n": _bins(cell[ok], None, n_cells),
+        "n_missing": _bins(cell[missing], None, n_cells),
+        "weight": _bins(cell[ok], w[ok], n_cells),
+        "w2": _bins(cell[ok], w[ok] ** 2, n_cells),
+        "w2_all": _bins(cell[~missing], w[~missing] ** 2, n_cells),
+    }
+    on = option >= 0
+    pos = cell[on] * n_options + option[on]
+    out["ns_count"] = _bins(pos, None, n_cells * n_options).reshape(n_cells, -1)
+    out["ns_weight"] = _bins(pos, w[on], n_cells * n_options).reshape(n_cells, -1)
+    return out
+
+
+def _bins(
+    x: npt.NDArray[np.int64], weights: npt.NDArray[np.float64] | None, n: int
+) -> npt.NDArray[np.float64]:
+    """``np.bincount`` as float64: the counts, or the summed weights, of ``0..n-1``."""
+    return np.asarray(np.bincount(x, weights=weights, minlength=n), dtype=np.float64)
+
+
+def _pmf_dataset(
+    sums: dict[str, npt.NDArray[np.float64]],
+    shape: tuple[int, ...],
+    dims: tuple[Hashable, ...],
+    score_dim: Hashable,
+    coords: dict[Hashable, Any],
+    weighted: bool,
+) -> xr.Dataset:
+    """``pmf``, ``n``, ``n_missing`` (and ``n_eff``, ``weight``) from the tallies."""
+    n_items, k = sums["total"].shape[1:]
+    pmf = sums["total"] / sums["weight"][..., None]
+    data: dict[Hashable, Any] = {
+        "pmf": ((*dims, score_dim), pmf.reshape(*shape, n_items, k)),
+        "n": (dims, sums["n"].reshape(*shape, -1).astype(np.int64)),
+        "n_missing": (dims, sums["n_missing"].reshape(*shape, -1).astype(np.int64)),
+    }
+    if weighted:
+        data["n_eff"] = (dims, (sums["weight"] ** 2 / sums["w2"]).reshape(*shape, -1))
+        data["weight"] = (dims, sums["weight"].reshape(*shape, -1))
+    return xr.Dataset(data, coords=coords)
+
+
+def _with_options(
+    ds: xr.Dataset,
+    sums: dict[str, npt.NDArray[np.float64]],
+    shape: tuple[int, ...],
+    item_dim: Hashable,
+    codes_in: dict[str, dict[str, list[Any]]],
+    options: list[str],
+    weighted: bool,
+) -> xr.Dataset:
+    """The non-substantive variables on an ``option`` dim."""
+    part = (*ds["n"].dims, "option")
+    n_items = sums["total"].shape[1]
+    as_da = {
+        v: xr.DataArray(sums[key].reshape(*shape, n_items, -1), dims=part)
+        for v, key in {"count": "ns_count", "weight": "ns_weight", "w2": "w2_all"}.items()
+    }
+    offered = xr.DataArray(
+        [[bool(codes_in[i][o]) for o in options] for i in map(str, ds[item_dim].values)],
+        dims=(item_dim, "option"),
+    )
+    variables = nonsubstantive_variables(
+        as_da["count"],
+        as_da["weight"] if weighted else None,
+        ds["n"],
+        ds.get("weight"),
+        as_da["w2"].squeeze("option", drop=True),
+        offered=offered,
+    )
+    return ds.assign(variables).assign_coords(option=list(options))
+
+
+def _human_attrs(
+    groups: list[str],
+    weights: str | None,
+    missing: Sequence[Any],
+    n_respondents: int,
+    item_of: dict[str, str],
+    codes_in: dict[str, dict[str, list[Any]]],
+    options: list[str],
+) -> dict[str, Any]:
+    """The provenance attrs of a human PMF Dataset."""
+    attrs: dict[str, Any] = {
         "human_groups": groups,
         "human_weighted": weights is not None,
         "human_weights_column": weights or "",
         "human_missing_codes": [plain_value(v) for v in missing],
-        "human_n_respondents": len(table),
+        "human_n_respondents": n_respondents,
         "human_items": item_of,
     }
     if options:
@@ -215,7 +343,7 @@ def human_pmf(
             }
             for o in options
         }
-    return finish_pmf(ds, scores, attrs, "human_pmf from a table of respondents")
+    return attrs
 
 
 def human_composite(
@@ -227,6 +355,7 @@ def human_composite(
     by: Sequence[str] = (),
     weights: str | None = None,
     missing: Sequence[Any] = (),
+    labels: Mapping[Any, Any] | None = None,
     score_dim: Hashable = "score",
 ) -> xr.Dataset:
     """Human PMF of the composite score (the sum of ``items``), with dims ``(*by, score)``.
@@ -252,6 +381,8 @@ def human_composite(
         A column of survey weights (positive), as :func:`human_pmf`.
     missing : keyword-only
         Codes that mean "no answer"; such a respondent is counted in ``n_missing``.
+    labels : keyword-only
+        The labels of the items' points, for answers given as text (as :func:`human_pmf`).
     score_dim : keyword-only
         Name of the score dim.
 
@@ -280,9 +411,10 @@ def human_composite(
     scores = scale_and_items(scale, instrument, item_of)
     groups = [by] if isinstance(by, str) else list(by)
     check_table(table, list(item_of), groups, weights)
+    said = resolve_labels(labels, instrument, list(item_of.values()))
     total = pd.Series(0.0, index=table.index)
-    for col in item_of:
-        idx, miss, _ = read_answers(table[col], col, scores, missing, {})
+    for col, item in item_of.items():
+        idx, miss, _ = read_answers(table[col], col, scores, missing, {}, said[item])
         total = total + np.where(miss, np.nan, idx)
     k = len(item_of)
     composite = pd.DataFrame({"_composite": total}, index=table.index)
@@ -302,4 +434,5 @@ def human_composite(
     attrs["human_composite"] = True
     attrs["history"] += f" (composite of {k} items, the respondents' own sums)"
     out.attrs = attrs
-    return encode_attrs(out)
+    encoded: xr.Dataset = encode_attrs(out)
+    return encoded

@@ -4,6 +4,7 @@ model's distribution over an item's answers (points and non-substantive options)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ import xarray as xr
 
 from ...core.errors import DesignError, InputTypeError
 from ...core.validate import as_pmf, check_score_axis
+from ..human.labels import text_answers
 from ..support import nominal_items, support_bounds
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "answer_layout",
     "check_table",
     "decode_answers",
+    "left_out_text",
     "persona_pmf",
     "respondent_answers",
     "respondent_rows",
@@ -99,8 +102,12 @@ def decode_answers(
     nonsubstantive: Mapping[str, Sequence[Any]] | None,
     missing: Sequence[Any],
     what: str,
+    labels: Sequence[Mapping[int, str]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's answer to each item: score-axis index and option index (-1: none)."""
+    """Each row's answer to each item: score-axis index and option index (-1: none).
+    Answers given as text are read as the item's point ``labels`` and the options'
+    names (case-insensitively, without surrounding spaces); other texts raise."""
+    labels = labels if labels is not None else [{} for _ in items]
     absent = [i for i in items if i not in table.columns]
     if absent:
         raise DesignError(
@@ -118,7 +125,8 @@ def decode_answers(
     option = np.full((n, n_items), -1, dtype=np.int64)
     sub = table.iloc[rows]
     for j, item in enumerate(items):
-        col = sub[item]
+        keep = [c for o in options for c in codes.get(o, [])] + list(missing)
+        col = text_answers(sub[item], item, {**labels[j], **{o: o for o in options}}, keep)
         is_opt = np.full(n, -1, dtype=np.int64)
         for k, o in enumerate(options):
             hit = col.isin(codes.get(o, [])).to_numpy() | (col.astype(object) == o).to_numpy()
@@ -162,8 +170,15 @@ def respondent_rows(table: pd.DataFrame, levels: np.ndarray, what: str) -> np.nd
 
 def persona_pmf(
     da: xr.DataArray, table: pd.DataFrame, persona: Sequence[str], respondent_dim: Hashable
-) -> xr.DataArray:
-    """Each respondent's group persona: ``da`` read at the row's levels of ``persona``."""
+) -> tuple[xr.DataArray, dict[str, str]]:
+    """Each respondent's group persona: ``da`` read at the row's levels of ``persona``.
+
+    A row whose levels are not all levels of the results (or that has no value) is left
+    out: it is read at the first level (to be masked by the caller) and named, with why,
+    in the second value (respondent id -> reason). No row with a persona raises.
+    """
+    ids = _ids(table.index)
+    why = np.full(len(table), "", dtype=object)
     sel = {}
     for col in persona:
         if col not in table.columns:
@@ -172,21 +187,47 @@ def persona_pmf(
             raise DesignError(
                 f"the group persona results have no factor {col!r}; their dims: {list(da.dims)}"
             )
-        values = table[col]
-        if values.isna().any():
-            first = _ids(table.index)[int(np.flatnonzero(values.isna().to_numpy())[0])]
-            raise DesignError(f"persona column {col!r} has no value for respondent {first!r}")
-        labels = values.astype(str).to_numpy()
-        known = set(map(str, da[col].values))
-        bad = sorted(set(labels) - known)
-        if bad:
-            raise DesignError(
-                f"persona column {col!r} holds {bad[:5]}, not levels of the results' factor "
-                f"{col!r} ({sorted(known)})"
+        known = [str(v) for v in da[col].values]
+        absent = table[col].isna().to_numpy()
+        labels = np.where(absent, "", table[col].astype(str).to_numpy())
+        unknown = ~absent & ~np.isin(labels, known)
+        for i in np.flatnonzero((absent | unknown) & (why == "")):
+            why[i] = (
+                f"no value in persona column {col!r}"
+                if absent[i]
+                else f"{col}={labels[i]!r} is not a level of the persona results' {col!r} {known}"
             )
-        sel[col] = xr.DataArray(labels, dims=(respondent_dim,))
+        sel[col] = xr.DataArray(
+            np.where(absent | unknown, known[0], labels), dims=(respondent_dim,)
+        )
+    left_out = {str(ids[i]): str(why[i]) for i in np.flatnonzero(why != "")}
+    if len(left_out) == len(table):
+        raise DesignError(
+            f"no respondent's group is a group persona of the results: {left_out_text(left_out, len(table))}"
+        )
     out = da.assign_coords({c: da[c].astype(str) for c in persona}).sel(sel)
-    return out.drop_vars(list(persona)).assign_coords({respondent_dim: _ids(table.index)})
+    return out.drop_vars(list(persona)).assign_coords({respondent_dim: ids}), left_out
+
+
+def left_out_text(left_out: Mapping[str, str], n: int) -> str:
+    """The respondents left out of a group-persona baseline, grouped by why.
+
+    Examples
+    --------
+    >>> left_out_text({"r1": "party='R' is not a level", "r3": "party='R' is not a level"}, 6)
+    "2 of 6 respondents left out of the group persona baseline: ['r1', 'r3'] (party='R' is not a level)"
+    """
+    by_why: dict[str, list[str]] = {}
+    for who, why in left_out.items():
+        by_why.setdefault(why, []).append(who)
+    parts = [
+        f"{who[:5]}{f' and {len(who) - 5} more' if len(who) > 5 else ''} ({why})"
+        for why, who in by_why.items()
+    ]
+    return (
+        f"{len(left_out)} of {n} respondents left out of the group persona baseline: "
+        + "; ".join(parts)
+    )
 
 
 def answer_layout(
@@ -209,12 +250,41 @@ def answer_layout(
     return {
         "scores": scores,
         "items": items,
+        "labels": _point_labels(results, items, item_dim, score_dim),
         "lo": lo,
         "hi": hi,
         "ordinal": np.array([i not in nominal for i in items]),
         "options": options,
         "offered": offered,
     }
+
+
+def _point_labels(
+    results: xr.Dataset | xr.DataArray,
+    items: Sequence[str],
+    item_dim: Hashable,
+    score_dim: Hashable,
+) -> list[dict[int, str]]:
+    """Each item's point labels: the results' ``score_label (item, score)``, else the
+    anchors of their ``scale_labels`` attr (every item), else none."""
+    if "score_label" in results.coords or (
+        isinstance(results, xr.Dataset) and "score_label" in results
+    ):
+        lab = results["score_label"].transpose(item_dim, score_dim)
+        scores = [int(v) for v in lab[score_dim].values]
+        return [
+            {y: str(t) for y, t in zip(scores, lab.sel({item_dim: i}).values, strict=True) if t}
+            for i in items
+        ]
+    raw = results.attrs.get("scale_labels") or {}
+    try:
+        given = json.loads(raw) if isinstance(raw, str) else raw
+        anchors = {int(k): str(v) for k, v in dict(given).items()}
+    except (TypeError, ValueError) as exc:
+        raise DesignError(
+            f"the results' attr scale_labels is not a JSON object of code -> label: {raw!r}"
+        ) from exc
+    return [dict(anchors) for _ in items]
 
 
 def respondent_answers(
@@ -264,7 +334,7 @@ def respondent_answers(
     lay = answer_layout(results, item_dim, score_dim)
     point, option = decode_answers(
         answers, np.arange(len(answers)), lay["items"], lay["scores"], lay["lo"], lay["hi"],
-        lay["options"], lay["offered"], nonsubstantive, missing, "answers",
+        lay["options"], lay["offered"], nonsubstantive, missing, "answers", lay["labels"],
     )  # fmt: skip
     score = np.where(point >= 0, lay["scores"][np.maximum(point, 0)], np.nan)
     names = np.asarray(["", *lay["options"]], dtype=object)[option + 1]

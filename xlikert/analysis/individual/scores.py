@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from .answers import (
     answer_layout,
     check_table,
     decode_answers,
+    left_out_text,
     persona_pmf,
     respondent_rows,
 )
@@ -183,7 +185,10 @@ def individual_scores(
     DesignError
         A respondent level without a row, an item without a column, an answer outside
         the item's scale and options (naming the item, the values and the first
-        respondent), a persona level the results do not have.
+        respondent), a persona column the answers or the results lack, no respondent whose
+        persona the results have. A respondent whose persona levels the results lack is
+        not refused: their scores are NaN, and they are named, with why, in the attr
+        ``group_persona_left_out`` and a warning.
     InputTypeError
         ``answers`` not a DataFrame.
 
@@ -200,11 +205,12 @@ def individual_scores(
     answers = check_table(answers, "answers")
     lay = answer_layout(results, item_dim, score_dim)
     q_points, q_options = answer_distribution(results, item_dim=item_dim, score_dim=score_dim)
+    left_out: dict[str, str] = {}
     if persona:
         persona = [persona] if isinstance(persona, str) else list(persona)
-        q_points = persona_pmf(q_points, answers, persona, respondent_dim)
+        q_points, left_out = persona_pmf(q_points, answers, persona, respondent_dim)
         if q_options is not None:
-            q_options = persona_pmf(q_options, answers, persona, respondent_dim)
+            q_options, _ = persona_pmf(q_options, answers, persona, respondent_dim)
         rows = np.arange(len(answers))
     else:
         if respondent_dim not in q_points.dims:
@@ -216,11 +222,18 @@ def individual_scores(
         rows = respondent_rows(answers, levels, "answers")
     point, option = decode_answers(
         answers, rows, lay["items"], lay["scores"], lay["lo"], lay["hi"], lay["options"],
-        lay["offered"], nonsubstantive, missing, "answers",
+        lay["offered"], nonsubstantive, missing, "answers", lay["labels"],
     )  # fmt: skip
+    if left_out:  # not scored: NaN, as an unanswered item
+        lost = np.isin(np.asarray(q_points[respondent_dim].values, dtype=str), list(left_out))
+        point[lost], option[lost] = -1, -1
     out = score_dataset(
         q_points, q_options, point, option, lay, respondent_dim, item_dim, score_dim
     )
+    if left_out:
+        note = left_out_text(left_out, len(answers))
+        out.attrs["group_persona_left_out"] = note
+        warnings.warn(note, stacklevel=2)
     out.attrs["individual_scores"] = (
         "exact on the model's side; answer distribution over each item's points and "
         "offered non-substantive options, failures left out"

@@ -67,7 +67,11 @@ def _as_list(dims: Hashable | Iterable[Hashable]) -> list[Hashable]:
 
 
 def _check_respondents(
-    pmf: xr.DataArray, dim: Any, factors: list[Hashable], item_dim, score_dim
+    pmf: xr.DataArray,
+    dim: Any,
+    factors: list[Hashable],
+    item_dim: Hashable,
+    score_dim: Hashable,
 ) -> list[Hashable]:
     if dim is None:
         raise DesignError(
@@ -220,11 +224,34 @@ def reliability(
     alphas, omegas, item_total, loading = _fit_groups(
         cov, groups, ids.size, spread, named, remaining, pmf, respondents
     )
-    used = np.concatenate([idx for _, idx in groups])
-    used.sort()
+    used = np.sort(np.concatenate([idx for _, idx in groups]))
+    ds = _reliability_dataset(
+        (alphas, omegas, item_total, loading), groups, used, ids, named, remaining,
+        rem_coords, item_coords, item_dim,
+    )  # fmt: skip
+    ds.attrs = _reliability_attrs(pmf, respondents, ids, used, item_dim)
+    out: xr.Dataset = encode_attrs(ds)
+    return out
 
+
+def _reliability_dataset(
+    fits: tuple[list[np.ndarray], list[np.ndarray], np.ndarray, np.ndarray],
+    groups: list[tuple[str, np.ndarray]],
+    used: np.ndarray,
+    ids: np.ndarray,
+    named: bool,
+    remaining: list[Hashable],
+    rem_coords: dict[Hashable, xr.Variable],
+    item_coords: dict[Hashable, xr.Variable],
+    item_dim: Hashable,
+) -> xr.Dataset:
+    """``alpha``, ``omega`` per (sub)scale and ``item_total``, ``loading`` per used item."""
+    alphas, omegas, item_total, loading = fits
     scale_dims = [*remaining, SUBSCALE_DIM] if named else remaining
-    stack = (lambda xs: np.stack(xs, axis=-1)) if named else (lambda xs: xs[0])
+
+    def stack(xs: list[np.ndarray]) -> np.ndarray:
+        return np.stack(xs, axis=-1) if named else xs[0]
+
     coords: dict[Hashable, Any] = dict(rem_coords)
     if named:
         coords[SUBSCALE_DIM] = np.array([g for g, _ in groups], dtype=str)
@@ -252,6 +279,17 @@ def reliability(
         "of its subscale)"
     }
     ds["loading"].attrs = {"long_name": "standardized loading of the one-factor ML model"}
+    return ds
+
+
+def _reliability_attrs(
+    pmf: xr.DataArray,
+    respondents: list[Hashable],
+    ids: np.ndarray,
+    used: np.ndarray,
+    item_dim: Hashable,
+) -> dict[str, Any]:
+    """The population, the convention, the items reflected and those without a subscale."""
     attrs: dict[str, Any] = {
         "respondent_dims": [str(d) for d in respondents],
         "n_conditions": int(np.prod([pmf.sizes[d] for d in respondents])),
@@ -264,8 +302,7 @@ def reliability(
         )
     if used.size < ids.size:
         attrs["items_without_subscale"] = json.dumps(np.delete(ids, used).tolist())
-    ds.attrs = attrs
-    return encode_attrs(ds)
+    return attrs
 
 
 def _check_group_sizes(groups: list[tuple[str, np.ndarray]], ids: np.ndarray, named: bool) -> None:
@@ -292,9 +329,9 @@ def _population_covariance(
     The exact moments of every (condition, item) from its PMF, then
     :func:`item_covariance` over the conditions spanned by ``respondents``.
     """
-    support = xr.DataArray(y, dims=score_dim)
-    mean = (pmf * support).sum(score_dim)
-    var = (pmf * (support - mean) ** 2).sum(score_dim).clip(min=0.0)
+    support = xr.DataArray(y, dims=(score_dim,))
+    mean = (pmf * support).sum([score_dim])
+    var = (pmf * (support - mean) ** 2).sum([score_dim]).clip(min=0.0)
     order = [*remaining, _RESPONDENT, item_dim]
     mean_np = mean.stack({_RESPONDENT: respondents}, create_index=False).transpose(*order)
     var_np = var.stack({_RESPONDENT: respondents}, create_index=False).transpose(*order)

@@ -128,7 +128,7 @@ def _intro(how: str, other: list[Hashable], groups: list[Hashable], attrs: dict)
         )
         + "Representativeness is 1 − W1/(K − 1) (OpinionQA); JS in bits. "
         f"SE: {attrs['se_method']}. Interval: {attrs['interval_method']} "
-        f"({100 * attrs['level']:.0f}%). Ceiling: {attrs['ceiling_method']}."
+        f"({100 * attrs['confidence']:.0f}%). Ceiling: {attrs['ceiling_method']}."
     )
 
 

@@ -13,6 +13,8 @@ The model's side is exact; the SEs are the humans' sampling error.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import pandas as pd
 import xarray as xr
 
@@ -32,6 +34,7 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
     if summary is None or answers is None:
         return None
     lead = [d for d in summary["estimate"].dims if d not in ("item", "metric")]
+    metrics = list(INDIVIDUAL_SCORES)
     s = Section("Individual respondents")
     n_people = inputs.ds.sizes[RESPONDENT_COLUMN]
     s.text(
@@ -46,8 +49,18 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         "the humans' sampling error."
         + (f" Rows by {', '.join(md(str(d)) for d in lead)}." if lead else "")
     )
+    frame = summary[["estimate", "se"]].to_dataframe().reset_index()
+    wide = frame.pivot_table(
+        index=[*lead, "item"], columns="metric", values=["estimate", "se"], sort=False
+    )
+    n = summary["n"].sel(metric="answer_probability").to_series().rename("n")
+    table = pd.DataFrame(index=wide.index)
+    table["n"] = n.reindex(table.index.get_level_values("item")).to_numpy()
+    for m in metrics:
+        table[m] = wide[("estimate", m)]
+        table[f"{m}_se"] = wide[("se", m)]
     s.table(
-        _scores_table(summary, lead).reset_index(),
+        table.reset_index(),
         inputs.out,
         "individual_scores",
         "Mean individual score per item over the respondents (n: respondents who "
@@ -56,27 +69,15 @@ def individual_respondents_section(inputs: ReportInputs) -> Section | None:
         digits=3,
         index=False,
     )
-    _skill_parts(s, inputs, summary, lead)
+    _skill_table(s, inputs, summary, lead, metrics)
     return s
 
 
-def _scores_table(summary: xr.Dataset, lead: list) -> pd.DataFrame:
-    """Each score's mean and SE per (``lead`` levels, item), with the respondents counted."""
-    frame = summary[["estimate", "se"]].to_dataframe().reset_index()
-    wide = frame.pivot_table(
-        index=[*lead, "item"], columns="metric", values=["estimate", "se"], sort=False
-    )
-    n = summary["n"].sel(metric="answer_probability").to_series().rename("n")
-    table = pd.DataFrame(index=wide.index)
-    table["n"] = n.reindex(table.index.get_level_values("item")).to_numpy()
-    for m in INDIVIDUAL_SCORES:
-        table[m] = wide[("estimate", m)]
-        table[f"{m}_se"] = wide[("se", m)]
-    return table
-
-
-def _skill_parts(s: Section, inputs: ReportInputs, summary: xr.Dataset, lead: list) -> None:
-    """The skill against each baseline: how it is computed, and its table with SEs."""
+def _skill_table(
+    s: Section, inputs: ReportInputs, summary: xr.Dataset, lead: list[Hashable], metrics: list[str]
+) -> None:
+    """The skill against each baseline, with SEs, and the respondents the group persona
+    baseline left out."""
     baselines = [str(b) for b in summary["baseline"].values]
     frame = summary[["skill", "skill_se"]].to_dataframe().reset_index()
     wide = frame.pivot_table(
@@ -84,7 +85,7 @@ def _skill_parts(s: Section, inputs: ReportInputs, summary: xr.Dataset, lead: li
         sort=False,
     )  # fmt: skip
     skill = pd.DataFrame(index=wide.index)
-    for m in INDIVIDUAL_SCORES:
+    for m in metrics:
         skill[m] = wide[("skill", m)]
         skill[f"{m}_se"] = wide[("skill_se", m)]
     s.text(
@@ -102,6 +103,9 @@ def _skill_parts(s: Section, inputs: ReportInputs, summary: xr.Dataset, lead: li
         )
         + ")."
     )
+    if "group_persona_left_out" in summary.attrs:
+        s.text(md(str(summary.attrs["group_persona_left_out"])) + ": their group persona "
+               "skill is over the other respondents.")  # fmt: skip
     s.table(
         skill.reset_index(),
         inputs.out,
