@@ -35,7 +35,9 @@ def figure_faults(fig: Any) -> list[str]:
             or not ax.axison
             or not (ax.lines or ax.patches or ax.collections or ax.images)
         ):
-            continue  # a colour bar, an empty facet, a panel turned off
+            continue  # an empty facet, a panel turned off
+        if getattr(ax, "_colorbar", None) is not None:
+            continue  # a colour bar is narrow by design
         box = ax.get_window_extent()
         if min(box.width, box.height) * scale < MIN_AXES_PX:
             faults.append(
