@@ -160,18 +160,23 @@ def test_cli_report_sections_and_skip(tmp_path):
     assert "'scale_reliability'" in res.output
 
 
+def _rendered(path, figs, composite: bool) -> None:
+    """The page as headless Chromium renders it: a composite section or the note saying why
+    there is none, and every figure an image the page links, its file there."""
+    dom = rendered_dom(path)
+    heads = headings(dom)
+    assert any(h.startswith("Construct") for h in heads) == composite, heads
+    assert ("No composite: the items are on scales of their own" in dom) != composite
+    images = re.findall(r'<img src="([^"]+)"', dom)
+    assert sorted(i.removeprefix("figures/").removesuffix(".png") for i in images) == sorted(figs)
+    assert all((path.parent / i).is_file() for i in images)
+
+
 @pytest.mark.skipif(chromium() is None, reason="no Chromium (apt-get install chromium)")
-def test_the_reports_render_in_chromium(standalone_report, one_scale_report):
-    """Both reports as headless Chromium renders them: the standalone items' report has no
-    composite section and shows its note; every figure of both pages is an image that loads
-    (a file the page links)."""
-    for (path, figs), composite in ((standalone_report, False), (one_scale_report, True)):
-        dom = rendered_dom(path)
-        heads = headings(dom)
-        assert any(h.startswith("Construct") for h in heads) == composite, heads
-        assert ("No composite: the items are on scales of their own" in dom) != composite
-        images = re.findall(r'<img src="([^"]+)"', dom)
-        assert sorted(i.removeprefix("figures/").removesuffix(".png") for i in images) == sorted(
-            figs
-        )
-        assert all((path.parent / i).is_file() for i in images)
+def test_the_standalone_report_renders_in_chromium(standalone_report):
+    _rendered(*standalone_report, composite=False)
+
+
+@pytest.mark.skipif(chromium() is None, reason="no Chromium (apt-get install chromium)")
+def test_the_composite_report_renders_in_chromium(one_scale_report):
+    _rendered(*one_scale_report, composite=True)
