@@ -212,8 +212,8 @@ def parse_args() -> argparse.Namespace:
 def load(args):
     """The model with the one-token rule (its load timed) and the same model with the
     split-space rule."""
-    from xlikert.collect.backends.transformers import load_model
     from xlikert.collect.answers.spellings import answer_rule
+    from xlikert.collect.backends.transformers import load_model
 
     lm, load_s = timed(
         lambda: load_model(args.model, range(1, 8), device=args.device, split_space=False)

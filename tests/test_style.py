@@ -1,5 +1,6 @@
 """The checks of ``.pre-commit-config.yaml`` (ruff's lint and format, import-linter), run
-here over the whole tree: what a commit checks is what CI checks."""
+here over the whole tree: what a commit checks is what CI checks. The two mypy hooks run
+in ``tests/test_types.py`` (the same functions; mypy runs once per check in the suite)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,19 @@ def test_the_hooks_run_offline_with_the_test_extras_tools():
     assert [repo["repo"] for repo in config["repos"]] == ["local"]
     assert {hook["language"] for hook in _hooks()} == {"system"}
     entries = {hook["entry"] for hook in _hooks()}
-    assert entries == {"ruff check", "ruff format --check", "lint-imports --no-cache"}
+    assert entries == {
+        "ruff check", "ruff format --check", "lint-imports --no-cache",
+        "python tests/test_types.py", "python tests/test_types.py --strict",
+    }  # fmt: skip
 
 
-@pytest.mark.parametrize("hook", _hooks(), ids=lambda hook: hook["id"])
+#: The hooks tests/test_types.py runs (its test_mypy_* are these hooks' commands).
+TYPE_HOOKS = ("mypy", "mypy-strict")
+
+
+@pytest.mark.parametrize(
+    "hook", [h for h in _hooks() if h["id"] not in TYPE_HOOKS], ids=lambda hook: hook["id"]
+)
 def test_hook(hook):
     """The hook's command over the tree (the files of the repository, as ``--all-files``)."""
     cmd = shlex.split(hook["entry"]) + list(hook.get("args", []))

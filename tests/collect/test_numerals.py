@@ -12,12 +12,18 @@ import unicodedata
 import numpy as np
 import pytest
 
-from xlikert.collect.answers.numerals import read_numeral, render, rule_scripts, scripts, shown_scripts
-from xlikert.collect.options import CollectOptions
-from xlikert.collect.run.identity import numbers_options
+from xlikert.collect.answers.numerals import (
+    read_numeral,
+    render,
+    rule_scripts,
+    scripts,
+    shown_scripts,
+)
 from xlikert.collect.answers.spellings import _find_answer_sequences, answer_rule
 from xlikert.collect.answers.tokens import find_valid_tokens, known_scripts
 from xlikert.collect.answers.vocabulary import _byte_level, show_bytes, token_text, vocabulary
+from xlikert.collect.options import CollectOptions
+from xlikert.collect.run.identity import numbers_options
 from xlikert.core.errors import AnswerLabelError, CollectionError
 
 _TO = {b: c for c, b in _byte_level().items()}
@@ -164,9 +170,9 @@ def test_tokens_read_as_text(tok):
 
 def test_server_readout_reads_numbers_in_any_script(tok):
     """The OpenAI-compatible backend: listed tokens by text (top-k) and by id (exact)."""
+    from xlikert.collect.answers.tokens import find_label_tokens
     from xlikert.collect.backends.openai.readout import Readout
     from xlikert.collect.backends.openai.spec import OpenAISpec
-    from xlikert.collect.answers.tokens import find_label_tokens
 
     spec = OpenAISpec(name="m", model="m", base_url="http://127.0.0.1:9")
     opts = CollectOptions(scale=(1, 2, 3))
@@ -190,10 +196,10 @@ def test_server_readout_reads_numbers_in_any_script(tok):
 def test_server_topk_listing_bounds_each_scripts_mass(tok):
     """Top-k mode: each script's listed mass, and a certified interval that holds the
     script's true mass under the full distribution whatever the server left unlisted."""
+    from xlikert.collect.answers.tokens import find_label_tokens
     from xlikert.collect.backends.openai.readout import Readout
     from xlikert.collect.backends.openai.spec import OpenAISpec
     from xlikert.collect.record import UnitResult
-    from xlikert.collect.answers.tokens import find_label_tokens
 
     spec = OpenAISpec(name="m", model="m", base_url="http://127.0.0.1:9")
     opts = CollectOptions(scale=(1, 2, 3), top_k=4)

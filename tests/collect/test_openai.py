@@ -380,8 +380,8 @@ def test_multi_token_answers_are_read_exactly_on_a_vllm_server(server, tiny_dir)
     np.testing.assert_allclose(ds.decoding_pmf.sel(one), local.decoding_pmf.sel(one), atol=1e-6)
     assert int(ds.decoding_pmf.notnull().sum()) == int(ds.decoding_pmf.sel(one).notnull().sum())
     # GET /models, the probe, its /tokenize; per prompt the listing, /tokenize and the contexts
-    from xlikert.collect.backends.openai.model import _pretrained
     from xlikert.collect.answers.spellings import answer_rule
+    from xlikert.collect.backends.openai.model import _pretrained
 
     _, answers, _ = answer_rule(_pretrained(str(tiny_dir), None, False, None), scale,
                                 split_space=False)  # fmt: skip

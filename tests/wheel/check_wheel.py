@@ -188,9 +188,9 @@ def running_package_dirs() -> list[str]:
     seen: list[str] = []
     for entry in sys.path:
         path = Path(entry)
-        if path.name in {"site-packages", "dist-packages"} and path.is_dir():
-            if str(path) not in seen:
-                seen.append(str(path))
+        named = path.name in {"site-packages", "dist-packages"}
+        if named and path.is_dir() and str(path) not in seen:
+            seen.append(str(path))
     return seen
 
 

@@ -101,12 +101,16 @@ def test_a_venv_made_from_inside_a_venv_sees_that_venvs_packages(tmp_path):
     )
     done = subprocess.run(
         [str(outer), "-c", make_inner, str(cw.ROOT / "tests" / "wheel"), str(tmp_path / "inner")],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     inner = done.stdout.strip().splitlines()[-1]
     probe = subprocess.run(
         [inner, "-c", f"import {PROBE}, xarray, sys; print(sys.prefix)"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip() == str(tmp_path / "inner")

@@ -64,8 +64,8 @@ def _check_mass(
             kwargs={"sum_dim": sum_dim, "what": what, "atol": atol},
             template=whole,
         )
-        return raw if sum_dim is None else raw.sum(sum_dim)
-    total = raw if sum_dim is None else raw.sum(sum_dim)
+        return raw if sum_dim is None else raw.sum([sum_dim])
+    total = raw if sum_dim is None else raw.sum([sum_dim])
     nan = raw.isnull()
     if bool(nan.any()):
         raise InvalidPMFError(f"{what} is NaN at {describe_cells(nan)}")
@@ -417,7 +417,7 @@ def item_pmf_from_tokens(
         scale = np.arange(int(scores.min()), int(scores.max()) + 1)
     else:
         scale = np.asarray(score_values)
-    probe = xr.DataArray(np.zeros(scale.size), dims=score_dim, coords={score_dim: scale})
+    probe = xr.DataArray(np.zeros(scale.size), dims=[score_dim], coords={score_dim: scale})
     scale = check_score_axis(probe, score_dim)
     outside = [(t, s) for t, s in zip(labels, scores, strict=True) if s not in set(scale.tolist())]
     if outside:
@@ -439,7 +439,7 @@ def item_pmf_from_tokens(
         coords={score_dim: scale}
         | ({token_dim: token_prob[token_dim].values} if token_dim in token_prob.coords else {}),
     )
-    raw = xr.dot(token_prob.astype(np.float64), weights, dim=token_dim)
+    raw = xr.dot(token_prob.astype(np.float64), weights, dim=[token_dim])
     raw = raw.transpose(..., score_dim)
     pmf = raw / total
     pmf.attrs = {"long_name": "item PMF over the scale (renormalised on valid tokens)"}
@@ -450,7 +450,7 @@ def item_pmf_from_tokens(
         {str(t): int(s) for t, s in zip(labels, scores, strict=True)}, ensure_ascii=False
     )
     pmf = pmf.drop_vars(token_dim, errors="ignore")
-    valid = valid.drop_vars(token_dim, errors="ignore")
+    valid = valid.drop_vars([token_dim], errors="ignore")
     return xr.Dataset({"pmf": pmf, "valid_mass": valid}, attrs=attrs)
 
 

@@ -336,7 +336,9 @@ def _keyed_covariance(joint: xr.DataArray, y: np.ndarray, reflect: bool) -> np.n
     return cov
 
 
-def _fit(cov, idx, ids, name, named, spread):
+def _fit(
+    cov: np.ndarray, idx: np.ndarray, ids: np.ndarray, name: str, named: bool, spread: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """α, ω, item–total r and loadings of one (sub)scale's sum score."""
     where = f"subscale {name!r}" if named else "the instrument"
     if idx.size < 2:

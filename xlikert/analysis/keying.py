@@ -216,7 +216,8 @@ def _reflected(
         dask_gufunc_kwargs={"allow_rechunk": True},
         keep_attrs=True,
     )
-    return out.transpose(*pmf.dims)
+    result: xr.DataArray = out.transpose(*pmf.dims)
+    return result
 
 
 def reflect_pending(

@@ -52,7 +52,7 @@ NONSUBSTANTIVE_HUMAN_VARIABLES: tuple[str, ...] = (
 def nonsubstantive_variables(
     counts: xr.DataArray,
     weights: xr.DataArray | None,
-    n: xr.DataArray,
+    n: xr.DataArray | None,
     weight: xr.DataArray | None,
     w2: xr.DataArray | None,
     *,
@@ -94,10 +94,12 @@ def nonsubstantive_variables(
     """
     out = {"n_nonsubstantive": counts.astype(np.int64)}
     if weights is None:
+        assert n is not None, "counts: n answered"
         answered = n + counts.sum("option")
         out["nonsubstantive_rate"] = counts / answered
         out["n_answered"] = answered.astype(np.int64)
     else:
+        assert weight is not None and w2 is not None, "weights: their totals"
         total = weight + weights.sum("option")
         out["nonsubstantive_weight"] = weights
         out["nonsubstantive_rate"] = weights / total

@@ -29,6 +29,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -51,7 +52,7 @@ NOMINAL_COORD = "nominal"
 OFF_SUPPORT_ATOL = 1e-6
 
 
-def _item_ids(obj: xr.DataArray | xr.Dataset, mask: np.ndarray, item_dim: Hashable) -> list:
+def _item_ids(obj: xr.DataArray | xr.Dataset, mask: np.ndarray, item_dim: Hashable) -> list[Any]:
     if item_dim in obj.coords:
         ids = np.atleast_1d(np.asarray(obj[item_dim].values))
         return [str(v) for v in np.broadcast_to(ids, mask.shape)[mask]]
@@ -276,7 +277,7 @@ def check_support(
     if not any(c in pmf.coords for c in SUPPORT_COORDS) or is_lazy(pmf):
         return
     off = pmf.where(~item_support(pmf, item_dim=item_dim, score_dim=score_dim), 0.0)
-    mass = off.sum(score_dim)
+    mass = off.sum([score_dim])
     bad = mass > OFF_SUPPORT_ATOL
     if item_dim in bad.dims:
         bad = bad.any([d for d in bad.dims if d != item_dim])

@@ -62,11 +62,11 @@ def _traces_of(
         raise InvalidPMFError(
             f"trace_pmf needs dims {trace_dim!r} and {score_dim!r}; it has {tuple(tp.dims)}"
         )
-    present = tp.notnull().all(score_dim)  # (..., trace)
-    n = present.sum(trace_dim)
+    present = tp.notnull().all([score_dim])  # (..., trace)
+    n = present.sum([trace_dim])
     counts = sorted({int(v) for v in np.unique(n.values)} - {0})
     if len(counts) > 1:
-        by = [d for d in n.dims if d == MODEL_DIM] or list(n.dims[:1])
+        by: list[Hashable] = [d for d in n.dims if d == MODEL_DIM] or list(n.dims[:1])
         if by:
             per = n.max([d for d in n.dims if d not in by])
             who = ", ".join(
@@ -79,7 +79,7 @@ def _traces_of(
             "leaves out one trace index of every cell at a time: select models with one M"
         )
     m = counts[0] if counts else 0
-    first = present.isel({trace_dim: slice(m)}).all(trace_dim) | (n == 0)
+    first = present.isel({trace_dim: slice(m)}).all([trace_dim]) | (n == 0)
     if not bool(first.all()):
         raise XlikertError(
             f"traces must fill the first positions of {trace_dim!r}; they do not at "
@@ -91,7 +91,7 @@ def _traces_of(
                 f"cells without traces at {describe_cells(n == 0)}: pass the results Dataset, "
                 "whose pmf holds their exact PMF"
             )
-        mean = tp.isel({trace_dim: slice(m)}).mean(trace_dim)
+        mean = tp.isel({trace_dim: slice(m)}).mean([trace_dim])
     return mean, tp.isel({trace_dim: slice(m)}), m
 
 
@@ -133,13 +133,17 @@ def _leave_one_trace_out(
     return _loo(mean, tp, m, trace, trace_dim, score_dim)
 
 
-def _loo(mean, tp, m, t, trace_dim, score_dim) -> xr.DataArray:
-    has = tp.notnull().all(score_dim).any(trace_dim)
-    rest = (tp.sum(trace_dim) - tp.isel({trace_dim: t}, drop=True)) / (m - 1)
-    out = xr.where(has, rest, mean).transpose(*mean.dims)
+def _loo(
+    mean: xr.DataArray, tp: xr.DataArray, m: int, t: int, trace_dim: Hashable,
+    score_dim: Hashable,
+) -> xr.DataArray:  # fmt: skip
+    has = tp.notnull().all([score_dim]).any([trace_dim])
+    rest = (tp.sum([trace_dim]) - tp.isel({trace_dim: t}, drop=True)) / (m - 1)
+    out: xr.DataArray = xr.where(has, rest, mean).transpose(*mean.dims)  # type: ignore[no-untyped-call]
     out.attrs = dict(mean.attrs)
     out.name = mean.name
-    return out
+    result: xr.DataArray = out
+    return result
 
 
 def _combine(values: list[Any], m: int) -> Any:
@@ -164,7 +168,8 @@ def _combine(values: list[Any], m: int) -> Any:
 def _se(arr: np.ndarray, factor: float) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         shift = arr - arr[:1]  # exactly 0 where nothing varies
-        return np.sqrt(factor * ((shift - shift.mean(0)) ** 2).sum(0))
+        result: np.ndarray = np.sqrt(factor * ((shift - shift.mean(0)) ** 2).sum(0))
+        return result
 
 
 def trace_se(

@@ -27,6 +27,7 @@ Examples
 
 from __future__ import annotations
 
+from .answers.tokens import ValidTokens, find_valid_tokens
 from .options import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, CollectOptions
 from .protocol import BACKENDS, Model
 from .reasoning import trace_texts
@@ -35,7 +36,6 @@ from .run.checked import parse_shard
 from .run.merge import merge_shards
 from .run.runner import collect
 from .run.store import PartialStore
-from .answers.tokens import ValidTokens, find_valid_tokens
 from .zoo import ZOO, builtin_names, cache_dir, resolve_gguf
 
 

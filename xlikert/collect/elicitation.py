@@ -47,7 +47,18 @@ from .own_words import (
     score_own_words,
 )
 from .progress import CellProgressFn
-from .protocol import ConversationModel, ElicitingModel, backend_module, backend_of
+from .protocol import (
+    AnswerArrays,
+    ConversationModel,
+    ElicitingBackend,
+    ElicitingModel,
+    Model,
+    Sent,
+    ServerElicitingModel,
+    backend_module,
+    backend_of,
+    eliciting_model,
+)
 from .record import UnitResult
 
 __all__ = [
@@ -137,14 +148,14 @@ def check_elicitation_backends(
         return
     for spec in models:
         backend, name = backend_of(spec), spec["name"]
-        check = getattr(backend_module(spec), "check_elicitation", None)
-        if check is None:
+        backend_impl = backend_module(spec)
+        if not isinstance(backend_impl, ElicitingBackend):
             raise ElicitationLevelError(
                 f"model {name!r}: the elicitation level(s) {used} are not read by its backend "
                 f"{backend!r}. Use the transformers or vllm backend, or elicitation = "
                 "['first_token']"
             )
-        check(spec, tuple(used))
+        backend_impl.check_elicitation(spec, tuple(used))
         if spec.get("reasoning"):
             raise CollectionError(
                 f"model {name!r}: the elicitation levels {used} read the model's own turn; "
@@ -166,7 +177,7 @@ def check_elicitation_backends(
         )
 
 
-def elicitation_sent(level: str, sent: Any, options: CollectOptions) -> Any:
+def elicitation_sent(level: str, sent: Sent, options: CollectOptions) -> Sent:
     """What determines a cell of ``level``: the prompt's token ids (or request) as they are
     for ``first_token``, else those with the level and the settings it reads
     (:data:`ELICITATION_KEY`).
@@ -270,7 +281,7 @@ def _stands_alone(texts: Sequence[str], t: int) -> bool:
 
 
 def score_elicited(
-    model: Any, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions,
+    model: Model, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions,
     progress: CellProgressFn | None = None,
 ) -> UnitResult:  # fmt: skip
     """Read one unit of prompts under an elicitation level other than ``first_token``.
@@ -278,8 +289,9 @@ def score_elicited(
     Parameters
     ----------
     model : Model
-        The loaded model: a :class:`~xlikert.collect.protocol.ConversationModel` for
-        ``prefix``, an :class:`~xlikert.collect.protocol.ElicitingModel` for the others.
+        The loaded model: an :class:`~xlikert.collect.protocol.ElicitingModel` (in process),
+        or a :class:`~xlikert.collect.protocol.ServerElicitingModel` (a server, which reads
+        the levels its own way).
     prompts : sequence of (str, str)
         The unit's ``(system, user)`` prompts.
     level : str
@@ -300,14 +312,9 @@ def score_elicited(
     """
     if level not in ELICITATIONS or level == "first_token":
         raise CollectionError(f"score_elicited reads prefix, greedy or own_words, got {level!r}")
-    server = getattr(model, "score_elicited", None)  # a server reads its own way
-    if server is not None and not isinstance(model, ConversationModel):
-        return server(prompts, level, options)
-    if level in REPLY_LEVELS and not isinstance(model, ElicitingModel):
-        raise CollectionError(
-            f"model {model.name!r}: its backend ({type(model).__name__}) cannot write replies; "
-            f"the elicitation level {level!r} needs the transformers or vllm backend"
-        )
+    if isinstance(model, ServerElicitingModel):  # a server reads its own way
+        return model.score_elicited(prompts, level, options)
+    model = eliciting_model(model, level)
     template = model.template
     texts = [template.render(s, u) for s, u in prompts]
     res = _empty(len(prompts), model.options)
@@ -331,7 +338,7 @@ def _empty(n: int, options: CollectOptions) -> UnitResult:
     return res
 
 
-def _read(model: Any, contexts: list[list[int]], session: str) -> dict[str, np.ndarray]:
+def _read(model: ConversationModel, contexts: list[list[int]], session: str) -> AnswerArrays:
     """The readout after each context (one pass each; nothing kept between them);
     ``session``: the unit's own name (vLLM: its prefix-cache salt)."""
     reader = model.context_reader(session)
@@ -347,7 +354,7 @@ def _session(level: str, texts: Sequence[str]) -> str:
     return "\0".join([level, *texts])
 
 
-def _fill(res: UnitResult, rows: Sequence[int], out: dict[str, np.ndarray]) -> None:
+def _fill(res: UnitResult, rows: Sequence[int], out: AnswerArrays) -> None:
     rows = list(rows)
     for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "nonsubstantive_mass"):
         if key in out and key in res.data:
@@ -355,7 +362,7 @@ def _fill(res: UnitResult, rows: Sequence[int], out: dict[str, np.ndarray]) -> N
 
 
 def _greedy(
-    model: Any, texts: list[str], encoded: list[list[int]], options: CollectOptions,
+    model: ElicitingModel, texts: list[str], encoded: list[list[int]], options: CollectOptions,
     res: UnitResult,
 ) -> UnitResult:  # fmt: skip
     """The greedy replies, their answers and the in-text PMFs."""

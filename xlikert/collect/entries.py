@@ -39,7 +39,7 @@ DTYPES = {
 }
 
 
-def check_dtype(dtype: Any, where: str) -> str:
+def check_dtype(dtype: object, where: str) -> str:
     """The canonical name of a requested dtype (``"auto"`` for None or ``"auto"``).
 
     Raises

@@ -24,9 +24,9 @@ import numpy as np
 from ..core.errors import CollectionError, LabelMappingError
 from ..design.elicitation import ANSWER_PARSES
 from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
-from .entries import check_dtype
 from .answers.numerals import NUMERAL_MODES, rule_scripts
 from .answers.numerals import scripts as all_scripts
+from .entries import check_dtype
 
 __all__ = [
     "DEFAULT_TEMPERATURES",
@@ -60,11 +60,11 @@ def _fail(where: str, message: str) -> CollectionError:
     return CollectionError(f"{where}: {message}" if where else message)
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: object) -> bool:
     return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
 
 
-def _is_real(v: Any) -> bool:
+def _is_real(v: object) -> bool:
     return isinstance(v, int | float | np.integer | np.floating) and not isinstance(
         v, bool | np.bool_
     )
@@ -236,7 +236,7 @@ class CollectOptions:
                 raise _fail(where, f"{name} must be true or false, got {getattr(self, name)!r}")
             put(name, bool(getattr(self, name)))
         bs = self.batch_size
-        if not ((_is_int(bs) and bs >= 1) or bs == "auto"):
+        if not (bs == "auto" or (_is_int(bs) and int(bs) >= 1)):
             raise _fail(where, f"batch_size must be an integer >= 1 or 'auto', got {bs!r}")
         put("batch_size", bs if bs == "auto" else int(bs))
         if not (_is_int(self.chunk_size) and self.chunk_size >= 1):
@@ -392,7 +392,7 @@ class CollectOptions:
         """
         if self.answer_labels is None:
             return None
-        scale = self._need_scale()
+        scale = self.known_scale
         return {y: x for y, x in zip(scale, self.answer_labels, strict=False) if x}
 
     @property
@@ -528,7 +528,20 @@ class CollectOptions:
         """
         return type(self).from_mapping(changes, where=where, base=self)
 
-    def _need_scale(self) -> tuple[int, ...]:
+    @property
+    def known_scale(self) -> tuple[int, ...]:
+        """:attr:`scale`, known: what a model reads with once it is open.
+
+        Raises
+        ------
+        CollectionError
+            The scale is not known yet (None: ``collect()`` takes it from the prompts).
+
+        Examples
+        --------
+        >>> CollectOptions(scale=(1, 2, 3)).known_scale
+        (1, 2, 3)
+        """
         if self.scale is None:
             raise CollectionError("options have no scale yet (collect() takes it from the prompts)")
         return self.scale
@@ -548,7 +561,7 @@ class CollectOptions:
         {'score': 3, 'rank': 5, 'temperature': 4, 'top_p': 2, 'option': 0, 'script': 66}
         """
         return {
-            "score": len(self._need_scale()),
+            "score": len(self.known_scale),
             "rank": self.top_k,
             "temperature": len(self.temperatures),
             "top_p": len(self.top_ps),
@@ -575,7 +588,7 @@ class CollectOptions:
         array(["Don't know"], dtype='<U10')
         """
         out = {
-            "score": np.asarray(self._need_scale(), dtype=np.int64),
+            "score": np.asarray(self.known_scale, dtype=np.int64),
             "rank": np.arange(1, self.top_k + 1),
             "temperature": np.asarray(self.temperatures),
             "top_p": np.asarray(self.top_ps),

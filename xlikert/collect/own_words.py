@@ -26,6 +26,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,6 +36,9 @@ from ..kernels.readout import nucleus_logprobs
 from .options import CollectOptions
 from .progress import CellClock, CellProgressFn
 from .record import UnitResult
+
+if TYPE_CHECKING:
+    from .protocol import ContextReader, ElicitingModel, MultiTokenModel
 
 __all__ = [
     "MAX_CHILDREN",
@@ -279,14 +283,15 @@ def reply_tree(
                 order += 1
 
 
-def answer_token_scores(model) -> dict[int, int]:
+def answer_token_scores(model: MultiTokenModel) -> dict[int, int]:
     """The run's one-token rule as :data:`~xlikert.design.elicitation.ANSWER_PARSE_RULE`
     reads it: each valid answer token's score.
 
     Parameters
     ----------
     model
-        An in-process model (its ``valid`` tokens and ``answers`` rule).
+        An in-process model (:class:`~xlikert.collect.protocol.MultiTokenModel`: its
+        ``valid`` tokens and ``answers`` rule).
 
     Returns
     -------
@@ -311,7 +316,8 @@ def answer_token_scores(model) -> dict[int, int]:
 
 
 def score_own_words(
-    model, texts: list[str], encoded: list[list[int]], options: CollectOptions, res: UnitResult,
+    model: ElicitingModel, texts: list[str], encoded: list[list[int]], options: CollectOptions,
+    res: UnitResult,
     progress: CellProgressFn | None = None,
 ) -> UnitResult:  # fmt: skip
     """Read the level ``own_words`` for a unit of prompts (:func:`reply_tree` per prompt).
@@ -336,7 +342,7 @@ def score_own_words(
         ``elicitation_passes`` and ``elicitation_tol_met`` of every prompt.
     """
     scores = answer_token_scores(model)
-    scale = list(model.options.scale)
+    scale = list(model.options.known_scale)
     if model.answers.layout is not None:
         raise CollectionError(
             f"model {model.name!r}: own_words reads the answers on the run's one scale; items "
@@ -346,7 +352,10 @@ def score_own_words(
         reader = model.next_token_reader("own_words\0" + texts[b])
         try:
 
-            def read(prefixes, keep, ids=ids, reader=reader):
+            def read(
+                prefixes: list[tuple[int, ...]], keep: list[bool], ids: list[int] = ids,
+                reader: ContextReader = reader,
+            ) -> np.ndarray:  # fmt: skip
                 return reader.read([list(ids) + list(p) for p in prefixes], keep)["logprobs"]
 
             tree = reply_tree(

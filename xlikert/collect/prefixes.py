@@ -96,12 +96,14 @@ def prefix_groups(
     adj = [_lcp(rows[i], rows[i + 1]) for i in range(n - 1)]
     lens = [len(r) for r in rows]
     INF = float("inf")
-    best = [0.0] + [INF] * n  # best[j]: least cost of the first j sorted prompts
+    best: list[float] = [0.0] + [INF] * n  # best[j]: least cost of the first j sorted prompts
     cut = [0] * (n + 1)  # cut[j]: where the last run of that cost starts
     for j in range(1, n + 1):
         # the run rows[i .. j-1], growing leftwards: its shared prefix is the least
         # adjacent lcp inside it, capped so each prompt keeps >= 1 token of its own
-        shared, shortest, total = INF, INF, 0
+        shared: float = INF
+        shortest: float = INF
+        total: float = 0
         for i in range(j - 1, -1, -1):
             total += lens[i]
             shortest = min(shortest, lens[i])

@@ -23,11 +23,31 @@ defines three functions, typed by :class:`Backend`:
 A :class:`Model` scores a list of ``(system, user)`` prompts into one
 :class:`~xlikert.collect.record.UnitResult`, reads the next units with other
 answer labels when asked (:meth:`Model.relabel`), and describes itself in
-:meth:`Model.provenance`. A model that can also read whole conversations exactly
-(sequential administration, :mod:`xlikert.collect.context`) is a
-:class:`ConversationModel`: it renders a conversation to token ids and hands out a
-:class:`ContextReader` that reads the answer after many token-id contexts, reusing
-their shared prefixes. This module declares everything the run machinery
+:meth:`Model.provenance`. What a backend can do beyond that is a protocol of its own,
+checked with ``isinstance`` where it is needed, so a backend that lacks a capability
+says so by its type:
+
+=========================  ==============================================  ==================
+capability                 protocol (its members)                          backends
+=========================  ==============================================  ==================
+one-token reading          :class:`Model` (``score``, ``relabel``)         every backend
+multi-token reading        :class:`MultiTokenModel` (``read_prompts``      transformers, vllm
+                           and the answer rule it reads with)
+prefix groups              :class:`PrefixGroupModel` (``read_groups``)     transformers
+the tree reader            :class:`ConversationModel` (``context_reader``  transformers, vllm
+                           -> :class:`ContextReader`)
+elicitation (in process)   :class:`ElicitingModel` (``greedy_reply``,      transformers, vllm
+                           ``next_token_reader``)
+elicitation (on a server)  :class:`ServerElicitingModel`                   openai
+                           (``score_elicited``)
+levels, before loading     :class:`ElicitingBackend`                       every backend
+                           (``check_elicitation``)
+=========================  ==============================================  ==================
+
+A :class:`ConversationModel` reads whole conversations exactly (sequential
+administration, :mod:`xlikert.collect.context`): it renders a conversation to token
+ids and hands out a :class:`ContextReader` that reads the answer after many token-id
+contexts, reusing their shared prefixes. This module declares everything the run machinery
 (:mod:`xlikert.collect.run`) calls; the backends import it, never the run, and
 never one another (the import-linter contracts of ``pyproject.toml``; the seam of
 lm-evaluation-harness's ``api/model.py``). The backends, side by side under
@@ -54,28 +74,48 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+
+import numpy as np
 
 from ..core.errors import CollectionError
+from .foreign import Tokenizer
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from .answers.sequences import AnswerSequences
+    from .answers.tokens import ValidTokens
     from .options import CollectOptions
     from .record import UnitResult
+    from .templates import PromptTemplate
 
 __all__ = [
     "BACKENDS",
+    "AnswerArrays",
     "Backend",
     "CellInputs",
     "ContextReader",
     "ConversationModel",
+    "CountingReader",
+    "ElicitingBackend",
     "ElicitingModel",
     "Model",
+    "MultiTokenModel",
+    "PrefixGroupModel",
+    "Sent",
+    "ServerElicitingModel",
     "backend_module",
     "backend_of",
     "conversation_model",
+    "eliciting_model",
 ]
+
+#: A readout: the answer's arrays after each prompt or context, by name (``pmf (B, S)``,
+#: ``valid_mass (B,)``, ``decoding_pmf (B, T, P, S)``, ... as
+#: :meth:`~xlikert.collect.answers.sequences.AnswerSequences.readout` names them).
+AnswerArrays: TypeAlias = dict[str, np.ndarray]
+#: What a prompt sends to the model: its exact token ids, or the exact request (a JSON
+#: object) for a server that tokenises itself (:attr:`CellInputs.sent`).
+Sent: TypeAlias = Sequence[int] | np.ndarray | dict[str, Any]
 
 #: Backend name -> the package implementing it (a :class:`Backend`).
 BACKENDS = {
@@ -107,8 +147,8 @@ class CellInputs:
     """
 
     identity: dict[str, Any]
-    sent: Callable[[Sequence[tuple[str, str]]], list[Any]]
-    prepared: Any = None
+    sent: Callable[[Sequence[tuple[str, str]]], Sequence[Sent]]
+    prepared: object = None
 
 
 @runtime_checkable
@@ -150,7 +190,7 @@ class Backend(Protocol):
         options: CollectOptions,
         probe: tuple[str, str],
         *,
-        prepared: Any = None,
+        prepared: object = None,
     ) -> Model:
         """Load the model (or connect to it), ready to score.
 
@@ -329,7 +369,7 @@ class ContextReader(Protocol):
 
     def read(
         self, contexts: Sequence[Sequence[int]], keep: Sequence[bool] | None = None
-    ) -> dict[str, np.ndarray]:
+    ) -> AnswerArrays:
         """The readout after each context: ``pmf (B, S)``, ``valid_mass (B,)``,
         ``decoding_pmf (B, T, P, S)`` and ``decoding_valid_mass (B, T, P)`` (the keys of
         :meth:`~xlikert.collect.answers.sequences.AnswerSequences.readout`); ``keep[b]`` False: no
@@ -338,6 +378,61 @@ class ContextReader(Protocol):
 
     def close(self) -> None:
         """Drop every kept state."""
+        ...
+
+
+@runtime_checkable
+class CountingReader(ContextReader, Protocol):
+    """A :class:`ContextReader` that counts the tokens it ran (the transformers backend's
+    :class:`~xlikert.collect.backends.transformers.tree.TreeReader`; vLLM's prefix cache
+    runs what it does not hold, uncounted): a tree's sequential attrs report it."""
+
+    #: The tokens the reader ran through the model so far (every context's own part).
+    tokens_run: int
+
+
+@runtime_checkable
+class MultiTokenModel(Model, Protocol):
+    """A :class:`Model` that reads prompts as token ids, exactly, whatever the number of
+    tokens an answer is spelled in (multi-token reading: every spelling teacher-forced).
+
+    The in-process backends (transformers, vLLM) are. The openai backend is not: a server
+    tokenises the prompts itself, and reads answers of several tokens only where it is a
+    vLLM server (found when it connects; refused by name elsewhere).
+    """
+
+    #: The model's tokenizer (a foreign object: Hugging Face's or a GGUF file's).
+    tokenizer: Tokenizer
+    #: How a prompt becomes text and token ids (the model's chat template).
+    template: PromptTemplate
+    #: The one-token valid set of the answer labels read now.
+    valid: ValidTokens
+    #: The answer spellings read now (one token each where the rule is one-token).
+    answers: AnswerSequences
+
+    def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> AnswerArrays:
+        """The readout after each prompt's token ids (exact mode): ``pmf``, ``valid_mass``,
+        ``decoding_pmf``, ``decoding_valid_mass`` (one row per prompt), ``topk_id``,
+        ``topk_logprob`` (a sequence per prompt); ``texts``: the prompts' texts."""
+        ...
+
+
+@runtime_checkable
+class PrefixGroupModel(MultiTokenModel, Protocol):
+    """A :class:`MultiTokenModel` that reads a unit's prompts from the prefixes groups of
+    them share, each group's prefix run once (:func:`~xlikert.collect.prefixes.prefix_groups`).
+
+    The transformers backend is; vLLM shares prefixes by its own prefix cache.
+    """
+
+    def read_groups(
+        self, encoded: list[list[int]], start: int, groups: list[tuple[int, list[int]]]
+    ) -> AnswerArrays | None:
+        """The readout after every prompt of ``encoded`` (in their order), each read from its
+        group's prefix; ``start``: the prefix every prompt shares; ``groups``:
+        ``(prefix length, prompt indices)`` as :func:`~xlikert.collect.prefixes.prefix_groups`
+        cuts them. None where the model cannot keep and pad a cache (the caller reads the
+        unit from its common prefix alone)."""
         ...
 
 
@@ -364,15 +459,16 @@ class ConversationModel(Model, Protocol):
 
 
 @runtime_checkable
-class ElicitingModel(ConversationModel, Protocol):
-    """A :class:`ConversationModel` that also writes replies: the elicitation levels
-    ``greedy`` and ``own_words`` (:mod:`xlikert.collect.elicitation`).
+class ElicitingModel(ConversationModel, MultiTokenModel, Protocol):
+    """A :class:`ConversationModel` reading token ids (:class:`MultiTokenModel`) that also
+    writes replies: the elicitation levels ``prefix``, ``greedy`` and ``own_words``
+    (:mod:`xlikert.collect.elicitation`).
 
     The in-process backends (transformers, vLLM) are: these three members are the only
     backend-specific part of the levels (the reply tree, the parsing rule and the records
     are :mod:`xlikert.collect.elicitation` and :mod:`xlikert.collect.own_words`). A backend
     says which levels it reads with its ``check_elicitation(spec, levels)``, called before
-    anything loads (:func:`xlikert.collect.elicitation.check_elicitation_backends`).
+    anything loads (:class:`ElicitingBackend`).
     """
 
     #: Token ids that end the model's turn (:data:`~.backends.inprocess.END_OF_TURN_RULE`).
@@ -388,6 +484,45 @@ class ElicitingModel(ConversationModel, Protocol):
         """A reader of one reply tree (``own_words``): its ``read(contexts, keep)`` returns
         ``{"logprobs": (n, V)}``, the float64 next-token log-probabilities of the whole
         vocabulary after each context; ``session`` names the tree (vLLM: its cache salt)."""
+        ...
+
+
+@runtime_checkable
+class ServerElicitingModel(Model, Protocol):
+    """A :class:`Model` that reads the elicitation levels its own way: a server, which
+    renders and tokenises the prompts itself (the openai backend;
+    :mod:`xlikert.collect.backends.openai.elicit`)."""
+
+    def score_elicited(
+        self, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
+    ) -> UnitResult:
+        """Read one unit of ``(system, user)`` prompts under the elicitation ``level``
+        (as :func:`xlikert.collect.elicitation.score_elicited` does in process)."""
+        ...
+
+
+@runtime_checkable
+class ElicitingBackend(Backend, Protocol):
+    """A :class:`Backend` that reads elicitation levels other than ``first_token``: its
+    ``check_elicitation`` refuses the levels it cannot read before anything loads
+    (:func:`xlikert.collect.elicitation.check_elicitation_backends`). A backend without it
+    reads ``first_token`` only.
+
+    Examples
+    --------
+    >>> import xlikert.collect.backends.openai as openai
+    >>> isinstance(openai, ElicitingBackend)
+    True
+    """
+
+    def check_elicitation(self, spec: dict[str, Any], levels: tuple[str, ...]) -> None:
+        """Refuse, by name, a level of ``levels`` the entry ``spec`` cannot be read with.
+
+        Raises
+        ------
+        ElicitationLevelError
+            A level the backend does not read (a server asked for ``own_words``).
+        """
         ...
 
 
@@ -409,6 +544,25 @@ def conversation_model(model: Model) -> ConversationModel:
         f"its backend ({type(model).__name__}) cannot do that exactly. Use the transformers "
         'backend or the in-process vLLM backend (backend = "vllm"), or administration = '
         '"isolated"'
+    )
+
+
+def eliciting_model(model: Model, level: str) -> ElicitingModel:
+    """``model`` if it reads the elicitation ``level`` in process (:class:`ElicitingModel`),
+    else an error naming the level.
+
+    Raises
+    ------
+    CollectionError
+        The backend neither reads token ids nor writes replies (a server reads the levels
+        its own way, :class:`ServerElicitingModel`).
+    """
+    if isinstance(model, ElicitingModel):
+        return model
+    what = "write replies" if level in ("greedy", "own_words") else "read prompts as token ids"
+    raise CollectionError(
+        f"model {getattr(model, 'name', model)!r}: its backend ({type(model).__name__}) cannot "
+        f"{what}; the elicitation level {level!r} needs the transformers or vllm backend"
     )
 
 

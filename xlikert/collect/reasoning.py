@@ -35,13 +35,18 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core.codecs import decode_text, encode_text, encode_token_ids
 from ..core.errors import CollectionError
 from ..kernels.readout import logsumexp, nucleus_logprobs
+from .foreign import Tokenizer
+from .templates import PromptTemplate
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = [
     "COT_ANSWER_PREFIX",
@@ -262,7 +267,7 @@ class ReasoningFormat:
         """The user message sent: with the chain-of-thought instruction, or as it is."""
         return f"{user}\n\n{self.instruction}" if self.instruction else user
 
-    def prompt(self, template: Any, system: str, user: str) -> str:
+    def prompt(self, template: PromptTemplate, system: str, user: str) -> str:
         """The exact text the model continues with its thought.
 
         ``template`` is the model's
@@ -275,7 +280,7 @@ class ReasoningFormat:
         text = template.render(system, self.user_text(user), thinking=thinking, reasoning=True)
         return text + self.prefill
 
-    def closing_ids(self, tokenizer: Any) -> dict[bool, list[int]]:
+    def closing_ids(self, tokenizer: Tokenizer) -> dict[bool, list[int]]:
         """Token ids of :meth:`closing`, for ``wrote_marker`` True and False."""
         return {
             wrote: list(tokenizer(self.closing(wrote), add_special_tokens=False)["input_ids"])
@@ -297,7 +302,7 @@ class ReasoningFormat:
         return d
 
 
-def _thinking_template(tokenizer: Any) -> tuple[str, str] | None:
+def _thinking_template(tokenizer: Tokenizer) -> tuple[str, str] | None:
     """(end marker, separator) of a thinking chat template, or None."""
     source = tokenizer.chat_template
     if not isinstance(source, str):
@@ -326,7 +331,7 @@ def _thinking_template(tokenizer: Any) -> tuple[str, str] | None:
     return marker, (sep or THINKING_SEPARATOR)
 
 
-def reasoning_format(tokenizer: Any, config: Mapping[str, Any], name: str) -> ReasoningFormat:
+def reasoning_format(tokenizer: Tokenizer, config: Mapping[str, Any], name: str) -> ReasoningFormat:
     """The :class:`ReasoningFormat` of a model for a checked ``reasoning`` table.
 
     ``framing = "auto"`` uses the chat template's thinking when it has one (it
@@ -500,7 +505,7 @@ def store_traces(
     d["trace_closing_ids"][row] = [encode_token_ids(closing[e == "marker"]) for e in ends]
 
 
-def trace_texts(ds: Any) -> Any:
+def trace_texts(ds: object) -> xr.DataArray:
     """The traces' text of a results Dataset, decompressed (same dims as ``trace_text``).
 
     Parameters

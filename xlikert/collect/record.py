@@ -110,6 +110,26 @@ class UnitResult:
         return cls(data, mode="topk" if bounded else "exact")
 
     @property
+    def placed_cells(self) -> np.ndarray:
+        """:attr:`cells`, known: the flat cell indices of a unit the runner placed.
+
+        Raises
+        ------
+        CollectionError
+            A unit not placed yet (its ``cells`` are None).
+
+        Examples
+        --------
+        >>> r = UnitResult.empty(2, {"score": 3, "rank": 1, "temperature": 1, "top_p": 1})
+        >>> r.cells = np.array([4, 7])
+        >>> r.placed_cells.tolist()
+        [4, 7]
+        """
+        if self.cells is None:
+            raise CollectionError("internal error: a unit read before the runner placed it")
+        return self.cells
+
+    @property
     def bounded(self) -> bool:
         """Whether the record holds certified bounds (a unit measured in mode ``"topk"``).
 
@@ -201,8 +221,8 @@ class UnitResult:
         )  # fmt: skip
         for k, v in table.items():
             want = _shape(v, n, {**sizes, "trace": traces})
-            got = np.shape(self.data.get(k))
-            if k not in self.data or got != want:
+            got = np.shape(self.data[k]) if k in self.data else None
+            if got != want:
                 raise CollectionError(
                     f"internal error: backend returned {k!r} with shape {got}, expected {want}"
                 )
@@ -345,10 +365,10 @@ def assemble(
         else:
             arr = _blocks(k, v, units, rows_of, sizes, full, block_cells)
         data_vars[k] = xr.Variable((*dims, *v.dims), arr, dict(v.attrs))
-    all_coords: dict[str, Any] = {d: user[d] for d in user.dims if d in user.coords}
+    all_coords: dict[str, Any] = {str(d): user[d] for d in user.dims if d in user.coords}
     for name, co in prompts.coords.items():  # item coords (reverse_keyed, subscale, ...)
-        if name not in all_coords and set(co.dims) <= set(user.dims):
-            all_coords[name] = co
+        if str(name) not in all_coords and set(co.dims) <= set(user.dims):
+            all_coords[str(name)] = co
     all_coords[MODEL_DIM] = list(model_names)
     all_coords.update(coords)
     if context:

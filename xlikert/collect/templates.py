@@ -19,9 +19,9 @@ docs' collection page):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..core.errors import CollectionError
+from .foreign import Tokenizer
 
 __all__ = ["PLAIN_FORMAT", "PLAIN_REASONING_FORMAT", "PLAIN_TURN", "PromptTemplate"]
 
@@ -53,7 +53,7 @@ class PromptTemplate:
     [1, 9690, ...]
     """
 
-    def __init__(self, tokenizer: Any, name: str, prompt_format: str | None = None):
+    def __init__(self, tokenizer: Tokenizer, name: str, prompt_format: str | None = None):
         self.tokenizer = tokenizer
         self.name = name
         fmt = prompt_format or ("chat" if tokenizer.chat_template else "plain")

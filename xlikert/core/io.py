@@ -29,14 +29,17 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar, cast, overload
 
 import numpy as np
 import xarray as xr
 
 from .errors import ConfigError, InputTypeError
+
+#: An object whose attrs :func:`encode_attrs` and :func:`decode_attrs` map.
+_Obj = TypeVar("_Obj", bound=xr.Dataset | xr.DataArray | xr.DataTree)
 
 __all__ = [
     "JSON_MARKER",
@@ -51,7 +54,7 @@ __all__ = [
 
 #: Prefix of attribute strings that hold a JSON-encoded value.
 JSON_MARKER = "xlikert-json:"
-_ENGINE = "netcdf4"
+_ENGINE: Literal["netcdf4"] = "netcdf4"
 
 
 def _needs_json(value: Any) -> bool:
@@ -109,21 +112,27 @@ def _decode(attrs: Mapping[Any, Any]) -> dict[Any, Any]:
     return out
 
 
-def _map_attrs(obj, fn):
+def _map_attrs(obj: _Obj, fn: Callable[[Mapping[Any, Any]], dict[Any, Any]]) -> _Obj:
     """``obj`` (Dataset, DataArray or DataTree) with ``fn`` applied to every attrs mapping."""
     if isinstance(obj, xr.DataTree):
         # each node's Dataset carries its attrs (the root's too) into the new tree
         nodes = {node.path: _map_attrs(node.to_dataset(inherit=False), fn) for node in obj.subtree}
-        return xr.DataTree.from_dict(nodes, name=obj.name)
-    obj = obj.copy(deep=False)
-    obj.attrs = fn(obj.attrs)
-    variables = obj.coords if isinstance(obj, xr.DataArray) else obj.variables
+        return xr.DataTree.from_dict(nodes, name=obj.name)  # type: ignore[return-value]
+    new = obj.copy(deep=False)
+    new.attrs = fn(new.attrs)
+    variables = new.coords if isinstance(new, xr.DataArray) else new.variables
     for name in variables:
-        obj[name].attrs = fn(obj[name].attrs)
-    return obj
+        new[name].attrs = fn(new[name].attrs)
+    return cast(_Obj, new)
 
 
-def encode_attrs(obj: xr.Dataset | xr.DataArray | xr.DataTree | Mapping[Any, Any]):
+@overload
+def encode_attrs(obj: _Obj) -> _Obj: ...
+@overload
+def encode_attrs(obj: Mapping[Any, Any]) -> dict[Any, Any]: ...
+def encode_attrs(
+    obj: xr.Dataset | xr.DataArray | xr.DataTree | Mapping[Any, Any],
+) -> xr.Dataset | xr.DataArray | xr.DataTree | dict[Any, Any]:
     """``obj`` with attrs netCDF can hold: structured values become JSON text.
 
     Every attrs mapping (the object's, each variable's and coordinate's, each
@@ -208,7 +217,7 @@ def decode_attrs(ds: xr.Dataset) -> xr.Dataset:
     return _map_attrs(ds, _decode)
 
 
-def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathLike) -> Path:
+def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathLike[str]) -> Path:
     """Write a Dataset, DataArray or DataTree to netCDF4, atomically, attrs preserved.
 
     Parameters
@@ -260,7 +269,7 @@ def to_netcdf(obj: xr.Dataset | xr.DataArray | xr.DataTree, path: str | os.PathL
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, *, folder: bool = False) -> Iterator[Path]:
+def atomic_write(path: str | os.PathLike[str], *, folder: bool = False) -> Iterator[Path]:
     """A temporary path beside ``path`` that becomes ``path`` when the block succeeds.
 
     What is written under ``path`` is whole or absent. The block writes to the
@@ -315,7 +324,7 @@ def atomic_write(path: str | os.PathLike, *, folder: bool = False) -> Iterator[P
         raise
 
 
-def _check_file(path: str | os.PathLike) -> Path:
+def _check_file(path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"no such netCDF file: {str(path)!r}")
@@ -329,7 +338,7 @@ def _unreadable(path: Path, exc: Exception) -> ConfigError:
     )
 
 
-def open_results(path: str | os.PathLike) -> xr.Dataset:
+def open_results(path: str | os.PathLike[str]) -> xr.Dataset:
     """Read a results Dataset fully into memory (the file is closed on return).
 
     The Dataset is the one :func:`xlikert.collect.collect` returned: attrs as
@@ -370,7 +379,7 @@ def open_results(path: str | os.PathLike) -> xr.Dataset:
     return ds
 
 
-def open_decomposition(path: str | os.PathLike) -> xr.DataTree:
+def open_decomposition(path: str | os.PathLike[str]) -> xr.DataTree:
     """Read a :func:`~xlikert.decompose` tree fully into memory (file closed on return).
 
     Parameters

@@ -120,7 +120,7 @@ def describe_cells(mask: xr.DataArray, max_show: int = 5) -> str:
     return text
 
 
-def check_score_axis(pmf: xr.DataArray, score_dim: Hashable = "score") -> np.ndarray:
+def check_score_axis(pmf: xr.DataArray | xr.Dataset, score_dim: Hashable = "score") -> np.ndarray:
     """Check that ``score_dim`` exists and its coordinate holds consecutive integers.
 
     Returns the integer score values.

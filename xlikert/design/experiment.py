@@ -124,6 +124,35 @@ class Experiment:
     _by_language: dict[str, Experiment] = field(default_factory=dict, compare=False)
 
     @property
+    def user_templates(self) -> tuple[Template, ...]:
+        """Each item's user template, in item order.
+
+        The experiment's ``user`` with the item's text and scale placeholders in it.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> exp = load_experiment("formats")
+        >>> len(exp.user_templates) == len(exp.items)
+        True
+        """
+        return self._user_templates
+
+    @property
+    def language_experiments(self) -> dict[str, Experiment]:
+        """Each language's experiment by level (its instrument translated), else empty.
+
+        Filled where the experiment has a ``language`` factor.
+
+        Examples
+        --------
+        >>> from xlikert.design import load_experiment
+        >>> load_experiment("formats").language_experiments
+        {}
+        """
+        return dict(self._by_language)
+
+    @property
     def factors(self) -> dict[str, list[str]]:
         """Each non-model factor's name and its level labels, in file order.
 

@@ -49,7 +49,7 @@ def build_languages(exp) -> xr.Dataset:
     ``[scale]``'s where it has one), ``scale_labels_by_language`` every language's (a
     JSON object: language -> score -> label)."""
     lang = next(f for f in exp.factor_specs if f.kind == "language")
-    parts = [exp._by_language[lv].build_prompts() for lv in lang.levels]
+    parts = [exp.language_experiments[lv].build_prompts() for lv in lang.levels]
     differ = [name for name in LANGUAGE_LABELS if name in parts[0]
               and not all(p[name].equals(parts[0][name]) for p in parts[1:])]  # fmt: skip
     ds = xr.concat(parts, dim=lang.name, data_vars=["system", "user", *differ], coords="minimal",
@@ -65,7 +65,7 @@ def build_languages(exp) -> xr.Dataset:
     # the scale's labels: the instrument's own language's, and each language's beside them
     ds.attrs["scale_labels"] = anchors_json(exp.anchors)
     ds.attrs["scale_labels_by_language"] = json.dumps(
-        {lv: {str(k): v for k, v in sorted(exp._by_language[lv].anchors.items())}
+        {lv: {str(k): v for k, v in sorted(exp.language_experiments[lv].anchors.items())}
          for lv in lang.levels},
         ensure_ascii=False,
     )  # fmt: skip
@@ -85,7 +85,7 @@ def render_condition(
     """Fill one condition's prompts, every item with its own scale placeholders."""
     per_item_system = sys_t is not None and bool(set(sys_t.fields) & set(SCALE_FIELDS))
     sys_text = sys_t.render({**values, **shown[0].fields}) if sys_t is not None else ""
-    for k, ut in enumerate(exp._user_templates):
+    for k, ut in enumerate(exp.user_templates):
         item_values = {**values, **shown[k].fields}
         user[(*idx, k)] = ut.render(item_values)
         if per_item_system and sys_t is not None:

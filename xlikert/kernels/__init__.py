@@ -59,7 +59,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -104,11 +104,12 @@ _KERNELS: contextvars.ContextVar[str] = contextvars.ContextVar(
 )
 
 
-def _resolve(name: str, kernels: str):
+def _resolve(name: str, kernels: str) -> Callable[..., Any]:
     # numba loads with the first kernel, not with ``import xlikert``: a process that only
     # collects (or a vLLM worker re-importing the user's script) never loads llvmlite
     module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
-    return getattr(module, name if kernels == "numba" else f"{name}_numpy")
+    kernel: Callable[..., Any] = getattr(module, name if kernels == "numba" else f"{name}_numpy")
+    return kernel
 
 
 def __getattr__(name: str) -> Any:

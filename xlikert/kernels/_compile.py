@@ -80,7 +80,7 @@ def guvectorize(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any
     >>> total(np.ones((2, 3)))
     array([3., 3.])
     """
-    decorate = numba.guvectorize(*args, **kwargs)
+    decorate = numba.guvectorize(*args, **kwargs)  # type: ignore[no-untyped-call]  # numba: no types
 
     def compile_locked(func: Callable[..., Any]) -> Any:
         with FileLock(_compile_lock_path()):

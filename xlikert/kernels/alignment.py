@@ -58,7 +58,7 @@ N_METRICS = 4
 
 
 @numba.njit(cache=True)
-def _gini_binomial(size, r, exact):  # pragma: no cover - compiled
+def _gini_binomial(size: float, r: float, exact: bool) -> float:  # pragma: no cover - compiled
     """``E|X - X'| / size`` for independent ``X, X' ~ Bin(size, r)``."""
     if r <= 0.0 or r >= 1.0:
         return 0.0
@@ -83,7 +83,9 @@ def _gini_binomial(size, r, exact):  # pragma: no cover - compiled
     nopython=True,
     cache=True,
 )
-def alignment_metrics(p, q, y, grid, out):  # pragma: no cover - compiled
+def alignment_metrics(
+    p: np.ndarray, q: np.ndarray, y: np.ndarray, grid: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
     """W1, TV, JS (bits), mean difference of ``p`` vs ``q``, then their one-respondent variances.
 
     A gufunc, ``(n),(n),(n),(m)->(m)`` with ``m = 8``.
@@ -170,7 +172,9 @@ def alignment_metrics(p, q, y, grid, out):  # pragma: no cover - compiled
     nopython=True,
     cache=True,
 )
-def noise_ceiling(q, y, size, grid, out):  # pragma: no cover - compiled
+def noise_ceiling(
+    q: np.ndarray, y: np.ndarray, size: float, grid: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
     """Expected W1, TV, JS (bits), |mean difference| of two independent samples of ``size``.
 
     A gufunc, ``(n),(n),(),(m)->(m)`` with ``m = 4``.

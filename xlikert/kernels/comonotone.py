@@ -49,7 +49,9 @@ _CHUNK_ELEMENTS = 2_000_000
     nopython=True,
     cache=True,
 )
-def blocked_comonotone_contrast(pmf, support, alpha, grid, out):  # pragma: no cover
+def blocked_comonotone_contrast(
+    pmf: np.ndarray, support: np.ndarray, alpha: np.ndarray, grid: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover
     """Mean over ``b`` blocks of the comonotone contrast of ``r`` PMFs.
 
     A gufunc, ``(b,r,n),(n),(r),(m)->(m)``: leading dims broadcast.

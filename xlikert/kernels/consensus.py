@@ -42,6 +42,8 @@ Python with the twins. The driver returns an inverted interval
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -64,7 +66,7 @@ _TAYLOR_GUARD = 1e-6
 
 
 @njit(cache=True)
-def _f(x, c, fbot):
+def _f(x: float, c: float, fbot: float) -> float:
     """``log2(1 - sqrt(x) / c)``, never below ``fbot = f(D_max)``."""
     s = math.sqrt(x) / c
     if s >= 1.0:
@@ -74,7 +76,7 @@ def _f(x, c, fbot):
 
 
 @njit(cache=True)
-def _sensitivity(a, x, c, cs_min, gamma, mu_err):
+def _sensitivity(a: float, x: float, c: float, cs_min: float, gamma: float, mu_err: float) -> float:
     """Round-off allowance for ``a f(D)``, ``D in [.., x]``, with ``D`` and ``mu`` perturbed.
 
     A relative error ``gamma`` of ``D`` moves ``f`` by ``|f'(x)| x gamma =
@@ -92,7 +94,7 @@ def _sensitivity(a, x, c, cs_min, gamma, mu_err):
 
 
 @njit(cache=True)
-def _f2(x, c):
+def _f2(x: float, c: float) -> float:
     """``f''(x)``, decreasing on ``(0, c^2)``; ``x > 0`` and ``sqrt(x) < c``."""
     s = math.sqrt(x)
     cs = c - s
@@ -100,7 +102,9 @@ def _f2(x, c):
 
 
 @njit(cache=True)
-def _item_terms(p, y):
+def _item_terms(
+    p: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, float]:
     """Normalise the PMFs and return the per-item squared-distance terms.
 
     Returns ``e`` (K, n) excess squared distance over the item minimum (NaN off
@@ -153,7 +157,10 @@ def _item_terms(p, y):
 
 
 @njit(cache=True)
-def _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells):
+def _grid_pass(
+    q: np.ndarray, e: np.ndarray, h: float, m0: float, dmax: float, c: float, fbot: float, cs_min: float,
+    mu_err: float, max_cells: int,
+) -> tuple[float, float]:  # fmt: skip
     """One grid pass: certified ``(lower, upper)`` of ``E[f(D)]``; NaN if too large."""
     K, n = q.shape
     length = 1
@@ -264,14 +271,18 @@ def _grid_pass(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells):
     return lo_sum - slack, hi_sum + slack
 
 
-def _make_core(item_terms, grid_pass):
+def _make_core(
+    item_terms: Callable[..., Any], grid_pass: Callable[..., Any]
+) -> Callable[..., tuple[float, float, float]]:
     """The certified refinement driver, written once; ``grid_pass`` is the kernel or its twin.
 
     ``item_terms`` and ``grid_pass`` are the numba functions (then the driver is
     compiled with ``njit``) or their plain-numpy twins (then it runs as Python).
     """
 
-    def core(p, y, tol, max_cells):
+    def core(
+        p: np.ndarray, y: np.ndarray, tol: float, max_cells: int
+    ) -> tuple[float, float, float]:
         K, n = p.shape
         for k in range(K):
             for i in range(n):
@@ -352,7 +363,15 @@ consensus_core = njit(cache=True)(_make_core(_item_terms, _grid_pass))
     "(k,n),(n),(),()->(),(),()",
     cache=True,
 )
-def consensus_bounds(p, y, tol, max_cells, value, lower, upper):
+def consensus_bounds(
+    p: np.ndarray,
+    y: np.ndarray,
+    tol: float,
+    max_cells: int,
+    value: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+) -> None:
     """Multivariate Consensus of each condition with certified lower and upper bounds.
 
     A gufunc over the leading dims of :func:`consensus_core`,
@@ -394,21 +413,23 @@ def consensus_bounds(p, y, tol, max_cells, value, lower, upper):
 # --------------------------------------------------------------------------- numpy twin
 
 
-def _f_numpy(x, c, fbot):
+def _f_numpy(x: np.ndarray | float, c: float, fbot: float) -> np.ndarray:
     s = np.sqrt(x) / c
     with np.errstate(divide="ignore", invalid="ignore"):
         v = np.log1p(-np.minimum(s, 1.0)) / _LN2
     return np.where(s >= 1.0, fbot, np.maximum(v, fbot))
 
 
-def _f2_numpy(x, c):
+def _f2_numpy(x: np.ndarray | float, c: float) -> np.ndarray:
     s = np.sqrt(x)
     cs = c - s
     with np.errstate(divide="ignore", invalid="ignore"):
         return (c - 2.0 * s) / (4.0 * _LN2 * s**3 * cs**2)
 
 
-def _item_terms_numpy(p, y):
+def _item_terms_numpy(
+    p: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, float]:
     ymin, ymax = y[0], y[-1]
     rng = ymax - ymin
     q = p / p.sum(axis=1, keepdims=True)
@@ -428,7 +449,10 @@ def _item_terms_numpy(p, y):
     return q, e, emax, float(mk.sum()), float(dk.sum()), float(gk.sum())
 
 
-def _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells):
+def _grid_pass_numpy(
+    q: np.ndarray, e: np.ndarray, h: float, m0: float, dmax: float, c: float, fbot: float, cs_min: float,
+    mu_err: float, max_cells: int,
+) -> tuple[float, float]:  # fmt: skip
     K = q.shape[0]
     sup = q > 0.0
     with np.errstate(invalid="ignore"):
@@ -497,7 +521,9 @@ def _grid_pass_numpy(q, e, h, m0, dmax, c, fbot, cs_min, mu_err, max_cells):
 _core_numpy = _make_core(_item_terms_numpy, _grid_pass_numpy)
 
 
-def _consensus_core_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
+def _consensus_core_numpy(
+    p: np.ndarray, y: np.ndarray, tol: float, max_cells: int = DEFAULT_MAX_CELLS
+) -> tuple[float, float, float]:
     """Plain-numpy twin of :func:`consensus_core` (the same driver, the numpy grid pass).
 
     Examples
@@ -514,7 +540,9 @@ def _consensus_core_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
     return _core_numpy(p, y, float(tol), int(max_cells))
 
 
-def consensus_bounds_numpy(p, y, tol, max_cells=DEFAULT_MAX_CELLS):
+def consensus_bounds_numpy(
+    p: np.ndarray, y: np.ndarray, tol: float, max_cells: int = DEFAULT_MAX_CELLS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Plain-numpy twin of :func:`consensus_bounds`: loops over the leading dims.
 
     Parameters

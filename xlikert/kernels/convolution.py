@@ -22,7 +22,9 @@ __all__ = ["convolve_items", "convolve_items_numpy"]
     nopython=True,
     cache=True,
 )
-def convolve_items(pmf, grid, out):  # pragma: no cover - compiled
+def convolve_items(
+    pmf: np.ndarray, grid: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
     """Sequential direct convolution of the ``k`` rows of ``pmf`` into ``out``.
 
     A gufunc, ``(k,n),(m)->(m)``: leading dims broadcast.

@@ -124,7 +124,8 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     z = np.asarray(logits, dtype=np.float64)
     m = z.max(-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    return z - (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))
+    out: np.ndarray = z - (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))
+    return out
 
 
 def next_token_readout(
@@ -133,7 +134,7 @@ def next_token_readout(
     temperatures: Sequence[float],
     top_ps: Sequence[float],
     top_k: int = 0,
-    pooled: np.ndarray | None = None,
+    pooled: Sequence[int] | np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """What every in-process backend reads from full-vocabulary logits rows.
 
@@ -190,11 +191,11 @@ def next_token_readout(
 def nucleus_logprobs(
     logprobs: np.ndarray,
     need: np.ndarray,
-    temperatures,
-    top_ps,
+    temperatures: Sequence[float] | np.ndarray,
+    top_ps: Sequence[float] | np.ndarray,
     *,
     unlisted_max: np.ndarray | float | None = None,
-    pooled: np.ndarray | None = None,
+    pooled: Sequence[int] | np.ndarray | None = None,
 ) -> np.ndarray:
     """Log-probabilities a sampler gives the tokens ``need`` under temperature and top-p.
 
@@ -338,7 +339,9 @@ def _descending_head(
     return np.sort(z)[::-1]
 
 
-def _threshold_inside(head, rest, temp: float, lse: float, top_ps) -> bool:
+def _threshold_inside(
+    head: np.ndarray, rest: float, temp: float, lse: float, top_ps: Sequence[float] | np.ndarray
+) -> bool:
     """Whether every nucleus at temperature ``temp`` ends inside ``head`` (sorted,
     descending) at a value strictly above ``rest``, the largest value left out."""
     csum = np.cumsum(np.exp(head / temp - lse))
@@ -359,7 +362,8 @@ def logsumexp(z: np.ndarray) -> np.ndarray:
     """
     m = z.max(-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
-    return m + np.log(np.exp(z - m).sum(-1, keepdims=True))
+    out: np.ndarray = m + np.log(np.exp(z - m).sum(-1, keepdims=True))
+    return out
 
 
 def topk_intervals(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -121,7 +121,7 @@ def subplots(*args: Any, **kwargs: Any) -> tuple[Figure, Any]:
 
 def new_ax(ax: Axes | None, figsize: tuple[float, float] = (6.4, 3.6)) -> tuple[Figure, Axes]:
     """``ax`` and its figure, or a new figure of ``figsize`` with one axes."""
-    if ax is not None:
-        return ax.figure, ax
+    if ax is not None:  # on a subfigure, the subfigure (its figure's methods): typed as one
+        return cast("Figure", ax.figure), ax
     fig, ax = subplots(figsize=figsize, layout="constrained")
     return fig, ax

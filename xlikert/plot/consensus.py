@@ -80,7 +80,7 @@ def consensus(
         vals = np.atleast_1d(mean.sel(sel).values) if sel else np.atleast_1d(mean.values)
         pos = np.arange(len(xl)) - 0.4 + width * (j + 0.5)
         yerr = None
-        if rest:
+        if lo is not None and hi is not None:
             lv = np.atleast_1d(lo.sel(sel).values if sel else lo.values)
             hv = np.atleast_1d(hi.sel(sel).values if sel else hi.values)
             yerr = np.vstack([vals - lv, hv - vals])

@@ -76,7 +76,7 @@ def failure_rate(
         n_floor += int(np.sum(v < floor))
         v = np.maximum(v, floor)
         x = i + rng.uniform(-0.28, 0.28, v.size)
-        color = cmap(norm(size[i])) if size is not None else OKABE_ITO[3]
+        color = cmap(norm(size[i])) if size is not None and norm is not None else OKABE_ITO[3]
         ax.scatter(x, v, s=14, alpha=0.65, color=color, edgecolors="none")
         ax.hlines(np.median(v), i - 0.35, i + 0.35, color="black", lw=2)
     ax.set_yscale("log")

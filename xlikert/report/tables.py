@@ -39,20 +39,21 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- export
-def _is_missing(v) -> bool:
+def _is_missing(v: object) -> bool:
     if v is None or v is pd.NA or v is pd.NaT:
         return True
     return isinstance(v, float | np.floating) and math.isnan(v)
 
 
-def _fmt(v, digits: int) -> str:
+def _fmt(v: object, digits: int) -> str:
     """One cell as text: ``digits`` decimals, booleans as a check mark, missing as ``""``."""
     if _is_missing(v):
         return ""
     if isinstance(v, bool | np.bool_):
         return "✓" if v else ""
     if isinstance(v, float | np.floating):
-        if v != 0 and (abs(v) < 10 ** (-digits) or abs(v) >= 1e6):
+        size = abs(float(v))
+        if v != 0 and (size < 10.0 ** (-digits) or size >= 1e6):
             return f"{v:.2e}"
         return f"{v:.{digits}f}"
     return str(v)
@@ -94,7 +95,7 @@ def _layout(df: pd.DataFrame, index: bool) -> tuple[list[str], list[list], list[
 MARKDOWN_SPECIAL = frozenset("\\`*_{}[]<>#!|&~$^")
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     """``text`` on one line: every run of whitespace that holds a line break, and every
     other control character, becomes one space (a line break would end a table row, a
     paragraph or a LaTeX cell)."""
@@ -102,12 +103,12 @@ def _one_line(text: str) -> str:
     return "".join(" " if unicodedata.category(c) == "Cc" else c for c in text)
 
 
-def markdown_escape(text: str) -> str:
+def markdown_escape(text: object) -> str:
     r"""Plain text as Markdown that shows it literally: markup escaped, on one line.
 
     Parameters
     ----------
-    text : str
+    text : object
         Any text (a non-string is converted with :class:`str`).
 
     Returns
@@ -124,7 +125,7 @@ def markdown_escape(text: str) -> str:
     return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in _one_line(text))
 
 
-def markdown_code(text: str) -> str:
+def markdown_code(text: object) -> str:
     """Plain text as a Markdown code span that shows it literally (backticks included).
 
     CommonMark does not read escapes inside a code span, so the fence is one backtick
@@ -133,8 +134,9 @@ def markdown_code(text: str) -> str:
 
     Parameters
     ----------
-    text : str
-        Any text (line breaks and control characters become spaces).
+    text : object
+        Any text (a non-string is converted with :class:`str`; line breaks and control
+        characters become spaces).
 
     Returns
     -------
@@ -146,10 +148,10 @@ def markdown_code(text: str) -> str:
     >>> markdown_code("a`b"), markdown_code("plain")
     ('``a`b``', '`plain`')
     """
-    text = _one_line(text)
-    fence = "`" * (max((len(m) for m in re.findall("`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    line = _one_line(text)
+    fence = "`" * (max((len(m) for m in re.findall("`+", line)), default=0) + 1)
+    pad = " " if line.startswith("`") or line.endswith("`") else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
 
 
 def to_markdown(df: pd.DataFrame, digits: int = 2, index: bool = True) -> str:
@@ -278,7 +280,7 @@ def latex_escape(text: str) -> str:
 
     Parameters
     ----------
-    text : str
+    text : object
         Any text (a non-string is converted with :class:`str`).
 
     Returns

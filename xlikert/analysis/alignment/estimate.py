@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import cast
 
 import numpy as np
 import xarray as xr
@@ -38,7 +39,7 @@ def _ceiling(
     out = xr.apply_ufunc(
         get_kernel("noise_ceiling", kernels),
         q,
-        xr.DataArray(y.astype(np.float64), dims=score_dim),
+        xr.DataArray(y.astype(np.float64), dims=[score_dim]),
         size,
         xr.DataArray(np.zeros(len(KERNEL_ORDER)), dims=GRID),
         input_core_dims=[[score_dim], [score_dim], [], [GRID]],
@@ -47,7 +48,10 @@ def _ceiling(
         output_dtypes=[np.float64],
         keep_attrs=False,
     )
-    return out.drop_vars([c for c in out.coords if score_dim in getattr(out[c], "dims", ())])
+    result: xr.DataArray = out.drop_vars(
+        [c for c in out.coords if score_dim in getattr(out[c], "dims", ())]
+    )
+    return result
 
 
 def _by_metric(four: xr.DataArray, n_points: xr.DataArray, kind: str) -> xr.DataArray:
@@ -123,7 +127,8 @@ def noise_ceiling(
     out = order_dims(out, q, q, item_dim)
     out.name = "ceiling"
     out.attrs = encode_attrs({"sample_size": size_name, **_METHODS})
-    return out
+    result: xr.DataArray = out
+    return result
 
 
 _METHODS = {
@@ -209,7 +214,7 @@ def alignment(
     k = item_points(p, item_dim=item_dim, score_dim=score_dim)
     raw = kernel_metrics(p, q, y, score_dim, kernels)
     estimate = _by_metric(raw.isel({GRID: slice(0, 4)}), k, "value")
-    se = _by_metric(np.sqrt(raw.isel({GRID: slice(4, 8)}) / size), k, "se")
+    se = _by_metric(cast(xr.DataArray, np.sqrt(raw.isel({GRID: slice(4, 8)}) / size)), k, "se")
     z = float(norm.ppf(0.5 + confidence / 2))
     metric = {"metric": list(METRICS)}
     lo_bound = xr.DataArray([0.0, 0.0, 0.0, 0.0, -np.inf], dims="metric", coords=metric)
@@ -255,4 +260,5 @@ def alignment(
         ds.attrs["nominal_note"] = (
             f"{', '.join(ORDER_METRICS)} need ordered options: NaN for the nominal items"
         )
-    return encode_attrs(ds)
+    result: xr.Dataset = encode_attrs(ds)
+    return result

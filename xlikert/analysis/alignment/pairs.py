@@ -161,7 +161,7 @@ def kernel_metrics(
         get_kernel("alignment_metrics", kernels),
         p,
         q,
-        xr.DataArray(y.astype(np.float64), dims=score_dim),
+        xr.DataArray(y.astype(np.float64), dims=[score_dim]),
         xr.DataArray(np.zeros(2 * len(KERNEL_ORDER)), dims=GRID),
         input_core_dims=[[score_dim], [score_dim], [score_dim], [GRID]],
         output_core_dims=[[GRID]],
@@ -169,7 +169,10 @@ def kernel_metrics(
         output_dtypes=[np.float64],
         keep_attrs=False,
     )
-    return out.drop_vars([c for c in out.coords if score_dim in getattr(out[c], "dims", ())])
+    result: xr.DataArray = out.drop_vars(
+        [c for c in out.coords if score_dim in getattr(out[c], "dims", ())]
+    )
+    return result
 
 
 def one_metric(
@@ -186,4 +189,5 @@ def one_metric(
     out = kernel_metrics(p, q, y, score_dim, kernels).isel({GRID: KERNEL_ORDER.index(name)})
     out = order_dims(out, p, q, item_dim)
     out.name = name
-    return out
+    result: xr.DataArray = out
+    return result

@@ -81,7 +81,10 @@ def silicon_population(
     check_pair(p, q, score_dim, item_dim)
     w = mixture_weights(human).astype(np.float64)
     groups = [d for d in w.dims if d != item_dim]
-    dims = groups if dim is None else [dim] if isinstance(dim, str) else list(dim)
+    dims: list[Hashable] = (
+        groups if dim is None
+        else list(dim) if isinstance(dim, Sequence) and not isinstance(dim, str) else [dim]
+    )  # fmt: skip
     for d in dims:
         if d not in groups:
             raise DesignError(f"{d!r} is not a group of the human data; its groups: {groups}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -81,7 +82,7 @@ def one_scale(
     return pmf.sel({score_dim: slice(int(lo[0]), int(hi[0]))})
 
 
-def layer_attrs(pmf: xr.DataArray, **extra) -> dict:
+def layer_attrs(pmf: xr.DataArray, **extra: Any) -> dict[Any, Any]:
     attrs = dict(pmf.attrs)
     attrs.update(extra)
     return attrs

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -111,7 +112,7 @@ def consensus_bounds(
         raise XlikertError(f"max_cells must be a positive integer, got {max_cells!r}")
     kernel = get_kernel("consensus_bounds", kernels)
     pmf, y = prepare(one_scale(pmf, item_dim, score_dim), item_dim, score_dim)
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "y": y,
         "tol": tol,
         "max_cells": int(max_cells),

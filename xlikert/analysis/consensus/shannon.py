@@ -19,7 +19,8 @@ def _entropy_numpy(p: np.ndarray) -> np.ndarray:
     p = p / p.sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         term = np.where(p > 0.0, -p * np.log2(p), 0.0)
-    return term.sum(axis=-1)
+    result: np.ndarray = term.sum(axis=-1)
+    return result
 
 
 def entropy(
@@ -71,7 +72,7 @@ def entropy(
     pmf, _ = prepare(pmf, item_dim, score_dim)
     core = [score_dim] if item_dim is None else [item_dim, score_dim]
 
-    def _joint(p):
+    def _joint(p: np.ndarray) -> np.ndarray:
         h = _entropy_numpy(p)
         return h if item_dim is None else h.sum(axis=-1)
 
@@ -84,7 +85,8 @@ def entropy(
     )
     long_name = "Shannon entropy" + (" per item" if item_dim is None else " of the item joint")
     out.attrs = layer_attrs(pmf, long_name=long_name, units="bit")
-    return out.rename("entropy")
+    result: xr.DataArray = out.rename("entropy")
+    return result
 
 
 def consensus_entropy(cns: xr.DataArray, ent: xr.DataArray | None = None) -> pd.DataFrame:

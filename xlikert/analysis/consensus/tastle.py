@@ -34,7 +34,8 @@ def _tastle_numpy(
     comp = np.where(y >= mu, (ymax - y) + u, (y - ymin) + v)  # d_max - |y - mu|
     with np.errstate(divide="ignore", invalid="ignore"):
         term = np.where(q > 0.0, q * np.log2(comp / rng), 0.0)
-    return 1.0 + term.sum(axis=-1)
+    result: np.ndarray = 1.0 + term.sum(axis=-1)
+    return result
 
 
 def tastle_consensus(
@@ -94,4 +95,5 @@ def tastle_consensus(
         output_dtypes=[np.float64],
     )
     out.attrs = layer_attrs(pmf, long_name="Tastle Consensus", units="1")
-    return out.rename("tastle_consensus")
+    result: xr.DataArray = out.rename("tastle_consensus")
+    return result

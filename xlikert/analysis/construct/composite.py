@@ -74,9 +74,10 @@ def _convolve(
         output_dtypes=[np.float64],
         keep_attrs=True,
     )
-    return out.rename({_GRID: score_dim}).assign_coords(
+    result: xr.DataArray = out.rename({_GRID: score_dim}).assign_coords(
         {score_dim: np.arange(k * int(y[0]), k * int(y[-1]) + 1)}
     )
+    return result
 
 
 def _compose(

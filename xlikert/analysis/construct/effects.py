@@ -67,7 +67,7 @@ def trim_support(out: xr.DataArray, dim: Hashable) -> xr.DataArray:
 
 def blocked_contrast(
     stacked: xr.DataArray,
-    alpha: Sequence[float],
+    alpha: np.ndarray | Sequence[float],
     block_dims: Sequence[Hashable],
     score_dim: Hashable,
     effect_dim: Hashable,
@@ -93,7 +93,7 @@ def blocked_contrast(
     inner = [d for d in block_dims if d not in outer]
     x = stacked.stack({_BLOCK: inner}, create_index=False) if inner else stacked.expand_dims(_BLOCK)
     x = single_chunk(x, [_BLOCK, _TERM, score_dim])
-    support = xr.DataArray(y, dims=score_dim)
+    support = xr.DataArray(y, dims=[score_dim])
     coef = xr.DataArray(alpha, dims=_TERM)
     kernel = get_kernel("blocked_comonotone_contrast", kernels)
     out = xr.apply_ufunc(
@@ -118,7 +118,7 @@ def blocked_contrast(
 
 def comonotone_contrast(
     pmf: xr.DataArray | xr.Dataset,
-    alpha: Sequence[float],
+    alpha: np.ndarray | Sequence[float],
     *,
     dim: Hashable | Sequence[Hashable] = (),
     term_dim: Hashable = "term",
@@ -195,7 +195,7 @@ def comonotone_contrast(
     if not np.all(np.isfinite(alpha)) or not np.all(alpha == np.round(alpha)):
         raise XlikertError(f"alpha must hold integers (the output grid is integer), got {alpha}")
     pmf = check_pmf(pmf, score_dim)
-    blocks = [dim] if isinstance(dim, str) else list(dim)
+    blocks = list(dim) if isinstance(dim, Sequence) and not isinstance(dim, str) else [dim]
     for d in blocks:
         if d not in pmf.dims:
             raise DesignError(f"block dim {d!r} is not a dimension; dims are {tuple(pmf.dims)}")
@@ -204,7 +204,7 @@ def comonotone_contrast(
 
 
 def _mobius_terms(
-    s: xr.DataArray, subset: Sequence[Hashable], cache: dict[frozenset, xr.DataArray]
+    s: xr.DataArray, subset: Sequence[Hashable], cache: dict[frozenset[Hashable], xr.DataArray]
 ) -> tuple[xr.DataArray, list[int]]:
     """Stack the blocked slices ``M_{V|lambda_-U}`` for all ``V ⊆ U`` along ``_term``."""
     terms, alpha = [], []
@@ -218,8 +218,14 @@ def _mobius_terms(
             alpha.append((-1) ** (u - k))
     # broadcast at the Variable level (no alignment: all terms share s's coords)
     sizes = dict(s.sizes)
-    variables = [t.variable.set_dims(sizes).transpose(*s.dims) for t in terms]
-    stacked = xr.DataArray(xr.Variable.concat(variables, dim=_TERM), coords=s.coords)
+    variables = [
+        t.variable.set_dims(sizes).transpose(*s.dims)  # type: ignore[no-untyped-call]
+        for t in terms
+    ]
+    stacked = xr.DataArray(
+        xr.Variable.concat(variables, dim=_TERM),  # type: ignore[no-untyped-call]
+        coords=s.coords,
+    )
     return stacked, alpha
 
 
@@ -339,7 +345,7 @@ def decompose(
             {"pmf": grand.variable, "E": g["E"], "SD": g["SD"]}, coords=grand.coords
         )
     }
-    cache: dict[frozenset, xr.DataArray] = {}
+    cache: dict[frozenset[Hashable], xr.DataArray] = {}
     for u in tqdm(subsets, desc="decompose", disable=not progress):
         stacked, alpha = _mobius_terms(s, u, cache)
         block = [d for d in fac if d not in u]
@@ -455,7 +461,7 @@ def contrast(
     ia = xr.DataArray([p[0] for p in pairs], dims="pair")
     ib = xr.DataArray([p[1] for p in pairs], dims="pair")
     terms = xr.concat(
-        [s.isel({dim: ia}).drop_vars(dim), s.isel({dim: ib}).drop_vars(dim)],
+        [s.isel({dim: ia}).drop_vars([dim]), s.isel({dim: ib}).drop_vars([dim])],
         dim=_TERM,
     ).transpose("pair", *others, ..., _TERM, score_dim)
     out = blocked_contrast(terms, [1, -1], others, score_dim, "effect", kernels)

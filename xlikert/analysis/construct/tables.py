@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -171,7 +172,9 @@ def _summary_rows(dec: xr.DataTree, per_item: bool = False) -> pd.DataFrame:
         for c in cols:
             data[c] = ds[c].transpose(*factors, *batch).values.reshape(-1)
         for b, grid in zip(batch, grids[len(factors) :], strict=True):
-            data[b] = np.asarray(ds[b].values)[grid.ravel()] if b in ds.coords else grid.ravel()
+            data[str(b)] = (
+                np.asarray(ds[b].values)[grid.ravel()] if b in ds.coords else grid.ravel()
+            )
         frames.append(pd.DataFrame(data, index=pd.RangeIndex(int(np.prod(shape)))))
     out = pd.concat(frames, ignore_index=True)
     extra = [c for c in out.columns if c not in ["term", "level", *cols]]
@@ -220,7 +223,10 @@ def _origin_of(dec_level: str, origin: Mapping[str, str] | None) -> str | None:
 
 
 def aggregate_vs_factorial(
-    dec, row: Hashable, col: Hashable, country_of_origin: Mapping[str, str] | None = None
+    dec: xr.DataTree,
+    row: Hashable,
+    col: Hashable,
+    country_of_origin: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Aggregate main effect of ``row`` vs the ``col x row`` interaction (paper table).
 
@@ -275,12 +281,12 @@ def _avf_rows(
     row: Hashable,
     col: Hashable,
     origin: Mapping[str, str] | None,
-) -> list[dict]:
+) -> list[dict[Hashable, Any]]:
     """Panel A (the main effect of each ``row`` level) and B (each cell) of one batch cell."""
-    rows = []
+    rows: list[dict[Hashable, Any]] = []
     for lv in main[row].values:
         m = main.sel({row: lv})
-        summary = {k: float(m[k]) for k in SUMMARY_COLUMNS if k in m}
+        summary: dict[Hashable, float] = {k: float(m[k]) for k in SUMMARY_COLUMNS if k in m}
         rows.append({"panel": "A", row: str(lv), col: f"— (all {col})", **summary})
         rows[-1].update(reversal=False, ingroup=False)
     for lv in main[row].values:

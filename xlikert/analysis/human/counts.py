@@ -25,7 +25,7 @@ def _check_counts(counts: xr.DataArray, dim: Hashable) -> None:
 
         raise DesignError(
             "counts must be non-negative integers; bad count at "
-            f"{describe_cells(counts.copy(data=bad).any(dim))}"
+            f"{describe_cells(counts.copy(data=bad).any([dim]))}"
         )
 
 
@@ -89,7 +89,7 @@ def human_pmf_from_counts(
     _check_counts(counts, score_dim)
     if nonsubstantive is not None:
         _check_counts(nonsubstantive, "option")
-    n = counts.sum(score_dim)
+    n = counts.sum([score_dim])
     if bool((n == 0).any()):
         from ...core.validate import describe_cells
 

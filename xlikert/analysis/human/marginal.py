@@ -78,7 +78,10 @@ def human_marginal(
         raise InputTypeError("expected a human PMF Dataset with 'pmf' and 'n' (xl.human_pmf)")
     attrs = read_attrs(human)
     groups = [d for d in human["n"].dims if d != item_dim]
-    dims = groups if dim is None else [dim] if isinstance(dim, str) else list(dim)
+    dims: list[Hashable] = (
+        groups if dim is None
+        else list(dim) if isinstance(dim, Sequence) and not isinstance(dim, str) else [dim]
+    )  # fmt: skip
     for d in dims:
         if d not in groups:
             raise DesignError(f"{d!r} is not a group dim of the human PMF; its groups: {groups}")

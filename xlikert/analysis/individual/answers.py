@@ -165,7 +165,8 @@ def respondent_rows(table: pd.DataFrame, levels: np.ndarray, what: str) -> np.nd
             f"{what} has no row for respondents {lost[:5]}{' ...' if len(lost) > 5 else ''} "
             f"({len(lost)} of {len(levels)} respondent levels of the results)"
         )
-    return pos
+    result: np.ndarray = pos
+    return result
 
 
 def persona_pmf(

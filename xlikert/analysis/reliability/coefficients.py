@@ -53,7 +53,8 @@ def item_covariance(mean: np.ndarray, var: np.ndarray) -> np.ndarray:
     between = np.einsum("...cj,...ck->...jk", d, d) / mean.shape[-2]
     within = var.mean(axis=-2)
     k = mean.shape[-1]
-    return between + within[..., :, None] * np.eye(k)
+    out: np.ndarray = between + within[..., :, None] * np.eye(k)
+    return out
 
 
 def cronbach_alpha(cov: np.ndarray) -> np.ndarray:
@@ -70,7 +71,8 @@ def cronbach_alpha(cov: np.ndarray) -> np.ndarray:
     k = cov.shape[-1]
     total = cov.sum(axis=(-2, -1))
     trace = np.trace(cov, axis1=-2, axis2=-1)
-    return k / (k - 1) * (1.0 - trace / total)
+    out: np.ndarray = k / (k - 1) * (1.0 - trace / total)
+    return out
 
 
 def item_rest_correlation(cov: np.ndarray) -> np.ndarray:
@@ -87,7 +89,8 @@ def item_rest_correlation(cov: np.ndarray) -> np.ndarray:
     total = rows.sum(axis=-1, keepdims=True)
     with_rest = rows - diag
     rest_var = total - 2.0 * rows + diag
-    return with_rest / np.sqrt(diag * rest_var)
+    out: np.ndarray = with_rest / np.sqrt(diag * rest_var)
+    return out
 
 
 def _ml_objective(psi: np.ndarray, corr: np.ndarray) -> tuple[float, np.ndarray]:

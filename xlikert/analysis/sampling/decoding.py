@@ -86,7 +86,7 @@ def decoding_bias(
     # stores decoding_valid_mass = 0 and an all-NaN PMF) never yields a valid
     # composite: its bias is undefined, reported as NaN and counted in the attrs.
     # Partly-NaN PMFs are malformed and still fail check_pmf.
-    undefined = grid.isnull().all(score_dim).any(item_dim)
+    undefined = grid.isnull().all([score_dim]).any([item_dim])
     filled = check_pmf(grid.where(~undefined, 1.0 / grid.sizes[score_dim]), score_dim)
     native = dict(native or {"temperature": 1.0, "top_p": 1.0})
     expected = composite_moments(filled, item_dim=item_dim, score_dim=score_dim)["mean"]
@@ -107,7 +107,7 @@ def decoding_bias(
     # NaN (not measured), where 0 means "measured, no valid token in the nucleus".
     unmeasured = undefined & False
     if "decoding_valid_mass" in ds:
-        unmeasured = ds["decoding_valid_mass"].isnull().any(item_dim) & undefined
+        unmeasured = ds["decoding_valid_mass"].isnull().any([item_dim]) & undefined
     out.attrs = {
         "long_name": "decoding bias of the expected composite",
         "units": "composite-score points",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,8 @@ DEFAULT_EFFECT_BINS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0, math.inf)
 def _normal_cdf(x: np.ndarray) -> np.ndarray:
     """Standard normal CDF, ``Phi(x) = erfc(-x / sqrt 2) / 2`` (no SciPy needed)."""
     x = np.asarray(x, dtype=float)
-    return 0.5 * np.vectorize(math.erfc, otypes=[float])(-x / math.sqrt(2.0))
+    result: np.ndarray = 0.5 * np.vectorize(math.erfc, otypes=[float])(-x / math.sqrt(2.0))
+    return result
 
 
 def _term_name(dims: Sequence[Hashable]) -> str:
@@ -132,13 +134,14 @@ def effect_means(
     """
     term = list(term)
     factors = list(cell.dims) if factors is None else list(factors)
-    out = None
+    out: xr.DataArray | None = None
     for r in range(len(term) + 1):
         for sub in itertools.combinations(term, r):
             rest = [d for d in factors if d not in sub]
             part = cell.mean(rest) if rest else cell
             part = part * (-1.0) ** (len(term) - r)
             out = part if out is None else out + part
+    assert out is not None  # r = 0 always adds a part
     return out.transpose(*term, ...)
 
 
@@ -176,7 +179,7 @@ def effect_variances(
     out = var
     for f in list(var.dims) if factors is None else list(factors):
         size = var.sizes[f]
-        total = out.sum(f) / size**2
+        total = out.sum([f]) / size**2
         out = out * (1.0 - 2.0 / size) + total if f in term else total
     return out.transpose(*term, ...)
 
@@ -260,9 +263,13 @@ def flip_probability(
     for term in _terms(factors, max_order):
         e = effect_means(mom["mean"], term, factors=factors)
         v = effect_variances(mom["var"], term, factors=factors)
-        sd = np.sqrt(v / budgets)  # (*term, [subscale], n)
+        sd = cast(xr.DataArray, np.sqrt(v / budgets))  # (*term, [subscale], n)
         absE = abs(e)
-        z = xr.where(sd > 0, -absE / sd.where(sd > 0), xr.where(absE > 0, -np.inf, 0.0))
+        z = xr.where(  # type: ignore[no-untyped-call]
+            sd > 0,
+            -absE / sd.where(sd > 0),
+            xr.where(absE > 0, -np.inf, 0.0),  # type: ignore[no-untyped-call]
+        )
         p = xr.apply_ufunc(_normal_cdf, z)
         ds = xr.Dataset({"E": e, "se": sd, "p_flip": p}).reset_coords(drop=True)
         df = ds.to_dataframe(dim_order=[*batch, *term, "n"]).reset_index()

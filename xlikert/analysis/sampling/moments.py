@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import cast
 
 import numpy as np
 import xarray as xr
@@ -126,13 +127,13 @@ def composite_moments(
         groups = subscale_groups(pmf, subscale, item_dim=item_dim)
         pmf = pmf.drop_vars([c for c in pmf.coords if c != item_dim and item_dim in pmf[c].dims])
     y = pmf[score_dim].astype(float)
-    mean_k = (pmf * y).sum(score_dim)
-    var_k = (pmf * y**2).sum(score_dim) - mean_k**2
+    mean_k = (pmf * y).sum([score_dim])
+    var_k = (pmf * y**2).sum([score_dim]) - mean_k**2
     moments = xr.Dataset({"mean": mean_k, "var": var_k.clip(min=0.0)})
     if item_dim not in pmf.dims:
         return moments
     if groups is None:
-        return moments.sum(item_dim)
+        return moments.sum([item_dim])
     # one row of 0/1 weights per subscale: each subscale's composite is the sum of its items
     weights = np.zeros((len(groups), pmf.sizes[item_dim]))
     for row, (_, idx) in enumerate(groups):
@@ -142,8 +143,8 @@ def composite_moments(
     w = xr.DataArray(weights, dims=(SUBSCALE_DIM, item_dim)).assign_coords(
         subscale_coords(names, sizes, int(y_range[0]), int(y_range[-1]))
     )
-    moments = moments.drop_vars(item_dim, errors="ignore")
-    return moments.map(lambda m: xr.dot(m, w, dim=item_dim).transpose(..., SUBSCALE_DIM))
+    moments = moments.drop_vars([item_dim], errors="ignore")
+    return moments.map(lambda m: xr.dot(m, w, dim=[item_dim]).transpose(..., SUBSCALE_DIM))
 
 
 def standard_error(
@@ -202,7 +203,7 @@ def standard_error(
         dims = factor_dims(var, dim, item_dim=None, score_dim=None, auxiliary=[SUBSCALE_DIM])
         size = int(np.prod([var.sizes[d] for d in dims]))
         var = var.mean(dims) / size
-    out = np.sqrt(var) / np.sqrt(budget_axis(n))
+    out = cast(xr.DataArray, np.sqrt(var) / np.sqrt(budget_axis(n)))
     out.name = "se"
     out.attrs = {
         "long_name": "standard error of the N-sample composite estimator",
@@ -238,7 +239,7 @@ def mixture_moments(
     >>> float(mixture_moments(m, v, ["a"])["var"])
     2.0
     """
-    dims = [dim] if isinstance(dim, str) else list(dim)
+    dims = list(dim) if isinstance(dim, Sequence) and not isinstance(dim, str) else [dim]
     if not dims:
         return xr.Dataset({"mean": mean, "var": var})
     e = mean.mean(dims)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...core.errors import CollectionError
 from ...kernels.readout import scale_mass
+from ..foreign import Tokenizer
 from .layout import AnswerLayout
 from .numerals import scripts as all_scripts
 from .tokens import ValidTokens
@@ -53,7 +54,7 @@ class AnswerSequences:
     #: The scripts the numeral rule read (:mod:`xlikert.collect.answers.numerals`).
     numeral_scripts: tuple[str, ...] = ()
 
-    def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
+    def as_records(self, tokenizer: Tokenizer = None) -> list[dict[str, Any]]:
         """``[{"ids": [...], "tokens": [...], "score": ...}, ...]`` for provenance
         (``tokens``: their text with ``tokenizer``, else the vocabulary strings)."""
         return [

@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from ...core.errors import CollectionError
+from ..foreign import Tokenizer
 from .layout import answer_codes
 from .numerals import NUMERAL_RULE, digit_script, read_numeral, render
 from .numerals import scripts as all_scripts
@@ -84,8 +84,8 @@ ONE_TOKEN_RULE = "one token: the next token is a valid token"
 
 
 def answer_rule(
-    tokenizer: Any,
-    scale: range | list[int],
+    tokenizer: Tokenizer,
+    scale: Sequence[int],
     *,
     split_space: bool = True,
     labels: Mapping[int, str] | None = None,
@@ -172,8 +172,8 @@ def _word_char(c: str) -> bool:
 
 
 def _find_answer_sequences(
-    tokenizer: Any,
-    scale: range | list[int],
+    tokenizer: Tokenizer,
+    scale: Sequence[int],
     labels: Mapping[int, str] | None = None,
     *,
     scripts: Collection[str] | None = None,
@@ -320,7 +320,7 @@ def _spelling_cost(
 
 
 def _check_spelling_cost(
-    tokenizer: Any, spell: list[tuple[bytes, int, str]], first, inner, n_spaces: int,
+    tokenizer: Tokenizer, spell: list[tuple[bytes, int, str]], first, inner, n_spaces: int,
     limit: int,
 ) -> None:  # fmt: skip
     """Refuse answers whose spellings hold more than ``limit`` tokens, naming the labels."""
@@ -382,7 +382,7 @@ def _continues_word(data: bytes) -> bool:
 
 
 # ---------------------------------------------------------------------------- split space
-def _find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
+def _find_space_tokens(tokenizer: Tokenizer) -> tuple[int, ...]:
     """Ids of the non-special tokens that are exactly one space.
 
     A vocabulary entry ``" "``, ``"▁"``, ``"Ġ"`` or byte-fallback ``"<0x20>"`` that
@@ -408,7 +408,7 @@ def _find_space_tokens(tokenizer: Any) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def _spaced_answers(tokenizer: Any, valid: ValidTokens) -> AnswerSequences | None:
+def _spaced_answers(tokenizer: Tokenizer, valid: ValidTokens) -> AnswerSequences | None:
     """The one-token answers plus their split-space spellings (:data:`SPACED_ANSWER_RULE`).
 
     Parameters

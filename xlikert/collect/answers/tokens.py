@@ -19,11 +19,12 @@ spellings themselves are :class:`~xlikert.collect.answers.sequences.AnswerSequen
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...core.errors import AnswerLabelError, CollectionError
+from ..foreign import Tokenizer
 from .numerals import read_numeral, shown_scripts
 from .numerals import scripts as all_scripts
 from .vocabulary import numeral_index, token_text, vocabulary
@@ -58,7 +59,7 @@ class ValidTokens:
     #: The scripts the numeral rule read (empty: no label is a number).
     numeral_scripts: tuple[str, ...] = ()
 
-    def as_records(self, tokenizer: Any = None) -> list[dict[str, Any]]:
+    def as_records(self, tokenizer: Tokenizer = None) -> list[dict[str, Any]]:
         """``[{"id": ..., "token": ..., "score": ..., "script": ...}, ...]`` for provenance.
 
         ``token`` is the token's text (:func:`~xlikert.collect.answers.vocabulary.token_text`)
@@ -88,8 +89,8 @@ def label_note(labels: Mapping[int, str] | None, missing: list[int]) -> str:
 
 
 def find_valid_tokens(
-    tokenizer: Any,
-    scale: range | list[int],
+    tokenizer: Tokenizer,
+    scale: Sequence[int],
     labels: Mapping[int, str] | None = None,
     *,
     scripts: Collection[str] | None = None,
@@ -214,7 +215,7 @@ def number_values(numbers: Mapping[int, str]) -> dict[int, int]:
     return out
 
 
-def known_scripts(tokenizer: Any) -> tuple[str, ...]:
+def known_scripts(tokenizer: Tokenizer) -> tuple[str, ...]:
     """The numeral scripts a tokenizer knows: those with a number as a token of its own.
 
     Examples
@@ -227,7 +228,7 @@ def known_scripts(tokenizer: Any) -> tuple[str, ...]:
 
 
 def read_scripts(
-    tokenizer: Any, scripts: Collection[str] | None, numbers: Mapping[int, str]
+    tokenizer: Tokenizer, scripts: Collection[str] | None, numbers: Mapping[int, str]
 ) -> tuple[str, ...]:
     """The scripts the numeral rule reads: ``scripts`` (None: those the tokenizer knows),
     with the scripts of the labels shown always among them."""
@@ -242,8 +243,8 @@ def read_scripts(
 
 
 def find_label_tokens(
-    tokenizer: Any,
-    scale: range | list[int],
+    tokenizer: Tokenizer,
+    scale: Sequence[int],
     labels: Mapping[int, str] | None = None,
     *,
     scripts: Collection[str] | None = None,
@@ -270,7 +271,7 @@ def find_label_tokens(
         ) from None
 
 
-def needs_sequences(scale: range | list[int], labels: Mapping[int, str] | None = None) -> bool:
+def needs_sequences(scale: Sequence[int], labels: Mapping[int, str] | None = None) -> bool:
     """True when a value's text is a proper prefix of another's (``"1"`` and ``"10"``).
 
     One next-token pass cannot tell such values apart: the first token ``"1"``

@@ -25,6 +25,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from ..foreign import Tokenizer
 from .numerals import read_numeral
 
 __all__ = [
@@ -104,7 +105,7 @@ class Vocabulary:
             return None
 
 
-def _scheme(tokenizer: Any) -> str:
+def _scheme(tokenizer: Tokenizer) -> str:
     """``"byte-level"``, ``"sentencepiece"`` or ``"decode"`` (ask the tokenizer per token)."""
     convert = getattr(tokenizer, "convert_tokens_to_string", None)
     if convert is None:
@@ -131,14 +132,14 @@ def _bytes_of(token: str, scheme: str) -> bytes | None:
     return None
 
 
-def _decode_all(tokenizer: Any, ids: list[int]) -> list[str]:
+def _decode_all(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
     try:
         return list(tokenizer.batch_decode([[i] for i in ids]))
     except Exception:  # pragma: no cover - exotic tokenizers: one at a time
         return [tokenizer.decode([i]) for i in ids]
 
 
-def _build(tokenizer: Any) -> Vocabulary:
+def _build(tokenizer: Tokenizer) -> Vocabulary:
     special = frozenset(int(i) for i in (getattr(tokenizer, "all_special_ids", None) or []))
     raw = {int(i): str(t) for t, i in tokenizer.get_vocab().items()}
     scheme = _scheme(tokenizer)
@@ -160,7 +161,7 @@ _CACHE: weakref.WeakKeyDictionary[Any, Vocabulary] = weakref.WeakKeyDictionary()
 _NUMERALS: weakref.WeakKeyDictionary[Any, tuple[NumeralToken, ...]] = weakref.WeakKeyDictionary()
 
 
-def vocabulary(tokenizer: Any) -> Vocabulary:
+def vocabulary(tokenizer: Tokenizer) -> Vocabulary:
     """The tokenizer's :class:`Vocabulary`, built on first use and cached with it.
 
     Examples
@@ -178,18 +179,18 @@ def vocabulary(tokenizer: Any) -> Vocabulary:
     return vocab
 
 
-def token_bytes(tokenizer: Any, idx: int) -> bytes:
+def token_bytes(tokenizer: Tokenizer, idx: int) -> bytes:
     """The bytes of token ``idx`` (a special token: its string's UTF-8)."""
     vocab = vocabulary(tokenizer)
     return vocab.data.get(int(idx), vocab.raw.get(int(idx), "").encode())
 
 
-def token_text(tokenizer: Any, idx: int) -> str:
+def token_text(tokenizer: Tokenizer, idx: int) -> str:
     """The text of token ``idx`` as stored and shown (incomplete UTF-8 escaped)."""
     return vocabulary(tokenizer).text(int(idx))
 
 
-def numeral_index(tokenizer: Any) -> tuple[NumeralToken, ...]:
+def numeral_index(tokenizer: Tokenizer) -> tuple[NumeralToken, ...]:
     """Every token whose text is a number in one script, after at most one leading space.
 
     Cached per tokenizer: every label set of a run reads its valid tokens from it.

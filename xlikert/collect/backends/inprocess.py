@@ -34,9 +34,14 @@ import numpy as np
 from ...core.codecs import encode_token_ids
 from ...core.errors import CollectionError
 from ...kernels.readout import DECODING_TIE_RULE
+from ..answers.sequences import AnswerSequences
+from ..answers.spellings import answer_rule
+from ..answers.tokens import ValidTokens
+from ..answers.vocabulary import token_text
 from ..entries import check_dtype
+from ..foreign import GenerationConfig, ModelConfig, Tokenizer
 from ..options import labels_key
-from ..protocol import CellInputs
+from ..protocol import AnswerArrays, CellInputs
 from ..reasoning import (
     ReasoningFormat,
     check_reasoning,
@@ -46,10 +51,6 @@ from ..reasoning import (
     trace_seed,
 )
 from ..record import UnitResult
-from ..answers.sequences import AnswerSequences
-from ..answers.spellings import answer_rule
-from ..answers.tokens import ValidTokens
-from ..answers.vocabulary import token_text
 
 if TYPE_CHECKING:
     from ..options import CollectOptions
@@ -72,7 +73,7 @@ ENTRY_KEYS = frozenset(
 )  # fmt: skip
 
 
-def resolve_dtype(dtype: Any, *, gpu: bool, on_gpu_auto: str, where: str) -> str:
+def resolve_dtype(dtype: object, *, gpu: bool, on_gpu_auto: str, where: str) -> str:
     """The dtype a model is loaded in.
 
     ``auto`` is float32 without a GPU in both backends (the softmax is float64
@@ -107,7 +108,9 @@ END_OF_TURN_RULE = (
 )
 
 
-def _end_of_turn_ids(tokenizer: Any, model_config: Any, generation_config: Any) -> set[int]:
+def _end_of_turn_ids(
+    tokenizer: Tokenizer, model_config: ModelConfig, generation_config: GenerationConfig
+) -> set[int]:
     """Token ids that end the model's turn (:data:`END_OF_TURN_RULE`).
 
     Each argument is an object with an ``eos_token_id`` (an id, a list of ids
@@ -132,7 +135,7 @@ def model_provenance(
     folder_provenance: dict[str, Any],
     *,
     backend: str,
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     tokenizer_fallback: str,
     dtype: str,
     template: PromptTemplate,
@@ -193,9 +196,20 @@ class InProcessModel:
         None
     )
 
+    if TYPE_CHECKING:  # a backend sets them (attributes, or properties of its loaded model)
+
+        @property
+        def tokenizer(self) -> Tokenizer: ...
+        @property
+        def template(self) -> PromptTemplate: ...
+        @property
+        def valid(self) -> ValidTokens: ...
+        @property
+        def answers(self) -> AnswerSequences: ...
+
     def _start_reasoning(
-        self, reasoning: dict[str, Any] | None, tokenizer: Any, model_config: Any,
-        generation_config: Any,
+        self, reasoning: dict[str, Any] | None, tokenizer: Tokenizer, model_config: ModelConfig,
+        generation_config: GenerationConfig,
     ) -> None:  # fmt: skip
         """Set the reasoning format and the end-of-turn ids (reasoning mode only)."""
         self.reasoning = reasoning
@@ -205,7 +219,9 @@ class InProcessModel:
             self.stop_ids = _end_of_turn_ids(tokenizer, model_config, generation_config)
 
     @staticmethod
-    def _turn_end_ids(tokenizer: Any, model_config: Any, generation_config: Any) -> frozenset[int]:
+    def _turn_end_ids(
+        tokenizer: Tokenizer, model_config: ModelConfig, generation_config: GenerationConfig
+    ) -> frozenset[int]:
         """The token ids that end the model's turn (:data:`END_OF_TURN_RULE`): what a reply
         stops at (the elicitation levels ``greedy`` and ``own_words``)."""
         return frozenset(_end_of_turn_ids(tokenizer, model_config, generation_config))
@@ -233,7 +249,7 @@ class InProcessModel:
         options = self.options.replace(where=f"model {self.name!r}", answer_labels=labels)
         if labels not in rules:
             valid, answers, text = answer_rule(
-                self.tokenizer, options.scale, split_space=options.split_space,
+                self.tokenizer, list(options.known_scale), split_space=options.split_space,
                 labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
                 scripts=options.numeral_scripts, max_positions=options.max_answer_positions,
             )  # fmt: skip
@@ -289,6 +305,7 @@ class InProcessModel:
         the answer after it exactly, and store traces and reads
         (:func:`~xlikert.collect.reasoning.store_traces`)."""
         cfg, fmt, tok = self.reasoning, self.format, self.tokenizer
+        assert cfg is not None and fmt is not None, "called in reasoning mode only"
         M = cfg["traces"]
         texts = [fmt.prompt(self.template, s, u) for s, u in prompts]
         encoded = [self.template.encode(t) for t in texts]
@@ -304,7 +321,7 @@ class InProcessModel:
         return res
 
     # ------------------------------------------------------------------ the backend's part
-    def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
+    def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> AnswerArrays:
         """The readout after each prompt's token ids: the step of :meth:`score` that runs
         the model (exact mode).
 
@@ -335,7 +352,7 @@ class InProcessModel:
         """What to record about the model: the backend's keys, the reasoning settings,
         the answer rule's tokens."""
         info = {k: v for k, v in self._provenance().items() if k != "load_seconds"}
-        if self.reasoning is not None:
+        if self.reasoning is not None and self.format is not None:
             info.update(reasoning_provenance(self.reasoning, self.format, self.TRACE_SAMPLER))
             info["end_of_turn_ids"] = sorted(self.stop_ids)
             info["end_of_turn_rule"] = END_OF_TURN_RULE
@@ -347,7 +364,7 @@ class InProcessModel:
         if not first_answers.is_one_token:
             info["answer_spellings"] = first_answers.as_records(self.tokenizer)
         if len(rules) > 1 or None not in rules:  # a response format: each label set's tokens
-            scale = self.options.scale
+            scale = self.options.known_scale
             info["valid_tokens_by_labels"] = {
                 labels_key(labels, scale): valid.as_records(self.tokenizer)
                 for labels, (valid, _, _) in rules.items()
@@ -407,7 +424,7 @@ class ModelFiles:
     provenance: dict[str, str]
     trust_remote_code: bool = False
     revision: str | None = None
-    _tokenizer: Any = field(default=None, repr=False, compare=False)
+    _tokenizer: Tokenizer = field(default=None, repr=False, compare=False)
 
     @classmethod
     def resolve(cls, spec: dict[str, Any], trust_remote_code: bool = False) -> ModelFiles:

@@ -30,6 +30,7 @@ from ...core.errors import CollectionError
 from ...core.schema import variable_table
 from ...design.item_order import ADMINISTRATIONS, ITEM_POSITION, item_orders
 from ...kernels.history_tree import item_marginals, pairwise_joints
+from ..options import CollectOptions
 from ..progress import CellProgressFn
 from ..protocol import Model
 from ..record import UnitResult
@@ -145,7 +146,7 @@ def _item_position(
                 f"item-order factor {dims[0]!r}, level {str(level)!r}: the positions "
                 f"{[int(v) for v in row]} are not a permutation of 0..{K - 1}"
             )
-    return dims[0], pos.astype(np.int64)
+    return str(dims[0]), pos.astype(np.int64)
 
 
 def score_battery(
@@ -303,7 +304,7 @@ def _decoding(r: UnitResult, tree, grid, sizes: Mapping[str, int]) -> None:
     r.data["context_error"] = np.maximum(r.data["context_error"], err)
 
 
-def context_attrs(options: Any) -> dict[str, Any]:
+def context_attrs(options: CollectOptions) -> dict[str, Any]:
     """The attrs of a results file with sequentially administered cells: the rules (what
     the model saw, how failures enter, the certified bound, how the tree is read) and
     the reading's ``tol`` and ``max_passes``."""

@@ -175,7 +175,7 @@ def sequential_dataset(
             data[k] = (("item", "option"), m[k])
         data[TREE_OPTION_VARIABLE] = (("history", "option"), tree.nonsubstantive_mass)
     temps, tops = result.decoding_grid
-    if tree.decoding_pmf is not None and temps:
+    if tree.decoding_pmf is not None and tree.decoding_valid_mass is not None and temps:
         coords.update(temperature=list(temps), top_p=list(tops))
         ns = tree.decoding_nonsubstantive_mass
         dec = item_marginals(

@@ -45,7 +45,7 @@ from ...kernels.history_tree import (
     pairwise_joints,
 )
 from ..progress import CellClock, CellProgressFn
-from ..protocol import Model, conversation_model
+from ..protocol import ContextReader, CountingReader, Model, conversation_model
 
 __all__ = [
     "CONVERSATION_RULE",
@@ -414,7 +414,7 @@ def administer(
                         heapq.heappush(heap, (-w, grow.add(n, len(p) + 1, a, w)))
             clock(passes=passes, bound=float(grow.errors().max()),
                   unread=-float(sum(h[0] for h in heap)))  # fmt: skip
-        info = {k: getattr(reader, k) for k in ("tokens_run",) if hasattr(reader, k)}
+        info = {"tokens_run": reader.tokens_run} if isinstance(reader, CountingReader) else {}
     finally:
         reader.close()
         if battery.answers and model.options.answer_labels != before:
@@ -437,7 +437,7 @@ def administer(
     )
 
 
-def _check_args(tol: Any, max_passes: Any, batch: Any) -> tuple[float, int, int]:
+def _check_args(tol: float, max_passes: int, batch: int) -> tuple[float, int, int]:
     from ...core.errors import XlikertError
 
     try:
@@ -468,7 +468,11 @@ def _check_answers(model: Model, battery: Battery) -> None:
 
 
 def _read(
-    model: Model, reader: Any, battery: Battery, paths: list[list[int]], ids: list[list[int]]
+    model: Model,
+    reader: ContextReader,
+    battery: Battery,
+    paths: list[list[int]],
+    ids: list[list[int]],
 ) -> list[dict[str, np.ndarray]]:
     """The readout after each history, one row each: the histories of the items that share
     answer labels read together, the model relabelled to them (a battery with its own

@@ -23,9 +23,9 @@ from ...core.dims import MODEL_DIM, check_factor_name
 from ...core.errors import CollectionError
 from ..context.administration import Conversations
 from ..elicitation import Elicitations, check_elicitation_backends
-from .labels import cell_labels, option_axis
 from ..options import CollectOptions
 from ..protocol import backend_module, backend_of
+from .labels import cell_labels, option_axis
 
 __all__ = ["CheckedRun", "check_run", "parse_shard"]
 

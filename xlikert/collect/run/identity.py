@@ -44,7 +44,7 @@ import numpy as np
 
 from ...core.codecs import decode_token_ids
 from ...core.errors import CollectionError
-from ..protocol import CellInputs, backend_module
+from ..protocol import CellInputs, Sent, backend_module
 
 if TYPE_CHECKING:
     from ..options import CollectOptions
@@ -75,7 +75,7 @@ NUMBER_OPTIONS = ("top_k", "temperatures", "top_ps", "split_space", "numerals")
 SEQUENTIAL_KEY = "xlikert-sequential-1"
 
 
-def _difference(predicted: Any, read: Any, width: int = 6) -> str:
+def _difference(predicted: Sent, read: Sent, width: int = 6) -> str:
     """Where two prompts' token ids (or requests) part, for an error message."""
     a, b = _plain(predicted), _plain(read)
     if isinstance(a, dict) or isinstance(b, dict):
@@ -90,7 +90,7 @@ def _difference(predicted: Any, read: Any, width: int = 6) -> str:
     )
 
 
-def _plain(sent: Any) -> Any:
+def _plain(sent: Sent) -> list[int] | dict[str, Any]:
     """Token ids as a JSON list (a server's request as it is)."""
     return sent if isinstance(sent, dict) else np.asarray(sent, dtype=np.int64).tolist()
 
@@ -110,7 +110,7 @@ KEY_RULE = (
 #: measures, or that the identity holds resolved (``dtype``, ``trust_remote_code``).
 
 
-def _json(obj: Any) -> bytes:
+def _json(obj: object) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
 
 
@@ -185,7 +185,7 @@ def model_digest(identity: dict[str, Any], options: dict[str, Any]) -> str:
     return hashlib.sha256(_json({"model": identity, "options": options})).hexdigest()
 
 
-def _sent_digest(sent: Any) -> str:
+def _sent_digest(sent: Sent) -> str:
     """sha256 of what one prompt sent: token ids (ints) or a request (a JSON object).
 
     Examples
@@ -286,7 +286,7 @@ class RunKeys:
 
     def _sent(self, inputs: CellInputs, cells: Sequence[int]) -> list[Any]:
         """What each cell sent; for a sequentially administered cell, its conversation."""
-        sent = list(inputs.sent(self.prompts(cells)))
+        sent: list[Any] = list(inputs.sent(self.prompts(cells)))
         for n, j in enumerate(cells):
             battery = None if self.battery is None else self.battery(j)
             if battery is not None:
@@ -324,7 +324,7 @@ class RunKeys:
         CollectionError
             A predicted key that differs from the one of the ids the model read.
         """
-        cells = [int(j) for j in result.cells]
+        cells = [int(j) for j in result.placed_cells]
         inputs = self.inputs(mi)
         if inputs is None:
             return [""] * len(cells)

@@ -89,10 +89,10 @@ def cell_labels(
             f"over {[d for d in lab.dims if d != 'score']}); drop one"
         )
     scores = tuple(int(v) for v in lab["score"].values)
-    if scores != tuple(options.scale):
+    if scores != options.known_scale:
         raise CollectionError(
             f"prompts 'answer_label' is on the scores {list(scores)}, the run's scale is "
-            f"{list(options.scale)}"
+            f"{list(options.known_scale)}"
         )
     digits = tuple(str(y) for y in scores)
     rows = _rows(lab, user, "score")

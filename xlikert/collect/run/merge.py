@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import xarray as xr
@@ -62,9 +62,9 @@ def _check_one_run(paths: Sequence[str | os.PathLike], parts: list[xr.Dataset]) 
         str(p): ds.attrs.get("xlikert_run_fingerprint") for p, ds in zip(paths, parts, strict=True)
     }
     if len(set(runs.values())) > 1:
-        groups: dict = {}
-        for p, f in runs.items():
-            groups.setdefault(f, []).append(p)
+        groups: dict[object, list[str]] = {}
+        for name, f in runs.items():
+            groups.setdefault(f, []).append(name)
         raise CollectionError(
             "shards come from runs with different configurations (prompts, models, scale or "
             "options such as the answer rule or dtype): "
@@ -84,6 +84,11 @@ def _check_one_run(paths: Sequence[str | os.PathLike], parts: list[xr.Dataset]) 
                 f"shard {p} ({ds.attrs.get('shard')}) and {paths[0]} "
                 f"({base.attrs.get('shard')}) split the work differently"
             )
+
+
+def _computed_count(parts: list[xr.Dataset]) -> xr.DataArray:
+    """How many of the shards computed each cell (the sum of their ``computed`` flags)."""
+    return cast(xr.DataArray, sum(ds["computed"].astype(int) for ds in parts))
 
 
 def _check_shards(paths: Sequence[str | os.PathLike], parts: list[xr.Dataset]) -> None:
@@ -107,11 +112,13 @@ def _check_shards(paths: Sequence[str | os.PathLike], parts: list[xr.Dataset]) -
             raise CollectionError(
                 f"shards are incomplete: shard(s) {', '.join(missing)} missing (run them with "
                 f"--shard {missing[0]} ...); missing cells at "
-                f"{describe_cells(sum(ds['computed'].astype(int) for ds in parts) == 0)}"
+                f"{describe_cells(_computed_count(parts) == 0)}"
             )
 
 
-def _merged_attrs(out: xr.Dataset, paths, parts: list[xr.Dataset], run: Any) -> None:
+def _merged_attrs(
+    out: xr.Dataset, paths: Sequence[str | os.PathLike[str]], parts: list[xr.Dataset], run: object
+) -> None:
     from ...core.io import read_attrs
 
     models: dict = {}
@@ -191,7 +198,8 @@ def _pad_histories(parts: list[xr.Dataset]) -> list[xr.Dataset]:
                     var, tail = ds[name], len(spec.dims) - 1
                     lead = var.shape[: var.ndim - tail - 1]
                     arr = spec.full((*lead, n, *var.shape[var.ndim - tail :]))
-                    arr[(..., slice(0, have), *(slice(None),) * tail)] = var.values
+                    where: tuple[Any, ...] = (..., slice(0, have), *(slice(None),) * tail)
+                    arr[where] = var.values
                     padded[name] = (var.dims, arr.astype(str) if spec.is_text else arr, var.attrs)
             ds = ds.drop_vars(list(padded)).assign(padded)
         out.append(ds)
@@ -250,7 +258,7 @@ def merge_shards(
     parts = _pad_histories(_read(paths))
     _check_one_run(paths, parts)
     _check_shards(paths, parts)
-    count = sum(ds["computed"].astype(int) for ds in parts)
+    count = _computed_count(parts)
     if bool((count > 1).any()):
         who = [
             str(p)

@@ -145,13 +145,13 @@ class ResultsSource:
                 **{k: self.attrs[k] for k in ("xlikert_fingerprint", "date_created")
                    if k in self.attrs}}  # fmt: skip
 
-    def info(self, row: Any) -> dict[str, Any]:
+    def info(self, row: int) -> dict[str, Any]:
         return dict(self.models.get(str(self._model[row])) or {})
 
-    def mode(self, row: Any) -> str:
+    def mode(self, row: int) -> str:
         return "topk" if self.info(row).get("mode") == "topk" else "exact"
 
-    def label(self, row: Any) -> str:
+    def label(self, row: int) -> str:
         return self.name
 
     def take(self, rows: Sequence[Any], names: Sequence[str]) -> dict[str, np.ndarray]:
@@ -189,18 +189,18 @@ class ProgressSource:
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "path": str(self.store.path.resolve())}
 
-    def _unit(self, row: Any) -> tuple[UnitResult, dict[str, np.ndarray]] | None:
+    def _unit(self, row: int) -> tuple[UnitResult, dict[str, np.ndarray]] | None:
         f = self._rows[row][0]
         if f not in self._cache:
             self._cache[f] = self.store.read_unit(f)
         return self._cache[f]
 
-    def info(self, row: Any) -> dict[str, Any]:
+    def info(self, row: int) -> dict[str, Any]:
         got = self._unit(row)
         digest = str(got[1].get("model_digest", "")) if got else ""
         return dict(self.store.load_model(digest) or {})
 
-    def mode(self, row: Any) -> str:
+    def mode(self, row: int) -> str:
         got = self._unit(row)
         return got[0].mode if got else "exact"
 
@@ -211,7 +211,7 @@ class ProgressSource:
         return {"score": [int(y) for y in extra.get("axis_score", [])],
                 "option": [str(o) for o in extra.get("axis_option", [])]}  # fmt: skip
 
-    def label(self, row: Any) -> str:
+    def label(self, row: int) -> str:
         return self.name
 
     def take(self, rows: Sequence[Any], names: Sequence[str]) -> dict[str, np.ndarray]:

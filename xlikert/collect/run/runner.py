@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,22 +127,22 @@ class Plan:
         """
         options = self.options
         labels = self.labels[cell] if self.labels else options.answer_labels
-        return key_labels(options.scale, options.nonsubstantive, labels)
+        return key_labels(options.known_scale, options.nonsubstantive, labels)
 
     def replies(self, cell: int) -> tuple[str, ...]:
         """The label of each point of the run's scale a cell is read with (``""`` off its
         item's support; the digits where the prompts carry no labels)."""
         labels = self.labels[cell] if self.labels else self.options.answer_labels
         if not labels:
-            return tuple(str(y) for y in self.options.scale)
-        return tuple(labels[: len(self.options.scale)])
+            return tuple(str(y) for y in self.options.known_scale)
+        return tuple(labels[: len(self.options.known_scale)])
 
     def prompts(self, cells: Sequence[int]) -> list[tuple[str, str]]:
         return [(self.sys_flat[j], self.user_flat[j]) for j in cells]
 
 
 def _groups(
-    sys_flat: Sequence[str], labels: Sequence[Any] | None, sequential: Any,
+    sys_flat: Sequence[str], labels: Sequence[Any] | None, sequential: Container[int],
     level: Callable[[int], str] | None = None,
 ) -> list[list[int]]:  # fmt: skip
     """The isolated cells grouped by system prompt, (with a format factor) answer labels
@@ -199,7 +199,7 @@ def _hash(run: CheckedRun, options: dict[str, Any]) -> str:
         "dims": list(user.dims),
         "coords": {d: [str(v) for v in user[d].values] for d in user.dims if d in user.coords},
         "models": run.checked,
-        "scale": list(run.options.scale),
+        "scale": list(run.options.known_scale),
         "options": options,
     }
     h.update(json.dumps(payload, sort_keys=True, default=str).encode())

@@ -22,7 +22,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -42,6 +42,9 @@ from .interrupt import RunInterrupted, StopOnSignals, StopSignal
 from .reuse import ProgressSource, ResultsSource, Reuse, RunCells, open_source, shortfall
 from .store import PartialStore, as_record, disk_error
 from .stream import BLOCK_CELLS, StoredUnit, write_streamed
+
+if TYPE_CHECKING:
+    from .checked import CheckedRun
 
 __all__ = ["Session", "write_atomic"]
 
@@ -69,8 +72,8 @@ class Session:
 
     def __init__(
         self,
-        run: Any,
-        plan: Any,
+        run: CheckedRun,
+        plan: Any,  # a runner.Plan (runner imports this module)
         keys: RunKeys,
         *,
         loader: Callable[..., Model] | None = None,
@@ -97,7 +100,7 @@ class Session:
         #: A results file -> model name -> why its cells were not reused -> how many.
         self.shortfall: dict[str, dict[str, dict[str, int]]] = {}
         #: The run's ``score`` and ``option`` axes (a reused cell is placed on them).
-        self.axes = {"score": [int(y) for y in self.options.scale],
+        self.axes = {"score": [int(y) for y in self.options.known_scale],
                      "option": [str(o) for o in self.options.nonsubstantive]}  # fmt: skip
 
     # ------------------------------------------------------------------ the run
@@ -129,6 +132,7 @@ class Session:
                 streamed = output is not None
                 ds = self.assemble(time.perf_counter() - started, streamed=streamed)
                 if output is not None:
+                    assert self.store is not None, "an output keeps a store"
                     kept = f"; the finished units in {self.store.path} are kept"
                     with stop.saving(last=True):  # a signal now: the file is complete first
                         ds = write_streamed(ds, output, lambda d, p: write_atomic(d, p, kept))
@@ -158,7 +162,7 @@ class Session:
             },
             "items": [str(v) for v in user["item"].values] if "item" in user.coords else [],
             "options": {
-                "scale": list(opts.scale),
+                "scale": list(opts.known_scale),
                 **numbers_options(opts),
                 "chunk_size": opts.chunk_size,
                 "prefix_cache": opts.prefix_cache,
@@ -170,7 +174,7 @@ class Session:
 
         name = signal.Signals(signum).name
         total = sum(len(c) for _, _, c in self.plan.units)
-        have = len(self.reuse.found) + sum(len(r.cells) for r in self.done.values())
+        have = len(self.reuse.found) + sum(len(r.placed_cells) for r in self.done.values())
         where = (
             f"{self.store.saved} finished unit(s) are saved in {self.store.path} ({have} of "
             f"{total} cells done); rerun the same command to resume: it computes only the rest"
@@ -186,14 +190,16 @@ class Session:
         configurations' progress, earlier results files)."""
         sources: list[Any] = []
         if self.store is not None:
-            for (mi, ui), (r, keys) in self.store.own_units(self.plan.units).items():
+            for (mi, ui), (r, saved) in self.store.own_units(self.plan.units).items():
                 self.done[(mi, ui)] = StoredUnit.of(r, self.store.unit_file(mi, ui))
-                if keys is not None:
-                    self.cell_keys.update(zip(((mi, int(j)) for j in r.cells), keys, strict=True))
+                if saved is not None:
+                    self.cell_keys.update(
+                        zip(((mi, int(j)) for j in r.placed_cells), saved, strict=True)
+                    )
             sources.append(ProgressSource(self.store))
         sources += [s for p, named in paths if (s := open_source(p, required=named)) is not None]
         self.reuse = Reuse(sources)
-        own = {(mi, int(j)) for (mi, _), r in self.done.items() for j in r.cells}
+        own = {(mi, int(j)) for (mi, _), r in self.done.items() for j in r.placed_cells}
         planned = {(mi, j) for mi, _, c in self.plan.units for j in c}
         predicted: dict[str, dict[int, str]] = {}
         for mi in sorted({mi for mi, _, _ in self.plan.units}):
@@ -242,9 +248,11 @@ class Session:
             return self.cell_keys.get((mi, j), keys.get(j)) != keys.get(j)
 
         stale = [
-            u for u, r in self.done.items() if u[0] == mi and any(changed(int(j)) for j in r.cells)
+            u
+            for u, r in self.done.items()
+            if u[0] == mi and any(changed(int(j)) for j in r.placed_cells)
         ]
-        cells = {(mi, int(j)) for u in stale for j in self.done[u].cells}
+        cells = {(mi, int(j)) for u in stale for j in self.done[u].placed_cells}
         for u in stale:
             del self.done[u]
         for c in cells:
@@ -259,7 +267,7 @@ class Session:
 
     def _say_found(self) -> None:
         found = self.reuse.describe()
-        own = sum(len(r.cells) for r in self.done.values())
+        own = sum(len(r.placed_cells) for r in self.done.values())
         total = sum(len(c) for _, _, c in self.plan.units)
         reused = sum(v["cells"] for v in found.values())
         twins = sum(1 for c in self.twins if c not in self.reuse.found)
@@ -393,7 +401,7 @@ class Session:
         where = [j % self.user.sizes["item"] for j in cells]
         return score_battery(
             model, plan.prompts(cells), [str(items[k]) for k in where],
-            plan.replies(cells[0]), options.scale, options.sizes,
+            plan.replies(cells[0]), options.known_scale, options.sizes,
             tol=options.tol, max_passes=options.max_passes, n_items=len(items), item_index=where,
             answers=[plan.labels[c] for c in cells] if plan.labels else None,
             options=options.nonsubstantive, progress=progress,
@@ -419,7 +427,7 @@ class Session:
         arrays read from the saved units block by block (:mod:`.stream`)."""
         plan, options = self.plan, self.options
         units = [(mi, r) for (mi, _), r in sorted(self.done.items())]
-        computed = sum(len(r.cells) for _, r in units)
+        computed = sum(len(r.placed_cells) for _, r in units)
         elicited = plan.elicitations is not None
         units += self.reuse.units(plan.traces, options.sizes, elicitation=elicited, axes=self.axes)
         twins = self._twin_units(units)
@@ -459,7 +467,7 @@ class Session:
             ),
             collection_seconds_last_session=round(seconds, 3),
             cells_computed=computed,
-            cells_copied=sum(len(r.cells) for _, r in twins),
+            cells_copied=sum(len(r.placed_cells) for _, r in twins),
             cells_reused=reused,
             reuse_sources=self._sources(),
         )
@@ -485,7 +493,7 @@ class Session:
     def _twin_units(self, units: list[tuple[int, UnitResult]]) -> list[tuple[int, UnitResult]]:
         """Copies of the cells whose twin (the earlier cell of the same key) ``units`` hold."""
         where = {(mi, int(j)): (u, row) for u, (mi, r) in enumerate(units)
-                 for row, j in enumerate(r.cells)}  # fmt: skip
+                 for row, j in enumerate(r.placed_cells)}  # fmt: skip
         groups: dict[int, list[tuple[int, int]]] = {}
         for (mi, j), twin in self.twins.items():
             if (mi, j) not in where and twin in where:

@@ -265,7 +265,7 @@ class PartialStore:
         )
 
     # ------------------------------------------------------------------ writing
-    def _write_json(self, path: Path, what: str, obj: Any) -> None:
+    def _write_json(self, path: Path, what: str, obj: object) -> None:
         text = json.dumps(obj, indent=1, sort_keys=True, default=str).encode()
         try:
             path.parent.mkdir(exist_ok=True)
@@ -297,7 +297,7 @@ class PartialStore:
         if self.saved == 0 or not (self.path / "runs" / f"{self.run}.json").is_file():
             self._write_json(self.path / "runs" / f"{self.run}.json", "the run's description",
                              {**self.description, "started": _now()})  # fmt: skip
-        arrays = {**result.to_arrays(), "cell_key": np.asarray(keys, dtype=str),
+        arrays: dict[str, Any] = {**result.to_arrays(), "cell_key": np.asarray(keys, dtype=str),
                   "run": np.array(self.fingerprint), "model_digest": np.array(model_digest)}  # fmt: skip
         if self.axes:
             arrays["axis_score"] = np.asarray(self.axes["score"], dtype=np.int64)

@@ -154,7 +154,11 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
 
 
 def open(
-    spec: dict[str, Any], options: CollectOptions, probe: tuple[str, str], *, prepared: Any = None
+    spec: dict[str, Any],
+    options: CollectOptions,
+    probe: tuple[str, str],
+    *,
+    prepared: object = None,
 ) -> OpenAIModel:
     """Connect to the server of a model entry and detect its mode with ``probe``
     (``prepared``: unused, the server loads its model itself)."""

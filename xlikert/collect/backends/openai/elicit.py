@@ -32,20 +32,38 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
 
 from ....core.codecs import encode_token_ids
 from ....core.errors import CollectionError, ElicitationLevelError
 from ....core.schema import ELICITATION_VARIABLES
+from ...foreign import Tokenizer
 from ...options import CollectOptions
 from ...record import UnitResult
-from .plan import messages
-from .readout import OUT_OF_ORDER, token_id
+from .plan import RequestPlan, messages
+from .readout import OUT_OF_ORDER, Readout, token_id
+from .spec import OpenAISpec
 
-#: The open server model (:class:`~.model.OpenAIModel`; not imported: it imports this module).
-OpenAIModel = Any
 
-__all__ = ["GREEDY_PROTOCOL", "PREFIX_PROTOCOL", "score_elicited_on_server"]
+class ServerModel(Protocol):
+    """What the levels read of an open server model (:class:`~.model.OpenAIModel`, which
+    imports this module): its name, options, tokenizer, request plan, readout and threads."""
+
+    name: str
+    options: CollectOptions
+    spec: OpenAISpec
+    tokenizer: Tokenizer
+    plan: RequestPlan
+    readout: Readout
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """The worker threads that send the requests."""
+        ...
+
+
+__all__ = ["GREEDY_PROTOCOL", "PREFIX_PROTOCOL", "ServerModel", "score_elicited_on_server"]
 
 #: How ``prefix`` is read from a server; stored in the model's provenance.
 PREFIX_PROTOCOL = (
@@ -66,13 +84,13 @@ GREEDY_PROTOCOL = (
 
 
 def score_elicited_on_server(
-    model: OpenAIModel, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
+    model: ServerModel, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
 ) -> UnitResult:
     """Read one unit of prompts under ``prefix`` or ``greedy`` on the model's server.
 
     Parameters
     ----------
-    model : OpenAIModel
+    model : ServerModel
         The open server model.
     prompts : sequence of (str, str)
         The unit's ``(system, user)`` prompts.
@@ -95,10 +113,6 @@ def score_elicited_on_server(
     res = UnitResult.empty(len(prompts), model.options.sizes, bounded=True)
     for name, var in ELICITATION_VARIABLES.items():
         res.data[name] = var.full((len(prompts),))
-    if model._pool is None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        model._pool = ThreadPoolExecutor(max_workers=model.spec.concurrency)
     if level == "prefix":
         _prefix(model, prompts, options, res)
     elif level == "greedy":
@@ -116,7 +130,9 @@ def _listing_obj(entry: dict) -> dict:
     return {"choices": [{"logprobs": {"content": [entry]}}]}
 
 
-def _prefix(model: OpenAIModel, prompts, options: CollectOptions, res: UnitResult) -> None:
+def _prefix(
+    model: ServerModel, prompts: Sequence[tuple[str, str]], options: CollectOptions, res: UnitResult
+) -> None:
     tok = model.tokenizer
     if tok is None:
         raise ElicitationLevelError(
@@ -142,12 +158,12 @@ def _prefix(model: OpenAIModel, prompts, options: CollectOptions, res: UnitResul
         obj = plan.complete(body, "a prefix request")
         return _listing_obj(_legacy_entry(obj, model))
 
-    for r, obj in enumerate(model._pool.map(one, texts)):
+    for r, obj in enumerate(model.pool.map(one, texts)):
         rd.fill(res, r, [], rd.listing(obj), None)
         res.data["prompt_text"][r] = texts[r]  # the server tokenises it
 
 
-def _legacy_entry(obj: dict, model: OpenAIModel) -> dict:
+def _legacy_entry(obj: dict, model: ServerModel) -> dict:
     """The first position of a ``/completions`` answer's ``logprobs`` (``tokens``,
     ``token_logprobs``, ``top_logprobs``: a dict per position) as a chat-completions entry."""
     try:
@@ -163,7 +179,9 @@ def _legacy_entry(obj: dict, model: OpenAIModel) -> dict:
     return entry
 
 
-def _greedy(model: OpenAIModel, prompts, options: CollectOptions, res: UnitResult) -> None:
+def _greedy(
+    model: ServerModel, prompts: Sequence[tuple[str, str]], options: CollectOptions, res: UnitResult
+) -> None:
     from ...elicitation import parse_answer
 
     rd, plan, tok = model.readout, model.plan, model.tokenizer
@@ -175,7 +193,7 @@ def _greedy(model: OpenAIModel, prompts, options: CollectOptions, res: UnitResul
         body.update(max_tokens=int(options.reply_tokens), temperature=0.0, top_p=1.0)
         return plan.request(body, "a greedy reply")
 
-    for r, obj in enumerate(model._pool.map(one, msgs)):
+    for r, obj in enumerate(model.pool.map(one, msgs)):
         try:
             choice = obj["choices"][0]
             content = choice["logprobs"]["content"] or []

@@ -13,10 +13,12 @@ import numpy as np
 
 from ....core.errors import CollectionError, ElicitationLevelError
 from ....kernels.readout import TOPK_BOUNDS_RULE
-from ...options import CollectOptions, labels_key
-from ...record import UnitResult
 from ...answers.sequences import AnswerSequences
 from ...answers.spellings import ONE_TOKEN_RULE, answer_rule
+from ...answers.tokens import ValidTokens
+from ...foreign import Tokenizer
+from ...options import CollectOptions, labels_key
+from ...record import UnitResult
 from .contexts import MULTI_TOKEN_PROTOCOL, ContextReads, read_ids
 from .plan import PROMPT_CACHE, RequestPlan, messages
 from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
@@ -120,14 +122,16 @@ class OpenAIModel:
         self.options = options
         self.transport = Transport(spec)
         self.plan = RequestPlan(spec, self.transport, int(options.top_k), spec.server)
-        self.tokenizer = None
-        self.valid = None
+        self.tokenizer: Tokenizer = None
+        self.valid: ValidTokens | None = None
         #: The answer spellings when some answer needs several tokens (else None: the
         #: one-token rule, :attr:`valid`), read by :class:`~.contexts.ContextReads`.
         self.answers: AnswerSequences | None = None
         #: Each label set read (with a tokenizer) -> its answer rule (:meth:`_answer_rule`):
         #: worked out once, and named in the provenance.
-        self._rules: dict[tuple[str, ...] | None, tuple[Any, AnswerSequences | None, str]] = {}
+        self._rules: dict[
+            tuple[str, ...] | None, tuple[ValidTokens, AnswerSequences | None, str]
+        ] = {}
         self.mode = "topk"
         self.readout = Readout(spec, options, "topk", False)
         self._prov: dict[str, Any] = {}
@@ -138,6 +142,14 @@ class OpenAIModel:
             f"<OpenAIModel {self.spec.name!r} model={self.spec.model!r} "
             f"url={self.spec.public_url} mode={self.mode}>"
         )
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """The worker threads that send the requests (``concurrency`` of them), started on
+        first use and stopped by :meth:`close`."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
+        return self._pool
 
     @property
     def kind(self) -> str:
@@ -159,7 +171,7 @@ class OpenAIModel:
             self._load_tokenizer()
             if self.tokenizer is None:
                 _check_one_token(options, spec.name)
-            asked = None
+            asked: Sequence[int] | None = None
             if self.answers is not None:
                 asked = read_ids(self.answers)
             elif self.valid is not None:
@@ -202,7 +214,9 @@ class OpenAIModel:
             self._prov["answer_spellings"] = self.answers.as_records(tok)
         self._prov["tokenizer"] = what
 
-    def _answer_rule(self, options: CollectOptions):
+    def _answer_rule(
+        self, options: CollectOptions
+    ) -> tuple[ValidTokens, AnswerSequences | None, str]:
         """``(valid, answers, rule)``: the valid tokens of the answer labels (the
         non-substantive ones among them); the answer spellings when some answer needs
         several tokens (else None: the one-token rule, a server cannot condition on an
@@ -264,11 +278,11 @@ class OpenAIModel:
                 self._prov.setdefault("answer_spellings", answers.as_records(self.tokenizer))
         by_labels = self._prov.setdefault("valid_tokens_by_labels", {})
         if self.valid is not None and not by_labels:
-            by_labels[labels_key(self.options.answer_labels, self.options.scale)] = (
+            by_labels[labels_key(self.options.answer_labels, self.options.known_scale)] = (
                 self.valid.as_records(self.tokenizer)
             )
         if valid is not None:
-            by_labels[labels_key(options.answer_labels, options.scale)] = valid.as_records(
+            by_labels[labels_key(options.answer_labels, options.known_scale)] = valid.as_records(
                 self.tokenizer
             )
         self.options, self.valid, self.answers = options, valid, answers
@@ -285,7 +299,7 @@ class OpenAIModel:
             " (a server cannot condition on an appended space token, so an answer whose "
             "leading space is a token of its own counts as a failure)"
         )
-        by_labels = {labels_key(labels, self.options.scale): r if r.startswith("multi-token")
+        by_labels = {labels_key(labels, self.options.known_scale): r if r.startswith("multi-token")
                      else one_token for labels, (_, _, r) in self._rules.items()}  # fmt: skip
         rules = list(by_labels.values())
         multi = any(r.startswith("multi-token") for r in rules)
@@ -332,15 +346,13 @@ class OpenAIModel:
         exact mode, one in top-k mode.
         """
         res = UnitResult.empty(len(prompts), self.options.sizes, bounded=self.mode == "topk")
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.spec.concurrency)
         msgs = [messages(*p) for p in prompts]
         if self.answers is not None:
-            return self._score_contexts(res, msgs, self.answers, self._pool)
-        ids = list(self.valid.ids) if self.mode == "exact" else None
+            return self._score_contexts(res, msgs, self.answers, self.pool)
+        ids = list(self.readout.exact_valid().ids) if self.mode == "exact" else None
         rd = self.readout
         listings, got = self.plan.waves(
-            self._pool, msgs, rd.ids_ok, ids, rd.listing, rd.valid_logprobs
+            self.pool, msgs, rd.ids_ok, ids, rd.listing, rd.valid_logprobs
         )
         for r, m in enumerate(msgs):
             rd.fill(res, r, m, listings[r], got[r] if got is not None else None)
@@ -415,11 +427,11 @@ def _check_one_token(options: CollectOptions, name: str) -> None:
     from ...answers.tokens import needs_sequences
 
     codes, labels, _ = answer_codes(
-        options.scale, options.labels_by_score, options.nonsubstantive_labels
+        options.known_scale, options.labels_by_score, options.nonsubstantive_labels
     )
     if needs_sequences(codes, None if options.answer_labels is None else labels):
         what = (
-            f"the scale {list(options.scale)}"
+            f"the scale {list(options.known_scale)}"
             if options.answer_labels is None
             else f"the answer labels {list(options.answer_labels)}"
         )
@@ -430,10 +442,12 @@ def _check_one_token(options: CollectOptions, name: str) -> None:
         )
 
 
-def _spelled(answers: Any, tokenizer: Any) -> str:
+def _spelled(answers: AnswerSequences | None, tokenizer: Tokenizer) -> str:
     """The answers that need several tokens, as a short text for a message."""
     from ...answers.vocabulary import token_text
 
+    if answers is None:
+        return ""
     long = [(y, s) for y, s in zip(answers.scores, answers.sequences, strict=True) if len(s) > 1]
     shown = [f"{y}: {[token_text(tokenizer, i) for i in s]}" for y, s in long[:3]]
     return "; ".join(shown) + (f"; {len(long) - 3} more spellings" if len(long) > 3 else "")

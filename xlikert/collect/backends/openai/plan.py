@@ -56,12 +56,23 @@ class RequestPlan:
     ``other``), which decides how its prompt cache is kept out of the numbers.
     """
 
-    def __init__(self, spec: OpenAISpec, transport: Transport, top_k: int, kind: str):
+    def __init__(self, spec: OpenAISpec, transport: Transport | None, top_k: int, kind: str):
         self.spec = spec
-        self.transport = transport
+        self._transport = transport
         self.top_k = top_k
         self.kind = kind
         self._serial = threading.Lock()
+
+    @property
+    def transport(self) -> Transport:
+        """The connection the requests go through (a plan built without one, to write the
+        requests' bodies only, sends nothing)."""
+        if self._transport is None:
+            raise CollectionError(
+                f"model {self.spec.name!r}: internal error: a request plan without a "
+                "connection was asked to send; please report it"
+            )
+        return self._transport
 
     def body(self, msgs: list, *, ids: Sequence[int] | None = None, as_ids: bool = False) -> dict:
         """One request: the top-k listing, or (``ids``) the log-probabilities of ``ids``."""

@@ -20,9 +20,11 @@ from ....kernels.readout import nucleus_logprobs, scale_mass, topk_intervals, to
 from ...answers.layout import answer_codes
 from ...answers.numerals import read_numeral, rule_scripts
 from ...answers.numerals import scripts as all_scripts
+from ...answers.tokens import ValidTokens
+from ...answers.vocabulary import token_text
+from ...foreign import Tokenizer
 from ...options import CollectOptions
 from ...record import UnitResult
-from ...answers.vocabulary import token_text
 from .spec import OpenAISpec
 
 __all__ = [
@@ -115,10 +117,10 @@ class Readout:
     """
 
     def __init__(self, spec: OpenAISpec, options: CollectOptions, mode: str, ids_ok: bool,
-                 valid=None, tokenizer=None):  # fmt: skip
+                 valid: ValidTokens | None = None, tokenizer: Tokenizer = None):  # fmt: skip
         self.spec, self.options, self.mode, self.ids_ok = spec, options, mode, ids_ok
         self.valid, self.tokenizer = valid, tokenizer
-        self.scale = list(options.scale)
+        self.scale = list(options.known_scale)
         self.n_options = len(options.nonsubstantive)
         codes, labels, layout = answer_codes(
             self.scale, options.labels_by_score, options.nonsubstantive_labels
@@ -143,10 +145,10 @@ class Readout:
         )
         self.rtol = spec.logprob_rtol if mode == "topk" else 0.0
 
-    def score_of(self, key: Any) -> int:
+    def score_of(self, key: int | str) -> int:
         """Column of a listed token (by id with ids, else by text), -1 if not valid."""
         if self.ids_ok:
-            return self._by_id.get(key, -1)
+            return self._by_id.get(key, -1) if isinstance(key, int) else -1
         text = _strip_marker(str(key))
         if text in self._by_text:
             return self._by_text[text]
@@ -177,10 +179,19 @@ class Readout:
         keys = sorted(seen, key=lambda k: -seen[k][1])
         return keys, [seen[k][0] for k in keys], np.array([seen[k][1] for k in keys])
 
+    def exact_valid(self) -> ValidTokens:
+        """The valid tokens, which exact mode reads by id (it needs the tokenizer)."""
+        if self.valid is None:
+            raise CollectionError(
+                f"model {self.spec.name!r}: exact mode reads the valid tokens by id, and the "
+                "entry has no tokenizer; give its `tokenizer`"
+            )
+        return self.valid
+
     def valid_logprobs(self, obj: dict) -> dict[int, float]:
         """Exact mode: the log-probability of every valid token id (``logprob_token_ids``)."""
-        got = {token_id(t): lp for t, lp in entries(obj, self.spec)}
-        missing = [i for i in self.valid.ids if i not in got]
+        got = {i: lp for t, lp in entries(obj, self.spec) if (i := token_id(t)) is not None}
+        missing = [i for i in self.exact_valid().ids if i not in got]
         if missing:
             raise CollectionError(
                 f"model {self.spec.name!r}: the server stopped returning valid ids "
@@ -239,7 +250,7 @@ class Readout:
             ))  # fmt: skip
         if got is not None:
             # every valid token exactly; the listed ones besides, for the nucleus threshold
-            ids = list(self.valid.ids)
+            ids = list(self.exact_valid().ids)
             extra = [k for k in keys if k not in got]
             kn_lps = np.array([got[i] for i in ids] + [lps[keys.index(k)] for k in extra])
             kn_cols = np.array([self.score_of(k) for k in ids + extra], dtype=np.int64)
@@ -269,23 +280,24 @@ class Readout:
         """Exact mode: the points' mass per numeral script (NaN: a script not read)."""
         names = all_scripts()
         out = np.full(len(names), np.nan)
-        if not self.valid.numeral_scripts:
+        valid = self.exact_valid()
+        if not valid.numeral_scripts:
             return out
         index = {c: i for i, c in enumerate(names)}
-        out[[index[c] for c in self.valid.numeral_scripts]] = 0.0
+        out[[index[c] for c in valid.numeral_scripts]] = 0.0
         S = len(self.scale)
-        for i, c in zip(self.valid.ids, self.valid.scripts, strict=True):
+        for i, c in zip(valid.ids, valid.scripts, strict=True):
             if c and self._by_id[i] < S:
                 out[index[c]] += float(np.exp(got[i]))
         return out
 
-    def _script_of(self, key: Any) -> str | None:
+    def _script_of(self, key: int | str) -> str | None:
         """The numeral script of a listed answer to a point of the scale (None: another
         token, or a label that is not a number)."""
         if not 0 <= self.score_of(key) < len(self.scale):
             return None
         if self.ids_ok:
-            return self._script_by_id.get(key) or None
+            return self._script_by_id.get(key) or None if isinstance(key, int) else None
         number = read_numeral(_strip_marker(str(key)))
         return number[1] if number is not None else None
 
@@ -316,7 +328,8 @@ class Readout:
             )
 
     def _fill_decoding(self, res: UnitResult, r: int, lps: np.ndarray, scores: np.ndarray,
-                       unlisted_max: float, counts: np.ndarray | None) -> None:  # fmt: skip
+                       unlisted_max: np.ndarray | float,
+                       counts: np.ndarray | None) -> None:  # fmt: skip
         """The decoding grid: temperature 1, where the nucleus provably lies in the known tokens."""
         opts = self.options
         need = np.flatnonzero(scores >= 0)

@@ -82,7 +82,7 @@ class OpenAISpec:
         return f"OpenAISpec(name={self.name!r}, model={self.model!r}, url={self.public_url!r})"
 
 
-def _secret_fields(obj: Any, prefix: str = "") -> list[str]:
+def _secret_fields(obj: object, prefix: str = "") -> list[str]:
     """Dotted names of fields, at any depth (``extra_body`` too), that look like secrets."""
     out = []
     if isinstance(obj, dict):

@@ -139,7 +139,7 @@ class Transport:
         self.http = httpx.Client(
             base_url=spec.public_url,
             # a query in base_url (e.g. ?api-version=...) goes with every request
-            params=urllib.parse.parse_qsl(u.query, keep_blank_values=True),
+            params=httpx.QueryParams(dict(urllib.parse.parse_qsl(u.query, keep_blank_values=True))),
             headers={"Accept": "application/json"},
             auth=_Auth(spec.api_key_env, basic),
             timeout=spec.timeout,

@@ -92,13 +92,17 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
 
 
 def open(
-    spec: dict[str, Any], options: CollectOptions, probe=None, *, prepared: ModelFiles | None = None
+    spec: dict[str, Any],
+    options: CollectOptions,
+    probe: tuple[str, str] | None = None,
+    *,
+    prepared: ModelFiles | None = None,
 ) -> LocalModel:
     """Load a model entry into a :class:`LocalModel` (in reasoning mode with ``reasoning``);
     ``prepared``: the entry's files as :func:`inputs` resolved them in this run."""
     lm = load_model(
         spec,
-        options.scale,
+        options.known_scale,
         device=options.device,
         dtype=options.dtype,
         device_map=options.device_map,

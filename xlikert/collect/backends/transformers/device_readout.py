@@ -24,20 +24,21 @@ The transformers backend uses it when the model is not on the CPU
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
+
+from ...foreign import Tensor
 
 __all__ = ["next_token_readout_torch"]
 
 
 def next_token_readout_torch(
-    logits: Any,
+    logits: Tensor,
     need: np.ndarray,
     temperatures: Sequence[float],
     top_ps: Sequence[float],
     top_k: int = 0,
-    pooled: np.ndarray | None = None,
+    pooled: Sequence[int] | np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`~xlikert.kernels.readout.next_token_readout` for a batch, on the logits' device.
 
@@ -125,7 +126,7 @@ def next_token_readout_torch(
     return raw.cpu().numpy(), grid.cpu().numpy(), topk_id, topk_lp
 
 
-def _logsumexp(z: Any) -> Any:
+def _logsumexp(z: Tensor) -> Tensor:
     """``log(sum(exp(z)))`` over the last axis, kept; a row of ``-inf`` gives ``-inf``."""
     import torch
 

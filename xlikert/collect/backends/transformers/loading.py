@@ -17,8 +17,10 @@ from ....core.errors import CollectionError
 from ...answers.numerals import rule_scripts
 from ...answers.sequences import AnswerSequences
 from ...answers.spellings import answer_rule
-from ...templates import PromptTemplate
 from ...answers.tokens import ValidTokens
+from ...foreign import Tokenizer, TorchModule
+from ...options import CollectOptions
+from ...templates import PromptTemplate
 from ..inprocess import ModelFiles, model_provenance, resolve_dtype
 
 __all__ = ["READOUT", "LoadedModel", "load_dtype", "load_model", "wrap_model"]
@@ -60,7 +62,7 @@ def _default_device(device: str | None) -> str:
     return device
 
 
-def load_dtype(spec: dict[str, Any], options: Any) -> str:
+def load_dtype(spec: dict[str, Any], options: CollectOptions) -> str:
     """The dtype a model entry's weights load in (:func:`load_model`'s rule), without loading.
 
     The entry's ``dtype`` and ``device``, else the run's options'; ``auto`` resolved
@@ -77,7 +79,7 @@ class LoadedModel:
 
     name: str
     model: Any
-    tokenizer: Any
+    tokenizer: Tokenizer
     template: PromptTemplate
     valid: ValidTokens
     answers: AnswerSequences
@@ -213,8 +215,8 @@ def load_model(
 
 def wrap_model(
     name: str,
-    model: Any,
-    tokenizer: Any,
+    model: TorchModule,
+    tokenizer: Tokenizer,
     scale: Sequence[int],
     *,
     prompt_format: str | None = None,

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ....core.errors import CollectionError
+from ...answers.sequences import AnswerSequences
+from ...answers.tokens import ValidTokens
+from ...foreign import KVCache, Tensor
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
 from ...reasoning import sample_tokens
-from ...answers.sequences import AnswerSequences
 from ...templates import PromptTemplate
-from ...answers.tokens import ValidTokens
 from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
@@ -122,12 +124,12 @@ class LocalModel(InProcessModel):
         the KV cache, then :meth:`_read` of every prompt; where groups of the prompts share
         a longer prefix (each respondent's persona and the text up to where their items
         differ, :func:`~xlikert.collect.prefixes.prefix_groups`), each group's prefix is also
-        run once (:meth:`_read_groups`)."""
+        run once (:meth:`read_groups`)."""
         P = common_prefix(encoded)
         if self.scorer.prefix_cache and len(encoded) > 2:
             groups = prefix_groups(encoded, P)
             if any(n > P for n, _ in groups):
-                out = self._read_groups(encoded, P, groups)
+                out = self.read_groups(encoded, P, groups)
                 if out is not None:
                     return out
         prefix = encoded[0][:P]
@@ -139,7 +141,7 @@ class LocalModel(InProcessModel):
             raise self._oom(f"shared prefix of {P} tokens") from exc
         return self._read(prefix, cache, [e[P:] for e in encoded])
 
-    def _read_groups(
+    def read_groups(
         self, encoded: list[list[int]], P: int, groups: list[tuple[int, list[int]]]
     ) -> dict[str, np.ndarray] | None:
         """Every prompt read from its group's prefix, run once a group on a
@@ -166,7 +168,9 @@ class LocalModel(InProcessModel):
         back = np.argsort(order)
         return {key: val[back] for key, val in out.items()}
 
-    def _read(self, prefix: list[int], cache, suffixes: list[list[int]]) -> dict[str, np.ndarray]:
+    def _read(
+        self, prefix: list[int], cache: KVCache, suffixes: list[list[int]]
+    ) -> dict[str, np.ndarray]:
         """:func:`read_logits` of ``prefix + suffix`` for every suffix, in batches.
 
         Sorted by length (fewer pads) and split into equal batches; the order and
@@ -289,12 +293,16 @@ class LocalModel(InProcessModel):
         return TreeReader(self.scorer, [[]], 1, readout, self.batch_size)
 
     # ------------------------------------------------------------------ reasoning mode
-    def _sample_and_read(self, texts, encoded, seeds, closing):
+    def _sample_and_read(
+        self, texts: list[str], encoded: list[list[int]], seeds: list[list[int]],
+        closing: dict[bool, list[int]],
+    ) -> Iterator[tuple[list[list[int]], list[str], dict[str, np.ndarray]]]:  # fmt: skip
         """Per prompt: its M traces sampled in one batch (:meth:`_sample`), then the
         answer after each closed trace read on the sampling's KV cache
         (:meth:`_read_after_traces`), or afresh when prefix caching is off."""
         self._refuse_leaf_chunks("the reasoning mode")
         cfg = self.reasoning
+        assert cfg is not None, "called in reasoning mode only"
         for ids, ss in zip(encoded, seeds, strict=True):
             try:
                 traces, ends, state = self._sample(ids, ss)
@@ -329,6 +337,7 @@ class LocalModel(InProcessModel):
         import torch
 
         cfg = self.reasoning
+        assert cfg is not None, "called in reasoning mode only"
         dev = self.scorer.input_device
         M = len(seeds)
         pad = self.scorer.pad_id
@@ -416,7 +425,7 @@ class LocalModel(InProcessModel):
         """
         return not str(self.lm.device).startswith("cpu")
 
-    def readout(self, logits, n: int) -> dict[str, np.ndarray]:
+    def readout(self, logits: Tensor, n: int) -> dict[str, np.ndarray]:
         """The next-token readout of a batch: :func:`read_logits` of ``n`` contexts from
         ``(n * L, keep, V)`` logits, one row per (context, teacher-forced leaf), the
         leaves' positions in ``self.where`` (on the device where the logits are,
@@ -427,7 +436,9 @@ class LocalModel(InProcessModel):
         same logits), as the benchmarks do."""
         return finish_readout(self.answers, *self._context_readout(logits, n, self.where))
 
-    def _context_readout(self, logits, n: int, where: list[tuple[int, int]]):
+    def _context_readout(
+        self, logits: Tensor, n: int, where: list[tuple[int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(raw, grid, topk_id, topk_logprob)`` of the contexts at ``where`` (leaf row of
         ``logits``, kept position), from ``(n * leaves, positions, V)`` logits
         (:func:`~.scorer.context_readout`, or its torch twin on the device)."""
@@ -446,7 +457,9 @@ class LocalModel(InProcessModel):
         z = np.stack([z[:, li, pos] for li, pos in where], axis=1)
         return context_readout(z, self.answers, self.options)
 
-    def _read_in_leaf_chunks(self, prefix: list[int], cache, suffix: list[int]):
+    def _read_in_leaf_chunks(
+        self, prefix: list[int], cache: KVCache, suffix: list[int]
+    ) -> dict[str, np.ndarray]:
         """One prompt's readout with its teacher-forced leaves run a chunk at a time, each
         chunk's logits (``chunk x keep x V``) within :data:`LOGITS_BYTES`: answers of many
         spellings (a word label in a large vocabulary) would otherwise hold every leaf's
@@ -482,6 +495,7 @@ class LocalModel(InProcessModel):
         return finish_readout(self.answers, raw, grid, *top)
 
     def _wrote_marker(self, ids: list[int]) -> bool:
+        assert self.format is not None, "called in reasoning mode only"
         marker = self.format.marker
         tail = self.lm.tokenizer.decode(ids[-(len(marker) + 1) :], skip_special_tokens=False)
         return tail.endswith(marker)
@@ -506,6 +520,6 @@ class LocalModel(InProcessModel):
     def close(self) -> None:
         """Drop this handle's references to the weights, so their memory can go back
         before the next model loads (a caller holding the :class:`LoadedModel` keeps it)."""
-        self.lm = self.scorer = None
+        self.lm = self.scorer = None  # type: ignore[assignment]  # not used after close
         gc.collect()
         empty_cache()

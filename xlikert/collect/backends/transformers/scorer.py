@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from ....kernels.readout import next_token_readout
-from ...options import CollectOptions
 from ...answers.sequences import AnswerSequences
+from ...foreign import KVCache, ModelOutput
+from ...options import CollectOptions
 from .loading import LoadedModel
 
 __all__ = [
@@ -160,7 +161,7 @@ def finish_readout(
     return out
 
 
-def output_cache(out: Any) -> Any:
+def output_cache(out: ModelOutput) -> KVCache:
     """The KV cache a forward pass returned: the output's ``cache`` field (transformers
     renamed it from ``past_key_values``, whose reading now logs a deprecation notice);
     ``past_key_values`` only on a release or a remote-code model without the new field."""
@@ -230,7 +231,9 @@ class Scorer:
 
         kw = {self._cache_arg: cache} if cache is not None else {}
         with torch.inference_mode():
-            return self.lm.model(**inputs, **kw, use_cache=cache is not None, **self._kw(keep))
+            return self.lm.model(
+                **inputs, **kw, use_cache=cache is not None, **self.keep_kwargs(keep)
+            )
 
     @property
     def pad_id(self) -> int:
@@ -251,7 +254,9 @@ class Scorer:
             att[i, width - len(r) :] = 1
         return ids.to(self.input_device), att.to(self.input_device)
 
-    def _kw(self, keep: int = 1) -> dict:
+    def keep_kwargs(self, keep: int = 1) -> dict[str, int]:
+        """The forward call's argument that computes the logits of the last ``keep``
+        positions only (``logits_to_keep``, where the model takes it; else none)."""
         return {"logits_to_keep": keep} if self._keep else {}
 
     def forward(self, prefix: list[int], cache, suffixes: list[list[int]]):

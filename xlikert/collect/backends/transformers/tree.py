@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ....core.errors import CollectionError
+from ...foreign import KVCache
 from .scorer import Scorer, empty_cache, in_batches, output_cache
 
 __all__ = ["DEFAULT_TREE_BYTES", "TreeReader"]
@@ -39,7 +40,7 @@ class _Trie:
     """Token trie of the kept contexts: the longest kept prefix of a query in O(its length)."""
 
     def __init__(self):
-        self.root: dict = {}
+        self.root: dict[Any, Any] = {}
 
     def add(self, key: tuple[int, ...]) -> None:
         node = self.root
@@ -49,7 +50,8 @@ class _Trie:
 
     def longest(self, ids: Sequence[int]) -> tuple[tuple[int, ...] | None, int]:
         """A kept context sharing the longest prefix with ``ids``, and that length."""
-        node, best, n = self.root, None, 0
+        node: Any = self.root
+        best, n = None, 0
         for t in ids:
             node = node.get(t)
             if node is None:
@@ -124,30 +126,30 @@ class TreeReader:
     ) -> dict[str, np.ndarray]:
         """The readout after each context, in batches, each context from its longest kept
         prefix; the caches of the contexts with ``keep`` True are kept for later ones."""
-        contexts = [list(c) for c in contexts]
+        rows_ids = [list(c) for c in contexts]
         if self._rule is not None:
             self.leaves, self.keep = self._rule()
-        if any(not c for c in contexts):
+        if any(not c for c in rows_ids):
             raise CollectionError(f"model {self.scorer.lm.name!r}: an empty context to read")
-        keep = [True] * len(contexts) if keep is None else list(keep)
+        keep = [True] * len(rows_ids) if keep is None else list(keep)
         res: dict[str, np.ndarray] = {}
 
         def step(rows: list[int]) -> None:
-            out = self._batch([contexts[r] for r in rows], [keep[r] for r in rows])
+            out = self._batch([rows_ids[r] for r in rows], [keep[r] for r in rows])
             for key, val in out.items():
                 if key not in res:
-                    res[key] = np.zeros((len(contexts), *val.shape[1:]), dtype=val.dtype)
+                    res[key] = np.zeros((len(rows_ids), *val.shape[1:]), dtype=val.dtype)
                 res[key][rows] = val
 
         in_batches(
-            len(contexts), lambda left: min(left, max(1, self.batch_size // len(self.leaves))),
+            len(rows_ids), lambda left: min(left, max(1, self.batch_size // len(self.leaves))),
             step, self._halve,
             lambda rows: CollectionError(
                 f"model {self.scorer.lm.name!r} runs out of memory reading one conversation "
-                f"of {len(contexts[rows[0]])} tokens; use a smaller dtype or a bigger device"
+                f"of {len(rows_ids[rows[0]])} tokens; use a smaller dtype or a bigger device"
             ),
         )  # fmt: skip
-        self.contexts_read += len(contexts)
+        self.contexts_read += len(rows_ids)
         return res
 
     def prefill(self, contexts: Sequence[Sequence[int]]) -> bool:
@@ -158,17 +160,17 @@ class TreeReader:
         Returns whether the caches are kept (False: this model's cache cannot be reused,
         :attr:`reuse`, and nothing is kept).
         """
-        contexts = [list(c) for c in contexts if c]
+        rows_ids = [list(c) for c in contexts if c]
 
         def step(rows: list[int]) -> None:
             if self.reuse is not False:  # else nothing is kept: the rest is skipped
-                self._prefill([contexts[r] for r in rows])
+                self._prefill([rows_ids[r] for r in rows])
 
         in_batches(
-            len(contexts), lambda left: min(left, max(1, self.batch_size)), step, self._halve,
+            len(rows_ids), lambda left: min(left, max(1, self.batch_size)), step, self._halve,
             lambda rows: CollectionError(
                 f"model {self.scorer.lm.name!r} runs out of memory on a shared prefix "
-                f"of {len(contexts[rows[0]])} tokens; use a smaller dtype or a bigger device"
+                f"of {len(rows_ids[rows[0]])} tokens; use a smaller dtype or a bigger device"
             ),
         )  # fmt: skip
         return self.reuse is not False
@@ -240,7 +242,7 @@ class TreeReader:
                 attention_mask=att,
                 position_ids=(att.cumsum(-1) - 1).clamp(min=0),
                 use_cache=True,
-                **self.scorer._kw(keep),
+                **self.scorer.keep_kwargs(keep),
             )
         past = output_cache(out)
         if self.reuse is None:
@@ -344,10 +346,10 @@ def _logits_width(rows: list[list[int]]) -> int:
     return max(len(r) for r in rows)
 
 
-def _plain_cache(past: Any) -> bool:
+def _plain_cache(past: KVCache) -> bool:
     """Whether a KV cache is plain full attention (every layer a ``DynamicLayer``), the only
     kind whose kept prefixes can be padded and stacked into a new batch."""
-    layers = getattr(past, "layers", None)
+    layers = getattr(past, "layers", None) or ()
     return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
 
 

@@ -60,7 +60,7 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
             (
                 str(m.__file__)
                 for m in (sys.modules.get("__mp_main__"), sys.modules.get("__main__"))
-                if getattr(m, "__file__", None)
+                if m is not None and getattr(m, "__file__", None)
             ),
             "(the main script)",
         )
@@ -101,7 +101,11 @@ def inputs(spec: dict[str, Any], options: CollectOptions) -> CellInputs:
 
 
 def open(
-    spec: dict[str, Any], options: CollectOptions, probe=None, *, prepared: ModelFiles | None = None
+    spec: dict[str, Any],
+    options: CollectOptions,
+    probe: tuple[str, str] | None = None,
+    *,
+    prepared: ModelFiles | None = None,
 ) -> VLLMModel:
     """Load a model entry into an in-process vLLM engine; ``prepared``: the entry's files as
     :func:`inputs` resolved them in this run."""

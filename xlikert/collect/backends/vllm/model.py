@@ -58,9 +58,12 @@ from typing import Any
 import numpy as np
 
 from ....core.errors import CollectionError
+from ...answers.sequences import AnswerSequences
+from ...answers.spellings import answer_rule
+from ...answers.tokens import ValidTokens
+from ...foreign import Engine, Tokenizer
 from ...options import CollectOptions
 from ...reasoning import check_reasoning
-from ...answers.spellings import answer_rule
 from ...templates import PromptTemplate
 from ..inprocess import (
     ENTRY_KEYS,
@@ -318,10 +321,15 @@ class VLLMModel(InProcessModel):
     :class:`~xlikert.collect.backends.inprocess.InProcessModel`; the engine work is here.
     """
 
+    tokenizer: Tokenizer
+    template: PromptTemplate
+    valid: ValidTokens
+    answers: AnswerSequences
+
     TRACE_SAMPLER = VLLM_TRACE_SAMPLER
 
     def __init__(
-        self, spec: dict[str, Any], options: CollectOptions, engine: Any = None, *,
+        self, spec: dict[str, Any], options: CollectOptions, engine: Engine = None, *,
         files: ModelFiles | None = None,
     ):  # fmt: skip
         """Load ``spec`` into a new engine, or, with ``engine`` (the ``llm`` of a
@@ -351,18 +359,18 @@ class VLLMModel(InProcessModel):
         self._prov = self._describe(str(spec["source"]), files, rule, kwargs, runner)
         self._prov["load_seconds"] = round(time.perf_counter() - t0, 2)
 
-    def _read_answers(self, tokenizer: Any, prompt_format: str | None) -> dict[str, Any]:
+    def _read_answers(self, tokenizer: Tokenizer, prompt_format: str | None) -> str:
         """Set the tokenizer, the prompt template and the answer rule (the scale and the
         decoding grid each request carries); returns the rule's record."""
         options = self.options
         self.tokenizer = tokenizer
         self.template = PromptTemplate(tokenizer, self.name, prompt_format)
         self.valid, self.answers, rule = answer_rule(
-            tokenizer, options.scale, split_space=options.split_space,
+            tokenizer, options.known_scale, split_space=options.split_space,
             labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
             scripts=options.numeral_scripts, max_positions=options.max_answer_positions,
         )  # fmt: skip
-        self._ask = {
+        self._ask: dict[str, Any] = {
             "need": [int(i) for i in self.answers.need],
             "pooled": _ids(self.answers.pooled),
             "temperatures": [float(t) for t in options.temperatures],
@@ -392,7 +400,7 @@ class VLLMModel(InProcessModel):
             ) from exc
 
     def _describe(
-        self, source: str, files: ModelFiles, rule: Any, kwargs: dict[str, Any], runner: str
+        self, source: str, files: ModelFiles, rule: str, kwargs: dict[str, Any], runner: str
     ) -> dict[str, Any]:
         """The model's provenance: the in-process backends' common record, the engine's."""
         import vllm
@@ -416,7 +424,7 @@ class VLLMModel(InProcessModel):
         )
         return prov
 
-    def _use_answers(self, valid, answers) -> None:
+    def _use_answers(self, valid: ValidTokens, answers: AnswerSequences) -> None:
         """Read with this answer rule: its tokens travel with each request."""
         self.valid, self.answers = valid, answers
         self._ask = {
@@ -462,7 +470,7 @@ class VLLMModel(InProcessModel):
         T, P, N = len(self._ask["temperatures"]), len(self._ask["top_ps"]), self.answers.width
         raw = np.array([r[0] for r in rows], dtype=np.float64).reshape(B, C, N)
         grid = np.array([r[1] for r in rows], dtype=np.float64).reshape(B, C, T, P, N)
-        out = self.answers.readout(raw, np.moveaxis(grid, 1, 3))
+        out: dict[str, Any] = self.answers.readout(raw, np.moveaxis(grid, 1, 3))
         if top_k:
             first = rows[::C]  # context () of each sequence
             out["topk_id"] = [np.asarray(r[2], dtype=np.int64) for r in first]
@@ -534,11 +542,15 @@ class VLLMModel(InProcessModel):
             )
         return np.stack([np.frombuffer(r, dtype=np.float32) for r in rows])
 
-    def _sample_and_read(self, texts, encoded, seeds, closing):
+    def _sample_and_read(
+        self, texts: list[str], encoded: list[list[int]], seeds: list[list[int]],
+        closing: dict[bool, list[int]],
+    ) -> Iterator[tuple[list[list[int]], list[str], dict[str, np.ndarray]]]:  # fmt: skip
         """Sample every trace of the unit with vLLM (one request per trace, its own seed,
         stopping at the end marker and the end-of-turn ids), close each, and read the answer
         after it with the same requests as exact mode; then hand them out per prompt."""
         cfg, fmt, tok = self.reasoning, self.format, self.tokenizer
+        assert cfg is not None and fmt is not None, "called in reasoning mode only"
         M = cfg["traces"]
         salt = _salt(texts)
         stop_ids = sorted(self.stop_ids)

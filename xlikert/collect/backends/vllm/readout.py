@@ -34,6 +34,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
 from ....kernels.readout import next_token_readout
+from ...foreign import Engine
 
 __all__ = ["EXTRA_ARG", "PROCESSOR", "WORKER_EXTENSION", "ExactReadout", "ReadoutWorker"]
 
@@ -63,7 +64,7 @@ class ExactReadout(LogitsProcessor):
     last write, after the whole prompt, is the one kept.
     """
 
-    def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
+    def __init__(self, vllm_config: Engine, device: torch.device, is_pin_memory: bool) -> None:
         self._rows: dict[int, dict[str, Any]] = {}
 
     @classmethod
