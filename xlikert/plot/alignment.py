@@ -140,7 +140,7 @@ def _model_lines(ax: Axes, m: xr.DataArray, y: Any, by: Hashable | None, levels:
             line = m if level is None else m.sel({by: level})
             ax.plot(y, line.values, marker="o", ms=ms, ls=style, color=c, label=labels[k])
         return
-    q = m.quantile([0.1, 0.5, 0.9], dim=by).transpose("quantile", ...).values
+    q = m.quantile([0.1, 0.5, 0.9], dim=[by]).transpose("quantile", ...).values
     ax.fill_between(y, q[0], q[2], color=OKABE_ITO[0], alpha=0.3, lw=0, label=labels[1])
     ax.plot(y, q[1], marker="o", ms=ms, ls=style, color=OKABE_ITO[0], label=labels[0])
 

@@ -148,7 +148,7 @@ def _spread(ax: Axes, sub: xr.DataArray, hue: Hashable, y: np.ndarray, labels: l
             score_dim: Hashable) -> None:  # fmt: skip
     """The median PMF over the levels of ``hue`` and its 10–90% band, the median's expected
     score dashed."""
-    q = sub.quantile([0.1, 0.5, 0.9], dim=hue).transpose("quantile", score_dim).values
+    q = sub.quantile([0.1, 0.5, 0.9], dim=[hue]).transpose("quantile", score_dim).values
     ax.fill_between(y, q[0], q[2], color=OKABE_ITO[1], alpha=0.35, lw=0, label=labels[1])
     ax.plot(y, q[1], color=OKABE_ITO[0], lw=1.4, label=labels[0])
     ax.axvline(float((q[1] * y).sum() / q[1].sum()), color=OKABE_ITO[0], ls="--", lw=0.8)

@@ -124,7 +124,7 @@ def _effect_spread(effect_pmf: xr.DataArray, dim: Hashable, effect_dim: Hashable
     its 10–90% band over the levels, and a histogram of the levels' E."""
     x = np.asarray(effect_pmf[effect_dim].values, dtype=float)
     fig, (left, right) = subplots(1, 2, figsize=(9.0, 3.2), layout="constrained")
-    q = effect_pmf.quantile([0.1, 0.5, 0.9], dim=dim).transpose("quantile", effect_dim).values
+    q = effect_pmf.quantile([0.1, 0.5, 0.9], dim=[dim]).transpose("quantile", effect_dim).values
     left.fill_between(x, q[0], q[2], color=OKABE_ITO[1], alpha=0.35, lw=0,
                       label="10–90% of the levels")  # fmt: skip
     left.plot(x, q[1], color="black", lw=1.2, label="median")
@@ -132,7 +132,7 @@ def _effect_spread(effect_pmf: xr.DataArray, dim: Hashable, effect_dim: Hashable
     left.set_xlabel("Main effect (composite-score points)")
     left.set_ylabel("Probability")
     left.legend(fontsize="small")
-    e = (effect_pmf * effect_pmf[effect_dim]).sum(effect_dim).values.ravel()
+    e = (effect_pmf * effect_pmf[effect_dim]).sum([effect_dim]).values.ravel()
     right.hist(e, bins=min(30, max(5, e.size // 10)), color=OKABE_ITO[3])
     right.axvline(0, color="0.3", ls=":", lw=0.9)
     right.set_xlabel("E of each level's main effect")

@@ -122,7 +122,7 @@ class ResultsSource:
     def coords(self, row: int) -> dict[str, str]:
         """The row's level of each dim of ``cell_key`` (``model`` first)."""
         at = np.unravel_index(row, [len(self.levels[d]) for d in self.dims])
-        return {d: self.levels[d][i] for d, i in zip(self.dims, at, strict=True)}
+        return {str(d): self.levels[d][i] for d, i in zip(self.dims, at, strict=True)}
 
     def key_labels(self, row: int) -> tuple[str, ...]:
         """The row's answer labels as today's key holds them (:func:`~.identity.key_labels`),
@@ -423,9 +423,11 @@ def shortfall(source: ResultsSource, run: RunCells) -> dict[str, dict[str, int]]
     and compared: not asked, other answer labels, other options, another prompt.
     """
     out: dict[str, dict[str, int]] = {}
-    found = {k for keys in run.keys.values() for k in keys.values()}  # any model's (renamed)
+    anyone = {k for keys in run.keys.values() for k in keys.values()}
     for name in source.model_names():
         today = source.formats.get(name) == KEY_FORMAT
+        # the run's model of that name, or any (a model renamed: its cells are found by key)
+        found = set(run.keys[name].values()) if name in run.keys else anyone
         missed = [r for r in source.rows_of(name) if not today or source.key_of(r) not in found]
         if missed:
             out[name] = _why(source, run, name, missed)
@@ -492,7 +494,8 @@ class RunCells:
         """The run's cell at a file cell's levels (None: the run does not ask it)."""
         if set(coords) - {MODEL_DIM} != set(self.dims):
             return None
-        at = [self.index.get(d, {}).get(coords[d]) for d in self.dims]
-        if any(i is None for i in at):
+        found = [self.index.get(d, {}).get(coords[d]) for d in self.dims]
+        at = [i for i in found if i is not None]
+        if len(at) < len(found):
             return None
         return int(np.ravel_multi_index(at, self.shape))

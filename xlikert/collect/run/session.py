@@ -100,7 +100,7 @@ class Session:
         #: A results file -> model name -> why its cells were not reused -> how many.
         self.shortfall: dict[str, dict[str, dict[str, int]]] = {}
         #: The run's ``score`` and ``option`` axes (a reused cell is placed on them).
-        self.axes = {"score": [int(y) for y in self.options.known_scale],
+        self.axes: dict[str, list[Any]] = {"score": [int(y) for y in self.options.known_scale],
                      "option": [str(o) for o in self.options.nonsubstantive]}  # fmt: skip
 
     # ------------------------------------------------------------------ the run
