@@ -89,8 +89,14 @@ SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
 
 
 def section_names() -> dict[str, Callable[[ReportInputs], Section | None]]:
-    """Each section of :data:`SECTIONS` by the name ``sections=`` and ``skip=`` take: its
-    function's name without ``_section``, in the report's order.
+    """Each section of :data:`SECTIONS` by the name ``sections=`` and ``skip=`` take.
+
+    A section's name is its function's name without ``_section``.
+
+    Returns
+    -------
+    dict
+        Name -> section function, in the report's order.
 
     Examples
     --------
