@@ -74,7 +74,7 @@ def test_a_name_added_to_the_list_reaches_all_three(monkeypatch):
         """A new analysis function."""
         return pmf.sum(score_dim)
 
-    section = api.Section("New", (api.Entry(new_measure, api.BOTH),))
+    section = api.Heading("New", (api.Entry(new_measure, api.BOTH),))
     monkeypatch.setattr(api, "API", (*api.API, section))
     assert "new_measure" in api.public_names()
     assert "new_measure" in api.accessor_methods("DataArray")

@@ -2,6 +2,7 @@
 
 * the import contracts of ``[tool.importlinter]`` in pyproject.toml (the pipeline's
   layers import only downwards; no package has an import cycle), run by import-linter;
+* every module of the package is in a contract (a layer of its package's contract);
 * no module-level import cycle at all, parents and their sub-modules included;
 * no module imports a private name (``_x``) of another module;
 * the public names (``xl.*``, the accessor's methods) stay what users rely on, and
@@ -14,6 +15,7 @@ import ast
 import importlib
 import subprocess
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -42,6 +44,90 @@ def test_import_contracts_are_kept():
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def package_modules(package: Path = PACKAGE) -> set[str]:
+    """Every module and sub-package under ``package`` (dotted), the package itself left out."""
+    names = {_module_name(path) for path in package.rglob("*.py")}
+    return names - {_module_name(package / "__init__.py")}
+
+
+def contracted(contracts: list[dict]) -> set[str]:
+    """The modules a contract of ``[tool.importlinter]`` names: each layer of a layers
+    contract (in each of its containers) and each module of an independence contract."""
+    named: set[str] = set()
+    for contract in contracts:
+        if contract["type"] == "layers":
+            named |= {
+                f"{container}.{name.strip().strip('()')}"
+                for container in contract["containers"]
+                for layer in contract["layers"]
+                for name in layer.replace(":", "|").split("|")
+            }
+        elif contract["type"] == "independence":
+            named |= set(contract["modules"])
+    return named
+
+
+def left_out(modules: set[str], contracts: list[dict]) -> list[str]:
+    """The modules no contract orders."""
+    return sorted(modules - contracted(contracts))
+
+
+def _contracts() -> list[dict]:
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        return tomllib.load(fh)["tool"]["importlinter"]["contracts"]
+
+
+def test_every_module_is_in_a_contract():
+    """Listing the package's modules against the contracts leaves none out: each is a
+    layer (or an independent module) of the contract on its parent package."""
+    missing = left_out(package_modules(), _contracts())
+    assert not missing, "modules in no import contract (pyproject.toml):\n" + "\n".join(missing)
+    assert {"xlikert.collect.answers.numerals", "xlikert.kernels._compile"} <= contracted(
+        _contracts()
+    )
+
+
+def test_a_module_in_no_contract_is_listed():
+    contracts = _contracts()
+    modules = package_modules() | {"xlikert.report.extra", "xlikert.collect.run.executor"}
+    assert left_out(modules, contracts) == ["xlikert.collect.run.executor", "xlikert.report.extra"]
+    design = next(c for c in contracts if c.get("containers") == ["xlikert.design"])
+    shorter = [
+        *(c for c in contracts if c is not design),
+        {**design, "layers": design["layers"][1:]},
+    ]
+    assert left_out(package_modules(), shorter) == [
+        f"xlikert.design.{name.strip()}" for name in design["layers"][0].split("|")
+    ]
+
+
+#: Folders of tests/ that are no package's mirror: helpers, data, real models and engines,
+#: the built wheel.
+NOT_MIRRORS = {"support", "data", "integration", "engines", "wheel"}
+#: Packages without a folder of tests, and where they are tested.
+UNMIRRORED = {"testing": "its test engines: tests/engines/ and tests/integration/"}
+
+
+def test_tests_mirror_the_package_one_level_down():
+    """tests/<pkg>/ for each package of xlikert, tests/collect/<sub>/ for each of collect's
+    sub-packages; no folder of tests names a package that is not there."""
+    tests = ROOT / "tests"
+    folders = {
+        path.relative_to(tests).as_posix()
+        for path in tests.rglob("*")
+        if path.is_dir() and path.name != "__pycache__"
+        and not set(path.relative_to(tests).parts) & NOT_MIRRORS
+    }  # fmt: skip
+    packages = {
+        path.parent.relative_to(PACKAGE).as_posix()
+        for path in [*PACKAGE.glob("*/__init__.py"), *PACKAGE.glob("collect/*/__init__.py")]
+    }
+    assert folders <= packages, f"test folders of no package: {sorted(folders - packages)}"
+    assert packages - folders == set(UNMIRRORED), sorted(packages - folders)
+    for folder in folders:
+        assert list((tests / folder).glob("test_*.py")), f"tests/{folder} holds no test file"
 
 
 def _module_name(path: Path) -> str:
@@ -113,7 +199,8 @@ def test_accessor_methods_are_unchanged():
 @pytest.mark.parametrize(
     "old",
     ["xlikert.construct", "xlikert.consensus_layer", "xlikert.constraint", "xlikert.collect.local",
-     "xlikert.collect.server", "xlikert.collect.server.spec", "xlikert.design.scoring"],
+     "xlikert.collect.server", "xlikert.collect.server.spec", "xlikert.design.scoring",
+     "xlikert.report.sections.context_order", "xlikert.report.sections.cost"],
 )  # fmt: skip
 def test_no_old_import_path_before_the_first_release(old):
     """No shims before 0.1.0: a path that moved is gone (docs/development.md, "Renaming a

@@ -53,7 +53,7 @@ __all__ = [
     "API",
     "NAMESPACES",
     "Entry",
-    "Section",
+    "Heading",
     "accessor_method",
     "accessor_methods",
     "exports",
@@ -90,7 +90,7 @@ class Entry:
 
 
 @dataclass(frozen=True)
-class Section:
+class Heading:
     """A heading of the API reference and the public names under it.
 
     Parameters
@@ -116,8 +116,8 @@ BOTH: On = "both"
 DATASET: On = "Dataset"
 
 #: The public API: every name of ``xl.*`` (less ``__version__``), by section.
-API: tuple[Section, ...] = (
-    Section(
+API: tuple[Heading, ...] = (
+    Heading(
         "Results files",
         (Entry(io.open_results), Entry(io.open_decomposition), Entry(io.to_netcdf, BOTH)),
         also=(
@@ -127,7 +127,7 @@ API: tuple[Section, ...] = (
             "core.io.atomic_write",
         ),
     ),
-    Section(
+    Heading(
         "Constraint: the failure rate",
         (
             Entry(constraint.failure_rate, DATASET),
@@ -136,16 +136,16 @@ API: tuple[Section, ...] = (
             Entry(constraint.item_pmf_from_tokens),
         ),
     ),
-    Section(
+    Heading(
         "Elicitation: what the model would write",
         (Entry(elicitation.elicitation_validity, DATASET),),
     ),
-    Section(
+    Heading(
         "Each item's own options",
         (Entry(support.item_support), Entry(support.item_points), Entry(support.nominal_items)),
         also=("analysis.support.support_bounds", "analysis.support.require_ordinal"),
     ),
-    Section(
+    Heading(
         "Consensus",
         (
             Entry(consensus.consensus, BOTH),
@@ -156,7 +156,7 @@ API: tuple[Section, ...] = (
             Entry(consensus.entropy, BOTH),
         ),
     ),
-    Section(
+    Heading(
         "Construct: composites and the distributional ANOVA",
         (
             Entry(construct.composite, BOTH),
@@ -172,8 +172,8 @@ API: tuple[Section, ...] = (
             Entry(construct.summary_table),
         ),
     ),
-    Section("Reliability", (Entry(reliability.reliability, BOTH),)),
-    Section(
+    Heading("Reliability", (Entry(reliability.reliability, BOTH),)),
+    Heading(
         "Humans and alignment",
         (
             Entry(human.human_pmf),
@@ -191,7 +191,7 @@ API: tuple[Section, ...] = (
         ),
         also=("analysis.nonsubstantive.nonsubstantive_alignment",),
     ),
-    Section(
+    Heading(
         "Individual respondents",
         (),
         also=(
@@ -209,8 +209,8 @@ API: tuple[Section, ...] = (
             "model's exact PMF, and population estimates that combine people and predictions."
         ),
     ),
-    Section("Reasoning models", (Entry(traces.trace_se),)),
-    Section(
+    Heading("Reasoning models", (Entry(traces.trace_se),)),
+    Heading(
         "Errors",
         (
             Entry(errors.XlikertError),

@@ -303,6 +303,26 @@ def _temper(p: np.ndarray, temperature: float, top_p: float) -> np.ndarray:
     return np.exp(q[..., 0, 0, :])
 
 
+def _peaked_pmfs(
+    rng: np.random.Generator, shape: tuple[int, int, int], scores: np.ndarray
+) -> np.ndarray:
+    """Peaked random PMFs over ``scores`` of ``(model, target, item)``: a latent location
+    with model, target, model x target and item shifts, a spread per model, noise."""
+    n_m, n_t, n_items = shape
+    loc = (
+        4.0
+        + rng.normal(0, 1.2, size=(n_m, 1, 1))
+        + rng.normal(0, 0.5, size=(1, n_t, 1))
+        + rng.normal(0, 0.4, size=(n_m, n_t, 1))
+        + rng.normal(0, 1.0, size=(1, 1, n_items))
+    )
+    spread = rng.uniform(0.35, 1.6, size=(n_m, 1, 1))
+    logits = -((scores - loc[..., None]) ** 2) / (2 * spread[..., None] ** 2)
+    logits += rng.normal(0, 0.3, size=logits.shape)
+    pmf = np.exp(logits - logits.max(-1, keepdims=True))
+    return pmf / pmf.sum(-1, keepdims=True)
+
+
 def synthetic_results(
     models: Mapping[str, tuple[str, float]] | None = None,
     targets: Sequence[str] = ("USA", "China", "Canada", "France"),
@@ -349,19 +369,7 @@ def synthetic_results(
     models = dict(models or _DEMO_MODELS)
     rng = np.random.default_rng(seed)
     n_m, n_t, scores = len(models), len(targets), np.arange(1, 8)
-    # latent location per (model, target, item) on the 1..7 scale
-    loc = (
-        4.0
-        + rng.normal(0, 1.2, size=(n_m, 1, 1))
-        + rng.normal(0, 0.5, size=(1, n_t, 1))
-        + rng.normal(0, 0.4, size=(n_m, n_t, 1))
-        + rng.normal(0, 1.0, size=(1, 1, n_items))
-    )
-    spread = rng.uniform(0.35, 1.6, size=(n_m, 1, 1))
-    logits = -((scores - loc[..., None]) ** 2) / (2 * spread[..., None] ** 2)
-    logits += rng.normal(0, 0.3, size=logits.shape)
-    pmf = np.exp(logits - logits.max(-1, keepdims=True))
-    pmf /= pmf.sum(-1, keepdims=True)
+    pmf = _peaked_pmfs(rng, (n_m, n_t, n_items), scores)
     grid = np.stack(
         [np.stack([_temper(pmf, t, p) for p in top_ps], axis=-2) for t in temperatures], axis=-3
     )
@@ -379,15 +387,10 @@ def synthetic_results(
         "model_size": (MODEL_DIM, [float(models[m][1]) for m in names]),
     }
     prompts = np.array(
-        [
-            [
-                [f"[synthetic] item {k + 1} about {t} for {m}" for k in range(n_items)]
-                for t in targets
-            ]
-            for m in names
-        ],
+        [[[f"[synthetic] item {k + 1} about {t} for {m}" for k in range(n_items)] for t in targets]
+         for m in names],
         dtype=object,
-    )
+    )  # fmt: skip
     ds = xr.Dataset(
         {
             "pmf": ((MODEL_DIM, "target", "item", "score"), pmf),

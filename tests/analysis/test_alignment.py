@@ -351,7 +351,7 @@ def test_accessor_delegates():
 def test_report_section_from_a_csv_of_respondents(tmp_path):
     from click.testing import CliRunner
 
-    from xlikert.cli.report import report
+    from xlikert.cli.report import report_command
 
     rng = np.random.default_rng(10)
     t = _respondents(rng, 300, _pmfs(rng, (), zeros=False), {"party": ["D", "I", "R"]})
@@ -363,7 +363,7 @@ def test_report_section_from_a_csv_of_respondents(tmp_path):
     ).assign_coords(item=["a", "b"])
     pmf.to_dataset().to_netcdf(tmp_path / "results.nc")
     res = CliRunner().invoke(
-        report,
+        report_command,
         [
             str(tmp_path / "results.nc"),
             "-o",
@@ -388,7 +388,7 @@ def test_report_section_from_a_csv_of_respondents(tmp_path):
     # bad human data: a clear message, not a traceback
     t.assign(a=t.a.where(t.index != 3, 0)).to_csv(tmp_path / "bad.csv", index=False)
     res = CliRunner().invoke(
-        report,
+        report_command,
         [
             str(tmp_path / "results.nc"),
             "-o",

@@ -1,7 +1,7 @@
 """Items with their own options: mixed scales and nominal items, on hand-made results.
 
 The results files carry the item coordinates ``score_min``, ``score_max`` and ``nominal``
-(xlikert.core.schema.ITEM_OPTIONS); everything that depends on the scale uses the item's own
+(xlikert.core.schema.ITEM_SCALE_VARIABLES); everything that depends on the scale uses the item's own
 support, everything that needs an order refuses a nominal item by name.
 """
 

@@ -311,10 +311,10 @@ def test_shards_and_merge(tiny_spec, tmp_path, base):
 
 def test_provenance_recorded(base, tiny_dir, tmp_path):
     import xlikert as xl
-    from xlikert.collect.run.runner import write_atomic
+    from xlikert.collect.run.runner import write_results_file
     from xlikert.core.io import open_results
 
-    write_atomic(base, tmp_path / "r.nc")
+    write_results_file(base, tmp_path / "r.nc")
     ds = open_results(tmp_path / "r.nc")
     info = ds.likert.attrs["models"]["tiny"]
     assert info["source"] == str(tiny_dir)

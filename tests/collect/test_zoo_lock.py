@@ -93,3 +93,26 @@ def test_one_gguf_reader_while_dequantising(tmp_path, monkeypatch):
     with zoo._parsed_once(path), pytest.raises(RuntimeError):
         raise RuntimeError("a failed dequantisation")
     assert gguf.GGUFReader is Reader
+
+
+def test_shards_fill_to_their_size_and_are_named_as_transformers_names_them(tmp_path, monkeypatch):
+    """A tensor that would overflow the shard starts a new one; a tensor as large as a
+    shard is written alone; the files are renamed ``-of-n`` and indexed."""
+    import json
+
+    torch = pytest.importorskip("torch")
+    safetensors = pytest.importorskip("safetensors.torch")
+    monkeypatch.setattr(zoo, "SHARD_BYTES", 100)
+    shards = zoo._Shards(tmp_path)
+    sizes = {"a": 10, "b": 10, "c": 10, "d": 50, "e": 3}  # float32: 40, 40, 40, 200, 12 bytes
+    tensors = {k: torch.arange(n, dtype=torch.float32) for k, n in sizes.items()}
+    for name, t in tensors.items():
+        shards.add(name, t)
+    assert shards.finish() == set(sizes)
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == 4 * sum(sizes.values())
+    files = [f"model-{i:05d}-of-00004.safetensors" for i in (1, 2, 3, 4)]
+    assert index["weight_map"] == dict(zip("abcde", [files[0], files[0], *files[1:]], strict=True))
+    assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == files
+    for name, file in index["weight_map"].items():
+        assert torch.equal(safetensors.load_file(tmp_path / file)[name], tensors[name])

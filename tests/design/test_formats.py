@@ -254,7 +254,7 @@ def test_labels_that_are_not_single_tokens_are_read_whole_in_process_and_refused
     tiny_dir,
 ):
     """In process, a label of several tokens is read by the multi-token rule (word labels,
-    tests/collect/test_item_options.py checks the numbers); a server gives next-token
+    tests/collect/answers/test_item_options.py checks the numbers); a server gives next-token
     log-probabilities only and refuses it by name."""
     from support.fake_server import FakeServer
 

@@ -128,7 +128,7 @@ def every_spelling(reader, vocab, texts, labels: dict) -> dict:
 
 
 # costly: every spelling of the multi-token labels enumerated by hand (57 s on 2 cores);
-# tests/collect/test_item_options.py checks the same reading on a tiny model by default
+# tests/collect/answers/test_item_options.py checks the same reading on a tiny model by default
 @pytest.mark.costly
 def test_each_item_and_option_equals_an_independent_pass(run, independent):
     prompts, ds = run

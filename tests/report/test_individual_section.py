@@ -154,17 +154,21 @@ def test_bad_answers_are_named(tmp_path):
 def test_cli_respondent_answers(tmp_path):
     from click.testing import CliRunner
 
-    from xlikert.cli.report import report
+    from xlikert.cli.report import report_command
 
     people = ["r0", "r1", "r2", "r3"]
     _results(people).to_netcdf(tmp_path / "results.nc")
     answers = _answers(people).rename_axis("respondent").reset_index()
     answers.to_csv(tmp_path / "answers.csv", index=False)
     args = [str(tmp_path / "results.nc"), "-o", str(tmp_path / "rep")]
-    res = CliRunner().invoke(report, [*args, "--respondent-answers", str(tmp_path / "answers.csv")])
+    res = CliRunner().invoke(
+        report_command, [*args, "--respondent-answers", str(tmp_path / "answers.csv")]
+    )
     assert res.exit_code == 0, res.output
     assert f"## {TITLE}" in (tmp_path / "rep" / "report.md").read_text()
     answers.loc[1, "a"] = 0
     answers.to_csv(tmp_path / "bad.csv", index=False)
-    res = CliRunner().invoke(report, [*args, "--respondent-answers", str(tmp_path / "bad.csv")])
+    res = CliRunner().invoke(
+        report_command, [*args, "--respondent-answers", str(tmp_path / "bad.csv")]
+    )
     assert res.exit_code != 0 and "outside the item's scale" in res.output

@@ -20,13 +20,13 @@ from .._version import __version__
 
 # (module, attribute) of each sub-command, imported lazily.
 _COMMANDS: dict[str, tuple[str, str]] = {
-    "prompts": ("xlikert.cli.design", "prompts"),
-    "example": ("xlikert.cli.design", "example"),
-    "run": ("xlikert.cli.collect", "run"),
-    "merge": ("xlikert.cli.collect", "merge"),
-    "demo": ("xlikert.cli", "demo"),
-    "report": ("xlikert.cli.report", "report"),
-    "reliability": ("xlikert.cli.report", "reliability"),
+    "prompts": ("xlikert.cli.design", "prompts_command"),
+    "example": ("xlikert.cli.design", "example_command"),
+    "run": ("xlikert.cli.collect", "run_command"),
+    "merge": ("xlikert.cli.collect", "merge_command"),
+    "demo": ("xlikert.cli", "demo_command"),
+    "report": ("xlikert.cli.report", "report_command"),
+    "reliability": ("xlikert.cli.report", "reliability_command"),
 }
 
 
@@ -87,7 +87,7 @@ def _demo_summary(ds) -> str:
     )
 
 
-@click.command()
+@click.command("demo")
 @click.option(
     "-o",
     "--output-dir",
@@ -99,7 +99,7 @@ def _demo_summary(ds) -> str:
 )
 @click.option("--batch-size", default="auto", show_default=True)
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def demo(out_dir, batch_size, quiet):
+def demo_command(out_dir, batch_size, quiet):
     """Run the built-in offline experiment end to end (3 models x 4 targets x 17 items).
 
     Collects exact PMFs from the three offline models (one at a time), analyses

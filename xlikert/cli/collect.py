@@ -15,7 +15,7 @@ import click
 
 from ..core.errors import XlikertError
 
-__all__ = ["FLAGS", "merge", "parse_batch", "run"]
+__all__ = ["FLAGS", "merge_command", "parse_batch", "run_command"]
 
 
 def _fail(exc: Exception) -> None:
@@ -107,7 +107,7 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
 """
 
 
-@click.command(help=_HELP)
+@click.command("run", help=_HELP)
 @click.argument("config")
 @click.option(
     "-o", "--output", default=None, type=click.Path(dir_okay=False),
@@ -154,7 +154,7 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
 @click.option("--max-passes", default=None, type=int,
               help="sequential administration: forward passes per conversation (default: 10000)")  # fmt: skip
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def run(config, output, shard, overwrite, reuse, discard_progress, quiet, **flags):
+def run_command(config, output, shard, overwrite, reuse, discard_progress, quiet, **flags):
     from ..collect.run.interrupt import RunInterrupted
     from ..collect.run.runner import collect
     from ..design import load_experiment
@@ -216,10 +216,10 @@ def _stamp(path: str | os.PathLike) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-@click.command()
+@click.command("merge")
 @click.argument("parts", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
-def merge(parts, output):
+def merge_command(parts, output):
     """Merge the shard files PARTS of a --shard i/n run into one results file.
 
     Every shard i of n must be given once: a missing or repeated shard is named.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["example", "prompts"]
+__all__ = ["example_command", "prompts_command"]
 
 
 @click.command("prompts")
@@ -34,7 +34,7 @@ __all__ = ["example", "prompts"]
     "(scores in the order asked, comma-separated, e.g. 3,5; a non-substantive option by its "
     'name, e.g. "Don\'t know",5), for the first sequential condition.',
 )
-def prompts(config: str, output: Path | None, show: int, history: str | None) -> None:
+def prompts_command(config: str, output: Path | None, show: int, history: str | None) -> None:
     """Render every prompt of the experiment CONFIG (a .toml file or a built-in name, e.g. demo).
 
     Prints the design (instrument, factors, levels, models, counts) and, with
@@ -48,6 +48,7 @@ def prompts(config: str, output: Path | None, show: int, history: str | None) ->
     naming the file and the model if one cannot be loaded.
     """
     from ..core.errors import XlikertError
+    from ..core.schema import LANGUAGE_FACTOR_ATTR
     from ..design import load_experiment, prompts_to_frame
 
     if output is not None and output.suffix.lower() not in (".csv", ".jsonl"):
@@ -67,7 +68,7 @@ def prompts(config: str, output: Path | None, show: int, history: str | None) ->
         raise click.ClickException(str(exc)) from exc
     click.echo(exp.summary())
     df = prompts_to_frame(ds)
-    lang = ds.attrs.get("language_factor")
+    lang = ds.attrs.get(LANGUAGE_FACTOR_ATTR)
     shown = (df.groupby(lang, sort=False).head(show) if lang in df else df.head(show)).index
     for k in shown:
         row = df.loc[k]
@@ -143,7 +144,7 @@ def _model_problems(exp) -> list[str]:
     help="Write the copy to this file (default: NAME.toml in the current folder).",
 )
 @click.option("--force", is_flag=True, help="Overwrite the file if it exists.")
-def example(name: str | None, output: Path | None, force: bool) -> None:
+def example_command(name: str | None, output: Path | None, force: bool) -> None:
     """Write an editable copy of the built-in experiment NAME; without NAME, list them.
 
     A built-in runs as it is by name (xlikert prompts paper; xlikert run paper -o

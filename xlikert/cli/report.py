@@ -69,7 +69,7 @@ import click
     show_default=True,
     help="Draw the figures; --no-figures writes the text and tables only, much faster.",
 )
-def report(
+def report_command(
     results: str,
     out_dir: str,
     origins: tuple[str, ...],
@@ -120,7 +120,7 @@ def _names(text: str | None) -> list[str] | None:
     "target,prompt). Default: every factor except model. The other factors (e.g. model) "
     "each get their own population.",
 )
-def reliability(results: str, respondents: str | None) -> None:
+def reliability_command(results: str, respondents: str | None) -> None:
     """Print exact Cronbach's alpha, McDonald's omega and the weakest item of RESULTS.
 
     One row per population (each level of the factors not among the respondents) and
@@ -129,6 +129,7 @@ def reliability(results: str, respondents: str | None) -> None:
     from ..analysis.reliability import default_respondents, reliability_table
     from ..core.errors import XlikertError
     from ..core.io import open_results
+    from ..core.schema import N_CONDITIONS_ATTR, RESPONDENT_DIMS_ATTR
 
     try:
         ds = open_results(results)
@@ -145,9 +146,9 @@ def reliability(results: str, respondents: str | None) -> None:
         table = reliability_table(ds, dims)
     except XlikertError as exc:
         raise click.ClickException(str(exc)) from exc
-    n = table.attrs["n_conditions"]
+    n = table.attrs[N_CONDITIONS_ATTR]
     click.echo(
-        f"Reliability over the {n} conditions of {', '.join(table.attrs['respondent_dims'])} "
+        f"Reliability over the {n} conditions of {', '.join(table.attrs[RESPONDENT_DIMS_ATTR])} "
         "(exact, from the PMFs; reverse-keyed items reflected):"
     )
     click.echo(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -15,8 +15,10 @@ and returns one per-unit record (:mod:`~xlikert.collect.record`):
 A model entry with ``reasoning = {traces = 8, max_new_tokens = 256, seed = 0}``
 thinks before it answers: its thoughts are sampled, the answer after each is
 read exactly (:mod:`~xlikert.collect.reasoning`; transformers and vLLM backends).
-The maths they share is in :mod:`xlikert.analysis.constraint`. torch, transformers and
-vLLM are imported on first use, not by this package.
+The maths they share is in :mod:`xlikert.kernels.readout` (the next-token readout, the
+top-k certified intervals, the decoding grid's tie rule), the answer rule in
+:mod:`xlikert.collect.answers`. torch, transformers and vLLM are imported on first use,
+not by this package.
 
 Examples
 --------

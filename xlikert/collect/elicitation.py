@@ -35,7 +35,7 @@ import xarray as xr
 
 from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError, ElicitationLevelError
-from ..core.schema import ELICITATION_VARIABLES
+from ..core.schema import ELICITATION_SETTING_ATTRS, ELICITATION_VARIABLES
 from ..design.elicitation import ANSWER_PARSE_RULES, ANSWER_PARSES, ELICITATION_DIM, ELICITATIONS
 from .options import CollectOptions
 from .own_words import (
@@ -404,7 +404,7 @@ def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> di
                            "elicitation_levels": elicitations.used}  # fmt: skip
     for level in elicitations.used:
         for k, v in options.elicitation_settings(level).items():
-            out[f"elicitation_{k}" if not k.startswith("own_words") else k] = v
+            out[ELICITATION_SETTING_ATTRS[k]] = v
     if "own_words" in elicitations.used:
         out.update(reply_tree_rule=REPLY_TREE_RULE, own_words_bound_rule=OWN_WORDS_BOUND_RULE,
                    own_words_max_children=MAX_CHILDREN, own_words_round=ROUND)  # fmt: skip

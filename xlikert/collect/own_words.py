@@ -223,18 +223,10 @@ def reply_tree(
     stop_ids = np.array(sorted(stop), dtype=np.int64)
     mass = np.zeros(len(scale))
     none = 0.0
-    # each read prefix's offered children: (ids sorted by weight, weights, suffix sums,
-    # next index); the heap holds each one's next best child
-    groups: list[tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray, list[int]]] = []
-    heap: list[tuple[float, int, int]] = []
-    unread_rest = 0.0  # children never offered (beyond max_children)
+    frontier = _Frontier(max_children)
     todo: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
-    passes, order = 0, 0
+    passes = 0
     clock = CellClock(progress, "own words", budget=max_passes, tol=tol)
-
-    def unread() -> float:
-        return float(sum(g[3][g[4][0]] for g in groups) + unread_rest + sum(w for _, w in todo))
-
     while True:
         if todo:
             prefixes = [p for p, _ in todo]
@@ -252,35 +244,70 @@ def reply_tree(
                 if len(prefix) + 1 >= cap:  # every other token reaches the cap: no answer
                     none += w * float(qi.sum())
                     continue
-                nz = np.flatnonzero(qi > 0)
-                if nz.size > max_children:
-                    top = nz[np.argpartition(-qi[nz], max_children - 1)[:max_children]]
-                    unread_rest += w * float(qi[np.setdiff1d(nz, top)].sum())
-                    nz = top
-                if nz.size == 0:
-                    continue
-                ids = nz[np.argsort(-qi[nz], kind="stable")]
-                weights = w * qi[ids]
-                suffix = np.append(np.cumsum(weights[::-1])[::-1], 0.0)
-                groups.append((prefix, ids, weights, suffix, [0]))
-                heapq.heappush(heap, (-float(weights[0]), order, len(groups) - 1))
-                order += 1
-            todo = []
-        U = unread()
+                frontier.offer(prefix, w, qi)
+        U = frontier.unread()
         reached = bound(float(mass.sum()), U)
         clock(passes=passes, bound=reached, unread=U)
         met = reached <= tol
-        if met or not heap or passes >= max_passes:
+        if met or not frontier.heap or passes >= max_passes:
             return ReplyTree(mass, none, U, passes, bool(met))
-        while heap and len(todo) < min(batch, max_passes - passes):
-            _, _, g = heapq.heappop(heap)
-            prefix, ids, weights, _, at = groups[g]
+        todo = frontier.take(min(batch, max_passes - passes))
+
+
+#: A read prefix's offered children: (prefix, ids by weight, weights, suffix sums, [next]).
+_Group = tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray, list[int]]
+
+
+class _Frontier:
+    """The children of the read prefixes not read yet, the most probable first.
+
+    Each read prefix's offered children are kept as (ids sorted by weight, weights,
+    suffix sums, next index); the heap holds each prefix's next best child. Children
+    beyond ``max_children`` are never offered: their mass stays unread.
+    """
+
+    def __init__(self, max_children: int):
+        self.max_children = max_children
+        self.groups: list[_Group] = []
+        self.heap: list[tuple[float, int, int]] = []
+        self.order = 0  # ties in the heap: first pushed, first read
+        self.unread_rest = 0.0  # children never offered (beyond max_children)
+
+    def _push(self, weight: float, group: int) -> None:
+        heapq.heappush(self.heap, (-weight, self.order, group))
+        self.order += 1
+
+    def offer(self, prefix: tuple[int, ...], w: float, qi: np.ndarray) -> None:
+        """The children of ``prefix`` (of probability ``w``): ``w * qi`` each."""
+        nz = np.flatnonzero(qi > 0)
+        if nz.size > self.max_children:
+            top = nz[np.argpartition(-qi[nz], self.max_children - 1)[: self.max_children]]
+            self.unread_rest += w * float(qi[np.setdiff1d(nz, top)].sum())
+            nz = top
+        if nz.size == 0:
+            return
+        ids = nz[np.argsort(-qi[nz], kind="stable")]
+        weights = w * qi[ids]
+        suffix = np.append(np.cumsum(weights[::-1])[::-1], 0.0)
+        self.groups.append((prefix, ids, weights, suffix, [0]))
+        self._push(float(weights[0]), len(self.groups) - 1)
+
+    def unread(self) -> float:
+        """The probability of the prefixes not read (offered or not)."""
+        return float(sum(g[3][g[4][0]] for g in self.groups) + self.unread_rest)
+
+    def take(self, n: int) -> list[tuple[tuple[int, ...], float]]:
+        """The next ``n`` prefixes to read (at most), each with its probability."""
+        todo: list[tuple[tuple[int, ...], float]] = []
+        while self.heap and len(todo) < n:
+            _, _, g = heapq.heappop(self.heap)
+            prefix, ids, weights, _, at = self.groups[g]
             k = at[0]
             todo.append(((*prefix, int(ids[k])), float(weights[k])))
             at[0] = k + 1
             if k + 1 < ids.size:
-                heapq.heappush(heap, (-float(weights[k + 1]), order, g))
-                order += 1
+                self._push(float(weights[k + 1]), g)
+        return todo
 
 
 def answer_token_scores(model: MultiTokenModel) -> dict[int, int]:

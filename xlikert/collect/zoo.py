@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -409,18 +410,11 @@ def _dequantize_rows(tensor, dequantize):
     return out
 
 
-def _write_shards(gguf_path: Path, model, out: Path) -> set[str]:
-    """Dequantise the GGUF tensors one by one into safetensors shards; returns their names.
-
-    The name mapping and per-architecture tensor fixes are transformers' own
-    (``load_gguf_checkpoint`` runs the same steps but keeps every tensor).
-    """
-    import gguf
-    import numpy as np
-    import torch
-    from safetensors.torch import save_file
-
-    try:  # internal helpers of transformers (no public API): the collect extra bounds it
+def _gguf_helpers(gguf_path: Path) -> tuple[Any, Any, Any, Any]:
+    """transformers' GGUF helpers: ``TENSOR_PROCESSORS``, ``TensorProcessor``,
+    ``get_gguf_hf_weights_map`` and ``load_gguf_checkpoint`` (internal, no public API:
+    the collect extra bounds the version); a version without them is named."""
+    try:
         from transformers.modeling_gguf_pytorch_utils import (
             TENSOR_PROCESSORS,
             TensorProcessor,
@@ -435,26 +429,76 @@ def _write_shards(gguf_path: Path, model, out: Path) -> set[str]:
             f"lacks the GGUF helpers xlikert uses ({exc}); install the versions of the "
             "collect extra (pip install 'xlikert[collect]': transformers>=5.19,<6)"
         ) from exc
+    return TENSOR_PROCESSORS, TensorProcessor, get_gguf_hf_weights_map, load_gguf_checkpoint
 
-    parsed = load_gguf_checkpoint(str(gguf_path), return_tensors=False)
+
+class _Shards:
+    """safetensors shards of at most :data:`SHARD_BYTES` each, written as they fill
+    (``model-00001.safetensors``, ...), and which shard holds each tensor."""
+
+    def __init__(self, out: Path):
+        self.out, self.size, self.total = out, 0, 0
+        self.current: dict[str, Any] = {}
+        self.weight_map: dict[str, str] = {}
+        self.n = 0
+
+    def add(self, name: str, tensor: Any) -> None:
+        """Put ``tensor`` in the current shard (a new one when it would overflow)."""
+        if self.size and self.size + tensor.nbytes > SHARD_BYTES:
+            self.flush()
+        self.current[name] = tensor
+        self.size += tensor.nbytes
+        self.total += tensor.nbytes
+        if self.size >= SHARD_BYTES:  # a tensor as large as a shard is written at once
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the current shard, if it holds a tensor."""
+        from safetensors.torch import save_file
+
+        if not self.size:
+            return
+        self.n += 1
+        name = f"model-{self.n:05d}.safetensors"
+        save_file(self.current, str(self.out / name), metadata={"format": "pt"})
+        self.weight_map.update(dict.fromkeys(self.current, name))
+        self.current, self.size = {}, 0
+
+    def finish(self) -> set[str]:
+        """Write the last shard, name the shards ``model-0000i-of-0000n`` as transformers
+        writes them, write their index; the tensors' names."""
+        self.flush()
+        files = sorted(set(self.weight_map.values()))
+        new = {f: f"model-{i + 1:05d}-of-{self.n:05d}.safetensors" for i, f in enumerate(files)}
+        for old_name, new_name in new.items():
+            os.replace(self.out / old_name, self.out / new_name)
+        index = {
+            "metadata": {"total_size": self.total},
+            "weight_map": {k: new[v] for k, v in self.weight_map.items()},
+        }
+        text = json.dumps(index, indent=2, sort_keys=True)
+        (self.out / "model.safetensors.index.json").write_text(text)
+        return set(self.weight_map)
+
+
+def _write_shards(gguf_path: Path, model, out: Path) -> set[str]:
+    """Dequantise the GGUF tensors one by one into safetensors shards; returns their names.
+
+    The name mapping and per-architecture tensor fixes are transformers' own
+    (``load_gguf_checkpoint`` runs the same steps but keeps every tensor).
+    """
+    import gguf
+    import numpy as np
+    import torch
+
+    processors, default, weights_map, load_checkpoint = _gguf_helpers(gguf_path)
+    parsed = load_checkpoint(str(gguf_path), return_tensors=False)
     reader = gguf.GGUFReader(str(gguf_path))
     field = reader.fields["general.architecture"]
     architecture = bytes(field.parts[field.data[0]]).decode()
-    processor = TENSOR_PROCESSORS.get(architecture, TensorProcessor)(config=parsed["config"])
-    mapping = get_gguf_hf_weights_map(model, processor)
-    shards: list[dict] = [{}]
-    weight_map: dict[str, str] = {}
-    size = total = 0
-
-    def flush() -> None:
-        nonlocal size
-        name = f"model-{len(shards):05d}.safetensors"
-        save_file(shards[-1], str(out / name), metadata={"format": "pt"})
-        weight_map.update(dict.fromkeys(shards[-1], name))
-        shards[-1] = {}
-        shards.append({})
-        size = 0
-
+    processor = processors.get(architecture, default)(config=parsed["config"])
+    mapping = weights_map(model, processor)
+    shards = _Shards(out)
     for tensor in reader.tensors:
         result = processor.process(
             weights=_dequantize_rows(tensor, gguf.dequantize),
@@ -466,28 +510,9 @@ def _write_shards(gguf_path: Path, model, out: Path) -> set[str]:
             continue
         w = np.ascontiguousarray(result.weights, dtype=np.float32)
         t = torch.from_numpy(w if w.flags.writeable else w.copy())  # F32 tensors: file views
-        if size and size + t.nbytes > SHARD_BYTES:
-            flush()
-        shards[-1][mapping[result.name]] = t
-        size += t.nbytes
-        total += t.nbytes
+        shards.add(mapping[result.name], t)
         del result, t
-        if size >= SHARD_BYTES:  # a tensor as large as a shard is written at once
-            flush()
-    if size:
-        flush()
-    # rename model-00001... to model-0000i-of-0000n, as transformers writes them
-    n = len(shards) - 1
-    files = sorted(set(weight_map.values()))
-    new = {f: f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i, f in enumerate(files)}
-    for old_name, new_name in new.items():
-        os.replace(out / old_name, out / new_name)
-    index = {
-        "metadata": {"total_size": total},
-        "weight_map": {k: new[v] for k, v in weight_map.items()},
-    }
-    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2, sort_keys=True))
-    return set(weight_map)
+    return shards.finish()
 
 
 def _hf_offline() -> bool:

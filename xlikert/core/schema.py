@@ -15,8 +15,8 @@ else about each variable are in one table per group:
 * :data:`TRACE_VARIABLES` -- reasoning mode, on a ``trace`` dim;
 * :data:`PROMPT_VARIABLES` -- the prompts Dataset the design writes and a shard's
   ``computed`` mask;
-* :data:`ITEM_OPTIONS` -- each item's own options (support, nominal flag, answer and
-  point labels), when the items have their own;
+* :data:`ITEM_SCALE_VARIABLES` -- each item's own scale (support, nominal flag, answer and
+  point labels, non-substantive options), when the items have their own;
 * :data:`CELL_VARIABLES` -- each cell's identity key and where its numbers came
   from (:mod:`xlikert.collect.run.identity`), written by the runner.
 
@@ -48,14 +48,22 @@ __all__ = [
     "BOUND_VARIABLES",
     "CELL_VARIABLES",
     "CONTEXT_VARIABLES",
+    "ELICITATION_SETTING_ATTRS",
     "ELICITATION_VARIABLES",
-    "ITEM_OPTIONS",
+    "INSTRUMENT_LANGUAGES_ATTR",
+    "ITEM_SCALE_VARIABLES",
+    "LANGUAGE_FACTOR_ATTR",
     "NONSUBSTANTIVE_BOUND_VARIABLES",
     "NONSUBSTANTIVE_VARIABLES",
+    "N_CONDITIONS_ATTR",
     "PROMPT_VARIABLES",
+    "RESPONDENT_DIMS_ATTR",
     "RESULT_VARIABLES",
     "SAMPLED_VARIABLES",
+    "SCALE_LABELS_BY_LANGUAGE_ATTR",
     "SCRIPT_BOUND_VARIABLES",
+    "SEQUENTIAL_MAX_PASSES_ATTR",
+    "SEQUENTIAL_TOL_ATTR",
     "TRACE_VARIABLES",
     "VARIABLES",
     "Variable",
@@ -388,34 +396,34 @@ SCRIPT_BOUND_VARIABLES: dict[str, Variable] = {
 
 
 @dataclass(frozen=True)
-class ItemOption:
-    """What a results file (and a prompts Dataset) records about the items' options."""
+class ItemScaleVariable:
+    """A variable of a results file (and a prompts Dataset) recording each item's own scale."""
 
     dims: tuple[str, ...]
     description: str
 
 
-#: Each item's response options, recorded when the items have their own (an item with its
+#: Each item's own scale (its response options), recorded when the items have their own (an item with its
 #: own scale, a nominal item, non-substantive options, answers other than the codes;
 #: the results schema). ``score`` is then the union of the items' points; ``<format>`` is
 #: the format factor's dim when there is one. Absent: every item is ordinal on the file's
 #: whole ``score`` axis.
-ITEM_OPTIONS: dict[str, ItemOption] = {
-    "score_min": ItemOption(
+ITEM_SCALE_VARIABLES: dict[str, ItemScaleVariable] = {
+    "score_min": ItemScaleVariable(
         ("item",), "the item's lowest point: its support is score_min..score_max"
     ),
-    "score_max": ItemOption(
+    "score_max": ItemScaleVariable(
         ("item",), "the item's highest point: its support is score_min..score_max"
     ),
-    "nominal": ItemOption(("item",), "True where the item's options have no order"),
-    "answer_label": ItemOption(
+    "nominal": ItemScaleVariable(("item",), "True where the item's options have no order"),
+    "answer_label": ItemScaleVariable(
         ("<format>", "item", "score"),
         "the answer label that means each point of the item (per format level); '' off its support",
     ),
-    "score_label": ItemOption(
+    "score_label": ItemScaleVariable(
         ("item", "score"), "the label of each point of the item; '' where none"
     ),
-    "option_label": ItemOption(
+    "option_label": ItemScaleVariable(
         ("<format>", "item", "option"),
         "the answer label that means each non-substantive option (per format level); '' where the "
         "item does not offer it",
@@ -457,7 +465,7 @@ CELL_VARIABLES: dict[str, Variable] = {
 }
 
 #: Every variable name of a results file or a prompts Dataset, and the item
-#: coordinates ``reverse_keyed`` and those of :data:`ITEM_OPTIONS` (a factor must not
+#: coordinates ``reverse_keyed`` and those of :data:`ITEM_SCALE_VARIABLES` (a factor must not
 #: take any of them).
 RESULT_VARIABLES: tuple[str, ...] = (
     *VARIABLES,
@@ -467,12 +475,47 @@ RESULT_VARIABLES: tuple[str, ...] = (
     *SCRIPT_VARIABLES,
     *TRACE_VARIABLES,
     *PROMPT_VARIABLES,
-    *ITEM_OPTIONS,
+    *ITEM_SCALE_VARIABLES,
     *CELL_VARIABLES,
     *CONTEXT_VARIABLES,
     *ELICITATION_VARIABLES,
     "reverse_keyed",
 )
+
+# The attributes of a results file (and of the tables made from it) that the report and
+# the command line read back, each named once: the module that writes one and those that
+# read it use these names.
+
+#: The language factor's name (a prompts Dataset with a factor of kind ``language``;
+#: :mod:`xlikert.design.prompts`).
+LANGUAGE_FACTOR_ATTR = "language_factor"
+#: JSON: language -> score -> label, the scale's labels in every language.
+SCALE_LABELS_BY_LANGUAGE_ATTR = "scale_labels_by_language"
+#: JSON: language -> where its text comes from (the instrument's translations).
+INSTRUMENT_LANGUAGES_ATTR = "instrument_languages"
+
+#: The attr of each setting an elicitation level reads (a field of
+#: :class:`~xlikert.collect.options.CollectOptions`, written by
+#: :func:`xlikert.collect.elicitation.elicitation_attrs`): setting -> attr.
+ELICITATION_SETTING_ATTRS: dict[str, str] = {
+    "answer_prefix": "elicitation_answer_prefix",
+    "reply_tokens": "elicitation_reply_tokens",
+    "answer_parse": "elicitation_answer_parse",
+    "own_words_temperature": "own_words_temperature",
+    "own_words_top_p": "own_words_top_p",
+    "own_words_tol": "own_words_tol",
+    "own_words_max_passes": "own_words_max_passes",
+}
+
+#: The certified bound and the forward-pass budget of the sequentially administered cells
+#: (:mod:`xlikert.collect.context.administration`).
+SEQUENTIAL_TOL_ATTR = "sequential_tol"
+SEQUENTIAL_MAX_PASSES_ATTR = "sequential_max_passes"
+
+#: A reliability table's respondents: the factors whose conditions are the respondents,
+#: and the number of those conditions (:mod:`xlikert.analysis.reliability`).
+RESPONDENT_DIMS_ATTR = "respondent_dims"
+N_CONDITIONS_ATTR = "n_conditions"
 
 
 def variable_table(

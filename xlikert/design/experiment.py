@@ -20,7 +20,7 @@ from ..core.errors import ConfigError, UnknownNameError
 from ..core.schema import PROMPT_VARIABLES
 from .formats import ResponseFormat
 from .instrument import Instrument
-from .items import Item, describe_item_scales, has_item_options
+from .items import Item, describe_item_scales, has_item_scales
 from .prompts import (
     build_languages,
     format_labels,
@@ -295,7 +295,7 @@ class Experiment:
         >>> load_experiment("anes96_survey").per_item, load_experiment("demo").per_item
         (True, False)
         """
-        return has_item_options(self.items, self.response_scale)
+        return has_item_scales(self.items, self.response_scale)
 
     @property
     def model_names(self) -> list[str]:
@@ -386,7 +386,7 @@ class Experiment:
             format factor, ``answer_label (<format factor>, score)``. When the
             items' options are recorded per item (:attr:`per_item`), the ``score``
             axis is the union of the items' points (``scale_min``/``scale_max``
-            its ends) and the Dataset adds :data:`xlikert.core.schema.ITEM_OPTIONS`.
+            its ends) and the Dataset adds :data:`xlikert.core.schema.ITEM_SCALE_VARIABLES`.
 
         Examples
         --------

@@ -35,8 +35,8 @@ class Item:
     nominal: bool = False
 
 
-def has_item_options(items: tuple[Item, ...], default: Scale) -> bool:
-    """True when the items' options must be recorded per item.
+def has_item_scales(items: tuple[Item, ...], default: Scale) -> bool:
+    """True when the items' scales (their options) must be recorded per item.
 
     That is when some item has its own options or is nominal, or the default
     scale has non-substantive options or is answered with letters or labels.

@@ -170,7 +170,7 @@ _POINT_FIELDS = frozenset(SCALE_FIELDS) - {"nonsubstantive"}
 _NONSUBSTANTIVE_FIELDS = frozenset({"options", "nonsubstantive"})
 
 
-def check_item_options_shown(
+def check_item_scales_shown(
     p: Problems,
     items: tuple[Item, ...],
     scales: ItemScales,

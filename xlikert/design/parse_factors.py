@@ -24,7 +24,7 @@ from .formats import (
 )
 from .instrument import Instrument
 from .item_order import ADMINISTRATIONS, item_orders
-from .items import Item, has_item_options, nominal_problems
+from .items import Item, has_item_scales, nominal_problems
 from .option_order import permuted_formats
 from .problems import Problems, suggest
 from .scale import Scale
@@ -46,7 +46,7 @@ class ItemScales:
         return sorted(out.values(), key=lambda g: g[0].key != self.default.key)
 
 
-def item_scales(
+def parse_item_scales(
     p: Problems, items: tuple[Item, ...], default: Scale, overridden: bool
 ) -> ItemScales:
     """Each item's options (its own, or the default); a nominal item's checked against them."""
@@ -54,7 +54,7 @@ def item_scales(
     for it in items:
         if it.nominal and it.scale is None and overridden and (why := nominal_problems(default)):
             p.add(f"item {it.id!r}", why + " (the experiment's [scale])")
-    return ItemScales(default, by_item, has_item_options(items, default))
+    return ItemScales(default, by_item, has_item_scales(items, default))
 
 
 def parse_factors(

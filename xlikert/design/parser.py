@@ -30,11 +30,11 @@ from .parse_checks import (
     build_user_templates,
     check_factors_change_prompts,
     check_format_shown,
-    check_item_options_shown,
+    check_item_scales_shown,
 )
-from .parse_factors import item_scales, parse_factors
+from .parse_factors import parse_factors, parse_item_scales
 from .problems import Problems, read_toml, suggest, validate
-from .scale import Option
+from .scale import Option, Scale
 from .translation import experiment_translation_problems, translated_experiment
 
 __all__ = ["builtin_experiments", "experiment_from_dict", "load_experiment"]
@@ -163,14 +163,9 @@ def experiment_from_dict(
     spec = validate(ExperimentFile, table, p)
     head = spec.experiment
     inst = _instrument_of(p, head.instrument, base_dir) if _instrument is None else _instrument
-    default = inst.response_scale if spec.scale is None else scale_from_spec(spec.scale)
-    if _options_named_like is not None:  # a translated [scale]: its options keep their names
-        default = replace(default, nonsubstantive=tuple(
-            replace(o, name=own.name)
-            for o, own in zip(default.nonsubstantive, _options_named_like, strict=True)
-        ))  # fmt: skip
+    default = _default_scale(inst, spec.scale, _options_named_like)
     items = _select_items(p, inst, head.items)
-    scales = item_scales(p, items, default, overridden=spec.scale is not None)
+    scales = parse_item_scales(p, items, default, overridden=spec.scale is not None)
     factors, failed = parse_factors(p, inst, spec.factors, scales, items)
     system_text, system_source = _system_prompt(p, inst, head, factors)
     models = _check_models(p, spec.models)
@@ -179,7 +174,7 @@ def experiment_from_dict(
     user_templates = build_user_templates(p, inst, head.user, items, supply)
     system_templates = build_system_templates(p, factors, system_text, system_source, supply)
     check_format_shown(p, factors, user_templates, system_templates, (default.min, default.max))
-    check_item_options_shown(p, items, scales, default, user_templates, system_templates)
+    check_item_scales_shown(p, items, scales, default, user_templates, system_templates)
     check_factors_change_prompts(p, factors, (*user_templates, *system_templates.values()))
     languages = next((f.levels for f in factors if f.kind == "language"), None)
     for problem in experiment_translation_problems(table, languages, inst.language):
@@ -187,17 +182,8 @@ def experiment_from_dict(
     p.raise_if_any()
     if sha256 is None:
         sha256 = hashlib.sha256(json.dumps(table, sort_keys=True, default=str).encode()).hexdigest()
-    by_language: dict[str, Experiment] = {}
-    for f in factors:
-        if f.kind == "language":  # one experiment per language, without the factor
-            rest = {**table, "factors": {k: v for k, v in table.get("factors", {}).items()
-                                         if k != f.name}}  # fmt: skip
-            for lv in f.levels:
-                by_language[lv] = experiment_from_dict(
-                    translated_experiment(rest, lv), file=file, sha256=sha256,
-                    base_dir=base_dir, _instrument=inst.translated(lv),
-                    _options_named_like=None if spec.scale is None else default.nonsubstantive,
-                )  # fmt: skip
+    named_like = None if spec.scale is None else default.nonsubstantive
+    by_language = _by_language(table, factors, inst, file, sha256, base_dir, named_like)
     return Experiment(
         name=head.name or (Path(file).stem if file != "<dict>" else "experiment"),
         description=head.description,
@@ -221,6 +207,44 @@ def experiment_from_dict(
         _system_templates=system_templates,
         _by_language=by_language,
     )
+
+
+def _default_scale(
+    inst: Instrument, spec_scale: Any, named_like: tuple[Option, ...] | None
+) -> Scale:
+    """The experiment's ``[scale]``, else the instrument's; a translated ``[scale]``'s
+    options keep the names of ``named_like`` (the experiment's own)."""
+    default = inst.response_scale if spec_scale is None else scale_from_spec(spec_scale)
+    if named_like is None:
+        return default
+    return replace(default, nonsubstantive=tuple(
+        replace(o, name=own.name) for o, own in zip(default.nonsubstantive, named_like, strict=True)
+    ))  # fmt: skip
+
+
+def _by_language(
+    table: dict[str, Any],
+    factors: list[Factor],
+    inst: Instrument,
+    file: str,
+    sha256: str,
+    base_dir: str | Path | None,
+    named_like: tuple[Option, ...] | None,
+) -> dict[str, Experiment]:
+    """One experiment per level of a ``language`` factor, without the factor (none
+    without one): the table translated, on the instrument's translation."""
+    by_language: dict[str, Experiment] = {}
+    for f in factors:
+        if f.kind == "language":
+            rest = {**table, "factors": {k: v for k, v in table.get("factors", {}).items()
+                                         if k != f.name}}  # fmt: skip
+            for lv in f.levels:
+                by_language[lv] = experiment_from_dict(
+                    translated_experiment(rest, lv), file=file, sha256=sha256,
+                    base_dir=base_dir, _instrument=inst.translated(lv),
+                    _options_named_like=named_like,
+                )  # fmt: skip
+    return by_language
 
 
 def _instrument_of(p: Problems, ref: str, base_dir: str | Path | None) -> Instrument:

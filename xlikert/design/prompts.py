@@ -14,7 +14,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..core.schema import ITEM_OPTIONS
+from ..core.schema import (
+    INSTRUMENT_LANGUAGES_ATTR,
+    ITEM_SCALE_VARIABLES,
+    LANGUAGE_FACTOR_ATTR,
+    SCALE_LABELS_BY_LANGUAGE_ATTR,
+)
 from .file_schema import SCALE_FIELDS
 from .item_order import ITEM_POSITION
 from .scale import ShownScale, anchors_json
@@ -61,15 +66,15 @@ def build_languages(exp) -> xr.Dataset:
     for name in differ:  # the language dim first, as the format dim is
         var = ds[name]
         ds[name] = var.transpose(lang.name, *(d for d in var.dims if d != lang.name))
-    ds.attrs["language_factor"] = str(lang.name)
+    ds.attrs[LANGUAGE_FACTOR_ATTR] = str(lang.name)
     # the scale's labels: the instrument's own language's, and each language's beside them
     ds.attrs["scale_labels"] = anchors_json(exp.anchors)
-    ds.attrs["scale_labels_by_language"] = json.dumps(
+    ds.attrs[SCALE_LABELS_BY_LANGUAGE_ATTR] = json.dumps(
         {lv: {str(k): v for k, v in sorted(exp.language_experiments[lv].anchors.items())}
          for lv in lang.levels},
         ensure_ascii=False,
     )  # fmt: skip
-    ds.attrs["instrument_languages"] = json.dumps(exp.instrument.sources, ensure_ascii=False)
+    ds.attrs[INSTRUMENT_LANGUAGES_ATTR] = json.dumps(exp.instrument.sources, ensure_ascii=False)
     return ds
 
 
@@ -170,10 +175,10 @@ def per_item_variables(exp, shown: dict[str | None, tuple[ShownScale, ...]]) -> 
         coords["option"] = np.array(options, dtype=str)
         data["option_label"] = ((*lead, "item", "option"), option)
     for name, (dims, values) in list(data.items()):
-        data[name] = (dims, values, {"description": ITEM_OPTIONS[name].description})
+        data[name] = (dims, values, {"description": ITEM_SCALE_VARIABLES[name].description})
     for name in ("score_min", "score_max", "nominal"):
         dim, values = coords[name]
-        coords[name] = (dim, values, {"description": ITEM_OPTIONS[name].description})
+        coords[name] = (dim, values, {"description": ITEM_SCALE_VARIABLES[name].description})
     ds = xr.Dataset(data, coords=coords)
     return ds.assign_coords(item=np.array([it.id for it in exp.items], dtype=str))
 

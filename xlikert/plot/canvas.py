@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = [
-    "MARKERS",
+    "MARKER_SHAPES",
     "MAX_LEGEND",
     "OKABE_ITO",
     "colors",
@@ -39,8 +39,8 @@ OKABE_ITO = (
     "#F0E442",
     "#000000",
 )
-#: The markers of the lines and points of one level each, in order.
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: The matplotlib marker shapes of the lines and points of one level each, in order.
+MARKER_SHAPES = ("o", "s", "^", "D", "v", "P", "X", "*")
 #: The most levels a figure draws one by one, each with a legend entry; past it (a factor of
 #: one level per respondent) a figure draws their distribution: a median and a band.
 MAX_LEGEND = 12

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from . import text
-from .canvas import MARKERS, OKABE_ITO, new_ax
+from .canvas import MARKER_SHAPES, OKABE_ITO, new_ax
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -54,7 +54,9 @@ def human_vs_llm(
     labels: list[str] = []
     pos = 0
     groups = list(dict.fromkeys(table["group"]))
-    styles = {g: (c, m) for g, c, m in zip(groups, ["#000000", *OKABE_ITO], MARKERS, strict=False)}
+    styles = {
+        g: (c, m) for g, c, m in zip(groups, ["#000000", *OKABE_ITO], MARKER_SHAPES, strict=False)
+    }
     for g in groups:
         sub = table[table["group"] == g]
         x = np.arange(pos, pos + len(sub))

@@ -12,7 +12,7 @@ import xarray as xr
 
 from ..core.dims import DECODING_DIMS, factor_dims, preferred_factor
 from . import text
-from .canvas import MARKERS, colors, new_ax, subplots
+from .canvas import MARKER_SHAPES, colors, new_ax, subplots
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -67,7 +67,14 @@ def standard_error(
     for j, (name, c) in enumerate(zip(lv, colors(len(lv)), strict=True)):
         s = se.isel({by: j}) if by is not None else se
         mean = s.mean(rest) if rest else s
-        ax.plot(n, mean.values, color=c, marker=MARKERS[j % len(MARKERS)], label=name, lw=1.4)
+        ax.plot(
+            n,
+            mean.values,
+            color=c,
+            marker=MARKER_SHAPES[j % len(MARKER_SHAPES)],
+            label=name,
+            lw=1.4,
+        )
         if rest:
             ax.fill_between(n, s.min(rest).values, s.max(rest).values, color=c, alpha=0.15, lw=0)
     ax.set_xscale("log")
@@ -142,7 +149,7 @@ def decoding_bias(
                 x,
                 b.mean(red).values,
                 color=c,
-                marker=MARKERS[j % len(MARKERS)],
+                marker=MARKER_SHAPES[j % len(MARKER_SHAPES)],
                 label=label,
                 lw=1.4,
             )
@@ -203,7 +210,7 @@ def flip_probability(flips: pd.DataFrame, *, ax: Axes | None = None, log_x: bool
     for j, (nv, c) in enumerate(zip(budgets, colors(len(budgets)), strict=True)):
         sub = flips[flips["n"] == nv]
         x = sub["E"].abs().to_numpy()
-        m = MARKERS[j % len(MARKERS)]
+        m = MARKER_SHAPES[j % len(MARKER_SHAPES)]
         main = (sub["order"] == 1).to_numpy()
         ax.scatter(
             x[main], sub["p_flip"].to_numpy()[main], color=c, marker=m, s=22, label=f"N = {nv}"

@@ -49,7 +49,7 @@ import xarray as xr
 from ..plot import offscreen
 from . import tables
 from .inputs import ReportInputs
-from .page import DRAW_FIGURES, Section, render
+from .page import DRAW_FIGURES, Section, write_pages
 from .sections import (
     consensus_section,
     constraint_section,
@@ -278,7 +278,7 @@ def _write_report(
         DRAW_FIGURES.reset(drawn)
     attrs = inputs.ds.attrs
     ttl = title or str(attrs.get("title") or f"xlikert report: {attrs.get('instrument', '')}")
-    return render(out, ttl, sections, figures=figures)
+    return write_pages(out, ttl, sections, figures=figures)
 
 
 @contextlib.contextmanager

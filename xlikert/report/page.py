@@ -1,7 +1,7 @@
 """The report's page: a :class:`Section` of text, tables and figures, and the assembly.
 
 A section function (see :mod:`xlikert.report.sections`) returns one
-:class:`Section`; :func:`render` writes ``index.html`` and ``report.md`` from
+:class:`Section`; :func:`write_pages` writes ``index.html`` and ``report.md`` from
 the sections in order (a table of contents, one heading per section).
 Tables and figures are written to ``tables/`` and ``figures/`` when a section
 adds them, so a section holds only the HTML and Markdown that link to them.
@@ -31,7 +31,7 @@ import pandas as pd
 from . import tables
 from .tables import markdown_escape
 
-__all__ = ["DRAW_FIGURES", "Section", "render", "slug"]
+__all__ = ["DRAW_FIGURES", "Section", "slug", "write_pages"]
 
 #: The note under the title of a report written with ``figures=False``.
 NO_FIGURES = "Figures not drawn (figures=False): text and tables only."
@@ -184,7 +184,7 @@ table.tbl{border-collapse:collapse;font-size:.88em;margin:.4em 0}
 """
 
 
-def render(out: Path, title: str, sections: list[Section], *, figures: bool = True) -> Path:
+def write_pages(out: Path, title: str, sections: list[Section], *, figures: bool = True) -> Path:
     """Write ``report.md`` and ``index.html`` of ``sections`` into ``out``; the HTML's path.
 
     ``title`` and the section titles are plain text (escaped for both). Without

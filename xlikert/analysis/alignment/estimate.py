@@ -26,7 +26,7 @@ from .pairs import (
     human_parts,
     kernel_metrics,
     order_dims,
-    prepare,
+    prepare_alignment,
 )
 
 __all__ = ["alignment", "noise_ceiling"]
@@ -208,7 +208,7 @@ def alignment(
     """
     if not 0 < confidence < 1:
         raise DesignError(f"confidence must be in (0, 1), got {confidence!r}")
-    p, q, size, size_name, y = prepare(model, human, score_dim, item_dim)
+    p, q, size, size_name, y = prepare_alignment(model, human, score_dim, item_dim)
     if size is None:
         raise DesignError("alignment needs the human sample size: pass xl.human_pmf's Dataset")
     k = item_points(p, item_dim=item_dim, score_dim=score_dim)

@@ -25,7 +25,7 @@ __all__ = [
     "kernel_metrics",
     "one_metric",
     "order_dims",
-    "prepare",
+    "prepare_alignment",
 ]
 
 #: The metrics of :func:`alignment` (coords of its ``metric`` dim).
@@ -123,7 +123,7 @@ model.sel(score=slice(1, 3)) (an item's PMF is zero off its own scale)
     return head + "one scale: the human PMF's, built with the results' scale"
 
 
-def prepare(
+def prepare_alignment(
     model: xr.DataArray | xr.Dataset,
     human: xr.Dataset | xr.DataArray,
     score_dim: Hashable,
@@ -183,7 +183,7 @@ def one_metric(
     item_dim: Hashable,
     kernels: str | None,
 ) -> xr.DataArray:
-    p, q, _, _, y = prepare(model, human, score_dim, item_dim)
+    p, q, _, _, y = prepare_alignment(model, human, score_dim, item_dim)
     if name in ORDER_METRICS:
         require_ordinal(p, name, item_dim=item_dim)
     out = kernel_metrics(p, q, y, score_dim, kernels).isel({GRID: KERNEL_ORDER.index(name)})

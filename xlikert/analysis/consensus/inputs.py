@@ -13,7 +13,7 @@ from ...core.errors import DesignError, InvalidPMFError, XlikertError
 from ...core.validate import as_pmf, check_item_dim, check_pmf, check_score_axis, is_lazy
 from ..support import check_support, require_ordinal, support_bounds
 
-__all__ = ["layer_attrs", "one_scale", "prepare"]
+__all__ = ["layer_attrs", "one_scale", "prepare_consensus"]
 
 
 def _scale(pmf: xr.DataArray, score_dim: Hashable) -> np.ndarray:
@@ -27,7 +27,7 @@ def _scale(pmf: xr.DataArray, score_dim: Hashable) -> np.ndarray:
     return y
 
 
-def prepare(
+def prepare_consensus(
     pmf: xr.DataArray | xr.Dataset, item_dim: Hashable | None, score_dim: Hashable
 ) -> tuple[xr.DataArray, np.ndarray]:
     pmf = as_pmf(pmf)

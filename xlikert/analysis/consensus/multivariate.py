@@ -13,7 +13,7 @@ import xarray as xr
 from ...core.errors import InternalError, XlikertError
 from ...core.validate import describe_cells, is_lazy
 from ...kernels import DEFAULT_MAX_CELLS, KernelHandle, get_kernel
-from .inputs import layer_attrs, one_scale, prepare
+from .inputs import layer_attrs, one_scale, prepare_consensus
 from .tastle import tastle_consensus
 
 __all__ = ["MIN_TOL", "consensus", "consensus_bounds"]
@@ -111,7 +111,7 @@ def consensus_bounds(
     if not (isinstance(max_cells, int | np.integer) and max_cells >= 1):
         raise XlikertError(f"max_cells must be a positive integer, got {max_cells!r}")
     kernel = get_kernel("consensus_bounds", kernels)
-    pmf, y = prepare(one_scale(pmf, item_dim, score_dim), item_dim, score_dim)
+    pmf, y = prepare_consensus(one_scale(pmf, item_dim, score_dim), item_dim, score_dim)
     kwargs: dict[str, Any] = {
         "y": y,
         "tol": tol,

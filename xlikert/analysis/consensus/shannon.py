@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .inputs import layer_attrs, prepare
+from .inputs import layer_attrs, prepare_consensus
 
 __all__ = ["consensus_entropy", "entropy"]
 
@@ -69,7 +69,7 @@ def entropy(
     >>> round(float(entropy(pmf)), 2)
     4.81
     """
-    pmf, _ = prepare(pmf, item_dim, score_dim)
+    pmf, _ = prepare_consensus(pmf, item_dim, score_dim)
     core = [score_dim] if item_dim is None else [item_dim, score_dim]
 
     def _joint(p: np.ndarray) -> np.ndarray:

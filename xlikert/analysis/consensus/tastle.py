@@ -8,7 +8,7 @@ import numpy as np
 import xarray as xr
 
 from ..support import check_support, require_ordinal, support_bounds
-from .inputs import layer_attrs, prepare
+from .inputs import layer_attrs, prepare_consensus
 
 __all__ = ["tastle_consensus"]
 
@@ -80,7 +80,7 @@ def tastle_consensus(
     >>> tastle_consensus(pmf).round(2).values
     array([1.  , 0.47, 0.74, 0.  ])
     """
-    pmf, y = prepare(pmf, None, score_dim)
+    pmf, y = prepare_consensus(pmf, None, score_dim)
     require_ordinal(pmf, "tastle_consensus")
     check_support(pmf, score_dim=score_dim)
     ymin, ymax = support_bounds(pmf, score_dim=score_dim)

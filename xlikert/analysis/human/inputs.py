@@ -17,7 +17,7 @@ from .labels import text_answers
 
 __all__ = [
     "check_groups",
-    "check_table",
+    "check_survey_table",
     "finish_pmf",
     "from_instrument",
     "group_levels",
@@ -36,7 +36,7 @@ def group_levels(column: pd.Series) -> list[Any]:
     return sorted(column.dropna().unique().tolist(), key=lambda v: (str(type(v)), v))
 
 
-def check_table(
+def check_survey_table(
     table: pd.DataFrame, columns: Sequence[str], groups: Sequence[str], weights: str | None
 ) -> pd.Series:
     if not isinstance(table, pd.DataFrame):
@@ -74,19 +74,20 @@ def read_answers(
     name: str,
     scores: np.ndarray,
     missing: Sequence[Any],
-    options: Mapping[str, Sequence[Any]],
+    nonsubstantive_codes: Mapping[str, Sequence[Any]],
     labels: Mapping[int, str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Score index per respondent (-1 where missing or non-substantive), the missing mask
-    and the non-substantive option index (-1 where none); bad codes raise. Answers given
-    as text are read as the points' ``labels`` and the options' names (their first code);
-    an unknown text raises, named with its count."""
-    texts: dict[Any, str] = {c[0]: o for o, c in options.items() if c}
+    and the non-substantive option index (-1 where none; ``nonsubstantive_codes``: each
+    option's label -> its codes in ``column``); bad codes raise. Answers given as text are
+    read as the points' ``labels`` and the options' names (their first code); an unknown
+    text raises, named with its count."""
+    texts: dict[Any, str] = {c[0]: o for o, c in nonsubstantive_codes.items() if c}
     texts.update(labels or {})
-    keep = [c for codes in options.values() for c in codes] + list(missing)
+    keep = [c for codes in nonsubstantive_codes.values() for c in codes] + list(missing)
     column = text_answers(column, name, texts, keep)
     option = np.full(len(column), -1)
-    for i, codes in enumerate(options.values()):
+    for i, codes in enumerate(nonsubstantive_codes.values()):
         option[column.isin(list(codes)).to_numpy()] = i
     values = column.where(~column.isin(list(missing)) & (option < 0), np.nan)
     numeric = pd.to_numeric(values, errors="coerce")

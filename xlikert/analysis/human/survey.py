@@ -14,7 +14,7 @@ from ...core.io import encode_attrs, read_attrs
 from ..nonsubstantive import nonsubstantive_variables
 from .inputs import (
     check_groups,
-    check_table,
+    check_survey_table,
     finish_pmf,
     from_instrument,
     group_levels,
@@ -146,7 +146,7 @@ def human_pmf(
     options = list(next(iter(codes_in.values())))  # the option names, in order
     said = resolve_labels(labels, instrument, list(item_of.values()))
     groups = [by] if isinstance(by, str) else list(by)
-    w = check_table(table, list(item_of), groups, weights).to_numpy(dtype=np.float64)
+    w = check_survey_table(table, list(item_of), groups, weights).to_numpy(dtype=np.float64)
     levels = [group_levels(table[g]) for g in groups]
     codes = [
         pd.Categorical(table[g], categories=lv).codes for g, lv in zip(groups, levels, strict=True)
@@ -410,7 +410,7 @@ def human_composite(
     item_of = item_map(items)
     scores = scale_and_items(scale, instrument, item_of)
     groups = [by] if isinstance(by, str) else list(by)
-    check_table(table, list(item_of), groups, weights)
+    check_survey_table(table, list(item_of), groups, weights)
     said = resolve_labels(labels, instrument, list(item_of.values()))
     total = pd.Series(0.0, index=table.index)
     for col, item in item_of.items():

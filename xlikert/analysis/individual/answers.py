@@ -14,22 +14,20 @@ import xarray as xr
 
 from ...core.errors import DesignError, InputTypeError
 from ...core.validate import as_pmf, check_score_axis
+from ..constraint import NONSUBSTANTIVE
 from ..human.labels import text_answers
 from ..support import nominal_items, support_bounds
 
 __all__ = [
-    "NONSUBSTANTIVE",
     "answer_distribution",
     "answer_layout",
-    "check_table",
+    "check_answer_table",
     "decode_answers",
     "left_out_text",
     "persona_pmf",
     "respondent_answers",
     "respondent_rows",
 ]
-
-NONSUBSTANTIVE = "nonsubstantive_mass"
 
 
 def answer_distribution(
@@ -77,7 +75,7 @@ def _ids(index: pd.Index) -> np.ndarray:
     return np.asarray([str(v) for v in index], dtype=object)
 
 
-def check_table(table: Any, what: str) -> pd.DataFrame:
+def check_answer_table(table: Any, what: str) -> pd.DataFrame:
     if not isinstance(table, pd.DataFrame):
         raise InputTypeError(
             f"expected {what} as a pandas DataFrame, one row per respondent indexed by the "
@@ -331,7 +329,7 @@ def respondent_answers(
     >>> respondent_answers(res, pd.DataFrame({"q": [2, None]})).answer_score.values.tolist()
     [[2.0], [nan]]
     """
-    answers = check_table(answers, "answers")
+    answers = check_answer_table(answers, "answers")
     lay = answer_layout(results, item_dim, score_dim)
     point, option = decode_answers(
         answers, np.arange(len(answers)), lay["items"], lay["scores"], lay["lo"], lay["hi"],

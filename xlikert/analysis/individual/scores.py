@@ -16,7 +16,7 @@ from ...core.errors import DesignError
 from .answers import (
     answer_distribution,
     answer_layout,
-    check_table,
+    check_answer_table,
     decode_answers,
     left_out_text,
     persona_pmf,
@@ -202,7 +202,7 @@ def individual_scores(
     ...
     xlikert.core.errors.DesignError: answers: 1 answer(s) to item 'q' are outside the item's scale 1..2: value(s) [3] (first: respondent '7'); declare no-answer codes with missing=[...] (or nonsubstantive={option: codes})
     """
-    answers = check_table(answers, "answers")
+    answers = check_answer_table(answers, "answers")
     lay = answer_layout(results, item_dim, score_dim)
     q_points, q_options = answer_distribution(results, item_dim=item_dim, score_dim=score_dim)
     left_out: dict[str, str] = {}

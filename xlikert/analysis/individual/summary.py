@@ -14,7 +14,7 @@ import xarray as xr
 from scipy.stats import norm
 
 from ...core.errors import DesignError
-from .answers import answer_layout, check_table, decode_answers, respondent_rows
+from .answers import answer_layout, check_answer_table, decode_answers, respondent_rows
 from .scores import INDIVIDUAL_SCORES, individual_scores, score_dataset
 
 __all__ = ["BASELINES", "individual_summary"]
@@ -232,7 +232,7 @@ def individual_summary(
     >>> round(float(s.skill.sel(item="q", metric="brier", baseline="uniform")), 3)
     0.347
     """
-    answers = check_table(answers, "answers")
+    answers = check_answer_table(answers, "answers")
     by = _check_by(answers, by, persona_results, persona)
     dims = _DimNames(respondent_dim, item_dim, score_dim)
     model = individual_scores(
@@ -370,7 +370,7 @@ def _retest_agreement(
 ) -> xr.DataArray:
     """1 where a respondent gave the same answer at the retest, 0 where not, NaN where
     either is missing: ``(respondent, item)``."""
-    retest = check_table(retest, "retest")
+    retest = check_answer_table(retest, "retest")
     r_rows = respondent_rows(retest, ids, "retest")
     r_point, r_option = decode_answers(
         retest, r_rows, lay["items"], lay["scores"], lay["lo"], lay["hi"], lay["options"],

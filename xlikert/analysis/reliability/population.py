@@ -18,6 +18,7 @@ import xarray as xr
 from ...core.dims import DECODING_DIMS, SUBSCALE_DIM, factor_dims
 from ...core.errors import DesignError
 from ...core.io import encode_attrs
+from ...core.schema import N_CONDITIONS_ATTR, RESPONDENT_DIMS_ATTR
 from ...core.validate import (
     as_pmf,
     check_fully_crossed,
@@ -291,8 +292,8 @@ def _reliability_attrs(
 ) -> dict[str, Any]:
     """The population, the convention, the items reflected and those without a subscale."""
     attrs: dict[str, Any] = {
-        "respondent_dims": [str(d) for d in respondents],
-        "n_conditions": int(np.prod([pmf.sizes[d] for d in respondents])),
+        RESPONDENT_DIMS_ATTR: [str(d) for d in respondents],
+        N_CONDITIONS_ATTR: int(np.prod([pmf.sizes[d] for d in respondents])),
         "convention": CONVENTION,
     }
     flagged = "reflected" in pmf.coords and pmf["reflected"].dims == (item_dim,)

@@ -16,6 +16,7 @@ import xarray as xr
 
 from ...core.dims import SUBSCALE_DIM, factor_dims, preferred_factor
 from ...core.io import read_attrs
+from ...core.schema import N_CONDITIONS_ATTR, RESPONDENT_DIMS_ATTR
 from .population import reliability
 
 __all__ = ["RELIABILITY_COLUMNS", "default_respondents", "reliability_table"]
@@ -94,8 +95,8 @@ def reliability_table(
                 }
             )
     table = pd.DataFrame(rows)
-    table.attrs["respondent_dims"] = list(attrs["respondent_dims"])
-    table.attrs["n_conditions"] = int(attrs["n_conditions"])
+    table.attrs[RESPONDENT_DIMS_ATTR] = list(attrs[RESPONDENT_DIMS_ATTR])
+    table.attrs[N_CONDITIONS_ATTR] = int(attrs[N_CONDITIONS_ATTR])
     return table
 
 

@@ -2,7 +2,7 @@
 
 A results file has one ``score`` axis, the union of its items' points, and one
 ``option`` axis, the non-substantive options ("Don't know", "Refused") of any item
-(:data:`xlikert.core.schema.ITEM_OPTIONS`). An item answers on part of them: its own points (its
+(:data:`xlikert.core.schema.ITEM_SCALE_VARIABLES`). An item answers on part of them: its own points (its
 support) and the options it offers, each with its answer label. The answer rule
 (:func:`xlikert.collect.answers.spellings.answer_rule`) reads one probability per *answer
 code*: the item's points, then one code per option it offers (codes above the

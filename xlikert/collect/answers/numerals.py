@@ -22,7 +22,7 @@ Examples
 ((5, 'fullwidth'), (3, 'arabic-indic'), (10, 'devanagari'))
 >>> read_numeral("1٠") is None, read_numeral("05") is None, read_numeral("5.") is None
 (True, True, True)
->>> render(12, "fullwidth"), render(-3, "thai")
+>>> write_numeral(12, "fullwidth"), write_numeral(-3, "thai")
 ('１２', '-๓')
 """
 
@@ -41,10 +41,10 @@ __all__ = [
     "UNICODE_VERSION",
     "digit_script",
     "read_numeral",
-    "render",
     "rule_scripts",
     "scripts",
     "shown_scripts",
+    "write_numeral",
 ]
 
 #: The Unicode version whose decimal digits the rule knows (this Python's ``unicodedata``).
@@ -153,7 +153,7 @@ def read_numeral(text: str) -> tuple[int, str] | None:
     return (-value if body is not text else value), script
 
 
-def render(value: int, script: str) -> str:
+def write_numeral(value: int, script: str) -> str:
     """The number ``value`` written in ``script``.
 
     Raises
@@ -163,7 +163,7 @@ def render(value: int, script: str) -> str:
 
     Examples
     --------
-    >>> render(5, "ascii"), render(10, "arabic-indic"), render(4, "bengali")
+    >>> write_numeral(5, "ascii"), write_numeral(10, "arabic-indic"), write_numeral(4, "bengali")
     ('5', '١٠', '৪')
     """
     zero = _zero_of().get(script)

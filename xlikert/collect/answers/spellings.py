@@ -15,7 +15,7 @@ from dataclasses import replace
 from ...core.errors import CollectionError
 from ..foreign import Tokenizer
 from .layout import answer_codes
-from .numerals import NUMERAL_RULE, digit_script, read_numeral, render
+from .numerals import NUMERAL_RULE, digit_script, read_numeral, write_numeral
 from .numerals import scripts as all_scripts
 from .sequences import AnswerSequences, one_token_answers
 from .tokens import (
@@ -223,7 +223,7 @@ def _find_answer_sequences(
     if numbers:
         read = read_scripts(tokenizer, scripts, numbers)
         for y, n in number_values(numbers).items():
-            spell += [(render(n, c).encode(), y, c) for c in read]
+            spell += [(write_numeral(n, c).encode(), y, c) for c in read]
     spell += [(w.encode(), y, "") for w, y in words.items() if y not in numbers]
     numeric = len(numbers) == len(words)
     vocab = vocabulary(tokenizer)
@@ -358,7 +358,7 @@ def _digit_prefixes() -> frozenset[bytes]:
     out: set[bytes] = set()
     for s in all_scripts():
         for d in range(10):
-            b = render(d, s).encode()
+            b = write_numeral(d, s).encode()
             out.update(b[:k] for k in range(1, len(b)))
     return frozenset(out)
 

@@ -27,7 +27,7 @@ import xarray as xr
 
 from ...core.dims import ADMINISTRATION_DIM
 from ...core.errors import CollectionError
-from ...core.schema import variable_table
+from ...core.schema import SEQUENTIAL_MAX_PASSES_ATTR, SEQUENTIAL_TOL_ATTR, variable_table
 from ...design.item_order import ADMINISTRATIONS, ITEM_POSITION, item_orders
 from ...kernels.history_tree import item_marginals, pairwise_joints
 from ..options import CollectOptions
@@ -316,6 +316,6 @@ def context_attrs(options: CollectOptions) -> dict[str, Any]:
         "history_rule": HISTORY_RULE,
         "certified_bound_rule": CERTIFIED_BOUND_RULE,
         "expansion_rule": EXPANSION_RULE,
-        "sequential_tol": float(options.tol),
-        "sequential_max_passes": int(options.max_passes),
+        SEQUENTIAL_TOL_ATTR: float(options.tol),
+        SEQUENTIAL_MAX_PASSES_ATTR: int(options.max_passes),
     }

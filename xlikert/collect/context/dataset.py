@@ -143,29 +143,16 @@ def sequential_dataset(
     >>> ds.joint.sel(item="1", other_item="2").sum("other_score")  # doctest: +SKIP
     """
     b, tree = result.battery, result.tree
-    m, j = item_marginals(tree), pairwise_joints(tree)
-    S = len(b.scores)
+    m = item_marginals(tree)
     items = list(b.items)
-    coords = {
+    coords: dict[str, Any] = {
         "item": items,
         "other_item": items,
         "score": list(b.scores),
         "other_score": list(b.scores),
         "history": np.arange(tree.size),
     }
-    ITEM_SCORE, ITEM = ("item", "score"), ("item",)
-    data = {
-        "pmf": (ITEM_SCORE, m["pmf"]),
-        "valid_mass": (ITEM, m["valid_mass"]),
-        "pmf_lower": (ITEM_SCORE, m["pmf_lower"]),
-        "pmf_upper": (ITEM_SCORE, m["pmf_upper"]),
-        "valid_mass_lower": (ITEM, m["valid_mass_lower"]),
-        "valid_mass_upper": (ITEM, m["valid_mass_upper"]),
-        "error": (ITEM, np.maximum(m["error"], m["valid_mass_error"])),
-        "unexplored": (ITEM, m["unexplored"]),
-        "joint": (("item", "other_item", "score", "other_score"), j["joint"][..., :S, :S]),
-        "joint_error": (("item", "other_item"), j["error"]),
-    }
+    data = _marginal_variables(m, pairwise_joints(tree), len(b.scores))
     for var, attr in TREE_VARIABLES.items():
         val = getattr(tree, attr)
         data[var] = (("history", "score") if val.ndim == 2 else ("history",), val)
@@ -177,17 +164,7 @@ def sequential_dataset(
     temps, tops = result.decoding_grid
     if tree.decoding_pmf is not None and tree.decoding_valid_mass is not None and temps:
         coords.update(temperature=list(temps), top_p=list(tops))
-        ns = tree.decoding_nonsubstantive_mass
-        dec = item_marginals(
-            tree,
-            np.moveaxis(tree.decoding_pmf, 0, 2),  # (T, P, N, S)
-            np.moveaxis(tree.decoding_valid_mass, 0, 2),
-            None if ns is None else np.moveaxis(ns, 0, 2),  # (T, P, N, O)
-        )
-        dims = ("temperature", "top_p", "item")
-        data["decoding_pmf"] = ((*dims, "score"), dec["pmf"])
-        data["decoding_valid_mass"] = (dims, dec["valid_mass"])
-        data["decoding_error"] = (dims, np.maximum(dec["error"], dec["valid_mass_error"]))
+        data.update(_decoding_variables(tree))
     for name, values in (item_coords or {}).items():
         coords[name] = ("item", list(values))
     ds = xr.Dataset(data, coords=coords)
@@ -195,7 +172,55 @@ def sequential_dataset(
         ds["decoding_pmf"] = ds["decoding_pmf"].transpose("item", "temperature", "top_p", "score")
         for v in ("decoding_valid_mass", "decoding_error"):
             ds[v] = ds[v].transpose("item", "temperature", "top_p")
-    ds.attrs = {
+    ds.attrs = _conversation_attrs(result)
+    return ds
+
+
+def _marginal_variables(
+    m: dict[str, np.ndarray], j: dict[str, np.ndarray], n_scores: int
+) -> dict[str, tuple[tuple[str, ...], Any]]:
+    """The item PMFs and valid masses with their certified bounds, the error and the
+    unexplored mass per item (``m``: :func:`item_marginals`), and the pairwise joints of
+    the substantive answers (``j``: :func:`pairwise_joints`)."""
+    item_score, item = ("item", "score"), ("item",)
+    return {
+        "pmf": (item_score, m["pmf"]),
+        "valid_mass": (item, m["valid_mass"]),
+        "pmf_lower": (item_score, m["pmf_lower"]),
+        "pmf_upper": (item_score, m["pmf_upper"]),
+        "valid_mass_lower": (item, m["valid_mass_lower"]),
+        "valid_mass_upper": (item, m["valid_mass_upper"]),
+        "error": (item, np.maximum(m["error"], m["valid_mass_error"])),
+        "unexplored": (item, m["unexplored"]),
+        "joint": (
+            ("item", "other_item", "score", "other_score"),
+            j["joint"][..., :n_scores, :n_scores],
+        ),
+        "joint_error": (("item", "other_item"), j["error"]),
+    }
+
+
+def _decoding_variables(tree: Any) -> dict[str, tuple[tuple[str, ...], Any]]:
+    """The item PMFs under each decoding setting, on dims (temperature, top_p, item)."""
+    ns = tree.decoding_nonsubstantive_mass
+    dec = item_marginals(
+        tree,
+        np.moveaxis(tree.decoding_pmf, 0, 2),  # (T, P, N, S)
+        np.moveaxis(tree.decoding_valid_mass, 0, 2),
+        None if ns is None else np.moveaxis(ns, 0, 2),  # (T, P, N, O)
+    )
+    dims = ("temperature", "top_p", "item")
+    return {
+        "decoding_pmf": ((*dims, "score"), dec["pmf"]),
+        "decoding_valid_mass": (dims, dec["valid_mass"]),
+        "decoding_error": (dims, np.maximum(dec["error"], dec["valid_mass_error"])),
+    }
+
+
+def _conversation_attrs(result: SequentialResult) -> dict[str, Any]:
+    """The attrs of one conversation's Dataset: what was asked, the rules, the reading."""
+    b, tree = result.battery, result.tree
+    return {
         "administration": "sequential",
         "system": b.system,
         "replies": list(b.replies),
@@ -214,4 +239,3 @@ def sequential_dataset(
         "tol_met": "true" if result.tol_met else "false",
         "exact": "true" if tree.complete else "false",
     }
-    return ds

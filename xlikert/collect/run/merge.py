@@ -292,7 +292,7 @@ def merge_shards(
         out.attrs["cells_copied"] = int(out.attrs["cells_copied"]) + copied
     out = encode_attrs(out)
     if output is not None:
-        from .session import write_atomic
+        from .session import write_results_file
 
-        write_atomic(out, output)
+        write_results_file(out, output)
     return out

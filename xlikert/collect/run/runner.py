@@ -47,13 +47,13 @@ from ..options import CollectOptions
 from ..protocol import Model
 from .checked import CheckedRun, check_run, parse_shard
 from .identity import RunKeys, key_labels
-from .session import Session, write_atomic
+from .session import Session, write_results_file
 
 __all__ = [
     "Plan",
     "collect",
     "parse_shard",
-    "write_atomic",
+    "write_results_file",
 ]
 
 _FORMAT = "xlikert-collect-3"  # 3: token ids stored; vLLM read by the logits processor

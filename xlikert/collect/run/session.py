@@ -46,11 +46,13 @@ from .stream import BLOCK_CELLS, StoredUnit, write_streamed
 if TYPE_CHECKING:
     from .checked import CheckedRun
 
-__all__ = ["Session", "write_atomic"]
+__all__ = ["Session", "write_results_file"]
 
 
-def write_atomic(ds: xr.Dataset, path: str | os.PathLike, kept: str = "") -> Path:
-    """Write ``ds`` to netCDF at ``path`` atomically (:func:`xlikert.core.io.to_netcdf`).
+def write_results_file(ds: xr.Dataset, path: str | os.PathLike, kept: str = "") -> Path:
+    """Write the results file: ``ds`` to netCDF at ``path``, atomically
+    (:func:`xlikert.core.io.to_netcdf`, through :func:`~xlikert.core.io.atomic_write`),
+    a failure said as a :class:`CollectionError` naming the file and the work ``kept``.
 
     Raises
     ------
@@ -135,7 +137,7 @@ class Session:
                     assert self.store is not None, "an output keeps a store"
                     kept = f"; the finished units in {self.store.path} are kept"
                     with stop.saving(last=True):  # a signal now: the file is complete first
-                        ds = write_streamed(ds, output, lambda d, p: write_atomic(d, p, kept))
+                        ds = write_streamed(ds, output, lambda d, p: write_results_file(d, p, kept))
                         finished = True
         except StopSignal as exc:
             raise RunInterrupted(exc.signum, self._stopped(exc.signum)) from None

@@ -85,7 +85,7 @@ def write_streamed(ds: xr.Dataset, path: str | os.PathLike, write) -> xr.Dataset
     """Write ``ds`` (dask-backed: ``assemble(..., block_cells=...)``) with ``write`` one
     block at a time, and open the written file lazily (its data read when used).
 
-    ``write(ds, path)`` is the atomic writer (:func:`~.session.write_atomic`); dask runs
+    ``write(ds, path)`` is the atomic writer (:func:`~.session.write_results_file`); dask runs
     in this thread, so one block is in memory at a time.
     """
     import dask

@@ -21,13 +21,13 @@ module             section
                    (only with a factor of kind ``format``)
 ``languages``      Languages: the items that move most between languages, the
                    composite per language (only with a factor of kind ``language``)
-``context_order``  Context and order: isolated vs sequential administration,
+``context``        Context and order: isolated vs sequential administration,
                    certified bounds, position and item-order effects,
                    carry-over (only with sequentially administered cells)
 ``reasoning``      Reasoning traces: trace-sampling SEs, thinking on vs off
 ``reliability``    Reliability: α, ω and the weakest item, built by
                    :mod:`xlikert.report.sections.reliability`
-``cost``           The cost of generative sampling: SE, sign flips, decoding bias
+``sampling``       The cost of generative sampling: SE, sign flips, decoding bias
 ``alignment``      Alignment with human respondents (``--human``), built by
                    :mod:`xlikert.report.sections.alignment`
 ``individual``     Individual respondents: each person's answer scored against
@@ -47,8 +47,7 @@ from .alignment import human_alignment_section
 from .consensus import consensus_section
 from .constraint import constraint_section
 from .construct import construct_section
-from .context_order import context_section
-from .cost import sampling_cost_section
+from .context import context_section
 from .design import design_section
 from .elicitation import elicitation_section
 from .formats import format_section
@@ -56,6 +55,7 @@ from .individual import individual_respondents_section
 from .languages import languages_section
 from .reasoning import reasoning_section
 from .reliability import scale_reliability_section
+from .sampling import sampling_cost_section
 
 __all__ = [
     "consensus_section",

@@ -9,10 +9,13 @@ bound, and the own-words "no answer" mass.
 
 from __future__ import annotations
 
+from typing import Any
+
 import xarray as xr
 
 from ...analysis.elicitation import elicitation_validity
 from ...core.dims import preferred_factor
+from ...core.schema import ELICITATION_SETTING_ATTRS
 from ...design.elicitation import ELICITATION_DIM
 from ..inputs import ReportInputs, unanswered_note
 from ..page import Section
@@ -65,18 +68,19 @@ def elicitation_section(inputs: ReportInputs) -> Section | None:
 def _settings(attrs: dict, levels: list[str]) -> str:
     """The settings of the levels read, from the file's attributes (empty where absent)."""
     parts = []
-    if "prefix" in levels and attrs.get("elicitation_answer_prefix") is not None:
-        parts.append(f"`prefix` opens the reply with {md_code(attrs['elicitation_answer_prefix'])}")
-    cap = attrs.get("elicitation_reply_tokens")
+    setting: dict[str, Any] = {k: attrs.get(a) for k, a in ELICITATION_SETTING_ATTRS.items()}
+    if "prefix" in levels and setting["answer_prefix"] is not None:
+        parts.append(f"`prefix` opens the reply with {md_code(setting['answer_prefix'])}")
+    cap = setting["reply_tokens"]
     if cap is not None and ("greedy" in levels or "own_words" in levels):
         parts.append(f"replies have at most {int(cap)} tokens")
-    if "own_words" in levels and attrs.get("own_words_temperature") is not None:
+    if "own_words" in levels and setting["own_words_temperature"] is not None:
         parts.append(
             f"`own_words` is the first answer of a reply sampled at temperature "
-            f"{float(attrs['own_words_temperature']):g} and top-p "
-            f"{float(attrs['own_words_top_p']):g}, an exact mixture over the reply's "
-            f"prefixes certified to {float(attrs['own_words_tol']):g} within "
-            f"{int(attrs['own_words_max_passes'])} forward passes per cell"
+            f"{float(setting['own_words_temperature']):g} and top-p "
+            f"{float(setting['own_words_top_p']):g}, an exact mixture over the reply's "
+            f"prefixes certified to {float(setting['own_words_tol']):g} within "
+            f"{int(setting['own_words_max_passes'])} forward passes per cell"
         )
     return (" Settings: " + "; ".join(parts) + ".") if parts else ""
 

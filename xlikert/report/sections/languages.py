@@ -22,6 +22,7 @@ import pandas as pd
 import xarray as xr
 
 from ...analysis.construct import composite
+from ...core.schema import INSTRUMENT_LANGUAGES_ATTR, LANGUAGE_FACTOR_ATTR
 from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_code as md_code
@@ -32,7 +33,7 @@ __all__ = ["language_factor", "languages_section"]
 
 def language_factor(ds) -> str | None:
     """The language factor of a results Dataset (attrs ``language_factor``), or None."""
-    name = ds.attrs.get("language_factor")
+    name = ds.attrs.get(LANGUAGE_FACTOR_ATTR)
     return str(name) if name and name in ds["pmf"].dims else None
 
 
@@ -129,6 +130,6 @@ def _provenance(inputs: ReportInputs, by_lang: pd.DataFrame, lang: str) -> pd.Da
         vm = inputs.ds["valid_mass"]
         vm = vm.mean([d for d in vm.dims if d != lang])
         by_lang["valid mass"] = [float(vm.sel({lang: lv})) for lv in by_lang.index]
-    provenance = json.loads(inputs.ds.attrs.get("instrument_languages", "{}"))
+    provenance = json.loads(inputs.ds.attrs.get(INSTRUMENT_LANGUAGES_ATTR, "{}"))
     by_lang["translation"] = [provenance.get(lv, "not recorded") for lv in by_lang.index]
     return by_lang.reset_index()

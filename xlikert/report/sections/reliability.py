@@ -15,6 +15,7 @@ import xarray as xr
 from ...analysis import reliability as stage
 from ...core.dims import factor_dims, preferred_factor
 from ...core.errors import XlikertError
+from ...core.schema import N_CONDITIONS_ATTR
 from ..inputs import ReportInputs
 from ..page import Section
 from ..tables import markdown_escape as md
@@ -53,7 +54,7 @@ def _reliability_section(
     except XlikertError as exc:
         s.text(f"Reliability over the conditions of {md(list(map(str, respondents)))}: {md(exc)}.")
         return s
-    n = table.attrs["n_conditions"]
+    n = table.attrs[N_CONDITIONS_ATTR]
     per = [c for c in table.columns if c not in stage.RELIABILITY_COLUMNS and c != "subscale"]
     s.text(
         f"The respondents are the {n} conditions of {md(', '.join(map(str, respondents)))} "

@@ -220,7 +220,7 @@ def test_items_with_their_own_answers_and_options_run_as_one_interview(tiny, tmp
     # a questionnaire as fielded (support.survey): 'trust' 1..4 answered with letters, its
     # "Don't know" and "Refused" lettered E and F, then the nominal 'vote' answered with
     # the candidates' names; once refused by name, now one conversation branching on each
-    # item's own answers (tests/collect/test_sequential_questionnaire.py checks the numbers)
+    # item's own answers (tests/collect/context/test_sequential_questionnaire.py checks the numbers)
     from support.survey import survey_experiment
 
     exp = survey_experiment(tmp_path, '[factors.administration]\nlevels = ["isolated", "sequential"]\n')  # fmt: skip

@@ -22,6 +22,7 @@ import xarray as xr
 
 from ...analysis.context import carry_over
 from ...core.dims import ADMINISTRATION_DIM, MODEL_DIM
+from ...core.schema import SEQUENTIAL_MAX_PASSES_ATTR, SEQUENTIAL_TOL_ATTR
 from ...design.item_order import ITEM_POSITION
 from ..inputs import ReportInputs
 from ..page import Section
@@ -61,7 +62,7 @@ def context_section(inputs: ReportInputs) -> Section | None:
     if seq is None:
         return None
     s = Section("Context and order")
-    tol = float(ds.attrs.get("sequential_tol", 0.0))
+    tol = float(ds.attrs.get(SEQUENTIAL_TOL_ATTR, 0.0))
     err = ds["context_error"].where(seq)
     met = bool((ds["context_tol_met"].where(seq, 1) == 1).all())
     s.text(
@@ -75,7 +76,7 @@ def context_section(inputs: ReportInputs) -> Section | None:
             "Every history of positive probability was read: the sequential PMFs are exact. "
             if float(err.max()) == 0
             else f"Histories were read best first until every item's certified error was at "
-            f"most tol = {tol:g} (max_passes {ds.attrs.get('sequential_max_passes')}): the "
+            f"most tol = {tol:g} (max_passes {ds.attrs.get(SEQUENTIAL_MAX_PASSES_ATTR)}): the "
             f"largest certified error |returned − exact| is {float(err.max()):.2g}. "
         )
         + (

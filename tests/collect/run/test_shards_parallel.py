@@ -26,7 +26,7 @@ from support.tiny import save_tiny
 from xlikert.collect import merge_shards
 from xlikert.core.errors import CollectionError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 N = 3
 CLI = "from xlikert.cli import main; main()"
 

@@ -14,10 +14,10 @@ import pytest
 
 from xlikert.collect.answers.numerals import (
     read_numeral,
-    render,
     rule_scripts,
     scripts,
     shown_scripts,
+    write_numeral,
 )
 from xlikert.collect.answers.spellings import _find_answer_sequences, answer_rule
 from xlikert.collect.answers.tokens import find_valid_tokens, known_scripts
@@ -76,10 +76,10 @@ def ids_of(tok, *pieces):
     return {tok.vocab[spell(p)] for p in pieces}
 
 
-def test_read_and_render_agree_in_every_script():
+def test_read_and_write_agree_in_every_script():
     for s in scripts():
         for v in (0, 1, 7, 10, 42, -3):
-            assert read_numeral(render(v, s)) == (v, s)
+            assert read_numeral(write_numeral(v, s)) == (v, s)
     assert len(scripts()) == len(set(scripts())) and scripts()[0] == "ascii"
     # every Nd character is a digit of exactly one script
     nd = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Nd"]

@@ -29,8 +29,8 @@ from xlikert.collect.run.interrupt import RunInterrupted
 from xlikert.collect.run.lock import LockHeld, RunLock
 from xlikert.core.errors import CollectionError
 
-HERE = Path(__file__).parent
-CHILD = HERE.parent / "support" / "collect_child.py"
+TESTS = Path(__file__).resolve().parents[2]
+CHILD = TESTS / "support" / "collect_child.py"
 KW = {"progress": False, "batch_size": 2, "chunk_size": 2}
 
 
@@ -52,9 +52,7 @@ def spec(tiny: str) -> list[dict[str, str]]:
 
 
 def child(tiny: str, out: Path, **cfg) -> subprocess.Popen:
-    env = dict(
-        os.environ, PYTHONPATH=f"{HERE.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
-    )
+    env = dict(os.environ, PYTHONPATH=f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     arg = json.dumps({"model_dir": tiny, "out": str(out), "models": ["tiny"], **cfg})
     return subprocess.Popen([sys.executable, str(CHILD), arg], env=env, stderr=subprocess.PIPE,
                             text=True)  # fmt: skip
