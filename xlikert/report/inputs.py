@@ -355,17 +355,6 @@ class ReportInputs:
             "instrument defines no composite"
         )
 
-    def composite_note(self) -> str:
-        """The sentence a report writes where the instrument defines no composite."""
-        from .tables import markdown_escape as md
-
-        return (
-            f"No composite: {md(self.no_composite or '')}. Composite scores, their "
-            "distributional ANOVA, reliability and sampling cost are not reported; the "
-            "per-item sections (failure rate, Consensus per item, alignment with respondents) "
-            "stand alone. Give the items a subscale in the instrument to score them together."
-        )
-
     # the analyses several sections share: computed on first use, then kept
     # (cached_property writes the instance __dict__, which a frozen dataclass allows)
     @cached_property
