@@ -1,4 +1,4 @@
-"""Command-line interface: ``xlikert prompts | example | run | merge | report | reliability | demo``.
+"""Command-line interface: ``xlikert prompts | example | run | merge | plan | report | reliability | demo``.
 
 The top layer of the package: one module per stage's commands (:mod:`.design`:
 ``prompts``, ``example``; :mod:`.collect`: ``run``, ``merge``; :mod:`.report`: ``report``,
@@ -24,6 +24,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "example": ("xlikert.cli.design", "example_command"),
     "run": ("xlikert.cli.collect", "run_command"),
     "merge": ("xlikert.cli.collect", "merge_command"),
+    "plan": ("xlikert.cli.collect", "plan_command"),
     "demo": ("xlikert.cli", "demo_command"),
     "report": ("xlikert.cli.report", "report_command"),
     "reliability": ("xlikert.cli.report", "reliability_command"),

@@ -1,4 +1,4 @@
-"""``xlikert run`` and ``xlikert merge``.
+"""``xlikert run``, ``xlikert merge`` and ``xlikert plan``.
 
 This module imports neither torch nor transformers; they load inside the commands.
 """
@@ -15,7 +15,7 @@ import click
 
 from ..core.errors import XlikertError
 
-__all__ = ["FLAGS", "merge_command", "parse_batch", "run_command"]
+__all__ = ["FLAGS", "merge_command", "parse_batch", "plan_command", "run_command"]
 
 
 def _fail(exc: Exception) -> None:
@@ -60,6 +60,7 @@ FLAGS: dict[str, str] = {
     "--trust-remote-code/--no-trust-remote-code": "trust_remote_code",
     "--tol": "tol",
     "--max-passes": "max_passes",
+    "--replicas": "replicas",
 }
 
 
@@ -153,8 +154,15 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
               "(default: 0, exact)")  # fmt: skip
 @click.option("--max-passes", default=None, type=int,
               help="sequential administration: forward passes per conversation (default: 10000)")  # fmt: skip
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+              help="compute on a Ray cluster: auto (the one `ray start` runs here), local (one "
+              "started for the run) or host:port of its head; the file is the same "
+              "(executor = \"ray\" in [collect])")  # fmt: skip
+@click.option("--replicas", default=None, type=int,
+              help="with --ray: replicas of each model (default: as many as fit)")  # fmt: skip
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def run_command(config, output, shard, overwrite, reuse, discard_progress, quiet, **flags):
+def run_command(config, output, shard, overwrite, reuse, discard_progress, quiet, ray_address,
+                **flags):  # fmt: skip
     from ..collect.run.interrupt import RunInterrupted
     from ..collect.run.runner import collect
     from ..design import load_experiment
@@ -162,6 +170,8 @@ def run_command(config, output, shard, overwrite, reuse, discard_progress, quiet
     try:
         exp = load_experiment(config)
         options = _run_options(exp.collect, f"{exp.path} [collect]", **flags)
+        if ray_address is not None:
+            options = options.replace(where="--ray", executor="ray", ray_address=ray_address)
         prompts = exp.build_prompts()
         output = output or f"{exp.name}.nc"
         before = _stamp(output)
@@ -231,3 +241,79 @@ def merge_command(parts, output):
     except XlikertError as exc:
         _fail(exc)
     click.echo(f"wrote {output}: {int(ds['valid_mass'].size)} prompts from {len(parts)} shards")
+
+
+def _parse_rates(values: tuple[str, ...]) -> float | dict[str, float] | None:
+    """``--throughput 5000`` (every model) or ``--throughput tiny=5000`` (one model)."""
+    out: dict[str, float] = {}
+    for v in values:
+        name, _, rate = v.rpartition("=")
+        try:
+            out[name] = float(rate)
+        except ValueError:
+            raise click.BadParameter(
+                f"expected tokens per second, or MODEL=tokens per second, got {v!r}",
+                param_hint="'--throughput'",
+            ) from None
+    if not out:
+        return None
+    return out.pop("") if list(out) == [""] else out
+
+
+@click.command("plan")
+@click.argument("config")
+@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
+              help="the results .nc the run would write (its cells are found)")  # fmt: skip
+@click.option(
+    "--reuse",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="an earlier results file whose unchanged cells are found (repeatable)",
+)
+@click.option("--throughput", multiple=True,
+              help="prompt tokens per second of one replica: a number, or MODEL=number "
+              "(repeatable; e.g. measured on the GPU kind the run uses)")  # fmt: skip
+@click.option("--probe", default=0, type=int,
+              help="measure each model's throughput on this machine over this many prompts "
+              "(loads the model)")  # fmt: skip
+@click.option("--spent", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="a results file of this study: set what its run spent beside the "
+              "projection")  # fmt: skip
+def plan_command(config, output, reuse, throughput, probe, spent):
+    """The cost of running the experiment CONFIG before it runs: per model, its cells, those
+    already found in the output or --reuse files, the forward passes and prompt tokens to
+    compute (with the upper bounds of own-words and sequential budgets), the FLOPs, and the
+    time at a stated throughput. Only tokenizers load (unless --probe)."""
+    from ..collect.run.cost import cost_plan
+    from ..design import load_experiment
+
+    try:
+        exp = load_experiment(config)
+        options = _run_options(exp.collect, f"{exp.path} [collect]")
+        df = cost_plan(exp.build_prompts(), exp.models, output, options=options,
+                       reuse=list(reuse), tokens_per_second=_parse_rates(throughput),
+                       probe=probe)  # fmt: skip
+    except XlikertError as exc:
+        _fail(exc)
+    click.echo(df.to_string(float_format=lambda v: f"{v:.4g}"))
+    for k, v in df.attrs["assumptions"].items():
+        click.echo(f"{k}: {v}")
+    if spent is not None:
+        click.echo(_beside(df, spent))
+
+
+def _beside(df, path: str) -> str:
+    """The projection beside what the run that wrote ``path`` spent (cells it computed,
+    their passes and prompt tokens, its collection seconds)."""
+    from ..collect.run.cost import cost_spent
+    from ..core.io import open_results, read_attrs
+
+    ds = open_results(path)
+    got = cost_spent(ds)
+    cols = ["to_compute", "passes", "passes_max", "prompt_tokens", "seconds"]
+    both = df[cols].join(got.add_prefix("spent_"), how="outer")
+    seconds = read_attrs(ds).get("collection_seconds_last_session")
+    return (
+        f"projected beside spent ({path}; its last session collected for {seconds} s):\n"
+        + both.to_string(float_format=lambda v: f"{v:.4g}")
+    )

@@ -35,6 +35,8 @@ from .protocol import BACKENDS, Model
 from .reasoning import trace_texts
 from .record import ReadSequence, UnitResult, read_sequence
 from .run.checked import parse_shard
+from .run.cluster import RayExecutor
+from .run.cost import cost_plan, cost_spent
 from .run.merge import merge_shards
 from .run.runner import collect
 from .run.store import PartialStore
@@ -96,12 +98,15 @@ __all__ = [
     "CollectOptions",
     "Model",
     "PartialStore",
+    "RayExecutor",
     "ReadSequence",
     "UnitResult",
     "ValidTokens",
     "builtin_names",
     "cache_dir",
     "collect",
+    "cost_plan",
+    "cost_spent",
     "find_valid_tokens",
     "load_model",
     "merge_shards",

@@ -22,7 +22,7 @@ RUN_WIDE_OPTIONS = (
     "scale", "top_k", "temperatures", "top_ps", "split_space", "prefix_cache", "batch_size",
     "chunk_size", "answer_labels", "nonsubstantive", "tol", "max_passes", "numerals", "answer_prefix",
     "reply_tokens", "answer_parse", "own_words_temperature", "own_words_top_p", "own_words_tol",
-    "own_words_max_passes",
+    "own_words_max_passes", "executor", "ray_address", "replicas",
 )  # fmt: skip
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_TEMPERATURES",
     "DEFAULT_TOP_PS",
     "ELICITATION_OPTIONS",
+    "EXECUTORS",
     "CollectOptions",
     "labels_key",
 ]
@@ -42,6 +43,10 @@ ELICITATION_OPTIONS = (
     "answer_prefix", "reply_tokens", "answer_parse", "own_words_temperature", "own_words_top_p",
     "own_words_tol", "own_words_max_passes",
 )  # fmt: skip
+
+#: Where a run's units are computed (:mod:`xlikert.collect.run.executor`); the numbers do
+#: not depend on it.
+EXECUTORS = ("in_process", "ray")
 
 
 def labels_key(labels: Sequence[str] | None, scale: Sequence[int]) -> str:
@@ -171,6 +176,18 @@ class CollectOptions:
         (``|returned - exact| <= tol`` for ``pmf``, ``valid_mass`` and
         ``no_answer_mass``; 0: every reply prefix read) and the forward passes one cell
         may spend; the bound reached is stored, never a smaller one.
+    executor
+        Where the units are computed (:mod:`xlikert.collect.run.executor`):
+        ``"in_process"`` (the default: one model at a time in this process) or ``"ray"``
+        (model replicas as actors of a Ray cluster, :mod:`xlikert.collect.run.cluster`).
+        Not part of any key: the results file is the same.
+    ray_address
+        The executor ``"ray"``: the cluster, ``"auto"`` (the one running here, as ``ray
+        start`` left it), ``"local"`` (one started on this machine for the run) or
+        ``host:port`` of its head.
+    replicas
+        The executor ``"ray"``: replicas of each model; None (the default): as many as
+        the cluster has room for, at most one per unit.
 
     Raises
     ------
@@ -212,6 +229,9 @@ class CollectOptions:
     own_words_top_p: float = 1.0
     own_words_tol: float = 1e-3
     own_words_max_passes: int = 256
+    executor: str = "in_process"
+    ray_address: str = "auto"
+    replicas: int | None = None
 
     def __post_init__(self) -> None:
         self._validate("")
@@ -275,6 +295,22 @@ class CollectOptions:
                 where, f"numerals must be one of {list(NUMERAL_MODES)}, got {self.numerals!r}"
             )
         self._validate_elicitation(where, put)
+        self._validate_executor(where, put)
+
+    def _validate_executor(self, where: str, put) -> None:
+        """The options of the executor (where units are computed, not what they hold)."""
+        if self.executor not in EXECUTORS:
+            raise _fail(where, f"executor must be one of {list(EXECUTORS)}, got {self.executor!r}")
+        if not (isinstance(self.ray_address, str) and self.ray_address.strip()):
+            raise _fail(
+                where,
+                "ray_address must be 'auto', 'local' or host:port of a Ray cluster's head, "
+                f"got {self.ray_address!r}",
+            )
+        if self.replicas is not None:
+            if not (_is_int(self.replicas) and self.replicas >= 1):
+                raise _fail(where, f"replicas must be an integer >= 1, got {self.replicas!r}")
+            put("replicas", int(self.replicas))
 
     def _validate_elicitation(self, where: str, put) -> None:
         """The options of the elicitation factor."""
@@ -478,7 +514,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes, executor, ray_address, replicas
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):

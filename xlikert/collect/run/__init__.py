@@ -14,5 +14,8 @@ imports it.
 :mod:`.lock`          one run per output (``flock``)
 :mod:`.interrupt`     SIGTERM and SIGINT: stop after the unit in flight, progress kept
 :mod:`.merge`         ``--shard i/n`` parts -> the file one run makes
+:mod:`.executor`      where the units are computed: in this process (the default)
+:mod:`.cluster`       ... or by model replicas on a Ray cluster (``--ray``)
+:mod:`.cost`          ``xlikert plan``: the cost before the run, what a run spent
 ====================  =================================================================
 """

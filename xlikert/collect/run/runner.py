@@ -25,7 +25,7 @@ looks complete; a finished output with the same fingerprint is not recomputed.
 1. check the call once (:func:`~xlikert.collect.run.checked.check_run`): prompts,
    model entries (each by its backend), options, shard, output, reuse files;
 2. plan the units and the fingerprints (:class:`Plan`);
-3. key the cells (:func:`_run_keys`), and find the files to copy cells from;
+3. key the cells (:func:`run_keys`), and find the files to copy cells from;
 4. run: find, compute (:class:`~xlikert.collect.run.session.Session`);
 5. assemble the results file and write it.
 """
@@ -43,9 +43,11 @@ import numpy as np
 import xarray as xr
 
 from ...core.errors import CollectionError
-from ..options import CollectOptions
+from ..options import EXECUTORS, CollectOptions
 from ..protocol import Model
 from .checked import CheckedRun, check_run, parse_shard
+from .cluster import RayExecutor
+from .executor import Executor, InProcess
 from .identity import RunKeys, key_labels
 from .session import Session, write_results_file
 
@@ -53,6 +55,8 @@ __all__ = [
     "Plan",
     "collect",
     "parse_shard",
+    "reuse_sources",
+    "run_keys",
     "write_results_file",
 ]
 
@@ -250,6 +254,7 @@ def collect(
     progress: bool = True,
     on_unit: Callable[[int, int], None] | None = None,
     loader: Callable[[dict[str, Any], CollectOptions, tuple[str, str]], Model] | None = None,
+    executor: Any = None,
     **overrides: Any,
 ) -> xr.Dataset:
     """Collect exact next-token item PMFs for every (model, condition, item).
@@ -301,6 +306,14 @@ def collect(
         as ``open`` is, ``probe`` being one ``(system, user)`` prompt of the run.
         The entry's identity (its backend's ``inputs``) is taken to describe the
         loaded model.
+    executor : str or Executor, optional
+        Where the units are computed (:mod:`xlikert.collect.run.executor`):
+        ``"in_process"`` (one model at a time in this process), ``"ray"`` (model
+        replicas on a Ray cluster: :class:`~xlikert.collect.run.cluster.RayExecutor`,
+        with the options' ``ray_address`` and ``replicas``), or an executor object
+        (e.g. ``RayExecutor("local", replicas=2)``); default: the options'
+        ``executor``. The results file is the same, but for ``attrs["cluster"]``
+        (nodes, replicas, which replica computed which unit).
     **overrides : Any
         Any field of :class:`~xlikert.collect.options.CollectOptions` by name,
         overriding ``options`` (``scale``, ``top_k``, ``temperatures``,
@@ -378,15 +391,17 @@ def collect(
     run = check_run(prompts, models, output, options=options, overrides=overrides,
                     shard=shard, reuse=reuse)  # fmt: skip
     plan = Plan(run)
-    sources = _reuse_sources(run, plan, overwrite)
+    sources = reuse_sources(run, plan, overwrite)
     if isinstance(sources, xr.Dataset):  # this very configuration, finished before
         return sources
-    session = Session(run, plan, _run_keys(run, plan), loader=loader, progress=progress,
-                      on_unit=on_unit)  # fmt: skip
+    chosen = _make_executor(executor, run.options)
+    chosen.prepare(run.models, run.options)  # refuses a model the cluster has no room for
+    session = Session(run, plan, run_keys(run, plan), loader=loader, progress=progress,
+                      on_unit=on_unit, executor=chosen)  # fmt: skip
     return session.run(run.output, sources, discard=discard_progress)
 
 
-def _run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
+def run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
     """The keys of the run's cells (:mod:`~xlikert.collect.run.identity`): each model's
     inputs, the cells' answer labels as the plan reads them, and each sequential cell's
     conversation."""
@@ -395,7 +410,7 @@ def _run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
     return RunKeys(run.models, run.options, plan.prompts, plan.key_labels, battery, level)
 
 
-def _reuse_sources(
+def reuse_sources(
     run: CheckedRun, plan: Plan, overwrite: bool
 ) -> list[tuple[Path, bool]] | xr.Dataset:
     """The results files to copy cells from, each with whether it was named (``reuse=``)
@@ -409,3 +424,35 @@ def _reuse_sources(
             return finished
         sources.append((out, False))  # replaced: its cells that still apply are copied
     return sources
+
+
+def _make_executor(executor: Any, options: CollectOptions) -> Executor:
+    """The executor of a run: ``executor`` as given (a name or an :class:`Executor`), else
+    the options' (``executor``, ``ray_address``, ``replicas``).
+
+    Raises
+    ------
+    CollectionError
+        An unknown name, or an object that is no executor; Ray not installed.
+
+    Examples
+    --------
+    >>> _make_executor(None, CollectOptions()).name
+    'in_process'
+    >>> _make_executor("dask", CollectOptions())
+    Traceback (most recent call last):
+    ...
+    xlikert.core.errors.CollectionError: collect(): executor must be one of ['in_process', 'ray'] or an Executor (prepare, compute, record), got 'dask'
+    """
+    if executor is None:
+        executor = options.executor
+    if isinstance(executor, Executor):
+        return executor
+    if executor == "in_process":
+        return InProcess()
+    if executor == "ray":
+        return RayExecutor(options.ray_address, replicas=options.replicas)
+    raise CollectionError(
+        f"collect(): executor must be one of {list(EXECUTORS)} or an Executor (prepare, "
+        f"compute, record), got {executor!r}"
+    )

@@ -37,6 +37,7 @@ from ..progress import CellProgressFn, bar_postfix
 from ..protocol import Model, backend_module
 from ..record import UnitResult, assemble
 from ..templates import PLAIN_FORMAT
+from .executor import InProcess
 from .identity import KEY_FORMAT, RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals, StopSignal
 from .reuse import ProgressSource, ResultsSource, Reuse, RunCells, open_source, shortfall
@@ -46,7 +47,7 @@ from .stream import BLOCK_CELLS, StoredUnit, write_streamed
 if TYPE_CHECKING:
     from .checked import CheckedRun
 
-__all__ = ["Session", "write_results_file"]
+__all__ = ["Session", "with_labels", "write_results_file"]
 
 
 def write_results_file(ds: xr.Dataset, path: str | os.PathLike, kept: str = "") -> Path:
@@ -81,13 +82,16 @@ class Session:
         loader: Callable[..., Model] | None = None,
         progress: bool = True,
         on_unit: Callable[[int, int], None] | None = None,
+        executor: Any = None,
     ):
         """``run``: the checked call (:class:`~xlikert.collect.run.checked.CheckedRun`);
         ``plan``: its units (:class:`~xlikert.collect.run.runner.Plan`); ``keys``: its
-        cells' keys (:func:`~xlikert.collect.run.runner._run_keys`)."""
+        cells' keys (:func:`~xlikert.collect.run.runner.run_keys`); ``executor``: where
+        the units are computed (:mod:`.executor`; None: in this process)."""
         self.prompts, self.user, self.plan, self.keys = run.prompts, run.user, plan, keys
         self.models, self.options = list(run.models), run.options
         self.loader, self.progress, self.on_unit = loader, progress, on_unit
+        self.executor = executor if executor is not None else InProcess()
         self.reuse = Reuse([])
         self.store: PartialStore | None = None
         #: Units computed by this configuration (this session, or saved by an earlier one).
@@ -309,13 +313,14 @@ class Session:
                                                      for mi in range(len(self.models)))  # fmt: skip
         bar = tqdm(total=total, unit="prompt", desc="collect", disable=not self.progress,
                    file=sys.stderr, initial=have, dynamic_ncols=True)  # fmt: skip
+        work = []
+        for mi, spec in enumerate(self.models):
+            todo = self.todo(mi)
+            mine = any(m == mi for m, _, _ in self.plan.units)
+            if todo or (mine and not self._known_info(mi)):
+                work.append((mi, spec, todo))
         try:
-            for mi, spec in enumerate(self.models):
-                todo = self.todo(mi)
-                mine = any(m == mi for m, _, _ in self.plan.units)
-                if not todo and (self._known_info(mi) or not mine):
-                    continue
-                self._compute_model(mi, spec, todo, stop, bar)
+            self.executor.compute(self, work, stop, bar)
         finally:
             bar.close()
 
@@ -344,48 +349,59 @@ class Session:
         prepared = None if inputs is None else inputs.prepared
         return backend_module(spec).open(spec, opened, probe, prepared=prepared)
 
-    def _compute_model(self, mi, spec, todo, stop: StopOnSignals, bar) -> None:
+    def compute_model(self, mi, spec, todo, stop: StopOnSignals, bar) -> None:
+        """Load model ``mi`` here, score its units ``todo`` in order, save each."""
         plan, options = self.plan, self.options
         bar.set_description(f"load {spec['name']}")
         first = todo[0][1] if todo else next(c for m, _, c in plan.units if m == mi)
         model = self._open(mi, spec, first)
         try:
-            self._check_mode(mi, spec, model)
+            self.check_mode(mi, spec, model)
             if hasattr(model, "relabel"):  # every label set's rule before any unit is read:
                 # a label the model cannot read is refused first (each rule is kept)
                 sets = {plan.labels_of(cells): cells for _, cells in todo}
                 for labels, cells in sets.items():
-                    model = _with_labels(model, labels, spec, self.loader, options,
+                    model = with_labels(model, labels, spec, self.loader, options,
                                          plan.prompts(cells)[0])  # fmt: skip
             bar.set_description(f"collect {spec['name']}")
             for ui, cells in todo:
-                model = _with_labels(model, plan.labels_of(cells), spec, self.loader,
+                model = with_labels(model, plan.labels_of(cells), spec, self.loader,
                                      options, plan.prompts(cells)[0])  # fmt: skip
-                r = self._score(model, cells, bar_postfix(bar))
-                r.check(len(cells), {**options.sizes, "trace": plan.traces[mi]})
-                r.cells = np.asarray(cells, dtype=np.int64)
-                keys = self.keys.of_result(mi, r)
-                with stop.saving():
-                    if self.store is not None:  # kept on disk, not in memory
-                        self.store.save_unit(mi, ui, r, keys, self.keys.digest(mi))
-                        r = StoredUnit.of(r, self.store.unit_file(mi, ui))
-                    self.done[(mi, ui)] = r
-                    self.cell_keys.update(((mi, j), k) for j, k in zip(cells, keys, strict=True))
-                    self.computed_now += len(cells)
-                    self.units_done += 1
-                bar.update(len(cells))
-                if self.on_unit is not None:
-                    self.on_unit(self.units_done, len(plan.units))
-            # as a resumed run reads it back from the store (sorted keys, JSON values),
-            # so an interrupted run writes the same attrs as an uninterrupted one
-            self.infos[mi] = as_record(model.provenance())
-            if self.store is not None:
-                self.store.save_model(self.keys.digest(mi), self.infos[mi])
+                self.save_unit(
+                    mi, ui, cells, self.score_unit(model, cells, bar_postfix(bar)), stop, bar
+                )
+            self.finish_model(mi, model.provenance())
         finally:
             model.close()
             del model
 
-    def _score(
+    def save_unit(self, mi: int, ui: int, cells: list[int], r: UnitResult,
+                  stop: StopOnSignals, bar: Any) -> None:  # fmt: skip
+        """Check and save a finished unit of model ``mi`` (wherever it was computed)."""
+        r.check(len(cells), {**self.options.sizes, "trace": self.plan.traces[mi]})
+        r.cells = np.asarray(cells, dtype=np.int64)
+        keys = self.keys.of_result(mi, r)
+        with stop.saving():
+            if self.store is not None:  # kept on disk, not in memory
+                self.store.save_unit(mi, ui, r, keys, self.keys.digest(mi))
+                r = StoredUnit.of(r, self.store.unit_file(mi, ui))
+            self.done[(mi, ui)] = r
+            self.cell_keys.update(((mi, j), k) for j, k in zip(cells, keys, strict=True))
+            self.computed_now += len(cells)
+            self.units_done += 1
+        bar.update(len(cells))
+        if self.on_unit is not None:
+            self.on_unit(self.units_done, len(self.plan.units))
+
+    def finish_model(self, mi: int, provenance: dict[str, Any]) -> None:
+        """Keep the record of model ``mi`` once its units are done: as a resumed run reads
+        it back from the store (sorted keys, JSON values), so an interrupted run writes the
+        same attrs as an uninterrupted one."""
+        self.infos[mi] = as_record(provenance)
+        if self.store is not None:
+            self.store.save_model(self.keys.digest(mi), self.infos[mi])
+
+    def score_unit(
         self, model: Model, cells: list[int], progress: CellProgressFn | None = None
     ) -> UnitResult:
         """Score one unit: its prompts, or its conversation (a sequential condition);
@@ -409,7 +425,7 @@ class Session:
             options=options.nonsubstantive, progress=progress,
         )  # fmt: skip
 
-    def _check_mode(self, mi: int, spec: dict[str, Any], model: Model) -> None:
+    def check_mode(self, mi: int, spec: dict[str, Any], model: Model) -> None:
         """A model must measure in the mode its reused cells were measured in."""
         modes = {r.mode: "saved progress" for (m, _), r in self.done.items() if m == mi}
         modes.update(self.reuse.modes(mi))
@@ -473,6 +489,9 @@ class Session:
             cells_reused=reused,
             reuse_sources=self._sources(),
         )
+        cluster = self.executor.record()
+        if cluster is not None:  # where each unit was computed (not the numbers)
+            ds.attrs["cluster"] = cluster
         if max(plan.traces):
             ds.attrs["reasoning_models"] = [
                 m["name"] for m, t in zip(self.models, plan.traces, strict=True) if t
@@ -521,7 +540,7 @@ def _with_elicitation_fill(r: UnitResult) -> UnitResult:
     return r
 
 
-def _with_labels(model, labels, spec, loader, options: CollectOptions, probe) -> Model:
+def with_labels(model, labels, spec, loader, options: CollectOptions, probe) -> Model:
     """The model reading answers with ``labels``: relabelled in place where the backend
     can (every backend of xlikert), else closed and opened again with them."""
     current = getattr(model, "options", options).answer_labels

@@ -1,0 +1,86 @@
+"""``xlikert plan``: the cost counted before a run (only tokenizers load) is what the run
+then spends: cells, forward passes and prompt tokens; own-words within their bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from support.tiny import save_answering_tiny
+
+from xlikert.collect import collect, cost_plan, cost_spent
+from xlikert.design import load_experiment
+
+KW = {"batch_size": 4, "chunk_size": 4, "top_k": 3, "reply_tokens": 3,
+      "own_words_tol": 0.05, "own_words_max_passes": 12}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> list[dict]:
+    return [{"name": "tiny", "source": str(save_answering_tiny(tmp_path_factory.mktemp("cost")
+                                                                / "m"))}]  # fmt: skip
+
+
+def demo(items: int = 3, levels: tuple[str, ...] = ("first_token",)):
+    """The built-in demo experiment's prompts: 2 targets, the first ``items`` items."""
+    prompts = load_experiment("demo").build_prompts().isel(target=[0, 1], item=slice(0, items))
+    return prompts.expand_dims(elicitation=list(levels)) if len(levels) > 1 else prompts
+
+
+def test_plan_counts_are_what_the_run_spends(model, tmp_path):
+    out = tmp_path / "r.nc"
+    plan = cost_plan(demo(), model, out, tokens_per_second=1000.0, **KW)
+    row = plan.loc["tiny"]
+    assert row["found"] == 0 and row["to_compute"] == row["cells"] == 6
+    assert row["passes"] == row["passes_max"] == 6  # one per first-token cell
+    assert row["tokens_max"] == row["prompt_tokens"] > 0
+    assert row["parameters"] > 0 and row["flops"] == 2 * row["parameters"] * row["tokens_max"]
+    assert row["seconds"] == pytest.approx(row["tokens_max"] / 1000.0)
+    assert "2 x parameters x tokens" in plan.attrs["assumptions"]["flops"]
+    ds = collect(demo(), model, out, progress=False, **KW)
+    spent = cost_spent(ds).loc["tiny"]
+    for k in ("to_compute", "passes", "prompt_tokens"):
+        assert spent[k] == row[k], k
+    # the finished output: every cell found, nothing left
+    again = cost_plan(demo(), model, out, **KW).loc["tiny"]
+    assert again["found"] == 6 and again["to_compute"] == again["passes"] == 0
+    assert np.isnan(again["seconds"])  # no throughput stated: no projection
+
+
+def test_plan_finds_reused_cells_and_bounds_own_words(model, tmp_path):
+    first = tmp_path / "first.nc"
+    collect(demo(2), model, first, progress=False, **KW)
+    levels = ("first_token", "own_words")
+    plan = cost_plan(demo(3, levels), model, tmp_path / "grown.nc", reuse=[first], **KW)
+    row = plan.loc["tiny"]
+    ds = collect(demo(3, levels), model, tmp_path / "grown.nc", reuse=[first], progress=False, **KW)
+    assert row["found"] == int(ds.attrs["cells_reused"]) + int(ds.attrs["cells_copied"])
+    spent = cost_spent(ds).loc["tiny"]
+    assert spent["to_compute"] == row["to_compute"] == row["cells"] - row["found"]
+    assert spent["prompt_tokens"] == row["prompt_tokens"]
+    # own-words cells read up to own_words_max_passes prefixes: within the plan's bound
+    assert row["passes"] <= spent["passes"] <= row["passes_max"]
+    own_words_cells = 2 * 3  # 2 targets x 3 items, none in the first file
+    assert row["passes_max"] - row["passes"] == own_words_cells * (KW["own_words_max_passes"] - 1)
+
+
+def test_xlikert_plan_prints_the_table_and_its_assumptions(model, tmp_path):
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(
+        '[experiment]\nname = "cost"\ninstrument = "cetscale"\n\n'
+        '[factors.target]\nlevels = ["USA"]\n\n[collect]\nchunk_size = 5\ntop_k = 3\n\n'
+        f'[[models]]\nname = "tiny"\nsource = "{model[0]["source"]}"\n'
+    )
+    res = CliRunner().invoke(main, ["plan", str(cfg), "--throughput", "tiny=2000"])
+    assert res.exit_code == 0, res.output
+    assert "prompt_tokens" in res.output and "2 x parameters x tokens" in res.output
+    assert "{'tiny': 'given'}" in res.output
+    bad = CliRunner().invoke(main, ["plan", str(cfg), "--throughput", "fast"])
+    assert bad.exit_code != 0 and "MODEL=tokens per second" in bad.output
