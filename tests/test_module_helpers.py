@@ -53,6 +53,8 @@ ALLOWED: dict[str, str] = {
     "xlikert.collect.elicitation.parse_answer": "documented in docs/elicitation.md",
     "xlikert.collect.own_words.reply_tree": "documented in docs/elicitation.md",
     "xlikert.collect.own_words.sampler_probabilities": "documented in docs/elicitation.md",
+    "xlikert.collect.stated.parse_stated": "documented in docs/elicitation.md",
+    "xlikert.collect.stated.stated_user": "documented in docs/elicitation.md",
 }
 
 

@@ -53,6 +53,7 @@ from xlikert.analysis.support import item_points as item_points
 from xlikert.analysis.support import item_support as item_support
 from xlikert.analysis.support import nominal_items as nominal_items
 from xlikert.analysis.traces import trace_se as trace_se
+from xlikert.analysis.validity.compare import validity as validity
 from xlikert.core.errors import CollectionError as CollectionError
 from xlikert.core.errors import ConfigError as ConfigError
 from xlikert.core.errors import DesignError as DesignError
@@ -110,5 +111,6 @@ __all__ = [
     "total_variation",
     "trace_se",
     "trend",
+    "validity",
     "wasserstein",
 ]

@@ -46,6 +46,7 @@ from .analysis import (
     reliability,
     support,
     traces,
+    validity,
 )
 from .core import errors, io
 
@@ -188,6 +189,7 @@ API: tuple[Heading, ...] = (
             Entry(alignment.jensen_shannon, BOTH),
             Entry(alignment.mean_difference, BOTH),
             Entry(alignment.noise_ceiling, DATASET),
+            Entry(validity.validity, BOTH),
         ),
         also=("analysis.nonsubstantive.nonsubstantive_alignment",),
     ),

@@ -3,7 +3,7 @@ against the transformers backend: SmolLM2 on the session's shared engine
 (:mod:`support.vllm_jobs`), Qwen2.5-Coder-0.5B on an engine of its own (marked costly),
 both on one
 CETSCALE item, 17 (target USA), with ``first_token``, ``prefix``, ``greedy`` and ``own_words``
-(a pruned reply tree). The same replies, the same answers, the same PMFs within float
+(a pruned reply tree) and ``stated``. The same replies, the same answers, the same PMFs within float
 noise, the same prefixes read by the reply tree and the same certified bounds."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_every_level_through_vllm_equals_transformers(which, through_vllm, vllm_
     assert v.likert.attrs["models"]["m"]["backend"] == "vllm (in process)"
     assert v.attrs["own_words_round"] == t.attrs["own_words_round"]
     # the greedy replies: token for token, and the answers they write
-    for var in ("reply_token_ids", "reply_text", "reply_end"):
+    for var in ("reply_token_ids", "reply_text", "reply_end", "stated_status", "stated_numbers"):
         np.testing.assert_array_equal(v[var].values, t[var].values, err_msg=var)
     for var in ("reply_answered", "reply_answer", "reply_answer_position", "elicitation_passes",
                 "elicitation_tol_met"):  # fmt: skip

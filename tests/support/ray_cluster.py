@@ -21,6 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _node_ip(i: int) -> str:
+    """Node ``i``'s address: its own in the loopback range, never 127.0.0.1 (see above)."""
+    return f"127.0.0.{2 + i}"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -44,21 +49,25 @@ class LocalCluster:
         self.tmp = Path(tempfile.mkdtemp(prefix="xlr-"))  # short: Ray's socket paths
         self.procs: list[subprocess.Popen] = []
         port = _free_port()
-        self.address = f"127.0.0.1:{port}"
+        # Each node on its own loopback address (127.0.0.2, 127.0.0.3, ...): Ray turns
+        # 127.0.0.1 into the machine's network address (resolve_ip_for_localhost), and
+        # this cluster's traffic must stay on loopback.
+        self.address = f"{_node_ip(0)}:{port}"
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled",
                    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
-        common = ["--node-ip-address=127.0.0.1", "--block", f"--num-cpus={cpus}",
-                  "--num-gpus=0", "--disable-usage-stats"]  # fmt: skip
+        common = ["--block", f"--num-cpus={cpus}", "--num-gpus=0", "--disable-usage-stats"]
         head = [*_ray_cli(), "start", "--head", f"--port={port}", "--include-dashboard=false",
                 f"--temp-dir={self.tmp}", f"--ray-client-server-port={_free_port()}",
-                f"--dashboard-agent-listen-port={_free_port()}", *common]  # fmt: skip
+                f"--dashboard-agent-listen-port={_free_port()}",
+                f"--node-ip-address={_node_ip(0)}", *common]  # fmt: skip
         t0 = time.perf_counter()
         try:
             self._start(head, env, "head")
             self._wait(0, timeout)
             for i in range(1, nodes):
                 self._start([*_ray_cli(), "start", f"--address={self.address}",
-                             f"--dashboard-agent-listen-port={_free_port()}", *common],
+                             f"--dashboard-agent-listen-port={_free_port()}",
+                             f"--node-ip-address={_node_ip(i)}", *common],
                             env, f"node{i}")  # fmt: skip
             self._wait(nodes, timeout)
         except BaseException:

@@ -199,7 +199,8 @@ def survey(prompts_file, out):
 
 #: The elicitation job's settings: every level, short replies, a pruned reply tree.
 ELICITATION = {"answer_prefix": "My answer is", "reply_tokens": 8, "own_words_tol": 0.05,
-               "own_words_max_passes": 8, "temperatures": (1.0,), "top_ps": (1.0,)}  # fmt: skip
+               "own_words_max_passes": 8, "temperatures": (1.0,), "top_ps": (1.0,),
+               "stated_tokens": 24}  # fmt: skip
 #: The second model of the elicitation job (its own engine, closed after the job).
 QWEN = {**SPEC, "source": "qwen2.5-coder-0.5b-instruct"}
 
@@ -210,7 +211,9 @@ def elicitation_prompts():
     from xlikert.design import load_experiment
 
     prompts = load_experiment("demo").build_prompts().sel(target=["USA"], item=["17"])
-    return prompts.expand_dims(elicitation=["first_token", "prefix", "greedy", "own_words"])
+    return prompts.expand_dims(
+        elicitation=["first_token", "prefix", "greedy", "own_words", "stated"]
+    )
 
 
 def elicitation(smol):

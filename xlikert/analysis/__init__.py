@@ -15,6 +15,8 @@
 :mod:`.nonsubstantive`    "Don't know" and "Refused": human counts, model-minus-human rates
 :mod:`.individual`        one respondent at a time: each person's answer scored against the
                           model's exact PMF (log, RPS, Brier, mode), skill over baselines
+:mod:`.validity`          which reading of the model (elicitation level) is closest to the
+                          people: distances with paired SEs, individual scores per level
 :mod:`.ppi`               prediction-powered inference: population means and shares from
                           answered respondents and exact per-person predictions
 :mod:`.sampling`          what a sampling study would have paid: SEs, sign flips, decoding

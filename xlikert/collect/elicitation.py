@@ -15,7 +15,9 @@ A prompts Dataset asks for it with a factor named ``elicitation``
   the exact PMF after the prompt and the reply's tokens before that answer (the
   in-text PMF), under the run's answer rule;
 * ``own_words``: the distribution of the first answer of a sampled reply
-  (:mod:`xlikert.collect.own_words`).
+  (:mod:`xlikert.collect.own_words`);
+* ``stated``: the distribution the model states in its greedy reply to the prompt with
+  the run's ``stated_instruction`` (:mod:`xlikert.collect.stated`).
 
 Each level of a condition is its own unit of work (:class:`Elicitations` tells the
 runner each cell's level), and a cell's key hashes its level and the settings the
@@ -25,6 +27,7 @@ like every run.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +39,14 @@ import xarray as xr
 from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError, ElicitationLevelError
 from ..core.schema import ELICITATION_SETTING_ATTRS, ELICITATION_VARIABLES
-from ..design.elicitation import ANSWER_PARSE_RULES, ANSWER_PARSES, ELICITATION_DIM, ELICITATIONS
+from ..design.elicitation import (
+    ANSWER_PARSE_RULES,
+    ANSWER_PARSES,
+    ELICITATION_DIM,
+    ELICITATIONS,
+    STATED_PARSE_RULE,
+    STATED_STATUSES,
+)
 from .options import CollectOptions
 from .own_words import (
     MAX_CHILDREN,
@@ -60,6 +70,7 @@ from .protocol import (
     eliciting_model,
 )
 from .record import UnitResult
+from .stated import score_stated
 
 __all__ = [
     "ELICITATION_KEY",
@@ -76,7 +87,7 @@ __all__ = [
 ELICITATION_KEY = "xlikert-elicitation-1"
 
 #: The levels that write a reply (the model must be an :class:`ElicitingModel`).
-REPLY_LEVELS = ("greedy", "own_words")
+REPLY_LEVELS = ("greedy", "own_words", "stated")
 
 
 @dataclass
@@ -281,9 +292,13 @@ def _stands_alone(texts: Sequence[str], t: int) -> bool:
 
 
 def score_elicited(
-    model: Model, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions,
+    model: Model,
+    prompts: Sequence[tuple[str, str]],
+    level: str,
+    options: CollectOptions,
+    labels: Sequence[str] | None = None,
     progress: CellProgressFn | None = None,
-) -> UnitResult:  # fmt: skip
+) -> UnitResult:
     """Read one unit of prompts under an elicitation level other than ``first_token``.
 
     Parameters
@@ -297,7 +312,11 @@ def score_elicited(
     level : str
         ``prefix``, ``greedy`` or ``own_words``.
     options : CollectOptions
-        The run's options (``answer_prefix``, ``reply_tokens``, the own-words sampler).
+        The run's options (``answer_prefix``, ``reply_tokens``, the own-words sampler,
+        ``stated_instruction``, ``stated_tokens``).
+    labels : sequence of str, optional
+        ``stated``: the answer label of each score of ``options.scale`` (``""`` where the
+        item has no such point; default the scores' digits).
     progress : callable, optional
         Told the passes, bound, unread mass and time of each own-words prompt as it is
         read (:mod:`xlikert.collect.progress`).
@@ -311,7 +330,9 @@ def score_elicited(
         :data:`~xlikert.core.schema.ELICITATION_VARIABLES`.
     """
     if level not in ELICITATIONS or level == "first_token":
-        raise CollectionError(f"score_elicited reads prefix, greedy or own_words, got {level!r}")
+        raise CollectionError(
+            f"score_elicited reads prefix, greedy, own_words or stated, got {level!r}"
+        )
     if isinstance(model, ServerElicitingModel):  # a server reads its own way
         return model.score_elicited(prompts, level, options)
     model = eliciting_model(model, level)
@@ -325,6 +346,12 @@ def score_elicited(
         res.data["prompt_text"][:] = texts
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
+    if level == "stated":
+        axis = [int(y) for y in options.scale or ()]
+        shown = list(labels or [str(y) for y in axis])[: len(axis)]
+        pairs = [(lb, y) for lb, y in zip(shown, axis, strict=True) if lb]
+        return score_stated(model, prompts, [lb for lb, _ in pairs], [y for _, y in pairs],
+                            options, res)  # fmt: skip
     if level == "own_words":
         encoded = [template.encode(t) for t in texts]
         return score_own_words(model, texts, encoded, options, res, progress=progress)
@@ -405,6 +432,9 @@ def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> di
     for level in elicitations.used:
         for k, v in options.elicitation_settings(level).items():
             out[ELICITATION_SETTING_ATTRS[k]] = v
+    if "stated" in elicitations.used:
+        out.update(stated_parse_rule=STATED_PARSE_RULE,
+                   stated_statuses=json.dumps(STATED_STATUSES))  # fmt: skip
     if "own_words" in elicitations.used:
         out.update(reply_tree_rule=REPLY_TREE_RULE, own_words_bound_rule=OWN_WORDS_BOUND_RULE,
                    own_words_max_children=MAX_CHILDREN, own_words_round=ROUND)  # fmt: skip

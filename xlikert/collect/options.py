@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import CollectionError, LabelMappingError
-from ..design.elicitation import ANSWER_PARSES
+from ..design.elicitation import ANSWER_PARSES, DEFAULT_STATED_INSTRUCTION
 from ..kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS
 from .answers.numerals import NUMERAL_MODES, rule_scripts
 from .answers.numerals import scripts as all_scripts
@@ -41,7 +41,7 @@ __all__ = [
 #: cell's key only where it is read by a level that uses them.
 ELICITATION_OPTIONS = (
     "answer_prefix", "reply_tokens", "answer_parse", "own_words_temperature", "own_words_top_p",
-    "own_words_tol", "own_words_max_passes",
+    "own_words_tol", "own_words_max_passes", "stated_instruction", "stated_tokens",
 )  # fmt: skip
 
 #: Where a run's units are computed (:mod:`xlikert.collect.run.executor`); the numbers do
@@ -176,6 +176,10 @@ class CollectOptions:
         (``|returned - exact| <= tol`` for ``pmf``, ``valid_mass`` and
         ``no_answer_mass``; 0: every reply prefix read) and the forward passes one cell
         may spend; the bound reached is stored, never a smaller one.
+    stated_instruction, stated_tokens
+        The level ``stated``: the instruction added to the user's text (it must name the
+        options with ``{options}``, where the cell's answer labels are put) and the most
+        tokens of the reply that states the distribution.
     executor
         Where the units are computed (:mod:`xlikert.collect.run.executor`):
         ``"in_process"`` (the default: one model at a time in this process) or ``"ray"``
@@ -229,6 +233,8 @@ class CollectOptions:
     own_words_top_p: float = 1.0
     own_words_tol: float = 1e-3
     own_words_max_passes: int = 256
+    stated_instruction: str = DEFAULT_STATED_INSTRUCTION
+    stated_tokens: int = 128
     executor: str = "in_process"
     ray_address: str = "auto"
     replicas: int | None = None
@@ -323,7 +329,15 @@ class CollectOptions:
                 where,
                 f"answer_parse must be one of {list(ANSWER_PARSES)}, got {self.answer_parse!r}",
             )
-        for name in ("reply_tokens", "own_words_max_passes"):
+        if not isinstance(self.stated_instruction, str) or "{options}" not in (
+            self.stated_instruction
+        ):
+            raise _fail(
+                where,
+                "stated_instruction must name the options with {options} (the cell's answer "
+                f"labels are put there), got {self.stated_instruction!r}",
+            )
+        for name in ("reply_tokens", "own_words_max_passes", "stated_tokens"):
             v = getattr(self, name)
             if not (_is_int(v) and v >= 1):
                 raise _fail(where, f"{name} must be an integer >= 1, got {v!r}")
@@ -367,8 +381,11 @@ class CollectOptions:
         parse = {} if self.answer_parse == "first_valid" else {"answer_parse": self.answer_parse}
         if level == "greedy":
             return {"reply_tokens": self.reply_tokens, **parse}
+        if level == "stated":
+            return {"stated_instruction": self.stated_instruction,
+                    "stated_tokens": self.stated_tokens}  # fmt: skip
         if level == "own_words":
-            skip = ("answer_prefix", "answer_parse")
+            skip = ("answer_prefix", "answer_parse", "stated_instruction", "stated_tokens")
             return {**{k: getattr(self, k) for k in ELICITATION_OPTIONS if k not in skip}, **parse}
         return {}
 
@@ -514,7 +531,7 @@ class CollectOptions:
         >>> CollectOptions.from_mapping({"top_p": 0.9}, where="exp.toml [collect]")
         Traceback (most recent call last):
         ...
-        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes, executor, ray_address, replicas
+        xlikert.core.errors.CollectionError: exp.toml [collect]: unknown key(s) ['top_p'] (did you mean 'top_ps'?); valid keys: scale, top_k, temperatures, top_ps, split_space, prefix_cache, batch_size, chunk_size, device, dtype, device_map, trust_remote_code, answer_labels, nonsubstantive, tol, max_passes, numerals, max_answer_positions, answer_prefix, reply_tokens, answer_parse, own_words_temperature, own_words_top_p, own_words_tol, own_words_max_passes, stated_instruction, stated_tokens, executor, ray_address, replicas
         """
         mapping = dict(mapping or {})
         if not all(isinstance(k, str) for k in mapping):

@@ -559,7 +559,11 @@ def eliciting_model(model: Model, level: str) -> ElicitingModel:
     """
     if isinstance(model, ElicitingModel):
         return model
-    what = "write replies" if level in ("greedy", "own_words") else "read prompts as token ids"
+    what = (
+        "write replies"
+        if level in ("greedy", "own_words", "stated")
+        else "read prompts as token ids"
+    )
     raise CollectionError(
         f"model {getattr(model, 'name', model)!r}: its backend ({type(model).__name__}) cannot "
         f"{what}; the elicitation level {level!r} needs the transformers or vllm backend"

@@ -312,11 +312,11 @@ _ELI = "; fill where the cell's elicitation level is not {}"
 #: reply and the answer it writes, the own-words reading's "no answer" mass and bound.
 ELICITATION_VARIABLES: dict[str, Variable] = {
     "reply_text": Variable((), "", {"description": "the model's greedy reply up to "
-        "reply_tokens tokens (an ending end-of-turn token left out)" + _ELI.format("greedy")}),
+        "reply_tokens tokens (an ending end-of-turn token left out)" + _ELI.format("greedy or stated")}),
     "reply_token_ids": Variable((), "", {"description": "the reply's token ids, compressed "
-        "like prompt_token_ids" + _ELI.format("greedy")}),
+        "like prompt_token_ids" + _ELI.format("greedy or stated")}),
     "reply_end": Variable((), "", {"description": "how the reply ended: 'eos' (an "
-        "end-of-turn token) or 'length' (reply_tokens reached)" + _ELI.format("greedy")}),
+        "end-of-turn token) or 'length' (reply_tokens reached)" + _ELI.format("greedy or stated")}),
     "reply_answered": Variable((), -1, {"description": "1 where the reply writes an answer "
         "(answer_parse_rule), 0 where it writes none (pmf and valid_mass then NaN); -1 where "
         "the cell's elicitation level is not greedy"}, "int64"),
@@ -337,6 +337,13 @@ ELICITATION_VARIABLES: dict[str, Variable] = {
     "elicitation_tol_met": Variable((), -1, {"description": "1 where the certified error met "
         "own_words_tol within own_words_max_passes, 0 where the budget was spent first (the "
         "bound reached is stored); -1 where not own_words"}, "int64"),
+    "stated_status": Variable((), "", {"description": "how the stated reply parsed "
+        "(stated_parse_rule): ok, missing_options, not_a_distribution or no_reply; pmf only "
+        "where ok" + _ELI.format("stated")}),
+    "stated_numbers": Variable((), "", {"description": "the numbers the stated reply gives "
+        "the options, as written (a JSON object label -> number)" + _ELI.format("stated")}),
+    "stated_sum": Variable((), _NAN, {"description": "the raw sum of the stated numbers "
+        "(pmf is the numbers divided by it)" + _ELI.format("stated")}),
 }  # fmt: skip
 
 #: The variables that carry Monte Carlo error in a reasoning file (for the models in
@@ -505,6 +512,8 @@ ELICITATION_SETTING_ATTRS: dict[str, str] = {
     "own_words_top_p": "own_words_top_p",
     "own_words_tol": "own_words_tol",
     "own_words_max_passes": "own_words_max_passes",
+    "stated_instruction": "elicitation_stated_instruction",
+    "stated_tokens": "elicitation_stated_tokens",
 }
 
 #: The certified bound and the forward-pass budget of the sequentially administered cells

@@ -22,9 +22,17 @@ crossed with every other factor and kept on the results' axes. Its levels
     tokens, as an exact mixture over reply prefixes (pruned only under a certified
     bound; :mod:`xlikert.collect.own_words`); the mass of replies without an answer
     is its own variable, ``no_answer_mass``.
+``stated``
+    A stated distribution, labelled as such: the prompt adds the run's
+    ``stated_instruction`` (naming the options), the model's greedy reply (up to
+    ``stated_tokens`` tokens) is read under :data:`STATED_PARSE_RULE` (JSON or
+    ``option: percent`` lines) and the renormalised numbers are the PMF; the reply, the
+    numbers, their raw sum and the parse status (:data:`STATED_STATUSES`) are stored, and
+    a reply that does not parse has no PMF (:mod:`xlikert.collect.stated`).
 
-The factor changes no prompt text: what changes is how the answer is read, so the
-collection reads each level of a cell on its own (:mod:`xlikert.collect.elicitation`).
+The factor changes no prompt text of the design (``stated`` adds its instruction at
+collection): what changes is how the answer is read, so the collection reads each level
+of a cell on its own (:mod:`xlikert.collect.elicitation`).
 
 Examples
 --------
@@ -43,14 +51,48 @@ __all__ = [
     "ANSWER_PARSES",
     "ANSWER_PARSE_RULE",
     "ANSWER_PARSE_RULES",
+    "DEFAULT_STATED_INSTRUCTION",
     "ELICITATIONS",
     "ELICITATION_DIM",
     "STANDALONE_PARSE_RULE",
+    "STATED_PARSE_RULE",
+    "STATED_STATUSES",
     "check_elicitation_levels",
 ]
 
 #: Its levels; ``first_token`` is the reading without the factor.
-ELICITATIONS = ("first_token", "prefix", "greedy", "own_words")
+ELICITATIONS = ("first_token", "prefix", "greedy", "own_words", "stated")
+
+#: The instruction of the ``stated`` level (``[collect] stated_instruction``); ``{options}``
+#: is replaced by the cell's answer labels.
+DEFAULT_STATED_INSTRUCTION = (
+    "Instead of one answer, say how likely you would be to give each answer. Reply with "
+    "only a JSON object that maps each option to the probability, in percent, that you "
+    "would choose it. Options: {options}."
+)
+
+#: The parse statuses of a stated reply, and what each means.
+STATED_STATUSES = {
+    "ok": "every option has a number >= 0 and their sum is > 0: pmf = numbers / sum",
+    "missing_options": "some options have a number, others none: no pmf",
+    "not_a_distribution": "no option has a number, or a number is negative, or all are 0: no pmf",
+    "no_reply": "the reply is empty (only white space): no pmf",
+}
+
+#: How a stated reply is read (stored with every file that has the level).
+STATED_PARSE_RULE = (
+    "JSON first: each '{' of the reply, in order, starts a candidate object up to its "
+    "matching '}'; the first that json.loads reads as an object is used, its keys matched to "
+    "the option labels (compared stripped and case-folded), its values numbers or text "
+    "holding a number (a '%' sign and white space allowed). Otherwise lines: each line "
+    "'label: number', 'label = number' or 'label - number' (a leading bullet, quotes or "
+    "white space allowed, a '%' after the number allowed), the first line of each label "
+    "counting. Failing both (a JSON object cut short), each quoted pair '\"label\": number' "
+    "of the reply, the first of each label counting. Keys or lines that are not option labels are not read; the order of the "
+    "options is free. The numbers are stored as written (percent or fraction alike) with "
+    "their raw sum; the PMF is the numbers divided by their sum"
+)
+
 
 #: How an answer is found in a reply; stored with every file that has the factor.
 ANSWER_PARSE_RULE = (
@@ -111,7 +153,7 @@ def check_elicitation_levels(levels: Sequence[str], where: str = "") -> tuple[st
     >>> check_elicitation_levels(["greedy", "chat"])
     Traceback (most recent call last):
     ...
-    xlikert.core.errors.DesignError: factor 'elicitation': unknown level(s) ['chat']; its levels are ['first_token', 'prefix', 'greedy', 'own_words']
+    xlikert.core.errors.DesignError: factor 'elicitation': unknown level(s) ['chat']; its levels are ['first_token', 'prefix', 'greedy', 'own_words', 'stated']
     """
     at = f"{where}: " if where else ""
     if isinstance(levels, str) or not all(isinstance(v, str) for v in levels):

@@ -21,6 +21,7 @@ from ..core.schema import PROMPT_VARIABLES
 from .formats import ResponseFormat
 from .instrument import Instrument
 from .items import Item, describe_item_scales, has_item_scales
+from .perturbation import Perturbation
 from .prompts import (
     build_languages,
     format_labels,
@@ -58,6 +59,8 @@ class Factor:
     formats: dict[str, ResponseFormat] = field(default_factory=dict)
     #: For an ``item_order`` factor: each level's order of the items (indices, as asked).
     orders: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: For a ``perturbation`` factor: each level's rule (:mod:`xlikert.design.perturbation`).
+    perturbations: dict[str, Perturbation] = field(default_factory=dict)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -408,13 +411,15 @@ class Experiment:
             values = dict(self.constants)
             sys_t = self._system_templates.get("", None)
             level = None
+            noise = None
             for f, i in zip(specs, idx, strict=True):
                 values.update(f.bindings[f.levels[i]])
                 if f.kind == "framing":
                     sys_t = self._system_templates[f"{f.name}:{f.levels[i]}"]
                 level = f.levels[i] if f.kind == "format" else level
+                noise = f.perturbations[f.levels[i]] if f.kind == "perturbation" else noise
             try:
-                render_condition(self, idx, values, sys_t, shown[level], system, user)
+                render_condition(self, idx, values, sys_t, shown[level], system, user, noise)
             except KeyError as exc:  # pragma: no cover - prevented by the checks at load time
                 cond = ", ".join(
                     f"{f.name}={f.levels[i]!r}" for f, i in zip(specs, idx, strict=True)
@@ -490,6 +495,7 @@ class Experiment:
         for f in self.factor_specs:
             n = len(f.levels)
             lines.append(f"  {f.name} ({f.kind}, {n} level{'s' * (n != 1)}): {', '.join(f.levels)}")
+            lines += [f"    {lv}: {r.text}" for lv, r in f.perturbations.items()]
         if self.models:
             lines.append(f"Models      {len(self.models)} (crossed at collection)")
             for m in self.models:

@@ -51,7 +51,7 @@ RESERVED = frozenset(
 )  # fmt: skip
 KINDS = (
     "lexicon", "framing", "free", "format", "administration", "item_order", "elicitation",
-    "respondent", "language",
+    "respondent", "language", "perturbation",
 )  # fmt: skip
 
 
@@ -403,10 +403,11 @@ class FactorSpec(_Table):
             "elicitation",
             "respondent",
             "language",
+            "perturbation",
         ]
         | None
     ) = None
-    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`), `item_order` (the order of the items in a sequential conversation), `elicitation` (how the answer is read: levels `first_token`, `prefix`, `greedy`, `own_words`; the factor must be named `elicitation`), `respondent` (a free factor with one level per person of a survey table, `xlikert.design.respondent_personas`: two people may share a persona) or `language` (levels: the instrument's language and its translations; default: `administration` or `elicitation` for a factor of that name, else inferred from the instrument's factor names)."""
+    """`lexicon`, `framing`, `free`, `format` (a response format), `administration` (levels `isolated`, `sequential`; the factor must be named `administration`), `item_order` (the order of the items in a sequential conversation), `elicitation` (how the answer is read: levels `first_token`, `prefix`, `greedy`, `own_words`; the factor must be named `elicitation`), `respondent` (a free factor with one level per person of a survey table, `xlikert.design.respondent_personas`: two people may share a persona), `language` (levels: the instrument's language and its translations) or `perturbation` (prompt noise: each level a rule on the item text, `none`, `typos rate=R seed=S`, `case upper`, `case lower`, `whitespace rate=R seed=S`, or a table `{ paraphrase = [one text per item] }`; `xlikert.design.perturbation`). Default: `administration` or `elicitation` for a factor of that name, else inferred from the instrument's factor names)."""
     levels: Levels | None = None
     """Level labels, or a table of level -> text or fields (default for lexicon and framing: all; format: built-in names or tables of `base`, `order`, `anchors`, `labels`; administration: both; elicitation: a list, default `first_token`, `prefix`, `greedy`; item_order: `as_listed`, `reversed`, `rotation<k>`, `latin_square`, or a table of level -> the item ids in the order asked, space-separated)."""
     description: str = ""

@@ -221,7 +221,8 @@ def check_factors_change_prompts(
     """
     used = {ph for t in templates for ph in t.fields}
     for f in factors:
-        if f.kind in ("format", "administration", "item_order", "elicitation", "language"):
+        if f.kind in ("format", "administration", "item_order", "elicitation", "language",
+                      "perturbation"):  # fmt: skip
             continue  # how the answer is read, the conversation, or every text
         fields = [k for k in f.fields if k in used]
         if not fields and f.kind != "framing":

@@ -11,7 +11,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.dims import ADMINISTRATION_DIM
-from ..core.errors import ConfigError, DesignError, FormatError, LabelMappingError
+from ..core.errors import (
+    ConfigError,
+    DesignError,
+    FormatError,
+    LabelMappingError,
+    TemplateSyntaxError,
+)
 from .elicitation import ELICITATION_DIM, check_elicitation_levels
 from .experiment import Factor
 from .file_schema import FactorSpec
@@ -26,8 +32,10 @@ from .instrument import Instrument
 from .item_order import ADMINISTRATIONS, item_orders
 from .items import Item, has_item_scales, nominal_problems
 from .option_order import permuted_formats
+from .perturbation import Perturbation, parse_rule
 from .problems import Problems, suggest
 from .scale import Scale
+from .template import Template
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,8 @@ def parse_factors(
         if spec.kind == "language"
         else _parse_format(p, name, spec, scales)
         if spec.kind == "format"
+        else _parse_perturbation(p, name, spec, items)
+        if spec.kind == "perturbation"
         else _parse_elicitation(p, name, spec)
         if spec.kind == "elicitation" or (spec.kind is None and name == ELICITATION_DIM)
         else _parse_context(p, name, spec, items)
@@ -173,6 +183,47 @@ def _parse_elicitation(p: Problems, name: str, spec: FactorSpec) -> Factor | Non
         p.add(where, str(exc))
         return None
     return Factor(name, "elicitation", levels, {lv: {} for lv in levels}, {}, spec.description)
+
+
+def _parse_perturbation(
+    p: Problems, name: str, spec: FactorSpec, items: tuple[Item, ...]
+) -> Factor | None:
+    """A factor of kind ``perturbation`` (:mod:`.perturbation`): each level a stated rule on
+    the item text; a bad rule or rate, or a paraphrase that lacks an item, named."""
+    where = f"factor {name!r}"
+    raw = spec.levels
+    if not isinstance(raw, dict):
+        p.add(where, "levels must be a table of level -> rule, e.g. "
+                     "{ clean = 'none', typos = 'typos rate=0.05 seed=1' }")  # fmt: skip
+        return None
+    n_before = len(p.lines)
+    rules: dict[str, Perturbation] = {}
+    ids = [it.id for it in items]
+    for lv, value in raw.items():
+        try:
+            rules[lv] = parse_rule(value, ids)
+        except DesignError as exc:
+            p.add(f"{where} level {lv!r}", str(exc))
+            continue
+        for it in items if rules[lv].paraphrases else ():
+            _check_paraphrase(p, f"{where} level {lv!r}", it, rules[lv].paraphrases[it.id])
+    if len(p.lines) > n_before:
+        return None
+    return Factor(name, "perturbation", tuple(rules), {lv: {} for lv in rules}, {},
+                  spec.description, perturbations=rules)  # fmt: skip
+
+
+def _check_paraphrase(p: Problems, where: str, item: Item, text: str) -> None:
+    """A paraphrase is a template whose placeholders the item's own template has."""
+    try:
+        fields = set(Template.parse(text).fields)
+    except TemplateSyntaxError as exc:
+        p.add(where, f"item {item.id!r}: paraphrase template syntax: {exc}")
+        return
+    own = set(Template.parse(item.template).fields)
+    if extra := sorted(fields - own):
+        p.add(where, f"item {item.id!r}: the paraphrase uses placeholders {extra} that the "
+                     f"item's template does not (it has {sorted(own)})")  # fmt: skip
 
 
 def _check_context(p: Problems, factors: list[Factor]) -> None:

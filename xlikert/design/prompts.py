@@ -22,6 +22,7 @@ from ..core.schema import (
 )
 from .file_schema import SCALE_FIELDS
 from .item_order import ITEM_POSITION
+from .perturbation import Perturbation, perturbation_attrs, perturbed_prompt
 from .scale import ShownScale, anchors_json
 from .template import Template
 
@@ -86,13 +87,19 @@ def render_condition(
     shown: tuple[ShownScale, ...],
     system: np.ndarray,
     user: np.ndarray,
+    noise: Perturbation | None = None,
 ) -> None:
-    """Fill one condition's prompts, every item with its own scale placeholders."""
+    """Fill one condition's prompts, every item with its own scale placeholders (and its
+    text under the condition's perturbation, :mod:`.perturbation`)."""
     per_item_system = sys_t is not None and bool(set(sys_t.fields) & set(SCALE_FIELDS))
     sys_text = sys_t.render({**values, **shown[0].fields}) if sys_t is not None else ""
     for k, ut in enumerate(exp.user_templates):
         item_values = {**values, **shown[k].fields}
         user[(*idx, k)] = ut.render(item_values)
+        if noise is not None:
+            it = exp.items[k]
+            item_t = exp.instrument.templates.get(f"item:{it.id}") or Template.parse(it.template)
+            user[(*idx, k)] = perturbed_prompt(user[(*idx, k)], item_t, it.id, item_values, noise)
         if per_item_system and sys_t is not None:
             system[(*idx, k)] = sys_t.render(item_values)
         else:
@@ -201,6 +208,7 @@ def prompt_attrs(exp) -> dict[str, Any]:
         "instrument_file": _provenance_path(inst.path),
         "experiment": exp.name,
         "experiment_sha256": exp.sha256,
+        **perturbation_attrs(exp.factor_specs),
     }
 
 

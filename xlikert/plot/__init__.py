@@ -29,6 +29,7 @@ function                      module          figure
 :func:`flip_probability`      ``sampling``    sign-flip probability vs exact effect size
 :func:`human_pmfs`            ``alignment``   model PMFs over human PMFs, per item and group
 :func:`representativeness`    ``alignment``   representativeness with intervals, noise ceiling
+:func:`reading_distances`     ``validity``    each elicitation level's distance to the people
 ============================  ==============  ============================================
 
 :mod:`.canvas` holds the palette and :func:`offscreen`; :mod:`.text` the escaping of labels.
@@ -52,6 +53,7 @@ from .construct import composite_pmfs
 from .effects import effect_distributions, interaction_heatmap
 from .human import human_vs_llm
 from .sampling import decoding_bias, flip_probability, standard_error
+from .validity import reading_distances
 
 __all__ = [
     "OKABE_ITO",
@@ -65,6 +67,7 @@ __all__ = [
     "human_vs_llm",
     "interaction_heatmap",
     "offscreen",
+    "reading_distances",
     "representativeness",
     "standard_error",
 ]

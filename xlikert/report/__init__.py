@@ -51,6 +51,7 @@ from . import tables
 from .inputs import ReportInputs
 from .page import DRAW_FIGURES, Section, write_pages
 from .sections import (
+    closest_reading_section,
     consensus_section,
     constraint_section,
     construct_section,
@@ -84,6 +85,7 @@ SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
     scale_reliability_section,
     sampling_cost_section,
     human_alignment_section,
+    closest_reading_section,
     individual_respondents_section,
 )
 

@@ -302,6 +302,7 @@ class RayExecutor:
                 )
 
     def _connect(self, ray: Any) -> None:
+        """Join the cluster (or start one with ``local``), once per process."""
         if ray.is_initialized():
             return
         kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
@@ -309,7 +310,7 @@ class RayExecutor:
             if self.address == "local":
                 ray.init(**kwargs)
             else:
-                ray.init(address=self.address, log_to_driver=False)
+                ray.init(address=self.address, log_to_driver=False, **_loopback_node(self.address))
         except Exception as exc:  # ConnectionError, ValueError, ...: named with the address
             raise CollectionError(
                 f"cannot reach the Ray cluster at {self.address!r}: {exc}; start one with "
@@ -544,3 +545,19 @@ def _auto_dtype(spec: dict[str, Any], options: CollectOptions) -> bool:
     return spec.get("backend", "transformers") == "transformers" and (
         spec.get("dtype", options.dtype) in (None, "auto")
     )
+
+
+def _loopback_node(address: str) -> dict[str, str]:
+    """``ray.init``'s node address for a cluster reached on loopback: the same one.
+
+    A cluster at ``127.0.0.x`` runs on this machine; the driver then declares itself on
+    that address too, so none of the run's traffic leaves loopback (left to itself Ray
+    names the machine's network address). Any other address: Ray's own choice.
+
+    Examples
+    --------
+    >>> _loopback_node("127.0.0.2:6379"), _loopback_node("10.1.2.3:6379")
+    ({'_node_ip_address': '127.0.0.2'}, {})
+    """
+    host = address.rsplit(":", 1)[0]
+    return {"_node_ip_address": host} if host.startswith("127.") and host != "127.0.0.1" else {}

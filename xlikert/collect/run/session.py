@@ -409,7 +409,11 @@ class Session:
         plan, options = self.plan, self.options
         level = plan.level_of(cells[0])
         if level != "first_token":
-            return score_elicited(model, plan.prompts(cells), level, options, progress=progress)
+            # stated: the label of each point of the run's scale ("" off the item's support)
+            labels = plan.replies(cells[0]) if level == "stated" else None
+            return score_elicited(
+                model, plan.prompts(cells), level, options, labels, progress=progress
+            )
         if plan.context is None or plan.context.battery_of(cells[0]) is None:
             r = model.score(plan.prompts(cells))
             if plan.elicitations is not None:  # the file has the elicitation variables

@@ -30,6 +30,8 @@ module             section
 ``sampling``       The cost of generative sampling: SE, sign flips, decoding bias
 ``alignment``      Alignment with human respondents (``--human``), built by
                    :mod:`xlikert.report.sections.alignment`
+``validity``       Which reading is closest to people: the elicitation levels
+                   against the same respondents (human data and two levels or more)
 ``individual``     Individual respondents: each person's answer scored against
                    the model's exact PMF for that person (only with a
                    ``respondent`` factor and the respondents' answers)
@@ -56,8 +58,10 @@ from .languages import languages_section
 from .reasoning import reasoning_section
 from .reliability import scale_reliability_section
 from .sampling import sampling_cost_section
+from .validity import closest_reading_section
 
 __all__ = [
+    "closest_reading_section",
     "consensus_section",
     "constraint_section",
     "construct_section",

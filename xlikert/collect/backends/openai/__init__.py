@@ -111,6 +111,12 @@ def check_elicitation(spec: dict[str, Any], levels: tuple[str, ...]) -> None:
         ``own_words`` (or an unknown level), naming the model and why.
     """
     name = spec.get("name")
+    if "stated" in levels:
+        raise ElicitationLevelError(
+            f"model {name!r}: the elicitation level 'stated' is read by the in-process "
+            "backends only (transformers, vllm) so far; use one of them, or drop 'stated' "
+            "from the factor"
+        )
     if "own_words" in levels:
         raise ElicitationLevelError(
             f"model {name!r}: the elicitation level 'own_words' reads the exact next-token "
