@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from pathlib import Path
 
+import pandas as pd
 import xarray as xr
 
 from ... import plot
