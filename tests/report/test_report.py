@@ -576,7 +576,7 @@ def test_report_of_a_questionnaire_shows_nonsubstantive_rates_and_nominal_exclus
 
 
 def test_human_csv_of_a_questionnaire_is_read_on_each_items_own_scale(tmp_path):
-    from xlikert.report.sections.alignment import _load_human
+    from xlikert.report.sections.human_data import load_human as _load_human
 
     ds, _ = _questionnaire_results()
     table = pd.DataFrame({"party": ["Dem", "Rep"] * 3, "a": [1, 2, 3, 4, 1, 2], "c": [0, 7] * 3})
