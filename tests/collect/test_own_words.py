@@ -9,6 +9,9 @@ backend) a cap of 1 gives the first-token PMF.
 
 from __future__ import annotations
 
+import itertools
+import re
+
 import numpy as np
 import pytest
 
@@ -182,3 +185,36 @@ def test_own_words_through_the_runner_is_the_enumeration_and_cap_one_the_first_t
             assert abs(float(cell.no_answer_mass) - none) < 1e-6
     finally:
         m.close()
+
+
+# ------------------------------------------------------------------ progress inside a cell
+
+
+def test_the_tree_reports_its_passes_bound_and_time_after_every_round(small):
+    """The progress seam (:mod:`xlikert.collect.progress`): after each round the passes read
+    out of the budget, the bound reached and the unread mass; the last report is the tree's."""
+    read, calls = plain_reader(small, ROOT)
+    seen = []
+    tree = reply_tree(read, ANSWERS, SCALE, STOP, cap=4, tol=0.01, max_passes=50, batch=2,
+                      progress=seen.append)  # fmt: skip
+    assert len(seen) == len(calls) >= 2
+    assert [p.passes for p in seen] == list(np.cumsum(calls))
+    assert {(p.reading, p.budget, p.tol) for p in seen} == {("own words", 50, 0.01)}
+    last = seen[-1]
+    assert (last.passes, last.bound, last.unread) == (tree.passes, tree.error, tree.unread)
+    assert all(a.elapsed <= b.elapsed for a, b in itertools.pairwise(seen))
+    assert seen[0].bound >= last.bound and seen[0].unread >= last.unread
+
+
+def test_a_run_shows_a_long_cells_progress_on_its_bar(tiny, capsys):
+    """Through the runner: the own-words cell's passes, budget, bound and time are on the
+    run's progress bar (its postfix, on stderr) while the cell is read."""
+    prompts = tiny_prompts(n_targets=1, n_items=1).expand_dims(elicitation=["own_words"])
+    spec = [{"name": "tiny", "source": tiny}]
+    collect(prompts, spec, reply_tokens=3, own_words_tol=1e-3, own_words_max_passes=40,
+            split_space=False, **{**KW, "progress": True})  # fmt: skip
+    err = capsys.readouterr().err
+    said = re.findall(r"own words: (\d+)/40 passes, bound (\S+) \(tol 0\.001\), unread \S+, "
+                      r"0m\d\ds", err)  # fmt: skip
+    assert said, err[-2000:]
+    assert int(said[-1][0]) <= 40

@@ -54,7 +54,7 @@ def test_one_item_is_not_said_to_move_against_the_others(tmp_path):
     pmf = synthetic_pmf({"language": ["en", "de"]}, n_items=1, seed=3)
     html = write_report(_results(pmf), tmp_path / "r", figures=False).read_text(encoding="utf-8")
     assert "with one item" in html and "while the others stay" not in html
-    assert "× 1 item on scores" in html and "Composite: the one item" in html
+    assert "× 1 item on scores" in html and "No composite: a single item (1)" in html
 
 
 def test_no_languages_section_without_a_language_factor(tmp_path):

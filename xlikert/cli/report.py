@@ -51,6 +51,19 @@ import click
     "'Individual respondents'.",
 )
 @click.option(
+    "--sections",
+    default=None,
+    metavar="NAME[,NAME...]",
+    help="Write only these sections, comma-separated (e.g. design,constraint,consensus); "
+    "an unknown name is refused with the list of sections.",
+)
+@click.option(
+    "--skip",
+    default=None,
+    metavar="NAME[,NAME...]",
+    help="Leave these sections out, comma-separated (e.g. construct,scale_reliability).",
+)
+@click.option(
     "--figures/--no-figures",
     default=True,
     show_default=True,
@@ -63,6 +76,8 @@ def report_command(
     tol: float,
     human: str | None,
     respondents: str | None,
+    sections: str | None,
+    skip: str | None,
     figures: bool,
 ) -> None:
     """Write every table and figure of the analysis of RESULTS (netCDF) into a report."""
@@ -82,11 +97,17 @@ def report_command(
     try:
         path = write_report(
             results, out_dir, country_of_origin=mapping, tol=tol, human=human,
-            respondents=respondents, figures=figures,
+            respondents=respondents, figures=figures, sections=_names(sections),
+            skip=_names(skip) or (),
         )  # fmt: skip
     except XlikertError as exc:  # bad input: a message, not a traceback (as the other commands)
         raise click.ClickException(str(exc)) from exc
     click.echo(f"Report written to {path}")
+
+
+def _names(text: str | None) -> list[str] | None:
+    """``"a, b"`` -> ``["a", "b"]`` (None: not given)."""
+    return None if text is None else [n.strip() for n in text.split(",") if n.strip()]
 
 
 @click.command("reliability")

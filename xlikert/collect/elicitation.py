@@ -56,6 +56,7 @@ from .own_words import (
     answer_token_scores,
     score_own_words,
 )
+from .progress import CellProgressFn
 from .protocol import (
     AnswerArrays,
     ConversationModel,
@@ -296,6 +297,7 @@ def score_elicited(
     level: str,
     options: CollectOptions,
     labels: Sequence[str] | None = None,
+    progress: CellProgressFn | None = None,
 ) -> UnitResult:
     """Read one unit of prompts under an elicitation level other than ``first_token``.
 
@@ -315,6 +317,9 @@ def score_elicited(
     labels : sequence of str, optional
         ``stated``: the answer label of each score of ``options.scale`` (``""`` where the
         item has no such point; default the scores' digits).
+    progress : callable, optional
+        Told the passes, bound, unread mass and time of each own-words prompt as it is
+        read (:mod:`xlikert.collect.progress`).
 
     Returns
     -------
@@ -348,7 +353,8 @@ def score_elicited(
         return score_stated(model, prompts, [lb for lb, _ in pairs], [y for _, y in pairs],
                             options, res)  # fmt: skip
     if level == "own_words":
-        return score_own_words(model, texts, [template.encode(t) for t in texts], options, res)
+        encoded = [template.encode(t) for t in texts]
+        return score_own_words(model, texts, encoded, options, res, progress=progress)
     return _greedy(model, texts, [template.encode(t) for t in texts], options, res)
 
 

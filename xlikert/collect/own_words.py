@@ -34,6 +34,7 @@ from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError
 from ..kernels.readout import nucleus_logprobs
 from .options import CollectOptions
+from .progress import CellClock, CellProgressFn
 from .record import UnitResult
 
 if TYPE_CHECKING:
@@ -175,6 +176,7 @@ def reply_tree(
     max_passes: int = 10_000,
     batch: int = 8,
     max_children: int = MAX_CHILDREN,
+    progress: CellProgressFn | None = None,
 ) -> ReplyTree:
     """The first answer of a sampled reply as an exact mixture over reply prefixes.
 
@@ -204,6 +206,9 @@ def reply_tree(
     max_children : int
         Of each read prefix at most this many children (the most probable) are offered
         for reading; the others stay unread (their mass is in the bound).
+    progress : callable, optional
+        Called after each round of passes with the passes read, the bound reached, the
+        unread mass and the time spent (:class:`~xlikert.collect.progress.CellProgress`).
 
     Returns
     -------
@@ -221,6 +226,7 @@ def reply_tree(
     frontier = _Frontier(max_children)
     todo: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
     passes = 0
+    clock = CellClock(progress, "own words", budget=max_passes, tol=tol)
     while True:
         if todo:
             prefixes = [p for p, _ in todo]
@@ -240,7 +246,9 @@ def reply_tree(
                     continue
                 frontier.offer(prefix, w, qi)
         U = frontier.unread()
-        met = bound(float(mass.sum()), U) <= tol
+        reached = bound(float(mass.sum()), U)
+        clock(passes=passes, bound=reached, unread=U)
+        met = reached <= tol
         if met or not frontier.heap or passes >= max_passes:
             return ReplyTree(mass, none, U, passes, bool(met))
         todo = frontier.take(min(batch, max_passes - passes))
@@ -337,6 +345,7 @@ def answer_token_scores(model: MultiTokenModel) -> dict[int, int]:
 def score_own_words(
     model: ElicitingModel, texts: list[str], encoded: list[list[int]], options: CollectOptions,
     res: UnitResult,
+    progress: CellProgressFn | None = None,
 ) -> UnitResult:  # fmt: skip
     """Read the level ``own_words`` for a unit of prompts (:func:`reply_tree` per prompt).
 
@@ -350,6 +359,8 @@ def score_own_words(
         The run's options (``reply_tokens``, ``own_words_*``).
     res
         The unit's record with :data:`~xlikert.core.schema.ELICITATION_VARIABLES`, filled in place.
+    progress
+        Told each prompt's passes, bound, unread mass and time (:func:`reply_tree`).
 
     Returns
     -------
@@ -378,7 +389,7 @@ def score_own_words(
                 read, scores, scale, model.end_of_turn, cap=options.reply_tokens,
                 temperature=options.own_words_temperature, top_p=options.own_words_top_p,
                 tol=options.own_words_tol, max_passes=options.own_words_max_passes,
-                batch=ROUND,
+                batch=ROUND, progress=progress,
             )  # fmt: skip
         finally:
             reader.close()

@@ -4,7 +4,7 @@ model's PMFs over the humans', and representativeness with its interval and nois
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -14,9 +14,10 @@ from ..analysis.alignment import silicon_population
 from ..analysis.human import human_marginal
 from ..core.dims import factor_dims, preferred_factor
 from . import text
-from .canvas import colors, subplots
+from .canvas import MAX_LEGEND, OKABE_ITO, colors, legend_inches, subplots
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = ["human_pmfs", "representativeness"]
@@ -80,18 +81,21 @@ def human_pmfs(model: xr.DataArray, human: xr.Dataset, *, by: Hashable | None = 
             for v in human[first].values
         ]
     items = list(human["item"].values)
+    levels = model[by].values if by is not None else [None]
+    labels = _line_labels(levels, by)
     fig, axes = subplots(
         len(items),
         len(cols),
-        figsize=(2.6 * len(cols) + 0.4, 2.0 * len(items) + 0.6),
+        figsize=(
+            2.6 * len(cols) + 0.4 + legend_inches(labels, text.title(by)),
+            2.0 * len(items) + 0.6,
+        ),
         squeeze=False,
         sharey="row",
         layout="constrained",
     )
     scores = human["score"].values
     nominal = model.coords.get("nominal")
-    levels = model[by].values if by is not None else [None]
-    line_colors = colors(len(levels))
     for i, item in enumerate(items):
         y = scores
         if "score_min" in human.coords and "score_max" in human.coords:  # its own points
@@ -102,11 +106,7 @@ def human_pmfs(model: xr.DataArray, human: xr.Dataset, *, by: Hashable | None = 
         for j, (title, h, m) in enumerate(cols):
             ax = axes[i, j]
             ax.bar(y, h.sel(item=item, score=y).values, color="#bbbbbb", label="humans")
-            for level, c in zip(levels, line_colors, strict=True):
-                sel = {"item": item, "score": y} | ({} if level is None else {by: level})
-                label = "LLM" if level is None else text.escape(level)
-                ms = 3 if style == "-" else 5
-                ax.plot(y, m.sel(sel).values, marker="o", ms=ms, ls=style, color=c, label=label)
+            _model_lines(ax, m.sel(item=item, score=y), y, by, levels, labels, style)
             if i == 0:
                 ax.set_title(title, fontsize=9)
             if j == 0:
@@ -118,6 +118,31 @@ def human_pmfs(model: xr.DataArray, human: xr.Dataset, *, by: Hashable | None = 
     fig.supxlabel("Score", fontsize=9)
     fig.supylabel("Probability (rows: items)", fontsize=9)
     return fig
+
+
+def _line_labels(levels: Any, by: Hashable | None) -> list[str]:
+    """The legend entries of :func:`human_pmfs`' lines: a level each, or (past
+    :data:`~.canvas.MAX_LEGEND` levels) their median and band."""
+    if by is None:
+        return ["LLM"]
+    if len(levels) > MAX_LEGEND:
+        return [f"median of {len(levels)} {text.escape(by)} levels", "10–90% of the levels"]
+    return [text.escape(v) for v in levels]
+
+
+def _model_lines(ax: Axes, m: xr.DataArray, y: Any, by: Hashable | None, levels: Any,
+                 labels: list[str], style: str) -> None:  # fmt: skip
+    """The model's PMF over ``y``: a line per level of ``by``, or past
+    :data:`~.canvas.MAX_LEGEND` levels their median and 10–90% band."""
+    ms = 3 if style == "-" else 5
+    if by is None or len(levels) <= MAX_LEGEND:
+        for k, (level, c) in enumerate(zip(levels, colors(len(levels)), strict=True)):
+            line = m if level is None else m.sel({by: level})
+            ax.plot(y, line.values, marker="o", ms=ms, ls=style, color=c, label=labels[k])
+        return
+    q = m.quantile([0.1, 0.5, 0.9], dim=[by]).transpose("quantile", ...).values
+    ax.fill_between(y, q[0], q[2], color=OKABE_ITO[0], alpha=0.3, lw=0, label=labels[1])
+    ax.plot(y, q[1], marker="o", ms=ms, ls=style, color=OKABE_ITO[0], label=labels[0])
 
 
 def representativeness(table: pd.DataFrame, *, by: Hashable | None = None) -> Figure:

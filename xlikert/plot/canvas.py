@@ -16,7 +16,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["MARKER_SHAPES", "OKABE_ITO", "colors", "new_ax", "offscreen", "pyplot", "subplots"]
+__all__ = [
+    "MARKER_SHAPES",
+    "MAX_LEGEND",
+    "OKABE_ITO",
+    "colors",
+    "legend_inches",
+    "new_ax",
+    "offscreen",
+    "pyplot",
+    "subplots",
+]
 
 #: Okabe & Ito (2008) colour-blind-safe qualitative palette (black last).
 OKABE_ITO = (
@@ -31,6 +41,9 @@ OKABE_ITO = (
 )
 #: The matplotlib marker shapes of the lines and points of one level each, in order.
 MARKER_SHAPES = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: The most levels a figure draws one by one, each with a legend entry; past it (a factor of
+#: one level per respondent) a figure draws their distribution: a median and a band.
+MAX_LEGEND = 12
 #: Whether figures are drawn as standalone Figure objects (:func:`offscreen`), in this context.
 _OFFSCREEN: ContextVar[bool] = ContextVar("xlikert_plot_offscreen", default=False)
 #: The keywords of ``subplots`` that place the axes (the others make the figure).
@@ -81,6 +94,19 @@ def pyplot() -> Any:
 def colors(n: int) -> list[str]:
     """The first ``n`` colours of :data:`OKABE_ITO`, repeated past its end."""
     return [OKABE_ITO[i % len(OKABE_ITO)] for i in range(n)]
+
+
+def legend_inches(labels: Any, title: str = "", fontsize: float = 8.0) -> float:
+    """The width a legend of ``labels`` takes beside the axes, in inches (a figure made
+    that much wider keeps its axes' width: its panels do not collapse to slivers).
+
+    Examples
+    --------
+    >>> round(legend_inches(["m1", "a much longer model name"]), 2)
+    2.04
+    """
+    chars = max([len(str(x)) for x in labels] + [len(str(title)), 4])
+    return 0.6 + chars * fontsize * 0.0075
 
 
 def subplots(*args: Any, **kwargs: Any) -> tuple[Figure, Any]:

@@ -10,7 +10,7 @@ import xarray as xr
 
 from ..core.dims import factor_dims, preferred_factor
 from . import text
-from .canvas import colors, new_ax
+from .canvas import MAX_LEGEND, OKABE_ITO, colors, new_ax
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -29,7 +29,9 @@ def consensus(
     """Multivariate Consensus as grouped bars: ``x`` groups, ``hue`` bars.
 
     Further factors are averaged and their range (min to max) is drawn as an
-    error bar. ``x`` defaults to the model factor (:data:`xlikert.core.dims.MODEL_DIM`)
+    error bar. A ``hue`` of more than :data:`~.canvas.MAX_LEGEND` levels (one per
+    respondent) is drawn as its distribution instead: a box per ``x`` level over the
+    ``hue`` levels, no legend. ``x`` defaults to the model factor (:data:`xlikert.core.dims.MODEL_DIM`)
     where present, else the first factor; ``hue`` to the next factor in dim order.
 
     Parameters
@@ -65,6 +67,8 @@ def consensus(
     x = preferred_factor(factors, x)
     hue = preferred_factor(factors, hue, exclude=[x])
     rest = [f for f in factors if f not in (x, hue)]
+    if hue is not None and cns.sizes[hue] > MAX_LEGEND:
+        return _spread(fig, ax, cns, x, hue, rest)
     mean = cns.mean(rest) if rest else cns
     lo = cns.min(rest) if rest else None
     hi = cns.max(rest) if rest else None
@@ -93,6 +97,32 @@ def consensus(
     note = f"; bars: range over {text.names(rest)}" if rest else ""
     ax.set_title(
         "Consensus: 1 = full agreement, 0 = polarised" + text.collapse_note(rest) + note,
+        fontsize="medium",
+    )
+    return fig
+
+
+def _spread(fig: Figure, ax: Axes, cns: xr.DataArray, x: Hashable | None, hue: Hashable,
+            rest: list[Hashable]) -> Figure:  # fmt: skip
+    """Consensus per ``x`` level as a box over the many levels of ``hue`` (``rest`` averaged)."""
+    mean = cns.mean(rest) if rest else cns
+    xl = text.labels(cns, x) if x is not None else ["all"]
+    rows = (
+        [mean.sel({x: v}).values.ravel() for v in cns[x].values]
+        if x is not None
+        else [mean.values.ravel()]
+    )
+    box = ax.boxplot(rows, positions=np.arange(len(xl)), widths=0.6, patch_artist=True)
+    for patch in box["boxes"]:
+        patch.set_facecolor(OKABE_ITO[1])
+    ax.set_xticks(range(len(xl)), xl)
+    text.rotate(ax, xl)
+    ax.set_ylim(0, 1.0)
+    ax.set_ylabel("Consensus (Cns)")
+    ax.set_xlabel(text.title(x))
+    ax.set_title(
+        f"Consensus over the {cns.sizes[hue]} {text.names([hue])} levels (box: quartiles, "
+        "whiskers 1.5 IQR)" + text.collapse_note(rest),
         fontsize="medium",
     )
     return fig

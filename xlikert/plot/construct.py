@@ -4,16 +4,17 @@ the composite PMFs."""
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from ..core.dims import factor_dims, preferred_factor
 from . import text
-from .canvas import colors, subplots
+from .canvas import MAX_LEGEND, OKABE_ITO, colors, subplots
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = ["composite_pmfs"]
@@ -32,7 +33,9 @@ def composite_pmfs(
     """Composite PMFs: one panel per level of ``facet``, one line per level of ``hue``.
 
     Other factors are mixed (uniform mixture = ``.mean(dim)``, the paper's
-    marginal PMF). The expected score of each curve is a dashed tick. With a
+    marginal PMF). A ``hue`` of more than :data:`~.canvas.MAX_LEGEND` levels (one per
+    respondent) is drawn as its distribution: the median PMF and its 10–90% band over
+    the levels. The expected score of each curve is a dashed tick. With a
     ``row`` dim (default ``subscale`` when the composite has one) the figure is
     small multiples: one row of panels per level, each row on its own score
     range (a subscale's ``score_min``..``score_max``), the level named at the left.
@@ -97,7 +100,9 @@ def composite_pmfs(
         layout="constrained",
     )
     hl = text.labels(comp, hue) if hue is not None else [None]
-    cols = colors(len(hl))
+    many = hue is not None and len(hl) > MAX_LEGEND
+    if many:
+        hl = [f"median of {len(hl)} levels", "10–90% of the levels"]
     for r, level in enumerate(rows):
         part = mix.isel({row: r}) if row is not None else mix
         y = np.asarray(part[score_dim].values, dtype=float)
@@ -110,12 +115,7 @@ def composite_pmfs(
         cells = axes[r * per_row : (r + 1) * per_row].flat
         for i, (ax, name) in enumerate(zip(cells, panels, strict=False)):
             sub = part.isel({facet: i}) if facet is not None else part
-            for j, h in enumerate(hl):
-                p = sub.isel({hue: j}) if hue is not None else sub
-                v = np.asarray(p.transpose(score_dim).values, dtype=float)
-                ax.plot(y, v, color=cols[j], lw=1.4, label=h)
-                ax.fill_between(y, v, color=cols[j], alpha=0.18, lw=0)
-                ax.axvline(float((v * y).sum()), color=cols[j], ls="--", lw=0.8)
+            (_spread if many else _lines)(ax, sub, hue, y, hl, score_dim)
             if r == 0 or row is None:
                 ax.set_title(name, fontsize="medium")
             ax.set_xlim(lo - pad, hi + pad)
@@ -131,3 +131,24 @@ def composite_pmfs(
     if rest:
         fig.suptitle("Mixed over " + text.names(rest), fontsize="small")
     return fig
+
+
+def _lines(ax: Axes, sub: xr.DataArray, hue: Hashable | None, y: np.ndarray,
+           labels: list[Any], score_dim: Hashable) -> None:  # fmt: skip
+    """A PMF per level of ``hue`` (filled beneath), its expected score dashed."""
+    for j, (h, c) in enumerate(zip(labels, colors(len(labels)), strict=True)):
+        p = sub.isel({hue: j}) if hue is not None else sub
+        v = np.asarray(p.transpose(score_dim).values, dtype=float)
+        ax.plot(y, v, color=c, lw=1.4, label=h)
+        ax.fill_between(y, v, color=c, alpha=0.18, lw=0)
+        ax.axvline(float((v * y).sum()), color=c, ls="--", lw=0.8)
+
+
+def _spread(ax: Axes, sub: xr.DataArray, hue: Hashable, y: np.ndarray, labels: list[Any],
+            score_dim: Hashable) -> None:  # fmt: skip
+    """The median PMF over the levels of ``hue`` and its 10–90% band, the median's expected
+    score dashed."""
+    q = sub.quantile([0.1, 0.5, 0.9], dim=[hue]).transpose("quantile", score_dim).values
+    ax.fill_between(y, q[0], q[2], color=OKABE_ITO[1], alpha=0.35, lw=0, label=labels[1])
+    ax.plot(y, q[1], color=OKABE_ITO[0], lw=1.4, label=labels[0])
+    ax.axvline(float((q[1] * y).sum() / q[1].sum()), color=OKABE_ITO[0], ls="--", lw=0.8)

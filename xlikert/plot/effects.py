@@ -12,7 +12,7 @@ import xarray as xr
 from ..core.dims import preferred_factor
 from ..core.errors import DesignError
 from . import text
-from .canvas import OKABE_ITO, new_ax, pyplot, subplots
+from .canvas import MAX_LEGEND, OKABE_ITO, new_ax, pyplot, subplots
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -74,6 +74,8 @@ def effect_distributions(
             f"got {tuple(effect_pmf.dims)}"
         )
     dim = levels_dims[0]
+    if effect_pmf.sizes[dim] > MAX_LEGEND:  # a level per respondent: their distribution
+        return _effect_spread(effect_pmf, dim, effect_dim)
     names = text.labels(effect_pmf, dim)
     nrows = int(np.ceil(len(names) / col_wrap))
     ncols = int(np.ceil(len(names) / nrows))  # rows as full as each other: 4 levels, 2 x 2
@@ -114,6 +116,29 @@ def effect_distributions(
         f"Main effect of {text.escape(dim)} (composite-score points; line: E, band: E ± SD)"
     )
     fig.supylabel("Probability")
+    return fig
+
+
+def _effect_spread(effect_pmf: xr.DataArray, dim: Hashable, effect_dim: Hashable) -> Figure:
+    """The main effects of many levels as their distribution: the median effect PMF with
+    its 10–90% band over the levels, and a histogram of the levels' E."""
+    x = np.asarray(effect_pmf[effect_dim].values, dtype=float)
+    fig, (left, right) = subplots(1, 2, figsize=(9.0, 3.2), layout="constrained")
+    q = effect_pmf.quantile([0.1, 0.5, 0.9], dim=[dim]).transpose("quantile", effect_dim).values
+    left.fill_between(x, q[0], q[2], color=OKABE_ITO[1], alpha=0.35, lw=0,
+                      label="10–90% of the levels")  # fmt: skip
+    left.plot(x, q[1], color="black", lw=1.2, label="median")
+    left.axvline(0, color="0.3", ls=":", lw=0.9)
+    left.set_xlabel("Main effect (composite-score points)")
+    left.set_ylabel("Probability")
+    left.legend(fontsize="small")
+    e = (effect_pmf * effect_pmf[effect_dim]).sum([effect_dim]).values.ravel()
+    right.hist(e, bins=min(30, max(5, e.size // 10)), color=OKABE_ITO[3])
+    right.axvline(0, color="0.3", ls=":", lw=0.9)
+    right.set_xlabel("E of each level's main effect")
+    right.set_ylabel("Levels")
+    fig.suptitle(f"Main effects of the {effect_pmf.sizes[dim]} levels of {text.escape(dim)}",
+                 fontsize="medium")  # fmt: skip
     return fig
 
 
@@ -176,11 +201,13 @@ def interaction_heatmap(
         col = preferred_factor(factors, col, exclude=[row])
     data = E.transpose(row, col)
     nr, nc = data.shape
-    fig, ax = new_ax(ax, figsize=(1.15 * nc + 2.6, 0.75 * nr + 1.8))
+    many = max(nr, nc) > MAX_LEGEND  # a level per respondent: colours only, ticks thinned
+    width = min(1.15 * nc + 2.6, 14.0) + (2.0 if many else 0.0)  # room for the title
+    fig, ax = new_ax(ax, figsize=(width, min(0.75 * nr + 1.8, 10.0)))
     lim = float(np.nanmax(np.abs(data.values))) or 1.0
     im = ax.imshow(data.values, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
     sd = SD.transpose(row, col).values if SD is not None else None
-    for i in range(nr):
+    for i in range(nr if not many else 0):
         for j in range(nc):
             v = float(data.values[i, j])
             txt = text.number(v, "+.2f") + (f"\n±{sd[i, j]:.2f}" if sd is not None else "")
@@ -191,8 +218,10 @@ def interaction_heatmap(
         for i, j in zip(*np.nonzero(g), strict=True):
             ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, lw=2.5, ec="black"))
     cl, rl = text.labels(data, col), text.labels(data, row)
-    ax.set_xticks(range(nc), cl)
-    ax.set_yticks(range(nr), rl)
+    cs, rs = (max(1, -(-n // MAX_LEGEND)) for n in (nc, nr))  # every level up to 12 ticks
+    ax.set_xticks(range(0, nc, cs), cl[::cs])
+    ax.set_yticks(range(0, nr, rs), rl[::rs])
+    cl = cl[::cs]
     text.rotate(ax, cl)
     ax.set_xlabel(text.title(col))
     ax.set_ylabel(text.title(row))
@@ -202,5 +231,7 @@ def interaction_heatmap(
         t += " (E ± SD)"
     if ingroup is not None:
         t += "; outlined: in-group"
+    if many:
+        t += f"; {nr} × {nc} cells, values in colour only"
     ax.set_title(t, fontsize="medium")
     return fig

@@ -67,7 +67,7 @@ from .sections import (
     scale_reliability_section,
 )
 
-__all__ = ["SECTIONS", "tables", "write_report"]
+__all__ = ["SECTIONS", "section_names", "tables", "write_report"]
 
 
 #: The report's sections, in order: each takes the :class:`~.inputs.ReportInputs` and
@@ -90,6 +90,48 @@ SECTIONS: tuple[Callable[[ReportInputs], Section | None], ...] = (
 )
 
 
+def section_names() -> dict[str, Callable[[ReportInputs], Section | None]]:
+    """Each section of :data:`SECTIONS` by the name ``sections=`` and ``skip=`` take.
+
+    A section's name is its function's name without ``_section``.
+
+    Returns
+    -------
+    dict
+        Name -> section function, in the report's order.
+
+    Examples
+    --------
+    >>> list(section_names())[:3]
+    ['design', 'constraint', 'elicitation']
+    """
+    return {f.__name__.removesuffix("_section"): f for f in SECTIONS}
+
+
+def _chosen(
+    sections: Sequence[str] | None, skip: Sequence[str]
+) -> list[Callable[[ReportInputs], Section | None]]:
+    """The sections to write, in the report's order: ``sections`` (None: all) less ``skip``.
+
+    Raises
+    ------
+    ConfigError
+        A name that is no section's, naming it and the valid names.
+    """
+    from ..core.errors import ConfigError
+
+    named = section_names()
+    asked = [*(sections or ()), *skip]
+    unknown = [n for n in asked if n not in named]
+    if unknown:
+        raise ConfigError(
+            f"unknown report section(s) {unknown}: the sections are {list(named)} "
+            "(sections= / --sections chooses them, skip= / --skip leaves them out)"
+        )
+    keep = set(named) if sections is None else set(sections)
+    return [f for n, f in named.items() if n in keep and n not in set(skip)]
+
+
 def write_report(
     results: str | Path | xr.Dataset,
     out_dir: str | Path,
@@ -102,6 +144,8 @@ def write_report(
     persona_results: str | Path | xr.Dataset | None = None,
     persona: Sequence[str] = (),
     figures: bool = True,
+    sections: Sequence[str] | None = None,
+    skip: Sequence[str] = (),
 ) -> Path:
     """Write ``index.html``, ``report.md``, ``figures/*.png`` and ``tables/*`` into ``out_dir``.
 
@@ -139,6 +183,12 @@ def write_report(
     figures : bool, default True
         Draw the figures. ``False`` writes the text and tables only, in a fraction of
         the time (drawing is most of a report's cost): a quick look at a large design.
+    sections : sequence of str, optional
+        The sections to write, by name (:func:`section_names`: ``design``,
+        ``constraint``, ``consensus``, ``construct``, ...), in the report's order;
+        default every section that applies.
+    skip : sequence of str, optional
+        Sections to leave out, by name.
 
     Returns
     -------
@@ -151,6 +201,8 @@ def write_report(
         ``results`` hold no ``pmf`` variable.
     xlikert.core.errors.DesignError
         The ``pmf`` has no factor dims, or a factor with a reserved name.
+    xlikert.core.errors.ConfigError
+        A name in ``sections`` or ``skip`` that is no section's (before anything is read).
 
     Notes
     -----
@@ -169,6 +221,7 @@ def write_report(
     >>> import shutil
     >>> shutil.rmtree(out.parent)
     """
+    chosen = _chosen(sections, skip)
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
@@ -176,7 +229,7 @@ def write_report(
         _write_report(
             results, tmp, country_of_origin=country_of_origin, tol=tol, title=title,
             human=human, respondents=respondents, persona_results=persona_results,
-            persona=persona, figures=figures,
+            persona=persona, figures=figures, chosen=chosen,
         )  # fmt: skip
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -212,6 +265,7 @@ def _write_report(
     persona_results: str | Path | xr.Dataset | None = None,
     persona: Sequence[str] = (),
     figures: bool = True,
+    chosen: Sequence[Callable[[ReportInputs], Section | None]] = SECTIONS,
 ) -> Path:
     """:func:`write_report` into the (temporary) folder ``out``: every section, then the page."""
     inputs = ReportInputs.prepare(
@@ -221,7 +275,7 @@ def _write_report(
     drawn = DRAW_FIGURES.set(figures)
     try:
         with offscreen(), _figure_text():  # no window, no backend switched: Figure objects
-            sections = [s for s in (section(inputs) for section in SECTIONS) if s is not None]
+            sections = [s for s in (section(inputs) for section in chosen) if s is not None]
     finally:
         DRAW_FIGURES.reset(drawn)
     attrs = inputs.ds.attrs

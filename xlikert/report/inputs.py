@@ -318,6 +318,43 @@ class ReportInputs:
             "their own (their Tastle Consensus is per item)."
         )
 
+    @cached_property
+    def no_composite(self) -> str | None:
+        """Why the instrument defines no composite (``None``: it does).
+
+        A composite is the sum of items that measure one thing: items with subscales (each
+        subscale its own composite), or at least two ordered items on one scale (each
+        item with its keying, reverse-keyed items reflected). Items on scales of their own
+        without subscales, or a single item, are standalone questions: the composite, its
+        distributional ANOVA, its reliability and its sampling cost are not defined for
+        them, and the per-item sections stand alone.
+
+        Examples
+        --------
+        >>> from xlikert.datasets import synthetic_results
+        >>> ds = synthetic_results({"m": ("USA", 1.0)}, n_items=1)
+        >>> ReportInputs.prepare(ds, Path("."), country_of_origin=None, tol=1e-4).no_composite
+        'a single item (1): a composite needs at least two items on one scale, or subscales'
+        """
+        pmf = self.pmf
+        ids = [str(i) for i in pmf["item"].values]
+        if "subscale" in pmf.coords and any(str(x) for x in np.atleast_1d(pmf["subscale"].values)):
+            return None
+        if len(ids) < 2:
+            return (
+                f"a single item ({', '.join(ids)}): a composite needs at least two items on "
+                "one scale, or subscales"
+            )
+        lo, hi = (np.broadcast_to(b.values, len(ids)) for b in support_bounds(pmf))
+        spans = {(int(a), int(b)) for a, b in zip(lo, hi, strict=True)}
+        if len(spans) == 1:
+            return None
+        said = ", ".join(f"{i} {int(a)}..{int(b)}" for i, a, b in zip(ids, lo, hi, strict=True))
+        return (
+            f"the items are on scales of their own ({said}) and carry no subscales: the "
+            "instrument defines no composite"
+        )
+
     # the analyses several sections share: computed on first use, then kept
     # (cached_property writes the instance __dict__, which a frozen dataclass allows)
     @cached_property

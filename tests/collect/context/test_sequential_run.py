@@ -9,6 +9,7 @@ item-order factor asks the items in each level's order.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -263,3 +264,23 @@ def test_a_sequential_run_reads_the_kv_cache_by_its_current_name(tiny):
     assert int(ds.attrs["cells_computed"]) > 0  # the conversations were read here
     said = [r.getMessage() for r in records] + [str(w.message) for w in caught]
     assert not [s for s in said if "past_key_values" in s or "deprecated" in s.lower()], said
+
+
+def test_a_conversation_reports_its_progress_and_the_run_shows_it(model, tiny, capsys):
+    """The sequential tree tells the progress seam its passes, bound, unread mass and time
+    after every round; through the runner they are on the progress bar."""
+    cond = prompts().sel(administration="sequential").isel(target=0)
+    battery = Battery(str(np.ravel(cond.system.values)[0]), tuple(str(u) for u in cond.user.values),
+                      tuple(str(y) for y in range(1, 8)), tuple(cond.item.values.astype(str)),
+                      tuple(range(1, 8)))  # fmt: skip
+    seen = []
+    res = administer(model, battery, tol=1e-3, max_passes=30, batch=4, progress=seen.append)
+    assert seen and seen[-1].passes == res.passes and seen[-1].budget == 30
+    assert [p.passes for p in seen] == sorted(p.passes for p in seen)
+    assert (seen[-1].bound <= 1e-3) == res.tol_met and seen[-1].unread >= 0
+    assert {p.reading for p in seen} == {"sequential"}
+    collect(prompts().sel(administration=["sequential"]).isel(target=[0]), spec(tiny),
+            **{**KW, "progress": True, "tol": 1e-3, "max_passes": 30})  # fmt: skip
+    err = capsys.readouterr().err
+    assert re.search(r"sequential: \d+/30 passes, bound \S+ \(tol 0\.001\), unread \S+, "
+                     r"\dm\d\ds", err), err[-2000:]  # fmt: skip

@@ -19,7 +19,7 @@ from xlikert.collect import collect
 from xlikert.collect.run.identity import _sent_digest, cell_key, model_digest
 from xlikert.core.codecs import decode_token_ids
 from xlikert.core.errors import CollectionError
-from xlikert.core.io import open_results, read_attrs
+from xlikert.core.io import encode_attrs, open_results, read_attrs
 
 #: Every per-cell variable a reused cell copies.
 NUMBERS = ("pmf", "valid_mass", "topk_logprob", "decoding_pmf", "decoding_valid_mass")
@@ -172,7 +172,7 @@ def test_a_cell_key_is_recomputed_from_the_file(dirs, tmp_path):
     digest = model_digest(ident["model"], ident["options"])
     cell = ds.isel(model=0, target=0, item=1)
     ids = decode_token_ids(str(cell.prompt_token_ids.values))
-    labels = [str(y) for y in ds.score.values]
+    labels = [f"{y}={y}" for y in ds.score.values]  # each point of the item's, labelled
     assert cell_key(digest, labels, _sent_digest(ids)) == str(cell.cell_key.values)
 
 
@@ -342,3 +342,122 @@ def test_a_run_hashes_the_weights_and_loads_the_tokenizer_of_each_model_once(
         ds = collect(tiny_prompts(2, 2), [entry(dirs, "a")], tmp_path / f"{run}.nc", **KW)
         assert ds.attrs["cells_computed"] == 4
         assert calls == {"tokenizer": run, "sha256": run * len(weights)}
+
+
+# ----------------------------------------------------------------------------- items' scales
+#: A study's items on their own scales: ``happy`` 1..3 (the instrument's), ``attend`` 0..8,
+#: ``trust`` 1..5.
+SCALES = """
+[instrument]
+name = "gss"
+citation = "Test."
+default_framing = "plain"
+placeholders = ["party"]
+
+[framings]
+plain = "Answer with ONLY the number."
+
+[scale]
+min = 1
+max = 3
+anchors = { 1 = "Very happy", 3 = "Not too happy" }
+"""
+ITEMS = {
+    "happy": 'id = "happy"\ntemplate = "How happy are you?"\n',
+    "attend": 'id = "attend"\ntemplate = "How often do you attend?"\n[items.scale]\nmin = 0\n'
+    'max = 8\nanchors = { 0 = "Never", 8 = "Weekly" }\n',
+    "trust": 'id = "trust"\ntemplate = "Can people be trusted?"\n[items.scale]\nmin = 1\n'
+    'max = 5\nanchors = { 1 = "No", 5 = "Yes" }\n',
+}
+
+
+def scales_prompts(tmp_path: Path, items: list[str]) -> xr.Dataset:
+    from support.survey import survey_experiment
+
+    folder = tmp_path / "-".join(items)
+    folder.mkdir()
+    text = SCALES + "".join(f"\n[[items]]\n{ITEMS[i]}" for i in items)
+    return survey_experiment(folder, instrument=text).build_prompts()
+
+
+def test_items_on_other_scales_come_and_go_and_every_unchanged_cell_is_copied(
+    dirs, tmp_path, capsys
+):
+    """A cell's key holds its own item's labels, not the run's score axis (the union of the
+    items' scales): dropping ``attend`` (0..8) and adding ``trust`` (1..5) moves the axis
+    from 0..8 to 1..5, and every ``happy`` cell is copied, placed on the new axis."""
+    models = [entry(dirs, "a")]
+    first = scales_prompts(tmp_path, ["happy", "attend"])
+    assert first.score.values.tolist() == list(range(9))
+    old = collect(first, models, tmp_path / "old.nc", **KW)
+    count = Counter()
+    second = scales_prompts(tmp_path, ["happy", "trust"])
+    assert second.score.values.tolist() == [1, 2, 3, 4, 5]
+    new = collect(second, models, tmp_path / "new.nc", reuse=[tmp_path / "old.nc"],
+                  loader=count, **{**KW, "progress": True})  # fmt: skip
+    # every happy cell (2 parties) copied, only trust's computed
+    assert [new.attrs[f"cells_{k}"] for k in ("reused", "computed")] == [2, 2]
+    assert count.scored == 2
+    said = capsys.readouterr().err
+    assert f"4 cells: 2 reused from {tmp_path / 'old.nc'}; 2 to compute" in said
+    # why the file's other cells were not: the dropped item's, per model
+    assert (f"not reused from {tmp_path / 'old.nc'}, model 'a': 2 cells this run does not "
+            "ask (items or levels it does not have)") in said  # fmt: skip
+    why = read_attrs(new)["reuse_sources"][str(tmp_path / "old.nc")]["not_reused"]
+    assert why == {"a": {"cells this run does not ask (items or levels it does not have)": 2}}
+    # the copied cells: the old numbers on the new axis, zero off the item's support
+    happy = new.sel(item="happy")
+    assert (happy.reused_from == str(tmp_path / "old.nc")).all()
+    for v in ("pmf", "decoding_pmf"):
+        was = old[v].sel(item="happy")
+        np.testing.assert_array_equal(happy[v].sel(score=[1, 2, 3]), was.sel(score=[1, 2, 3]))
+        off = happy[v].sel(score=[4, 5])
+        measured = np.isfinite(was).any("score")
+        assert (off.where(measured) == 0).where(measured, True).all(), v
+        assert off.where(~measured).isnull().all(), v
+    cells_equal(happy, old.sel(item="happy"), ("valid_mass", "topk_logprob", *TEXTS))
+    # and the file equals a clean run of the new study, bit for bit on the copied cells
+    clean = collect(second, models, **KW)
+    assert clean.attrs["cells_computed"] == 4
+    cells_equal(new.sel(item=["happy"]), clean.sel(item=["happy"]))
+    for v in NUMBERS:
+        np.testing.assert_allclose(new[v], clean[v], rtol=0, atol=BATCHING_TOLERANCE, err_msg=v)
+
+
+def test_a_run_says_why_a_file_gave_fewer_cells_per_model(dirs, tmp_path, capsys):
+    """Another identity, other settings, other labels: each named with its count; a file keyed
+    by the earlier rule (the run's score axis in every key) is read, its cells computed again."""
+    models = [entry(dirs, "a"), entry(dirs, "b", "a")]
+    collect(tiny_prompts(1, 3), models, tmp_path / "old.nc", **KW)
+    reuse = [tmp_path / "old.nc"]
+    ds = collect(tiny_prompts(1, 3), [entry(dirs, "a"), entry(dirs, "b")], reuse=reuse,
+                 **{**KW, "progress": True})  # fmt: skip
+    said = capsys.readouterr().err
+    why = read_attrs(ds)["reuse_sources"][str(reuse[0])]["not_reused"]
+    assert list(why) == ["b"] and ds.attrs["cells_reused"] == 3
+    assert list(why["b"].values()) == [3]
+    assert next(iter(why["b"])).startswith("another model identity (")
+    assert "model 'b': 3 another model identity (" in said
+    ds = collect(tiny_prompts(1, 3), models, reuse=reuse, **{**KW, "top_k": 5})
+    why = read_attrs(ds)["reuse_sources"][str(reuse[0])]["not_reused"]
+    assert why["a"] == {"other settings (top_k: 20 -> 5)": 3}
+    ds = collect(
+        tiny_prompts(1, 3), models, reuse=reuse, **{**KW, "answer_labels": list("ABCDEFG")}
+    )
+    assert read_attrs(ds)["reuse_sources"][str(reuse[0])]["not_reused"]["a"] == {
+        "other answer labels": 3
+    }
+    # a file keyed by the earlier rule: read, said, computed again
+    old = open_results(tmp_path / "old.nc").load()
+    info = read_attrs(old)["models"]
+    for m in info.values():
+        m["cell_identity"].pop("key_format")
+        m["cell_identity"]["key_rule"] = "... KEY_FORMAT = 'xlikert-cell-1' (...)"
+    old.attrs["models"] = info
+    encode_attrs(old).to_netcdf(tmp_path / "v1.nc")
+    with pytest.warns(UserWarning, match=r"v1.nc was keyed by an earlier key rule .*computed"):
+        ds = collect(tiny_prompts(1, 3), models, reuse=[tmp_path / "v1.nc"], **KW)
+    assert ds.attrs["cells_reused"] == 0
+    why = read_attrs(ds)["reuse_sources"][str(tmp_path / "v1.nc")]["not_reused"]
+    assert why["a"] == {"keyed by an earlier rule (xlikert-cell-1): its cells are computed "
+                        "again": 3}  # fmt: skip

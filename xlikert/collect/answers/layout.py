@@ -97,15 +97,19 @@ class AnswerLayout:
             nucleus: a conversation's histories branch on it, :mod:`xlikert.collect.context`).
         """
         points, options = self.split(mass)
+        # sums over the item's own points (not the file's score axis, whose zeros would
+        # change the order of the additions): a cell's numbers are those of its item alone,
+        # the same bits in a file of any other items (a reused cell equals a computed one)
+        own = [k for k, c in enumerate(self.columns) if c < self.n_scores]
         out: dict[str, np.ndarray] = {}
         with np.errstate(invalid="ignore", divide="ignore"):
-            out["valid_mass"] = points.sum(-1)
+            out["valid_mass"] = np.asarray(mass, dtype=np.float64)[..., own].sum(-1)
             out["pmf"] = points / out["valid_mass"][..., None]
             if self.n_options:
                 out["nonsubstantive_mass"] = options
             if grid is not None:
                 g, g_options = self.split(grid)
-                gm = g.sum(-1)
+                gm = np.asarray(grid, dtype=np.float64)[..., own].sum(-1)
                 if self.n_options:
                     out["decoding_nonsubstantive_mass"] = g_options
                 out["decoding_valid_mass"] = gm

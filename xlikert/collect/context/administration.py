@@ -31,6 +31,7 @@ from ...core.schema import SEQUENTIAL_MAX_PASSES_ATTR, SEQUENTIAL_TOL_ATTR, vari
 from ...design.item_order import ADMINISTRATIONS, ITEM_POSITION, item_orders
 from ...kernels.history_tree import item_marginals, pairwise_joints
 from ..options import CollectOptions
+from ..progress import CellProgressFn
 from ..protocol import Model
 from ..record import UnitResult
 from .sequential import Battery, administer
@@ -162,6 +163,7 @@ def score_battery(
     item_index: Sequence[int],
     answers: Sequence[tuple[str, ...] | None] | None = None,
     options: Sequence[str] = (),
+    progress: CellProgressFn | None = None,
 ) -> UnitResult:
     """Read one conversation (:func:`~.sequential.administer`) into a unit record.
 
@@ -192,6 +194,9 @@ def score_battery(
         (:attr:`~.sequential.Battery.answers`).
     options
         The run's non-substantive options (the file's ``option`` axis).
+    progress
+        Told the conversation's passes, bound, unread mass and time as it is read
+        (:func:`~.sequential.administer`).
 
     Returns
     -------
@@ -212,7 +217,9 @@ def score_battery(
         tuple(str(y) for y in scale) if own else tuple(replies), tuple(items), tuple(scale),
         tuple(options) if own else (), own,
     )  # fmt: skip
-    res = administer(model, battery, tol=tol, max_passes=max_passes, session=None)
+    res = administer(
+        model, battery, tol=tol, max_passes=max_passes, session=None, progress=progress
+    )
     tree, K, S, n_opt = res.tree, len(items), len(battery.scores), len(battery.options)
     marg, joints = item_marginals(tree), pairwise_joints(tree)
     prob = _probability(tree)

@@ -44,6 +44,7 @@ from ...kernels.history_tree import (
     item_marginals,
     pairwise_joints,
 )
+from ..progress import CellClock, CellProgressFn
 from ..protocol import ContextReader, CountingReader, Model, conversation_model
 
 __all__ = [
@@ -327,6 +328,7 @@ def administer(
     max_passes: int = DEFAULT_MAX_PASSES,
     batch: int = 64,
     session: str | None = None,
+    progress: CellProgressFn | None = None,
 ) -> SequentialResult:
     """Ask a battery in one conversation; read its answer-history tree exactly or certified.
 
@@ -354,6 +356,10 @@ def administer(
     session : str, optional
         Names the tree for the backend's reader (vLLM: its cache salt); default the
         battery's texts.
+    progress : callable, optional
+        Called after each round of histories read with the passes, the certified error
+        reached (the largest item's), the unread probability and the time spent
+        (:class:`~xlikert.collect.progress.CellProgress`).
 
     Returns
     -------
@@ -381,6 +387,7 @@ def administer(
     grow = _Growing(K, S, n_opt)
     heap = [(-1.0, grow.add(-1, 0, -1, 1.0))]
     passes, t0 = 0, time.perf_counter()
+    clock = CellClock(progress, "sequential", budget=max_passes, tol=tol)
     reader = conv.context_reader(session or "\0".join((battery.system, *battery.questions)))
     before = model.options.answer_labels
     try:
@@ -405,6 +412,8 @@ def administer(
                     w = grow.prob[n] * float(q[a])
                     if w > 0:
                         heapq.heappush(heap, (-w, grow.add(n, len(p) + 1, a, w)))
+            clock(passes=passes, bound=float(grow.errors().max()),
+                  unread=-float(sum(h[0] for h in heap)))  # fmt: skip
         info = {"tokens_run": reader.tokens_run} if isinstance(reader, CountingReader) else {}
     finally:
         reader.close()

@@ -7,8 +7,12 @@ A cell of a results file (one model, one condition, one item) is determined by
   before anything loads (the folder's revision and checksum, a Hugging Face id's
   commit, the dtype the weights load in) -- :class:`~xlikert.collect.protocol.CellInputs`;
 * the collection options that change the stored values (:data:`NUMBER_OPTIONS`);
-* the answer labels the cell is read with, and where its item offers non-substantive
-  options each option's name and label (:meth:`~xlikert.collect.run.runner.Plan.key_labels`);
+* the answer labels the cell is read with: each point of its own item's support with its
+  label, and each non-substantive option its item offers with its label
+  (:func:`key_labels`). Not the run-wide ``score`` axis (the union of the items' points)
+  nor the run's ``option`` axis: a study that adds or drops items on other scales keeps
+  the keys of every unchanged cell, and a reused cell is placed on the new run's axes
+  (zero off its item's support, NaN for an option it does not offer);
 * the exact token ids the model reads (or, for a server that tokenises itself,
   the exact request sent).
 
@@ -17,7 +21,7 @@ A cell of a results file (one model, one condition, one item) is determined by
 are stored in ``attrs["models"][name]["cell_identity"]``, so a key can be
 recomputed from the file. Left out on purpose: the model's name (a label), the
 batch size, the unit size (``chunk_size``), the prefix cache, the device and
-how an engine is spread over devices. They change which prompts share a
+how an engine is spread over devices, and the run's ``score`` and ``option`` axes. They change which prompts share a
 batch, and so the last bits of float arithmetic (about 2e-6 on SmolLM2 on a
 CPU), not what is measured; a reused cell holds the earlier numbers, copied.
 
@@ -52,16 +56,21 @@ __all__ = [
     "NUMBER_OPTIONS",
     "RunKeys",
     "cell_key",
+    "key_format",
+    "key_labels",
     "model_digest",
     "numbers_options",
 ]
 
-#: The version of the key rule (part of every key).
-KEY_FORMAT = "xlikert-cell-1"
+#: The version of the key rule (part of every key). ``xlikert-cell-1`` hashed the run's
+#: ``scale`` (the union of the items' points) and each cell's labels over it, and every
+#: option of the run's ``option`` axis: its keys are not today's (:func:`key_format`).
+KEY_FORMAT = "xlikert-cell-2"
 
-#: The collection options that change a cell's stored values.
+#: The collection options that change a cell's stored values (a cell's scale is in its
+#: answer labels: :func:`key_labels`).
 NUMBER_OPTIONS = (
-    "scale", "top_k", "temperatures", "top_ps", "split_space", "numerals", "answer_tol",
+    "top_k", "temperatures", "top_ps", "split_space", "numerals", "answer_tol",
     "answer_max_passes",
 )  # fmt: skip
 
@@ -95,6 +104,8 @@ KEY_RULE = (
     "'\\n' + sent_digest); model_digest = sha256(JSON({'model': cell_identity['model'], "
     "'options': cell_identity['options']}), keys sorted, no spaces); sent_digest = "
     "sha256(b'ids:' + int64 little-endian token ids) or sha256(b'request:' + JSON(request)); "
+    "answer labels = ['<score>=<label>' for each point of the cell's item with a label] + "
+    "['<option>=<label>' for each non-substantive option the item offers] (key_labels); "
     f"KEY_FORMAT = {KEY_FORMAT!r} (xlikert.collect.run.identity)"
 )
 
@@ -117,6 +128,59 @@ def numbers_options(options: CollectOptions) -> dict[str, Any]:
     """
     return {k: (list(v) if isinstance(v, tuple) else v) for k in NUMBER_OPTIONS
             if (v := getattr(options, k)) is not None}  # fmt: skip
+
+
+def key_labels(
+    scale: Sequence[int], options: Sequence[str], labels: Sequence[str] | None
+) -> tuple[str, ...]:
+    """A cell's answer labels as its key holds them: ``"<score>=<label>"`` for each point
+    of its item that has a label (its support), then ``"<option>=<label>"`` for each
+    non-substantive option it offers.
+
+    Parameters
+    ----------
+    scale
+        The run's ``score`` axis.
+    options
+        The run's ``option`` axis (its non-substantive options).
+    labels
+        The cell's labels: one per point of ``scale`` (``""`` off the item's support),
+        then one per option of ``options`` (``""`` where not offered); None: the digits
+        of ``scale``, no option.
+
+    Examples
+    --------
+    >>> key_labels((0, 1, 2, 3), ("Don't know", "Refused"), ("", "1", "2", "3", "8", ""))
+    ('1=1', '2=2', '3=3', "Don't know=8")
+    >>> key_labels((1, 2, 3), (), None) == key_labels((0, 1, 2, 3, 4), (), ("", "1", "2", "3", ""))
+    True
+    """
+    if not labels:
+        labels = tuple(str(y) for y in scale)
+    n = len(scale)
+    points = (f"{y}={x}" for y, x in zip(scale, labels[:n], strict=True) if x)
+    offered = (f"{o}={x}" for o, x in zip(options, labels[n:], strict=False) if x)
+    return (*points, *offered)
+
+
+def key_format(identity: dict[str, Any] | None) -> str:
+    """The key rule's version a stored ``cell_identity`` was keyed by (``""``: none).
+
+    Examples
+    --------
+    >>> key_format({"key_format": KEY_FORMAT}) == KEY_FORMAT
+    True
+    >>> key_format({"key_rule": "... KEY_FORMAT = 'xlikert-cell-1' (...)"})
+    'xlikert-cell-1'
+    """
+    if not identity:
+        return ""
+    if identity.get("key_format"):
+        return str(identity["key_format"])
+    import re
+
+    found = re.search(r"KEY_FORMAT = '([^']+)'", str(identity.get("key_rule", "")))
+    return found.group(1) if found else ""
 
 
 def model_digest(identity: dict[str, Any], options: dict[str, Any]) -> str:
@@ -166,7 +230,7 @@ class RunKeys:
     prompts
         ``cells -> [(system, user)]`` of the run's flat cells.
     labels
-        ``cell -> answer labels`` (score order).
+        ``cell -> answer labels`` as the key holds them (:func:`key_labels`).
     battery
         ``cell -> its conversation's cells in the order asked`` (None: isolated); a
         sequentially administered cell's key hashes what its conversation sent
@@ -210,7 +274,7 @@ class RunKeys:
         if inputs is None:
             return None
         return {"model": inputs.identity, "options": numbers_options(self.options),
-                "key_rule": KEY_RULE}  # fmt: skip
+                "key_rule": KEY_RULE, "key_format": KEY_FORMAT}  # fmt: skip
 
     def digest(self, mi: int) -> str:
         ident = self.identity(mi)

@@ -48,7 +48,7 @@ from ..protocol import Model
 from .checked import CheckedRun, check_run, parse_shard
 from .cluster import RayExecutor
 from .executor import Executor, InProcess
-from .identity import RunKeys
+from .identity import RunKeys, key_labels
 from .session import Session, write_results_file
 
 __all__ = [
@@ -112,11 +112,11 @@ class Plan:
         return self.labels[cells[0]] if self.labels else self.options.answer_labels
 
     def key_labels(self, cell: int) -> tuple[str, ...]:
-        """The answer labels a cell is read with, as its key holds them: the label of each
-        score (the digits spelled; ``""`` off the item's support), then, when the item
-        offers non-substantive options, ``"<option>=<label>"`` for every option of the
-        run's ``option`` axis (``""`` after ``=`` where the item does not offer it), so a
-        cell is never taken from a file whose options or their labels differ.
+        """The answer labels a cell is read with, as its key holds them
+        (:func:`~xlikert.collect.run.identity.key_labels`): ``"<score>=<label>"`` for each
+        point of its item, then ``"<option>=<label>"`` for each non-substantive option the
+        item offers; not the run's ``score`` or ``option`` axis, so a cell keeps its key
+        when items on other scales or with other options come or go.
 
         Examples
         --------
@@ -125,20 +125,21 @@ class Plan:
         >>> plan = Plan.__new__(Plan)
         >>> plan.options, plan.labels = opts, [("1", "2", "3", "8", ""), None]
         >>> plan.key_labels(0)
-        ('1', '2', '3', "Don't know=8", 'Refused=')
+        ('1=1', '2=2', '3=3', "Don't know=8")
         >>> plan.key_labels(1)
-        ('1', '2', '3')
+        ('1=1', '2=2', '3=3')
         """
         options = self.options
         labels = self.labels[cell] if self.labels else options.answer_labels
+        return key_labels(options.known_scale, options.nonsubstantive, labels)
+
+    def replies(self, cell: int) -> tuple[str, ...]:
+        """The label of each point of the run's scale a cell is read with (``""`` off its
+        item's support; the digits where the prompts carry no labels)."""
+        labels = self.labels[cell] if self.labels else self.options.answer_labels
         if not labels:
-            return tuple(str(y) for y in options.known_scale)
-        n = len(labels) - len(options.nonsubstantive)
-        offered = labels[n:]
-        if not any(offered):
-            return tuple(labels[:n])
-        named = (f"{o}={x}" for o, x in zip(options.nonsubstantive, offered, strict=True))
-        return (*labels[:n], *named)
+            return tuple(str(y) for y in self.options.known_scale)
+        return tuple(labels[: len(self.options.known_scale)])
 
     def prompts(self, cells: Sequence[int]) -> list[tuple[str, str]]:
         return [(self.sys_flat[j], self.user_flat[j]) for j in cells]

@@ -33,13 +33,14 @@ from ...core.io import encode_attrs
 from ..context.administration import ITEM_POSITION, context_attrs, score_battery
 from ..elicitation import elicitation_attrs, score_elicited
 from ..options import CollectOptions
+from ..progress import CellProgressFn, bar_postfix
 from ..protocol import Model, backend_module
 from ..record import UnitResult, assemble
 from ..templates import PLAIN_FORMAT
 from .executor import InProcess
-from .identity import RunKeys, numbers_options
+from .identity import KEY_FORMAT, RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals, StopSignal
-from .reuse import ProgressSource, Reuse, open_source
+from .reuse import ProgressSource, ResultsSource, Reuse, RunCells, open_source, shortfall
 from .store import PartialStore, as_record, disk_error
 from .stream import BLOCK_CELLS, StoredUnit, write_streamed
 
@@ -102,6 +103,11 @@ class Session:
         self.infos: dict[int, dict[str, Any]] = {}
         self.computed_now = 0
         self.units_done = 0
+        #: A results file -> model name -> why its cells were not reused -> how many.
+        self.shortfall: dict[str, dict[str, dict[str, int]]] = {}
+        #: The run's ``score`` and ``option`` axes (a reused cell is placed on them).
+        self.axes: dict[str, list[Any]] = {"score": [int(y) for y in self.options.known_scale],
+                     "option": [str(o) for o in self.options.nonsubstantive]}  # fmt: skip
 
     # ------------------------------------------------------------------ the run
     def run(
@@ -120,7 +126,8 @@ class Session:
         """
         finished = False
         if output is not None:
-            self.store = PartialStore(output, self.plan.fingerprint, self.description)
+            self.store = PartialStore(output, self.plan.fingerprint, self.description,
+                                      axes=self.axes)  # fmt: skip
             for line in self.store.open(discard=discard):
                 warnings.warn(line, UserWarning, stacklevel=3)  # run < collect < its caller
         try:
@@ -161,6 +168,7 @@ class Session:
             },
             "items": [str(v) for v in user["item"].values] if "item" in user.coords else [],
             "options": {
+                "scale": list(opts.known_scale),
                 **numbers_options(opts),
                 "chunk_size": opts.chunk_size,
                 "prefix_cache": opts.prefix_cache,
@@ -199,8 +207,10 @@ class Session:
         self.reuse = Reuse(sources)
         own = {(mi, int(j)) for (mi, _), r in self.done.items() for j in r.placed_cells}
         planned = {(mi, j) for mi, _, c in self.plan.units for j in c}
+        predicted: dict[str, dict[int, str]] = {}
         for mi in sorted({mi for mi, _, _ in self.plan.units}):
             keys = self.keys.predict(mi, self.plan.order)  # the whole plan's: twins across shards
+            predicted[self.models[mi]["name"]] = keys
             own -= self._drop_stale(mi, keys)
             first: dict[str, int] = {}
             for j in self.plan.order:
@@ -213,7 +223,28 @@ class Session:
                 seq = self.plan.context.where if self.plan.context is not None else {}
                 self.reuse.lookup(mi, {j: k for j, k in keys.items() if (mi, j) in planned
                                        and (mi, j) not in own and j not in seq})  # fmt: skip
+        self._find_shortfall(predicted)
         self._say_found()
+
+    def _find_shortfall(self, predicted: dict[str, dict[int, str]]) -> None:
+        """Why each results file gave fewer cells than it holds, per model (:func:`shortfall`);
+        a file keyed by an earlier rule is a warning (its cells are computed again)."""
+        run = RunCells(predicted, {m["name"]: self.keys.identity(mi)
+                                   for mi, m in enumerate(self.models)},
+                       self.user, self.plan.key_labels)  # fmt: skip
+        for src in self.reuse.sources:
+            if isinstance(src, ResultsSource) and (why := shortfall(src, run)):
+                self.shortfall[src.name] = why
+                stale = {n: c for n, r in why.items() for w, c in r.items()
+                         if w.startswith("keyed by an earlier rule")}  # fmt: skip
+                if stale:
+                    warnings.warn(
+                        f"{src.name} was keyed by an earlier key rule than today's "
+                        f"({KEY_FORMAT}: a cell's key holds its own item's labels, not the "
+                        f"run's score axis): its {sum(stale.values())} cell(s) of model(s) "
+                        f"{sorted(stale)} cannot be matched and are computed again",
+                        UserWarning, stacklevel=5,
+                    )  # fmt: skip
 
     def _drop_stale(self, mi: int, keys: dict[int, str]) -> set[tuple[int, int]]:
         """Forget this configuration's saved units of model ``mi`` whose keys are not the
@@ -252,6 +283,11 @@ class Session:
             parts += [f"{twins} the same as another cell (copied)"] * bool(twins)
             print(f"collect: {total} cells: {'; '.join(parts)}; "
                   f"{total - own - reused - twins} to compute", file=sys.stderr)  # fmt: skip
+        for path, models in self.shortfall.items() if self.progress else ():
+            for name, why in models.items():
+                said = "; ".join(f"{n} {w}" for w, n in why.items())
+                print(f"collect: not reused from {path}, model {name!r}: {said}",
+                      file=sys.stderr)  # fmt: skip
 
     # ------------------------------------------------------------------ computing cells
     def todo(self, mi: int) -> list[tuple[int, list[int]]]:
@@ -331,7 +367,9 @@ class Session:
             for ui, cells in todo:
                 model = with_labels(model, plan.labels_of(cells), spec, self.loader,
                                      options, plan.prompts(cells)[0])  # fmt: skip
-                self.save_unit(mi, ui, cells, self.score_unit(model, cells), stop, bar)
+                self.save_unit(
+                    mi, ui, cells, self.score_unit(model, cells, bar_postfix(bar)), stop, bar
+                )
             self.finish_model(mi, model.provenance())
         finally:
             model.close()
@@ -363,14 +401,19 @@ class Session:
         if self.store is not None:
             self.store.save_model(self.keys.digest(mi), self.infos[mi])
 
-    def score_unit(self, model: Model, cells: list[int]) -> UnitResult:
-        """Score one unit: its prompts, or its conversation (a sequential condition)."""
+    def score_unit(
+        self, model: Model, cells: list[int], progress: CellProgressFn | None = None
+    ) -> UnitResult:
+        """Score one unit: its prompts, or its conversation (a sequential condition);
+        a long reader (own words, a conversation) tells ``progress`` how far it is."""
         plan, options = self.plan, self.options
         level = plan.level_of(cells[0])
         if level != "first_token":
-            labels = plan.key_labels(cells[0]) if level == "stated" else None
-            r = score_elicited(model, plan.prompts(cells), level, options, labels)
-            return r
+            # stated: the label of each point of the run's scale ("" off the item's support)
+            labels = plan.replies(cells[0]) if level == "stated" else None
+            return score_elicited(
+                model, plan.prompts(cells), level, options, labels, progress=progress
+            )
         if plan.context is None or plan.context.battery_of(cells[0]) is None:
             r = model.score(plan.prompts(cells))
             if plan.elicitations is not None:  # the file has the elicitation variables
@@ -380,10 +423,10 @@ class Session:
         where = [j % self.user.sizes["item"] for j in cells]
         return score_battery(
             model, plan.prompts(cells), [str(items[k]) for k in where],
-            plan.key_labels(cells[0]), options.known_scale, options.sizes,
+            plan.replies(cells[0]), options.known_scale, options.sizes,
             tol=options.tol, max_passes=options.max_passes, n_items=len(items), item_index=where,
             answers=[plan.labels[c] for c in cells] if plan.labels else None,
-            options=options.nonsubstantive,
+            options=options.nonsubstantive, progress=progress,
         )  # fmt: skip
 
     def check_mode(self, mi: int, spec: dict[str, Any], model: Model) -> None:
@@ -408,7 +451,7 @@ class Session:
         units = [(mi, r) for (mi, _), r in sorted(self.done.items())]
         computed = sum(len(r.placed_cells) for _, r in units)
         elicited = plan.elicitations is not None
-        units += self.reuse.units(plan.traces, options.sizes, elicitation=elicited)
+        units += self.reuse.units(plan.traces, options.sizes, elicitation=elicited, axes=self.axes)
         twins = self._twin_units(units)
         units += twins
         ncell = int(np.prod(self.user.shape))
@@ -448,7 +491,7 @@ class Session:
             cells_computed=computed,
             cells_copied=sum(len(r.placed_cells) for _, r in twins),
             cells_reused=reused,
-            reuse_sources=self.reuse.describe(),
+            reuse_sources=self._sources(),
         )
         cluster = self.executor.record()
         if cluster is not None:  # where each unit was computed (not the numbers)
@@ -461,6 +504,16 @@ class Session:
             if name in self.prompts:
                 ds[name] = self.prompts[name].astype(str)
         return encode_attrs(ds)  # netCDF-ready as it stands: ds.to_netcdf works
+
+    def _sources(self) -> dict[str, dict[str, Any]]:
+        """Each source that gave cells (how many), and each results file that gave fewer than
+        it holds, with why per model (``not_reused``: model -> reason -> cells)."""
+        out = self.reuse.describe()
+        for src in self.reuse.sources:
+            if src.name in self.shortfall:
+                entry = out.setdefault(src.name, {**src.describe(), "cells": 0})
+                entry["not_reused"] = self.shortfall[src.name]
+        return out
 
     def _twin_units(self, units: list[tuple[int, UnitResult]]) -> list[tuple[int, UnitResult]]:
         """Copies of the cells whose twin (the earlier cell of the same key) ``units`` hold."""

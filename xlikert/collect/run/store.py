@@ -43,8 +43,10 @@ __all__ = ["PROGRESS_FORMAT", "PartialStore", "as_record", "disk_error"]
 
 #: The folder's format (in ``manifest.json``).
 PROGRESS_FORMAT = "xlikert-progress-2"
-#: Arrays a unit file holds beside the unit's own (:meth:`UnitResult.to_arrays`).
-_UNIT_EXTRA = ("cell_key", "run", "model_digest")
+#: Arrays a unit file holds beside the unit's own (:meth:`UnitResult.to_arrays`): its
+#: cells' keys, the run and model that saved it, and the run's ``score`` and ``option``
+#: axes its arrays lie on (a cell reused in a run on other axes is placed on them).
+_UNIT_EXTRA = ("cell_key", "run", "model_digest", "axis_score", "axis_option")
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
 
 
@@ -132,6 +134,8 @@ class PartialStore:
     description : dict or callable
         This run's configuration in words (:func:`_describe_change` compares them), or a
         function that builds it (called once, when the lock is held).
+    axes : dict, optional
+        The run's ``score`` (ints) and ``option`` (names) axes, saved with every unit.
 
     Examples
     --------
@@ -147,8 +151,10 @@ class PartialStore:
         output: str | os.PathLike,
         fingerprint: str,
         description: dict[str, Any] | Callable[[], dict[str, Any]] | None = None,
+        axes: dict[str, Any] | None = None,
     ):
         self.output = Path(output)
+        self.axes = axes or {}
         self.path = self.output.with_name(self.output.name + ".partial")
         self.fingerprint = fingerprint
         self.run = fingerprint[:16]
@@ -293,6 +299,9 @@ class PartialStore:
                              {**self.description, "started": _now()})  # fmt: skip
         arrays: dict[str, Any] = {**result.to_arrays(), "cell_key": np.asarray(keys, dtype=str),
                   "run": np.array(self.fingerprint), "model_digest": np.array(model_digest)}  # fmt: skip
+        if self.axes:
+            arrays["axis_score"] = np.asarray(self.axes["score"], dtype=np.int64)
+            arrays["axis_option"] = np.asarray(self.axes["option"], dtype=str)
         path = self.unit_file(mi, ui)
         try:
             with atomic_write(path) as tmp, open(tmp, "wb") as fh:
@@ -328,13 +337,16 @@ class PartialStore:
 
     def keyed_units(self) -> Iterator[tuple[Path, np.ndarray, str]]:
         """``(file, cell keys, fingerprint of the run that saved it)`` of every saved unit of
-        other configurations (this configuration's resume as units: :meth:`own_units`)."""
+        other configurations that records the axes its arrays lie on (this configuration's
+        resume as units: :meth:`own_units`; a unit saved before units recorded their axes
+        was keyed by an earlier rule, :data:`~.identity.KEY_FORMAT`, and matches no key)."""
         for f in self._unit_files():
             if self._is_own(f):
                 continue
             try:
                 with np.load(f) as z:
-                    yield f, np.asarray(z["cell_key"]), str(z["run"])
+                    if "axis_score" in z.files:
+                        yield f, np.asarray(z["cell_key"]), str(z["run"])
             except Exception:
                 continue
 

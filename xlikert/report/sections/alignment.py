@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from pathlib import Path
 
+import pandas as pd
 import xarray as xr
 
 from ... import plot
@@ -54,7 +55,18 @@ def _human_section(
     table = stage.alignment_table(model, h, by)
     attrs = read_attrs(alignment(model.isel({by: [0]}), h))
     s = section("Alignment with human respondents")
-    s.text(
+    s.text(_intro(how, other, groups if set(groups) & set(pmf.dims) else [], attrs))
+    table = _without_nominal_order(s, model, table)
+    _alignment_parts(s, model, h, table, by, out)
+    if "nonsubstantive_mass" in ds and "nonsubstantive_rate" in h:
+        _nonsubstantive_parts(s, ds, h, by, other, out)
+    return s
+
+
+def _intro(how: str, other: list[Hashable], groups: list[Hashable], attrs: dict) -> str:
+    """The section's first paragraph: the human data, what is mixed, how groups meet the
+    model's cells (``groups``: those that are factors of the results too), the methods."""
+    return (
         f"Human data: {how}. "
         + (
             f"The results' factors {', '.join(md_code(str(g)) for g in other)} are mixed uniformly. "
@@ -67,22 +79,33 @@ def _human_section(
             "group is compared with the model's cells at its level, and for the pooled "
             "respondents the model's levels are mixed with the groups' counts (silicon "
             "population). "
-            if set(groups) & set(pmf.dims)
+            if groups
             else ""
         )
         + "Representativeness is 1 − W1/(K − 1) (OpinionQA); JS in bits. "
         f"SE: {attrs['se_method']}. Interval: {attrs['interval_method']} "
         f"({100 * attrs['confidence']:.0f}%). Ceiling: {attrs['ceiling_method']}."
     )
+
+
+def _without_nominal_order(s: Section, model: xr.DataArray, table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` less the metrics that need an order on the nominal items, said so."""
     nominal = nominal_items(model)
-    if nominal:
-        s.text(
-            f"Nominal items {', '.join(md(i) for i in nominal)} have no order: W1, representativeness and the mean "
-            "difference are not defined for them (left out of the representativeness table "
-            "and figure, empty in the table of every metric); total variation and "
-            "Jensen–Shannon compare them."
-        )
-        table = table[~table["item"].astype(str).isin(nominal) | ~table.metric.isin(ORDER_METRICS)]
+    if not nominal:
+        return table
+    s.text(
+        f"Nominal items {', '.join(md(i) for i in nominal)} have no order: W1, representativeness and the mean "
+        "difference are not defined for them (left out of the representativeness table "
+        "and figure, empty in the table of every metric); total variation and "
+        "Jensen–Shannon compare them."
+    )
+    return table[~table["item"].astype(str).isin(nominal) | ~table.metric.isin(ORDER_METRICS)]
+
+
+def _alignment_parts(
+    s: Section, model: xr.DataArray, h: xr.Dataset, table: pd.DataFrame, by: Hashable, out: Path
+) -> None:
+    """The representativeness and metric tables, the PMF and representativeness figures."""
     rep = table[table.metric == "representativeness"].drop(columns="metric")
     s.table(
         rep,
@@ -116,9 +139,6 @@ def _human_section(
         "human_representativeness",
         "Representativeness with intervals; the bar marks the noise ceiling.",
     )
-    if "nonsubstantive_mass" in ds and "nonsubstantive_rate" in h:
-        _nonsubstantive_parts(s, ds, h, by, other, out)
-    return s
 
 
 def _nonsubstantive_parts(

@@ -18,9 +18,13 @@ from .per_subscale import composite_parts, views
 __all__ = ["construct_section"]
 
 
-def construct_section(inputs: ReportInputs) -> Section:
+def construct_section(inputs: ReportInputs) -> Section | None:
     """Composite PMFs, human samples where the instrument has a baseline, effects, and
-    the parts of every composite (:func:`~.per_subscale.composite_parts`)."""
+    the parts of every composite (:func:`~.per_subscale.composite_parts`); ``None`` where
+    the instrument defines no composite (:attr:`~..inputs.ReportInputs.no_composite`: the
+    design section says why)."""
+    if inputs.no_composite:
+        return None
     s = Section("Construct: composite scores and distributional ANOVA")
     if inputs.nominal:
         s.text(inputs.nominal_note("the composite scores and their effects"))

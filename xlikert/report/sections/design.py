@@ -61,9 +61,22 @@ def design_section(inputs: ReportInputs) -> Section:
         s.text("**SYNTHETIC DATA**: these results are random PMFs, no model was run.")
     for line in _item_scale_lines(pmf):
         s.text(line)
+    if inputs.no_composite:
+        s.text(_no_composite_note(inputs.no_composite))
+        return s
     for line in _scoring_lines(inputs.pmf):
         s.text(line)
     return s
+
+
+def _no_composite_note(why: str) -> str:
+    """What the report leaves out where the instrument defines no composite, and why."""
+    return (
+        f"No composite: {md(why)}. Composite scores, their distributional ANOVA, "
+        "reliability and sampling cost are not reported; the per-item sections (failure "
+        "rate, Consensus per item, alignment with respondents) stand alone. Give the items "
+        "a subscale in the instrument to score them together."
+    )
 
 
 def _item_scale_lines(pmf: xr.DataArray) -> list[str]:

@@ -19,6 +19,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from ...analysis.construct import composite
 from ...core.schema import INSTRUMENT_LANGUAGES_ATTR, LANGUAGE_FACTOR_ATTR
@@ -51,42 +52,8 @@ def languages_section(inputs: ReportInputs) -> Section | None:
     others = [d for d in inputs.factors if d != lang]
     per = pmf.mean(others) if others else pmf  # (language, item, score)
     levels = [str(x) for x in per[lang].values]
-    sub = per["subscale"] if "subscale" in per.coords else None
-    with_sub = sub is not None and any(str(v) for v in sub.values)
-    rows = []
-    for item in per["item"].values:
-        x = per.sel(item=item).transpose(lang, "score").values
-        pairs = [(_w1(x[i], x[j]), levels[i], levels[j])
-                 for i, j in itertools.combinations(range(len(levels)), 2)]  # fmt: skip
-        d, a, b = max(pairs)
-        means = (x * per["score"].values).sum(-1)
-        row = {"item": str(item)}
-        if with_sub and sub is not None:
-            row["subscale"] = str(sub.sel(item=item).values)
-        rows.append({**row, "W1": d, "between": f"{a} – {b}",
-                     **{f"E[{lv}]": m for lv, m in zip(levels, means, strict=True)}})  # fmt: skip
-    table = pd.DataFrame(rows).sort_values("W1", ascending=False).reset_index(drop=True)
-    # one row per language: the composite's mean (one column per subscale, if any), the
-    # valid mass, the translation's source
-    comp = composite(pmf)
-    comp = comp.mean(others) if others else comp
-    mean = (comp * comp["score"]).sum("score")
-    parts = [d for d in mean.dims if d != lang]
-    by_lang = pd.DataFrame(index=pd.Index([str(v) for v in mean[lang].values], name=lang))
-    if parts:
-        flat = mean.stack(_part=parts).transpose(lang, "_part")
-        for j, key in enumerate(flat["_part"].values):
-            name = "/".join(map(str, key)) if isinstance(key, tuple) else str(key)
-            by_lang[f"E[{name}]"] = flat.values[:, j]
-    else:
-        by_lang["E"] = mean.transpose(lang).values
-    if "valid_mass" in inputs.ds:  # how much of each language's answers the rule reads
-        vm = inputs.ds["valid_mass"]
-        vm = vm.mean([d for d in vm.dims if d != lang])
-        by_lang["valid mass"] = [float(vm.sel({lang: lv})) for lv in mean[lang].values]
-    provenance = json.loads(inputs.ds.attrs.get(INSTRUMENT_LANGUAGES_ATTR, "{}"))
-    by_lang["translation"] = [provenance.get(lv, "not recorded") for lv in by_lang.index]
-    by_lang = by_lang.reset_index()
+    table = _item_moves(per, lang, levels)
+    by_lang = _per_language(inputs, pmf, lang, others)
     top = table.iloc[0]
     moves = (
         "an item that moves while the others stay is measured non-invariantly across the "
@@ -114,3 +81,55 @@ def languages_section(inputs: ReportInputs) -> Section | None:
             "(the share of the answers read as a point of the scale) and where the "
             "translation comes from.", index=False)  # fmt: skip
     return s
+
+
+def _item_moves(per: xr.DataArray, lang: str, levels: list[str]) -> pd.DataFrame:
+    """Each item's largest move between two languages (W1) and its mean per language,
+    largest first (``per``: ``(language, item, score)``)."""
+    sub = per["subscale"] if "subscale" in per.coords else None
+    with_sub = sub is not None and any(str(v) for v in sub.values)
+    rows = []
+    for item in per["item"].values:
+        x = per.sel(item=item).transpose(lang, "score").values
+        pairs = [(_w1(x[i], x[j]), levels[i], levels[j])
+                 for i, j in itertools.combinations(range(len(levels)), 2)]  # fmt: skip
+        d, a, b = max(pairs)
+        means = (x * per["score"].values).sum(-1)
+        row = {"item": str(item)}
+        if with_sub and sub is not None:
+            row["subscale"] = str(sub.sel(item=item).values)
+        rows.append({**row, "W1": d, "between": f"{a} – {b}",
+                     **{f"E[{lv}]": m for lv, m in zip(levels, means, strict=True)}})  # fmt: skip
+    return pd.DataFrame(rows).sort_values("W1", ascending=False).reset_index(drop=True)
+
+
+def _per_language(inputs: ReportInputs, pmf: xr.DataArray, lang: str, others: list) -> pd.DataFrame:
+    """One row per language: the composite's mean (one column per subscale, if any; none
+    where the instrument defines no composite), the valid mass, the translation's source."""
+    if inputs.no_composite:
+        by_lang = pd.DataFrame(index=pd.Index([str(v) for v in pmf[lang].values], name=lang))
+        return _provenance(inputs, by_lang, lang)
+    comp = composite(pmf)
+    comp = comp.mean(others) if others else comp
+    mean = (comp * comp["score"]).sum("score")
+    parts = [d for d in mean.dims if d != lang]
+    by_lang = pd.DataFrame(index=pd.Index([str(v) for v in mean[lang].values], name=lang))
+    if parts:
+        flat = mean.stack(_part=parts).transpose(lang, "_part")
+        for j, key in enumerate(flat["_part"].values):
+            name = "/".join(map(str, key)) if isinstance(key, tuple) else str(key)
+            by_lang[f"E[{name}]"] = flat.values[:, j]
+    else:
+        by_lang["E"] = mean.transpose(lang).values
+    return _provenance(inputs, by_lang, lang)
+
+
+def _provenance(inputs: ReportInputs, by_lang: pd.DataFrame, lang: str) -> pd.DataFrame:
+    """``by_lang`` with each language's mean valid mass and its translation's source."""
+    if "valid_mass" in inputs.ds:  # how much of each language's answers the rule reads
+        vm = inputs.ds["valid_mass"]
+        vm = vm.mean([d for d in vm.dims if d != lang])
+        by_lang["valid mass"] = [float(vm.sel({lang: lv})) for lv in by_lang.index]
+    provenance = json.loads(inputs.ds.attrs.get(INSTRUMENT_LANGUAGES_ATTR, "{}"))
+    by_lang["translation"] = [provenance.get(lv, "not recorded") for lv in by_lang.index]
+    return by_lang.reset_index()

@@ -84,14 +84,17 @@ def _reliability_section(
     return s
 
 
-def scale_reliability_section(inputs: ReportInputs) -> Section:
+def scale_reliability_section(inputs: ReportInputs) -> Section | None:
     """α, ω and the weakest item per ``by`` level and subscale, over the other factors'
-    conditions.
+    conditions; ``None`` where the instrument defines no composite (the reliability of a
+    sum score: :attr:`~..inputs.ReportInputs.no_composite`).
 
     A response format is a way of measuring, not a respondent: with a factor of
     kind ``format`` the respondents are the other factors' conditions, and each
     format level is a population of its own (per model and format).
     """
+    if inputs.no_composite:
+        return None
     fmt = format_factor(inputs.ds)
     respondents = None
     if fmt is not None:

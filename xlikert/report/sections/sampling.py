@@ -26,8 +26,11 @@ SE_BUDGETS = (10, 100, 1000, 1_000_000)
 FLIP_BUDGETS = (10, 100, 1000)
 
 
-def sampling_cost_section(inputs: ReportInputs) -> Section:
-    """What a study sampling N answers per condition would have paid."""
+def sampling_cost_section(inputs: ReportInputs) -> Section | None:
+    """What a study sampling N answers per condition would have paid (for the composite:
+    ``None`` where the instrument defines none, :attr:`~..inputs.ReportInputs.no_composite`)."""
+    if inputs.no_composite:
+        return None
     s = Section("The cost of generative sampling")
     s.text(
         "What a study that sampled N answers per condition would have paid, computed "
