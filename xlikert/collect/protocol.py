@@ -35,7 +35,7 @@ multi-token reading        :class:`MultiTokenModel` (``read_prompts``      trans
                            and the answer rule it reads with)
 prefix groups              :class:`PrefixGroupModel` (``read_groups``)     transformers
 the labels' walk           :class:`LabelWalkingModel` (``node_reader``,    transformers
-                           ``on_walk_round``)
+                           ``walk_progress``)
 the tree reader            :class:`ConversationModel` (``context_reader``  transformers, vllm
                            -> :class:`ContextReader`)
 elicitation (in process)   :class:`ElicitingModel` (``greedy_reply``,      transformers, vllm
@@ -86,8 +86,9 @@ from .foreign import Tokenizer
 if TYPE_CHECKING:
     from .answers.sequences import AnswerSequences
     from .answers.tokens import ValidTokens
-    from .answers.walk import NodeReader, WalkProgress
+    from .answers.walk import NodeReader
     from .options import CollectOptions
+    from .progress import CellProgressFn
     from .record import UnitResult
     from .templates import PromptTemplate
 
@@ -450,9 +451,10 @@ class LabelWalkingModel(Model, Protocol):
     per prompt, whose calls are the walk's rounds.
     """
 
-    #: Called after each round of a prompt's walk (passes read, budget, unread mass,
-    #: elapsed seconds): a run may show it; None: nothing called.
-    on_walk_round: Callable[[WalkProgress], None] | None
+    #: Told after each round of a prompt's walk how far it is (passes read, budget, the
+    #: bound reached, unread mass, elapsed seconds): the run shows it on its progress bar
+    #: (:mod:`xlikert.collect.progress`); None: nothing told.
+    walk_progress: CellProgressFn | None
     #: Trie nodes read by every walk so far.
     walk_passes: int
 

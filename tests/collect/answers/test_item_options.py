@@ -7,6 +7,8 @@ the stored token ids, written here without xlikert's readout.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -362,3 +364,17 @@ def test_sequential_refuses_leaves_it_cannot_hold(tiny_dir, prompts, tmp_path, m
     with pytest.raises(CollectionError, match="sequential administration reads every spelling"):
         collect(seq.expand_dims(administration=["sequential"]),
                 [{"name": "t", "source": str(tiny_dir)}], progress=False)  # fmt: skip
+
+
+def test_a_run_shows_a_word_label_walk_on_its_bar(tiny_dir, prompts, capsys):
+    """Through the runner: the walk over the vote's names tells the run's progress bar its
+    passes out of the budget, the bound reached, the unread mass and the time (the bar's
+    postfix, on stderr), as own words and sequential trees do."""
+    part = prompts.sel(party=["Republican"], fmt=["original"], item=["vote"])
+    collect(part, [{"name": "t", "source": str(tiny_dir)}], progress=True, answer_tol=0.0,
+            answer_max_passes=500)  # fmt: skip
+    err = capsys.readouterr().err
+    said = re.findall(r"word labels: (\d+)/500 passes, bound (\S+) \(tol 0\), unread \S+, "
+                      r"\dm\d\ds", err)  # fmt: skip
+    assert said, err[-2000:]
+    assert 0 < int(said[-1][0]) <= 500 and float(said[-1][1]) == 0.0

@@ -163,8 +163,10 @@ def test_rounds_are_fixed_and_the_budget_is_reported(tok, exact):
     again = walk_labels(trie, reader(logits), tol=0.0, max_passes=40, round_nodes=16)
     np.testing.assert_array_equal(again.read, w.read)  # the same nodes, the same numbers
     seen = []
-    walk_labels(trie, reader(logits), tol=1e-3, max_passes=10**6, on_round=seen.append)
-    assert [s.passes for s in seen] == sorted(s.passes for s in seen) and seen[-1].unread <= 1e-3
+    walk_labels(trie, reader(logits), tol=1e-3, max_passes=10**6, progress=seen.append)
+    assert [s.passes for s in seen] == sorted(s.passes for s in seen) and seen[-1].bound <= 1e-3
+    assert {s.reading for s in seen} == {"word labels"} and seen[-1].budget == 10**6
+    assert all(0 <= s.unread <= 1 for s in seen)
 
 
 def test_canonical_spelling_mass(tok, exact):

@@ -24,14 +24,14 @@ The numbers are pure numpy; a backend only supplies the next-token rows (a
 from __future__ import annotations
 
 import heapq
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from ...kernels.readout import next_token_readout
+from ..progress import CellClock, CellProgressFn
 from .layout import AnswerLayout
 from .numerals import scripts as all_scripts
 from .trie import LabelTrie
@@ -41,7 +41,6 @@ __all__ = [
     "WALK_RULE",
     "LabelWalk",
     "NodeReader",
-    "WalkProgress",
     "mass_bounds",
     "walk_labels",
     "walk_readout",
@@ -74,16 +73,6 @@ class NodeReader(Protocol):
         vocabulary after the prompt followed by each node's tokens (``()``: the prompt);
         ``keep[i]`` False: no later node extends node ``i`` (its state need not be kept)."""
         ...
-
-
-@dataclass(frozen=True)
-class WalkProgress:
-    """What the walk reports after each round (a run may show it)."""
-
-    passes: int
-    budget: int
-    unread: float
-    elapsed: float
 
 
 @dataclass(frozen=True)
@@ -279,7 +268,7 @@ def walk_labels(
     canonical: Sequence[tuple[int, ...] | None] = (),
     points: np.ndarray | None = None,
     round_nodes: int = ROUND_NODES,
-    on_round: Callable[[WalkProgress], None] | None = None,
+    progress: CellProgressFn | None = None,
 ) -> LabelWalk:
     """Walk the labels' trie after one prompt until the unread mass is at most ``tol``.
 
@@ -306,22 +295,25 @@ def walk_labels(
         the prefixes the walk did not read are read after it, so that their mass is known.
     round_nodes
         Nodes per round.
-    on_round
-        Called after each round with its :class:`WalkProgress`.
+    progress
+        Told after each round how far the walk is (passes out of ``max_passes``, the
+        width reached, the unread mass at temperature 1, the time since it started:
+        :class:`~xlikert.collect.progress.CellProgress`, reading ``"word labels"``).
 
     Returns
     -------
     LabelWalk
     """
-    t0 = time.perf_counter()
+    clock = CellClock(progress, "word labels", budget=max_passes, tol=tol)
     w = _Walker(trie, read, temperatures, top_ps, top_k, canonical)
     w.points = None if points is None else np.asarray(points, dtype=bool)
     width = 1.0
     while True:
         width = w.width() if w.rounds else 1.0
         left = max_passes - w.passes
-        if w.rounds and on_round is not None:
-            on_round(WalkProgress(w.passes, max_passes, width, time.perf_counter() - t0))
+        if w.rounds:
+            unread = sum(float(n.mass[0]) for n in w.frontier.live.values())
+            clock(passes=w.passes, bound=width, unread=unread)
         if (w.rounds and width <= tol) or left <= 0 or not w.frontier.live:
             break
         w.run(w.frontier.pop(min(round_nodes, left)))

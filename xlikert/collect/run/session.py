@@ -34,7 +34,7 @@ from ..context.administration import ITEM_POSITION, context_attrs, score_battery
 from ..elicitation import elicitation_attrs, score_elicited
 from ..options import CollectOptions
 from ..progress import CellProgressFn, bar_postfix
-from ..protocol import Model, backend_module
+from ..protocol import LabelWalkingModel, Model, backend_module
 from ..record import UnitResult, assemble
 from ..templates import PLAIN_FORMAT
 from .executor import InProcess
@@ -415,7 +415,7 @@ class Session:
                 model, plan.prompts(cells), level, options, labels, progress=progress
             )
         if plan.context is None or plan.context.battery_of(cells[0]) is None:
-            r = model.score(plan.prompts(cells))
+            r = _score_walking(model, plan.prompts(cells), progress)
             if plan.elicitations is not None:  # the file has the elicitation variables
                 r = _with_elicitation_fill(r)
             return r
@@ -555,3 +555,17 @@ def with_labels(model, labels, spec, loader, options: CollectOptions, probe) -> 
         return model
     model.close()
     return (loader or backend_module(spec).open)(spec, options.replace(answer_labels=labels), probe)
+
+
+def _score_walking(
+    model: Model, prompts: list[tuple[str, str]], progress: CellProgressFn | None
+) -> UnitResult:
+    """``model.score(prompts)``; a model that walks word labels tells ``progress`` how far
+    each prompt's walk is while it reads (:class:`~xlikert.collect.protocol.LabelWalkingModel`)."""
+    if not isinstance(model, LabelWalkingModel):
+        return model.score(prompts)
+    model.walk_progress = progress
+    try:
+        return model.score(prompts)
+    finally:
+        model.walk_progress = None

@@ -12,10 +12,11 @@ import numpy as np
 from ....core.errors import CollectionError
 from ...answers.sequences import AnswerSequences
 from ...answers.tokens import ValidTokens
-from ...answers.walk import ROUND_NODES, NodeReader, WalkProgress, walk_labels, walk_readout
+from ...answers.walk import ROUND_NODES, NodeReader, walk_labels, walk_readout
 from ...foreign import KVCache, Tensor
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
+from ...progress import CellProgressFn
 from ...reasoning import sample_tokens
 from ...templates import PromptTemplate
 from ..inprocess import InProcessModel
@@ -105,7 +106,7 @@ class LocalModel(InProcessModel):
         #: Trie nodes the label walks read, and the walks that spent their budget first.
         self.walk_passes = self.walks_short = 0
         #: Called after each round of a prompt's label walk (a run may show progress).
-        self.on_walk_round: Callable[[WalkProgress], None] | None = None
+        self.walk_progress: CellProgressFn | None = None
         self._use_answers(lm.valid, lm.answers)
         if options.answer_labels is not None:  # the loaded model's rule reads the digits
             labels, self.options = options.answer_labels, options.replace(answer_labels=None)
@@ -281,7 +282,7 @@ class LocalModel(InProcessModel):
                 walks.append(walk_labels(
                     trie, _on_tree(tr, ids), tol=o.answer_tol, max_passes=o.answer_max_passes,
                     temperatures=o.temperatures, top_ps=o.top_ps, top_k=o.top_k,
-                    canonical=canonical, points=points, on_round=self.on_walk_round,
+                    canonical=canonical, points=points, progress=self.walk_progress,
                 ))  # fmt: skip
                 tr.retain([encoded[0][:P]] if P else [])
             if tr.batch_size < self.batch_size:  # halved out of memory
