@@ -243,3 +243,45 @@ def test_importing_the_package_warns_of_nothing():
             [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
         )
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+#: The most body lines (docstring excluded) of a function outside ``xlikert/kernels/``:
+#: longer ones are numpy cores and thin wrappers, or well-named pieces (the kernels' hot
+#: loops stay whole, for numba).
+MAX_BODY_LINES = 60
+
+
+def long_functions(root: Path, limit: int = MAX_BODY_LINES) -> list[str]:
+    """``"path:function (N lines)"`` for each function under ``root`` (outside ``kernels``)
+    whose body, docstring excluded, spans more than ``limit`` lines."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if "kernels" in path.relative_to(root).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            if body and (n := body[-1].end_lineno - body[0].lineno + 1) > limit:
+                found.append(f"{path.relative_to(root)}:{node.name} ({n} lines)")
+    return found
+
+
+def test_no_function_outside_the_kernels_is_longer_than_the_limit():
+    """No function outside ``xlikert/kernels/`` has more than 60 body lines."""
+    assert long_functions(PACKAGE) == []
+
+
+def test_a_long_function_is_found(tmp_path):
+    """The check counts body lines past the docstring, and leaves ``kernels/`` alone."""
+
+    def lines(n: int) -> str:
+        return "".join(f"    x{i} = {i}\n" for i in range(n))
+
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "hot.py").write_text(f"def loop():\n{lines(99)}", "utf-8")
+    long, short = lines(MAX_BODY_LINES + 1), lines(MAX_BODY_LINES)
+    (tmp_path / "mod.py").write_text(
+        f'def long():\n    """Doc."""\n{long}\n\ndef short():\n    """Doc."""\n{short}', "utf-8"
+    )
+    assert long_functions(tmp_path) == [f"mod.py:long ({MAX_BODY_LINES + 1} lines)"]

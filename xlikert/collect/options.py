@@ -296,37 +296,32 @@ class CollectOptions:
         put("nonsubstantive", tuple(names))
         if self.answer_labels is not None:
             put("answer_labels", self._checked_labels(where))
+        self._validate_answers(where, put)
+        self._validate_elicitation(where, put)
+        self._validate_executor(where, put)
+
+    def _validate_answers(self, where: str, put: Any) -> None:
+        """The certified readers' tolerances and budgets (sequential trees, the labels'
+        walk, a listing's cap) and the numeral rule."""
         tol = self.tol
         if isinstance(tol, bool) or not isinstance(tol, int | float | np.number):
             raise _fail(where, f"tol must be a number >= 0 (0: exact), got {tol!r}")
         if not (math.isfinite(tol) and tol >= 0):
             raise _fail(where, f"tol must be a finite number >= 0 (0: exact), got {tol!r}")
         put("tol", float(tol))
-        if not (_is_int(self.max_passes) and self.max_passes >= 1):
-            raise _fail(where, f"max_passes must be an integer >= 1, got {self.max_passes!r}")
-        put("max_passes", int(self.max_passes))
-        if not (_is_int(self.max_answer_positions) and self.max_answer_positions >= 1):
-            raise _fail(
-                where,
-                f"max_answer_positions must be an integer >= 1, got {self.max_answer_positions!r}",
-            )
-        put("max_answer_positions", int(self.max_answer_positions))
+        for name in ("max_passes", "max_answer_positions", "answer_max_passes"):
+            v = getattr(self, name)
+            if not (_is_int(v) and v >= 1):
+                raise _fail(where, f"{name} must be an integer >= 1, got {v!r}")
+            put(name, int(v))
         at = self.answer_tol
         if not (_is_real(at) and math.isfinite(at) and at >= 0):
             raise _fail(where, f"answer_tol must be a finite number >= 0 (0: exact), got {at!r}")
         put("answer_tol", float(at))
-        if not (_is_int(self.answer_max_passes) and self.answer_max_passes >= 1):
-            raise _fail(
-                where,
-                f"answer_max_passes must be an integer >= 1, got {self.answer_max_passes!r}",
-            )
-        put("answer_max_passes", int(self.answer_max_passes))
         if self.numerals not in NUMERAL_MODES:
             raise _fail(
                 where, f"numerals must be one of {list(NUMERAL_MODES)}, got {self.numerals!r}"
             )
-        self._validate_elicitation(where, put)
-        self._validate_executor(where, put)
 
     def _validate_executor(self, where: str, put) -> None:
         """The options of the executor (where units are computed, not what they hold)."""
