@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import json_line_child, machine, print_table, result_path, write_json
+from _common import format_table, json_line_child, machine, result_path, write_json
+
+TITLE = "Answers in words: the certified walk over the labels' spellings against codes"
 
 EN7 = ["Strongly disagree", "Disagree", "Somewhat disagree", "Neither agree nor disagree",
        "Somewhat agree", "Agree", "Strongly agree"]  # fmt: skip
@@ -166,9 +168,12 @@ def parse_args() -> argparse.Namespace:
     return ap.parse_args()
 
 
-def _table(results: list[dict[str, Any]]) -> None:
+def render(d: dict[str, Any]) -> list[str]:
+    """The table of the benchmarks page from the JSON ``d``: per case, the codes, then the
+    walk at each ``answer_tol`` (seconds and passes per prompt, the width reached, the valid
+    mass the canonical spellings miss, the peak RSS above the codes)."""
     rows = []
-    for r in results:
+    for r in d["cases"]:
         rows.append([r["case"], "codes", "", f"{r['codes_seconds_per_prompt']:.2f}", "1.0", "",
                      "", "", f"{r['codes_peak_rss_mb']:.0f}"])  # fmt: skip
         for w in r["walk"]:
@@ -179,8 +184,12 @@ def _table(results: list[dict[str, Any]]) -> None:
                 f"{w['answer_error_max']:.1e}" + ("" if w["tol_met"] else " (not met)"),
                 f"{miss / len(w['valid_mass']):.4f}", f"+{w['peak_rss_above_codes_mb']:.0f}",
             ])  # fmt: skip
-    print_table(rows, ["case", "reading", "answer_tol", "s/prompt", "x codes", "passes",
-                       "width", "missed by canonical", "peak RSS MB"])  # fmt: skip
+    header = ["case", "reading", "answer_tol", "s/prompt", "x codes", "passes", "width",
+              "missed by canonical", "peak RSS MB"]  # fmt: skip
+    lines = format_table(rows, header).splitlines()
+    if d.get("failed"):
+        lines += ["", f"failed: {', '.join(sorted(d['failed']))}"]
+    return lines
 
 
 def main() -> int:
@@ -205,7 +214,7 @@ def main() -> int:
         write_json(result_path("labels", False, args.out),  # after each case: kept if stopped
                    {"machine": machine(["torch", "transformers"]), "cases": results,
                     "failed": failed, "tols": tols, "items": args.items})  # fmt: skip
-    _table(results)
+    print("\n".join(render({"cases": results, "failed": failed})))
     return 0 if not failed else 1
 
 

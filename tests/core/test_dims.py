@@ -135,6 +135,7 @@ MODEL_WORD_ELSEWHERE = {
     "xlikert/design/problems.py": "the noun of a [[models]] table in error messages",
     "xlikert/collect/run/identity.py": "the key of a cell identity's JSON (KEY_RULE)",
     "xlikert/collect/run/session.py": "the key of a cell identity's JSON",
+    "xlikert/collect/run/reuse.py": "the part of a cell identity's JSON a reuse reason names",
     "xlikert/collect/backends/openai/contexts.py": "the vLLM request field",
     "xlikert/collect/backends/openai/elicit.py": "the OpenAI request field",
     "xlikert/collect/backends/openai/model.py": "the OpenAI request field",

@@ -2,7 +2,7 @@
 
 * exactness: the walk to ``answer_tol = 0`` equals the reading that lists and
   teacher-forces every spelling (the rule as it was read before the walk) within 1e-6:
-  不对 / 对 on Qwen2.5-Coder-0.5B, "Bill Clinton" / "Bob Dole" on SmolLM2-135M;
+  不对 / 对 on Qwen2.5-Coder-0.5B, "Bill Clinton" / "Bob Dole" on SmolLM2-135M (costly);
 * it runs (costly): "Strongly disagree" ... "Strongly agree", spelled in tens of
   thousands of ways and refused before the walk, on Qwen, SmolLM2 and Gemma 3 270M, each
   cell within its stored bound of a tighter reading; the mass the canonical spellings
@@ -67,6 +67,7 @@ def test_qwen_chinese_labels_walk_equals_the_listing():
     assert float(out["valid_mass"][0]) > 0.01
 
 
+@pytest.mark.costly  # 207 s on 2 cores: every node of positive mass, and every spelling listed
 @pytest.mark.usefixtures("smollm2_folder")
 def test_smollm2_candidates_walk_equals_the_listing():
     lm = load_model("smollm2-135m-instruct", range(1, 8))

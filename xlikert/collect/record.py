@@ -117,7 +117,14 @@ class UnitResult:
 
     @property
     def walked(self) -> bool:
-        """Whether the record holds the walk's variables (word answers read by the walk)."""
+        """Whether the record holds the walk's variables (word answers read by the walk).
+
+        Examples
+        --------
+        >>> from xlikert.collect import CollectOptions, UnitResult
+        >>> UnitResult.empty(2, CollectOptions(scale=(1, 2, 3)).sizes).walked
+        False
+        """
         return "answer_passes" in self.data
 
     @property

@@ -37,6 +37,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ...core.dims import MODEL_DIM
 from ...core.errors import CollectionError, XlikertError
 from ..options import CollectOptions
 from ..protocol import backend_module
@@ -384,7 +385,7 @@ class RayExecutor:
     def live_replicas(self) -> list[dict[str, Any]]:
         """The replicas started and not ended: id, model, node, process id (once loaded)
         and whether it holds a unit now."""
-        return [{"replica": r.id, "model": self._names[r.mi], **r.where,
+        return [{"replica": r.id, MODEL_DIM: self._names[r.mi], **r.where,
                  "busy": r.unit is not None} for r in self._reps if not r.ended]  # fmt: skip
 
     def record(self) -> dict[str, Any] | None:
@@ -393,7 +394,7 @@ class RayExecutor:
         nodes = [{"node": n["NodeID"], "host": n.get("NodeManagerAddress", ""),
                   "resources": {k: v for k, v in n["Resources"].items() if k in ("CPU", "GPU")}}
                  for n in self._nodes]  # fmt: skip
-        reps = [{"replica": r.id, "model": self._names[r.mi], **r.where, "units": r.units,
+        reps = [{"replica": r.id, MODEL_DIM: self._names[r.mi], **r.where, "units": r.units,
                  "cells": r.cells, "ended": r.ended or "done",
                  "resources": self._needs[r.mi]} for r in self._reps]  # fmt: skip
         units = {f"{self._names[mi]}/{ui}": rid for (mi, ui), rid in sorted(self._unit_of.items())}

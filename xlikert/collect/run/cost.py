@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from ...core.dims import MODEL_DIM
 from ..options import CollectOptions
 from ..protocol import backend_module
 
@@ -136,7 +137,7 @@ def cost_plan(
     df["flops"] = 2.0 * df["parameters"] * df["tokens_max"]
     df["seconds"] = df["tokens_max"] / df["tokens_per_second"]
     df = df[list(COLUMNS)]
-    df.index.name = "model"
+    df.index.name = MODEL_DIM
     df.attrs["assumptions"] = {"flops": FLOPS_RULE, "tokens_max": TOKENS_RULE,
                                "seconds": "tokens_max / tokens_per_second, one replica",
                                "tokens_per_second": how}  # fmt: skip
@@ -251,7 +252,7 @@ def cost_spent(ds: xr.Dataset) -> pd.DataFrame:
     >>> cost_spent(xl.open_results("results.nc"))  # doctest: +SKIP
     """
     rows = {}
-    for name in ds["model"].values.astype(str):
+    for name in ds[MODEL_DIM].values.astype(str):
         m = ds.sel(model=name)
         flat = functools.partial(_flat, m)
 
@@ -274,7 +275,7 @@ def cost_spent(ds: xr.Dataset) -> pd.DataFrame:
         rows[name] = {"to_compute": int(own.sum()), "passes": int(passes.sum()),
                       "prompt_tokens": int(tokens)}  # fmt: skip
     out = pd.DataFrame.from_dict(rows, orient="index")
-    out.index.name = "model"
+    out.index.name = MODEL_DIM
     return out
 
 
