@@ -79,6 +79,10 @@ def failure_rate(
         color = cmap(norm(size[i])) if size is not None and norm is not None else OKABE_ITO[3]
         ax.scatter(x, v, s=14, alpha=0.65, color=color, edgecolors="none")
         ax.hlines(np.median(v), i - 0.35, i + 0.35, color="black", lw=2)
+    drawn = np.concatenate([np.asarray(g.values, dtype=float).ravel() for g in groups])
+    drawn = np.maximum(drawn[np.isfinite(drawn)], floor)
+    if drawn.size and drawn.max() <= drawn.min():  # one value throughout (every rate 0,
+        ax.set_ylim(drawn.min() / 10, drawn.max() * 10)  # drawn at the floor): a decade round
     ax.set_yscale("log")
     ax.set_xticks(range(len(labels)), labels)
     text.rotate(ax, labels)
