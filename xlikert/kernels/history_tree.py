@@ -42,6 +42,7 @@ __all__ = [
     "HistoryTree",
     "answer_pmf",
     "certified_fill",
+    "decoding_marginals",
     "full_joint",
     "history_probability",
     "history_tree",
@@ -376,6 +377,31 @@ def item_marginals(
         out["nonsubstantive_mass_lower"] = known_v[..., 1:] + hide
         out["nonsubstantive_mass_upper"] = known_v[..., 1:] + u[..., None] + hide
     return out
+
+
+def decoding_marginals(tree: HistoryTree) -> dict[str, np.ndarray]:
+    """:func:`item_marginals` under each setting of the decoding grid the tree holds.
+
+    Returns
+    -------
+    dict
+        The keys of :func:`item_marginals`, on ``(T, P, K, ...)``: temperature, top-p,
+        item (the tree's ``decoding_pmf`` is ``(N, T, P, S)``, a node first).
+
+    Raises
+    ------
+    ValueError
+        A tree read without the decoding grid.
+    """
+    if tree.decoding_pmf is None or tree.decoding_valid_mass is None:
+        raise ValueError("the history tree holds no decoding grid (read without one)")
+    ns = tree.decoding_nonsubstantive_mass
+    return item_marginals(
+        tree,
+        np.moveaxis(tree.decoding_pmf, 0, 2),  # (T, P, N, S)
+        np.moveaxis(tree.decoding_valid_mass, 0, 2),
+        None if ns is None else np.moveaxis(ns, 0, 2),  # (T, P, N, O)
+    )
 
 
 def pairwise_joints(tree: HistoryTree, pmf: np.ndarray | None = None) -> dict[str, np.ndarray]:

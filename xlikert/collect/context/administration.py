@@ -29,7 +29,7 @@ from ...core.dims import ADMINISTRATION_DIM
 from ...core.errors import CollectionError
 from ...core.schema import SEQUENTIAL_MAX_PASSES_ATTR, SEQUENTIAL_TOL_ATTR, variable_table
 from ...design.item_order import ADMINISTRATIONS, ITEM_POSITION, item_orders
-from ...kernels.history_tree import item_marginals, pairwise_joints
+from ...kernels.history_tree import decoding_marginals, item_marginals, pairwise_joints
 from ..options import CollectOptions
 from ..progress import CellProgressFn
 from ..protocol import Model
@@ -289,13 +289,7 @@ def _decoding(r: UnitResult, tree, grid, sizes: Mapping[str, int]) -> None:
     temps, _ = grid
     if tree.decoding_pmf is None or not temps or sizes.get("temperature", 0) == 0:
         return
-    ns = tree.decoding_nonsubstantive_mass
-    dec = item_marginals(
-        tree,
-        np.moveaxis(tree.decoding_pmf, 0, 2),  # (T, P, N, S)
-        np.moveaxis(tree.decoding_valid_mass, 0, 2),
-        None if ns is None else np.moveaxis(ns, 0, 2),  # (T, P, N, O)
-    )
+    dec = decoding_marginals(tree)
     r.data["decoding_pmf"] = np.moveaxis(dec["pmf"], 2, 0)  # (K, T, P, S)
     r.data["decoding_valid_mass"] = np.moveaxis(dec["valid_mass"], 2, 0)
     err = np.moveaxis(np.maximum(dec["error"], dec["valid_mass_error"]), 2, 0)

@@ -22,6 +22,7 @@ from ...kernels.history_tree import (
     HISTORY_RULE,
     TREE_OPTION_VARIABLE,
     TREE_VARIABLES,
+    decoding_marginals,
     item_marginals,
     pairwise_joints,
 )
@@ -202,13 +203,7 @@ def _marginal_variables(
 
 def _decoding_variables(tree: Any) -> dict[str, tuple[tuple[str, ...], Any]]:
     """The item PMFs under each decoding setting, on dims (temperature, top_p, item)."""
-    ns = tree.decoding_nonsubstantive_mass
-    dec = item_marginals(
-        tree,
-        np.moveaxis(tree.decoding_pmf, 0, 2),  # (T, P, N, S)
-        np.moveaxis(tree.decoding_valid_mass, 0, 2),
-        None if ns is None else np.moveaxis(ns, 0, 2),  # (T, P, N, O)
-    )
+    dec = decoding_marginals(tree)
     dims = ("temperature", "top_p", "item")
     return {
         "decoding_pmf": ((*dims, "score"), dec["pmf"]),
