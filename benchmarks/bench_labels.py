@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import format_table, json_line_child, machine, result_path, write_json
+from _common import json_line_child, machine, result_path, write_json
+from _render import table
 
 TITLE = "Answers in words: the certified walk over the labels' spellings against codes"
 
@@ -186,9 +187,9 @@ def render(d: dict[str, Any]) -> list[str]:
             ])  # fmt: skip
     header = ["case", "reading", "answer_tol", "s/prompt", "x codes", "passes", "width",
               "missed by canonical", "peak RSS MB"]  # fmt: skip
-    lines = format_table(rows, header).splitlines()
+    lines = table(header, rows)
     if d.get("failed"):
-        lines += ["", f"failed: {', '.join(sorted(d['failed']))}"]
+        lines += [f"failed: {', '.join(sorted(d['failed']))}", ""]
     return lines
 
 
