@@ -160,9 +160,13 @@ xlikert/design/README.md), the defaults. Lists are comma-separated:
               "(executor = \"ray\" in [collect])")  # fmt: skip
 @click.option("--replicas", default=None, type=int,
               help="with --ray: replicas of each model (default: as many as fit)")  # fmt: skip
-@click.option("--quiet", is_flag=True, help="no progress bar")
+@click.option("--throughput", multiple=True,
+              help="prompt tokens per second of one replica (a number, or MODEL=number; "
+              "repeatable): the closing summary projects the time at it, beside the time "
+              "spent (see xlikert plan)")  # fmt: skip
+@click.option("--quiet", is_flag=True, help="no progress bar, no closing summary")
 def run_command(config, output, shard, overwrite, reuse, discard_progress, quiet, ray_address,
-                **flags):  # fmt: skip
+                throughput, **flags):  # fmt: skip
     from ..collect.run.interrupt import RunInterrupted
     from ..collect.run.runner import collect
     from ..design import load_experiment
@@ -186,6 +190,7 @@ def run_command(config, output, shard, overwrite, reuse, discard_progress, quiet
             reuse=list(reuse),
             discard_progress=discard_progress,
             progress=not quiet,
+            tokens_per_second=_parse_rates(throughput),
         )
     except RunInterrupted as exc:
         click.echo(f"xlikert: {exc}", err=True)

@@ -97,7 +97,11 @@ def same_file(got: Path, want: Path) -> dict:
 
 def test_cluster_run_is_the_single_process_file(ray_cluster, spec, one, tmp_path):
     out = tmp_path / "ray.nc"
-    collect(elicited(), spec, out, executor=executor(ray_cluster, replicas=2), **KW)
+    ex = executor(ray_cluster, replicas=2, batch_seconds=60.0)  # batches: half a share at most
+    collect(elicited(), spec, out, executor=ex, **KW)
+    # several units per call once a model's speed is known, every unit saved once
+    assert ex.timing["saves"] == len(same_file(out, one)["units"]) == 18
+    assert ex.timing["batches"] < ex.timing["saves"]
     record = same_file(out, one)
     assert len(record["nodes"]) == 2
     used = [r for r in record["replicas"] if r["units"]]

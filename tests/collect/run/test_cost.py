@@ -84,3 +84,71 @@ def test_xlikert_plan_prints_the_table_and_its_assumptions(model, tmp_path):
     assert "{'tiny': 'given'}" in res.output
     bad = CliRunner().invoke(main, ["plan", str(cfg), "--throughput", "fast"])
     assert bad.exit_code != 0 and "MODEL=tokens per second" in bad.output
+
+
+BUILT_IN = ["demo", "formats", "framing", "languages", "paper", "anes96", "anes96_survey",
+            "wvs_immig"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_plan_counts_equal_the_run_on_the_built_in_experiments(name, model, tmp_path, capsys):
+    """Every built-in experiment's prompts (the first two levels of each factor, the first
+    two items; read by the tiny model): the plan's cells, passes and prompt tokens are
+    what the run spends, by its own closing summary and by the file (``cost_spent``)."""
+    from xlikert.collect.options import CollectOptions
+
+    exp = load_experiment(name)
+    prompts = exp.build_prompts()
+    prompts = prompts.isel({d: slice(0, 2) for d in prompts.user.dims})
+    opts = CollectOptions.from_mapping(exp.collect, where=name).replace(**KW)
+    out = tmp_path / "r.nc"
+    plan = cost_plan(prompts, model, out, options=opts).loc["tiny"]
+    ds = collect(prompts, model, out, options=opts, progress=True)
+    spent = cost_spent(ds).loc["tiny"]
+    said = summary_row(capsys.readouterr().err, "tiny")
+    assert plan["to_compute"] == plan["cells"] == prompts.user.size
+    for k in ("to_compute", "passes", "prompt_tokens"):
+        assert plan[k] == spent[k] == said[k], k
+    assert said["spent_cells"] == said["to_compute"] and said["spent_passes"] == plan["passes"]
+    assert said["spent_prompt_tokens"] == plan["prompt_tokens"] > 0
+
+
+def summary_row(err: str, name: str) -> dict[str, float]:
+    """The row of model ``name`` in the run's closing summary (stderr), by column."""
+    lines = err[err.index("projected beside spent") :].splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("to_compute")).split()
+    row = next(line for line in lines if line.split()[:1] == [name]).split()[1:]
+    return dict(zip(header, map(float, row), strict=True))
+
+
+def test_the_run_sets_its_projection_beside_what_it_spent(model, tmp_path):
+    """``xlikert run --throughput``: the closing summary gives the projection (passes, their
+    bound, prompt tokens, seconds at the throughput) beside what the run spent (cells,
+    passes, prompt tokens, scoring seconds); own-words cells within their bound."""
+    from click.testing import CliRunner
+
+    from xlikert.cli import main
+
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(
+        '[experiment]\nname = "cost"\ninstrument = "cetscale"\n\n'
+        '[factors.target]\nlevels = ["USA"]\n\n[factors.elicitation]\n'
+        'levels = ["first_token", "own_words"]\n\n[collect]\nchunk_size = 4\ntop_k = 3\n'
+        "own_words_tol = 0.05\nown_words_max_passes = 6\n\n"
+        f'[[models]]\nname = "tiny"\nsource = "{model[0]["source"]}"\n'
+    )
+    out = tmp_path / "o.nc"
+    res = CliRunner().invoke(main, ["run", str(cfg), "-o", str(out), "--throughput", "tiny=500"])
+    assert res.exit_code == 0, res.output
+    said = summary_row(res.output, "tiny")
+    plan = cost_plan(load_experiment(str(cfg)).build_prompts(), model,
+                     options=None, **KW | {"chunk_size": 4, "own_words_max_passes": 6}).loc["tiny"]  # fmt: skip
+    assert said["to_compute"] == said["spent_cells"] == plan["cells"] == 34
+    assert said["passes"] == plan["passes"] <= said["spent_passes"] <= said["passes_max"]
+    assert said["prompt_tokens"] == said["spent_prompt_tokens"] == plan["prompt_tokens"]
+    assert said["seconds"] == pytest.approx(said["tokens_max"] / 500, rel=1e-3)
+    assert said["spent_seconds"] > 0
+    assert said["spent_tokens_per_second"] == pytest.approx(
+        said["spent_prompt_tokens"] / said["spent_seconds"], rel=1e-3)  # fmt: skip
+    quiet = CliRunner().invoke(main, ["run", str(cfg), "-o", str(tmp_path / "q.nc"), "--quiet"])
+    assert quiet.exit_code == 0 and "projected beside spent" not in quiet.output

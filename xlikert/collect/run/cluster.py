@@ -3,9 +3,12 @@
 Each replica is a Ray actor (:class:`Replica`) that loads one model once and scores
 the units it is handed, as :class:`~.session.Session` scores them in one process.
 The driver (the process that called :func:`~xlikert.collect.collect`) hands each
-model's units out one at a time to whichever of its replicas is free, the costliest
-first (:func:`_unit_cost`), so a fast node takes more of them; it receives every
-finished unit and saves it through the run's unit store
+model's units out in batches to whichever of its replicas is free, the costliest first
+(:func:`_unit_cost`), so a fast node takes more of them; a batch is sized to about
+``batch_seconds`` of work once the model's speed is known (:class:`_Pace`), and no
+larger than a share of what is left (so the replicas end together). The replica sends
+each unit back as soon as it is scored (a Ray streaming generator), and the driver
+saves it through the run's unit store
 (:meth:`~.session.Session.save_unit`). Lock, resume, reuse, keys and the final file
 are therefore the single-process run's; the file adds only ``attrs["cluster"]``: the
 nodes, the replicas and which replica computed which unit.
@@ -18,8 +21,8 @@ by name before anything loads. Replicas of several models run at once where the
 cluster has room; a model's replicas are ended when its units are done, which makes
 room for the next model's.
 
-Faults: a replica (or node) that dies loses only the unit it held, which goes back to
-the front of the queue and to another replica (a new one is started in its place,
+Faults: a replica (or node) that dies loses only the units of its batch not yet sent
+back, which go back to the front of the queue and to another replica (a new one is started in its place,
 at most ``max_failures`` times per model); finished units are saved as they arrive,
 so they are never computed twice, and a driver killed with ``kill -9`` resumes from
 them when the command is run again, as a single-process run does.
@@ -109,6 +112,19 @@ def _unit_cost(plan: Any, options: CollectOptions, cells: Sequence[int]) -> tupl
     return passes, sum(len(s) + len(u) for s, u in plan.prompts(cells))
 
 
+def _unit_weight(cost: tuple[int, int], cells: int) -> float:
+    """A unit's work in one number, to size batches by (:class:`_Pace` learns its
+    seconds): its prompts' characters times the passes per cell.
+
+    Examples
+    --------
+    >>> _unit_weight((4, 800), 4), _unit_weight((48, 800), 4)  # 4 first-token cells; own words
+    (800.0, 9600.0)
+    """
+    passes, chars = cost
+    return float(max(chars, 1)) * passes / max(cells, 1)
+
+
 @dataclasses.dataclass
 class UnitWork:
     """What every replica needs to score a unit as the session does (one copy in Ray's
@@ -174,16 +190,22 @@ class Replica:
                                           options, plan.prompts(cells)[0])  # fmt: skip
         return {"mode": self.model.mode, **self.where()}
 
-    def score(self, cells: list[int]) -> Any:
-        """Score one unit of the loaded model (a :class:`~xlikert.collect.record.UnitResult`)."""
+    def score_batch(self, units: list[tuple[int, list[int]]]) -> Any:
+        """Score a batch of units of the loaded model in turn, yielding each as soon as it
+        is scored: ``(unit index, its UnitResult, seconds it took)`` (a Ray streaming
+        generator: the driver saves a unit while the next is scored, and a replica that
+        dies loses only the units not yet yielded)."""
         from .session import with_labels
 
         work = self.work
         assert work is not None, "load() first"
         plan = work.plan
-        self.model = with_labels(self.model, plan.labels_of(cells), work.models[self.mi],
-                                  work.loader, work.options, plan.prompts(cells)[0])  # fmt: skip
-        return work.score_unit(self.model, cells)
+        for ui, cells in units:
+            t0 = time.perf_counter()
+            self.model = with_labels(self.model, plan.labels_of(cells), work.models[self.mi],
+                                      work.loader, work.options, plan.prompts(cells)[0])  # fmt: skip
+            r = work.score_unit(self.model, cells)
+            yield ui, r, time.perf_counter() - t0
 
     def provenance(self) -> dict[str, Any]:
         """The loaded model's provenance (as the session records it)."""
@@ -207,7 +229,8 @@ class _Rep:
     units: int = 0
     cells: int = 0
     ended: str = ""
-    unit: tuple[int, list[int]] | None = None  # the unit it holds
+    #: The units of the batch it was handed and has not sent back yet, in order.
+    held: deque = dataclasses.field(default_factory=deque)
 
 
 class RayExecutor:
@@ -226,6 +249,10 @@ class RayExecutor:
     max_failures : int, default 3
         Replicas of one model that may die (each unit they held is computed elsewhere)
         before the run stops with a :class:`CollectionError` (finished units are kept).
+    batch_seconds : float, default 1.0
+        The work handed to a replica in one call, in seconds once the model's speed is
+        known (the first batch of each model is one unit): each call costs a round trip
+        through the cluster, which a batch of a second or more makes small beside it.
 
     Examples
     --------
@@ -236,7 +263,7 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str = "auto", *, replicas: int | None = None, cpus: int = 1,
-                 max_failures: int = 3):  # fmt: skip
+                 max_failures: int = 3, batch_seconds: float = 1.0):  # fmt: skip
         if replicas is not None and not (isinstance(replicas, int) and replicas >= 1):
             raise CollectionError(
                 f"RayExecutor: replicas must be an integer >= 1, got {replicas!r}"
@@ -245,6 +272,11 @@ class RayExecutor:
             raise CollectionError(f"RayExecutor: cpus must be an integer >= 1, got {cpus!r}")
         self.address, self.replicas, self.cpus = str(address), replicas, cpus
         self.max_failures = int(max_failures)
+        if not (isinstance(batch_seconds, int | float) and batch_seconds >= 0):
+            raise CollectionError(
+                f"RayExecutor: batch_seconds must be a number >= 0, got {batch_seconds!r}"
+            )
+        self.batch_seconds = float(batch_seconds)
         self.ray: Any = None
         self._started = False
         self._nodes: list[dict[str, Any]] = []
@@ -254,7 +286,8 @@ class RayExecutor:
         self._names: list[str] = []
         #: Seconds: ``connect`` (to the cluster), ``first_load`` (from the start of the
         #: units to the first replica loaded), ``units`` (from the start of the units to
-        #: the last saved), ``save`` (the driver saving units), ``saves`` (their number).
+        #: the last saved), ``save`` (the driver saving units), ``saves`` (their number),
+        #: ``batches`` (the calls that handed units out).
         self.timing: dict[str, float] = {}
 
     # ------------------------------------------------------------------ before anything loads
@@ -384,9 +417,9 @@ class RayExecutor:
 
     def live_replicas(self) -> list[dict[str, Any]]:
         """The replicas started and not ended: id, model, node, process id (once loaded)
-        and whether it holds a unit now."""
+        and whether it holds units now."""
         return [{"replica": r.id, MODEL_DIM: self._names[r.mi], **r.where,
-                 "busy": r.unit is not None} for r in self._reps if not r.ended]  # fmt: skip
+                 "busy": bool(r.held)} for r in self._reps if not r.ended]  # fmt: skip
 
     def record(self) -> dict[str, Any] | None:
         """The cluster record: nodes, replicas (node, process, units, how each ended) and
@@ -402,8 +435,54 @@ class RayExecutor:
                 "units": units, "seconds": self.timing}  # fmt: skip
 
 
+class _Pace:
+    """How long one model's units take, learnt from those scored: seconds per unit of
+    :func:`_unit_weight`; it sizes the batches handed out (``target`` seconds each).
+
+    Examples
+    --------
+    >>> pace = _Pace(target=1.0)
+    >>> q, weights = deque((u, [u]) for u in range(10)), dict.fromkeys(range(10), 10.0)
+    >>> [ui for ui, _ in pace.take(q, weights, replicas=1)]  # the speed unknown: one unit
+    [0]
+    >>> pace.add(10.0, 0.4)  # a unit of weight 10 took 0.4 s: 3 units make a second
+    >>> [ui for ui, _ in pace.take(q, weights, replicas=1)]
+    [1, 2, 3]
+    >>> [ui for ui, _ in pace.take(q, weights, replicas=3)]  # 6 left, 3 replicas: 1 each
+    [4]
+    """
+
+    def __init__(self, target: float):
+        self.target = float(target)
+        self.weight = 0.0
+        self.seconds = 0.0
+
+    def add(self, weight: float, seconds: float) -> None:
+        """A unit of ``weight`` was scored in ``seconds``."""
+        self.weight += max(float(weight), 1e-9)
+        self.seconds += max(float(seconds), 0.0)
+
+    def take(
+        self, q: deque, weights: dict[int, float], replicas: int
+    ) -> list[tuple[int, list[int]]]:
+        """The next batch from the front of ``q``: one unit while the speed is unknown,
+        else units until about ``target`` seconds, at most half of the queue's share of
+        one of ``replicas`` replicas (the last batches shrink, so replicas end together)."""
+        if not q:
+            return []
+        cap = 1 if not self.weight else max(1, -(-len(q) // (2 * max(replicas, 1))))
+        per = self.seconds / self.weight if self.weight else 0.0
+        out: list[tuple[int, list[int]]] = []
+        est = 0.0
+        while q and len(out) < cap and (not out or est < self.target):
+            out.append(q.popleft())
+            est += per * weights.get(out[-1][0], 1.0)
+        return out
+
+
 class _Dispatch:
-    """The driver's loop: replicas started, loaded, handed units, replaced when they die."""
+    """The driver's loop: replicas started, loaded, handed batches of units, each unit
+    saved as it comes back, replicas replaced when they die."""
 
     def __init__(self, ex: RayExecutor, session: Any, ref: Any, queues: dict[int, deque],
                  stop: Any, bar: Any):  # fmt: skip
@@ -412,8 +491,12 @@ class _Dispatch:
         self.pending: dict[Any, tuple[str, _Rep]] = {}
         self.failures = dict.fromkeys(queues, 0)
         self.finished: set[int] = set()
+        plan, options = session.plan, session.options
+        self.weights = {mi: {ui: _unit_weight(_unit_cost(plan, options, cells), len(cells))
+                             for ui, cells in q} for mi, q in queues.items()}  # fmt: skip
+        self.pace = {mi: _Pace(ex.batch_seconds) for mi in queues}
         self.t0 = time.perf_counter()
-        ex.timing.update(save=0.0, saves=0)
+        ex.timing.update(save=0.0, saves=0, batches=0)
 
     def run(self) -> None:
         for mi, q in self.queues.items():
@@ -434,13 +517,17 @@ class _Dispatch:
         rep, ref = self.ex.start(mi, self.ref, self._label_sets(mi))
         self.pending[ref] = ("load", rep)
 
-    def _arrived(self, ref: Any, kind: str, rep: _Rep) -> None:
+    def _get(self, ref: Any, rep: _Rep, stream: bool) -> tuple[bool, Any]:
+        """``(True, value)`` of a replica's reply (a generator: its next), or ``(False,
+        None)`` when the replica died (its held units given back); a failure in the
+        replica's code is raised (an :class:`XlikertError` as it is)."""
         ray = self.ray
         try:
-            value = ray.get(ref)
+            return True, ray.get(next(ref) if stream else ref)
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                 ray.exceptions.ObjectLostError) as exc:  # fmt: skip
-            return self._died(rep, exc)
+            self._died(rep, exc)
+            return False, None
         except ray.exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, XlikertError):
@@ -448,43 +535,59 @@ class _Dispatch:
             raise CollectionError(
                 f"model {self.ex._names[rep.mi]!r} on replica {rep.id}: {cause or exc}"
             ) from exc
+
+    def _arrived(self, ref: Any, kind: str, rep: _Rep) -> None:
+        ok, value = self._get(ref, rep, stream=kind == "batch")
+        if not ok:
+            return None
         if kind == "load":
             rep.where = {k: value[k] for k in ("node", "host", "pid")}
             self.ex.timing.setdefault("first_load", round(time.perf_counter() - self.t0, 3))
             self.session.check_mode(rep.mi, self.session.models[rep.mi],
                                      _Mode(value["mode"]))  # fmt: skip
-        elif kind == "unit":  # the replica's next unit first: it computes while this saves
-            assert rep.unit is not None, "a unit's result from a replica that held none"
-            ui, cells = rep.unit
-            rep.unit = None
-            self._next(rep)
-            t0 = time.perf_counter()
-            self.session.save_unit(rep.mi, ui, cells, value, self.stop, self.bar)
-            timing = self.ex.timing
-            timing["save"] = round(timing["save"] + time.perf_counter() - t0, 6)
-            timing["saves"] += 1
-            timing["units"] = round(time.perf_counter() - self.t0, 3)
-            self.ex._unit_of[(rep.mi, ui)] = rep.id
-            rep.units, rep.cells = rep.units + 1, rep.cells + len(cells)
-            return None
+        elif kind == "batch":
+            return self._unit_back(ref, rep, *value)
         elif kind == "provenance":
             self.session.finish_model(rep.mi, value)
             return self._end_model(rep.mi)
         self._next(rep)
 
+    def _unit_back(self, stream: Any, rep: _Rep, ui: int, result: Any, seconds: float) -> None:
+        """A unit of ``rep``'s batch is scored: the replica's next batch first, when this
+        was its last (it computes while this saves), then the unit saved."""
+        held, cells = rep.held.popleft()
+        assert held == ui, f"replica {rep.id} sent unit {ui} back, not unit {held}"
+        self.pace[rep.mi].add(self.weights[rep.mi][ui], seconds)
+        if rep.held:
+            self.pending[stream] = ("batch", rep)
+        else:
+            self._next(rep)
+        t0 = time.perf_counter()
+        self.session.save_unit(rep.mi, ui, cells, result, self.stop, self.bar, seconds=seconds)
+        timing = self.ex.timing
+        timing["save"] = round(timing["save"] + time.perf_counter() - t0, 6)
+        timing["saves"] += 1
+        timing["units"] = round(time.perf_counter() - self.t0, 3)
+        self.ex._unit_of[(rep.mi, ui)] = rep.id
+        rep.units, rep.cells = rep.units + 1, rep.cells + len(cells)
+
     def _next(self, rep: _Rep) -> None:
-        """Hand ``rep`` its model's next unit; when none is left, end it (the last one to
+        """Hand ``rep`` its model's next batch; when none is left, end it (the last one to
         finish fetches the model's provenance first)."""
-        q = self.queues[rep.mi]
-        if q:
-            rep.unit = q.popleft()
-            self.pending[rep.actor.score.remote(rep.unit[1])] = ("unit", rep)
+        mi = rep.mi
+        live = sum(1 for r in self.ex._reps if r.mi == mi and not r.ended)
+        batch = self.pace[mi].take(self.queues[mi], self.weights[mi], live)
+        if batch:
+            rep.held.extend(batch)
+            stream = rep.actor.score_batch.options(num_returns="streaming").remote(batch)
+            self.pending[stream] = ("batch", rep)
+            self.ex.timing["batches"] += 1
             return
-        busy = any(r.mi == rep.mi and r.unit is not None and not r.ended for r in self.ex._reps)
-        if busy or rep.mi in self.finished:
+        busy = any(r.mi == mi and r.held and not r.ended for r in self.ex._reps)
+        if busy or mi in self.finished:
             self._end(rep, "done")
             return
-        self.finished.add(rep.mi)
+        self.finished.add(mi)
         self.pending[rep.actor.provenance.remote()] = ("provenance", rep)
 
     def _end(self, rep: _Rep, how: str) -> None:
@@ -500,13 +603,13 @@ class _Dispatch:
                 del self.pending[ref]
 
     def _died(self, rep: _Rep, exc: Exception) -> None:
-        """A replica died: its unit goes back to the front of the queue, another replica
-        is started in its place (at most ``max_failures`` per model)."""
+        """A replica died: the units of its batch not sent back go to the front of the
+        queue, in order, and another replica is started in its place (at most
+        ``max_failures`` per model)."""
         mi = rep.mi
         rep.ended = "died"
-        if rep.unit is not None:
-            self.queues[mi].appendleft(rep.unit)
-            rep.unit = None
+        self.queues[mi].extendleft(reversed(rep.held))
+        rep.held.clear()
         self.failures[mi] += 1
         if self.failures[mi] > self.ex.max_failures:
             raise CollectionError(

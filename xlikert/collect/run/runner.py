@@ -255,6 +255,7 @@ def collect(
     on_unit: Callable[[int, int], None] | None = None,
     loader: Callable[[dict[str, Any], CollectOptions, tuple[str, str]], Model] | None = None,
     executor: Any = None,
+    tokens_per_second: float | dict[str, float] | None = None,
     **overrides: Any,
 ) -> xr.Dataset:
     """Collect exact next-token item PMFs for every (model, condition, item).
@@ -314,6 +315,10 @@ def collect(
         (e.g. ``RayExecutor("local", replicas=2)``); default: the options'
         ``executor``. The results file is the same, but for ``attrs["cluster"]``
         (nodes, replicas, which replica computed which unit).
+    tokens_per_second : float or dict of str to float, optional
+        The throughput of one replica (one number, or one per model name) at which the
+        run's closing summary projects the time of the cells it computes, beside the time
+        it spent (:class:`~xlikert.collect.run.cost.RunCost`; printed with ``progress``).
     **overrides : Any
         Any field of :class:`~xlikert.collect.options.CollectOptions` by name,
         overriding ``options`` (``scale``, ``top_k``, ``temperatures``,
@@ -397,7 +402,8 @@ def collect(
     chosen = _make_executor(executor, run.options)
     chosen.prepare(run.models, run.options)  # refuses a model the cluster has no room for
     session = Session(run, plan, run_keys(run, plan), loader=loader, progress=progress,
-                      on_unit=on_unit, executor=chosen)  # fmt: skip
+                      on_unit=on_unit, executor=chosen,
+                      tokens_per_second=tokens_per_second)  # fmt: skip
     return session.run(run.output, sources, discard=discard_progress)
 
 

@@ -37,6 +37,7 @@ from ..progress import CellProgressFn, bar_postfix
 from ..protocol import LabelWalkingModel, Model, backend_module
 from ..record import UnitResult, assemble
 from ..templates import PLAIN_FORMAT
+from .cost import RunCost
 from .executor import InProcess
 from .identity import KEY_FORMAT, RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals, StopSignal
@@ -83,15 +84,20 @@ class Session:
         progress: bool = True,
         on_unit: Callable[[int, int], None] | None = None,
         executor: Any = None,
+        tokens_per_second: float | dict[str, float] | None = None,
     ):
         """``run``: the checked call (:class:`~xlikert.collect.run.checked.CheckedRun`);
         ``plan``: its units (:class:`~xlikert.collect.run.runner.Plan`); ``keys``: its
         cells' keys (:func:`~xlikert.collect.run.runner.run_keys`); ``executor``: where
-        the units are computed (:mod:`.executor`; None: in this process)."""
+        the units are computed (:mod:`.executor`; None: in this process);
+        ``tokens_per_second``: the throughput of the projection the run's closing summary
+        sets beside what it spent (:class:`~.cost.RunCost`)."""
         self.prompts, self.user, self.plan, self.keys = run.prompts, run.user, plan, keys
         self.models, self.options = list(run.models), run.options
         self.loader, self.progress, self.on_unit = loader, progress, on_unit
         self.executor = executor if executor is not None else InProcess()
+        #: The projection of the cells to compute, beside what this session spent.
+        self.cost = RunCost([m["name"] for m in self.models], tokens_per_second)
         self.reuse = Reuse([])
         self.store: PartialStore | None = None
         #: Units computed by this configuration (this session, or saved by an earlier one).
@@ -135,6 +141,8 @@ class Session:
             with StopOnSignals() as stop:
                 self.find(reuse)
                 self.compute(stop)
+                if self.progress and self.cost.projected:
+                    print(self.cost.summary(), file=sys.stderr)
                 streamed = output is not None
                 ds = self.assemble(time.perf_counter() - started, streamed=streamed)
                 if output is not None:
@@ -319,6 +327,8 @@ class Session:
             mine = any(m == mi for m, _, _ in self.plan.units)
             if todo or (mine and not self._known_info(mi)):
                 work.append((mi, spec, todo))
+            if todo:
+                self.cost.project(self.plan, self.options, self.keys, mi, [c for _, c in todo])
         try:
             self.executor.compute(self, work, stop, bar)
         finally:
@@ -365,22 +375,24 @@ class Session:
                                          plan.prompts(cells)[0])  # fmt: skip
             bar.set_description(f"collect {spec['name']}")
             for ui, cells in todo:
+                t0 = time.perf_counter()
                 model = with_labels(model, plan.labels_of(cells), spec, self.loader,
                                      options, plan.prompts(cells)[0])  # fmt: skip
-                self.save_unit(
-                    mi, ui, cells, self.score_unit(model, cells, bar_postfix(bar)), stop, bar
-                )
+                r = self.score_unit(model, cells, bar_postfix(bar))
+                self.save_unit(mi, ui, cells, r, stop, bar, seconds=time.perf_counter() - t0)
             self.finish_model(mi, model.provenance())
         finally:
             model.close()
             del model
 
     def save_unit(self, mi: int, ui: int, cells: list[int], r: UnitResult,
-                  stop: StopOnSignals, bar: Any) -> None:  # fmt: skip
-        """Check and save a finished unit of model ``mi`` (wherever it was computed)."""
+                  stop: StopOnSignals, bar: Any, *, seconds: float = 0.0) -> None:  # fmt: skip
+        """Check and save a finished unit of model ``mi`` (wherever it was computed;
+        ``seconds``: its scoring took, counted in :attr:`cost`)."""
         r.check(len(cells), {**self.options.sizes, "trace": self.plan.traces[mi]})
         r.cells = np.asarray(cells, dtype=np.int64)
         keys = self.keys.of_result(mi, r)
+        self.cost.spend(mi, r.data, seconds)
         with stop.saving():
             if self.store is not None:  # kept on disk, not in memory
                 self.store.save_unit(mi, ui, r, keys, self.keys.digest(mi))
