@@ -279,8 +279,8 @@ def _parse_rates(values: tuple[str, ...]) -> float | dict[str, float] | None:
               help="prompt tokens per second of one replica: a number, or MODEL=number "
               "(repeatable; e.g. measured on the GPU kind the run uses)")  # fmt: skip
 @click.option("--probe", default=0, type=int,
-              help="measure each model's throughput on this machine over this many prompts "
-              "(loads the model)")  # fmt: skip
+              help="measure each model's throughput on this machine: whole units of the run, "
+              "spread over it, holding at least this many prompts (loads the model)")  # fmt: skip
 @click.option("--spent", default=None, type=click.Path(exists=True, dir_okay=False),
               help="a results file of this study: set what its run spent beside the "
               "projection")  # fmt: skip

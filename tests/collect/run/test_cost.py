@@ -152,3 +152,17 @@ def test_the_run_sets_its_projection_beside_what_it_spent(model, tmp_path):
         said["spent_prompt_tokens"] / said["spent_seconds"], rel=1e-3)  # fmt: skip
     quiet = CliRunner().invoke(main, ["run", str(cfg), "-o", str(tmp_path / "q.nc"), "--quiet"])
     assert quiet.exit_code == 0 and "projected beside spent" not in quiet.output
+
+
+def test_the_probe_times_whole_units_of_the_run(model):
+    """``probe``: whole units of the plan (their shared prefix read as the run reads it),
+    at least ``probe`` prompts, the model loaded here; the projection is tokens_max at the
+    rate measured (no timing asserted: the accuracy is benchmarks/bench_plan.py's)."""
+    import re
+
+    plan = cost_plan(demo(3), model, probe=3, **KW)
+    row, how = plan.loc["tiny"], plan.attrs["assumptions"]["tokens_per_second"]["tiny"]
+    got = re.fullmatch(r"probe: (\d+) prompts in (\d+) unit\(s\) of the run, on this machine", how)
+    assert got and int(got[1]) >= 3 and int(got[2]) >= 1, how
+    assert 0 < row["tokens_per_second"] < np.inf
+    assert row["seconds"] == pytest.approx(row["tokens_max"] / row["tokens_per_second"])

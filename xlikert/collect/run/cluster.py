@@ -287,7 +287,8 @@ class RayExecutor:
         #: Seconds: ``connect`` (to the cluster), ``first_load`` (from the start of the
         #: units to the first replica loaded), ``units`` (from the start of the units to
         #: the last saved), ``save`` (the driver saving units), ``saves`` (their number),
-        #: ``batches`` (the calls that handed units out).
+        #: ``batches`` (the calls that handed units out), ``scored`` (the seconds the
+        #: replicas took to score the units, as each replica timed its own).
         self.timing: dict[str, float] = {}
 
     # ------------------------------------------------------------------ before anything loads
@@ -496,7 +497,7 @@ class _Dispatch:
                              for ui, cells in q} for mi, q in queues.items()}  # fmt: skip
         self.pace = {mi: _Pace(ex.batch_seconds) for mi in queues}
         self.t0 = time.perf_counter()
-        ex.timing.update(save=0.0, saves=0, batches=0)
+        ex.timing.update(save=0.0, saves=0, batches=0, scored=0.0)
 
     def run(self) -> None:
         for mi, q in self.queues.items():
@@ -567,6 +568,7 @@ class _Dispatch:
         timing = self.ex.timing
         timing["save"] = round(timing["save"] + time.perf_counter() - t0, 6)
         timing["saves"] += 1
+        timing["scored"] = round(timing["scored"] + seconds, 6)
         timing["units"] = round(time.perf_counter() - self.t0, 3)
         self.ex._unit_of[(rep.mi, ui)] = rep.id
         rep.units, rep.cells = rep.units + 1, rep.cells + len(cells)

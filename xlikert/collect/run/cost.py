@@ -91,7 +91,8 @@ def cost_plan(
         model name); the projection's assumption.
     probe : int, default 0
         Measure the throughput of each model without one given on this machine: load it
-        and time ``probe`` of its prompts (:func:`_probe_throughput`).
+        and time whole units of the plan, spread over it, holding at least ``probe``
+        prompts (:func:`_probe_units`, :func:`_probe_throughput`).
     **overrides : Any
         Fields of :class:`~xlikert.collect.options.CollectOptions` by name.
 
@@ -199,28 +200,63 @@ def _rate(spec: dict[str, Any], given: float | dict[str, float] | None, probe: i
     if isinstance(given, int | float) and not isinstance(given, bool):
         return float(given), "given"
     if probe:
-        cells = [j for m, _, c in plan.units if m == mi for j in c][:probe]
+        units = _probe_units([c for m, _, c in plan.units if m == mi], probe)
         inputs = keys.inputs(mi)
-        rate = _probe_throughput(spec, run.options, plan.prompts(cells),
+        opened = run.options.replace(answer_labels=plan.labels_of(units[0]))
+        rate = _probe_throughput(spec, opened, [plan.prompts(c) for c in units],
                                 prepared=None if inputs is None else inputs.prepared)  # fmt: skip
-        return rate, f"probe: {len(cells)} prompts on this machine"
+        n = sum(len(c) for c in units)
+        return rate, f"probe: {n} prompts in {len(units)} unit(s) of the run, on this machine"
     return float("nan"), "none given (pass tokens_per_second or probe)"
 
 
+def _spread(cells: list[int], k: int) -> list[int]:
+    """``k`` of ``cells`` evenly spread over them.
+
+    Examples
+    --------
+    >>> _spread(list(range(10)), 3), _spread([4, 5], 8)
+    ([0, 4, 9], [4, 5])
+    """
+    if k >= len(cells):
+        return list(cells)
+    return [cells[round(i * (len(cells) - 1) / max(k - 1, 1))] for i in range(k)]
+
+
+def _probe_units(units: list[list[int]], prompts: int) -> list[list[int]]:
+    """Whole units of the plan, evenly spread over it, holding at least ``prompts``
+    prompts (all units where they hold fewer): the probe scores what the run scores, a
+    unit's shared prefix and its prompts alike, so its rate is the run's.
+
+    Examples
+    --------
+    >>> _probe_units([[0, 1], [2, 3], [4, 5], [6]], 3)
+    [[0, 1], [6]]
+    """
+    for k in range(1, len(units) + 1):
+        picked = [units[i] for i in _spread(list(range(len(units))), k)]
+        if sum(len(c) for c in picked) >= prompts:
+            return picked
+    return units
+
+
 def _probe_throughput(spec: dict[str, Any], options: CollectOptions,
-                     prompts: list[tuple[str, str]], *, prepared: Any = None) -> float:  # fmt: skip
-    """Prompt tokens per second of ``spec`` scoring ``prompts`` on this machine (the model
-    loaded, one warm-up batch, then the prompts timed; first-token reading)."""
-    model = backend_module(spec).open(spec, options, prompts[0], prepared=prepared)
+                     units: list[list[tuple[str, str]]], *, prepared: Any = None) -> float:  # fmt: skip
+    """Prompt tokens per second of ``spec`` scoring the prompts of ``units`` on this
+    machine: the model loaded, a warm-up on two prompts, then each unit's prompts timed as
+    the run scores a unit (one call, in the run's batches; first-token reading)."""
+    model = backend_module(spec).open(spec, options, units[0][0], prepared=prepared)
+    n, seconds = 0, 0.0
     try:
-        model.score(prompts[: max(1, min(len(prompts), 2))])  # warm-up
-        t0 = time.perf_counter()
-        r = model.score(prompts)
-        seconds = time.perf_counter() - t0
+        model.score(units[0][:2])  # warm-up
+        for prompts in units:
+            t0 = time.perf_counter()
+            r = model.score(prompts)
+            seconds += time.perf_counter() - t0
+            ids = r.data.get("prompt_token_ids")
+            n += sum(_n_ids(x) for x in np.asarray(ids).ravel()) if ids is not None else 0
     finally:
         model.close()
-    ids = r.data.get("prompt_token_ids")
-    n = sum(_n_ids(x) for x in np.asarray(ids).ravel()) if ids is not None else 0
     return n / seconds if seconds > 0 else float("nan")
 
 
