@@ -21,7 +21,9 @@ executor's overhead is the Ray run's units phase plus its first load against the
 in-process run's load plus units; scaling is ``ray_1``'s units phase over ``ray_2``'s;
 the driver's saving rate (units per second the driver saves) bounds how many replicas
 one driver keeps busy: ``replicas_at_saturation`` = unit time at one replica / save time
-per unit. The machine's load average is recorded before and after each run: on a
+per unit. ``overhead_dispatch_1_replica`` is measured within the one-replica run (the
+same load throughout): its units phase against the seconds the replica spent scoring
+the units (each timed by the replica), i.e. the time the replica waited on the driver. The machine's load average is recorded before and after each run: on a
 shared machine the timings carry the other processes' noise. Writes
 ``results/cluster.json``.
 """
@@ -145,11 +147,16 @@ def summary(rows: list[dict], cells: int, load_s: float, startup_s: float,
     ray_units_1 = r1["units"] - r1["first_load"]
     save_per_unit = r1["save"] / max(r1["saves"], 1)
     unit_time = ray_units_1 / units
+    # within the one-replica run (the same load for both): the units phase against the
+    # seconds the replica spent scoring them, as it timed each unit itself
+    dispatch = ray_units_1 / r1["scored"] - 1.0 if r1.get("scored") else None
     return {
         "cells": cells, "units": units, "cluster_startup_s": round(startup_s, 3),
         "model_load_s": round(load_s, 3), "runs": rows,
         "overhead_1_replica": round(ray_run / in_run - 1.0, 3),
         "overhead_wall_1_replica": round(by["ray_1"]["wall_s"] / by["in_process"]["wall_s"] - 1, 3),
+        "overhead_dispatch_1_replica": None if dispatch is None else round(dispatch, 3),
+        "batches_1_replica": r1.get("batches"),
         "scaling_1_to_2": round(ray_units_1 / (r2["units"] - r2["first_load"]), 3),
         "save_s_per_unit": round(save_per_unit, 6),
         "units_per_s_driver_saves": round(1.0 / save_per_unit, 1) if save_per_unit else None,
@@ -173,7 +180,10 @@ def render(d: dict[str, Any]) -> list[str]:
         f"{d['cells']} prompts in {d['units']} units; cluster start-up {fmt(d['cluster_startup_s'])} s "
         f"(apart); overhead at one replica {fmt(100 * d['overhead_1_replica'])}% (the runs less "
         f"the model's load; {fmt(100 * d['overhead_wall_1_replica'])}% of the whole wall time, the "
-        f"replica's start and load included); scaling 1 -> 2 replicas {fmt(d['scaling_1_to_2'])}x; the driver saves "
+        f"replica's start and load included; within the run, its units phase against the "
+        f"replica's own scoring seconds: {fmt(100 * (d.get('overhead_dispatch_1_replica') or 0))}%, "
+        f"{fmt(d.get('batches_1_replica'))} batches for {d['units']} units); "
+        f"scaling 1 -> 2 replicas {fmt(d['scaling_1_to_2'])}x; the driver saves "
         f"{fmt(d['units_per_s_driver_saves'])} units/s ({fmt(d['save_s_per_unit'])} s each), "
         f"so about {fmt(d['replicas_at_saturation'])} replicas of this unit time keep it busy; "
         f"a killed replica's run ended {fmt(d['dead_replica_recovery_s'])} s after the kill. "

@@ -288,7 +288,8 @@ class RayExecutor:
         #: units to the first replica loaded), ``units`` (from the start of the units to
         #: the last saved), ``save`` (the driver saving units), ``saves`` (their number),
         #: ``batches`` (the calls that handed units out), ``scored`` (the seconds the
-        #: replicas took to score the units, as each replica timed its own).
+        #: replicas took to score the units, as each replica timed its own), ``close``
+        #: (ending the replicas and leaving the cluster).
         self.timing: dict[str, float] = {}
 
     # ------------------------------------------------------------------ before anything loads
@@ -396,11 +397,13 @@ class RayExecutor:
         try:
             _Dispatch(self, session, ref, queues, stop, bar).run()
         finally:
+            t0 = time.perf_counter()
             for rep in self._reps:
                 if not rep.ended:
                     rep.ended = "stopped"
                 ray.kill(rep.actor, no_restart=True)
             self.close()
+            self.timing["close"] = round(time.perf_counter() - t0, 3)
 
     def start(self, mi: int, ref: Any, label_sets: list[list[int]]) -> tuple[_Rep, Any]:
         """A new replica of model ``mi``, and the reference of its load."""
