@@ -318,7 +318,7 @@ def collect(
     tokens_per_second : float or dict of str to float, optional
         The throughput of one replica (one number, or one per model name) at which the
         run's closing summary projects the time of the cells it computes, beside the time
-        it spent (:class:`~xlikert.collect.run.cost.RunCost`; printed with ``progress``).
+        it spent (:class:`~xlikert.collect.run.tally.RunCost`; printed with ``progress``).
     **overrides : Any
         Any field of :class:`~xlikert.collect.options.CollectOptions` by name,
         overriding ``options`` (``scale``, ``top_k``, ``temperatures``,

@@ -37,13 +37,13 @@ from ..progress import CellProgressFn, bar_postfix
 from ..protocol import LabelWalkingModel, Model, backend_module
 from ..record import UnitResult, assemble
 from ..templates import PLAIN_FORMAT
-from .cost import RunCost
 from .executor import InProcess
 from .identity import KEY_FORMAT, RunKeys, numbers_options
 from .interrupt import RunInterrupted, StopOnSignals, StopSignal
 from .reuse import ProgressSource, ResultsSource, Reuse, RunCells, open_source, shortfall
 from .store import PartialStore, as_record, disk_error
 from .stream import BLOCK_CELLS, StoredUnit, write_streamed
+from .tally import RunCost
 
 if TYPE_CHECKING:
     from .checked import CheckedRun
@@ -91,7 +91,7 @@ class Session:
         cells' keys (:func:`~xlikert.collect.run.runner.run_keys`); ``executor``: where
         the units are computed (:mod:`.executor`; None: in this process);
         ``tokens_per_second``: the throughput of the projection the run's closing summary
-        sets beside what it spent (:class:`~.cost.RunCost`)."""
+        sets beside what it spent (:class:`~.tally.RunCost`)."""
         self.prompts, self.user, self.plan, self.keys = run.prompts, run.user, plan, keys
         self.models, self.options = list(run.models), run.options
         self.loader, self.progress, self.on_unit = loader, progress, on_unit
