@@ -22,8 +22,8 @@ cluster has room; a model's replicas are ended when its units are done, which ma
 room for the next model's.
 
 Faults: a replica (or node) that dies loses only the units of its batch not yet sent
-back, which go back to the front of the queue and to another replica (a new one is started in its place,
-at most ``max_failures`` times per model); finished units are saved as they arrive,
+back, which go back to the front of the queue and to another replica (a new one is
+started in its place, at most ``max_failures`` times per model); finished units are saved as they arrive,
 so they are never computed twice, and a driver killed with ``kill -9`` resumes from
 them when the command is run again, as a single-process run does.
 
@@ -252,7 +252,8 @@ class RayExecutor:
     batch_seconds : float, default 1.0
         The work handed to a replica in one call, in seconds once the model's speed is
         known (the first batch of each model is one unit): each call costs a round trip
-        through the cluster, which a batch of a second or more makes small beside it.
+        through the cluster, which a batch of a second or more makes small beside it
+        (0: one unit per call).
 
     Examples
     --------
