@@ -53,7 +53,10 @@ from .own_words import (
     OWN_WORDS_BOUND_RULE,
     REPLY_TREE_RULE,
     ROUND,
+    WORD_REPLY_RULE,
     answer_token_scores,
+    parse_label,
+    reply_trie,
     score_own_words,
 )
 from .progress import CellProgressFn
@@ -392,8 +395,10 @@ def _greedy(
     model: ElicitingModel, texts: list[str], encoded: list[list[int]], options: CollectOptions,
     res: UnitResult,
 ) -> UnitResult:  # fmt: skip
-    """The greedy replies, their answers and the in-text PMFs."""
-    scores = answer_token_scores(model)
+    """The greedy replies, their answers (a word label's at its first token,
+    :data:`~xlikert.collect.own_words.WORD_REPLY_RULE`) and the in-text PMFs."""
+    trie = reply_trie(model)
+    scores = answer_token_scores(model) if trie is None else {}
     tok = model.tokenizer
     contexts, rows = [], []
     for b, ids in enumerate(encoded):
@@ -402,8 +407,12 @@ def _greedy(
         d["reply_text"][b] = tok.decode(reply, skip_special_tokens=False)
         d["reply_token_ids"][b] = encode_token_ids(reply)
         d["reply_end"][b] = end
-        found = parse_answer(reply, scores, texts=[tok.decode([i]) for i in reply],
-                             rule=options.answer_parse)  # fmt: skip
+        found = (
+            parse_label(reply, trie)
+            if trie is not None
+            else parse_answer(reply, scores, texts=[tok.decode([i]) for i in reply],
+                              rule=options.answer_parse)
+        )  # fmt: skip
         d["prompt_text"][b] = texts[b]
         d["prompt_token_ids"][b] = encode_token_ids(ids)
         if found is None:
@@ -438,4 +447,6 @@ def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> di
     if "own_words" in elicitations.used:
         out.update(reply_tree_rule=REPLY_TREE_RULE, own_words_bound_rule=OWN_WORDS_BOUND_RULE,
                    own_words_max_children=MAX_CHILDREN, own_words_round=ROUND)  # fmt: skip
+    if {"greedy", "own_words"} & set(elicitations.used):
+        out["word_reply_rule"] = WORD_REPLY_RULE
     return out
