@@ -157,3 +157,4 @@ def test_greedy_parses_a_word_label_at_its_first_token(folder, text, answer, at)
     mass = in_text_masses(model, ctx)  # the in-text PMF: the walk's after the reply's prefix
     np.testing.assert_allclose(d["pmf"][0], mass / mass.sum(), atol=1e-5, rtol=0)
     np.testing.assert_allclose(d["valid_mass"][0], mass.sum(), rtol=1e-4)
+    assert d["answer_passes"][0] > 1 and d["answer_error"][0] == 0  # read by the walk

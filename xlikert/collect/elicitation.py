@@ -38,7 +38,13 @@ import xarray as xr
 
 from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError, ElicitationLevelError
-from ..core.schema import ELICITATION_SETTING_ATTRS, ELICITATION_VARIABLES
+from ..core.schema import (
+    BOUND_VARIABLES,
+    ELICITATION_SETTING_ATTRS,
+    ELICITATION_VARIABLES,
+    NONSUBSTANTIVE_BOUND_VARIABLES,
+    WALK_VARIABLES,
+)
 from ..design.elicitation import (
     ANSWER_PARSE_RULES,
     ANSWER_PARSES,
@@ -345,7 +351,8 @@ def score_elicited(
     if level == "prefix":
         texts = [t + options.answer_prefix for t in texts]
         encoded = [template.encode(t) for t in texts]
-        _fill(res, range(len(texts)), _read(model, encoded, _session("prefix", texts)))
+        out = _read(model, encoded, _session("prefix", texts))
+        _fill(res, range(len(texts)), out, model.options.sizes)
         res.data["prompt_text"][:] = texts
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
@@ -384,9 +391,19 @@ def _session(level: str, texts: Sequence[str]) -> str:
     return "\0".join([level, *texts])
 
 
-def _fill(res: UnitResult, rows: Sequence[int], out: AnswerArrays) -> None:
+def _fill(
+    res: UnitResult, rows: Sequence[int], out: AnswerArrays, sizes: Mapping[str, int]
+) -> None:
+    """Copy a readout into the rows of ``res``; one read by the labels' walk brings its
+    certified bounds and record (:data:`~xlikert.core.schema.WALK_VARIABLES`), added to
+    ``res`` (the rows not read keep their fill values: not walked)."""
     rows = list(rows)
-    for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "nonsubstantive_mass"):
+    if "answer_passes" in out and not res.walked:
+        walk = UnitResult.empty(len(res.data["pmf"]), sizes, walk=True).data
+        res.data.update({k: v for k, v in walk.items() if k not in res.data})
+    keys = ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "nonsubstantive_mass",
+            *BOUND_VARIABLES, *NONSUBSTANTIVE_BOUND_VARIABLES, *WALK_VARIABLES)  # fmt: skip
+    for key in keys:
         if key in out and key in res.data:
             res.data[key][rows] = out[key]
 
@@ -428,7 +445,7 @@ def _greedy(
         contexts.append(ctx)
         rows.append(b)
     if contexts:
-        _fill(res, rows, _read(model, contexts, _session("greedy", texts)))
+        _fill(res, rows, _read(model, contexts, _session("greedy", texts)), model.options.sizes)
     return res
 
 
