@@ -81,7 +81,7 @@ WORD_REPLY_RULE = (
     "does not start one); the labels' walk from the prefix before that token (WALK_RULE, "
     "under the sampler's temperature and top-p at every token, to answer_tol within "
     "answer_max_passes) gives the mass of each label the reply then completes (stop check "
-    "included); the mass of starts that complete no label goes to no_answer_mass (the reply's "
+    "included; the label's tokens after its first are not counted against reply_tokens); the mass of starts that complete no label goes to no_answer_mass (the reply's "
     "first label start is no answer); the walk's unread mass (counted once per label "
     "consistent with a node where labels overlap) is added to U. The greedy reply is parsed "
     "by the same rule: its first label start, and the label its tokens then complete"
