@@ -197,3 +197,63 @@ def test_a_history_with_only_non_substantive_answers_is_named():
         administer(Unsure(seed=2), Battery("sys", ("q0", "q1", "q2"), tuple("01234"),
                                            ("0", "1", "2"), tuple(range(S)), OPTIONS,
                                            battery().answers))  # fmt: skip
+
+
+class BoundedReader(Reader):
+    """Each history's answers read within a width ``eps`` (as the labels' walk leaves them):
+    every offered answer's mass read short by a pseudo-random part, the parts summing to at
+    most ``eps``; the PMF's lower ends ``lo_y / (lo_y + lo_rest + eps)``."""
+
+    def __init__(self, model: Toy, eps: float):
+        super().__init__(model)
+        self.eps = eps
+
+    def read(self, contexts, keep=None):
+        out = super().read(contexts, keep)
+        rng = np.random.default_rng(len(contexts))
+        ns = np.nan_to_num(out["nonsubstantive_mass"])
+        m = np.concatenate([out["pmf"] * out["valid_mass"][:, None], ns], 1)
+        lo = m - self.eps * m / m.sum(1, keepdims=True) * rng.uniform(0, 1, m.shape)
+        points = lo[:, :S]
+        vm = points.sum(1)
+        rest = vm[:, None] - points + self.eps
+        return {
+            "pmf": points / vm[:, None], "valid_mass": vm,
+            "nonsubstantive_mass": np.where(np.isnan(out["nonsubstantive_mass"]), np.nan, lo[:, S:]),
+            "pmf_lower": points / (points + rest), "answer_error": np.full(len(contexts), self.eps),
+        }  # fmt: skip
+
+
+@pytest.mark.parametrize("eps", [1e-3, 3e-2])
+def test_histories_read_within_a_bound_keep_the_tree_certified(eps):
+    """READING_BOUND_RULE: each history's reading an interval (items with options included),
+    the exact interview lies within the stored bounds, which survive the Dataset."""
+    from xlikert.collect.context import history_tree, item_marginals, sequential_dataset
+
+    model = Toy(seed=3)
+    exact = brute_force(model)
+    model.context_reader = lambda session: BoundedReader(model, eps)  # type: ignore[method-assign]
+    with pytest.warns(RuntimeWarning, match="answer_tol"):
+        res = administer(model, battery())
+    assert not res.tol_met and res.tree.answer_error is not None
+    m, j = res.marginals(), res.joints()
+    assert (m["error"] > 0).all() and m["error"].max() < 50 * eps
+    tiny = 1e-12
+    assert (m["pmf_lower"] <= exact["pmf"] + tiny).all()
+    assert (exact["pmf"] <= m["pmf_upper"] + tiny).all()
+    assert (np.abs(m["pmf"] - exact["pmf"]) <= m["error"][:, None] + tiny).all()
+    assert (m["valid_mass_lower"] <= exact["valid_mass"] + tiny).all()
+    assert (exact["valid_mass"] <= m["valid_mass_upper"] + tiny).all()
+    assert (np.abs(m["valid_mass"] - exact["valid_mass"]) <= m["valid_mass_error"] + tiny).all()
+    ns, lo, hi = (
+        exact["nonsubstantive_mass"],
+        m["nonsubstantive_mass_lower"],
+        m["nonsubstantive_mass_upper"],
+    )
+    on = ~np.isnan(ns)
+    assert (lo[on] <= ns[on] + tiny).all() and (ns[on] <= hi[on] + tiny).all()
+    assert (np.abs(j["joint"] - exact["joint"]) <= j["error"][..., None, None] + tiny).all()
+    with pytest.raises(Exception, match="within a bound"):
+        full_joint(res.tree)
+    back = history_tree(sequential_dataset(res))
+    np.testing.assert_allclose(item_marginals(back)["error"], m["error"], rtol=1e-12)

@@ -232,3 +232,21 @@ def save_answering_tiny(path: Path, seed: int = 1) -> Path:
     model.save_pretrained(path)
     tok.save_pretrained(path)
     return path
+
+
+def save_word_tiny(path: Path, labels, seed: int = 2, boost: float = 2.5) -> Path:
+    """A tiny model that writes word labels: a flatter head (``scale`` 2) with the labels'
+    characters boosted, so that every label has a share of the mass after a prompt and
+    the labels' walk has a tree of several levels to read."""
+    import torch
+
+    tok = build_tokenizer()
+    model = build_model(len(tok), seed=seed, scale=2.0)
+    ids = tok.convert_tokens_to_ids(sorted(set("".join(labels))))
+    with torch.no_grad():
+        model.lm_head.bias = None
+        model.lm_head.weight[ids] *= boost
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path

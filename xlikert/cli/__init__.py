@@ -71,9 +71,13 @@ def _demo_summary(ds) -> str:
         + comp.SD.to_series().map("{:.2f}".format)
         + ")"
     )
+    from ..report.inputs import answer_tol_note
+
     cns = xl.consensus(ds).to_series()
+    short = answer_tol_note(ds)
     return "\n".join(
         [
+            *([f"Word answers read within a bound: {short}"] if short else []),
             "Constraint: failure rate (1 - valid mass), mean over conditions and items",
             table(fr.to_series().to_frame("failure rate")),
             "Consensus (multivariate), by model x condition:",

@@ -206,6 +206,11 @@ def run_command(config, output, shard, overwrite, reuse, discard_progress, quiet
         )
         return
     click.echo(f"wrote {output}: {n} prompts{_reuse_note(ds)} ({time.perf_counter() - t0:.1f} s)")
+    from ..report.inputs import answer_tol_note
+
+    short = answer_tol_note(ds)
+    if short:
+        click.echo(f"warning: {short}")
 
 
 def _reuse_note(ds) -> str:

@@ -38,7 +38,13 @@ import xarray as xr
 
 from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError, ElicitationLevelError
-from ..core.schema import ELICITATION_SETTING_ATTRS, ELICITATION_VARIABLES
+from ..core.schema import (
+    BOUND_VARIABLES,
+    ELICITATION_SETTING_ATTRS,
+    ELICITATION_VARIABLES,
+    NONSUBSTANTIVE_BOUND_VARIABLES,
+    WALK_VARIABLES,
+)
 from ..design.elicitation import (
     ANSWER_PARSE_RULES,
     ANSWER_PARSES,
@@ -53,7 +59,10 @@ from .own_words import (
     OWN_WORDS_BOUND_RULE,
     REPLY_TREE_RULE,
     ROUND,
+    WORD_REPLY_RULE,
     answer_token_scores,
+    parse_label,
+    reply_trie,
     score_own_words,
 )
 from .progress import CellProgressFn
@@ -342,7 +351,8 @@ def score_elicited(
     if level == "prefix":
         texts = [t + options.answer_prefix for t in texts]
         encoded = [template.encode(t) for t in texts]
-        _fill(res, range(len(texts)), _read(model, encoded, _session("prefix", texts)))
+        out = _read(model, encoded, _session("prefix", texts))
+        _fill(res, range(len(texts)), out, model.options.sizes)
         res.data["prompt_text"][:] = texts
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
@@ -381,9 +391,19 @@ def _session(level: str, texts: Sequence[str]) -> str:
     return "\0".join([level, *texts])
 
 
-def _fill(res: UnitResult, rows: Sequence[int], out: AnswerArrays) -> None:
+def _fill(
+    res: UnitResult, rows: Sequence[int], out: AnswerArrays, sizes: Mapping[str, int]
+) -> None:
+    """Copy a readout into the rows of ``res``; one read by the labels' walk brings its
+    certified bounds and record (:data:`~xlikert.core.schema.WALK_VARIABLES`), added to
+    ``res`` (the rows not read keep their fill values: not walked)."""
     rows = list(rows)
-    for key in ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "nonsubstantive_mass"):
+    if "answer_passes" in out and not res.walked:
+        walk = UnitResult.empty(len(res.data["pmf"]), sizes, walk=True).data
+        res.data.update({k: v for k, v in walk.items() if k not in res.data})
+    keys = ("pmf", "valid_mass", "decoding_pmf", "decoding_valid_mass", "nonsubstantive_mass",
+            *BOUND_VARIABLES, *NONSUBSTANTIVE_BOUND_VARIABLES, *WALK_VARIABLES)  # fmt: skip
+    for key in keys:
         if key in out and key in res.data:
             res.data[key][rows] = out[key]
 
@@ -392,8 +412,10 @@ def _greedy(
     model: ElicitingModel, texts: list[str], encoded: list[list[int]], options: CollectOptions,
     res: UnitResult,
 ) -> UnitResult:  # fmt: skip
-    """The greedy replies, their answers and the in-text PMFs."""
-    scores = answer_token_scores(model)
+    """The greedy replies, their answers (a word label's at its first token,
+    :data:`~xlikert.collect.own_words.WORD_REPLY_RULE`) and the in-text PMFs."""
+    trie = reply_trie(model)
+    scores = answer_token_scores(model) if trie is None else {}
     tok = model.tokenizer
     contexts, rows = [], []
     for b, ids in enumerate(encoded):
@@ -402,8 +424,12 @@ def _greedy(
         d["reply_text"][b] = tok.decode(reply, skip_special_tokens=False)
         d["reply_token_ids"][b] = encode_token_ids(reply)
         d["reply_end"][b] = end
-        found = parse_answer(reply, scores, texts=[tok.decode([i]) for i in reply],
-                             rule=options.answer_parse)  # fmt: skip
+        found = (
+            parse_label(reply, trie)
+            if trie is not None
+            else parse_answer(reply, scores, texts=[tok.decode([i]) for i in reply],
+                              rule=options.answer_parse)
+        )  # fmt: skip
         d["prompt_text"][b] = texts[b]
         d["prompt_token_ids"][b] = encode_token_ids(ids)
         if found is None:
@@ -419,7 +445,7 @@ def _greedy(
         contexts.append(ctx)
         rows.append(b)
     if contexts:
-        _fill(res, rows, _read(model, contexts, _session("greedy", texts)))
+        _fill(res, rows, _read(model, contexts, _session("greedy", texts)), model.options.sizes)
     return res
 
 
@@ -438,4 +464,6 @@ def elicitation_attrs(options: CollectOptions, elicitations: Elicitations) -> di
     if "own_words" in elicitations.used:
         out.update(reply_tree_rule=REPLY_TREE_RULE, own_words_bound_rule=OWN_WORDS_BOUND_RULE,
                    own_words_max_children=MAX_CHILDREN, own_words_round=ROUND)  # fmt: skip
+    if {"greedy", "own_words"} & set(elicitations.used):
+        out["word_reply_rule"] = WORD_REPLY_RULE
     return out

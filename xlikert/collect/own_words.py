@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,11 +33,14 @@ import numpy as np
 from ..core.codecs import encode_token_ids
 from ..core.errors import CollectionError
 from ..kernels.readout import nucleus_logprobs
+from .answers.trie import LabelTrie, spelling_pieces
+from .answers.walk import walk_labels
 from .options import CollectOptions
 from .progress import CellClock, CellProgressFn
 from .record import UnitResult
 
 if TYPE_CHECKING:
+    from .answers.walk import LabelWalk
     from .protocol import ContextReader, ElicitingModel, MultiTokenModel
 
 __all__ = [
@@ -45,10 +48,13 @@ __all__ = [
     "OWN_WORDS_BOUND_RULE",
     "REPLY_TREE_RULE",
     "ROUND",
+    "WORD_REPLY_RULE",
     "ReplyTree",
     "answer_token_scores",
     "bound",
+    "parse_label",
     "reply_tree",
+    "reply_trie",
     "sampler_probabilities",
     "score_own_words",
 ]
@@ -64,6 +70,21 @@ REPLY_TREE_RULE = (
     "at once, whatever the backend or its batch size; of each read prefix at most "
     "MAX_CHILDREN children, the rest stays unread); valid_mass is the total answer mass, pmf the answer "
     "mass renormalised over it"
+)
+
+#: How a reply's answer is parsed where the answers are spelled with several tokens (word
+#: labels, numbers of several digits); stored with every file that reads ``own_words``.
+WORD_REPLY_RULE = (
+    "answers of several tokens: the reply's answer starts at its first token that begins a "
+    "label's spelling (a token whose bytes, one leading space stripped, are a prefix of some "
+    "label: the labels' trie's first tokens, bare space tokens left out, so a reply's space "
+    "does not start one); the labels' walk from the prefix before that token (WALK_RULE, "
+    "under the sampler's temperature and top-p at every token, to answer_tol within "
+    "answer_max_passes) gives the mass of each label the reply then completes (stop check "
+    "included; the label's tokens after its first are not counted against reply_tokens); the mass of starts that complete no label goes to no_answer_mass (the reply's "
+    "first label start is no answer); the walk's unread mass (counted once per label "
+    "consistent with a node where labels overlap) is added to U. The greedy reply is parsed "
+    "by the same rule: its first label start, and the label its tokens then complete"
 )
 
 #: The certified bound; stored with every file that reads ``own_words``.
@@ -177,6 +198,7 @@ def reply_tree(
     batch: int = 8,
     max_children: int = MAX_CHILDREN,
     progress: CellProgressFn | None = None,
+    words: ReplyLabels | None = None,
 ) -> ReplyTree:
     """The first answer of a sampled reply as an exact mixture over reply prefixes.
 
@@ -209,6 +231,10 @@ def reply_tree(
     progress : callable, optional
         Called after each round of passes with the passes read, the bound reached, the
         unread mass and the time spent (:class:`~xlikert.collect.progress.CellProgress`).
+    words : ReplyLabels, optional
+        Answers of several tokens (:data:`WORD_REPLY_RULE`; :func:`score_own_words` builds it): a token
+        of ``words.starts`` starts the answer, read by ``words.walk`` from the prefix
+        before it (its reads counted in the passes); ``token_score`` is then empty.
 
     Returns
     -------
@@ -222,7 +248,7 @@ def reply_tree(
     answer_col = np.array([index[token_score[int(t)]] for t in answer_ids], dtype=np.int64)
     stop_ids = np.array(sorted(stop), dtype=np.int64)
     mass = np.zeros(len(scale))
-    none = 0.0
+    none = walked = 0.0  # walked: the labels' walks' unread mass
     frontier = _Frontier(max_children)
     todo: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
     passes = 0
@@ -234,7 +260,13 @@ def reply_tree(
             logp = np.asarray(read(prefixes, keep), dtype=np.float64)
             passes += len(prefixes)
             q = sampler_probabilities(logp, temperature, top_p)
-            for (prefix, w), qi in zip(todo, q, strict=True):
+            for (prefix, w), qi, row in zip(todo, q, logp, strict=True):
+                if words is not None:
+                    m, gone, unread, n = words.read(prefix, row, qi)
+                    mass += w * m
+                    none += w * gone
+                    walked += w * unread
+                    passes += n
                 if answer_ids.size:
                     np.add.at(mass, answer_col, w * qi[answer_ids])
                     qi[answer_ids] = 0.0
@@ -245,13 +277,47 @@ def reply_tree(
                     none += w * float(qi.sum())
                     continue
                 frontier.offer(prefix, w, qi)
-        U = frontier.unread()
+        U = frontier.unread() + walked
         reached = bound(float(mass.sum()), U)
         clock(passes=passes, bound=reached, unread=U)
         met = reached <= tol
         if met or not frontier.heap or passes >= max_passes:
             return ReplyTree(mass, none, U, passes, bool(met))
         todo = frontier.take(min(batch, max_passes - passes))
+
+
+@dataclass
+class ReplyLabels:
+    """How a reply tree reads answers of several tokens (:data:`WORD_REPLY_RULE`).
+
+    Attributes
+    ----------
+    starts
+        The token ids that start an answer (the labels' trie's first tokens, no bare space).
+    walk
+        ``(prefix, its next-token log-probabilities) -> LabelWalk``: the labels' walk
+        after the prompt and the reply prefix, under the sampler (its column 1).
+    """
+
+    starts: np.ndarray
+    walk: Callable[[tuple[int, ...], np.ndarray], LabelWalk]
+
+    def read(
+        self, prefix: tuple[int, ...], row: np.ndarray, qi: np.ndarray
+    ) -> tuple[np.ndarray, float, float, int]:
+        """``(each label's mass, the starts' mass that completes none, the walk's unread
+        mass, its reads)`` after ``prefix`` (``qi``: the sampler's next-token distribution
+        there, its starts set to 0 on the way: they leave the reply tree)."""
+        started = float(qi[self.starts].sum()) if self.starts.size else 0.0
+        qi[self.starts] = 0.0
+        if started <= 0:
+            return np.zeros(()), 0.0, 0.0, 0
+        w = self.walk(prefix, row)
+        m = w.read[1]
+        per = np.ones(len(w.frontier_mass)) if w.disjoint else w.frontier_mask.sum(1)
+        unread = float(w.frontier_mass[:, 1] @ per) if len(w.frontier_mass) else 0.0
+        gone = max(started - float(m.sum()) - float(w.frontier_mass[:, 1].sum()), 0.0)
+        return m, gone, unread, w.passes - 1  # the root is the prefix's own row
 
 
 #: A read prefix's offered children: (prefix, ids by weight, weights, suffix sums, [next]).
@@ -308,6 +374,100 @@ class _Frontier:
             if k + 1 < ids.size:
                 self._push(float(weights[k + 1]), g)
         return todo
+
+
+def _reply_labels(
+    model: MultiTokenModel, options: CollectOptions, read: Callable[..., np.ndarray]
+) -> ReplyLabels | None:
+    """How a reply's answer of several tokens is read (:data:`WORD_REPLY_RULE`); None
+    where every answer is one token (:func:`answer_token_scores`).
+
+    Parameters
+    ----------
+    model
+        An in-process model: its answer rule (the labels' trie it walks, else one built
+        from its tokenizer and labels: the same rule, :mod:`xlikert.collect.answers.trie`).
+    options
+        The run's options (``own_words_temperature``, ``own_words_top_p``, ``answer_tol``,
+        ``answer_max_passes``).
+    read
+        ``(contexts, keep) -> (n, V)`` next-token log-probabilities after the prompt and
+        each token sequence (the reply tree's own reader).
+    """
+    trie = reply_trie(model)
+    if trie is None:
+        return None
+    starts = np.array(sorted({t for ids in trie.pieces.first.values() for t in ids}), np.int64)
+    temps, tops = (options.own_words_temperature,), (options.own_words_top_p,)
+
+    def walk(prefix: tuple[int, ...], row: np.ndarray) -> LabelWalk:
+        def node_rows(nodes: Sequence[tuple[int, ...]], keep: Sequence[bool]) -> np.ndarray:
+            out = np.empty((len(nodes), row.shape[-1]))
+            fresh = [i for i, n in enumerate(nodes) if n]
+            out[[i for i, n in enumerate(nodes) if not n]] = row  # the prefix, read already
+            if fresh:
+                out[fresh] = read([(*prefix, *nodes[i]) for i in fresh], [keep[i] for i in fresh])
+            return out
+
+        return walk_labels(trie, node_rows, tol=options.answer_tol,
+                           max_passes=options.answer_max_passes, temperatures=temps, top_ps=tops)  # fmt: skip
+
+    return ReplyLabels(starts, walk)
+
+
+def reply_trie(model: MultiTokenModel) -> LabelTrie | None:
+    """The labels' trie a reply's answer is parsed with where the answers are spelled with
+    several tokens (:data:`WORD_REPLY_RULE`: the model's, else built from its tokenizer and
+    labels, bare space tokens left out); None: every answer is one token."""
+    answers = model.answers
+    if answers.continuation is None:
+        return None
+    trie = answers.trie
+    if trie is None:
+        o = model.options
+        pieces = spelling_pieces(model.tokenizer, list(answers.scale), o.labels_by_score,
+                                 scripts=o.numeral_scripts)  # fmt: skip
+        trie = LabelTrie(pieces, answers.scale)
+    return LabelTrie(replace(trie.pieces, spaces=()), trie.scale)
+
+
+def parse_label(reply: Sequence[int], trie: LabelTrie) -> tuple[int, int] | None:
+    """The answer of a reply whose answers are spelled with several tokens
+    (:data:`WORD_REPLY_RULE`): its first token that begins a label, and the label its
+    tokens then complete (the next token, if any, not going on with it).
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(position of the label's first token, score)``; None where the reply starts no
+        label, or its first start completes none.
+
+    Examples
+    --------
+    >>> from xlikert.collect.answers.trie import SpellingPieces
+    >>> p = SpellingPieces(words=(b"ab", b"b"), codes=(1, 2), scripts=("", ""),
+    ...     numeral_scripts=(), first={b"a": (1,), b"ab": (3,), b"b": (2,)},
+    ...     inner={b"a": (1,), b"b": (2,), b"ab": (3,)}, spaces=(), continuation=(1, 2, 3),
+    ...     numeric=False)
+    >>> trie = LabelTrie(p, (1, 2))
+    >>> parse_label([7, 1, 2, 9], trie), parse_label([7, 3], trie), parse_label([1, 1], trie)
+    ((1, 1), (1, 1), None)
+    """
+    goes_on = set(trie.pieces.continuation)
+    starts = {t for ids in trie.pieces.first.values() for t in ids}
+    t = next((k for k, tok in enumerate(reply) if int(tok) in starts), None)
+    if t is None:
+        return None
+    data, root = b"", True
+    for k in range(t, len(reply)):
+        kids = dict(trie.children(data, root))
+        if int(reply[k]) not in kids:
+            return None
+        data, root = kids[int(reply[k])], False
+        w = trie.completes(data)
+        if w >= 0 and (k + 1 == len(reply) or int(reply[k + 1]) not in goes_on):
+            return t, int(trie.pieces.codes[w])
+    return None
 
 
 def answer_token_scores(model: MultiTokenModel) -> dict[int, int]:
@@ -368,7 +528,8 @@ def score_own_words(
         ``res`` with ``pmf``, ``valid_mass``, ``no_answer_mass``, ``elicitation_error``,
         ``elicitation_passes`` and ``elicitation_tol_met`` of every prompt.
     """
-    scores = answer_token_scores(model)
+    words = reply_trie(model) is not None
+    scores = {} if words else answer_token_scores(model)
     scale = list(model.options.known_scale)
     if model.answers.layout is not None:
         raise CollectionError(
@@ -390,6 +551,7 @@ def score_own_words(
                 temperature=options.own_words_temperature, top_p=options.own_words_top_p,
                 tol=options.own_words_tol, max_passes=options.own_words_max_passes,
                 batch=ROUND, progress=progress,
+                words=_reply_labels(model, options, read) if words else None,
             )  # fmt: skip
         finally:
             reader.close()

@@ -37,7 +37,9 @@ __all__ = [
     "CERTIFIED_BOUND_RULE",
     "HISTORY_RULE",
     "MAX_JOINT_CELLS",
+    "READING_BOUND_RULE",
     "TREE_OPTION_VARIABLE",
+    "TREE_READING_VARIABLE",
     "TREE_VARIABLES",
     "HistoryTree",
     "answer_pmf",
@@ -75,6 +77,24 @@ CERTIFIED_BOUND_RULE = (
     "of the pairwise joint of items i < j (with U_j). U_j = 0: exact (floating-point round-off "
     "only)"
 )
+
+#: How a history whose answers were read within a bound (word labels read by the labels'
+#: walk to ``answer_tol``) enters the tree; stored with every sequential result.
+READING_BOUND_RULE = (
+    "a history h whose answer reading is certified within eps_h > 0 (the labels' walk) keeps "
+    "certified lower ends: pmf_lo (each point's PMF lower end), the masses read (valid, each "
+    "option) and the failure mass 1 - valid - options - eps_h (clipped at 0); its branches "
+    "take q_lo(a | h) = mass_lo(a) / (valid_lo + options_lo + eps_h) (the item's pmf_lo where "
+    "it offers no option), so P_lo(h + a) = P_lo(h) q_lo(a | h) <= P(h + a); what the lower "
+    "ends leave (1 - sum pmf_lo, 1 - sum q_lo, the lower ends' deficit of the valid/option/"
+    "failure PMF) times P_lo(h) is added to U_j of its own item (pmf, valid mass) and of every "
+    "later item (its branches), so the exact values stay in [known, known + U_j]; a bound "
+    "never smaller than the one reached"
+)
+
+#: The tree's variable holding each history's reading width (dim ``history``), where some
+#: history was read within a bound (:attr:`HistoryTree.answer_error`).
+TREE_READING_VARIABLE = "history_answer_error"
 
 #: The history tree's variables (dim ``history``) and the tree attribute each holds.
 TREE_VARIABLES = {
@@ -121,6 +141,12 @@ class HistoryTree:
         the item does not offer it (or the node was not read); None: no item offers one.
     decoding_nonsubstantive_mass : np.ndarray or None
         ``(N, T, P, O)``: the same under each decoding setting.
+    answer_error : np.ndarray or None
+        ``(N,)`` the certified width of each read node's own answer reading (the labels'
+        walk, :mod:`xlikert.collect.answers.walk`; NaN where not read): where it is above 0
+        the node's ``pmf``, masses and ``decoding_*`` are certified lower ends, and the
+        true mass of its answers (points and options) exceeds theirs by at most it
+        (:data:`READING_BOUND_RULE`). None: every reading exact.
     """
 
     n_items: int
@@ -135,6 +161,7 @@ class HistoryTree:
     decoding_valid_mass: np.ndarray | None = None
     nonsubstantive_mass: np.ndarray | None = None
     decoding_nonsubstantive_mass: np.ndarray | None = None
+    answer_error: np.ndarray | None = None
 
     @property
     def n_options(self) -> int:
@@ -218,7 +245,10 @@ def history_probability(
 
 
 def answer_pmf(
-    pmf: np.ndarray, valid_mass: np.ndarray, nonsubstantive_mass: np.ndarray | None = None
+    pmf: np.ndarray,
+    valid_mass: np.ndarray,
+    nonsubstantive_mass: np.ndarray | None = None,
+    answer_error: np.ndarray | None = None,
 ) -> np.ndarray:
     """The answer distribution ``q(. | h)`` a history branches on, ``(..., N, S + O)``.
 
@@ -235,6 +265,10 @@ def answer_pmf(
         ``(..., N)`` its substantive (valid) mass.
     nonsubstantive_mass : np.ndarray, optional
         ``(..., N, O)`` each option's mass, NaN where not offered.
+    answer_error : np.ndarray, optional
+        ``(N,)`` each node's reading width (:attr:`HistoryTree.answer_error`): where above
+        0 the values are lower ends and so is the result (its denominator raised by it,
+        :data:`READING_BOUND_RULE`).
 
     Returns
     -------
@@ -255,8 +289,9 @@ def answer_pmf(
     vm = np.asarray(valid_mass, dtype=np.float64)[..., None]
     offers = np.isfinite(ns).any(-1, keepdims=True)
     options = np.nan_to_num(ns, nan=0.0)
+    eps = 0.0 if answer_error is None else np.nan_to_num(np.asarray(answer_error, np.float64))
     with np.errstate(invalid="ignore", divide="ignore"):
-        total = vm + options.sum(-1, keepdims=True)
+        total = vm + options.sum(-1, keepdims=True) + np.asarray(eps)[..., None]
         points = np.where(vm > 0, vm * pmf, 0.0)  # only options given: no PMF, a branch
         mixed = np.concatenate([points, options], -1) / total
     plain = np.concatenate([pmf, np.zeros_like(options)], -1)
@@ -338,35 +373,38 @@ def item_marginals(
     pmf = tree.pmf if own else np.asarray(pmf, dtype=np.float64)
     vm = tree.valid_mass if valid_mass is None else np.asarray(valid_mass, dtype=np.float64)
     ns = tree.nonsubstantive_mass if own else nonsubstantive_mass
-    prob = history_probability(tree.parent, tree.answer, tree.item, answer_pmf(pmf, vm, ns))
+    q = answer_pmf(pmf, vm, ns, tree.answer_error)
+    prob = history_probability(tree.parent, tree.answer, tree.item, q)
     u = _unexplored(tree, prob)
     lead = pmf.shape[:-2]
     ns_arr = np.full((*pmf.shape[:-1], 0), np.nan) if ns is None else np.asarray(ns, np.float64)
     n_opt = int(ns_arr.shape[-1])
     options = np.nan_to_num(ns_arr, nan=0.0)
+    slack = _reading_slack(tree, prob, pmf, q, vm, options)
     known = np.zeros((*lead, tree.n_items, tree.n_scores))
-    known_v = np.zeros((*lead, tree.n_items, 1 + n_opt))  # valid, then each option
+    known_v = np.zeros((*lead, tree.n_items, 2 + n_opt))  # valid, each option, failed
     offered = np.zeros((tree.n_items, n_opt), dtype=bool)
     for j in range(tree.n_items):
         sel = tree.read & (tree.item == j)
         known[..., j, :] = (prob[..., sel, None] * pmf[..., sel, :]).sum(-2)
         known_v[..., j, 0] = (prob[..., sel] * vm[..., sel]).sum(-1)
+        known_v[..., j, -1] = (prob[..., sel] * slack["failed"][..., sel]).sum(-1)
         if n_opt:
-            known_v[..., j, 1:] = (prob[..., sel, None] * options[..., sel, :]).sum(-2)
+            known_v[..., j, 1:-1] = (prob[..., sel, None] * options[..., sel, :]).sum(-2)
             offered[j] = np.isfinite(ns_arr[..., sel, :]).any(axis=(*range(len(lead)), -2))
-    value, error = certified_fill(known, u)
+    u_pmf, u_valid = u + slack["pmf"], u + slack["valid"]
+    value, error = certified_fill(known, u_pmf)
     # the valid (and non-substantive) mass: the mean over the histories read, one PMF of
     # (valid, options..., failed) per history
-    read_mass = known.sum(-1, keepdims=True)
-    rest = read_mass - known_v.sum(-1, keepdims=True)
-    v_value, v_error = certified_fill(np.concatenate([known_v, rest], -1), u)
+    v_value, v_error = certified_fill(known_v, u_valid)
+    known_v = known_v[..., :-1]
     out = {
         "pmf": value,
         "valid_mass": v_value[..., 0],
         "pmf_lower": known,
-        "pmf_upper": known + u[..., None],
+        "pmf_upper": known + u_pmf[..., None],
         "valid_mass_lower": known_v[..., 0],
-        "valid_mass_upper": known_v[..., 0] + u,
+        "valid_mass_upper": known_v[..., 0] + u_valid,
         "error": error,
         "valid_mass_error": v_error,
         "unexplored": u,
@@ -375,7 +413,34 @@ def item_marginals(
         hide = np.where(offered, 0.0, np.nan)
         out["nonsubstantive_mass"] = v_value[..., 1 : 1 + n_opt] + hide
         out["nonsubstantive_mass_lower"] = known_v[..., 1:] + hide
-        out["nonsubstantive_mass_upper"] = known_v[..., 1:] + u[..., None] + hide
+        out["nonsubstantive_mass_upper"] = known_v[..., 1:] + u_valid[..., None] + hide
+    return out
+
+
+def _reading_slack(
+    tree: HistoryTree, prob: np.ndarray, pmf: np.ndarray, q: np.ndarray, vm: np.ndarray,
+    options: np.ndarray,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """What the histories read within a bound add to ``U_j`` (:data:`READING_BOUND_RULE`):
+    ``pmf`` and ``valid`` ``(..., K)``, and ``failed (..., N)``: each node's failure mass
+    (its lower end where its reading is bounded). Exact readings add nothing."""
+    K, N = tree.n_items, tree.size
+    lead = prob.shape[:-1]
+    eps = np.zeros(N) if tree.answer_error is None else np.nan_to_num(tree.answer_error)
+    bounded = tree.read & (eps > 0)
+    rest = vm + options.sum(-1)
+    failed = np.where(bounded, np.maximum(1.0 - rest - eps, 0.0), np.nansum(pmf, -1) - rest)
+    out = {"pmf": np.zeros((*lead, K)), "valid": np.zeros((*lead, K)), "failed": failed}
+    if not bounded.any():
+        return out
+    own_p = np.where(bounded, prob * np.maximum(1.0 - np.nansum(pmf, -1), 0.0), 0.0)
+    own_v = np.where(bounded, prob * np.maximum(1.0 - rest - failed, 0.0), 0.0)
+    # the branches of the nodes of the items before j lack their mass for item j
+    branch = _branch_slack(tree, prob, q)
+    for j in range(K):
+        later = branch[..., j - 1] if j else 0.0
+        out["pmf"][..., j] = own_p[..., tree.item == j].sum(-1) + later
+        out["valid"][..., j] = own_v[..., tree.item == j].sum(-1) + later
     return out
 
 
@@ -430,10 +495,10 @@ def pairwise_joints(tree: HistoryTree, pmf: np.ndarray | None = None) -> dict[st
     [[0.5, 0.0], [0.0, 0.5]]
     """
     if pmf is None:
-        pmf = answer_pmf(tree.pmf, tree.valid_mass, tree.nonsubstantive_mass)
+        pmf = answer_pmf(tree.pmf, tree.valid_mass, tree.nonsubstantive_mass, tree.answer_error)
     pmf = np.asarray(pmf, dtype=np.float64)
     prob = history_probability(tree.parent, tree.answer, tree.item, pmf)
-    u = _unexplored(tree, prob)
+    u = _unexplored(tree, prob) + _branch_slack(tree, prob, pmf)
     K, S = tree.n_items, pmf.shape[-1]
     lead = pmf.shape[:-2]
     joint = np.zeros((*lead, K, K, S, S))
@@ -455,6 +520,19 @@ def pairwise_joints(tree: HistoryTree, pmf: np.ndarray | None = None) -> dict[st
             error[..., i, j] = error[..., j, i] = err
     unexplored = np.maximum(u[..., :, None], u[..., None, :])
     return {"joint": joint, "error": error, "unexplored": unexplored}
+
+
+def _branch_slack(tree: HistoryTree, prob: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``(..., K)``: the mass the branches of the histories read within a bound lack, up to
+    and including each item (:data:`READING_BOUND_RULE`; 0 where every reading is exact)."""
+    out = np.zeros((*prob.shape[:-1], tree.n_items))
+    if tree.answer_error is None:
+        return out
+    bounded = tree.read & (np.nan_to_num(tree.answer_error) > 0)
+    gap = np.where(bounded, prob * np.maximum(1.0 - np.nansum(q, -1), 0.0), 0.0)
+    for j in range(tree.n_items):
+        out[..., j] = gap[..., tree.item <= j].sum(-1)
+    return out
 
 
 def full_joint(tree: HistoryTree, pmf: np.ndarray | None = None) -> np.ndarray:
@@ -479,6 +557,12 @@ def full_joint(tree: HistoryTree, pmf: np.ndarray | None = None) -> np.ndarray:
     [[0.5, 0.0], [0.0, 0.5]]
     """
     K, S = tree.n_items, tree.n_answers
+    if tree.answer_error is not None and (np.nan_to_num(tree.answer_error) > 0).any():
+        raise CollectionError(
+            f"the joint of all {K} answers needs every history read exactly; some histories' "
+            "answers were read within a bound (word labels read by the labels' walk to "
+            "answer_tol > 0): use the pairwise joints (certified) or answer_tol = 0"
+        )
     if not tree.complete:
         raise CollectionError(
             f"the joint of all {K} answers needs every history read; this tree was pruned "
@@ -524,6 +608,9 @@ def history_tree(ds: Any) -> HistoryTree:
     ns = None
     if TREE_OPTION_VARIABLE in ds:
         ns = np.asarray(ds[TREE_OPTION_VARIABLE].transpose("history", "option").values)
+    eps = None
+    if TREE_READING_VARIABLE in ds:
+        eps = np.asarray(ds[TREE_READING_VARIABLE].values, dtype=np.float64)
     return HistoryTree(
         ds.sizes["item"],
         ds.sizes["score"],
@@ -534,4 +621,5 @@ def history_tree(ds: Any) -> HistoryTree:
         arrays["pmf"].astype(np.float64),
         arrays["valid_mass"].astype(np.float64),
         nonsubstantive_mass=None if ns is None else ns.astype(np.float64),
+        answer_error=eps,
     )

@@ -25,7 +25,13 @@ from ..core.dims import ELICITATION_DIM, factor_dims, preferred_factor
 from ..core.errors import ConfigError, DesignError, InputTypeError, InvalidPMFError
 from ..core.io import decode_attrs, open_results
 
-__all__ = ["RESPONDENT_COLUMN", "ReportInputs", "unanswered_levels", "unanswered_note"]
+__all__ = [
+    "RESPONDENT_COLUMN",
+    "ReportInputs",
+    "answer_tol_note",
+    "unanswered_levels",
+    "unanswered_note",
+]
 
 #: The factor of one persona per respondent, and the column of a CSV of answers that
 #: holds its levels.
@@ -114,6 +120,47 @@ def unanswered_note(ds: xr.Dataset) -> str | None:
         "Left out of the failure rate and of the sections that need a PMF in every cell "
         f"(Consensus, composites, effects, reliability, sampling cost): the level {', '.join(parts)}, whose reply "
         "writes no answer in those cells, so they have no PMF."
+    )
+
+
+def answer_tol_note(ds: xr.Dataset, limit: int = 8) -> str | None:
+    """The sentence naming the cells whose word answers the labels' walk did not read to
+    ``answer_tol`` within ``answer_max_passes`` (``answer_tol_met`` 0), each with the bound
+    it reached and stored (``answer_error``), the widest first; ``None`` where every walked
+    cell met it (or none was walked).
+
+    Examples
+    --------
+    >>> ds = xr.Dataset({"answer_tol_met": ("item", [1, 0, -1]),
+    ...                  "answer_error": ("item", [1e-7, 0.02, np.nan])},
+    ...                 coords={"item": ["a", "b", "c"]})
+    >>> print(answer_tol_note(ds))
+    1 of 2 cells read by the labels' walk did not meet answer_tol within answer_max_passes; each stores the certified bound it reached (answer_error, and pmf_lower .. pmf_upper), not a narrower one: item='b' (bound 0.02).
+    """
+    if "answer_tol_met" not in ds or "answer_error" not in ds:
+        return None
+    met = ds["answer_tol_met"]
+    short = met == 0
+    n = int(short.sum())
+    if not n:
+        return None
+    err = ds["answer_error"].where(short).broadcast_like(met)
+    flat = err.stack(_cell=list(err.dims)) if err.dims else err.expand_dims("_cell")
+    flat = flat[np.isfinite(flat.values)]
+    order = np.argsort(-flat.values, kind="stable")[:limit]
+    names = []
+    for k in order:
+        cell = flat.isel(_cell=int(k))
+        where = ", ".join(f"{d}={cell[d].item()!r}" for d in err.dims)
+        names.append(f"{where} (bound {float(cell):.3g})")
+    more = f"; and {n - len(names)} more" if n > len(names) else ""
+    return (
+        f"{n} of {int((met >= 0).sum())} cells read by the labels' walk did not meet "
+        "answer_tol within answer_max_passes; each stores the certified bound it reached "
+        "(answer_error, and pmf_lower .. pmf_upper), not a narrower one: "
+        + "; ".join(names)
+        + more
+        + "."
     )
 
 

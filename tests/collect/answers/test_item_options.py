@@ -337,8 +337,8 @@ def test_labels_spelled_in_too_many_ways_are_walked_not_refused(tiny_dir, prompt
     """max_answer_positions caps the tokens a listing of every spelling teacher-forces. The
     transformers backend reads a prompt's answers by the walk over the labels' trie and lists
     nothing: the vote's names (several spellings each) are read under any cap, as without
-    one. Sequential administration, which still lists every spelling, refuses them by name
-    (the vote is the last item: a unit a prompt, the others come first)."""
+    one. Sequential administration reads them by the walk too, from each conversation's kept
+    cache: the same interview as when every spelling is listed (the vote is the last item)."""
     part = prompts.sel(party=["Republican"], fmt=["original"])
     model = [{"name": "t", "source": str(tiny_dir)}]
     capped = collect(part, model, progress=False, max_answer_positions=2, answer_tol=0.0)
@@ -348,10 +348,11 @@ def test_labels_spelled_in_too_many_ways_are_walked_not_refused(tiny_dir, prompt
     vote = capped.sel(item="vote").isel(model=0).squeeze()
     assert int(vote.answer_passes) > 2 and int(vote.answer_tol_met) == 1
     assert float(vote.answer_error) == 0.0
-    seq = part.sel(item=["tv", "vote"])
-    with pytest.raises(CollectionError, match="max_answer_positions"):
-        collect(seq.expand_dims(administration=["sequential"]), model, progress=False,
-                max_answer_positions=2)  # fmt: skip
+    seq = part.sel(item=["tv", "vote"]).expand_dims(administration=["sequential"])
+    walked = collect(seq, model, progress=False, max_answer_positions=2, answer_tol=0.0)
+    listed = collect(seq, model, progress=False, answer_tol=0.0)
+    for var in ("pmf", "valid_mass", "context_error"):
+        np.testing.assert_allclose(walked[var], listed[var], atol=1e-6, rtol=0, err_msg=var)
 
 
 def test_sequential_refuses_leaves_it_cannot_hold(tiny_dir, prompts, tmp_path, monkeypatch):

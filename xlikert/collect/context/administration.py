@@ -280,7 +280,7 @@ def _own_answers(
 def _probability(tree) -> np.ndarray:
     from ...kernels.history_tree import answer_pmf, history_probability
 
-    q = answer_pmf(tree.pmf, tree.valid_mass, tree.nonsubstantive_mass)
+    q = answer_pmf(tree.pmf, tree.valid_mass, tree.nonsubstantive_mass, tree.answer_error)
     return history_probability(tree.parent, tree.answer, tree.item, q)
 
 
@@ -302,13 +302,14 @@ def context_attrs(options: CollectOptions) -> dict[str, Any]:
     """The attrs of a results file with sequentially administered cells: the rules (what
     the model saw, how failures enter, the certified bound, how the tree is read) and
     the reading's ``tol`` and ``max_passes``."""
-    from ...kernels.history_tree import CERTIFIED_BOUND_RULE, HISTORY_RULE
+    from ...kernels.history_tree import CERTIFIED_BOUND_RULE, HISTORY_RULE, READING_BOUND_RULE
     from .sequential import CONVERSATION_RULE, EXPANSION_RULE
 
     return {
         "conversation_rule": CONVERSATION_RULE,
         "history_rule": HISTORY_RULE,
         "certified_bound_rule": CERTIFIED_BOUND_RULE,
+        "reading_bound_rule": READING_BOUND_RULE,
         "expansion_rule": EXPANSION_RULE,
         SEQUENTIAL_TOL_ATTR: float(options.tol),
         SEQUENTIAL_MAX_PASSES_ATTR: int(options.max_passes),

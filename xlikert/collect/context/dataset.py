@@ -20,7 +20,9 @@ from ...core.errors import CollectionError
 from ...kernels.history_tree import (
     CERTIFIED_BOUND_RULE,
     HISTORY_RULE,
+    READING_BOUND_RULE,
     TREE_OPTION_VARIABLE,
+    TREE_READING_VARIABLE,
     TREE_VARIABLES,
     decoding_marginals,
     item_marginals,
@@ -162,6 +164,8 @@ def sequential_dataset(
         for k in ("nonsubstantive_mass", "nonsubstantive_mass_lower", "nonsubstantive_mass_upper"):
             data[k] = (("item", "option"), m[k])
         data[TREE_OPTION_VARIABLE] = (("history", "option"), tree.nonsubstantive_mass)
+    if tree.answer_error is not None:
+        data[TREE_READING_VARIABLE] = (("history",), tree.answer_error)
     temps, tops = result.decoding_grid
     if tree.decoding_pmf is not None and tree.decoding_valid_mass is not None and temps:
         coords.update(temperature=list(temps), top_p=list(tops))
@@ -227,6 +231,7 @@ def _conversation_attrs(result: SequentialResult) -> dict[str, Any]:
         "conversation_rule": CONVERSATION_RULE,
         "history_rule": HISTORY_RULE,
         "certified_bound_rule": CERTIFIED_BOUND_RULE,
+        **({"reading_bound_rule": READING_BOUND_RULE} if tree.answer_error is not None else {}),
         "expansion_rule": EXPANSION_RULE,
         "tol": result.tol,
         "max_passes": result.max_passes,

@@ -269,6 +269,10 @@ class _Growing:
         self.known = np.zeros((n_items, n_scores))  # the PMFs of the histories read
         # their valid mass, each option's mass and the failed mass
         self.known_v = np.zeros((n_items, 2 + n_options))
+        # what the histories read within a bound leave (READING_BOUND_RULE): of their own
+        # item's PMF and valid mass, and of their branches (for every later item)
+        self.eps: dict[int, float] = {}
+        self.slack = np.zeros((3, n_items))
 
     def add(self, parent: int, item: int, answer: int, prob: float) -> int:
         self.parent.append(parent)
@@ -284,14 +288,28 @@ class _Growing:
             n = self.parent[n]
         return out[::-1]
 
-    def read(self, n: int, row: dict[str, np.ndarray]) -> None:
-        """Record the readout of node ``n``."""
+    def read(self, n: int, row: dict[str, np.ndarray]) -> np.ndarray:
+        """Record the readout of node ``n``; returns the answer distribution its branches
+        take (:func:`~xlikert.kernels.history_tree.answer_pmf`: lower ends where the
+        reading is bounded)."""
+        eps = float(row.pop("answer_error", 0.0))
         self.out[n] = row
         j, p = self.item[n], self.prob[n]
         self.known[j] += p * row["pmf"]
         vm = float(row["valid_mass"])
         options = np.nan_to_num(row["nonsubstantive_mass"], nan=0.0) if self.n_opt else np.zeros(0)
-        self.known_v[j] += p * np.array([vm, *options, 1.0 - vm - options.sum()])
+        rest = vm + options.sum()
+        q = answer_pmf(row["pmf"], row["valid_mass"], row.get("nonsubstantive_mass"),
+                       np.array(eps) if eps > 0 else None)  # fmt: skip
+        failed = 1.0 - rest
+        if eps > 0:
+            self.eps[n] = eps
+            failed = max(failed - eps, 0.0)
+            self.slack[0, j] += p * max(1.0 - float(row["pmf"].sum()), 0.0)
+            self.slack[1, j] += p * max(1.0 - rest - failed, 0.0)
+            self.slack[2, j] += p * max(1.0 - float(q.sum()), 0.0) if j < self.K - 1 else 0.0
+        self.known_v[j] += p * np.array([vm, *options, failed])
+        return q
 
     def errors(self) -> np.ndarray:
         """The certified error of every item's PMF and valid mass now."""
@@ -299,7 +317,9 @@ class _Growing:
         waiting = np.ones(prob.size, dtype=bool)
         waiting[list(self.out)] = False
         u = np.cumsum(np.bincount(item[waiting], prob[waiting], minlength=self.K))
-        return np.maximum(certified_fill(self.known, u)[1], certified_fill(self.known_v, u)[1])
+        later = np.concatenate([[0.0], np.cumsum(self.slack[2])[:-1]])
+        return np.maximum(certified_fill(self.known, u + self.slack[0] + later)[1],
+                          certified_fill(self.known_v, u + self.slack[1] + later)[1])  # fmt: skip
 
     def tree(self) -> HistoryTree:
         N = len(self.parent)
@@ -316,8 +336,17 @@ class _Growing:
             np.asarray(self.item, dtype=np.int64), np.asarray(self.answer, dtype=np.int64),
             read, arrays["pmf"], arrays["valid_mass"], arrays.get("decoding_pmf"),
             arrays.get("decoding_valid_mass"), arrays.get("nonsubstantive_mass"),
-            arrays.get("decoding_nonsubstantive_mass"),
+            arrays.get("decoding_nonsubstantive_mass"), self._answer_error(N),
         )  # fmt: skip
+
+    def _answer_error(self, N: int) -> np.ndarray | None:
+        """Each node's reading width (NaN where not read); None: every reading exact."""
+        if not self.eps:
+            return None
+        out = np.full(N, np.nan)
+        out[list(self.out)] = 0.0
+        out[list(self.eps)] = list(self.eps.values())
+        return out
 
 
 def administer(
@@ -404,10 +433,9 @@ def administer(
             passes += len(take)
             for n, p, row in zip(take, paths, rows, strict=True):
                 _check_row(row, battery, p, S, n_opt)
-                grow.read(n, row)
+                q = grow.read(n, row)
                 if len(p) == K - 1:
                     continue
-                q = answer_pmf(row["pmf"], row["valid_mass"], row.get("nonsubstantive_mass"))
                 for a in range(q.size):
                     w = grow.prob[n] * float(q[a])
                     if w > 0:
@@ -422,18 +450,32 @@ def administer(
     error = grow.errors()
     met = bool(error.max() <= tol)
     if not met:
-        worst = [battery.items[j] for j in np.flatnonzero(error > tol)]
-        warnings.warn(
-            f"sequential administration: max_passes={max_passes} forward passes were spent "
-            f"before the certified error met tol={tol:g}: items {worst} keep an error of up to "
-            f"{float(error.max()):.3g} (stored with the result). Raise max_passes or tol.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        _say_short(battery, error, tol, max_passes, spent=bool(heap))
     opts = model.options
     grid = (tuple(map(float, opts.temperatures)), tuple(map(float, opts.top_ps)))
     return SequentialResult(
         battery, grow.tree(), tol, max_passes, passes, met, time.perf_counter() - t0, info, grid
+    )
+
+
+def _say_short(battery: Battery, error: np.ndarray, tol: float, max_passes: int,
+               spent: bool) -> None:  # fmt: skip
+    """Warn that the certified error did not meet ``tol``: the budget was ``spent``, or
+    every history was read and the answers' own readings (the labels' walk) leave more."""
+    worst = [battery.items[j] for j in np.flatnonzero(error > tol)]
+    why = (
+        f"max_passes={max_passes} forward passes were spent before the certified error "
+        f"met tol={tol:g}"
+        if spent
+        else "every history was read, and the answers' own readings (word labels read by "
+        f"the labels' walk to answer_tol) leave more than tol={tol:g}"
+    )
+    warnings.warn(
+        f"sequential administration: {why}: items {worst} keep an error of up to "
+        f"{float(error.max()):.3g} (stored with the result). Raise max_passes or tol "
+        "(or lower answer_tol).",
+        RuntimeWarning,
+        stacklevel=3,
     )
 
 
@@ -488,8 +530,7 @@ def _read(
             model.relabel(labels)
         out = reader.read([ids[b] for b in members], keep=[len(paths[b]) < K - 1 for b in members])
         for r, b in enumerate(members):
-            row = {k: np.asarray(v[r], dtype=np.float64) for k, v in out.items()
-                   if k in _Growing.KEYS}  # fmt: skip
+            row = _lower_ends(out, r)
             if n_opt:  # NaN: the item offers none of the options
                 row.setdefault("nonsubstantive_mass", np.full(n_opt, np.nan))
                 if "decoding_pmf" in row:
@@ -500,6 +541,27 @@ def _read(
                 row.pop("decoding_nonsubstantive_mass", None)
             rows[b] = row
     return rows
+
+
+def _lower_ends(out: dict[str, np.ndarray], r: int) -> dict[str, np.ndarray]:
+    """Row ``r`` of a readout (:attr:`_Growing.KEYS`); where the answers were read within
+    a bound (``answer_error`` > 0: the labels' walk), its certified lower ends
+    (:data:`~xlikert.kernels.history_tree.READING_BOUND_RULE`): the PMF's lower ends, the
+    masses read, and under the decoding grid each point's mass read over the valid mass
+    read plus the width. ``answer_error`` is kept where the readout has it."""
+    row = {k: np.asarray(v[r], dtype=np.float64) for k, v in out.items() if k in _Growing.KEYS}
+    if "answer_error" not in out:
+        return row
+    eps = float(out["answer_error"][r])
+    row["answer_error"] = np.asarray(eps)
+    if eps > 0:
+        row["pmf"] = np.asarray(out["pmf_lower"][r], dtype=np.float64)
+        if "decoding_pmf" in row:
+            dvm = row["decoding_valid_mass"][..., None]
+            with np.errstate(invalid="ignore"):
+                row["decoding_pmf"] = np.where(dvm > 0, row["decoding_pmf"] * dvm / (dvm + eps),
+                                               0.0)  # fmt: skip
+    return row
 
 
 def _check_row(

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -304,6 +304,37 @@ class RunKeys:
 
                 sent[n] = elicitation_sent(self.level(j), sent[n], self.options)
         return sent
+
+    def check_spelled(self, mi: int, label_sets: Iterable[tuple[str, ...] | None]) -> None:
+        """Refuse, before any model loads, answer labels that model ``mi``'s tokenizer cannot
+        spell at all (its inputs' tokenizer: an in-process entry's; a server's has none
+        here). Each label set is checked as its answer rule reads it
+        (:func:`~xlikert.collect.answers.spellings.answer_rule`), its spellings counted,
+        not listed.
+
+        Raises
+        ------
+        CollectionError
+            Naming the model, the tokenizer and the labels no token sequence spells.
+        """
+        from ..answers.spellings import answer_rule
+
+        prepared = getattr(self.inputs(mi), "prepared", None)
+        get = getattr(prepared, "tokenizer", None)
+        if get is None:
+            return
+        tok = get() if callable(get) else get
+        name = self.models[mi]["name"]
+        for labels in sorted(set(label_sets), key=lambda x: x or ()):
+            opts = self.options.replace(where=f"model {name!r}", answer_labels=labels)
+            try:
+                answer_rule(tok, list(opts.known_scale), labels=opts.labels_by_score,
+                            nonsubstantive=opts.nonsubstantive_labels, scripts=opts.numeral_scripts,
+                            max_positions=0, walk=True)  # fmt: skip
+            except CollectionError as exc:
+                raise CollectionError(
+                    f"model {name!r}: {exc} (checked before any model loads)"
+                ) from None
 
     def predict(self, mi: int, cells: Sequence[int]) -> dict[int, str]:
         """The keys of ``cells`` of a model before it loads (its tokenizer at most)."""

@@ -217,6 +217,8 @@ class Session:
         planned = {(mi, j) for mi, _, c in self.plan.units for j in c}
         predicted: dict[str, dict[int, str]] = {}
         for mi in sorted({mi for mi, _, _ in self.plan.units}):
+            self.keys.check_spelled(mi, {self.plan.labels_of(c) for m, _, c in self.plan.units
+                                         if m == mi})  # fmt: skip
             keys = self.keys.predict(mi, self.plan.order)  # the whole plan's: twins across shards
             predicted[self.models[mi]["name"]] = keys
             own -= self._drop_stale(mi, keys)

@@ -7,7 +7,7 @@ import xarray as xr
 
 from ...analysis.support import nominal_items, support_bounds
 from ...core.dims import ELICITATION_DIM, SUBSCALE_DIM
-from ..inputs import ReportInputs
+from ..inputs import ReportInputs, answer_tol_note
 from ..page import Section
 from ..tables import markdown_code as md_code
 from ..tables import markdown_escape as md
@@ -41,6 +41,9 @@ def design_section(inputs: ReportInputs) -> Section:
             else "."
         )
     )
+    short = answer_tol_note(inputs.ds)
+    if short:  # word answers whose walk spent its budget first
+        s.text("**Word answers read within a bound.** " + short)
     if inputs.varying:
         s.text(
             "Factors: "

@@ -32,7 +32,7 @@ from .scorer import (
 )
 from .tree import TreeReader
 
-__all__ = ["LOGITS_BYTES", "TRACE_SAMPLER", "WALK_BYTES", "LocalModel"]
+__all__ = ["LOGITS_BYTES", "TRACE_SAMPLER", "WALK_BYTES", "LocalModel", "WalkingTreeReader"]
 
 #: The most logits (float32 bytes) one prompt's teacher-forced leaves hold at once: an
 #: answer rule of more (a word label of many spellings in a large vocabulary: 1,012
@@ -266,28 +266,41 @@ class LocalModel(InProcessModel):
         parent's KV cache on one :class:`TreeReader` (the unit's shared prefix run once and
         kept; a prompt's nodes' caches dropped once its walk is done, so memory is bounded
         by :data:`WALK_BYTES` and one round's logits)."""
+        P = common_prefix(encoded) if self.scorer.prefix_cache else 0
+        shared = [encoded[0][:P]] if P else []
+        # a round in one pass: a forward's cost on a CPU is mostly reading the weights
+        with TreeReader(self.scorer, [[]], 1, _logits_rows, max(self.batch_size, ROUND_NODES),
+                        max_bytes=WALK_BYTES) as tr:  # fmt: skip
+            if P:
+                tr.prefill(shared)
+            out = self._walk(lambda n: _on_tree(tr, n), encoded, lambda _: tr.retain(shared))
+            if tr.batch_size < self.batch_size:  # halved out of memory
+                self.batch_size = tr.batch_size
+                self.backoffs += 1
+        return out
+
+    def _walk(
+        self,
+        reader: Callable[[list[int]], NodeReader],
+        contexts: Sequence[Sequence[int]],
+        done: Callable[[int], None],
+    ) -> dict[str, np.ndarray]:
+        """The walk's readout after each context (``reader(ids)``: its node reader;
+        ``done(i)`` told when context ``i``'s walk is over, to drop its nodes' caches);
+        the walks that spent their budget first are said (a ``RuntimeWarning``)."""
         o, trie = self.options, self.answers.trie
         assert trie is not None
         canonical = trie.canonical(self.lm.tokenizer)
         layout = self.answers.layout
         points = None if layout is None else np.asarray(layout.columns) < layout.n_scores
-        P = common_prefix(encoded) if self.scorer.prefix_cache else 0
         walks = []
-        # a round in one pass: a forward's cost on a CPU is mostly reading the weights
-        with TreeReader(self.scorer, [[]], 1, _logits_rows, max(self.batch_size, ROUND_NODES),
-                        max_bytes=WALK_BYTES) as tr:  # fmt: skip
-            if P:
-                tr.prefill([encoded[0][:P]])
-            for ids in encoded:
-                walks.append(walk_labels(
-                    trie, _on_tree(tr, ids), tol=o.answer_tol, max_passes=o.answer_max_passes,
-                    temperatures=o.temperatures, top_ps=o.top_ps, top_k=o.top_k,
-                    canonical=canonical, points=points, progress=self.walk_progress,
-                ))  # fmt: skip
-                tr.retain([encoded[0][:P]] if P else [])
-            if tr.batch_size < self.batch_size:  # halved out of memory
-                self.batch_size = tr.batch_size
-                self.backoffs += 1
+        for i, ids in enumerate(contexts):
+            walks.append(walk_labels(
+                trie, reader(list(ids)), tol=o.answer_tol, max_passes=o.answer_max_passes,
+                temperatures=o.temperatures, top_ps=o.top_ps, top_k=o.top_k,
+                canonical=canonical, points=points, progress=self.walk_progress,
+            ))  # fmt: skip
+            done(i)
         self.walk_passes += sum(w.passes for w in walks)
         short = [w for w in walks if not w.tol_met]
         if short:
@@ -299,10 +312,10 @@ class LocalModel(InProcessModel):
                 f"{max(w.width for w in short):.3g}, stored as answer_error with "
                 "answer_tol_met = 0). Raise answer_max_passes or answer_tol.",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         grid = (len(o.temperatures), len(o.top_ps))
-        return walk_readout(walks, trie, self.answers.layout, grid)
+        return walk_readout(walks, trie, layout, grid)
 
     def node_reader(self, prompt: Sequence[int]) -> tuple[NodeReader, Callable[[], None]]:
         """A reader of the next-token logits after ``prompt`` and each node's tokens, each
@@ -341,14 +354,19 @@ class LocalModel(InProcessModel):
         n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
         return len(self.leaves) * self.keep * n_vocab * 4 > LOGITS_BYTES
 
+    def walks_listing(self) -> bool:
+        """Whether the rule read now is read by the labels' walk where a reader of
+        contexts would list every spelling: its spellings are too many to list
+        (``max_answer_positions``), or to hold at once (:data:`LOGITS_BYTES`)."""
+        return self.answers.trie is not None and (not self.answers.sequences or self._leaf_chunks())
+
     def context_reader(self, session: str) -> TreeReader:
         """A reader of one conversation tree (sequential administration): each conversation
-        from the longest prefix it shares with one read before (:class:`TreeReader`)."""
-        self._refuse_leaf_chunks("sequential administration")
-        return TreeReader(
-            self.scorer, self.leaves, self.keep, self.readout, self.batch_size,
-            rule=lambda: self._listed("sequential administration"),
-        )  # fmt: skip
+        from the longest prefix it shares with one read before (:class:`TreeReader`); the
+        answers after it read by listing every spelling, or, where they are too many
+        (:meth:`walks_listing`), by the labels' walk from the conversation's kept cache
+        (:class:`WalkingTreeReader`)."""
+        return WalkingTreeReader(self, "sequential administration")
 
     # ------------------------------------------------------------------ replies (elicitation)
     @property
@@ -629,3 +647,57 @@ class LocalModel(InProcessModel):
         self.lm = self.scorer = None  # type: ignore[assignment]  # not used after close
         gc.collect()
         empty_cache()
+
+
+class WalkingTreeReader(TreeReader):
+    """The :class:`TreeReader` of a conversation tree on a :class:`LocalModel` whose answer
+    rule may need the labels' walk (:meth:`LocalModel.walks_listing`, asked at every read:
+    a battery relabels the model between items).
+
+    A listed rule is read as :class:`TreeReader` reads it (every spelling a teacher-forced
+    leaf). A rule of too many spellings is read by
+    :func:`~xlikert.collect.answers.walk.walk_labels` after each context: its nodes run
+    from the context's kept cache on this reader, and dropped when its walk is done (the
+    contexts marked ``keep`` stay, for the histories that extend them). The rows are
+    :func:`~xlikert.collect.answers.walk.walk_readout`'s: certified bounds and
+    ``answer_error`` beside the masses read, which sequential administration keeps
+    (:data:`~xlikert.kernels.history_tree.READING_BOUND_RULE`).
+    """
+
+    def __init__(self, model: LocalModel, what: str):
+        super().__init__(model.scorer, model.leaves, model.keep, model.readout,
+                         model.batch_size, rule=lambda: model._listed(what))  # fmt: skip
+        self.model = model
+        self.held: list[tuple[int, ...]] = []
+
+    def read(
+        self, contexts: Sequence[Sequence[int]], keep: Sequence[bool] | None = None
+    ) -> dict[str, np.ndarray]:
+        """The readout after each context (:meth:`TreeReader.read`), by the walk where
+        the rule needs it."""
+        keep = [True] * len(contexts) if keep is None else list(keep)
+        if not self.model.walks_listing():
+            out = super().read(contexts, keep)
+        else:
+            out = self._walked(contexts, keep)
+        self.held += [tuple(c) for c, k in zip(contexts, keep, strict=True) if k]
+        return out
+
+    def _walked(self, contexts: Sequence[Sequence[int]], keep: list[bool]) -> dict[str, np.ndarray]:
+        saved = self.leaves, self.keep, self._readout, self._rule
+        self.leaves, self.keep, self._readout, self._rule = [[]], 1, _logits_rows, None
+
+        def reader(ids: list[int]) -> NodeReader:
+            def read(nodes: Sequence[tuple[int, ...]], keep: Sequence[bool]) -> np.ndarray:
+                return TreeReader.read(self, [ids + list(n) for n in nodes], keep)["logits"]
+
+            return read
+
+        def done(i: int) -> None:  # the walk's nodes go; the contexts kept stay
+            mine = [tuple(c) for c, k in zip(contexts[: i + 1], keep, strict=False) if k]
+            self.retain([*self.held, *mine])
+
+        try:
+            return self.model._walk(reader, contexts, done)
+        finally:
+            self.leaves, self.keep, self._readout, self._rule = saved
