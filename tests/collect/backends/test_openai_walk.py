@@ -104,7 +104,7 @@ def test_top_k_listings_bound_the_exact_walk(tok, setting):
     logits, trie, exact = setting
     widths = []
     for k in (2, 8, 32, len(tok)):
-        sw, w = _server_walk(tok, trie, FakePlan(logits), k)
+        _, w = _server_walk(tok, trie, FakePlan(logits), k)
         widths.append(_contains(w, exact))
         assert w.width >= widths[-1] - 1e-12  # the stored width covers the valid mass's
     print("valid-mass widths by k:", [f"{x:.2g}" for x in widths])
@@ -129,6 +129,6 @@ def test_a_node_the_server_cannot_read_stays_in_the_bound(tok, setting):
 
 def test_a_budget_spent_leaves_the_bound_reached(tok, setting):
     logits, trie, exact = setting
-    sw, w = _server_walk(tok, trie, FakePlan(logits), 8, max_passes=3)
+    _, w = _server_walk(tok, trie, FakePlan(logits), 8, max_passes=3)
     assert w.passes == 3 and not w.tol_met
     _contains(w, exact)
