@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -483,7 +483,7 @@ class OpenAIModel:
         points = None if layout is None else np.asarray(layout.columns) < layout.n_scores
         out, walks = walk_prompts(
             self.name, o, answers, self.tokenizer, (ServerWalk(setup, h) for h in heads),
-            grid=((1.0,), (1.0,)), finish=lambda r, w: r.widen(w, o.answer_tol, points),
+            grid=((1.0,), (1.0,)), finish=lambda r, w: cast(ServerWalk, r).widen(w, o.answer_tol, points),
         )  # fmt: skip
         res = UnitResult.empty(len(prompts), o.sizes, bounded=True, walk=True)
         for key in ("pmf", "valid_mass", "nonsubstantive_mass", "script_mass", *BOUND_VARIABLES,

@@ -225,7 +225,7 @@ class ServerWalk:
     def _masses(self) -> dict[tuple[int, ...], float]:
         """Each node read's mass (the product of its tokens' listed probabilities), a hair
         high (the walk multiplies the same numbers, perhaps in another rounding)."""
-        out = {(): 1.0}
+        out: dict[tuple[int, ...], float] = {(): 1.0}
         for node in sorted(self.read, key=len):
             if node:
                 parent = self.read.get(node[:-1])
