@@ -55,3 +55,33 @@ def test_in_process_vllm_walks_the_labels_as_transformers(vllm_in_process, tmp_p
             <= a["valid_mass"][0]
             <= b["valid_mass_upper"][0] + noise
         )
+
+
+def test_vllm_server_walk_bounds_hold_the_transformers_reading(vllm_server, smollm2_folder):
+    """The same labels on vLLM's server (the same float32 weights): each node a token-id
+    ``/completions`` request listing its 64 most probable tokens by id; the stored bounds
+    hold the transformers backend's walk to a tighter tolerance."""
+    from xlikert.collect.backends.openai import OpenAIModel, parse_openai_spec
+
+    spec = parse_openai_spec({"name": "m", "source": "openai:smol", "base_url": vllm_server.url,
+                              "tokenizer": str(smollm2_folder), "walk_logprobs": 64})  # fmt: skip
+    opts = walk_options().replace(answer_max_passes=64)
+    m = OpenAIModel.open(spec, opts, (WALK["system"], WALK["user"]))
+    try:
+        r = m.score([(WALK["system"], WALK["user"])])
+    finally:
+        m.close()
+    d = {k: np.asarray(v)[0] for k, v in r.data.items()}
+    assert r.mode == "topk" and 0 < int(d["answer_passes"]) <= 64
+    t = LocalModel(load_model("smollm2-135m-instruct", range(1, 8)),
+                   walk_options().replace(answer_tol=1e-5))  # fmt: skip
+    text = t.template.render(WALK["system"], WALK["user"])
+    ref = {
+        k: np.asarray(v)[0] for k, v in t.read_prompts([text], [t.template.encode(text)]).items()
+    }
+    print(f"vLLM server: valid mass [{d['valid_mass_lower']:.6f}, {d['valid_mass_upper']:.6f}], "
+          f"pmf widths {np.round(d['pmf_upper'] - d['pmf_lower'], 4)}, {int(d['answer_passes'])} "
+          f"passes; transformers: valid mass {ref['valid_mass']:.6f}")  # fmt: skip
+    err = float(ref["answer_error"]) + 1e-5  # float noise between the engines
+    assert d["valid_mass_lower"] - err <= ref["valid_mass"] <= d["valid_mass_upper"] + err
+    assert np.all(d["pmf_lower"] - err <= ref["pmf"]) and np.all(ref["pmf"] <= d["pmf_upper"] + err)
