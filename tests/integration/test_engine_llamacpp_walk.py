@@ -41,7 +41,7 @@ def _open(srv, folder, **kw) -> OpenAIModel:
                             answer_max_passes=24), PROMPT)  # fmt: skip
 
 
-@pytest.mark.costly  # 192 s on 2 loaded cores: 24 node requests, and the transformers walk
+@pytest.mark.costly  # 75-192 s on 2 loaded cores: 24 node requests, and the transformers walk
 def test_walk_bounds_hold_the_transformers_reading(llamacpp_smol, smollm2_folder):
     m = _open(llamacpp_smol, smollm2_folder, walk_logprobs=100)
     try:

@@ -231,13 +231,15 @@ class OpenAIModel:
     def _probe_walk(self, probe: tuple[str, str]) -> None:
         """Check on the probe prompt that the server gives what the walk reads: the prompt's
         ids (vLLM's ``/tokenize``), or (llama-cpp-python) its ids from ``/extras/tokenize``
-        equal to the entry's tokenizer's, so that the walk's nodes are the server's tokens."""
+        equal to the entry's tokenizer's, so that the walk's nodes are the server's tokens, and
+        its names of tokens their bytes (:meth:`~.walk.WalkSetup.check_names`)."""
         if self.kind == "vllm":
             ContextReads(self.plan, self.answers).prompt_ids(messages(*probe))  # type: ignore[arg-type]
             return
         template = PromptTemplate(self.tokenizer, self.name)
         text = template.render(*probe)
         setup = self._walk_setup()
+        setup.check_names()
         if setup.server_ids(text) != template.encode(text):
             raise CollectionError(
                 f"model {self.name!r}: the entry's tokenizer makes other token ids of the probe "

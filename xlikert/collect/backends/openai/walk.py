@@ -119,6 +119,23 @@ class WalkSetup:
             )
         return [int(t) for t in tokens]
 
+    def check_names(self) -> None:
+        """Check that the server names tokens as the vocabulary spells them (llama-cpp-python
+        lists tokens by text): its ``/extras/detokenize`` of the first tokens of the labels'
+        spellings (leading spaces included) is their bytes, else refused by name."""
+        ids = [t for t, _ in self.trie.children(b"", True) if _is_text(self.data.get(t))][:256]
+        want = b"".join(self.data[t] for t in ids).decode("utf-8")
+        obj = self.plan.told("POST /extras/detokenize", self.plan.transport.request, "POST",
+                             f"{self.root}/extras/detokenize", {"tokens": ids})  # fmt: skip
+        got = obj.get("text") if isinstance(obj, dict) else None
+        if got != want:
+            raise CollectionError(
+                f"model {self.plan.spec.name!r}: server {self.plan.spec.public_url} spells the "
+                f"labels' tokens otherwise than the entry's tokenizer ({str(got)[:80]!r} for "
+                f"{want[:80]!r}); the labels' walk reads its listings by text and needs both "
+                "to agree: give the served model's own tokenizer"
+            )
+
     def listing(self, obj: dict) -> dict[int, float]:
         """The ``/completions`` answer's listing at the generated position, by token id
         (ids where the server names them, else the texts one token has)."""
@@ -244,6 +261,23 @@ class ServerWalk:
                 return np.nan
             lp += lst.logprobs[t]
         return float(np.exp(lp))
+
+
+def _is_text(data: bytes | None) -> bool:
+    """Whether ``data`` is whole UTF-8 text (a token not cut inside a character).
+
+    Examples
+    --------
+    >>> _is_text(b" Agree"), _is_text(b"\\xe4"), _is_text(None)
+    (True, False, False)
+    """
+    if not data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _width(read: np.ndarray, fm: np.ndarray, fk: np.ndarray, disjoint: bool,
