@@ -244,9 +244,41 @@ def numerals(experiment, out, shown):
                 loader=loader, numerals=rule)  # fmt: skip
 
 
+#: The labels' walk job's prompt and labels (four labels, "Strongly ..." in thousands of
+#: spellings: only the walk reads them).
+WALK = {"labels": ("Strongly agree", "Agree", "Disagree", "Strongly disagree"),
+        "system": "Answer with ONLY one of: Strongly agree, Agree, Disagree, Strongly disagree.",
+        "user": "Tea is better than coffee.", "answer_tol": 1e-3,
+        "temperatures": (1.0,), "top_ps": (0.9, 1.0)}  # fmt: skip
+
+
+def walk_options():
+    """The run options of the labels' walk job (shared with the test's transformers read)."""
+    from xlikert.collect.options import CollectOptions
+
+    labels = WALK["labels"]
+    return CollectOptions(scale=tuple(range(1, len(labels) + 1)), answer_labels=labels,
+                          answer_tol=WALK["answer_tol"], temperatures=WALK["temperatures"],
+                          top_ps=WALK["top_ps"])  # fmt: skip
+
+
+def walk(out):
+    """One prompt's word answers (:data:`WALK`) by the certified walk on the live engine;
+    the readout, the prompt's ids and the number of requests to ``out`` (JSON)."""
+    m = loader(SPEC, walk_options())
+    text = m.template.render(WALK["system"], WALK["user"])
+    ids = m.template.encode(text)
+    got = m.read_prompts([text], [ids])
+    keep = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in got.items()
+            if k not in ("topk_id", "topk_logprob")}  # fmt: skip
+    keep["ids"], keep["walk_passes"] = [int(i) for i in ids], m.walk_passes
+    keep["rule"] = m.provenance()["answers"]
+    Path(out).write_text(json.dumps(keep))
+
+
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
         "sequential": sequential, "survey": survey, "elicitation": elicitation,
-        "elicitation_qwen": elicitation_qwen, "numerals": numerals}  # fmt: skip
+        "elicitation_qwen": elicitation_qwen, "numerals": numerals, "walk": walk}  # fmt: skip
 
 
 def main() -> None:

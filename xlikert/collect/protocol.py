@@ -34,7 +34,7 @@ one-token reading          :class:`Model` (``score``, ``relabel``)         every
 multi-token reading        :class:`MultiTokenModel` (``read_prompts``      transformers, vllm
                            and the answer rule it reads with)
 prefix groups              :class:`PrefixGroupModel` (``read_groups``)     transformers
-the labels' walk           :class:`LabelWalkingModel` (``node_reader``,    transformers
+the labels' walk           :class:`LabelWalkingModel` (``node_reader``,    transformers, vllm
                            ``walk_progress``)
 the tree reader            :class:`ConversationModel` (``context_reader``  transformers, vllm
                            -> :class:`ContextReader`)
@@ -445,7 +445,9 @@ class PrefixGroupModel(MultiTokenModel, Protocol):
 class LabelWalkingModel(Model, Protocol):
     """A :class:`Model` that reads answers of several tokens (word labels, numbers of several
     digits) by the certified walk over the labels' trie (:mod:`xlikert.collect.answers.walk`)
-    instead of listing every spelling: the transformers backend.
+    instead of listing every spelling: the in-process backends (transformers, vLLM). The
+    openai backend walks word labels too, from a server's top-k listings, on its own (its
+    bounds widened by what the server does not list; not this protocol).
 
     The walk itself is backend-agnostic numpy; a backend supplies one :meth:`node_reader`
     per prompt, whose calls are the walk's rounds.

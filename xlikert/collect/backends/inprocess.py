@@ -14,6 +14,9 @@ in the backends) and a few functions:
   (:func:`model_provenance`, :meth:`InProcessModel.provenance`);
 * the outline of a unit in exact mode and in reasoning mode
   (:meth:`InProcessModel.score`);
+* the labels' walk of a unit's prompts (:func:`walk_prompts`: the certified walk over
+  the answer labels' trie, :mod:`xlikert.collect.answers.walk`, one node reader per
+  prompt; the openai backend's server walk reads through it too);
 * what an entry resolves to before it loads (:class:`ModelFiles`: the folder, the
   checksum of its weights, the tokenizer) and the backend's ``inputs`` built from it
   (:func:`in_process_inputs`: the identity and token ids a run keys its cells by,
@@ -24,7 +27,8 @@ Neither torch nor vLLM is imported here at module level.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,9 +48,11 @@ from ..answers.sequences import AnswerSequences
 from ..answers.spellings import answer_rule
 from ..answers.tokens import ValidTokens
 from ..answers.vocabulary import token_text
+from ..answers.walk import LabelWalk, NodeReader, walk_labels, walk_readout
 from ..entries import check_dtype
 from ..foreign import GenerationConfig, ModelConfig, Tokenizer
 from ..options import labels_key
+from ..progress import CellProgressFn
 from ..protocol import AnswerArrays, CellInputs
 from ..reasoning import (
     ReasoningFormat,
@@ -70,6 +76,7 @@ __all__ = [
     "in_process_inputs",
     "model_provenance",
     "resolve_dtype",
+    "walk_prompts",
 ]
 
 #: Model-entry keys both in-process backends know (each adds its own).
@@ -102,6 +109,76 @@ def resolve_dtype(dtype: object, *, gpu: bool, on_gpu_auto: str, where: str) -> 
     if name != "auto":
         return name
     return on_gpu_auto if gpu else "float32"
+
+
+def walk_prompts(
+    name: str, options: CollectOptions, answers: AnswerSequences, tokenizer: Tokenizer,
+    readers: Iterable[NodeReader], progress: CellProgressFn | None = None,
+    grid: tuple[Sequence[float], Sequence[float]] | None = None,
+    finish: Callable[[NodeReader, LabelWalk], LabelWalk] | None = None,
+) -> tuple[AnswerArrays, list[LabelWalk]]:  # fmt: skip
+    """Each prompt's answers by the certified walk over the labels' trie
+    (:func:`~xlikert.collect.answers.walk.walk_labels`), one :class:`NodeReader` a prompt.
+
+    The walk's settings are the run's (``answer_tol``, ``answer_max_passes``, the decoding
+    grid, ``top_k``); a walk that spent its budget before ``answer_tol`` is told by name
+    (a ``RuntimeWarning``: the bound reached is stored, ``answer_tol_met`` 0).
+
+    Parameters
+    ----------
+    name : str
+        The model's name, for the warning.
+    options : CollectOptions
+        The run's options.
+    answers : AnswerSequences
+        The rule read now (its :attr:`~AnswerSequences.trie` set).
+    tokenizer : Tokenizer
+        The model's tokenizer (the labels' canonical tokenizations).
+    readers : iterable of NodeReader
+        One reader per prompt, in the prompts' order (each made when its walk starts).
+    progress : callable, optional
+        Told after each round of each walk how far it is.
+    grid : (temperatures, top_ps), optional
+        The decoding grid the walks read (default the run's).
+    finish : callable, optional
+        Applied to each prompt's reader and walk as the walk ends, before anything is told
+        or stored (a server's reader widens the bounds by what it could not read).
+
+    Returns
+    -------
+    (dict, list of LabelWalk)
+        :func:`~xlikert.collect.answers.walk.walk_readout` of the walks, and the walks.
+    """
+    trie, layout = answers.trie, answers.layout
+    assert trie is not None, "a rule read by the walk carries its trie"
+    temperatures, top_ps = grid or (options.temperatures, options.top_ps)
+    canonical = trie.canonical(tokenizer)
+    points = None if layout is None else np.asarray(layout.columns) < layout.n_scores
+    walks = []
+    for read in readers:
+        walk = walk_labels(
+            trie, read, tol=options.answer_tol, max_passes=options.answer_max_passes,
+            temperatures=temperatures, top_ps=top_ps, top_k=options.top_k,
+            canonical=canonical, points=points, progress=progress,
+        )  # fmt: skip
+        walks.append(walk if finish is None else finish(read, walk))
+    short = [w for w in walks if not w.tol_met]
+    spent = sum(w.passes >= options.answer_max_passes for w in short)
+    if short:
+        why = (f"answer_max_passes={options.answer_max_passes} reads were spent first in {spent}"
+               if spent else "no read was left to spend in any")  # fmt: skip
+        warnings.warn(
+            f"model {name!r}: the answers' certified width did not meet "
+            f"answer_tol={options.answer_tol:g} in {len(short)} of {len(walks)} prompts (widths "
+            f"up to {max(w.width for w in short):.3g}, stored as answer_error with "
+            f"answer_tol_met = 0): {why}. Raise answer_max_passes or answer_tol"
+            + ("" if spent == len(short) else "; mass the backend cannot read (a server's "
+               "unlisted tokens) stays in the bound: raise walk_logprobs")
+            + ".",
+            RuntimeWarning,
+            stacklevel=3,
+        )  # fmt: skip
+    return walk_readout(walks, trie, layout, (len(temperatures), len(top_ps))), walks
 
 
 #: The end-of-turn rule of both in-process backends; stored with each reasoning model.

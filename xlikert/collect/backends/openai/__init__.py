@@ -26,7 +26,10 @@ One chat-completions request per (condition, item) with ``max_tokens=1``,
 
 Answers of several tokens (a number the tokenizer spells in more than one token: 0-10,
 a full-width digit in byte tokens) are read in exact mode only, by the multi-token rule
-teacher forced on a vLLM server (:mod:`.contexts`); word labels must be one token.
+teacher forced on a vLLM server (:mod:`.contexts`). Word labels of several tokens are
+read by the certified walk over the labels' trie from top-k listings, one teacher-forced
+``/completions`` request per node, on vLLM and llama-cpp-python servers (:mod:`.walk`; the
+unlisted mass widens the stored bounds), and refused by name on other servers.
 
 The decoding grid needs the full vocabulary; from a server only temperature 1 is
 known, for the top-p values whose nucleus provably lies inside the listed tokens
@@ -39,7 +42,7 @@ fingerprint. HTTP goes through ``httpx`` (a pool of keep-alive connections; prox
 and TLS settings from the environment).
 
 The backend's three functions (:class:`~xlikert.collect.protocol.Backend`: :func:`check`,
-:func:`inputs`, :func:`open`) are here; the backend in six parts:
+:func:`inputs`, :func:`open`) are here; the backend in seven parts:
 
 ================  =====================================================================
 :mod:`.spec`      the model entry: :class:`OpenAISpec`, :func:`parse_openai_spec`
@@ -47,6 +50,7 @@ The backend's three functions (:class:`~xlikert.collect.protocol.Backend`: :func
 :mod:`.plan`      what is sent: request bodies, the mode probe, the waves of requests
 :mod:`.readout`   what comes back: log-probabilities to PMFs and certified intervals
 :mod:`.contexts`  answers of several tokens: one request per answer context (vLLM)
+:mod:`.walk`      word labels of several tokens: the labels' walk from top-k listings
 :mod:`.model`     :class:`OpenAIModel`, which joins them
 ================  =====================================================================
 """

@@ -7,23 +7,33 @@ import json
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from ....core.errors import CollectionError, ElicitationLevelError
+from ....core.errors import AnswerLabelError, CollectionError, ElicitationLevelError
+from ....core.schema import (
+    BOUND_VARIABLES,
+    NONSUBSTANTIVE_BOUND_VARIABLES,
+    SCRIPT_BOUND_VARIABLES,
+    WALK_VARIABLES,
+)
 from ....kernels.readout import TOPK_BOUNDS_RULE
 from ...answers.sequences import AnswerSequences
 from ...answers.spellings import ONE_TOKEN_RULE, answer_rule
 from ...answers.tokens import ValidTokens
+from ...answers.vocabulary import token_text, vocabulary
 from ...foreign import Tokenizer
 from ...options import CollectOptions, labels_key
 from ...record import UnitResult
+from ...templates import PromptTemplate
+from ..inprocess import walk_prompts
 from .contexts import MULTI_TOKEN_PROTOCOL, ContextReads, read_ids
 from .plan import PROMPT_CACHE, RequestPlan, messages
 from .readout import DECODING_RULE, OUT_OF_ORDER, PROTOCOL, Readout
 from .spec import SERVER_KINDS, OpenAISpec
 from .transport import Transport
+from .walk import SERVER_WALK_PROTOCOL, WALK_SERVERS, ServerWalk, WalkSetup
 
 __all__ = ["OpenAIModel", "tokenizer_name"]
 
@@ -171,17 +181,7 @@ class OpenAIModel:
             self._load_tokenizer()
             if self.tokenizer is None:
                 _check_one_token(options, spec.name)
-            asked: Sequence[int] | None = None
-            if self.answers is not None:
-                asked = read_ids(self.answers)
-            elif self.valid is not None:
-                asked = self.valid.ids
-            mode, ids_ok, why = self.plan.detect(
-                messages(*probe), asked, self.tokenizer is not None
-            )
-            if self.answers is not None:
-                self._check_multi_token(mode, why)
-                ContextReads(self.plan, self.answers).prompt_ids(messages(*probe))
+            mode, ids_ok, why = self._detect(probe)
         except BaseException:
             self.close()
             raise
@@ -190,6 +190,70 @@ class OpenAIModel:
         self.mode = mode
         self.readout = Readout(spec, options, mode, ids_ok, self.valid, self.tokenizer)
         return self
+
+    def _detect(self, probe: tuple[str, str]) -> tuple[str, bool, str]:
+        """The mode (:meth:`~.plan.RequestPlan.detect`) with the probe prompt; answers read by
+        the labels' walk are top-k listings per node, checked on the probe instead
+        (:meth:`_probe_walk`)."""
+        if self._walking:
+            self._probe_walk(probe)
+            return "topk", self.kind == "vllm", "word answers read by the labels' walk"
+        asked: Sequence[int] | None = None
+        if self.answers is not None:
+            asked = read_ids(self.answers)
+        elif self.valid is not None:
+            asked = self.valid.ids
+        mode, ids_ok, why = self.plan.detect(messages(*probe), asked, self.tokenizer is not None)
+        if self.answers is not None:
+            self._check_multi_token(mode, why)
+            ContextReads(self.plan, self.answers).prompt_ids(messages(*probe))
+        return mode, ids_ok, why
+
+    @property
+    def _walking(self) -> bool:
+        """Whether the answers are read by the labels' walk (:mod:`.walk`)."""
+        return self.answers is not None and self.answers.trie is not None
+
+    def _check_walk_server(self, options: CollectOptions) -> None:
+        """Word answers of several tokens are read by the labels' walk on the servers whose
+        node reads it can certify (:data:`~.walk.WALK_SERVERS`); elsewhere refused by name."""
+        if self.plan.kind in WALK_SERVERS:
+            return
+        raise AnswerLabelError(
+            f"model {self.name!r}: the answer labels {list(options.answer_labels or ())} need "
+            "several tokens; a server reads them by the labels' walk (teacher-forced "
+            f"completions of token prefixes, certified from top-k listings) on {list(WALK_SERVERS)} "
+            f"servers only, and this one is {self.plan.kind!r} (a node must be sent as the exact "
+            "token ids, or as text the server is asked to tokenise back): set `server` if it is "
+            "one of them, use the transformers or vllm backend, or answer with codes or letters"
+        )
+
+    def _probe_walk(self, probe: tuple[str, str]) -> None:
+        """Check on the probe prompt that the server gives what the walk reads: the prompt's
+        ids (vLLM's ``/tokenize``), or (llama-cpp-python) its ids from ``/extras/tokenize``
+        equal to the entry's tokenizer's, so that the walk's nodes are the server's tokens, and
+        its names of tokens their bytes (:meth:`~.walk.WalkSetup.check_names`)."""
+        if self.kind == "vllm":
+            ContextReads(self.plan, self.answers).prompt_ids(messages(*probe))  # type: ignore[arg-type]
+            return
+        template = PromptTemplate(self.tokenizer, self.name)
+        text = template.render(*probe)
+        setup = self._walk_setup()
+        setup.check_names()
+        if setup.server_ids(text) != template.encode(text):
+            raise CollectionError(
+                f"model {self.name!r}: the entry's tokenizer makes other token ids of the probe "
+                f"prompt than server {self.spec.public_url} does (/extras/tokenize); the labels' "
+                "walk sends its nodes as text and needs both to agree: give the served model's "
+                "own tokenizer"
+            )
+
+    def _walk_setup(self) -> WalkSetup:
+        """What the prompts' walks on this server share (:class:`~.walk.WalkSetup`)."""
+        assert self.answers is not None and self.answers.trie is not None
+        return WalkSetup(self.plan, self.pool, self.answers.trie, self.tokenizer,
+                         self.spec.walk_logprobs, self.spec.logprob_rtol,
+                         max(len(self.tokenizer), 1 + max(vocabulary(self.tokenizer).raw)))  # fmt: skip
 
     def _check_models(self) -> None:
         info = self.plan.served_model()
@@ -233,10 +297,18 @@ class OpenAIModel:
         )
         if not all(read_numeral(str(labels[c])) for c in codes):
             plain = options.answer_labels is None
-            valid = find_label_tokens(
-                self.tokenizer, list(codes), None if plain else labels,
-                scripts=options.numeral_scripts,
-            )  # fmt: skip
+            try:
+                valid = find_label_tokens(
+                    self.tokenizer, list(codes), None if plain else labels,
+                    scripts=options.numeral_scripts,
+                )  # fmt: skip
+            except AnswerLabelError:  # several tokens: the labels' walk, where it is bounded
+                self._check_walk_server(options)
+                return answer_rule(
+                    self.tokenizer, scale, split_space=False, labels=options.labels_by_score,
+                    nonsubstantive=options.nonsubstantive_labels, scripts=options.numeral_scripts,
+                    max_positions=options.max_answer_positions, walk=True,
+                )  # fmt: skip
             return valid, None, ONE_TOKEN_RULE
         valid, answers, rule = answer_rule(
             self.tokenizer, scale, split_space=False, labels=options.labels_by_score,
@@ -272,7 +344,7 @@ class OpenAIModel:
             if labels not in self._rules:
                 self._rules[labels] = self._answer_rule(options)
             valid, answers, _ = self._rules[labels]
-            if answers is not None:
+            if answers is not None and answers.trie is None:
                 self.answers = answers
                 self._check_multi_token(self.mode, self._prov.get("exact_unavailable", ""))
                 self._prov.setdefault("answer_spellings", answers.as_records(self.tokenizer))
@@ -302,7 +374,8 @@ class OpenAIModel:
         by_labels = {labels_key(labels, self.options.known_scale): r if r.startswith("multi-token")
                      else one_token for labels, (_, _, r) in self._rules.items()}  # fmt: skip
         rules = list(by_labels.values())
-        multi = any(r.startswith("multi-token") for r in rules)
+        walked = any("certified walk" in r for r in rules)
+        multi = any(r.startswith("multi-token") and "certified walk" not in r for r in rules)
         prov.update(
             backend="openai-compatible chat completions",
             source=f"openai:{self.spec.model}",
@@ -310,7 +383,8 @@ class OpenAIModel:
             served_model=self.spec.model,
             mode=self.mode,
             collection_protocol=PROTOCOL[self.mode]
-            + (f"; {MULTI_TOKEN_PROTOCOL}" if multi else ""),
+            + (f"; {MULTI_TOKEN_PROTOCOL}" if multi else "")
+            + (f"; {SERVER_WALK_PROTOCOL}" if walked else ""),
             decoding_rule=DECODING_RULE,
             api_key_env=self.spec.api_key_env,
             request=json.dumps(request, sort_keys=True)
@@ -327,6 +401,8 @@ class OpenAIModel:
             prov["answers_by_labels"] = by_labels
         prov["server_kind"] = self.kind
         prov["prompt_cache"] = PROMPT_CACHE.get(self.kind, "not controlled by xlikert")
+        if walked:
+            prov["walk_logprobs"] = self.spec.walk_logprobs
         if self.mode == "topk":
             prov["bounds"] = TOPK_BOUNDS_RULE
             prov["logprob_rtol"] = self.spec.logprob_rtol
@@ -345,6 +421,8 @@ class OpenAIModel:
         requests (:meth:`~.plan.RequestPlan.waves`): two requests per prompt in
         exact mode, one in top-k mode.
         """
+        if self._walking:
+            return self._score_walk(prompts)
         res = UnitResult.empty(len(prompts), self.options.sizes, bounded=self.mode == "topk")
         msgs = [messages(*p) for p in prompts]
         if self.answers is not None:
@@ -385,6 +463,48 @@ class OpenAIModel:
         for r, m in enumerate(msgs):
             rd.write_listing(res, r, listings[r])
             res.data["prompt_text"][r] = json.dumps(m, ensure_ascii=False)
+        return res
+
+    def _score_walk(self, prompts: Sequence[tuple[str, str]]) -> UnitResult:
+        """Word answers by the labels' walk on the server (:mod:`.walk`): each prompt's
+        nodes read from top-k listings, the unlisted mass added to the certified bounds;
+        temperature 1 with no nucleus measured, the rest of the decoding grid NaN."""
+        o, answers = self.options, self.answers
+        assert answers is not None and answers.trie is not None
+        setup = self._walk_setup()
+        if self.kind == "vllm":
+            reads = ContextReads(self.plan, answers)
+            texts = [json.dumps(messages(*p), ensure_ascii=False) for p in prompts]
+            heads: list[Any] = list(
+                self.pool.map(reads.prompt_ids, [messages(*p) for p in prompts])
+            )
+        else:
+            template = PromptTemplate(self.tokenizer, self.name)
+            texts = heads = [template.render(s, u) for s, u in prompts]
+        layout = answers.layout
+        points = None if layout is None else np.asarray(layout.columns) < layout.n_scores
+        out, walks = walk_prompts(
+            self.name, o, answers, self.tokenizer, (ServerWalk(setup, h) for h in heads),
+            grid=((1.0,), (1.0,)), finish=lambda r, w: cast(ServerWalk, r).widen(w, o.answer_tol, points),
+        )  # fmt: skip
+        res = UnitResult.empty(len(prompts), o.sizes, bounded=True, walk=True)
+        for key in ("pmf", "valid_mass", "nonsubstantive_mass", "script_mass", *BOUND_VARIABLES,
+                    *NONSUBSTANTIVE_BOUND_VARIABLES, *SCRIPT_BOUND_VARIABLES, *WALK_VARIABLES):  # fmt: skip
+            if key in out and key in res.data:
+                res.data[key][:] = out[key]
+        for t, temp in enumerate(o.temperatures):
+            for p, top_p in enumerate(o.top_ps):
+                if temp == 1.0 and top_p >= 1.0:  # measured: the full distribution
+                    res.data["decoding_pmf"][:, t, p] = out["decoding_pmf"][:, 0, 0]
+                    res.data["decoding_valid_mass"][:, t, p] = out["decoding_valid_mass"][:, 0, 0]
+        for b, w in enumerate(walks):
+            n = min(o.top_k, len(w.topk_id))
+            res.data["topk_token"][b, :n] = [
+                token_text(self.tokenizer, int(i)) for i in w.topk_id[:n]
+            ]
+            res.data["topk_token_id"][b, :n] = w.topk_id[:n]
+            res.data["topk_logprob"][b, :n] = w.topk_logprob[:n]
+            res.data["prompt_text"][b] = texts[b]
         return res
 
     def score_elicited(

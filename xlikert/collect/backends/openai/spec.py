@@ -32,6 +32,7 @@ _KEYS = {
     "trust_remote_code",
     "server",
     "logprob_rtol",
+    "walk_logprobs",
 }
 
 #: Server kinds with a known prompt cache (see :class:`~.plan.RequestPlan`), and how
@@ -67,6 +68,7 @@ class OpenAISpec:
     trust_remote_code: bool = False
     server: str = "auto"
     logprob_rtol: float = 2e-4
+    walk_logprobs: int = 20
 
     @property
     def public_url(self) -> str:
@@ -132,6 +134,7 @@ def _build(spec: dict[str, Any], name: str, model: str, base: str) -> OpenAISpec
         trust_remote_code=bool(spec.get("trust_remote_code", False)),
         server=str(spec.get("server", "auto")),
         logprob_rtol=float(spec.get("logprob_rtol", 2e-4)),
+        walk_logprobs=int(spec.get("walk_logprobs", 20)),
     )
 
 
@@ -143,6 +146,8 @@ def _check_values(out: OpenAISpec, where: str) -> None:
         raise CollectionError(f"{where}: server must be one of {list(kinds)}, got {out.server!r}")
     if not 0 <= out.logprob_rtol < 0.1:
         raise CollectionError(f"{where}: logprob_rtol must be in [0, 0.1), got {out.logprob_rtol}")
+    if out.walk_logprobs < 1:
+        raise CollectionError(f"{where}: walk_logprobs must be >= 1, got {out.walk_logprobs}")
     if out.concurrency < 1 or out.timeout <= 0 or out.max_retries < 0 or out.backoff < 0:
         raise CollectionError(
             f"{where}: need concurrency >= 1, timeout > 0, max_retries >= 0, backoff >= 0"
@@ -164,7 +169,9 @@ def parse_openai_spec(spec: dict[str, Any]) -> OpenAISpec:
     (``auto``/``vllm``/``llama.cpp``/``llama-cpp-python``/``other``: how the server's
     prompt cache is kept out of the numbers; ``auto`` reads ``GET /models``) and
     ``logprob_rtol`` (relative error of a reported probability, widening top-k
-    intervals; default 2e-4 for float32 servers).
+    intervals; default 2e-4 for float32 servers) and ``walk_logprobs`` (the tokens listed
+    per node when word answers are read by the labels' walk, :mod:`.walk`; default 20, as
+    many as the server allows: the more, the narrower the certified bounds).
 
     Raises
     ------

@@ -40,6 +40,14 @@ float32 logits row after each reply prefix (one request each, ``{"row": true}`` 
 xlikert's processor, all prefixes of a tree under one cache salt so that vLLM's prefix
 caching runs each from its parent's blocks; :class:`RowRequests`).
 
+Answers of several tokens (word labels, numbers of several digits) are read by the
+certified walk over the labels' trie (:mod:`xlikert.collect.answers.walk`), as in the
+transformers backend: each round's nodes (the prompt followed by each node's tokens) are
+requests of one cache salt per prompt's tree (:meth:`VLLMModel.node_reader`: vLLM's prefix
+caching runs each node from its parent's blocks), each whole float32 logits row read by
+xlikert's processor, and the walk applies :func:`~xlikert.kernels.readout.next_token_readout`
+to them: the same rows and rounds as the transformers backend, so the same nodes.
+
 The outline of a unit, the provenance, the end-of-turn rule and the dtype rules
 are shared with the transformers backend (:mod:`xlikert.collect.backends.inprocess`).
 """
@@ -52,7 +60,7 @@ import hashlib
 import os
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,8 +69,10 @@ from ....core.errors import CollectionError
 from ...answers.sequences import AnswerSequences
 from ...answers.spellings import answer_rule
 from ...answers.tokens import ValidTokens
+from ...answers.walk import NodeReader
 from ...foreign import Engine, Tokenizer
 from ...options import CollectOptions
+from ...progress import CellProgressFn
 from ...reasoning import check_reasoning
 from ...templates import PromptTemplate
 from ..inprocess import (
@@ -71,6 +81,7 @@ from ..inprocess import (
     ModelFiles,
     model_provenance,
     resolve_dtype,
+    walk_prompts,
 )
 from .guard import guard_advice, unguarded_main_script
 
@@ -327,6 +338,12 @@ class VLLMModel(InProcessModel):
     answers: AnswerSequences
 
     TRACE_SAMPLER = VLLM_TRACE_SAMPLER
+    walks_labels = True
+    #: Told after each round of a prompt's label walk (a run may show progress).
+    walk_progress: CellProgressFn | None = None
+    #: Trie nodes the label walks read, and the walks that spent their budget first.
+    walk_passes = 0
+    walks_short = 0
 
     def __init__(
         self, spec: dict[str, Any], options: CollectOptions, engine: Engine = None, *,
@@ -369,6 +386,7 @@ class VLLMModel(InProcessModel):
             tokenizer, options.known_scale, split_space=options.split_space,
             labels=options.labels_by_score, nonsubstantive=options.nonsubstantive_labels,
             scripts=options.numeral_scripts, max_positions=options.max_answer_positions,
+            walk=True,
         )  # fmt: skip
         self._ask: dict[str, Any] = {
             "need": [int(i) for i in self.answers.need],
@@ -437,8 +455,34 @@ class VLLMModel(InProcessModel):
         return f"<VLLMModel {self.name!r} answer_contexts={len(self.answers.contexts)}>"
 
     def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> dict[str, Any]:
-        """:meth:`_read` with the top-k listing, under the unit's own cache salt."""
-        return self._read(encoded, _salt(texts), top_k=self.options.top_k)
+        """:meth:`_read` with the top-k listing, under the unit's own cache salt; answers of
+        several tokens by the certified walk over their labels' trie, each prompt's nodes
+        under a salt of its own (:meth:`node_reader`)."""
+        if self.answers.trie is None:
+            return self._read(encoded, _salt(texts), top_k=self.options.top_k)
+        words = [w.decode("utf-8", "replace") for w in self.answers.trie.pieces.words]
+        readers = (self._node_reader(ids, _salt(["walk", *texts, str(b), *words]))
+                   for b, ids in enumerate(encoded))  # fmt: skip
+        out, walks = walk_prompts(self.name, self.options, self.answers, self.tokenizer,
+                                  readers, self.walk_progress)  # fmt: skip
+        self.walk_passes += sum(w.passes for w in walks)
+        self.walks_short += sum(not w.tol_met for w in walks)
+        return out
+
+    def node_reader(self, prompt: Sequence[int]) -> tuple[NodeReader, Callable[[], None]]:
+        """A reader of the float32 logits rows after ``prompt`` and each node's tokens, every
+        node a request under one cache salt of this tree (vLLM's prefix caching runs it from
+        its parent's blocks), and its ``close`` (nothing to drop: vLLM's cache evicts by
+        itself; :meth:`~xlikert.collect.protocol.LabelWalkingModel.node_reader`)."""
+        return self._node_reader(prompt, _salt(["walk", *map(str, prompt)])), lambda: None
+
+    def _node_reader(self, prompt: Sequence[int], salt: str) -> NodeReader:
+        head = [int(t) for t in prompt]
+
+        def read(nodes: Sequence[tuple[int, ...]], keep: Sequence[bool]) -> np.ndarray:
+            return self._rows([head + [int(t) for t in n] for n in nodes], salt)
+
+        return read
 
     def _read(self, encoded: list[list[int]], salt: str, top_k: int = 0) -> dict[str, np.ndarray]:
         """Item PMFs, valid masses, the decoding grid and (``top_k``) the top-k tokens
@@ -446,6 +490,14 @@ class VLLMModel(InProcessModel):
         xlikert's logits processor in the engine (:mod:`xlikert.collect.backends.vllm.readout`)."""
         from .readout import EXTRA_ARG
 
+        if not self.answers.sequences:
+            raise CollectionError(
+                f"model {self.name!r}: this path reads every spelling of the answers, and these "
+                "labels have more than max_answer_positions tokens of spellings (the walk that "
+                "reads them after a prompt does not yet serve sequential administration, "
+                "reasoning or elicitation on vLLM): answer with codes or letters, use shorter "
+                "labels, or raise max_answer_positions"
+            )
         contexts = self.answers.contexts
         reqs, params, keys = [], [], []
         for ids in encoded:

@@ -1,0 +1,87 @@
+"""The labels' walk on the in-process vLLM engine equals the transformers backend's (issue 50).
+
+Four English labels on SmolLM2-135M ("Strongly agree" ... "Strongly disagree", spelled in
+thousands of ways: only the walk reads them), one prompt, ``answer_tol = 1e-3``: the live
+engine of ``tests/support/vllm_jobs.py`` (its job ``walk``) and the transformers backend on
+the same float32 weights read the same nodes (the same passes) and give the same masses
+and bounds within float noise; each backend's point lies within the other's bounds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from support.vllm_jobs import WALK, walk_options
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from xlikert.collect.backends.transformers import LocalModel, load_model
+
+
+def test_in_process_vllm_walks_the_labels_as_transformers(vllm_in_process, tmp_path):
+    out = tmp_path / "walk.json"
+    res = vllm_in_process.run("walk", out)
+    assert res.ok, res.error
+    v = {
+        k: np.asarray(x) if isinstance(x, list) else x
+        for k, x in json.loads(out.read_text()).items()
+    }
+    assert v["rule"].startswith("multi-token (certified walk")
+    m = LocalModel(load_model("smollm2-135m-instruct", range(1, 8)), walk_options())
+    text = m.template.render(WALK["system"], WALK["user"])
+    assert m.template.encode(text) == v["ids"].tolist()
+    t = m.read_prompts([text], [v["ids"].tolist()])
+    assert not m.answers.sequences  # the spellings are too many to list: the walk reads them
+    # the same rounds of the same nodes, each backend's tolerance met
+    assert int(v["answer_passes"][0]) == int(t["answer_passes"][0]) == v["walk_passes"]
+    assert int(v["answer_tol_met"][0]) == int(t["answer_tol_met"][0]) == 1
+    keys = ("pmf", "valid_mass", "pmf_lower", "pmf_upper", "valid_mass_lower",
+            "valid_mass_upper", "canonical_pmf", "canonical_valid_mass", "decoding_pmf")  # fmt: skip
+    diff = {k: float(np.nanmax(np.abs(v[k] - t[k]))) for k in keys}
+    print("max |vLLM - transformers|:", {k: f"{d:.2g}" for k, d in diff.items()})
+    for k in keys:  # float32 rows of two engines: noise of 1e-7 on a mass of 1e-2
+        np.testing.assert_allclose(v[k], t[k], atol=1e-5, rtol=0, err_msg=k)
+    np.testing.assert_allclose(v["answer_error"], t["answer_error"], atol=1e-6, rtol=0)
+    noise = 1e-5  # the PMF's float noise between the engines (3.3e-6 seen)
+    for a, b in ((v, t), (t, v)):  # each point within the other's certified bounds
+        assert np.all(b["pmf_lower"] - noise <= a["pmf"]) and np.all(
+            a["pmf"] <= b["pmf_upper"] + noise
+        )
+        assert (
+            b["valid_mass_lower"][0] - noise
+            <= a["valid_mass"][0]
+            <= b["valid_mass_upper"][0] + noise
+        )
+
+
+def test_vllm_server_walk_bounds_hold_the_transformers_reading(vllm_server, smollm2_folder):
+    """The same labels on vLLM's server (the same float32 weights): each node a token-id
+    ``/completions`` request listing its 64 most probable tokens by id; the stored bounds
+    hold the transformers backend's walk to a tighter tolerance."""
+    from xlikert.collect.backends.openai import OpenAIModel, parse_openai_spec
+
+    spec = parse_openai_spec({"name": "m", "source": "openai:smol", "base_url": vllm_server.url,
+                              "tokenizer": str(smollm2_folder), "walk_logprobs": 64})  # fmt: skip
+    opts = walk_options().replace(answer_max_passes=64)
+    m = OpenAIModel.open(spec, opts, (WALK["system"], WALK["user"]))
+    try:
+        r = m.score([(WALK["system"], WALK["user"])])
+    finally:
+        m.close()
+    d = {k: np.asarray(v)[0] for k, v in r.data.items()}
+    assert r.mode == "topk" and 0 < int(d["answer_passes"]) <= 64
+    t = LocalModel(load_model("smollm2-135m-instruct", range(1, 8)),
+                   walk_options().replace(answer_tol=1e-5))  # fmt: skip
+    text = t.template.render(WALK["system"], WALK["user"])
+    ref = {
+        k: np.asarray(v)[0] for k, v in t.read_prompts([text], [t.template.encode(text)]).items()
+    }
+    print(f"vLLM server: valid mass [{d['valid_mass_lower']:.6f}, {d['valid_mass_upper']:.6f}], "
+          f"pmf widths {np.round(d['pmf_upper'] - d['pmf_lower'], 4)}, {int(d['answer_passes'])} "
+          f"passes; transformers: valid mass {ref['valid_mass']:.6f}")  # fmt: skip
+    err = float(ref["answer_error"]) + 1e-5  # float noise between the engines
+    assert d["valid_mass_lower"] - err <= ref["valid_mass"] <= d["valid_mass_upper"] + err
+    assert np.all(d["pmf_lower"] - err <= ref["pmf"]) and np.all(ref["pmf"] <= d["pmf_upper"] + err)
