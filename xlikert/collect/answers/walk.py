@@ -12,8 +12,9 @@ down, one next-token read a node, the nodes of largest unread mass first:
   the label the node completes (if any), the rest to failure;
 * an unread node's mass is certified: each label's mass lies in ``[read, read + the
   unread mass of the nodes consistent with it]`` (:func:`mass_bounds`);
-* nodes are read in rounds of :data:`ROUND_NODES`, the frontier's largest first (ties by
-  token ids), so a backend of any batch size reads the same nodes; the walk stops when
+* nodes are read in rounds, the frontier's largest first (ties by token ids), each the
+  fewest that could meet ``tol`` (at most :data:`ROUND_NODES`; :meth:`_Walker.round_size`),
+  so a backend of any batch size reads the same nodes; the walk stops when
   the certified width is at most ``tol`` or the pass budget is spent. ``tol = 0`` reads
   every node of positive mass: the exhaustive rule itself.
 
@@ -38,6 +39,7 @@ from .trie import LabelTrie
 
 __all__ = [
     "ROUND_NODES",
+    "WALK_ROUNDS",
     "WALK_RULE",
     "LabelWalk",
     "NodeReader",
@@ -46,17 +48,27 @@ __all__ = [
     "walk_readout",
 ]
 
-#: Nodes read per round (fewer in the last round of a budget): fixed, so that every
+#: The most nodes one round reads (fewer where fewer could meet ``answer_tol``, and in the
+#: last round of a budget): the rounds depend on the masses read alone, so that every
 #: backend and batch size reads the same nodes.
 ROUND_NODES = 64
+
+#: The version of the rule that picks each round's nodes (:data:`WALK_RULE`), part of
+#: every cell's key (:func:`~xlikert.collect.run.identity.numbers_options`): 1 read
+#: rounds of 64 nodes always; 2 reads the fewest that could meet ``answer_tol``.
+WALK_ROUNDS = 2
 
 #: How the walk reads a rule's labels; stored in the results' attrs.
 WALK_RULE = (
     "word answers by a best-first walk over the labels' token trie: a node is a token prefix "
     "whose bytes are a prefix of some label; a read (log-softmax over the whole vocabulary) "
     "gives each child token's mass, the completed label's mass times P(next token does not "
-    f"go on) and failure; rounds of {ROUND_NODES} nodes of largest unread mass (any column of "
-    "the decoding grid; ties by token ids) until the unread mass (counted once per label "
+    "go on) and failure; in rounds of the nodes of largest unread mass (any column of the "
+    "decoding grid; ties by token ids), each round the fewest of them whose reading could "
+    "bring the unread mass to answer_tol in every column (at temperature 1, answer_tol times "
+    "the valid mass's upper end), were their children of mass 0: at least 1, at most "
+    f"{ROUND_NODES}, all {ROUND_NODES} at answer_tol = 0 (rounds version {WALK_ROUNDS}); "
+    "until the unread mass (counted once per label "
     "consistent with a node where labels overlap) is <= answer_tol in every column and the "
     "pmf's interval at temperature 1 is no wider, or "
     "answer_max_passes nodes are read; each mass lies in [read, read + unread mass of the "
@@ -231,6 +243,13 @@ class _Frontier:
         """The nodes ``keys`` (those unread), out of the frontier, in key order."""
         return [self.live.pop(k) for k in sorted(keys) if k in self.live]
 
+    def ordered_arrays(self, trie: LabelTrie, G: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`arrays` in the order :meth:`pop` takes the nodes."""
+        nodes = sorted(self.live.values(), key=lambda n: (-float(n.mass.max()), n.tokens))
+        mass = np.array([n.mass for n in nodes]).reshape(len(nodes), G)
+        mask = np.array([trie.mask(n.data) for n in nodes]).reshape(len(nodes), len(trie.scale))
+        return mass, mask
+
     def arrays(self, trie: LabelTrie, G: int) -> tuple[np.ndarray, np.ndarray]:
         nodes = list(self.live.values())
         mass = np.array([n.mass for n in nodes]).reshape(len(nodes), G)
@@ -294,7 +313,7 @@ def walk_labels(
         Per answer, the token ids of its label's canonical tokenization (None: none):
         the prefixes the walk did not read are read after it, so that their mass is known.
     round_nodes
-        Nodes per round.
+        The most nodes a round reads (:data:`ROUND_NODES`).
     progress
         Told after each round how far the walk is (passes out of ``max_passes``, the
         width reached, the unread mass at temperature 1, the time since it started:
@@ -316,7 +335,7 @@ def walk_labels(
             clock(passes=w.passes, bound=width, unread=unread)
         if (w.rounds and width <= tol) or left <= 0 or not w.frontier.live:
             break
-        w.run(w.frontier.pop(min(round_nodes, left)))
+        w.run(w.frontier.pop(min(w.round_size(tol, round_nodes), left)))
     w.read_canonical()  # reads only narrow the bound
     width = w.width()
     return w.result(width, width <= tol)
@@ -343,6 +362,30 @@ class _Walker:
 
     def width(self) -> float:
         return _width(self.trie, self.frontier, self.read, self.G, self.disjoint, self.points)
+
+    def round_size(self, tol: float, cap: int) -> int:
+        """How many of the frontier's largest nodes (in the order :meth:`_Frontier.pop` takes
+        them) the next round reads: the fewest whose reading could bring the unread mass
+        within ``tol`` in every column (at temperature 1 within ``tol`` times the valid
+        mass's upper end, as the PMF's interval asks), were their children all of mass 0;
+        at least 1, at most ``cap``; ``cap`` at ``tol = 0``."""
+        if tol <= 0:
+            return cap
+        mass, mask = self.frontier.ordered_arrays(self.trie, self.G)
+        if not self.disjoint:
+            mass = mass * mask.sum(1)[:, None]
+        target = np.full(self.G, tol)
+        unread = mass[:, 0].sum()
+        if self.points is not None:  # the valid mass: read, and unread on the item's points
+            unread = mass[mask[:, self.points].any(1), 0].sum()
+        code = np.zeros(len(self.trie.scale))
+        np.add.at(code, self.trie.word_code, self.read[0])
+        valid = code[self.points].sum() if self.points is not None else code.sum()
+        target[0] *= min(1.0, float(valid + unread))
+        rest = mass.sum(0) - np.cumsum(mass, 0)  # (N, G): unread after the first k + 1
+        ok = np.flatnonzero((rest <= target).all(1))
+        k = int(ok[0]) + 1 if ok.size else len(mass)
+        return max(1, min(cap, k))
 
     def run(self, nodes: list[_Node]) -> None:
         """Read ``nodes`` (one round): completions, children, the rest failure."""
