@@ -276,7 +276,8 @@ class LocalModel(InProcessModel):
         # a round in one pass: a forward's cost on a CPU is mostly reading the weights
         with TreeReader(self.scorer, [[]], 1, _logits_rows, max(self.batch_size, ROUND_NODES),
                         max_bytes=WALK_BYTES) as tr:  # fmt: skip
-            if P:
+            # the shared prefix from the scorer's (kept across units, as codes read it)
+            if P and not tr.adopt(encoded[0][:P], self.scorer.prefix_state(encoded[0][:P])):
                 tr.prefill([encoded[0][:P]])
             for ids in encoded:
                 walks.append(walk_labels(
