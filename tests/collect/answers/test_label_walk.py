@@ -128,6 +128,28 @@ def test_walk_to_tol_0_equals_brute_force(tok, exact):
     assert w.passes == len(nodes)
 
 
+def test_walk_reading_the_canonical_spellings_first_equals_brute_force(tok, exact):
+    """The root's round reads the canonical spellings' nodes too, before their masses are
+    known: to tol 0 the same masses, each node read once; pruned, within the bounds."""
+    logits, mass, seqs = exact
+    scale = tuple(LABELS)
+    trie = LabelTrie(spelling_pieces(tok, scale, LABELS), scale)
+    canon = trie.canonical(tok)
+    calls: list = []
+    w = walk_labels(trie, reader(logits, calls), tol=0.0, max_passes=10**6, canonical=canon,
+                    temperatures=GRID[0], top_ps=GRID[1])  # fmt: skip
+    ahead = {c[:k] for c in canon if c for k in range(1, len(c) + 1)}
+    assert calls[0][0] == () and set(map(tuple, calls[0][1:])) == ahead
+    np.testing.assert_allclose(w.read, mass, rtol=1e-12, atol=1e-300)
+    nodes = {s[:k] for ss in seqs.values() for s in ss for k in range(len(s) + 1)}
+    read = [tuple(n) for c in calls for n in c]
+    assert len(read) == len(set(read)) == w.passes and set(read) >= nodes
+    pruned = walk_labels(trie, reader(logits), tol=1e-3, max_passes=10**6, canonical=canon)
+    b = pruned.bounds()
+    assert np.all(b["mass_lower"][0] <= mass[0] + 1e-15)
+    assert np.all(mass[0] <= b["mass_upper"][0] + 1e-15)
+
+
 @pytest.mark.parametrize("tol", [1e-1, 1e-2, 1e-3, 1e-5])
 def test_pruned_walk_holds_the_exact_masses_within_its_bounds(tok, exact, tol):
     logits, mass, _ = exact
