@@ -22,6 +22,10 @@ Usage::
     python benchmarks/bench_labels.py                 # the default cases, 2 items each
     python benchmarks/bench_labels.py --cases all     # English 5 and 7 labels on three models too
     python benchmarks/bench_labels.py --cases qwen-en7 --tols 1e-4
+    python benchmarks/bench_labels.py --cost          # the cost cases: 1e-4, one item
+
+Each timing is stored with the machine's 1-minute load average before and after it
+(``load_avg``): a figure taken beside other work is loose.
 """
 
 from __future__ import annotations
@@ -82,6 +86,9 @@ CASES: dict[str, tuple[str, list[str] | None, list[str], str]] = {
     "gemma-en5": (GEMMA, EN5, ITEMS_EN, "en"),
 }
 DEFAULT_CASES = ["qwen-en7", "qwen-zh4", "qwen-ess", "smol-vote"]
+#: The cases of the issue's cost figures (``--cost``): seven English labels and four Chinese
+#: ones against codes, and a 0-10 item (numbers of two digits, by the walk) against 1-7.
+COST_CASES = ["qwen-en7", "qwen-zh4", "qwen-ess"]
 
 
 def systems(labels: list[str] | None, lang: str) -> tuple[str, str, int]:
@@ -117,17 +124,24 @@ def child(case: str, tols: list[float], n_items: int, budget: int, exhaustive: b
     load_s = time.perf_counter() - t0
     sys_labels, sys_codes, n = systems(labels, lang)
 
-    def run(opts, system):
+    loads, rounds = {}, {}
+
+    def run(opts, system, name):
         m = LocalModel(lm, opts)
         texts = [m.template.render(system, u) for u in items]
         enc = [m.template.encode(t) for t in texts]
         m.read_prompts(texts[:1], enc[:1])  # warm (and the prefix-cache check)
+        seen = []
+        m.walk_progress = seen.append  # told once a round of each prompt's walk
+        before = os.getloadavg()[0]
         start = time.perf_counter()
         out = m.read_prompts(texts, enc)
+        loads[name] = [before, os.getloadavg()[0]]  # the machine's load, 1-min average
+        rounds[name] = len(seen)
         return out, (time.perf_counter() - start) / len(items)
 
     codes_scale = tuple(range(1, 8)) if labels is None else tuple(range(1, n + 1))
-    _, codes_s = run(CollectOptions(scale=codes_scale), sys_codes)
+    _, codes_s = run(CollectOptions(scale=codes_scale), sys_codes, "codes")
     rss_codes = _rss_mb()
     rows = []
     walk_tols = [*tols, *([0.0] if exhaustive else [])]
@@ -139,7 +153,7 @@ def child(case: str, tols: list[float], n_items: int, budget: int, exhaustive: b
         else:
             opts = CollectOptions(scale=tuple(range(1, n + 1)), answer_labels=tuple(labels),
                                   answer_tol=tol, answer_max_passes=budget)  # fmt: skip
-        out, s = run(opts, sys_labels)
+        out, s = run(opts, sys_labels, "walk")
         rows.append({
             "answer_tol": tol, "seconds_per_prompt": s, "x_codes": s / codes_s,
             "passes_per_prompt": float(out["answer_passes"].mean()),
@@ -150,9 +164,11 @@ def child(case: str, tols: list[float], n_items: int, budget: int, exhaustive: b
             "canonical_valid_mass": out["canonical_valid_mass"].tolist(),
             "pmf": out["pmf"].tolist(), "canonical_pmf": out["canonical_pmf"].tolist(),
             "peak_rss_mb": _rss_mb(), "peak_rss_above_codes_mb": _rss_mb() - rss_codes,
+            "rounds_per_prompt": rounds["walk"] / len(items), "load_avg": loads["walk"],
         })  # fmt: skip
     return {"case": case, "model": model, "labels": labels, "items": items, "load_s": load_s,
             "codes_seconds_per_prompt": codes_s, "codes_peak_rss_mb": rss_codes,
+            "codes_load_avg": loads["codes"],
             "budget": budget, "walk": rows}  # fmt: skip
 
 
@@ -164,6 +180,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--budget", type=int, default=4096, help="answer_max_passes")
     ap.add_argument("--exhaustive", default="qwen-zh4,smol-vote",
                     help="cases also read at answer_tol = 0 ('' for none)")  # fmt: skip
+    ap.add_argument("--cost", action="store_true",
+                    help="only the issue's cost cases (" + ",".join(COST_CASES) + ") at "
+                    "answer_tol 1e-4, one item, no exhaustive reading")  # fmt: skip
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None)
     return ap.parse_args()
@@ -176,25 +195,35 @@ def render(d: dict[str, Any]) -> list[str]:
     rows = []
     for r in d["cases"]:
         rows.append([r["case"], "codes", "", f"{r['codes_seconds_per_prompt']:.2f}", "1.0", "",
-                     "", "", f"{r['codes_peak_rss_mb']:.0f}"])  # fmt: skip
+                     "", "", f"{r['codes_peak_rss_mb']:.0f}", _load(r.get("codes_load_avg"))])  # fmt: skip
         for w in r["walk"]:
             miss = sum(w["valid_mass"]) - sum(w["canonical_valid_mass"])
+            rounds = w.get("rounds_per_prompt")
             rows.append([
                 "", "walk", f"{w['answer_tol']:.0e}", f"{w['seconds_per_prompt']:.2f}",
-                f"{w['x_codes']:.1f}", f"{w['passes_per_prompt']:.0f}",
+                f"{w['x_codes']:.1f}", f"{w['passes_per_prompt']:.0f}"
+                + ("" if rounds is None else f" / {rounds:.0f}"),
                 f"{w['answer_error_max']:.1e}" + ("" if w["tol_met"] else " (not met)"),
                 f"{miss / len(w['valid_mass']):.4f}", f"+{w['peak_rss_above_codes_mb']:.0f}",
+                _load(w.get("load_avg")),
             ])  # fmt: skip
-    header = ["case", "reading", "answer_tol", "s/prompt", "x codes", "passes", "width",
-              "missed by canonical", "peak RSS MB"]  # fmt: skip
+    header = ["case", "reading", "answer_tol", "s/prompt", "x codes", "passes / rounds",
+              "width", "missed by canonical", "peak RSS MB", "load"]  # fmt: skip
     lines = table(header, rows)
     if d.get("failed"):
         lines += [f"failed: {', '.join(sorted(d['failed']))}", ""]
     return lines
 
 
+def _load(avg: list[float] | None) -> str:
+    """The machine's 1-minute load average before and after a timing ("" where not kept)."""
+    return "" if not avg else f"{avg[0]:.1f}-{avg[1]:.1f}"
+
+
 def main() -> int:
     args = parse_args()
+    if args.cost:
+        args.cases, args.tols, args.items, args.exhaustive = ",".join(COST_CASES), "1e-4", 1, ""
     tols = [float(t) for t in args.tols.split(",") if t]
     if args.child:
         print(json.dumps(child(args.child, tols, args.items, args.budget,

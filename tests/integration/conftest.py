@@ -63,6 +63,12 @@ def qwen_folder() -> Path:
 
 
 @pytest.fixture(scope="session")
+def gemma_folder() -> Path:
+    """The offline Gemma 3 270M base, dequantised (float32 Hugging Face folder)."""
+    return engines.zoo_folder("gemma-3-270m")
+
+
+@pytest.fixture(scope="session")
 def vllm_server(smollm2_folder, tmp_path_factory):
     """vLLM's OpenAI-compatible server (CPU build) serving SmolLM2 as ``smol``."""
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -27,6 +28,8 @@ from xlikert.collect.options import CollectOptions
 EN7 = ("Strongly disagree", "Disagree", "Somewhat disagree", "Neither agree nor disagree",
        "Somewhat agree", "Agree", "Strongly agree")  # fmt: skip
 ITEM = "Purchasing foreign-made products is un-American."
+FOLDERS = {"qwen2.5-coder-0.5b-instruct": "qwen_folder", "smollm2-135m-instruct": "smollm2_folder",
+           "gemma-3-270m": "gemma_folder"}  # fmt: skip
 
 
 def _read(lm, labels: tuple[str, ...], system: str, user: str, **opts):
@@ -78,15 +81,18 @@ def test_smollm2_candidates_walk_equals_the_listing():
 
 
 @pytest.mark.costly
-@pytest.mark.parametrize("model", ["qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct",
-                                   "gemma-3-270m"])  # fmt: skip
+@pytest.mark.parametrize("model", list(FOLDERS))
 def test_seven_english_labels_run_within_their_bounds(model, request):
-    request.getfixturevalue("qwen_folder" if model.startswith("qwen") else "smollm2_folder")
+    request.getfixturevalue(FOLDERS[model])
     lm = load_model(model, range(1, 8))
     system = "You are a respondent in a survey. Respond with ONLY one of: " + ", ".join(EN7)
+    start = time.perf_counter()
     _, _, tight = _read(lm, EN7, system, ITEM, answer_tol=1e-8, answer_max_passes=4096)
+    took = {1e-8: time.perf_counter() - start}
     for tol in (1e-2, 1e-4):
+        start = time.perf_counter()
         _, _, out = _read(lm, EN7, system, ITEM, answer_tol=tol)
+        took[tol] = time.perf_counter() - start
         assert int(out["answer_tol_met"][0]) == 1 and float(out["answer_error"][0]) <= tol
         # the tighter reading lies within this one's bounds (its own width added)
         slack = float(tight["answer_error"][0]) + 1e-9
@@ -99,4 +105,5 @@ def test_seven_english_labels_run_within_their_bounds(model, request):
     missed = float(tight["valid_mass"][0] - tight["canonical_valid_mass"][0])
     print(f"{model}: valid mass {float(tight['valid_mass'][0]):.6f}, canonical spellings "
           f"{float(tight['canonical_valid_mass'][0]):.6f}, missed {missed:.6f}, "
-          f"{int(tight['answer_passes'][0])} passes")  # fmt: skip
+          f"{int(tight['answer_passes'][0])} passes; seconds by answer_tol "
+          f"{ {f'{t:g}': round(s, 1) for t, s in took.items()} }")  # fmt: skip

@@ -20,7 +20,9 @@ The torch twin that runs the same readout on the accelerator is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -113,21 +115,6 @@ def scale_mass(token_prob: np.ndarray, token_score: np.ndarray, n_scores: int) -
     return out
 
 
-def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Log-probabilities over the last axis, in float64.
-
-    Examples
-    --------
-    >>> np.exp(_log_softmax(np.array([0.0, np.log(3.0)])))
-    array([0.25, 0.75])
-    """
-    z = np.asarray(logits, dtype=np.float64)
-    m = z.max(-1, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    out: np.ndarray = z - (m + np.log(np.exp(z - m).sum(-1, keepdims=True)))
-    return out
-
-
 def next_token_readout(
     logits: np.ndarray,
     need: np.ndarray,
@@ -141,6 +128,14 @@ def next_token_readout(
     The one place the transformers backend and the vLLM logits processor
     (:mod:`xlikert.collect.backends.vllm.readout`) turn logits into numbers, so both give
     the same numbers from the same row.
+
+    The numbers are those of :func:`nucleus_logprobs` (its plain form, the twin the tests
+    hold this against) read in fewer passes over the vocabulary: one ``exp`` pass per
+    temperature, shared by the raw log-softmax (temperature 1), the grid's normaliser and
+    the pooled column (a dot product with the pooled tokens' counts); the nucleus from a
+    head of the row found in one comparison pass (:func:`_nucleus_from_levels`). The
+    columns of ``need`` are bit for bit those of the plain form; the pooled column differs
+    by round-off only (its sum taken in another order).
 
     Parameters
     ----------
@@ -170,15 +165,23 @@ def next_token_readout(
     >>> np.exp(raw).round(6).tolist(), np.exp(grid).round(6).ravel().tolist(), ids.tolist()
     ([[0.2]], [0.0], [0, 1])
     """
-    logp = _log_softmax(logits)
-    raw = logp[:, need]
+    z = np.asarray(logits, dtype=np.float64)
+    need = np.asarray(need, dtype=np.intp)
+    temps, tops = _checked_grid(temperatures, top_ps)
+    weight = None
     if pooled is not None:
-        raw = np.concatenate([raw, logsumexp(logp[:, np.asarray(pooled, dtype=np.intp)])], -1)
-    grid = nucleus_logprobs(logits, need, temperatures, top_ps, pooled=pooled)
-    k = min(int(top_k), logp.shape[-1])
+        weight = np.bincount(np.asarray(pooled, dtype=np.intp).ravel(), minlength=z.shape[-1])
+        weight = weight.astype(np.float64)
+    levels = _levels(z, sorted({1.0, *temps}), weight)
+    lse1, pool1 = levels[1.0]
+    raw = z[..., need] - lse1
+    if weight is not None:
+        raw = np.concatenate([raw, pool1[..., None]], -1)
+    grid = _grid_from_levels(z, need, temps, tops, levels, weight)
+    k = min(int(top_k), z.shape[-1])
     if k <= 0:
         return raw, grid, np.empty(0, dtype=np.int64), np.empty(0)
-    first = logp[0]  # context () is the prompt itself
+    first = z.reshape(-1, z.shape[-1])[0] - lse1.reshape(-1)[0]  # context (): the prompt
     # the k largest, ties by id: every value above the k-th largest, then the lowest
     # ids among those equal to it (argpartition alone picks tied ids arbitrarily)
     kth = first[np.argpartition(-first, k - 1)[k - 1]]
@@ -186,6 +189,213 @@ def next_token_readout(
     ids = np.concatenate([above, np.flatnonzero(first == kth)[: k - above.size]])
     ids = ids[np.argsort(-first[ids], kind="stable")]
     return raw, grid, ids, first[ids]
+
+
+def _checked_grid(
+    temperatures: Sequence[float] | np.ndarray, top_ps: Sequence[float] | np.ndarray
+) -> tuple[list[float], list[float]]:
+    """The grid as floats, each temperature > 0 and each top_p in (0, 1] (else an error
+    naming the value)."""
+    temps = [float(t) for t in temperatures]
+    tops = [float(p) for p in top_ps]
+    for t in temps:
+        if not t > 0:
+            raise XlikertError(f"temperature must be > 0, got {t}")
+    for p in tops:
+        if not 0 < p <= 1:
+            raise XlikertError(f"top_p must be in (0, 1], got {p}")
+    return temps, tops
+
+
+def _levels(
+    z: np.ndarray, temps: Sequence[float], weight: np.ndarray | None
+) -> dict[float, tuple[np.ndarray, np.ndarray]]:
+    """Per temperature ``T``: ``logsumexp(z / T)`` ``(..., 1)``, computed as :func:`logsumexp`
+    computes it (the same floats: ``max(z / T)`` is ``max(z) / T``), and the pooled tokens'
+    log-probability at ``T`` ``(...)`` (``-inf`` where they have none; zeros without
+    ``weight``). One ``exp`` pass over the vocabulary each; the rows in a few chunks on
+    threads (numpy lets go of the GIL; each row's sums are the same in any chunk)."""
+    lead, V = z.shape[:-1], z.shape[-1]
+    z2 = z.reshape(-1, V)
+    lse = np.empty((z2.shape[0], len(temps)))
+    pool = np.zeros((z2.shape[0], len(temps)))
+    step = max(1, -(-z2.shape[0] // _THREADS))
+    parts = [slice(a, a + step) for a in range(0, z2.shape[0], step)]
+
+    def work(part: slice) -> None:
+        lse[part], pool[part] = _levels_rows(z2[part], temps, weight)
+
+    if len(parts) > 1:
+        list(_pool().map(work, parts))
+    else:
+        for part in parts:
+            work(part)
+    return {t: (lse[:, i].reshape(*lead, 1), pool[:, i].reshape(lead))
+            for i, t in enumerate(temps)}  # fmt: skip
+
+
+#: Threads :func:`_levels` spreads its rows over (at most 4: the passes are memory bound).
+_THREADS = max(1, min(4, os.cpu_count() or 1))
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process's thread pool for :func:`_levels`, started on first use."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(_THREADS, thread_name_prefix="xlikert-readout"))
+    return _POOL[0]
+
+
+def _levels_rows(
+    z: np.ndarray, temps: Sequence[float], weight: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_levels` of ``(R, V)`` rows: ``(R, len(temps))`` normalisers and pooled
+    log-probabilities."""
+    m = z.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    buf = np.empty_like(z)
+    lse = np.empty((z.shape[0], len(temps)))
+    pool = np.zeros((z.shape[0], len(temps)))
+    for i, temp in enumerate(temps):
+        mt = m / temp
+        if temp == 1.0:  # z / 1.0 is z
+            np.subtract(z, mt, out=buf)
+        else:
+            np.divide(z, temp, out=buf)
+            np.subtract(buf, mt, out=buf)
+        np.exp(buf, out=buf)
+        total = buf.sum(-1, keepdims=True)
+        lse[:, i] = (mt + np.log(total))[:, 0]
+        if weight is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                pool[:, i] = np.log(buf @ weight) - np.log(total[:, 0])
+    return lse, pool
+
+
+def _grid_from_levels(
+    z: np.ndarray,
+    need: np.ndarray,
+    temps: list[float],
+    tops: list[float],
+    levels: dict[float, tuple[np.ndarray, np.ndarray]],
+    weight: np.ndarray | None,
+) -> np.ndarray:
+    """:func:`nucleus_logprobs` over the full vocabulary from :func:`_levels`: ``(...,
+    T, P, len(need) [+ 1])``."""
+    n = need.size
+    pooled = weight is not None
+    out = np.full((*z.shape[:-1], len(temps), len(tops), n + pooled), np.nan)
+    zn = z[..., need]
+    for ti, temp in enumerate(temps):
+        lse, pool = levels[temp]
+        for pi, top_p in enumerate(tops):
+            if top_p >= 1:
+                out[..., ti, pi, :n] = zn / temp - lse
+                if pooled:
+                    out[..., ti, pi, n] = pool
+    cut = [pi for pi, p in enumerate(tops) if p < 1]
+    if not cut:
+        return out
+    rows = int(np.prod(z.shape[:-1], dtype=np.int64))
+    z2, zn2 = z.reshape(rows, z.shape[-1]), zn.reshape(rows, n)
+    out2 = out.reshape(rows, len(temps), len(tops), out.shape[-1])
+    lse2 = np.stack([levels[t][0].reshape(rows) for t in temps], -1)  # (rows, T)
+    heads, stages = _nucleus_heads(z2, temps, lse2, max(tops[pi] for pi in cut))
+    cut_tops = [tops[pi] for pi in cut]
+    for r in range(rows):
+        vals = None
+        for stage in range(stages):  # a wider head until it holds every nucleus
+            vals = _nucleus_row(heads(r, stage), z2[r], zn2[r], weight, temps, lse2[r], cut_tops)
+            if vals is not None:
+                break
+        assert vals is not None  # the whole row always does
+        out2[r][:, cut] = vals[:, :, : out.shape[-1]]
+    return out
+
+
+def _nucleus_heads(
+    z2: np.ndarray, temps: list[float], lse2: np.ndarray, top_p: float
+) -> tuple[Callable[[int, int], tuple[np.ndarray, np.ndarray, float]], int]:
+    """``(r, stage) -> (values, ids, rest)``: row ``r``'s values above a cut, in descending
+    order (ties by id), their ids, and the largest value left out; and the stages' number.
+
+    The caller tries the stages in turn until a head holds every nucleus
+    (:func:`_nucleus_row` checks: each nucleus ends inside the head at a value strictly
+    above ``rest``, so a cut only saves work). Stage ``s`` cuts where every token below
+    has probability under :data:`_HEAD_FLOORS` ``[s]`` at every temperature (1e-3: at most a
+    thousand tokens a temperature, usually a handful), then under ``(1 - top_p) / (2 V)``
+    (so the head holds at least ``(1 + top_p) / 2`` of the mass but for round-off); the
+    last stage is the whole row."""
+    V = z2.shape[1]
+    T = np.asarray(temps)
+    with np.errstate(divide="ignore"):
+        floors = [*np.log(_HEAD_FLOORS), np.log((1.0 - top_p) / (2.0 * V))]
+    cuts = []
+    for floor in floors:
+        cut = np.min(T * (lse2 + floor), axis=-1)  # (rows,)
+        cuts.append(np.where(np.isnan(cut), -np.inf, cut))
+    above = z2 > cuts[0][:, None]  # the first stage of every row at once
+    rest = np.max(z2, axis=-1, where=~above, initial=-np.inf)
+
+    def head(r: int, stage: int) -> tuple[np.ndarray, np.ndarray, float]:
+        if stage == 0:
+            return _sorted_row(z2[r], np.flatnonzero(above[r]), float(rest[r]))
+        if stage < len(cuts):
+            wide = z2[r] > cuts[stage][r]
+            left = float(np.max(z2[r], where=~wide, initial=-np.inf))
+            return _sorted_row(z2[r], np.flatnonzero(wide), left)
+        return _sorted_row(z2[r], np.arange(V), -np.inf)  # the whole row
+
+    return head, len(cuts) + 1
+
+
+#: The probability under which :func:`_nucleus_heads` leaves tokens out, stage by stage.
+_HEAD_FLOORS = (1e-3, 1e-6)
+
+
+def _sorted_row(
+    z: np.ndarray, ids: np.ndarray, rest: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(z[ids] in descending order, those ids, rest)``."""
+    order = ids[np.argsort(-z[ids], kind="stable")]
+    return z[order], order, rest
+
+
+def _nucleus_row(
+    head: tuple[np.ndarray, np.ndarray, float],
+    z: np.ndarray,
+    zn: np.ndarray,
+    weight: np.ndarray | None,
+    temps: list[float],
+    lses: np.ndarray,
+    tops: list[float],
+) -> np.ndarray | None:
+    """One row's nucleus log-probabilities ``(T, len(tops), len(zn) + 1)`` from its sorted
+    ``head`` (:data:`DECODING_TIE_RULE`, the floats of :func:`nucleus_logprobs`); None
+    where some nucleus does not end inside the head at a value strictly above ``rest``
+    (then only the whole row, sorted, gives it: ``rest`` ``-inf``)."""
+    zs, ids, rest = head
+    whole = rest == -np.inf and zs.size == z.size
+    out = np.full((len(temps), len(tops), zn.size + 1), np.nan)
+    w = weight[ids] if weight is not None else None
+    for ti, temp in enumerate(temps):
+        lse = lses[ti]
+        sp = np.exp(zs / temp - lse)
+        csum = np.cumsum(sp)
+        lp = zn / temp - lse
+        for pi, top_p in enumerate(tops):
+            reached = csum >= top_p
+            if not whole and not (reached.any() and zs[reached.argmax()] > rest):
+                return None
+            k = int(reached.argmax()) if reached.any() else zs.size - 1
+            thr = zs[k]  # the last admitted value; every value tied with it is kept
+            inside = zs >= thr
+            norm = np.log(sp[inside].sum())
+            out[ti, pi, :-1] = np.where(zn >= thr, lp - norm, -np.inf)
+            if w is not None:  # the pooled tokens inside the nucleus, summed
+                with np.errstate(divide="ignore"):
+                    out[ti, pi, -1] = np.log(sp[inside] @ w[inside]) - norm
+    return out
 
 
 def nucleus_logprobs(
@@ -242,14 +452,7 @@ def nucleus_logprobs(
     """
     z = np.asarray(logprobs, dtype=np.float64)
     need = np.asarray(need, dtype=np.intp)
-    temps = [float(t) for t in temperatures]
-    tops = [float(p) for p in top_ps]
-    for t in temps:
-        if not t > 0:
-            raise XlikertError(f"temperature must be > 0, got {t}")
-    for p in tops:
-        if not 0 < p <= 1:
-            raise XlikertError(f"top_p must be in (0, 1], got {p}")
+    temps, tops = _checked_grid(temperatures, top_ps)
     lead = z.shape[:-1]
     complete = unlisted_max is None
     if pooled is not None and not complete:

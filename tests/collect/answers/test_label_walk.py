@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 from support.tiny import build_tokenizer
 
+from xlikert.collect.answers import walk
 from xlikert.collect.answers.trie import LabelTrie, spelling_pieces
-from xlikert.collect.answers.walk import mass_bounds, walk_labels
+from xlikert.collect.answers.walk import ROUND_NODES, WALK_ROUNDS, mass_bounds, walk_labels
+from xlikert.collect.options import CollectOptions
+from xlikert.collect.run.identity import numbers_options
 from xlikert.kernels.readout import nucleus_logprobs
 
 MARKERS = (" ", "▁", "Ġ")
@@ -125,6 +128,28 @@ def test_walk_to_tol_0_equals_brute_force(tok, exact):
     assert w.passes == len(nodes)
 
 
+def test_walk_reading_the_canonical_spellings_first_equals_brute_force(tok, exact):
+    """The root's round reads the canonical spellings' nodes too, before their masses are
+    known: to tol 0 the same masses, each node read once; pruned, within the bounds."""
+    logits, mass, seqs = exact
+    scale = tuple(LABELS)
+    trie = LabelTrie(spelling_pieces(tok, scale, LABELS), scale)
+    canon = trie.canonical(tok)
+    calls: list = []
+    w = walk_labels(trie, reader(logits, calls), tol=0.0, max_passes=10**6, canonical=canon,
+                    temperatures=GRID[0], top_ps=GRID[1])  # fmt: skip
+    ahead = {c[:k] for c in canon if c for k in range(1, len(c) + 1)}
+    assert calls[0][0] == () and set(map(tuple, calls[0][1:])) == ahead
+    np.testing.assert_allclose(w.read, mass, rtol=1e-12, atol=1e-300)
+    nodes = {s[:k] for ss in seqs.values() for s in ss for k in range(len(s) + 1)}
+    read = [tuple(n) for c in calls for n in c]
+    assert len(read) == len(set(read)) == w.passes and set(read) >= nodes
+    pruned = walk_labels(trie, reader(logits), tol=1e-3, max_passes=10**6, canonical=canon)
+    b = pruned.bounds()
+    assert np.all(b["mass_lower"][0] <= mass[0] + 1e-15)
+    assert np.all(mass[0] <= b["mass_upper"][0] + 1e-15)
+
+
 @pytest.mark.parametrize("tol", [1e-1, 1e-2, 1e-3, 1e-5])
 def test_pruned_walk_holds_the_exact_masses_within_its_bounds(tok, exact, tol):
     logits, mass, _ = exact
@@ -167,6 +192,30 @@ def test_rounds_are_fixed_and_the_budget_is_reported(tok, exact):
     assert [s.passes for s in seen] == sorted(s.passes for s in seen) and seen[-1].bound <= 1e-3
     assert {s.reading for s in seen} == {"word labels"} and seen[-1].budget == 10**6
     assert all(0 <= s.unread <= 1 for s in seen)
+
+
+@pytest.mark.parametrize("tol", [1e-2, 1e-4])
+def test_rounds_read_the_fewest_nodes_that_could_meet_tol(tok, exact, tol, monkeypatch):
+    """Each round reads the fewest of the largest nodes whose reading could meet ``tol``
+    (were their children of mass 0): between 1 and ROUND_NODES, the same nodes on every
+    call, fewer nodes in all than full rounds, ``tol`` met all the same; the rounds'
+    version is in every cell's key."""
+    logits, _, _ = exact
+    scale = tuple(LABELS)
+    trie = LabelTrie(spelling_pieces(tok, scale, LABELS), scale)
+    calls: list = []
+    w = walk_labels(trie, reader(logits, calls), tol=tol, max_passes=10**6,
+                    temperatures=GRID[0], top_ps=GRID[1])  # fmt: skip
+    assert w.tol_met and all(1 <= len(c) <= ROUND_NODES for c in calls)
+    again: list = []
+    walk_labels(trie, reader(logits, again), tol=tol, max_passes=10**6,
+                temperatures=GRID[0], top_ps=GRID[1])  # fmt: skip
+    assert again == calls
+    monkeypatch.setattr(walk._Walker, "round_size", lambda self, tol, cap: cap)
+    fixed = walk_labels(trie, reader(logits), tol=tol, max_passes=10**6,
+                        temperatures=GRID[0], top_ps=GRID[1])  # fmt: skip
+    assert w.passes < fixed.passes
+    assert numbers_options(CollectOptions(scale=(1, 2)))["answer_walk_rounds"] == WALK_ROUNDS
 
 
 def test_canonical_spelling_mass(tok, exact):

@@ -12,8 +12,12 @@ down, one next-token read a node, the nodes of largest unread mass first:
   the label the node completes (if any), the rest to failure;
 * an unread node's mass is certified: each label's mass lies in ``[read, read + the
   unread mass of the nodes consistent with it]`` (:func:`mass_bounds`);
-* nodes are read in rounds of :data:`ROUND_NODES`, the frontier's largest first (ties by
-  token ids), so a backend of any batch size reads the same nodes; the walk stops when
+* the first round reads the root and the nodes of the labels' canonical tokenizations
+  (:meth:`_Walker.canonical_nodes`: read in any case, and most of the mass), so that no
+  round is spent per token of the longest label;
+* nodes are read in rounds, the frontier's largest first (ties by token ids), each the
+  fewest that could meet ``tol`` (at most :data:`ROUND_NODES`; :meth:`_Walker.round_size`),
+  so a backend of any batch size reads the same nodes; the walk stops when
   the certified width is at most ``tol`` or the pass budget is spent. ``tol = 0`` reads
   every node of positive mass: the exhaustive rule itself.
 
@@ -38,6 +42,7 @@ from .trie import LabelTrie
 
 __all__ = [
     "ROUND_NODES",
+    "WALK_ROUNDS",
     "WALK_RULE",
     "LabelWalk",
     "NodeReader",
@@ -46,17 +51,29 @@ __all__ = [
     "walk_readout",
 ]
 
-#: Nodes read per round (fewer in the last round of a budget): fixed, so that every
+#: The most nodes one round reads (fewer where fewer could meet ``answer_tol``, and in the
+#: last round of a budget): the rounds depend on the masses read alone, so that every
 #: backend and batch size reads the same nodes.
 ROUND_NODES = 64
+
+#: The version of the rule that picks each round's nodes (:data:`WALK_RULE`), part of
+#: every cell's key (:func:`~xlikert.collect.run.identity.numbers_options`): 1 read
+#: rounds of 64 nodes always; 2 reads the fewest that could meet ``answer_tol``.
+WALK_ROUNDS = 2
 
 #: How the walk reads a rule's labels; stored in the results' attrs.
 WALK_RULE = (
     "word answers by a best-first walk over the labels' token trie: a node is a token prefix "
     "whose bytes are a prefix of some label; a read (log-softmax over the whole vocabulary) "
     "gives each child token's mass, the completed label's mass times P(next token does not "
-    f"go on) and failure; rounds of {ROUND_NODES} nodes of largest unread mass (any column of "
-    "the decoding grid; ties by token ids) until the unread mass (counted once per label "
+    "go on) and failure; the first round reads the root and, in the same pass, every node "
+    "of the labels' canonical tokenizations (each split after its parent); then in rounds of "
+    "the nodes of largest unread mass (any column of the "
+    "decoding grid; ties by token ids), each round the fewest of them whose reading could "
+    "bring the unread mass to answer_tol in every column (at temperature 1, answer_tol times "
+    "the valid mass's upper end), were their children of mass 0: at least 1, at most "
+    f"{ROUND_NODES}, all {ROUND_NODES} at answer_tol = 0 (rounds version {WALK_ROUNDS}); "
+    "until the unread mass (counted once per label "
     "consistent with a node where labels overlap) is <= answer_tol in every column and the "
     "pmf's interval at temperature 1 is no wider, or "
     "answer_max_passes nodes are read; each mass lies in [read, read + unread mass of the "
@@ -231,6 +248,13 @@ class _Frontier:
         """The nodes ``keys`` (those unread), out of the frontier, in key order."""
         return [self.live.pop(k) for k in sorted(keys) if k in self.live]
 
+    def ordered_arrays(self, trie: LabelTrie, G: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`arrays` in the order :meth:`pop` takes the nodes."""
+        nodes = sorted(self.live.values(), key=lambda n: (-float(n.mass.max()), n.tokens))
+        mass = np.array([n.mass for n in nodes]).reshape(len(nodes), G)
+        mask = np.array([trie.mask(n.data) for n in nodes]).reshape(len(nodes), len(trie.scale))
+        return mass, mask
+
     def arrays(self, trie: LabelTrie, G: int) -> tuple[np.ndarray, np.ndarray]:
         nodes = list(self.live.values())
         mass = np.array([n.mass for n in nodes]).reshape(len(nodes), G)
@@ -294,7 +318,7 @@ def walk_labels(
         Per answer, the token ids of its label's canonical tokenization (None: none):
         the prefixes the walk did not read are read after it, so that their mass is known.
     round_nodes
-        Nodes per round.
+        The most nodes a round reads (:data:`ROUND_NODES`).
     progress
         Told after each round how far the walk is (passes out of ``max_passes``, the
         width reached, the unread mass at temperature 1, the time since it started:
@@ -316,7 +340,10 @@ def walk_labels(
             clock(passes=w.passes, bound=width, unread=unread)
         if (w.rounds and width <= tol) or left <= 0 or not w.frontier.live:
             break
-        w.run(w.frontier.pop(min(round_nodes, left)))
+        if not w.rounds:  # the root, and with it every canonical spelling's nodes
+            w.run(w.frontier.pop(1), w.canonical_nodes())
+            continue
+        w.run(w.frontier.pop(min(w.round_size(tol, round_nodes), left)))
     w.read_canonical()  # reads only narrow the bound
     width = w.width()
     return w.result(width, width <= tol)
@@ -344,10 +371,55 @@ class _Walker:
     def width(self) -> float:
         return _width(self.trie, self.frontier, self.read, self.G, self.disjoint, self.points)
 
-    def run(self, nodes: list[_Node]) -> None:
-        """Read ``nodes`` (one round): completions, children, the rest failure."""
+    def round_size(self, tol: float, cap: int) -> int:
+        """How many of the frontier's largest nodes (in the order :meth:`_Frontier.pop` takes
+        them) the next round reads: the fewest whose reading could bring the unread mass
+        within ``tol`` in every column (at temperature 1 within ``tol`` times the valid
+        mass's upper end, as the PMF's interval asks), were their children all of mass 0;
+        at least 1, at most ``cap``; ``cap`` at ``tol = 0``."""
+        if tol <= 0:
+            return cap
+        mass, mask = self.frontier.ordered_arrays(self.trie, self.G)
+        if not self.disjoint:
+            mass = mass * mask.sum(1)[:, None]
+        target = np.full(self.G, tol)
+        unread = mass[:, 0].sum()
+        if self.points is not None:  # the valid mass: read, and unread on the item's points
+            unread = mass[mask[:, self.points].any(1), 0].sum()
+        code = np.zeros(len(self.trie.scale))
+        np.add.at(code, self.trie.word_code, self.read[0])
+        valid = code[self.points].sum() if self.points is not None else code.sum()
+        target[0] *= min(1.0, float(valid + unread))
+        rest = mass.sum(0) - np.cumsum(mass, 0)  # (N, G): unread after the first k + 1
+        ok = np.flatnonzero((rest <= target).all(1))
+        k = int(ok[0]) + 1 if ok.size else len(mass)
+        return max(1, min(cap, k))
+
+    def canonical_nodes(self) -> list[tuple[tuple[int, ...], bytes]]:
+        """The nodes of the canonical spellings below the root, whole spellings included
+        (token ids and bytes; shortest first, then by ids): read with the root, before
+        their masses are known, for they are read in any case (their proper prefixes for
+        the canonical mass, the whole for its stop check where the walk goes on) and hold
+        most of the mass; the walk then needs no round per token of the longest label."""
+        out: dict[tuple[int, ...], bytes] = {}
+        for ids in self.canonical:
+            data, root = b"", True
+            for k, t in enumerate(ids or ()):
+                data_t = dict(self.trie.children(data, root)).get(t)
+                if data_t is None:  # not a node: the spelling's rest is not read ahead
+                    break
+                data, root = data_t, False
+                out[ids[: k + 1]] = data
+        return [(key, out[key]) for key in sorted(out, key=lambda k: (len(k), k))]
+
+    def run(self, nodes: list[_Node], ahead: Sequence[tuple[tuple[int, ...], bytes]] = ()) -> None:
+        """Read ``nodes`` (one round): completions, children, the rest failure; with
+        ``ahead`` (descendants of ``nodes``, parents first): those too, in the same pass,
+        each split once its parent's read has given its mass (:meth:`canonical_nodes`)."""
         kids = [self.trie.children(n.data, n.root) for n in nodes]
-        rows = np.asarray(self.reader([n.tokens for n in nodes], [bool(k) for k in kids]))
+        kids += [self.trie.children(data, False) for _, data in ahead]
+        tokens = [n.tokens for n in nodes] + [key for key, _ in ahead]
+        rows = np.asarray(self.reader(tokens, [bool(k) for k in kids]))
         need = np.array(sorted({t for k in kids for t, _ in k}), dtype=np.intp)
         raw, grid, ids, lps = next_token_readout(
             rows, need, self.temperatures, self.top_ps, self.top_k if self.top is None else 0,
@@ -355,23 +427,36 @@ class _Walker:
         )  # fmt: skip
         if self.top is None:
             self.top = (ids, lps)
-        lp = np.concatenate([raw[:, None], grid.reshape(len(nodes), self.G - 1, -1)], 1)
+        lp = np.concatenate([raw[:, None], grid.reshape(len(tokens), self.G - 1, -1)], 1)
         p = np.nan_to_num(np.exp(lp), nan=0.0)
         col = {int(t): j for j, t in enumerate(need)}
-        for i, (node, children) in enumerate(zip(nodes, kids, strict=True)):
-            w = self.trie.completes(node.data)
-            if w >= 0:
-                stop = 1.0 - np.minimum(p[i, :, -1], 1.0) if self.cont.size else 1.0
-                self.read[:, w] += node.mass * stop
-            for t, data in children:
-                m = node.mass * p[i, :, col[t]]
-                key = (*node.tokens, t)
-                if key in self.wanted:
-                    self.seen[key] = float(m[0])
-                if m.max() > 0:
-                    self.frontier.push(_Node(key, data, False, m))
-        self.passes += len(nodes)
+        for i, children in enumerate(kids):
+            if i < len(nodes):
+                self._split(nodes[i], children, p[i], col)
+                continue
+            # read ahead: its parent, split before it, put it on the frontier (else mass 0)
+            for node in self.frontier.take([ahead[i - len(nodes)][0]]):
+                self._split(node, children, p[i], col)
+        self.passes += len(tokens)
         self.rounds += 1
+
+    def _split(
+        self, node: _Node, children: Sequence[tuple[int, bytes]], p: np.ndarray,
+        col: dict[int, int],
+    ) -> None:  # fmt: skip
+        """Split a read node's mass: ``p`` ``(G, columns)`` its next-token probabilities
+        (the pooled stop column last) to its label and its children."""
+        w = self.trie.completes(node.data)
+        if w >= 0:
+            stop = 1.0 - np.minimum(p[:, -1], 1.0) if self.cont.size else 1.0
+            self.read[:, w] += node.mass * stop
+        for t, data in children:
+            m = node.mass * p[:, col[t]]
+            key = (*node.tokens, t)
+            if key in self.wanted:
+                self.seen[key] = float(m[0])
+            if m.max() > 0:
+                self.frontier.push(_Node(key, data, False, m))
 
     def read_canonical(self) -> None:
         """Read the canonical spellings' unread proper prefixes, shortest first."""

@@ -44,6 +44,7 @@ import numpy as np
 
 from ...core.codecs import decode_token_ids
 from ...core.errors import CollectionError
+from ..answers.walk import WALK_ROUNDS
 from ..protocol import CellInputs, Sent, backend_module
 
 if TYPE_CHECKING:
@@ -118,7 +119,10 @@ def _json(obj: object) -> bytes:
 
 
 def numbers_options(options: CollectOptions) -> dict[str, Any]:
-    """The options that change a cell's stored values (:data:`NUMBER_OPTIONS`) as JSON.
+    """The options that change a cell's stored values (:data:`NUMBER_OPTIONS`) as JSON, and
+    the version of the rule that picks a walk's rounds
+    (:data:`~xlikert.collect.answers.walk.WALK_ROUNDS`: which nodes a walk to ``answer_tol``
+    reads).
 
     Examples
     --------
@@ -126,8 +130,10 @@ def numbers_options(options: CollectOptions) -> dict[str, Any]:
     >>> numbers_options(CollectOptions(scale=(1, 2, 3), top_k=5))["top_k"]
     5
     """
-    return {k: (list(v) if isinstance(v, tuple) else v) for k in NUMBER_OPTIONS
-            if (v := getattr(options, k)) is not None}  # fmt: skip
+    out = {k: (list(v) if isinstance(v, tuple) else v) for k in NUMBER_OPTIONS
+           if (v := getattr(options, k)) is not None}  # fmt: skip
+    out["answer_walk_rounds"] = WALK_ROUNDS  # which nodes a walk to answer_tol reads
+    return out
 
 
 def key_labels(

@@ -271,7 +271,8 @@ class LocalModel(InProcessModel):
         # a round in one pass: a forward's cost on a CPU is mostly reading the weights
         with TreeReader(self.scorer, [[]], 1, _logits_rows, max(self.batch_size, ROUND_NODES),
                         max_bytes=WALK_BYTES) as tr:  # fmt: skip
-            if P:
+            # the shared prefix from the scorer's (kept across units, as codes read it)
+            if P and not tr.adopt(shared[0], self.scorer.prefix_state(shared[0])):
                 tr.prefill(shared)
             out = self._walk(lambda n: _on_tree(tr, n), encoded, lambda _: tr.retain(shared))
             if tr.batch_size < self.batch_size:  # halved out of memory

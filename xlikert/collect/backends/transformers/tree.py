@@ -185,6 +185,21 @@ class TreeReader:
         )  # fmt: skip
         return self.reuse is not False
 
+    def adopt(self, context: Sequence[int], cache: KVCache | None) -> bool:
+        """Keep ``cache``, a one-row cache of ``context`` run elsewhere (the scorer's shared
+        prefix, :meth:`Scorer.prefix_state`, kept across units), as if :meth:`prefill` had
+        run it. Returns whether it is kept (False: no cache, or not plain full attention
+        and so not paddable; the caller prefills)."""
+        if cache is None or self.reuse is False or not _plain_cache(cache):
+            return False
+        n = len(context)
+        kv = [(layer.keys[:1, :, :n], layer.values[:1, :, :n]) for layer in cache.layers]
+        if not kv or kv[0][0].shape[2] != n:
+            return False
+        self.reuse = True
+        self._store(tuple(context), kv)
+        return tuple(context) in self.kept
+
     def _halve(self) -> None:
         """Out of memory: half the rows per pass from now on."""
         self.batch_size = max(1, self.batch_size // 2)
