@@ -46,6 +46,7 @@ from ..design.elicitation import (
     ELICITATIONS,
     STATED_PARSE_RULE,
     STATED_STATUSES,
+    stated_instruction_problem,
 )
 from .options import CollectOptions
 from .own_words import (
@@ -98,18 +99,25 @@ class Elicitations:
     ----------
     levels : list of str
         One level per flat cell.
+    instructions : list of str or None
+        The ``stated`` instruction of each flat cell where the prompts carry one (their
+        ``stated_instruction``: the experiment's, in each cell's language); None: every
+        cell reads the run's ``stated_instruction``.
     """
 
     levels: list[str]
+    instructions: list[str] | None = None
 
     @classmethod
-    def of(cls, user: xr.DataArray) -> Elicitations | None:
-        """The levels of a run's cells (None: no elicitation factor, every cell first-token).
+    def of(cls, user: xr.DataArray, prompts: xr.Dataset | None = None) -> Elicitations | None:
+        """The levels of a run's cells (None: no elicitation factor, every cell first-token),
+        and the prompts' ``stated_instruction`` of each cell where they carry one.
 
         Raises
         ------
         CollectionError
-            Unknown levels, naming them and the known ones.
+            Unknown levels, naming them and the known ones; a ``stated_instruction`` of
+            the prompts that does not name the options (``{options}``).
         """
         if ELICITATION_DIM not in user.dims:
             return None
@@ -122,17 +130,45 @@ class Elicitations:
             )
         axis = user.dims.index(ELICITATION_DIM)
         index = np.indices(user.shape)[axis].ravel()
-        return cls([names[i] for i in index])
+        return cls([names[i] for i in index], _instructions(user, prompts))
 
     def level(self, cell: int) -> str:
         """The level of one flat cell."""
         return self.levels[int(cell)]
+
+    def options_of(self, cell: int, options: CollectOptions) -> CollectOptions:
+        """The options a cell is read with: ``options``, with the cell's own ``stated``
+        instruction where it is a ``stated`` cell of prompts that carry one."""
+        if self.instructions is None or self.level(cell) != "stated":
+            return options
+        said = self.instructions[int(cell)]
+        if said == options.stated_instruction:
+            return options
+        return options.replace(stated_instruction=said)
 
     @property
     def used(self) -> list[str]:
         """The levels the run reads, in the order of :data:`ELICITATIONS`."""
         have = set(self.levels)
         return [lv for lv in ELICITATIONS if lv in have]
+
+
+def _instructions(user: xr.DataArray, prompts: xr.Dataset | None) -> list[str] | None:
+    """The prompts' ``stated_instruction`` broadcast to the cells of ``user``, each checked."""
+    if prompts is None or "stated_instruction" not in prompts.data_vars:
+        return None
+    said = prompts["stated_instruction"]
+    extra = [d for d in said.dims if d not in user.dims]
+    if extra:
+        raise CollectionError(
+            f"the prompts' stated_instruction has dims {extra} that their user prompts lack"
+        )
+    texts = [str(x) for x in said.broadcast_like(user).transpose(*user.dims).values.ravel()]
+    for text in dict.fromkeys(texts):
+        bad = stated_instruction_problem(text)
+        if bad is not None:
+            raise CollectionError(f"the prompts' stated_instruction {bad}")
+    return texts
 
 
 def check_elicitation_backends(
