@@ -47,6 +47,7 @@ Usage::
     nice python benchmarks/bench_elicitation.py           # both models, caps 1 8, tol 0.1 0.03 0.01
     nice python benchmarks/bench_elicitation.py --quick   # SmolLM2, caps 1 4, tol 0.1
     python benchmarks/bench_elicitation.py --models qwen2.5-coder-0.5b-instruct --caps 8 --tols 0.05
+    nice python benchmarks/bench_elicitation.py --levels-only --max-passes 64  # the level costs alone
 
 Writes ``benchmarks/results/elicitation.json`` (``elicitation-quick.json`` with ``--quick``).
 """
@@ -121,7 +122,7 @@ def run_level(lm, name: str, level: str, items: tuple[str, ...], settings: dict)
     )  # fmt: skip
     seconds = time.perf_counter() - t0
     c = ds.isel(model=0, target=0).sel(elicitation=level)
-    replies = [decode_token_ids(str(x)).size for x in c.reply_token_ids.values]
+    replies = [decode_token_ids(str(x)).size for x in c.reply_token_ids.values if str(x)]
     row: dict[str, Any] = {"level": level, "cells": len(items), "seconds": seconds,
                            "seconds_per_cell": seconds / len(items)}  # fmt: skip
     if level in ("greedy", "stated"):
