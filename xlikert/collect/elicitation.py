@@ -71,7 +71,7 @@ from .protocol import (
     eliciting_model,
 )
 from .record import UnitResult
-from .stated import score_stated
+from .stated import score_stated, stated_options
 
 __all__ = [
     "ELICITATION_KEY",
@@ -177,8 +177,8 @@ def check_elicitation_backends(
     """Every model can read every level the run asks for, checked before anything loads.
 
     Each backend says which levels it reads with its ``check_elicitation(spec, levels)``
-    (the in-process backends read every level; an OpenAI-compatible server ``prefix`` and
-    ``greedy``); a backend without that function reads ``first_token`` only.
+    (the in-process backends read every level; an OpenAI-compatible server ``prefix``,
+    ``greedy`` and ``stated``); a backend without that function reads ``first_token`` only.
 
     Raises
     ------
@@ -346,7 +346,7 @@ def score_elicited(
     prompts : sequence of (str, str)
         The unit's ``(system, user)`` prompts.
     level : str
-        ``prefix``, ``greedy`` or ``own_words``.
+        ``prefix``, ``greedy``, ``own_words`` or ``stated``.
     options : CollectOptions
         The run's options (``answer_prefix``, ``reply_tokens``, the own-words sampler,
         ``stated_instruction``, ``stated_tokens``).
@@ -370,7 +370,7 @@ def score_elicited(
             f"score_elicited reads prefix, greedy, own_words or stated, got {level!r}"
         )
     if isinstance(model, ServerElicitingModel):  # a server reads its own way
-        return model.score_elicited(prompts, level, options)
+        return model.score_elicited(prompts, level, options, labels)
     model = eliciting_model(model, level)
     template = model.template
     texts = [template.render(s, u) for s, u in prompts]
@@ -383,11 +383,7 @@ def score_elicited(
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
     if level == "stated":
-        axis = [int(y) for y in options.scale or ()]
-        shown = list(labels or [str(y) for y in axis])[: len(axis)]
-        pairs = [(lb, y) for lb, y in zip(shown, axis, strict=True) if lb]
-        return score_stated(model, prompts, [lb for lb, _ in pairs], [y for _, y in pairs],
-                            options, res)  # fmt: skip
+        return score_stated(model, prompts, *stated_options(options, labels), options, res)
     if level == "own_words":
         encoded = [template.encode(t) for t in texts]
         return score_own_words(model, texts, encoded, options, res, progress=progress)
