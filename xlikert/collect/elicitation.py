@@ -370,7 +370,9 @@ def score_elicited(
             f"score_elicited reads prefix, greedy, own_words or stated, got {level!r}"
         )
     if isinstance(model, ServerElicitingModel):  # a server reads its own way
-        return model.score_elicited(prompts, level, options, labels)
+        if level == "stated":  # the labels: stated's only (a server without it takes none)
+            return model.score_elicited(prompts, level, options, labels)
+        return model.score_elicited(prompts, level, options)
     model = eliciting_model(model, level)
     template = model.template
     texts = [template.render(s, u) for s, u in prompts]
