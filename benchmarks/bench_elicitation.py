@@ -36,11 +36,18 @@ The sampler's seconds and tokens at ``tol`` are ``N`` times the measured cost pe
 *measured* where ``N <= --samples`` (the run drew that many; its counted PMF from the
 first ``N`` replies is compared with the tree's), *projected* beyond.
 
+**Each level's cost per cell** (a second table): ``collect()`` of ``first_token``,
+``greedy``, ``stated`` and ``own_words`` on the same CETSCALE items (one cell each) on
+the loaded model, timed per level after an untimed warm-up: greedy up to the largest cap,
+stated up to ``--stated-tokens`` with the default instruction, own_words to the smallest
+tol; the reply tokens, the stated replies' parse statuses and the tree's passes beside.
+
 Usage::
 
     nice python benchmarks/bench_elicitation.py           # both models, caps 1 8, tol 0.1 0.03 0.01
     nice python benchmarks/bench_elicitation.py --quick   # SmolLM2, caps 1 4, tol 0.1
     python benchmarks/bench_elicitation.py --models qwen2.5-coder-0.5b-instruct --caps 8 --tols 0.05
+    nice python benchmarks/bench_elicitation.py --levels-only --max-passes 64  # the level costs alone
 
 Writes ``benchmarks/results/elicitation.json`` (``elicitation-quick.json`` with ``--quick``).
 """
@@ -49,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 import sys
 import time
@@ -88,12 +96,61 @@ def answered_best_case(p: np.ndarray, tol: float, delta: float = 1 - CONFIDENCE)
     return max(1, math.ceil(z * z * float((p * (1 - p)).max()) / tol**2))
 
 
-def prompts():
-    """The one CETSCALE prompt, with the factor elicitation at ``own_words``."""
+def prompts(level: str = "own_words", items: tuple[str, ...] = (ITEM,)):
+    """CETSCALE prompts (target USA), with the factor elicitation at ``level``."""
     from xlikert.design import load_experiment
 
-    p = load_experiment("demo").build_prompts().sel(target=[TARGET], item=[ITEM])
-    return p.expand_dims(elicitation=["own_words"])
+    p = load_experiment("demo").build_prompts().sel(target=[TARGET], item=list(items))
+    return p.expand_dims(elicitation=[level])
+
+
+#: The levels whose cost per cell the second table sets side by side.
+COST_LEVELS = ("first_token", "greedy", "stated", "own_words")
+
+
+def run_level(lm, name: str, level: str, items: tuple[str, ...], settings: dict) -> dict[str, Any]:
+    """One ``collect()`` of ``level`` on ``items`` (one cell each) on the loaded model,
+    timed; the reply tokens (greedy, stated) and tree passes (own_words) it read."""
+    from xlikert.collect import collect
+    from xlikert.collect.backends.transformers import LocalModel
+    from xlikert.core.codecs import decode_token_ids
+
+    t0 = time.perf_counter()
+    ds = collect(
+        prompts(level, items), [{"name": name, "source": name}], progress=False,
+        loader=lambda s, options, probe=None: LocalModel(lm, options), **settings,
+    )  # fmt: skip
+    seconds = time.perf_counter() - t0
+    c = ds.isel(model=0, target=0).sel(elicitation=level)
+    replies = [decode_token_ids(str(x)).size for x in c.reply_token_ids.values if str(x)]
+    row: dict[str, Any] = {"level": level, "cells": len(items), "seconds": seconds,
+                           "seconds_per_cell": seconds / len(items)}  # fmt: skip
+    if level in ("greedy", "stated"):
+        row["reply_tokens_mean"] = float(np.mean(replies))
+    if level == "greedy":
+        row["answered"] = int(c.reply_answered.sum())
+    if level == "stated":
+        status = [str(x) for x in c.stated_status.values]
+        row["statuses"] = {k: status.count(k) for k in sorted(set(status))}
+    if level == "own_words":
+        row["passes_mean"] = float(c.elicitation_passes.mean())
+        row["tol_met"] = int(c.elicitation_tol_met.sum())
+    return row
+
+
+def level_costs(lm, name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each of :data:`COST_LEVELS` on the same items, warmed up once (untimed)."""
+    settings = {"reply_tokens": max(args.caps), "own_words_tol": min(args.tols),
+                "own_words_max_passes": args.max_passes, "stated_tokens": args.stated_tokens,
+                "own_words_temperature": args.temperature, "own_words_top_p": args.top_p}  # fmt: skip
+    items = tuple(str(i) for i in range(1, args.level_items + 1))
+    rows = []
+    for level in COST_LEVELS:
+        run_level(lm, name, level, items[:1], {**settings, "reply_tokens": 2, "stated_tokens": 2,
+                                               "own_words_max_passes": 2})  # fmt: skip
+        rows.append(run_level(lm, name, level, items, settings))
+        print(f"{name} {level}: {rows[-1]['seconds_per_cell']:.2f} s/cell", flush=True)
+    return rows
 
 
 def run_tree(lm, name: str, cap: int, tol: float, max_passes: int, opts: dict) -> dict[str, Any]:
@@ -227,6 +284,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, default=64, help="replies per generate call")
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--stated-tokens", type=int, default=128, help="stated_tokens (level costs)")
+    ap.add_argument("--level-items", type=int, default=None,
+                    help="CETSCALE items (cells) per level in the level-cost table")  # fmt: skip
+    ap.add_argument(
+        "--levels-only",
+        action="store_true",
+        help="measure the level costs only, into the existing JSON (its own load)",
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     q = args.quick
@@ -235,7 +300,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.tols = sorted(args.tols or ([0.1] if q else [0.1, 0.03, 0.01]), reverse=True)
     args.max_passes = args.max_passes or (64 if q else 256)
     args.samples = args.samples or (64 if q else 256)
+    args.level_items = args.level_items or (2 if q else 3)
     return args
+
+
+def levels_only(args: argparse.Namespace) -> int:
+    """The level costs alone, written into the existing JSON beside its tree runs, with
+    the load and machine of their own run."""
+    from xlikert.collect.backends.transformers import load_model
+
+    path = result_path("elicitation", args.quick, args.out)
+    d = json.loads(Path(path).read_text())
+    load = load_average()
+    costs = []
+    for name in args.models:
+        lm = load_model(name, list(range(1, 8)))
+        costs.append({"model": name, "levels": level_costs(lm, name, args)})
+        del lm
+    d.update(level_costs=costs, level_settings=_level_settings(args),
+             level_costs_run={"machine": machine(["torch", "transformers"]),
+                              **load_record(load)})  # fmt: skip
+    write_json(path, d)
+    return 0
+
+
+def _level_settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {"reply_tokens": max(args.caps), "own_words_tol": min(args.tols),
+            "own_words_max_passes": args.max_passes, "stated_tokens": args.stated_tokens,
+            "items": list(range(1, args.level_items + 1))}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,14 +337,18 @@ def main(argv: list[str] | None = None) -> int:
     from xlikert.collect.options import CollectOptions
 
     args = parse_args(argv)
+    if args.levels_only:
+        return levels_only(args)
     load = load_average()
     scale = list(range(1, 8))
     opts = {"own_words_temperature": args.temperature, "own_words_top_p": args.top_p}
-    runs = []
+    runs: list[dict[str, Any]] = []
+    costs: list[dict[str, Any]] = []
     for name in args.models:
         lm = load_model(name, scale)
         options = CollectOptions(scale=scale, **opts)
         run_tree(lm, name, 1, 0.1, 1, opts)  # warm-up (the answer rule's first build), untimed
+        costs.append({"model": name, "levels": level_costs(lm, name, args)})
         for cap in args.caps:
             trees: list[dict[str, Any]] = []
             for tol in args.tols:  # largest first
@@ -294,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         "max_passes": args.max_passes,
         "confidence": CONFIDENCE,
         "runs": runs,
+        "level_costs": costs,
+        "level_settings": _level_settings(args),
         **load_record(load),
     }
     print(format_table(
@@ -308,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
 
 # ----------------------------------------------------------------------------- README
 #: The heading of this benchmark's table on the benchmarks page.
-TITLE = "Elicitation: own_words by the reply tree against sampling replies"
+TITLE = "Elicitation: own_words by the reply tree against sampling replies; each level's cost"
 
 SHORT = {
     "qwen2.5-coder-0.5b-instruct": "Qwen2.5-Coder-0.5B",
@@ -375,6 +473,7 @@ def render(d: dict[str, Any]) -> list[str]:
         ])  # fmt: skip
     return [
         *out,
+        *_level_costs(d),
         "The replies drawn in the run, their counted PMF against the tree's tightest run "
         "(its largest error; the tree's own bound beside it) and Hoeffding's 95% bound at the "
         "number of answered replies drawn:",
@@ -385,14 +484,50 @@ def render(d: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
-def _load(d: dict[str, Any]) -> str:
+def _level_costs(d: dict[str, Any]) -> list[str]:
+    """The cost per cell of each level on the same items (absent from older runs)."""
+    if not d.get("level_costs"):
+        return []
+    st = d["level_settings"]
+    own = d.get("level_costs_run")  # measured in a run of their own (--levels-only)
+    rows = []
+    for r in d["level_costs"]:
+        base = next((x for x in r["levels"] if x["level"] == "greedy"), None)
+        for x in r["levels"]:
+            what = {
+                "greedy": f"{fmt(x.get('reply_tokens_mean'))} reply tokens, "
+                f"{x.get('answered')} of {x['cells']} answered",
+                "stated": f"{fmt(x.get('reply_tokens_mean'))} reply tokens; "
+                + ", ".join(f"{k} {v}" for k, v in x.get("statuses", {}).items()),
+                "own_words": f"{fmt(x.get('passes_mean'))} passes, tol met in "
+                f"{x.get('tol_met')} of {x['cells']}",
+            }.get(x["level"], "one pass")
+            ratio = x["seconds_per_cell"] / base["seconds_per_cell"] if base else None
+            rows.append([SHORT.get(r["model"], r["model"]), f"`{x['level']}`",
+                         duration(x["seconds_per_cell"]), fmt(ratio), what])  # fmt: skip
+    return [
+        "Cost per cell of each level, on the same "
+        f"{len(st['items'])} CETSCALE items (target {d['prompt']['target']}, items "
+        f"{', '.join(map(str, st['items']))}; one `collect()` per level on the loaded model, "
+        f"after an untimed warm-up): `greedy` replies up to {st['reply_tokens']} tokens, "
+        f"`stated` up to {st['stated_tokens']} (the default instruction, which asks for a JSON "
+        f"object), `own_words` to tol {fmt(st['own_words_tol'])} or "
+        f"{st['own_words_max_passes']} passes. A stated cell costs its reply's length in "
+        "greedy steps: as much as a greedy reply of that length." + _load(own or d, "the levels"),
+        "",
+        *table(["model", "level", "time per cell", "× greedy", "what was read"], rows),
+        "",
+    ]
+
+
+def _load(d: dict[str, Any], what: str = "tree and sampling") -> str:
     """The machine's load during the run, where recorded."""
     before, after = d.get("load_average_before"), d.get("load_average_after")
     if not before or not after:
         return ""
     return (
         f" The machine was shared: 1-minute load average {before[0]:.1f} before the run and "
-        f"{after[0]:.1f} after, on {d['machine'].get('cpu_count')} cores; tree and sampling "
+        f"{after[0]:.1f} after, on {d['machine'].get('cpu_count')} cores; {what} "
         "ran one after the other under that load."
     )
 

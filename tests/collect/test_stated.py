@@ -246,3 +246,47 @@ def test_an_ok_reply_puts_its_pmf_on_the_items_own_points():
                     CollectOptions(scale=(0, 1, 2, 3), stated_tokens=9))  # fmt: skip
     assert short.data["stated_status"][0] == "missing_options"  # cut at 9 tokens: B only
     assert np.isnan(short.data["pmf"][0]).all() and np.isnan(short.data["valid_mass"][0])
+
+
+def test_each_cell_reads_the_prompts_own_instruction_and_keeps_its_key(tiny, tmp_path):
+    """The prompts' ``stated_instruction`` (the experiment's, per language) is what a stated
+    cell reads and what its key hashes: the cells whose instruction is the run's keep the
+    key of a run without it (reused), the others are new."""
+    from xlikert.collect import collect
+
+    kw = {"progress": False, "batch_size": 4, "top_k": 3, "stated_tokens": 6}
+    spec = [{"name": "tiny", "source": tiny}]
+    plain = collect(_prompts(["stated"]), spec, tmp_path / "plain.nc", **kw)
+    own = "Chances, in percent, of {options}?"
+    prompts = _prompts(["stated"])
+    targets = [str(t) for t in prompts["target"].values]
+    said = [CollectOptions().stated_instruction, own]
+    prompts["stated_instruction"] = ("target", said)
+    ds = collect(prompts, spec, tmp_path / "own.nc", reuse=[tmp_path / "plain.nc"], **kw)
+    labels = ", ".join(str(y) for y in range(1, 8))
+    for target, text in zip(targets, said, strict=True):
+        cells = ds.sel(model="tiny", elicitation="stated", target=target)
+        for item in cells["item"].values:
+            p = prompts.sel(elicitation="stated", target=target, item=item)
+            assert (
+                str(cells.sel(item=item).prompt_text.values).count(
+                    f"{p.user.values}\n\n{text.replace('{options}', labels)}"
+                )
+                == 1
+            )
+    n_items = prompts.sizes["item"]
+    assert int(ds.attrs["cells_computed"]) == n_items  # the own-instruction target only
+    same = ds.sel(target=targets[0])["cell_key"].values
+    assert (same == plain.sel(target=targets[0])["cell_key"].values).all()
+    assert not (ds.sel(target=targets[1])["cell_key"].values
+                == plain.sel(target=targets[1])["cell_key"].values).any()  # fmt: skip
+
+
+def test_a_prompts_instruction_without_the_options_is_refused_before_loading(tmp_path):
+    from xlikert.collect import collect
+
+    prompts = _prompts(["first_token", "stated"])
+    prompts["stated_instruction"] = "Give percents."
+    with pytest.raises(CollectionError, match=r"stated_instruction must name the options"):
+        collect(prompts, [{"name": "none", "source": str(tmp_path / "no-such-model")}],
+                progress=False)  # fmt: skip

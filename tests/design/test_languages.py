@@ -224,3 +224,39 @@ def test_decompose_gives_the_classical_anova_of_the_language_term():
     np.testing.assert_allclose(got, inter, atol=1e-10)
     # the effects of every language sum to zero, as the ANOVA's do
     assert abs(float(dec["language"].ds.E.sum())) < 1e-10
+
+
+def test_the_stated_instruction_is_the_experiments_and_translated(tmp_path):
+    """``[experiment] stated_instruction`` travels with the prompts, each language's (its
+    ``[translations.<tag>]``); one missing, or one without ``{options}``, is refused by name
+    when the experiment loads (before any model); without one the prompts carry none and
+    a run reads its ``stated_instruction`` option (the default: English)."""
+    path = write(tmp_path, '["en", "de"]')
+    own = "Percent per option as JSON. Options: {options}."
+    german = "Prozent je Option als JSON. Optionen: {options}."
+    base = path.read_text(encoding="utf-8")
+    text = base.replace('instrument = "tiny.toml"\n',
+                        f'instrument = "tiny.toml"\nstated_instruction = "{own}"\n')  # fmt: skip
+    path.write_text(text + f'[translations.de]\nstated_instruction = "{german}"\n',
+                    encoding="utf-8")  # fmt: skip
+    ds = load_experiment(path).build_prompts()
+    assert ds["stated_instruction"].dims == ("language",)
+    assert ds["stated_instruction"].sel(language="de").item() == german
+    assert ds["stated_instruction"].sel(language="en").item() == own
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"\[translations.de\]: the experiment's \[experiment\] "
+                       r"stated_instruction has no 'de' translation"):  # fmt: skip
+        load_experiment(path)
+    path.write_text(text + '[translations.de]\nstated_instruction = "Prozent je Option."\n',
+                    encoding="utf-8")  # fmt: skip
+    with pytest.raises(ConfigError, match=r"\[translations.de\]: stated_instruction must name "
+                       r"the options with \{options\}"):  # fmt: skip
+        load_experiment(path)
+    path.write_text(base.replace('instrument = "tiny.toml"\n',
+                                 'instrument = "tiny.toml"\nstated_instruction = "JSON."\n'),
+                    encoding="utf-8")  # fmt: skip
+    with pytest.raises(ConfigError, match=r"\[experiment\], field 'stated_instruction': must "
+                       r"name the options"):  # fmt: skip
+        load_experiment(path)
+    path.write_text(base, encoding="utf-8")
+    assert "stated_instruction" not in load_experiment(path).build_prompts()

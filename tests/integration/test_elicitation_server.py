@@ -83,3 +83,52 @@ def test_prefix_and_greedy_on_a_server_hold_the_servers_own_values(llamacpp_smol
     print(f"\nserver greedy reply {str(g.reply_text.values)!r}: answer {float(g.reply_answer)} "
           f"at {t}; in-text pmf width (top-5) "
           f"{float((g.pmf_upper - g.pmf_lower).max()):.3f}")  # fmt: skip
+
+
+STATED_CAP = 32
+
+
+def test_stated_on_a_server_is_the_servers_own_greedy_reply_parsed(llamacpp_smol,
+                                                                   smollm2_folder, tmp_path):  # fmt: skip
+    """``stated`` on the server: the stored reply is the server's temperature-0 chat reply
+    to the user's text with the instruction (labels filled in the test), asked without
+    xlikert; its status, numbers and PMF the parser's reading; a second run reuses it."""
+    import json
+
+    import numpy as np
+
+    from xlikert.collect.options import CollectOptions
+    from xlikert.collect.stated import parse_stated
+
+    kw = {"progress": False, "top_k": 5, "stated_tokens": STATED_CAP}
+    entry = _entry(llamacpp_smol, smollm2_folder)
+    out = tmp_path / "stated.nc"
+    ds = collect(_prompts(["stated"]), entry, out, **kw)
+    info = ds.likert.attrs["models"]["m"]
+    assert "elicitation_stated_protocol" in info
+    c = ds.sel(model="m", target="China", item="15", elicitation="stated")
+    p = _prompts(["stated"]).sel(target="China", item="15", elicitation="stated")
+    labels = [str(y) for y in range(1, 8)]  # the demo's 7-point scale, answered by digits
+    instruction = CollectOptions().stated_instruction
+    user = str(p.user.values) + "\n\n" + instruction.replace("{options}", ", ".join(labels))
+    msgs = [{"role": "system", "content": str(p.system.values)}, {"role": "user", "content": user}]
+    assert json.loads(str(c.prompt_text.values)) == msgs
+    url = llamacpp_smol.url
+    httpx.post(f"{url}/completions", json={"model": "smol", **CACHE_RESET}, timeout=120)
+    body = {"model": "smol", "messages": msgs, "temperature": 0.0, "max_tokens": STATED_CAP}
+    own = httpx.post(f"{url}/chat/completions", json=body, timeout=120).json()["choices"][0]
+    assert str(c.reply_text.values) == own["message"]["content"]
+    assert str(c.reply_end.values) == ("length" if own["finish_reason"] == "length" else "eos")
+    reading = parse_stated(own["message"]["content"], labels)
+    assert str(c.stated_status.values) == reading.status
+    assert json.loads(str(c.stated_numbers.values)) == json.loads(reading.numbers_json(labels))
+    if reading.pmf is None:
+        assert np.isnan(c.pmf.values).all() and np.isnan(float(c.valid_mass))
+    else:  # read exactly: the bounds are the point
+        np.testing.assert_allclose(c.pmf.values, reading.pmf)
+        assert (c.pmf_lower == c.pmf).all() and (c.pmf_upper == c.pmf).all()
+        assert float(c.valid_mass) == 1.0
+    again = collect(_prompts(["stated"]), entry, tmp_path / "again.nc", reuse=[out], **kw)
+    assert int(again.attrs["cells_computed"]) == 0, again.attrs["cells_computed"]
+    assert (again["reply_text"] == ds["reply_text"]).all()
+    print(f"\nserver stated reply ({reading.status}): {own['message']['content']!r}")

@@ -52,6 +52,7 @@ from ..design.elicitation import (
     ELICITATIONS,
     STATED_PARSE_RULE,
     STATED_STATUSES,
+    stated_instruction_problem,
 )
 from .options import CollectOptions
 from .own_words import (
@@ -79,7 +80,7 @@ from .protocol import (
     eliciting_model,
 )
 from .record import UnitResult
-from .stated import score_stated
+from .stated import score_stated, stated_options
 
 __all__ = [
     "ELICITATION_KEY",
@@ -107,18 +108,25 @@ class Elicitations:
     ----------
     levels : list of str
         One level per flat cell.
+    instructions : list of str or None
+        The ``stated`` instruction of each flat cell where the prompts carry one (their
+        ``stated_instruction``: the experiment's, in each cell's language); None: every
+        cell reads the run's ``stated_instruction``.
     """
 
     levels: list[str]
+    instructions: list[str] | None = None
 
     @classmethod
-    def of(cls, user: xr.DataArray) -> Elicitations | None:
-        """The levels of a run's cells (None: no elicitation factor, every cell first-token).
+    def of(cls, user: xr.DataArray, prompts: xr.Dataset | None = None) -> Elicitations | None:
+        """The levels of a run's cells (None: no elicitation factor, every cell first-token),
+        and the prompts' ``stated_instruction`` of each cell where they carry one.
 
         Raises
         ------
         CollectionError
-            Unknown levels, naming them and the known ones.
+            Unknown levels, naming them and the known ones; a ``stated_instruction`` of
+            the prompts that does not name the options (``{options}``).
         """
         if ELICITATION_DIM not in user.dims:
             return None
@@ -131,11 +139,21 @@ class Elicitations:
             )
         axis = user.dims.index(ELICITATION_DIM)
         index = np.indices(user.shape)[axis].ravel()
-        return cls([names[i] for i in index])
+        return cls([names[i] for i in index], _instructions(user, prompts))
 
     def level(self, cell: int) -> str:
         """The level of one flat cell."""
         return self.levels[int(cell)]
+
+    def options_of(self, cell: int, options: CollectOptions) -> CollectOptions:
+        """The options a cell is read with: ``options``, with the cell's own ``stated``
+        instruction where it is a ``stated`` cell of prompts that carry one."""
+        if self.instructions is None or self.level(cell) != "stated":
+            return options
+        said = self.instructions[int(cell)]
+        if said == options.stated_instruction:
+            return options
+        return options.replace(stated_instruction=said)
 
     @property
     def used(self) -> list[str]:
@@ -144,14 +162,32 @@ class Elicitations:
         return [lv for lv in ELICITATIONS if lv in have]
 
 
+def _instructions(user: xr.DataArray, prompts: xr.Dataset | None) -> list[str] | None:
+    """The prompts' ``stated_instruction`` broadcast to the cells of ``user``, each checked."""
+    if prompts is None or "stated_instruction" not in prompts.data_vars:
+        return None
+    said = prompts["stated_instruction"]
+    extra = [d for d in said.dims if d not in user.dims]
+    if extra:
+        raise CollectionError(
+            f"the prompts' stated_instruction has dims {extra} that their user prompts lack"
+        )
+    texts = [str(x) for x in said.broadcast_like(user).transpose(*user.dims).values.ravel()]
+    for text in dict.fromkeys(texts):
+        bad = stated_instruction_problem(text)
+        if bad is not None:
+            raise CollectionError(f"the prompts' stated_instruction {bad}")
+    return texts
+
+
 def check_elicitation_backends(
     models: Sequence[dict[str, Any]], elicitations: Elicitations, options: CollectOptions
 ) -> None:
     """Every model can read every level the run asks for, checked before anything loads.
 
     Each backend says which levels it reads with its ``check_elicitation(spec, levels)``
-    (the in-process backends read every level; an OpenAI-compatible server ``prefix`` and
-    ``greedy``); a backend without that function reads ``first_token`` only.
+    (the in-process backends read every level; an OpenAI-compatible server ``prefix``,
+    ``greedy`` and ``stated``); a backend without that function reads ``first_token`` only.
 
     Raises
     ------
@@ -319,7 +355,7 @@ def score_elicited(
     prompts : sequence of (str, str)
         The unit's ``(system, user)`` prompts.
     level : str
-        ``prefix``, ``greedy`` or ``own_words``.
+        ``prefix``, ``greedy``, ``own_words`` or ``stated``.
     options : CollectOptions
         The run's options (``answer_prefix``, ``reply_tokens``, the own-words sampler,
         ``stated_instruction``, ``stated_tokens``).
@@ -343,6 +379,8 @@ def score_elicited(
             f"score_elicited reads prefix, greedy, own_words or stated, got {level!r}"
         )
     if isinstance(model, ServerElicitingModel):  # a server reads its own way
+        if level == "stated":  # the labels: stated's only (a server without it takes none)
+            return model.score_elicited(prompts, level, options, labels)
         return model.score_elicited(prompts, level, options)
     model = eliciting_model(model, level)
     template = model.template
@@ -357,11 +395,7 @@ def score_elicited(
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
     if level == "stated":
-        axis = [int(y) for y in options.scale or ()]
-        shown = list(labels or [str(y) for y in axis])[: len(axis)]
-        pairs = [(lb, y) for lb, y in zip(shown, axis, strict=True) if lb]
-        return score_stated(model, prompts, [lb for lb, _ in pairs], [y for _, y in pairs],
-                            options, res)  # fmt: skip
+        return score_stated(model, prompts, *stated_options(options, labels), options, res)
     if level == "own_words":
         encoded = [template.encode(t) for t in texts]
         return score_own_words(model, texts, encoded, options, res, progress=progress)

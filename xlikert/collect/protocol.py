@@ -525,10 +525,12 @@ class ServerElicitingModel(Model, Protocol):
     :mod:`xlikert.collect.backends.openai.elicit`)."""
 
     def score_elicited(
-        self, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
-    ) -> UnitResult:
+        self, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions,
+        labels: Sequence[str] | None = None,
+    ) -> UnitResult:  # fmt: skip
         """Read one unit of ``(system, user)`` prompts under the elicitation ``level``
-        (as :func:`xlikert.collect.elicitation.score_elicited` does in process)."""
+        (as :func:`xlikert.collect.elicitation.score_elicited` does in process; ``labels``:
+        ``stated``'s answer label of each point of ``options.scale``)."""
         ...
 
 

@@ -37,7 +37,9 @@ __all__ = [
     "StatedReading",
     "parse_stated",
     "score_stated",
+    "stated_options",
     "stated_user",
+    "write_stated",
 ]
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -172,14 +174,59 @@ def parse_stated(reply: str, labels: Sequence[str]) -> StatedReading:
     return StatedReading("ok", numbers, raw_sum, numbers / raw_sum)
 
 
+def stated_options(options: Any, labels: Sequence[str] | None) -> tuple[list[str], list[int]]:
+    """The options a ``stated`` cell names: the answer label and score of each point of
+    ``options.scale`` that ``labels`` gives (``""``: off the item's support; default the
+    scores' digits).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> stated_options(SimpleNamespace(scale=[1, 2, 3]), ["Yes", "", "No"])
+    (['Yes', 'No'], [1, 3])
+    >>> stated_options(SimpleNamespace(scale=[1, 2]), None)
+    (['1', '2'], [1, 2])
+    """
+    axis = [int(y) for y in options.scale or ()]
+    shown = list(labels or [str(y) for y in axis])[: len(axis)]
+    pairs = [(lb, y) for lb, y in zip(shown, axis, strict=True) if lb]
+    return [lb for lb, _ in pairs], [y for _, y in pairs]
+
+
+def write_stated(
+    res: UnitResult, b: int, reply: str, labels: Sequence[str], scores: Sequence[int],
+    options: Any,
+) -> StatedReading:  # fmt: skip
+    """Parse row ``b``'s reply text (special tokens left out) and write its reading:
+    ``stated_status``, ``stated_numbers``, ``stated_sum``, ``valid_mass`` and, where it
+    is ``ok``, ``pmf`` (on ``options.scale``; and its certified bounds, equal to it, in a
+    bounded unit: a stated PMF is read exactly)."""
+    axis = [int(y) for y in options.scale]
+    where = [axis.index(int(y)) for y in scores]
+    reading = parse_stated(reply, labels)
+    d = res.data
+    d["stated_status"][b] = reading.status
+    d["stated_numbers"][b] = reading.numbers_json(labels)
+    d["stated_sum"][b] = reading.raw_sum
+    d["valid_mass"][b] = np.nan if reading.pmf is None else 1.0
+    if reading.pmf is not None:
+        d["pmf"][b] = 0.0
+        d["pmf"][b, where] = reading.pmf
+        for lo_hi in ("pmf_lower", "pmf_upper"):
+            if lo_hi in d:
+                d[lo_hi][b] = d["pmf"][b]
+        for lo_hi in ("valid_mass_lower", "valid_mass_upper"):
+            if lo_hi in d:
+                d[lo_hi][b] = 1.0
+    return reading
+
+
 def score_stated(
     model: Any, prompts: Sequence[tuple[str, str]], labels: Sequence[str], scores: Sequence[int],
     options: Any, res: UnitResult,
 ) -> UnitResult:  # fmt: skip
     """Ask each prompt for a stated distribution over ``labels`` (of ``scores``), write the
     greedy reply and read it (:func:`parse_stated`); ``res`` is filled in place."""
-    axis = [int(y) for y in options.scale]
-    where = [axis.index(int(y)) for y in scores]
     template, tok = model.template, model.tokenizer
     d = res.data
     for b, (system, user) in enumerate(prompts):
@@ -191,12 +238,5 @@ def score_stated(
         d["reply_text"][b] = tok.decode(reply, skip_special_tokens=False)
         d["reply_token_ids"][b] = encode_token_ids(reply)
         d["reply_end"][b] = end
-        reading = parse_stated(tok.decode(reply, skip_special_tokens=True), labels)
-        d["stated_status"][b] = reading.status
-        d["stated_numbers"][b] = reading.numbers_json(labels)
-        d["stated_sum"][b] = reading.raw_sum
-        d["valid_mass"][b] = np.nan if reading.pmf is None else 1.0
-        if reading.pmf is not None:
-            d["pmf"][b] = 0.0
-            d["pmf"][b, where] = reading.pmf
+        write_stated(res, b, tok.decode(reply, skip_special_tokens=True), labels, scores, options)
     return res

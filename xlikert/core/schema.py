@@ -466,6 +466,14 @@ ITEM_SCALE_VARIABLES: dict[str, ItemScaleVariable] = {
 PROMPT_VARIABLES: dict[str, Variable] = {
     "system": Variable((), "", {"description": "system message sent"}),
     "user": Variable((), "", {"description": "user message sent"}),
+    "stated_instruction": Variable(
+        (),
+        "",
+        {
+            "description": "the instruction the elicitation level stated adds to the user "
+            "message ({options}: the cell's answer labels); the experiment's, in each language"
+        },
+    ),
     "computed": Variable(
         (), False, {"description": "True where this shard computed the cell"}, "bool"
     ),

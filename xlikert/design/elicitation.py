@@ -58,6 +58,7 @@ __all__ = [
     "STATED_PARSE_RULE",
     "STATED_STATUSES",
     "check_elicitation_levels",
+    "stated_instruction_problem",
 ]
 
 #: Its levels; ``first_token`` is the reading without the factor.
@@ -126,6 +127,27 @@ ANSWER_PARSE_RULES = {"first_valid": ANSWER_PARSE_RULE, "standalone": STANDALONE
 
 #: Their names; ``first_valid`` is the default.
 ANSWER_PARSES = tuple(ANSWER_PARSE_RULES)
+
+
+def stated_instruction_problem(text: object) -> str | None:
+    """What is wrong with a ``stated`` instruction (None: nothing): it must be a non-empty
+    text that names the options with ``{options}`` (the cell's answer labels go there).
+
+    Examples
+    --------
+    >>> stated_instruction_problem("Options: {options}.") is None
+    True
+    >>> stated_instruction_problem("Give a JSON object of percents.")
+    "must name the options with {options} (the cell's answer labels are put there), got 'Give a JSON object of percents.'"
+    """
+    if not isinstance(text, str) or not text.strip():
+        return f"must be a non-empty text naming the options with {{options}}, got {text!r}"
+    if "{options}" not in text:
+        return (
+            "must name the options with {options} (the cell's answer labels are put there), "
+            f"got {text!r}"
+        )
+    return None
 
 
 def check_elicitation_levels(levels: Sequence[str], where: str = "") -> tuple[str, ...]:

@@ -121,6 +121,7 @@ class Experiment:
     collect: dict[str, Any] | None = None
     nonsubstantive: tuple[Option, ...] = ()
     answers: Literal["codes", "letters", "labels"] = "codes"
+    stated_instruction: str | None = None
     _user_templates: tuple[Template, ...] = field(default=(), compare=False)
     _system_templates: dict[str, Template] = field(default_factory=dict, compare=False)
     #: With a ``language`` factor: each language's experiment (its instrument translated).
@@ -445,6 +446,9 @@ class Experiment:
             coords=coords,
             attrs=prompt_attrs(self),
         )
+        if self.stated_instruction is not None:
+            attrs = dict(PROMPT_VARIABLES["stated_instruction"].attrs)
+            ds["stated_instruction"] = ((), self.stated_instruction, attrs)
         return ds.merge(extra, combine_attrs="override")
 
     def summary(self) -> str:

@@ -385,6 +385,8 @@ class ExperimentHead(_Table):
     """The user-message template around the item text; must contain `{item}`."""
     items: Annotated[list[ItemId], Field(min_length=1)] | None = None
     """Administer these items, in this order (default: all)."""
+    stated_instruction: NonBlank | None = None
+    """The instruction of the elicitation level `stated`, added to the user's text; `{options}` names the options (the cell's answer labels); translated in `[translations.<language>]` (default: the run's `stated_instruction`, in English)."""
 
 
 class FactorSpec(_Table):
@@ -443,6 +445,8 @@ class ExperimentTranslationSpec(_Table):
     """The `[experiment] system` template in this language (needed where the experiment sets one; the same text keeps it)."""
     user: TemplateText | None = None
     """The `[experiment] user` template in this language (needed where the experiment sets one)."""
+    stated_instruction: NonBlank | None = None
+    """The `[experiment] stated_instruction` in this language (needed where the experiment sets one; it must name `{options}`)."""
     anchors: dict[ScaleValue, NonBlank] = {}
     """Scale value -> label in this language (every anchor of the experiment's `[scale.anchors]` needs one)."""
     nonsubstantive: dict[NonBlank, Label] = {}
@@ -467,7 +471,7 @@ class ExperimentFile(_Table):
     collect: dict[str, Any] | None = None
     """Collection options: a table checked by the collection layer (`xlikert.collect.options.CollectOptions`)."""
     translations: dict[NonBlank, ExperimentTranslationSpec] = {}
-    """Language tag -> the experiment's own texts (`system`, `user`, `[scale]` labels) in that language of its `language` factor (`[translations.zh]`)."""
+    """Language tag -> the experiment's own texts (`system`, `user`, `stated_instruction`, `[scale]` labels) in that language of its `language` factor (`[translations.zh]`)."""
 
 
 MODELS: tuple[type[BaseModel], ...] = (

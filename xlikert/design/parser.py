@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from .elicitation import stated_instruction_problem
 from .experiment import Experiment, Factor
 from .file_schema import ExperimentFile, ExperimentHead, ModelSpec
 from .instrument import Instrument, builtin_instruments, load_instrument, resolve_file
@@ -176,6 +177,13 @@ def experiment_from_dict(
     check_format_shown(p, factors, user_templates, system_templates, (default.min, default.max))
     check_item_scales_shown(p, items, scales, default, user_templates, system_templates)
     check_factors_change_prompts(p, factors, (*user_templates, *system_templates.values()))
+    bad = (
+        None
+        if head.stated_instruction is None
+        else stated_instruction_problem(head.stated_instruction)
+    )
+    if bad is not None:
+        p.add("[experiment], field 'stated_instruction'", bad)
     languages = next((f.levels for f in factors if f.kind == "language"), None)
     for problem in experiment_translation_problems(table, languages, inst.language):
         p.add("[translations]", problem)
@@ -203,6 +211,7 @@ def experiment_from_dict(
         collect=dict(spec.collect) if spec.collect is not None else None,
         nonsubstantive=default.nonsubstantive,
         answers=default.answers,
+        stated_instruction=head.stated_instruction,
         _user_templates=user_templates,
         _system_templates=system_templates,
         _by_language=by_language,

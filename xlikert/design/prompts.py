@@ -58,7 +58,9 @@ def build_languages(exp) -> xr.Dataset:
     parts = [exp.language_experiments[lv].build_prompts() for lv in lang.levels]
     differ = [name for name in LANGUAGE_LABELS if name in parts[0]
               and not all(p[name].equals(parts[0][name]) for p in parts[1:])]  # fmt: skip
-    ds = xr.concat(parts, dim=lang.name, data_vars=["system", "user", *differ], coords="minimal",
+    own = [name for name in ("stated_instruction",) if name in parts[0]]
+    ds = xr.concat(parts, dim=lang.name, data_vars=["system", "user", *own, *differ],
+                   coords="minimal",
                    compat="override", join="override", combine_attrs="override")  # fmt: skip
     ds = ds.assign_coords({lang.name: np.array(lang.levels, dtype=str)})
     order = [f.name for f in exp.factor_specs]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from .elicitation import stated_instruction_problem
 from .items import Item
 from .scale import Option, Scale
 
@@ -186,15 +187,22 @@ def named_options(inst: Any, table: dict[str, Any]) -> Any:
     )
 
 
+#: The experiment's own texts of its ``[experiment]`` table that a translation gives.
+_TEXTS = ("system", "user", "stated_instruction")
+
+
 def _experiment_texts(table: dict[str, Any]) -> dict[str, Any]:
     """The texts an experiment table adds to its instrument's: ``system``, ``user`` (when
-    given and not the default ``{item}``), its ``[scale]`` anchors and option labels."""
+    given and not the default ``{item}``), ``stated_instruction``, its ``[scale]`` anchors
+    and option labels."""
     head, scale = table.get("experiment", {}), table.get("scale") or {}
     out: dict[str, Any] = {}
     if head.get("system"):  # "" (no system prompt) has nothing to translate
         out["system"] = head["system"]
     if head.get("user", "{item}") != "{item}":
         out["user"] = head["user"]
+    if head.get("stated_instruction"):
+        out["stated_instruction"] = head["stated_instruction"]
     if scale.get("anchors"):
         out["anchors"] = {int(k) for k in scale["anchors"]}
     if scale.get("nonsubstantive"):
@@ -256,9 +264,13 @@ def experiment_translation_problems(
         problems += [
             f"{where}: the experiment's [experiment] {key} has no {lv!r} translation "
             "(give it; the same text keeps it)"
-            for key in ("system", "user")
+            for key in _TEXTS
             if key in texts and key not in tr
         ]
+        said = tr.get("stated_instruction")
+        bad = None if said is None else stated_instruction_problem(said)
+        if bad is not None:
+            problems.append(f"{where}: stated_instruction {bad}")
         have = {int(k) for k in tr.get("anchors", {})}
         problems += [
             f"{where}: the experiment's [scale] anchor {y} has no {lv!r} translation"
@@ -283,7 +295,7 @@ def experiment_translation_problems(
         ]
         problems += [
             f"{where}: the experiment sets no {key} to translate"
-            for key in ("system", "user")
+            for key in _TEXTS
             if key in tr and key not in texts
         ]
     return problems
@@ -298,7 +310,7 @@ def translated_experiment(table: dict[str, Any], language: str) -> dict[str, Any
     if tr is None:
         return out
     head = {**out["experiment"]}
-    head.update({k: tr[k] for k in ("system", "user") if k in tr})
+    head.update({k: tr[k] for k in _TEXTS if k in tr})
     out["experiment"] = head
     if out.get("scale"):
         scale = {**out["scale"]}

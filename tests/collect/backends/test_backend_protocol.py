@@ -82,9 +82,18 @@ class _Plain:
 class _Server(_Plain):
     """A model that reads the elicitation levels its own way (``ServerElicitingModel``)."""
 
+    def score_elicited(self, prompts, level, options, labels=None):
+        res = self.score(prompts)
+        res.data["pmf"][:] = {"prefix": 0.25, "greedy": 0.5, "stated": len(labels or "")}[level]
+        return res
+
+
+class _OldServer(_Plain):
+    """A server model written before ``stated`` (no ``labels``): the other levels still work."""
+
     def score_elicited(self, prompts, level, options):
         res = self.score(prompts)
-        res.data["pmf"][:] = {"prefix": 0.25, "greedy": 0.5}[level]
+        res.data["pmf"][:] = 0.75
         return res
 
 
@@ -133,6 +142,10 @@ def test_score_elicited_dispatches_on_the_model_s_type():
     assert _capabilities(_Server()) == {"Model", "ServerElicitingModel"}
     for level, p in (("prefix", 0.25), ("greedy", 0.5)):
         assert (score_elicited(_Server(), prompts, level, opts).data["pmf"] == p).all()
+        assert (score_elicited(_OldServer(), prompts, level, opts).data["pmf"] == 0.75).all()
+    # stated: the answer labels are passed through to the server model
+    got = score_elicited(_Server(), prompts, "stated", opts, labels=["a", "", "c"])
+    assert (got.data["pmf"] == 3).all()
     assert _capabilities(_Plain()) == {"Model"}
     with pytest.raises(
         CollectionError, match=r"'plain'.*cannot read prompts as token ids.*'prefix'"

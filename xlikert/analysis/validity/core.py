@@ -14,6 +14,7 @@ from scipy.stats import norm
 
 __all__ = [
     "DISTANCES",
+    "TIE_TOL",
     "closest_level",
     "delta_variance",
     "distance_gradients",
@@ -22,6 +23,11 @@ __all__ = [
     "paired_mean",
     "paired_skill",
 ]
+
+#: Two levels whose scores differ by at most this much are tied, ``closest_z`` 0: the model
+#: PMFs are float32 computations, and two readings of the same distribution (a greedy
+#: reply's answer read at its first token, and the first token) agree to about 1e-6.
+TIE_TOL = 1e-5
 
 #: The distances of a model PMF to the human PMF, in the order of :func:`distance_gradients`.
 DISTANCES: tuple[str, ...] = ("wasserstein", "total_variation", "jensen_shannon")
@@ -140,7 +146,8 @@ def closest_level(
         than two levels are compared).
     z : numpy.ndarray
         ``(...)``: ``|score(runner-up) - score(best)| / SE`` of their paired difference
-        (NaN where not defined; ``inf`` where the SE is 0 and the scores differ).
+        (NaN where not defined; 0 where the scores differ by at most :data:`TIE_TOL`, a
+        tie; ``inf`` where the SE is 0 and they differ by more).
 
     Examples
     --------
@@ -148,6 +155,8 @@ def closest_level(
     ...                                 [0, 0, 1], [1, 2, 2], True)
     >>> int(best), int(second), float(z)          # 0.2 - 0.1 over the SE of pair (1, 2)
     (1, 2, 2.0)
+    >>> float(closest_level(np.array([0.3, 0.3 + 1e-7]), np.array([0.0]), [0], [1], True)[2])
+    0.0
     """
     key = np.where(np.isnan(mean), np.inf, mean if lower_is_better else -mean)
     order = np.argsort(key, axis=-1, kind="stable")
@@ -160,7 +169,9 @@ def closest_level(
                  - np.take_along_axis(mean, best[..., None], -1)[..., 0])  # fmt: skip
     se = np.take_along_axis(se_pair, pair[..., None], -1)[..., 0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(gap == 0, 0.0, gap / se)
+        # a gap within float noise (a greedy reply read at its first token: the first-token
+        # PMF again, from another pass) is a tie, not a lead of infinite certainty
+        z = np.where(gap <= TIE_TOL, 0.0, gap / se)
     two = n_ok >= 2
     return np.where(two, best, -1), np.where(two, second, -1), np.where(two, z, np.nan)
 

@@ -105,7 +105,7 @@ def check_run(
     context = Conversations.of(prompts, user)
     if context is not None:
         _check_sequential_backends(entries)
-    elicitations = Elicitations.of(user)
+    elicitations = Elicitations.of(user, prompts)
     if elicitations is not None:
         check_elicitation_backends(entries, elicitations, run_options)
         if context is not None and elicitations.used != ["first_token"]:

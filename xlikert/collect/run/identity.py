@@ -248,6 +248,9 @@ class RunKeys:
         ``cell -> its elicitation level`` (None: every cell ``first_token``); a cell of
         another level hashes its level and the settings it reads with its prompt's ids
         (:func:`~xlikert.collect.elicitation.elicitation_sent`).
+    options_of
+        ``cell -> the options it is read with`` (None: the run's): a ``stated`` cell's
+        own instruction, where the prompts carry one, is what its key hashes.
     """
 
     def __init__(
@@ -258,11 +261,13 @@ class RunKeys:
         labels: Callable[[int], tuple[str, ...]],
         battery: Callable[[int], Sequence[int] | None] | None = None,
         level: Callable[[int], str] | None = None,
+        options_of: Callable[[int], CollectOptions] | None = None,
     ):
         self.models, self.options = list(models), options
         self.prompts, self.labels = prompts, labels
         self.battery = battery
         self.level = level
+        self.options_of = options_of
         self._inputs: dict[int, CellInputs | None] = {}
         self._keys: dict[int, dict[int, str]] = {}
 
@@ -308,7 +313,8 @@ class RunKeys:
             elif self.level is not None and self.level(j) != "first_token":
                 from ..elicitation import elicitation_sent
 
-                sent[n] = elicitation_sent(self.level(j), sent[n], self.options)
+                read = self.options if self.options_of is None else self.options_of(j)
+                sent[n] = elicitation_sent(self.level(j), sent[n], read)
         return sent
 
     def check_spelled(self, mi: int, label_sets: Iterable[tuple[str, ...] | None]) -> None:

@@ -81,7 +81,7 @@ class Plan:
         #: Each cell's elicitation level (:class:`~..elicitation.Elicitations`), or None.
         self.elicitations = run.elicitations
         groups = _groups(self.sys_flat, run.labels, context.where if context is not None else {},
-                         self.level_of)  # fmt: skip
+                         self.reading_of)  # fmt: skip
         # a conversation (a sequential condition, its cells in the order asked) is one unit
         batteries = context.batteries if context is not None else []
         #: Every model's cells in the order its units take them (a cell's first twin owns it).
@@ -99,6 +99,11 @@ class Plan:
         if run.elicitations is not None and run.elicitations.used != ["first_token"]:
             opts["elicitation"] = {lv: options.elicitation_settings(lv)
                                    for lv in run.elicitations.used}  # fmt: skip
+            if run.elicitations.instructions is not None and "stated" in run.elicitations.used:
+                opts["elicitation"]["stated_instructions"] = sorted(
+                    {self.options_of(j).stated_instruction for j in range(len(self.user_flat))
+                     if self.level_of(j) == "stated"}
+                )  # fmt: skip
         self.fingerprint = _hash(run, {**opts, "shard": run.shard})
         #: The same for every shard of one run (and equal to the unsharded run's fingerprint).
         self.run_fingerprint = _hash(run, {**opts, "shard": None})
@@ -106,6 +111,21 @@ class Plan:
     def level_of(self, cell: int) -> str:
         """The elicitation level of a cell (``first_token`` without the factor)."""
         return "first_token" if self.elicitations is None else self.elicitations.level(cell)
+
+    def options_of(self, cell: int) -> CollectOptions:
+        """The options a cell is read with: the run's, with the cell's own ``stated``
+        instruction where the prompts carry one (:meth:`~..elicitation.Elicitations.options_of`)."""
+        if self.elicitations is None:
+            return self.options
+        return self.elicitations.options_of(cell, self.options)
+
+    def reading_of(self, cell: int) -> str:
+        """How a cell is read: its level, and for a ``stated`` cell its instruction (a
+        unit's cells share it)."""
+        level = self.level_of(cell)
+        if level != "stated":
+            return level
+        return f"stated\0{self.options_of(cell).stated_instruction}"
 
     def labels_of(self, cells: Sequence[int]) -> tuple[str, ...] | None:
         """The answer labels of a unit's cells (they share them)."""
@@ -413,7 +433,8 @@ def run_keys(run: CheckedRun, plan: Plan) -> RunKeys:
     conversation."""
     battery = plan.context.battery_of if plan.context is not None else None
     level = plan.level_of if plan.elicitations is not None else None
-    return RunKeys(run.models, run.options, plan.prompts, plan.key_labels, battery, level)
+    return RunKeys(run.models, run.options, plan.prompts, plan.key_labels, battery, level,
+                   plan.options_of if level is not None else None)  # fmt: skip
 
 
 def reuse_sources(

@@ -425,8 +425,13 @@ class Session:
         if level != "first_token":
             # stated: the label of each point of the run's scale ("" off the item's support)
             labels = plan.replies(cells[0]) if level == "stated" else None
-            return score_elicited(
-                model, plan.prompts(cells), level, options, labels, progress=progress
+            return score_elicited(  # a unit's cells share their stated instruction
+                model,
+                plan.prompts(cells),
+                level,
+                plan.options_of(cells[0]),
+                labels,
+                progress=progress,
             )
         if plan.context is None or plan.context.battery_of(cells[0]) is None:
             r = _score_walking(model, plan.prompts(cells), progress)

@@ -65,6 +65,9 @@ def closest_reading_section(inputs: ReportInputs) -> Section | None:
         return None
     left = [str(i) for i in ds["item"].values if str(i) not in have]
     ds = ds.sel(item=items) if left else ds
+    ds, empty = _levels_with_pmf(ds)
+    if ds.sizes[ELICITATION_DIM] < 2:
+        return None
     answers = inputs.respondents if RESPONDENT_COLUMN in inputs.factors else None
     v = validity(ds, human, answers=answers)
     s = Section("Which reading is closest to people")
@@ -83,6 +86,13 @@ def closest_reading_section(inputs: ReportInputs) -> Section | None:
         )
         + _unanswered(v)
         + (
+            " Levels whose replies wrote no answer in any cell, counted and left out: "
+            + ", ".join(f"{md_code(lv)} {n}" for lv, n in empty)
+            + "."
+            if empty
+            else ""
+        )
+        + (
             f" Items without human data, left out: {', '.join(md_code(i) for i in left)}."
             if left
             else ""
@@ -99,6 +109,22 @@ def closest_reading_section(inputs: ReportInputs) -> Section | None:
         "W1 to the people per reading, ±1.96 SE (bound); filled: the closest level.",
     )  # fmt: skip
     return s
+
+
+def _levels_with_pmf(ds):
+    """``ds`` without the elicitation levels that have no PMF in any cell (a reply level
+    whose every reply wrote no answer: nothing to set against the people, and it would
+    leave no item that every level answers), and each such level's name and cell count."""
+    answered = ds["pmf"].notnull().any("score")
+    has = answered.any([d for d in answered.dims if d != ELICITATION_DIM])
+    cells = answered.size // answered.sizes[ELICITATION_DIM]
+    empty = [(str(lv), cells) for lv, h in zip(has[ELICITATION_DIM].values, has.values,
+                                               strict=True) if not h]  # fmt: skip
+    if not empty:
+        return ds, empty
+    gone = {lv for lv, _ in empty}
+    keep = [lv for lv in ds[ELICITATION_DIM].values if str(lv) not in gone]
+    return ds.sel({ELICITATION_DIM: keep}), empty
 
 
 def _unanswered(v) -> str:

@@ -102,12 +102,12 @@ def check(spec: dict[str, Any], options: CollectOptions) -> dict[str, Any]:
 
 
 #: The elicitation levels a server reads (:mod:`xlikert.collect.elicitation`).
-ELICITATION_LEVELS = ("first_token", "prefix", "greedy")
+ELICITATION_LEVELS = ("first_token", "prefix", "greedy", "stated")
 
 
 def check_elicitation(spec: dict[str, Any], levels: tuple[str, ...]) -> None:
-    """A server reads ``prefix`` and ``greedy`` (:mod:`.elicitation`); ``own_words`` is refused
-    by name before anything runs.
+    """A server reads ``prefix``, ``greedy`` and ``stated`` (:mod:`.elicit`); ``own_words`` is
+    refused by name before anything runs.
 
     Raises
     ------
@@ -115,12 +115,6 @@ def check_elicitation(spec: dict[str, Any], levels: tuple[str, ...]) -> None:
         ``own_words`` (or an unknown level), naming the model and why.
     """
     name = spec.get("name")
-    if "stated" in levels:
-        raise ElicitationLevelError(
-            f"model {name!r}: the elicitation level 'stated' is read by the in-process "
-            "backends only (transformers, vllm) so far; use one of them, or drop 'stated' "
-            "from the factor"
-        )
     if "own_words" in levels:
         raise ElicitationLevelError(
             f"model {name!r}: the elicitation level 'own_words' reads the exact next-token "

@@ -1,7 +1,7 @@
-"""The elicitation levels ``prefix`` and ``greedy`` on an OpenAI-compatible server.
+"""The elicitation levels ``prefix``, ``greedy`` and ``stated`` on an OpenAI-compatible server.
 
-A server lists the top-k log-probabilities of the tokens it writes, so both levels are
-read from top-k listings, with the certified intervals of top-k mode
+A server lists the top-k log-probabilities of the tokens it writes, so ``prefix`` and
+``greedy`` are read from top-k listings, with the certified intervals of top-k mode
 (:func:`~xlikert.kernels.readout.topk_intervals`; ``pmf_lower``/``pmf_upper`` and
 ``valid_mass_lower``/``valid_mass_upper`` stored) whatever the model's mode:
 
@@ -22,6 +22,14 @@ read from top-k listings, with the certified intervals of top-k mode
     (:func:`~xlikert.collect.elicitation.parse_answer`), on token ids where the server
     returns them, else on the listed texts; the in-text PMF is the listing at the
     answer's position, bounded.
+
+``stated`` (:data:`STATED_PROTOCOL`)
+    The greedy reply of ``greedy``, asked of the user's text with the run's
+    ``stated_instruction`` after a blank line (:func:`~xlikert.collect.stated.stated_user`,
+    the cell's answer labels for ``{options}``), ``max_tokens=stated_tokens``: the reply
+    is stored as ``greedy`` stores it and parsed by
+    :func:`~xlikert.collect.stated.parse_stated`. The stated PMF is read exactly (no
+    token mass), so its certified bounds equal it.
 
 ``own_words`` reads the full next-token distribution after every reply prefix, which a
 server does not give; it is refused by name before anything runs
@@ -63,7 +71,13 @@ class ServerModel(Protocol):
         ...
 
 
-__all__ = ["GREEDY_PROTOCOL", "PREFIX_PROTOCOL", "ServerModel", "score_elicited_on_server"]
+__all__ = [
+    "GREEDY_PROTOCOL",
+    "PREFIX_PROTOCOL",
+    "STATED_PROTOCOL",
+    "ServerModel",
+    "score_elicited_on_server",
+]
 
 #: How ``prefix`` is read from a server; stored in the model's provenance.
 PREFIX_PROTOCOL = (
@@ -83,10 +97,21 @@ GREEDY_PROTOCOL = (
 )
 
 
+#: How ``stated`` is read from a server; stored in the model's provenance.
+STATED_PROTOCOL = (
+    "one chat completion templated by the server (temperature=0, max_tokens=stated_tokens, "
+    "top_logprobs=top_k+1) of the user's text with stated_instruction after a blank line "
+    "({options}: the cell's answer labels); the reply stored as greedy stores it and parsed "
+    "by stated_parse_rule; the stated pmf is exact, its certified bounds equal to it"
+)
+
+
 def score_elicited_on_server(
-    model: ServerModel, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
-) -> UnitResult:
-    """Read one unit of prompts under ``prefix`` or ``greedy`` on the model's server.
+    model: ServerModel, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions,
+    labels: Sequence[str] | None = None,
+) -> UnitResult:  # fmt: skip
+    """Read one unit of prompts under ``prefix``, ``greedy`` or ``stated`` on the model's
+    server.
 
     Parameters
     ----------
@@ -95,9 +120,13 @@ def score_elicited_on_server(
     prompts : sequence of (str, str)
         The unit's ``(system, user)`` prompts.
     level : str
-        ``prefix`` or ``greedy``.
+        ``prefix``, ``greedy`` or ``stated``.
     options : CollectOptions
-        The run's options (``answer_prefix``, ``reply_tokens``, ``answer_parse``).
+        The run's options (``answer_prefix``, ``reply_tokens``, ``answer_parse``,
+        ``stated_instruction``, ``stated_tokens``).
+    labels : sequence of str, optional
+        ``stated``: the answer label of each point of ``options.scale`` (``""`` off the
+        item's support; default the scores' digits).
 
     Returns
     -------
@@ -117,10 +146,12 @@ def score_elicited_on_server(
         _prefix(model, prompts, options, res)
     elif level == "greedy":
         _greedy(model, prompts, options, res)
+    elif level == "stated":
+        _stated(model, prompts, options, labels, res)
     else:
         raise ElicitationLevelError(
             f"model {model.name!r}: an OpenAI-compatible server reads the elicitation levels "
-            f"prefix and greedy, not {level!r}"
+            f"prefix, greedy and stated, not {level!r}"
         )
     return res
 
@@ -179,44 +210,70 @@ def _legacy_entry(obj: dict, model: ServerModel) -> dict:
     return entry
 
 
+def _reply_request(model: ServerModel, msgs: list, tokens: int, what: str) -> dict:
+    """The server's greedy reply to ``msgs`` (temperature 0, up to ``tokens`` tokens), with
+    the top-k listing at each of its positions."""
+    body = model.plan.body(msgs, as_ids=model.readout.ids_ok)
+    body.update(max_tokens=int(tokens), temperature=0.0, top_p=1.0)
+    return model.plan.request(body, what)
+
+
+def _reply(model: ServerModel, obj: dict, what: str) -> tuple[dict, list, list[Any], list[str]]:
+    """A greedy reply's choice, its positions' listings, each token's key (its id where the
+    server names tokens by id, else its text) and each token's text."""
+    rd, tok = model.readout, model.tokenizer
+    try:
+        choice = obj["choices"][0]
+        content = choice["logprobs"]["content"] or []
+    except (KeyError, IndexError, TypeError):
+        raise CollectionError(
+            f"model {model.spec.name!r}: server {model.spec.public_url} returns no "
+            f"logprobs for {what}'s tokens"
+        ) from None
+    keys: list[Any] = []
+    for e in content:
+        k = token_id(str(e["token"])) if rd.ids_ok else str(e["token"])
+        keys.append(k if k is not None else str(e["token"]))
+    if rd.ids_ok and tok is not None:
+        texts = [tok.decode([int(i)]) for i in keys]
+    else:
+        texts = [str(e["token"]) for e in content]
+    return choice, content, keys, texts
+
+
+def _write_reply(
+    model: ServerModel, res: UnitResult, r: int, choice: dict, keys: list[Any], texts: list[str]
+) -> str:
+    """Store row ``r``'s reply (``reply_text``, ``reply_token_ids``, ``reply_end``); its text
+    with special tokens left out, where the server names tokens by id, else as stored."""
+    ids = [int(k) for k in keys] if model.readout.ids_ok else None
+    tok = model.tokenizer
+    text = tok.decode(ids) if ids is not None and tok is not None else "".join(texts)
+    d = res.data
+    d["reply_text"][r] = text
+    d["reply_token_ids"][r] = encode_token_ids(ids) if ids is not None else ""
+    d["reply_end"][r] = "length" if choice.get("finish_reason") == "length" else "eos"
+    if ids is not None and tok is not None:
+        return str(tok.decode(ids, skip_special_tokens=True))
+    return text
+
+
 def _greedy(
     model: ServerModel, prompts: Sequence[tuple[str, str]], options: CollectOptions, res: UnitResult
 ) -> None:
     from ...elicitation import parse_answer
 
-    rd, plan, tok = model.readout, model.plan, model.tokenizer
+    rd = model.readout
     S = len(rd.scale)
     msgs = [messages(s, u) for s, u in prompts]
 
     def one(m: list) -> dict:
-        body = plan.body(m, as_ids=rd.ids_ok)
-        body.update(max_tokens=int(options.reply_tokens), temperature=0.0, top_p=1.0)
-        return plan.request(body, "a greedy reply")
+        return _reply_request(model, m, options.reply_tokens, "a greedy reply")
 
     for r, obj in enumerate(model.pool.map(one, msgs)):
-        try:
-            choice = obj["choices"][0]
-            content = choice["logprobs"]["content"] or []
-        except (KeyError, IndexError, TypeError):
-            raise CollectionError(
-                f"model {model.spec.name!r}: server {model.spec.public_url} returns no "
-                "logprobs for the greedy reply's tokens"
-            ) from None
-        keys: list[Any] = []
-        for e in content:
-            k = token_id(str(e["token"])) if rd.ids_ok else str(e["token"])
-            keys.append(k if k is not None else str(e["token"]))
-        ids = [int(k) for k in keys] if rd.ids_ok else None
-        if ids is not None and tok is not None:
-            texts = [tok.decode([i]) for i in ids]
-            text = tok.decode(ids)
-        else:
-            texts = [str(e["token"]) for e in content]
-            text = "".join(texts)
+        choice, content, keys, texts = _reply(model, obj, "the greedy reply")
+        _write_reply(model, res, r, choice, keys, texts)
         d = res.data
-        d["reply_text"][r] = text
-        d["reply_token_ids"][r] = encode_token_ids(ids) if ids is not None else ""
-        d["reply_end"][r] = "length" if choice.get("finish_reason") == "length" else "eos"
         d["prompt_text"][r] = json.dumps(msgs[r], ensure_ascii=False)
         cols = [rd.score_of(k) for k in keys]
         score = {k: rd.scale[c] for k, c in zip(keys, cols, strict=True) if 0 <= c < S}
@@ -230,3 +287,22 @@ def _greedy(
         d["reply_answer_position"][r] = t
         rd.fill(res, r, msgs[r], rd.listing(_listing_obj(content[t])), None)
         d["prompt_text"][r] = json.dumps(msgs[r], ensure_ascii=False)
+
+
+def _stated(
+    model: ServerModel, prompts: Sequence[tuple[str, str]], options: CollectOptions,
+    labels: Sequence[str] | None, res: UnitResult,
+) -> None:  # fmt: skip
+    from ...stated import stated_options, stated_user, write_stated
+
+    shown, scores = stated_options(options, labels)
+    msgs = [messages(s, stated_user(u, options.stated_instruction, shown)) for s, u in prompts]
+
+    def one(m: list) -> dict:
+        return _reply_request(model, m, options.stated_tokens, "a stated reply")
+
+    for r, obj in enumerate(model.pool.map(one, msgs)):
+        choice, _, keys, texts = _reply(model, obj, "the stated reply")
+        text = _write_reply(model, res, r, choice, keys, texts)
+        res.data["prompt_text"][r] = json.dumps(msgs[r], ensure_ascii=False)
+        write_stated(res, r, text, shown, scores, options)

@@ -508,19 +508,27 @@ class OpenAIModel:
         return res
 
     def score_elicited(
-        self, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions
-    ) -> UnitResult:
-        """Read the prompts under the elicitation level ``prefix`` or ``greedy``
-        (:func:`~.elicit.score_elicited_on_server`; one-token answers only).
+        self, prompts: Sequence[tuple[str, str]], level: str, options: CollectOptions,
+        labels: Sequence[str] | None = None,
+    ) -> UnitResult:  # fmt: skip
+        """Read the prompts under the elicitation level ``prefix``, ``greedy`` or ``stated``
+        (:func:`~.elicit.score_elicited_on_server`; ``prefix`` and ``greedy``: one-token
+        answers only; ``labels``: ``stated``'s answer labels).
 
         Raises
         ------
         ElicitationLevelError
-            Answers that need several tokens: both levels read one top-k listing.
+            ``prefix`` or ``greedy`` with answers that need several tokens: both read one
+            top-k listing.
         """
-        from .elicit import GREEDY_PROTOCOL, PREFIX_PROTOCOL, score_elicited_on_server
+        from .elicit import (
+            GREEDY_PROTOCOL,
+            PREFIX_PROTOCOL,
+            STATED_PROTOCOL,
+            score_elicited_on_server,
+        )
 
-        if self.answers is not None:
+        if self.answers is not None and level != "stated":  # stated reads no listing
             raise ElicitationLevelError(
                 f"model {self.name!r}: the elicitation level {level!r} reads the answer from "
                 "one top-k listing on a server, and some answers need several tokens "
@@ -528,10 +536,11 @@ class OpenAIModel:
                 "backend, or first_token"
             )
 
-        rule = {"prefix": PREFIX_PROTOCOL, "greedy": GREEDY_PROTOCOL}.get(level)
+        rule = {"prefix": PREFIX_PROTOCOL, "greedy": GREEDY_PROTOCOL,
+                "stated": STATED_PROTOCOL}.get(level)  # fmt: skip
         if rule is not None:
             self._prov[f"elicitation_{level}_protocol"] = rule
-        return score_elicited_on_server(self, prompts, level, options)
+        return score_elicited_on_server(self, prompts, level, options, labels)
 
     def close(self) -> None:
         """Stop the worker threads and close every connection."""
