@@ -22,6 +22,7 @@ from ...templates import PromptTemplate
 from ..inprocess import InProcessModel
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
+from .packed import PackedNodeReader, packable
 from .scorer import (
     Scorer,
     context_readout,
@@ -262,12 +263,20 @@ class LocalModel(InProcessModel):
 
     def _walk_prompts(self, encoded: list[list[int]]) -> dict[str, np.ndarray]:
         """Each prompt's answers by the certified walk over the labels' trie
-        (:func:`~xlikert.collect.answers.walk.walk_labels`): each node read from its
-        parent's KV cache on one :class:`TreeReader` (the unit's shared prefix run once and
-        kept; a prompt's nodes' caches dropped once its walk is done, so memory is bounded
-        by :data:`WALK_BYTES` and one round's logits)."""
+        (:func:`~xlikert.collect.answers.walk.walk_labels`): where the model's cache is
+        plain full attention, a round's nodes as one tree-masked row on the prompt's own
+        growing cache, copied from the unit's shared prefix
+        (:class:`~xlikert.collect.backends.transformers.packed.PackedNodeReader`: nothing
+        copied or padded per node); else each node read from its parent's KV cache on one
+        :class:`TreeReader` (the unit's shared prefix run once and kept; a prompt's nodes'
+        caches dropped once its walk is done, so memory is bounded by :data:`WALK_BYTES`
+        and one round's logits)."""
         P = common_prefix(encoded) if self.scorer.prefix_cache else 0
         shared = [encoded[0][:P]] if P else []
+        state = self.scorer.prefix_state(shared[0]) if P else None
+        if state is not None and packable(self.scorer, state):  # a packed tree a round
+            return self._walk(lambda ids: PackedNodeReader(self.scorer, ids, (state, P)),
+                              encoded, lambda _: None)  # fmt: skip
         # a round in one pass: a forward's cost on a CPU is mostly reading the weights
         with TreeReader(self.scorer, [[]], 1, _logits_rows, max(self.batch_size, ROUND_NODES),
                         max_bytes=WALK_BYTES) as tr:  # fmt: skip
