@@ -23,6 +23,7 @@ from xlikert.collect import collect
 from xlikert.collect.elicitation import (
     ELICITATION_KEY,
     Elicitations,
+    check_elicitation_backends,
     elicitation_sent,
     parse_answer,
 )
@@ -259,3 +260,27 @@ def test_backends_and_modes_that_cannot_read_a_level_are_refused_before_loading(
     seq = prompts(["greedy"]).expand_dims(administration=["sequential"])
     with pytest.raises(CollectionError, match=r"does not combine|do not combine"):
         collect(seq, [{"name": "tiny", "source": tiny}], **KW)
+
+
+@pytest.mark.parametrize(
+    ("levels", "backend", "match"),
+    [
+        (["stated", "own_words"], "transformers",
+         r"model 'r': the elicitation level\(s\) \['own_words'\] do not combine with reasoning "
+         r"mode .* reads \['stated'\] .* with an entry of the same model without reasoning"),
+        (["prefix"], "transformers", r"\['prefix'\] do not combine with reasoning mode"),
+        (["greedy"], "transformers", r"\['greedy'\] do not combine with reasoning mode"),
+        (["stated"], "vllm", r"reasoning mode are read on the transformers backend only, not "
+                             r"'vllm': use backend = 'transformers'"),
+    ],
+)  # fmt: skip
+def test_reasoning_mode_reads_stated_only_and_refuses_the_rest_by_name(levels, backend, match):
+    """A model in reasoning mode reads ``stated`` on transformers; every other level (and
+    stated on another backend) is refused by name, with what to do, before anything loads."""
+    spec = {"name": "r", "source": "some/model", "backend": backend,
+            "reasoning": {"traces": 2}}  # fmt: skip
+    used = Elicitations(["first_token", *levels])
+    with pytest.raises(CollectionError, match=match):
+        check_elicitation_backends([spec], used, CollectOptions())
+    check_elicitation_backends([{**spec, "backend": "transformers"}],
+                               Elicitations(["first_token", "stated"]), CollectOptions())  # fmt: skip

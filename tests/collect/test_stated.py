@@ -290,3 +290,129 @@ def test_a_prompts_instruction_without_the_options_is_refused_before_loading(tmp
     with pytest.raises(CollectionError, match=r"stated_instruction must name the options"):
         collect(prompts, [{"name": "none", "source": str(tmp_path / "no-such-model")}],
                 progress=False)  # fmt: skip
+
+
+# ------------------------------------------------------------------ reasoning mode
+def test_a_reply_is_read_after_its_thought_only():
+    """The thought's own JSON-like numbers are never parsed; a reply without the end
+    marker (the thought never ended) is no_reply, counted, not dropped."""
+    from xlikert.collect.stated import parse_stated_reply
+
+    labels = ["1", "2", "3"]
+    reply = ('Hmm, {"1": 80, "2": 10, "3": 10}? Or 1: 5%\n2: 5%\n3: 90%. '
+             '</think>\n\n{"1": 20, "2": 30, "3": 50}')  # fmt: skip
+    after = parse_stated_reply(reply, labels, "</think>")
+    assert after.status == "ok" and after.numbers.tolist() == [20.0, 30.0, 50.0]
+    np.testing.assert_allclose(after.pmf, [0.2, 0.3, 0.5])
+    # the same text read whole would take the thought's numbers: the split is what differs
+    assert parse_stated_reply(reply, labels).numbers.tolist() == [80.0, 10.0, 10.0]
+    cot = 'Let me see: {"1": 1, "2": 1, "3": 98}\nAnswer: 1: 50%\n2: 25%\n3: 25%'
+    assert parse_stated_reply(cot, labels, "Answer:").numbers.tolist() == [50.0, 25.0, 25.0]
+    # a later marker is part of the reply after the first one
+    twice = '</think>{"1": 1, "2": 1, "3": 2}</think>{"1": 9, "2": 9, "3": 9}'
+    assert parse_stated_reply(twice, labels, "</think>").numbers.tolist() == [1.0, 1.0, 2.0]
+    for unended in ('{"1": 80, "2": 10, "3": 10}', "1: 20\n2: 30\n3: 50", ""):
+        r = parse_stated_reply(unended, labels, "</think>")
+        assert r.status == "no_reply" and r.pmf is None and np.isnan(r.numbers).all()
+    assert parse_stated_reply("</think>  ", labels, "</think>").status == "no_reply"
+    assert parse_stated_reply("</think> none", labels, "</think>").status == "not_a_distribution"
+
+
+@pytest.fixture(scope="module")
+def thinker(tmp_path_factory) -> str:
+    """The micro model (a thinking template, ``</think>`` one token) with the output rows of
+    ``y`` and ``</think>`` swapped: it writes the end marker where it would write ``y``."""
+    pytest.importorskip("transformers")
+    import torch
+    from support.tiny import save_micro
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = save_micro(tmp_path_factory.mktemp("thinker") / "model", seed=8)
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    y, marker = tok.convert_tokens_to_ids("y"), tok.convert_tokens_to_ids("</think>")
+    with torch.no_grad():
+        w = model.lm_head.weight
+        w[[y, marker]] = w[[marker, y]].clone()
+    model.save_pretrained(path)
+    return str(path)
+
+
+def _expected(gen: list[int], stop: set[int], marker: int, budget: int, cap: int):
+    """The reply, its end and the thought's length, from generate's tokens, written plainly."""
+    eos = bool(gen) and gen[-1] in stop
+    reply = gen[:-1] if eos else gen
+    k = reply.index(marker) + 1 if marker in reply[:budget] else None
+    if k is None:
+        short = reply[:budget]
+        return short, "thought_eos" if eos and len(reply) <= budget else "thought_length", None
+    return reply[: k + cap], "eos" if eos and len(reply) <= k + cap else "length", k
+
+
+def test_a_reasoning_model_states_after_its_thought_as_generate_writes_it(thinker, tmp_path):
+    """Stored reply == generate(do_sample=False) on the same full prompt (the thinking
+    template's), the thought included; read after the marker; a thought cut by its budget
+    is no_reply; the cell key changes with the reasoning settings."""
+    import torch
+
+    import xlikert.collect.backends.transformers as backend
+    from xlikert.collect import collect
+    from xlikert.core.codecs import decode_token_ids
+
+    cap = 5
+    specs = [{"name": f"b{n}", "source": thinker, "reasoning": {"traces": 1, "max_new_tokens": n}}
+             for n in (2, 12)]  # fmt: skip
+    kw = {"progress": False, "batch_size": 4, "top_k": 3, "stated_tokens": cap}
+    ds = collect(_prompts(["first_token", "stated"]), specs, tmp_path / "r.nc", **kw)
+    model = backend.open(specs[1], CollectOptions(scale=range(1, 8), top_k=3))
+    tok, stop = model.tokenizer, set(model.end_of_turn)
+    marker = tok.convert_tokens_to_ids("</think>")
+    labels = [str(y) for y in range(1, 8)]
+    seen = set()
+    try:
+        for spec in specs:
+            budget = spec["reasoning"]["max_new_tokens"]
+            cells = ds.sel(model=spec["name"], elicitation="stated")
+            for target in cells["target"].values:
+                for item in cells["item"].values:
+                    c = cells.sel(target=target, item=item)
+                    p = _prompts(["stated"]).sel(elicitation="stated", target=target, item=item)
+                    user = stated_user(str(p.user.values), CollectOptions().stated_instruction,
+                                       labels)  # fmt: skip
+                    text = tok.apply_chat_template(
+                        [{"role": "system", "content": str(p.system.values)},
+                         {"role": "user", "content": user}],
+                        tokenize=False, add_generation_prompt=True, enable_thinking=True,
+                    )  # fmt: skip
+                    assert str(c.prompt_text.values) == text
+                    ids = decode_token_ids(str(c.prompt_token_ids.values)).tolist()
+                    assert ids == tok(text, add_special_tokens=False)["input_ids"]
+                    with torch.inference_mode():
+                        out = model.lm.model.generate(
+                            torch.tensor([ids]), attention_mask=torch.ones((1, len(ids)),
+                            dtype=torch.long), do_sample=False, max_new_tokens=budget + cap,
+                            eos_token_id=sorted(stop), pad_token_id=0,
+                        )  # fmt: skip
+                    gen = out[0, len(ids) :].tolist()
+                    want, end, k = _expected(gen, stop, marker, budget, cap)
+                    reply = decode_token_ids(str(c.reply_token_ids.values)).tolist()
+                    assert reply == want and str(c.reply_end.values) == end
+                    assert str(c.reply_text.values) == tok.decode(want, skip_special_tokens=False)
+                    status = str(c.stated_status.values)
+                    if k is None:
+                        assert status == "no_reply" and np.isnan(c.pmf.values).all()
+                    else:
+                        after = tok.decode(want[k:], skip_special_tokens=True)
+                        assert status == parse_stated(after, labels).status
+                    seen.add((spec["name"], k is not None))
+    finally:
+        model.close()
+    assert seen == {("b2", False), ("b12", True)}, seen
+    # reused by cell key; a changed thought budget changes the key: its cells are computed
+    moved = {"name": "b3", "source": thinker, "reasoning": {"traces": 1, "max_new_tokens": 3}}
+    again = collect(_prompts(["first_token", "stated"]), [specs[1], moved],
+                    tmp_path / "again.nc", reuse=[tmp_path / "r.nc"], **kw)  # fmt: skip
+    per_model = ds["pmf"].sel(model="b2").isel(score=0).size  # every cell of one entry
+    assert int(again.attrs["cells_computed"]) == per_model, again.attrs["cells_computed"]
+    for name in ("reply_text", "reply_end", "stated_status"):
+        assert (again[name].sel(model="b12") == ds[name].sel(model="b12")).all()

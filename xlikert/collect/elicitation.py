@@ -99,6 +99,10 @@ ELICITATION_KEY = "xlikert-elicitation-1"
 #: The levels that write a reply (the model must be an :class:`ElicitingModel`).
 REPLY_LEVELS = ("greedy", "own_words", "stated")
 
+#: The levels other than ``first_token`` a model in reasoning mode reads (transformers backend):
+#: ``stated``, from the greedy reply with its thought (:func:`~xlikert.collect.stated.score_stated`).
+REASONING_LEVELS = ("stated",)
+
 
 @dataclass
 class Elicitations:
@@ -195,7 +199,8 @@ def check_elicitation_backends(
         A backend asked for a level it cannot read (a server asked for ``own_words``),
         naming the model, the level and the backend.
     CollectionError
-        A model in reasoning mode; ``own_words`` with a parsing rule other than
+        A model in reasoning mode asked for a level other than ``stated``
+        (:data:`REASONING_LEVELS`) or on a backend other than transformers; ``own_words`` with a parsing rule other than
         ``first_valid``; an answer rule that ``greedy`` or ``own_words`` cannot
         parse (non-substantive options). Each names the model and the level.
     """
@@ -213,10 +218,7 @@ def check_elicitation_backends(
             )
         backend_impl.check_elicitation(spec, tuple(used))
         if spec.get("reasoning"):
-            raise CollectionError(
-                f"model {name!r}: the elicitation levels {used} read the model's own turn; "
-                "they do not combine with reasoning mode (an entry with reasoning = {...})"
-            )
+            _check_reasoning_levels(name, backend, used)
     if "own_words" in used and options.answer_parse != "first_valid":
         raise CollectionError(
             f"answer_parse = {options.answer_parse!r} reads the text after an answer token; "
@@ -230,6 +232,24 @@ def check_elicitation_backends(
             f"answer token of a reply (answer_parse_rule); the run's non-substantive options "
             f"{list(options.nonsubstantive)} are not read by that rule yet: drop them or "
             "these levels"
+        )
+
+
+def _check_reasoning_levels(name: str, backend: str, used: Sequence[str]) -> None:
+    """A model in reasoning mode reads :data:`REASONING_LEVELS` on the transformers backend."""
+    other = [lv for lv in used if lv not in REASONING_LEVELS]
+    if other:
+        raise CollectionError(
+            f"model {name!r}: the elicitation level(s) {other} do not combine with reasoning "
+            "mode (an entry with reasoning = {...}) yet: a model in reasoning mode reads "
+            f"{list(REASONING_LEVELS)} (the stated reply after its thought). Read {other} "
+            "with an entry of the same model without reasoning"
+        )
+    if backend != "transformers":
+        raise CollectionError(
+            f"model {name!r}: the elicitation level(s) {list(used)} of a model in reasoning "
+            f"mode are read on the transformers backend only, not {backend!r}: use "
+            "backend = 'transformers' for this entry"
         )
 
 
@@ -385,7 +405,7 @@ def score_elicited(
     model = eliciting_model(model, level)
     template = model.template
     texts = [template.render(s, u) for s, u in prompts]
-    res = _empty(len(prompts), model.options)
+    res = _empty(len(prompts), model.options, traces=_traces(model))
     if level == "prefix":
         texts = [t + options.answer_prefix for t in texts]
         encoded = [template.encode(t) for t in texts]
@@ -402,8 +422,14 @@ def score_elicited(
     return _greedy(model, texts, [template.encode(t) for t in texts], options, res)
 
 
-def _empty(n: int, options: CollectOptions) -> UnitResult:
-    res = UnitResult.empty(n, options.sizes)
+def _traces(model: object) -> int:
+    """Traces per prompt of a model in reasoning mode (0: not): a stated cell samples none,
+    its trace variables keep their fill values, but its unit has the model's trace dim."""
+    return int((getattr(model, "reasoning", None) or {}).get("traces", 0))
+
+
+def _empty(n: int, options: CollectOptions, traces: int = 0) -> UnitResult:
+    res = UnitResult.empty(n, options.sizes, traces=traces)
     for name, var in ELICITATION_VARIABLES.items():
         res.data[name] = var.full((n,))
     return res

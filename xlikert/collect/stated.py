@@ -31,11 +31,13 @@ from typing import Any
 import numpy as np
 
 from ..core.codecs import encode_token_ids
+from ..core.errors import CollectionError
 from .record import UnitResult
 
 __all__ = [
     "StatedReading",
     "parse_stated",
+    "parse_stated_reply",
     "score_stated",
     "stated_options",
     "stated_user",
@@ -174,6 +176,28 @@ def parse_stated(reply: str, labels: Sequence[str]) -> StatedReading:
     return StatedReading("ok", numbers, raw_sum, numbers / raw_sum)
 
 
+def parse_stated_reply(
+    reply: str, labels: Sequence[str], marker: str | None = None
+) -> StatedReading:
+    """A stated reply read after its thought: :func:`parse_stated` of the text after the
+    first ``marker`` (the reasoning format's end of thought); status ``no_reply`` where the
+    reply never writes it (the thought did not end). ``marker=None``: the whole reply.
+
+    Examples
+    --------
+    >>> reply = 'Maybe {"1": 90, "2": 10}? No.</think>\\n\\n{"1": 30, "2": 70}'
+    >>> parse_stated_reply(reply, ["1", "2"], "</think>").pmf.tolist()
+    [0.3, 0.7]
+    >>> parse_stated_reply('{"1": 90, "2": 10} and on', ["1", "2"], "</think>").status
+    'no_reply'
+    """
+    if marker is None:
+        return parse_stated(reply, labels)
+    if not marker or marker not in reply:
+        return StatedReading("no_reply", np.full(len(labels), np.nan), float("nan"), None)
+    return parse_stated(reply.split(marker, 1)[1], labels)
+
+
 def stated_options(options: Any, labels: Sequence[str] | None) -> tuple[list[str], list[int]]:
     """The options a ``stated`` cell names: the answer label and score of each point of
     ``options.scale`` that ``labels`` gives (``""``: off the item's support; default the
@@ -195,15 +219,16 @@ def stated_options(options: Any, labels: Sequence[str] | None) -> tuple[list[str
 
 def write_stated(
     res: UnitResult, b: int, reply: str, labels: Sequence[str], scores: Sequence[int],
-    options: Any,
+    options: Any, marker: str | None = None,
 ) -> StatedReading:  # fmt: skip
-    """Parse row ``b``'s reply text (special tokens left out) and write its reading:
+    """Parse row ``b``'s reply text (special tokens left out; after the thought's end
+    ``marker`` where there is one, :func:`parse_stated_reply`) and write its reading:
     ``stated_status``, ``stated_numbers``, ``stated_sum``, ``valid_mass`` and, where it
     is ``ok``, ``pmf`` (on ``options.scale``; and its certified bounds, equal to it, in a
     bounded unit: a stated PMF is read exactly)."""
     axis = [int(y) for y in options.scale]
     where = [axis.index(int(y)) for y in scores]
-    reading = parse_stated(reply, labels)
+    reading = parse_stated_reply(reply, labels, marker)
     d = res.data
     d["stated_status"][b] = reading.status
     d["stated_numbers"][b] = reading.numbers_json(labels)
@@ -226,17 +251,44 @@ def score_stated(
     options: Any, res: UnitResult,
 ) -> UnitResult:  # fmt: skip
     """Ask each prompt for a stated distribution over ``labels`` (of ``scores``), write the
-    greedy reply and read it (:func:`parse_stated`); ``res`` is filled in place."""
+    greedy reply and read it (:func:`parse_stated`); ``res`` is filled in place.
+
+    A model in reasoning mode (``model.format`` set) is asked in its reasoning format (the
+    thinking template, or the chain-of-thought instruction after the stated one and the
+    prefill) and thinks first, greedily, up to its ``reasoning.max_new_tokens``; its reply
+    then runs ``stated_tokens`` more tokens after the end marker and is read after it
+    (:func:`parse_stated_reply`). A thought that does not end is ``no_reply``; its
+    ``reply_end`` says how it stopped (``thought_eos``, ``thought_length``)."""
     template, tok = model.template, model.tokenizer
+    fmt = getattr(model, "format", None)
+    if fmt is not None and not hasattr(model, "greedy_thought_reply"):
+        raise CollectionError(
+            f"model {model.name!r}: its backend does not write a stated reply after a thought "
+            "(reasoning mode); use the transformers backend"
+        )
     d = res.data
     for b, (system, user) in enumerate(prompts):
-        text = template.render(system, stated_user(user, options.stated_instruction, labels))
+        asked = stated_user(user, options.stated_instruction, labels)
+        text = (
+            template.render(system, asked) if fmt is None else fmt.prompt(template, system, asked)
+        )
         ids = template.encode(text)
-        reply, end = model.greedy_reply(ids, options.stated_tokens)
         d["prompt_text"][b] = text
         d["prompt_token_ids"][b] = encode_token_ids(ids)
+        if fmt is None:
+            reply, end = model.greedy_reply(ids, options.stated_tokens)
+            said = tok.decode(reply, skip_special_tokens=True)
+        else:
+            reply, end, k = model.greedy_thought_reply(ids, options.stated_tokens)
+            if k is None:  # the thought did not end: nothing after it to read
+                end, said = f"thought_{end}", ""
+            else:
+                said = tok.decode(reply[:k], skip_special_tokens=False) + tok.decode(
+                    reply[k:], skip_special_tokens=True
+                )
         d["reply_text"][b] = tok.decode(reply, skip_special_tokens=False)
         d["reply_token_ids"][b] = encode_token_ids(reply)
         d["reply_end"][b] = end
-        write_stated(res, b, tok.decode(reply, skip_special_tokens=True), labels, scores, options)
+        marker = None if fmt is None else fmt.marker
+        write_stated(res, b, said, labels, scores, options, marker)
     return res

@@ -317,7 +317,9 @@ ELICITATION_VARIABLES: dict[str, Variable] = {
     "reply_token_ids": Variable((), "", {"description": "the reply's token ids, compressed "
         "like prompt_token_ids" + _ELI.format("greedy or stated")}),
     "reply_end": Variable((), "", {"description": "how the reply ended: 'eos' (an "
-        "end-of-turn token) or 'length' (reply_tokens reached)" + _ELI.format("greedy or stated")}),
+        "end-of-turn token) or 'length' (reply_tokens reached); a stated reply after a thought "
+        "(reasoning mode) that never ended: 'thought_eos' or 'thought_length' (the thought's "
+        "budget reached before its end marker)" + _ELI.format("greedy or stated")}),
     "reply_answered": Variable((), -1, {"description": "1 where the reply writes an answer "
         "(answer_parse_rule), 0 where it writes none (pmf and valid_mass then NaN); -1 where "
         "the cell's elicitation level is not greedy"}, "int64"),

@@ -391,25 +391,51 @@ class LocalModel(InProcessModel):
         on a KV cache, each the argmax of the float32 logits (no repetition penalty or other
         processor), stopping at an end-of-turn token (left out: ``"eos"``) or after
         ``max_new_tokens`` tokens (``"length"``)."""
+        reply, end, _ = self._greedy(ids, max_new_tokens, thought=None)
+        return reply, end
+
+    def greedy_thought_reply(
+        self, ids: list[int], max_new_tokens: int
+    ) -> tuple[list[int], str, int | None]:
+        """The greedy reply after ``ids`` of a model in reasoning mode, its thought included
+        (elicitation level ``stated``): as :meth:`greedy_reply`, but the thought runs first,
+        up to the reasoning entry's ``max_new_tokens``, until the model writes the format's
+        end marker; then up to ``max_new_tokens`` more tokens. Returns the whole reply (thought
+        included), how it ended (``"eos"``, ``"length"``) and the number of the thought's
+        tokens, the marker included (None: the thought did not end: the turn ended, or
+        the thought's budget ran out, before the marker)."""
+        assert self.reasoning is not None, "called in reasoning mode only"
+        return self._greedy(ids, max_new_tokens, thought=int(self.reasoning["max_new_tokens"]))
+
+    def _greedy(
+        self, ids: list[int], max_new_tokens: int, thought: int | None
+    ) -> tuple[list[int], str, int | None]:
+        """Greedy decoding on a KV cache; ``thought``: the thought's budget (None: no thought),
+        after whose end marker ``max_new_tokens`` more tokens are written."""
         import torch
 
         dev, stop = self.scorer.input_device, self.end_of_turn
         past = self.scorer.new_cache()
+        limit = int(max_new_tokens) if thought is None else thought
+        ended: int | None = None
         try:
             out = self.scorer.run(past, input_ids=torch.tensor([list(ids)], device=dev))
             reply: list[int] = []
-            for step in range(int(max_new_tokens)):
+            while len(reply) < limit:
                 t = int(torch.argmax(out.logits[0, -1].float()).item())
                 if t in stop:
-                    return reply, "eos"
+                    return reply, "eos", ended
                 reply.append(t)
-                if step + 1 < max_new_tokens:
+                if thought is not None and ended is None and self._wrote_marker(reply):
+                    ended = len(reply)
+                    limit = ended + int(max_new_tokens)
+                if len(reply) < limit:
                     out = self.scorer.run(past, input_ids=torch.tensor([[t]], device=dev))
         except Exception as exc:
             if not is_oom(exc):
                 raise
-            raise self._oom(f"a greedy reply of up to {max_new_tokens} tokens") from exc
-        return reply, "length"
+            raise self._oom(f"a greedy reply of up to {limit} tokens") from exc
+        return reply, "length", ended
 
     def next_token_reader(self, session: str) -> TreeReader:
         """A reader of one reply tree (elicitation level ``own_words``): the float64
