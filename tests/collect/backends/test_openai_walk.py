@@ -130,5 +130,8 @@ def test_a_node_the_server_cannot_read_stays_in_the_bound(tok, setting):
 def test_a_budget_spent_leaves_the_bound_reached(tok, setting):
     logits, trie, exact = setting
     _, w = _server_walk(tok, trie, FakePlan(logits), 8, max_passes=3)
-    assert w.passes == 3 and not w.tol_met
+    # the first round reads the root and the canonical spellings' nodes (read in any
+    # case), so a budget below that round is spent by it and no round follows
+    ahead = sum(len(c) for c in trie.canonical(tok) if c)
+    assert 3 <= w.passes <= 1 + ahead and not w.tol_met
     _contains(w, exact)
