@@ -54,6 +54,7 @@ ALLOWED: dict[str, str] = {
     "xlikert.collect.own_words.reply_tree": "documented in docs/elicitation.md",
     "xlikert.collect.own_words.sampler_probabilities": "documented in docs/elicitation.md",
     "xlikert.collect.stated.parse_stated": "documented in docs/elicitation.md",
+    "xlikert.collect.stated.parse_stated_reply": "documented in docs/elicitation.md",
     "xlikert.collect.answers.walk.mass_bounds": "the walk's certified bounds as one formula, "
     "checked on its own in tests/collect/answers/test_label_walk.py",
     "xlikert.collect.stated.stated_user": "documented in docs/elicitation.md",

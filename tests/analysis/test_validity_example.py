@@ -2,7 +2,7 @@
 
 The example's real run (both offline models, five levels, ANES and WVS respondents) is
 committed in ``examples/validity_output/``; its reduced real run is
-``tests/integration/test_validity_example.py`` (costly). Here the tables it prints are
+``tests/integration/test_validity_example_anes.py`` (costly). Here the tables it prints are
 checked against :func:`xlikert.validity` on a results array written out by hand.
 """
 
