@@ -33,26 +33,16 @@ import numpy as np
 from xlikert.analysis.individual import individual_scores, individual_summary
 from xlikert.analysis.ppi import prediction_powered
 from xlikert.collect import collect
-from xlikert.datasets import ANES96_SURVEY_ITEMS, anes96_respondents
+from xlikert.datasets import (
+    ANES96_PERSONA,
+    ANES96_PERSONA_VALUES,
+    ANES96_SURVEY_ITEMS,
+    anes96_respondents,
+)
 from xlikert.design import experiment_from_dict, load_experiment
 from xlikert.design.respondents import respondent_personas
 
 MODEL = {"name": "SmolLM2-135M-Instruct", "source": "smollm2-135m-instruct"}
-PERSONA = "You are a {age}-year-old {PID} with {educ}[, and your household's income is {income}]."
-VALUES = {
-    "PID": {0: "strong Democrat", 1: "weak Democrat", 2: "Independent leaning Democrat",
-            3: "Independent", 4: "Independent leaning Republican", 5: "weak Republican",
-            6: "strong Republican"},
-    "educ": {1: "8 grades or less", 2: "some high school", 3: "a high school diploma",
-             4: "some college", 5: "a college degree", 6: "a master's degree", 7: "a PhD"},
-    "income": dict(enumerate(
-        ["under $3,000", "$3,000-$4,999", "$5,000-$6,999", "$7,000-$8,999", "$9,000-$9,999",
-         "$10,000-$10,999", "$11,000-$11,999", "$12,000-$12,999", "$13,000-$13,999",
-         "$14,000-$14,999", "$15,000-$16,999", "$17,000-$19,999", "$20,000-$21,999",
-         "$22,000-$24,999", "$25,000-$29,999", "$30,000-$34,999", "$35,000-$39,999",
-         "$40,000-$44,999", "$45,000-$49,999", "$50,000-$59,999", "$60,000-$74,999",
-         "$75,000-$89,999", "$90,000-$104,999", "$105,000 or more"], start=1)),
-}  # fmt: skip
 PPI_COLUMNS = ["estimate", "lower", "upper", "human_estimate", "human_lower", "human_upper",
                "effective_n", "ppi_lambda", "ppi_lambda_unclipped"]  # fmt: skip
 SYSTEM = (
@@ -66,7 +56,12 @@ def main(out: Path, n_people: int = 12, seed: int = 1996) -> None:
     people = anes96_respondents()
     people.index = people.index.astype(str)
     personas = respondent_personas(
-        people, PERSONA, values=VALUES, items=ANES96_SURVEY_ITEMS, sample=n_people, seed=seed
+        people,
+        ANES96_PERSONA,
+        values=ANES96_PERSONA_VALUES,
+        items=ANES96_SURVEY_ITEMS,
+        sample=n_people,
+        seed=seed,
     )
     (out / "personas.json").write_text(json.dumps(personas.record(), indent=1) + "\n")
     exp = experiment_from_dict({

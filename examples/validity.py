@@ -52,7 +52,12 @@ import xarray as xr
 
 import xlikert as xl
 from xlikert.collect import collect
-from xlikert.datasets import anes96_respondents, wvs_immig_respondents
+from xlikert.datasets import (
+    ANES96_PERSONA,
+    ANES96_PERSONA_VALUES,
+    anes96_respondents,
+    wvs_immig_respondents,
+)
 from xlikert.design import experiment_from_dict, load_experiment, load_instrument
 from xlikert.design.elicitation import ELICITATIONS
 from xlikert.design.respondents import respondent_personas
@@ -83,14 +88,6 @@ STATED = {
 SETTINGS: dict[str, Any] = {
     "reply_tokens": 8, "own_words_max_passes": 8, "own_words_tol": 0.01,
     "stated_tokens": 80, "stated_instruction": STATED["en"],
-}  # fmt: skip
-PERSONA = "You are a {age}-year-old {PID} with {educ}[, and your household's income is {income}]."
-VALUES = {
-    "PID": {0: "strong Democrat", 1: "weak Democrat", 2: "Independent leaning Democrat",
-            3: "Independent", 4: "Independent leaning Republican", 5: "weak Republican",
-            6: "strong Republican"},
-    "educ": {1: "8 grades or less", 2: "some high school", 3: "a high school diploma",
-             4: "some college", 5: "a college degree", 6: "a master's degree", 7: "a PhD"},
 }  # fmt: skip
 SYSTEM = (
     "{respondent} You are a respondent in the 1996 American National Election Study. "
@@ -161,7 +158,7 @@ def anes_respondents(out: Path, n_people: int = 4, seed: int = 1996) -> Part:
     against the people's own answers (and their PMF)."""
     people = anes96_respondents()
     people.index = people.index.astype(str)
-    personas = respondent_personas(people, PERSONA, values=VALUES, items=[ITEM],
+    personas = respondent_personas(people, ANES96_PERSONA, values=ANES96_PERSONA_VALUES, items=[ITEM],
                                    sample=n_people, seed=seed)  # fmt: skip
     exp = experiment_from_dict({
         "experiment": {"name": "validity_respondents", "instrument": "anes96",

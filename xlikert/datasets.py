@@ -35,6 +35,8 @@ from .kernels.readout import DEFAULT_TEMPERATURES, DEFAULT_TOP_PS, nucleus_logpr
 
 __all__ = [
     "ANES96_ITEMS",
+    "ANES96_PERSONA",
+    "ANES96_PERSONA_VALUES",
     "ANES96_SURVEY_ITEMS",
     "DEMO_RESULTS",
     "WVS_IMMIG_LANGUAGES",
@@ -52,6 +54,29 @@ ANES96_ITEMS: tuple[str, ...] = ("selfLR", "ClinLR", "DoleLR")
 #: The answer columns of the ``anes96_survey`` instrument: the placements, the days of TV
 #: news in the past week (0..7) and the vote (0 = Clinton, 1 = Dole, nominal).
 ANES96_SURVEY_ITEMS: tuple[str, ...] = (*ANES96_ITEMS, "TVnews", "vote")
+
+#: A persona of an ANES 1996 respondent (:func:`~xlikert.design.respondents.respondent_personas`
+#: template over :func:`anes96_respondents`' columns; the income clause only where known).
+ANES96_PERSONA = (
+    "You are a {age}-year-old {PID} with {educ}[, and your household's income is {income}]."
+)
+
+#: The ANES 1996 codebook's words for the persona's coded columns: party identification
+#: (``PID`` 0-6), education (``educ`` 1-7) and household income (``income`` 1-24).
+ANES96_PERSONA_VALUES: dict[str, dict[int, str]] = {
+    "PID": {0: "strong Democrat", 1: "weak Democrat", 2: "Independent leaning Democrat",
+            3: "Independent", 4: "Independent leaning Republican", 5: "weak Republican",
+            6: "strong Republican"},
+    "educ": {1: "8 grades or less", 2: "some high school", 3: "a high school diploma",
+             4: "some college", 5: "a college degree", 6: "a master's degree", 7: "a PhD"},
+    "income": dict(enumerate(
+        ["under $3,000", "$3,000-$4,999", "$5,000-$6,999", "$7,000-$8,999", "$9,000-$9,999",
+         "$10,000-$10,999", "$11,000-$11,999", "$12,000-$12,999", "$13,000-$13,999",
+         "$14,000-$14,999", "$15,000-$16,999", "$17,000-$19,999", "$20,000-$21,999",
+         "$22,000-$24,999", "$25,000-$29,999", "$30,000-$34,999", "$35,000-$39,999",
+         "$40,000-$44,999", "$45,000-$49,999", "$50,000-$59,999", "$60,000-$74,999",
+         "$75,000-$89,999", "$90,000-$104,999", "$105,000 or more"], start=1)),
+}  # fmt: skip
 
 #: The countries of the built-in experiment ``wvs_immig`` and the language each is asked
 #: in (a level of its ``language`` factor): one country per language.
