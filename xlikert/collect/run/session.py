@@ -329,7 +329,7 @@ class Session:
             mine = any(m == mi for m, _, _ in self.plan.units)
             if todo or (mine and not self._known_info(mi)):
                 work.append((mi, spec, todo))
-            if todo:
+            if todo and self.progress:  # the projection is read only by the closing summary
                 self.cost.project(self.plan, self.options, self.keys, mi, [c for _, c in todo])
         try:
             self.executor.compute(self, work, stop, bar)
