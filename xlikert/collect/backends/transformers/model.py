@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -12,14 +11,14 @@ import numpy as np
 from ....core.errors import CollectionError
 from ...answers.sequences import AnswerSequences
 from ...answers.tokens import ValidTokens
-from ...answers.walk import ROUND_NODES, NodeReader, walk_labels, walk_readout
+from ...answers.walk import ROUND_NODES, NodeReader
 from ...foreign import KVCache, Tensor
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
 from ...progress import CellProgressFn
 from ...reasoning import sample_tokens
 from ...templates import PromptTemplate
-from ..inprocess import InProcessModel
+from ..inprocess import InProcessModel, walk_prompts
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
 from .packed import PackedNodeReader, packable
@@ -296,36 +295,20 @@ class LocalModel(InProcessModel):
         done: Callable[[int], None],
     ) -> dict[str, np.ndarray]:
         """The walk's readout after each context (``reader(ids)``: its node reader;
-        ``done(i)`` told when context ``i``'s walk is over, to drop its nodes' caches);
-        the walks that spent their budget first are said (a ``RuntimeWarning``)."""
-        o, trie = self.options, self.answers.trie
-        assert trie is not None
-        canonical = trie.canonical(self.lm.tokenizer)
-        layout = self.answers.layout
-        points = None if layout is None else np.asarray(layout.columns) < layout.n_scores
-        walks = []
-        for i, ids in enumerate(contexts):
-            walks.append(walk_labels(
-                trie, reader(list(ids)), tol=o.answer_tol, max_passes=o.answer_max_passes,
-                temperatures=o.temperatures, top_ps=o.top_ps, top_k=o.top_k,
-                canonical=canonical, points=points, progress=self.walk_progress,
-            ))  # fmt: skip
-            done(i)
+        ``done(i)`` told when context ``i``'s walk is over, to drop its nodes' caches), by
+        the in-process backends' one driver (:func:`~..inprocess.walk_prompts`, which says
+        the walks that spent their budget first: a ``RuntimeWarning``)."""
+
+        def readers() -> Iterator[NodeReader]:
+            for i, ids in enumerate(contexts):
+                yield reader(list(ids))
+                done(i)  # the driver asks for the next reader once walk i is over
+
+        out, walks = walk_prompts(self.name, self.options, self.answers, self.lm.tokenizer,
+                                  readers(), self.walk_progress)  # fmt: skip
         self.walk_passes += sum(w.passes for w in walks)
-        short = [w for w in walks if not w.tol_met]
-        if short:
-            self.walks_short += len(short)
-            warnings.warn(
-                f"model {self.name!r}: answer_max_passes={o.answer_max_passes} reads were spent "
-                f"before the answers' certified width met answer_tol={o.answer_tol:g} in "
-                f"{len(short)} of {len(walks)} prompts (widths up to "
-                f"{max(w.width for w in short):.3g}, stored as answer_error with "
-                "answer_tol_met = 0). Raise answer_max_passes or answer_tol.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        grid = (len(o.temperatures), len(o.top_ps))
-        return walk_readout(walks, trie, layout, grid)
+        self.walks_short += sum(not w.tol_met for w in walks)
+        return out
 
     def node_reader(self, prompt: Sequence[int]) -> tuple[NodeReader, Callable[[], None]]:
         """A reader of the next-token logits after ``prompt`` and each node's tokens, each
