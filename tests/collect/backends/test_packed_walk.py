@@ -39,8 +39,13 @@ ROUNDS = [
 ]
 
 
+@pytest.mark.parametrize("takes_keep", [True, False])
 @pytest.mark.parametrize("shared", [0, 5, 40])
-def test_packed_reads_equal_plain_forward_passes(scorer, shared):
+def test_packed_reads_equal_plain_forward_passes(scorer, shared, takes_keep, monkeypatch):
+    # the lm_head at the read positions alone (logits_to_keep), or, for a model that does
+    # not take it, every position's logits and the read ones picked
+    assert scorer.keeps_positions
+    monkeypatch.setattr(scorer, "_keep", takes_keep)
     prompt = [2, *range(30, 48)]
     state = None
     if shared:

@@ -137,12 +137,12 @@ class PackedNodeReader:
             mask = torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
         keep = torch.tensor(rows, device=dev)
         out = self.scorer.run(
-            self.cache, keep=0, input_ids=torch.tensor([ids], device=dev),  # 0: every position
+            self.cache, keep=keep, input_ids=torch.tensor([ids], device=dev),
             attention_mask=mask.to(dev), position_ids=pos.to(dev),
-        )  # fmt: skip
+        )  # fmt: skip  # the lm_head at the read nodes' positions alone
         self.tokens_run += q
         self.passes += 1
-        return out.logits[0, keep, :]
+        return out.logits[0] if self.scorer.keeps_positions else out.logits[0, keep, :]
 
     def _uncached(self, nodes: Sequence[tuple[int, ...]]) -> np.ndarray:
         """Every node's logits from an uncached pass of the prompt and its tokens."""

@@ -220,9 +220,11 @@ class Scorer:
 
         return DynamicCache(config=self.lm.model.config)
 
-    def run(self, cache=None, keep: int = 1, **inputs):
+    def run(self, cache=None, keep: Any = 1, **inputs):
         """One forward pass of the model on ``inputs`` (``input_ids``, ``attention_mask``,
-        ``position_ids``), logits kept at the last ``keep`` positions.
+        ``position_ids``), logits kept at the last ``keep`` positions (an int; 0: all) or
+        at the positions ``keep`` (a 1-D tensor: the logits ``(batch, len(keep), V)``, where
+        the model takes ``logits_to_keep``; else every position's, :attr:`keeps_positions`).
 
         With ``cache`` (from :meth:`new_cache`) the inputs continue the tokens in it and
         it is extended in place; without, the pass keeps no cache.
@@ -254,10 +256,17 @@ class Scorer:
             att[i, width - len(r) :] = 1
         return ids.to(self.input_device), att.to(self.input_device)
 
-    def keep_kwargs(self, keep: int = 1) -> dict[str, int]:
+    def keep_kwargs(self, keep: Any = 1) -> dict[str, Any]:
         """The forward call's argument that computes the logits of the last ``keep``
-        positions only (``logits_to_keep``, where the model takes it; else none)."""
+        positions only, or of the positions ``keep`` (a 1-D tensor) only
+        (``logits_to_keep``, where the model takes it; else none)."""
         return {"logits_to_keep": keep} if self._keep else {}
+
+    @property
+    def keeps_positions(self) -> bool:
+        """Whether :meth:`run` computes the logits at the positions it is given alone (the
+        model takes ``logits_to_keep``); else it returns every position's."""
+        return self._keep
 
     def forward(self, prefix: list[int], cache, suffixes: list[list[int]]):
         """Last-position logits ``(B, V)`` of ``prefix + suffix`` for each suffix."""
