@@ -150,6 +150,35 @@ def test_walk_reading_the_canonical_spellings_first_equals_brute_force(tok, exac
     assert np.all(mass[0] <= b["mass_upper"][0] + 1e-15)
 
 
+def test_rounds_read_ahead_down_the_canonical_spellings(tok, exact, monkeypatch):
+    """Below each node a later round reads, the path on to each canonical spelling the
+    node begins is read in the same pass, each split after its parent: to tol 0 the same
+    masses, each node read once, in fewer rounds than without reading ahead."""
+    logits, mass, _ = exact
+    scale = tuple(LABELS)
+    trie = LabelTrie(spelling_pieces(tok, scale, LABELS), scale)
+    canon = trie.canonical(tok)
+    kw = dict(tol=0.0, max_passes=10**6, canonical=canon, temperatures=GRID[0], top_ps=GRID[1])
+    calls: list = []
+    w = walk_labels(trie, reader(logits, calls), **kw)
+    np.testing.assert_allclose(w.read, mass, rtol=1e-12, atol=1e-300)
+    read = [tuple(n) for c in calls for n in c]
+    assert len(read) == len(set(read)) == w.passes
+    ahead = 0
+    for c in calls[1:]:  # a node read ahead: its parent is read in the same round
+        this = {tuple(n) for n in c}
+        deep = [n for n in this if n[:-1] in this]
+        ahead += len(deep)
+        tails = {ids[k:] for ids in canon if ids for k in range(1, len(ids))}
+        # below the bridge token, a path goes on by a canonical spelling's own tokens
+        assert all(n[-1:] in {t[:1] for t in tails} or n[:-2] not in this for n in deep)
+    assert ahead > 0
+    monkeypatch.setattr(walk._Walker, "lookahead", lambda self, nodes, cap: [])
+    plain = walk_labels(trie, reader(logits), **kw)
+    np.testing.assert_allclose(plain.read, w.read, rtol=1e-12, atol=1e-300)
+    assert w.rounds < plain.rounds and plain.passes == w.passes
+
+
 @pytest.mark.parametrize("tol", [1e-1, 1e-2, 1e-3, 1e-5])
 def test_pruned_walk_holds_the_exact_masses_within_its_bounds(tok, exact, tol):
     logits, mass, _ = exact

@@ -17,7 +17,10 @@ down, one next-token read a node, the nodes of largest unread mass first:
   round is spent per token of the longest label;
 * nodes are read in rounds, the frontier's largest first (ties by token ids), each the
   fewest that could meet ``tol`` (at most :data:`ROUND_NODES`; :meth:`_Walker.round_size`),
-  so a backend of any batch size reads the same nodes; the walk stops when
+  so a backend of any batch size reads the same nodes; below each of them, the paths on
+  to the canonical spellings it begins are read in the same pass
+  (:meth:`_Walker.lookahead`: a label's mass mostly goes down its tokens, so a round
+  goes several tokens deep); the walk stops when
   the certified width is at most ``tol`` or the pass budget is spent. ``tol = 0`` reads
   every node of positive mass: the exhaustive rule itself.
 
@@ -58,8 +61,10 @@ ROUND_NODES = 64
 
 #: The version of the rule that picks each round's nodes (:data:`WALK_RULE`), part of
 #: every cell's key (:func:`~xlikert.collect.run.identity.numbers_options`): 1 read
-#: rounds of 64 nodes always; 2 reads the fewest that could meet ``answer_tol``.
-WALK_ROUNDS = 2
+#: rounds of 64 nodes always; 2 reads the fewest that could meet ``answer_tol``; 3 reads
+#: ahead, below each node a round reads, the paths on to the canonical spellings it begins
+#: (:meth:`_Walker.lookahead`).
+WALK_ROUNDS = 3
 
 #: How the walk reads a rule's labels; stored in the results' attrs.
 WALK_RULE = (
@@ -72,7 +77,13 @@ WALK_RULE = (
     "decoding grid; ties by token ids), each round the fewest of them whose reading could "
     "bring the unread mass to answer_tol in every column (at temperature 1, answer_tol times "
     "the valid mass's upper end), were their children of mass 0: at least 1, at most "
-    f"{ROUND_NODES}, all {ROUND_NODES} at answer_tol = 0 (rounds version {WALK_ROUNDS}); "
+    f"{ROUND_NODES}, all {ROUND_NODES} at answer_tol = 0; in the same pass, below each of "
+    "them, for each label's canonical tokenization "
+    "whose bytes it begins, every prefix of the path on to its end (the lowest-id token "
+    "that brings the node's bytes to the tokenization's next token boundary, none where "
+    "they end on one, then its tokens after it; shortest first, then by ids, at most "
+    f"{ROUND_NODES} and within answer_max_passes), each split after its parent "
+    f"(rounds version {WALK_ROUNDS}); "
     "until the unread mass (counted once per label "
     "consistent with a node where labels overlap) is <= answer_tol in every column and the "
     "pmf's interval at temperature 1 is no wider, or "
@@ -343,7 +354,8 @@ def walk_labels(
         if not w.rounds:  # the root, and with it every canonical spelling's nodes
             w.run(w.frontier.pop(1), w.canonical_nodes())
             continue
-        w.run(w.frontier.pop(min(w.round_size(tol, round_nodes), left)))
+        nodes = w.frontier.pop(min(w.round_size(tol, round_nodes), left))
+        w.run(nodes, w.lookahead(nodes, min(round_nodes, left - len(nodes))))
     w.read_canonical()  # reads only narrow the bound
     width = w.width()
     return w.result(width, width <= tol)
@@ -363,6 +375,7 @@ class _Walker:
         self.top: tuple[np.ndarray, np.ndarray] | None = None
         self.canonical = list(canonical)
         self.wanted = {c[:k] for c in self.canonical if c for k in range(len(c) + 1)}
+        self.spelled = [(c, _ends(trie, c)) for c in dict.fromkeys(self.canonical) if c]
         self.seen: dict[tuple[int, ...], float] = {}
         self.frontier = _Frontier()
         self.frontier.push(_Node((), b"", True, np.ones(self.G)))
@@ -411,6 +424,28 @@ class _Walker:
                 data, root = data_t, False
                 out[ids[: k + 1]] = data
         return [(key, out[key]) for key in sorted(out, key=lambda k: (len(k), k))]
+
+    def lookahead(self, nodes: Sequence[_Node], cap: int) -> list[tuple[tuple[int, ...], bytes]]:
+        """The nodes read ahead in a round after the root's: below each node of ``nodes``,
+        for each canonical spelling whose bytes it
+        begins, the path on to that spelling's end: the one token (lowest id) that brings
+        the node's bytes to the spelling's next token boundary (none where the node ends on
+        a boundary), then the spelling's own tokens; every prefix of the path (token ids and
+        bytes; shortest first, then by ids; at most ``cap``). The rounds then go down a
+        label's tokens several at a time, where a label's mass usually lies."""
+        out: dict[tuple[int, ...], bytes] = {}
+        for node in nodes:
+            if node.root:
+                continue
+            for ids, ends in self.spelled:
+                path = _path_on(self.trie, node.data, ids, ends)
+                key, data = node.tokens, node.data
+                for t in path:
+                    data = dict(self.trie.children(data, False))[t]
+                    key = (*key, t)
+                    out[key] = data
+        keys = sorted(out, key=lambda k: (len(k), k))[: max(0, cap)]
+        return [(k, out[k]) for k in keys]
 
     def run(self, nodes: list[_Node], ahead: Sequence[tuple[tuple[int, ...], bytes]] = ()) -> None:
         """Read ``nodes`` (one round): completions, children, the rest failure; with
@@ -482,6 +517,35 @@ class _Walker:
             disjoint=self.disjoint, passes=self.passes, rounds=self.rounds, width=width,
             tol_met=tol_met, canonical=canon, topk_id=ids, topk_logprob=lps,
         )  # fmt: skip
+
+
+def _ends(trie: LabelTrie, ids: tuple[int, ...]) -> list[bytes]:
+    """The bytes of a canonical spelling's nodes, one per token (shorter where the
+    spelling leaves the trie: the rest is not a node)."""
+    out: list[bytes] = []
+    data, root = b"", True
+    for t in ids:
+        got = dict(trie.children(data, root)).get(t)
+        if got is None:
+            break
+        data, root = got, False
+        out.append(data)
+    return out
+
+
+def _path_on(trie: LabelTrie, data: bytes, ids: tuple[int, ...], ends: list[bytes]) -> list[int]:
+    """The tokens from a node of bytes ``data`` to the end of the canonical spelling ``ids``
+    (node bytes ``ends``): a bridge token to the spelling's first boundary past ``data``
+    (none where ``data`` is a boundary), then the spelling's tokens after it; ``[]`` where
+    the spelling does not go on from ``data`` or no one token bridges."""
+    for i, end in enumerate(ends):
+        if len(end) < len(data) or not end.startswith(data):
+            continue
+        if end == data:
+            return list(ids[i + 1 : len(ends)])
+        bridge = [t for t, d in trie.children(data, False) if d == end]
+        return [bridge[0], *ids[i + 1 : len(ends)]] if bridge else []
+    return []
 
 
 def _dead(tokens: tuple[int, ...], seen: dict[tuple[int, ...], float]) -> bool:
