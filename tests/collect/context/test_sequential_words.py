@@ -129,7 +129,8 @@ def test_the_walk_to_tol_0_equals_the_enumeration_history_by_history(folder, tru
 
 
 @pytest.mark.parametrize(
-    "kw", [{"answer_tol": 1e-2, "answer_max_passes": 12}, {"answer_tol": 0.0, "answer_max_passes": 5}]
+    "kw",
+    [{"answer_tol": 1e-2, "answer_max_passes": 12}, {"answer_tol": 0.0, "answer_max_passes": 5}],
 )
 def test_bounded_walks_keep_certified_bounds_into_the_tree(folder, truth, kw):
     model = open_words(folder, **kw)
