@@ -112,8 +112,13 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def child(case: str, tols: list[float], n_items: int, budget: int, exhaustive: bool) -> dict:
-    """One case in this process: codes, then the walk at each tolerance."""
+def child(
+    case: str, tols: list[float], n_items: int, budget: int, exhaustive: bool, floor: bool = False
+) -> dict:
+    """One case in this process: codes, then the walk at each tolerance; with ``floor``
+    also the first round alone (``answer_tol = 1``: the root and the canonical spellings'
+    nodes, the reading lm-evaluation-harness makes and every walk makes first) and, with
+    no decoding grid (temperature 1 alone), the codes and the walk at each tolerance."""
     from xlikert.collect.backends.transformers import LocalModel, load_model
     from xlikert.collect.options import CollectOptions
 
@@ -143,19 +148,25 @@ def child(case: str, tols: list[float], n_items: int, budget: int, exhaustive: b
     codes_scale = tuple(range(1, 8)) if labels is None else tuple(range(1, n + 1))
     _, codes_s = run(CollectOptions(scale=codes_scale), sys_codes, "codes")
     rss_codes = _rss_mb()
+    no_grid = {"temperatures": (1.0,), "top_ps": (1.0,)}
+    plain_s = run(CollectOptions(scale=codes_scale, **no_grid), sys_codes, "codes")[1]
     rows = []
-    walk_tols = [*tols, *([0.0] if exhaustive else [])]
-    for tol in walk_tols:
+    readings = [("walk", tol, {}, codes_s) for tol in [*tols, *([0.0] if exhaustive else [])]]
+    if floor:
+        readings += [("first round", 1.0, {}, codes_s)]
+        readings += [("walk, no grid", tol, no_grid, plain_s) for tol in tols]
+    for reading, tol, grid, base_s in readings:
         if labels is None:  # the loaded rule reads 1-7: 0-10 as labels that are numbers
             opts = CollectOptions(scale=tuple(range(0, 11)), answer_tol=tol,
                                   answer_labels=tuple(str(v) for v in range(11)),
-                                  answer_max_passes=budget)  # fmt: skip
+                                  answer_max_passes=budget, **grid)  # fmt: skip
         else:
             opts = CollectOptions(scale=tuple(range(1, n + 1)), answer_labels=tuple(labels),
-                                  answer_tol=tol, answer_max_passes=budget)  # fmt: skip
+                                  answer_tol=tol, answer_max_passes=budget, **grid)  # fmt: skip
         out, s = run(opts, sys_labels, "walk")
         rows.append({
-            "answer_tol": tol, "seconds_per_prompt": s, "x_codes": s / codes_s,
+            "reading": reading, "grid": not grid, "codes_seconds_per_prompt": base_s,
+            "answer_tol": tol, "seconds_per_prompt": s, "x_codes": s / base_s,
             "passes_per_prompt": float(out["answer_passes"].mean()),
             "answer_error_max": float(out["answer_error"].max()),
             "tol_met": bool((out["answer_tol_met"] == 1).all()),
@@ -168,7 +179,7 @@ def child(case: str, tols: list[float], n_items: int, budget: int, exhaustive: b
         })  # fmt: skip
     return {"case": case, "model": model, "labels": labels, "items": items, "load_s": load_s,
             "codes_seconds_per_prompt": codes_s, "codes_peak_rss_mb": rss_codes,
-            "codes_load_avg": loads["codes"],
+            "codes_load_avg": loads["codes"], "codes_no_grid_seconds_per_prompt": plain_s,
             "budget": budget, "walk": rows}  # fmt: skip
 
 
@@ -182,7 +193,10 @@ def parse_args() -> argparse.Namespace:
                     help="cases also read at answer_tol = 0 ('' for none)")  # fmt: skip
     ap.add_argument("--cost", action="store_true",
                     help="only the issue's cost cases (" + ",".join(COST_CASES) + ") at "
-                    "answer_tol 1e-4, one item, no exhaustive reading")  # fmt: skip
+                    "answer_tol 1e-4, one item, no exhaustive reading, with the first "
+                    "round alone and the readings with no decoding grid")  # fmt: skip
+    ap.add_argument("--floor", action="store_true",
+                    help="also the first round alone and the readings with no decoding grid")  # fmt: skip
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None)
     return ap.parse_args()
@@ -191,16 +205,21 @@ def parse_args() -> argparse.Namespace:
 def render(d: dict[str, Any]) -> list[str]:
     """The table of the benchmarks page from the JSON ``d``: per case, the codes, then the
     walk at each ``answer_tol`` (seconds and passes per prompt, the width reached, the valid
-    mass the canonical spellings miss, the peak RSS above the codes)."""
+    mass the canonical spellings miss, the peak RSS above the codes); where measured, the
+    first round alone, then the codes and the walk with no decoding grid."""
     rows = []
     for r in d["cases"]:
         rows.append([r["case"], "codes", "", f"{r['codes_seconds_per_prompt']:.2f}", "1.0", "",
                      "", "", f"{r['codes_peak_rss_mb']:.0f}", _load(r.get("codes_load_avg"))])  # fmt: skip
-        for w in r["walk"]:
+        for i, w in enumerate(r["walk"]):
+            if not w.get("grid", True) and r["walk"][i - 1].get("grid", True):
+                rows.append(["", "codes, no grid", "",
+                             f"{r['codes_no_grid_seconds_per_prompt']:.2f}", "1.0", "", "", "",
+                             "", ""])  # fmt: skip
             miss = sum(w["valid_mass"]) - sum(w["canonical_valid_mass"])
             rounds = w.get("rounds_per_prompt")
             rows.append([
-                "", "walk", f"{w['answer_tol']:.0e}", f"{w['seconds_per_prompt']:.2f}",
+                "", w.get("reading", "walk"), f"{w['answer_tol']:.0e}", f"{w['seconds_per_prompt']:.2f}",
                 f"{w['x_codes']:.1f}", f"{w['passes_per_prompt']:.0f}"
                 + ("" if rounds is None else f" / {rounds:.0f}"),
                 f"{w['answer_error_max']:.1e}" + ("" if w["tol_met"] else " (not met)"),
@@ -224,17 +243,19 @@ def main() -> int:
     args = parse_args()
     if args.cost:
         args.cases, args.tols, args.items, args.exhaustive = ",".join(COST_CASES), "1e-4", 1, ""
+        args.floor = True
     tols = [float(t) for t in args.tols.split(",") if t]
     if args.child:
         print(json.dumps(child(args.child, tols, args.items, args.budget,
-                               args.child in args.exhaustive.split(","))))  # fmt: skip
+                               args.child in args.exhaustive.split(","), args.floor)))  # fmt: skip
         return 0
     cases = list(CASES) if args.cases == "all" else args.cases.split(",")
     results, failed = [], {}
     for case in cases:
         print(f"{case} ...", flush=True)
         cmd = [sys.executable, __file__, "--child", case, "--tols", args.tols, "--items",
-               str(args.items), "--budget", str(args.budget), "--exhaustive", args.exhaustive]  # fmt: skip
+               str(args.items), "--budget", str(args.budget), "--exhaustive", args.exhaustive,
+               *(["--floor"] if args.floor else [])]  # fmt: skip
         rec, proc = json_line_child(cmd, env=dict(os.environ))
         if rec is None:
             failed[case] = proc.stderr[-2000:]
