@@ -1,7 +1,9 @@
 """Answers in words: the certified walk over the labels' spellings against codes.
 
 For each case (a model and a label set) on the same items, in one child process per case
-(the model loaded once, its load excluded):
+(the model loaded once, its load excluded), each reading timed on the items read as one
+unit after the model was warmed on two other items with the same system prompt (so, as in
+a study, the system prompt's cache is kept and each prompt's own tokens are run):
 
 * the items answered with codes (``1 = Strongly disagree ... Respond with ONLY the
   number``), the one-token rule: seconds per prompt;
@@ -22,7 +24,7 @@ Usage::
     python benchmarks/bench_labels.py                 # the default cases, 2 items each
     python benchmarks/bench_labels.py --cases all     # English 5 and 7 labels on three models too
     python benchmarks/bench_labels.py --cases qwen-en7 --tols 1e-4
-    python benchmarks/bench_labels.py --cost          # the cost cases: 1e-4, one item
+    python benchmarks/bench_labels.py --cost          # the cost cases: 1e-4, three items
 
 Each timing is stored with the machine's 1-minute load average before and after it
 (``load_avg``): a figure taken beside other work is loose.
@@ -72,6 +74,14 @@ ITEMS_ESS = [
     "How satisfied are you with the present state of the economy in your country?",
     "How satisfied are you with your life as a whole nowadays?",
 ]
+
+#: Items the model is warmed on before each timing (its first pass, the prefix-cache check
+#: and the system prompt's cache, as in a study where units share it): not the timed ones,
+#: for no run reads a prompt twice, and a prompt read before costs only its last token.
+WARM = {
+    "en": ["Foreign goods hurt local jobs.", "Buying imports is acceptable."],
+    "zh": ["外国商品伤害本地就业。", "可以购买进口商品。"],
+}
 
 #: name -> (model, labels or None for a 0-10 item, items, language)
 CASES: dict[str, tuple[str, list[str] | None, list[str], str]] = {
@@ -135,7 +145,8 @@ def child(
         m = LocalModel(lm, opts)
         texts = [m.template.render(system, u) for u in items]
         enc = [m.template.encode(t) for t in texts]
-        m.read_prompts(texts[:1], enc[:1])  # warm (and the prefix-cache check)
+        warm = [m.template.render(system, u) for u in WARM[lang]]
+        m.read_prompts(warm, [m.template.encode(t) for t in warm])  # WARM
         seen = []
         m.walk_progress = seen.append  # told once a round of each prompt's walk
         before = os.getloadavg()[0]
@@ -193,7 +204,7 @@ def parse_args() -> argparse.Namespace:
                     help="cases also read at answer_tol = 0 ('' for none)")  # fmt: skip
     ap.add_argument("--cost", action="store_true",
                     help="only the issue's cost cases (" + ",".join(COST_CASES) + ") at "
-                    "answer_tol 1e-4, one item, no exhaustive reading, with the first "
+                    "answer_tol 1e-4, three items, no exhaustive reading, with the first "
                     "round alone and the readings with no decoding grid")  # fmt: skip
     ap.add_argument("--floor", action="store_true",
                     help="also the first round alone and the readings with no decoding grid")  # fmt: skip
@@ -242,7 +253,7 @@ def _load(avg: list[float] | None) -> str:
 def main() -> int:
     args = parse_args()
     if args.cost:
-        args.cases, args.tols, args.items, args.exhaustive = ",".join(COST_CASES), "1e-4", 1, ""
+        args.cases, args.tols, args.items, args.exhaustive = ",".join(COST_CASES), "1e-4", 3, ""
         args.floor = True
     tols = [float(t) for t in args.tols.split(",") if t]
     if args.child:

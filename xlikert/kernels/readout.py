@@ -214,7 +214,8 @@ def _levels(
     computes it (the same floats: ``max(z / T)`` is ``max(z) / T``), and the pooled tokens'
     log-probability at ``T`` ``(...)`` (``-inf`` where they have none; zeros without
     ``weight``). One ``exp`` pass over the vocabulary each; the rows in a few chunks on
-    threads (numpy lets go of the GIL; each row's sums are the same in any chunk)."""
+    threads (numpy lets go of the GIL; each row's sums are the same in any chunk), each
+    chunk :data:`_BLOCK_ROWS` rows at a time."""
     lead, V = z.shape[:-1], z.shape[-1]
     z2 = z.reshape(-1, V)
     lse = np.empty((z2.shape[0], len(temps)))
@@ -222,8 +223,10 @@ def _levels(
     step = max(1, -(-z2.shape[0] // _THREADS))
     parts = [slice(a, a + step) for a in range(0, z2.shape[0], step)]
 
-    def work(part: slice) -> None:
-        lse[part], pool[part] = _levels_rows(z2[part], temps, weight)
+    def work(part: slice) -> None:  # a few rows at a time: each pass stays in the cache
+        for a in range(part.start, part.stop, _BLOCK_ROWS):
+            at = slice(a, min(a + _BLOCK_ROWS, part.stop))
+            lse[at], pool[at] = _levels_rows(z2[at], temps, weight)
 
     if len(parts) > 1:
         list(_pool().map(work, parts))
@@ -233,6 +236,10 @@ def _levels(
     return {t: (lse[:, i].reshape(*lead, 1), pool[:, i].reshape(lead))
             for i, t in enumerate(temps)}  # fmt: skip
 
+
+#: Rows :func:`_levels` reads at a time (a row of a 150k vocabulary is 1.2 MB in float64:
+#: a few rows' passes stay in the cache; the whole block's did not, and were memory bound).
+_BLOCK_ROWS = 2
 
 #: Threads :func:`_levels` spreads its rows over (at most 4: the passes are memory bound).
 _THREADS = max(1, min(4, os.cpu_count() or 1))

@@ -16,7 +16,14 @@ from support.tiny import build_tokenizer
 
 from xlikert.collect.answers import walk
 from xlikert.collect.answers.trie import LabelTrie, spelling_pieces
-from xlikert.collect.answers.walk import ROUND_NODES, WALK_ROUNDS, mass_bounds, walk_labels
+from xlikert.collect.answers.walk import (
+    ROUND_NODES,
+    WALK_ROUNDS,
+    mass_bounds,
+    run_walks,
+    walk_labels,
+    walk_steps,
+)
 from xlikert.collect.options import CollectOptions
 from xlikert.collect.run.identity import numbers_options
 from xlikert.kernels.readout import nucleus_logprobs
@@ -177,6 +184,36 @@ def test_rounds_read_ahead_down_the_canonical_spellings(tok, exact, monkeypatch)
     plain = walk_labels(trie, reader(logits), **kw)
     np.testing.assert_allclose(plain.read, w.read, rtol=1e-12, atol=1e-300)
     assert w.rounds < plain.rounds and plain.passes == w.passes
+
+
+def test_walks_read_together_read_what_each_reads_alone(tok, exact):
+    """run_walks: three prompts' walks in lockstep, one read call a round for all of them,
+    each reading the nodes and numbers it reads alone."""
+    logits, _, _ = exact
+    scale = tuple(LABELS)
+    trie = LabelTrie(spelling_pieces(tok, scale, LABELS), scale)
+    kw = dict(tol=1e-3, max_passes=10**6, canonical=trie.canonical(tok),
+              temperatures=GRID[0], top_ps=GRID[1])  # fmt: skip
+
+    def after(i):  # prompt i: the fake model's logits after its own first token
+        return lambda ctx: logits((90 + i, *ctx))
+
+    solo_calls: list[list] = [[], [], []]
+    solo = [walk_labels(trie, reader(after(i), solo_calls[i]), **kw) for i in range(3)]
+    seen: list = []
+
+    def unit(asks):
+        seen.append(asks)
+        return [np.array([after(i)(n) for n in nodes]) for i, nodes, _ in asks]
+
+    together = run_walks([walk_steps(trie, **kw) for _ in range(3)], unit)
+    assert len({w.rounds for w in solo}) > 1  # walks of different lengths
+    assert len(seen) == max(w.rounds for w in solo)  # one call a round, for every walk
+    for i, (a, b) in enumerate(zip(solo, together, strict=True)):
+        np.testing.assert_array_equal(a.read, b.read)
+        assert (a.passes, a.rounds, a.width) == (b.passes, b.rounds, b.width)
+        mine = [list(nodes) for ask in seen for j, nodes, _ in ask if j == i]
+        assert mine == solo_calls[i]
 
 
 @pytest.mark.parametrize("tol", [1e-1, 1e-2, 1e-3, 1e-5])

@@ -12,7 +12,11 @@ pytest.importorskip("transformers")
 from support.tiny import save_tiny  # noqa: E402
 
 from xlikert.collect.backends.transformers import load_model  # noqa: E402
-from xlikert.collect.backends.transformers.packed import PackedNodeReader, packable  # noqa: E402
+from xlikert.collect.backends.transformers.packed import (  # noqa: E402
+    PackedNodeReader,
+    PackedUnitReader,
+    packable,
+)
 from xlikert.collect.backends.transformers.scorer import Scorer  # noqa: E402
 
 
@@ -63,6 +67,25 @@ def test_packed_reads_equal_plain_forward_passes(scorer, shared, takes_keep, mon
     assert read.tokens_run == len(prompt) - min(shared, len(prompt) - 1) + fresh + 2
     if shared:  # the scorer's shared prefix was copied, not extended
         assert scorer.prefix_state(prompt[:shared]).get_seq_length() == len(prompt[:shared])
+
+
+@pytest.mark.parametrize("shared", [0, 5])
+def test_a_unit_of_prompts_read_together_equals_plain_forward_passes(scorer, shared):
+    """PackedUnitReader: prompts of different lengths below one shared prefix, each with
+    its nodes, in one pass a round (some prompts not asked in some rounds, asks in any
+    order), each node's logits those of an uncached pass of its prompt and tokens."""
+    prompts = [[2, *range(30, 48)], [2, *range(30, 40), 60, 61], [2, *range(30, 36)]]
+    state = scorer.prefix_state(prompts[0][:shared]) if shared else None
+    unit = PackedUnitReader(scorer, prompts, (state, shared))
+    assert len(unit) == 3
+    for r, nodes in enumerate(ROUNDS):
+        asks = [(i, nodes, [True] * len(nodes)) for i in (2, 0, 1) if (r + i) % 3 != 1]
+        got = unit(asks)
+        assert len(got) == len(asks)
+        for (i, ns, _), g in zip(asks, got, strict=True):
+            want = np.stack([plain(scorer, prompts[i] + list(n)) for n in ns])
+            np.testing.assert_allclose(g, want, atol=2e-4, rtol=1e-4)
+    assert unit.passes == len(ROUNDS) and unit.packed
 
 
 def test_packed_reads_under_eager_attention_take_an_additive_mask(scorer):

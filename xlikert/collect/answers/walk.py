@@ -31,7 +31,7 @@ The numbers are pure numpy; a backend only supplies the next-token rows (a
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -49,9 +49,13 @@ __all__ = [
     "WALK_RULE",
     "LabelWalk",
     "NodeReader",
+    "RoundAsk",
+    "UnitNodeReader",
     "mass_bounds",
+    "run_walks",
     "walk_labels",
     "walk_readout",
+    "walk_steps",
 ]
 
 #: The most nodes one round reads (fewer where fewer could meet ``answer_tol``, and in the
@@ -100,6 +104,22 @@ class NodeReader(Protocol):
         """``(len(nodes), V)`` next-token logits (or log-probabilities) over the whole
         vocabulary after the prompt followed by each node's tokens (``()``: the prompt);
         ``keep[i]`` False: no later node extends node ``i`` (its state need not be kept)."""
+        ...
+
+
+class UnitNodeReader(Protocol):
+    """Reads the next token after nodes below several prompts at once: the call of walks
+    read together (:func:`run_walks`)."""
+
+    def __len__(self) -> int:
+        """The prompts."""
+        ...
+
+    def __call__(
+        self, asks: Sequence[tuple[int, Sequence[tuple[int, ...]], Sequence[bool]]]
+    ) -> Sequence[np.ndarray]:
+        """Per ask ``(prompt, nodes, keep)`` (``prompt`` an index): what a
+        :class:`NodeReader` after that prompt gives for ``nodes`` and ``keep``."""
         ...
 
 
@@ -339,8 +359,37 @@ def walk_labels(
     -------
     LabelWalk
     """
+    steps = walk_steps(
+        trie, tol=tol, max_passes=max_passes, temperatures=temperatures, top_ps=top_ps,
+        top_k=top_k, canonical=canonical, points=points, round_nodes=round_nodes,
+        progress=progress,
+    )  # fmt: skip
+    return run_walks([steps], lambda asks: [read(nodes, keep) for _, nodes, keep in asks])[0]
+
+
+#: What a walk asks for in a round: the nodes to read and, per node, whether a later node
+#: extends it (:class:`NodeReader`'s arguments).
+RoundAsk = tuple[list[tuple[int, ...]], list[bool]]
+
+
+def walk_steps(
+    trie: LabelTrie,
+    *,
+    tol: float = 0.0,
+    max_passes: int = 1024,
+    temperatures: Sequence[float] = (1.0,),
+    top_ps: Sequence[float] = (1.0,),
+    top_k: int = 0,
+    canonical: Sequence[tuple[int, ...] | None] = (),
+    points: np.ndarray | None = None,
+    round_nodes: int = ROUND_NODES,
+    progress: CellProgressFn | None = None,
+) -> Generator[RoundAsk, np.ndarray, LabelWalk]:
+    """:func:`walk_labels` as a generator: it yields each round's :data:`RoundAsk`, is sent the
+    rows read (``(len(nodes), V)`` logits), and returns the :class:`LabelWalk`. So several
+    prompts' walks may be read together (:func:`run_walks`), each reading its own nodes."""
     clock = CellClock(progress, "word labels", budget=max_passes, tol=tol)
-    w = _Walker(trie, read, temperatures, top_ps, top_k, canonical)
+    w = _Walker(trie, temperatures, top_ps, top_k, canonical)
     w.points = None if points is None else np.asarray(points, dtype=bool)
     width = 1.0
     while True:
@@ -352,20 +401,53 @@ def walk_labels(
         if (w.rounds and width <= tol) or left <= 0 or not w.frontier.live:
             break
         if not w.rounds:  # the root, and with it every canonical spelling's nodes
-            w.run(w.frontier.pop(1), w.canonical_nodes())
+            yield from w.run(w.frontier.pop(1), w.canonical_nodes())
             continue
         nodes = w.frontier.pop(min(w.round_size(tol, round_nodes), left))
-        w.run(nodes, w.lookahead(nodes, min(round_nodes, left - len(nodes))))
-    w.read_canonical()  # reads only narrow the bound
+        yield from w.run(nodes, w.lookahead(nodes, min(round_nodes, left - len(nodes))))
+    yield from w.read_canonical()  # reads only narrow the bound
     width = w.width()
     return w.result(width, width <= tol)
+
+
+def run_walks(
+    steps: Sequence[Generator[RoundAsk, np.ndarray, LabelWalk]],
+    read: Callable[[list[tuple[int, list[tuple[int, ...]], list[bool]]]], Sequence[np.ndarray]],
+) -> list[LabelWalk]:
+    """Run walks (:func:`walk_steps`) in lockstep: each round, every walk not yet over asks
+    for its nodes, and one call ``read(asks)`` (``(walk index, nodes, keep)`` each: a
+    :class:`UnitNodeReader`'s call) gives each its rows, in the asks' order. Each walk
+    reads the nodes it would read alone.
+
+    Returns
+    -------
+    list of LabelWalk
+        One per walk, in ``steps``' order.
+    """
+    out: list[LabelWalk | None] = [None] * len(steps)
+    asks: dict[int, RoundAsk] = {}
+
+    def advance(i: int, rows: np.ndarray | None) -> None:
+        try:
+            asks[i] = next(steps[i]) if rows is None else steps[i].send(rows)
+        except StopIteration as stop:
+            out[i] = stop.value
+            asks.pop(i, None)
+
+    for i in range(len(steps)):
+        advance(i, None)
+    while asks:
+        order = sorted(asks)
+        for i, rows in zip(order, read([(i, *asks[i]) for i in order]), strict=True):
+            advance(i, np.asarray(rows))
+    return [w for w in out if w is not None]
 
 
 class _Walker:
     """The state of one walk: the frontier, the masses read, the cost."""
 
-    def __init__(self, trie, read, temperatures, top_ps, top_k, canonical) -> None:
-        self.trie, self.reader = trie, read
+    def __init__(self, trie, temperatures, top_ps, top_k, canonical) -> None:
+        self.trie = trie
         self.temperatures, self.top_ps, self.top_k = temperatures, top_ps, top_k
         self.G = 1 + len(temperatures) * len(top_ps)
         self.cont = np.asarray(trie.pieces.continuation, dtype=np.intp)
@@ -447,14 +529,16 @@ class _Walker:
         keys = sorted(out, key=lambda k: (len(k), k))[: max(0, cap)]
         return [(k, out[k]) for k in keys]
 
-    def run(self, nodes: list[_Node], ahead: Sequence[tuple[tuple[int, ...], bytes]] = ()) -> None:
+    def run(
+        self, nodes: list[_Node], ahead: Sequence[tuple[tuple[int, ...], bytes]] = ()
+    ) -> Generator[RoundAsk, np.ndarray, None]:
         """Read ``nodes`` (one round): completions, children, the rest failure; with
         ``ahead`` (descendants of ``nodes``, parents first): those too, in the same pass,
         each split once its parent's read has given its mass (:meth:`canonical_nodes`)."""
         kids = [self.trie.children(n.data, n.root) for n in nodes]
         kids += [self.trie.children(data, False) for _, data in ahead]
         tokens = [n.tokens for n in nodes] + [key for key, _ in ahead]
-        rows = np.asarray(self.reader(tokens, [bool(k) for k in kids]))
+        rows = np.asarray((yield tokens, [bool(k) for k in kids]))
         need = np.array(sorted({t for k in kids for t, _ in k}), dtype=np.intp)
         raw, grid, ids, lps = next_token_readout(
             rows, need, self.temperatures, self.top_ps, self.top_k if self.top is None else 0,
@@ -493,7 +577,7 @@ class _Walker:
             if m.max() > 0:
                 self.frontier.push(_Node(key, data, False, m))
 
-    def read_canonical(self) -> None:
+    def read_canonical(self) -> Generator[RoundAsk, np.ndarray, None]:
         """Read the canonical spellings' unread proper prefixes, shortest first."""
         while True:
             keys = [k for k in self.wanted if k in self.frontier.live and any(
@@ -501,7 +585,7 @@ class _Walker:
             if not keys:
                 return
             short = min(len(k) for k in keys)
-            self.run(self.frontier.take([k for k in keys if len(k) == short]))
+            yield from self.run(self.frontier.take([k for k in keys if len(k) == short]))
 
     def result(self, width: float, tol_met: bool) -> LabelWalk:
         trie, S = self.trie, len(self.trie.scale)

@@ -48,7 +48,15 @@ from ..answers.sequences import AnswerSequences
 from ..answers.spellings import answer_rule
 from ..answers.tokens import ValidTokens
 from ..answers.vocabulary import token_text
-from ..answers.walk import LabelWalk, NodeReader, walk_labels, walk_readout
+from ..answers.walk import (
+    LabelWalk,
+    NodeReader,
+    UnitNodeReader,
+    run_walks,
+    walk_labels,
+    walk_readout,
+    walk_steps,
+)
 from ..entries import check_dtype
 from ..foreign import GenerationConfig, ModelConfig, Tokenizer
 from ..options import labels_key
@@ -116,6 +124,7 @@ def walk_prompts(
     readers: Iterable[NodeReader], progress: CellProgressFn | None = None,
     grid: tuple[Sequence[float], Sequence[float]] | None = None,
     finish: Callable[[NodeReader, LabelWalk], LabelWalk] | None = None,
+    groups: Iterable[UnitNodeReader] = (),
 ) -> tuple[AnswerArrays, list[LabelWalk]]:  # fmt: skip
     """Each prompt's answers by the certified walk over the labels' trie
     (:func:`~xlikert.collect.answers.walk.walk_labels`), one :class:`NodeReader` a prompt.
@@ -136,6 +145,11 @@ def walk_prompts(
         The model's tokenizer (the labels' canonical tokenizations).
     readers : iterable of NodeReader
         One reader per prompt, in the prompts' order (each made when its walk starts).
+    groups : iterable of UnitNodeReader
+        Instead of ``readers``: one reader per group of consecutive prompts, in order,
+        whose walks are read together, a round of all of them in one call
+        (:func:`~xlikert.collect.answers.walk.run_walks`; each walk reads the nodes it
+        would read alone).
     progress : callable, optional
         Told after each round of each walk how far it is.
     grid : (temperatures, top_ps), optional
@@ -154,14 +168,18 @@ def walk_prompts(
     temperatures, top_ps = grid or (options.temperatures, options.top_ps)
     canonical = trie.canonical(tokenizer)
     points = None if layout is None else np.asarray(layout.columns) < layout.n_scores
+    settings = dict(
+        tol=options.answer_tol, max_passes=options.answer_max_passes,
+        temperatures=temperatures, top_ps=top_ps, top_k=options.top_k,
+        canonical=canonical, points=points, progress=progress,
+    )  # fmt: skip
     walks = []
     for read in readers:
-        walk = walk_labels(
-            trie, read, tol=options.answer_tol, max_passes=options.answer_max_passes,
-            temperatures=temperatures, top_ps=top_ps, top_k=options.top_k,
-            canonical=canonical, points=points, progress=progress,
-        )  # fmt: skip
+        walk = walk_labels(trie, read, **settings)  # type: ignore[arg-type]
         walks.append(walk if finish is None else finish(read, walk))
+    for unit in groups:
+        steps = [walk_steps(trie, **settings) for _ in range(len(unit))]  # type: ignore[arg-type]
+        walks += run_walks(steps, unit)
     short = [w for w in walks if not w.tol_met]
     spent = sum(w.passes >= options.answer_max_passes for w in short)
     if short:

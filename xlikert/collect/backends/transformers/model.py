@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,7 @@ import numpy as np
 from ....core.errors import CollectionError
 from ...answers.sequences import AnswerSequences
 from ...answers.tokens import ValidTokens
-from ...answers.walk import ROUND_NODES, NodeReader
+from ...answers.walk import ROUND_NODES, NodeReader, UnitNodeReader
 from ...foreign import KVCache, Tensor
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
@@ -21,7 +21,7 @@ from ...templates import PromptTemplate
 from ..inprocess import InProcessModel, walk_prompts
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
-from .packed import PackedNodeReader, packable
+from .packed import PackedUnitReader, packable
 from .scorer import (
     Scorer,
     context_readout,
@@ -42,6 +42,12 @@ LOGITS_BYTES = 1 << 30
 #: The most memory the KV caches kept by one unit's label walks may take (each node's
 #: cache is its parent's for its children; a prompt's are dropped when its walk ends).
 WALK_BYTES = 1 << 29
+
+#: The most prompts whose walks are read together, a round of all of them in one packed
+#: pass (:class:`~xlikert.collect.backends.transformers.packed.PackedUnitReader`; at most
+#: the batch size): a pass on a CPU costs its weights' reading more than its rows, so
+#: rounds of several prompts cost little more than one prompt's.
+WALK_GROUP = 8
 
 #: How the transformers backend samples a trace; stored in the model's provenance.
 TRACE_SAMPLER = (
@@ -263,9 +269,10 @@ class LocalModel(InProcessModel):
     def _walk_prompts(self, encoded: list[list[int]]) -> dict[str, np.ndarray]:
         """Each prompt's answers by the certified walk over the labels' trie
         (:func:`~xlikert.collect.answers.walk.walk_labels`): where the model's cache is
-        plain full attention, a round's nodes as one tree-masked row on the prompt's own
-        growing cache, copied from the unit's shared prefix
-        (:class:`~xlikert.collect.backends.transformers.packed.PackedNodeReader`: nothing
+        plain full attention, the walks of up to :data:`WALK_GROUP` prompts together, a
+        round of all of them as one tree-masked row on one growing cache, copied from the
+        unit's shared prefix
+        (:class:`~xlikert.collect.backends.transformers.packed.PackedUnitReader`: nothing
         copied or padded per node); else each node read from its parent's KV cache on one
         :class:`TreeReader` (the unit's shared prefix run once and kept; a prompt's nodes'
         caches dropped once its walk is done, so memory is bounded by :data:`WALK_BYTES`
@@ -274,8 +281,10 @@ class LocalModel(InProcessModel):
         shared = [encoded[0][:P]] if P else []
         state = self.scorer.prefix_state(shared[0]) if P else None
         if state is not None and packable(self.scorer, state):  # a packed tree a round
-            return self._walk(lambda ids: PackedNodeReader(self.scorer, ids, (state, P)),
-                              encoded, lambda _: None)  # fmt: skip
+            size = max(1, min(self.batch_size, WALK_GROUP))
+            groups = (PackedUnitReader(self.scorer, encoded[a : a + size], (state, P))
+                      for a in range(0, len(encoded), size))  # fmt: skip
+            return self._walk(None, encoded, lambda _: None, groups)
         # a round in one pass: a forward's cost on a CPU is mostly reading the weights
         with TreeReader(self.scorer, [[]], 1, _logits_rows, max(self.batch_size, ROUND_NODES),
                         max_bytes=WALK_BYTES) as tr:  # fmt: skip
@@ -290,22 +299,24 @@ class LocalModel(InProcessModel):
 
     def _walk(
         self,
-        reader: Callable[[list[int]], NodeReader],
+        reader: Callable[[list[int]], NodeReader] | None,
         contexts: Sequence[Sequence[int]],
         done: Callable[[int], None],
+        groups: Iterable[UnitNodeReader] = (),
     ) -> dict[str, np.ndarray]:
         """The walk's readout after each context (``reader(ids)``: its node reader;
-        ``done(i)`` told when context ``i``'s walk is over, to drop its nodes' caches), by
-        the in-process backends' one driver (:func:`~..inprocess.walk_prompts`, which says
-        the walks that spent their budget first: a ``RuntimeWarning``)."""
+        ``done(i)`` told when context ``i``'s walk is over, to drop its nodes' caches; or,
+        ``reader`` None, ``groups`` of contexts read together), by the in-process backends'
+        one driver (:func:`~..inprocess.walk_prompts`, which says the walks that spent
+        their budget first: a ``RuntimeWarning``)."""
 
         def readers() -> Iterator[NodeReader]:
-            for i, ids in enumerate(contexts):
-                yield reader(list(ids))
+            for i, ids in enumerate(contexts if reader is not None else ()):
+                yield reader(list(ids))  # type: ignore[misc]
                 done(i)  # the driver asks for the next reader once walk i is over
 
         out, walks = walk_prompts(self.name, self.options, self.answers, self.lm.tokenizer,
-                                  readers(), self.walk_progress)  # fmt: skip
+                                  readers(), self.walk_progress, groups=groups)  # fmt: skip
         self.walk_passes += sum(w.passes for w in walks)
         self.walks_short += sum(not w.tol_met for w in walks)
         return out

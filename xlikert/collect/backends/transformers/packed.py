@@ -24,7 +24,7 @@ import numpy as np
 
 from .scorer import Scorer
 
-__all__ = ["PackedNodeReader", "packable"]
+__all__ = ["PackedNodeReader", "PackedUnitReader", "packable"]
 
 
 def packable(scorer: Scorer, cache: Any) -> bool:
@@ -41,83 +41,101 @@ def _attention(scorer: Scorer) -> str | None:
     return getattr(scorer.lm.model.config, "_attn_implementation", None)
 
 
-class PackedNodeReader:
-    """A walk's :class:`~xlikert.collect.answers.walk.NodeReader` after one prompt, each
-    round one packed row on the prompt's growing cache.
+class PackedUnitReader:
+    """The walks of a unit's prompts read together: each round one packed row on one
+    growing cache, the shared prefix, each prompt's own tokens and its nodes as branches
+    of one tree (:func:`~xlikert.collect.answers.walk.run_walks`; a
+    :class:`~xlikert.collect.answers.walk.UnitNodeReader`).
 
     Parameters
     ----------
     scorer
         The model's :class:`~xlikert.collect.backends.transformers.scorer.Scorer`.
-    prompt
-        The prompt's token ids.
+    prompts
+        The prompts' token ids.
     shared
-        A one-row cache whose first ``n`` positions are ``prompt[:n]`` (the unit's shared
-        prefix, copied, not extended), and ``n``; ``(None, 0)``: none.
+        A one-row cache whose first ``n`` positions are the prompts' common ``[:n]`` (the
+        unit's shared prefix, copied, not extended), and ``n``; ``(None, 0)``: none.
     """
 
-    def __init__(self, scorer: Scorer, prompt: Sequence[int], shared: tuple[Any, int]):
-        self.scorer, self.prompt = scorer, list(prompt)
+    def __init__(self, scorer: Scorer, prompts: Sequence[Sequence[int]], shared: tuple[Any, int]):
+        self.scorer, self.prompts = scorer, [list(p) for p in prompts]
         cache, n = shared
-        n = min(n, len(self.prompt) - 1) if cache is not None else 0
+        n = min(n, min(len(p) for p in self.prompts) - 1) if cache is not None else 0
         if n > 0:
             self.cache = copy.deepcopy(cache)
             extra = self.cache.get_seq_length() - n
-            if extra > 0:  # the prefix is the whole prompt: its last token is run here
+            if extra > 0:  # the prefix is a whole prompt: its last token is run here
                 self.cache.crop(-extra)
         else:
             self.cache = scorer.new_cache()
+        self.n = n
         self.anc: list[list[int]] = [list(range(i + 1)) for i in range(n)]
-        self.pos: dict[tuple[int, ...], int] = {}
+        self.pos: dict[tuple[int, tuple[int, ...]], int] = {}
         self.packed = True
         #: Token positions run and passes.
         self.tokens_run = 0
         self.passes = 0
 
-    def __call__(self, nodes: Sequence[tuple[int, ...]], keep: Sequence[bool]) -> np.ndarray:
-        """``(len(nodes), V)`` float32 logits after the prompt and each node."""
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def __call__(
+        self, asks: Sequence[tuple[int, Sequence[tuple[int, ...]], Sequence[bool]]]
+    ) -> list[np.ndarray]:
+        """Per ask ``(prompt, nodes, keep)``: ``(len(nodes), V)`` float32 logits after the
+        prompt and each node, all read in one pass."""
+        asks = [(i, [tuple(n) for n in nodes]) for i, nodes, _ in asks]
         if not self.packed:
-            return self._uncached(nodes)
-        ids, parents, rows = self._schedule([tuple(n) for n in nodes])
+            return [self._uncached(i, nodes) for i, nodes in asks]
+        ids, parents, rows = self._schedule(asks)
         logits = self._run(ids, parents, rows)
         if self.scorer.needs_check("packed"):
-            i = max(range(len(nodes)), key=lambda k: len(nodes[k]))
-            full = self.prompt + list(nodes[i])
-            self.scorer.check_prefix_cache(full[:-1], logits[i], full[-1:], path="packed")
+            i, nodes = asks[0]
+            k = max(range(len(nodes)), key=lambda j: len(nodes[j]))
+            full = self.prompts[i] + list(nodes[k])
+            self.scorer.check_prefix_cache(full[:-1], logits[k], full[-1:], path="packed")
             if not self.scorer.prefix_cache:  # differs: every node in full from now on
                 self.packed = False
-                return self._uncached(nodes)
-        return logits.float().cpu().numpy()
+                return [self._uncached(i, nodes) for i, nodes in asks]
+        out = logits.float().cpu().numpy()
+        cuts = np.cumsum([len(nodes) for _, nodes in asks])[:-1]
+        return np.split(out, cuts)
 
-    def _schedule(self, nodes: list[tuple[int, ...]]) -> tuple[list[int], list[int], list[int]]:
-        """The tokens this pass adds (each with its parent's cache position, -1 for the
-        prompt's first token) and where each node's logits are among them: the prompt's
-        tokens not yet run, then each node's prefixes not yet run, in order; a node whose
-        position was run without its logits is run again."""
+    def _schedule(
+        self, asks: list[tuple[int, list[tuple[int, ...]]]]
+    ) -> tuple[list[int], list[int], list[int]]:
+        """The tokens this pass adds (each with its parent's cache position, -1 for none)
+        and where each asked node's logits are among them: a prompt's own tokens not yet
+        run (below the shared prefix), then each node's prefixes not yet run, in order; a
+        node whose position was run without its logits is run again."""
         base = len(self.anc)
         ids: list[int] = []
         parents: list[int] = []
-        new: dict[tuple[int, ...], int] = {}
+        new: dict[tuple[int, tuple[int, ...]], int] = {}
 
         def add(token: int, parent: int) -> int:
             ids.append(token)
             parents.append(parent)
             return base + len(ids) - 1
 
-        if () not in self.pos:
-            for t in self.prompt[base:]:
-                at = add(t, base + len(ids) - 1)
-            self.pos[()] = new[()] = at
         rows = []
-        for node in nodes:
-            for k in range(1, len(node) + 1):
-                if node[:k] not in self.pos:
-                    self.pos[node[:k]] = new[node[:k]] = add(node[k - 1], self.pos[node[: k - 1]])
-            if node not in new:  # its position was run before, its logits not kept
-                at = self.pos[node]
-                tok = node[-1] if node else self.prompt[-1]
-                new[node] = add(tok, self.anc[at][-2] if len(self.anc[at]) > 1 else -1)
-            rows.append(new[node] - base)
+        for i, nodes in asks:
+            if (i, ()) not in self.pos:
+                at = self.n - 1
+                for t in self.prompts[i][self.n :]:
+                    at = add(t, at)
+                self.pos[(i, ())] = new[(i, ())] = at
+            for node in nodes:
+                for k in range(1, len(node) + 1):
+                    if (i, node[:k]) not in self.pos:
+                        at = add(node[k - 1], self.pos[(i, node[: k - 1])])
+                        self.pos[(i, node[:k])] = new[(i, node[:k])] = at
+                if (i, node) not in new:  # its position was run before, its logits not kept
+                    at = self.pos[(i, node)]
+                    tok = node[-1] if node else self.prompts[i][-1]
+                    new[(i, node)] = add(tok, self.anc[at][-2] if len(self.anc[at]) > 1 else -1)
+                rows.append(new[(i, node)] - base)
         return ids, parents, rows
 
     def _run(self, ids: list[int], parents: list[int], rows: list[int]) -> Any:
@@ -144,8 +162,47 @@ class PackedNodeReader:
         self.passes += 1
         return out.logits[0] if self.scorer.keeps_positions else out.logits[0, keep, :]
 
-    def _uncached(self, nodes: Sequence[tuple[int, ...]]) -> np.ndarray:
-        """Every node's logits from an uncached pass of the prompt and its tokens."""
-        rows = [self.prompt + list(n) for n in nodes]
+    def _uncached(self, i: int, nodes: Sequence[tuple[int, ...]]) -> np.ndarray:
+        """Every node's logits from an uncached pass of prompt ``i`` and its tokens."""
+        rows = [self.prompts[i] + list(n) for n in nodes]
         out = [self.scorer.forward([], None, [r])[0] for r in rows]
         return np.stack([o.float().cpu().numpy() for o in out])
+
+
+class PackedNodeReader:
+    """A walk's :class:`~xlikert.collect.answers.walk.NodeReader` after one prompt, each
+    round one packed row on the prompt's growing cache (a :class:`PackedUnitReader` of one
+    prompt).
+
+    Parameters
+    ----------
+    scorer
+        The model's :class:`~xlikert.collect.backends.transformers.scorer.Scorer`.
+    prompt
+        The prompt's token ids.
+    shared
+        A one-row cache whose first ``n`` positions are ``prompt[:n]``, and ``n``;
+        ``(None, 0)``: none.
+    """
+
+    def __init__(self, scorer: Scorer, prompt: Sequence[int], shared: tuple[Any, int]):
+        self.unit = PackedUnitReader(scorer, [prompt], shared)
+
+    def __call__(self, nodes: Sequence[tuple[int, ...]], keep: Sequence[bool]) -> np.ndarray:
+        """``(len(nodes), V)`` float32 logits after the prompt and each node."""
+        return self.unit([(0, nodes, keep)])[0]
+
+    @property
+    def packed(self) -> bool:
+        """Whether rounds are still read packed (else every node in full, uncached)."""
+        return self.unit.packed
+
+    @property
+    def tokens_run(self) -> int:
+        """Token positions run."""
+        return self.unit.tokens_run
+
+    @property
+    def passes(self) -> int:
+        """Passes run."""
+        return self.unit.passes
