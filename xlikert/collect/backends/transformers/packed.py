@@ -85,21 +85,21 @@ class PackedUnitReader:
     ) -> list[np.ndarray]:
         """Per ask ``(prompt, nodes, keep)``: ``(len(nodes), V)`` float32 logits after the
         prompt and each node, all read in one pass."""
-        asks = [(i, [tuple(n) for n in nodes]) for i, nodes, _ in asks]
+        wanted = [(i, [tuple(n) for n in nodes]) for i, nodes, _ in asks]
         if not self.packed:
-            return [self._uncached(i, nodes) for i, nodes in asks]
-        ids, parents, rows = self._schedule(asks)
+            return [self._uncached(i, nodes) for i, nodes in wanted]
+        ids, parents, rows = self._schedule(wanted)
         logits = self._run(ids, parents, rows)
         if self.scorer.needs_check("packed"):
-            i, nodes = asks[0]
+            i, nodes = wanted[0]
             k = max(range(len(nodes)), key=lambda j: len(nodes[j]))
             full = self.prompts[i] + list(nodes[k])
             self.scorer.check_prefix_cache(full[:-1], logits[k], full[-1:], path="packed")
             if not self.scorer.prefix_cache:  # differs: every node in full from now on
                 self.packed = False
-                return [self._uncached(i, nodes) for i, nodes in asks]
+                return [self._uncached(i, nodes) for i, nodes in wanted]
         out = logits.float().cpu().numpy()
-        cuts = np.cumsum([len(nodes) for _, nodes in asks])[:-1]
+        cuts = np.cumsum([len(nodes) for _, nodes in wanted])[:-1]
         return np.split(out, cuts)
 
     def _schedule(
