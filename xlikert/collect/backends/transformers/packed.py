@@ -2,12 +2,15 @@
 
 A walk (:func:`~xlikert.collect.answers.walk.walk_labels`) reads nodes of a token trie
 below one prompt, a round at a time, each node's parent read before it.
-:class:`PackedNodeReader` keeps one one-row KV cache per prompt: the prompt, then every
-token position a round has run, in the order run. A round runs the tokens it adds (each
-node's last token; any prefix of it not yet run before it) as one row on that cache, with
-a tree attention mask: a token sees the prompt, its ancestors' positions and itself, at
-the position it has in its own sequence (the prompt's length plus its depth). So no KV is
-copied or padded per node, and the logits are taken at the read nodes' positions alone.
+:class:`PackedUnitReader` reads the walks of several prompts together
+(:func:`~xlikert.collect.answers.walk.run_walks`) on one one-row KV cache: the prompts'
+shared prefix, then every token position a round has run, in the order run (each
+prompt's own tokens, its nodes' tokens). A round runs the tokens it adds (a prompt's own
+tokens the first time; each node's last token and any prefix of it not yet run) as one
+row on that cache, with a tree attention mask: a token sees the shared prefix, its
+ancestors' positions and itself, at the position it has in its own sequence (its
+depth). So no KV is copied or padded per node or prompt, and the logits are taken at the
+read nodes' positions alone. :class:`PackedNodeReader` is the one-prompt reader.
 The first packed read of a loaded model is checked against an uncached pass of the same
 tokens (:meth:`Scorer.check_prefix_cache`, path ``"packed"``); where it differs, or the
 model's cache is not plain full attention under SDPA or eager attention, the reader
