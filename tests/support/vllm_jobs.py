@@ -248,7 +248,8 @@ def numerals(experiment, out, shown):
 #: spellings: only the walk reads them).
 WALK = {"labels": ("Strongly agree", "Agree", "Disagree", "Strongly disagree"),
         "system": "Answer with ONLY one of: Strongly agree, Agree, Disagree, Strongly disagree.",
-        "user": "Tea is better than coffee.", "answer_tol": 1e-3,
+        "users": ("Tea is better than coffee.", "Cats make better pets than dogs."),
+        "answer_tol": 1e-3,
         "temperatures": (1.0,), "top_ps": (0.9, 1.0)}  # fmt: skip
 
 
@@ -263,15 +264,16 @@ def walk_options():
 
 
 def walk(out):
-    """One prompt's word answers (:data:`WALK`) by the certified walk on the live engine;
-    the readout, the prompt's ids and the number of requests to ``out`` (JSON)."""
+    """Two prompts' word answers (:data:`WALK`) by the certified walk on the live engine
+    (read together, a round of both in one ``generate`` call); the readout, the prompts'
+    ids and the number of requests to ``out`` (JSON)."""
     m = loader(SPEC, walk_options())
-    text = m.template.render(WALK["system"], WALK["user"])
-    ids = m.template.encode(text)
-    got = m.read_prompts([text], [ids])
+    texts = [m.template.render(WALK["system"], u) for u in WALK["users"]]
+    ids = [m.template.encode(t) for t in texts]
+    got = m.read_prompts(texts, ids)
     keep = {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in got.items()
             if k not in ("topk_id", "topk_logprob")}  # fmt: skip
-    keep["ids"], keep["walk_passes"] = [int(i) for i in ids], m.walk_passes
+    keep["ids"], keep["walk_passes"] = [[int(i) for i in x] for x in ids], m.walk_passes
     keep["rule"] = m.provenance()["answers"]
     Path(out).write_text(json.dumps(keep))
 

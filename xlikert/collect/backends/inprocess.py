@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 __all__ = [
     "END_OF_TURN_RULE",
     "ENTRY_KEYS",
+    "WALK_GROUP",
     "InProcessModel",
     "ModelFiles",
     "in_process_inputs",
@@ -117,6 +118,13 @@ def resolve_dtype(dtype: object, *, gpu: bool, on_gpu_auto: str, where: str) -> 
     if name != "auto":
         return name
     return on_gpu_auto if gpu else "float32"
+
+
+#: The most prompts whose walks the in-process backends read together, a round of all of
+#: them in one pass or one ``generate`` call (:func:`walk_prompts`' ``groups``): a pass
+#: costs its weights' reading more than its rows, so rounds of several prompts cost little
+#: more than one prompt's.
+WALK_GROUP = 8
 
 
 def walk_prompts(

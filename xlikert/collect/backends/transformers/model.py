@@ -18,7 +18,7 @@ from ...prefixes import common_prefix, prefix_groups
 from ...progress import CellProgressFn
 from ...reasoning import sample_tokens
 from ...templates import PromptTemplate
-from ..inprocess import InProcessModel, walk_prompts
+from ..inprocess import WALK_GROUP, InProcessModel, walk_prompts
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
 from .packed import PackedUnitReader, packable
@@ -42,12 +42,6 @@ LOGITS_BYTES = 1 << 30
 #: The most memory the KV caches kept by one unit's label walks may take (each node's
 #: cache is its parent's for its children; a prompt's are dropped when its walk ends).
 WALK_BYTES = 1 << 29
-
-#: The most prompts whose walks are read together, a round of all of them in one packed
-#: pass (:class:`~xlikert.collect.backends.transformers.packed.PackedUnitReader`; at most
-#: the batch size): a pass on a CPU costs its weights' reading more than its rows, so
-#: rounds of several prompts cost little more than one prompt's.
-WALK_GROUP = 8
 
 #: How the transformers backend samples a trace; stored in the model's provenance.
 TRACE_SAMPLER = (
@@ -269,7 +263,8 @@ class LocalModel(InProcessModel):
     def _walk_prompts(self, encoded: list[list[int]]) -> dict[str, np.ndarray]:
         """Each prompt's answers by the certified walk over the labels' trie
         (:func:`~xlikert.collect.answers.walk.walk_labels`): where the model's cache is
-        plain full attention, the walks of up to :data:`WALK_GROUP` prompts together, a
+        plain full attention, the walks of up to
+        :data:`~xlikert.collect.backends.inprocess.WALK_GROUP` prompts together, a
         round of all of them as one tree-masked row on one growing cache, copied from the
         unit's shared prefix
         (:class:`~xlikert.collect.backends.transformers.packed.PackedUnitReader`: nothing

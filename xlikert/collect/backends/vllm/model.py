@@ -77,6 +77,7 @@ from ...reasoning import check_reasoning
 from ...templates import PromptTemplate
 from ..inprocess import (
     ENTRY_KEYS,
+    WALK_GROUP,
     InProcessModel,
     ModelFiles,
     model_provenance,
@@ -277,6 +278,28 @@ class TreeRequests:
         """Nothing to drop: vLLM's cache evicts by itself."""
 
 
+class _UnitRequests:
+    """The walks of a group of prompts read together
+    (:class:`~xlikert.collect.answers.walk.UnitNodeReader`): a round's nodes of every
+    prompt as requests in one ``generate`` call, each prompt's under its own cache salt."""
+
+    def __init__(self, model: VLLMModel, prompts: Sequence[Sequence[int]], salts: Sequence[str]):
+        self.model, self.salts = model, list(salts)
+        self.prompts = [[int(t) for t in p] for p in prompts]
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def __call__(
+        self, asks: Sequence[tuple[int, Sequence[tuple[int, ...]], Sequence[bool]]]
+    ) -> list[np.ndarray]:
+        """Per ask ``(prompt, nodes, keep)``: the float32 logits rows after each node."""
+        contexts = [self.prompts[i] + [int(t) for t in n] for i, nodes, _ in asks for n in nodes]
+        salts = [self.salts[i] for i, nodes, _ in asks for _n in nodes]
+        rows = self.model._rows(contexts, salts)
+        return np.split(rows, np.cumsum([len(nodes) for _, nodes, _ in asks])[:-1])
+
+
 class RowRequests:
     """The vLLM backend's reader of one reply tree (elicitation level ``own_words``): each
     context one request under the tree's cache salt, its whole logits row read by xlikert's
@@ -461,10 +484,11 @@ class VLLMModel(InProcessModel):
         if self.answers.trie is None:
             return self._read(encoded, _salt(texts), top_k=self.options.top_k)
         words = [w.decode("utf-8", "replace") for w in self.answers.trie.pieces.words]
-        readers = (self._node_reader(ids, _salt(["walk", *texts, str(b), *words]))
-                   for b, ids in enumerate(encoded))  # fmt: skip
+        salts = [_salt(["walk", *texts, str(b), *words]) for b in range(len(encoded))]
+        groups = (_UnitRequests(self, encoded[a : a + WALK_GROUP], salts[a : a + WALK_GROUP])
+                  for a in range(0, len(encoded), WALK_GROUP))  # fmt: skip
         out, walks = walk_prompts(self.name, self.options, self.answers, self.tokenizer,
-                                  readers, self.walk_progress)  # fmt: skip
+                                  (), self.walk_progress, groups=groups)  # fmt: skip
         self.walk_passes += sum(w.passes for w in walks)
         self.walks_short += sum(not w.tol_met for w in walks)
         return out
@@ -571,17 +595,18 @@ class VLLMModel(InProcessModel):
         salt (vLLM's prefix caching runs each from the blocks its parent filled)."""
         return RowRequests(self, _salt([session]))
 
-    def _rows(self, contexts: Sequence[Sequence[int]], salt: str) -> np.ndarray:
+    def _rows(self, contexts: Sequence[Sequence[int]], salt: str | Sequence[str]) -> np.ndarray:
         """The float32 logits row after each context, read in the engine (one request with
-        ``max_tokens=1`` each)."""
+        ``max_tokens=1`` each), under the cache salt ``salt`` (one per context, or one)."""
         from .readout import EXTRA_ARG
 
+        salts = [salt] * len(contexts) if isinstance(salt, str) else list(salt)
         reqs, params, keys = [], [], []
-        for ctx in contexts:
+        for ctx, salt_c in zip(contexts, salts, strict=True):
             self._serial += 1
-            keys.append(f"{salt}:{self._serial}")
+            keys.append(f"{salt_c}:{self._serial}")
             reqs.append(self._tokens_prompt(prompt_token_ids=[int(t) for t in ctx],
-                                            cache_salt=salt))  # fmt: skip
+                                            cache_salt=salt_c))  # fmt: skip
             params.append(self._sampling(max_tokens=1, detokenize=False,
                                          extra_args={EXTRA_ARG: {"key": keys[-1], "row": True}}))  # fmt: skip
         self.llm.generate(reqs, params, use_tqdm=False)
