@@ -151,6 +151,18 @@ def test_walk_reading_the_canonical_spellings_first_equals_brute_force(tok, exac
     nodes = {s[:k] for ss in seqs.values() for s in ss for k in range(len(s) + 1)}
     read = [tuple(n) for c in calls for n in c]
     assert len(read) == len(set(read)) == w.passes and set(read) >= nodes
+    # with the spellings after a space read in the first round too: the same masses
+    spaced = trie.spaced(tok)
+    assert set(spaced) - set(canon)  # other spellings than the canonical ones
+    calls = []
+    both = walk_labels(trie, reader(logits, calls), tol=0.0, max_passes=10**6,
+                       canonical=canon, spaced=spaced, temperatures=GRID[0], top_ps=GRID[1])  # fmt: skip
+    first = set(map(tuple, calls[0][1:]))
+    assert first > ahead and first <= {
+        c[:k] for c in (*canon, *spaced) for k in range(1, len(c) + 1)
+    }
+    np.testing.assert_allclose(both.read, mass, rtol=1e-12, atol=1e-300)
+    np.testing.assert_array_equal(both.canonical, w.canonical)  # the canonical mass alone
     pruned = walk_labels(trie, reader(logits), tol=1e-3, max_passes=10**6, canonical=canon)
     b = pruned.bounds()
     assert np.all(b["mass_lower"][0] <= mass[0] + 1e-15)

@@ -205,6 +205,17 @@ class LabelTrie:
             for y in self.scale
         )
 
+    def spaced(self, tokenizer: Tokenizer) -> tuple[tuple[int, ...] | None, ...]:
+        """Each answer's label as the tokenizer encodes it after a space (``" " + label``, no
+        special tokens): the spelling a model writes after a space, which the walk reads
+        ahead beside the canonical one; None: no label."""
+        shown = self.pieces.labels
+        return tuple(
+            tuple(tokenizer.encode(" " + shown[y], add_special_tokens=False))
+            if y in shown else None
+            for y in self.scale
+        )  # fmt: skip
+
     def children(self, data: bytes, root: bool) -> tuple[tuple[int, bytes], ...]:
         """``(token id, child bytes)`` of every token that keeps a node a label prefix,
         sorted by id (at the root: a first token, leading space stripped, or a bare space

@@ -12,7 +12,8 @@ down, one next-token read a node, the nodes of largest unread mass first:
   the label the node completes (if any), the rest to failure;
 * an unread node's mass is certified: each label's mass lies in ``[read, read + the
   unread mass of the nodes consistent with it]`` (:func:`mass_bounds`);
-* the first round reads the root and the nodes of the labels' canonical tokenizations
+* the first round reads the root and the nodes of the labels' canonical tokenizations and
+  of their tokenizations after a space
   (:meth:`_Walker.canonical_nodes`: read in any case, and most of the mass), so that no
   round is spent per token of the longest label;
 * nodes are read in rounds, the frontier's largest first (ties by token ids), each the
@@ -67,7 +68,7 @@ ROUND_NODES = 64
 #: every cell's key (:func:`~xlikert.collect.run.identity.numbers_options`): 1 read
 #: rounds of 64 nodes always; 2 reads the fewest that could meet ``answer_tol``; 3 reads
 #: ahead, below each node a round reads, the paths on to the canonical spellings it begins
-#: (:meth:`_Walker.lookahead`).
+#: (:meth:`_Walker.lookahead`), and the first round the labels' spellings after a space too.
 WALK_ROUNDS = 3
 
 #: How the walk reads a rule's labels; stored in the results' attrs.
@@ -76,13 +77,14 @@ WALK_RULE = (
     "whose bytes are a prefix of some label; a read (log-softmax over the whole vocabulary) "
     "gives each child token's mass, the completed label's mass times P(next token does not "
     "go on) and failure; the first round reads the root and, in the same pass, every node "
-    "of the labels' canonical tokenizations (each split after its parent); then in rounds of "
+    "of the labels' canonical tokenizations and of their tokenizations after a space (each "
+    "split after its parent); then in rounds of "
     "the nodes of largest unread mass (any column of the "
     "decoding grid; ties by token ids), each round the fewest of them whose reading could "
     "bring the unread mass to answer_tol in every column (at temperature 1, answer_tol times "
     "the valid mass's upper end), were their children of mass 0: at least 1, at most "
     f"{ROUND_NODES}, all {ROUND_NODES} at answer_tol = 0; in the same pass, below each of "
-    "them, for each label's canonical tokenization "
+    "them, for each label's canonical tokenization (and after a space) "
     "whose bytes it begins, every prefix of the path on to its end (the lowest-id token "
     "that brings the node's bytes to the tokenization's next token boundary, none where "
     "they end on one, then its tokens after it; shortest first, then by ids, at most "
@@ -321,6 +323,7 @@ def walk_labels(
     top_ps: Sequence[float] = (1.0,),
     top_k: int = 0,
     canonical: Sequence[tuple[int, ...] | None] = (),
+    spaced: Sequence[tuple[int, ...] | None] = (),
     points: np.ndarray | None = None,
     round_nodes: int = ROUND_NODES,
     progress: CellProgressFn | None = None,
@@ -338,7 +341,8 @@ def walk_labels(
         column of the grid) and of the PMF over ``points`` at temperature 1 (its interval,
         :func:`mass_bounds`); 0: every node of positive mass, exact.
     max_passes
-        The most nodes read in the walk (the canonical spellings' prefixes may add a few).
+        The most nodes read in the walk (the canonical spellings' prefixes, read after it
+        for their mass, may add a few).
     temperatures, top_ps
         The decoding grid, read from the same rows (its columns follow column 0).
     top_k
@@ -348,6 +352,11 @@ def walk_labels(
     canonical
         Per answer, the token ids of its label's canonical tokenization (None: none):
         the prefixes the walk did not read are read after it, so that their mass is known.
+    spaced
+        Per answer, the token ids of its label after a space
+        (:meth:`~xlikert.collect.answers.trie.LabelTrie.spaced`; None: none): read ahead
+        as the canonical ones are (in the first round, and on below a node that begins
+        them), their mass not reported.
     round_nodes
         The most nodes a round reads (:data:`ROUND_NODES`).
     progress
@@ -361,7 +370,7 @@ def walk_labels(
     """
     steps = walk_steps(
         trie, tol=tol, max_passes=max_passes, temperatures=temperatures, top_ps=top_ps,
-        top_k=top_k, canonical=canonical, points=points, round_nodes=round_nodes,
+        top_k=top_k, canonical=canonical, spaced=spaced, points=points, round_nodes=round_nodes,
         progress=progress,
     )  # fmt: skip
     return run_walks([steps], lambda asks: [read(nodes, keep) for _, nodes, keep in asks])[0]
@@ -381,6 +390,7 @@ def walk_steps(
     top_ps: Sequence[float] = (1.0,),
     top_k: int = 0,
     canonical: Sequence[tuple[int, ...] | None] = (),
+    spaced: Sequence[tuple[int, ...] | None] = (),
     points: np.ndarray | None = None,
     round_nodes: int = ROUND_NODES,
     progress: CellProgressFn | None = None,
@@ -389,7 +399,7 @@ def walk_steps(
     rows read (``(len(nodes), V)`` logits), and returns the :class:`LabelWalk`. So several
     prompts' walks may be read together (:func:`run_walks`), each reading its own nodes."""
     clock = CellClock(progress, "word labels", budget=max_passes, tol=tol)
-    w = _Walker(trie, temperatures, top_ps, top_k, canonical)
+    w = _Walker(trie, temperatures, top_ps, top_k, canonical, spaced)
     w.points = None if points is None else np.asarray(points, dtype=bool)
     width = 1.0
     while True:
@@ -401,7 +411,7 @@ def walk_steps(
         if (w.rounds and width <= tol) or left <= 0 or not w.frontier.live:
             break
         if not w.rounds:  # the root, and with it every canonical spelling's nodes
-            yield from w.run(w.frontier.pop(1), w.canonical_nodes())
+            yield from w.run(w.frontier.pop(1), w.canonical_nodes()[: left - 1])
             continue
         nodes = w.frontier.pop(min(w.round_size(tol, round_nodes), left))
         yield from w.run(nodes, w.lookahead(nodes, min(round_nodes, left - len(nodes))))
@@ -446,7 +456,7 @@ def run_walks(
 class _Walker:
     """The state of one walk: the frontier, the masses read, the cost."""
 
-    def __init__(self, trie, temperatures, top_ps, top_k, canonical) -> None:
+    def __init__(self, trie, temperatures, top_ps, top_k, canonical, spaced=()) -> None:
         self.trie = trie
         self.temperatures, self.top_ps, self.top_k = temperatures, top_ps, top_k
         self.G = 1 + len(temperatures) * len(top_ps)
@@ -457,7 +467,9 @@ class _Walker:
         self.top: tuple[np.ndarray, np.ndarray] | None = None
         self.canonical = list(canonical)
         self.wanted = {c[:k] for c in self.canonical if c for k in range(len(c) + 1)}
-        self.spelled = [(c, _ends(trie, c)) for c in dict.fromkeys(self.canonical) if c]
+        #: The spellings read ahead: the canonical ones, then those after a space.
+        self.ahead = [c for c in dict.fromkeys([*self.canonical, *spaced]) if c]
+        self.spelled = [(c, _ends(trie, c)) for c in self.ahead]
         self.seen: dict[tuple[int, ...], float] = {}
         self.frontier = _Frontier()
         self.frontier.push(_Node((), b"", True, np.ones(self.G)))
@@ -491,13 +503,15 @@ class _Walker:
         return max(1, min(cap, k))
 
     def canonical_nodes(self) -> list[tuple[tuple[int, ...], bytes]]:
-        """The nodes of the canonical spellings below the root, whole spellings included
-        (token ids and bytes; shortest first, then by ids): read with the root, before
-        their masses are known, for they are read in any case (their proper prefixes for
-        the canonical mass, the whole for its stop check where the walk goes on) and hold
-        most of the mass; the walk then needs no round per token of the longest label."""
+        """The nodes of the canonical spellings below the root, whole spellings included,
+        and of the labels' spellings after a space (token ids and bytes; shortest first,
+        then by ids): read with the root, before their masses are known, for the canonical
+        ones are read in any case (their proper prefixes for the canonical mass, the whole
+        for its stop check where the walk goes on) and hold most of the mass, and a space
+        before an answer is the commonest other spelling; the walk then needs no round per
+        token of the longest label."""
         out: dict[tuple[int, ...], bytes] = {}
-        for ids in self.canonical:
+        for ids in self.ahead:
             data, root = b"", True
             for k, t in enumerate(ids or ()):
                 data_t = dict(self.trie.children(data, root)).get(t)

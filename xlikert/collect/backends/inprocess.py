@@ -174,12 +174,12 @@ def walk_prompts(
     trie, layout = answers.trie, answers.layout
     assert trie is not None, "a rule read by the walk carries its trie"
     temperatures, top_ps = grid or (options.temperatures, options.top_ps)
-    canonical = trie.canonical(tokenizer)
+    canonical, spaced = trie.canonical(tokenizer), trie.spaced(tokenizer)
     points = None if layout is None else np.asarray(layout.columns) < layout.n_scores
     settings = dict(
         tol=options.answer_tol, max_passes=options.answer_max_passes,
         temperatures=temperatures, top_ps=top_ps, top_k=options.top_k,
-        canonical=canonical, points=points, progress=progress,
+        canonical=canonical, spaced=spaced, points=points, progress=progress,
     )  # fmt: skip
     walks = []
     for read in readers:
