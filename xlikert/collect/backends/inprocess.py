@@ -49,6 +49,7 @@ from ..answers.spellings import answer_rule
 from ..answers.tokens import ValidTokens
 from ..answers.vocabulary import token_text
 from ..answers.walk import (
+    ROUND_NODES,
     LabelWalk,
     NodeReader,
     UnitNodeReader,
@@ -80,11 +81,13 @@ __all__ = [
     "END_OF_TURN_RULE",
     "ENTRY_KEYS",
     "WALK_GROUP",
+    "WALK_ROWS_BYTES",
     "InProcessModel",
     "ModelFiles",
     "in_process_inputs",
     "model_provenance",
     "resolve_dtype",
+    "walk_group",
     "walk_prompts",
 ]
 
@@ -125,6 +128,25 @@ def resolve_dtype(dtype: object, *, gpu: bool, on_gpu_auto: str, where: str) -> 
 #: costs its weights' reading more than its rows, so rounds of several prompts cost little
 #: more than one prompt's.
 WALK_GROUP = 8
+
+#: The most bytes of logits rows one read of walks read together may hold (float32 rows
+#: and the readout's float64 copy): :func:`walk_group` keeps a group under it.
+WALK_ROWS_BYTES = 1 << 30
+
+
+def walk_group(n_vocab: int, batch_size: int) -> int:
+    """How many prompts' walks to read together: at most :data:`WALK_GROUP` and the batch
+    size, and few enough that a round of all of them (at most twice
+    :data:`~xlikert.collect.answers.walk.ROUND_NODES` rows each: the round's nodes and
+    those read ahead) holds at most :data:`WALK_ROWS_BYTES` of logits; at least 1.
+
+    Examples
+    --------
+    >>> walk_group(151_936, 16), walk_group(262_144, 16), walk_group(32_000, 2)
+    (4, 2, 2)
+    """
+    per_prompt = 2 * ROUND_NODES * n_vocab * 12  # float32 rows and a float64 copy
+    return max(1, min(WALK_GROUP, batch_size, WALK_ROWS_BYTES // per_prompt))
 
 
 def walk_prompts(

@@ -18,7 +18,7 @@ from ...prefixes import common_prefix, prefix_groups
 from ...progress import CellProgressFn
 from ...reasoning import sample_tokens
 from ...templates import PromptTemplate
-from ..inprocess import WALK_GROUP, InProcessModel, walk_prompts
+from ..inprocess import InProcessModel, walk_group, walk_prompts
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
 from .packed import PackedUnitReader, packable
@@ -263,8 +263,8 @@ class LocalModel(InProcessModel):
     def _walk_prompts(self, encoded: list[list[int]]) -> dict[str, np.ndarray]:
         """Each prompt's answers by the certified walk over the labels' trie
         (:func:`~xlikert.collect.answers.walk.walk_labels`): where the model's cache is
-        plain full attention, the walks of up to
-        :data:`~xlikert.collect.backends.inprocess.WALK_GROUP` prompts together, a
+        plain full attention, the walks of a few prompts together
+        (:func:`~xlikert.collect.backends.inprocess.walk_group`), a
         round of all of them as one tree-masked row on one growing cache, copied from the
         unit's shared prefix
         (:class:`~xlikert.collect.backends.transformers.packed.PackedUnitReader`: nothing
@@ -276,7 +276,8 @@ class LocalModel(InProcessModel):
         shared = [encoded[0][:P]] if P else []
         state = self.scorer.prefix_state(shared[0]) if P else None
         if state is not None and packable(self.scorer, state):  # a packed tree a round
-            size = max(1, min(self.batch_size, WALK_GROUP))
+            n_vocab = self.lm.model.get_output_embeddings().weight.shape[0]
+            size = walk_group(n_vocab, self.batch_size)
             groups = (PackedUnitReader(self.scorer, encoded[a : a + size], (state, P))
                       for a in range(0, len(encoded), size))  # fmt: skip
             return self._walk(None, encoded, lambda _: None, groups)

@@ -82,6 +82,7 @@ from ..inprocess import (
     ModelFiles,
     model_provenance,
     resolve_dtype,
+    walk_group,
     walk_prompts,
 )
 from .guard import guard_advice, unguarded_main_script
@@ -485,8 +486,9 @@ class VLLMModel(InProcessModel):
             return self._read(encoded, _salt(texts), top_k=self.options.top_k)
         words = [w.decode("utf-8", "replace") for w in self.answers.trie.pieces.words]
         salts = [_salt(["walk", *texts, str(b), *words]) for b in range(len(encoded))]
-        groups = (_UnitRequests(self, encoded[a : a + WALK_GROUP], salts[a : a + WALK_GROUP])
-                  for a in range(0, len(encoded), WALK_GROUP))  # fmt: skip
+        size = walk_group(len(self.tokenizer), WALK_GROUP)
+        groups = (_UnitRequests(self, encoded[a : a + size], salts[a : a + size])
+                  for a in range(0, len(encoded), size))  # fmt: skip
         out, walks = walk_prompts(self.name, self.options, self.answers, self.tokenizer,
                                   (), self.walk_progress, groups=groups)  # fmt: skip
         self.walk_passes += sum(w.passes for w in walks)
