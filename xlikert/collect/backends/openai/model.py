@@ -225,7 +225,8 @@ class OpenAIModel:
         labels' walk, and the probe checked as for word labels (:meth:`_probe_walk`)."""
         self._walk_numbers = True
         labels = self.options.answer_labels
-        self.valid, self.answers, rule = self._rules[labels] = self._answer_rule(self.options)
+        self._rules[labels] = self._answer_rule(self.options)
+        self.valid, self.answers, _ = self._rules[labels]
         if self.answers is not None:
             self._prov["answer_spellings"] = self.answers.as_records(self.tokenizer)
         if self._walking:
