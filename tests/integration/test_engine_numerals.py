@@ -101,7 +101,8 @@ def test_vllm_server_reads_fullwidth_by_the_multi_token_rule(vllm_server, smollm
     multi-token rule teacher forced (``/tokenize``, then one ``/completions`` request with
     ``logprob_token_ids`` per answer context); its PMF, valid mass and mass per script equal
     the transformers backend's within the tolerance of the vLLM server's other comparison
-    (atol 1e-4, test_engine_vllm.py). Top-k mode cannot read such answers: refused by name."""
+    (atol 1e-4, test_engine_vllm.py). In top-k mode the labels' walk bounds them; a server
+    of unknown kind in top-k mode cannot read them: refused by name."""
     from xlikert.collect.backends.openai.contexts import MULTI_TOKEN_PROTOCOL
     from xlikert.core.errors import CollectionError
 
@@ -131,8 +132,16 @@ def test_vllm_server_reads_fullwidth_by_the_multi_token_rule(vllm_server, smollm
     assert bool(ds.decoding_pmf.sel(top_p=0.9).isnull().all())  # not measured on a server
     np.testing.assert_allclose(sm.sum("script"), ds.valid_mass.isel(model=0, item=0, target=0),
                                atol=1e-12)  # fmt: skip
-    with pytest.raises(CollectionError, match=r"need several tokens.*in top-k mode"):
-        collect(prompts, [{**entry[0], "mode": "topk"}], progress=False)
+    # top-k mode (asked for): the labels' walk from the listings, whose bounds hold the exact
+    # reading (the same server; its float32 log-probabilities)
+    walked = collect(prompts, [{**entry[0], "mode": "topk", "walk_logprobs": 20}], progress=False,
+                     temperatures=(1.0,), top_ps=(0.9, 1.0))  # fmt: skip
+    assert "certified walk" in walked.likert.attrs["models"]["m"]["answers"]
+    for var in ("pmf", "valid_mass"):
+        assert bool((walked[f"{var}_lower"] - 1e-6 <= ds[var]).all()), var
+        assert bool((ds[var] <= walked[f"{var}_upper"] + 1e-6).all()), var
+    with pytest.raises(CollectionError, match=r"need several tokens.*this one is 'other'"):
+        collect(prompts, [{**entry[0], "mode": "topk", "server": "other"}], progress=False)
 
 
 def test_llamacpp_server_reads_fullwidth_as_the_numbers_shown(llamacpp_qwen, qwen_folder,

@@ -23,7 +23,9 @@ class FakeServer:
     (else ignore them, as an older server); ``reject_extras``: answer 400 to them (as
     a strict hosted API); ``logprobs``: False returns ``logprobs: null``;
     ``ids`` also serves vLLM's ``POST /tokenize`` (chat messages, at the root) and
-    ``/v1/completions`` on a token-id prompt, the requests of multi-token answers;
+    ``/v1/completions`` on a token-id prompt (listing the top ``logprobs`` tokens and
+    the sampled one), the requests of multi-token answers; ``logprob_ids``: False ignores
+    ``logprob_token_ids`` alone (a vLLM server without the extension: top-k mode);
     ``fail_every``/``drop_every``: every n-th request gets 429 / a dropped
     connection (the 429 says ``Retry-After: retry_after``, a callable giving the
     value each time); ``break_after``: every request after the n-th gets 503; ``padded``: a
@@ -33,7 +35,8 @@ class FakeServer:
 
     def __init__(self, model_dir, served="tiny", *, ids=True, reject_extras=False,
                  logprobs=True, fail_every=0, drop_every=0, break_after=0, key=None,
-                 models_endpoint=True, padded=False, retry_after="0"):  # fmt: skip
+                 models_endpoint=True, padded=False, retry_after="0",
+                 logprob_ids=True):  # fmt: skip
         from xlikert.collect.backends.transformers import Scorer, load_model
 
         self.lm = load_model({"name": "srv", "source": str(model_dir)}, range(1, 8))
@@ -41,7 +44,7 @@ class FakeServer:
         self.served, self.ids, self.reject_extras = served, ids, reject_extras
         self.logprobs, self.fail_every, self.drop_every = logprobs, fail_every, drop_every
         self.break_after, self.key, self.models_endpoint = break_after, key, models_endpoint
-        self.padded, self.retry_after = padded, retry_after
+        self.padded, self.retry_after, self.logprob_ids = padded, retry_after, logprob_ids
         self.count = 0
         self.queries: set[str] = set()  # query strings the client sent
         self.seen_auth: set[str] = set()
@@ -152,8 +155,9 @@ class FakeServer:
         extension; float32 log-probabilities, as vLLM returns them)."""
         logp = self._logp([int(t) for t in body["prompt"]])
         best = int(logp.argmax())
-        chosen = list(body.get("logprob_token_ids") or [])
-        top = {f"token_id:{i}": float(np.float32(logp[i])) for i in [best, *chosen]}
+        chosen = list(body.get("logprob_token_ids") or []) if self.logprob_ids else []
+        listed = logp.topk(min(int(body.get("logprobs") or 0), len(logp))).indices.tolist()
+        top = {f"token_id:{i}": float(np.float32(logp[i])) for i in [best, *chosen, *listed]}
         lp = {"tokens": [f"token_id:{best}"], "token_logprobs": [float(logp[best])],
               "top_logprobs": [top], "text_offset": [0]}  # fmt: skip
         return {"id": "cmpl-x", "object": "text_completion", "model": self.served,
@@ -175,7 +179,7 @@ class FakeServer:
         def show(i):
             return f"token_id:{i}" if as_ids else tok.decode([i])
 
-        if self.ids and body.get("logprob_token_ids"):
+        if self.ids and self.logprob_ids and body.get("logprob_token_ids"):
             chosen = list(body["logprob_token_ids"])
         else:
             chosen = logp.topk(int(body.get("top_logprobs", 0))).indices.tolist()

@@ -398,3 +398,39 @@ def test_multi_token_answers_are_read_exactly_on_a_vllm_server(server, tiny_dir)
     with pytest.raises(ElicitationLevelError, match="some answers need several tokens"):
         collect(prompts.expand_dims(elicitation=["first_token", "greedy"]), spec(srv, tiny_dir),
                 progress=False, scale=scale)  # fmt: skip
+
+
+def test_numbers_of_several_digits_are_walked_on_a_vllm_server_in_top_k_mode(server, tiny_dir):
+    """0..10 on a vLLM server without ``logprob_token_ids`` (top-k mode) is read by the
+    labels' walk from its ``/completions`` listings (:mod:`.openai.walk`), not refused: the
+    stored bounds hold the transformers backend's exhaustive reading (``answer_tol=0``) with
+    the top 3 tokens listed, and close on it with every token listed (the server's float32
+    log-probabilities). A server of unknown kind in top-k mode still refuses, naming why."""
+    prompts, scale = tiny_prompts(1, 2), range(0, 11)
+    grid = {"scale": scale, "temperatures": (1.0,), "top_ps": (1.0,), "answer_tol": 0.0}
+    local = collect(prompts, [{"name": "m", "source": str(tiny_dir)}], progress=False, **grid)
+    assert float(local.answer_error.max()) == 0.0 and float(local.valid_mass.min()) > 0.01
+    srv = server(logprob_ids=False)
+    widths = []
+    for k in (3, 113):  # 113: the tiny vocabulary
+        ds = collect(prompts, spec(srv, tiny_dir, server="vllm", walk_logprobs=k, logprob_rtol=0),
+                     progress=False, **grid)  # fmt: skip
+        info = ds.likert.attrs["models"]["m"]
+        assert info["mode"] == "topk" and "certified walk" in info["answers"], info["answers"]
+        assert info["exact_unavailable"].startswith("the server ignored logprob_token_ids")
+        eps = 1e-6  # float32 log-probabilities
+        for v in ("pmf", "valid_mass"):
+            assert bool((ds[f"{v}_lower"] - eps <= local[v]).all()), (k, v)
+            assert bool((local[v] <= ds[f"{v}_upper"] + eps).all()), (k, v)
+        width = float((ds.valid_mass_upper - ds.valid_mass_lower).max())
+        assert float(ds.answer_error.min()) >= width - 1e-12
+        widths.append(max(width, float((ds.pmf_upper - ds.pmf_lower).max())))
+    print("widths, top 3 and every token listed:", widths)
+    assert widths[0] > 1e-4 and widths[1] < 1e-5  # bounded by the listings; closed when all listed
+    np.testing.assert_allclose(ds.pmf, local.pmf, atol=1e-6)
+    np.testing.assert_allclose(ds.valid_mass, local.valid_mass, atol=1e-6)
+    # a server of unknown kind (no /models owner, no `server`) in top-k mode: refused by name
+    with pytest.raises(CollectionError, match=r"need several tokens.*in top-k mode: the server "
+                       r"ignored logprob_token_ids.*labels' walk .*\['vllm', 'llama-cpp-python'\] "
+                       r"servers only, and this one is 'other'"):  # fmt: skip
+        collect(prompts, spec(srv, tiny_dir), progress=False, **grid)

@@ -25,11 +25,12 @@ One chat-completions request per (condition, item) with ``max_tokens=1``,
     Nothing unobserved is imputed.
 
 Answers of several tokens (a number the tokenizer spells in more than one token: 0-10,
-a full-width digit in byte tokens) are read in exact mode only, by the multi-token rule
-teacher forced on a vLLM server (:mod:`.contexts`). Word labels of several tokens are
-read by the certified walk over the labels' trie from top-k listings, one teacher-forced
-``/completions`` request per node, on vLLM and llama-cpp-python servers (:mod:`.walk`; the
-unlisted mass widens the stored bounds), and refused by name on other servers.
+a full-width digit in byte tokens) are read in exact mode by the multi-token rule teacher
+forced on a vLLM server (:mod:`.contexts`). Word labels of several tokens, and such numbers
+in top-k mode, are read by the certified walk over the labels' trie from top-k listings, one
+teacher-forced ``/completions`` request per node, on vLLM and llama-cpp-python servers
+(:mod:`.walk`; the unlisted mass widens the stored bounds), and refused by name on other
+servers.
 
 The decoding grid needs the full vocabulary; from a server only temperature 1 is
 known, for the top-p values whose nucleus provably lies inside the listed tokens

@@ -142,6 +142,9 @@ class OpenAIModel:
         self._rules: dict[
             tuple[str, ...] | None, tuple[ValidTokens, AnswerSequences | None, str]
         ] = {}
+        #: Numbers of several digits read by the labels' walk: top-k mode on a
+        #: :data:`~.walk.WALK_SERVERS` server (known once the mode is detected).
+        self._walk_numbers = False
         self.mode = "topk"
         self.readout = Readout(spec, options, "topk", False)
         self._prov: dict[str, Any] = {}
@@ -170,14 +173,17 @@ class OpenAIModel:
     def open(cls, spec: OpenAISpec, options: CollectOptions, probe: tuple[str, str]) -> OpenAIModel:
         """Connect, check the model and detect the mode with one probe prompt.
 
-        Answers that need several tokens are read exactly on a vLLM server
-        (:mod:`.contexts`); elsewhere they are refused, naming why.
+        Answers that need several tokens are read exactly on a vLLM server in exact mode
+        (:mod:`.contexts`); in top-k mode on a :data:`~.walk.WALK_SERVERS` server by the
+        labels' walk (:mod:`.walk`, certified bounds); elsewhere they are refused, naming why.
         """
-        if spec.mode == "topk":  # refused before the server is reached
-            _check_one_token(options, spec.name)
+        if spec.mode == "topk" and spec.server not in (*WALK_SERVERS, "auto"):
+            _check_one_token(options, spec.name)  # refused before the server is reached
         self = cls(spec, options)
         try:
             self._check_models()
+            if spec.mode == "topk" and self.kind not in WALK_SERVERS:
+                _check_one_token(options, spec.name)  # refused before any prompt is sent
             self._load_tokenizer()
             if self.tokenizer is None:
                 _check_one_token(options, spec.name)
@@ -188,6 +194,8 @@ class OpenAIModel:
         if why:
             self._prov["exact_unavailable"] = why
         self.mode = mode
+        # numbers of several digits read next (relabel) go by the walk too
+        self._walk_numbers = mode == "topk" and self.kind in WALK_SERVERS
         self.readout = Readout(spec, options, mode, ids_ok, self.valid, self.tokenizer)
         return self
 
@@ -205,9 +213,25 @@ class OpenAIModel:
             asked = self.valid.ids
         mode, ids_ok, why = self.plan.detect(messages(*probe), asked, self.tokenizer is not None)
         if self.answers is not None:
+            if mode != "exact" and self.kind in WALK_SERVERS:
+                return self._walk_numbers_instead(probe, why)
             self._check_multi_token(mode, why)
             ContextReads(self.plan, self.answers).prompt_ids(messages(*probe))
         return mode, ids_ok, why
+
+    def _walk_numbers_instead(self, probe: tuple[str, str], why: str) -> tuple[str, bool, str]:
+        """Numbers of several digits in top-k mode on a :data:`~.walk.WALK_SERVERS` server:
+        the answers built again with the labels' trie (:meth:`_answer_rule`), read by the
+        labels' walk, and the probe checked as for word labels (:meth:`_probe_walk`)."""
+        self._walk_numbers = True
+        labels = self.options.answer_labels
+        self._rules[labels] = self._answer_rule(self.options)
+        self.valid, self.answers, _ = self._rules[labels]
+        if self.answers is not None:
+            self._prov["answer_spellings"] = self.answers.as_records(self.tokenizer)
+        if self._walking:
+            self._probe_walk(probe)
+        return "topk", self.kind == "vllm", f"{why}; numbers of several digits read by the walk"
 
     @property
     def _walking(self) -> bool:
@@ -285,8 +309,10 @@ class OpenAIModel:
         non-substantive ones among them); the answer spellings when some answer needs
         several tokens (else None: the one-token rule, a server cannot condition on an
         appended space token); the rule's description
-        (:func:`~xlikert.collect.answers.spellings.answer_rule`). Only numbers are read in several
-        tokens: a word label must be one token (AnswerLabelError, naming it)."""
+        (:func:`~xlikert.collect.answers.spellings.answer_rule`). Word labels of several tokens
+        are read by the labels' walk (on :data:`~.walk.WALK_SERVERS` servers, else
+        AnswerLabelError, naming them); numbers of several digits too once the mode is known to
+        be top-k on such a server (:meth:`_walk_numbers_instead`), else in exact mode."""
         from ...answers.layout import answer_codes
         from ...answers.numerals import read_numeral
         from ...answers.tokens import find_label_tokens
@@ -313,19 +339,22 @@ class OpenAIModel:
         valid, answers, rule = answer_rule(
             self.tokenizer, scale, split_space=False, labels=options.labels_by_score,
             nonsubstantive=options.nonsubstantive_labels, scripts=options.numeral_scripts,
-            max_positions=options.max_answer_positions,
+            max_positions=options.max_answer_positions, walk=self._walk_numbers,
         )  # fmt: skip
         return valid, (None if answers.is_one_token else answers), rule
 
     def _check_multi_token(self, mode: str, why: str) -> None:
-        """Multi-token answers are read in exact mode only (a vLLM server)."""
+        """Multi-token answers are read in exact mode (a vLLM server) or by the labels' walk
+        (top-k mode on a :data:`~.walk.WALK_SERVERS` server); elsewhere refused by name."""
         if mode == "exact":
             return
         raise CollectionError(
             f"model {self.name!r}: some answers need several tokens "
             f"({_spelled(self.answers, self.tokenizer)}); a server reads them exactly, teacher "
             f"forced, in exact mode only (a vLLM server with logprob_token_ids), and it is in "
-            f"top-k mode: {why}. Use such a server or the transformers or vllm backend"
+            f"top-k mode: {why}; nor can the labels' walk bound them from top-k listings, "
+            f"which runs on {list(WALK_SERVERS)} servers only, and this one is {self.kind!r}. "
+            "Use such a server (set `server` if it is one) or the transformers or vllm backend"
         )
 
     def relabel(self, labels: tuple[str, ...] | None) -> None:
@@ -551,7 +580,8 @@ class OpenAIModel:
 
 
 def _check_one_token(options: CollectOptions, name: str) -> None:
-    """Servers give next-token log-probabilities only: every answer must be one token."""
+    """A server that cannot walk the labels (no tokenizer, or not a
+    :data:`~.walk.WALK_SERVERS` server in top-k mode) reads one-token answers only."""
     from ...answers.layout import answer_codes
     from ...answers.tokens import needs_sequences
 
@@ -566,8 +596,9 @@ def _check_one_token(options: CollectOptions, name: str) -> None:
         )
         raise CollectionError(
             f"model {name!r}: {what} needs multi-token answers (one value's text is a prefix "
-            "of another's); servers give next-token log-probabilities only: use the "
-            "transformers or vllm backend"
+            "of another's); this server gives next-token log-probabilities only: use the "
+            f"transformers or vllm backend, or (with `tokenizer`) a {' or '.join(WALK_SERVERS)} "
+            "server, which reads them by the labels' walk"
         )
 
 

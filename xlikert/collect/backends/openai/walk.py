@@ -1,7 +1,8 @@
 """Word answers on a server: the certified walk over the labels' trie, read from top-k listings.
 
-Answers of several tokens (word labels) are read by the best-first walk of the in-process
-backends (:mod:`xlikert.collect.answers.walk`): each trie node (the prompt followed by a
+Answers of several tokens (word labels; numbers of several digits in top-k mode) are read
+by the best-first walk of the in-process backends
+(:mod:`xlikert.collect.answers.walk`): each trie node (the prompt followed by a
 token prefix of some label) is one teacher-forced ``/completions`` request, ``max_tokens=1``
 and ``logprobs=walk_logprobs``, whose listing is the node's next-token row. A server lists
 only the ``k`` most probable tokens, so a node's read is certified, not exact:
