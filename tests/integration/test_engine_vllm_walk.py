@@ -16,7 +16,13 @@ import json
 
 import numpy as np
 import pytest
-from support.vllm_jobs import WALK, walk_battery, walk_options
+from support.vllm_jobs import (
+    WALK,
+    walk_battery,
+    walk_elicitation_options,
+    walk_levels,
+    walk_options,
+)
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -97,6 +103,38 @@ def test_in_process_vllm_administers_walked_labels_as_transformers(vllm_in_proce
     said = v["reasoning_error"]
     assert said is not None and "reasoning mode on vLLM" in said
     assert "max_answer_positions" in said and "sequential" not in said
+
+
+def test_in_process_vllm_elicits_walked_labels_as_transformers(vllm_in_process, tmp_path):
+    """The levels prefix (the labels' walk after the prefix), greedy (the reply parsed by
+    the labels' trie) and own_words (the walk below each reply prefix that starts a label)
+    over the walked labels: the transformers backend's records within float noise."""
+    out = tmp_path / "elicitation_walk.json"
+    res = vllm_in_process.run("elicitation_walk", out)
+    assert res.ok, res.error
+    v = json.loads(out.read_text())
+    m = LocalModel(load_model("smollm2-135m-instruct", range(1, 8)), walk_elicitation_options())
+    assert m.walks_listing()
+    t = walk_levels(m)
+    for level, rec in t.items():
+        assert sorted(v[level]) == sorted(rec), level
+        for k, x in rec.items():
+            a, b = np.asarray(v[level][k]), np.asarray(x)
+            if b.dtype.kind == "f":  # float32 rows of two engines (own_words: as its own test)
+                atol = 1e-4 if level == "own_words" else 1e-5
+                np.testing.assert_allclose(a, b, atol=atol, rtol=0, equal_nan=True,
+                                           err_msg=f"{level} {k}")  # fmt: skip
+            else:
+                np.testing.assert_array_equal(a, b, err_msg=f"{level} {k}")
+    pre = t["prefix"]  # the walk read the prefix's answers, certified to answer_tol
+    assert 0 < pre["answer_error"][0] <= WALK["answer_tol"] and pre["answer_passes"][0] > 0
+    assert np.isfinite(t["own_words"]["pmf"]).all() and t["own_words"]["elicitation_passes"][0] > 0
+    print(
+        "elicitation over walked labels: greedy reply",
+        v["greedy"]["reply_text"],
+        "prefix pmf",
+        np.round(v["prefix"]["pmf"], 4),
+    )
 
 
 def test_vllm_server_walk_bounds_hold_the_transformers_reading(vllm_server, smollm2_folder):

@@ -331,22 +331,26 @@ def walk_elicitation_options():
                                   own_words_tol=0.05, own_words_max_passes=6)  # fmt: skip
 
 
-def elicitation_walk(out):
-    """:data:`WALK_LEVELS` of :data:`WALK`'s first prompt on the live engine; each level's
-    record (numbers as lists, texts as they are) to ``out`` (JSON)."""
+def walk_levels(model):
+    """:data:`WALK_LEVELS` of :data:`WALK`'s first prompt on ``model`` (opened with
+    :func:`walk_elicitation_options`): each level's record, numbers as lists, texts as str
+    (the job's and the test's transformers read alike)."""
     import numpy as np
 
     from xlikert.collect.elicitation import score_elicited
 
-    opts = walk_elicitation_options()
-    m = loader(SPEC, opts)
-    keep = {}
+    keep, opts = {}, walk_elicitation_options()
     for level in WALK_LEVELS:
-        res = score_elicited(m, [(WALK["system"], WALK["users"][0])], level, opts)
+        res = score_elicited(model, [(WALK["system"], WALK["users"][0])], level, opts)
         keep[level] = {k: (np.asarray(v).tolist() if np.asarray(v).dtype.kind in "fiub"
                            else [str(x) for x in np.asarray(v).ravel()])
                        for k, v in res.data.items()}  # fmt: skip
-    Path(out).write_text(json.dumps(keep))
+    return keep
+
+
+def elicitation_walk(out):
+    """:func:`walk_levels` on the live engine, to ``out`` (JSON)."""
+    Path(out).write_text(json.dumps(walk_levels(loader(SPEC, walk_elicitation_options()))))
 
 
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
