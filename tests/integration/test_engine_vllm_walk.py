@@ -4,7 +4,10 @@ Four English labels on SmolLM2-135M ("Strongly agree" ... "Strongly disagree", s
 thousands of ways: only the walk reads them), one prompt, ``answer_tol = 1e-3``: the live
 engine of ``tests/support/vllm_jobs.py`` (its job ``walk``) and the transformers backend on
 the same float32 weights read the same nodes (the same passes) and give the same masses
-and bounds within float noise; each backend's point lies within the other's bounds.
+and bounds within float noise; each backend's point lies within the other's bounds. The
+same labels asked as a battery in one conversation (sequential administration, job
+``sequential_walk``) give the transformers backend's answer-history tree and item
+marginals, each history's walk entering the tree by its certified lower ends.
 """
 
 from __future__ import annotations
@@ -13,7 +16,13 @@ import json
 
 import numpy as np
 import pytest
-from support.vllm_jobs import WALK, walk_options
+from support.vllm_jobs import (
+    WALK,
+    walk_battery,
+    walk_elicitation_options,
+    walk_levels,
+    walk_options,
+)
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -54,6 +63,78 @@ def test_in_process_vllm_walks_the_labels_as_transformers(vllm_in_process, tmp_p
         assert np.all(b["valid_mass_lower"] - noise <= a["valid_mass"]) and np.all(
             a["valid_mass"] <= b["valid_mass_upper"] + noise
         )
+
+
+def test_in_process_vllm_administers_walked_labels_as_transformers(vllm_in_process, tmp_path):
+    """Sequential administration over the walked labels (two items: five histories, each
+    read by the walk): the same tree, the same marginals within float noise, each within
+    the other's certified bounds; reasoning mode over them is still refused, by name."""
+    from xlikert.collect.context import administer
+
+    out = tmp_path / "sequential_walk.json"
+    res = vllm_in_process.run("sequential_walk", out)
+    assert res.ok, res.error
+    v = {k: np.asarray(x) if isinstance(x, list) else x
+         for k, x in json.loads(out.read_text()).items()}  # fmt: skip
+    m = LocalModel(load_model("smollm2-135m-instruct", range(1, 8)), walk_options())
+    assert m.walks_listing()  # only the walk reads these labels
+    with pytest.warns(RuntimeWarning, match="answers' own readings"):  # the walks' widths
+        r = administer(m, walk_battery())
+    t, tree = r.marginals(), r.tree
+    S = len(WALK["labels"])
+    assert len(tree.paths) == v["paths"].shape[0] == 1 + S  # every history read
+    np.testing.assert_array_equal(v["paths"], np.asarray(tree.paths))
+    assert v["passes"] == r.passes and v["walk_passes"] == m.walk_passes > r.passes
+    assert v["tol_met"] == r.tol_met
+    eps = np.asarray(tree.answer_error)
+    assert (eps > 0).all() and (eps <= WALK["answer_tol"]).all()  # bounded, within tol
+    for k, got in (("pmf", tree.pmf), ("valid_mass", tree.valid_mass), ("answer_error", eps)):
+        np.testing.assert_allclose(v[f"tree_{k}"], got, atol=1e-5, rtol=0, err_msg=k)
+    diff = {k: float(np.nanmax(np.abs(v[k] - t[k]))) for k in t}
+    print("max |vLLM - transformers| (sequential):", {k: f"{d:.2g}" for k, d in diff.items()})
+    for k in t:  # float32 rows of two engines
+        np.testing.assert_allclose(v[k], t[k], atol=1e-5, rtol=0, err_msg=k)
+    noise = 1e-5
+    assert (t["error"] > 0).all()  # the readings' widths entered the items' bounds
+    for a, b in ((v, t), (t, v)):  # each item's PMF within the other's certified bounds
+        assert np.all(b["pmf_lower"] - noise <= a["pmf"]) and np.all(
+            a["pmf"] <= b["pmf_upper"] + noise
+        )
+    said = v["reasoning_error"]
+    assert said is not None and "reasoning mode on vLLM" in said
+    assert "max_answer_positions" in said and "sequential" not in said
+
+
+def test_in_process_vllm_elicits_walked_labels_as_transformers(vllm_in_process, tmp_path):
+    """The levels prefix (the labels' walk after the prefix), greedy (the reply parsed by
+    the labels' trie) and own_words (the walk below each reply prefix that starts a label)
+    over the walked labels: the transformers backend's records within float noise."""
+    out = tmp_path / "elicitation_walk.json"
+    res = vllm_in_process.run("elicitation_walk", out)
+    assert res.ok, res.error
+    v = json.loads(out.read_text())
+    m = LocalModel(load_model("smollm2-135m-instruct", range(1, 8)), walk_elicitation_options())
+    assert m.walks_listing()
+    t = walk_levels(m)
+    for level, rec in t.items():
+        assert sorted(v[level]) == sorted(rec), level
+        for k, x in rec.items():
+            a, b = np.asarray(v[level][k]), np.asarray(x)
+            if b.dtype.kind == "f":  # float32 rows of two engines (own_words: as its own test)
+                atol = 1e-4 if level == "own_words" else 1e-5
+                np.testing.assert_allclose(a, b, atol=atol, rtol=0, equal_nan=True,
+                                           err_msg=f"{level} {k}")  # fmt: skip
+            else:
+                np.testing.assert_array_equal(a, b, err_msg=f"{level} {k}")
+    pre = t["prefix"]  # the walk read the prefix's answers, certified to answer_tol
+    assert 0 < pre["answer_error"][0] <= WALK["answer_tol"] and pre["answer_passes"][0] > 0
+    assert np.isfinite(t["own_words"]["pmf"]).all() and t["own_words"]["elicitation_passes"][0] > 0
+    print(
+        "elicitation over walked labels: greedy reply",
+        v["greedy"]["reply_text"],
+        "prefix pmf",
+        np.round(v["prefix"]["pmf"], 4),
+    )
 
 
 def test_vllm_server_walk_bounds_hold_the_transformers_reading(vllm_server, smollm2_folder):

@@ -278,9 +278,85 @@ def walk(out):
     Path(out).write_text(json.dumps(keep))
 
 
+#: The sequential walk job's battery: two items asked in one conversation, answered with
+#: :data:`WALK`'s labels (every history's answers read by the walk).
+WALK_BATTERY = {"system": WALK["system"], "questions": WALK["users"], "replies": WALK["labels"]}
+
+
+def walk_battery():
+    """:data:`WALK_BATTERY` as a :class:`~xlikert.collect.context.Battery`."""
+    from xlikert.collect.context import Battery
+
+    b = WALK_BATTERY
+    return Battery(b["system"], tuple(b["questions"]), tuple(b["replies"]))
+
+
+def sequential_walk(out):
+    """:data:`WALK_BATTERY` administered sequentially on the live engine (every history's
+    answers by the labels' walk); then the same labels in reasoning mode, which the walk
+    does not serve on vLLM yet (its refusal's message kept). The tree, its marginals, the
+    walk's passes and the message to ``out`` (JSON)."""
+    import numpy as np
+
+    from xlikert.collect.context import administer
+    from xlikert.core.errors import CollectionError
+
+    m = loader(SPEC, walk_options())
+    assert m.walks_listing(), "the spellings are too many to list: only the walk reads them"
+    res = administer(m, walk_battery())
+    tree, marg = res.tree, res.marginals()
+    keep = {"paths": [[int(a) for a in p] for p in tree.paths], "passes": res.passes,
+            "walk_passes": m.walk_passes, "tol_met": res.tol_met}  # fmt: skip
+    for k in ("pmf", "valid_mass", "answer_error"):
+        keep[f"tree_{k}"] = np.asarray(getattr(tree, k)).tolist()
+    keep.update({k: np.asarray(v).tolist() for k, v in marg.items()})
+    spec = {**SPEC, "reasoning": {"traces": 1, "max_new_tokens": 4, "seed": 2}}
+    try:
+        loader(spec, walk_options()).score([(WALK["system"], WALK["users"][0])])
+        keep["reasoning_error"] = None
+    except CollectionError as exc:
+        keep["reasoning_error"] = str(exc)
+    Path(out).write_text(json.dumps(keep))
+
+
+#: The elicitation levels read over :data:`WALK`'s labels (the labels' walk after the
+#: prefix, after the greedy reply's preamble, and below each reply prefix that starts one).
+WALK_LEVELS = ("prefix", "greedy", "own_words")
+
+
+def walk_elicitation_options():
+    """The run options of the walked levels' job: :func:`walk_options` with a prefix,
+    short replies and a pruned reply tree."""
+    return walk_options().replace(answer_prefix="My answer is", reply_tokens=6,
+                                  own_words_tol=0.05, own_words_max_passes=6)  # fmt: skip
+
+
+def walk_levels(model):
+    """:data:`WALK_LEVELS` of :data:`WALK`'s first prompt on ``model`` (opened with
+    :func:`walk_elicitation_options`): each level's record, numbers as lists, texts as str
+    (the job's and the test's transformers read alike)."""
+    import numpy as np
+
+    from xlikert.collect.elicitation import score_elicited
+
+    keep, opts = {}, walk_elicitation_options()
+    for level in WALK_LEVELS:
+        res = score_elicited(model, [(WALK["system"], WALK["users"][0])], level, opts)
+        keep[level] = {k: (np.asarray(v).tolist() if np.asarray(v).dtype.kind in "fiub"
+                           else [str(x) for x in np.asarray(v).ravel()])
+                       for k, v in res.data.items()}  # fmt: skip
+    return keep
+
+
+def elicitation_walk(out):
+    """:func:`walk_levels` on the live engine, to ``out`` (JSON)."""
+    Path(out).write_text(json.dumps(walk_levels(loader(SPEC, walk_elicitation_options()))))
+
+
 JOBS = {"start": start, "demo": demo, "reasoning": reasoning, "formats": formats,
         "sequential": sequential, "survey": survey, "elicitation": elicitation,
-        "elicitation_qwen": elicitation_qwen, "numerals": numerals, "walk": walk}  # fmt: skip
+        "elicitation_qwen": elicitation_qwen, "numerals": numerals, "walk": walk,
+        "sequential_walk": sequential_walk, "elicitation_walk": elicitation_walk}  # fmt: skip
 
 
 def main() -> None:

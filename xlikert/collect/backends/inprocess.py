@@ -316,6 +316,11 @@ class InProcessModel:
     #: Whether the backend reads answers of several tokens by the certified walk over the
     #: labels' trie (:mod:`xlikert.collect.answers.walk`) rather than every spelling listed.
     walks_labels = False
+    #: Told after each round of a prompt's label walk (a run may show progress).
+    walk_progress: CellProgressFn | None = None
+    #: Trie nodes the label walks read, and the walks that spent their budget first.
+    walk_passes = 0
+    walks_short = 0
     #: How the backend samples a trace; stored in the model's provenance.
     TRACE_SAMPLER = ""
     name: str
@@ -459,6 +464,18 @@ class InProcessModel:
         res.data["prompt_text"][:] = texts
         res.data["prompt_token_ids"][:] = [encode_token_ids(e) for e in encoded]
         return res
+
+    def _walk_readout(
+        self, readers: Iterable[NodeReader] = (), groups: Iterable[UnitNodeReader] = ()
+    ) -> AnswerArrays:
+        """The readout after each context by the labels' walk (:func:`walk_prompts`: one
+        node reader a context, or ``groups`` of contexts read together), the walks' passes
+        and short walks counted (:attr:`walk_passes`, :attr:`walks_short`)."""
+        out, walks = walk_prompts(self.name, self.options, self.answers, self.tokenizer,
+                                  readers, self.walk_progress, groups=groups)  # fmt: skip
+        self.walk_passes += sum(w.passes for w in walks)
+        self.walks_short += sum(not w.tol_met for w in walks)
+        return out
 
     # ------------------------------------------------------------------ the backend's part
     def read_prompts(self, texts: list[str], encoded: list[list[int]]) -> AnswerArrays:

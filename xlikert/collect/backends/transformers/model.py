@@ -15,10 +15,9 @@ from ...answers.walk import ROUND_NODES, NodeReader, UnitNodeReader
 from ...foreign import KVCache, Tensor
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
-from ...progress import CellProgressFn
 from ...reasoning import sample_tokens
 from ...templates import PromptTemplate
-from ..inprocess import InProcessModel, walk_group, walk_prompts
+from ..inprocess import InProcessModel, walk_group
 from .device_readout import next_token_readout_torch
 from .loading import LoadedModel
 from .packed import PackedUnitReader, packable
@@ -103,10 +102,7 @@ class LocalModel(InProcessModel):
         )
         self.initial_batch_size = self.batch_size
         self.backoffs = 0
-        #: Trie nodes the label walks read, and the walks that spent their budget first.
         self.walk_passes = self.walks_short = 0
-        #: Called after each round of a prompt's label walk (a run may show progress).
-        self.walk_progress: CellProgressFn | None = None
         self._use_answers(lm.valid, lm.answers)
         if options.answer_labels is not None:  # the loaded model's rule reads the digits
             labels, self.options = options.answer_labels, options.replace(answer_labels=None)
@@ -303,7 +299,7 @@ class LocalModel(InProcessModel):
         """The walk's readout after each context (``reader(ids)``: its node reader;
         ``done(i)`` told when context ``i``'s walk is over, to drop its nodes' caches; or,
         ``reader`` None, ``groups`` of contexts read together), by the in-process backends'
-        one driver (:func:`~..inprocess.walk_prompts`, which says the walks that spent
+        one driver (:meth:`~..inprocess.InProcessModel._walk_readout`, which says the walks that spent
         their budget first: a ``RuntimeWarning``)."""
 
         def readers() -> Iterator[NodeReader]:
@@ -311,11 +307,7 @@ class LocalModel(InProcessModel):
                 yield reader(list(ids))  # type: ignore[misc]
                 done(i)  # the driver asks for the next reader once walk i is over
 
-        out, walks = walk_prompts(self.name, self.options, self.answers, self.lm.tokenizer,
-                                  readers(), self.walk_progress, groups=groups)  # fmt: skip
-        self.walk_passes += sum(w.passes for w in walks)
-        self.walks_short += sum(not w.tol_met for w in walks)
-        return out
+        return self._walk_readout(readers(), groups)
 
     def node_reader(self, prompt: Sequence[int]) -> tuple[NodeReader, Callable[[], None]]:
         """A reader of the next-token logits after ``prompt`` and each node's tokens, each

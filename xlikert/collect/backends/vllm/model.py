@@ -46,7 +46,13 @@ transformers backend: each round's nodes (the prompt followed by each node's tok
 requests of one cache salt per prompt's tree (:meth:`VLLMModel.node_reader`: vLLM's prefix
 caching runs each node from its parent's blocks), each whole float32 logits row read by
 xlikert's processor, and the walk applies :func:`~xlikert.kernels.readout.next_token_readout`
-to them: the same rows and rounds as the transformers backend, so the same nodes.
+to them: the same rows and rounds as the transformers backend, so the same nodes. A
+conversation tree's reader (:class:`TreeRequests`: sequential administration, the levels
+``prefix`` and ``greedy``) walks the labels after each context where their spellings are too
+many to list (:meth:`VLLMModel.walks_listing`), its nodes under the tree's salt, and the
+histories enter the tree by their certified lower ends
+(:data:`~xlikert.kernels.history_tree.READING_BOUND_RULE`), as in the transformers backend.
+Reasoning mode over such labels is refused, by name.
 
 The outline of a unit, the provenance, the end-of-turn rule and the dtype rules
 are shared with the transformers backend (:mod:`xlikert.collect.backends.inprocess`).
@@ -72,7 +78,7 @@ from ...answers.tokens import ValidTokens
 from ...answers.walk import NodeReader
 from ...foreign import Engine, Tokenizer
 from ...options import CollectOptions
-from ...progress import CellProgressFn
+from ...protocol import AnswerArrays
 from ...reasoning import check_reasoning
 from ...templates import PromptTemplate
 from ..inprocess import (
@@ -83,7 +89,6 @@ from ..inprocess import (
     model_provenance,
     resolve_dtype,
     walk_group,
-    walk_prompts,
 )
 from .guard import guard_advice, unguarded_main_script
 
@@ -272,8 +277,16 @@ class TreeRequests:
     def read(
         self, contexts: Sequence[Sequence[int]], keep: Sequence[bool] | None = None
     ) -> dict[str, np.ndarray]:
-        """The readout after each context (``keep`` is vLLM's business: its cache)."""
-        return self.model._read([[int(t) for t in c] for c in contexts], self.salt)
+        """The readout after each context (``keep`` is vLLM's business: its cache); where
+        the rule's spellings are too many to list (:meth:`VLLMModel.walks_listing`, asked at
+        every read: a battery relabels the model between items), by the labels' walk, its
+        nodes under the tree's salt: certified bounds and ``answer_error`` beside the masses
+        read, which sequential administration keeps
+        (:data:`~xlikert.kernels.history_tree.READING_BOUND_RULE`)."""
+        ids = [[int(t) for t in c] for c in contexts]
+        if self.model.walks_listing():
+            return self.model._walk_contexts(ids, [self.salt] * len(ids))
+        return self.model._read(ids, self.salt)
 
     def close(self) -> None:
         """Nothing to drop: vLLM's cache evicts by itself."""
@@ -363,11 +376,6 @@ class VLLMModel(InProcessModel):
 
     TRACE_SAMPLER = VLLM_TRACE_SAMPLER
     walks_labels = True
-    #: Told after each round of a prompt's label walk (a run may show progress).
-    walk_progress: CellProgressFn | None = None
-    #: Trie nodes the label walks read, and the walks that spent their budget first.
-    walk_passes = 0
-    walks_short = 0
 
     def __init__(
         self, spec: dict[str, Any], options: CollectOptions, engine: Engine = None, *,
@@ -486,14 +494,25 @@ class VLLMModel(InProcessModel):
             return self._read(encoded, _salt(texts), top_k=self.options.top_k)
         words = [w.decode("utf-8", "replace") for w in self.answers.trie.pieces.words]
         salts = [_salt(["walk", *texts, str(b), *words]) for b in range(len(encoded))]
+        return self._walk_contexts(encoded, salts)
+
+    def _walk_contexts(
+        self, contexts: Sequence[Sequence[int]], salts: Sequence[str]
+    ) -> AnswerArrays:
+        """The labels' walk after each context, a group of contexts' rounds a ``generate``
+        call (:class:`_UnitRequests`; :func:`~..inprocess.walk_group`), context ``i``'s
+        nodes under ``salts[i]``."""
         size = walk_group(len(self.tokenizer), WALK_GROUP)
-        groups = (_UnitRequests(self, encoded[a : a + size], salts[a : a + size])
-                  for a in range(0, len(encoded), size))  # fmt: skip
-        out, walks = walk_prompts(self.name, self.options, self.answers, self.tokenizer,
-                                  (), self.walk_progress, groups=groups)  # fmt: skip
-        self.walk_passes += sum(w.passes for w in walks)
-        self.walks_short += sum(not w.tol_met for w in walks)
-        return out
+        groups = (_UnitRequests(self, contexts[a : a + size], salts[a : a + size])
+                  for a in range(0, len(contexts), size))  # fmt: skip
+        return self._walk_readout(groups=groups)
+
+    def walks_listing(self) -> bool:
+        """Whether the rule read now is read by the labels' walk where a reader of contexts
+        would list every spelling (:class:`TreeRequests`): its spellings are too many to list
+        (``max_answer_positions``), as in the transformers backend
+        (:meth:`~xlikert.collect.backends.transformers.LocalModel.walks_listing`)."""
+        return self.answers.trie is not None and not self.answers.sequences
 
     def node_reader(self, prompt: Sequence[int]) -> tuple[NodeReader, Callable[[], None]]:
         """A reader of the float32 logits rows after ``prompt`` and each node's tokens, every
@@ -520,9 +539,9 @@ class VLLMModel(InProcessModel):
             raise CollectionError(
                 f"model {self.name!r}: this path reads every spelling of the answers, and these "
                 "labels have more than max_answer_positions tokens of spellings (the walk that "
-                "reads them after a prompt does not yet serve sequential administration, "
-                "reasoning or elicitation on vLLM): answer with codes or letters, use shorter "
-                "labels, or raise max_answer_positions"
+                "reads them after a prompt, a history or a reply does not yet serve reasoning "
+                "mode on vLLM): answer with codes or letters, use shorter labels, or raise "
+                "max_answer_positions"
             )
         contexts = self.answers.contexts
         reqs, params, keys = [], [], []
