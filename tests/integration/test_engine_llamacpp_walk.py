@@ -39,6 +39,25 @@ def _options(**kw) -> CollectOptions:
                           top_ps=(0.9, 1.0), **kw)  # fmt: skip
 
 
+def _holds(d: dict, scale, options: CollectOptions, prompt: tuple[str, str], text: str) -> dict:
+    """The transformers backend's reading of ``prompt`` (the same weights, dequantised),
+    after checking that the server read the same text and that its stored bounds hold it
+    within the reading's own error and :data:`SLACK`; the reading returned."""
+    t = LocalModel(load_model("smollm2-135m-instruct", scale), options)
+    rendered = t.template.render(*prompt)
+    assert text == rendered
+    ref = {k: np.asarray(v)[0]
+           for k, v in t.read_prompts([rendered], [t.template.encode(rendered)]).items()}  # fmt: skip
+    err = float(ref["answer_error"]) + SLACK
+    print(f"server: valid mass [{d['valid_mass_lower']:.5f}, {d['valid_mass_upper']:.5f}], "
+          f"pmf widths up to {np.max(d['pmf_upper'] - d['pmf_lower']):.2g}, "
+          f"{int(d['answer_passes'])} passes; transformers: valid mass {ref['valid_mass']:.5f}, "
+          f"pmf {np.round(ref['pmf'], 4)}")  # fmt: skip
+    assert d["valid_mass_lower"] - err <= ref["valid_mass"] <= d["valid_mass_upper"] + err
+    assert np.all(d["pmf_lower"] - err <= ref["pmf"]) and np.all(ref["pmf"] <= d["pmf_upper"] + err)
+    return ref
+
+
 def _open(srv, folder, **kw) -> OpenAIModel:
     spec = {"name": "m", "source": "openai:smol", "base_url": srv.url,
             "tokenizer": str(folder), "concurrency": 1, "backoff": 0.05, **kw}  # fmt: skip
@@ -60,19 +79,7 @@ def test_walk_bounds_hold_the_transformers_reading(llamacpp_smol, smollm2_folder
     assert r.mode == "topk" and "certified walk" in prov["answers"] and prov["walk_logprobs"] == 100
     assert 0 < int(d["answer_passes"]) <= 24 and int(d["answer_tol_met"]) == 0
     assert any("answer_tol=0.001" in str(w.message) for w in told)  # the bound reached, said
-    lm = load_model("smollm2-135m-instruct", range(1, 8))
-    t = LocalModel(lm, _options(answer_tol=1e-4))
-    text = t.template.render(*PROMPT)
-    assert r.data["prompt_text"][0] == text
-    ref = {
-        k: np.asarray(v)[0] for k, v in t.read_prompts([text], [t.template.encode(text)]).items()
-    }
-    err = float(ref["answer_error"]) + SLACK
-    print(f"server: valid mass [{d['valid_mass_lower']:.5f}, {d['valid_mass_upper']:.5f}], pmf "
-          f"widths {np.round(d['pmf_upper'] - d['pmf_lower'], 4)}, {int(d['answer_passes'])} "
-          f"passes; transformers: valid mass {ref['valid_mass']:.5f}, pmf {np.round(ref['pmf'], 4)}")  # fmt: skip
-    assert d["valid_mass_lower"] - err <= ref["valid_mass"] <= d["valid_mass_upper"] + err
-    assert np.all(d["pmf_lower"] - err <= ref["pmf"]) and np.all(ref["pmf"] <= d["pmf_upper"] + err)
+    _holds(d, range(1, 8), _options(answer_tol=1e-4), PROMPT, r.data["prompt_text"][0])
     assert np.all(d["pmf_lower"] <= d["pmf"]) and np.all(d["pmf"] <= d["pmf_upper"])
     assert float(d["answer_error"]) >= float(d["valid_mass_upper"] - d["valid_mass_lower"]) - 1e-12
     # temperature 1 measured (top-p 1), the rest of the grid not
@@ -110,20 +117,9 @@ def test_a_0_to_10_item_is_walked_and_its_bounds_hold_the_transformers_reading(
     assert r.mode == "topk" and prov["server_kind"] == "llama-cpp-python"
     assert "certified walk" in prov["answers"] and "logprob_token_ids" in prov["exact_unavailable"]
     assert any(len(s["ids"]) == 2 for s in prov["answer_spellings"])  # "10" among them
-    t = LocalModel(load_model("smollm2-135m-instruct", ELEVEN), opts.replace(answer_tol=1e-5))
-    text = t.template.render(*NUMBER_PROMPT)
-    assert r.data["prompt_text"][0] == text
-    ref = {
-        k: np.asarray(v)[0] for k, v in t.read_prompts([text], [t.template.encode(text)]).items()
-    }
-    err = float(ref["answer_error"]) + SLACK
-    print(f"server: valid mass [{d['valid_mass_lower']:.5f}, {d['valid_mass_upper']:.5f}], "
-          f"pmf widths up to {np.max(d['pmf_upper'] - d['pmf_lower']):.2g}, "
-          f"{int(d['answer_passes'])} passes; transformers: valid mass {ref['valid_mass']:.5f}, "
-          f"pmf {np.round(ref['pmf'], 3)}")  # fmt: skip
+    ref = _holds(d, ELEVEN, opts.replace(answer_tol=1e-5), NUMBER_PROMPT,
+                 r.data["prompt_text"][0])  # fmt: skip
     assert ref["valid_mass"] > 0.05  # the item is answered with numbers: a real test
-    assert d["valid_mass_lower"] - err <= ref["valid_mass"] <= d["valid_mass_upper"] + err
-    assert np.all(d["pmf_lower"] - err <= ref["pmf"]) and np.all(ref["pmf"] <= d["pmf_upper"] + err)
     assert np.all(d["pmf_lower"] <= d["pmf"]) and np.all(d["pmf"] <= d["pmf_upper"])
     assert float(d["answer_error"]) >= float(d["valid_mass_upper"] - d["valid_mass_lower"]) - 1e-12
     with pytest.raises(CollectionError, match=r"need several tokens.*this one is 'llama\.cpp'"):
