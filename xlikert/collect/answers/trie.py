@@ -199,19 +199,19 @@ class LabelTrie:
     def canonical(self, tokenizer: Tokenizer) -> tuple[tuple[int, ...] | None, ...]:
         """Each answer's canonical tokenization: the tokenizer's encoding of its label as
         shown, no special tokens (what lm-evaluation-harness scores); None: no label."""
-        shown = self.pieces.labels
-        return tuple(
-            tuple(tokenizer.encode(shown[y], add_special_tokens=False)) if y in shown else None
-            for y in self.scale
-        )
+        return self._encoded(tokenizer, "")
 
     def spaced(self, tokenizer: Tokenizer) -> tuple[tuple[int, ...] | None, ...]:
         """Each answer's label as the tokenizer encodes it after a space (``" " + label``, no
         special tokens): the spelling a model writes after a space, which the walk reads
         ahead beside the canonical one; None: no label."""
+        return self._encoded(tokenizer, " ")
+
+    def _encoded(self, tokenizer: Tokenizer, before: str) -> tuple[tuple[int, ...] | None, ...]:
+        """Each answer's label after ``before``, encoded with no special tokens; None: none."""
         shown = self.pieces.labels
         return tuple(
-            tuple(tokenizer.encode(" " + shown[y], add_special_tokens=False))
+            tuple(tokenizer.encode(before + shown[y], add_special_tokens=False))
             if y in shown else None
             for y in self.scale
         )  # fmt: skip

@@ -467,9 +467,9 @@ class _Walker:
         self.top: tuple[np.ndarray, np.ndarray] | None = None
         self.canonical = list(canonical)
         self.wanted = {c[:k] for c in self.canonical if c for k in range(len(c) + 1)}
-        #: The spellings read ahead: the canonical ones, then those after a space.
-        self.ahead = [c for c in dict.fromkeys([*self.canonical, *spaced]) if c]
-        self.spelled = [(c, _ends(trie, c)) for c in self.ahead]
+        #: The spellings read ahead (the canonical ones, then those after a space), each
+        #: with the bytes of its nodes (:func:`_ends`).
+        self.spelled = [(c, _ends(trie, c)) for c in dict.fromkeys([*self.canonical, *spaced]) if c]
         self.seen: dict[tuple[int, ...], float] = {}
         self.frontier = _Frontier()
         self.frontier.push(_Node((), b"", True, np.ones(self.G)))
@@ -510,15 +510,7 @@ class _Walker:
         for its stop check where the walk goes on) and hold most of the mass, and a space
         before an answer is the commonest other spelling; the walk then needs no round per
         token of the longest label."""
-        out: dict[tuple[int, ...], bytes] = {}
-        for ids in self.ahead:
-            data, root = b"", True
-            for k, t in enumerate(ids or ()):
-                data_t = dict(self.trie.children(data, root)).get(t)
-                if data_t is None:  # not a node: the spelling's rest is not read ahead
-                    break
-                data, root = data_t, False
-                out[ids[: k + 1]] = data
+        out = {ids[: k + 1]: data for ids, ends in self.spelled for k, data in enumerate(ends)}
         return [(key, out[key]) for key in sorted(out, key=lambda k: (len(k), k))]
 
     def lookahead(self, nodes: Sequence[_Node], cap: int) -> list[tuple[tuple[int, ...], bytes]]:
@@ -618,8 +610,8 @@ class _Walker:
 
 
 def _ends(trie: LabelTrie, ids: tuple[int, ...]) -> list[bytes]:
-    """The bytes of a canonical spelling's nodes, one per token (shorter where the
-    spelling leaves the trie: the rest is not a node)."""
+    """The bytes of a spelling's nodes below the root, one per token (shorter where the
+    spelling leaves the trie: the rest is not a node, and not read ahead)."""
     out: list[bytes] = []
     data, root = b"", True
     for t in ids:
