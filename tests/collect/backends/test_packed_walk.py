@@ -13,7 +13,6 @@ from support.tiny import save_tiny  # noqa: E402
 
 from xlikert.collect.backends.transformers import load_model  # noqa: E402
 from xlikert.collect.backends.transformers.packed import (  # noqa: E402
-    PackedNodeReader,
     PackedUnitReader,
     packable,
 )
@@ -55,9 +54,9 @@ def test_packed_reads_equal_plain_forward_passes(scorer, shared, takes_keep, mon
     if shared:
         state = scorer.prefix_state(prompt[:shared])
         assert packable(scorer, state)
-    read = PackedNodeReader(scorer, prompt, (state, shared))
+    read = PackedUnitReader(scorer, [prompt], (state, shared))  # one prompt
     for nodes in ROUNDS:
-        got = read(nodes, [True] * len(nodes))
+        (got,) = read([(0, nodes, [True] * len(nodes))])
         want = np.stack([plain(scorer, prompt + list(n)) for n in nodes])
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, atol=2e-4, rtol=1e-4)
@@ -92,9 +91,10 @@ def test_packed_reads_under_eager_attention_take_an_additive_mask(scorer):
     prompt = [2, *range(30, 40)]
     scorer.lm.model.set_attn_implementation("eager")
     try:
-        read = PackedNodeReader(scorer, prompt, (scorer.prefix_state(prompt[:6]), 6))
+        read = PackedUnitReader(scorer, [prompt], (scorer.prefix_state(prompt[:6]), 6))
         for nodes in ROUNDS[:2]:
             want = np.stack([plain(scorer, prompt + list(n)) for n in nodes])
-            np.testing.assert_allclose(read(nodes, [True] * len(nodes)), want, atol=2e-4)
+            (got,) = read([(0, nodes, [True] * len(nodes))])
+            np.testing.assert_allclose(got, want, atol=2e-4)
     finally:
         scorer.lm.model.set_attn_implementation("sdpa")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,7 @@ import numpy as np
 from ....core.errors import CollectionError
 from ...answers.sequences import AnswerSequences
 from ...answers.tokens import ValidTokens
-from ...answers.walk import ROUND_NODES, NodeReader, UnitNodeReader
+from ...answers.walk import ROUND_NODES, NodeReader
 from ...foreign import KVCache, Tensor
 from ...options import CollectOptions
 from ...prefixes import common_prefix, prefix_groups
@@ -276,7 +276,7 @@ class LocalModel(InProcessModel):
             size = walk_group(n_vocab, self.batch_size)
             groups = (PackedUnitReader(self.scorer, encoded[a : a + size], (state, P))
                       for a in range(0, len(encoded), size))  # fmt: skip
-            return self._walk(None, encoded, lambda _: None, groups)
+            return self._walk_readout(groups=groups)
         # a round in one pass: a forward's cost on a CPU is mostly reading the weights
         with TreeReader(self.scorer, [[]], 1, _logits_rows, max(self.batch_size, ROUND_NODES),
                         max_bytes=WALK_BYTES) as tr:  # fmt: skip
@@ -291,23 +291,22 @@ class LocalModel(InProcessModel):
 
     def _walk(
         self,
-        reader: Callable[[list[int]], NodeReader] | None,
+        reader: Callable[[list[int]], NodeReader],
         contexts: Sequence[Sequence[int]],
         done: Callable[[int], None],
-        groups: Iterable[UnitNodeReader] = (),
     ) -> dict[str, np.ndarray]:
         """The walk's readout after each context (``reader(ids)``: its node reader;
-        ``done(i)`` told when context ``i``'s walk is over, to drop its nodes' caches; or,
-        ``reader`` None, ``groups`` of contexts read together), by the in-process backends'
-        one driver (:meth:`~..inprocess.InProcessModel._walk_readout`, which says the walks that spent
+        ``done(i)`` told when context ``i``'s walk is over, to drop its nodes' caches), by
+        the in-process backends' one driver
+        (:meth:`~..inprocess.InProcessModel._walk_readout`, which says the walks that spent
         their budget first: a ``RuntimeWarning``)."""
 
         def readers() -> Iterator[NodeReader]:
-            for i, ids in enumerate(contexts if reader is not None else ()):
-                yield reader(list(ids))  # type: ignore[misc]
+            for i, ids in enumerate(contexts):
+                yield reader(list(ids))
                 done(i)  # the driver asks for the next reader once walk i is over
 
-        return self._walk_readout(readers(), groups)
+        return self._walk_readout(readers())
 
     def node_reader(self, prompt: Sequence[int]) -> tuple[NodeReader, Callable[[], None]]:
         """A reader of the next-token logits after ``prompt`` and each node's tokens, each

@@ -10,7 +10,7 @@ tokens the first time; each node's last token and any prefix of it not yet run) 
 row on that cache, with a tree attention mask: a token sees the shared prefix, its
 ancestors' positions and itself, at the position it has in its own sequence (its
 depth). So no KV is copied or padded per node or prompt, and the logits are taken at the
-read nodes' positions alone. :class:`PackedNodeReader` is the one-prompt reader.
+read nodes' positions alone.
 The first packed read of a loaded model is checked against an uncached pass of the same
 tokens (:meth:`Scorer.check_prefix_cache`, path ``"packed"``); where it differs, or the
 model's cache is not plain full attention under SDPA or eager attention, the reader
@@ -27,7 +27,7 @@ import numpy as np
 
 from .scorer import Scorer
 
-__all__ = ["PackedNodeReader", "PackedUnitReader", "packable"]
+__all__ = ["PackedUnitReader", "packable"]
 
 
 def packable(scorer: Scorer, cache: Any) -> bool:
@@ -170,42 +170,3 @@ class PackedUnitReader:
         rows = [self.prompts[i] + list(n) for n in nodes]
         out = [self.scorer.forward([], None, [r])[0] for r in rows]
         return np.stack([o.float().cpu().numpy() for o in out])
-
-
-class PackedNodeReader:
-    """A walk's :class:`~xlikert.collect.answers.walk.NodeReader` after one prompt, each
-    round one packed row on the prompt's growing cache (a :class:`PackedUnitReader` of one
-    prompt).
-
-    Parameters
-    ----------
-    scorer
-        The model's :class:`~xlikert.collect.backends.transformers.scorer.Scorer`.
-    prompt
-        The prompt's token ids.
-    shared
-        A one-row cache whose first ``n`` positions are ``prompt[:n]``, and ``n``;
-        ``(None, 0)``: none.
-    """
-
-    def __init__(self, scorer: Scorer, prompt: Sequence[int], shared: tuple[Any, int]):
-        self.unit = PackedUnitReader(scorer, [prompt], shared)
-
-    def __call__(self, nodes: Sequence[tuple[int, ...]], keep: Sequence[bool]) -> np.ndarray:
-        """``(len(nodes), V)`` float32 logits after the prompt and each node."""
-        return self.unit([(0, nodes, keep)])[0]
-
-    @property
-    def packed(self) -> bool:
-        """Whether rounds are still read packed (else every node in full, uncached)."""
-        return self.unit.packed
-
-    @property
-    def tokens_run(self) -> int:
-        """Token positions run."""
-        return self.unit.tokens_run
-
-    @property
-    def passes(self) -> int:
-        """Passes run."""
-        return self.unit.passes
