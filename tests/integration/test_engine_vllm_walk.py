@@ -147,8 +147,9 @@ def test_vllm_server_walk_bounds_hold_the_transformers_reading(vllm_server, smol
                               "tokenizer": str(smollm2_folder), "walk_logprobs": 64})  # fmt: skip
     opts = walk_options().replace(answer_max_passes=64)
     m = OpenAIModel.open(spec, opts, (WALK["system"], WALK["users"][0]))
-    try:
-        r = m.score([(WALK["system"], WALK["users"][0])])
+    try:  # the unlisted mass keeps answer_tol out of reach: the bound reached, said
+        with pytest.warns(RuntimeWarning, match=r"did not meet answer_tol=0.001 .*walk_logprobs"):
+            r = m.score([(WALK["system"], WALK["users"][0])])
     finally:
         m.close()
     d = {k: np.asarray(v)[0] for k, v in r.data.items()}

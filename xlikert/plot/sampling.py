@@ -78,7 +78,8 @@ def standard_error(
         if rest:
             ax.fill_between(n, s.min(rest).values, s.max(rest).values, color=c, alpha=0.15, lw=0)
     ax.set_xscale("log")
-    ax.set_yscale("log")
+    # a log scale needs some positive SE (all 0: every condition answers one way for sure)
+    ax.set_yscale("log" if bool((se > 0).any()) else "linear")
     text.budget_ticks(ax, n)
     ax.set_xlabel("Samples per condition N")
     ax.set_ylabel("SE (composite-score points)")

@@ -413,8 +413,10 @@ def test_numbers_of_several_digits_are_walked_on_a_vllm_server_in_top_k_mode(ser
     srv = server(logprob_ids=False)
     widths = []
     for k in (3, 113):  # 113: the tiny vocabulary
-        ds = collect(prompts, spec(srv, tiny_dir, server="vllm", walk_logprobs=k, logprob_rtol=0),
-                     progress=False, **grid)  # fmt: skip
+        # answer_tol 0 is not met from listings: the bound reached is stored and said
+        with pytest.warns(RuntimeWarning, match=r"did not meet answer_tol=0 .*walk_logprobs"):
+            ds = collect(prompts, spec(srv, tiny_dir, server="vllm", walk_logprobs=k,
+                                       logprob_rtol=0), progress=False, **grid)  # fmt: skip
         info = ds.likert.attrs["models"]["m"]
         assert info["mode"] == "topk" and "certified walk" in info["answers"], info["answers"]
         assert info["exact_unavailable"].startswith("the server ignored logprob_token_ids")
